@@ -1,0 +1,2 @@
+"""Numerical accuracy of fast GEMM methods: exact and multiprecision references,
+error metrics and input generators."""

@@ -1,0 +1,1 @@
+"""Measurement sweeps, the results database and the ``gemmlab`` command line."""

@@ -1,0 +1,160 @@
+"""Calibration: the library's Gemm(x) and Geam(x) times over a size sweep.
+
+These two curves are what the modeling package fits (a cubic and a quadratic)
+to predict Strassen's crossover size and optimal level, and what the
+achieved-rate figure shows (TFLOP/s for GEMM, GB/s for GEAM).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from functools import partial
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from gpu.backend import Backend
+from modeling.work import gemm_flops, geam_bytes
+
+from .database import ResultsDB
+from .plotting import new_figure, save_figure
+from .registry import Context, experiment, figure
+from .sweep import Record, SweepOutcome, sweep
+from .timing import measure
+
+EXPERIMENT = "calibration"
+METHODS = ("gemm", "geam")
+SIZES = {
+    ("cupy", False): (256, 512, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 10240, 12288, 16384,
+                      20480, 24576, 32768, 40960, 49152, 57344, 65536),
+    ("cupy", True): (512, 1024, 2048, 4096, 8192),
+    ("numpy", False): (128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 2560),
+    ("numpy", True): (128, 256, 384, 512, 768, 1024),
+}
+#: Share of free memory that A, B and C may take (the rest: cuBLAS workspace, flush buffer).
+HEADROOM = 0.9
+
+
+def operand_bytes(n: int, dtype: np.dtype | str = "float64") -> int:
+    """Memory of A, B and C for an n x n calibration point."""
+    return 3 * n * n * np.dtype(dtype).itemsize
+
+
+def default_sizes(backend: Backend, quick: bool = False, dtype: str = "float64") -> list[int]:
+    """The sweep for this backend: on a GPU up to the largest size whose operands fit
+    in free memory; on the CPU a sweep that ends in about a minute (seconds if quick)."""
+    free = backend.memory_info()[0]
+    return [n for n in SIZES[(backend.name, quick)] if operand_bytes(n, dtype) <= HEADROOM * free]
+
+
+def check_sizes(backend: Backend, sizes: Sequence[int], dtype: str = "float64") -> None:
+    """Reject sizes that are not positive or whose operands would not fit in memory."""
+    free = backend.memory_info()[0]
+    for n in sizes:
+        if n <= 0:
+            raise ValueError(f"sizes must be positive, got {n}")
+        need = operand_bytes(n, dtype)
+        if need > HEADROOM * free:
+            raise ValueError(
+                f"size {n} needs {need / 2**30:.1f} GiB for A, B and C but the {backend.name} "
+                f"device has {free / 2**30:.1f} GiB free; choose smaller --sizes"
+            )
+
+
+def measure_point(backend: Backend, params: Mapping[str, Any], methods: Sequence[str]) -> dict[str, Record]:
+    """Time GEMM (C = A B) and GEAM (C = A - B) on random n x n operands.
+
+    Operands that would fit in the last-level cache are timed with the cache
+    flushed before every sample, so the curve shows memory-resident speed.
+    """
+    n, dtype = params["size"], np.dtype(params["dtype"])
+    A = backend.random((n, n), dtype, seed=1)
+    B = backend.random((n, n), dtype, seed=2)
+    C = backend.xp.zeros((n, n), dtype)
+    flush = operand_bytes(n, dtype) < 2 * backend.cache_bytes()
+    works = {"gemm": lambda: backend.gemm(A, B, C), "geam": lambda: backend.geam(1.0, A, -1.0, B, C)}
+    records = {}
+    for method in methods:
+        timing = measure(works[method], backend, flush=flush)
+        records[method] = Record.from_timing(timing, flush=flush, **_rate(method, n, dtype, timing.median))
+    return records
+
+
+def _rate(method: str, n: int, dtype: np.dtype, seconds: float) -> dict[str, float]:
+    if method == "gemm":
+        return {"tflops": gemm_flops(n, n, n) / seconds / 1e12}
+    return {"gbs": geam_bytes(n, n, dtype.itemsize) / seconds / 1e9}
+
+
+def calibrate(ctx: Context, sizes: Sequence[int] | None = None,
+              dtype: str = "float64") -> tuple[list[dict[str, Any]], SweepOutcome]:
+    """Measure (or resume) the sweep and return its table with what the sweep did."""
+    sizes = list(sizes) if sizes else default_sizes(ctx.backend, ctx.quick, dtype)
+    check_sizes(ctx.backend, sizes, dtype)
+    points = [{"size": int(n), "dtype": dtype} for n in sizes]
+    outcome = sweep(ctx, EXPERIMENT, points, METHODS, partial(measure_point, ctx.backend),
+                    desc=f"calibrate ({ctx.backend.name})")
+    return table(ctx.db, ctx.env_key, sizes, dtype), outcome
+
+
+def table(db: ResultsDB, env_key: str, sizes: Sequence[int] | None = None,
+          dtype: str | None = None) -> list[dict[str, Any]]:
+    """Stored calibration points of one environment, one row per size, smallest first."""
+    rows: dict[tuple[int, str], dict[str, Any]] = {}
+    for m in db.measurements(EXPERIMENT, env_key=env_key):
+        n, dt = m["params"]["size"], m["params"]["dtype"]
+        if (sizes is not None and n not in sizes) or (dtype is not None and dt != dtype):
+            continue
+        row = rows.setdefault((n, dt), {"size": n, "dtype": dt, "samples": 0, "stable": True})
+        row[f"{m['method']}_s"] = m["value"]
+        row.update({k: m["meta"][k] for k in ("tflops", "gbs") if k in m["meta"]})
+        row["samples"] = max(row["samples"], len(m["samples"]))
+        row["stable"] = row["stable"] and bool(m["meta"].get("stable", True))
+    return [rows[k] for k in sorted(rows, key=lambda k: (k[1], k[0])) if _complete(rows[k])]
+
+
+def _complete(row: dict[str, Any]) -> bool:
+    return all(f"{m}_s" in row for m in METHODS)
+
+
+@experiment(EXPERIMENT, "Gemm(x) and Geam(x) medians over a size sweep")
+def run(ctx: Context) -> dict[str, Any]:
+    rows, outcome = calibrate(ctx)
+    best_gemm = max(rows, key=lambda r: r["tflops"])
+    best_geam = max(rows, key=lambda r: r["gbs"])
+    return {
+        "points measured": outcome.measured,
+        "points already stored": outcome.skipped,
+        "sizes": f"{rows[0]['size']} to {rows[-1]['size']} ({len(rows)} sizes)",
+        "best GEMM rate": f"{best_gemm['tflops']:.3g} TFLOP/s at N = {best_gemm['size']}",
+        "best GEAM rate": f"{best_geam['gbs']:.4g} GB/s at N = {best_geam['size']}",
+    }
+
+
+@figure(EXPERIMENT, "Gemm/Geam time and achieved TFLOP/s and GB/s against size")
+def render(db: ResultsDB, out_dir: Path) -> list[Path]:
+    curves = defaultdict(list)
+    for key in db.env_keys():
+        env = db.environment(key)
+        for row in table(db, key):
+            curves[(f"{env.get('device', key)} [{env.get('backend', '?')}]", row["dtype"])].append(row)
+    curves = {k: v for k, v in curves.items() if v}
+    if not curves:
+        return []
+    fig, (ax_t, ax_f, ax_b) = new_figure(1, 3, width=15, height=4.2)
+    for (label, dtype), rows in sorted(curves.items()):
+        n = [r["size"] for r in rows]
+        name = f"{label} {dtype}"
+        line, = ax_t.loglog(n, [1e3 * r["gemm_s"] for r in rows], "o-", label=f"Gemm, {name}")
+        ax_t.loglog(n, [1e3 * r["geam_s"] for r in rows], "s--", color=line.get_color(),
+                    label=f"Geam, {name}")
+        ax_f.semilogx(n, [r["tflops"] for r in rows], "o-", label=name)
+        ax_b.semilogx(n, [r["gbs"] for r in rows], "s-", label=name)
+    ax_t.set(xlabel="N", ylabel="time (ms)", title="Gemm(N) and Geam(N)")
+    ax_f.set(xlabel="N", ylabel="TFLOP/s", title="GEMM achieved rate (2N³ / t)")
+    ax_b.set(xlabel="N", ylabel="GB/s", title="GEAM achieved bandwidth (3·N²·size / t)")
+    for ax in (ax_t, ax_f, ax_b):
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    return save_figure(fig, out_dir, "calibration")

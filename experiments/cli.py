@@ -1,0 +1,208 @@
+"""The ``gemmlab`` command line. Every command takes ``--json`` for machine-readable output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from gpu.backend import BACKENDS, BackendUnavailable, get_backend
+
+from . import calibration, reproduce
+from .database import ResultsDB, default_path
+from .environment import env_key, environment
+from .registry import recorded_run
+
+DEFAULT_FIGURES = Path("paper_figs")
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        return [int(s) for s in text.replace(",", " ").split()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"sizes must be integers, got {text!r}") from None
+
+
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print machine-readable JSON on stdout")
+    common.add_argument("--db", type=Path, default=None,
+                        help=f"results database (default: $GEMMLAB_DB or {default_path()})")
+    return common
+
+
+def _measuring() -> argparse.ArgumentParser:
+    opts = argparse.ArgumentParser(add_help=False)
+    opts.add_argument("--backend", choices=BACKENDS + ("auto",), default="auto",
+                      help="numpy (CPU), cupy (GPU) or auto: CuPy when a GPU is usable (default)")
+    opts.add_argument("--force", action="store_true", help="measure again points already stored")
+    opts.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                      help="progress bars on stderr (default: when stderr is a terminal)")
+    return opts
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gemmlab", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common, measuring = _common(), _measuring()
+
+    p = sub.add_parser("info", parents=[common], help="backend, device and versions")
+    p.add_argument("--backend", choices=BACKENDS + ("auto",), default="auto")
+    p.set_defaults(handler=cmd_info)
+
+    p = sub.add_parser("calibrate", parents=[common, measuring], help="measure Gemm(x) and Geam(x)")
+    p.add_argument("--sizes", type=_sizes, default=None,
+                   help="matrix sizes, comma- or space-separated (default: sized for the backend)")
+    p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
+    p.add_argument("--quick", action="store_true", help="the short default sweep")
+    p.set_defaults(handler=cmd_calibrate)
+
+    results = sub.add_parser("results", help="stored runs and measurements")
+    rsub = results.add_subparsers(dest="action", required=True, metavar="ACTION")
+    p = rsub.add_parser("list", parents=[common], help="runs, newest first")
+    p.set_defaults(handler=cmd_results_list)
+    p = rsub.add_parser("export", parents=[common], help="measurements as CSV")
+    p.add_argument("-o", "--output", default="-", help="CSV file (default: stdout)")
+    p.add_argument("--experiment", default=None, help="only this experiment")
+    p.set_defaults(handler=cmd_results_export)
+    p = rsub.add_parser("import", parents=[common], help="read a CSV export into the database")
+    p.add_argument("file", type=Path)
+    p.set_defaults(handler=cmd_results_import)
+
+    p = sub.add_parser("figures", parents=[common], help="render every figure from stored results")
+    p.add_argument("--out", type=Path, default=DEFAULT_FIGURES, help="output folder (default: paper_figs)")
+    p.set_defaults(handler=cmd_figures)
+
+    p = sub.add_parser("reproduce", parents=[common, measuring],
+                       help="run every registered experiment and render every figure")
+    p.add_argument("--quick", action="store_true", help="small sweeps (minutes on a CPU)")
+    p.add_argument("--only", nargs="+", default=None, metavar="EXPERIMENT", help="run only these")
+    p.add_argument("--out", type=Path, default=DEFAULT_FIGURES, help="output folder (default: paper_figs)")
+    p.set_defaults(handler=cmd_reproduce)
+    return parser
+
+
+def _emit(args: argparse.Namespace, payload: Any, text: Callable[[], str]) -> None:
+    print(json.dumps(payload, indent=2, default=str) if args.json else text())
+
+
+def _progress(args: argparse.Namespace) -> bool:
+    return sys.stderr.isatty() if args.progress is None else args.progress
+
+
+def _table(rows: list[dict[str, Any]], columns: Sequence[tuple[str, str, str]]) -> str:
+    """Plain-text table; ``columns`` are (key, header, format spec)."""
+    cells = [[h for _, h, _ in columns]]
+    cells += [[format(r.get(k, ""), f) if r.get(k) is not None else "" for k, _, f in columns] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+    return "\n".join("  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells)
+
+
+def cmd_info(args: argparse.Namespace, db_path: Path) -> int:
+    backend = get_backend(args.backend)
+    env = environment(backend)
+    payload = {"backend": backend.name, "env_key": env_key(env), "environment": env}
+    _emit(args, payload, lambda: "\n".join(
+        [f"{'env_key':>18}: {payload['env_key']}"] + [f"{k:>18}: {v}" for k, v in env.items()]))
+    return 0
+
+
+CALIBRATION_COLUMNS = (("size", "N", "d"), ("gemm_s", "Gemm (s)", ".4e"), ("tflops", "TFLOP/s", ".3f"),
+                       ("geam_s", "Geam (s)", ".4e"), ("gbs", "GB/s", ".1f"), ("samples", "samples", "d"),
+                       ("stable", "stable", ""))
+
+
+def cmd_calibrate(args: argparse.Namespace, db_path: Path) -> int:
+    backend = get_backend(args.backend)
+    with ResultsDB(db_path) as db, recorded_run(backend, db, args.command_line, quick=args.quick,
+                                                force=args.force, progress=_progress(args)) as ctx:
+        rows, outcome = calibration.calibrate(ctx, args.sizes, args.dtype)
+        device = db.environment(ctx.env_key).get("device")
+    payload = {"backend": backend.name, "device": device, "env_key": ctx.env_key, "dtype": args.dtype,
+               "measured": outcome.measured, "skipped": outcome.skipped, "points": rows}
+    _emit(args, payload, lambda: (
+        f"{device} ({backend.name}, {args.dtype}): {outcome.measured} measured, "
+        f"{outcome.skipped} already stored (use --force to measure again)\n"
+        + _table(rows, CALIBRATION_COLUMNS)))
+    return 0
+
+
+def cmd_results_list(args: argparse.Namespace, db_path: Path) -> int:
+    with ResultsDB(db_path) as db:
+        runs = db.runs()
+    columns = (("id", "run", "d"), ("started_at", "started (UTC)", ""), ("status", "status", ""),
+               ("measurements", "points", "d"), ("device", "device", ""), ("command", "command", ""))
+    _emit(args, {"db": str(db_path), "runs": runs},
+          lambda: _table(runs, columns) if runs else f"no runs in {db_path}")
+    return 0
+
+
+def cmd_results_export(args: argparse.Namespace, db_path: Path) -> int:
+    with ResultsDB(db_path) as db:
+        target = sys.stdout if args.output == "-" else args.output
+        if args.json and target is sys.stdout:
+            raise ValueError("--json with CSV on stdout would mix formats; give -o FILE")
+        count = db.export_csv(target, args.experiment)
+    if target is not sys.stdout:
+        _emit(args, {"path": str(args.output), "rows": count}, lambda: f"{count} rows -> {args.output}")
+    return 0
+
+
+def cmd_results_import(args: argparse.Namespace, db_path: Path) -> int:
+    if not args.file.is_file():
+        raise FileNotFoundError(f"no such CSV file: {args.file}")
+    with ResultsDB(db_path) as db:
+        count = db.import_csv(args.file)
+    _emit(args, {"db": str(db_path), "rows": count}, lambda: f"{count} rows imported into {db_path}")
+    return 0
+
+
+def _paths(figures: dict[str, list[Path]]) -> dict[str, list[str]]:
+    return {name: [str(p) for p in paths] for name, paths in figures.items()}
+
+
+def cmd_figures(args: argparse.Namespace, db_path: Path) -> int:
+    with ResultsDB(db_path) as db:
+        figures = reproduce.render_figures(db, args.out)
+    _emit(args, {"figures": _paths(figures)}, lambda: "\n".join(
+        f"{name}: {', '.join(map(str, paths))}" for name, paths in figures.items())
+        or f"no stored results to draw in {db_path}")
+    return 0
+
+
+def cmd_reproduce(args: argparse.Namespace, db_path: Path) -> int:
+    backend = get_backend(args.backend)
+    with ResultsDB(db_path) as db, recorded_run(backend, db, args.command_line, quick=args.quick,
+                                                force=args.force, progress=_progress(args)) as ctx:
+        summaries = reproduce.run_experiments(ctx, args.only)
+        env = db.environment(ctx.env_key)
+    with ResultsDB(db_path) as db:
+        figures = reproduce.render_figures(db, args.out)
+        summary = reproduce.write_summary(args.out, args.command_line, db, env, summaries, figures)
+    payload = {"backend": backend.name, "env_key": ctx.env_key, "experiments": summaries,
+               "figures": _paths(figures), "summary": str(summary)}
+    _emit(args, payload, lambda: summary.read_text())
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    args.command_line = "gemmlab " + shlex.join(argv)
+    db_path = args.db or default_path()
+    try:
+        return args.handler(args, db_path)
+    except KeyboardInterrupt:
+        print("gemmlab: interrupted; every point measured so far is stored: run the same command "
+              "again to resume", file=sys.stderr)
+        return 130
+    except (BackendUnavailable, ValueError, FileNotFoundError, RuntimeError) as exc:
+        print(f"gemmlab {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

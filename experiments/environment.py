@@ -1,0 +1,81 @@
+"""The environment record kept with every run: hardware, driver and library versions.
+
+Results are only comparable on the same stack (the papers saw different
+Strassen speed-ups from the same code on CUDA 10.1 and 11.7), so each run
+stores this record, and its :func:`env_key` decides whether a stored point can
+stand in for a new measurement when a sweep resumes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy
+
+from gpu.backend import Backend
+from gpu.numpy_backend import blas_library, cpu_model
+
+#: Fields that identify a measuring environment. Host name, time and git commit
+#: are recorded but left out: a resumed sweep on the same stack may follow a
+#: commit or a reboot.
+KEY_FIELDS = ("backend", "device", "compute_capability", "sm_count", "memory_bytes", "driver",
+              "cuda_runtime", "cublas", "cupy", "numpy", "scipy", "blas", "numpy_blas", "cpu",
+              "cpu_count", "blas_threads", "python")
+
+
+def environment(backend: Backend) -> dict[str, Any]:
+    """Everything known about where and with what a measurement runs."""
+    env = {
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "hostname": platform.node(),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "numpy_blas": blas_library(np),
+        "blas": blas_library(scipy),
+        "gemmlab": _version(),
+        **git_state(),
+        "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    env.update(backend.device_info())
+    return env
+
+
+def env_key(env: dict[str, Any]) -> str:
+    """A short hash of the fields that make two environments interchangeable."""
+    fields = {k: env.get(k) for k in KEY_FIELDS}
+    fields["python"] = ".".join(str(fields["python"]).split(".")[:2])
+    text = json.dumps(fields, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _version() -> str:
+    try:
+        return metadata.version("gemmlab")
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def git_state() -> dict[str, Any]:
+    """Commit of the source tree and whether it has uncommitted changes."""
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+
+    try:
+        return {"git_commit": git("rev-parse", "HEAD"), "git_dirty": bool(git("status", "--porcelain"))}
+    except (OSError, subprocess.SubprocessError):
+        return {"git_commit": "unknown", "git_dirty": None}

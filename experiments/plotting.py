@@ -1,0 +1,25 @@
+"""Figure helpers: matplotlib's object API (no pyplot state, no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from matplotlib.figure import Figure
+
+FORMATS = ("png", "pdf")
+
+
+def new_figure(rows: int = 1, cols: int = 1, *, width: float = 6.4, height: float = 4.8):
+    """A figure and its axes, laid out to fit their labels."""
+    fig = Figure(figsize=(width, height), layout="constrained")
+    axes = fig.subplots(rows, cols)
+    return fig, axes
+
+
+def save_figure(fig: Figure, out_dir: Path, name: str) -> list[Path]:
+    """Write ``name.png`` and ``name.pdf`` into ``out_dir``; return their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / f"{name}.{fmt}" for fmt in FORMATS]
+    for path in paths:
+        fig.savefig(path, dpi=150)
+    return paths

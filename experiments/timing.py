@@ -1,0 +1,150 @@
+"""The measurement protocol: warm-up, batches of samples, stability check, interleaved pairs.
+
+As in the papers, a batch of at least 10 samples is taken and measured again
+when any sample falls outside 95-105% of the batch mean; here the retries are
+bounded and the outcome is recorded (``stable``, ``attempts``) rather than
+looping forever. The median is reported. Methods compared with each other are
+timed interleaved (A B A B ...), so drift in clocks or temperature hits both
+alike, and reported as ratios. GPU samples are timed with CUDA events.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from gpu.backend import Backend
+
+Work = Callable[[], Any] | Sequence[Callable[[], Any]]
+
+MIN_REPEATS = 10
+
+
+@dataclass
+class Timing:
+    """Samples (seconds) of one method, from the batch that is reported."""
+
+    samples: list[float]
+    attempts: int = 1
+    stable: bool = True
+    tolerance: float = 0.05
+    rejected: list[list[float]] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.samples)
+
+    @property
+    def spread(self) -> float:
+        """Largest relative distance of a sample from the batch mean."""
+        return _spread(self.samples)
+
+    def meta(self) -> dict[str, Any]:
+        """What the results database keeps beside the samples."""
+        return {"median_s": self.median, "mean_s": self.mean, "attempts": self.attempts,
+                "stable": self.stable, "tolerance": self.tolerance, "spread": self.spread,
+                "rejected_batches": self.rejected}
+
+
+@dataclass
+class Comparison:
+    """Interleaved timings of several methods and their speed-ups over a baseline."""
+
+    baseline: str
+    timings: dict[str, Timing]
+
+    def ratio(self, method: str) -> float:
+        """Speed-up of ``method``: baseline median time over the method's median time."""
+        return self.timings[self.baseline].median / self.timings[method].median
+
+    def ratios(self) -> dict[str, float]:
+        return {name: self.ratio(name) for name in self.timings}
+
+
+def _spread(samples: Sequence[float]) -> float:
+    mean = statistics.fmean(samples)
+    return max(abs(s - mean) for s in samples) / mean if mean > 0 else 0.0
+
+
+def _rotation(work: Work) -> Sequence[Callable[[], Any]]:
+    """Callables to cycle through, one per sample (several buffer sets defeat caches)."""
+    rotation = [work] if callable(work) else list(work)
+    if not rotation:
+        raise ValueError("nothing to time: the work sequence is empty")
+    return rotation
+
+
+def _sample(backend: Backend, fn: Callable[[], Any], flush: bool) -> float:
+    if flush:
+        backend.flush_cache()
+    with backend.timer() as t:
+        fn()
+    return t.seconds
+
+
+def measure_interleaved(
+    works: Mapping[str, Work],
+    backend: Backend,
+    *,
+    repeats: int = MIN_REPEATS,
+    warmup: int = 2,
+    tolerance: float = 0.05,
+    max_attempts: int = 3,
+    flush: bool = False,
+) -> dict[str, Timing]:
+    """Time each method ``repeats`` times, one round of all methods after another.
+
+    ``works`` maps a name to a callable, or to a sequence of callables used in
+    turn (buffer rotation). With ``flush`` the last-level cache is flushed
+    before every sample, outside the timed region. A batch in which any
+    method has a sample outside ``1 +- tolerance`` of its mean is measured
+    again, at most ``max_attempts`` batches in all; the reported batch is the
+    last stable one, or else the least spread, marked ``stable=False``.
+    """
+    if repeats < MIN_REPEATS:
+        raise ValueError(f"repeats must be at least {MIN_REPEATS} (the protocol's minimum), got {repeats}")
+    if max_attempts < 1:
+        raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
+    rotations = {name: _rotation(work) for name, work in works.items()}
+    for fns in rotations.values():
+        for i in range(warmup):
+            fns[i % len(fns)]()
+    backend.synchronize()
+    batches: list[dict[str, list[float]]] = []
+    for _ in range(max_attempts):
+        batch: dict[str, list[float]] = {name: [] for name in rotations}
+        for i in range(repeats):
+            for name, fns in rotations.items():
+                batch[name].append(_sample(backend, fns[i % len(fns)], flush))
+        batches.append(batch)
+        if all(_spread(s) <= tolerance for s in batch.values()):
+            break
+    return _report(batches, tolerance)
+
+
+def _report(batches: list[dict[str, list[float]]], tolerance: float) -> dict[str, Timing]:
+    worst = [max(_spread(s) for s in b.values()) for b in batches]
+    chosen = len(batches) - 1 if worst[-1] <= tolerance else min(range(len(batches)), key=worst.__getitem__)
+    rejected = [b for i, b in enumerate(batches) if i != chosen]
+    return {
+        name: Timing(samples=samples, attempts=len(batches), stable=worst[chosen] <= tolerance,
+                     tolerance=tolerance, rejected=[b[name] for b in rejected])
+        for name, samples in batches[chosen].items()
+    }
+
+
+def measure(work: Work, backend: Backend, **options: Any) -> Timing:
+    """Time one method under the protocol (see :func:`measure_interleaved`)."""
+    return measure_interleaved({"_": work}, backend, **options)["_"]
+
+
+def compare(works: Mapping[str, Work], backend: Backend, baseline: str, **options: Any) -> Comparison:
+    """Time methods side by side, interleaved, and report speed-ups over ``baseline``."""
+    if baseline not in works:
+        raise ValueError(f"baseline {baseline!r} is not among the methods {sorted(works)}")
+    return Comparison(baseline, measure_interleaved(works, backend, **options))

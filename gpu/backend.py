@@ -1,0 +1,249 @@
+"""One small execution interface over NumPy (CPU) and CuPy (GPU).
+
+Schedules, sweeps and benchmarks are written once against :class:`Backend`:
+BLAS ``gemm``/``geam`` on 2-D views with a leading dimension, streams and
+events, a timer, an allocation tracker and an allocation policy. A backend is
+chosen by name with :func:`get_backend` (``"numpy"``, ``"cupy"`` or
+``"auto"``), the way opt_einsum dispatches on array libraries.
+"""
+
+from __future__ import annotations
+
+import abc
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from . import blas
+
+BACKENDS = ("numpy", "cupy")
+POLICIES = ("pooled", "raw")
+
+
+class BackendUnavailable(RuntimeError):
+    """The requested backend cannot run on this machine."""
+
+
+@dataclass
+class AllocationReport:
+    """Device allocations seen inside :meth:`Backend.track_allocations`.
+
+    ``count`` is the number of allocations (None where the backend cannot count
+    them exactly), ``peak_bytes`` the highest number of bytes allocated inside
+    the block and alive at once, and ``exact`` says whether both are exact.
+    ``device_free`` and ``device_total`` are the device's free and total memory
+    in bytes when the block ended.
+    """
+
+    count: int | None = 0
+    peak_bytes: int = 0
+    exact: bool = True
+    device_free: int = 0
+    device_total: int = 0
+    sizes: list[int] = field(default_factory=list)
+    _live: int = 0
+
+    def allocated(self, nbytes: int) -> None:
+        self.count = (self.count or 0) + 1
+        self.sizes.append(nbytes)
+        self._live += nbytes
+        self.peak_bytes = max(self.peak_bytes, self._live)
+
+    def freed(self, nbytes: int) -> None:
+        self._live -= nbytes
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "peak_bytes": self.peak_bytes, "exact": self.exact,
+                "device_free": self.device_free, "device_total": self.device_total}
+
+
+class Timer:
+    """Elapsed seconds of the work issued inside ``with backend.timer() as t``."""
+
+    seconds: float = float("nan")
+
+
+class Backend(abc.ABC):
+    """What a schedule or benchmark needs from an array library."""
+
+    name: str
+    xp: Any
+
+    def gemm(self, A, B, C, alpha: float = 1.0, beta: float = 0.0) -> None:
+        """``C = alpha * A @ B + beta * C`` in place, with no copy and no allocation.
+
+        A, B, C are 2-D views (quadrants of larger matrices are fine) of one
+        float dtype with unit stride along one axis; C must not overlap A or B.
+        """
+        layouts = self.layout(A, "A"), self.layout(B, "B"), self.layout(C, "C")
+        blas.check_dtypes(("A", A), ("B", B), ("C", C))
+        call = blas.plan_gemm(*layouts)
+        if call is not None:
+            self._gemm(np.dtype(C.dtype), call, alpha, beta)
+
+    def geam(self, alpha: float, A, beta: float, B, C) -> None:
+        """``C = alpha * A + beta * B`` in place, with no copy and no allocation.
+
+        C may be the very same view as A or B; any other overlap is an error.
+        """
+        layouts = self.layout(A, "A"), self.layout(B, "B"), self.layout(C, "C")
+        blas.check_dtypes(("A", A), ("B", B), ("C", C))
+        call = blas.plan_geam(*layouts)
+        if call is not None:
+            self._geam(np.dtype(C.dtype), call, alpha, beta, (A, B, C), layouts)
+
+    def layout(self, x, name: str = "array") -> blas.Layout:
+        """The BLAS layout of ``x``; TypeError if it is not this backend's array."""
+        if not isinstance(x, self.xp.ndarray):
+            raise TypeError(
+                f"{name} is a {type(x).__module__}.{type(x).__name__}; the {self.name} backend "
+                f"needs {self.xp.__name__}.ndarray (convert with backend.asarray)"
+            )
+        return blas.layout(x, self.pointer(x), name)
+
+    @abc.abstractmethod
+    def pointer(self, x) -> int:
+        """Address of the first element of ``x``."""
+
+    @abc.abstractmethod
+    def _gemm(self, dtype: np.dtype, call: blas.GemmCall, alpha: float, beta: float) -> None:
+        """Run a validated gemm."""
+
+    @abc.abstractmethod
+    def _geam(self, dtype: np.dtype, call: blas.GeamCall, alpha: float, beta: float,
+              arrays: tuple, layouts: tuple[blas.Layout, ...]) -> None:
+        """Run a validated geam; ``arrays`` and ``layouts`` are (A, B, C)."""
+
+    @abc.abstractmethod
+    def asarray(self, x, dtype=None):
+        """``x`` as this backend's array (a copy only when needed)."""
+
+    @abc.abstractmethod
+    def to_numpy(self, x) -> np.ndarray:
+        """``x`` as a NumPy array on the host."""
+
+    def random(self, shape: tuple[int, ...], dtype=np.float64, seed: int = 0):
+        """Uniform [0, 1) values, generated on the device, reproducible by ``seed``."""
+        return self.xp.random.default_rng(seed).random(shape, dtype=dtype)
+
+    @abc.abstractmethod
+    def stream(self):
+        """A new stream, used as ``with s:``; ``s.record()`` returns an event, ``s.wait_event(e)``."""
+
+    @abc.abstractmethod
+    def current_stream(self):
+        """The stream work is issued on now."""
+
+    @abc.abstractmethod
+    def synchronize(self) -> None:
+        """Wait for all work on the device."""
+
+    @abc.abstractmethod
+    def timer(self) -> AbstractContextManager[Timer]:
+        """Time the work issued inside the block (device events on GPU)."""
+
+    @abc.abstractmethod
+    def track_allocations(self) -> AbstractContextManager[AllocationReport]:
+        """Report the allocations made inside the block."""
+
+    @abc.abstractmethod
+    def allocation_policy(self, policy: str) -> AbstractContextManager[None]:
+        """Allocate through a pool (``"pooled"``) or directly (``"raw"``) inside the block."""
+
+    @abc.abstractmethod
+    def memory_info(self) -> tuple[int, int]:
+        """(free, total) bytes of device memory."""
+
+    @abc.abstractmethod
+    def cache_bytes(self) -> int:
+        """Size of the last-level cache that repeated timings would hit (L2 on GPU)."""
+
+    @abc.abstractmethod
+    def flush_cache(self) -> None:
+        """Evict operands from the last-level cache by writing a buffer twice its size."""
+
+    @abc.abstractmethod
+    def device_info(self) -> dict[str, Any]:
+        """Device name, memory and library versions for the environment record."""
+
+
+def check_policy(policy: str) -> str:
+    if policy not in POLICIES:
+        raise ValueError(f"allocation policy must be one of {POLICIES}, got {policy!r}")
+    return policy
+
+
+class NullEvent:
+    """An event on the CPU: work there is synchronous, so it is always complete."""
+
+    done = True
+
+    def record(self, stream=None) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+
+class NullStream:
+    """A stream on the CPU: work runs in issue order, so waits are no-ops."""
+
+    done = True
+
+    def __enter__(self) -> "NullStream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def record(self, event: NullEvent | None = None) -> NullEvent:
+        return event or NullEvent()
+
+    def wait_event(self, event: NullEvent) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+
+_instances: dict[str, Backend] = {}
+
+
+def _factory(name: str) -> Callable[[], Backend]:
+    if name == "numpy":
+        from .numpy_backend import NumpyBackend
+        return NumpyBackend
+    from .cupy_backend import CupyBackend
+    return CupyBackend
+
+
+def get_backend(name: str | Backend = "auto") -> Backend:
+    """The backend called ``name``: ``"numpy"``, ``"cupy"`` or ``"auto"``.
+
+    ``"auto"`` is CuPy when a GPU is usable, else NumPy. Asking for ``"cupy"``
+    where no GPU is usable raises :class:`BackendUnavailable` with the reason.
+    """
+    if isinstance(name, Backend):
+        return name
+    if name == "auto":
+        try:
+            return get_backend("cupy")
+        except BackendUnavailable:
+            return get_backend("numpy")
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; choose one of {BACKENDS + ('auto',)}")
+    if name not in _instances:
+        _instances[name] = _factory(name)()
+    return _instances[name]
+
+
+def gpu_available() -> bool:
+    """Whether the CuPy backend can run here."""
+    try:
+        get_backend("cupy")
+    except BackendUnavailable:
+        return False
+    return True
+

@@ -1,0 +1,213 @@
+"""The GPU backend: CuPy arrays, cuBLAS called directly on views, exact allocation accounting.
+
+CuPy's own ``cupy.cublas.gemm`` and ``cupy.matmul(out=view)`` copy
+non-contiguous operands (see ``shared/notes``). Here ``gemm``/``geam`` call
+``cublas.dgemm``/``dgeam`` (``sgemm``/``sgeam`` for float32) with the view's
+pointer and leading dimension, on the current CuPy stream, so a product on a
+quadrant makes no copy and no allocation.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+import numpy as np
+
+from .backend import AllocationReport, Backend, BackendUnavailable, Timer, check_policy
+
+_INSTALL_HINT = ("install CuPy for your CUDA (pip install 'gemmlab[gpu]' for CUDA 13, "
+                 "cupy-cuda12x for CUDA 12) or use --backend numpy")
+
+
+def _import_cupy():
+    try:
+        import cupy
+    except ImportError as exc:
+        raise BackendUnavailable(f"CuPy is not installed ({exc}); {_INSTALL_HINT}") from exc
+    if not cupy.is_available():
+        raise BackendUnavailable(
+            "CuPy is installed but finds no usable CUDA GPU (no device, or no driver); "
+            "run on a GPU machine or use --backend numpy"
+        )
+    try:
+        from cupy.cuda import cublas
+    except ImportError as exc:
+        raise BackendUnavailable(f"CuPy cannot load cuBLAS ({exc}); {_INSTALL_HINT}") from exc
+    return cupy, cublas
+
+
+class CupyBackend(Backend):
+    """Runs on the current CUDA device through CuPy and cuBLAS."""
+
+    name = "cupy"
+
+    def __init__(self) -> None:
+        self.xp, self._cublas = _import_cupy()
+        self._policy = "pooled"
+        self._flush_buffer = None
+        cb = self._cublas
+        self._gemm_fn = {np.dtype(np.float64): cb.dgemm, np.dtype(np.float32): cb.sgemm}
+        self._geam_fn = {np.dtype(np.float64): cb.dgeam, np.dtype(np.float32): cb.sgeam}
+
+    def pointer(self, x) -> int:
+        return x.data.ptr
+
+    def _handle(self) -> int:
+        return self.xp.cuda.device.get_cublas_handle()
+
+    def _gemm(self, dtype, call, alpha, beta) -> None:
+        al, be = np.array(alpha, dtype), np.array(beta, dtype)
+        self._gemm_fn[dtype](self._handle(), call.transa, call.transb, call.m, call.n, call.k,
+                             al.ctypes.data, call.a, call.lda, call.b, call.ldb,
+                             be.ctypes.data, call.c, call.ldc)
+
+    def _geam(self, dtype, call, alpha, beta, arrays, layouts) -> None:
+        al, be = np.array(alpha, dtype), np.array(beta, dtype)
+        self._geam_fn[dtype](self._handle(), call.transa, call.transb, call.m, call.n,
+                             al.ctypes.data, call.a, call.lda, be.ctypes.data, call.b, call.ldb,
+                             call.c, call.ldc)
+
+    def asarray(self, x, dtype=None):
+        return self.xp.asarray(x, dtype=dtype)
+
+    def to_numpy(self, x) -> np.ndarray:
+        return self.xp.asnumpy(x)
+
+    def stream(self):
+        return self.xp.cuda.Stream(non_blocking=True)
+
+    def current_stream(self):
+        return self.xp.cuda.get_current_stream()
+
+    def synchronize(self) -> None:
+        self.xp.cuda.Device().synchronize()
+
+    @contextmanager
+    def timer(self) -> Iterator[Timer]:
+        """Time with CUDA events on the current stream.
+
+        Work issued on other streams is timed only when joined back to the
+        current stream (by an event wait) inside the block.
+        """
+        cuda = self.xp.cuda
+        t, stream = Timer(), cuda.get_current_stream()
+        start, end = cuda.Event(), cuda.Event()
+        start.record(stream)
+        yield t
+        end.record(stream)
+        end.synchronize()
+        t.seconds = cuda.get_elapsed_time(start, end) / 1e3
+
+    @contextmanager
+    def track_allocations(self) -> Iterator[AllocationReport]:
+        """Count every CuPy allocation inside the block, exactly.
+
+        A Python-function allocator stands in front of the active policy (the
+        pool or raw cudaMalloc) and records each request's size. cuBLAS's own
+        workspace is allocated outside CuPy and shows only in ``device_free``.
+        """
+        cuda = self.xp.cuda
+        report, live = AllocationReport(), {}
+        if self._policy == "raw":
+            def malloc(size: int, device_id: int) -> int:
+                ptr = cuda.runtime.malloc(size)
+                live[ptr] = size
+                report.allocated(size)
+                return ptr
+
+            def free(ptr: int, device_id: int) -> None:
+                cuda.runtime.free(ptr)
+                report.freed(live.pop(ptr))
+        else:
+            pool = self.xp.get_default_memory_pool()
+
+            def malloc(size: int, device_id: int) -> int:
+                mem = pool.malloc(size)
+                live[mem.ptr] = (mem, size)
+                report.allocated(size)
+                return mem.ptr
+
+            def free(ptr: int, device_id: int) -> None:
+                report.freed(live.pop(ptr)[1])
+        allocator = cuda.PythonFunctionAllocator(malloc, free)
+        try:
+            with cuda.using_allocator(allocator.malloc):
+                yield report
+        finally:
+            self.synchronize()
+            report.device_free, report.device_total = self.memory_info()
+
+    @contextmanager
+    def allocation_policy(self, policy: str) -> Iterator[None]:
+        """``"pooled"``: CuPy's memory pool; ``"raw"``: every allocation is cudaMalloc/cudaFree."""
+        check_policy(policy)
+        previous, self._policy = self._policy, policy
+        allocator = None if policy == "raw" else self.xp.get_default_memory_pool().malloc
+        try:
+            with self.xp.cuda.using_allocator(allocator):
+                yield
+        finally:
+            self._policy = previous
+
+    def memory_info(self) -> tuple[int, int]:
+        return self.xp.cuda.runtime.memGetInfo()
+
+    def cache_bytes(self) -> int:
+        return self._properties()["l2CacheSize"]
+
+    def flush_cache(self) -> None:
+        if self._flush_buffer is None:
+            self._flush_buffer = self.xp.empty(2 * self.cache_bytes() // 8, dtype=np.float64)
+        self._flush_buffer.fill(0.0)
+
+    def _properties(self) -> dict[str, Any]:
+        return self.xp.cuda.runtime.getDeviceProperties(self.xp.cuda.Device().id)
+
+    def device_info(self) -> dict[str, Any]:
+        rt, props = self.xp.cuda.runtime, self._properties()
+        name = props["name"]
+        return {
+            "backend": self.name,
+            "device": name.decode() if isinstance(name, bytes) else str(name),
+            "compute_capability": f"{props['major']}.{props['minor']}",
+            "sm_count": props["multiProcessorCount"],
+            "memory_bytes": props["totalGlobalMem"],
+            "l2_bytes": props["l2CacheSize"],
+            "driver": driver_release(),
+            "cuda_driver_api": _cuda_version(rt.driverGetVersion()),
+            "cuda_runtime": _cuda_version(rt.runtimeGetVersion()),
+            "cublas": _cublas_version(self._cublas.getVersion(self._handle())),
+            "cupy": self.xp.__version__,
+        }
+
+
+def _cuda_version(v: int) -> str:
+    return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+def _cublas_version(v: int) -> str:
+    return f"{v // 10000}.{(v % 10000) // 100}.{v % 100}"
+
+
+def driver_release() -> str:
+    """The NVIDIA driver release (for example 580.159.04), from NVML or nvidia-smi."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        version = pynvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else str(version)
+    except Exception:  # noqa: BLE001 - NVML is optional
+        pass
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=20, check=True)
+            return out.stdout.strip().splitlines()[0]
+        except (subprocess.SubprocessError, OSError, IndexError):
+            pass
+    return "unknown"

@@ -1,0 +1,190 @@
+"""The CPU backend: NumPy arrays, SciPy's BLAS on raw pointers, tracemalloc accounting.
+
+GEMM goes to the BLAS with the view's leading dimension (no copy, real
+``beta``). GEAM runs NumPy ufuncs with ``out=``: on contiguous operands in one
+call, otherwise one row at a time, because a ufunc over a 2-D strided view
+allocates iterator buffers (about 192 KiB) while a contiguous row needs none.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import tracemalloc
+from contextlib import contextmanager
+from pathlib import Path
+from time import perf_counter
+from typing import Any, Iterator
+
+import numpy as np
+
+from . import blas, cpu_blas
+from .backend import AllocationReport, Backend, NullStream, Timer, check_policy
+
+#: tracemalloc also sees the interpreter's own objects made during a call (a few
+#: hundred bytes to a few KiB); peaks below this are reported as zero.
+NOISE_BYTES = 16 * 1024
+_FAST_PATH_MAX = 2**31 - 1
+
+
+class NumpyBackend(Backend):
+    """Runs everything on the CPU, synchronously."""
+
+    name = "numpy"
+    xp = np
+
+    def __init__(self) -> None:
+        self._flush_buffer: np.ndarray | None = None
+        self._stream = NullStream()
+
+    def pointer(self, x) -> int:
+        return x.ctypes.data
+
+    def _gemm(self, dtype, call, alpha, beta) -> None:
+        cpu_blas.gemm(dtype, call, alpha, beta)
+
+    def _geam(self, dtype, call, alpha, beta, arrays, layouts) -> None:
+        (A, B, C), (_, lay_b, lay_c) = arrays, layouts
+        c_is_b = blas.same_view(lay_c, lay_b)
+        if lay_c.order == "F":
+            A, B, C = A.T, B.T, C.T
+        if C.size <= _FAST_PATH_MAX and all(x.flags.c_contiguous for x in (A, B, C)):
+            _axpby(alpha, A.reshape(-1), beta, B.reshape(-1), C.reshape(-1), c_is_b)
+            return
+        for a, b, c in zip(A, B, C):
+            _axpby(alpha, a, beta, b, c, c_is_b)
+
+    def asarray(self, x, dtype=None) -> np.ndarray:
+        if hasattr(x, "get") and not isinstance(x, np.ndarray):
+            x = x.get()
+        return np.asarray(x, dtype=dtype)
+
+    def to_numpy(self, x) -> np.ndarray:
+        return self.asarray(x)
+
+    def stream(self) -> NullStream:
+        return NullStream()
+
+    def current_stream(self) -> NullStream:
+        return self._stream
+
+    def synchronize(self) -> None:
+        pass
+
+    @contextmanager
+    def timer(self) -> Iterator[Timer]:
+        t = Timer()
+        start = perf_counter()
+        yield t
+        t.seconds = perf_counter() - start
+
+    @contextmanager
+    def track_allocations(self) -> Iterator[AllocationReport]:
+        """Peak bytes allocated inside the block, through tracemalloc.
+
+        NumPy registers its array buffers with tracemalloc, so hidden
+        temporaries show up. tracemalloc gives a peak, not a count, so
+        ``count`` is None (0 when nothing above :data:`NOISE_BYTES` was seen)
+        and ``exact`` is False. Trackers do not nest on this backend.
+        """
+        report = AllocationReport(count=None, exact=False)
+        started = not tracemalloc.is_tracing()
+        if started:
+            tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        try:
+            yield report
+        finally:
+            peak = tracemalloc.get_traced_memory()[1] - base
+            if started:
+                tracemalloc.stop()
+            report.peak_bytes = peak if peak >= NOISE_BYTES else 0
+            report.count = 0 if report.peak_bytes == 0 else None
+            report.device_free, report.device_total = self.memory_info()
+
+    @contextmanager
+    def allocation_policy(self, policy: str) -> Iterator[None]:
+        """Accepted for symmetry with CuPy: the CPU allocator has no pool to switch."""
+        check_policy(policy)
+        yield
+
+    def memory_info(self) -> tuple[int, int]:
+        page = os.sysconf("SC_PAGE_SIZE")
+        return os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
+
+    def cache_bytes(self) -> int:
+        return _last_level_cache() or 32 * 2**20
+
+    def flush_cache(self) -> None:
+        if self._flush_buffer is None:
+            self._flush_buffer = np.zeros(2 * self.cache_bytes() // 8)
+        self._flush_buffer += 1.0
+
+    def device_info(self) -> dict[str, Any]:
+        import scipy
+
+        cpu = cpu_model()
+        return {
+            "backend": self.name,
+            "device": f"CPU: {cpu}",
+            "cpu": cpu,
+            "cpu_count": os.cpu_count(),
+            "memory_bytes": self.memory_info()[1],
+            "cache_bytes": self.cache_bytes(),
+            "blas": blas_library(scipy),
+            "blas_threads": {k: os.environ[k] for k in _THREAD_VARS if k in os.environ},
+        }
+
+
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _axpby(alpha, a, beta, b, c, c_is_b: bool) -> None:
+    """``c = alpha*a + beta*b`` on 1-D views without temporaries."""
+    if beta == 0:
+        np.multiply(a, alpha, out=c) if alpha != 1 else np.copyto(c, a)
+    elif alpha == 0:
+        np.multiply(b, beta, out=c)
+    elif alpha == 1 and beta in (1, -1):
+        (np.add if beta == 1 else np.subtract)(a, b, out=c)
+    elif alpha == -1 and beta == 1:
+        np.subtract(b, a, out=c)
+    elif c_is_b:
+        np.multiply(b, beta, out=c)
+        cpu_blas.axpy(alpha, a, c)
+    else:
+        np.multiply(a, alpha, out=c)
+        cpu_blas.axpy(beta, b, c)
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name, from /proc/cpuinfo where it exists."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def blas_library(module) -> str:
+    """Name and version of the BLAS that ``module`` (NumPy or SciPy) was built with."""
+    try:
+        info = module.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        return f"{info.get('name', '?')} {info.get('version', '')}".strip()
+    except Exception:  # noqa: BLE001 - older builds have no dict mode
+        return "unknown"
+
+
+def _last_level_cache() -> int:
+    sizes = []
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            text = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        units = {"K": 2**10, "M": 2**20, "G": 2**30}
+        sizes.append(int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text))
+    return max(sizes, default=0)

@@ -1,0 +1,139 @@
+"""The gemmlab command line: --json output parsed back, resume, export/import, reproduce."""
+
+import csv
+import json
+
+import pytest
+
+from experiments import calibration
+from experiments.cli import main
+from experiments.database import ResultsDB
+from gpu.backend import gpu_available
+
+SIZES = "32,48,64"
+
+
+def run_json(capsys, *argv):
+    code = main([*argv, "--json"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    return json.loads(out)
+
+
+def calibrate(capsys, db_path, sizes=SIZES, *extra):
+    return run_json(capsys, "calibrate", "--backend", "numpy", "--sizes", sizes, "--db", str(db_path), *extra)
+
+
+def test_calibrate_json_has_every_point(capsys, db_path):
+    out = calibrate(capsys, db_path)
+    assert out["backend"] == "numpy" and out["measured"] == 6 and out["skipped"] == 0
+    assert [p["size"] for p in out["points"]] == [32, 48, 64]
+    for p in out["points"]:
+        assert p["gemm_s"] > 0 and p["geam_s"] > 0 and p["samples"] >= 10
+        assert p["tflops"] == pytest.approx(2 * p["size"] ** 3 / p["gemm_s"] / 1e12)
+
+
+def test_second_calibrate_resumes_and_force_remeasures(capsys, db_path):
+    first = calibrate(capsys, db_path, "32,48")
+    again = calibrate(capsys, db_path, "32,48,64")
+    assert (again["measured"], again["skipped"]) == (2, 4)
+    assert again["points"][0]["gemm_s"] == first["points"][0]["gemm_s"]
+    forced = calibrate(capsys, db_path, "32", "--force")
+    assert (forced["measured"], forced["skipped"]) == (2, 0)
+    with ResultsDB(db_path) as db:
+        rows = db.measurements("calibration", latest=False)
+    assert len(rows) == 8
+
+
+def test_interrupted_sweep_resumes_without_losing_points(capsys, db_path, monkeypatch):
+    real = calibration.measure_point
+    seen = []
+
+    def interrupt_at_third(backend, params, methods):
+        seen.append(params["size"])
+        if len(seen) == 3:
+            raise KeyboardInterrupt
+        return real(backend, params, methods)
+
+    monkeypatch.setattr(calibration, "measure_point", interrupt_at_third)
+    assert main(["calibrate", "--backend", "numpy", "--sizes", SIZES, "--db", str(db_path)]) == 130
+    assert "resume" in capsys.readouterr().err
+    monkeypatch.setattr(calibration, "measure_point", real)
+    with ResultsDB(db_path) as db:
+        assert db.runs()[0]["status"] == "interrupted"
+        assert len(db.measurements("calibration")) == 4
+    resumed = calibrate(capsys, db_path)
+    assert (resumed["measured"], resumed["skipped"]) == (2, 4)
+
+
+def test_results_list_export_and_import_round_trip(capsys, db_path, tmp_path):
+    calibrate(capsys, db_path, "32,48")
+    runs = run_json(capsys, "results", "list", "--db", str(db_path))["runs"]
+    assert len(runs) == 1 and runs[0]["status"] == "finished" and runs[0]["measurements"] == 4
+    csv_path = tmp_path / "calibration.csv"
+    exported = run_json(capsys, "results", "export", "-o", str(csv_path), "--db", str(db_path))
+    assert exported["rows"] == 4
+    with open(csv_path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert {r["method"] for r in rows} == {"gemm", "geam"}
+    other = tmp_path / "other.sqlite"
+    assert run_json(capsys, "results", "import", str(csv_path), "--db", str(other))["rows"] == 4
+    with ResultsDB(db_path) as a, ResultsDB(other) as b:
+        key = a.env_keys()[0]
+        assert calibration.table(a, key) == calibration.table(b, key)
+
+
+def test_export_to_stdout_is_csv(capsys, db_path):
+    calibrate(capsys, db_path, "32")
+    assert main(["results", "export", "--db", str(db_path)]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert header.startswith("experiment,method,params")
+
+
+def test_info_json(capsys):
+    out = run_json(capsys, "info", "--backend", "numpy")
+    assert out["backend"] == "numpy" and len(out["env_key"]) == 16
+    assert out["environment"]["numpy"]
+
+
+def test_bad_sizes_are_clear_errors(capsys, db_path):
+    assert main(["calibrate", "--backend", "numpy", "--sizes", "0", "--db", str(db_path)]) == 2
+    assert "positive" in capsys.readouterr().err
+    assert main(["calibrate", "--backend", "numpy", "--sizes", "10000000", "--db", str(db_path)]) == 2
+    assert "smaller --sizes" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["calibrate", "--sizes", "12,abc"])
+
+
+@pytest.mark.skipif(gpu_available(), reason="a GPU is usable here")
+def test_cupy_without_gpu_exits_with_a_message(capsys, db_path):
+    assert main(["calibrate", "--backend", "cupy", "--db", str(db_path)]) == 2
+    assert "--backend numpy" in capsys.readouterr().err
+
+
+def test_reproduce_quick_writes_figures_summary_and_json(capsys, db_path, tmp_path, monkeypatch):
+    monkeypatch.setitem(calibration.SIZES, ("numpy", True), (32, 64, 96))
+    out_dir = tmp_path / "figs"
+    out = run_json(capsys, "reproduce", "--quick", "--backend", "numpy", "--db", str(db_path),
+                   "--out", str(out_dir))
+    assert out["experiments"]["calibration"]["points measured"] == 6
+    pngs = [p for p in out["figures"]["calibration"] if p.endswith(".png")]
+    assert pngs and all((out_dir / name).stat().st_size > 10_000 for name in ("calibration.png", "calibration.pdf"))
+    summary = (out_dir / "SUMMARY.md").read_text()
+    assert "calibration" in summary and "best GEMM rate" in summary
+    redraw = run_json(capsys, "figures", "--db", str(db_path), "--out", str(tmp_path / "again"))
+    assert set(redraw["figures"]) == {"calibration"}
+
+
+def test_figures_from_an_empty_database_draw_nothing(capsys, db_path, tmp_path):
+    assert run_json(capsys, "figures", "--db", str(db_path), "--out", str(tmp_path))["figures"] == {}
+
+
+def test_python_dash_m_entry_point(db_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "experiments", "results", "list", "--json", "--db", str(db_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["runs"] == []

@@ -1,0 +1,59 @@
+"""Tests for experiments.environment: the environment record and its key."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import scipy
+
+import gpu
+from experiments.environment import KEY_FIELDS, env_key, environment
+
+REQUIRED = ("backend", "device", "cpu", "cpu_count", "python", "numpy", "scipy", "blas",
+            "numpy_blas", "git_commit", "recorded_at")
+
+
+@pytest.fixture(scope="module")
+def env():
+    return environment(gpu.get_backend("numpy"))
+
+
+def changed(env, **fields):
+    return {**env, **fields}
+
+
+def test_environment_has_required_fields(env):
+    missing = [k for k in REQUIRED if k not in env]
+    assert not missing
+    empty = [k for k in REQUIRED if env[k] is None or str(env[k]).strip() == ""]
+    assert not empty
+    assert env["backend"] == "numpy"
+    assert env["numpy"] == np.__version__ and env["scipy"] == scipy.__version__
+    assert isinstance(env["cpu_count"], int) and env["cpu_count"] > 0
+
+
+def test_key_is_16_hex_and_deterministic(env):
+    key = env_key(env)
+    assert re.fullmatch(r"[0-9a-f]{16}", key)
+    assert env_key(dict(env)) == key
+    assert env_key(environment(gpu.get_backend("numpy"))) == key  # a fresh record, same stack
+
+
+def test_key_ignores_host_time_and_commit(env):
+    other = changed(env, hostname="elsewhere", recorded_at="1999-01-01T00:00:00+00:00",
+                    git_commit="0" * 40, git_dirty=not env.get("git_dirty"))
+    assert env_key(other) == env_key(env)
+
+
+@pytest.mark.parametrize("field,value", [("device", "NVIDIA H100 80GB HBM3"), ("numpy", "0.0.1"),
+                                         ("backend", "cupy")])
+def test_key_changes_with_identifying_fields(env, field, value):
+    assert field in KEY_FIELDS
+    assert env_key(changed(env, **{field: value})) != env_key(env)
+
+
+def test_key_uses_python_minor_version_only(env):
+    key = env_key(changed(env, python="3.11.7"))
+    assert env_key(changed(env, python="3.11.9")) == key
+    assert env_key(changed(env, python="3.12.7")) != key
