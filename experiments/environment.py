@@ -68,7 +68,11 @@ def _version() -> str:
 
 
 def git_state() -> dict[str, Any]:
-    """Commit of the source tree and whether it has uncommitted changes."""
+    """Commit of the source tree and whether it has uncommitted changes.
+
+    A copy of the tree without ``.git`` (a GPU machine sent the working tree)
+    can name its commit in ``$GEMMLAB_GIT_COMMIT``.
+    """
     root = Path(__file__).resolve().parent.parent
 
     def git(*args: str) -> str:
@@ -78,4 +82,4 @@ def git_state() -> dict[str, Any]:
     try:
         return {"git_commit": git("rev-parse", "HEAD"), "git_dirty": bool(git("status", "--porcelain"))}
     except (OSError, subprocess.SubprocessError):
-        return {"git_commit": "unknown", "git_dirty": None}
+        return {"git_commit": os.environ.get("GEMMLAB_GIT_COMMIT", "unknown"), "git_dirty": None}

@@ -10,6 +10,7 @@ alike, and reported as ratios. GPU samples are timed with CUDA events.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -67,8 +68,11 @@ class Comparison:
 
 
 def _spread(samples: Sequence[float]) -> float:
+    """Largest relative distance from the mean; infinite when a sample is not a positive time."""
+    if not all(math.isfinite(s) and s > 0 for s in samples):
+        return math.inf
     mean = statistics.fmean(samples)
-    return max(abs(s - mean) for s in samples) / mean if mean > 0 else 0.0
+    return max(abs(s - mean) for s in samples) / mean
 
 
 def _rotation(work: Work) -> Sequence[Callable[[], Any]]:
@@ -110,6 +114,8 @@ def measure_interleaved(
         raise ValueError(f"repeats must be at least {MIN_REPEATS} (the protocol's minimum), got {repeats}")
     if max_attempts < 1:
         raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
+    if not works:
+        raise ValueError("nothing to time: no methods given")
     rotations = {name: _rotation(work) for name, work in works.items()}
     for fns in rotations.values():
         for i in range(warmup):
@@ -129,6 +135,8 @@ def measure_interleaved(
 
 def _report(batches: list[dict[str, list[float]]], tolerance: float) -> dict[str, Timing]:
     worst = [max(_spread(s) for s in b.values()) for b in batches]
+    if math.isinf(min(worst)):
+        raise RuntimeError(f"every batch had a sample that is not a positive finite time: {batches[-1]}")
     chosen = len(batches) - 1 if worst[-1] <= tolerance else min(range(len(batches)), key=worst.__getitem__)
     rejected = [b for i, b in enumerate(batches) if i != chosen]
     return {

@@ -216,3 +216,16 @@ def test_real_numpy_backend_gemm():
     assert len(t.samples) == 10
     assert all(math.isfinite(s) and s > 0 for s in t.samples)
     assert np.all(C == 16.0)
+
+
+def test_a_nan_sample_is_never_stable():
+    be = FakeBackend([1.0] * 9 + [math.nan] + [1.0] * 10)
+    timing = measure(lambda: None, be, warmup=0)
+    assert timing.attempts == 2 and timing.stable and all(math.isfinite(s) for s in timing.samples)
+    with pytest.raises(RuntimeError, match="positive finite"):
+        measure(lambda: None, FakeBackend([math.nan] * 30), warmup=0)
+
+
+def test_no_methods_is_a_clear_error():
+    with pytest.raises(ValueError, match="nothing to time"):
+        measure_interleaved({}, FakeBackend([]))
