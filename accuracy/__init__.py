@@ -1,2 +1,5 @@
-"""Numerical accuracy of fast GEMM methods: exact and multiprecision references,
-error metrics and input generators."""
+"""Numerical accuracy of fast GEMM methods: references, error metrics and input generators.
+
+The package is the home of that work in the design card; its first modules
+arrive with the accuracy issue.
+"""

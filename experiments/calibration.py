@@ -48,6 +48,21 @@ def default_sizes(backend: Backend, quick: bool = False, dtype: str = "float64")
     return [n for n in SIZES[(backend.name, quick)] if operand_bytes(n, dtype) <= HEADROOM * free]
 
 
+def plan_sizes(backend: Backend, sizes: Sequence[int] | None, quick: bool = False,
+               dtype: str = "float64") -> list[int]:
+    """The sizes to measure, ascending and without repeats: given ones after checks,
+    else the backend's default sweep. Raises ValueError before anything is measured."""
+    if sizes is not None and not sizes:
+        raise ValueError("--sizes is empty; give sizes such as 1024,2048 or leave it out for the default sweep")
+    chosen = sorted(set(int(n) for n in sizes)) if sizes else default_sizes(backend, quick, dtype)
+    if not chosen:
+        free = backend.memory_info()[0]
+        raise ValueError(f"no default size fits in the {free / 2**30:.1f} GiB free on the "
+                         f"{backend.name} device; give smaller --sizes")
+    check_sizes(backend, chosen, dtype)
+    return chosen
+
+
 def check_sizes(backend: Backend, sizes: Sequence[int], dtype: str = "float64") -> None:
     """Reject sizes that are not positive or whose operands would not fit in memory."""
     free = backend.memory_info()[0]
@@ -90,8 +105,7 @@ def _rate(method: str, n: int, dtype: np.dtype, seconds: float) -> dict[str, flo
 def calibrate(ctx: Context, sizes: Sequence[int] | None = None,
               dtype: str = "float64") -> tuple[list[dict[str, Any]], SweepOutcome]:
     """Measure (or resume) the sweep and return its table with what the sweep did."""
-    sizes = list(sizes) if sizes else default_sizes(ctx.backend, ctx.quick, dtype)
-    check_sizes(ctx.backend, sizes, dtype)
+    sizes = plan_sizes(ctx.backend, sizes, ctx.quick, dtype)
     points = [{"size": int(n), "dtype": dtype} for n in sizes]
     outcome = sweep(ctx, EXPERIMENT, points, METHODS, partial(measure_point, ctx.backend),
                     desc=f"calibrate ({ctx.backend.name})")
@@ -106,16 +120,20 @@ def table(db: ResultsDB, env_key: str, sizes: Sequence[int] | None = None,
         n, dt = m["params"]["size"], m["params"]["dtype"]
         if (sizes is not None and n not in sizes) or (dtype is not None and dt != dtype):
             continue
-        row = rows.setdefault((n, dt), {"size": n, "dtype": dt, "samples": 0, "stable": True})
+        row = rows.setdefault((n, dt), {"size": n, "dtype": dt, "samples": 0})
         row[f"{m['method']}_s"] = m["value"]
+        row[f"{m['method']}_stable"] = bool(m["meta"].get("stable", True))
         row.update({k: m["meta"][k] for k in ("tflops", "gbs") if k in m["meta"]})
         row["samples"] = max(row["samples"], len(m["samples"]))
-        row["stable"] = row["stable"] and bool(m["meta"].get("stable", True))
-    return [rows[k] for k in sorted(rows, key=lambda k: (k[1], k[0])) if _complete(rows[k])]
+    complete = [rows[k] for k in sorted(rows, key=lambda k: (k[1], k[0]))
+                if all(f"{m}_s" in rows[k] for m in METHODS)]
+    for row in complete:
+        row["stable"] = all(row[f"{m}_stable"] for m in METHODS)
+    return complete
 
 
-def _complete(row: dict[str, Any]) -> bool:
-    return all(f"{m}_s" in row for m in METHODS)
+def _xy(rows: list[dict[str, Any]], key: str, scale: float = 1.0) -> tuple[list[int], list[float]]:
+    return [r["size"] for r in rows], [scale * r[key] for r in rows]
 
 
 @experiment(EXPERIMENT, "Gemm(x) and Geam(x) medians over a size sweep")
@@ -144,13 +162,18 @@ def render(db: ResultsDB, out_dir: Path) -> list[Path]:
         return []
     fig, (ax_t, ax_f, ax_b) = new_figure(1, 3, width=15, height=4.2)
     for (label, dtype), rows in sorted(curves.items()):
-        n = [r["size"] for r in rows]
         name = f"{label} {dtype}"
-        line, = ax_t.loglog(n, [1e3 * r["gemm_s"] for r in rows], "o-", label=f"Gemm, {name}")
-        ax_t.loglog(n, [1e3 * r["geam_s"] for r in rows], "s--", color=line.get_color(),
-                    label=f"Geam, {name}")
-        ax_f.semilogx(n, [r["tflops"] for r in rows], "o-", label=name)
-        ax_b.semilogx(n, [r["gbs"] for r in rows], "s-", label=name)
+        line, = ax_t.loglog(*_xy(rows, "gemm_s", 1e3), "o-", label=f"Gemm, {name}")
+        color = line.get_color()
+        ax_t.loglog(*_xy(rows, "geam_s", 1e3), "s--", color=color, label=f"Geam, {name}")
+        ax_f.semilogx(*_xy(rows, "tflops"), "o-", color=color, label=name)
+        ax_b.semilogx(*_xy(rows, "gbs"), "s-", color=color, label=name)
+        for ax, method, key, scale, marker in (
+                (ax_t, "gemm", "gemm_s", 1e3, "o"), (ax_t, "geam", "geam_s", 1e3, "s"),
+                (ax_f, "gemm", "tflops", 1, "o"), (ax_b, "geam", "gbs", 1, "s")):
+            shaky = [r for r in rows if not r[f"{method}_stable"]]
+            ax.plot(*_xy(shaky, key, scale), marker, color=color, mfc="white", zorder=3)
+    fig.suptitle("hollow markers: no batch within 95-105% of its mean after retries", fontsize=8)
     ax_t.set(xlabel="N", ylabel="time (ms)", title="Gemm(N) and Geam(N)")
     ax_f.set(xlabel="N", ylabel="TFLOP/s", title="GEMM achieved rate (2N³ / t)")
     ax_b.set(xlabel="N", ylabel="GB/s", title="GEAM achieved bandwidth (3·N²·size / t)")

@@ -6,22 +6,23 @@ import argparse
 import json
 import shlex
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
-from gpu.backend import BACKENDS, BackendUnavailable, get_backend
+from gpu.backend import BACKENDS, Backend, BackendUnavailable, get_backend
 
 from . import calibration, reproduce
 from .database import ResultsDB, default_path
 from .environment import env_key, environment
-from .registry import recorded_run
+from .registry import Context, recorded_run
 
 DEFAULT_FIGURES = Path("paper_figs")
 
 
 def _sizes(text: str) -> list[int]:
     try:
-        return [int(s) for s in text.replace(",", " ").split()]
+        return [int(s) for s in text.replace(",", " ").split()]  # empty: refused by plan_sizes
     except ValueError:
         raise argparse.ArgumentTypeError(f"sizes must be integers, got {text!r}") from None
 
@@ -34,10 +35,15 @@ def _common() -> argparse.ArgumentParser:
     return common
 
 
-def _measuring() -> argparse.ArgumentParser:
+def _backend_option() -> argparse.ArgumentParser:
     opts = argparse.ArgumentParser(add_help=False)
     opts.add_argument("--backend", choices=BACKENDS + ("auto",), default="auto",
                       help="numpy (CPU), cupy (GPU) or auto: CuPy when a GPU is usable (default)")
+    return opts
+
+
+def _measuring() -> argparse.ArgumentParser:
+    opts = argparse.ArgumentParser(add_help=False, parents=[_backend_option()])
     opts.add_argument("--force", action="store_true", help="measure again points already stored")
     opts.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                       help="progress bars on stderr (default: when stderr is a terminal)")
@@ -49,8 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     common, measuring = _common(), _measuring()
 
-    p = sub.add_parser("info", parents=[common], help="backend, device and versions")
-    p.add_argument("--backend", choices=BACKENDS + ("auto",), default="auto")
+    p = sub.add_parser("info", parents=[common, _backend_option()], help="backend, device and versions")
     p.set_defaults(handler=cmd_info)
 
     p = sub.add_parser("calibrate", parents=[common, measuring], help="measure Gemm(x) and Geam(x)")
@@ -115,12 +120,20 @@ CALIBRATION_COLUMNS = (("size", "N", "d"), ("gemm_s", "Gemm (s)", ".4e"), ("tflo
                        ("stable", "stable", ""))
 
 
-def cmd_calibrate(args: argparse.Namespace, db_path: Path) -> int:
-    backend = get_backend(args.backend)
+@contextmanager
+def _measuring_run(args: argparse.Namespace, db_path: Path, backend: Backend) -> Iterator[Context]:
+    """The database and a recorded run for a command that measures."""
     with ResultsDB(db_path) as db, recorded_run(backend, db, args.command_line, quick=args.quick,
                                                 force=args.force, progress=_progress(args)) as ctx:
-        rows, outcome = calibration.calibrate(ctx, args.sizes, args.dtype)
-        device = db.environment(ctx.env_key).get("device")
+        yield ctx
+
+
+def cmd_calibrate(args: argparse.Namespace, db_path: Path) -> int:
+    backend = get_backend(args.backend)
+    sizes = calibration.plan_sizes(backend, args.sizes, args.quick, args.dtype)
+    with _measuring_run(args, db_path, backend) as ctx:
+        rows, outcome = calibration.calibrate(ctx, sizes, args.dtype)
+        device = ctx.db.environment(ctx.env_key).get("device")
     payload = {"backend": backend.name, "device": device, "env_key": ctx.env_key, "dtype": args.dtype,
                "measured": outcome.measured, "skipped": outcome.skipped, "points": rows}
     _emit(args, payload, lambda: (
@@ -175,10 +188,10 @@ def cmd_figures(args: argparse.Namespace, db_path: Path) -> int:
 
 def cmd_reproduce(args: argparse.Namespace, db_path: Path) -> int:
     backend = get_backend(args.backend)
-    with ResultsDB(db_path) as db, recorded_run(backend, db, args.command_line, quick=args.quick,
-                                                force=args.force, progress=_progress(args)) as ctx:
-        summaries = reproduce.run_experiments(ctx, args.only)
-        env = db.environment(ctx.env_key)
+    selected = reproduce.select(args.only)
+    with _measuring_run(args, db_path, backend) as ctx:
+        summaries = reproduce.run_experiments(ctx, selected)
+        env = ctx.db.environment(ctx.env_key)
     with ResultsDB(db_path) as db:
         figures = reproduce.render_figures(db, args.out)
         summary = reproduce.write_summary(args.out, args.command_line, db, env, summaries, figures)

@@ -159,11 +159,18 @@ class ResultsDB:
 
     def has(self, experiment: str, method: str, params: Mapping, env_key: str) -> bool:
         """Whether this point was already measured on this environment (resume check)."""
-        row = self._conn.execute(
-            "SELECT 1 FROM measurements WHERE experiment = ? AND method = ? AND env_key = ? "
-            "AND params = ? LIMIT 1",
-            (experiment, method, env_key, canonical_params(params))).fetchone()
-        return row is not None
+        return self._exists(experiment, method, env_key, canonical_params(params))
+
+    def _exists(self, experiment: str, method: str, env_key: str, pkey: str,
+                created_at: str | None = None) -> bool:
+        """Whether a row of this point exists (made at ``created_at``, if given)."""
+        sql = ("SELECT 1 FROM measurements WHERE experiment = ? AND method = ? AND env_key = ? "
+               "AND params = ?")
+        args = [experiment, method, env_key, pkey]
+        if created_at is not None:
+            sql += " AND created_at = ?"
+            args.append(created_at)
+        return self._conn.execute(sql + " LIMIT 1", args).fetchone() is not None
 
     def add(self, run_id: int, experiment: str, method: str, params: Mapping, *,
             value: float, unit: str, samples: Sequence[float] = (),
@@ -198,8 +205,9 @@ class ResultsDB:
                 where.append(f"m.{col} = ?")
                 args.append(val)
         if latest:
-            where.append("m.id IN (SELECT MAX(id) FROM measurements "
-                         "GROUP BY experiment, method, params, env_key)")
+            where.append("m.id IN (SELECT id FROM (SELECT id, ROW_NUMBER() OVER (PARTITION BY "
+                         "experiment, method, params, env_key ORDER BY created_at DESC, id DESC) "
+                         "AS rank FROM measurements) WHERE rank = 1)")
         sql = ("SELECT m.*, r.command AS run_command, r.environment AS environment "
                "FROM measurements m LEFT JOIN runs r ON r.id = m.run_id")
         if where:
@@ -236,7 +244,8 @@ class ResultsDB:
         with _open_text(src, "r") as fh:
             for rec in csv.DictReader(fh):
                 params = json.loads(rec["params"])
-                if self._present(rec, canonical_params(params)):
+                if self._exists(rec["experiment"], rec["method"], rec["env_key"],
+                                canonical_params(params), rec["created_at"]):
                     continue
                 key = rec["env_key"]
                 if key not in run_ids:
@@ -249,14 +258,6 @@ class ResultsDB:
         for run_id in run_ids.values():
             self.finish_run(run_id)
         return added
-
-    def _present(self, rec: Mapping[str, str], pkey: str) -> bool:
-        """Whether an imported CSV record already exists (same point and creation time)."""
-        row = self._conn.execute(
-            "SELECT 1 FROM measurements WHERE experiment = ? AND method = ? AND env_key = ? "
-            "AND params = ? AND created_at = ? LIMIT 1",
-            (rec["experiment"], rec["method"], rec["env_key"], pkey, rec["created_at"])).fetchone()
-        return row is not None
 
 
 @contextlib.contextmanager

@@ -14,7 +14,6 @@ import os
 import platform
 import subprocess
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,8 @@ import numpy as np
 import scipy
 
 from gpu.backend import Backend
+
+from . import __version__
 from gpu.numpy_backend import blas_library, cpu_model
 
 #: Fields that identify a measuring environment. Host name, time and git commit
@@ -44,7 +45,7 @@ def environment(backend: Backend) -> dict[str, Any]:
         "scipy": scipy.__version__,
         "numpy_blas": blas_library(np),
         "blas": blas_library(scipy),
-        "gemmlab": _version(),
+        "gemmlab": __version__,
         **git_state(),
         "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
@@ -58,13 +59,6 @@ def env_key(env: dict[str, Any]) -> str:
     fields["python"] = ".".join(str(fields["python"]).split(".")[:2])
     text = json.dumps(fields, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _version() -> str:
-    try:
-        return metadata.version("gemmlab")
-    except metadata.PackageNotFoundError:
-        return "not installed"
 
 
 def git_state() -> dict[str, Any]:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from matplotlib.figure import Figure
 
 FORMATS = ("png", "pdf")
 
 
-def new_figure(rows: int = 1, cols: int = 1, *, width: float = 6.4, height: float = 4.8):
+def new_figure(rows: int = 1, cols: int = 1, *, width: float = 6.4, height: float = 4.8) -> tuple[Figure, Any]:
     """A figure and its axes, laid out to fit their labels."""
     fig = Figure(figsize=(width, height), layout="constrained")
     axes = fig.subplots(rows, cols)

@@ -53,17 +53,21 @@ EXPERIMENTS: dict[str, Experiment] = {}
 FIGURES: dict[str, Figure] = {}
 
 
-def experiment(name: str, description: str):
+RunFn = Callable[[Context], dict[str, Any]]
+RenderFn = Callable[[ResultsDB, Path], list[Path]]
+
+
+def experiment(name: str, description: str) -> Callable[[RunFn], RunFn]:
     """Register ``fn(ctx) -> summary`` as an experiment called ``name``."""
-    def register(fn: Callable[[Context], dict[str, Any]]):
+    def register(fn: RunFn) -> RunFn:
         EXPERIMENTS[name] = Experiment(name, description, fn)
         return fn
     return register
 
 
-def figure(name: str, description: str):
+def figure(name: str, description: str) -> Callable[[RenderFn], RenderFn]:
     """Register ``fn(db, out_dir) -> paths`` as a figure called ``name``."""
-    def register(fn: Callable[[ResultsDB, Path], list[Path]]):
+    def register(fn: RenderFn) -> RenderFn:
         FIGURES[name] = Figure(name, description, fn)
         return fn
     return register

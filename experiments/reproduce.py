@@ -13,20 +13,24 @@ from pathlib import Path
 from typing import Any
 
 from .database import ResultsDB
-from .registry import EXPERIMENTS, FIGURES, Context, load
+from .registry import EXPERIMENTS, FIGURES, Context, Experiment, load
 
 SUMMARY = "SUMMARY.md"
 _ENV_FIELDS = ("device", "backend", "sm_count", "memory_bytes", "driver", "cuda_runtime", "cublas",
                "cupy", "numpy", "scipy", "blas", "cpu", "cpu_count", "python", "git_commit")
 
 
-def run_experiments(ctx: Context, names: list[str] | None = None) -> dict[str, dict[str, Any]]:
-    """Run the registered experiments (all, or those named) and collect their summaries."""
+def select(names: list[str] | None = None) -> list[Experiment]:
+    """The registered experiments to run, in registry order: all, or those named."""
     load()
     unknown = set(names or ()) - set(EXPERIMENTS)
     if unknown:
         raise ValueError(f"unknown experiments {sorted(unknown)}; registered: {sorted(EXPERIMENTS)}")
-    selected = [e for e in EXPERIMENTS.values() if not names or e.name in names]
+    return [e for e in EXPERIMENTS.values() if not names or e.name in names]
+
+
+def run_experiments(ctx: Context, selected: list[Experiment]) -> dict[str, dict[str, Any]]:
+    """Run the selected experiments and collect their summaries."""
     summaries = {}
     for i, exp in enumerate(selected, 1):
         if ctx.progress:
@@ -45,7 +49,7 @@ def write_summary(out_dir: Path, command: str, db: ResultsDB, environment: dict[
                   summaries: dict[str, dict[str, Any]], figures: dict[str, list[Path]]) -> Path:
     """A short Markdown record of what ran, where, and what it found."""
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    lines = [f"# gemmlab reproduce: summary", "",
+    lines = ["# gemmlab reproduce: summary", "",
              f"`{command}` on {when}; results in `{db.path}`.", "",
              "## Environment", "", "| field | value |", "| --- | --- |"]
     lines += [f"| {k} | {environment[k]} |" for k in _ENV_FIELDS if k in environment]

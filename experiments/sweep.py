@@ -7,7 +7,6 @@ that was interrupted continues with the points it had not reached.
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -44,7 +43,11 @@ Measure = Callable[[Mapping[str, Any], Sequence[str]], Mapping[str, Record]]
 
 def sweep(ctx: Context, experiment: str, points: Sequence[Mapping[str, Any]],
           methods: Sequence[str], measure: Measure, desc: str | None = None) -> SweepOutcome:
-    """Measure every (point, method) pair not yet stored.
+    """Measure every (point, method) pair not yet stored (every pair, with ``ctx.force``).
+
+    A forced sweep that is interrupted keeps what it re-measured (the newest
+    row of a point supersedes older ones); run it again without ``--force``
+    to keep those and stop, or with it to re-measure everything.
 
     ``measure(params, missing)`` returns a Record for each method in
     ``missing``; it is called once per point, so methods of one point share
@@ -63,8 +66,6 @@ def sweep(ctx: Context, experiment: str, points: Sequence[Mapping[str, Any]],
         records = measure(params, missing)
         for method in missing:
             rec = records[method]
-            if not math.isfinite(rec.value):
-                raise RuntimeError(f"{experiment}/{method} at {dict(params)} gave {rec.value}")
             ctx.db.add(ctx.run_id, experiment, method, params, value=rec.value, unit=rec.unit,
                        samples=list(rec.samples), meta=dict(rec.meta))
             outcome.measured += 1

@@ -104,7 +104,7 @@ def measure_interleaved(
     """Time each method ``repeats`` times, one round of all methods after another.
 
     ``works`` maps a name to a callable, or to a sequence of callables used in
-    turn (buffer rotation). With ``flush`` the last-level cache is flushed
+    turn (buffer rotation; warm-up touches each of them). With ``flush`` the last-level cache is flushed
     before every sample, outside the timed region. A batch in which any
     method has a sample outside ``1 +- tolerance`` of its mean is measured
     again, at most ``max_attempts`` batches in all; the reported batch is the
@@ -112,13 +112,15 @@ def measure_interleaved(
     """
     if repeats < MIN_REPEATS:
         raise ValueError(f"repeats must be at least {MIN_REPEATS} (the protocol's minimum), got {repeats}")
-    if max_attempts < 1:
-        raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
+    if max_attempts < 1 or warmup < 0:
+        raise ValueError(f"need max_attempts >= 1 and warmup >= 0, got {max_attempts} and {warmup}")
+    if not (math.isfinite(tolerance) and tolerance > 0):
+        raise ValueError(f"tolerance must be a positive fraction such as 0.05, got {tolerance}")
     if not works:
         raise ValueError("nothing to time: no methods given")
     rotations = {name: _rotation(work) for name, work in works.items()}
     for fns in rotations.values():
-        for i in range(warmup):
+        for i in range(max(warmup, len(fns) if warmup else 0)):
             fns[i % len(fns)]()
     backend.synchronize()
     batches: list[dict[str, list[float]]] = []

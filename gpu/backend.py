@@ -10,6 +10,7 @@ chosen by name with :func:`get_backend` (``"numpy"``, ``"cupy"`` or
 from __future__ import annotations
 
 import abc
+import numbers
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -17,6 +18,9 @@ from typing import Any, Callable
 import numpy as np
 
 from . import blas
+
+#: A NumPy or CuPy array, as the backend in use expects.
+Array = Any
 
 BACKENDS = ("numpy", "cupy")
 POLICIES = ("pooled", "raw")
@@ -71,28 +75,36 @@ class Backend(abc.ABC):
     name: str
     xp: Any
 
-    def gemm(self, A, B, C, alpha: float = 1.0, beta: float = 0.0) -> None:
+    def gemm(self, A: Array, B: Array, C: Array, alpha: float = 1.0, beta: float = 0.0) -> None:
         """``C = alpha * A @ B + beta * C`` in place, with no copy and no allocation.
 
         A, B, C are 2-D views (quadrants of larger matrices are fine) of one
         float dtype with unit stride along one axis; C must not overlap A or B.
         """
-        layouts = self.layout(A, "A"), self.layout(B, "B"), self.layout(C, "C")
-        blas.check_dtypes(("A", A), ("B", B), ("C", C))
+        layouts, alpha, beta = self._prepare(A, B, C, alpha, beta)
         call = blas.plan_gemm(*layouts)
         if call is not None:
             self._gemm(np.dtype(C.dtype), call, alpha, beta)
 
-    def geam(self, alpha: float, A, beta: float, B, C) -> None:
+    def geam(self, alpha: float, A: Array, beta: float, B: Array, C: Array) -> None:
         """``C = alpha * A + beta * B`` in place, with no copy and no allocation.
 
-        C may be the very same view as A or B; any other overlap is an error.
+        C may be the very same view as A or B (or both); any other overlap is
+        an error. With ``beta == 0`` B is not read.
         """
-        layouts = self.layout(A, "A"), self.layout(B, "B"), self.layout(C, "C")
-        blas.check_dtypes(("A", A), ("B", B), ("C", C))
+        layouts, alpha, beta = self._prepare(A, B, C, alpha, beta)
         call = blas.plan_geam(*layouts)
         if call is not None:
             self._geam(np.dtype(C.dtype), call, alpha, beta, (A, B, C), layouts)
+
+    def _prepare(self, A: Array, B: Array, C: Array, alpha: float, beta: float):
+        """Layouts of the operands and real scalars, after every argument check."""
+        layouts = self.layout(A, "A"), self.layout(B, "B"), self.layout(C, "C")
+        blas.check_dtypes(("A", A), ("B", B), ("C", C))
+        flags = getattr(C, "flags", None)
+        if not getattr(flags, "writeable", True):
+            raise ValueError("C is read-only (a broadcast or a read-only view); pass a writeable array")
+        return layouts, _real(alpha, "alpha"), _real(beta, "beta")
 
     def layout(self, x, name: str = "array") -> blas.Layout:
         """The BLAS layout of ``x``; TypeError if it is not this backend's array."""
@@ -108,11 +120,11 @@ class Backend(abc.ABC):
         """Address of the first element of ``x``."""
 
     @abc.abstractmethod
-    def _gemm(self, dtype: np.dtype, call: blas.GemmCall, alpha: float, beta: float) -> None:
+    def _gemm(self, dtype: np.dtype, call: blas.BlasCall, alpha: float, beta: float) -> None:
         """Run a validated gemm."""
 
     @abc.abstractmethod
-    def _geam(self, dtype: np.dtype, call: blas.GeamCall, alpha: float, beta: float,
+    def _geam(self, dtype: np.dtype, call: blas.BlasCall, alpha: float, beta: float,
               arrays: tuple, layouts: tuple[blas.Layout, ...]) -> None:
         """Run a validated geam; ``arrays`` and ``layouts`` are (A, B, C)."""
 
@@ -167,6 +179,12 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def device_info(self) -> dict[str, Any]:
         """Device name, memory and library versions for the environment record."""
+
+
+def _real(x: Any, name: str) -> float:
+    if not isinstance(x, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {x!r}")
+    return float(x)
 
 
 def check_policy(policy: str) -> str:

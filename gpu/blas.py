@@ -53,30 +53,18 @@ class Layout:
 
 
 @dataclass(frozen=True)
-class GemmCall:
-    """Arguments of one column-major ``gemm``: C = alpha op(a) op(b) + beta C."""
+class BlasCall:
+    """Arguments of one column-major call on raw pointers.
+
+    gemm: C = alpha op(a) op(b) + beta C, with inner dimension ``k``;
+    geam: C = alpha op(a) + beta op(b) (``k`` unused, 0).
+    """
 
     transa: int
     transb: int
     m: int
     n: int
     k: int
-    a: int
-    lda: int
-    b: int
-    ldb: int
-    c: int
-    ldc: int
-
-
-@dataclass(frozen=True)
-class GeamCall:
-    """Arguments of one column-major ``geam``: C = alpha op(a) + beta op(b)."""
-
-    transa: int
-    transb: int
-    m: int
-    n: int
     a: int
     lda: int
     b: int
@@ -101,13 +89,32 @@ def layout(x, ptr: int, name: str = "array") -> Layout:
     s0, s1 = x.strides
     if rows == 0 or cols == 0:
         return Layout(ptr, rows, cols, max(1, cols), "C", it)
-    if (s1 == it or cols == 1) and (rows == 1 or (s0 > 0 and s0 % it == 0 and s0 // it >= cols)):
-        ld = s0 // it if rows > 1 else cols
-        return _checked(Layout(ptr, rows, cols, ld, "C", it), name)
-    if (s0 == it or rows == 1) and (cols == 1 or (s1 > 0 and s1 % it == 0 and s1 // it >= rows)):
-        ld = s1 // it if cols > 1 else rows
-        return _checked(Layout(ptr, rows, cols, ld, "F", it), name)
-    raise ValueError(
+    if rows == 1 or cols == 1:
+        return _checked(_vector(ptr, rows, cols, s0 if cols == 1 else s1, it, x, name), name)
+    if s1 == it and s0 > 0 and s0 % it == 0 and s0 // it >= cols:
+        return _checked(Layout(ptr, rows, cols, s0 // it, "C", it), name)
+    if s0 == it and s1 > 0 and s1 % it == 0 and s1 // it >= rows:
+        return _checked(Layout(ptr, rows, cols, s1 // it, "F", it), name)
+    raise _stride_error(x, name)
+
+
+def _vector(ptr: int, rows: int, cols: int, stride: int, it: int, x, name: str) -> Layout:
+    """A single row or column: one contiguous line, or a line of stride ``ld``.
+
+    A contiguous vector is laid out as one outer line (ld = its length), a
+    strided one as a column of lines ``stride`` apart, so that overlap tests
+    see its real addresses.
+    """
+    n = rows * cols
+    if stride == it or n == 1:
+        return Layout(ptr, rows, cols, n, "C" if rows == 1 else "F", it)
+    if stride > 0 and stride % it == 0:
+        return Layout(ptr, rows, cols, stride // it, "F" if rows == 1 else "C", it)
+    raise _stride_error(x, name)
+
+
+def _stride_error(x, name: str) -> ValueError:
+    return ValueError(
         f"{name} has shape {x.shape} and strides {x.strides}: BLAS needs unit stride "
         "along one axis and a positive leading dimension; pass a contiguous copy "
         "(for example xp.ascontiguousarray(x))"
@@ -132,24 +139,31 @@ def same_view(a: Layout, b: Layout) -> bool:
 def overlaps(a: Layout, b: Layout) -> bool:
     """Whether two views may share an element.
 
-    Exact for two blocks of one matrix with the same leading dimension (the
-    quadrants of a Strassen step), conservative (True) otherwise.
+    A view is a grid of ``outer`` lines of ``inner`` elements, ``ld`` apart,
+    whatever its order. Exact for two blocks on one grid (the quadrants of a
+    Strassen step, their transposes, single rows and columns of them),
+    conservative (True) otherwise.
     """
     (a0, a1), (b0, b1) = a.span, b.span
     if a0 == a1 or b0 == b1 or a1 <= b0 or b1 <= a0:
         return False
-    if (a.order, a.ld, a.itemsize) != (b.order, b.ld, b.itemsize):
-        return True
-    if (b.ptr - a.ptr) % a.itemsize:
+    ld = _common_ld(a, b)
+    if ld is None or a.itemsize != b.itemsize or (b.ptr - a.ptr) % a.itemsize:
         return True
     first, second = (a, b) if a.ptr <= b.ptr else (b, a)
-    offset = (second.ptr - first.ptr) // a.itemsize
-    r0, c0 = divmod(offset, a.ld)
-    if c0 + second.inner > a.ld or first.inner > a.ld:
+    r0, c0 = divmod((second.ptr - first.ptr) // a.itemsize, ld)
+    if c0 + second.inner > ld or first.inner > ld:
         return True
-    rows_meet = r0 < first.outer and 0 < r0 + second.outer
-    cols_meet = c0 < first.inner and 0 < c0 + second.inner
-    return rows_meet and cols_meet
+    return r0 < first.outer and c0 < first.inner
+
+
+def _common_ld(a: Layout, b: Layout) -> int | None:
+    """The grid width both views live on; a single line fits any grid it is not wider than."""
+    if a.outer == 1 and a.inner <= b.ld:
+        return b.ld
+    if b.outer == 1 and b.inner <= a.ld:
+        return a.ld
+    return a.ld if a.ld == b.ld else None
 
 
 def check_dtypes(*named) -> np.dtype:
@@ -159,12 +173,15 @@ def check_dtypes(*named) -> np.dtype:
         listing = ", ".join(f"{n}: {x.dtype}" for n, x in named)
         raise TypeError(f"operands must share one dtype, got {listing}; cast with .astype()")
     dtype = dtypes.pop()
+    if not dtype.isnative:
+        raise TypeError(f"dtype {dtype.str} has non-native byte order; convert with "
+                        ".astype(x.dtype.newbyteorder('='))")
     if dtype not in SUPPORTED_DTYPES:
         raise TypeError(f"dtype {dtype} is not supported; use float32 or float64")
     return dtype
 
 
-def plan_gemm(A: Layout, B: Layout, C: Layout) -> GemmCall | None:
+def plan_gemm(A: Layout, B: Layout, C: Layout) -> BlasCall | None:
     """The BLAS call computing ``C = alpha A @ B + beta C`` on row-indexed views.
 
     Returns None when C is empty (nothing to do). Raises ValueError on a shape
@@ -185,7 +202,7 @@ def plan_gemm(A: Layout, B: Layout, C: Layout) -> GemmCall | None:
         first, second, mm, nn = A, B, m, n
     else:
         first, second, mm, nn = B, A, n, m
-    return GemmCall(
+    return BlasCall(
         transa=OP_N if first.order == C.order else OP_T,
         transb=OP_N if second.order == C.order else OP_T,
         m=mm, n=nn, k=k,
@@ -193,7 +210,7 @@ def plan_gemm(A: Layout, B: Layout, C: Layout) -> GemmCall | None:
     )
 
 
-def plan_geam(A: Layout, B: Layout, C: Layout) -> GeamCall | None:
+def plan_geam(A: Layout, B: Layout, C: Layout) -> BlasCall | None:
     """The BLAS-style call computing ``C = alpha A + beta B``.
 
     C may be the very same view as A or B (in-place, as cuBLAS allows); any
@@ -211,8 +228,8 @@ def plan_geam(A: Layout, B: Layout, C: Layout) -> GeamCall | None:
     if C.rows == 0 or C.cols == 0:
         return None
     m, n = (C.cols, C.rows) if C.order == "C" else (C.rows, C.cols)
-    return GeamCall(
+    return BlasCall(
         transa=OP_N if A.order == C.order else OP_T,
         transb=OP_N if B.order == C.order else OP_T,
-        m=m, n=n, a=A.ptr, lda=A.ld, b=B.ptr, ldb=B.ld, c=C.ptr, ldc=C.ld,
+        m=m, n=n, k=0, a=A.ptr, lda=A.ld, b=B.ptr, ldb=B.ld, c=C.ptr, ldc=C.ld,
     )

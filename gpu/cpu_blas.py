@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.linalg import cython_blas
 
-from .blas import GemmCall
+from .blas import BlasCall
 
 _P = ctypes.c_void_p
 _SCALAR = {np.dtype(np.float64): ctypes.c_double, np.dtype(np.float32): ctypes.c_float}
@@ -44,7 +44,7 @@ def _int(v: int):
     return ctypes.byref(ctypes.c_int(v))
 
 
-def gemm(dtype: np.dtype, call: GemmCall, alpha: float, beta: float) -> None:
+def gemm(dtype: np.dtype, call: BlasCall, alpha: float, beta: float) -> None:
     """Run one column-major ``?gemm`` described by ``call``."""
     scalar = _SCALAR[dtype]
     fn = _routine(_PREFIX[dtype] + "gemm", 13, 2)

@@ -44,8 +44,10 @@ class NumpyBackend(Backend):
         cpu_blas.gemm(dtype, call, alpha, beta)
 
     def _geam(self, dtype, call, alpha, beta, arrays, layouts) -> None:
-        (A, B, C), (_, lay_b, lay_c) = arrays, layouts
-        c_is_b = blas.same_view(lay_c, lay_b)
+        (A, B, C), (lay_a, lay_b, lay_c) = arrays, layouts
+        if blas.same_view(lay_a, lay_b):
+            alpha, beta = alpha + beta, 0.0
+        c_is_b = beta != 0 and blas.same_view(lay_c, lay_b)
         if lay_c.order == "F":
             A, B, C = A.T, B.T, C.T
         if C.size <= _FAST_PATH_MAX and all(x.flags.c_contiguous for x in (A, B, C)):

@@ -1,2 +1,5 @@
-"""Performance models: fitted Gemm/Geam curves, crossover size, optimal Strassen level,
-analytic and memory models."""
+"""Performance models of GEMM methods.
+
+``work`` counts the operations and bytes of the library kernels, the basis of
+achieved-rate figures and of the analytic model.
+"""

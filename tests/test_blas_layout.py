@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpu import blas
 
@@ -50,10 +52,49 @@ def test_quadrants_do_not_overlap_and_shifted_blocks_do():
     assert not blas.overlaps(lay(M[0:2, 0:4]), lay(M[2:4, 0:4]))
 
 
-def test_overlap_is_conservative_across_layouts_and_exact_across_arrays():
+def test_transposed_blocks_and_single_lines_are_exact():
     M = np.zeros((8, 8))
-    assert blas.overlaps(lay(M[:4, :4]), lay(M.T[4:, :4]))
+    assert not blas.overlaps(lay(M[:4, :4].T), lay(M[:4, 4:]))
+    assert blas.overlaps(lay(M[:4, :4].T), lay(M[3:5, 3:5]))
+    N = np.zeros((3, 4))
+    assert not blas.overlaps(lay(N[0:2, 2:4]), lay(N[1:2, 0:2]))
+    F = np.asfortranarray(np.zeros((4, 3)))
+    assert not blas.overlaps(lay(F[2:4, 0:2]), lay(F[0:2, 1:2]))
+    assert blas.overlaps(lay(F[2:4, 0:2]), lay(F[0:3, 1:2]))
     assert not blas.overlaps(lay(M[:4, :4]), lay(np.zeros((4, 4))))
+
+
+def addresses(x):
+    """Byte addresses of every element of a view."""
+    base = x.ctypes.data
+    i, j = np.indices(x.shape)
+    return set((base + i * x.strides[0] + j * x.strides[1]).ravel().tolist())
+
+
+@st.composite
+def views(draw, parent):
+    """A random 2-D block of ``parent``, possibly transposed."""
+    r0 = draw(st.integers(0, parent.shape[0] - 1))
+    c0 = draw(st.integers(0, parent.shape[1] - 1))
+    r1 = draw(st.integers(r0 + 1, parent.shape[0]))
+    c1 = draw(st.integers(c0 + 1, parent.shape[1]))
+    v = parent[r0:r1, c0:c1]
+    return v.T if draw(st.booleans()) else v
+
+
+@st.composite
+def view_pairs(draw):
+    rows, cols = draw(st.integers(1, 9)), draw(st.integers(1, 9))
+    parent = np.zeros((rows, cols), order=draw(st.sampled_from("CF")))
+    return draw(views(parent)), draw(views(parent))
+
+
+@settings(max_examples=400, deadline=None)
+@given(view_pairs())
+def test_overlaps_matches_the_real_element_addresses(pair):
+    a, b = pair
+    truth = bool(addresses(a) & addresses(b))
+    assert blas.overlaps(lay(a), lay(b)) == truth
 
 
 def test_plan_gemm_row_major_swaps_operands():

@@ -42,7 +42,10 @@ def test_second_calibrate_resumes_and_force_remeasures(capsys, db_path):
     assert (forced["measured"], forced["skipped"]) == (2, 0)
     with ResultsDB(db_path) as db:
         rows = db.measurements("calibration", latest=False)
+        newest = max((r for r in rows if r["method"] == "gemm" and r["params"]["size"] == 32),
+                     key=lambda r: r["id"])
     assert len(rows) == 8
+    assert forced["points"][0]["gemm_s"] == newest["value"]
 
 
 def test_interrupted_sweep_resumes_without_losing_points(capsys, db_path, monkeypatch):
@@ -101,8 +104,19 @@ def test_bad_sizes_are_clear_errors(capsys, db_path):
     assert "positive" in capsys.readouterr().err
     assert main(["calibrate", "--backend", "numpy", "--sizes", "10000000", "--db", str(db_path)]) == 2
     assert "smaller --sizes" in capsys.readouterr().err
+    assert main(["calibrate", "--backend", "numpy", "--sizes", "", "--db", str(db_path)]) == 2
+    assert "--sizes is empty" in capsys.readouterr().err
+    assert main(["reproduce", "--backend", "numpy", "--only", "nope", "--db", str(db_path)]) == 2
+    assert "unknown experiments" in capsys.readouterr().err
+    with ResultsDB(db_path) as db:
+        assert db.runs() == [], "argument errors must not leave failed runs behind"
     with pytest.raises(SystemExit):
         main(["calibrate", "--sizes", "12,abc"])
+
+
+def test_repeated_sizes_are_measured_once(capsys, db_path):
+    out = calibrate(capsys, db_path, "48,32,48")
+    assert out["measured"] == 4 and [p["size"] for p in out["points"]] == [32, 48]
 
 
 @pytest.mark.skipif(gpu_available(), reason="a GPU is usable here")

@@ -247,3 +247,17 @@ def test_newer_schema_version_raises(tmp_path):
     conn.close()
     with pytest.raises(RuntimeError, match="future.sqlite"):
         ResultsDB(path)
+
+
+def test_import_of_an_older_export_keeps_the_newer_measurement(tmp_path):
+    src = tmp_path / "src.sqlite"
+    with ResultsDB(src) as db:
+        run = db.start_run("cal", {"device": "X"}, "k")
+        db.add(run, "cal", "gemm", {"size": 8}, value=1.0, unit="s")
+        db.export_csv(tmp_path / "old.csv")
+        db.add(run, "cal", "gemm", {"size": 8}, value=2.0, unit="s")
+        db.export_csv(tmp_path / "new.csv")
+    with ResultsDB(tmp_path / "dst.sqlite") as db:
+        db.import_csv(tmp_path / "new.csv")
+        db.import_csv(tmp_path / "old.csv")
+        assert [m["value"] for m in db.measurements("cal")] == [2.0]

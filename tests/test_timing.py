@@ -114,8 +114,8 @@ def test_buffer_rotation_uses_callables_in_turn():
     fns = [work(fake, n) for n in ("0", "1", "2")]
     measure(fns, fake, repeats=10, warmup=2)
     seq = calls(fake, ("0", "1", "2"))
-    assert seq[:2] == ["0", "1"]  # warm-up
-    assert seq[2:] == ["0", "1", "2"] * 3 + ["0"]
+    assert seq[:3] == ["0", "1", "2"]  # warm-up touches every buffer set
+    assert seq[3:] == ["0", "1", "2"] * 3 + ["0"]
 
 
 def test_interleaved_rounds_alternate_methods():
@@ -229,3 +229,10 @@ def test_a_nan_sample_is_never_stable():
 def test_no_methods_is_a_clear_error():
     with pytest.raises(ValueError, match="nothing to time"):
         measure_interleaved({}, FakeBackend([]))
+
+
+@pytest.mark.parametrize("options", [{"warmup": -1}, {"tolerance": 0.0}, {"tolerance": math.nan},
+                                     {"max_attempts": 0}])
+def test_bad_protocol_options_are_refused(options):
+    with pytest.raises(ValueError):
+        measure(lambda: None, FakeBackend([1.0] * 30), **options)
