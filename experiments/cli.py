@@ -11,6 +11,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from gpu.backend import BACKENDS, Backend, BackendUnavailable, get_backend
+from gpu.hazards import plan
+from gpu.liveness import analyze, protected
+from gpu.schedules import SCHEDULES, get_schedule
 
 from . import calibration, reproduce
 from .database import ResultsDB, default_path
@@ -76,6 +79,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = rsub.add_parser("import", parents=[common], help="read a CSV export into the database")
     p.add_argument("file", type=Path)
     p.set_defaults(handler=cmd_results_import)
+
+    sched = sub.add_parser("schedule", help="Strassen schedules: list, liveness analysis, stream waits")
+    ssub = sched.add_subparsers(dest="action", required=True, metavar="ACTION")
+    p = ssub.add_parser("list", parents=[common], help="the registered schedules")
+    p.set_defaults(handler=cmd_schedule_list)
+    p = ssub.add_parser("analyze", parents=[common], help="free spaces, supports and recursion (state table)")
+    p.add_argument("name")
+    p.add_argument("--table", action="store_true", help="also print the full state table")
+    p.set_defaults(handler=cmd_schedule_analyze)
+    p = ssub.add_parser("streams", parents=[common], help="cross-stream waits derived from read/write sets")
+    p.add_argument("name")
+    p.add_argument("--no-aliases", dest="aliased", action="store_false",
+                   help="as the schedule runs below the top level (no level-1 aliases)")
+    p.set_defaults(handler=cmd_schedule_streams)
 
     p = sub.add_parser("figures", parents=[common], help="render every figure from stored results")
     p.add_argument("--out", type=Path, default=DEFAULT_FIGURES, help="output folder (default: paper_figs)")
@@ -170,6 +187,56 @@ def cmd_results_import(args: argparse.Namespace, db_path: Path) -> int:
     with ResultsDB(db_path) as db:
         count = db.import_csv(args.file)
     _emit(args, {"db": str(db_path), "rows": count}, lambda: f"{count} rows imported into {db_path}")
+    return 0
+
+
+def cmd_schedule_list(args: argparse.Namespace, db_path: Path) -> int:
+    rows = [{"name": s.name, "steps": len(s.steps), "products": len(s.products),
+             "temporaries": len(s.temporaries), "streams": len(s.streams), "support": s.support,
+             "description": s.description} for s in SCHEDULES.values()]
+    cols = (("name", "schedule", ""), ("steps", "steps", "d"), ("products", "products", "d"),
+            ("temporaries", "temps", "d"), ("streams", "streams", "d"), ("description", "description", ""))
+    _emit(args, {"schedules": rows}, lambda: _table(rows, cols))
+    return 0
+
+
+def cmd_schedule_analyze(args: argparse.Namespace, db_path: Path) -> int:
+    report = analyze(get_schedule(args.name).name)
+    payload = report.as_dict()
+    payload["protected_copies"] = {str(lv): {str(i + 1): list(r) for i, r in protected(args.name, lv).items()}
+                                   for lv in range(2, 5) if report.recursible and protected(args.name, lv)}
+
+    def text() -> str:
+        rows = [{"step": p.step, "text": p.step_text, "free": " ".join(p.free) or "-",
+                 "support": p.support or "-"} for p in report.products]
+        lines = [f"{args.name}: {'recursible' if report.recursible else 'NOT recursible'}",
+                 _table(rows, (("step", "step", "d"), ("text", "multiplication", ""),
+                               ("free", "free spaces", ""), ("support", "support", "")))]
+        lines += [f"blocks recursion: step {b.step}: {b.reason}" for b in report.blocking]
+        for lv, steps in payload["protected_copies"].items():
+            lines.append(f"at {lv} levels, copies operands before products " + ", ".join(
+                f"{i} ({'/'.join(r)})" for i, r in steps.items()) + ": the level below overwrites them")
+        if args.table:
+            lines.append(" ".join(["row"] + [s.rjust(3) for s in report.spaces]))
+            lines += [" ".join([str(i).rjust(3)] + [str(v).rjust(3) for v in row])
+                      for i, row in enumerate(report.table)]
+        return "\n".join(lines)
+
+    _emit(args, payload, text)
+    return 0
+
+
+def cmd_schedule_streams(args: argparse.Namespace, db_path: Path) -> int:
+    result = plan(get_schedule(args.name).name, aliased=args.aliased)
+    rows = [{"step": w.step, "stream": result.stream_of[w.step - 1], "after": w.after,
+             "after_stream": result.stream_of[w.after - 1], "kinds": "+".join(w.kinds),
+             "spaces": " ".join(w.spaces)} for w in result.waits]
+    cols = (("step", "step", "d"), ("stream", "on stream", "d"), ("after", "waits for step", "d"),
+            ("after_stream", "on stream", "d"), ("kinds", "hazard", ""), ("spaces", "spaces", ""))
+    _emit(args, result.as_dict(), lambda: (
+        f"{args.name}: streams {list(result.streams)}, {len(result.waits)} event waits"
+        + (f", stream 1 joins steps {list(result.join)}" if result.join else "") + "\n"
+        + (_table(rows, cols) if rows else "no cross-stream waits")))
     return 0
 
 

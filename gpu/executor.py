@@ -1,0 +1,127 @@
+"""One executor for every Strassen-Winograd schedule, on any backend, to any level.
+
+It reads the schedule table: additions become ``geam`` on quadrant views,
+products recurse (``gemm`` at level 0), temporaries are allocated per call
+under the backend's allocation policy, supports chosen by the liveness
+analysis are lent to the level below, and on several streams the waits come
+from the hazard analysis (events only, no device-wide synchronisation).
+With ``fused``, runs of additions on one stream become one generated kernel
+(see :mod:`gpu.fusion`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from . import hazards
+from .backend import Array, Backend
+from .fusion import groups
+from .liveness import protected, supports
+from .schedules import Schedule, get_schedule
+
+
+def quadrants(M: Array, prefix: str) -> dict[str, Array]:
+    """The four quadrant views of an even-sized matrix, named ``prefix11`` .. ``prefix22``."""
+    h, w = M.shape[0] // 2, M.shape[1] // 2
+    return {f"{prefix}11": M[:h, :w], f"{prefix}12": M[:h, w:],
+            f"{prefix}21": M[h:, :w], f"{prefix}22": M[h:, w:]}
+
+
+def resolve(name: str, levels: int) -> Schedule:
+    """The schedule that runs a call with ``levels`` Strassen levels left (Otsuka's bottom rule)."""
+    schedule = get_schedule(name)
+    return get_schedule(schedule.bottom) if levels == 1 and schedule.bottom else schedule
+
+
+class Executor:
+    """Runs schedules recursively; one instance per (backend, parallel, fused) choice."""
+
+    def __init__(self, backend: Backend, *, parallel: bool = False, fused: bool = False) -> None:
+        self.backend = backend
+        self.parallel = parallel
+        self.fused = fused
+        self._side: dict[tuple[Any, int], Any] = {}
+
+    def multiply(self, name: str, A: Array, B: Array, C: Array, levels: int,
+                 support: Array | Mapping[str, Array] | None = None, top: bool = True) -> None:
+        """``C = A @ B`` by ``levels`` levels of schedule ``name``.
+
+        ``support``: for schedules that take one, either a matrix the size of A
+        (its quadrants become S11..S22) or a mapping of the four support
+        quadrants (at the top level, the aliased input quadrants).
+        """
+        if levels == 0:
+            self.backend.gemm(A, B, C)
+            return
+        schedule = resolve(name, levels)
+        spaces = {**quadrants(A, "A"), **quadrants(B, "B"), **quadrants(C, "C")}
+        if schedule.support:
+            spaces.update(support if isinstance(support, Mapping) else quadrants(support, "S"))
+        h, w = A.shape[0] // 2, A.shape[1] // 2
+        xp = self.backend.xp
+        temps = {t: xp.empty((h, w), dtype=A.dtype) for t in schedule.temporaries}
+        spaces.update(temps)
+        self._run(schedule, spaces, levels, top)
+        del temps
+
+    def _run(self, schedule: Schedule, spaces: dict[str, Array], levels: int, top: bool) -> None:
+        lent = supports(schedule.name)
+        guard = protected(schedule.name, levels) if levels > 1 else {}
+        below = schedule.products_schedule
+        lends = resolve(below, levels - 1).support if levels > 1 else False
+        many = self.parallel and len(schedule.streams) > 1
+        plan = hazards.plan(schedule.name, aliased=top) if many else None
+        caller = self.backend.current_stream()
+        streams = {k: self._stream(caller, k) for k in schedule.streams} if many else {}
+        if many:
+            fork = caller.record()
+            for k, stream in streams.items():
+                if k != 1:
+                    stream.wait_event(fork)
+        events: dict[int, Any] = {}
+        fused_backend = self.backend if self.fused else None
+        for group in groups(schedule, plan, aliased=top, backend=fused_backend):
+            stream = streams.get(group.stream, caller)
+            for j in group.waits:
+                stream.wait_event(events[j])
+            with stream:
+                if group.kernel is not None:
+                    group.kernel(*(spaces[s] for s in group.arguments))
+                else:
+                    for i in group.steps:
+                        self._step(schedule.steps[i], i, spaces, lent, below, lends, levels, guard.get(i, ()))
+            if group.recorded:
+                event = stream.record()
+                events.update({i: event for i in group.steps})
+        if many:
+            for j in plan.join:
+                caller.wait_event(events[j - 1])
+
+    def _step(self, step, index: int, spaces: dict[str, Array], lent: dict[int, str], below: str,
+              lends: bool, levels: int, guard: tuple[str, ...] = ()) -> None:
+        dst, a = spaces[step.dst], spaces[step.a]
+        if step.op == "*":
+            sup = spaces[lent[index]] if lends else None
+            b = spaces[step.b]
+            a, b = (self._copy(x) if role in guard else x for role, x in (("A", a), ("B", b)))
+            self.multiply(below, a, b, dst, levels - 1, sup, top=False)
+        elif step.op == "copy":
+            self.backend.geam(1.0, a, 0.0, a, dst)
+        else:
+            self.backend.geam(1.0, a, 1.0 if step.op == "+" else -1.0, spaces[step.b], dst)
+
+    def _copy(self, x: Array) -> Array:
+        """A scratch copy of an operand the level below would overwrite while it is still needed."""
+        y = self.backend.xp.empty(x.shape, dtype=x.dtype)
+        self.backend.geam(1.0, x, 0.0, x, y)
+        return y
+
+    def _stream(self, caller, k: int):
+        """Stream ``k`` of a call issued from ``caller``: stream 1 is the caller itself."""
+        if k == 1:
+            return caller
+        key = (getattr(caller, "ptr", id(caller)), k)
+        if key not in self._side:
+            self._side[key] = self.backend.stream()
+        return self._side[key]
+

@@ -1,0 +1,190 @@
+"""Memory-space usage analysis (the papers' state table) of any schedule.
+
+For each step it finds which spaces hold no live value, so a multiplication
+can lend one of them to the level below as its support matrix. It reads the
+schedule as it runs at the top level, with the level-1 aliases applied, as
+the thesis does; supports are mapped back through the aliases for the levels
+below. Steps are numbered from 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .schedules import QUADRANTS, Schedule, get_schedule
+
+INPUTS = tuple(q for q in QUADRANTS if q[0] in "AB")
+OUTPUTS = tuple(q for q in QUADRANTS if q[0] == "C")
+
+
+@dataclass(frozen=True)
+class ProductReport:
+    step: int
+    step_text: str
+    free: tuple[str, ...]
+    support: str | None
+
+
+@dataclass(frozen=True)
+class Blocker:
+    step: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Liveness:
+    schedule: str
+    spaces: tuple[str, ...]
+    table: tuple[tuple[int, ...], ...]
+    last_use: dict[str, int]
+    products: tuple[ProductReport, ...]
+    blocking: tuple[Blocker, ...]
+
+    @property
+    def recursible(self) -> bool:
+        return not self.blocking
+
+    def free_at(self, step: int) -> tuple[str, ...]:
+        """Spaces holding no live value during ``step`` (1-based)."""
+        return tuple(s for s, used in zip(self.spaces, self.table[step]) if not used)
+
+    def as_dict(self) -> dict:
+        return {
+            "schedule": self.schedule,
+            "recursible": self.recursible,
+            "multiplications": [{"step": p.step, "text": p.step_text, "free": list(p.free),
+                                 "support": p.support} for p in self.products],
+            "blocking": [{"step": b.step, "reason": b.reason} for b in self.blocking],
+            "spaces": list(self.spaces),
+            "table": [list(row) for row in self.table],
+            "last_use": self.last_use,
+        }
+
+
+def _aliased(schedule: Schedule) -> list[tuple[str, tuple[str, ...]]]:
+    """(written space, read spaces) per step, with the level-1 aliases applied."""
+    alias = schedule.aliases
+    return [(alias.get(s.dst, s.dst), tuple(alias.get(r, r) for r in s.reads)) for s in schedule.steps]
+
+
+def state_table(schedule: Schedule) -> tuple[tuple[str, ...], list[list[int]], dict[str, int]]:
+    """The state table: row 0 before the first step, row i after step i; 1 = in use.
+
+    Inputs start in use, outputs and temporaries free. A read marks a space in
+    use; a write marks the rows since the space's previous use free (its old
+    value was dead there). After the last step, spaces other than the outputs
+    are free from their last use on.
+    """
+    steps = _aliased(schedule)
+    extra = [t for t in schedule.temporaries if t not in QUADRANTS]
+    spaces = QUADRANTS + tuple(extra)
+    col = {s: k for k, s in enumerate(spaces)}
+    rows = [[1 if s in INPUTS else 0 for s in spaces]]
+    last = {s: 0 for s in spaces}
+    for i, (dst, reads) in enumerate(steps, start=1):
+        rows.append(list(rows[-1]))
+        for r in reads:
+            rows[i][col[r]], last[r] = 1, i
+        for j in range(last[dst] + 1, i):
+            rows[j][col[dst]] = 0
+        rows[i][col[dst]], last[dst] = 1, i
+    for s in set(spaces) - set(OUTPUTS):
+        for j in range(last[s] + 1, len(rows)):
+            rows[j][col[s]] = 0
+    return spaces, rows, last
+
+
+def _writable(schedule: Schedule) -> set[str]:
+    """Spaces a call may write: outputs, temporaries, aliased supports, inputs it overwrites anyway."""
+    written = {dst for dst, _ in _aliased(schedule)}
+    return written | set(OUTPUTS) | set(schedule.aliases.values())
+
+
+def _input_writes(schedule: Schedule) -> list[Blocker]:
+    """Steps that write an input quadrant as the schedule runs below the top (no aliases)."""
+    return [Blocker(i, f"writes its input {s.dst}: one level down that is an operand the caller still needs")
+            for i, s in enumerate(schedule.steps, start=1) if s.dst in INPUTS]
+
+
+@lru_cache(maxsize=None)
+def analyze(name: str) -> Liveness:
+    """Liveness, supports and recursion blockers of the schedule called ``name``."""
+    schedule = get_schedule(name)
+    spaces, rows, last = state_table(schedule)
+    writable = _writable(schedule)
+    needs_support = not schedule.temporaries
+    products, blocking = [], []
+    for i in (k + 1 for k in schedule.products):
+        free = tuple(s for s, used in zip(spaces, rows[i]) if not used)
+        support = next((s for s in free if s in writable), None)
+        products.append(ProductReport(i, str(schedule.steps[i - 1]), free, support))
+        if needs_support and support is None:
+            blocking.append(Blocker(i, "no free space to lend as support to the level below"))
+    blocking += _input_writes(schedule)
+    blocking.sort(key=lambda b: b.step)
+    return Liveness(name, spaces, tuple(tuple(r) for r in rows), last, tuple(products), tuple(blocking))
+
+
+@lru_cache(maxsize=None)
+def supports(name: str) -> dict[int, str]:
+    """Support of each multiplication (0-based step index), named as the schedule names it."""
+    schedule = get_schedule(name)
+    back = {v: k for k, v in schedule.aliases.items()}
+    return {p.step - 1: back.get(p.support, p.support) for p in analyze(name).products
+            if p.support is not None}
+
+
+@lru_cache(maxsize=None)
+def clobbers(name: str, levels: int) -> frozenset[str]:
+    """Input matrices ("A", "B") that a call overwrites, directly or through its products.
+
+    Support aliases are left out: the caller decides whether support
+    quadrants alias inputs. Otsuka's low level writes A21, B12, B22, B11, and
+    his high level hands input quadrants to it, so both destroy A and B.
+    """
+    from .executor import resolve
+
+    if levels == 0:
+        return frozenset()
+    schedule = resolve(name, levels)
+    hit = {s.dst[0] for s in schedule.steps if s.dst in INPUTS}
+    below = clobbers(schedule.products_schedule, levels - 1)
+    for step in schedule.steps:
+        if step.is_product:
+            for role, operand in (("A", step.a), ("B", step.b)):
+                if role in below and operand in INPUTS:
+                    hit.add(operand[0])
+    return frozenset(hit)
+
+
+def live_after(schedule: Schedule, index: int, space: str) -> bool:
+    """Whether ``space``'s value after step ``index`` (0-based) is read again (outputs always are)."""
+    for step in schedule.steps[index + 1:]:
+        if space in step.reads:
+            return True
+        if step.dst == space:
+            return False
+    return space in OUTPUTS
+
+
+@lru_cache(maxsize=None)
+def protected(name: str, levels: int) -> dict[int, tuple[str, ...]]:
+    """Operands a call must copy before a product because the level below overwrites them
+    while this level still needs them: {0-based product step: operand roles ("A", "B")}.
+
+    Empty for RUM, Lai and Winograd. Otsuka's high level over his low level
+    hands W1 and W2 to it at steps 9 and 12 and reads them again afterwards.
+    """
+    from .executor import resolve
+
+    schedule = resolve(name, levels)
+    below = clobbers(schedule.products_schedule, levels - 1) if levels > 1 else frozenset()
+    out = {}
+    for i, step in enumerate(schedule.steps):
+        if step.is_product:
+            roles = tuple(r for r, op in (("A", step.a), ("B", step.b))
+                          if r in below and live_after(schedule, i, op))
+            if roles:
+                out[i] = roles
+    return out

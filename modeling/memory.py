@@ -1,0 +1,86 @@
+"""Device memory of a Strassen-Winograd product, read from the schedule tables.
+
+A call at depth d (1 = top) of an N x N product allocates one (N / 2^d)^2
+buffer per temporary of the schedule that runs there; with products run one
+after another, one call per depth is alive at a time, so the peak is the sum
+over depths (plus operand copies a level makes to protect values the level below
+would overwrite). Support quadrants that cannot alias inputs, and copies of inputs
+the schedule would overwrite, are added at the top. In units of one (N/2)^2
+quadrant this gives RUM 12, Lai 12 + 2 sum 4^-l -> 14.667 and Otsuka
+12 + 7 sum 4^-l -> 21.333 (``shared/spec/strassen.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from gpu.executor import resolve
+from gpu.liveness import clobbers, protected
+from gpu.schedules import get_schedule
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes of one product, by purpose."""
+
+    operands: int
+    support: int
+    copies: int
+    temporaries: int
+
+    @property
+    def extra(self) -> int:
+        """Bytes beyond A, B and C: what the method costs on top of the plain product."""
+        return self.support + self.copies + self.temporaries
+
+    @property
+    def total(self) -> int:
+        return self.operands + self.extra
+
+    def as_dict(self) -> dict[str, int]:
+        return {**asdict(self), "extra": self.extra, "total": self.total}
+
+
+def temporaries_per_depth(schedule: str, levels: int) -> list[int]:
+    """Quadrant buffers alive at once in the call at each depth 1..levels: its temporaries,
+    plus the operand copies of its most protected product (``gpu.liveness.protected``)."""
+    counts, name = [], schedule
+    for left in range(levels, 0, -1):
+        sched = resolve(name, left)
+        copies = max((len(roles) for roles in protected(name, left).values()), default=0)
+        counts.append(len(sched.temporaries) + copies)
+        name = sched.products_schedule
+    return counts
+
+
+def support_quadrants(schedule: str, levels: int, overwrite_a: bool, overwrite_b: bool) -> int:
+    """Support quadrants the top call must allocate because they may not alias an input."""
+    if levels == 0 or not resolve(schedule, levels).support:
+        return 0
+    aliases = resolve(schedule, levels).aliases
+    allowed = {"A": overwrite_a, "B": overwrite_b}
+    return sum(1 for s in ("S11", "S12", "S21", "S22") if s not in aliases or not allowed[aliases[s][0]])
+
+
+def strassen_memory(schedule: str, n: int, levels: int, itemsize: int = 8, *,
+                    overwrite_a: bool = True, overwrite_b: bool = True) -> MemoryEstimate:
+    """Memory of an n x n x n product by ``levels`` levels of ``schedule``.
+
+    With ``overwrite_a``/``overwrite_b`` False, inputs the schedule would
+    overwrite are copied first and support quadrants that would alias them
+    are allocated instead.
+    """
+    get_schedule(schedule)
+    if levels and n % 2**levels:
+        raise ValueError(f"n = {n} is not divisible by 2**{levels}; the model covers the square core")
+    quad = (n // 2) ** 2 * itemsize
+    temps = sum(t * (n // 2**d) ** 2 * itemsize for d, t in enumerate(temporaries_per_depth(schedule, levels), 1))
+    hit = clobbers(schedule, levels)
+    copies = sum(n * n * itemsize for m, ok in (("A", overwrite_a), ("B", overwrite_b)) if m in hit and not ok)
+    support = support_quadrants(schedule, levels, overwrite_a, overwrite_b) * quad
+    return MemoryEstimate(3 * n * n * itemsize, support, copies, temps)
+
+
+def units(estimate: MemoryEstimate, n: int, itemsize: int = 8) -> float:
+    """Total memory in units of one (n/2)^2 quadrant (12 for A, B and C alone)."""
+    return estimate.total / ((n // 2) ** 2 * itemsize)
