@@ -83,7 +83,10 @@ def _rotation(work: Work) -> Sequence[Callable[[], Any]]:
     return rotation
 
 
-def _sample(backend: Backend, fn: Callable[[], Any], flush: bool) -> float:
+def _sample(backend: Backend, fn: Callable[[], Any], flush: bool,
+            setup: Callable[[], Any] | None = None) -> float:
+    if setup is not None:
+        setup()
     if flush:
         backend.flush_cache()
     with backend.timer() as t:
@@ -100,6 +103,7 @@ def measure_interleaved(
     tolerance: float = 0.05,
     max_attempts: int = 3,
     flush: bool = False,
+    setup: Mapping[str, Callable[[], Any]] | None = None,
 ) -> dict[str, Timing]:
     """Time each method ``repeats`` times, one round of all methods after another.
 
@@ -109,6 +113,8 @@ def measure_interleaved(
     method has a sample outside ``1 +- tolerance`` of its mean is measured
     again, at most ``max_attempts`` batches in all; the reported batch is the
     last stable one, or else the least spread, marked ``stable=False``.
+    ``setup[name]``, where given, runs before each sample of that method,
+    outside the timed region (restoring inputs a method overwrites, say).
     """
     if repeats < MIN_REPEATS:
         raise ValueError(f"repeats must be at least {MIN_REPEATS} (the protocol's minimum), got {repeats}")
@@ -128,7 +134,7 @@ def measure_interleaved(
         batch: dict[str, list[float]] = {name: [] for name in rotations}
         for i in range(repeats):
             for name, fns in rotations.items():
-                batch[name].append(_sample(backend, fns[i % len(fns)], flush))
+                batch[name].append(_sample(backend, fns[i % len(fns)], flush, (setup or {}).get(name)))
         batches.append(batch)
         if all(_spread(s) <= tolerance for s in batch.values()):
             break

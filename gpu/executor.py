@@ -61,16 +61,23 @@ class Executor:
         xp = self.backend.xp
         temps = {t: xp.empty((h, w), dtype=A.dtype) for t in schedule.temporaries}
         spaces.update(temps)
-        self._run(schedule, spaces, levels, top)
+        self._run(schedule, spaces, levels, self._active_aliases(schedule, spaces) if top else frozenset())
         del temps
 
-    def _run(self, schedule: Schedule, spaces: dict[str, Array], levels: int, top: bool) -> None:
+    def _active_aliases(self, schedule: Schedule, spaces: dict[str, Array]) -> frozenset[str]:
+        """Support quadrants that really are the input quadrants they may alias."""
+        lay = self.backend.layout
+        return frozenset(s for s, target in schedule.aliases.items()
+                         if lay(spaces[s]) == lay(spaces[target]))
+
+    def _run(self, schedule: Schedule, spaces: dict[str, Array], levels: int,
+             aliases: frozenset[str]) -> None:
         lent = supports(schedule.name)
         guard = protected(schedule.name, levels) if levels > 1 else {}
         below = schedule.products_schedule
         lends = resolve(below, levels - 1).support if levels > 1 else False
         many = self.parallel and len(schedule.streams) > 1
-        plan = hazards.plan(schedule.name, aliased=top) if many else None
+        plan = hazards.plan(schedule.name, aliased=bool(aliases)) if many else None
         caller = self.backend.current_stream()
         streams = {k: self._stream(caller, k) for k in schedule.streams} if many else {}
         if many:
@@ -80,7 +87,7 @@ class Executor:
                     stream.wait_event(fork)
         events: dict[int, Any] = {}
         fused_backend = self.backend if self.fused else None
-        for group in groups(schedule, plan, aliased=top, backend=fused_backend):
+        for group in groups(schedule, plan, aliases=aliases, backend=fused_backend):
             stream = streams.get(group.stream, caller)
             for j in group.waits:
                 stream.wait_event(events[j])

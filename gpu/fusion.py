@@ -31,14 +31,19 @@ class Group:
     arguments: tuple[str, ...] = ()
 
 
-def groups(schedule: Schedule, plan: StreamPlan | None, *, aliased: bool, backend=None) -> tuple[Group, ...]:
-    """The units the executor issues: single steps, or fused runs when ``backend`` is given."""
+def groups(schedule: Schedule, plan: StreamPlan | None, *, aliases: frozenset[str] = frozenset(),
+           backend=None) -> tuple[Group, ...]:
+    """The units the executor issues: single steps, or fused runs when ``backend`` is given.
+
+    ``aliases``: the support quadrants that are, in this call, the input
+    quadrants they alias; a fused kernel must treat each such pair as one value.
+    """
     fuse = backend is not None and backend.name == "cupy"
-    return _groups(schedule.name, plan, aliased, fuse)
+    return _groups(schedule.name, plan, aliases, fuse)
 
 
 @lru_cache(maxsize=None)
-def _groups(name: str, plan: StreamPlan | None, aliased: bool, fuse: bool) -> tuple[Group, ...]:
+def _groups(name: str, plan: StreamPlan | None, aliases: frozenset[str], fuse: bool) -> tuple[Group, ...]:
     schedule = get_schedule(name)
     waits = {} if plan is None else {i: [] for i in range(len(schedule.steps))}
     if plan is not None:
@@ -57,15 +62,15 @@ def _groups(name: str, plan: StreamPlan | None, aliased: bool, fuse: bool) -> tu
     for run in runs:
         kernel, args = (None, ())
         if len(run) > 1:
-            kernel, args = _kernel(tuple(_renamed(schedule, i, aliased) for i in run))
+            kernel, args = _kernel(tuple(_renamed(schedule, i, aliases) for i in run))
         out.append(Group(tuple(run), schedule.steps[run[0]].stream,
                          tuple(sorted({j for i in run for j in waits.get(i, ())})),
                          any(i in waited for i in run), kernel, args))
     return tuple(out)
 
 
-def _renamed(schedule: Schedule, i: int, aliased: bool) -> tuple[str, str, str, str | None]:
-    alias = schedule.aliases if aliased else {}
+def _renamed(schedule: Schedule, i: int, aliases: frozenset[str]) -> tuple[str, str, str, str | None]:
+    alias = {k: v for k, v in schedule.aliases.items() if k in aliases}
     s = schedule.steps[i]
     return (alias.get(s.dst, s.dst), s.op, alias.get(s.a, s.a), alias.get(s.b, s.b) if s.b else None)
 

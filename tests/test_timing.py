@@ -236,3 +236,10 @@ def test_no_methods_is_a_clear_error():
 def test_bad_protocol_options_are_refused(options):
     with pytest.raises(ValueError):
         measure(lambda: None, FakeBackend([1.0] * 30), **options)
+
+
+def test_setup_runs_before_each_sample_outside_the_timer():
+    fake = FakeBackend(FLAT)
+    measure_interleaved({"m": work(fake, "w")}, fake, warmup=1, setup={"m": work(fake, "setup")})
+    timed = [e for e in fake.log if e in ("setup", "start", "stop")]
+    assert timed == ["setup", "start", "stop"] * 10
