@@ -153,7 +153,9 @@ class CupyBackend(Backend):
             self._policy = previous
 
     def memory_info(self) -> tuple[int, int]:
-        return self.xp.cuda.runtime.memGetInfo()
+        """(free, total) bytes; blocks cached by CuPy's pool count as free (the pool reuses them)."""
+        free, total = self.xp.cuda.runtime.memGetInfo()
+        return free + self.xp.get_default_memory_pool().free_bytes(), total
 
     def cache_bytes(self) -> int:
         return self._properties()["l2CacheSize"]

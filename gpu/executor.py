@@ -40,7 +40,7 @@ class Executor:
         self.backend = backend
         self.parallel = parallel
         self.fused = fused
-        self._side: dict[tuple[Any, int], Any] = {}
+        self._side: dict[tuple[Any, int, int], Any] = {}
 
     def multiply(self, name: str, A: Array, B: Array, C: Array, levels: int,
                  support: Array | Mapping[str, Array] | None = None, top: bool = True) -> None:
@@ -79,7 +79,7 @@ class Executor:
         many = self.parallel and len(schedule.streams) > 1
         plan = hazards.plan(schedule.name, aliased=bool(aliases)) if many else None
         caller = self.backend.current_stream()
-        streams = {k: self._stream(caller, k) for k in schedule.streams} if many else {}
+        streams = {k: self._stream(caller, levels, k) for k in schedule.streams} if many else {}
         if many:
             fork = caller.record()
             for k, stream in streams.items():
@@ -123,11 +123,13 @@ class Executor:
         self.backend.geam(1.0, x, 0.0, x, y)
         return y
 
-    def _stream(self, caller, k: int):
-        """Stream ``k`` of a call issued from ``caller``: stream 1 is the caller itself."""
+    def _stream(self, caller, levels: int, k: int):
+        """Stream ``k`` of a call issued from ``caller`` at a depth (``levels`` left): stream 1 is
+        the caller itself; side streams are not shared between depths, so a nested call's
+        work does not queue behind its parent's."""
         if k == 1:
             return caller
-        key = (getattr(caller, "ptr", id(caller)), k)
+        key = (getattr(caller, "ptr", id(caller)), levels, k)
         if key not in self._side:
             self._side[key] = self.backend.stream()
         return self._side[key]

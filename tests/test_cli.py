@@ -128,8 +128,8 @@ def test_cupy_without_gpu_exits_with_a_message(capsys, db_path):
 def test_reproduce_quick_writes_figures_summary_and_json(capsys, db_path, tmp_path, monkeypatch):
     monkeypatch.setitem(calibration.SIZES, ("numpy", True), (32, 64, 96))
     out_dir = tmp_path / "figs"
-    out = run_json(capsys, "reproduce", "--quick", "--backend", "numpy", "--db", str(db_path),
-                   "--out", str(out_dir))
+    out = run_json(capsys, "reproduce", "--quick", "--backend", "numpy", "--only", "calibration",
+                   "--db", str(db_path), "--out", str(out_dir))
     assert out["experiments"]["calibration"]["points measured"] == 6
     pngs = [p for p in out["figures"]["calibration"] if p.endswith(".png")]
     assert pngs and all((out_dir / name).stat().st_size > 10_000 for name in ("calibration.png", "calibration.pdf"))

@@ -1,0 +1,129 @@
+"""Strassen benchmarks: planning, input refill, and both experiments end to end on NumPy."""
+
+import json
+
+import numpy as np
+import pytest
+
+from experiments import strassen_bench as sb
+from experiments.cli import main
+from experiments.database import ResultsDB
+from experiments.strassen_bench import CONFIGS, Config, Plan
+from gpu.backend import get_backend
+
+GiB = 2**30
+
+
+def test_config_names_are_the_stored_methods():
+    assert [c.name for c in CONFIGS] == ["rum", "rum+fused", "rum2-parallel", "rum2-parallel+fused",
+                                         "lai", "otsuka"]
+
+
+def test_full_gpu_plan_bounds_levels_lai_otsuka_and_memory():
+    plan = sb.PLANS[("cupy", False)]
+    sizes, points, skipped = sb.plan_points(plan, free=80 * GiB, itemsize=8)
+    assert sizes == [n for n in plan.sizes if 3 * n * n * 8 <= 0.9 * 80 * GiB]
+    assert all(p.size // 2**p.level >= 256 for p in points)
+    assert {p.level for p in points if p.size == 4096} == {1, 2, 3, 4}
+    others = [p for p in points if p.config.schedule in ("lai", "otsuka")]
+    assert others and all(p.size in (16384, 32768) and p.level <= 3 for p in others)
+    assert all(sb.config_bytes(p.config, p.size, p.level, 8) <= 0.9 * 80 * GiB for p in points)
+    assert sb.config_bytes(Config("otsuka"), 49152, 3, 8) > 0.9 * 80 * GiB, \
+        "Otsuka's temporaries cannot fit beside 49152^2 operands in 80 GiB"
+    # RUM with aliased support needs nothing beyond A, B and C: wherever they fit, it runs.
+    rum = {(p.size, p.level) for p in points if p.config == Config("rum")}
+    assert {n for n, _ in rum} == set(sizes)
+
+
+def test_cpu_plans_keep_every_level_and_all_schedules():
+    sizes, points, skipped = sb.plan_points(sb.PLANS[("numpy", True)], free=64 * GiB, itemsize=8)
+    assert sizes == [256, 512] and skipped == 0
+    assert len(points) == len(CONFIGS) * 2 * 2
+
+
+def test_rum_support_aliases_input_quadrants():
+    be = get_backend("numpy")
+    A, B = be.random((8, 8), seed=1), be.random((8, 8), seed=2)
+    support = sb.aliased_support("rum", 2, A, B)
+    assert set(support) == {"S11", "S12", "S21", "S22"}
+    assert all(np.shares_memory(support[s], M) for s, M in (("S11", A), ("S12", A), ("S21", B), ("S22", B)))
+    assert np.shares_memory(support["S12"], A[4:, :4])
+    assert sb.aliased_support("lai", 2, A, B) is None
+
+
+def test_refill_restores_overwritten_inputs_in_place_before_each_sample():
+    be = get_backend("numpy")
+    ops = sb.allocate(be, 64)
+    A, B = ops.A, ops.B
+    work = sb.strassen_work(be, Config("rum"), 2, ops)
+    for _ in range(3):
+        work()
+    assert not np.all((A >= 0) & (A < 1)), "RUM writes its scratch values into A11 and A21"
+    sb.refill_and_wait(be, ops)()
+    assert ops.A is A and ops.B is B
+    assert np.all((A >= 0) & (A < 1)) and np.all((B >= 0) & (B < 1))
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.name)
+def test_every_timed_configuration_computes_the_product(config):
+    be = get_backend("numpy")
+    ops = sb.allocate(be, 64)
+    assert sb.product_error(be, sb.strassen_work(be, config, 2, ops), ops) < 1e-12
+
+
+def run_json(capsys, *argv):
+    code = main([*argv, "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return json.loads(out.out)
+
+
+def test_both_experiments_store_resume_and_draw(capsys, db_path, tmp_path, monkeypatch):
+    monkeypatch.setitem(sb.PLANS, ("numpy", True), Plan((64, 128), (1, 2)))
+    monkeypatch.setitem(sb.MEMORY_SIZES, ("numpy", True), 64)
+    monkeypatch.setattr(sb, "MEMORY_LEVELS", (1, 2))
+    argv = ("reproduce", "--quick", "--backend", "numpy", "--only", "strassen-speedup", "strassen-memory",
+            "--db", str(db_path))
+    out = run_json(capsys, *argv, "--out", str(tmp_path / "figs"))
+
+    speed = out["experiments"]["strassen-speedup"]
+    assert speed["points measured"] == len(CONFIGS) * 2 * 2
+    assert set(speed["best speed-up per size"]) == {"N=64", "N=128"}
+    with ResultsDB(db_path) as db:
+        rows = db.measurements("strassen-speedup")
+        memory = db.measurements("strassen-memory")
+    gemm = [r for r in rows if r["method"] == "gemm"]
+    assert sorted((r["params"]["size"], r["params"]["level"]) for r in gemm) == [(64, 1), (64, 2), (128, 1), (128, 2)]
+    assert all(r["value"] > 0 for r in gemm)
+    strassen = [r for r in rows if r["method"] != "gemm"]
+    assert {r["method"] for r in strassen} == {c.name for c in CONFIGS}
+    for r in strassen:
+        assert set(r["params"]) == {"size", "level", "schedule", "parallel", "fused", "dtype"}
+        assert r["meta"]["speedup"] > 0 and r["meta"]["gemm_s"] > 0 and r["unit"] == "s"
+        assert r["meta"]["speedup"] == pytest.approx(r["meta"]["gemm_s"] / r["value"])
+        assert len(r["samples"]) >= 10 and "stable" in r["meta"]
+
+    assert len(memory) == 5 * 2
+    for r in memory:
+        assert r["unit"] == "B" and r["value"] >= 0 and r["meta"]["exact"] is False
+        model = sb.memory_model(r["method"], 64, r["params"]["level"], 8)
+        assert r["meta"]["model_bytes"] == model
+        if r["method"] in ("rum", "rum2"):
+            assert model == 4 * 32 * 32 * 8, "RUM with inputs kept allocates its four support quadrants"
+            assert r["value"] >= model
+
+    for name in ("strassen-speedup", "strassen-level", "strassen-memory"):
+        assert sorted(p.rsplit(".", 1)[1] for p in out["figures"][name]) == ["pdf", "png"]
+        assert (tmp_path / "figs" / f"{name}.png").stat().st_size > 10_000
+
+    again = run_json(capsys, *argv, "--out", str(tmp_path / "again"))
+    assert again["experiments"]["strassen-speedup"]["points measured"] == 0
+    assert again["experiments"]["strassen-memory"]["points measured"] == 0
+    assert again["experiments"]["strassen-speedup"]["points already stored"] == speed["points measured"]
+
+
+def test_figures_without_data_draw_nothing(tmp_path, db_path):
+    with ResultsDB(db_path) as db:
+        assert sb.render_speedup(db, tmp_path) == []
+        assert sb.render_level(db, tmp_path) == []
+        assert sb.render_memory(db, tmp_path) == []
