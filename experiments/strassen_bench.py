@@ -271,7 +271,7 @@ def measure_level(ctx: Context, ops: Operands, n: int, level: int, configs: Sequ
         works[config.name] = work
     setup = refill_and_wait(be, ops)
     result = compare(works, be, baseline="gemm", flush=needs_flush(be, ops),
-                     setup={name: setup for name in works})
+                     setup={name: setup for name in works}, **_protocol(n))
     gemm = result.timings["gemm"]
     ctx.db.add(ctx.run_id, EXPERIMENT, "gemm", point_params(n, level, "gemm", False, False, dtype),
                value=gemm.median, unit="s", samples=gemm.samples,
@@ -286,6 +286,15 @@ def measure_level(ctx: Context, ops: Operands, n: int, level: int, configs: Sequ
                          "check_error": errors[config.name], "inputs": "re-drawn before every sample",
                          "allocation_policy": "pooled"})
     return len(configs)
+
+
+#: From this size on a batch of every configuration takes minutes: one warm-up round and one
+#: batch are taken, and its stability is recorded rather than re-measured.
+LARGE = 32768
+
+
+def _protocol(n: int) -> dict[str, int]:
+    return {"warmup": 1, "max_attempts": 1} if n >= LARGE else {}
 
 
 def sweep_size(ctx: Context, n: int, points: Sequence[Point], dtype: str = DTYPE) -> SweepOutcome:
