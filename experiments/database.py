@@ -99,8 +99,14 @@ class ResultsDB:
             self._conn.executescript(_SCHEMA)
             self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
+    def checkpoint(self) -> None:
+        """Move the write-ahead log into the database file, so that copying the one file
+        (results from a GPU machine, say) carries every committed measurement."""
+        self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def close(self) -> None:
-        """Close the connection (everything is already committed)."""
+        """Checkpoint and close the connection (everything is already committed)."""
+        self.checkpoint()
         self._conn.close()
 
     def __enter__(self) -> ResultsDB:

@@ -261,3 +261,16 @@ def test_import_of_an_older_export_keeps_the_newer_measurement(tmp_path):
         db.import_csv(tmp_path / "new.csv")
         db.import_csv(tmp_path / "old.csv")
         assert [m["value"] for m in db.measurements("cal")] == [2.0]
+
+
+def test_checkpoint_leaves_every_row_in_the_main_file(tmp_path):
+    src = tmp_path / "a.sqlite"
+    db = ResultsDB(src)
+    run = db.start_run("cal", {"device": "X"}, "k")
+    db.add(run, "cal", "gemm", {"size": 8}, value=1.5, unit="s")
+    db.checkpoint()
+    copy = tmp_path / "copy.sqlite"
+    copy.write_bytes(src.read_bytes())
+    with ResultsDB(copy) as other:
+        assert [m["value"] for m in other.measurements("cal")] == [1.5]
+    db.close()
