@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from contextlib import contextmanager
@@ -275,6 +276,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     db_path = args.db or default_path()
     try:
         return args.handler(args, db_path)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # reader gone (| head): stop quietly
+        return 0
     except KeyboardInterrupt:
         print("gemmlab: interrupted; every point measured so far is stored: run the same command "
               "again to resume", file=sys.stderr)

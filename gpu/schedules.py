@@ -114,7 +114,8 @@ def parse(table: str, streams: tuple[int, ...] | None = None) -> tuple[Step, ...
     return tuple(steps)
 
 
-WINOGRAD = parse("""
+# Winograd's operand sums and seven products, shared by the printed form and Lai's 7-stream form.
+WINOGRAD_PRODUCTS = """
     S1 = A21 + A22
     S2 = S1 - A11
     S3 = A11 - A21
@@ -130,6 +131,9 @@ WINOGRAD = parse("""
     M5 = S1 * S5
     M6 = S4 * B22
     M7 = A22 * S8
+"""
+
+WINOGRAD = parse(WINOGRAD_PRODUCTS + """
     V1 = M1 + M2
     V2 = V1 + M4
     V3 = M5 + M6
@@ -139,23 +143,9 @@ WINOGRAD = parse("""
     C22 = V2 + M5
 """)
 
-# The plain form with the V's folded into C (15 temporaries), each product on its own stream.
-LAI7 = parse("""
-    S1 = A21 + A22
-    S5 = B12 - B11
-    S2 = S1 - A11
-    S6 = B22 - S5
-    S3 = A11 - A21
-    S7 = B22 - B12
-    S4 = A12 - S2
-    S8 = S6 - B21
-    M1 = S2 * S6
-    M2 = A11 * B11
-    M3 = A12 * B21
-    M4 = S3 * S7
-    M5 = S1 * S5
-    M6 = S4 * B22
-    M7 = A22 * S8
+# The plain form with the V's folded into C (15 temporaries): product k, and the sums only
+# it needs, on stream k; sums two products share are made on the stream of the first.
+LAI7 = parse(WINOGRAD_PRODUCTS + """
     C12 = M1 + M2
     C11 = M2 + M3
     C21 = C12 + M4
@@ -163,7 +153,7 @@ LAI7 = parse("""
     C21 = C21 - M7
     C12 = C12 + M5
     C12 = C12 + M6
-""", (5, 5, 1, 1, 4, 4, 6, 7, 1, 2, 3, 4, 5, 6, 7, 1, 1, 1, 1, 1, 1, 1))
+""", (5, 1, 4, 6, 5, 1, 4, 7, 1, 2, 3, 4, 5, 6, 7, 1, 1, 1, 1, 1, 1, 1))
 
 LAI = parse("""
     T1 = A11 - A21
