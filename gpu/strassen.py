@@ -55,6 +55,7 @@ def _operands(be: Backend, A: Any, B: Any) -> tuple[Array, Array, bool, bool]:
         arr = x if isinstance(x, be.xp.ndarray) else be.asarray(x)
         if arr.ndim != 2:
             raise ValueError(f"{name} must be 2-D, got shape {arr.shape}")
+        be.layout(arr, name)
         out.append((arr, arr is not x))
     (A, copied_a), (B, copied_b) = out
     blas.check_dtypes(("A", A), ("B", B))
@@ -99,7 +100,8 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str = "rum", 
 
     Parameters follow SciPy's conventions: ``overwrite_a``/``overwrite_b``
     allow the schedule to use the inputs as scratch (then their contents are
-    undefined afterwards); ``out`` receives the product. ``parallel`` runs a
+    undefined afterwards; ignored when A and B share memory, as in
+    ``matmul(A, A)``); ``out`` receives the product. ``parallel`` runs a
     schedule's stream assignment (``rum2``, ``lai7``, ``otsuka2``) on CUDA
     streams; ``fused`` runs consecutive additions as one kernel on CuPy.
     Raises ValueError for bad shapes, dtypes, levels, schedules that cannot
@@ -110,6 +112,8 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str = "rum", 
         raise ValueError(f"fringe must be one of {FRINGES}, got {fringe!r}")
     A, B, own_a, own_b = _operands(be, A, B)
     C = _output(be, out, A, B)
+    if blas.overlaps(be.layout(A), be.layout(B)):
+        overwrite_a = overwrite_b = own_a = own_b = False
     m, k, n = A.shape[0], A.shape[1], B.shape[1]
     level = auto_level(min(m, k, n) if fringe == "peel" else max(m, k, n), be) if level == "auto" else level
     _check_schedule(schedule, level)

@@ -443,3 +443,17 @@ def test_a_product_that_does_not_fit_is_refused_before_any_work(backend, monkeyp
     monkeypatch.setattr(backend, "memory_info", lambda: (0, 10**12))
     C = matmul(A, B, level=2, schedule="rum", out=out, overwrite_a=True, overwrite_b=True, backend=backend)
     check(backend, C, a0, b0, 2)
+
+
+def test_square_of_one_matrix_with_overwrite_stays_correct(backend):
+    A = operand(backend, (64, 64), 21)
+    a0 = host(backend, A)
+    C = matmul(A, A, level=2, schedule="rum", overwrite_a=True, overwrite_b=True, backend=backend)
+    check(backend, C, a0, a0, 2)
+    assert np.array_equal(host(backend, A), a0), "A is also B: neither may be used as scratch"
+
+
+def test_non_blas_strides_are_refused_before_any_work(backend):
+    A = operand(backend, (64, 64), 22)
+    with pytest.raises(ValueError, match="unit stride"):
+        matmul(A[::2, ::2], A[:32, :32], level=1, backend=backend)
