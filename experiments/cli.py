@@ -16,7 +16,7 @@ from gpu.hazards import plan
 from gpu.liveness import analyze, protected
 from gpu.schedules import SCHEDULES, get_schedule
 
-from . import calibration, reproduce
+from . import calibration, reproduce, strassen_bench
 from .database import ResultsDB, default_path
 from .environment import env_key, environment
 from .registry import Context, recorded_run
@@ -80,6 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = rsub.add_parser("import", parents=[common], help="read a CSV export into the database")
     p.add_argument("file", type=Path)
     p.set_defaults(handler=cmd_results_import)
+
+    p = sub.add_parser("strassen", parents=[common, measuring],
+                       help="Strassen speed-up over the library GEMM at chosen sizes and levels")
+    p.add_argument("--sizes", type=_sizes, default=None, help="matrix sizes (default: the backend's sweep)")
+    p.add_argument("--levels", type=_sizes, default=None, help="Strassen levels (default: 1-4 on GPU)")
+    p.set_defaults(handler=cmd_strassen, quick=False)
 
     sched = sub.add_parser("schedule", help="Strassen schedules: list, liveness analysis, stream waits")
     ssub = sched.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -188,6 +194,21 @@ def cmd_results_import(args: argparse.Namespace, db_path: Path) -> int:
     with ResultsDB(db_path) as db:
         count = db.import_csv(args.file)
     _emit(args, {"db": str(db_path), "rows": count}, lambda: f"{count} rows imported into {db_path}")
+    return 0
+
+
+STRASSEN_COLUMNS = (("size", "N", "d"), ("level", "L", "d"), ("method", "configuration", ""),
+                    ("speedup", "speed-up", ".4f"), ("time_s", "time (s)", ".4e"), ("gemm_s", "GEMM (s)", ".4e"),
+                    ("stable", "stable", ""))
+
+
+def cmd_strassen(args: argparse.Namespace, db_path: Path) -> int:
+    backend = get_backend(args.backend)
+    plan = strassen_bench.custom_plan(backend, args.sizes, args.levels)
+    with _measuring_run(args, db_path, backend) as ctx:
+        summary, rows = strassen_bench.run_plan(ctx, plan)
+    _emit(args, {"backend": backend.name, "env_key": ctx.env_key, "summary": summary, "rows": rows},
+          lambda: "\n".join(f"{k}: {v}" for k, v in summary.items()) + "\n" + _table(rows, STRASSEN_COLUMNS))
     return 0
 
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 import statistics
 import sys
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -352,8 +352,25 @@ def rum_crossover(rows: Iterable[Mapping[str, Any]]) -> int | None:
 
 @experiment(EXPERIMENT, "Strassen speed-up over the library GEMM by size, level and configuration")
 def run_speedup(ctx: Context) -> dict[str, Any]:
+    return run_plan(ctx, PLANS[(ctx.backend.name, ctx.quick)])[0]
+
+
+def custom_plan(backend: Backend, sizes: Sequence[int] | None, levels: Sequence[int] | None) -> Plan:
+    """The backend's full plan with chosen sizes and levels (``gemmlab strassen``)."""
+    base = PLANS[(backend.name, False)]
+    for n in sizes or ():
+        if n <= 0:
+            raise ValueError(f"sizes must be positive, got {n}")
+    if levels and not all(1 <= lv <= 10 for lv in levels):
+        raise ValueError(f"levels must lie in 1..10, got {list(levels)}")
+    return replace(base, sizes=tuple(sorted(set(sizes))) if sizes else base.sizes,
+                   levels=tuple(sorted(set(levels))) if levels else base.levels)
+
+
+def run_plan(ctx: Context, plan: Plan) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Measure (or resume) the points of ``plan``; a summary and the stored rows of its sizes."""
     be, itemsize = ctx.backend, np.dtype(DTYPE).itemsize
-    sizes, points, skipped = plan_points(PLANS[(be.name, ctx.quick)], free_memory(be), itemsize)
+    sizes, points, skipped = plan_points(plan, free_memory(be), itemsize)
     if not sizes:
         raise ValueError(f"no {EXPERIMENT} size fits in the memory free on the {be.name} device")
     outcome = SweepOutcome()
@@ -362,7 +379,8 @@ def run_speedup(ctx: Context) -> dict[str, Any]:
             done = sweep_size(ctx, n, points, DTYPE)
             outcome.measured += done.measured
             outcome.skipped += done.skipped
-    rows = [r for r in speedup_table(ctx.db, ctx.env_key, DTYPE) if r["size"] in sizes]
+    rows = [r for r in speedup_table(ctx.db, ctx.env_key, DTYPE)
+            if r["size"] in sizes and r["level"] in plan.levels]
     return {
         "points measured": outcome.measured,
         "points already stored": outcome.skipped,
@@ -370,7 +388,7 @@ def run_speedup(ctx: Context) -> dict[str, Any]:
         "sizes": ", ".join(map(str, sizes)),
         "best speed-up per size": best_per_size(rows),
         "smallest size where RUM beats GEMM": rum_crossover(rows),
-    }
+    }, rows
 
 
 # --------------------------------------------------------------------------- memory experiment
