@@ -27,7 +27,7 @@ class Record:
     meta: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_timing(cls, timing: Timing, **meta: Any) -> "Record":
+    def from_timing(cls, timing: Timing, **meta: Any) -> Record:
         """The median time in seconds, with every sample and the protocol's outcome."""
         return cls(timing.median, "s", timing.samples, {**timing.meta(), **meta})
 

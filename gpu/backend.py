@@ -210,7 +210,7 @@ class NullStream:
 
     done = True
 
-    def __enter__(self) -> "NullStream":
+    def __enter__(self) -> NullStream:
         return self
 
     def __exit__(self, *exc) -> None:

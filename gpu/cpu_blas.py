@@ -10,7 +10,7 @@ accumulate, and SciPy's f2py wrappers copy non-contiguous views.
 from __future__ import annotations
 
 import ctypes
-from functools import lru_cache
+from functools import lru_cache, cache
 
 import numpy as np
 from scipy.linalg import cython_blas
@@ -28,7 +28,7 @@ _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _routine(name: str, n_args: int, n_chars: int = 0):
     """A ctypes function for BLAS routine ``name`` (all arguments by pointer)."""
     try:

@@ -12,7 +12,7 @@ group run one by one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, cache
 from typing import Any
 
 from .hazards import StreamPlan
@@ -42,7 +42,7 @@ def groups(schedule: Schedule, plan: StreamPlan | None, *, aliases: frozenset[st
     return _groups(schedule.name, plan, aliases, fuse)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _groups(name: str, plan: StreamPlan | None, aliases: frozenset[str], fuse: bool) -> tuple[Group, ...]:
     schedule = get_schedule(name)
     waits = {} if plan is None else {i: [] for i in range(len(schedule.steps))}
@@ -94,7 +94,7 @@ def fused_source(steps: tuple[tuple[str, str, str, str | None], ...]) -> tuple[l
     return inputs, outputs, "\n".join(loads + body + stores)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _kernel(steps: tuple[tuple[str, str, str, str | None], ...]):
     """A CuPy ElementwiseKernel for ``steps`` and the space names of its arguments, in order."""
     import cupy

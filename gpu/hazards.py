@@ -10,7 +10,7 @@ executor issues the fewest event waits and no device-wide synchronisation.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, cache
 
 from .liveness import supports
 from .schedules import get_schedule
@@ -63,7 +63,7 @@ def _conflict(earlier: tuple[set, set], later: tuple[set, set]) -> tuple[tuple[s
     return kinds, set().union(*found.values())
 
 
-@lru_cache(maxsize=None)
+@cache
 def plan(name: str, aliased: bool = True) -> StreamPlan:
     """The minimal waits of schedule ``name`` (with the level-1 aliases if ``aliased``)."""
     schedule = get_schedule(name)

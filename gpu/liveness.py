@@ -10,7 +10,7 @@ below. Steps are numbered from 1.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, cache
 
 from .schedules import QUADRANTS, Schedule, get_schedule
 
@@ -107,7 +107,7 @@ def _input_writes(schedule: Schedule) -> list[Blocker]:
             for i, s in enumerate(schedule.steps, start=1) if s.dst in INPUTS]
 
 
-@lru_cache(maxsize=None)
+@cache
 def analyze(name: str) -> Liveness:
     """Liveness, supports and recursion blockers of the schedule called ``name``."""
     schedule = get_schedule(name)
@@ -126,7 +126,7 @@ def analyze(name: str) -> Liveness:
     return Liveness(name, spaces, tuple(tuple(r) for r in rows), last, tuple(products), tuple(blocking))
 
 
-@lru_cache(maxsize=None)
+@cache
 def supports(name: str) -> dict[int, str]:
     """Support of each multiplication (0-based step index), named as the schedule names it."""
     schedule = get_schedule(name)
@@ -135,7 +135,7 @@ def supports(name: str) -> dict[int, str]:
             if p.support is not None}
 
 
-@lru_cache(maxsize=None)
+@cache
 def clobbers(name: str, levels: int) -> frozenset[str]:
     """Input matrices ("A", "B") that a call overwrites, directly or through its products.
 
@@ -168,7 +168,7 @@ def live_after(schedule: Schedule, index: int, space: str) -> bool:
     return space in OUTPUTS
 
 
-@lru_cache(maxsize=None)
+@cache
 def protected(name: str, levels: int) -> dict[int, tuple[str, ...]]:
     """Operands a call must copy before a product because the level below overwrites them
     while this level still needs them: {0-based product step: operand roles ("A", "B")}.

@@ -89,11 +89,6 @@ class Schedule:
         """Name of the schedule that runs this call's products one level down."""
         return self.below or self.name
 
-    def sequential(self, name: str, description: str) -> "Schedule":
-        """The same table with every step on stream 1."""
-        steps = tuple(Step(s.dst, s.op, s.a, s.b, 1) for s in self.steps)
-        return Schedule(name, description, steps, self.support, self.aliases, self.below, self.bottom)
-
 
 _LINE = re.compile(r"^\s*(\w+)\s*=\s*(\w+)(?:\s*([-+*])\s*(\w+)|\s*\(copy\))?\s*$")
 

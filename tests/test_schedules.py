@@ -94,7 +94,7 @@ def test_state_table_invariants(name):
         assert rows[i][col[alias.get(step.dst, step.dst)]] == 1, (i, step)
         for r in step.reads:
             assert rows[i][col[alias.get(r, r)]] == 1, (i, r)
-    for s, step in last.items():
+    for step in last.values():
         assert 0 <= step <= len(sched.steps)
     # outputs hold the result after the last step
     for c in OUTPUTS:
