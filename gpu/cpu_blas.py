@@ -10,7 +10,7 @@ accumulate, and SciPy's f2py wrappers copy non-contiguous views.
 from __future__ import annotations
 
 import ctypes
-from functools import lru_cache, cache
+from functools import cache
 
 import numpy as np
 from scipy.linalg import cython_blas

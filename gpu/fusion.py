@@ -12,7 +12,7 @@ group run one by one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache, cache
+from functools import cache
 from typing import Any
 
 from .hazards import StreamPlan

@@ -10,7 +10,7 @@ executor issues the fewest event waits and no device-wide synchronisation.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache, cache
+from functools import cache
 
 from .liveness import supports
 from .schedules import get_schedule

@@ -10,7 +10,7 @@ below. Steps are numbered from 1.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache, cache
+from functools import cache
 
 from .schedules import QUADRANTS, Schedule, get_schedule
 
