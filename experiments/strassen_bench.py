@@ -51,7 +51,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from gpu.backend import Array, Backend
-from gpu.executor import Executor, quadrants, resolve
+from gpu.executor import Executor, quadrants
+from gpu.schedules import resolve
 from gpu.strassen import matmul
 from modeling.memory import strassen_memory
 

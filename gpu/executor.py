@@ -17,7 +17,7 @@ from . import hazards
 from .backend import Array, Backend
 from .fusion import groups
 from .liveness import protected, supports
-from .schedules import Schedule, get_schedule
+from .schedules import Schedule, resolve
 
 
 def quadrants(M: Array, prefix: str) -> dict[str, Array]:
@@ -25,12 +25,6 @@ def quadrants(M: Array, prefix: str) -> dict[str, Array]:
     h, w = M.shape[0] // 2, M.shape[1] // 2
     return {f"{prefix}11": M[:h, :w], f"{prefix}12": M[:h, w:],
             f"{prefix}21": M[h:, :w], f"{prefix}22": M[h:, w:]}
-
-
-def resolve(name: str, levels: int) -> Schedule:
-    """The schedule that runs a call with ``levels`` Strassen levels left (Otsuka's bottom rule)."""
-    schedule = get_schedule(name)
-    return get_schedule(schedule.bottom) if levels == 1 and schedule.bottom else schedule
 
 
 class Executor:

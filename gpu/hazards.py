@@ -33,9 +33,6 @@ class StreamPlan:
     waits: tuple[Wait, ...]
     join: tuple[int, ...]   # last step of each side stream that stream 1 waits for at the end
 
-    def waits_before(self, step: int) -> tuple[int, ...]:
-        return tuple(w.after for w in self.waits if w.step == step)
-
     def as_dict(self) -> dict:
         return {"schedule": self.schedule, "aliased": self.aliased, "streams": list(self.streams),
                 "steps": [{"step": i, "stream": s} for i, s in enumerate(self.stream_of, 1)],

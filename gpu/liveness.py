@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from .schedules import QUADRANTS, Schedule, get_schedule
+from .schedules import QUADRANTS, Schedule, get_schedule, resolve
 
 INPUTS = tuple(q for q in QUADRANTS if q[0] in "AB")
 OUTPUTS = tuple(q for q in QUADRANTS if q[0] == "C")
@@ -143,8 +143,6 @@ def clobbers(name: str, levels: int) -> frozenset[str]:
     quadrants alias inputs. Otsuka's low level writes A21, B12, B22, B11, and
     his high level hands input quadrants to it, so both destroy A and B.
     """
-    from .executor import resolve
-
     if levels == 0:
         return frozenset()
     schedule = resolve(name, levels)
@@ -176,8 +174,6 @@ def protected(name: str, levels: int) -> dict[int, tuple[str, ...]]:
     Empty for RUM, Lai and Winograd. Otsuka's high level over his low level
     hands W1 and W2 to it at steps 9 and 12 and reads them again afterwards.
     """
-    from .executor import resolve
-
     schedule = resolve(name, levels)
     below = clobbers(schedule.products_schedule, levels - 1) if levels > 1 else frozenset()
     out = {}

@@ -277,6 +277,12 @@ SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
 )}
 
 
+def resolve(name: str, levels: int) -> Schedule:
+    """The schedule that runs a call with ``levels`` Strassen levels left (Otsuka's bottom rule)."""
+    schedule = get_schedule(name)
+    return get_schedule(schedule.bottom) if levels == 1 and schedule.bottom else schedule
+
+
 def get_schedule(name: str) -> Schedule:
     """The schedule called ``name``; ValueError listing the known ones otherwise."""
     try:

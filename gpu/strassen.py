@@ -29,9 +29,9 @@ from modeling.memory import strassen_memory
 
 from . import blas
 from .backend import Array, Backend, get_backend
-from .executor import Executor, quadrants, resolve
+from .executor import Executor, quadrants
 from .liveness import analyze, clobbers
-from .schedules import get_schedule
+from .schedules import get_schedule, resolve
 
 #: ``level="auto"`` splits while the half-size product stays above this size,
 #: a rule of thumb from the H100 calibration (until the fitted model decides).

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from gpu.executor import resolve
 from gpu.liveness import clobbers, protected
-from gpu.schedules import get_schedule
+from gpu.schedules import get_schedule, resolve
 
 
 @dataclass(frozen=True)
