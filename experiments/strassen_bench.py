@@ -51,9 +51,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from gpu.backend import Array, Backend
-from gpu.executor import Executor, quadrants
-from gpu.schedules import resolve
-from gpu.strassen import matmul
+from gpu.executor import Executor
+from gpu.strassen import matmul, top_support
 from modeling.memory import strassen_memory
 
 from .calibration import HEADROOM, operand_bytes
@@ -228,20 +227,10 @@ def needs_flush(backend: Backend, ops: Operands) -> bool:
 
 # --------------------------------------------------------------------------- timed work
 
-def aliased_support(schedule: str, level: int, A: Array, B: Array) -> dict[str, Array] | None:
-    """Top-level support of a schedule that takes one: the input quadrants it aliases
-    (RUM: S11=A11, S12=A21, S21=B11, S22=B12); None for schedules without support."""
-    sched = resolve(schedule, level)
-    if not sched.support:
-        return None
-    inputs = {**quadrants(A, "A"), **quadrants(B, "B")}
-    return {space: inputs[target] for space, target in sched.aliases.items()}
-
-
 def strassen_work(backend: Backend, config: Config, level: int, ops: Operands) -> Callable[[], None]:
     """``C = A B`` by ``level`` levels of the configuration, inputs overwritten as in the papers."""
     run = Executor(backend, parallel=config.parallel, fused=config.fused)
-    support = aliased_support(config.schedule, level, ops.A, ops.B)
+    support = top_support(backend, config.schedule, level, ops.A, ops.B, overwrite_a=True, overwrite_b=True)
     return lambda: run.multiply(config.schedule, ops.A, ops.B, ops.C, level, support)
 
 

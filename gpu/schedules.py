@@ -84,6 +84,11 @@ class Schedule:
         """Indices (0-based) of the multiplication steps."""
         return tuple(i for i, s in enumerate(self.steps) if s.is_product)
 
+    def permitted_aliases(self, overwrite_a: bool, overwrite_b: bool) -> dict[str, str]:
+        """The level-1 aliases a caller allows: support quadrant -> input quadrant it may reuse."""
+        allowed = {"A": overwrite_a, "B": overwrite_b}
+        return {s: q for s, q in self.aliases.items() if allowed[q[0]]}
+
     @property
     def products_schedule(self) -> str:
         """Name of the schedule that runs this call's products one level down."""

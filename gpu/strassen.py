@@ -31,7 +31,7 @@ from . import blas
 from .backend import Array, Backend, get_backend
 from .executor import Executor, quadrants
 from .liveness import analyze, clobbers
-from .schedules import get_schedule, resolve
+from .schedules import SUPPORT, get_schedule, resolve
 
 #: ``level="auto"`` splits while the half-size product stays above this size,
 #: a rule of thumb from the H100 calibration (until the fitted model decides).
@@ -146,7 +146,7 @@ def _peeled(be: Backend, run: Executor, schedule: str, A: Array, B: Array, C: Ar
         Ac = Ac.copy()
     if "B" in hit and not overwrite_b:
         Bc = Bc.copy()
-    run.multiply(schedule, Ac, Bc, C[:s, :s], level, _support(be, schedule, level, Ac, Bc, overwrite_a, overwrite_b))
+    run.multiply(schedule, Ac, Bc, C[:s, :s], level, top_support(be, schedule, level, Ac, Bc, overwrite_a, overwrite_b))
     if A.shape[1] > s:
         be.gemm(A[:s, s:], B[s:, :s], C[:s, :s], 1.0, 1.0)
 
@@ -159,25 +159,21 @@ def _padded(be: Backend, run: Executor, schedule: str, A: Array, B: Array, C: Ar
     Ap, Bp, Cp = (xp.zeros((side, side), dtype=A.dtype) for _ in range(3))
     Ap[:A.shape[0], :A.shape[1]] = A
     Bp[:B.shape[0], :B.shape[1]] = B
-    run.multiply(schedule, Ap, Bp, Cp, level, _support(be, schedule, level, Ap, Bp, True, True))
+    run.multiply(schedule, Ap, Bp, Cp, level, top_support(be, schedule, level, Ap, Bp, True, True))
     C[...] = Cp[:C.shape[0], :C.shape[1]]
 
 
-def _support(be: Backend, schedule: str, level: int, A: Array, B: Array, overwrite_a: bool,
-             overwrite_b: bool) -> dict[str, Array] | None:
-    """Top-level support quadrants: aliases of input quadrants where allowed, else new buffers."""
+def top_support(be: Backend, schedule: str, level: int, A: Array, B: Array, overwrite_a: bool,
+                overwrite_b: bool) -> dict[str, Array] | None:
+    """Top-level support quadrants: the input quadrants they may alias where the caller allows,
+    new buffers otherwise; None for schedules that take no support."""
     sched = resolve(schedule, level)
     if not sched.support:
         return None
     inputs = {**quadrants(A, "A"), **quadrants(B, "B")}
-    allowed = {"A": overwrite_a, "B": overwrite_b}
+    reuse = sched.permitted_aliases(overwrite_a, overwrite_b)
     h = A.shape[0] // 2
-    out = {}
-    for name in ("S11", "S12", "S21", "S22"):
-        target = sched.aliases.get(name)
-        ok = target is not None and allowed[target[0]]
-        out[name] = inputs[target] if ok else be.xp.empty((h, h), dtype=A.dtype)
-    return out
+    return {s: inputs[reuse[s]] if s in reuse else be.xp.empty((h, h), dtype=A.dtype) for s in SUPPORT}
 
 
 def _check_memory(be: Backend, schedule: str, side: int, level: int, dtype, overwrite_a: bool,

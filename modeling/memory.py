@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from gpu.liveness import clobbers, protected
-from gpu.schedules import get_schedule, resolve
+from gpu.schedules import SUPPORT, get_schedule, resolve
 
 
 @dataclass(frozen=True)
@@ -54,11 +54,10 @@ def temporaries_per_depth(schedule: str, levels: int) -> list[int]:
 
 def support_quadrants(schedule: str, levels: int, overwrite_a: bool, overwrite_b: bool) -> int:
     """Support quadrants the top call must allocate because they may not alias an input."""
-    if levels == 0 or not resolve(schedule, levels).support:
+    sched = resolve(schedule, levels) if levels else None
+    if sched is None or not sched.support:
         return 0
-    aliases = resolve(schedule, levels).aliases
-    allowed = {"A": overwrite_a, "B": overwrite_b}
-    return sum(1 for s in ("S11", "S12", "S21", "S22") if s not in aliases or not allowed[aliases[s][0]])
+    return len(SUPPORT) - len(sched.permitted_aliases(overwrite_a, overwrite_b))
 
 
 def strassen_memory(schedule: str, n: int, levels: int, itemsize: int = 8, *,
