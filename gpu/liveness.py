@@ -135,6 +135,16 @@ def supports(name: str) -> dict[int, str]:
             if p.support is not None}
 
 
+def _handed_down(schedule: Schedule, levels: int):
+    """(0-based step, role, operand) of each product operand the level below overwrites."""
+    below = clobbers(schedule.products_schedule, levels - 1) if levels > 1 else frozenset()
+    for i, step in enumerate(schedule.steps):
+        if step.is_product:
+            for role, operand in (("A", step.a), ("B", step.b)):
+                if role in below:
+                    yield i, role, operand
+
+
 @cache
 def clobbers(name: str, levels: int) -> frozenset[str]:
     """Input matrices ("A", "B") that a call overwrites, directly or through its products.
@@ -147,12 +157,7 @@ def clobbers(name: str, levels: int) -> frozenset[str]:
         return frozenset()
     schedule = resolve(name, levels)
     hit = {s.dst[0] for s in schedule.steps if s.dst in INPUTS}
-    below = clobbers(schedule.products_schedule, levels - 1)
-    for step in schedule.steps:
-        if step.is_product:
-            for role, operand in (("A", step.a), ("B", step.b)):
-                if role in below and operand in INPUTS:
-                    hit.add(operand[0])
+    hit |= {operand[0] for _, _, operand in _handed_down(schedule, levels) if operand in INPUTS}
     return frozenset(hit)
 
 
@@ -175,12 +180,8 @@ def protected(name: str, levels: int) -> dict[int, tuple[str, ...]]:
     hands W1 and W2 to it at steps 9 and 12 and reads them again afterwards.
     """
     schedule = resolve(name, levels)
-    below = clobbers(schedule.products_schedule, levels - 1) if levels > 1 else frozenset()
-    out = {}
-    for i, step in enumerate(schedule.steps):
-        if step.is_product:
-            roles = tuple(r for r, op in (("A", step.a), ("B", step.b))
-                          if r in below and live_after(schedule, i, op))
-            if roles:
-                out[i] = roles
+    out: dict[int, tuple[str, ...]] = {}
+    for i, role, operand in _handed_down(schedule, levels):
+        if live_after(schedule, i, operand):
+            out[i] = out.get(i, ()) + (role,)
     return out
