@@ -18,7 +18,7 @@ from gpu.backend import Backend
 from modeling.work import gemm_flops, geam_bytes
 
 from .database import ResultsDB
-from .plotting import new_figure, save_figure
+from .plotting import device_label, new_figure, plot_marked, save_figure
 from .registry import Context, experiment, figure
 from .sweep import Record, SweepOutcome, sweep
 from .timing import measure
@@ -132,10 +132,6 @@ def table(db: ResultsDB, env_key: str, sizes: Sequence[int] | None = None,
     return complete
 
 
-def _xy(rows: list[dict[str, Any]], key: str, scale: float = 1.0) -> tuple[list[int], list[float]]:
-    return [r["size"] for r in rows], [scale * r[key] for r in rows]
-
-
 @experiment(EXPERIMENT, "Gemm(x) and Geam(x) medians over a size sweep")
 def run(ctx: Context) -> dict[str, Any]:
     rows, outcome = calibrate(ctx)
@@ -154,25 +150,23 @@ def run(ctx: Context) -> dict[str, Any]:
 def render(db: ResultsDB, out_dir: Path) -> list[Path]:
     curves = defaultdict(list)
     for key in db.env_keys():
-        env = db.environment(key)
         for row in table(db, key):
-            curves[(f"{env.get('device', key)} [{env.get('backend', '?')}]", row["dtype"])].append(row)
+            curves[(device_label(db, key), row["dtype"])].append(row)
     curves = {k: v for k, v in curves.items() if v}
     if not curves:
         return []
     fig, (ax_t, ax_f, ax_b) = new_figure(1, 3, width=15, height=4.2)
     for (label, dtype), rows in sorted(curves.items()):
-        name = f"{label} {dtype}"
-        line, = ax_t.loglog(*_xy(rows, "gemm_s", 1e3), "o-", label=f"Gemm, {name}")
-        color = line.get_color()
-        ax_t.loglog(*_xy(rows, "geam_s", 1e3), "s--", color=color, label=f"Geam, {name}")
-        ax_f.semilogx(*_xy(rows, "tflops"), "o-", color=color, label=name)
-        ax_b.semilogx(*_xy(rows, "gbs"), "s-", color=color, label=name)
-        for ax, method, key, scale, marker in (
-                (ax_t, "gemm", "gemm_s", 1e3, "o"), (ax_t, "geam", "geam_s", 1e3, "s"),
-                (ax_f, "gemm", "tflops", 1, "o"), (ax_b, "geam", "gbs", 1, "s")):
-            shaky = [r for r in rows if not r[f"{method}_stable"]]
-            ax.plot(*_xy(shaky, key, scale), marker, color=color, mfc="white", zorder=3)
+        name, n = f"{label} {dtype}", [r["size"] for r in rows]
+        gemm_ok, geam_ok = [r["gemm_stable"] for r in rows], [r["geam_stable"] for r in rows]
+        color = plot_marked(ax_t, n, [1e3 * r["gemm_s"] for r in rows], gemm_ok, "o-",
+                            label=f"Gemm, {name}").get_color()
+        plot_marked(ax_t, n, [1e3 * r["geam_s"] for r in rows], geam_ok, "s--", color=color, label=f"Geam, {name}")
+        plot_marked(ax_f, n, [r["tflops"] for r in rows], gemm_ok, "o-", color=color, label=name)
+        plot_marked(ax_b, n, [r["gbs"] for r in rows], geam_ok, "s-", color=color, label=name)
+    ax_t.set(xscale="log", yscale="log")
+    for ax in (ax_f, ax_b):
+        ax.set_xscale("log")
     fig.suptitle("hollow markers: no batch within 95-105% of its mean after retries", fontsize=8)
     ax_t.set(xlabel="N", ylabel="time (ms)", title="Gemm(N) and Geam(N)")
     ax_f.set(xlabel="N", ylabel="TFLOP/s", title="GEMM achieved rate (2N³ / t)")

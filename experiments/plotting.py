@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from matplotlib.figure import Figure
 
@@ -24,3 +24,19 @@ def save_figure(fig: Figure, out_dir: Path, name: str) -> list[Path]:
     for path in paths:
         fig.savefig(path, dpi=150)
     return paths
+
+
+def device_label(db, key: str) -> str:
+    """How a figure names a stored environment: its device and backend."""
+    env = db.environment(key)
+    return f"{env.get('device', key)} [{env.get('backend', '?')}]"
+
+
+def plot_marked(ax: Any, xs: Sequence[float], ys: Sequence[float], stable: Sequence[bool], fmt: str,
+                **kw: Any) -> Any:
+    """A line whose unstable points (no batch within tolerance) are drawn hollow on top."""
+    line, = ax.plot(xs, ys, fmt, **kw)
+    shaky = [(x, y) for x, y, s in zip(xs, ys, stable) if not s]
+    if shaky:
+        ax.plot(*zip(*shaky), fmt[0], color=line.get_color(), mfc="white", zorder=3)
+    return line

@@ -57,7 +57,7 @@ from modeling.memory import strassen_memory
 
 from .calibration import HEADROOM, operand_bytes
 from .database import ResultsDB
-from .plotting import new_figure, save_figure
+from .plotting import device_label, new_figure, plot_marked, save_figure
 from .registry import Context, experiment, figure
 from .sweep import Record, SweepOutcome, sweep
 from .timing import compare
@@ -462,11 +462,6 @@ def byte_unit(largest: float) -> tuple[float, str]:
     return 2**10, "KiB"
 
 
-def device_label(db: ResultsDB, key: str) -> str:
-    env = db.environment(key)
-    return f"{env.get('device', key)} [{env.get('backend', '?')}]"
-
-
 def method_order(methods: Iterable[str]) -> list[str]:
     """Methods in CONFIGS order, unknown ones after."""
     known = [c.name for c in CONFIGS]
@@ -484,14 +479,6 @@ def _grouped(db: ResultsDB, table: Callable[[ResultsDB, str], list[dict[str, Any
             mine[by(row)].append(row)
         groups.update({(key, value): mine[value] for value in sorted(mine)})
     return groups
-
-
-def _plot(ax: Any, xs: Sequence[float], ys: Sequence[float], stable: Sequence[bool], fmt: str, **kw: Any) -> None:
-    """A line; unstable points (no batch within tolerance) drawn hollow on top."""
-    line, = ax.plot(xs, ys, fmt, **kw)
-    shaky = [(x, y) for x, y, s in zip(xs, ys, stable) if not s]
-    if shaky:
-        ax.plot(*zip(*shaky), fmt[0], color=line.get_color(), mfc="white", zorder=3)
 
 
 def _size_axis(ax: Any, sizes: Sequence[int]) -> None:
@@ -517,7 +504,7 @@ def render_speedup(db: ResultsDB, out_dir: Path) -> list[Path]:
             ax.axhline(1.0, color="black", lw=0.8, ls=":")
             for level in sorted({r["level"] for r in mine}):
                 pts = [r for r in mine if r["level"] == level]
-                _plot(ax, [r["size"] for r in pts], [r["speedup"] for r in pts], [r["stable"] for r in pts],
+                plot_marked(ax, [r["size"] for r in pts], [r["speedup"] for r in pts], [r["stable"] for r in pts],
                       "o-", label=f"level {level}")
             if mine:
                 _size_axis(ax, [r["size"] for r in mine])
