@@ -89,17 +89,18 @@ class Config:
 
 
 CONFIGS = (Config("rum"), Config("rum", fused=True), Config("rum2", parallel=True),
-           Config("rum2", parallel=True, fused=True), Config("lai"), Config("otsuka"))
+           Config("rum2", parallel=True, fused=True), Config("lai"), Config("otsuka"),
+           Config("winograd", fused=True))
 
 
 @dataclass(frozen=True)
 class Plan:
-    """Sizes and levels of a speed-up sweep; Lai and Otsuka are bounded to keep it short."""
+    """Sizes and levels of a speed-up sweep; schedules other than RUM are bounded to keep it short."""
 
     sizes: tuple[int, ...]
     levels: tuple[int, ...]
     min_bottom: int = 1          # skip levels whose bottom products are smaller than this
-    others_max_level: int = 3    # Lai and Otsuka: at most this level ...
+    others_max_level: int = 3    # schedules other than RUM: at most this level ...
     others_sizes: tuple[int, ...] | None = None   # ... and only at these sizes (None: all)
 
 
@@ -148,7 +149,7 @@ def in_plan(plan: Plan, config: Config, n: int, level: int) -> bool:
     """Whether the plan covers this point (memory aside)."""
     if n % 2**level or n // 2**level < plan.min_bottom:
         return False
-    if config.schedule in ("lai", "otsuka"):
+    if not config.is_rum:
         return level <= plan.others_max_level and (plan.others_sizes is None or n in plan.others_sizes)
     return True
 

@@ -16,6 +16,7 @@ from functools import cache
 from typing import Any
 
 from .hazards import StreamPlan
+from .liveness import live_after
 from .schedules import Schedule, get_schedule
 
 
@@ -62,11 +63,17 @@ def _groups(name: str, plan: StreamPlan | None, aliases: frozenset[str], fuse: b
     for run in runs:
         kernel, args = (None, ())
         if len(run) > 1:
-            kernel, args = _kernel(tuple(_renamed(schedule, i, aliases) for i in run))
+            kernel, args = _kernel(tuple(_renamed(schedule, i, aliases) for i in run), _dead(schedule, run))
         out.append(Group(tuple(run), schedule.steps[run[0]].stream,
                          tuple(sorted({j for i in run for j in waits.get(i, ())})),
                          any(i in waited for i in run), kernel, args))
     return tuple(out)
+
+
+def _dead(schedule: Schedule, run: list[int]) -> frozenset[str]:
+    """Temporaries a run writes whose values nothing after the run reads: kept in registers, never stored."""
+    written = {schedule.steps[i].dst for i in run} & set(schedule.temporaries)
+    return frozenset(t for t in written if not live_after(schedule, run[-1], t))
 
 
 def _renamed(schedule: Schedule, i: int, aliases: frozenset[str]) -> tuple[str, str, str, str | None]:
@@ -75,8 +82,13 @@ def _renamed(schedule: Schedule, i: int, aliases: frozenset[str]) -> tuple[str, 
     return (alias.get(s.dst, s.dst), s.op, alias.get(s.a, s.a), alias.get(s.b, s.b) if s.b else None)
 
 
-def fused_source(steps: tuple[tuple[str, str, str, str | None], ...]) -> tuple[list[str], list[str], str]:
-    """Inputs, outputs and C++ body of a kernel running ``steps`` on one element."""
+def fused_source(steps: tuple[tuple[str, str, str, str | None], ...],
+                 dead: frozenset[str] = frozenset()) -> tuple[list[str], list[str], str]:
+    """Inputs, outputs and C++ body of a kernel running ``steps`` on one element.
+
+    ``dead``: spaces whose final values are not stored (dead temporaries); a
+    step that writes one still computes it, for the steps after it in the run.
+    """
     inputs, outputs, body = [], [], []
     known: set[str] = set()
     for dst, op, a, b in steps:
@@ -87,7 +99,7 @@ def fused_source(steps: tuple[tuple[str, str, str, str | None], ...]) -> tuple[l
         decl = "" if dst in known or dst in inputs else "T "
         body.append(f"{decl}v_{dst} = {expr};")
         known.add(dst)
-        if dst not in outputs:
+        if dst not in outputs and dst not in dead:
             outputs.append(dst)
     loads = [f"T v_{r} = {r};" for r in inputs]
     stores = [f"{w} = v_{w};" for w in outputs]
@@ -95,11 +107,11 @@ def fused_source(steps: tuple[tuple[str, str, str, str | None], ...]) -> tuple[l
 
 
 @cache
-def _kernel(steps: tuple[tuple[str, str, str, str | None], ...]):
+def _kernel(steps: tuple[tuple[str, str, str, str | None], ...], dead: frozenset[str] = frozenset()):
     """A CuPy ElementwiseKernel for ``steps`` and the space names of its arguments, in order."""
     import cupy
 
-    inputs, outputs, body = fused_source(steps)
+    inputs, outputs, body = fused_source(steps, dead)
     read_only = [r for r in inputs if r not in outputs]
     params_in = ", ".join(f"T {r}" for r in read_only)
     params_out = ", ".join(f"T {w}" for w in outputs)

@@ -10,7 +10,7 @@ from itertools import combinations
 import pytest
 
 from experiments.cli import main
-from gpu.fusion import fused_source
+from gpu.fusion import _dead, fused_source
 from gpu.hazards import access_sets, plan
 from gpu.liveness import INPUTS, OUTPUTS, analyze, clobbers, protected, state_table, supports
 from gpu.schedules import QUADRANTS, SCHEDULES, Step, get_schedule, parse
@@ -361,6 +361,22 @@ def test_fused_rum_13_to_16_reads_and_writes_each_space_once():
     # everything else works on registers only: no other mention of a bare space name
     for line in set(lines) - set(loads) - set(stores):
         assert not re.search(r"(?<!v_)\b[ABCS]\d\d\b", line), line
+
+
+def test_fused_winograd_keeps_dead_temporaries_in_registers():
+    """V1..V3 are read only inside the final run: it stores C alone, 7 reads + 4 writes
+    instead of 7 geams (21 passes)."""
+    sched = get_schedule("winograd")
+    run = list(range(15, 22))
+    assert _dead(sched, run) == {"V1", "V2", "V3"}
+    assert _dead(sched, list(range(8))) == set()        # the S's are read by the products
+    steps = _as_tuples(sched.steps[15:])
+    inputs, outputs, body = fused_source(steps, _dead(sched, run))
+    assert sorted(inputs) == [f"M{i}" for i in range(1, 8)] and outputs == ["C11", "C12", "C21", "C22"]
+    values = {sp: 1.5 * k + 0.25 for k, sp in enumerate(inputs)}
+    got, want = _run_body(body, values), _run_steps(steps, values)
+    assert all(got[w] == want[w] for w in outputs)
+    assert not any(re.fullmatch(r"V\d = v_V\d;", line.strip()) for line in body.splitlines())
 
 
 @pytest.mark.parametrize("name", sorted(SCHEDULES))

@@ -82,7 +82,7 @@ def test_the_bound_is_tight_enough_to_catch_a_wrong_product(backend):
         check(backend, C, a0, b0, 2)
 
 
-@pytest.mark.parametrize("name", ["rum", "rum2", "lai", "otsuka"])
+@pytest.mark.parametrize("name", ["rum", "rum2", "lai", "otsuka", "winograd"])
 def test_fused_is_bitwise_equal_to_unfused(backend, name):
     A, B = operand(backend, (N, N), 3), operand(backend, (N, N), 4)
     a0, b0 = host(backend, A), host(backend, B)

@@ -17,7 +17,7 @@ GiB = 2**30
 
 def test_config_names_are_the_stored_methods():
     assert [c.name for c in CONFIGS] == ["rum", "rum+fused", "rum2-parallel", "rum2-parallel+fused",
-                                         "lai", "otsuka"]
+                                         "lai", "otsuka", "winograd+fused"]
 
 
 def test_full_gpu_plan_bounds_levels_lai_otsuka_and_memory():
