@@ -29,3 +29,18 @@ def cupy_backend():
 @pytest.fixture
 def db_path(tmp_path):
     return tmp_path / "results.sqlite"
+
+
+@pytest.fixture(scope="session")
+def h100_db(tmp_path_factory):
+    """A database holding the published H100 calibration and Strassen speed-ups (real measurements)."""
+    from pathlib import Path
+
+    from experiments.database import ResultsDB
+
+    published = Path(__file__).resolve().parent.parent / "results" / "published"
+    path = tmp_path_factory.mktemp("h100") / "h100.sqlite"
+    with ResultsDB(path) as db:
+        for name in ("h100-calibration.csv", "h100-strassen-speedup.csv"):
+            db.import_csv(published / name)
+    return path
