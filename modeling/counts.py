@@ -63,8 +63,9 @@ def total_launches(schedule: str, levels: int, fused: bool = False) -> int:
     if levels == 0:
         return 1
     c = level_counts(schedule, levels, fused)
-    return c.launches + c.products * (total_launches(schedule_below(schedule, levels), levels - 1, fused)
-                                      if levels > 1 else 0)
+    if levels == 1:
+        return c.launches
+    return c.launches + c.products * total_launches(schedule_below(schedule, levels), levels - 1, fused)
 
 
 def schedule_below(schedule: str, levels: int) -> str:
