@@ -8,6 +8,7 @@ import os
 import shlex
 import sys
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -140,7 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--schedule", default="rum", help="schedule whose table gives the counts (default rum)")
     p.add_argument("--fused", action="store_true", help="fused additions (counts from gpu.fusion)")
     p.add_argument("--launch-us", type=float, default=None,
-                   help="host time per library call in microseconds (default: stored or fitted; 0 for --gpu)")
+                   help="host time per library call in microseconds (default: stored or fitted; 0 for --gpu "
+                        "and --coefficients unless the file gives launch_us)")
     p.set_defaults(handler=cmd_predict)
 
     p = sub.add_parser("levels", parents=[common, measuring, stored],
@@ -365,9 +367,10 @@ def _prediction_models(args: argparse.Namespace, db_path: Path) -> tuple[Any, Re
     launch = None if args.launch_us is None else args.launch_us / 1e3
     if args.gpu:
         gpu = hardware.lookup(args.gpu)
-        model = analytic_model(gpu, config.schedule, config.fused)
+        model = replace(analytic_model(gpu, config.schedule, config.fused), launch_ms=launch or 0.0)
         return (lambda x: model.speedup(x, 1)), model, {"source": f"analytic model of {gpu.name}", "gpu": gpu.as_dict(),
-                                                         "range": args.range or DEFAULT_SEARCH}
+                                                         "range": args.range or DEFAULT_SEARCH,
+                                                         "launch_overhead_us": 1e3 * model.launch_ms}
     if args.coefficients:
         doc = json.loads(args.coefficients.read_text())
         tm = fits.from_coefficients(doc, str(args.coefficients))
@@ -381,8 +384,7 @@ def _prediction_models(args: argparse.Namespace, db_path: Path) -> tuple[Any, Re
             tm = models.time_model(db, key, args.weighting, args.range)
             model, origin = models.stored_predictor(db, key, config)
         if launch is not None:
-            model, origin = RecursiveModel(model.gemm, model.geam, model.schedule, model.fused, launch,
-                                           model.overlap), "given"
+            model, origin = replace(model, launch_ms=launch), "given"
         lo, hi = crossover.search_range(tm, *(args.range or (None, None)))
         info = {"source": tm.source, "env_key": key, "range": (lo, hi), "launch_overhead_us": 1e3 * model.launch_ms,
                 "launch_overhead_source": origin, "fits": tm.as_dict()}
