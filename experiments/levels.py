@@ -275,7 +275,7 @@ def verdict(name: str, choose: Callable[[int, list[int]], int], boundaries: list
                    worst if worst and lost[worst] > 0 else None, sum(picked[n] != best[n] for n in times), detail)
 
 
-def thesis_verdict(name: str, model: TimeModel, times, measured, max_level: int, config: Config) -> Verdict:
+def thesis_verdict(name: str, model: TimeModel, times, measured, max_level: int) -> Verdict:
     """The thesis rule of ``model`` (P from its fits; a, b from RUM's table, as the thesis)."""
     try:
         P = crossover_point(model)
@@ -347,7 +347,7 @@ def judge_times(db: ResultsDB, key: str, config: Config, times: dict[int, dict[i
     measured = measured_boundaries(times, max_level)
     fit_range = judged_range(db, key, times)
     verdicts = [thesis_verdict(f"thesis rule ({w})", models.time_model(db, key, w, fit_range), times, measured,
-                               max_level, config) for w in ("relative", "absolute")]
+                               max_level) for w in ("relative", "absolute")]
     model, source = models.stored_predictor(db, key, config)
     verdicts.append(recursive_verdict(model, source, times, measured, max_level))
     return Report(config, times, measured, verdicts, unit)
