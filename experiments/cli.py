@@ -8,6 +8,7 @@ import os
 import shlex
 import sys
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -15,8 +16,11 @@ from gpu.backend import BACKENDS, Backend, BackendUnavailable, get_backend
 from gpu.hazards import plan
 from gpu.liveness import analyze, protected
 from gpu.schedules import SCHEDULES, get_schedule
+from modeling import crossover, fits, hardware
+from modeling.analytic import analytic_model
+from modeling.recursive import RecursiveModel
 
-from . import calibration, reproduce, strassen_bench
+from . import calibration, levels, models, reproduce, strassen_bench
 from .database import ResultsDB, default_path
 from .environment import env_key, environment
 from .registry import Context, recorded_run
@@ -29,6 +33,16 @@ def _sizes(text: str) -> list[int]:
         return [int(s) for s in text.replace(",", " ").split()]  # empty: refused by plan_sizes
     except ValueError:
         raise argparse.ArgumentTypeError(f"sizes must be integers, got {text!r}") from None
+
+
+def _range(text: str) -> tuple[float, float]:
+    try:
+        lo, hi = (float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a range is LO,HI such as 2048,32768, got {text!r}") from None
+    if not 0 < lo < hi:
+        raise argparse.ArgumentTypeError(f"a range needs 0 < LO < HI, got {text!r}")
+    return lo, hi
 
 
 def _common() -> argparse.ArgumentParser:
@@ -100,6 +114,52 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-aliases", dest="aliased", action="store_false",
                    help="as the schedule runs below the top level (no level-1 aliases)")
     p.set_defaults(handler=cmd_schedule_streams)
+
+    stored = argparse.ArgumentParser(add_help=False)
+    stored.add_argument("--env", default=None, metavar="KEY",
+                        help="stored environment whose calibration to use (default: this device's newest)")
+    stored.add_argument("--device", default=None, metavar="TEXT",
+                        help="the newest stored calibration of a device whose name contains TEXT")
+    fitting = argparse.ArgumentParser(add_help=False, parents=[stored, _backend_option()])
+    fitting.add_argument("--range", type=_range, default=None, metavar="LO,HI",
+                         help="calibrated sizes to fit, and where to search the crossover")
+
+    p = sub.add_parser("fit", parents=[common, fitting], help="fit Gemm (cubic) and Geam (quadratic) to a stored calibration")
+    p.set_defaults(handler=cmd_fit)
+
+    p = sub.add_parser("predict", parents=[common, fitting],
+                       help="crossover P, level boundaries and the best Strassen level for a size")
+    p.add_argument("--size", type=int, required=True, help="matrix size N")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--coefficients", type=Path, default=None, metavar="FILE",
+                        help='JSON {"gemm": [p1, p2, p3, p4], "geam": [q1, q2, q3], "units": "ms"}, highest power first')
+    source.add_argument("--gpu", default=None, metavar="NAME",
+                        help=f"analytic model of a GPU from the hardware table ({', '.join(hardware.GPUS)}); no GPU needed")
+    p.add_argument("--weighting", choices=fits.WEIGHTINGS, default="relative",
+                   help="least-squares weighting of the thesis rule's fits (default: relative error)")
+    p.add_argument("--max-level", type=int, default=4, help="deepest level to consider (default 4)")
+    p.add_argument("--schedule", default="rum", help="schedule whose table gives the counts (default rum)")
+    p.add_argument("--fused", action="store_true", help="fused additions (counts from gpu.fusion)")
+    p.add_argument("--launch-us", type=float, default=None,
+                   help="host time per library call in microseconds (default: stored or fitted; 0 for --gpu "
+                        "and --coefficients unless the file gives launch_us)")
+    p.set_defaults(handler=cmd_predict)
+
+    p = sub.add_parser("levels", parents=[common, measuring, stored],
+                       help="measure the best Strassen level over a size sweep and judge the predictors")
+    p.add_argument("--sizes", type=_sizes, default=None, help="matrix sizes (default: the backend's sweep)")
+    p.add_argument("--max-level", type=int, default=None, help="deepest level (default: 4 on GPU)")
+    p.add_argument("--min-bottom", type=int, default=None,
+                   help="measure a level only where its bottom products are at least this size (default: 2048 on GPU)")
+    p.add_argument("--schedule", default="rum", help="schedule (default rum)")
+    p.add_argument("--fused", action="store_true", help="fused additions")
+    p.add_argument("--parallel", action="store_true", help="the schedule's CUDA streams (rum2)")
+    p.add_argument("--quick", action="store_true", help="the short sweep")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and its estimated time; measure nothing")
+    p.add_argument("--stored", choices=("levels", "speedup"), default=None,
+                   help="measure nothing: judge the predictors on the stored level sweep, or on the "
+                        "strassen-speedup points, of --env/--device (default: this device)")
+    p.set_defaults(handler=cmd_levels)
 
     p = sub.add_parser("figures", parents=[common], help="render every figure from stored results")
     p.add_argument("--out", type=Path, default=DEFAULT_FIGURES, help="output folder (default: paper_figs)")
@@ -259,6 +319,160 @@ def cmd_schedule_streams(args: argparse.Namespace, db_path: Path) -> int:
         f"{args.name}: streams {list(result.streams)}, {len(result.waits)} event waits"
         + (f", stream 1 joins steps {list(result.join)}" if result.join else "") + "\n"
         + (_table(rows, cols) if rows else "no cross-stream waits")))
+    return 0
+
+
+FIT_COLUMNS = (("weighting", "weighting", ""), ("curve", "curve", ""), ("coefficients", "coefficients (ms, highest power first)", ""),
+               ("sse", "SSE (ms^2)", ".4g"), ("r2", "R^2", ".6f"), ("rel_rms", "rms rel. error", ".3f"))
+
+
+def _stored_key(args: argparse.Namespace, db: ResultsDB) -> str:
+    """The calibrated environment of --env, --device, or this machine's device."""
+    current = None
+    if args.env is None and args.device is None:
+        current = get_backend(args.backend).device_info()
+    return models.select_env(db, args.env, args.device, current)
+
+
+def cmd_fit(args: argparse.Namespace, db_path: Path) -> int:
+    with ResultsDB(db_path) as db:
+        key = _stored_key(args, db)
+        device = db.environment(key).get("device", key)
+        fitted = {w: models.time_model(db, key, w, args.range) for w in fits.WEIGHTINGS}
+    payload: dict[str, Any] = {"env_key": key, "device": device, "units": "ms", "fits": {}}
+    rows = []
+    for w, model in fitted.items():
+        try:
+            P: float | None = crossover.crossover_point(model, *(args.range or (None, None)))
+            note = ""
+        except ValueError as exc:
+            P, note = None, str(exc)
+        payload["fits"][w] = {**model.as_dict(), "P": P, **({"note": note} if note else {})}
+        for curve in ("gemm", "geam"):
+            f = getattr(model, curve)
+            rows.append({"weighting": w, "curve": curve, "coefficients": " ".join(f"{c:+.6e}" for c in f.coef),
+                         "sse": f.sse, "r2": f.r2, "rel_rms": f.rel_rms})
+    _emit(args, payload, lambda: f"{device} (env {key}), sizes {fitted['relative'].size_range}\n"
+          + _table(rows, FIT_COLUMNS) + "\n" + "\n".join(
+              f"P ({w}): " + (f"{v['P']:.0f}" if v["P"] else v["note"]) for w, v in payload["fits"].items()))
+    return 0
+
+
+DEFAULT_SEARCH = (512.0, 131072.0)
+
+
+def _prediction_models(args: argparse.Namespace, db_path: Path) -> tuple[Any, RecursiveModel, dict[str, Any]]:
+    """(one-level speed-up function of x, recursive model, what they came from) for ``predict``."""
+    config = strassen_bench.Config(args.schedule, fused=args.fused)
+    launch = None if args.launch_us is None else args.launch_us / 1e3
+    if args.gpu:
+        gpu = hardware.lookup(args.gpu)
+        model = replace(analytic_model(gpu, config.schedule, config.fused), launch_ms=launch or 0.0)
+        return (lambda x: model.speedup(x, 1)), model, {"source": f"analytic model of {gpu.name}", "gpu": gpu.as_dict(),
+                                                         "range": args.range or DEFAULT_SEARCH,
+                                                         "launch_overhead_us": 1e3 * model.launch_ms}
+    if args.coefficients:
+        doc = json.loads(args.coefficients.read_text())
+        tm = fits.from_coefficients(doc, str(args.coefficients))
+        h = launch if launch is not None else float(doc.get("launch_us", 0.0)) / 1e3
+        model = RecursiveModel(tm.gemm, tm.geam, config.schedule, config.fused, h)
+        info = {"source": f"coefficients in {args.coefficients}", "range": args.range or DEFAULT_SEARCH,
+                "launch_overhead_us": 1e3 * h}
+    else:
+        with ResultsDB(db_path) as db:
+            key = _stored_key(args, db)
+            tm = models.time_model(db, key, args.weighting, args.range)
+            model, origin = models.stored_predictor(db, key, config)
+        if launch is not None:
+            model, origin = replace(model, launch_ms=launch), "given"
+        lo, hi = crossover.search_range(tm, *(args.range or (None, None)))
+        info = {"source": tm.source, "env_key": key, "range": (lo, hi), "launch_overhead_us": 1e3 * model.launch_ms,
+                "launch_overhead_source": origin, "fits": tm.as_dict()}
+    return (lambda x: crossover.speedup(tm, x, config.schedule)), model, info
+
+
+def cmd_predict(args: argparse.Namespace, db_path: Path) -> int:
+    if args.size <= 0 or not 1 <= args.max_level <= 10:
+        raise ValueError(f"need --size > 0 and --max-level in 1..10, got {args.size} and {args.max_level}")
+    one_level, model, info = _prediction_models(args, db_path)
+    lo, hi = info["range"]
+    P = crossover.crossing(lambda x: one_level(x) - 1.0, lo, hi, "SpeedUp(x) = 1")
+    levels_ = range(args.max_level + 1)
+    rec = model.boundaries(args.max_level, lo, 2 ** args.max_level * hi)
+    payload = {"size": args.size, "schedule": args.schedule, "fused": args.fused, **info, "P": P,
+               "boundaries": crossover.thesis_boundaries(P, args.max_level)[1:],
+               "level": crossover.thesis_level(args.size, P, args.max_level),
+               "level_recursive": model.level(args.size, levels_), "P_recursive": rec[0],
+               "boundaries_recursive": rec[1:], "speedup_one_level": one_level(args.size),
+               "times_ms": {lv: model.time(args.size, lv) for lv in levels_},
+               "speedups": {lv: model.speedup(args.size, lv) for lv in levels_}}
+
+    def text() -> str:
+        def fmt(bs: Sequence[float | None]) -> str:
+            return ", ".join("-" if b is None else f"{b:.0f}" for b in bs)
+        return "\n".join([
+            f"{info['source']}; N = {args.size}, {args.schedule}{' fused' if args.fused else ''}",
+            f"thesis rule: P = {P:.0f}, boundaries (2P, 4P, ...) {fmt(payload['boundaries'])}, level {payload['level']}",
+            f"recursive:   P = {fmt(rec[:1])}, boundaries {fmt(rec[1:])}, level {payload['level_recursive']}",
+            "predicted speed-up by level: " + ", ".join(f"L{lv} {s:.3f}" for lv, s in payload["speedups"].items())])
+
+    _emit(args, payload, text)
+    return 0
+
+
+LEVEL_COLUMNS = (("size", "N", "d"), ("best", "best", "d"), ("thesis rule (relative)", "thesis (rel.)", "d"),
+                 ("thesis rule (absolute)", "thesis (LS)", "d"), ("recursive", "recursive", "d"),
+                 ("times", "time by level (ms; over GEMM with --stored speedup)", ""))
+
+
+def _estimate(plan: levels.LevelPlan, backend: Backend, db_path: Path) -> tuple[float | None, str]:
+    """Seconds the plan should take: by the stored predictor of this device, else its analytic model."""
+    info = backend.device_info()
+    if db_path.is_file():
+        with ResultsDB(db_path) as db:
+            try:
+                model, _ = models.stored_predictor(db, models.select_env(db, current=info), plan.config)
+                return levels.estimate_seconds(plan, model), "stored calibration"
+            except ValueError:
+                pass
+    try:
+        gpu = hardware.lookup(info.get("device", ""))
+    except ValueError:
+        return None, "no calibration or hardware row for this device"
+    return levels.estimate_seconds(plan, analytic_model(gpu, plan.config.schedule, plan.config.fused)), \
+        f"analytic model of {gpu.name}"
+
+
+def cmd_levels(args: argparse.Namespace, db_path: Path) -> int:
+    backend = get_backend(args.backend)
+    config = strassen_bench.Config(args.schedule, args.parallel, args.fused)
+    plan = levels.custom_plan(backend, args.quick, args.sizes, args.max_level, config, args.min_bottom)
+    if args.stored:
+        with ResultsDB(db_path) as db:
+            key = models.select_env(db, args.env, args.device, None if args.env or args.device else backend.device_info())
+            if args.stored == "levels":
+                report = levels.judge(db, key, config)
+            else:
+                report = levels.judge_times(db, key, config, levels.speedup_sweep(db, key, config), unit="gemm")
+        return _emit_levels(args, backend, key, report.summary(), report)
+    if args.dry_run:
+        seconds, how = _estimate(plan, backend, db_path)
+        payload = {"plan": {n: plan.levels(n) for n in plan.sizes}, "estimated_seconds": seconds, "estimate": how}
+        _emit(args, payload, lambda: "\n".join([f"N = {n}: levels {lv}" for n, lv in payload["plan"].items()]
+                                               + [f"estimated time: {'?' if seconds is None else f'{seconds:.0f} s'} ({how})"]))
+        return 0
+    with _measuring_run(args, db_path, backend) as ctx:
+        summary, report = levels.run_plan(ctx, plan)
+    return _emit_levels(args, backend, ctx.env_key, summary, report)
+
+
+def _emit_levels(args: argparse.Namespace, backend: Backend, key: str, summary: dict[str, Any],
+                 report: levels.Report) -> int:
+    rows = report.rows()
+    payload = {"backend": backend.name, "env_key": key, "summary": summary, "rows": rows}
+    for r in rows:
+        r["times"] = " ".join(f"{t:.4g}" for t in (r.get("times_ms") or r["times_over_gemm"]).values())
+    _emit(args, payload, lambda: "\n".join(f"{k}: {v}" for k, v in summary.items()) + "\n" + _table(rows, LEVEL_COLUMNS))
     return 0
 
 

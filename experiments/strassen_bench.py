@@ -60,7 +60,7 @@ from .database import ResultsDB
 from .plotting import device_label, new_figure, plot_marked, save_figure
 from .registry import Context, experiment, figure
 from .sweep import Record, SweepOutcome, sweep
-from .timing import compare
+from .timing import Comparison, compare
 
 EXPERIMENT = "strassen-speedup"
 MEMORY_EXPERIMENT = "strassen-memory"
@@ -246,23 +246,38 @@ def product_error(backend: Backend, work: Callable[[], None], ops: Operands) -> 
     return float(xp.linalg.norm(ops.C @ x - expected) / xp.linalg.norm(expected))
 
 
+def checked_works(backend: Backend, ops: Operands, n: int,
+                  entries: Mapping[str, tuple[Config, int]]) -> tuple[dict[str, Callable[[], None]], dict[str, float]]:
+    """The library GEMM (``"gemm"``) and each named (configuration, level) as timed work on ``ops``,
+    each checked once against ``A (B x)``, with the relative errors. A wrong product raises
+    RuntimeError before anything is timed or stored."""
+    works = {"gemm": lambda: backend.gemm(ops.A, ops.B, ops.C)}
+    errors = {}
+    for name, (config, level) in entries.items():
+        work = strassen_work(backend, config, level, ops)
+        errors[name] = product_error(backend, work, ops)
+        if not errors[name] <= np.finfo(ops.A.dtype).eps ** 0.5:
+            raise RuntimeError(f"{config.name} at level {level} on N = {n} computed a wrong product "
+                               f"(relative error {errors[name]:.2e}); nothing was stored for it")
+        works[name] = work
+    return works, errors
+
+
+def time_group(backend: Backend, ops: Operands, works: Mapping[str, Callable[[], None]],
+               **protocol: int) -> Comparison:
+    """Time ``works`` interleaved, with speed-ups over ``"gemm"``; A and B are re-drawn before
+    every sample and the cache flushed where the calibration would (``_protocol`` by default)."""
+    setup = refill_and_wait(backend, ops)
+    return compare(works, backend, baseline="gemm", flush=needs_flush(backend, ops),
+                   setup={name: setup for name in works}, **(protocol or _protocol(ops.A.shape[0])))
+
+
 def measure_level(ctx: Context, ops: Operands, n: int, level: int, configs: Sequence[Config],
                   dtype: str = DTYPE) -> int:
     """Time GEMM and every configuration at one (size, level), interleaved in one group,
     and store each configuration with its speed-up over the GEMM of the same group."""
-    be = ctx.backend
-    works = {"gemm": lambda: be.gemm(ops.A, ops.B, ops.C)}
-    errors = {}
-    for config in configs:
-        work = strassen_work(be, config, level, ops)
-        errors[config.name] = product_error(be, work, ops)
-        if not errors[config.name] <= np.finfo(ops.A.dtype).eps ** 0.5:
-            raise RuntimeError(f"{config.name} at level {level} on N = {n} computed a wrong product "
-                               f"(relative error {errors[config.name]:.2e}); nothing was stored for it")
-        works[config.name] = work
-    setup = refill_and_wait(be, ops)
-    result = compare(works, be, baseline="gemm", flush=needs_flush(be, ops),
-                     setup={name: setup for name in works}, **_protocol(n))
+    works, errors = checked_works(ctx.backend, ops, n, {c.name: (c, level) for c in configs})
+    result = time_group(ctx.backend, ops, works)
     gemm = result.timings["gemm"]
     ctx.db.add(ctx.run_id, EXPERIMENT, "gemm", point_params(n, level, "gemm", False, False, dtype),
                value=gemm.median, unit="s", samples=gemm.samples,

@@ -51,29 +51,35 @@ def _groups(name: str, plan: StreamPlan | None, aliases: frozenset[str], fuse: b
         for w in plan.waits:
             waits[w.step - 1].append(w.after - 1)
     waited = set() if plan is None else {w.after - 1 for w in plan.waits} | {j - 1 for j in plan.join}
-    runs: list[list[int]] = []
-    for i, step in enumerate(schedule.steps):
-        joinable = (fuse and runs and not step.is_product and not schedule.steps[runs[-1][-1]].is_product
-                    and schedule.steps[runs[-1][-1]].stream == step.stream)
-        if joinable:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
     out = []
-    for run in runs:
+    for run in runs(schedule, fuse):
         kernel, args = (None, ())
         if len(run) > 1:
-            kernel, args = _kernel(tuple(_renamed(schedule, i, aliases) for i in run), _dead(schedule, run))
+            kernel, args = _kernel(tuple(_renamed(schedule, i, aliases) for i in run), dead_temporaries(schedule, run))
         out.append(Group(tuple(run), schedule.steps[run[0]].stream,
                          tuple(sorted({j for i in run for j in waits.get(i, ())})),
                          any(i in waited for i in run), kernel, args))
     return tuple(out)
 
 
-def _dead(schedule: Schedule, run: list[int]) -> frozenset[str]:
+def dead_temporaries(schedule: Schedule, run: list[int]) -> frozenset[str]:
     """Temporaries a run writes whose values nothing after the run reads: kept in registers, never stored."""
     written = {schedule.steps[i].dst for i in run} & set(schedule.temporaries)
     return frozenset(t for t in written if not live_after(schedule, run[-1], t))
+
+
+def runs(schedule: Schedule, fuse: bool = True) -> list[list[int]]:
+    """Steps (0-based) issued as one unit: with ``fuse``, each run of consecutive additions on
+    one stream; products, and every step without ``fuse``, stand alone. Read from the table
+    only, so the performance model counts the kernels a call launches without compiling any."""
+    out: list[list[int]] = []
+    for i, step in enumerate(schedule.steps):
+        last = schedule.steps[out[-1][-1]] if out else None
+        if fuse and last is not None and not step.is_product and not last.is_product and last.stream == step.stream:
+            out[-1].append(i)
+        else:
+            out.append([i])
+    return out
 
 
 def _renamed(schedule: Schedule, i: int, aliases: frozenset[str]) -> tuple[str, str, str, str | None]:

@@ -33,19 +33,8 @@ from .executor import Executor, quadrants
 from .liveness import analyze, clobbers
 from .schedules import SUPPORT, get_schedule, resolve
 
-#: ``level="auto"`` splits while the half-size product stays above this size,
-#: a rule of thumb from the H100 calibration (until the fitted model decides).
-AUTO_CROSSOVER = {"cupy": 4096, "numpy": 1024}
 FRINGES = ("peel", "pad")
 MAX_LEVEL = 10
-
-
-def auto_level(size: int, backend: Backend) -> int:
-    """Levels such that the bottom products stay at least the backend's crossover size."""
-    crossover, level = AUTO_CROSSOVER[backend.name], 0
-    while size // 2 ** (level + 1) >= crossover and level < MAX_LEVEL:
-        level += 1
-    return level
 
 
 def _operands(be: Backend, A: Any, B: Any) -> tuple[Array, Array, bool, bool]:
@@ -104,6 +93,8 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str = "rum", 
     ``matmul(A, A)``); ``out`` receives the product. ``parallel`` runs a
     schedule's stream assignment (``rum2``, ``lai7``, ``otsuka2``) on CUDA
     streams; ``fused`` runs consecutive additions as one kernel on CuPy.
+    ``level="auto"`` asks ``modeling.auto.auto_level``: the recursive
+    predictor on this device's stored calibration, else a fixed rule.
     Raises ValueError for bad shapes, dtypes, levels, schedules that cannot
     recurse, or a product predicted not to fit in free memory.
     """
@@ -115,7 +106,10 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str = "rum", 
     if blas.overlaps(be.layout(A), be.layout(B)):
         overwrite_a = overwrite_b = own_a = own_b = False
     m, k, n = A.shape[0], A.shape[1], B.shape[1]
-    level = auto_level(min(m, k, n) if fringe == "peel" else max(m, k, n), be) if level == "auto" else level
+    if level == "auto":
+        from modeling.auto import auto_level
+
+        level = auto_level(min(m, k, n) if fringe == "peel" else max(m, k, n), be, schedule=schedule, fused=fused)
     _check_schedule(schedule, level)
     q = 2**level
     side = min(m, k, n) // q * q if fringe == "peel" else -(-max(m, k, n) // q) * q

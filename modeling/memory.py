@@ -40,13 +40,16 @@ class MemoryEstimate:
         return {**asdict(self), "extra": self.extra, "total": self.total}
 
 
-def temporaries_per_depth(schedule: str, levels: int) -> list[int]:
+def temporaries_per_depth(schedule: str, levels: int, protect: bool = True) -> list[int]:
     """Quadrant buffers alive at once in the call at each depth 1..levels: its temporaries,
-    plus the operand copies of its most protected product (``gpu.liveness.protected``)."""
+    plus the operand copies of its most protected product (``gpu.liveness.protected``).
+
+    ``protect=False`` leaves those copies out: the schedule as published (Otsuka's
+    12 + 7 sum 4^-l), which the executor cannot run safely over his low level."""
     counts, name = [], schedule
     for left in range(levels, 0, -1):
         sched = resolve(name, left)
-        copies = max((len(roles) for roles in protected(name, left).values()), default=0)
+        copies = max((len(roles) for roles in protected(name, left).values()), default=0) if protect else 0
         counts.append(len(sched.temporaries) + copies)
         name = sched.products_schedule
     return counts
@@ -61,18 +64,18 @@ def support_quadrants(schedule: str, levels: int, overwrite_a: bool, overwrite_b
 
 
 def strassen_memory(schedule: str, n: int, levels: int, itemsize: int = 8, *,
-                    overwrite_a: bool = True, overwrite_b: bool = True) -> MemoryEstimate:
+                    overwrite_a: bool = True, overwrite_b: bool = True, protect: bool = True) -> MemoryEstimate:
     """Memory of an n x n x n product by ``levels`` levels of ``schedule``.
 
     With ``overwrite_a``/``overwrite_b`` False, inputs the schedule would
     overwrite are copied first and support quadrants that would alias them
-    are allocated instead.
+    are allocated instead. ``protect=False``: see :func:`temporaries_per_depth`.
     """
     get_schedule(schedule)
     if levels and n % 2**levels:
         raise ValueError(f"n = {n} is not divisible by 2**{levels}; the model covers the square core")
     quad = (n // 2) ** 2 * itemsize
-    temps = sum(t * (n // 2**d) ** 2 * itemsize for d, t in enumerate(temporaries_per_depth(schedule, levels), 1))
+    temps = sum(t * (n // 2**d) ** 2 * itemsize for d, t in enumerate(temporaries_per_depth(schedule, levels, protect), 1))
     hit = clobbers(schedule, levels)
     copies = sum(n * n * itemsize for m, ok in (("A", overwrite_a), ("B", overwrite_b)) if m in hit and not ok)
     support = support_quadrants(schedule, levels, overwrite_a, overwrite_b) * quad
@@ -82,3 +85,35 @@ def strassen_memory(schedule: str, n: int, levels: int, itemsize: int = 8, *,
 def units(estimate: MemoryEstimate, n: int, itemsize: int = 8) -> float:
     """Total memory in units of one (n/2)^2 quadrant (12 for A, B and C alone)."""
     return estimate.total / ((n // 2) ** 2 * itemsize)
+
+
+def core_side(m: int, k: int, n: int, levels: int, fringe: str = "peel") -> int:
+    """Side of the square product Strassen runs on: the largest core divisible by 2^levels
+    (``peel``), or every dimension padded up to a multiple of it (``pad``)."""
+    if min(m, k, n) <= 0 or levels < 0:
+        raise ValueError(f"need positive dimensions and levels >= 0, got {(m, k, n)} and {levels}")
+    q = 2**levels
+    if fringe == "peel":
+        return min(m, k, n) // q * q
+    if fringe == "pad":
+        return -(-max(m, k, n) // q) * q
+    raise ValueError(f"fringe must be 'peel' or 'pad', got {fringe!r}")
+
+
+def matmul_memory(schedule: str, m: int, k: int, n: int, levels: int, itemsize: int = 8, *,
+                  fringe: str = "peel", overwrite_a: bool = False, overwrite_b: bool = False) -> MemoryEstimate:
+    """Memory of ``gpu.strassen.matmul`` on an m x k by k x n product of any size.
+
+    ``peel`` runs Strassen on the core and library GEMMs on the fringe panels
+    (no extra memory for them); ``pad`` copies A, B and C into zero-padded
+    squares (three side^2 buffers, counted as copies) and may overwrite them.
+    """
+    side = core_side(m, k, n, levels, fringe)
+    operands = (m * k + k * n + m * n) * itemsize
+    if levels == 0 or side == 0:
+        return MemoryEstimate(operands, 0, 0, 0)
+    if fringe == "pad":
+        core = strassen_memory(schedule, side, levels, itemsize)
+        return MemoryEstimate(operands, core.support, core.copies + 3 * side * side * itemsize, core.temporaries)
+    core = strassen_memory(schedule, side, levels, itemsize, overwrite_a=overwrite_a, overwrite_b=overwrite_b)
+    return MemoryEstimate(operands, core.support, core.copies, core.temporaries)

@@ -26,6 +26,27 @@ def cupy_backend():
     return get_backend("cupy")
 
 
+@pytest.fixture(autouse=True)
+def _private_default_db(tmp_path, monkeypatch):
+    """No test reads or writes the working directory's results database (level="auto" reads it)."""
+    monkeypatch.setenv("GEMMLAB_DB", str(tmp_path / "default.sqlite"))
+
+
 @pytest.fixture
 def db_path(tmp_path):
     return tmp_path / "results.sqlite"
+
+
+@pytest.fixture(scope="session")
+def h100_db(tmp_path_factory):
+    """A database holding the published H100 calibration and Strassen speed-ups (real measurements)."""
+    from pathlib import Path
+
+    from experiments.database import ResultsDB
+
+    published = Path(__file__).resolve().parent.parent / "results" / "published"
+    path = tmp_path_factory.mktemp("h100") / "h100.sqlite"
+    with ResultsDB(path) as db:
+        for name in ("h100-calibration.csv", "h100-strassen-speedup.csv"):
+            db.import_csv(published / name)
+    return path

@@ -10,7 +10,7 @@ from itertools import combinations
 import pytest
 
 from experiments.cli import main
-from gpu.fusion import _dead, fused_source
+from gpu.fusion import dead_temporaries, fused_source
 from gpu.hazards import access_sets, plan
 from gpu.liveness import INPUTS, OUTPUTS, analyze, clobbers, protected, state_table, supports
 from gpu.schedules import QUADRANTS, SCHEDULES, Step, get_schedule, parse
@@ -368,10 +368,10 @@ def test_fused_winograd_keeps_dead_temporaries_in_registers():
     instead of 7 geams (21 passes)."""
     sched = get_schedule("winograd")
     run = list(range(15, 22))
-    assert _dead(sched, run) == {"V1", "V2", "V3"}
-    assert _dead(sched, list(range(8))) == set()        # the S's are read by the products
+    assert dead_temporaries(sched, run) == {"V1", "V2", "V3"}
+    assert dead_temporaries(sched, list(range(8))) == set()        # the S's are read by the products
     steps = _as_tuples(sched.steps[15:])
-    inputs, outputs, body = fused_source(steps, _dead(sched, run))
+    inputs, outputs, body = fused_source(steps, dead_temporaries(sched, run))
     assert sorted(inputs) == [f"M{i}" for i in range(1, 8)] and outputs == ["C11", "C12", "C21", "C22"]
     values = {sp: 1.5 * k + 0.25 for k, sp in enumerate(inputs)}
     got, want = _run_body(body, values), _run_steps(steps, values)

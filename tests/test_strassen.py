@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from gpu import strassen
 from gpu.schedules import SCHEDULES
 from gpu.strassen import matmul
+from modeling import auto
 from modeling.memory import strassen_memory
 
 N = 64
@@ -376,13 +377,13 @@ def test_float32(backend, name, level):
 def test_auto_level(backend):
     A, B = operand(backend, (N, N), 1), operand(backend, (N, N), 2)
     C = matmul(A, B, backend=backend)
-    check(backend, C, host(backend, A), host(backend, B), strassen.auto_level(N, backend))
+    check(backend, C, host(backend, A), host(backend, B), auto.auto_level(N, backend))
 
 
 def test_auto_level_recurses_above_the_crossover(backend, monkeypatch):
-    monkeypatch.setitem(strassen.AUTO_CROSSOVER, backend.name, 16)
-    assert strassen.auto_level(N, backend) == 2
-    assert strassen.auto_level(N - 1, backend) == 1
+    monkeypatch.setitem(auto.RULE_CROSSOVER, backend.name, 16)
+    assert auto.auto_level(N, backend) == 2
+    assert auto.auto_level(N - 1, backend) == 1
     A, B = operand(backend, (N, N), 1), operand(backend, (N, N), 2)
     a0, b0 = host(backend, A), host(backend, B)
     C = matmul(A, B, level="auto", schedule="otsuka", backend=backend)

@@ -1,0 +1,465 @@
+"""Level validation: the best Strassen level measured over a dense size sweep, against the predictors.
+
+At every size of the sweep the library GEMM (level 0) and the chosen
+configuration at levels 1..L are timed interleaved in one group on the same
+operands (``strassen_bench``'s checked works and protocol), so the best level
+at a size is decided within one group, free of drift between runs. Levels
+whose bottom products would be smaller than ``min_bottom`` are not measured:
+thousands of tiny launches make them lose by a wide margin and would cost
+most of the sweep's time.
+
+Three predictors are then judged on the stored sweep, each choosing among the
+measured levels at each size:
+
+* the thesis rule from the relative-error fit (``modeling.crossover``);
+* the thesis rule as the thesis made it: ordinary least squares;
+* the recursive model (``modeling.recursive``) over the measured calibration
+  curves, with the per-launch host time measured here (``launch-overhead``).
+
+For each: the level boundaries (where level L starts) and their error against
+the measured ones (%), and the time lost over the sweep when its level is used
+instead of the best: sum of T(predicted) over sum of T(best), minus one.
+A measured boundary is where level L overtakes level L-1 for good: the last
+upward zero of ln(T_{L-1} / T_L), interpolated between the sizes around it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from gpu.backend import Backend
+from modeling.counts import total_launches
+from modeling.crossover import (
+    crossover_point,
+    interpolated_crossing,
+    speedup,
+    thesis_boundaries,
+    thesis_level,
+)
+from modeling.fits import TimeModel
+from modeling.recursive import RecursiveModel
+
+from . import calibration, models
+from .database import ResultsDB
+from .plotting import device_label, new_figure, save_figure
+from .registry import Context, experiment, figure
+from .strassen_bench import (
+    DTYPE,
+    Config,
+    allocate,
+    checked_works,
+    config_bytes,
+    free_memory,
+    point_params,
+    refill_and_wait,
+    strassen_work,
+    time_group,
+)
+from .sweep import Record, SweepOutcome, sweep
+from .timing import MIN_REPEATS, measure
+
+EXPERIMENT = models.LEVELS_EXPERIMENT
+OVERHEAD_EXPERIMENT = models.OVERHEAD_EXPERIMENT
+#: Levels and bottom size of the product whose time, over its launches, is the host time per launch.
+OVERHEAD_LEVEL, OVERHEAD_BOTTOM = 3, 32
+RUM = Config("rum")
+
+
+@dataclass(frozen=True)
+class LevelPlan:
+    """Sizes and levels of a validation sweep."""
+
+    sizes: tuple[int, ...]
+    max_level: int
+    min_bottom: int
+    config: Config = RUM
+    #: From this size on: one warm-up round and one batch (a batch at 32768 takes a minute).
+    large: int = 16384
+
+    def levels(self, n: int) -> list[int]:
+        """Levels measured at size n: 0 (the library GEMM) and those whose bottom is big enough."""
+        return [lv for lv in range(self.max_level + 1)
+                if lv == 0 or (n % 2**lv == 0 and n // 2**lv >= self.min_bottom)]
+
+    def protocol(self, n: int) -> dict[str, int]:
+        return {"warmup": 1, "max_attempts": 1} if n >= self.large else {"warmup": 1, "max_attempts": 3}
+
+
+PLANS: dict[tuple[str, bool], LevelPlan] = {
+    # H100: levels 1-3 start near 8000, 16000 and 30000 with their bottom products near 4096; a step
+    # of 1024 resolves the boundaries to a few per cent, and bottoms of at least 2048 keep a factor two
+    # of margin while leaving out the host-bound deep levels (a level-4 product at 8192 takes 25 GEMMs'
+    # time). About five minutes of GPU time, plus half a minute of calibration (``estimate_seconds``).
+    ("cupy", False): LevelPlan(tuple(range(4096, 24577, 1024)) + (26624, 28672, 32768), 4, 2048),
+    ("cupy", True): LevelPlan((4096, 6144, 8192, 12288, 16384), 3, 2048),
+    ("numpy", False): LevelPlan(tuple(range(256, 1537, 128)), 3, 64),
+    ("numpy", True): LevelPlan((128, 192, 256, 320, 384), 2, 32),
+}
+
+
+def custom_plan(backend: Backend, quick: bool, sizes: Sequence[int] | None = None, max_level: int | None = None,
+                config: Config | None = None, min_bottom: int | None = None) -> LevelPlan:
+    """The backend's plan with chosen sizes, deepest level, configuration or bottom size."""
+    base = PLANS[(backend.name, quick)]
+    if sizes is not None and (not sizes or min(sizes) <= 0):
+        raise ValueError(f"sizes must be positive integers, got {list(sizes)}")
+    if max_level is not None and not 1 <= max_level <= 10:
+        raise ValueError(f"the deepest level must lie in 1..10, got {max_level}")
+    if min_bottom is not None and min_bottom < 1:
+        raise ValueError(f"the smallest bottom product must be at least 1, got {min_bottom}")
+    return LevelPlan(tuple(sorted(set(sizes))) if sizes else base.sizes,
+                     max_level or base.max_level, min_bottom or base.min_bottom, config or base.config, base.large)
+
+
+def level_params(n: int, level: int, config: Config) -> dict[str, Any]:
+    return point_params(n, level, config.schedule, config.parallel, config.fused, DTYPE)
+
+
+def fitting_sizes(plan: LevelPlan, free: int, itemsize: int = 8) -> list[int]:
+    """Sizes of the plan whose operands and deepest configuration fit in ``free`` bytes."""
+    budget = calibration.HEADROOM * free
+    return [n for n in plan.sizes
+            if max(config_bytes(plan.config, n, lv, itemsize) for lv in plan.levels(n)[1:] or [0]) <= budget
+            and calibration.operand_bytes(n) <= budget]
+
+
+# --------------------------------------------------------------------------- measuring
+
+def calibration_sizes(backend: Backend, plan: LevelPlan, quick: bool) -> list[int]:
+    """The backend's calibration sizes up to the largest swept size (at least five, for the cubic)."""
+    defaults = calibration.default_sizes(backend, quick)
+    chosen = [n for n in defaults if n <= max(plan.sizes)]
+    return chosen if len(chosen) >= 5 else defaults[:5]
+
+
+def measure_overhead(backend: Backend, params: Mapping[str, Any], methods: Sequence[str],
+                     config: Config) -> dict[str, Record]:
+    """Host time per library call: a product with thousands of tiny kernels is bound by their issue,
+    so its time over its launches is what one call costs the host."""
+    n, level = params["size"], params["level"]
+    ops = allocate(backend, n)
+    work = strassen_work(backend, config, level, ops)
+    launches = total_launches(config.schedule, level, config.fused)
+    timing = measure(work, backend, setup={"_": refill_and_wait(backend, ops)})
+    per_launch = [s / launches for s in timing.samples]
+    return {config.name: Record(timing.median / launches, "s", per_launch,
+                                {**timing.meta(), "launches": launches, "product_s": timing.median})}
+
+
+def overhead_point() -> dict[str, Any]:
+    """The launch-overhead product: level 3 on 32 x 32 bottoms (1198 kernels for RUM)."""
+    return {"size": OVERHEAD_BOTTOM * 2**OVERHEAD_LEVEL, "level": OVERHEAD_LEVEL, "dtype": DTYPE}
+
+
+def sweep_levels(ctx: Context, plan: LevelPlan, sizes: Sequence[int]) -> SweepOutcome:
+    """One interleaved group per size (GEMM and every planned level), stored at once; a size
+    with every level stored is skipped unless ``ctx.force``."""
+    be, config, outcome = ctx.backend, plan.config, SweepOutcome()
+    with be.allocation_policy("pooled"):
+        for n in tqdm(sizes, desc=EXPERIMENT, unit="size", disable=not ctx.progress, file=sys.stderr, leave=False):
+            levels = plan.levels(n)
+            if not ctx.force and all(ctx.db.has(EXPERIMENT, config.name, level_params(n, lv, config), ctx.env_key)
+                                     for lv in levels):
+                outcome.skipped += len(levels)
+                continue
+            ops = allocate(be, n)
+            try:
+                works, errors = checked_works(be, ops, n, {f"L{lv}": (config, lv) for lv in levels[1:]})
+                result = time_group(be, ops, works, **plan.protocol(n))
+            finally:
+                ops = None
+                free_memory(be)
+            gemm = result.timings["gemm"]
+            for lv in levels:
+                name = f"L{lv}" if lv else "gemm"
+                timing = result.timings[name]
+                ctx.db.add(ctx.run_id, EXPERIMENT, config.name, level_params(n, lv, config), value=timing.median,
+                           unit="s", samples=timing.samples,
+                           meta={**timing.meta(), "speedup": result.ratio(name), "gemm_s": gemm.median,
+                                 "check_error": errors.get(name, 0.0), "group_levels": levels,
+                                 "inputs": "re-drawn before every sample", "allocation_policy": "pooled"})
+                outcome.measured += 1
+    return outcome
+
+
+def run_plan(ctx: Context, plan: LevelPlan) -> tuple[dict[str, Any], Report]:
+    """Calibrate (what is missing), measure the launch overhead and the sweep, then judge."""
+    be = ctx.backend
+    sizes = fitting_sizes(plan, free_memory(be))
+    if not sizes:
+        raise ValueError(f"no {EXPERIMENT} size fits in the memory free on the {be.name} device")
+    _, cal = calibration.calibrate(ctx, calibration_sizes(be, plan, ctx.quick))
+    over = sweep(ctx, OVERHEAD_EXPERIMENT, [overhead_point()], [plan.config.name],
+                 lambda params, methods: measure_overhead(be, params, methods, plan.config),
+                 desc=OVERHEAD_EXPERIMENT)
+    done = sweep_levels(ctx, plan, sizes)
+    report = judge(ctx.db, ctx.env_key, plan.config, sizes)
+    return {"points measured": cal.measured + over.measured + done.measured,
+            "points already stored": cal.skipped + over.skipped + done.skipped, **report.summary()}, report
+
+
+@experiment(EXPERIMENT, "Best Strassen level over a dense size sweep against the thesis rule and the "
+                        "recursive predictor")
+def run(ctx: Context) -> dict[str, Any]:
+    return run_plan(ctx, PLANS[(ctx.backend.name, ctx.quick)])[0]
+
+
+# --------------------------------------------------------------------------- judging
+
+def stored_sweep(db: ResultsDB, key: str, config: Config, sizes: Sequence[int] | None = None
+                 ) -> dict[int, dict[int, float]]:
+    """{size: {level: seconds}} of the stored sweep of ``config`` (sizes with level 0 only)."""
+    times: dict[int, dict[int, float]] = {}
+    for m in db.measurements(EXPERIMENT, env_key=key, method=config.name):
+        p = m["params"]
+        if p["dtype"] == DTYPE and (sizes is None or p["size"] in sizes):
+            times.setdefault(p["size"], {})[p["level"]] = m["value"]
+    return {n: t for n, t in sorted(times.items()) if 0 in t}
+
+
+def best_levels(times: Mapping[int, Mapping[int, float]]) -> dict[int, int]:
+    return {n: min(t, key=t.__getitem__) for n, t in times.items()}
+
+
+def measured_boundaries(times: Mapping[int, Mapping[int, float]], max_level: int) -> list[float | None]:
+    """Where each level 1..max_level overtakes the one below for good, between measured sizes."""
+    out = []
+    for lv in range(1, max_level + 1):
+        sizes = [n for n, t in times.items() if lv in t and lv - 1 in t]
+        gain = [np.log(times[n][lv - 1] / times[n][lv]) for n in sizes]
+        out.append(interpolated_crossing(sizes, gain) if sizes else None)
+    return out
+
+
+@dataclass
+class Verdict:
+    """How one predictor does on a measured sweep."""
+
+    name: str
+    levels: dict[int, int]
+    boundaries: list[float | None]
+    errors_pct: list[float | None]
+    time_lost_pct: float
+    worst_loss_pct: float
+    worst_size: int | None
+    mispredicted: int
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        return {**self.detail,
+                "boundaries": [None if b is None else round(b) for b in self.boundaries],
+                "boundary error %": [None if e is None else round(e, 2) for e in self.errors_pct],
+                "time lost over the sweep %": round(self.time_lost_pct, 3),
+                "worst size": None if self.worst_size is None else
+                f"{self.worst_loss_pct:.2f}% lost at N = {self.worst_size}",
+                "sizes mispredicted": self.mispredicted}
+
+
+def verdict(name: str, choose: Callable[[int, list[int]], int], boundaries: list[float | None],
+            times: Mapping[int, Mapping[int, float]], measured: list[float | None], **detail: Any) -> Verdict:
+    """Judge a predictor: ``choose(n, measured levels)`` picks a level at each size."""
+    best = best_levels(times)
+    picked = {n: choose(n, sorted(t)) for n, t in times.items()}
+    lost = {n: times[n][picked[n]] / times[n][best[n]] - 1 for n in times}
+    total = sum(times[n][picked[n]] for n in times) / sum(times[n][best[n]] for n in times) - 1
+    worst = max(lost, key=lost.__getitem__) if lost else None
+    errors = [None if b is None or m is None else 100 * (b - m) / m for b, m in zip(boundaries, measured)]
+    return Verdict(name, picked, boundaries, errors, 100 * total, 100 * lost[worst] if worst else 0.0,
+                   worst if worst and lost[worst] > 0 else None, sum(picked[n] != best[n] for n in times), detail)
+
+
+def thesis_verdict(name: str, model: TimeModel, times, measured, max_level: int) -> Verdict:
+    """The thesis rule of ``model`` (P from its fits; a, b from RUM's table, as the thesis)."""
+    try:
+        P = crossover_point(model)
+    except ValueError as exc:
+        return verdict(name, lambda n, levels: 0, [None] * max_level, times, measured, P=None, note=str(exc))
+    return verdict(name, lambda n, levels: min(thesis_level(n, P, max_level), max(levels)),
+                   thesis_boundaries(P, max_level), times, measured, P=round(P, 1),
+                   **{"Gemm R^2": round(model.gemm.r2, 6), "Geam R^2": round(model.geam.r2, 6)})
+
+
+def recursive_verdict(model: RecursiveModel, source: str, times, measured, max_level: int) -> Verdict:
+    lo, hi = min(times) / 2, 4 * max(times)
+    return verdict("recursive", lambda n, levels: model.level(n, levels), model.boundaries(max_level, lo, hi),
+                   times, measured, **{"launch overhead": f"{1e3 * model.launch_ms:.1f} us per call ({source})"})
+
+
+@dataclass
+class Report:
+    config: Config
+    times: dict[int, dict[int, float]]
+    measured: list[float | None]
+    verdicts: list[Verdict]
+    unit: str = "s"       # of ``times``: seconds, or "gemm" for times relative to the GEMM of a group
+
+    def summary(self) -> dict[str, Any]:
+        best = best_levels(self.times)
+        return {"configuration": self.config.name,
+                "sizes": f"{min(self.times)} to {max(self.times)} ({len(self.times)} sizes)" if self.times else "none",
+                "best level per size": " ".join(f"{n}:{lv}" for n, lv in best.items()),
+                "measured boundaries": [None if b is None else round(b) for b in self.measured],
+                **{v.name: v.summary() for v in self.verdicts}}
+
+    def rows(self) -> list[dict[str, Any]]:
+        best = best_levels(self.times)
+        scale, key = (1e3, "times_ms") if self.unit == "s" else (1.0, "times_over_gemm")
+        return [{"size": n, "best": best[n], **{v.name: v.levels[n] for v in self.verdicts},
+                 key: {lv: scale * s for lv, s in t.items()}} for n, t in self.times.items()]
+
+
+def speedup_sweep(db: ResultsDB, key: str, config: Config) -> dict[int, dict[int, float]]:
+    """{size: {level: time}} from the ``strassen-speedup`` points of ``config``, each level's time
+    relative to the GEMM of its own group (level 0 = 1): levels there are timed in separate groups."""
+    times: dict[int, dict[int, float]] = {}
+    for t in models.strassen_timings(db, key, config):
+        times.setdefault(t.size, {0: 1.0})[t.level] = t.time_ms / t.gemm_ms
+    return dict(sorted(times.items()))
+
+
+def judge(db: ResultsDB, key: str, config: Config, sizes: Sequence[int] | None = None) -> Report:
+    """Measured levels of the stored sweep against the three predictors."""
+    return judge_times(db, key, config, stored_sweep(db, key, config, sizes))
+
+
+def judged_range(db: ResultsDB, key: str, times: Mapping[int, Any]) -> tuple[float, float] | None:
+    """Calibrated sizes the thesis rule fits for this sweep: up to its largest size (the range
+    of interest), or all of them where that leaves fewer than five."""
+    upto = (0, max(times))
+    return upto if len(models.calibration_rows(db, key, upto)) >= 5 else None
+
+
+def judge_times(db: ResultsDB, key: str, config: Config, times: dict[int, dict[int, float]],
+                unit: str = "s") -> Report:
+    """Measured best levels and boundaries of ``times`` ({size: {level: time}}) against the predictors
+    made from the calibration of ``key``."""
+    if not times:
+        raise ValueError(f"no stored times of {config.name} for env {key}; run gemmlab levels "
+                         "(or strassen) on that device, or import its results")
+    max_level = max(max(t) for t in times.values())
+    measured = measured_boundaries(times, max_level)
+    fit_range = judged_range(db, key, times)
+    verdicts = [thesis_verdict(f"thesis rule ({w})", models.time_model(db, key, w, fit_range), times, measured,
+                               max_level) for w in ("relative", "absolute")]
+    model, source = models.stored_predictor(db, key, config)
+    verdicts.append(recursive_verdict(model, source, times, measured, max_level))
+    return Report(config, times, measured, verdicts, unit)
+
+
+def estimate_seconds(plan: LevelPlan, model: RecursiveModel, sizes: Sequence[int] | None = None) -> float:
+    """Seconds the sweep should take by ``model``: at each size the warm-up, the check and ten
+    samples of every level, one batch each (a repeated batch adds ten samples more)."""
+    total = 0.0
+    for n in sizes or plan.sizes:
+        runs = plan.protocol(n)["warmup"] + 1 + MIN_REPEATS
+        total += runs * sum(model.time(n, lv) for lv in plan.levels(n)) / 1e3
+    return total
+
+
+# --------------------------------------------------------------------------- figures
+
+def _calibrated(db: ResultsDB) -> list[tuple[str, TimeModel]]:
+    out = []
+    for key, _ in models.calibrated_envs(db):
+        try:
+            out.append((key, models.time_model(db, key, "relative")))
+        except ValueError:
+            continue
+    return out
+
+
+@figure("speedup-model", "SpeedUp(x) = Gemm(x) / (7 Gemm(x/2) + 15 Geam(x/2)) from the fitted curves, "
+                         "crossover P marked (thesis Fig. 4.2)")
+def render_speedup(db: ResultsDB, out_dir: Path) -> list[Path]:
+    envs = _calibrated(db)
+    if not envs:
+        return []
+    fig, axes = new_figure(1, len(envs), width=5.5 * len(envs), height=4.2)
+    for ax, (key, model) in zip(np.atleast_1d(axes), envs):
+        lo, hi = 2 * model.size_range[0], model.size_range[1]
+        xs = np.geomspace(lo, hi, 400)
+        top = 1.0
+        for fitted, style in ((model, "-"), (models.time_model(db, key, "absolute"), ":")):
+            s = np.array([speedup(fitted, x) for x in xs])
+            s[(fitted.gemm(xs / 2) <= 0) | (fitted.geam(xs / 2) <= 0) | (s <= 0)] = np.nan  # fit below zero there
+            name = "relative-error" if fitted.gemm.weighting == "relative" else "ordinary (thesis)"
+            line, = ax.plot(xs, s, style, label=f"SpeedUp(x), {name} least squares")
+            top = max(top, float(np.nanmax(s[xs >= lo * 4])) if np.any(np.isfinite(s[xs >= lo * 4])) else top)
+            try:
+                P = crossover_point(fitted)
+                ax.axvline(P, color=line.get_color(), ls="--", lw=1)
+                ax.annotate(f"P = {P:.0f}", (P, 1.0), textcoords="offset points", xytext=(4, -14),
+                            color=line.get_color(), fontsize=8)
+            except ValueError:
+                pass
+        measured = [t for t in models.strassen_timings(db, key, RUM) if t.level == 1]
+        if measured:
+            ax.plot([t.size for t in measured], [t.gemm_ms / t.time_ms for t in measured], "o",
+                    label="measured, RUM level 1")
+        ax.axhline(1.0, color="black", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(0, min(2.0, 1.15 * top))
+        ax.set(xlabel="x (matrix size)", ylabel="Gemm(x) / strassen_RUM(x)", title=device_label(db, key))
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    return save_figure(fig, out_dir, "speedup-model")
+
+
+@figure(EXPERIMENT, "Best Strassen level against N: measured, thesis rule and recursive predictor; "
+                    "level boundaries predicted against measured (thesis Fig. 4.5)")
+def render_levels(db: ResultsDB, out_dir: Path) -> list[Path]:
+    reports = []
+    for key in db.env_keys():
+        configs = {m["method"] for m in db.measurements(EXPERIMENT, env_key=key)}
+        for name in sorted(configs):
+            config = _config_of(db, key, name)
+            try:
+                reports.append((key, judge(db, key, config)))
+            except ValueError:
+                continue
+    if not reports:
+        return []
+    fig, axes = new_figure(len(reports), 3, width=16, height=4.3 * len(reports))
+    for row, (key, report) in zip(np.array(axes, dtype=object).reshape(len(reports), 3), reports):
+        _plot_levels(row, report, f"{device_label(db, key)}, {report.config.name}")
+    return save_figure(fig, out_dir, EXPERIMENT)
+
+
+def _config_of(db: ResultsDB, key: str, method: str) -> Config:
+    p = db.measurements(EXPERIMENT, env_key=key, method=method)[0]["params"]
+    return Config(p["schedule"], p["parallel"], p["fused"])
+
+
+def _plot_levels(axes: Sequence[Any], report: Report, title: str) -> None:
+    ax_l, ax_b, ax_t = axes
+    sizes = list(report.times)
+    best = best_levels(report.times)
+    ax_l.plot(sizes, [best[n] for n in sizes], "ko", label="measured best")
+    for k, v in enumerate(report.verdicts):
+        ax_l.step(sizes, [v.levels[n] + 0.06 * (k + 1) for n in sizes], where="mid", label=v.name)
+        lost = [100 * (report.times[n][v.levels[n]] / report.times[n][best[n]] - 1) for n in sizes]
+        ax_t.plot(sizes, lost, "o-", ms=3, label=f"{v.name}: {v.time_lost_pct:.2f}% over the sweep")
+    ax_l.set(xlabel="N", ylabel="level", title=f"best level, {title}")
+    ax_l.title.set_fontsize(8)
+    levels = range(1, len(report.measured) + 1)
+    ax_b.plot(levels, report.measured, "ks", ms=8, label="measured")
+    for k, v in enumerate(report.verdicts):
+        ax_b.plot([lv + 0.08 * (k + 1) for lv in levels], v.boundaries, "o", label=v.name)
+        for lv, b, e in zip(levels, v.boundaries, v.errors_pct):
+            if b is not None and e is not None:
+                ax_b.annotate(f"{e:+.1f}%", (lv + 0.08 * (k + 1), b), fontsize=6, xytext=(3, 0),
+                              textcoords="offset points")
+    ax_b.set_yscale("log", base=2)
+    ax_b.set(xlabel="level L", ylabel="N where level L starts", title="level boundaries: predicted against measured")
+    ax_t.set(xlabel="N", ylabel="time lost against the best level (%)", title="cost of the predicted level")
+    ax_b.xaxis.get_major_locator().set_params(integer=True)
+    for ax in axes:
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)

@@ -1,0 +1,109 @@
+"""The recursive predictor: every level's time from the level below, the best level as argmin.
+
+    T_0(x) = Gemm(x)
+    T_L(x) = a T_{L-1}(x/2) + b Geam(x/2) + overhead_L(x) + n_temp Alloc(x/2)
+
+a (products) and b (additions, in Geam units) come from the schedule tables
+(:mod:`modeling.counts`), so the model follows fused additions or Otsuka's copies
+without a change here. The thesis rule stops at one level and extrapolates by
+doubling P; this model evaluates each level, so it sees that the additions
+grow as 7^L (x/2^L)^2 and that the bottom products shrink to sizes where the
+library is less efficient.
+
+The per-call overhead is the host's: each library call costs ``launch_ms`` of
+host time to issue (measured, or fitted to stored Strassen timings). Calls are
+asynchronous, so a call's host time is hidden while the device is busy with
+that call's own kernels; only the excess shows:
+
+    overhead_L(x) = max(0, n_L h - own_L(x))
+
+with n_L the kernels the call launches itself (its additions, and its GEMMs at
+the bottom level) and own_L(x) their device time. This is what makes deep
+levels lose at small sizes on a GPU (thousands of microsecond kernels, each
+issued from Python) while leaving the large sizes, where the host runs ahead,
+unchanged. On the CPU (``overlap=False``) calls are synchronous and the host
+time adds: overhead_L = n_L h. Alloc (malloc + free of a quadrant, per temporary the table
+allocates) is zero for RUM; the analytic model (:mod:`modeling.analytic`) is
+this recursion over Fmul and Fadd.
+
+With no overhead, level L beats level L-1 at x exactly when level L-1 beats
+L-2 at x/2, so the boundaries are P, 2P, 4P, ... with P the one-level
+crossover: over the same curves the recursion reproduces the thesis rule, and
+it departs from it only through the overhead, fused or copied additions, and
+the curves it is given (measured points rather than a fitted cubic).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .counts import level_counts, schedule_below
+from .crossover import crossing
+
+Curve = Callable[[float], float]  # size -> ms
+
+
+@dataclass(frozen=True)
+class RecursiveModel:
+    """T_L(x) in ms for ``schedule`` (fused additions or not) over Gemm and Geam curves in ms;
+    ``launch_ms``: host time per library call; ``overlap``: calls are asynchronous (GPU)."""
+
+    gemm: Curve
+    geam: Curve
+    schedule: str = "rum"
+    fused: bool = False
+    launch_ms: float = 0.0
+    overlap: bool = True
+    alloc: Curve | None = None
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.launch_ms) and self.launch_ms >= 0):
+            raise ValueError(f"launch_ms must be a non-negative time in ms, got {self.launch_ms}")
+
+    def time(self, x: float, level: int) -> float:
+        """T_level(x) in ms."""
+        return self._time(self.schedule, float(x), level)
+
+    def _time(self, schedule: str, x: float, level: int) -> float:
+        if level < 0:
+            raise ValueError(f"level must be >= 0, got {level}")
+        if level == 0:
+            return float(self.gemm(x))
+        c = level_counts(schedule, level, self.fused)
+        own = c.geams * float(self.geam(x / 2))
+        if level == 1:
+            below = 0.0
+            own += c.products * float(self.gemm(x / 2))
+        else:
+            below = c.products * self._time(schedule_below(schedule, level), x / 2, level - 1)
+        alloc = c.temporaries * float(self.alloc(x / 2)) if self.alloc and c.temporaries else 0.0
+        host = c.launches * self.launch_ms
+        return below + own + (max(0.0, host - own) if self.overlap else host) + alloc
+
+    def times(self, x: float, levels: range | list[int]) -> dict[int, float]:
+        return {level: self.time(x, level) for level in levels}
+
+    def level(self, x: float, levels: range | list[int]) -> int:
+        """The level of ``levels`` with the least predicted time at size x."""
+        t = self.times(x, levels)
+        return min(t, key=t.__getitem__)
+
+    def speedup(self, x: float, level: int) -> float:
+        return self.time(x, 0) / self.time(x, level)
+
+    def boundary(self, level: int, lo: float, hi: float) -> float:
+        """Size from which ``level`` beats ``level - 1`` (up to hi); ValueError if none in [lo, hi]."""
+        return crossing(lambda x: math.log(self.time(x, level - 1) / self.time(x, level)), lo, hi,
+                        f"level {level} against level {level - 1}")
+
+    def boundaries(self, max_level: int, lo: float, hi: float) -> list[float | None]:
+        """Where levels 1..max_level start; None where the crossing is not in [lo, hi]."""
+        out: list[float | None] = []
+        for level in range(1, max_level + 1):
+            try:
+                out.append(self.boundary(level, lo, hi))
+            except ValueError:
+                out.append(None)
+        return out
