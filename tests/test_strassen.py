@@ -8,7 +8,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpu import strassen
 from gpu.schedules import SCHEDULES
 from gpu.strassen import matmul
 from modeling import auto
