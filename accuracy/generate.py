@@ -37,7 +37,8 @@ def phi_matrix(m: int, n: int, phi: float, seed: Seed) -> np.ndarray:
 
     ru is uniform on [0, 1), rn standard normal, drawn in that order from one
     generator. phi sets the spread of magnitudes: 0 gives uniform values on
-    [-0.5, 0.5), 2 spans about 2**-40 to 2**12 in a 4096 x 4096 matrix.
+    [-0.5, 0.5); in a 4096 x 4096 matrix, phi = 0.1 spans about 2**-23 to 2**0,
+    phi = 2 about 2**-27 to 2**14.
     """
     m, n = _check_shape(m, n)
     if not isinstance(phi, numbers.Real) or not 0 <= phi <= 20:

@@ -99,4 +99,5 @@ def round_to_float64(xp: Any, digits: Array, beta: int, exponent: Array) -> Arra
     round_up = (kept & 1).astype(bool) & (sticky | (significand & 1).astype(bool))
     significand += round_up
     scale = (dropped + exponent).clip(-(2**30), 2**30).astype(np.int32)
-    return xp.ldexp(significand.astype(np.float64), scale)
+    with np.errstate(over="ignore"):          # overflow to infinity is the correct rounding there
+        return xp.ldexp(significand.astype(np.float64), scale)

@@ -12,7 +12,8 @@ Two routes to the same numbers:
   few entries of a large product.
 
 Both round to nearest with ties to even into binary64, subnormal results and
-overflow to infinity included, and give +0.0 for an exactly zero entry.
+overflow to infinity included. An exactly zero entry is +0.0; a nonzero one that rounds to
+zero keeps its sign (-0.0 for a negative one), as IEEE 754 has it.
 """
 
 from __future__ import annotations
@@ -277,7 +278,9 @@ def mpfr_matmul(A: Any, B: Any, *, prec: int = DEFAULT_PREC, entries: Any = None
         with gmpy2.context(exact):
             products = list(map(operator.mul, a_rows[i], b_cols[j]))
         with gmpy2.context(ieee):
-            result[e] = float(gmpy2.fsum(products)) + 0.0 if k else 0.0   # + 0.0: an exact zero is +0
+            result[e] = float(gmpy2.fsum(products))
+        if result[e] == 0 and not any(products):
+            result[e] = 0.0       # an exact zero is +0 (MPFR gives -0 when every product is -0)
         if values is not None:
             with gmpy2.context(wide):
                 values[e] = gmpy2.fsum(products) if k else gmpy2.mpfr(0)

@@ -13,7 +13,8 @@ Two experiments run on this store for ``gemmlab reproduce``, and two figures:
   and whatever other packages add, the Ozaki scheme for one) at phi = 0.1, 1, 2,
   drawn as the papers' Figs. 8-16: one panel per phi and size, the maximum
   relative error per seed, one line per method.
-* ``accuracy-strassen``: every recursible schedule at levels 1-4 next to DGEMM
+* ``accuracy-strassen``: every recursible schedule at levels 1-4 (1-3 in a quick
+  CPU run) next to DGEMM
   (level 0), drawn as the bits lost against DGEMM per level and schedule; the
   summary gives the fitted bits lost per level.
 """
@@ -43,7 +44,12 @@ from .sweep import Record, SweepOutcome, sweep
 EXPERIMENT = "accuracy"
 INPUTS = "phi"
 PHIS = (0.1, 1.0, 2.0)
-STRASSEN_LEVELS = (1, 2, 3, 4)
+#: Strassen levels audited (beside DGEMM as level 0); quick CPU runs stop at 3, where
+#: a 128 x 128 product's 7**4 bottom GEMMs would cost more in Python than in arithmetic.
+STRASSEN_LEVELS: dict[tuple[str, bool], tuple[int, ...]] = {
+    ("cupy", False): (1, 2, 3, 4), ("cupy", True): (1, 2, 3, 4),
+    ("numpy", False): (1, 2, 3, 4), ("numpy", True): (1, 2, 3),
+}
 #: Fields of a row beyond (method, n, phi, seed), from the stored report.
 ROW_FIELDS = ("max_rel", "nrm", "zeros", "zeros_exact", "zero_max_abs", "median_rel", "max_comp",
               "max_ulps", "bits", "correctly_rounded", "nonfinite", "seconds", "reference_seconds")
@@ -89,12 +95,12 @@ def point_params(n: int, phi: float, seed: int) -> dict[str, Any]:
     return {"n": int(n), "phi": float(phi), "seed": int(seed), "inputs": INPUTS}
 
 
-def strassen_methods() -> list[str]:
-    """DGEMM (level 0) and every schedule that recurses at each level of :data:`STRASSEN_LEVELS`."""
-    names = set(strassen_names())
+def strassen_methods(levels: Sequence[int] = (1, 2, 3, 4)) -> list[str]:
+    """DGEMM (level 0) and every schedule that can run all of ``levels``, at each of them."""
+    names = strassen_names()
     schedules = [n[len("strassen-"):-len("-L1")] for n in names if n.endswith("-L1")]
-    return ["fp64"] + [f"strassen-{s}-L{lv}" for s in schedules for lv in STRASSEN_LEVELS
-                       if all(f"strassen-{s}-L{x}" in names for x in STRASSEN_LEVELS)]
+    return ["fp64"] + [f"strassen-{s}-L{lv}" for s in schedules for lv in levels
+                       if all(f"strassen-{s}-L{x}" in names for x in levels)]
 
 
 # --------------------------------------------------------------------------- measuring
@@ -183,25 +189,27 @@ def bits_per_level(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[int, float],
     """Per (n, phi) and schedule: [(level, bits lost against DGEMM)] and the fitted bits per level.
 
     Bits lost at a level: the median over seeds of log2(max_rel / max_rel of DGEMM
-    on the same inputs); level 0 is DGEMM itself (0 bits).
+    on the same inputs); level 0 is DGEMM itself (0 bits). Only the seeds that
+    every Strassen method of the (n, phi) group has are used, so schedules are
+    compared on the same inputs.
     """
+    rows = list(rows)
     gemm = {(r["n"], r["phi"], r["seed"]): r["max_rel"] for r in rows if r["method"] == "fp64"}
-    lost: dict[tuple[int, float], dict[str, dict[int, list[float]]]] = defaultdict(lambda: defaultdict(dict))
+    lost: dict[tuple[int, float], dict[tuple[str, int], dict[int, float]]] = defaultdict(dict)
     for r in rows:
-        parts = r["method"].rsplit("-L", 1)
         base = gemm.get((r["n"], r["phi"], r["seed"]))
         if not r["method"].startswith("strassen-") or not base or not r["max_rel"]:
             continue
-        schedule, level = parts[0][len("strassen-"):], int(parts[1])
-        lost[(r["n"], r["phi"])][schedule].setdefault(level, []).append(math.log2(r["max_rel"] / base))
+        schedule, level = r["method"][len("strassen-"):].rsplit("-L", 1)
+        lost[(r["n"], r["phi"])].setdefault((schedule, int(level)), {})[r["seed"]] = math.log2(r["max_rel"] / base)
     out: dict[tuple[int, float], dict[str, tuple[list, float]]] = {}
-    for key, schedules in lost.items():
-        out[key] = {}
-        for schedule, by_level in schedules.items():
-            pts = [(0, 0.0)] + [(lv, statistics.median(v)) for lv, v in sorted(by_level.items())]
-            levels, bits = zip(*pts)
-            slope = float(np.polyfit(levels, bits, 1)[0]) if len(pts) > 1 else 0.0
-            out[key][schedule] = (pts, slope)
+    for key, methods in lost.items():
+        seeds = set.intersection(*(set(v) for v in methods.values()))
+        curves: dict[str, list[tuple[int, float]]] = defaultdict(lambda: [(0, 0.0)])
+        for (schedule, level), by_seed in sorted(methods.items()):
+            if seeds:
+                curves[schedule].append((level, statistics.median(by_seed[s] for s in seeds)))
+        out[key] = {s: (pts, float(np.polyfit(*zip(*pts), 1)[0])) for s, pts in curves.items()}
     return out
 
 
@@ -222,7 +230,8 @@ def run_phi(ctx: Context) -> dict[str, Any]:
 
 @experiment("accuracy-strassen", "Bits of accuracy Strassen-Winograd loses per level, by schedule (vs DGEMM)")
 def run_strassen(ctx: Context) -> dict[str, Any]:
-    outcome, rows = run_audit(ctx, strassen_methods(), STRASSEN_PLANS[(ctx.backend.name, ctx.quick)])
+    key = (ctx.backend.name, ctx.quick)
+    outcome, rows = run_audit(ctx, strassen_methods(STRASSEN_LEVELS[key]), STRASSEN_PLANS[key])
     fits = bits_per_level(rows)
     n = _largest(rows)
     summary: dict[str, Any] = {"points measured": outcome.measured, "points already stored": outcome.skipped}
