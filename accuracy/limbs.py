@@ -77,9 +77,9 @@ def floor_shift(xp: Any, digits: Array, beta: int, shift: Array) -> tuple[Array,
             quotient += d << xp.minimum(unit - shift, _MAX_SHIFT)
         else:
             offset = unit - shift
-            right = xp.minimum(-offset, _MAX_SHIFT).clip(0, None)
+            right = xp.maximum(xp.minimum(-offset, _MAX_SHIFT), 0)
             kept = d >> right
-            quotient += kept << offset.clip(0, _MAX_SHIFT)
+            quotient += kept << xp.maximum(xp.minimum(offset, _MAX_SHIFT), 0)
             sticky |= (kept << right) != d
     return quotient, sticky
 

@@ -31,9 +31,10 @@ from .limbs import carry, magnitude, round_to_float64
 from .slicing import MAX_BETA, Split, row_spans, slice_counts, split_rows
 
 #: One int64 accumulation of a slice-pair product costs, per entry, about as much as this
-#: many multiply-adds of the GEMM (about 120 measured on a 2-core CPU, a few hundred on a
-#: GPU); it decides between fewer, wider slices with a blocked inner dimension and more,
-#: narrower slices with one block.
+#: many multiply-adds of the GEMM (about 100 measured on the 2-core CPU: 2.4 ns against
+#: 23 ps; an estimate of a few hundred on a GPU, whose GEMM is faster relative to its
+#: memory); it decides between fewer, wider slices with a blocked inner dimension and
+#: more, narrower slices with one block.
 ACCUMULATE_COST = 256
 #: Limb bytes per output tile: bounds the memory of the exact sums.
 TILE_BYTES = 2**30
@@ -82,7 +83,9 @@ class ExactPlan:
     With digits |d| <= 2**(beta - 1), a GEMM over ``block`` inner terms sums
     integers of magnitude at most block * 2**(2 beta - 2) <= 2**53: every
     partial sum is an integer that float64 holds, so the GEMM is exact in any
-    summation order, with or without FMA.
+    summation order, with or without FMA. (This assumes a DGEMM of IEEE
+    multiply-adds, as OpenBLAS and cuBLAS's default math mode are; an emulated
+    FP64 mode that is not exact for such integers would break it.)
     """
 
     beta: int
@@ -117,8 +120,12 @@ def plan_exact(xp: Any, A: Array, B: Array) -> ExactPlan:
         pairs = int(counts_a.sum()) * int(counts_b.sum())
         work = pairs * (k + ACCUMULATE_COST * -(-k // block))
         if best is None or work < best.work:
-            best = ExactPlan(beta, block, int(counts_a.max(initial=0)), int(counts_b.max(initial=0)), work)
+            best = ExactPlan(beta, block, _largest(counts_a), _largest(counts_b), work)
     return best
+
+
+def _largest(counts: Array) -> int:
+    return int(counts.max()) if counts.size else 0
 
 
 def limb_count(slices_a: int, slices_b: int, beta: int, k: int) -> int:
@@ -264,7 +271,7 @@ def mpfr_matmul(A: Any, B: Any, *, prec: int = DEFAULT_PREC, entries: Any = None
     if not isinstance(prec, (int, np.integer)) or not 53 <= prec <= gmpy2.get_max_precision():
         raise ValueError(f"prec must be an integer number of bits from 53 to {gmpy2.get_max_precision()}, "
                          f"got {prec!r}")
-    A, B = check_operands(np, A, B, _host)
+    A, B = check_operands(np, A, B, get_backend("numpy").asarray)
     (m, k), n = A.shape, B.shape[1]
     rows, cols = _entries(entries, m, n)
     exact, ieee, wide = (gmpy2.context(precision=2 * 53), gmpy2.ieee(64),
@@ -288,11 +295,6 @@ def mpfr_matmul(A: Any, B: Any, *, prec: int = DEFAULT_PREC, entries: Any = None
         result = result.reshape(m, n)
         values = values.reshape(m, n) if values is not None else None
     return (result, values) if values is not None else result
-
-
-def _host(x: Any) -> np.ndarray:
-    """``x`` as a NumPy array on the host (CuPy arrays are copied back)."""
-    return np.asarray(x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else x)
 
 
 def sample_entries(m: int, n: int, count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
