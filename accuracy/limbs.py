@@ -87,7 +87,7 @@ def floor_shift(xp: Any, digits: Array, beta: int, shift: Array) -> tuple[Array,
 def round_to_float64(xp: Any, digits: Array, beta: int, exponent: Array) -> Array:
     """The float64 nearest (ties to even) to N * 2**exponent, N >= 0 given by its digits."""
     nonzero = digits != 0
-    top = digits.shape[0] - 1 - xp.argmax(nonzero[::-1], axis=0)
+    top = digits.shape[0] - 1 - xp.argmax(nonzero[::-1].view(np.int8), axis=0)   # highest nonzero digit
     lead = xp.take_along_axis(digits, top[None], axis=0)[0]
     lead_bits = xp.frexp(lead.astype(np.float64))[1].astype(np.int64)     # exact: lead < 2**53
     bits = xp.where(nonzero.any(axis=0), top * beta + lead_bits, 0)       # bit length of N

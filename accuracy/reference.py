@@ -131,9 +131,10 @@ def _largest(counts: Array) -> int:
 def limb_count(slices_a: int, slices_b: int, beta: int, k: int) -> int:
     """Limbs that hold every exact entry and its carries.
 
-    Slice pair (s, t) (from 1) lands in limb q = slices_a + slices_b - s - t. In
-    units of the top limb (s = t = 1) an entry is below k * 2**(2 beta) in
-    magnitude, so bit_length(k) / beta + 2 limbs above it hold it, one more the sign.
+    Slice pair (s, t) (from 1) lands in limb q = slices_a + slices_b - s - t, so
+    the pairs fill slices_a + slices_b - 1 limbs. In units of the top one
+    (s = t = 1) an entry is below k * 2**(2 beta) in magnitude: ceil(bit_length(k)
+    / beta) + 2 limbs above it hold that with room to spare, and one more the sign.
     """
     return slices_a + slices_b - 1 + 3 + -(-k.bit_length() // beta)
 
