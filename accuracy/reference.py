@@ -264,8 +264,8 @@ def mpfr_matmul(A: Any, B: Any, *, prec: int = DEFAULT_PREC, entries: Any = None
     of index sequences (as ``numpy.nonzero`` returns), for which 1-D results
     are returned in that order. With ``mpfr_values=True`` the result is a pair
     (float64 array, object array of ``gmpy2.mpfr`` at ``prec`` bits). Inputs
-    go to the host; this path runs in Python and takes about a second per
-    10**5 multiply-adds.
+    go to the host; the loops run in Python, at about 0.2 microseconds per
+    multiply-add (3 s for a 256 x 256 x 256 product on one CPU core).
     """
     import gmpy2
 

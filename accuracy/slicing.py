@@ -16,7 +16,9 @@ Exactness of each step (x is the remainder r scaled by 2**-g):
 
 * ``x = ldexp(r, -g)``: a nonzero digit needs |x| >= 1/2, and then x is a
   normal number, so the scaling lost no bit. When the scaling underflows,
-  |x| < 2**-1022 and the digit is 0, as it should be.
+  |x| < 2**-1022 and the digit is 0, as it should be, and r is kept as the
+  remainder. Underflow needs g > 0: r's lowest bit is at least 2**-1074, and
+  so is x's when g <= 0.
 * ``D = rint(x)``, ``x - D`` is exact (|x - D| <= 1/2 on x's own grid), and
   ``ldexp(x - D, g)`` is the true remainder r - D 2**g: a part of r, so it
   lies on r's grid and is representable. Forming D * 2**g instead could
