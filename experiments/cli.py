@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from accuracy.methods import default_methods, parse_methods
 from gpu.backend import BACKENDS, Backend, BackendUnavailable, get_backend
 from gpu.hazards import plan
 from gpu.liveness import analyze, protected
@@ -20,7 +21,7 @@ from modeling import crossover, fits, hardware
 from modeling.analytic import analytic_model
 from modeling.recursive import RecursiveModel
 
-from . import calibration, levels, models, reproduce, strassen_bench
+from . import accuracy_audit, calibration, levels, models, reproduce, strassen_bench
 from .database import ResultsDB, default_path
 from .environment import env_key, environment
 from .registry import Context, recorded_run
@@ -28,11 +29,18 @@ from .registry import Context, recorded_run
 DEFAULT_FIGURES = Path("paper_figs")
 
 
-def _sizes(text: str) -> list[int]:
-    try:
-        return [int(s) for s in text.replace(",", " ").split()]  # empty: refused by plan_sizes
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"sizes must be integers, got {text!r}") from None
+def _numbers(cast: Callable[[str], Any], what: str) -> Callable[[str], list]:
+    """An argparse type: a comma- or space-separated list (empty: refused by the command's planner)."""
+    def parse(text: str) -> list:
+        try:
+            return [cast(s) for s in text.replace(",", " ").split()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be {_KINDS[cast]}, got {text!r}") from None
+    return parse
+
+
+_KINDS = {int: "integers", float: "numbers"}
+_sizes = _numbers(int, "sizes")
 
 
 def _range(text: str) -> tuple[float, float]:
@@ -100,6 +108,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sizes", type=_sizes, default=None, help="matrix sizes (default: the backend's sweep)")
     p.add_argument("--levels", type=_sizes, default=None, help="Strassen levels (default: 1-4 on GPU)")
     p.set_defaults(handler=cmd_strassen, quick=False)
+
+    p = sub.add_parser("audit", parents=[common, measuring],
+                       help="error of GEMM methods against the correctly rounded product (resumes)")
+    p.add_argument("--methods", default=",".join(default_methods()),
+                   help="comma-separated: fp32, fp64, strassen-<schedule>-L<level>, ... "
+                        f"(default: {','.join(default_methods())})")
+    p.add_argument("--n", type=_sizes, default=[1024], help="sizes N of the N x N x N products (default: 1024)")
+    p.add_argument("--phi", type=_numbers(float, "phi values"), default=list(accuracy_audit.PHIS),
+                   help="spreads of the inputs (ru - 0.5) exp(phi rn) (default: 0.1,1,2)")
+    p.add_argument("--seeds", type=_numbers(int, "seeds"), default=[1, 2, 3], help="input seeds (default: 1,2,3)")
+    p.set_defaults(handler=cmd_audit, quick=False)
 
     sched = sub.add_parser("schedule", help="Strassen schedules: list, liveness analysis, stream waits")
     ssub = sched.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -269,6 +288,31 @@ def cmd_strassen(args: argparse.Namespace, db_path: Path) -> int:
         summary, rows = strassen_bench.run_plan(ctx, plan)
     _emit(args, {"backend": backend.name, "env_key": ctx.env_key, "summary": summary, "rows": rows},
           lambda: "\n".join(f"{k}: {v}" for k, v in summary.items()) + "\n" + _table(rows, STRASSEN_COLUMNS))
+    return 0
+
+
+AUDIT_COLUMNS = (("method", "method", ""), ("n", "N", "d"), ("phi", "phi", "g"), ("seeds", "seeds", "d"),
+                 ("mean_max_rel", "mean max_rel", ".3e"), ("max_max_rel", "max max_rel", ".3e"),
+                 ("mean_nrm", "mean nrm", ".3e"), ("max_bits", "wrong bits", ".1f"),
+                 ("zeros_exact", "exact zeros", "d"), ("zeros", "zero refs", "d"),
+                 ("nonfinite_seeds", "non-finite", "d"))
+AUDIT_NOTE = ("max_rel: max |c - c*| / |c*| over c* != 0 (the papers' measure); nrm: ||C - C*||_F / ||C*||_F; "
+              "wrong bits: log2(1 + max ulps); c*: the correctly rounded product")
+
+
+def cmd_audit(args: argparse.Namespace, db_path: Path) -> int:
+    backend = get_backend(args.backend)
+    methods = [m.name for m in parse_methods(args.methods)]
+    plan = accuracy_audit.AuditPlan(tuple(args.n), tuple(args.phi), tuple(args.seeds))
+    with _measuring_run(args, db_path, backend) as ctx:
+        outcome, rows = accuracy_audit.run_audit(ctx, methods, plan)
+        device = ctx.db.environment(ctx.env_key).get("device")
+    summary = accuracy_audit.summarize(rows)
+    payload = {"backend": backend.name, "device": device, "env_key": ctx.env_key, "measured": outcome.measured,
+               "skipped": outcome.skipped, "rows": rows, "summary": summary}
+    _emit(args, payload, lambda: (
+        f"{device} ({backend.name}): {outcome.measured} audited, {outcome.skipped} already stored "
+        f"(use --force to audit again)\n" + _table(summary, AUDIT_COLUMNS) + "\n" + AUDIT_NOTE))
     return 0
 
 

@@ -19,7 +19,8 @@ from .database import ResultsDB
 from .environment import env_key, environment
 
 #: Modules whose import registers experiments and figures, in run order.
-MODULES = ("experiments.calibration", "experiments.strassen_bench", "experiments.levels")
+MODULES = ("experiments.calibration", "experiments.strassen_bench", "experiments.levels",
+           "experiments.accuracy_audit")
 
 
 @dataclass

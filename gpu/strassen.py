@@ -67,7 +67,9 @@ def _output(be: Backend, out: Any, A: Array, B: Array) -> Array:
     return out
 
 
-def _check_schedule(schedule: str, level: int) -> None:
+def check_schedule(schedule: str, level: int) -> None:
+    """ValueError unless ``schedule`` exists and can run ``level`` levels (every level
+    above the bottom one must be able to recurse)."""
     if not isinstance(level, (int, np.integer)) or not 0 <= level <= MAX_LEVEL:
         raise ValueError(f"level must be an integer from 0 to {MAX_LEVEL} or 'auto', got {level!r}")
     get_schedule(schedule)
@@ -110,7 +112,7 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str = "rum", 
         from modeling.auto import auto_level
 
         level = auto_level(min(m, k, n) if fringe == "peel" else max(m, k, n), be, schedule=schedule, fused=fused)
-    _check_schedule(schedule, level)
+    check_schedule(schedule, level)
     q = 2**level
     side = min(m, k, n) // q * q if fringe == "peel" else -(-max(m, k, n) // q) * q
     if level == 0 or side == 0:

@@ -1,0 +1,57 @@
+"""One audit point: the papers' inputs, their exact product, and every method's error report.
+
+An audit point is (n, phi, seed): A and B are n x n :func:`phi_matrix` inputs
+drawn from the seeds (seed, 0) and (seed, 1), generated on the host so that
+every backend audits the same numbers. The reference is computed once per
+point with :func:`exact_matmul` and shared by the methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from time import perf_counter
+from typing import Any
+
+import numpy as np
+
+from gpu.backend import Backend
+
+from .generate import phi_matrix
+from .methods import Method
+from .metrics import ErrorReport, error_report
+from .reference import exact_matmul
+
+
+def audit_inputs(n: int, phi: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A and B of an audit point, on the host."""
+    return phi_matrix(n, n, phi, (seed, 0)), phi_matrix(n, n, phi, (seed, 1))
+
+
+@dataclass(frozen=True)
+class Audited:
+    """A method's report at one point, with the seconds it and the reference took (not benchmarks)."""
+
+    report: ErrorReport
+    seconds: float
+    reference_seconds: float
+
+
+def _timed(be: Backend, fn: Callable[[], Any]) -> tuple[Any, float]:
+    start = perf_counter()
+    out = fn()
+    be.synchronize()
+    return out, perf_counter() - start
+
+
+def audit_point(be: Backend, methods: Sequence[Method], n: int, phi: float, seed: int) -> dict[str, Audited]:
+    """Every method's error at (n, phi, seed) against the correctly rounded product."""
+    a, b = audit_inputs(n, phi, seed)
+    A, B = be.asarray(a), be.asarray(b)
+    C_ref, ref_seconds = _timed(be, partial(exact_matmul, A, B, backend=be))
+    out = {}
+    for m in methods:
+        C, seconds = _timed(be, partial(m.run, be, A, B))
+        out[m.name] = Audited(error_report(C, C_ref, A, B), seconds, ref_seconds)
+    return out

@@ -1,0 +1,164 @@
+"""The GEMM methods an accuracy audit can run, by name.
+
+A method is ``run(backend, A, B) -> C``: A and B are float64 arrays of the
+backend, C is the product in any float dtype (the audit compares it in
+float64). Plain methods register under a fixed name with :func:`method`;
+parametric ones (``strassen-rum-L2``, the Ozaki scheme's ``ozaki-fp32-S3``)
+register a :func:`family`: a name pattern, a builder and the list of valid
+names. Registered here:
+
+* ``fp32``: SGEMM on the inputs rounded to float32 (the papers' baseline);
+* ``fp64``: the library DGEMM;
+* ``strassen-<schedule>-L<level>``: ``gpu.strassen.matmul`` in float64, for
+  every schedule of ``gpu.schedules.SCHEDULES`` and level 0..4 it can run
+  (level 0 is the library GEMM).
+
+Other packages add theirs on import, e.g.::
+
+    @family(r"ozaki-fp32-S(?P<splits>\\d+)", "ozaki-fp32-S<splits>", lambda: [...])
+    def _ozaki(match): return Method(match.group(0), "...", run)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpu.backend import Array, Backend
+from gpu.schedules import SCHEDULES
+from gpu.strassen import check_schedule, matmul
+
+Run = Callable[[Backend, Array, Array], Array]
+
+
+@dataclass(frozen=True)
+class Method:
+    """A named way to compute ``A @ B``; ``default``: part of the audits' default set."""
+
+    name: str
+    description: str
+    run: Run
+    default: bool = False
+
+
+@dataclass(frozen=True)
+class Family:
+    """Parametric methods: names matching ``pattern`` are built by ``build(match)``."""
+
+    pattern: re.Pattern
+    template: str
+    build: Callable[[re.Match], Method]
+    names: Callable[[], Iterable[str]]
+    defaults: tuple[str, ...] = field(default=())
+
+
+METHODS: dict[str, Method] = {}
+FAMILIES: list[Family] = []
+
+
+def method(name: str, description: str, *, default: bool = False) -> Callable[[Run], Run]:
+    """Register ``run(backend, A, B) -> C`` as the method ``name``."""
+    def register(run: Run) -> Run:
+        METHODS[name] = Method(name, description, run, default)
+        return run
+    return register
+
+
+def family(pattern: str, template: str, names: Callable[[], Iterable[str]],
+           defaults: Iterable[str] = ()) -> Callable[[Callable[[re.Match], Method]], Callable[[re.Match], Method]]:
+    """Register ``build(match) -> Method`` for every name that fully matches ``pattern``.
+
+    ``names()`` lists the valid names (for error messages and listings);
+    ``defaults`` are the ones an audit runs when none are named. ``build``
+    raises ValueError for a name that matches but cannot run.
+    """
+    def register(build: Callable[[re.Match], Method]) -> Callable[[re.Match], Method]:
+        FAMILIES.append(Family(re.compile(pattern), template, build, names, tuple(defaults)))
+        return build
+    return register
+
+
+def method_names() -> list[str]:
+    """Every valid method name: plain ones, then each family's."""
+    return list(METHODS) + [name for fam in FAMILIES for name in fam.names()]
+
+
+def default_methods() -> list[str]:
+    """The methods an audit runs when none are named."""
+    return [m.name for m in METHODS.values() if m.default] + [n for fam in FAMILIES for n in fam.defaults]
+
+
+def get_method(name: str) -> Method:
+    """The method called ``name``; ValueError listing the valid names otherwise."""
+    if name in METHODS:
+        return METHODS[name]
+    for fam in FAMILIES:
+        match = fam.pattern.fullmatch(name)
+        if match:
+            try:
+                return fam.build(match)
+            except ValueError as exc:
+                raise ValueError(f"method {name!r}: {exc}; valid {fam.template} names: "
+                                 f"{', '.join(fam.names())}") from None
+    forms = ", ".join([*METHODS, *(fam.template for fam in FAMILIES)])
+    raise ValueError(f"unknown method {name!r}; known: {forms} (list them all with accuracy.methods.method_names())")
+
+
+def parse_methods(text: str) -> list[Method]:
+    """Methods from a comma- or space-separated list of names, in order, without repeats."""
+    names = list(dict.fromkeys(text.replace(",", " ").split()))
+    if not names:
+        raise ValueError(f"no method named in {text!r}; known: {', '.join(method_names())}")
+    return [get_method(n) for n in names]
+
+
+# --------------------------------------------------------------------------- built-in methods
+
+def _gemm(be: Backend, A: Array, B: Array, dtype) -> Array:
+    A, B = A.astype(dtype), B.astype(dtype)
+    C = be.xp.empty((A.shape[0], B.shape[1]), dtype=dtype)
+    be.gemm(A, B, C)
+    return C
+
+
+@method("fp32", "SGEMM on the inputs rounded to float32", default=True)
+def _fp32(be: Backend, A: Array, B: Array) -> Array:
+    return _gemm(be, A, B, np.float32)
+
+
+@method("fp64", "the library DGEMM", default=True)
+def _fp64(be: Backend, A: Array, B: Array) -> Array:
+    return _gemm(be, A, B, np.float64)
+
+
+STRASSEN_LEVELS = range(5)
+
+
+def strassen_names() -> list[str]:
+    """``strassen-<schedule>-L<level>`` for every schedule and level 0..4 it can run."""
+    names = []
+    for schedule in SCHEDULES:
+        for level in STRASSEN_LEVELS:
+            try:
+                check_schedule(schedule, level)
+            except ValueError:
+                continue
+            names.append(f"strassen-{schedule}-L{level}")
+    return names
+
+
+@family(r"strassen-(?P<schedule>[a-z0-9-]+)-L(?P<level>\d+)", "strassen-<schedule>-L<level>", strassen_names,
+        defaults=("strassen-rum-L1", "strassen-rum-L2", "strassen-rum-L3"))
+def _strassen(match: re.Match) -> Method:
+    schedule, level = match["schedule"], int(match["level"])
+    if level not in STRASSEN_LEVELS:
+        raise ValueError(f"level {level} is outside {STRASSEN_LEVELS.start}..{STRASSEN_LEVELS.stop - 1}")
+    check_schedule(schedule, level)
+
+    def run(be: Backend, A: Array, B: Array) -> Array:
+        return matmul(A, B, level=level, schedule=schedule, backend=be)
+
+    return Method(match.group(0), f"Strassen-Winograd, schedule {schedule}, {level} levels (float64)", run)

@@ -1,0 +1,307 @@
+"""Reference products: the correctly rounded float64 value of every entry of A B.
+
+Two routes to the same numbers:
+
+* :func:`exact_matmul`, at BLAS speed on NumPy or CuPy: rows of A and columns
+  of B are split into integer-valued FP64 slices (:mod:`accuracy.slicing`),
+  every slice pair is multiplied by the library GEMM, where it is exact, and
+  the products are summed exactly in int64 limbs (:mod:`accuracy.limbs`) and
+  rounded once.
+* :func:`mpfr_matmul`, with gmpy2 (MPFR): exact products, a correctly rounded
+  sum per entry. Slow (Python loops), for checking the fast route and for a
+  few entries of a large product.
+
+Both round to nearest with ties to even into binary64, subnormal results and
+overflow to infinity included. An exactly zero entry is +0.0; a nonzero one that rounds to
+zero keeps its sign (-0.0 for a negative one), as IEEE 754 has it.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpu.backend import Array, Backend, get_backend
+
+from .limbs import carry, magnitude, round_to_float64
+from .slicing import MAX_BETA, Split, row_spans, slice_counts, split_rows
+
+#: One int64 accumulation of a slice-pair product costs, per entry, about as much as this
+#: many multiply-adds of the GEMM (about 100 measured on the 2-core CPU: 2.4 ns against
+#: 23 ps; an estimate of a few hundred on a GPU, whose GEMM is faster relative to its
+#: memory); it decides between fewer, wider slices with a blocked inner dimension and
+#: more, narrower slices with one block.
+ACCUMULATE_COST = 256
+#: Limb bytes per output tile: bounds the memory of the exact sums.
+TILE_BYTES = 2**30
+#: A limb takes at most this many GEMM results (each below 2**53) between carries.
+ADDS_PER_CARRY = 2**9 - 1
+DEFAULT_PREC = 2048
+_EXACT_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "uint8", "uint16", "uint32")
+
+
+# --------------------------------------------------------------------------- operands
+
+def check_operands(xp: Any, A: Any, B: Any, asarray=None) -> tuple[Array, Array]:
+    """A and B as finite float64 arrays of ``xp`` with matching inner dimension.
+
+    Accepts dtypes whose values float64 holds exactly; refuses NaN and infinity,
+    for which no exact product exists. Never modifies the inputs.
+    """
+    asarray = asarray or xp.asarray
+    out = []
+    for name, x in (("A", A), ("B", B)):
+        arr = asarray(x)
+        if arr.ndim != 2:
+            raise ValueError(f"{name} must be 2-D, got shape {arr.shape}")
+        if arr.dtype.name not in _EXACT_DTYPES:
+            raise TypeError(f"{name} has dtype {arr.dtype}, which float64 may not hold exactly; "
+                            f"pass one of {', '.join(_EXACT_DTYPES)} (convert with .astype(np.float64))")
+        arr = arr.astype(np.float64, copy=False)
+        bad = int((~xp.isfinite(arr)).sum())
+        if bad:
+            raise ValueError(f"{name} has {bad} NaN or infinite entries; an exact product exists only "
+                             "for finite inputs (check the input, or audit such methods separately)")
+        out.append(arr)
+    A, B = out
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"A is {A.shape[0]} x {A.shape[1]} and B is {B.shape[0]} x {B.shape[1]}: "
+                         "A's columns must equal B's rows")
+    return A, B
+
+
+# --------------------------------------------------------------------------- fast exact product
+
+@dataclass(frozen=True)
+class ExactPlan:
+    """How :func:`exact_matmul` splits a product: digit width, inner block and slice counts.
+
+    With digits |d| <= 2**(beta - 1), a GEMM over ``block`` inner terms sums
+    integers of magnitude at most block * 2**(2 beta - 2) <= 2**53: every
+    partial sum is an integer that float64 holds, so the GEMM is exact in any
+    summation order, with or without FMA. (This assumes a DGEMM of IEEE
+    multiply-adds, as OpenBLAS and cuBLAS's default math mode are; an emulated
+    FP64 mode that is not exact for such integers would break it.)
+    """
+
+    beta: int
+    block: int
+    slices_a: int
+    slices_b: int
+    work: int
+
+    def as_dict(self) -> dict[str, int]:
+        return {"beta": self.beta, "block": self.block, "slices_a": self.slices_a,
+                "slices_b": self.slices_b, "work": self.work}
+
+
+def max_block(beta: int) -> int:
+    """The largest inner block whose slice GEMMs are exact at ``beta`` bits per digit."""
+    return 2 ** (55 - 2 * beta)
+
+
+def plan_exact(xp: Any, A: Array, B: Array) -> ExactPlan:
+    """The digit width that minimises the estimated work for these operands.
+
+    Work counts slice-row times slice-column pairs (each row of A and column of
+    B needs its own number of slices) times the inner dimension plus
+    :data:`ACCUMULATE_COST` per inner block.
+    """
+    k = A.shape[1]
+    spans_a, spans_b = row_spans(xp, A), row_spans(xp, B.T)
+    best = None
+    for beta in range(1, MAX_BETA + 1):
+        block = min(k, max_block(beta))
+        counts_a, counts_b = slice_counts(spans_a, beta), slice_counts(spans_b, beta)
+        pairs = int(counts_a.sum()) * int(counts_b.sum())
+        work = pairs * (k + ACCUMULATE_COST * -(-k // block))
+        if best is None or work < best.work:
+            best = ExactPlan(beta, block, _largest(counts_a), _largest(counts_b), work)
+    return best
+
+
+def _largest(counts: Array) -> int:
+    return int(counts.max()) if counts.size else 0
+
+
+def limb_count(slices_a: int, slices_b: int, beta: int, k: int) -> int:
+    """Limbs that hold every exact entry and its carries.
+
+    Slice pair (s, t) (from 1) lands in limb q = slices_a + slices_b - s - t, so
+    the pairs fill slices_a + slices_b - 1 limbs. In units of the top one
+    (s = t = 1) an entry is below k * 2**(2 beta) in magnitude: ceil(bit_length(k)
+    / beta) + 2 limbs above it hold that with room to spare, and one more the sign.
+    """
+    return slices_a + slices_b - 1 + 3 + -(-k.bit_length() // beta)
+
+
+def exact_matmul(A: Any, B: Any, *, backend: str | Backend = "auto") -> Array:
+    """The correctly rounded float64 product ``A @ B`` (round to nearest, ties to even).
+
+    Exact for any finite inputs: any exponent range (rows needing more slices
+    get them), any inner dimension (blocked so each GEMM stays exact),
+    subnormal and overflowing results, zero rows and columns. The GEMMs run
+    on the backend's BLAS (cuBLAS on CuPy); the result is an array of that
+    backend. Inputs are not modified. ``plan_exact`` tells how the product
+    will be split; the work grows with the exponent range of the rows of A and
+    columns of B (about 16 GEMMs of the full size for the papers' phi = 2).
+    """
+    be = get_backend(backend)
+    xp = be.xp
+    A, B = check_operands(xp, A, B, be.asarray)
+    m, k, n = A.shape[0], A.shape[1], B.shape[1]
+    C = xp.zeros((m, n), dtype=np.float64)
+    if not (m and n and k):
+        return C
+    plan = plan_exact(xp, A, B)
+    rows, cols = split_rows(xp, A, plan.beta), split_rows(xp, B.T, plan.beta)
+    if not (rows.count and cols.count):
+        return C
+    limbs = limb_count(rows.count, cols.count, plan.beta, k)
+    for I, J in tiles(m, n, limbs):
+        C[I, J] = _tile(be, rows, cols, I, J, plan.block, limbs)
+    return C
+
+
+def tiles(m: int, n: int, limbs: int) -> list[tuple[slice, slice]]:
+    """Output tiles whose limbs take at most :data:`TILE_BYTES` (at least one entry each):
+    whole columns where they fit, near-equal parts otherwise."""
+    budget = max(1, TILE_BYTES // (8 * limbs))
+    mb = min(m, max(1, budget // min(n, 256)))
+    nb = min(n, max(1, budget // mb))
+    mb, nb = -(-m // -(-m // mb)), -(-n // -(-n // nb))
+    return [(slice(i, min(i + mb, m)), slice(j, min(j + nb, n)))
+            for i in range(0, m, mb) for j in range(0, n, nb)]
+
+
+def _part(xp: Any, sl, span: slice) -> tuple[Array | None, Array]:
+    """The digits of a slice that fall in rows ``span``, and their rows within the span
+    (None: every row of the span, in order)."""
+    if sl.rows is None:
+        return None, sl.digits[span]
+    lo, hi = (int(i) for i in xp.searchsorted(sl.rows, xp.asarray([span.start, span.stop])))
+    return sl.rows[lo:hi] - span.start, sl.digits[lo:hi]
+
+
+def _accumulate(xp: Any, limb: Array, product: Array, scratch: Array, rows: Array | None,
+                cols: Array | None) -> None:
+    """limb[rows, cols] += product, exactly (product holds integers below 2**53)."""
+    xp.copyto(scratch, product, casting="unsafe")
+    if rows is None and cols is None:
+        limb += scratch
+    elif rows is None:
+        limb[:, cols] += scratch
+    elif cols is None:
+        limb[rows] += scratch
+    else:
+        limb[xp.ix_(rows, cols)] += scratch
+
+
+def _tile(be: Backend, rows: Split, cols: Split, I: slice, J: slice, block: int, limbs: int) -> Array:
+    """One output tile: every slice-pair GEMM summed exactly in limbs, then rounded once."""
+    xp, beta = be.xp, rows.beta
+    mi, nj = I.stop - I.start, J.stop - J.start
+    L = xp.zeros((limbs, mi, nj), dtype=np.int64)
+    buffer, scratch = xp.empty((mi, nj)), xp.empty((mi, nj), dtype=np.int64)
+    pending = [0] * limbs
+    top = rows.count + cols.count
+    for s, sa in enumerate(rows.slices, 1):
+        a_rows, a = _part(xp, sa, I)
+        if not len(a):
+            continue
+        for t, sb in enumerate(cols.slices, 1):
+            b_cols, b = _part(xp, sb, J)
+            if not len(b):
+                continue
+            q = top - s - t
+            out, tmp = buffer[:len(a), :len(b)], scratch[:len(a), :len(b)]
+            for k0 in range(0, a.shape[1], block):
+                if pending[q] == ADDS_PER_CARRY:
+                    carry(L, beta)
+                    pending = [0] * limbs
+                be.gemm(a[:, k0:k0 + block], b[:, k0:k0 + block].T, out)
+                _accumulate(xp, L[q], out, tmp, a_rows, b_cols)
+                pending[q] += 1
+    negative, digits = magnitude(xp, L, beta)
+    exponent = rows.exponent[I][:, None] + cols.exponent[J][None, :] + 2 - top * beta
+    value = round_to_float64(xp, digits, beta, exponent)
+    return xp.where(negative, -value, value)
+
+
+# --------------------------------------------------------------------------- gmpy2 reference
+
+def _entries(entries: Any, m: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row and column indices of the requested entries (all, row-major, when None)."""
+    if entries is None:
+        return np.repeat(np.arange(m), n), np.tile(np.arange(n), m)
+    try:
+        rows, cols = (np.asarray(v, dtype=np.int64).reshape(-1) for v in entries)
+    except (TypeError, ValueError):
+        raise ValueError("entries must be a pair (rows, cols) of integer sequences of equal length, "
+                         "as numpy.nonzero returns") from None
+    if rows.shape != cols.shape:
+        raise ValueError(f"entries: {rows.size} rows but {cols.size} columns; give one column per row")
+    if rows.size and (rows.min() < 0 or rows.max() >= m or cols.min() < 0 or cols.max() >= n):
+        raise ValueError(f"entries must index a {m} x {n} product (0 <= row < {m}, 0 <= col < {n})")
+    return rows, cols
+
+
+def mpfr_matmul(A: Any, B: Any, *, prec: int = DEFAULT_PREC, entries: Any = None,
+                mpfr_values: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """``A @ B`` with gmpy2: every product exact, every sum correctly rounded.
+
+    The products of two float64 values are exact at 106 bits. Their sum is
+    rounded once, by MPFR's correctly rounded ``fsum``: to binary64 (53 bits,
+    IEEE exponent range with subnormals) for the float64 result, and to ``prec``
+    bits for the MPFR values. The float64 result does not depend on ``prec``,
+    so it is never a rounding of a rounding.
+
+    ``entries``: None for the whole m x n product, or a pair ``(rows, cols)``
+    of index sequences (as ``numpy.nonzero`` returns), for which 1-D results
+    are returned in that order. With ``mpfr_values=True`` the result is a pair
+    (float64 array, object array of ``gmpy2.mpfr`` at ``prec`` bits). Inputs
+    go to the host; the loops run in Python, at about 0.2 microseconds per
+    multiply-add (3 s for a 256 x 256 x 256 product on one CPU core).
+    """
+    import gmpy2
+
+    if not isinstance(prec, (int, np.integer)) or not 53 <= prec <= gmpy2.get_max_precision():
+        raise ValueError(f"prec must be an integer number of bits from 53 to {gmpy2.get_max_precision()}, "
+                         f"got {prec!r}")
+    A, B = check_operands(np, A, B, get_backend("numpy").asarray)
+    (m, k), n = A.shape, B.shape[1]
+    rows, cols = _entries(entries, m, n)
+    exact, ieee, wide = (gmpy2.context(precision=2 * 53), gmpy2.ieee(64),
+                         gmpy2.context(precision=int(prec)))
+    with gmpy2.context(exact):
+        a_rows = {i: [gmpy2.mpfr(x) for x in A[i].tolist()] for i in np.unique(rows).tolist()}
+        b_cols = {j: [gmpy2.mpfr(x) for x in B[:, j].tolist()] for j in np.unique(cols).tolist()}
+    result = np.zeros(rows.size)
+    values = np.empty(rows.size, dtype=object) if mpfr_values else None
+    for e, (i, j) in enumerate(zip(rows.tolist(), cols.tolist())):
+        with gmpy2.context(exact):
+            products = list(map(operator.mul, a_rows[i], b_cols[j]))
+        with gmpy2.context(ieee):
+            result[e] = float(gmpy2.fsum(products))
+        if result[e] == 0 and not any(products):
+            result[e] = 0.0       # an exact zero is +0 (MPFR gives -0 when every product is -0)
+        if values is not None:
+            with gmpy2.context(wide):
+                values[e] = gmpy2.fsum(products) if k else gmpy2.mpfr(0)
+    if entries is None:
+        result = result.reshape(m, n)
+        values = values.reshape(m, n) if values is not None else None
+    return (result, values) if values is not None else result
+
+
+def sample_entries(m: int, n: int, count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``count`` distinct entries of an m x n matrix, drawn reproducibly (for spot checks)."""
+    picks = np.random.default_rng(seed).choice(m * n, size=min(count, m * n), replace=False)
+    return np.unravel_index(np.sort(picks), (m, n))
+
+
+__all__: Sequence[str] = ("check_operands", "exact_matmul", "mpfr_matmul", "plan_exact", "sample_entries")

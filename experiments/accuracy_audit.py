@@ -1,0 +1,306 @@
+"""Accuracy audits: each method's error against the correctly rounded product, stored and drawn.
+
+Every audited (method, n, phi, seed) is one row of the experiment ``accuracy``
+(see :mod:`accuracy.audit` for the inputs and the reference). Its value is the
+papers' maximum relative error (unit ``rel``); the full :mod:`accuracy.metrics`
+report is kept in the row's meta. A product with NaN or infinite entries is
+stored with unit ``nonfinite entries`` and their count as value, and shows as
+``null`` errors with ``nonfinite`` > 0, never as a small number.
+
+Two experiments run on this store for ``gemmlab reproduce``, and two figures:
+
+* ``accuracy-phi``: every default method (fp32, fp64, Strassen-RUM levels 1-3
+  and whatever other packages add, the Ozaki scheme for one) at phi = 0.1, 1, 2,
+  drawn as the papers' Figs. 8-16: one panel per phi and size, the maximum
+  relative error per seed, one line per method.
+* ``accuracy-strassen``: every recursible schedule at levels 1-4 (1-3 in a quick
+  CPU run) next to DGEMM
+  (level 0), drawn as the bits lost against DGEMM per level and schedule; the
+  summary gives the fitted bits lost per level.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from accuracy.audit import Audited, audit_point
+from accuracy.methods import default_methods, get_method, strassen_names
+from gpu.backend import Backend
+
+from .database import ResultsDB
+from .plotting import device_label, new_figure, save_figure
+from .registry import Context, experiment, figure
+from .sweep import Record, SweepOutcome, sweep
+
+EXPERIMENT = "accuracy"
+INPUTS = "phi"
+PHIS = (0.1, 1.0, 2.0)
+#: Strassen levels audited (beside DGEMM as level 0); quick CPU runs stop at 3, where
+#: a 128 x 128 product's 7**4 bottom GEMMs would cost more in Python than in arithmetic.
+STRASSEN_LEVELS: dict[tuple[str, bool], tuple[int, ...]] = {
+    ("cupy", False): (1, 2, 3, 4), ("cupy", True): (1, 2, 3, 4),
+    ("numpy", False): (1, 2, 3, 4), ("numpy", True): (1, 2, 3),
+}
+#: Fields of a row beyond (method, n, phi, seed), from the stored report.
+ROW_FIELDS = ("max_rel", "nrm", "zeros", "zeros_exact", "zero_max_abs", "median_rel", "max_comp",
+              "max_ulps", "bits", "correctly_rounded", "nonfinite", "seconds", "reference_seconds")
+
+
+@dataclass(frozen=True)
+class AuditPlan:
+    """The points of an audit: every size x phi x seed."""
+
+    sizes: tuple[int, ...]
+    phis: tuple[float, ...] = PHIS
+    seeds: tuple[int, ...] = (1, 2, 3)
+
+    def __post_init__(self) -> None:
+        for what, values, ok in (("sizes", self.sizes, lambda v: isinstance(v, int) and v > 0),
+                                 ("phis", self.phis, lambda v: 0 <= v <= 20),
+                                 ("seeds", self.seeds, lambda v: isinstance(v, int) and v >= 0)):
+            if not values or not all(ok(v) for v in values):
+                raise ValueError(f"audit {what} must be a non-empty list of "
+                                 + {"sizes": "positive integers", "phis": "numbers from 0 to 20",
+                                    "seeds": "non-negative integers"}[what] + f", got {list(values)}")
+
+    def points(self) -> list[dict[str, Any]]:
+        return [point_params(n, phi, seed) for n in self.sizes for phi in self.phis for seed in self.seeds]
+
+
+TEN = tuple(range(1, 11))
+PHI_PLANS: dict[tuple[str, bool], AuditPlan] = {
+    ("cupy", False): AuditPlan((1024, 2048, 4096), seeds=TEN),
+    ("cupy", True): AuditPlan((1024,)),
+    ("numpy", False): AuditPlan((256, 512, 1024), seeds=TEN),
+    ("numpy", True): AuditPlan((128,)),
+}
+STRASSEN_PLANS: dict[tuple[str, bool], AuditPlan] = {
+    ("cupy", False): AuditPlan((4096,), seeds=(1, 2, 3, 4, 5)),
+    ("cupy", True): AuditPlan((1024,), seeds=(1, 2)),
+    ("numpy", False): AuditPlan((1024,)),
+    ("numpy", True): AuditPlan((128,), seeds=(1, 2)),
+}
+
+
+def point_params(n: int, phi: float, seed: int) -> dict[str, Any]:
+    return {"n": int(n), "phi": float(phi), "seed": int(seed), "inputs": INPUTS}
+
+
+def strassen_methods(levels: Sequence[int] = (1, 2, 3, 4)) -> list[str]:
+    """DGEMM (level 0) and every schedule that can run all of ``levels``, at each of them."""
+    names = strassen_names()
+    schedules = [n[len("strassen-"):-len("-L1")] for n in names if n.endswith("-L1")]
+    return ["fp64"] + [f"strassen-{s}-L{lv}" for s in schedules for lv in levels
+                       if all(f"strassen-{s}-L{x}" in names for x in levels)]
+
+
+# --------------------------------------------------------------------------- measuring
+
+def record(audited: Audited) -> Record:
+    """The stored row of one audited method (see the module notes for the units)."""
+    rep = audited.report
+    if not rep.finite:
+        value, unit = float(rep.nonfinite), "nonfinite entries"
+    elif rep.max_rel is None:
+        value, unit = rep.zero_max_abs, "abs (reference all zero)"
+    else:
+        value, unit = rep.max_rel, "rel"
+    return Record(value, unit, meta={**rep.as_dict(), "seconds": audited.seconds,
+                                     "reference_seconds": audited.reference_seconds})
+
+
+def measure(backend: Backend, params: Mapping[str, Any], missing: Sequence[str]) -> dict[str, Record]:
+    """Audit the missing methods at one point (one reference for all of them)."""
+    methods = [get_method(name) for name in missing]
+    results = audit_point(backend, methods, params["n"], params["phi"], params["seed"])
+    return {name: record(a) for name, a in results.items()}
+
+
+def run_audit(ctx: Context, methods: Sequence[str], plan: AuditPlan) -> tuple[SweepOutcome, list[dict[str, Any]]]:
+    """Audit (or resume) every method at every point of the plan; the outcome and the plan's rows."""
+    for name in methods:
+        get_method(name)   # every name checked before anything runs
+    points = plan.points()
+    outcome = sweep(ctx, EXPERIMENT, points, list(methods), partial(measure, ctx.backend), desc="accuracy audit")
+    wanted = {(p["n"], p["phi"], p["seed"]) for p in points}
+    rows = [r for r in audit_rows(ctx.db, ctx.env_key)
+            if r["method"] in methods and (r["n"], r["phi"], r["seed"]) in wanted]
+    order = {m: i for i, m in enumerate(methods)}
+    return outcome, sorted(rows, key=lambda r: (order[r["method"]], r["n"], r["phi"], r["seed"]))
+
+
+# --------------------------------------------------------------------------- stored rows
+
+def _number(x: Any) -> Any:
+    """JSON-safe: a non-finite float becomes None (its row carries ``nonfinite``)."""
+    return None if isinstance(x, float) and not math.isfinite(x) else x
+
+
+def audit_rows(db: ResultsDB, env_key: str) -> list[dict[str, Any]]:
+    """Every stored audit row of one environment, with the report's fields."""
+    rows = []
+    for m in db.measurements(EXPERIMENT, env_key=env_key):
+        p, meta = m["params"], m["meta"]
+        if p.get("inputs") != INPUTS:
+            continue
+        row = {"method": m["method"], "n": p["n"], "phi": p["phi"], "seed": p["seed"]}
+        row.update({k: _number(meta.get(k)) for k in ROW_FIELDS})
+        rows.append(row)
+    return rows
+
+
+def _mean(values: list[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def summarize(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per (method, n, phi): seeds, mean and max of the max relative error, mean nrm, worst bits.
+
+    A group with any non-finite product has no error statistics (None) and
+    counts those seeds in ``nonfinite_seeds``.
+    """
+    groups: dict[tuple[str, int, float], list[Mapping[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[(r["method"], r["n"], r["phi"])].append(r)
+    out = []
+    for (method, n, phi), rs in groups.items():
+        bad = sum(1 for r in rs if r["nonfinite"])
+        rels = [r["max_rel"] for r in rs if r["max_rel"] is not None]
+        ok = not bad and len(rels) == len(rs)
+        out.append({"method": method, "n": n, "phi": phi, "seeds": len(rs),
+                    "mean_max_rel": _mean(rels) if ok else None, "max_max_rel": max(rels) if ok else None,
+                    "mean_nrm": _mean([r["nrm"] for r in rs if r["nrm"] is not None]) if ok else None,
+                    "max_bits": max((r["bits"] for r in rs if r["bits"] is not None), default=None) if ok else None,
+                    "zeros": sum(r["zeros"] for r in rs), "zeros_exact": sum(r["zeros_exact"] for r in rs),
+                    "nonfinite_seeds": bad})
+    return out
+
+
+def bits_per_level(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[int, float], dict[str, tuple[list, float]]]:
+    """Per (n, phi) and schedule: [(level, bits lost against DGEMM)] and the fitted bits per level.
+
+    Bits lost at a level: the median over seeds of log2(max_rel / max_rel of DGEMM
+    on the same inputs); level 0 is DGEMM itself (0 bits). Only the seeds that
+    every Strassen method of the (n, phi) group has are used, so schedules are
+    compared on the same inputs.
+    """
+    rows = list(rows)
+    gemm = {(r["n"], r["phi"], r["seed"]): r["max_rel"] for r in rows if r["method"] == "fp64"}
+    lost: dict[tuple[int, float], dict[tuple[str, int], dict[int, float]]] = defaultdict(dict)
+    for r in rows:
+        base = gemm.get((r["n"], r["phi"], r["seed"]))
+        if not r["method"].startswith("strassen-") or not base or not r["max_rel"]:
+            continue
+        schedule, level = r["method"][len("strassen-"):].rsplit("-L", 1)
+        lost[(r["n"], r["phi"])].setdefault((schedule, int(level)), {})[r["seed"]] = math.log2(r["max_rel"] / base)
+    out: dict[tuple[int, float], dict[str, tuple[list, float]]] = {}
+    for key, methods in lost.items():
+        seeds = set.intersection(*(set(v) for v in methods.values()))
+        curves: dict[str, list[tuple[int, float]]] = defaultdict(lambda: [(0, 0.0)])
+        for (schedule, level), by_seed in sorted(methods.items()):
+            if seeds:
+                curves[schedule].append((level, statistics.median(by_seed[s] for s in seeds)))
+        out[key] = {s: (pts, float(np.polyfit(*zip(*pts), 1)[0])) for s, pts in curves.items()}
+    return out
+
+
+# --------------------------------------------------------------------------- experiments
+
+def _largest(rows: Sequence[Mapping[str, Any]]) -> int | None:
+    return max((r["n"] for r in rows), default=None)
+
+
+@experiment("accuracy-phi", "Max relative error of each method on the papers' phi inputs (their Figs. 8-16)")
+def run_phi(ctx: Context) -> dict[str, Any]:
+    outcome, rows = run_audit(ctx, default_methods(), PHI_PLANS[(ctx.backend.name, ctx.quick)])
+    n = _largest(rows)
+    table = {f"{s['method']} phi={s['phi']:g}": _fmt(s["mean_max_rel"]) for s in summarize(rows) if s["n"] == n}
+    return {"points measured": outcome.measured, "points already stored": outcome.skipped,
+            f"mean max relative error at N={n}": table}
+
+
+@experiment("accuracy-strassen", "Bits of accuracy Strassen-Winograd loses per level, by schedule (vs DGEMM)")
+def run_strassen(ctx: Context) -> dict[str, Any]:
+    key = (ctx.backend.name, ctx.quick)
+    outcome, rows = run_audit(ctx, strassen_methods(STRASSEN_LEVELS[key]), STRASSEN_PLANS[key])
+    fits = bits_per_level(rows)
+    n = _largest(rows)
+    summary: dict[str, Any] = {"points measured": outcome.measured, "points already stored": outcome.skipped}
+    for (size, phi), schedules in sorted(fits.items()):
+        if size == n:
+            summary[f"bits lost per level at N={n}, phi={phi:g}"] = {
+                s: f"{slope:.2f}" for s, (_, slope) in sorted(schedules.items())}
+    return summary
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a (non-finite results)" if x is None else f"{x:.3e}"
+
+
+# --------------------------------------------------------------------------- figures
+
+def _phi_figure_methods(methods: Iterable[str]) -> list[str]:
+    """Default methods first, then any other non-Strassen method (other packages' schemes)."""
+    present = set(methods)
+    first = [m for m in default_methods() if m in present]
+    return first + sorted(m for m in present - set(first) if not m.startswith("strassen-"))
+
+
+@figure("accuracy-phi", "Max relative error per seed, one line per method, one panel per phi and N (Figs. 8-16)")
+def render_phi(db: ResultsDB, out_dir: Path) -> list[Path]:
+    groups = [(key, rows) for key in db.env_keys() if (rows := audit_rows(db, key))]
+    panels = [(key, n, phi, [r for r in rows if r["n"] == n and r["phi"] == phi])
+              for key, rows in groups for n in sorted({r["n"] for r in rows})
+              for phi in sorted({r["phi"] for r in rows})]
+    panels = [p for p in panels if _phi_figure_methods(r["method"] for r in p[3])]
+    if not panels:
+        return []
+    cols = len({p[2] for p in panels})
+    rows_n = -(-len(panels) // cols)
+    fig, axes = new_figure(rows_n, cols, width=4.2 * cols, height=3.4 * rows_n)
+    axes = np.array(axes, dtype=object).reshape(-1)
+    for ax, (key, n, phi, rows) in zip(axes, panels):
+        for method in _phi_figure_methods(r["method"] for r in rows):
+            pts = sorted((r["seed"], r["max_rel"]) for r in rows if r["method"] == method and r["max_rel"])
+            if pts:
+                ax.plot(*zip(*pts), "o-", ms=3, label=method)
+        ax.set_yscale("log")
+        ax.set(xlabel="seed", ylabel="max relative error", title=f"phi = {phi:g}, N = {n}\n{device_label(db, key)}")
+        ax.title.set_fontsize(8)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=6)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle("Maximum relative error against the correctly rounded product", fontsize=9)
+    return save_figure(fig, out_dir, "accuracy-phi")
+
+
+@figure("accuracy-strassen", "Bits lost against DGEMM per Strassen level, one line per schedule, one panel per phi")
+def render_strassen(db: ResultsDB, out_dir: Path) -> list[Path]:
+    panels = [(key, size, phi, schedules) for key in db.env_keys()
+              for (size, phi), schedules in sorted(bits_per_level(audit_rows(db, key)).items())]
+    if not panels:
+        return []
+    fig, axes = new_figure(1, len(panels), width=4.4 * len(panels), height=4.0)
+    axes = np.array(axes, dtype=object).reshape(-1)
+    for ax, (key, size, phi, schedules) in zip(axes, panels):
+        for schedule, (pts, slope) in sorted(schedules.items()):
+            ax.plot(*zip(*pts), "o-", ms=3, label=f"{schedule} ({slope:.2f} bits/level)")
+        ax.set(xlabel="Strassen level (0: DGEMM)", ylabel="bits lost against DGEMM (median over seeds)",
+               title=f"phi = {phi:g}, N = {size}\n{device_label(db, key)}")
+        ax.title.set_fontsize(8)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.suptitle("Strassen-Winograd: log2(max relative error / DGEMM's) by level", fontsize=9)
+    return save_figure(fig, out_dir, "accuracy-strassen")

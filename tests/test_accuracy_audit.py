@@ -1,0 +1,156 @@
+"""``gemmlab audit`` and the accuracy experiments: JSON rows, resume, the table, flagged
+non-finite products, the per-level fit, and both figures through ``gemmlab reproduce``."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from accuracy import methods
+from accuracy.audit import audit_inputs, audit_point
+from accuracy.generate import phi_matrix
+from accuracy.reference import exact_matmul
+from experiments import accuracy_audit as aa
+from experiments.cli import main
+from experiments.database import ResultsDB
+from gpu import get_backend
+
+
+def run_json(capsys, *argv):
+    code = main([*argv, "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return json.loads(captured.out)
+
+
+def audit(capsys, db_path, *extra, methods="fp32,fp64,strassen-rum-L2", n="32", phi="0.1,2", seeds="1,2"):
+    return run_json(capsys, "audit", "--backend", "numpy", "--methods", methods, "--n", n, "--phi", phi,
+                    "--seeds", seeds, "--db", str(db_path), *extra)
+
+
+def test_audit_json_rows_then_resume_and_force(capsys, db_path):
+    out = audit(capsys, db_path)
+    assert (out["measured"], out["skipped"]) == (12, 0)
+    rows = out["rows"]
+    assert [(r["method"], r["phi"], r["seed"]) for r in rows[:4]] == [
+        ("fp32", 0.1, 1), ("fp32", 0.1, 2), ("fp32", 2.0, 1), ("fp32", 2.0, 2)]
+    for r in rows:
+        assert r["n"] == 32 and r["zeros"] == 0 and r["nonfinite"] == 0
+        assert 0 < r["nrm"] <= r["max_rel"] * 10 and r["max_rel"] < 1
+        assert r["reference_seconds"] > 0 and 0 <= r["correctly_rounded"] <= 1
+    by = {(r["method"], r["phi"], r["seed"]): r for r in rows}
+    assert by[("fp32", 2.0, 1)]["max_rel"] > 1e3 * by[("fp64", 2.0, 1)]["max_rel"]
+    summary = {(s["method"], s["phi"]): s for s in out["summary"]}
+    fp64 = [by[("fp64", 0.1, s)]["max_rel"] for s in (1, 2)]
+    assert summary[("fp64", 0.1)]["mean_max_rel"] == pytest.approx(sum(fp64) / 2)
+    assert summary[("fp64", 0.1)]["max_max_rel"] == max(fp64) and summary[("fp64", 0.1)]["seeds"] == 2
+
+    again = audit(capsys, db_path, seeds="1,2,3")
+    assert (again["measured"], again["skipped"]) == (6, 12)
+    assert {(r["method"], r["phi"], r["seed"]): r["max_rel"] for r in again["rows"] if r["seed"] < 3} == {
+        k: r["max_rel"] for k, r in by.items()}
+    forced = audit(capsys, db_path, "--force", methods="fp64", phi="2", seeds="1")
+    assert (forced["measured"], forced["skipped"]) == (1, 0)
+
+
+def test_stored_rows_match_a_direct_audit(db_path, capsys):
+    audit(capsys, db_path, methods="strassen-rum-L1", phi="1", seeds="4")
+    be = get_backend("numpy")
+    direct = audit_point(be, [methods.get_method("strassen-rum-L1")], 32, 1.0, 4)["strassen-rum-L1"]
+    with ResultsDB(db_path) as db:
+        (stored,) = db.measurements("accuracy")
+    assert stored["value"] == direct.report.max_rel and stored["unit"] == "rel"
+    assert stored["params"] == {"n": 32, "phi": 1.0, "seed": 4, "inputs": "phi"}
+    A, B = audit_inputs(32, 1.0, 4)
+    assert np.array_equal(A, phi_matrix(32, 32, 1.0, (4, 0))) and not np.array_equal(A, B)
+
+
+def test_table_output_and_errors(capsys, db_path):
+    assert main(["audit", "--backend", "numpy", "--methods", "fp64", "--n", "16", "--phi", "1", "--seeds", "1",
+                 "--db", str(db_path)]) == 0
+    text = capsys.readouterr().out
+    assert "fp64" in text and "mean max_rel" in text and "nrm:" in text
+    assert main(["audit", "--backend", "numpy", "--methods", "fp16", "--db", str(db_path)]) == 2
+    assert "unknown method 'fp16'" in capsys.readouterr().err
+    assert main(["audit", "--backend", "numpy", "--n", "0", "--db", str(db_path)]) == 2
+    assert "sizes must be a non-empty list of positive integers" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["audit", "--phi", "one"])
+    assert "phi values must be numbers" in capsys.readouterr().err
+
+
+def test_non_finite_products_are_flagged_not_hidden(capsys, db_path, monkeypatch):
+    monkeypatch.setattr(methods, "METHODS", dict(methods.METHODS))
+
+    @methods.method("broken", "DGEMM with one NaN")
+    def _broken(be, A, B):
+        C = A @ B
+        C[0, 0] = np.nan
+        return C
+
+    out = audit(capsys, db_path, methods="broken,fp64", phi="1", seeds="1,2")
+    broken = [r for r in out["rows"] if r["method"] == "broken"]
+    assert all(r["max_rel"] is None and r["nrm"] is None and r["nonfinite"] == 1 for r in broken)
+    (summary,) = [s for s in out["summary"] if s["method"] == "broken"]
+    assert summary["mean_max_rel"] is None and summary["nonfinite_seeds"] == 2
+    with ResultsDB(db_path) as db:
+        stored = [m for m in db.measurements("accuracy") if m["method"] == "broken"]
+    assert all(m["unit"] == "nonfinite entries" and m["value"] == 1 for m in stored)
+
+
+def test_bits_per_level_fit():
+    rows = [{"method": "fp64", "n": 8, "phi": 1.0, "seed": s, "max_rel": 2.0**-40} for s in (1, 2, 3)]
+    rows += [{"method": f"strassen-rum-L{lv}", "n": 8, "phi": 1.0, "seed": s, "max_rel": 2.0 ** (-40 + 2 * lv)}
+             for lv in (1, 2, 3) for s in (1, 2)]
+    rows += [{"method": "strassen-lai-L1", "n": 8, "phi": 1.0, "seed": s, "max_rel": 2.0 ** (-40 + s)}
+             for s in (1, 2, 3)]
+    fits = aa.bits_per_level(rows)[(8, 1.0)]
+    pts, slope = fits["rum"]
+    assert pts == [(0, 0.0), (1, 2.0), (2, 4.0), (3, 6.0)] and slope == pytest.approx(2.0)
+    # seed 3 has no rum rows: left out, so lai's median is over seeds 1 and 2 (same inputs as rum)
+    assert fits["lai"] == ([(0, 0.0), (1, 1.5)], pytest.approx(1.5))
+
+
+def test_strassen_methods_cover_every_recursible_schedule():
+    names = aa.strassen_methods()
+    assert names[0] == "fp64" and "strassen-rum-L4" in names and "strassen-otsuka2-L3" in names
+    assert not any("low" in n for n in names)
+    assert len(names) == 1 + 4 * len({n.rsplit("-L", 1)[0] for n in names[1:]})
+    assert "strassen-rum-L4" not in aa.strassen_methods((1, 2, 3))
+
+
+def test_reproduce_runs_both_experiments_and_draws_both_figures(capsys, db_path, tmp_path, monkeypatch):
+    monkeypatch.setitem(aa.PHI_PLANS, ("numpy", True), aa.AuditPlan((32,), seeds=(1, 2)))
+    monkeypatch.setitem(aa.STRASSEN_PLANS, ("numpy", True), aa.AuditPlan((32,), phis=(1.0,), seeds=(1,)))
+    argv = ("reproduce", "--quick", "--backend", "numpy", "--only", "accuracy-phi", "accuracy-strassen",
+            "--db", str(db_path), "--out", str(tmp_path / "figs"))
+    out = run_json(capsys, *argv)
+    phi = out["experiments"]["accuracy-phi"]
+    assert phi["points measured"] == 5 * 3 * 2
+    assert set(phi["mean max relative error at N=32"]) == {f"{m} phi={p}" for m in methods.default_methods()
+                                                          for p in ("0.1", "1", "2")}
+    strassen = out["experiments"]["accuracy-strassen"]
+    fits = strassen["bits lost per level at N=32, phi=1"]
+    assert "rum" in fits and all(math.isfinite(float(v)) for v in fits.values())
+    # fp64 and strassen-rum-L1..L3 at phi=1, seed 1 were stored by accuracy-phi: shared, not measured again
+    assert strassen["points already stored"] == 4
+    assert strassen["points measured"] == len(aa.strassen_methods((1, 2, 3))) - 4
+    for name in ("accuracy-phi", "accuracy-strassen"):
+        assert (tmp_path / "figs" / f"{name}.png").stat().st_size > 10_000
+        assert (tmp_path / "figs" / f"{name}.pdf").exists()
+    again = run_json(capsys, *argv)
+    assert again["experiments"]["accuracy-phi"]["points measured"] == 0
+
+
+def test_figures_without_data_draw_nothing(db_path, tmp_path):
+    with ResultsDB(db_path) as db:
+        assert aa.render_phi(db, tmp_path) == [] and aa.render_strassen(db, tmp_path) == []
+
+
+def test_exact_reference_is_what_the_audit_compares_to():
+    """A method that returns the exact product scores zero everywhere."""
+    be = get_backend("numpy")
+    exact = methods.Method("exact", "the reference itself", lambda be, A, B: exact_matmul(A, B, backend=be))
+    rep = audit_point(be, [exact], 24, 2.0, 1)["exact"].report
+    assert rep.max_rel == 0.0 and rep.correctly_rounded == 1.0 and rep.bits == 0.0
