@@ -15,6 +15,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from gpu.backend import Backend
+from gpu.executor import quadrants
+from modeling.counts import level_counts
 from modeling.work import gemm_flops, geam_bytes
 
 from .database import ResultsDB
@@ -24,6 +26,8 @@ from .sweep import Record, SweepOutcome, sweep
 from .timing import measure
 
 EXPERIMENT = "calibration"
+#: The same calls timed as a Strassen level issues them: see :func:`measure_context_point`.
+CONTEXT_EXPERIMENT = "calibration-context"
 METHODS = ("gemm", "geam")
 SIZES = {
     ("cupy", False): (256, 512, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 10240, 12288, 16384,
@@ -96,6 +100,41 @@ def measure_point(backend: Backend, params: Mapping[str, Any], methods: Sequence
     return records
 
 
+def measure_context_point(backend: Backend, params: Mapping[str, Any],
+                          methods: Sequence[str]) -> dict[str, Record]:
+    """Gemm(n) and Geam(n) as they run inside one RUM level of a 2n x 2n product.
+
+    The level's products and additions (counts read from the RUM table) are
+    issued back to back on n x n quadrant views of 2n x 2n operands, with
+    nothing between them, and the batch time is divided by the number of
+    calls. This is the cost the recursive predictor needs for the calls
+    inside a product; isolated calls after a cache flush (the plain
+    calibration) run at a higher sustained clock and on contiguous operands.
+    """
+    n, dtype = params["size"], np.dtype(params["dtype"])
+    A = backend.random((2 * n, 2 * n), dtype, seed=1)
+    B = backend.random((2 * n, 2 * n), dtype, seed=2)
+    C = backend.xp.zeros((2 * n, 2 * n), dtype)
+    qa, qb, qc = (list(quadrants(M, p).values()) for M, p in ((A, "A"), (B, "B"), (C, "C")))
+    counts = level_counts("rum", 1)
+    calls = {"gemm": int(counts.products), "geam": int(round(counts.geams))}
+    works = {
+        "gemm": lambda: [backend.gemm(qa[i % 4], qb[(i + 1) % 4], qc[(i + 2) % 4]) for i in range(calls["gemm"])],
+        "geam": lambda: [backend.geam(1.0, qa[i % 4], -1.0, qb[(i + 3) % 4], qc[i % 4])
+                         for i in range(calls["geam"])],
+    }
+    flush = operand_bytes(2 * n, dtype) < 2 * backend.cache_bytes()
+    records = {}
+    for method in methods:
+        timing = measure(works[method], backend, flush=flush)
+        k = calls[method]
+        per_call = timing.median / k
+        records[method] = Record(per_call, "s", [t / k for t in timing.samples],
+                                 {**timing.meta(), "flush": flush, "calls_per_sample": k,
+                                  **_rate(method, n, dtype, per_call)})
+    return records
+
+
 def _rate(method: str, n: int, dtype: np.dtype, seconds: float) -> dict[str, float]:
     if method == "gemm":
         return {"tflops": gemm_flops(n, n, n) / seconds / 1e12}
@@ -112,11 +151,26 @@ def calibrate(ctx: Context, sizes: Sequence[int] | None = None,
     return table(ctx.db, ctx.env_key, sizes, dtype), outcome
 
 
+def calibrate_context(ctx: Context, sizes: Sequence[int] | None = None,
+                      dtype: str = "float64") -> tuple[list[dict[str, Any]], SweepOutcome]:
+    """Measure (or resume) the in-context curves (:func:`measure_context_point`) at
+    sub-product sizes n, whose 2n x 2n operands must fit."""
+    if sizes is None:
+        sizes = [n for n in default_sizes(ctx.backend, ctx.quick, dtype)
+                 if operand_bytes(2 * n, dtype) <= HEADROOM * ctx.backend.memory_info()[0]]
+    sizes = plan_sizes(ctx.backend, [2 * n for n in sizes], ctx.quick, dtype)
+    points = [{"size": int(n // 2), "dtype": dtype} for n in sizes]
+    outcome = sweep(ctx, CONTEXT_EXPERIMENT, points, METHODS, partial(measure_context_point, ctx.backend),
+                    desc=f"calibrate in context ({ctx.backend.name})")
+    return table(ctx.db, ctx.env_key, [p["size"] for p in points], dtype, CONTEXT_EXPERIMENT), outcome
+
+
 def table(db: ResultsDB, env_key: str, sizes: Sequence[int] | None = None,
-          dtype: str | None = None) -> list[dict[str, Any]]:
-    """Stored calibration points of one environment, one row per size, smallest first."""
+          dtype: str | None = None, experiment: str = EXPERIMENT) -> list[dict[str, Any]]:
+    """Stored calibration points of one environment, one row per size, smallest first
+    (``experiment``: the plain calibration, or ``CONTEXT_EXPERIMENT``)."""
     rows: dict[tuple[int, str], dict[str, Any]] = {}
-    for m in db.measurements(EXPERIMENT, env_key=env_key):
+    for m in db.measurements(experiment, env_key=env_key):
         n, dt = m["params"]["size"], m["params"]["dtype"]
         if (sizes is not None and n not in sizes) or (dtype is not None and dt != dtype):
             continue

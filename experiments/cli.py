@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="matrix sizes, comma- or space-separated (default: sized for the backend)")
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     p.add_argument("--quick", action="store_true", help="the short default sweep")
+    p.add_argument("--context", action="store_true",
+                   help="time the calls as one Strassen level issues them: back to back on N x N quadrant "
+                        "views of 2N x 2N operands (curves for the recursive predictor's inner calls)")
     p.set_defaults(handler=cmd_calibrate)
 
     results = sub.add_parser("results", help="stored runs and measurements")
@@ -233,12 +236,17 @@ def _measuring_run(args: argparse.Namespace, db_path: Path, backend: Backend) ->
 
 def cmd_calibrate(args: argparse.Namespace, db_path: Path) -> int:
     backend = get_backend(args.backend)
-    sizes = calibration.plan_sizes(backend, args.sizes, args.quick, args.dtype)
+    if args.context:
+        sizes = args.sizes
+        calibration.plan_sizes(backend, [2 * n for n in sizes] if sizes else None, args.quick, args.dtype)
+    else:
+        sizes = calibration.plan_sizes(backend, args.sizes, args.quick, args.dtype)
+    run = calibration.calibrate_context if args.context else calibration.calibrate
     with _measuring_run(args, db_path, backend) as ctx:
-        rows, outcome = calibration.calibrate(ctx, sizes, args.dtype)
+        rows, outcome = run(ctx, sizes, args.dtype)
         device = ctx.db.environment(ctx.env_key).get("device")
     payload = {"backend": backend.name, "device": device, "env_key": ctx.env_key, "dtype": args.dtype,
-               "measured": outcome.measured, "skipped": outcome.skipped, "points": rows}
+               "context": args.context, "measured": outcome.measured, "skipped": outcome.skipped, "points": rows}
     _emit(args, payload, lambda: (
         f"{device} ({backend.name}, {args.dtype}): {outcome.measured} measured, "
         f"{outcome.skipped} already stored (use --force to measure again)\n"

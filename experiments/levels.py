@@ -190,19 +190,24 @@ def sweep_levels(ctx: Context, plan: LevelPlan, sizes: Sequence[int]) -> SweepOu
 
 
 def run_plan(ctx: Context, plan: LevelPlan) -> tuple[dict[str, Any], Report]:
-    """Calibrate (what is missing), measure the launch overhead and the sweep, then judge."""
+    """Calibrate (what is missing, plain and in context), measure the launch overhead and the
+    sweep, then judge."""
     be = ctx.backend
     sizes = fitting_sizes(plan, free_memory(be))
     if not sizes:
         raise ValueError(f"no {EXPERIMENT} size fits in the memory free on the {be.name} device")
-    _, cal = calibration.calibrate(ctx, calibration_sizes(be, plan, ctx.quick))
+    cal_sizes = calibration_sizes(be, plan, ctx.quick)
+    _, cal = calibration.calibrate(ctx, cal_sizes)
+    inner = [n for n in cal_sizes if 2 * n <= max(sizes)]
+    _, ctx_cal = calibration.calibrate_context(ctx, inner if len(inner) >= 2 else cal_sizes[:2])
     over = sweep(ctx, OVERHEAD_EXPERIMENT, [overhead_point()], [plan.config.name],
                  lambda params, methods: measure_overhead(be, params, methods, plan.config),
                  desc=OVERHEAD_EXPERIMENT)
     done = sweep_levels(ctx, plan, sizes)
     report = judge(ctx.db, ctx.env_key, plan.config, sizes)
-    return {"points measured": cal.measured + over.measured + done.measured,
-            "points already stored": cal.skipped + over.skipped + done.skipped, **report.summary()}, report
+    parts = (cal, ctx_cal, over, done)
+    return {"points measured": sum(p.measured for p in parts),
+            "points already stored": sum(p.skipped for p in parts), **report.summary()}, report
 
 
 @experiment(EXPERIMENT, "Best Strassen level over a dense size sweep against the thesis rule and the "

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -146,8 +146,16 @@ def launch_overhead(db: ResultsDB, key: str, config: strassen_bench.Config) -> t
 
 
 def stored_predictor(db: ResultsDB, key: str, config: strassen_bench.Config) -> tuple[RecursiveModel, str]:
-    """The recursive predictor of ``key``: measured calibration curves and the launch overhead."""
+    """The recursive predictor of ``key``: measured calibration curves, the in-context curves
+    for the calls inside a product where stored (``gemmlab calibrate --context``), and the
+    launch overhead."""
     gemm, geam = measured_curves(calibration_rows(db, key))
     launch_ms, source = launch_overhead(db, key, config)
     backend = db.environment(key).get("backend", "")
-    return recursive_model(gemm, geam, launch_ms, backend, config), source
+    model = recursive_model(gemm, geam, launch_ms, backend, config)
+    context = calibration.table(db, key, dtype=DTYPE, experiment=calibration.CONTEXT_EXPERIMENT)
+    if len(context) >= 2:
+        inner_gemm, inner_geam = measured_curves(context)
+        model = replace(model, inner_gemm=inner_gemm, inner_geam=inner_geam)
+        source += f"; inner calls from {len(context)} in-context calibration points"
+    return model, source

@@ -10,6 +10,13 @@ doubling P; this model evaluates each level, so it sees that the additions
 grow as 7^L (x/2^L)^2 and that the bottom products shrink to sizes where the
 library is less efficient.
 
+``inner_gemm``/``inner_geam``, when given, are the library's times *inside* a
+product: calls on quadrant views issued back to back, as a level issues them
+(``gemmlab calibrate --context``). On a GPU these run a few per cent slower
+than the isolated, cache-flushed calls of the plain calibration (sustained
+clocks, strided views), which moves the first level boundary; T_0, the
+baseline a level competes with, stays the plain Gemm(x).
+
 The per-call overhead is the host's: each library call costs ``launch_ms`` of
 host time to issue (measured, or fitted to stored Strassen timings). Calls are
 asynchronous, so a call's host time is hidden while the device is busy with
@@ -57,6 +64,8 @@ class RecursiveModel:
     launch_ms: float = 0.0
     overlap: bool = True
     alloc: Curve | None = None
+    inner_gemm: Curve | None = None
+    inner_geam: Curve | None = None
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.launch_ms) and self.launch_ms >= 0):
@@ -66,18 +75,20 @@ class RecursiveModel:
         """T_level(x) in ms."""
         return self._time(self.schedule, float(x), level)
 
-    def _time(self, schedule: str, x: float, level: int) -> float:
+    def _time(self, schedule: str, x: float, level: int, inner: bool = False) -> float:
         if level < 0:
             raise ValueError(f"level must be >= 0, got {level}")
+        gemm = self.inner_gemm if inner and self.inner_gemm else self.gemm
         if level == 0:
-            return float(self.gemm(x))
+            return float(gemm(x))
+        geam = self.inner_geam or self.geam
         c = level_counts(schedule, level, self.fused)
-        own = c.geams * float(self.geam(x / 2))
+        own = c.geams * float(geam(x / 2))
         if level == 1:
             below = 0.0
-            own += c.products * float(self.gemm(x / 2))
+            own += c.products * float((self.inner_gemm or self.gemm)(x / 2))
         else:
-            below = c.products * self._time(schedule_below(schedule, level), x / 2, level - 1)
+            below = c.products * self._time(schedule_below(schedule, level), x / 2, level - 1, inner=True)
         alloc = c.temporaries * float(self.alloc(x / 2)) if self.alloc and c.temporaries else 0.0
         host = c.launches * self.launch_ms
         return below + own + (max(0.0, host - own) if self.overlap else host) + alloc

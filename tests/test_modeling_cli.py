@@ -3,10 +3,12 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from experiments import reproduce
+from experiments import calibration, reproduce
 from experiments.cli import main
+from experiments.database import ResultsDB
 from modeling.crossover import thesis_level
 
 PUBLISHED = Path(__file__).resolve().parent.parent / "results" / "published"
@@ -80,6 +82,22 @@ def test_levels_judges_the_published_speedup_points(capsys, h100_db):
     assert rec["sizes mispredicted"] < thesis["sizes mispredicted"]
     assert rec["time lost over the sweep %"] < thesis["time lost over the sweep %"]
     assert [r["best"] for r in out["rows"]] == [0, 0, 1, 1, 2, 3, 4]
+
+
+def test_context_calibration_times_one_level_of_calls(capsys, tmp_path):
+    db = str(tmp_path / "c.sqlite")
+    out = run_json(capsys, "calibrate", "--backend", "numpy", "--context", "--sizes", "64,128", "--db", db,
+                   "--no-progress")
+    assert out["context"] and [p["size"] for p in out["points"]] == [64, 128]
+    with ResultsDB(db) as store:
+        rows = store.measurements(calibration.CONTEXT_EXPERIMENT)
+        key = store.env_keys()[0]
+    assert {r["meta"]["calls_per_sample"] for r in rows if r["method"] == "gemm"} == {7}
+    assert {r["meta"]["calls_per_sample"] for r in rows if r["method"] == "geam"} == {15}
+    assert all(r["value"] == pytest.approx(np.median(r["samples"])) for r in rows)   # per call
+    with ResultsDB(db) as store:
+        assert calibration.table(store, key) == []              # the plain calibration is separate
+    assert main(["calibrate", "--backend", "numpy", "--context", "--sizes", "0", "--db", db]) == 2
 
 
 def test_levels_quick_sweep_on_the_cpu_resumes(capsys, tmp_path):

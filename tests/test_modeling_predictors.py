@@ -107,6 +107,17 @@ def test_recursive_times_by_hand():
     assert model.speedup(x, 1) == pytest.approx(64 / 62)
 
 
+def test_inner_curves_price_the_calls_inside_a_product_only():
+    slow_gemm, slow_geam = (lambda x: 1.1 * gemm(x)), (lambda x: 2 * geam(x))
+    model = RecursiveModel(gemm, geam, inner_gemm=slow_gemm, inner_geam=slow_geam)
+    x = 40000
+    assert model.time(x, 0) == pytest.approx(64)                       # the baseline stays Gemm(x)
+    assert model.time(x, 1) == pytest.approx(1.1 * 56 + 2 * 6)
+    assert model.time(x, 2) == pytest.approx(1.1 * 49 + 2 * 10.5 + 2 * 6)
+    # slower inner calls push the first boundary beyond the thesis rule's P
+    assert model.boundary(1, 1000, 10**6) > 1.05 * RecursiveModel(gemm, geam).boundary(1, 1000, 10**6)
+
+
 def test_without_overhead_the_recursion_reproduces_the_thesis_boundaries():
     model = RecursiveModel(gemm, geam)
     P = 30 * D / C
