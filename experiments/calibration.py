@@ -17,7 +17,7 @@ import numpy as np
 from gpu.backend import Backend
 from gpu.executor import quadrants
 from modeling.counts import level_counts
-from modeling.work import gemm_flops, geam_bytes
+from modeling.work import geam_bytes, gemm_flops
 
 from .database import ResultsDB
 from .plotting import device_label, new_figure, plot_marked, save_figure
@@ -117,7 +117,7 @@ def measure_context_point(backend: Backend, params: Mapping[str, Any],
     C = backend.xp.zeros((2 * n, 2 * n), dtype)
     qa, qb, qc = (list(quadrants(M, p).values()) for M, p in ((A, "A"), (B, "B"), (C, "C")))
     counts = level_counts("rum", 1)
-    calls = {"gemm": int(counts.products), "geam": int(round(counts.geams))}
+    calls = {"gemm": counts.products, "geam": round(counts.geams)}
     works = {
         "gemm": lambda: [backend.gemm(qa[i % 4], qb[(i + 1) % 4], qc[(i + 2) % 4]) for i in range(calls["gemm"])],
         "geam": lambda: [backend.geam(1.0, qa[i % 4], -1.0, qb[(i + 3) % 4], qc[i % 4])
