@@ -7,6 +7,7 @@ achieved-rate figure shows (TFLOP/s for GEMM, GB/s for GEAM).
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from functools import partial
 from pathlib import Path
@@ -36,6 +37,8 @@ SIZES = {
     ("numpy", False): (128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 2560, 3072, 3584),
     ("numpy", True): (128, 256, 384, 512, 768, 1024, 1536, 2048),
 }
+#: Least duration of one in-context sample (seconds): long enough for sustained clocks.
+SUSTAIN_S = 0.1
 #: Share of free memory that A, B and C may take (the rest: cuBLAS workspace, flush buffer).
 HEADROOM = 0.9
 
@@ -109,7 +112,9 @@ def measure_context_point(backend: Backend, params: Mapping[str, Any],
     nothing between them, and the batch time is divided by the number of
     calls. This is the cost the recursive predictor needs for the calls
     inside a product; isolated calls after a cache flush (the plain
-    calibration) run at a higher sustained clock and on contiguous operands.
+    calibration) run at a higher clock and on contiguous operands. The level's
+    calls are repeated until one sample lasts :data:`SUSTAIN_S`, the time scale
+    of the products being predicted.
     """
     n, dtype = params["size"], np.dtype(params["dtype"])
     A = backend.random((2 * n, 2 * n), dtype, seed=1)
@@ -126,13 +131,24 @@ def measure_context_point(backend: Backend, params: Mapping[str, Any],
     flush = operand_bytes(2 * n, dtype) < 2 * backend.cache_bytes()
     records = {}
     for method in methods:
-        timing = measure(works[method], backend, flush=flush)
-        k = calls[method]
+        repeats = _sustaining_repeats(backend, works[method])
+        timing = measure(lambda w=works[method]: [w() for _ in range(repeats)], backend, flush=flush)
+        k = calls[method] * repeats
         per_call = timing.median / k
         records[method] = Record(per_call, "s", [t / k for t in timing.samples],
                                  {**timing.meta(), "flush": flush, "calls_per_sample": k,
                                   **_rate(method, n, dtype, per_call)})
     return records
+
+
+def _sustaining_repeats(backend: Backend, work) -> int:
+    """How many times to repeat a level's calls so that one sample lasts SUSTAIN_S: a
+    product keeps the device busy that long, and a GPU's clock settles lower under
+    sustained load than in a short burst."""
+    work()
+    with backend.timer() as t:
+        work()
+    return max(1, math.ceil(SUSTAIN_S / max(t.seconds, 1e-9)))
 
 
 def _rate(method: str, n: int, dtype: np.dtype, seconds: float) -> dict[str, float]:

@@ -84,7 +84,8 @@ def test_levels_judges_the_published_speedup_points(capsys, h100_db):
     assert [r["best"] for r in out["rows"]] == [0, 0, 1, 1, 2, 3, 4]
 
 
-def test_context_calibration_times_one_level_of_calls(capsys, tmp_path):
+def test_context_calibration_times_one_level_of_calls(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(calibration, "SUSTAIN_S", 0.005)
     db = str(tmp_path / "c.sqlite")
     out = run_json(capsys, "calibrate", "--backend", "numpy", "--context", "--sizes", "64,128", "--db", db,
                    "--no-progress")
@@ -92,8 +93,8 @@ def test_context_calibration_times_one_level_of_calls(capsys, tmp_path):
     with ResultsDB(db) as store:
         rows = store.measurements(calibration.CONTEXT_EXPERIMENT)
         key = store.env_keys()[0]
-    assert {r["meta"]["calls_per_sample"] for r in rows if r["method"] == "gemm"} == {7}
-    assert {r["meta"]["calls_per_sample"] for r in rows if r["method"] == "geam"} == {15}
+    assert all(r["meta"]["calls_per_sample"] % 7 == 0 for r in rows if r["method"] == "gemm")
+    assert all(r["meta"]["calls_per_sample"] % 15 == 0 for r in rows if r["method"] == "geam")
     assert all(r["value"] == pytest.approx(np.median(r["samples"])) for r in rows)   # per call
     with ResultsDB(db) as store:
         assert calibration.table(store, key) == []              # the plain calibration is separate
