@@ -81,10 +81,11 @@ the triangle and the truncated remainders) are bounded, relative to
 the first missing diagonal R_A R_B). ``target=x`` picks the smallest S with
 E(S) <= x; ``target="dgemm"`` uses x = 2**-53, the unit roundoff of float64,
 the componentwise error of a float64 GEMM per term. This bounds the
-componentwise error |c - c*| / (|A||B|)_ij; a max relative error is that
-times the entry's condition (|A||B|)_ij / |c*_ij|, as for DGEMM. The bound
-assumes the dropped terms add up coherently; on random data it is pessimistic
-by one or two slices.
+truncation part of the componentwise error |c - c*| / (|A||B|)_ij; the
+float64 sum adds its own rounding, at most about S/2 units of 2**-53. A max
+relative error is the componentwise error times the entry's condition
+(|A||B|)_ij / |c*_ij|, as for DGEMM. The bound assumes the dropped terms add
+up coherently; on random data it is pessimistic by one or two slices.
 """
 
 from __future__ import annotations
