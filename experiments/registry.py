@@ -19,7 +19,8 @@ from .database import ResultsDB
 from .environment import env_key, environment
 
 #: Modules whose import registers experiments and figures, in run order.
-MODULES = ("experiments.calibration", "experiments.strassen_bench", "experiments.accuracy_audit")
+MODULES = ("experiments.calibration", "experiments.strassen_bench", "experiments.accuracy_audit",
+           "experiments.ozaki_bench")
 
 
 @dataclass

@@ -68,6 +68,26 @@ through SGEMM, the other formats emulated by a float64 GEMM of their integer
 values, which is exact (k_block * 2**(2 alpha) <= 2**53): the CPU path
 reproduces the GPU's values, not its speed.
 
+The paper's form: rounded tails (``remainder=True``)
+---------------------------------------------------
+Nanai & Fujimoto keep the last slice as "the remainder rounded to FP32"; their
+3-split product A1 B1 + A1 B2 + A2 B1 + A1 B3 + A2 B2 + A3 B gains the digits
+they report only if each slice of A meets the rest of B, rounded: with S - 1
+exact digits per side and the rounded tails T_j = fl(B - B_1 - ... - B_{j-1})
+(T_1 = fl(B)) and A_S = fl(A - A_1 - ... - A_{S-1}),
+
+    C = sum_{s+t <= S} A_s B_t  +  sum_{s=1..S} A_s T_{S+1-s},
+
+still S(S+1)/2 products, and no term is dropped: the error is the rounding of
+the tails to the format (``bits`` significant bits) and of the last diagonal's
+FP32 accumulation, about 2**(-alpha (S-1)) times SGEMM's, which is the papers'
+gain of alpha bits per split. Tails are rounded to nearest in float64 and
+flushed to zero below the format's smallest normal, identically on both
+paths; the last diagonal is a rounded float GEMM, so there CPU and GPU differ
+in the last bits. INT8 has no such form (its slices are integers). Without
+the option, 2 and 3 exact slices of 7 bits lose to SGEMM itself (their
+truncation error is 2**(-7 S) times the scale ratios below).
+
 Number of slices for a target
 -----------------------------
 With R_A = max_i 2**e_i / mean_k |a_ik| (how far a row's scale sits above its
@@ -93,7 +113,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -137,6 +157,15 @@ class SliceFormat:
     def itemsize(self) -> int:
         return np.dtype(self.storage).itemsize
 
+    @property
+    def tiny(self) -> float:
+        """The smallest normal magnitude of the storage (rounded remainders below it are flushed to 0)."""
+        return 2.0**-14 if self.storage == "float16" else 2.0**-126
+
+    @property
+    def floating(self) -> bool:
+        return self.storage != "int8"
+
     def terms(self, alpha: int) -> int:
         """How many inner terms of digits below 2**alpha an accumulator sums exactly."""
         return self.limit // (2**alpha - 1) ** 2
@@ -173,18 +202,32 @@ def get_format(name: str) -> SliceFormat:
         raise ValueError(f"unknown slice format {name!r}; choose one of {', '.join(FORMATS)}") from None
 
 
+def parse_variant(token: str) -> tuple[SliceFormat, bool]:
+    """(format, remainder) of a variant name: a format (``int8``), or a float format with ``r``
+    appended for the paper's rounded-tail form (``fp32r``)."""
+    if isinstance(token, str) and token in FORMATS:
+        return FORMATS[token], False
+    if isinstance(token, str) and token.endswith("r") and token[:-1] in FORMATS and FORMATS[token[:-1]].floating:
+        return FORMATS[token[:-1]], True
+    names = list(FORMATS) + [f + "r" for f, v in FORMATS.items() if v.floating]
+    raise ValueError(f"unknown slice format {token!r}; choose one of {', '.join(names)} "
+                     "(r: the last diagonal multiplies rounded tails, the paper's form)")
+
+
 # --------------------------------------------------------------------------- planning
 
 @dataclass(frozen=True)
 class Chunk:
     """One GEMM call into one accumulator buffer: ``length`` inner terms of diagonal ``diagonal``,
-    from column ``a_start`` of A_cat and ``b_start`` of B_cat; ``closes``: the diagonal's last."""
+    from column ``a_start`` of A_cat and ``b_start`` of B_cat; ``closes``: the diagonal's last;
+    ``exact``: every operand is an exact digit (not a rounded remainder), so the product is exact."""
 
     diagonal: int
     a_start: int
     b_start: int
     length: int
     closes: bool
+    exact: bool = True
 
 
 @dataclass(frozen=True)
@@ -202,6 +245,17 @@ class OzakiPlan:
     n_pad: int
     chunks: tuple[Chunk, ...]
     held: int
+    remainder: bool = False
+
+    @property
+    def digits(self) -> int:
+        """Exact digits per operand (with ``remainder``, the last slice of A is its rounded tail)."""
+        return self.slices - 1 if self.remainder else self.slices
+
+    @property
+    def b_positions(self) -> int:
+        """Slices held for B: S digits, or with ``remainder`` S - 1 digits and S rounded tails."""
+        return 2 * self.slices - 1 if self.remainder else self.slices
 
     @property
     def pairs(self) -> int:
@@ -231,7 +285,7 @@ class OzakiPlan:
         buffer = self.m * self.n_pad * np.dtype(self.format.accumulator).itemsize
         return {
             "slices_a": self.m * self.slices * self.ldk * self.format.itemsize,
-            "slices_b": self.n_pad * self.slices * self.ldk * self.format.itemsize,
+            "slices_b": self.n_pad * self.b_positions * self.ldk * self.format.itemsize,
             "exponents": 4 * (self.m + self.n),
             "buffers": self.held * buffer,
             "open_diagonal": 8 * self.m * self.n if self.needs_open else 0,
@@ -244,14 +298,15 @@ class OzakiPlan:
 
     def as_dict(self) -> dict[str, Any]:
         return {"m": self.m, "k": self.k, "n": self.n, "slices": self.slices, "format": self.format.name,
-                "alpha": self.alpha, "k_block": self.k_block, "pairs": self.pairs, "gemm_calls": self.gemm_calls,
+                "remainder": self.remainder, "alpha": self.alpha, "k_block": self.k_block, "pairs": self.pairs, "gemm_calls": self.gemm_calls,
                 "buffers": len(self.chunks), "buffers_held": self.held, "fold_launches": len(self.batches),
                 "flops": self.flops, "workspace": self.workspace(), "workspace_bytes": self.workspace_bytes}
 
     def report(self) -> str:
         """The configuration and its workspace, as text."""
         parts = ", ".join(f"{k} {_bytes(v)}" for k, v in self.workspace().items() if v)
-        return (f"Ozaki {self.format.name} x {self.slices} slices on {self.m} x {self.k} x {self.n}: "
+        last = " (rounded tails on the last diagonal)" if self.remainder else ""
+        return (f"Ozaki {self.format.name} x {self.slices} slices{last} on {self.m} x {self.k} x {self.n}: "
                 f"alpha = {self.alpha} bits per slice, k_block = {self.k_block}, {self.pairs} slice pairs in "
                 f"{self.gemm_calls} GEMM calls ({self.format.recipe}), {len(self.chunks)} buffers "
                 f"({self.held} held), {len(self.batches)} fold launch(es); workspace "
@@ -295,23 +350,32 @@ def choose_alpha(fmt: SliceFormat, k: int, k_block: int | None = None) -> tuple[
     return alpha, min(fmt.terms(alpha) // ALIGN * ALIGN, 2**30)
 
 
-def _chunks(slices: int, ldk: int, k_block: int) -> tuple[Chunk, ...]:
-    """Every diagonal, smallest first, cut into near-equal calls of at most k_block terms."""
-    out = []
-    for d in range(slices + 1, 1, -1):
+def _chunks(slices: int, ldk: int, k_block: int, remainder: bool = False) -> tuple[Chunk, ...]:
+    """Every diagonal, smallest first, cut into near-equal calls of at most k_block terms.
+
+    A_cat holds digit s at position s - 1 and B_cat digit t at position top - t
+    (top = S, or S - 1 with ``remainder``), so the pairs (s, d - s) of a diagonal
+    are one contiguous inner range of both. With ``remainder`` the last diagonal
+    pairs A_1 .. A_{S-1} and A's rounded tail with B's rounded tails T_S .. T_1,
+    which B_cat holds at positions S - 1 .. 2S - 2: one range again, not exact.
+    """
+    def pieces(d: int, a0: int, b0: int, length: int, exact: bool) -> list[Chunk]:
+        size = _round_up(-(-length // -(-length // k_block)))
+        starts = range(0, length, size)
+        return [Chunk(d, a0 + x, b0 + x, min(size, length - x), x == starts[-1], exact) for x in starts]
+
+    top = slices - 1 if remainder else slices
+    out: list[Chunk] = []
+    if remainder:
+        out += pieces(slices + 1, 0, (slices - 1) * ldk, slices * ldk, False)
+    for d in range(slices if remainder else slices + 1, 1, -1):
         s0, s1 = max(1, d - slices), min(slices, d - 1)
-        length = (s1 - s0 + 1) * ldk
-        a0, b0 = (s0 - 1) * ldk, (slices - d + s0) * ldk     # B_cat holds slice t at position S - t
-        pieces = -(-length // k_block)
-        size = _round_up(-(-length // pieces))
-        starts = list(range(0, length, size))
-        for i, start in enumerate(starts):
-            out.append(Chunk(d, a0 + start, b0 + start, min(size, length - start), i == len(starts) - 1))
+        out += pieces(d, (s0 - 1) * ldk, (top - d + s0) * ldk, (s1 - s0 + 1) * ldk, True)
     return tuple(out)
 
 
 def plan(m: int, k: int, n: int, slices: int, slice_format: str = "fp32", *, k_block: int | None = None,
-         memory: int | None = None) -> OzakiPlan:
+         memory: int | None = None, remainder: bool = False) -> OzakiPlan:
     """The configuration of an m x k by k x n product, before it runs: alpha, k_block, GEMM calls,
     buffers and the workspace by part (:meth:`OzakiPlan.report`).
 
@@ -323,24 +387,26 @@ def plan(m: int, k: int, n: int, slices: int, slice_format: str = "fp32", *, k_b
     m, k, n = (_positive_int(v, name, 0) for v, name in ((m, "m"), (k, "k"), (n, "n")))
     slices = _positive_int(slices, "slices", 1, MAX_SLICES)
     alpha, block = choose_alpha(fmt, k, k_block)
+    if remainder and not fmt.floating:
+        raise ValueError(f"{fmt.name} slices hold integers; the rounded-remainder form needs a float format")
     ldk, n_pad = _round_up(max(k, 1)), _round_up(max(n, 1))
-    if slices * ldk > 2**31 - 1 or max(m, n_pad) > 2**31 - 1 or n_pad > 65535 * 32 or m > 65535 * 32:
+    if (slices + 1) * ldk > 2**31 - 1 or max(m, n_pad) > 2**31 - 1 or n_pad > 65535 * 32 or m > 65535 * 32:
         raise ValueError(f"{m} x {k} x {n} with {slices} slices exceeds the 32-bit sizes of cuBLAS "
                          "and the slicing kernel; split the product into blocks")
-    chunks = _chunks(slices, ldk, block)
-    p = OzakiPlan(m, k, n, slices, fmt, alpha, block, ldk, n_pad, chunks, len(chunks))
+    chunks = _chunks(slices, ldk, block, bool(remainder))
+    p = OzakiPlan(m, k, n, slices, fmt, alpha, block, ldk, n_pad, chunks, len(chunks), bool(remainder))
     if memory is None:
         return p
     budget = int(HEADROOM * memory)
     held = len(chunks)
     while held >= 1:
-        p = OzakiPlan(m, k, n, slices, fmt, alpha, block, ldk, n_pad, chunks, held)
+        p = replace(p, held=held)
         if p.workspace_bytes <= budget:
             return p
         buffer = p.workspace()["buffers"] // held
         fixed = p.workspace_bytes - p.workspace()["buffers"]
         held = min(held - 1, max(0, (budget - fixed) // max(buffer, 1)))
-    p = OzakiPlan(m, k, n, slices, fmt, alpha, block, ldk, n_pad, chunks, 1)
+    p = replace(p, held=1)
     raise WorkspaceError(f"predicted workspace beyond the memory available: {p.report()}; "
                          f"{_bytes(memory)} available ({HEADROOM:.0%} usable). Use fewer slices, a format "
                          "with smaller slices (int8), or split the product into blocks of rows")
@@ -438,18 +504,20 @@ def _lines(be: Backend, X: Array, axis: int, name: str, with_sum: bool = False) 
 # --------------------------------------------------------------------------- configuration
 
 def configure(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp32", target: Any = None,
-              k_block: int | None = None, backend: str | Backend = "auto") -> OzakiPlan:
+              k_block: int | None = None, remainder: bool = False, backend: str | Backend = "auto") -> OzakiPlan:
     """The plan ``matmul`` would run on these operands (``target``: slices chosen from the data),
     with the workspace sized to the device's free memory; raises as ``matmul`` would."""
     be = get_backend(backend)
     A, B = _operands(be, A, B)
-    return _configure(be, A, B, slices, slice_format, target, k_block, out_given=False)[0]
+    return _configure(be, A, B, slices, slice_format, target, k_block, remainder, out_given=False)[0]
 
 
-def _request(slices: Any, target: Any) -> tuple[int | None, Any]:
+def _request(slices: Any, target: Any, remainder: bool = False) -> tuple[int | None, Any]:
     """(slices, target) after checks: exactly one of them, ``target="dgemm"`` when neither is given."""
     if slices is not None and target is not None:
         raise ValueError("give either slices (a count) or target (an error bound), not both")
+    if slices is None and remainder:
+        raise ValueError("target picks slices for exact digits only; with remainder=True give slices")
     if slices is None:
         target = "dgemm" if target is None else target
         target_value(target)
@@ -458,9 +526,9 @@ def _request(slices: Any, target: Any) -> tuple[int | None, Any]:
 
 
 def _configure(be: Backend, A: Array, B: Array, slices: Any, slice_format: str, target: Any,
-               k_block: int | None, out_given: bool) -> tuple[OzakiPlan, Lines, Lines]:
+               k_block: int | None, remainder: bool, out_given: bool) -> tuple[OzakiPlan, Lines, Lines]:
     fmt = get_format(slice_format)
-    slices, target = _request(slices, target)
+    slices, target = _request(slices, target, remainder)
     (m, k), n = A.shape, B.shape[1]
     rows, cols = _lines(be, A, 1, "A", slices is None), _lines(be, B, 0, "B", slices is None)
     if slices is None:
@@ -468,14 +536,15 @@ def _configure(be: Backend, A: Array, B: Array, slices: Any, slice_format: str, 
         slices = auto_slices(alpha, scale_ratio(be.xp, rows.exps, rows.absmax, rows.abssum, k),
                              scale_ratio(be.xp, cols.exps, cols.absmax, cols.abssum, k), target)
     free = be.memory_info()[0] + (8 * m * n if out_given else 0)
-    return plan(m, k, n, slices, fmt, k_block=k_block, memory=free), rows, cols
+    return plan(m, k, n, slices, fmt, k_block=k_block, memory=free, remainder=remainder), rows, cols
 
 
 # --------------------------------------------------------------------------- execution
 
 def matmul(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp32", target: Any = None,
-           k_block: int | None = None, backend: str | Backend = "auto", overwrite_a: bool = False,
-           overwrite_b: bool = False, out: Any = None, phases: dict[str, float] | None = None) -> Array:
+           k_block: int | None = None, remainder: bool = False, backend: str | Backend = "auto",
+           overwrite_a: bool = False, overwrite_b: bool = False, out: Any = None,
+           phases: dict[str, float] | None = None) -> Array:
     """``A @ B`` in float64 by the Ozaki scheme (see the module notes).
 
     ``slices``: slices per operand (S(S+1)/2 slice-pair products), or ``target``:
@@ -484,7 +553,12 @@ def matmul(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp
     ``target="dgemm"``. ``slice_format``: ``fp32`` (SGEMM, the paper's method),
     ``tf32``, ``fp16``, ``bf16`` (tensor cores, FP32 accumulation) or ``int8``
     (INT32 accumulation). ``k_block``: most inner terms per GEMM call (default:
-    as many as the format's accumulator sums exactly). ``overwrite_a`` /
+    as many as the format's accumulator sums exactly). ``remainder``: the
+    paper's form for float formats (see the module notes): the last diagonal
+    multiplies each slice of A by the rest of B rounded to the format, and A's
+    rounded rest by B rounded, so nothing is dropped; more accurate per slice,
+    but those products are rounded, not exact, and CPU and GPU results then
+    differ in the last bits. ``overwrite_a`` /
     ``overwrite_b``: on NumPy the input may hold the scaled remainders while
     slicing (saving a float64 copy); the GPU kernel needs no scratch and
     ignores them. ``out``: a C-ordered float64 array for the result.
@@ -500,11 +574,11 @@ def matmul(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp
     (m, k), n = A.shape, B.shape[1]
     C = _output(be, out, m, n)
     get_format(slice_format)
-    _request(slices, target)
+    _request(slices, target, remainder)
     if m == 0 or n == 0:
         return C
     with _phase(be, phases, "split"):
-        p, rows, cols = _configure(be, A, B, slices, slice_format, target, k_block, out is not None)
+        p, rows, cols = _configure(be, A, B, slices, slice_format, target, k_block, remainder, out is not None)
         if k == 0:
             C[...] = 0.0
             return C
@@ -546,8 +620,16 @@ def split_values(xp: Any, X: Array, exps: Array, alpha: int, slices: int) -> lis
     return digits
 
 
+def round_significant(xp: Any, r: Array, bits: int, tiny: float) -> Array:
+    """r rounded to nearest (ties to even) with ``bits`` significant bits, magnitudes below ``tiny`` to +0."""
+    exponent = xp.frexp(r)[1]
+    q = xp.ldexp(xp.rint(xp.ldexp(r, bits - exponent)), exponent - bits)
+    return xp.where(xp.abs(q) < tiny, 0.0, q)
+
+
 def encode(xp: Any, digits: Array, storage: str) -> Array:
-    """Integer-valued float64 digits in a slice storage dtype (bfloat16 as uint16 bits)."""
+    """Float64 digits in a slice storage dtype (bfloat16 as uint16 bits); exact for values with at
+    most the storage's significand bits in its normal range."""
     if storage == "uint16":
         return (digits.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
     return digits.astype(storage)
@@ -555,26 +637,50 @@ def encode(xp: Any, digits: Array, storage: str) -> Array:
 
 def _split(be: Backend, X: Array, exps: Array, p: OzakiPlan, rows_pad: int, reverse: bool,
            overwrite: bool) -> Array:
-    """X's rows as the concatenated slices [X_1 | ... | X_S] (reversed for B), rows_pad x S*ldk."""
-    xp, fmt, S = be.xp, p.format, p.slices
+    """X's rows as concatenated slices in the format's storage, rows_pad x positions*ldk:
+    [X_1 | ... | X_S] for A, B's digits reversed for B (see :func:`_chunks`), and with
+    ``remainder`` the rounded tails: A's after S - 1 digits, each of B's T_j at 2S - 1 - j."""
+    fmt, S = p.format, p.slices
     rows, cols = X.shape
+    layout = _slice_layout(p, reverse)
     if be.name == "cupy":
         from . import ozaki_kernels as kern
 
-        out = xp.empty((rows_pad, S * p.ldk), dtype=fmt.storage)
-        kern.slice_rows(X, exps, out, rows_pad=rows_pad, ldk=p.ldk, alpha=p.alpha, slices=S, reverse=reverse)
+        out = be.xp.empty((rows_pad, layout["positions"] * p.ldk), dtype=fmt.storage)
+        kern.slice_rows(X, exps, out, rows_pad=rows_pad, ldk=p.ldk, alpha=p.alpha, slices=S, bits=fmt.bits,
+                        tiny=fmt.tiny, **{k: v for k, v in layout.items() if k != "positions"})
         return out
-    out = np.zeros((rows_pad, S * p.ldk), dtype=fmt.storage)
+    out = np.zeros((rows_pad, layout["positions"] * p.ldk), dtype=fmt.storage)
+
+    def put(pos: int, values: np.ndarray) -> None:
+        out[:rows, pos * p.ldk:pos * p.ldk + cols] = encode(np, values, fmt.storage)
+
     x = X if overwrite and X.flags.writeable else X.copy()
     np.ldexp(x, -exps[:, None], out=x)
     radix, digit = 2.0**p.alpha, np.empty_like(x)
-    for t in range(S):
-        pos = S - 1 - t if reverse else t
-        x *= radix
-        np.trunc(x, out=digit)
-        x -= digit
-        out[:rows, pos * p.ldk:pos * p.ldk + cols] = encode(np, digit, fmt.storage)
+    for j in range(1, S + 1):
+        if j >= layout["tail_from"]:
+            put(layout["tail_first"] + (j - layout["tail_from"]) * layout["tail_step"],
+                round_significant(np, x * radix, fmt.bits, fmt.tiny))
+        if j <= layout["digits"]:
+            x *= radix
+            np.trunc(x, out=digit)
+            x -= digit
+            put(layout["first"] + (j - 1) * layout["step"], digit)
     return out
+
+
+def _slice_layout(p: OzakiPlan, reverse: bool) -> dict[str, int]:
+    """Where the slicing writes digit j (``first + (j-1) step``) and tail T_j (from ``tail_from`` on)."""
+    S = p.slices
+    if not p.remainder:
+        return {"positions": S, "digits": S, "first": S - 1 if reverse else 0, "step": -1 if reverse else 1,
+                "tail_from": S + 1, "tail_first": 0, "tail_step": 0}
+    if reverse:
+        return {"positions": 2 * S - 1, "digits": S - 1, "first": S - 2, "step": -1,
+                "tail_from": 1, "tail_first": 2 * S - 2, "tail_step": -1}
+    return {"positions": S, "digits": S - 1, "first": 0, "step": 1, "tail_from": S, "tail_first": S - 1,
+            "tail_step": 0}
 
 
 def _products_and_sum(be: Backend, p: OzakiPlan, a_cat: Array, b_cat: Array, erow: Array, ecol: Array,

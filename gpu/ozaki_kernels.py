@@ -9,8 +9,10 @@ Three kernels, compiled by NVRTC on first use and cached by CuPy:
   from B's columns) through shared memory, so that both the read and the writes
   are coalesced whichever axis of X is contiguous, and writes every slice of
   each element in one pass: x = ldexp(X[r, c], -e[r]); then S times
-  x *= 2**alpha; m = trunc(x); x -= m, storing m in the slice format. Padding
-  columns (up to the leading dimension) and padding rows get zeros.
+  x *= 2**alpha; m = trunc(x); x -= m, storing m in the slice format (with
+  ``remainder``, the last slice and B's extra one are rounded to the format's
+  significand bits instead). Padding columns (up to the leading dimension) and
+  padding rows get zeros.
 * ``ozaki_fold``: adds the GEMM buffers of a batch into the FP64 result in
   one pass over the output: per entry, D += buffer (exact: integers below
   2**53), and at the last buffer of a diagonal acc += D * 2**(-alpha d);
@@ -45,10 +47,21 @@ __device__ __forceinline__ unsigned short half_bits(float f)
     return (unsigned short)(sign | (e << 10) | ((mag & 0x7fffffu) >> 13));
 }
 
+__device__ __forceinline__ double round_bits(double r, int bits, double tiny)
+{
+    // r rounded to nearest even with `bits` significant bits; below `tiny` (the storage's
+    // smallest normal) to +0, so that the store is exact.
+    int e;
+    frexp(r, &e);
+    const double q = ldexp(rint(ldexp(r, bits - e)), e - bits);
+    return fabs(q) < tiny ? 0.0 : q;
+}
+
 extern "C" __global__ void ozaki_slice(
     const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
     long long rows_pad, long long ldk, const int* __restrict__ exps,
-    STORE_T* __restrict__ out, long long ld_out, long long first, long long step, int alpha, int slices)
+    STORE_T* __restrict__ out, long long ld_out, int alpha, int slices, int digits, long long first,
+    long long step, int tail_from, long long tail_first, long long tail_step, int bits, double tiny)
 {
     __shared__ double tile[32][33];
     const long long r0 = (long long)blockIdx.y * 32, c0 = (long long)blockIdx.x * 32;
@@ -66,12 +79,16 @@ extern "C" __global__ void ozaki_slice(
         const long long r = r0 + q, c = c0 + tx;
         if (r < rows_pad && c < ldk) {
             double v = tile[q][tx];
-            STORE_T* o = out + r * ld_out + first * ldk + c;
-            for (int t = 0; t < slices; ++t) {
-                v *= radix;
-                const double m = trunc(v);
-                v -= m;
-                o[(long long)t * step * ldk] = STORE(m);
+            STORE_T* o = out + r * ld_out + c;
+            for (int j = 1; j <= slices; ++j) {
+                if (j >= tail_from)
+                    o[(tail_first + (j - tail_from) * tail_step) * ldk] = STORE(round_bits(v * radix, bits, tiny));
+                if (j <= digits) {
+                    v *= radix;
+                    const double m = trunc(v);
+                    v -= m;
+                    o[(first + (j - 1) * step) * ldk] = STORE(m);
+                }
             }
         }
     }
@@ -150,13 +167,16 @@ def abssum(X: Any, axis: int) -> Any:
     return _reductions()[1](X, axis=axis)
 
 
-def slice_rows(X: Any, exps: Any, out: Any, *, rows_pad: int, ldk: int, alpha: int, slices: int,
-               reverse: bool) -> None:
-    """Write the ``slices`` digits of every X[r, c] into ``out`` (rows x slices*ldk, C order).
+def slice_rows(X: Any, exps: Any, out: Any, *, rows_pad: int, ldk: int, alpha: int, slices: int, bits: int,
+               tiny: float, digits: int, first: int, step: int, tail_from: int, tail_first: int,
+               tail_step: int) -> None:
+    """Write the slices of every X[r, c] into ``out`` (rows_pad x positions*ldk, C order).
 
-    Digit t (from 0) of row r goes to columns [pos*ldk, pos*ldk + cols) with
-    pos = t, or slices - 1 - t when ``reverse``; columns up to ldk and rows up to
-    ``rows_pad`` are zero-filled. X may have any strides (B^T is read from B).
+    For j = 1..slices: from ``tail_from`` on, the rest x_{j-1} 2**alpha rounded to
+    ``bits`` significant bits goes to position tail_first + (j - tail_from) tail_step;
+    up to ``digits``, digit j goes to position first + (j - 1) step (positions in
+    units of ``ldk`` columns). Columns up to ldk and rows up to ``rows_pad`` are
+    zero-filled. X may have any strides (B^T is read from B).
     """
     rows, cols = X.shape
     it = X.itemsize
@@ -164,12 +184,12 @@ def slice_rows(X: Any, exps: Any, out: Any, *, rows_pad: int, ldk: int, alpha: i
     if cols == 1:
         cs = 1
     grid = (-(-ldk // TILE), -(-rows_pad // TILE))
-    first, step = (slices - 1, -1) if reverse else (0, 1)
-    i64 = np.int64
+    i64, i32 = np.int64, np.int32
     _slice_kernel(out.dtype.name)(
         grid, (TILE, TILE_ROWS),
         (X, i64(rs), i64(cs), i64(rows), i64(cols), i64(rows_pad), i64(ldk), exps, out,
-         i64(out.strides[0] // out.itemsize), i64(first), i64(step), np.int32(alpha), np.int32(slices)))
+         i64(out.strides[0] // out.itemsize), i32(alpha), i32(slices), i32(digits), i64(first), i64(step),
+         i32(tail_from), i64(tail_first), i64(tail_step), i32(bits), np.float64(tiny)))
 
 
 def fold(buffers: Any, scales: Any, closes: Any, acc: Any, open_: Any, erow: Any, ecol: Any, flags: int) -> None:
