@@ -168,6 +168,58 @@ def test_batched_fold_with_open_diagonal_gives_the_same_bits(monkeypatch):
         ozaki.matmul(A, B, slices=4, backend="numpy")
 
 
+# --------------------------------------------------------------------------- the paper's form (rounded tails)
+
+@pytest.mark.parametrize("slices", [1, 2, 4])
+def test_rounded_tail_plan_has_the_triangle_with_one_inexact_diagonal(slices):
+    p = ozaki.plan(8, 40, 8, slices, "fp32", remainder=True, k_block=32)
+    assert p.pairs == slices * (slices + 1) // 2 and p.b_positions == 2 * slices - 1
+    exact = [c for c in p.chunks if c.exact]
+    assert {c.diagonal for c in exact} == set(range(2, slices + 1))
+    assert {c.diagonal for c in p.chunks if not c.exact} == {slices + 1}
+    assert sum(c.length for c in p.chunks) == p.pairs * p.ldk
+    with pytest.raises(ValueError, match="needs a float format"):
+        ozaki.plan(8, 40, 8, slices, "int8", remainder=True)
+
+
+@pytest.mark.parametrize("variant", ["fp32r", "tf32r", "fp16r", "bf16r"])
+def test_rounded_tails_hold_the_rest_of_each_row(variant):
+    fmt, remainder = ozaki.parse_variant(variant)
+    _, B = phi_pair(6, 50, 9, phi=2.0, seed=8)
+    p = ozaki.plan(6, 50, 9, 4, fmt, remainder=remainder)
+    cols = ozaki._lines(NP, B, 0, "B")
+    b_cat = decode_operand(gemm_recipe(fmt.recipe), ozaki._split(NP, B.T, cols.exps, p, p.n_pad, True, False))
+    digits = ozaki.split_values(np, B.T, cols.exps, p.alpha, 4)
+    for j in range(1, 5):
+        pos = 2 * 4 - 1 - j
+        tail = np.ldexp(b_cat[:9, pos * p.ldk:pos * p.ldk + 50], (cols.exps - p.alpha * j)[:, None])
+        rest = B.T - sum(np.ldexp(digits[t], (cols.exps - p.alpha * (t + 1))[:, None]) for t in range(j - 1))
+        scale = np.ldexp(1.0, cols.exps - p.alpha * (j - 1))[:, None]
+        assert (np.abs(tail - rest) <= 2.0**-fmt.bits * np.abs(rest) + fmt.tiny * scale).all()
+    assert ozaki.parse_variant("int8") == (ozaki.FORMATS["int8"], False)
+    with pytest.raises(ValueError, match="unknown slice format 'int8r'"):
+        ozaki.parse_variant("int8r")
+
+
+def test_paper_form_gains_alpha_bits_per_split_over_sgemm():
+    A, B = phi_pair(128, 128, 128, phi=0.1, seed=1)
+    ref = exact_matmul(A, B, backend="numpy")
+    sgemm = error_report(A.astype(np.float32) @ B.astype(np.float32), ref).max_rel
+    errors = [error_report(ozaki.matmul(A, B, slices=s, remainder=True, backend="numpy"), ref).max_rel
+              for s in range(1, 7)]
+    assert errors[0] < 4 * sgemm                          # one slice: SGEMM on the scaled inputs
+    assert all(b < a / 30 for a, b in pairwise(errors[1:]))
+    assert errors[1] < sgemm / 10 and errors[5] < sgemm * 1e-9   # the paper: 0-2 and 7-9 digits gained
+    exact_only = error_report(ozaki.matmul(A, B, slices=3, backend="numpy"), ref).max_rel
+    assert errors[2] < exact_only / 1e4
+    with pytest.raises(ValueError, match="exact digits only"):
+        ozaki.matmul(A, B, remainder=True, backend="numpy")
+    p = ozaki.plan(128, 128, 128, 3, "fp32", remainder=True)
+    for (buf, exact), c in zip(chunk_products(NP, A, B, p), p.chunks):
+        if c.exact:
+            np.testing.assert_array_equal(buf.astype(np.int64), exact)
+
+
 # --------------------------------------------------------------------------- accuracy and special inputs
 
 @pytest.mark.parametrize("fmt", ["fp32", "int8"])
@@ -369,6 +421,31 @@ def test_gpu_matmul_equals_numpy_bitwise(fmt, shape, cupy_backend):
         want = ozaki.matmul(A, B, slices=slices, slice_format=fmt, backend="numpy")
         got = ozaki.matmul(cupy_backend.asarray(A), cupy_backend.asarray(B), slices=slices, slice_format=fmt,
                            backend=cupy_backend)
+        np.testing.assert_array_equal(cupy_backend.to_numpy(got), want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", [*FORMATS, "fp32r", "tf32r", "fp16r", "bf16r"])
+def test_gpu_slicing_kernel_writes_the_numpy_slices_bitwise(variant, cupy_backend):
+    fmt, remainder = ozaki.parse_variant(variant)
+    A, B = phi_pair(45, 70, 37, phi=2.0, seed=11)
+    A[3] *= 2.0**-1000
+    B[:, 5] = 0.0
+    p = ozaki.plan(45, 70, 37, 5, fmt, remainder=remainder)
+    for X, rows_pad, reverse in ((A, p.m, False), (B.T, p.n_pad, True)):
+        lines = ozaki._lines(NP, X, 1, "X")
+        want = ozaki._split(NP, X, lines.exps, p, rows_pad, reverse, False)
+        big = cupy_backend.xp.zeros((2 * X.shape[0], X.shape[1] + 3))
+        big[::2, 3:] = cupy_backend.asarray(X)
+        got = ozaki._split(cupy_backend, big[::2, 3:], cupy_backend.asarray(lines.exps), p, rows_pad, reverse, False)
+        np.testing.assert_array_equal(cupy_backend.to_numpy(got), want)
+    got = ozaki.matmul(cupy_backend.asarray(A), cupy_backend.asarray(B), slices=5, slice_format=fmt.name,
+                       remainder=remainder, backend=cupy_backend)
+    want = ozaki.matmul(A, B, slices=5, slice_format=fmt.name, remainder=remainder, backend="numpy")
+    if remainder:     # the last diagonal is a rounded float GEMM: compare errors, not bits
+        ref = exact_matmul(A, B, backend="numpy")
+        assert error_report(cupy_backend.to_numpy(got), ref).nrm <= 4 * error_report(want, ref).nrm + 1e-300
+    else:
         np.testing.assert_array_equal(cupy_backend.to_numpy(got), want)
 
 
