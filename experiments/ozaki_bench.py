@@ -528,11 +528,15 @@ def run_pareto(ctx: Context) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- figures
 
-def _panels(axes: Any, count: int) -> list[Any]:
+def _grid(count: int, width: float, height: float, cols: int = 3) -> tuple[Any, list[Any]]:
+    """A figure with ``count`` panels of width x height inches, at most ``cols`` per row."""
+    cols = min(cols, count)
+    rows = -(-count // cols)
+    fig, axes = new_figure(rows, cols, width=width * cols, height=height * rows)
     flat = list(np.array(axes, dtype=object).reshape(-1))
     for ax in flat[count:]:
         ax.set_visible(False)
-    return flat[:count]
+    return fig, flat[:count]
 
 
 def _finish(ax: Any, title: str, xlabel: str, ylabel: str) -> None:
@@ -555,9 +559,8 @@ def render_accuracy(db: ResultsDB, out_dir: Path) -> list[Path]:
                    for n in sorted(splits) for phi in sorted({r["phi"] for r in rows if r["n"] == n})]
     if not panels:
         return []
-    cols = min(3, len(panels))
-    fig, axes = new_figure(-(-len(panels) // cols), cols, width=4.2 * cols, height=3.4 * -(-len(panels) // cols))
-    for ax, (key, n, phi, rows) in zip(_panels(axes, len(panels)), panels):
+    fig, axes = _grid(len(panels), 4.2, 3.4)
+    for ax, (key, n, phi, rows) in zip(axes, panels):
         by_split: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
         for r in rows:
             parsed = parse_method(r["method"])
@@ -589,10 +592,8 @@ def render_time(db: ResultsDB, out_dir: Path) -> list[Path]:
               if (rows := time_rows(db, key)) for fmt in [f for f in ALL_FORMATS if any(r["format"] == f for r in rows)]]
     if not panels:
         return []
-    cols = min(3, len(panels))
-    rows_n = -(-len(panels) // cols)
-    fig, axes = new_figure(rows_n, cols, width=4.4 * cols, height=3.5 * rows_n)
-    for ax, (key, fmt, rows) in zip(_panels(axes, len(panels)), panels):
+    fig, axes = _grid(len(panels), 4.4, 3.5)
+    for ax, (key, fmt, rows) in zip(axes, panels):
         for s in sorted({r["slices"] for r in rows}):
             pts = sorted((r["n"], 1 / r["speedup_vs_dgemm"], r["stable"]) for r in rows if r["slices"] == s)
             line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", ms=3, label=f"{s} slices")
@@ -616,9 +617,8 @@ def render_breakdown(db: ResultsDB, out_dir: Path) -> list[Path]:
               if (rows := breakdown_rows(db, key)) for n in sorted({r["n"] for r in rows})]
     if not panels:
         return []
-    fig, axes = new_figure(1, len(panels), width=max(4.5, 1.0 + 0.8 * max(len(p[2]) for p in panels)) * len(panels),
-                           height=4.0)
-    for ax, (key, n, rows) in zip(_panels(axes, len(panels)), panels):
+    fig, axes = _grid(len(panels), max(4.5, 1.0 + 0.8 * max(len(p[2]) for p in panels)), 4.0, cols=len(panels))
+    for ax, (key, n, rows) in zip(axes, panels):
         xs = np.arange(len(rows))
         bottom = np.zeros(len(rows))
         for part in ("split_s", "gemm_s", "sum_s"):
@@ -653,10 +653,8 @@ def render_pareto(db: ResultsDB, out_dir: Path) -> list[Path]:
                 panels.append((key, n, phi, times, [r for r in errors if r["n"] == n and r["phi"] == phi]))
     if not panels:
         return []
-    cols = min(3, len(panels))
-    rows_n = -(-len(panels) // cols)
-    fig, axes = new_figure(rows_n, cols, width=4.6 * cols, height=3.8 * rows_n)
-    for ax, (key, n, phi, times, errors) in zip(_panels(axes, len(panels)), panels):
+    fig, axes = _grid(len(panels), 4.6, 3.8)
+    for ax, (key, n, phi, times, errors) in zip(axes, panels):
         by_format = defaultdict(list)
         for r in errors:
             parsed, t = parse_method(r["method"]), times.get((n, r["method"]))

@@ -211,6 +211,22 @@ class Backend(abc.ABC):
         """Device name, memory and library versions for the environment record."""
 
 
+def matrix_pair(be: Backend, A: Any, B: Any) -> tuple[Array, Array, bool, bool]:
+    """A and B as 2-D arrays of ``be`` whose inner dimensions match, and whether each was
+    converted (a private copy); ValueError otherwise."""
+    out = []
+    for name, x in (("A", A), ("B", B)):
+        arr = x if isinstance(x, be.xp.ndarray) else be.asarray(x)
+        if arr.ndim != 2:
+            raise ValueError(f"{name} must be 2-D, got shape {arr.shape}")
+        out.append((arr, arr is not x))
+    (A, copied_a), (B, copied_b) = out
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"A is {A.shape[0]} x {A.shape[1]} and B is {B.shape[0]} x {B.shape[1]}: "
+                         "A's columns must equal B's rows")
+    return A, B, copied_a, copied_b
+
+
 def _real(x: Any, name: str) -> float:
     if not isinstance(x, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {x!r}")

@@ -118,7 +118,7 @@ from typing import Any
 
 import numpy as np
 
-from .backend import Array, Backend, get_backend
+from .backend import Array, Backend, get_backend, matrix_pair
 from .ozaki_kernels import FINALIZE, LOAD_ACC, LOAD_OPEN, STORE_OPEN
 
 #: Slice rows and inner ranges are padded to multiples of this (INT8 tensor cores want 16-byte alignment).
@@ -453,19 +453,11 @@ def scale_ratio(xp: Any, exps: Array, absmax: Array, abssum: Array, count: int) 
 # --------------------------------------------------------------------------- operands and statistics
 
 def _operands(be: Backend, A: Any, B: Any) -> tuple[Array, Array]:
-    out = []
+    A, B, _, _ = matrix_pair(be, A, B)
     for name, x in (("A", A), ("B", B)):
-        arr = x if isinstance(x, be.xp.ndarray) else be.asarray(x)
-        if arr.ndim != 2:
-            raise ValueError(f"{name} must be 2-D, got shape {arr.shape}")
-        if arr.dtype != np.float64:
-            raise TypeError(f"{name} has dtype {arr.dtype}; the Ozaki scheme takes float64 inputs "
+        if x.dtype != np.float64:
+            raise TypeError(f"{name} has dtype {x.dtype}; the Ozaki scheme takes float64 inputs "
                             "(convert with .astype(np.float64))")
-        out.append(arr)
-    A, B = out
-    if A.shape[1] != B.shape[0]:
-        raise ValueError(f"A is {A.shape[0]} x {A.shape[1]} and B is {B.shape[0]} x {B.shape[1]}: "
-                         "A's columns must equal B's rows")
     return A, B
 
 
