@@ -136,6 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
                         f"else {ozaki_bench.SAMPLED_ROWS})")
     p.add_argument("--slow-factor", type=float, default=3.0,
                    help="configurations slower than this many DGEMMs are timed by one run (default: 3)")
+    p.add_argument("--max-ratio", type=float, default=25.0,
+                   help="do not run configurations predicted slower than this many DGEMMs (from the previous "
+                        "slice count); they are stored as predicted (default: 25; 0: run everything)")
     p.add_argument("--errors", action=argparse.BooleanOptionalAction, default=True, help="measure errors")
     p.add_argument("--timing", action=argparse.BooleanOptionalAction, default=True, help="measure times")
     p.set_defaults(handler=cmd_ozaki, quick=False)
@@ -300,7 +303,7 @@ def cmd_ozaki(args: argparse.Namespace, db_path: Path) -> int:
     formats = tuple(f for f in (args.formats or "").replace(",", " ").split()) or base.formats
     plan = ozaki_bench.BenchPlan(tuple(args.sizes) if args.sizes else base.sizes, formats,
                                  tuple(args.slices) if args.slices else base.slices, tuple(args.phi), args.rows,
-                                 args.slow_factor, args.errors, args.timing)
+                                 args.slow_factor, args.max_ratio or None, args.errors, args.timing)
     ozaki_bench.check_sizes(backend, plan)
     with _measuring_run(args, db_path, backend) as ctx:
         summary, rows = ozaki_bench.run_bench(ctx, plan)

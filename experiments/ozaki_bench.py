@@ -25,7 +25,9 @@ Experiments for ``gemmlab reproduce``, and their figures:
 ``slow_factor`` times DGEMM's cannot beat it and would make the interleaved
 batches take minutes; they are stored from one run (``protocol: "single
 run"``, ``stable: false``): a second run, or the warm-up itself when it took
-over :data:`SINGLE_RUN_SECONDS`. Errors at N above :data:`FULL_ROWS_MAX`
+over :data:`SINGLE_RUN_SECONDS`. Configurations whose time, extrapolated from
+the previous slice count by the number of slice pairs, exceeds ``max_ratio``
+(25) DGEMMs are not run (``protocol: "predicted"``, drawn hollow). Errors at N above :data:`FULL_ROWS_MAX`
 are measured on a sample of rows (the same rows for every method; the Ozaki
 scheme's rows do not depend on the other rows of A, DGEMM and SGEMM run on the
 whole product), against ``exact_matmul`` of those rows; inputs there are drawn
@@ -125,6 +127,7 @@ class BenchPlan:
     phis: tuple[float, ...] = PHIS
     rows: int | None = None          # error rows per size (None: all up to FULL_ROWS_MAX, else SAMPLED_ROWS)
     slow_factor: float = 3.0
+    max_ratio: float | None = 25.0   # configurations predicted slower than this many DGEMMs are not run
     errors: bool = True
     timing: bool = True
 
@@ -141,6 +144,8 @@ class BenchPlan:
             raise ValueError(f"rows must be positive, got {self.rows}")
         if not self.slow_factor > 0:
             raise ValueError(f"slow_factor must be positive, got {self.slow_factor}")
+        if self.max_ratio is not None and not self.max_ratio > 0:
+            raise ValueError(f"max_ratio must be positive, got {self.max_ratio}")
 
     def configs(self, fmt: str | None = None) -> list[str]:
         return [method_name(f, s) for f in self.formats if fmt in (None, f) for s in self.slices]
@@ -301,25 +306,42 @@ def _protocol(n: int) -> dict[str, int]:
     return {"warmup": 0, "max_attempts": 1 if n >= 8192 else 3}
 
 
-def measure_group(ctx: Context, ops: Operands, n: int, fmt: str, slices: Sequence[int], slow_factor: float) -> int:
-    """DGEMM, SGEMM and the Ozaki configurations of one format, interleaved; stored with ratios."""
+def measure_group(ctx: Context, ops: Operands, n: int, fmt: str, slices: Sequence[int], plan: BenchPlan) -> int:
+    """DGEMM, SGEMM and the Ozaki configurations of one format, interleaved; stored with ratios.
+
+    Every method runs once first (warm-up), by increasing slice count. A
+    configuration slower than ``plan.slow_factor`` DGEMMs keeps a single run;
+    one whose time, extrapolated from the previous slice count by the number
+    of slice pairs, exceeds ``plan.max_ratio`` DGEMMs is not run at all and is
+    stored as predicted (``protocol: "predicted"``).
+    """
     be = ctx.backend
     works: dict[str, Callable[[], Any]] = {
         DGEMM: lambda: be.gemm(ops.A, ops.B, ops.C), SGEMM: lambda: be.gemm(ops.A32, ops.B32, ops.C32)}
     plans = {}
     base, remainder = ozaki.parse_variant(fmt)
-    for s in slices:
+    for s in sorted(slices):
         kw = {"slices": s, "slice_format": base.name, "remainder": remainder, "backend": be}
         plans[method_name(fmt, s)] = ozaki.configure(ops.A, ops.B, **kw)
         works[method_name(fmt, s)] = partial(ozaki.matmul, ops.A, ops.B, out=ops.out, **kw)
-    first = {name: _single_run(be, work) for name, work in works.items()}       # warm-up, and the slow test
-    slow = {name for name in plans if first[name] > slow_factor * first[DGEMM]}
+    first: dict[str, float] = {}
+    predicted: dict[str, float] = {}
+    previous: str | None = None
+    for name, work in works.items():
+        if name in plans and previous is not None and plan.max_ratio is not None:
+            guess = first[previous] * plans[name].pairs / plans[previous].pairs
+            if guess > plan.max_ratio * first[DGEMM]:
+                predicted[name] = guess
+                continue
+        first[name] = _single_run(be, work)
+        previous = name if name in plans else previous
+    slow = {name for name in plans if name in first and first[name] > plan.slow_factor * first[DGEMM]}
     for name in slow:      # a warm-up run of seconds is its own sample: first-use costs are negligible there
         if first[name] < SINGLE_RUN_SECONDS:
             first[name] = _single_run(be, works[name])
     flush = 3 * n * n * 8 < 2 * be.cache_bytes()
-    result = compare({k: w for k, w in works.items() if k not in slow}, be, baseline=DGEMM, flush=flush,
-                     **_protocol(n))
+    result = compare({k: w for k, w in works.items() if k not in slow and k not in predicted}, be, baseline=DGEMM,
+                     flush=flush, **_protocol(n))
     timings = dict(result.timings)
     for name in slow:
         timings[name] = Timing(samples=[first[name]], stable=False)
@@ -329,12 +351,16 @@ def measure_group(ctx: Context, ops: Operands, n: int, fmt: str, slices: Sequenc
         ctx.db.add(ctx.run_id, TIME, name, time_params(n, fmt, 0), value=t.median, unit="s", samples=t.samples,
                    meta={**t.meta(), "group": fmt, "flush": flush})
     for name, p in plans.items():
-        t = timings[name]
-        ctx.db.add(ctx.run_id, TIME, name, time_params(n, fmt, p.slices), value=t.median, unit="s",
-                   samples=t.samples,
-                   meta={**t.meta(), "protocol": "single run" if name in slow else "interleaved",
-                         "dgemm_s": d.median, "sgemm_s": s_.median, "speedup_vs_dgemm": d.median / t.median,
-                         "slowdown_vs_sgemm": t.median / s_.median, "plan": p.as_dict(), "flush": flush})
+        if name in predicted:
+            seconds, samples = predicted[name], []
+            meta = {"protocol": "predicted", "stable": False, "max_ratio": plan.max_ratio}
+        else:
+            t = timings[name]
+            seconds, samples = t.median, t.samples
+            meta = {**t.meta(), "protocol": "single run" if name in slow else "interleaved"}
+        ctx.db.add(ctx.run_id, TIME, name, time_params(n, fmt, p.slices), value=seconds, unit="s", samples=samples,
+                   meta={**meta, "dgemm_s": d.median, "sgemm_s": s_.median, "speedup_vs_dgemm": d.median / seconds,
+                         "slowdown_vs_sgemm": seconds / s_.median, "plan": p.as_dict(), "flush": flush})
     return len(plans)
 
 
@@ -355,7 +381,7 @@ def run_timing(ctx: Context, plan: BenchPlan) -> SweepOutcome:
                 ops = None
                 free_memory(be)
                 ops, ops_n = Operands.allocate(be, n), n
-            outcome.measured += measure_group(ctx, ops, n, fmt, missing, plan.slow_factor)
+            outcome.measured += measure_group(ctx, ops, n, fmt, missing, plan)
     finally:
         ops = None
         free_memory(be)
@@ -412,7 +438,7 @@ def verdict(rows: Sequence[Mapping[str, Any]], phi: float = 1.0) -> dict[str, An
     if dgemm is None or dgemm.get(key) is None:
         return {"n": n, "note": f"no DGEMM error at phi = {phi:g}"}
     ok = [r for r in at_n if parse_method(r["method"]) and r.get(key) is not None and r[key] <= dgemm[key]
-          and r["time_s"]]
+          and r["time_s"] and r.get("protocol") != "predicted"]
     best = min(ok, key=lambda r: r["time_s"], default=None)
     return {"n": n, "phi": phi, "dgemm_max_rel": dgemm[key],
             "as_accurate_as_dgemm": [r["method"] for r in ok],
@@ -606,7 +632,7 @@ def render_time(db: ResultsDB, out_dir: Path) -> list[Path]:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         _finish(ax, f"{fmt} slices, {device_label(db, key)}", "N", "time / DGEMM time")
-    fig.suptitle("Ozaki scheme: time relative to DGEMM (interleaved; hollow: single run or unstable batch)",
+    fig.suptitle("Ozaki scheme: time relative to DGEMM (interleaved; hollow: single run, predicted or unstable)",
                  fontsize=9)
     return save_figure(fig, out_dir, TIME)
 
@@ -659,13 +685,17 @@ def render_pareto(db: ResultsDB, out_dir: Path) -> list[Path]:
         for r in errors:
             parsed, t = parse_method(r["method"]), times.get((n, r["method"]))
             if parsed and t:
-                by_format[parsed[0]].append((1 / t["speedup_vs_dgemm"], r["max_rel"], parsed[1]))
+                by_format[parsed[0]].append((1 / t["speedup_vs_dgemm"], r["max_rel"], parsed[1],
+                                             t["protocol"] == "predicted"))
         for fmt in [f for f in ALL_FORMATS if f in by_format]:
             pts = by_format[fmt]
             line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], "o", ms=3, label=fmt)
-            for x, y, s in pts:
+            guessed = [(x, y) for x, y, _, g in pts if g]
+            if guessed:
+                ax.plot(*zip(*guessed), "o", ms=3, color=line.get_color(), mfc="white", zorder=3)
+            for x, y, s, _ in pts:
                 ax.annotate(str(s), (x, y), fontsize=5, xytext=(2, 2), textcoords="offset points")
-            front = pareto_front((x, y) for x, y, _ in pts)
+            front = pareto_front((x, y) for x, y, _, _ in pts)
             ax.plot([p[0] for p in front], [p[1] for p in front], "-", color=line.get_color(), lw=0.8)
         group = [t for (size, _), t in times.items() if size == n]
         for method, marker in ((DGEMM, "s"), (SGEMM, "^")):
@@ -676,7 +706,8 @@ def render_pareto(db: ResultsDB, out_dir: Path) -> list[Path]:
         ax.set_xscale("log")
         ax.set_yscale("log")
         _finish(ax, f"phi = {phi:g}, N = {n}\n{device_label(db, key)}", "time / DGEMM time", "max relative error")
-    fig.suptitle("Ozaki scheme: error against time (labels: slices; lines: Pareto fronts per format)", fontsize=9)
+    fig.suptitle("Ozaki scheme: error against time (labels: slices; lines: Pareto fronts per format; hollow: "
+                 "time predicted, not run)", fontsize=9)
     return save_figure(fig, out_dir, "ozaki-pareto")
 
 

@@ -86,6 +86,20 @@ def test_bench_cli_measures_stores_and_resumes(capsys, db_path):
     assert text == 0 and "speed-up vs DGEMM" in capsys.readouterr().out
 
 
+def test_configurations_far_slower_than_dgemm_are_predicted_not_run(db_path):
+    from experiments.registry import recorded_run
+
+    be = get_backend("numpy")
+    plan = ob.BenchPlan((40,), ("int8",), (2, 3, 4), errors=False, max_ratio=1e-9)
+    with ResultsDB(db_path) as db, recorded_run(be, db, "test", progress=False) as ctx:
+        ob.run_bench(ctx, plan)
+        rows = {r["method"]: r for r in ob.time_rows(db, ctx.env_key)}
+    assert rows["ozaki-int8-2"]["protocol"] in ("interleaved", "single run")
+    assert rows["ozaki-int8-3"]["protocol"] == rows["ozaki-int8-4"]["protocol"] == "predicted"
+    ratio = rows["ozaki-int8-4"]["time_s"] / rows["ozaki-int8-3"]["time_s"]
+    assert ratio == pytest.approx(10 / 6), "extrapolated by the number of slice pairs"
+
+
 def test_audit_cli_runs_ozaki_methods(capsys, db_path):
     out = run_json(capsys, "audit", "--backend", "numpy", "--methods", "ozaki-fp32r-3,ozaki-int8-4", "--n", "32",
                    "--phi", "1", "--seeds", "1", "--db", str(db_path))
