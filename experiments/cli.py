@@ -127,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"slice formats, comma-separated: {','.join(ozaki_bench.ALL_FORMATS)} (r: the "
                         f"paper's rounded tails; default: {','.join(ozaki_bench.GPU_FORMATS)} on GPU, "
                         "fp32r,fp32 on CPU, where the others are emulated)")
-    p.add_argument("--slices", type=_counts, default=None, help="slice counts, e.g. 2-9 or 2,4,6 (default: 2-9 "
+    p.add_argument("--slices", type=_counts, default=None, help="slice counts, e.g. 2-9 or 2,4,6 (default: 2-10 "
                                                                   "on GPU, 2-6 on CPU)")
     p.add_argument("--phi", type=_numbers(float, "phi values"), default=list(ozaki_bench.PHIS),
                    help="input spreads for the errors (default: 0.1,1,2)")

@@ -175,7 +175,7 @@ PARETO_PLANS: dict[tuple[str, bool], BenchPlan] = {
 }
 #: The benchmark ``gemmlab ozaki`` runs when no sizes, formats or slices are given.
 BENCH_DEFAULTS: dict[str, BenchPlan] = {
-    "cupy": BenchPlan((4096, 8192, 16384), GPU_FORMATS, tuple(range(2, 10))),
+    "cupy": BenchPlan((4096, 8192, 16384), GPU_FORMATS, tuple(range(2, 11))),
     "numpy": BenchPlan((256, 512), ("fp32r", "fp32"), PAPER_SPLITS),
 }
 BREAKDOWN_PLANS: dict[tuple[str, bool], tuple[tuple[int, ...], tuple[tuple[str, int], ...]]] = {
