@@ -552,8 +552,8 @@ def matmul(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp
     but those products are rounded, not exact, and CPU and GPU results then
     differ in the last bits. ``overwrite_a`` /
     ``overwrite_b``: on NumPy the input may hold the scaled remainders while
-    slicing (saving a float64 copy); the GPU kernel needs no scratch and
-    ignores them. ``out``: a C-ordered float64 array for the result.
+    slicing (saving a float64 copy; ignored when A and B share memory); the
+    GPU kernel needs no scratch and ignores them. ``out``: a C-ordered float64 array for the result.
     ``phases``: a dict that receives seconds per phase (``split``, ``gemm``,
     ``sum``; each phase synchronized, for breakdowns).
 
@@ -574,6 +574,8 @@ def matmul(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp
         if k == 0:
             C[...] = 0.0
             return C
+        if (overwrite_a or overwrite_b) and be.xp.may_share_memory(A, B):
+            overwrite_a = overwrite_b = False            # slicing A in place would change B (matmul(A, A.T))
         a_cat = _split(be, A, rows.exps, p, p.m, reverse=False, overwrite=overwrite_a)
         b_cat = _split(be, B.T, cols.exps, p, p.n_pad, reverse=True, overwrite=overwrite_b)
     _products_and_sum(be, p, a_cat, b_cat, rows.exps, cols.exps, C, phases)

@@ -284,6 +284,10 @@ def test_overwrite_and_out():
     got = ozaki.matmul(a, b, slices=3, backend="numpy", overwrite_a=True, overwrite_b=True, out=out)
     assert got is out and (got == want).all()
     assert not np.array_equal(a, A), "overwrite_a lets the scheme keep its remainders in A"
+    square = phi_pair(12, 12, 12)[0]
+    want = ozaki.matmul(square, square.T.copy(), slices=3, backend="numpy")
+    np.testing.assert_array_equal(ozaki.matmul(square, square.T, slices=3, backend="numpy", overwrite_a=True,
+                                               overwrite_b=True), want)
     with pytest.raises(ValueError, match="out must be"):
         ozaki.matmul(A, B, slices=3, backend="numpy", out=np.empty((6, 10)))
 
