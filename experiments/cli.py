@@ -21,7 +21,7 @@ from modeling import crossover, fits, hardware
 from modeling.analytic import analytic_model
 from modeling.recursive import RecursiveModel
 
-from . import accuracy_audit, calibration, levels, models, reproduce, strassen_bench
+from . import accuracy_audit, calibration, levels, models, ozaki_bench, reproduce, strassen_bench
 from .database import ResultsDB, default_path
 from .environment import env_key, environment
 from .registry import Context, recorded_run
@@ -51,6 +51,18 @@ def _range(text: str) -> tuple[float, float]:
     if not 0 < lo < hi:
         raise argparse.ArgumentTypeError(f"a range needs 0 < LO < HI, got {text!r}")
     return lo, hi
+
+
+def _counts(text: str) -> list[int]:
+    """An argparse type: integers and ranges, ``2-9`` or ``2,3,5`` or ``2-4,8``."""
+    out: list[int] = []
+    try:
+        for part in text.replace(",", " ").split():
+            lo, _, hi = part.partition("-")
+            out += list(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"slice counts must be integers or ranges such as 2-9, got {text!r}") from None
+    return sorted(set(out))
 
 
 def _common() -> argparse.ArgumentParser:
@@ -122,6 +134,31 @@ def build_parser() -> argparse.ArgumentParser:
                    help="spreads of the inputs (ru - 0.5) exp(phi rn) (default: 0.1,1,2)")
     p.add_argument("--seeds", type=_numbers(int, "seeds"), default=[1, 2, 3], help="input seeds (default: 1,2,3)")
     p.set_defaults(handler=cmd_audit, quick=False)
+
+    p = sub.add_parser("ozaki", parents=[common, measuring],
+                       help="Ozaki scheme: time against DGEMM and SGEMM and max relative error, per format "
+                            "and slice count (resumes)")
+    p.add_argument("--sizes", type=_sizes, default=None,
+                   help="N of the N x N x N products (default: 4096,8192,16384 on GPU, 256,512 on CPU)")
+    p.add_argument("--formats", default=None,
+                   help=f"slice formats, comma-separated: {','.join(ozaki_bench.ALL_FORMATS)} (r: the "
+                        f"paper's rounded tails; default: {','.join(ozaki_bench.GPU_FORMATS)} on GPU, "
+                        "fp32r,fp32 on CPU, where the others are emulated)")
+    p.add_argument("--slices", type=_counts, default=None, help="slice counts, e.g. 2-9 or 2,4,6 (default: 2-10 "
+                                                                  "on GPU, 2-6 on CPU)")
+    p.add_argument("--phi", type=_numbers(float, "phi values"), default=list(ozaki_bench.PHIS),
+                   help="input spreads for the errors (default: 0.1,1,2)")
+    p.add_argument("--rows", type=int, default=None,
+                   help=f"rows sampled for the errors (default: all up to N={ozaki_bench.FULL_ROWS_MAX}, "
+                        f"else {ozaki_bench.SAMPLED_ROWS})")
+    p.add_argument("--slow-factor", type=float, default=3.0,
+                   help="configurations slower than this many DGEMMs are timed by one run (default: 3)")
+    p.add_argument("--max-ratio", type=float, default=25.0,
+                   help="do not run configurations predicted slower than this many DGEMMs (from the previous "
+                        "slice count); they are stored as predicted (default: 25; 0: run everything)")
+    p.add_argument("--errors", action=argparse.BooleanOptionalAction, default=True, help="measure errors")
+    p.add_argument("--timing", action=argparse.BooleanOptionalAction, default=True, help="measure times")
+    p.set_defaults(handler=cmd_ozaki, quick=False)
 
     sched = sub.add_parser("schedule", help="Strassen schedules: list, liveness analysis, stream waits")
     ssub = sched.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -321,6 +358,32 @@ def cmd_audit(args: argparse.Namespace, db_path: Path) -> int:
     _emit(args, payload, lambda: (
         f"{device} ({backend.name}): {outcome.measured} audited, {outcome.skipped} already stored "
         f"(use --force to audit again)\n" + _table(summary, AUDIT_COLUMNS) + "\n" + AUDIT_NOTE))
+    return 0
+
+
+def _ms(x: Any) -> str:
+    return f"{1e3 * x:.3f}" if x is not None else ""
+
+
+def cmd_ozaki(args: argparse.Namespace, db_path: Path) -> int:
+    backend = get_backend(args.backend)
+    base = ozaki_bench.BENCH_DEFAULTS[backend.name]
+    formats = tuple(f for f in (args.formats or "").replace(",", " ").split()) or base.formats
+    plan = ozaki_bench.BenchPlan(tuple(args.sizes) if args.sizes else base.sizes, formats,
+                                 tuple(args.slices) if args.slices else base.slices, tuple(args.phi), args.rows,
+                                 args.slow_factor, args.max_ratio or None, args.errors, args.timing)
+    ozaki_bench.check_sizes(backend, plan)
+    with _measuring_run(args, db_path, backend) as ctx:
+        summary, rows = ozaki_bench.run_bench(ctx, plan)
+        device = ctx.db.environment(ctx.env_key).get("device")
+    payload = {"backend": backend.name, "device": device, "env_key": ctx.env_key, "summary": summary, "rows": rows}
+    cols = [("n", "N", "d"), ("label", "method", ""), ("time_s", "time (ms)", ""),
+            ("speedup_vs_dgemm", "speed-up vs DGEMM", ".3f"), ("slowdown_vs_sgemm", "x SGEMM time", ".2f")]
+    cols += [(f"max_rel_phi{phi:g}", f"max_rel phi={phi:g}", ".2e") for phi in plan.phis]
+    cols += [("protocol", "timing", "")]
+    shown = [{**r, "time_s": _ms(r["time_s"])} for r in rows]
+    _emit(args, payload, lambda: (f"{device} ({backend.name}): " + "; ".join(
+        f"{k}: {v}" for k, v in summary.items()) + "\n" + _table(shown, cols)))
     return 0
 
 

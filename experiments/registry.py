@@ -20,7 +20,7 @@ from .environment import env_key, environment
 
 #: Modules whose import registers experiments and figures, in run order.
 MODULES = ("experiments.calibration", "experiments.strassen_bench", "experiments.levels",
-           "experiments.accuracy_audit")
+           "experiments.accuracy_audit", "experiments.ozaki_bench")
 
 
 @dataclass

@@ -86,6 +86,36 @@ class Backend(abc.ABC):
         if call is not None:
             self._gemm(np.dtype(C.dtype), call, alpha, beta)
 
+    def gemm_ex(self, A: Array, B: Array, C: Array, *, recipe: str, beta: float = 0.0) -> None:
+        """``C = A @ B + beta * C`` with low-precision operands, as cuBLAS ``gemmEx`` runs it.
+
+        ``recipe`` names a row of :data:`gpu.blas.GEMM_RECIPES` (``fp32``,
+        ``tf32``, ``fp16``, ``bf16``, ``int8``), which fixes the dtypes of A
+        and B (bfloat16 as uint16 bit patterns) and of C (float32, or int32 for
+        ``int8``). Views work as in :meth:`gemm`: no copy on the GPU. The
+        NumPy backend emulates the recipe by a float64 GEMM of the operands'
+        values, cast to C's dtype: the device's result wherever the device's
+        arithmetic is exact (integer sums without overflow, or float sums whose
+        every partial sum the accumulator holds), a more accurate one elsewhere.
+        """
+        rec = blas.gemm_recipe(recipe)
+        layouts = self.layout(A, "A"), self.layout(B, "B"), self.layout(C, "C")
+        blas.check_recipe_dtypes(rec, ("A", A), ("B", B), ("C", C))
+        if not getattr(getattr(C, "flags", None), "writeable", True):
+            raise ValueError("C is read-only (a broadcast or a read-only view); pass a writeable array")
+        beta = _real(beta, "beta")
+        call = blas.plan_gemm(*layouts)
+        if call is None:
+            return
+        if rec.name == "fp32":
+            self._gemm(rec.output, call, 1.0, beta)
+        else:
+            self._gemm_ex(rec, call, beta, (A, B, C))
+
+    @abc.abstractmethod
+    def _gemm_ex(self, recipe: blas.GemmRecipe, call: blas.BlasCall, beta: float, arrays: tuple) -> None:
+        """Run a validated low-precision gemm; ``arrays`` are (A, B, C)."""
+
     def geam(self, alpha: float, A: Array, beta: float, B: Array, C: Array) -> None:
         """``C = alpha * A + beta * B`` in place, with no copy and no allocation.
 
@@ -179,6 +209,22 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def device_info(self) -> dict[str, Any]:
         """Device name, memory and library versions for the environment record."""
+
+
+def matrix_pair(be: Backend, A: Any, B: Any) -> tuple[Array, Array, bool, bool]:
+    """A and B as 2-D arrays of ``be`` whose inner dimensions match, and whether each was
+    converted (a private copy); ValueError otherwise."""
+    out = []
+    for name, x in (("A", A), ("B", B)):
+        arr = x if isinstance(x, be.xp.ndarray) else be.asarray(x)
+        if arr.ndim != 2:
+            raise ValueError(f"{name} must be 2-D, got shape {arr.shape}")
+        out.append((arr, arr is not x))
+    (A, copied_a), (B, copied_b) = out
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"A is {A.shape[0]} x {A.shape[1]} and B is {B.shape[0]} x {B.shape[1]}: "
+                         "A's columns must equal B's rows")
+    return A, B, copied_a, copied_b
 
 
 def _real(x: Any, name: str) -> float:

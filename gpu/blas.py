@@ -20,6 +20,64 @@ _INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
+class GemmRecipe:
+    """A low-precision GEMM as cuBLAS ``gemmEx`` runs it: operand and output storage,
+    their CUDA data types, the compute type and the dtype of alpha and beta.
+
+    ``operands`` is the NumPy dtype that stores A and B. bfloat16 has no NumPy
+    dtype: its operands are uint16 arrays holding the bit patterns (the upper
+    half of the float32 bits), which cuBLAS reads as ``CUDA_R_16BF``.
+    """
+
+    name: str
+    operands: np.dtype
+    output: np.dtype
+    cuda_operands: int
+    cuda_output: int
+    compute: int
+    scalar: np.dtype
+    description: str
+
+
+# cudaDataType_t and cublasComputeType_t values (library_types.h, cublas_api.h); CuPy does not
+# export CUDA_R_32I, hence the literals.
+_CUDA_R_32F, _CUDA_R_16F, _CUDA_R_8I, _CUDA_R_32I, _CUDA_R_16BF = 0, 2, 3, 10, 14
+_COMPUTE_32F, _COMPUTE_32I, _COMPUTE_32F_FAST_TF32 = 68, 72, 77
+
+#: The low-precision products :meth:`gpu.backend.Backend.gemm_ex` runs, by name.
+GEMM_RECIPES: dict[str, GemmRecipe] = {r.name: r for r in (
+    GemmRecipe("fp32", np.dtype(np.float32), np.dtype(np.float32), _CUDA_R_32F, _CUDA_R_32F, _COMPUTE_32F,
+               np.dtype(np.float32), "SGEMM: FP32 operands, FP32 multiply-add (no tensor cores)"),
+    GemmRecipe("tf32", np.dtype(np.float32), np.dtype(np.float32), _CUDA_R_32F, _CUDA_R_32F,
+               _COMPUTE_32F_FAST_TF32, np.dtype(np.float32),
+               "TF32 tensor cores: FP32 storage read with 11 significant bits, FP32 accumulation"),
+    GemmRecipe("fp16", np.dtype(np.float16), np.dtype(np.float32), _CUDA_R_16F, _CUDA_R_32F, _COMPUTE_32F,
+               np.dtype(np.float32), "FP16 tensor cores, FP32 accumulation"),
+    GemmRecipe("bf16", np.dtype(np.uint16), np.dtype(np.float32), _CUDA_R_16BF, _CUDA_R_32F, _COMPUTE_32F,
+               np.dtype(np.float32), "BF16 tensor cores (bit patterns in uint16), FP32 accumulation"),
+    GemmRecipe("int8", np.dtype(np.int8), np.dtype(np.int32), _CUDA_R_8I, _CUDA_R_32I, _COMPUTE_32I,
+               np.dtype(np.int32), "INT8 tensor cores, INT32 accumulation"),
+)}
+
+
+def gemm_recipe(name: str) -> GemmRecipe:
+    """The recipe called ``name``; ValueError listing the known ones otherwise."""
+    try:
+        return GEMM_RECIPES[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown GEMM recipe {name!r}; known: {', '.join(GEMM_RECIPES)}") from None
+
+
+def check_recipe_dtypes(recipe: GemmRecipe, *named) -> None:
+    """TypeError unless A and B hold the recipe's operand dtype and C its output dtype."""
+    (na, A), (nb, B), (nc, C) = named
+    for name, x, want in ((na, A, recipe.operands), (nb, B, recipe.operands), (nc, C, recipe.output)):
+        if np.dtype(x.dtype) != want:
+            raise TypeError(f"{recipe.name} GEMM: {name} has dtype {x.dtype}, needs {want} "
+                            f"({recipe.description})")
+
+
+@dataclass(frozen=True)
 class Layout:
     """A 2-D view as BLAS sees it.
 

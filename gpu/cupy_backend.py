@@ -4,7 +4,8 @@ CuPy's own ``cupy.cublas.gemm`` and ``cupy.matmul(out=view)`` copy
 non-contiguous operands (see ``shared/notes``). Here ``gemm``/``geam`` call
 ``cublas.dgemm``/``dgeam`` (``sgemm``/``sgeam`` for float32) with the view's
 pointer and leading dimension, on the current CuPy stream, so a product on a
-quadrant makes no copy and no allocation.
+quadrant makes no copy and no allocation. ``gemm_ex`` calls ``cublas.gemmEx``
+the same way for TF32, FP16, BF16 and INT8 operands.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import numpy as np
 
 from .backend import AllocationReport, Backend, BackendUnavailable, Timer, check_policy
 
+#: cublasGemmAlgo_t CUBLAS_GEMM_DEFAULT: cuBLAS picks the kernel (tensor cores where the types allow).
+_GEMM_DEFAULT = -1
 _INSTALL_HINT = ("install CuPy for your CUDA (pip install 'gemmlab[gpu]' for CUDA 13, "
                  "cupy-cuda12x for CUDA 12) or use --backend numpy")
 
@@ -63,6 +66,13 @@ class CupyBackend(Backend):
         self._gemm_fn[dtype](self._handle(), call.transa, call.transb, call.m, call.n, call.k,
                              al.ctypes.data, call.a, call.lda, call.b, call.ldb,
                              be.ctypes.data, call.c, call.ldc)
+
+    def _gemm_ex(self, recipe, call, beta, arrays) -> None:
+        al, be = np.array(1, recipe.scalar), np.array(beta, recipe.scalar)
+        self._cublas.gemmEx(self._handle(), call.transa, call.transb, call.m, call.n, call.k,
+                            al.ctypes.data, call.a, recipe.cuda_operands, call.lda,
+                            call.b, recipe.cuda_operands, call.ldb, be.ctypes.data,
+                            call.c, recipe.cuda_output, call.ldc, recipe.compute, _GEMM_DEFAULT)
 
     def _geam(self, dtype, call, alpha, beta, arrays, layouts) -> None:
         al, be = np.array(alpha, dtype), np.array(beta, dtype)

@@ -1,7 +1,8 @@
 """The CPU backend: NumPy arrays, SciPy's BLAS on raw pointers, tracemalloc accounting.
 
 GEMM goes to the BLAS with the view's leading dimension (no copy, real
-``beta``). GEAM runs NumPy ufuncs with ``out=``: on contiguous operands in one
+``beta``). Low-precision GEMMs (``gemm_ex``) are emulated in float64, which
+gives the device's values wherever the device computes them exactly. GEAM runs NumPy ufuncs with ``out=``: on contiguous operands in one
 call, otherwise one row at a time, because a ufunc over a 2-D strided view
 allocates iterator buffers (about 192 KiB) while a contiguous row needs none.
 """
@@ -42,6 +43,17 @@ class NumpyBackend(Backend):
 
     def _gemm(self, dtype, call, alpha, beta) -> None:
         cpu_blas.gemm(dtype, call, alpha, beta)
+
+    def _gemm_ex(self, recipe, call, beta, arrays) -> None:
+        """Emulate the recipe: the exact float64 product of the operands' values, cast to C."""
+        A, B, C = arrays
+        product = decode_operand(recipe, A) @ decode_operand(recipe, B)
+        if C.dtype.kind == "i":
+            total = product.astype(np.int64) + (np.int64(beta) * C if beta else 0)
+            np.copyto(C, total.astype(C.dtype))          # wraps like the device's integer adds
+        else:
+            total = product.astype(C.dtype)
+            np.copyto(C, total + C.dtype.type(beta) * C if beta else total)
 
     def _geam(self, dtype, call, alpha, beta, arrays, layouts) -> None:
         (A, B, C), (lay_a, lay_b, lay_c) = arrays, layouts
@@ -140,6 +152,13 @@ class NumpyBackend(Backend):
 
 
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def decode_operand(recipe, x: np.ndarray) -> np.ndarray:
+    """The values of a low-precision operand as float64 (bfloat16 from its uint16 bit patterns)."""
+    if recipe.name == "bf16":
+        return (x.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return x.astype(np.float64)
 
 
 def _axpby(alpha, a, beta, b, c, c_is_b: bool) -> None:

@@ -28,7 +28,7 @@ import numpy as np
 from modeling.memory import strassen_memory
 
 from . import blas
-from .backend import Array, Backend, get_backend
+from .backend import Array, Backend, get_backend, matrix_pair
 from .executor import Executor, quadrants
 from .liveness import analyze, clobbers
 from .schedules import SUPPORT, get_schedule, resolve
@@ -39,18 +39,10 @@ MAX_LEVEL = 10
 
 def _operands(be: Backend, A: Any, B: Any) -> tuple[Array, Array, bool, bool]:
     """Backend arrays of A and B, and whether each was converted (a private copy)."""
-    out = []
-    for name, x in (("A", A), ("B", B)):
-        arr = x if isinstance(x, be.xp.ndarray) else be.asarray(x)
-        if arr.ndim != 2:
-            raise ValueError(f"{name} must be 2-D, got shape {arr.shape}")
-        be.layout(arr, name)
-        out.append((arr, arr is not x))
-    (A, copied_a), (B, copied_b) = out
+    A, B, copied_a, copied_b = matrix_pair(be, A, B)
+    be.layout(A, "A")
+    be.layout(B, "B")
     blas.check_dtypes(("A", A), ("B", B))
-    if A.shape[1] != B.shape[0]:
-        raise ValueError(f"A is {A.shape[0]} x {A.shape[1]} and B is {B.shape[0]} x {B.shape[1]}: "
-                         "A's columns must equal B's rows")
     return A, B, copied_a, copied_b
 
 

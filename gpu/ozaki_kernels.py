@@ -1,0 +1,209 @@
+"""CUDA kernels of the Ozaki scheme (CuPy only): row maxima, slicing, and the FP64 summation.
+
+Three kernels, compiled by NVRTC on first use and cached by CuPy:
+
+* ``absmax`` / ``abssum``: reductions of |x| along an axis with no |x|
+  temporary; the maximum propagates NaN, so one small vector tells whether a
+  row holds NaN or infinity.
+* ``ozaki_slice``: reads a 32 x 32 tile of X (rows of A, or rows of B^T read
+  from B's columns) through shared memory, so that both the read and the writes
+  are coalesced whichever axis of X is contiguous, and writes every slice of
+  each element in one pass: x = ldexp(X[r, c], -e[r]); then S times
+  x *= 2**alpha; m = trunc(x); x -= m, storing m in the slice format (with
+  ``remainder``, the last slice and B's extra one are rounded to the format's
+  significand bits instead). Padding columns (up to the leading dimension) and
+  padding rows get zeros.
+* ``ozaki_fold``: adds the GEMM buffers of a batch into the FP64 result in
+  one pass over the output: per entry, D += buffer (exact: integers below
+  2**53), and at the last buffer of a diagonal acc += D * 2**(-alpha d);
+  the last batch scales by 2**(e_i + f_j) with ``ldexp``. The order of the
+  additions is fixed, so results are bitwise reproducible, and ``D * scale``
+  is exact, so contracting it into an FMA changes nothing.
+
+The NumPy path in :mod:`gpu.ozaki` performs the same operations in the same
+order; the two give identical bits.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+#: Tile side of the slicing kernel, and rows of threads per tile (each thread handles 32/8 rows).
+TILE, TILE_ROWS = 32, 8
+#: Threads per block of the fold kernel, and the most blocks it launches (a grid-stride loop does the rest).
+FOLD_THREADS, FOLD_MAX_BLOCKS = 256, 65536
+
+_SLICE_SOURCE = r"""
+__device__ __forceinline__ unsigned short half_bits(float f)
+{
+    // float -> binary16 bits; exact for the integers |f| < 2048 that slices hold.
+    unsigned int b = __float_as_uint(f);
+    unsigned int sign = (b >> 16) & 0x8000u, mag = b & 0x7fffffffu;
+    if (mag == 0u) return (unsigned short)sign;
+    unsigned int e = (mag >> 23) - 127u + 15u;
+    return (unsigned short)(sign | (e << 10) | ((mag & 0x7fffffu) >> 13));
+}
+
+__device__ __forceinline__ double round_bits(double r, int bits, double tiny)
+{
+    // r rounded to nearest even with `bits` significant bits; below `tiny` (the storage's
+    // smallest normal) to +0, so that the store is exact.
+    int e;
+    frexp(r, &e);
+    const double q = ldexp(rint(ldexp(r, bits - e)), e - bits);
+    return fabs(q) < tiny ? 0.0 : q;
+}
+
+extern "C" __global__ void ozaki_slice(
+    const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
+    long long rows_pad, long long ldk, const int* __restrict__ exps,
+    STORE_T* __restrict__ out, long long ld_out, int alpha, int slices, int digits, long long first,
+    long long step, int tail_from, long long tail_first, long long tail_step, int bits, double tiny)
+{
+    __shared__ double tile[32][33];
+    const long long r0 = (long long)blockIdx.y * 32, c0 = (long long)blockIdx.x * 32;
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const bool by_rows = (cs == 1);          // X's rows are contiguous: threads run along columns
+    for (int q = ty; q < 32; q += 8) {
+        const long long r = r0 + (by_rows ? q : tx), c = c0 + (by_rows ? tx : q);
+        double v = 0.0;
+        if (r < rows && c < cols) v = ldexp(x[r * rs + c * cs], -exps[r]);
+        if (by_rows) tile[q][tx] = v; else tile[tx][q] = v;
+    }
+    __syncthreads();
+    const double radix = ldexp(1.0, alpha);
+    for (int q = ty; q < 32; q += 8) {
+        const long long r = r0 + q, c = c0 + tx;
+        if (r < rows_pad && c < ldk) {
+            double v = tile[q][tx];
+            STORE_T* o = out + r * ld_out + c;
+            for (int j = 1; j <= slices; ++j) {
+                if (j >= tail_from)
+                    o[(tail_first + (j - tail_from) * tail_step) * ldk] = STORE(round_bits(v * radix, bits, tiny));
+                if (j <= digits) {
+                    v *= radix;
+                    const double m = trunc(v);
+                    v -= m;
+                    o[(first + (j - 1) * step) * ldk] = STORE(m);
+                }
+            }
+        }
+    }
+}
+"""
+
+#: Per slice storage dtype: the C type the kernel writes and how a digit (a double) is stored.
+_STORES = {
+    "int8": ("signed char", "(signed char)(int)(m)"),
+    "float32": ("float", "(float)(m)"),
+    "float16": ("unsigned short", "half_bits((float)(m))"),
+    "uint16": ("unsigned short", "(unsigned short)(__float_as_uint((float)(m)) >> 16)"),   # bfloat16 bits
+}
+
+_FOLD_SOURCE = r"""
+extern "C" __global__ void ozaki_fold(
+    const unsigned long long* __restrict__ bufs, const double* __restrict__ scales,
+    const int* __restrict__ closes, int nbuf, long long ldbuf,
+    double* __restrict__ acc, long long ldacc, double* __restrict__ open,
+    const int* __restrict__ erow, const int* __restrict__ ecol, long long m, long long n, int flags)
+{
+    const long long total = m * n;
+    for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
+         idx += (long long)gridDim.x * blockDim.x) {
+        const long long i = idx / n, j = idx - i * n;
+        double a = (flags & 1) ? acc[i * ldacc + j] : 0.0;
+        double d = (flags & 2) ? open[idx] : 0.0;
+        for (int b = 0; b < nbuf; ++b) {
+            d += (double)((const BUF_T*)bufs[b])[i * ldbuf + j];
+            if (closes[b]) { a += d * scales[b]; d = 0.0; }
+        }
+        if (flags & 4) open[idx] = d;
+        if (flags & 8) a = ldexp(a, erow[i] + ecol[j]);
+        acc[i * ldacc + j] = a;
+    }
+}
+"""
+
+LOAD_ACC, LOAD_OPEN, STORE_OPEN, FINALIZE = 1, 2, 4, 8
+_BUFFERS = {"float32": "float", "int32": "int"}
+
+
+@cache
+def _slice_kernel(storage: str) -> Any:
+    import cupy
+
+    ctype, store = _STORES[storage]
+    source = f"#define STORE_T {ctype}\n#define STORE(m) {store}\n" + _SLICE_SOURCE
+    return cupy.RawKernel(source, "ozaki_slice")
+
+
+@cache
+def _fold_kernel(buffer: str) -> Any:
+    import cupy
+
+    return cupy.RawKernel(f"#define BUF_T {_BUFFERS[buffer]}\n" + _FOLD_SOURCE, "ozaki_fold")
+
+
+@cache
+def _reductions() -> tuple[Any, Any]:
+    import cupy
+
+    absmax = cupy.ReductionKernel("float64 x", "float64 y", "fabs(x)", "(isnan(a) || a > b) ? a : b",
+                                  "y = a", "0", "ozaki_absmax")
+    abssum = cupy.ReductionKernel("float64 x", "float64 y", "fabs(x)", "a + b", "y = a", "0", "ozaki_abssum")
+    return absmax, abssum
+
+
+def absmax(X: Any, axis: int) -> Any:
+    """max |X| along ``axis`` (NaN if the line holds NaN), with no |X| temporary."""
+    return _reductions()[0](X, axis=axis)
+
+
+def abssum(X: Any, axis: int) -> Any:
+    """sum |X| along ``axis``, with no |X| temporary."""
+    return _reductions()[1](X, axis=axis)
+
+
+def slice_rows(X: Any, exps: Any, out: Any, *, rows_pad: int, ldk: int, alpha: int, slices: int, bits: int,
+               tiny: float, digits: int, first: int, step: int, tail_from: int, tail_first: int,
+               tail_step: int) -> None:
+    """Write the slices of every X[r, c] into ``out`` (rows_pad x positions*ldk, C order).
+
+    For j = 1..slices: from ``tail_from`` on, the rest x_{j-1} 2**alpha rounded to
+    ``bits`` significant bits goes to position tail_first + (j - tail_from) tail_step;
+    up to ``digits``, digit j goes to position first + (j - 1) step (positions in
+    units of ``ldk`` columns). Columns up to ldk and rows up to ``rows_pad`` are
+    zero-filled. X may have any strides (B^T is read from B).
+    """
+    rows, cols = X.shape
+    it = X.itemsize
+    rs, cs = X.strides[0] // it, X.strides[1] // it
+    if cols == 1:
+        cs = 1
+    grid = (-(-ldk // TILE), -(-rows_pad // TILE))
+    i64, i32 = np.int64, np.int32
+    _slice_kernel(out.dtype.name)(
+        grid, (TILE, TILE_ROWS),
+        (X, i64(rs), i64(cs), i64(rows), i64(cols), i64(rows_pad), i64(ldk), exps, out,
+         i64(out.strides[0] // out.itemsize), i32(alpha), i32(slices), i32(digits), i64(first), i64(step),
+         i32(tail_from), i64(tail_first), i64(tail_step), i32(bits), np.float64(tiny)))
+
+
+def fold(buffers: Any, scales: Any, closes: Any, acc: Any, open_: Any, erow: Any, ecol: Any, flags: int) -> None:
+    """One fold launch over ``buffers`` (a list of (m, ld) views of one dtype) into ``acc`` (m x n)."""
+    import cupy
+
+    m, n = acc.shape
+    ptrs = cupy.asarray(np.array([b.data.ptr for b in buffers], dtype=np.uint64))
+    sc = cupy.asarray(np.asarray(scales, dtype=np.float64))
+    cl = cupy.asarray(np.asarray(closes, dtype=np.int32))
+    ldbuf = buffers[0].strides[0] // buffers[0].itemsize
+    blocks = max(1, min(FOLD_MAX_BLOCKS, -(-(m * n) // FOLD_THREADS)))
+    i64 = np.int64
+    _fold_kernel(buffers[0].dtype.name)(
+        (blocks,), (FOLD_THREADS,),
+        (ptrs, sc, cl, np.int32(len(buffers)), i64(ldbuf), acc, i64(acc.strides[0] // acc.itemsize),
+         open_ if open_ is not None else acc, erow, ecol, i64(m), i64(n), np.int32(flags)))

@@ -1,0 +1,480 @@
+"""The Ozaki scheme: exact slice products, the fold, accuracy, zeros, wide exponents, auto, errors.
+
+GPU tests (``-m gpu``) check that the device computes what the NumPy path
+computes, bit for bit: every slice-pair product the scheme treats as exact
+must be exact on the hardware, including at the accumulator bound.
+"""
+
+from fractions import Fraction
+from itertools import pairwise
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from accuracy.generate import cancellation_pair, phi_matrix
+from accuracy.metrics import error_report
+from accuracy.reference import exact_matmul
+from gpu import ozaki
+from gpu.backend import get_backend
+from gpu.blas import gemm_recipe
+from gpu.numpy_backend import decode_operand
+
+FORMATS = tuple(ozaki.FORMATS)
+NP = get_backend("numpy")
+
+
+def emulated(A, B, slices, fmt="fp32", k_block=None):
+    """The scheme's result computed independently: exact int64 digit products, then the same fold."""
+    p = ozaki.plan(A.shape[0], A.shape[1], B.shape[1], slices, fmt, k_block=k_block)
+    e = np.frexp(np.abs(A).max(axis=1))[1].astype(np.int32)
+    f = np.frexp(np.abs(B).max(axis=0))[1].astype(np.int32)
+    da = [d.astype(np.int64) for d in ozaki.split_values(np, A, e, p.alpha, slices)]
+    db = [d.astype(np.int64) for d in ozaki.split_values(np, B.T, f, p.alpha, slices)]
+    acc = np.zeros((A.shape[0], B.shape[1]))
+    for d in range(slices + 1, 1, -1):
+        D = sum(da[s - 1] @ db[d - s - 1].T for s in range(max(1, d - slices), min(slices, d - 1) + 1))
+        acc += D.astype(np.float64) * 2.0 ** (-p.alpha * d)
+    return np.ldexp(acc, e[:, None] + f[None, :])
+
+
+def phi_pair(m, k, n, phi=1.0, seed=1):
+    return phi_matrix(m, k, phi, (seed, 0)), phi_matrix(k, n, phi, (seed, 1))
+
+
+def chunk_products(be, A, B, p):
+    """(device buffer, exact int64 product) for every GEMM call of plan p."""
+    rows = ozaki._lines(be, be.asarray(A), 1, "A")
+    cols = ozaki._lines(be, be.asarray(B), 0, "B")
+    a_cat = ozaki._split(be, be.asarray(A), rows.exps, p, p.m, reverse=False, overwrite=False)
+    b_cat = ozaki._split(be, be.asarray(B).T, cols.exps, p, p.n_pad, reverse=True, overwrite=False)
+    recipe = gemm_recipe(p.format.recipe)
+    ia = decode_operand(recipe, be.to_numpy(a_cat)).astype(np.int64)
+    ib = decode_operand(recipe, be.to_numpy(b_cat)).astype(np.int64)
+    out = []
+    for c in p.chunks:
+        buf = be.xp.empty((p.m, p.n_pad), dtype=p.format.accumulator)
+        be.gemm_ex(a_cat[:, c.a_start:c.a_start + c.length], b_cat[:, c.b_start:c.b_start + c.length].T, buf,
+                   recipe=p.format.recipe)
+        exact = ia[:, c.a_start:c.a_start + c.length] @ ib[:, c.b_start:c.b_start + c.length].T
+        out.append((be.to_numpy(buf), exact))
+    return out
+
+
+# --------------------------------------------------------------------------- formats and plans
+
+def test_format_table_bounds():
+    fp32, int8 = ozaki.FORMATS["fp32"], ozaki.FORMATS["int8"]
+    assert int8.terms(7) == 133144 and 133144 * 127**2 < 2**31 <= 133145 * 127**2
+    assert fp32.terms(7) == 1040 and fp32.alpha_for(1024) == 7 and fp32.alpha_for(4096) == 6
+    for fmt in ozaki.FORMATS.values():
+        for a in range(1, fmt.bits + 1):
+            assert fmt.terms(a) * (2**a - 1) ** 2 <= fmt.limit < (fmt.terms(a) + 1) * (2**a - 1) ** 2
+            assert fmt.alpha_for(fmt.terms(a)) >= a
+        top = np.array([1.0 - 2.0**fmt.bits, 2.0**fmt.bits - 1])
+        stored = ozaki.encode(np, top, fmt.storage)
+        assert stored.dtype == fmt.storage
+        np.testing.assert_array_equal(decode_operand(gemm_recipe(fmt.recipe), stored), top)
+
+
+@pytest.mark.parametrize("fmt,k,alpha,k_block", [
+    ("fp32", 1024, 7, 1040), ("fp32", 4096, 7, 1040), ("fp32", 100, 8, 256),
+    ("int8", 16384, 7, 133136), ("int8", 300000, 7, 133136), ("fp16", 5000, 5, 4352), ("bf16", 100, 7, 256), ("bf16", 48, 8, 64),
+])
+def test_alpha_and_block_choice(fmt, k, alpha, k_block):
+    assert ozaki.choose_alpha(ozaki.FORMATS[fmt], k) == (alpha, k_block)
+
+
+@pytest.mark.parametrize("slices,k,block", [(1, 16, 1040), (3, 1000, 1040), (5, 3000, 1040), (4, 40, 64)])
+def test_chunks_cover_every_pair_of_each_diagonal_once(slices, k, block):
+    p = ozaki.plan(8, k, 8, slices, "fp32", k_block=block)
+    assert p.pairs == slices * (slices + 1) // 2
+    seen = {}
+    for c in p.chunks:
+        assert c.length <= p.k_block and c.length % 16 == 0 and c.a_start % 16 == 0 and c.b_start % 16 == 0
+        for x in range(c.length):
+            s, t = (c.a_start + x) // p.ldk + 1, slices - (c.b_start + x) // p.ldk
+            assert s + t == c.diagonal and (c.a_start + x) % p.ldk == (c.b_start + x) % p.ldk
+            seen[(s, t)] = seen.get((s, t), 0) + 1
+    assert seen == {(s, t): p.ldk for s in range(1, slices + 1) for t in range(1, slices + 2 - s)}
+    diagonals = [c.diagonal for c in p.chunks]
+    assert diagonals == sorted(diagonals, reverse=True)
+    assert [c.closes for c in p.chunks] == [i == len(diagonals) - 1 or diagonals[i + 1] != d
+                                           for i, d in enumerate(diagonals)]
+
+
+def test_plan_reports_workspace_and_fits_memory():
+    p = ozaki.plan(16384, 16384, 16384, 9, "int8")
+    assert (p.alpha, p.pairs, p.gemm_calls, p.held) == (7, 45, 10, 10)
+    ws = p.workspace()
+    assert ws["slices_a"] == ws["slices_b"] == 9 * 16384**2 and ws["buffers"] == 10 * 4 * 16384**2
+    assert "alpha = 7" in p.report() and "workspace" in p.report() and p.as_dict()["fold_launches"] == 1
+    small = ozaki.plan(4096, 4096, 4096, 4, "fp32", memory=2**30)
+    assert 1 <= small.held < small.gemm_calls and small.workspace_bytes <= 0.9 * 2**30
+    with pytest.raises(ozaki.WorkspaceError, match="workspace beyond"):
+        ozaki.plan(4096, 4096, 4096, 4, "fp32", memory=2**28)
+
+
+# --------------------------------------------------------------------------- exactness
+
+def worst_case(m, k, n):
+    """Entries just below 1: every digit is 2**alpha - 1, so sums reach the accumulator bound."""
+    return np.full((m, k), 1 - 2.0**-53), np.full((k, n), -(1 - 2.0**-53))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_slice_pair_products_are_exact_across_blocked_k(fmt):
+    """Every GEMM call (a chunk of a diagonal) equals the exact integer product of its digits,
+    where k needs several calls per pair and where sums reach the accumulator's bound."""
+    f = ozaki.FORMATS[fmt]
+    k = 2 * f.terms(f.min_alpha) + 37 if f.limit < 2**31 else 1000
+    block = None if f.limit < 2**31 else 208          # INT8 blocks only past 133,136 terms: force it
+    A, B = phi_pair(5, k, 7, 1.0)
+    p = ozaki.plan(5, k, 7, 3, fmt, k_block=block)
+    assert any(c.length < (c.diagonal - 1) * p.ldk for c in p.chunks), "k must need blocking"
+    for buf, exact in chunk_products(NP, A, B, p):
+        np.testing.assert_array_equal(buf.astype(np.int64), exact)
+    Aw, Bw = worst_case(3, p.k_block, 5)
+    pw = ozaki.plan(3, p.k_block, 5, min(3, 53 // p.alpha), fmt, k_block=block)
+    for buf, exact in chunk_products(NP, Aw, Bw, pw):
+        np.testing.assert_array_equal(buf.astype(np.int64), exact)
+    assert max(abs(int(e.min())) for _, e in chunk_products(NP, Aw, Bw, pw)) > f.limit // 2
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("shape", [(9, 33, 13), (1, 5, 1), (20, 70, 3)])
+def test_matmul_equals_independent_emulation_bitwise(fmt, shape):
+    A, B = phi_pair(*shape, phi=2.0, seed=3)
+    A[2 % shape[0]] = 0.0                                                   # a zero row
+    for slices in (1, 3, 6):
+        C = ozaki.matmul(A, B, slices=slices, slice_format=fmt, backend="numpy")
+        np.testing.assert_array_equal(C, emulated(A, B, slices, fmt))
+    assert not np.signbit(C[A.sum(axis=1) == 0]).any()
+
+
+def test_batched_fold_with_open_diagonal_gives_the_same_bits(monkeypatch):
+    A, B = phi_pair(40, 2100, 30)
+    whole = ozaki.matmul(A, B, slices=4, backend="numpy")
+    p = ozaki.plan(40, 2100, 30, 4, "fp32")
+    free = p.workspace_bytes - p.workspace()["buffers"] + 8 * 40 * 30 + 3 * 40 * 32 * 4
+    monkeypatch.setattr(NP, "memory_info", lambda: (int(free / ozaki.HEADROOM) + 1, 2**40))
+    tight = ozaki.configure(A, B, slices=4, backend="numpy")
+    assert tight.held < tight.gemm_calls and tight.needs_open and len(tight.batches) > 2
+    np.testing.assert_array_equal(ozaki.matmul(A, B, slices=4, backend="numpy"), whole)
+    monkeypatch.setattr(NP, "memory_info", lambda: (2**16, 2**40))
+    with pytest.raises(ozaki.WorkspaceError, match="workspace"):
+        ozaki.matmul(A, B, slices=4, backend="numpy")
+
+
+# --------------------------------------------------------------------------- the paper's form (rounded tails)
+
+@pytest.mark.parametrize("slices", [1, 2, 4])
+def test_rounded_tail_plan_has_the_triangle_with_one_inexact_diagonal(slices):
+    p = ozaki.plan(8, 40, 8, slices, "fp32", remainder=True, k_block=32)
+    assert p.pairs == slices * (slices + 1) // 2 and p.b_positions == 2 * slices - 1
+    exact = [c for c in p.chunks if c.exact]
+    assert {c.diagonal for c in exact} == set(range(2, slices + 1))
+    assert {c.diagonal for c in p.chunks if not c.exact} == {slices + 1}
+    assert sum(c.length for c in p.chunks) == p.pairs * p.ldk
+    with pytest.raises(ValueError, match="needs a float format"):
+        ozaki.plan(8, 40, 8, slices, "int8", remainder=True)
+
+
+@pytest.mark.parametrize("variant", ["fp32r", "tf32r", "fp16r", "bf16r"])
+def test_rounded_tails_hold_the_rest_of_each_row(variant):
+    fmt, remainder = ozaki.parse_variant(variant)
+    _, B = phi_pair(6, 50, 9, phi=2.0, seed=8)
+    p = ozaki.plan(6, 50, 9, 4, fmt, remainder=remainder)
+    cols = ozaki._lines(NP, B, 0, "B")
+    b_cat = decode_operand(gemm_recipe(fmt.recipe), ozaki._split(NP, B.T, cols.exps, p, p.n_pad, True, False))
+    digits = ozaki.split_values(np, B.T, cols.exps, p.alpha, 4)
+    for j in range(1, 5):
+        pos = 2 * 4 - 1 - j
+        tail = np.ldexp(b_cat[:9, pos * p.ldk:pos * p.ldk + 50], (cols.exps - p.alpha * j)[:, None])
+        rest = B.T - sum(np.ldexp(digits[t], (cols.exps - p.alpha * (t + 1))[:, None]) for t in range(j - 1))
+        scale = np.ldexp(1.0, cols.exps - p.alpha * (j - 1))[:, None]
+        assert (np.abs(tail - rest) <= 2.0**-fmt.bits * np.abs(rest) + fmt.tiny * scale).all()
+    assert ozaki.parse_variant("int8") == (ozaki.FORMATS["int8"], False)
+    with pytest.raises(ValueError, match="unknown slice format 'int8r'"):
+        ozaki.parse_variant("int8r")
+
+
+def test_paper_form_gains_alpha_bits_per_split_over_sgemm():
+    A, B = phi_pair(128, 128, 128, phi=0.1, seed=1)
+    ref = exact_matmul(A, B, backend="numpy")
+    sgemm = error_report(A.astype(np.float32) @ B.astype(np.float32), ref).max_rel
+    errors = [error_report(ozaki.matmul(A, B, slices=s, remainder=True, backend="numpy"), ref).max_rel
+              for s in range(1, 7)]
+    assert errors[0] < 4 * sgemm                          # one slice: SGEMM on the scaled inputs
+    assert all(b < a / 30 for a, b in pairwise(errors[1:]))
+    assert errors[1] < sgemm / 10 and errors[5] < sgemm * 1e-9   # the paper: 0-2 and 7-9 digits gained
+    exact_only = error_report(ozaki.matmul(A, B, slices=3, backend="numpy"), ref).max_rel
+    assert errors[2] < exact_only / 1e4
+    with pytest.raises(ValueError, match="exact digits only"):
+        ozaki.matmul(A, B, remainder=True, backend="numpy")
+    p = ozaki.plan(128, 128, 128, 3, "fp32", remainder=True)
+    for (buf, exact), c in zip(chunk_products(NP, A, B, p), p.chunks):
+        if c.exact:
+            np.testing.assert_array_equal(buf.astype(np.int64), exact)
+
+
+# --------------------------------------------------------------------------- accuracy and special inputs
+
+@pytest.mark.parametrize("fmt", ["fp32", "int8"])
+def test_error_decreases_with_slices_on_phi_01(fmt):
+    A, B = phi_pair(64, 96, 48, phi=0.1, seed=2)
+    ref = exact_matmul(A, B, backend="numpy")
+    errors = [error_report(ozaki.matmul(A, B, slices=s, slice_format=fmt, backend="numpy"), ref).max_rel
+              for s in range(1, 11)]
+    above_floor = [e for e in errors if e > 1e-14]
+    assert len(above_floor) >= 5 and all(b < a / 8 for a, b in pairwise(above_floor))
+    assert errors[-1] < 1e-13
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_exact_zeros_and_cancellations_reproduced(fmt):
+    A, B = cancellation_pair(12, 31, 10, seed=4)
+    ref = exact_matmul(A, B, backend="numpy")
+    for slices in (2, 5, 9):
+        C = ozaki.matmul(A, B, slices=slices, slice_format=fmt, backend="numpy")
+        zeros = ref == 0
+        assert zeros[:, :5].all() and (C[zeros] == 0).all() and not np.signbit(C[zeros]).any()
+    assert error_report(C, ref).max_rel < 1e-6     # Y (X2 - X3) keeps about 23 of its bits at 9 slices
+
+
+def test_sign_symmetry_and_power_of_two_scaling_are_exact():
+    A, B = phi_pair(16, 40, 12, phi=2.0, seed=5)
+    C = ozaki.matmul(A, B, slices=4, slice_format="int8", backend="numpy")
+    np.testing.assert_array_equal(ozaki.matmul(-A, B, slices=4, slice_format="int8", backend="numpy"), -C)
+    r, c = np.arange(16) * 37 - 300, 250 - np.arange(12) * 41
+    scaled = ozaki.matmul(np.ldexp(A, r[:, None]), np.ldexp(B, c[None, :]), slices=4, slice_format="int8",
+                          backend="numpy")
+    np.testing.assert_array_equal(scaled, np.ldexp(C, r[:, None] + c[None, :]))
+
+
+def test_inputs_beyond_fp32_range_work():
+    A, B = phi_pair(24, 50, 20, phi=1.0, seed=6)
+    A[:12] *= 2.0**400                                 # far outside FP32's (and FP16's) exponent range
+    A[12:] *= 2.0**-300
+    B[:, ::2] *= 1e-150
+    ref = exact_matmul(A, B, backend="numpy")
+    for fmt in ("fp32", "fp16", "int8"):
+        C = ozaki.matmul(A, B, slices=10, slice_format=fmt, backend="numpy")
+        assert np.isfinite(C).all() and error_report(C, ref).max_rel < 1e-11
+    tiny = np.full((2, 3), 5e-324)                     # subnormal rows: exponents below -1022
+    assert (ozaki.matmul(tiny, np.full((3, 2), 2.0**1000), slices=2, backend="numpy")
+            == exact_matmul(tiny, np.full((3, 2), 2.0**1000), backend="numpy")).all()
+
+
+def test_empty_and_degenerate_shapes():
+    for m, k, n in ((0, 3, 4), (3, 0, 4), (3, 4, 0)):
+        C = ozaki.matmul(np.ones((m, k)), np.ones((k, n)), slices=2, backend="numpy")
+        assert C.shape == (m, n) and (C == 0).all()
+    C = ozaki.matmul(np.zeros((4, 5)), np.ones((5, 3)), slices=3, backend="numpy")
+    assert (C == 0).all() and not np.signbit(C).any()
+
+
+def test_overwrite_and_out():
+    A, B = phi_pair(10, 20, 6)
+    want = ozaki.matmul(A, B, slices=3, backend="numpy")
+    a, b = A.copy(), B.copy()
+    out = np.empty((10, 6))
+    got = ozaki.matmul(a, b, slices=3, backend="numpy", overwrite_a=True, overwrite_b=True, out=out)
+    assert got is out and (got == want).all()
+    assert not np.array_equal(a, A), "overwrite_a lets the scheme keep its remainders in A"
+    square = phi_pair(12, 12, 12)[0]
+    want = ozaki.matmul(square, square.T.copy(), slices=3, backend="numpy")
+    np.testing.assert_array_equal(ozaki.matmul(square, square.T, slices=3, backend="numpy", overwrite_a=True,
+                                               overwrite_b=True), want)
+    with pytest.raises(ValueError, match="out must be"):
+        ozaki.matmul(A, B, slices=3, backend="numpy", out=np.empty((6, 10)))
+
+
+def test_phases_cover_split_gemm_and_sum():
+    A, B = phi_pair(32, 32, 32)
+    phases = {}
+    ozaki.matmul(A, B, slices=3, backend="numpy", phases=phases)
+    assert set(phases) == {"split", "gemm", "sum"} and all(v >= 0 for v in phases.values())
+
+
+# --------------------------------------------------------------------------- auto
+
+def test_auto_slices_is_the_smallest_count_meeting_the_bound():
+    for alpha, ra, rb, target in ((7, 4.0, 4.0, 2.0**-53), (5, 300.0, 2.0, 1e-8), (8, 1.0, 1.0, 0.5)):
+        s = ozaki.auto_slices(alpha, ra, rb, target)
+        assert ozaki.predicted_error(alpha, s, ra, rb) <= target
+        assert s == 1 or ozaki.predicted_error(alpha, s - 1, ra, rb) > target
+    assert ozaki.auto_slices(7, 4, 4, "dgemm") > ozaki.auto_slices(7, 4, 4, "sgemm")
+    with pytest.raises(ValueError, match="no number of slices"):
+        ozaki.auto_slices(1, 1e6, 1e6, 1e-300)
+
+
+@pytest.mark.parametrize("phi", [0.1, 1.0, 2.0])
+def test_auto_meets_its_target_and_dgemm(phi):
+    A, B = phi_pair(96, 128, 80, phi=phi, seed=7)
+    ref = exact_matmul(A, B, backend="numpy")
+    dgemm = error_report(A @ B, ref, A, B)
+    for fmt in ("fp32", "int8"):
+        for target in (1e-5, 1e-10):
+            rep = error_report(ozaki.matmul(A, B, target=target, slice_format=fmt, backend="numpy"), ref, A, B)
+            assert rep.max_comp <= target
+        rep = error_report(ozaki.matmul(A, B, slice_format=fmt, backend="numpy"), ref, A, B)   # target="dgemm"
+        slices = ozaki.configure(A, B, slice_format=fmt, backend="numpy").slices
+        assert rep.max_comp <= 2.0**-53 * (1 + slices / 2) and rep.max_rel <= dgemm.max_rel
+    fewer = ozaki.configure(A, B, target=1e-5, slice_format="int8", backend="numpy").slices
+    assert fewer < ozaki.configure(A, B, target="dgemm", slice_format="int8", backend="numpy").slices
+
+
+# --------------------------------------------------------------------------- errors
+
+@pytest.mark.parametrize("A,B,kw,error,match", [
+    (np.full((2, 2), np.nan), np.ones((2, 2)), {}, ValueError, "NaN or infinite"),
+    (np.ones((2, 2)), np.array([[1.0, np.inf], [0, 0]]), {}, ValueError, "B has NaN or infinite"),
+    (np.ones((2, 2), np.float32), np.ones((2, 2)), {}, TypeError, "float64"),
+    (np.ones((2, 2), np.int64), np.ones((2, 2)), {}, TypeError, "float64"),
+    (np.ones((2, 3)), np.ones((2, 2)), {}, ValueError, "columns must equal"),
+    (np.ones(3), np.ones((3, 2)), {}, ValueError, "2-D"),
+    (np.ones((2, 2)), np.ones((2, 2)), {"slice_format": "fp8"}, ValueError, "unknown slice format"),
+    (np.ones((2, 2)), np.ones((2, 2)), {"slices": 0}, ValueError, "slices must be"),
+    (np.ones((2, 2)), np.ones((2, 2)), {"slices": 2.5}, ValueError, "slices must be"),
+    (np.ones((2, 2)), np.ones((2, 2)), {"slices": 2, "target": 1e-8}, ValueError, "not both"),
+    (np.ones((2, 2)), np.ones((2, 2)), {"target": 2.0}, ValueError, "target must be"),
+    (np.ones((2, 2)), np.ones((2, 2)), {"target": "exact"}, ValueError, "unknown target"),
+    (np.ones((2, 2)), np.ones((2, 2)), {"slices": 2, "k_block": 8}, ValueError, "k_block must be"),
+    (np.ones((2, 2)), np.ones((2, 2)), {"slices": 2, "slice_format": "int8", "k_block": 2**31},
+     ValueError, "too long"),
+])
+def test_clear_errors(A, B, kw, error, match):
+    with pytest.raises(error, match=match):
+        ozaki.matmul(A, B, backend="numpy", **kw)
+
+
+def test_gemm_ex_checks_dtypes_and_emulates_each_recipe():
+    rng = np.random.default_rng(0)
+    ints = rng.integers(-100, 100, size=(2, 6, 5)).astype(np.float64)
+    for name in ("fp32", "tf32", "fp16", "bf16", "int8"):
+        rec = gemm_recipe(name)
+        a, b = (ozaki.encode(np, x, rec.operands.name) for x in (ints[0], ints[1].T.copy()))
+        C = np.ones((6, 6), dtype=rec.output)
+        NP.gemm_ex(a, b, C, recipe=name, beta=1.0)
+        np.testing.assert_array_equal(C, ints[0] @ ints[1].T + 1)
+    with pytest.raises(TypeError, match="int8 GEMM: C has dtype float32"):
+        NP.gemm_ex(np.ones((2, 2), np.int8), np.ones((2, 2), np.int8), np.ones((2, 2), np.float32), recipe="int8")
+    with pytest.raises(ValueError, match="unknown GEMM recipe"):
+        NP.gemm_ex(np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 2)), recipe="fp64")
+
+
+# --------------------------------------------------------------------------- properties
+
+finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+
+
+@settings(max_examples=60, deadline=None)
+@given(X=hnp.arrays(np.float64, st.tuples(st.integers(1, 4), st.integers(1, 6)), elements=finite),
+       alpha=st.integers(1, 12), slices=st.integers(1, 10))
+def test_split_is_exact_bounded_and_sign_symmetric(X, alpha, slices):
+    e = np.frexp(np.abs(X).max(axis=1))[1].astype(np.int32)
+    digits = ozaki.split_values(np, X, e, alpha, slices)
+    assert all((np.abs(d) <= 2**alpha - 1).all() and (d == np.trunc(d)).all() for d in digits)
+    for d, neg in zip(digits, ozaki.split_values(np, -X, e, alpha, slices)):
+        np.testing.assert_array_equal(neg, -d)
+    for (i, j), x in np.ndenumerate(X):
+        part = sum(Fraction(int(d[i, j])) * Fraction(2) ** (int(e[i]) - alpha * (t + 1))
+                   for t, d in enumerate(digits))
+        rest = Fraction(x) - part
+        assert abs(rest) < Fraction(2) ** (int(e[i]) - alpha * slices)
+        assert rest == 0 or (rest > 0) == (x > 0), "truncation keeps the remainder's sign"
+
+
+@settings(max_examples=25, deadline=None)
+@given(m=st.integers(1, 7), k=st.integers(1, 40), n=st.integers(1, 7), slices=st.integers(1, 7),
+       fmt=st.sampled_from(FORMATS), phi=st.sampled_from([0.0, 1.0, 3.0]), seed=st.integers(0, 2**16))
+def test_matmul_matches_emulation_on_random_shapes(m, k, n, slices, fmt, phi, seed):
+    A, B = phi_pair(m, k, n, phi, seed)
+    np.testing.assert_array_equal(ozaki.matmul(A, B, slices=slices, slice_format=fmt, backend="numpy"),
+                                  emulated(A, B, slices, fmt))
+
+
+# --------------------------------------------------------------------------- GPU
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_gpu_slice_pair_products_are_exact_at_the_bound(fmt, cupy_backend):
+    f = ozaki.FORMATS[fmt]
+    Aw, Bw = worst_case(35, f.terms(f.min_alpha) // 16 * 16, 21)
+    p = ozaki.plan(35, Aw.shape[1], 21, min(4, 53 // f.min_alpha), fmt)
+    for buf, exact in chunk_products(cupy_backend, Aw, Bw, p):
+        np.testing.assert_array_equal(buf[:, :21].astype(np.int64), exact[:, :21])
+    k = 2 * f.terms(f.min_alpha) + 37 if f.limit < 2**31 else 3000
+    A, B = phi_pair(37, k, 29, 2.0)
+    p = ozaki.plan(37, k, 29, 3, fmt, k_block=None if f.limit < 2**31 else 1024)
+    for buf, exact in chunk_products(cupy_backend, A, B, p):
+        np.testing.assert_array_equal(buf.astype(np.int64), exact)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("shape", [(33, 70, 45), (1, 5000, 3), (130, 257, 67)])
+def test_gpu_matmul_equals_numpy_bitwise(fmt, shape, cupy_backend):
+    A, B = phi_pair(*shape, phi=2.0, seed=9)
+    A[0] = 0.0
+    B[:, -1] *= 2.0**-900
+    for slices in (2, 7):
+        want = ozaki.matmul(A, B, slices=slices, slice_format=fmt, backend="numpy")
+        got = ozaki.matmul(cupy_backend.asarray(A), cupy_backend.asarray(B), slices=slices, slice_format=fmt,
+                           backend=cupy_backend)
+        np.testing.assert_array_equal(cupy_backend.to_numpy(got), want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", [*FORMATS, "fp32r", "tf32r", "fp16r", "bf16r"])
+def test_gpu_slicing_kernel_writes_the_numpy_slices_bitwise(variant, cupy_backend):
+    fmt, remainder = ozaki.parse_variant(variant)
+    A, B = phi_pair(45, 70, 37, phi=2.0, seed=11)
+    A[3] *= 2.0**-1000
+    B[:, 5] = 0.0
+    p = ozaki.plan(45, 70, 37, 5, fmt, remainder=remainder)
+    for X, rows_pad, reverse in ((A, p.m, False), (B.T, p.n_pad, True)):
+        lines = ozaki._lines(NP, X, 1, "X")
+        want = ozaki._split(NP, X, lines.exps, p, rows_pad, reverse, False)
+        big = cupy_backend.xp.zeros((2 * X.shape[0], X.shape[1] + 3))
+        big[::2, 3:] = cupy_backend.asarray(X)
+        got = ozaki._split(cupy_backend, big[::2, 3:], cupy_backend.asarray(lines.exps), p, rows_pad, reverse, False)
+        np.testing.assert_array_equal(cupy_backend.to_numpy(got), want)
+    got = ozaki.matmul(cupy_backend.asarray(A), cupy_backend.asarray(B), slices=5, slice_format=fmt.name,
+                       remainder=remainder, backend=cupy_backend)
+    want = ozaki.matmul(A, B, slices=5, slice_format=fmt.name, remainder=remainder, backend="numpy")
+    if remainder:     # the last diagonal is a rounded float GEMM: compare errors, not bits
+        ref = exact_matmul(A, B, backend="numpy")
+        assert error_report(cupy_backend.to_numpy(got), ref).nrm <= 4 * error_report(want, ref).nrm + 1e-300
+    else:
+        np.testing.assert_array_equal(cupy_backend.to_numpy(got), want)
+
+
+@pytest.mark.gpu
+def test_gpu_strided_inputs_batched_fold_zeros_and_errors(cupy_backend, monkeypatch):
+    cp = cupy_backend.xp
+    A, B = cancellation_pair(40, 64, 30, seed=2)
+    big = cp.zeros((80, 200))
+    big[::2, 10:74] = cp.asarray(A)
+    Bf = cp.asfortranarray(cp.asarray(B))
+    want = ozaki.matmul(A, B, slices=5, slice_format="int8", backend="numpy")
+    got = ozaki.matmul(big[::2, 10:74], Bf, slices=5, slice_format="int8", backend=cupy_backend)
+    np.testing.assert_array_equal(cp.asnumpy(got), want)
+    assert (cp.asnumpy(got)[:, :15] == 0).all()
+    p = ozaki.plan(40, 64, 30, 5, "fp16", k_block=16)
+    free = p.workspace_bytes - p.workspace()["buffers"] + 3 * 40 * 32 * 4
+    monkeypatch.setattr(cupy_backend, "memory_info", lambda: (int(free / ozaki.HEADROOM) + 1, 2**40))
+    got = ozaki.matmul(cp.asarray(A), cp.asarray(B), slices=5, slice_format="fp16", k_block=16,
+                       backend=cupy_backend)
+    np.testing.assert_array_equal(cp.asnumpy(got), ozaki.matmul(A, B, slices=5, slice_format="fp16", k_block=16,
+                                                                backend="numpy"))
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        ozaki.matmul(cp.full((3, 3), cp.nan), cp.ones((3, 3)), slices=2, backend=cupy_backend)
+    free = cupy_backend.memory_info()[0]
+    n = int((free / 8) ** 0.5)
+    with pytest.raises(ozaki.WorkspaceError):
+        ozaki.configure(cp.ones((n, 8)), cp.ones((8, n)), slices=2, backend=cupy_backend)
