@@ -374,14 +374,22 @@ def _chunks(slices: int, ldk: int, k_block: int, remainder: bool = False) -> tup
     return tuple(out)
 
 
+#: Most accumulator buffers held at once when memory is bounded. More save fold launches
+#: (each re-reads and re-writes C) but make one huge allocation: on the H100, 50 buffers
+#: of 1 GiB at N = 16384 were refused by the allocator although the free memory reported
+#: before the slicing seemed to allow them.
+MAX_HELD = 8
+
+
 def plan(m: int, k: int, n: int, slices: int, slice_format: str = "fp32", *, k_block: int | None = None,
          memory: int | None = None, remainder: bool = False) -> OzakiPlan:
     """The configuration of an m x k by k x n product, before it runs: alpha, k_block, GEMM calls,
     buffers and the workspace by part (:meth:`OzakiPlan.report`).
 
     ``memory``: bytes available for the workspace (None: unbounded, every buffer held
-    at once, one fold launch). With less, fewer buffers are held and GEMMs and folds
-    alternate; :class:`WorkspaceError` if not even one buffer fits beside the slices.
+    at once, one fold launch). With it, at most :data:`MAX_HELD` buffers are held
+    (and fewer if they do not fit), GEMMs and folds alternate;
+    :class:`WorkspaceError` if not even one buffer fits beside the slices.
     """
     fmt = get_format(slice_format)
     m, k, n = (_positive_int(v, name, 0) for v, name in ((m, "m"), (k, "k"), (n, "n")))
@@ -398,7 +406,7 @@ def plan(m: int, k: int, n: int, slices: int, slice_format: str = "fp32", *, k_b
     if memory is None:
         return p
     budget = int(HEADROOM * memory)
-    held = len(chunks)
+    held = min(len(chunks), MAX_HELD)
     while held >= 1:
         p = replace(p, held=held)
         if p.workspace_bytes <= budget:

@@ -105,6 +105,14 @@ def test_chunks_cover_every_pair_of_each_diagonal_once(slices, k, block):
                                            for i, d in enumerate(diagonals)]
 
 
+def test_bounded_memory_holds_at_most_max_held_buffers():
+    unbounded = ozaki.plan(16384, 16384, 16384, 10, "fp32")
+    assert len(unbounded.chunks) > ozaki.MAX_HELD and unbounded.held == len(unbounded.chunks)
+    bounded = ozaki.plan(16384, 16384, 16384, 10, "fp32", memory=2**50)
+    assert bounded.held == ozaki.MAX_HELD
+    assert len(bounded.batches) == -(-len(bounded.chunks) // ozaki.MAX_HELD)
+
+
 def test_plan_reports_workspace_and_fits_memory():
     p = ozaki.plan(16384, 16384, 16384, 9, "int8")
     assert (p.alpha, p.pairs, p.gemm_calls, p.held) == (7, 45, 10, 10)
