@@ -172,8 +172,8 @@ def calibrate_context(ctx: Context, sizes: Sequence[int] | None = None,
     """Measure (or resume) the in-context curves (:func:`measure_context_point`) at
     sub-product sizes n, whose 2n x 2n operands must fit."""
     if sizes is None:
-        sizes = [n for n in default_sizes(ctx.backend, ctx.quick, dtype)
-                 if operand_bytes(2 * n, dtype) <= HEADROOM * ctx.backend.memory_info()[0]]
+        budget = HEADROOM * ctx.backend.memory_info()[0]
+        sizes = [n for n in default_sizes(ctx.backend, ctx.quick, dtype) if operand_bytes(2 * n, dtype) <= budget]
     sizes = plan_sizes(ctx.backend, [2 * n for n in sizes], ctx.quick, dtype)
     points = [{"size": int(n // 2), "dtype": dtype} for n in sizes]
     outcome = sweep(ctx, CONTEXT_EXPERIMENT, points, METHODS, partial(measure_context_point, ctx.backend),
