@@ -9,14 +9,17 @@ names. Registered here:
 
 * ``fp32``: SGEMM on the inputs rounded to float32 (the papers' baseline);
 * ``fp64``: the library DGEMM;
-* ``strassen-<schedule>-L<level>``: ``gpu.strassen.matmul`` in float64, for
-  every schedule of ``gpu.schedules.SCHEDULES`` and level 0..4 it can run
-  (level 0 is the library GEMM).
+* ``strassen-<schedule>-L<level>``: :func:`gpu.strassen.matmul` in float64, for
+  every schedule of :data:`gpu.strassen.SCHEDULES` and level 0..4 it can run
+  (level 0 is the library GEMM);
+* ``ozaki-<format>-<slices>``: :func:`gpu.ozaki.matmul` with that many slices of
+  a slice format (``ozaki-int8-8``); a float format with ``r`` appended
+  (``ozaki-fp32r-3``) is the paper's form, whose last diagonal multiplies
+  rounded tails (``remainder=True``).
 
-Other packages add theirs on import, e.g.::
-
-    @family(r"ozaki-fp32-S(?P<splits>\\d+)", "ozaki-fp32-S<splits>", lambda: [...])
-    def _ozaki(match): return Method(match.group(0), "...", run)
+Every family is registered here, by the library: importing this module is
+enough for :func:`get_method` to know every name. Code elsewhere may add
+families with :func:`family` (a name pattern, a builder and the valid names).
 """
 
 from __future__ import annotations
@@ -27,9 +30,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpu import ozaki
 from gpu.backend import Array, Backend
-from gpu.schedules import SCHEDULES
-from gpu.strassen import check_schedule, matmul
+from gpu.strassen import SCHEDULES, check_schedule, matmul
 
 Run = Callable[[Backend, Array, Array], Array]
 
@@ -162,3 +165,37 @@ def _strassen(match: re.Match) -> Method:
         return matmul(A, B, level=level, schedule=schedule, backend=be)
 
     return Method(match.group(0), f"Strassen-Winograd, schedule {schedule}, {level} levels (float64)", run)
+
+
+#: Every Ozaki slice variant: the formats, then the paper's rounded-tail form of the float ones.
+OZAKI_VARIANTS = (*ozaki.FORMATS, *(f + "r" for f, v in ozaki.FORMATS.items() if v.floating))
+OZAKI_LISTED_SLICES = range(1, 13)
+
+
+def ozaki_method_name(variant: str, slices: int) -> str:
+    """``ozaki-<variant>-<slices>``, as the audit and the benchmarks store it."""
+    return f"ozaki-{variant}-{slices}"
+
+
+def parse_ozaki_method(name: str) -> tuple[str, int] | None:
+    """(variant, slices) of an ``ozaki-<variant>-<slices>`` name, else None."""
+    match = re.fullmatch(r"ozaki-([a-z0-9]+)-(\d+)", name)
+    return (match[1], int(match[2])) if match else None
+
+
+def ozaki_names() -> list[str]:
+    return [ozaki_method_name(f, s) for f in OZAKI_VARIANTS for s in OZAKI_LISTED_SLICES]
+
+
+@family(r"ozaki-(?P<format>[a-z0-9]+)-(?P<slices>\d+)", "ozaki-<format>-<slices>", ozaki_names)
+def _ozaki(match: re.Match) -> Method:
+    fmt, remainder = ozaki.parse_variant(match["format"])
+    slices = int(match["slices"])
+    if not 1 <= slices <= ozaki.MAX_SLICES:
+        raise ValueError(f"slices must lie in 1..{ozaki.MAX_SLICES}, got {slices}")
+
+    def run(be: Backend, A: Array, B: Array) -> Array:
+        return ozaki.matmul(A, B, slices=slices, slice_format=fmt.name, remainder=remainder, backend=be)
+
+    form = ", the paper's rounded tails" if remainder else ""
+    return Method(match.group(0), f"Ozaki scheme, {slices} slices of {fmt.name}{form} ({fmt.description})", run)

@@ -40,6 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from gpu.backend import backend_of
+
 from .limbs import PRECISION, SUBNORMAL_EXPONENT
 
 
@@ -88,12 +90,8 @@ class ErrorReport(Mapping):
 
 
 def array_module(x: Any) -> Any:
-    """NumPy for NumPy arrays, CuPy for CuPy arrays (imported only then)."""
-    if isinstance(x, np.ndarray) or not type(x).__module__.startswith("cupy"):
-        return np
-    import cupy
-
-    return cupy
+    """NumPy for NumPy arrays, CuPy for CuPy arrays."""
+    return backend_of(x).xp
 
 
 def ulp(xp: Any, x: Any) -> Any:

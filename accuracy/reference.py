@@ -25,6 +25,11 @@ from typing import Any
 
 import numpy as np
 
+try:
+    import gmpy2
+except ImportError:  # mpfr_matmul says so when called; exact_matmul needs no gmpy2
+    gmpy2 = None
+
 from gpu.backend import Array, Backend, get_backend
 
 from .limbs import carry, magnitude, round_to_float64
@@ -267,8 +272,8 @@ def mpfr_matmul(A: Any, B: Any, *, prec: int = DEFAULT_PREC, entries: Any = None
     go to the host; the loops run in Python, at about 0.2 microseconds per
     multiply-add (3 s for a 256 x 256 x 256 product on one CPU core).
     """
-    import gmpy2
-
+    if gmpy2 is None:
+        raise RuntimeError("mpfr_matmul needs gmpy2: pip install gmpy2 (exact_matmul needs nothing more)")
     if not isinstance(prec, (int, np.integer)) or not 53 <= prec <= gmpy2.get_max_precision():
         raise ValueError(f"prec must be an integer number of bits from 53 to {gmpy2.get_max_precision()}, "
                          f"got {prec!r}")

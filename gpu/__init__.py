@@ -1,7 +1,14 @@
-"""The execution layer: one backend interface over NumPy (CPU) and CuPy (GPU).
+"""The execution layer: one backend interface over NumPy (CPU) and CuPy (GPU), and the methods
+written against it, one sub-package per family.
 
-Strassen-Winograd schedules, split-K GEMM, the Ozaki scheme and tiled
-multi-GPU GEMM are written against :class:`gpu.backend.Backend`.
+* :mod:`gpu.backend`: the :class:`~gpu.backend.Backend` interface, its NumPy and CuPy
+  implementations, and the BLAS view rules;
+* :mod:`gpu.strassen`: Strassen-Winograd schedules as tables, their analyses, one executor
+  and ``matmul``;
+* :mod:`gpu.ozaki`: the Ozaki scheme (slice formats, plans, slicing, ``matmul``);
+* :mod:`gpu.profile`: the per-device profile file that ``level="auto"`` reads.
+
+This layer imports nothing from ``modeling``, ``accuracy`` or ``experiments``.
 """
 
 from .backend import AllocationReport, Backend, BackendUnavailable, get_backend, gpu_available

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy.optimize import brentq
 
-from .counts import level_counts
+from gpu.strassen.costs import level_counts
 from .fits import TimeModel
 
 #: Points of the scan that brackets a crossing before Brent's method refines it.

@@ -12,6 +12,7 @@ Coefficients are stored highest power first, as the thesis wrote them
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -154,14 +155,30 @@ class MeasuredCurve:
             raise ValueError("a measured curve needs two or more positive sizes in increasing order")
         if not all(t > 0 and np.isfinite(t) for t in self.ms):
             raise ValueError("times must be positive and finite")
+        ls, lt = np.log(x), np.log(np.asarray(self.ms, dtype=float))
+        object.__setattr__(self, "_log", (ls, lt, (lt[1] - lt[0]) / (ls[1] - ls[0]),
+                                          (lt[-1] - lt[-2]) / (ls[-1] - ls[-2])))
 
     def __call__(self, x: Any) -> Any:
-        lx, ls = np.log(np.asarray(x, dtype=float)), np.log(self.sizes)
-        lt = np.log(self.ms)
+        ls, lt, low, high = self._log
+        if isinstance(x, (int, float)):
+            return self._scalar(math.log(x))
+        lx = np.log(np.asarray(x, dtype=float))
         inner = np.interp(lx, ls, lt)
-        low = lt[0] + (lx - ls[0]) * (lt[1] - lt[0]) / (ls[1] - ls[0])
-        high = lt[-1] + (lx - ls[-1]) * (lt[-1] - lt[-2]) / (ls[-1] - ls[-2])
-        return np.exp(np.where(lx < ls[0], low, np.where(lx > ls[-1], high, inner)))
+        return np.exp(np.where(lx < ls[0], lt[0] + (lx - ls[0]) * low,
+                               np.where(lx > ls[-1], lt[-1] + (lx - ls[-1]) * high, inner)))
+
+
+    def _scalar(self, lx: float) -> float:
+        """The same curve at one size, without arrays (the predictors call it thousands of times)."""
+        ls, lt, low, high = self._log
+        if lx <= ls[0]:
+            return math.exp(lt[0] + (lx - ls[0]) * low)
+        if lx >= ls[-1]:
+            return math.exp(lt[-1] + (lx - ls[-1]) * high)
+        i = int(np.searchsorted(ls, lx, side="right"))
+        w = (lx - ls[i - 1]) / (ls[i] - ls[i - 1])
+        return math.exp(lt[i - 1] + w * (lt[i] - lt[i - 1]))
 
 
 def measured_curves(rows: Iterable[Mapping[str, Any]]) -> tuple[MeasuredCurve, MeasuredCurve]:

@@ -4,7 +4,7 @@
     T_L(x) = a T_{L-1}(x/2) + b Geam(x/2) + overhead_L(x) + n_temp Alloc(x/2)
 
 a (products) and b (additions, in Geam units) come from the schedule tables
-(:mod:`modeling.counts`), so the model follows fused additions or Otsuka's copies
+(:mod:`gpu.strassen.costs`), so the model follows fused additions or Otsuka's copies
 without a change here. The thesis rule stops at one level and extrapolates by
 doubling P; this model evaluates each level, so it sees that the additions
 grow as 7^L (x/2^L)^2 and that the bottom products shrink to sizes where the
@@ -46,7 +46,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .counts import level_counts, schedule_below
+from gpu.strassen.costs import level_counts, schedule_below
 from .crossover import crossing
 
 Curve = Callable[[float], float]  # size -> ms

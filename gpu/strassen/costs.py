@@ -1,5 +1,23 @@
-"""Device memory of a Strassen-Winograd product, read from the schedule tables.
+"""What a Strassen-Winograd product costs, read from the schedule tables: operations and bytes.
 
+Every count and byte figure the package and the models use comes from here, so
+nothing is typed in twice: change a table and the counts, the memory model,
+the refusal before work and the predictors follow.
+
+Operation counts
+----------------
+The predictors need three numbers per call: the products it hands to the
+level below (a, 7 for every schedule here), its addition work in units of one
+quadrant-sized Geam (b: 15 for RUM, whose 15 additions each read two
+quadrants and write one), and the kernels it launches itself (the host cost of
+a call). Fused additions (:mod:`gpu.strassen.fusion`) read each space of a run
+once and write each result once, so a fused run of k steps costs
+(reads + writes) / 3 Geams in one launch. Operand copies a level makes to
+protect values the level below overwrites (:func:`gpu.strassen.liveness.protected`,
+Otsuka) count as additions too.
+
+Memory
+------
 A call at depth d (1 = top) of an N x N product allocates one (N / 2^d)^2
 buffer per temporary of the schedule that runs there; with products run one
 after another, one call per depth is alive at a time, so the peak is the sum
@@ -13,9 +31,16 @@ quadrant this gives RUM 12, Lai 12 + 2 sum 4^-l -> 14.667 and Otsuka
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import cache
 
-from gpu.liveness import clobbers, protected
-from gpu.schedules import SUPPORT, get_schedule, resolve
+from .fusion import dead_temporaries, fused_source, runs
+from .liveness import clobbers, protected
+from .schedules import SUPPORT, get_schedule, resolve
+
+#: Memory passes of one Geam (C = alpha A + beta B): two reads and one write.
+GEAM_PASSES = 3
+#: Memory passes of an operand copy: one read and one write.
+COPY_PASSES = 2
 
 
 @dataclass(frozen=True)
@@ -42,7 +67,7 @@ class MemoryEstimate:
 
 def temporaries_per_depth(schedule: str, levels: int, protect: bool = True) -> list[int]:
     """Quadrant buffers alive at once in the call at each depth 1..levels: its temporaries,
-    plus the operand copies of its most protected product (``gpu.liveness.protected``).
+    plus the operand copies of its most protected product (:func:`gpu.strassen.liveness.protected`).
 
     ``protect=False`` leaves those copies out: the schedule as published (Otsuka's
     12 + 7 sum 4^-l), which the executor cannot run safely over his low level."""
@@ -102,7 +127,7 @@ def core_side(m: int, k: int, n: int, levels: int, fringe: str = "peel") -> int:
 
 def matmul_memory(schedule: str, m: int, k: int, n: int, levels: int, itemsize: int = 8, *,
                   fringe: str = "peel", overwrite_a: bool = False, overwrite_b: bool = False) -> MemoryEstimate:
-    """Memory of ``gpu.strassen.matmul`` on an m x k by k x n product of any size.
+    """Memory of :func:`gpu.strassen.matmul` on an m x k by k x n product of any size.
 
     ``peel`` runs Strassen on the core and library GEMMs on the fringe panels
     (no extra memory for them); ``pad`` copies A, B and C into zero-padded
@@ -117,3 +142,53 @@ def matmul_memory(schedule: str, m: int, k: int, n: int, levels: int, itemsize: 
         return MemoryEstimate(operands, core.support, core.copies + 3 * side * side * itemsize, core.temporaries)
     core = strassen_memory(schedule, side, levels, itemsize, overwrite_a=overwrite_a, overwrite_b=overwrite_b)
     return MemoryEstimate(operands, core.support, core.copies, core.temporaries)
+
+
+# --------------------------------------------------------------------------- operation counts
+
+@dataclass(frozen=True)
+class LevelCounts:
+    """One call with ``levels`` Strassen levels left."""
+
+    products: int        # a: products handed to the level below (library GEMMs at the bottom)
+    geams: float         # b: addition work in Geam units of one quadrant
+    launches: int        # kernels the call issues itself: addition runs, copies, and the GEMMs at the bottom
+    temporaries: int     # quadrant buffers it allocates (temporaries and protective copies)
+
+
+@cache
+def level_counts(schedule: str, levels: int, fused: bool = False) -> LevelCounts:
+    """Counts of one call of ``schedule`` with ``levels`` (>= 1) levels left."""
+    if levels < 1:
+        raise ValueError(f"a Strassen call has at least one level left, got {levels}")
+    get_schedule(schedule)
+    sched = resolve(schedule, levels)
+    passes, launches = 0, 0
+    for run in runs(sched, fused):
+        steps = [sched.steps[i] for i in run]
+        if steps[0].is_product:
+            launches += levels == 1
+            continue
+        dead = dead_temporaries(sched, run) if fused else frozenset()
+        inputs, outputs, _ = fused_source(tuple((s.dst, s.op, s.a, s.b) for s in steps), dead)
+        passes += len(inputs) + len(outputs)
+        launches += 1
+    copies = sum(len(roles) for roles in protected(schedule, levels).values()) if levels > 1 else 0
+    passes += COPY_PASSES * copies
+    return LevelCounts(len(sched.products), passes / GEAM_PASSES, launches + copies,
+                       len(sched.temporaries) + copies)
+
+
+def total_launches(schedule: str, levels: int, fused: bool = False) -> int:
+    """Kernels of a whole ``levels``-level product (a single GEMM at level 0)."""
+    if levels == 0:
+        return 1
+    c = level_counts(schedule, levels, fused)
+    if levels == 1:
+        return c.launches
+    return c.launches + c.products * total_launches(schedule_below(schedule, levels), levels - 1, fused)
+
+
+def schedule_below(schedule: str, levels: int) -> str:
+    """The schedule that runs a call's products (``levels`` left at the call)."""
+    return resolve(schedule, levels).products_schedule

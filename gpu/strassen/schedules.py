@@ -282,6 +282,28 @@ SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
 )}
 
 
+#: Schedules whose top level lends itself support aliased to input quadrants (no temporaries).
+RUM_SCHEDULES = ("rum", "rum2")
+
+
+@dataclass(frozen=True)
+class Config:
+    """One way to run a schedule: on CUDA streams or not, with fused additions or not."""
+
+    schedule: str
+    parallel: bool = False
+    fused: bool = False
+
+    @property
+    def name(self) -> str:
+        """The stored method name: ``rum``, ``rum+fused``, ``rum2-parallel+fused``, ..."""
+        return self.schedule + ("-parallel" if self.parallel else "") + ("+fused" if self.fused else "")
+
+    @property
+    def is_rum(self) -> bool:
+        return self.schedule in RUM_SCHEDULES
+
+
 def resolve(name: str, levels: int) -> Schedule:
     """The schedule that runs a call with ``levels`` Strassen levels left (Otsuka's bottom rule)."""
     schedule = get_schedule(name)

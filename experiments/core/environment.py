@@ -21,9 +21,9 @@ import numpy as np
 import scipy
 
 from gpu.backend import Backend
+from gpu.backend.numpy_backend import blas_library, cpu_model
 
-from . import __version__
-from gpu.numpy_backend import blas_library, cpu_model
+from .. import __version__
 
 #: Fields that identify a measuring environment. Host name, time and git commit
 #: are recorded but left out: a resumed sweep on the same stack may follow a
@@ -67,7 +67,7 @@ def git_state() -> dict[str, Any]:
     A copy of the tree without ``.git`` (a GPU machine sent the working tree)
     can name its commit in ``$GEMMLAB_GIT_COMMIT``.
     """
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
 
     def git(*args: str) -> str:
         return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,

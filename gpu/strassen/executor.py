@@ -6,7 +6,7 @@ under the backend's allocation policy, supports chosen by the liveness
 analysis are lent to the level below, and on several streams the waits come
 from the hazard analysis (events only, no device-wide synchronisation).
 With ``fused``, runs of additions on one stream become one generated kernel
-(see :mod:`gpu.fusion`).
+(see :mod:`gpu.strassen.fusion`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from . import hazards
-from .backend import Array, Backend
+from ..backend import Array, Backend
 from .fusion import groups
 from .liveness import protected, supports
 from .schedules import Schedule, resolve

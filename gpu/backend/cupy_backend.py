@@ -17,7 +17,20 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .backend import AllocationReport, Backend, BackendUnavailable, Timer, check_policy
+try:
+    import cupy
+    from cupy.cuda import cublas
+except ImportError as _missing:  # the backend is then unavailable, with the reason
+    cupy = cublas = None
+    _IMPORT_ERROR: ImportError | None = _missing
+else:
+    _IMPORT_ERROR = None
+try:
+    import pynvml
+except ImportError:  # NVML is optional: the driver release then comes from nvidia-smi
+    pynvml = None
+
+from .interface import AllocationReport, Backend, BackendUnavailable, Timer, check_policy
 
 #: cublasGemmAlgo_t CUBLAS_GEMM_DEFAULT: cuBLAS picks the kernel (tensor cores where the types allow).
 _GEMM_DEFAULT = -1
@@ -26,19 +39,15 @@ _INSTALL_HINT = ("install CuPy for your CUDA (pip install 'gemmlab[gpu]' for CUD
 
 
 def _import_cupy():
-    try:
-        import cupy
-    except ImportError as exc:
-        raise BackendUnavailable(f"CuPy is not installed ({exc}); {_INSTALL_HINT}") from exc
+    """CuPy and its cuBLAS module; BackendUnavailable with the reason where they cannot run."""
+    if _IMPORT_ERROR is not None:
+        raise BackendUnavailable(f"CuPy or its cuBLAS cannot be imported ({_IMPORT_ERROR}); "
+                                 f"{_INSTALL_HINT}") from _IMPORT_ERROR
     if not cupy.is_available():
         raise BackendUnavailable(
             "CuPy is installed but finds no usable CUDA GPU (no device, or no driver); "
             "run on a GPU machine or use --backend numpy"
         )
-    try:
-        from cupy.cuda import cublas
-    except ImportError as exc:
-        raise BackendUnavailable(f"CuPy cannot load cuBLAS ({exc}); {_INSTALL_HINT}") from exc
     return cupy, cublas
 
 
@@ -46,6 +55,7 @@ class CupyBackend(Backend):
     """Runs on the current CUDA device through CuPy and cuBLAS."""
 
     name = "cupy"
+    asynchronous = True
 
     def __init__(self) -> None:
         self.xp, self._cublas = _import_cupy()
@@ -167,6 +177,11 @@ class CupyBackend(Backend):
         free, total = self.xp.cuda.runtime.memGetInfo()
         return free + self.xp.get_default_memory_pool().free_bytes(), total
 
+    def release_memory(self) -> None:
+        """Wait for queued work, then return the blocks CuPy's pool caches to the driver."""
+        self.synchronize()
+        self.xp.get_default_memory_pool().free_all_blocks()
+
     def cache_bytes(self) -> int:
         return self._properties()["l2CacheSize"]
 
@@ -206,14 +221,13 @@ def _cublas_version(v: int) -> str:
 
 def driver_release() -> str:
     """The NVIDIA driver release (for example 580.159.04), from NVML or nvidia-smi."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        version = pynvml.nvmlSystemGetDriverVersion()
-        return version.decode() if isinstance(version, bytes) else str(version)
-    except Exception:  # noqa: BLE001 - NVML is optional
-        pass
+    if pynvml is not None:
+        try:
+            pynvml.nvmlInit()
+            version = pynvml.nvmlSystemGetDriverVersion()
+            return version.decode() if isinstance(version, bytes) else str(version)
+        except pynvml.NVMLError:
+            pass
     smi = shutil.which("nvidia-smi")
     if smi:
         try:

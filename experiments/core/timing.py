@@ -154,6 +154,14 @@ def _report(batches: list[dict[str, list[float]]], tolerance: float) -> dict[str
     }
 
 
+def single_run(backend: Backend, work: Callable[[], Any]) -> float:
+    """Seconds of one run of ``work`` on an idle device (for methods too slow to batch)."""
+    backend.synchronize()
+    with backend.timer() as t:
+        work()
+    return t.seconds
+
+
 def measure(work: Work, backend: Backend, **options: Any) -> Timing:
     """Time one method under the protocol (see :func:`measure_interleaved`)."""
     return measure_interleaved({"_": work}, backend, **options)["_"]

@@ -1,8 +1,11 @@
 """The registry of experiments and figures that ``gemmlab reproduce`` runs.
 
 An experiment measures and stores results; a figure is rendered from stored
-results only. Later modules register theirs with the decorators below and are
-listed in :data:`MODULES`, which :func:`load` imports.
+results only. Each family of the lab (``experiments.strassen``,
+``experiments.levels``, ``experiments.audit``, ``experiments.ozaki``) registers
+its experiments, figures and commands (:mod:`experiments.core.command`) with
+the decorators here when imported; :data:`MODULES` lists them in run order and
+:func:`load` imports them.
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ from .database import ResultsDB
 from .environment import env_key, environment
 
 #: Modules whose import registers experiments and figures, in run order.
-MODULES = ("experiments.calibration", "experiments.strassen_bench", "experiments.levels",
-           "experiments.accuracy_audit", "experiments.ozaki_bench")
+MODULES = ("experiments.core.commands", "experiments.levels.calibration", "experiments.strassen",
+           "experiments.levels", "experiments.audit", "experiments.ozaki")
 
 
 @dataclass

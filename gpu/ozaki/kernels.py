@@ -1,5 +1,8 @@
 """CUDA kernels of the Ozaki scheme (CuPy only): row maxima, slicing, and the FP64 summation.
 
+Loaded by :meth:`gpu.backend.Backend.ops` for the CuPy backend only (``"ozaki"``):
+:class:`CudaOps` is the GPU twin of :class:`gpu.ozaki.ops.HostOps`.
+
 Three kernels, compiled by NVRTC on first use and cached by CuPy:
 
 * ``absmax`` / ``abssum``: reductions of |x| along an axis with no |x|
@@ -20,8 +23,8 @@ Three kernels, compiled by NVRTC on first use and cached by CuPy:
   additions is fixed, so results are bitwise reproducible, and ``D * scale``
   is exact, so contracting it into an FMA changes nothing.
 
-The NumPy path in :mod:`gpu.ozaki` performs the same operations in the same
-order; the two give identical bits.
+The NumPy path (:class:`gpu.ozaki.ops.HostOps`) performs the same operations in
+the same order; the two give identical bits.
 """
 
 from __future__ import annotations
@@ -29,7 +32,12 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+import cupy
 import numpy as np
+
+from ..backend import Backend
+from .ops import FINALIZE, LOAD_ACC, LOAD_OPEN, STORE_OPEN
+from .plan import OzakiPlan
 
 #: Tile side of the slicing kernel, and rows of threads per tile (each thread handles 32/8 rows).
 TILE, TILE_ROWS = 32, 8
@@ -114,27 +122,26 @@ extern "C" __global__ void ozaki_fold(
     for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
          idx += (long long)gridDim.x * blockDim.x) {
         const long long i = idx / n, j = idx - i * n;
-        double a = (flags & 1) ? acc[i * ldacc + j] : 0.0;
-        double d = (flags & 2) ? open[idx] : 0.0;
+        double a = (flags & LOAD_ACC) ? acc[i * ldacc + j] : 0.0;
+        double d = (flags & LOAD_OPEN) ? open[idx] : 0.0;
         for (int b = 0; b < nbuf; ++b) {
             d += (double)((const BUF_T*)bufs[b])[i * ldbuf + j];
             if (closes[b]) { a += d * scales[b]; d = 0.0; }
         }
-        if (flags & 4) open[idx] = d;
-        if (flags & 8) a = ldexp(a, erow[i] + ecol[j]);
+        if (flags & STORE_OPEN) open[idx] = d;
+        if (flags & FINALIZE) a = ldexp(a, erow[i] + ecol[j]);
         acc[i * ldacc + j] = a;
     }
 }
 """
 
-LOAD_ACC, LOAD_OPEN, STORE_OPEN, FINALIZE = 1, 2, 4, 8
+_FLAGS = "".join(f"#define {k} {v}\n" for k, v in (("LOAD_ACC", LOAD_ACC), ("LOAD_OPEN", LOAD_OPEN),
+                                                      ("STORE_OPEN", STORE_OPEN), ("FINALIZE", FINALIZE)))
 _BUFFERS = {"float32": "float", "int32": "int"}
 
 
 @cache
 def _slice_kernel(storage: str) -> Any:
-    import cupy
-
     ctype, store = _STORES[storage]
     source = f"#define STORE_T {ctype}\n#define STORE(m) {store}\n" + _SLICE_SOURCE
     return cupy.RawKernel(source, "ozaki_slice")
@@ -142,15 +149,11 @@ def _slice_kernel(storage: str) -> Any:
 
 @cache
 def _fold_kernel(buffer: str) -> Any:
-    import cupy
-
-    return cupy.RawKernel(f"#define BUF_T {_BUFFERS[buffer]}\n" + _FOLD_SOURCE, "ozaki_fold")
+    return cupy.RawKernel(f"#define BUF_T {_BUFFERS[buffer]}\n" + _FLAGS + _FOLD_SOURCE, "ozaki_fold")
 
 
 @cache
 def _reductions() -> tuple[Any, Any]:
-    import cupy
-
     absmax = cupy.ReductionKernel("float64 x", "float64 y", "fabs(x)", "(isnan(a) || a > b) ? a : b",
                                   "y = a", "0", "ozaki_absmax")
     abssum = cupy.ReductionKernel("float64 x", "float64 y", "fabs(x)", "a + b", "y = a", "0", "ozaki_abssum")
@@ -194,8 +197,6 @@ def slice_rows(X: Any, exps: Any, out: Any, *, rows_pad: int, ldk: int, alpha: i
 
 def fold(buffers: Any, scales: Any, closes: Any, acc: Any, open_: Any, erow: Any, ecol: Any, flags: int) -> None:
     """One fold launch over ``buffers`` (a list of (m, ld) views of one dtype) into ``acc`` (m x n)."""
-    import cupy
-
     m, n = acc.shape
     ptrs = cupy.asarray(np.array([b.data.ptr for b in buffers], dtype=np.uint64))
     sc = cupy.asarray(np.asarray(scales, dtype=np.float64))
@@ -207,3 +208,22 @@ def fold(buffers: Any, scales: Any, closes: Any, acc: Any, open_: Any, erow: Any
         (blocks,), (FOLD_THREADS,),
         (ptrs, sc, cl, np.int32(len(buffers)), i64(ldbuf), acc, i64(acc.strides[0] // acc.itemsize),
          open_ if open_ is not None else acc, erow, ecol, i64(m), i64(n), np.int32(flags)))
+
+
+class CudaOps:
+    """The Ozaki scheme's operations on CuPy arrays, as CUDA kernels."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    absmax = staticmethod(absmax)
+    abssum = staticmethod(abssum)
+    fold = staticmethod(fold)
+
+    def split(self, X: Any, exps: Any, p: OzakiPlan, rows_pad: int, layout: dict[str, int],
+              overwrite: bool) -> Any:
+        """X's rows as concatenated slices in one kernel pass; X is only read (``overwrite`` unused)."""
+        out = cupy.empty((rows_pad, layout["positions"] * p.ldk), dtype=p.format.storage)
+        slice_rows(X, exps, out, rows_pad=rows_pad, ldk=p.ldk, alpha=p.alpha, slices=p.slices, bits=p.format.bits,
+                   tiny=p.format.tiny, **{k: v for k, v in layout.items() if k != "positions"})
+        return out

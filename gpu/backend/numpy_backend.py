@@ -2,7 +2,8 @@
 
 GEMM goes to the BLAS with the view's leading dimension (no copy, real
 ``beta``). Low-precision GEMMs (``gemm_ex``) are emulated in float64, which
-gives the device's values wherever the device computes them exactly. GEAM runs NumPy ufuncs with ``out=``: on contiguous operands in one
+gives the device's values wherever the device computes them exactly.
+GEAM runs NumPy ufuncs with ``out=``: on contiguous operands in one
 call, otherwise one row at a time, because a ufunc over a 2-D strided view
 allocates iterator buffers (about 192 KiB) while a contiguous row needs none.
 """
@@ -18,9 +19,10 @@ from time import perf_counter
 from typing import Any, Iterator
 
 import numpy as np
+import scipy
 
 from . import blas, cpu_blas
-from .backend import AllocationReport, Backend, NullStream, Timer, check_policy
+from .interface import AllocationReport, Backend, NullStream, Timer, check_policy
 
 #: tracemalloc also sees the interpreter's own objects made during a call (a few
 #: hundred bytes to a few KiB); peaks below this are reported as zero.
@@ -127,6 +129,9 @@ class NumpyBackend(Backend):
         page = os.sysconf("SC_PAGE_SIZE")
         return os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
 
+    def release_memory(self) -> None:
+        """Nothing to hand back: NumPy frees an array's memory with its last reference."""
+
     def cache_bytes(self) -> int:
         return _last_level_cache() or 32 * 2**20
 
@@ -136,8 +141,6 @@ class NumpyBackend(Backend):
         self._flush_buffer += 1.0
 
     def device_info(self) -> dict[str, Any]:
-        import scipy
-
         cpu = cpu_model()
         return {
             "backend": self.name,

@@ -4,9 +4,10 @@ A run of consecutive addition steps on one stream reads each space once and
 writes each result once, instead of three memory passes per step. The group
 is built from the table (aliases applied at the top level, so aliased names
 share one value) and compiled, on CuPy, into one ``ElementwiseKernel`` that
-works on strided quadrant views. The arithmetic is the same, in the same
-order, so fused and unfused results are bitwise equal. On NumPy the steps of a
-group run one by one.
+works on strided quadrant views (:mod:`gpu.strassen.kernels`). The arithmetic
+is the same, in the same order, so fused and unfused results are bitwise equal.
+Whether a backend fuses is its ``"strassen-fusion"`` operations object's say
+(:class:`HostFusion` on NumPy: the steps of a group run one by one).
 """
 
 from __future__ import annotations
@@ -15,9 +16,28 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from ..backend import Backend, register_ops
 from .hazards import StreamPlan
 from .liveness import live_after
 from .schedules import Schedule, get_schedule
+
+FAMILY = "strassen-fusion"
+
+
+class HostFusion:
+    """The CPU fuses nothing: each addition is one NumPy ufunc call already."""
+
+    fuses = False
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    def compile(self, steps: tuple, dead: frozenset[str]) -> tuple[Any, tuple[str, ...]]:
+        raise NotImplementedError("the NumPy backend runs additions one by one")
+
+
+register_ops(FAMILY, "numpy", HostFusion)
+register_ops(FAMILY, "cupy", "gpu.strassen.kernels:CupyFusion")
 
 
 @dataclass(frozen=True)
@@ -33,19 +53,20 @@ class Group:
 
 
 def groups(schedule: Schedule, plan: StreamPlan | None, *, aliases: frozenset[str] = frozenset(),
-           backend=None) -> tuple[Group, ...]:
-    """The units the executor issues: single steps, or fused runs when ``backend`` is given.
+           backend: Backend | None = None) -> tuple[Group, ...]:
+    """The units the executor issues: single steps, or fused runs when ``backend`` is given and fuses.
 
     ``aliases``: the support quadrants that are, in this call, the input
     quadrants they alias; a fused kernel must treat each such pair as one value.
     """
-    fuse = backend is not None and backend.name == "cupy"
-    return _groups(schedule.name, plan, aliases, fuse)
+    fusion = backend.ops(FAMILY) if backend is not None else None
+    return _groups(schedule.name, plan, aliases, fusion if fusion is not None and fusion.fuses else None)
 
 
 @cache
-def _groups(name: str, plan: StreamPlan | None, aliases: frozenset[str], fuse: bool) -> tuple[Group, ...]:
+def _groups(name: str, plan: StreamPlan | None, aliases: frozenset[str], fusion: Any) -> tuple[Group, ...]:
     schedule = get_schedule(name)
+    fuse = fusion is not None
     waits = {} if plan is None else {i: [] for i in range(len(schedule.steps))}
     if plan is not None:
         for w in plan.waits:
@@ -55,7 +76,8 @@ def _groups(name: str, plan: StreamPlan | None, aliases: frozenset[str], fuse: b
     for run in runs(schedule, fuse):
         kernel, args = (None, ())
         if len(run) > 1:
-            kernel, args = _kernel(tuple(_renamed(schedule, i, aliases) for i in run), dead_temporaries(schedule, run))
+            kernel, args = fusion.compile(tuple(_renamed(schedule, i, aliases) for i in run),
+                                          dead_temporaries(schedule, run))
         out.append(Group(tuple(run), schedule.steps[run[0]].stream,
                          tuple(sorted({j for i in run for j in waits.get(i, ())})),
                          any(i in waited for i in run), kernel, args))
@@ -110,17 +132,3 @@ def fused_source(steps: tuple[tuple[str, str, str, str | None], ...],
     loads = [f"T v_{r} = {r};" for r in inputs]
     stores = [f"{w} = v_{w};" for w in outputs]
     return inputs, outputs, "\n".join(loads + body + stores)
-
-
-@cache
-def _kernel(steps: tuple[tuple[str, str, str, str | None], ...], dead: frozenset[str] = frozenset()):
-    """A CuPy ElementwiseKernel for ``steps`` and the space names of its arguments, in order."""
-    import cupy
-
-    inputs, outputs, body = fused_source(steps, dead)
-    read_only = [r for r in inputs if r not in outputs]
-    params_in = ", ".join(f"T {r}" for r in read_only)
-    params_out = ", ".join(f"T {w}" for w in outputs)
-    name = "gemmlab_fused_" + "_".join(d for d, *_ in steps)
-    kernel = cupy.ElementwiseKernel(params_in, params_out, body, name, no_return=True)
-    return kernel, tuple(read_only + outputs)

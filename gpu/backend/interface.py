@@ -2,14 +2,18 @@
 
 Schedules, sweeps and benchmarks are written once against :class:`Backend`:
 BLAS ``gemm``/``geam`` on 2-D views with a leading dimension, streams and
-events, a timer, an allocation tracker and an allocation policy. A backend is
-chosen by name with :func:`get_backend` (``"numpy"``, ``"cupy"`` or
-``"auto"``), the way opt_einsum dispatches on array libraries.
+events, a timer, an allocation tracker, an allocation policy and memory
+release. What a method family needs beyond that (the Ozaki scheme's slicing
+kernels, Strassen's fused additions) is an *operations object* per backend,
+registered by the family with :func:`register_ops` and fetched with
+:meth:`Backend.ops`: code above the backends never asks which backend it runs
+on. A backend is chosen by name with :func:`gpu.backend.get_backend`.
 """
 
 from __future__ import annotations
 
 import abc
+import importlib
 import numbers
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -22,7 +26,6 @@ from . import blas
 #: A NumPy or CuPy array, as the backend in use expects.
 Array = Any
 
-BACKENDS = ("numpy", "cupy")
 POLICIES = ("pooled", "raw")
 
 
@@ -70,10 +73,27 @@ class Timer:
 
 
 class Backend(abc.ABC):
-    """What a schedule or benchmark needs from an array library."""
+    """What a schedule or benchmark needs from an array library.
+
+    ``asynchronous``: library calls return before the device has finished
+    (host time can hide behind device time); False where every call is
+    synchronous (the CPU).
+    """
 
     name: str
     xp: Any
+    asynchronous: bool = False
+
+    def ops(self, family: str) -> Any:
+        """The operations object that method ``family`` registered for this backend (made once)."""
+        cache = self.__dict__.setdefault("_ops_cache", {})
+        if family not in cache:
+            try:
+                target = _OPS[(family, self.name)]
+            except KeyError:
+                raise NotImplementedError(f"{family!r} has no operations for the {self.name} backend") from None
+            cache[family] = load(target)(self)
+        return cache[family]
 
     def gemm(self, A: Array, B: Array, C: Array, alpha: float = 1.0, beta: float = 0.0) -> None:
         """``C = alpha * A @ B + beta * C`` in place, with no copy and no allocation.
@@ -199,6 +219,11 @@ class Backend(abc.ABC):
         """(free, total) bytes of device memory."""
 
     @abc.abstractmethod
+    def release_memory(self) -> None:
+        """Hand memory cached by the array library (CuPy's pool) back to the device, after
+        waiting for queued work, so that ``memory_info`` reports it free to anyone."""
+
+    @abc.abstractmethod
     def cache_bytes(self) -> int:
         """Size of the last-level cache that repeated timings would hit (L2 on GPU)."""
 
@@ -272,42 +297,23 @@ class NullStream:
         pass
 
 
-_instances: dict[str, Backend] = {}
+#: (family, backend name) -> operations class, or "module:attribute" loaded on first use.
+_OPS: dict[tuple[str, str], Any] = {}
 
 
-def _factory(name: str) -> Callable[[], Backend]:
-    if name == "numpy":
-        from .numpy_backend import NumpyBackend
-        return NumpyBackend
-    from .cupy_backend import CupyBackend
-    return CupyBackend
+def register_ops(family: str, backend: str, target: Any) -> None:
+    """Declare the operations of method ``family`` on ``backend``: a class taking the backend, or
+    ``"module:Class"`` for code that imports an optional library (CuPy) and is loaded only when asked."""
+    _OPS[(family, backend)] = target
 
 
-def get_backend(name: str | Backend = "auto") -> Backend:
-    """The backend called ``name``: ``"numpy"``, ``"cupy"`` or ``"auto"``.
+def load(target: Any) -> Any:
+    """``target`` itself, or the object a ``"module:attribute"`` string names, imported now.
 
-    ``"auto"`` is CuPy when a GPU is usable, else NumPy. Asking for ``"cupy"``
-    where no GPU is usable raises :class:`BackendUnavailable` with the reason.
+    The one lazy import of the execution layer: CuPy and the code written for it are
+    imported only when a CuPy backend or its operations are asked for.
     """
-    if isinstance(name, Backend):
-        return name
-    if name == "auto":
-        try:
-            return get_backend("cupy")
-        except BackendUnavailable:
-            return get_backend("numpy")
-    if name not in BACKENDS:
-        raise ValueError(f"unknown backend {name!r}; choose one of {BACKENDS + ('auto',)}")
-    if name not in _instances:
-        _instances[name] = _factory(name)()
-    return _instances[name]
-
-
-def gpu_available() -> bool:
-    """Whether the CuPy backend can run here."""
-    try:
-        get_backend("cupy")
-    except BackendUnavailable:
-        return False
-    return True
-
+    if not isinstance(target, str):
+        return target
+    module, _, attribute = target.partition(":")
+    return getattr(importlib.import_module(module), attribute)

@@ -2,15 +2,17 @@
 
 Every measurement is committed as soon as it is added, so an interrupted sweep loses
 nothing already measured and can resume by asking ``has(...)`` for each point.
+Measurements come back as :class:`Measurement` records.
 """
 from __future__ import annotations
 
-import csv
 import contextlib
+import csv
 import json
 import math
 import os
 import sqlite3
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence, TextIO
@@ -29,6 +31,27 @@ CREATE TABLE IF NOT EXISTS measurements(id INTEGER PRIMARY KEY, run_id INTEGER R
     samples TEXT, meta TEXT, created_at TEXT);
 CREATE INDEX IF NOT EXISTS measurements_point ON measurements(experiment, method, env_key, params);
 """
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One stored measurement: a value with its unit at a point (``params``) of an experiment,
+    measured by ``method`` in the environment ``env_key``, with its samples and metadata."""
+
+    id: int
+    run_id: int
+    experiment: str
+    method: str
+    params: dict[str, Any]
+    env_key: str
+    value: float
+    unit: str
+    samples: list[float]
+    meta: dict[str, Any]
+    created_at: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def default_path() -> Path:
@@ -222,13 +245,11 @@ class ResultsDB:
         return self._conn.execute(sql, args).fetchall()
 
     def measurements(self, experiment: str | None = None, *, method: str | None = None,
-                     env_key: str | None = None, latest: bool = True) -> list[dict]:
-        """Measurements as dicts; with latest=True a re-measured point shows only its newest row."""
-        return [{"id": r["id"], "run_id": r["run_id"], "experiment": r["experiment"],
-                 "method": r["method"], "params": json.loads(r["params"]),
-                 "env_key": r["env_key"], "value": r["value"], "unit": r["unit"],
-                 "samples": json.loads(r["samples"]), "meta": json.loads(r["meta"]),
-                 "created_at": r["created_at"]}
+                     env_key: str | None = None, latest: bool = True) -> list[Measurement]:
+        """Stored measurements; with latest=True a re-measured point shows only its newest row."""
+        return [Measurement(r["id"], r["run_id"], r["experiment"], r["method"], json.loads(r["params"]),
+                            r["env_key"], r["value"], r["unit"], json.loads(r["samples"]), json.loads(r["meta"]),
+                            r["created_at"])
                 for r in self._rows(experiment, method, env_key, latest)]
 
     def export_csv(self, dest: str | os.PathLike | TextIO, experiment: str | None = None) -> int:

@@ -14,7 +14,7 @@ the caller opts in with ``overwrite_a``/``overwrite_b``:
   s^2 * itemsize bytes per copied matrix.
 * Lai and Winograd never write their inputs; they allocate temporaries.
 
-``modeling.memory.strassen_memory`` gives these bytes for any schedule and
+:func:`gpu.strassen.costs.strassen_memory` gives these bytes for any schedule and
 level; a product predicted not to fit in free device memory is refused
 before any work starts.
 """
@@ -25,16 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from modeling.memory import strassen_memory
-
-from . import blas
-from .backend import Array, Backend, get_backend, matrix_pair
+from ..backend import Array, Backend, blas, get_backend, matrix_pair
+from .auto import MAX_LEVEL, auto_level
+from .costs import strassen_memory
 from .executor import Executor, quadrants
 from .liveness import analyze, clobbers
 from .schedules import SUPPORT, get_schedule, resolve
 
 FRINGES = ("peel", "pad")
-MAX_LEVEL = 10
 
 
 def _operands(be: Backend, A: Any, B: Any) -> tuple[Array, Array, bool, bool]:
@@ -87,8 +85,8 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str = "rum", 
     ``matmul(A, A)``); ``out`` receives the product. ``parallel`` runs a
     schedule's stream assignment (``rum2``, ``lai7``, ``otsuka2``) on CUDA
     streams; ``fused`` runs consecutive additions as one kernel on CuPy.
-    ``level="auto"`` asks ``modeling.auto.auto_level``: the recursive
-    predictor on this device's stored calibration, else a fixed rule.
+    ``level="auto"`` asks :func:`gpu.strassen.auto.auto_level`: the level table
+    of this device's profile (written by ``gemmlab calibrate``), else a fixed rule.
     Raises ValueError for bad shapes, dtypes, levels, schedules that cannot
     recurse, or a product predicted not to fit in free memory.
     """
@@ -101,8 +99,6 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str = "rum", 
         overwrite_a = overwrite_b = own_a = own_b = False
     m, k, n = A.shape[0], A.shape[1], B.shape[1]
     if level == "auto":
-        from modeling.auto import auto_level
-
         level = auto_level(min(m, k, n) if fringe == "peel" else max(m, k, n), be, schedule=schedule, fused=fused)
     check_schedule(schedule, level)
     q = 2**level

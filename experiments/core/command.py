@@ -1,0 +1,171 @@
+"""The commands of ``gemmlab``, registered by the families that own them, and their shared parts.
+
+A family registers a command with :func:`command` beside its benchmark and
+figures: the words that call it (``"schedule analyze"``), its help, the option
+groups it takes (:data:`OPTION_GROUPS`), a function adding its own arguments,
+and a handler ``handler(args, db_path) -> exit code``. The command line
+(:mod:`experiments.cli`) builds its parser from this registry.
+
+Every command prints through :func:`emit`: JSON on stdout with ``--json``,
+else its text (tables by :func:`table`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpu.backend import BACKENDS, Backend
+
+from .database import ResultsDB, default_path
+from .registry import Context, recorded_run
+
+Handler = Callable[[argparse.Namespace, Path], int]
+Arguments = Callable[[argparse.ArgumentParser], None]
+
+
+@dataclass(frozen=True)
+class Command:
+    words: tuple[str, ...]
+    help: str
+    options: tuple[str, ...]
+    arguments: Arguments | None
+    handler: Handler
+
+
+COMMANDS: dict[tuple[str, ...], Command] = {}
+#: Help of the command groups (``gemmlab results ...``, ``gemmlab schedule ...``).
+GROUPS: dict[str, str] = {}
+
+
+def command(words: str, help: str, *, options: Sequence[str] = ("common",),
+            arguments: Arguments | None = None) -> Callable[[Handler], Handler]:
+    """Register ``handler(args, db_path)`` as the command ``gemmlab <words>``."""
+    def register(handler: Handler) -> Handler:
+        key = tuple(words.split())
+        unknown = set(options) - set(OPTION_GROUPS)
+        if unknown:
+            raise ValueError(f"unknown option groups {sorted(unknown)} for {words!r}; known: {sorted(OPTION_GROUPS)}")
+        COMMANDS[key] = Command(key, help, tuple(options), arguments, handler)
+        return handler
+    return register
+
+
+def group(word: str, help: str) -> None:
+    """Declare a command group such as ``gemmlab results``."""
+    GROUPS[word] = help
+
+
+# --------------------------------------------------------------------------- option groups
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON on stdout")
+    p.add_argument("--db", type=Path, default=None, help=f"results database (default: $GEMMLAB_DB or {default_path()})")
+
+
+def _backend(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", choices=BACKENDS + ("auto",), default="auto",
+                   help="numpy (CPU), cupy (GPU) or auto: CuPy when a GPU is usable (default)")
+
+
+def _measuring(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--force", action="store_true", help="measure again points already stored")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bars on stderr (default: when stderr is a terminal)")
+
+
+def _stored(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--env", default=None, metavar="KEY",
+                   help="stored environment whose calibration to use (default: this device's newest)")
+    p.add_argument("--device", default=None, metavar="TEXT",
+                   help="the newest stored calibration of a device whose name contains TEXT")
+
+
+def _range_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--range", type=size_range, default=None, metavar="LO,HI",
+                   help="calibrated sizes to fit, and where to search the crossover")
+
+
+#: Options shared by several commands, by name, in the order they are added.
+OPTION_GROUPS: dict[str, Arguments] = {"common": _common, "backend": _backend, "measuring": _measuring,
+                                       "stored": _stored, "range": _range_option}
+#: ``measuring`` implies ``backend``.
+MEASURING = ("common", "backend", "measuring")
+
+
+# --------------------------------------------------------------------------- argument types
+
+_KINDS = {int: "integers", float: "numbers"}
+
+
+def numbers(cast: Callable[[str], Any], what: str) -> Callable[[str], list]:
+    """An argparse type: a comma- or space-separated list (empty: refused by the command's planner)."""
+    def parse(text: str) -> list:
+        try:
+            return [cast(s) for s in text.replace(",", " ").split()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be {_KINDS[cast]}, got {text!r}") from None
+    return parse
+
+
+sizes = numbers(int, "sizes")
+
+
+def size_range(text: str) -> tuple[float, float]:
+    try:
+        lo, hi = (float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a range is LO,HI such as 2048,32768, got {text!r}") from None
+    if not 0 < lo < hi:
+        raise argparse.ArgumentTypeError(f"a range needs 0 < LO < HI, got {text!r}")
+    return lo, hi
+
+
+def counts(text: str) -> list[int]:
+    """An argparse type: integers and ranges, ``2-9`` or ``2,3,5`` or ``2-4,8``."""
+    out: list[int] = []
+    try:
+        for part in text.replace(",", " ").split():
+            lo, _, hi = part.partition("-")
+            out += list(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"slice counts must be integers or ranges such as 2-9, got {text!r}") from None
+    return sorted(set(out))
+
+
+# --------------------------------------------------------------------------- output and runs
+
+def emit(args: argparse.Namespace, payload: Any, text: Callable[[], str]) -> None:
+    """JSON of ``payload`` with ``--json``, else ``text()``."""
+    print(json.dumps(payload, indent=2, default=str) if args.json else text())
+
+
+def table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str, str]]) -> str:
+    """Plain-text table; ``columns`` are (key, header, format spec)."""
+    cells = [[h for _, h, _ in columns]]
+    cells += [[format(r.get(k, ""), f) if r.get(k) is not None else "" for k, _, f in columns] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+    return "\n".join("  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells)
+
+
+def ms(x: float | None) -> str:
+    """Seconds as milliseconds text (blank for None)."""
+    return f"{1e3 * x:.3f}" if x is not None else ""
+
+
+def progress(args: argparse.Namespace) -> bool:
+    return sys.stderr.isatty() if args.progress is None else args.progress
+
+
+@contextmanager
+def measuring_run(args: argparse.Namespace, db_path: Path, backend: Backend) -> Iterator[Context]:
+    """The database and a recorded run for a command that measures."""
+    with ResultsDB(db_path) as db, recorded_run(backend, db, args.command_line, quick=getattr(args, "quick", False),
+                                                force=args.force, progress=progress(args)) as ctx:
+        yield ctx

@@ -1,0 +1,302 @@
+"""Strassen-Winograd against the library GEMM: the speed-up experiment ``strassen-speedup``.
+
+* ``strassen-speedup`` times, per size and level, the library GEMM and every
+  configuration (schedule, CUDA streams or not, fused additions or not)
+  interleaved in one group on the same operands in the same run, and stores the median time with the speed-up
+  ``gemm / strassen``. This is the question the project asks: where, and at
+  how many levels, does a schedule beat cuBLAS (or the CPU BLAS)?
+* ``strassen-memory`` (:mod:`experiments.strassen.memory`) measures the extra
+  memory against the model; the figures are in :mod:`experiments.strassen.figures`.
+
+Timing with the papers' semantics
+---------------------------------
+RUM lends itself scratch space: at the top level its support quadrants alias
+A11, A21, B11 and B12, so a product destroys those inputs (Otsuka's low level
+overwrites inputs too). The timed work is therefore
+``Executor.multiply(schedule, A, B, C, level, support)`` on preallocated
+operands, with ``support`` the four aliased input quadrants for RUM (no
+allocation at all) and None for the schedules that allocate their own
+temporaries (Lai, Otsuka: that allocation is part of the method, as in the
+papers; the CuPy memory pool is used, as a ``matmul`` caller gets by default).
+
+Repeating such a product feeds its own scratch values back in as inputs, and
+the values grow until they overflow. Inputs are therefore *re-drawn in place
+before every sample, outside the timed region*. The protocol's only
+per-sample ``setup`` refills A and B from a random generator (in row blocks
+of at most :data:`REFILL_CHUNK_BYTES`, through ``out=``), then waits for the
+device, so that no queued refill hides the host's launch overhead inside the
+timed region; the cache is flushed where the calibration would. A pristine copy to copy
+back from would cost as much time and an extra N x N matrix, which the largest
+sizes cannot spare; re-drawing keeps memory at A, B and C (plus one chunk,
+freed before the timer starts). Every sample, GEMM's included, starts from
+fresh uniform [0, 1) operands; the warm-up runs (and a one-off check of each
+configuration's product against ``A (B x)``) see grown but finite values.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from gpu.backend import Backend
+from gpu.strassen import Config, Executor, strassen_memory, top_support
+
+from ..core.database import Measurement, ResultsDB
+from ..core.lab import HEADROOM, Operands, check_product, free_memory, time_group
+from ..core.registry import Context, experiment
+from ..core.sweep import SweepOutcome
+from ..core.timing import Comparison
+
+EXPERIMENT = "strassen-speedup"
+DTYPE = "float64"
+
+CONFIGS = (Config("rum"), Config("rum", fused=True), Config("rum2", parallel=True),
+           Config("rum2", parallel=True, fused=True), Config("lai"), Config("otsuka"),
+           Config("winograd", fused=True))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Sizes and levels of a speed-up sweep; schedules other than RUM are bounded to keep it short."""
+
+    sizes: tuple[int, ...]
+    levels: tuple[int, ...]
+    min_bottom: int = 1          # skip levels whose bottom products are smaller than this
+    others_max_level: int = 3    # schedules other than RUM: at most this level ...
+    others_sizes: tuple[int, ...] | None = None   # ... and only at these sizes (None: all)
+
+
+PLANS: dict[tuple[str, bool], Plan] = {
+    ("cupy", False): Plan((4096, 5120, 6144, 7168, 8192, 12288, 16384, 24576, 32768, 49152), (1, 2, 3, 4),
+                          min_bottom=256, others_sizes=(16384, 32768)),
+    ("cupy", True): Plan((4096, 8192), (1, 2, 3), min_bottom=256, others_sizes=(8192,)),
+    ("numpy", False): Plan((512, 1024, 2048), (1, 2, 3)),
+    ("numpy", True): Plan((256, 512), (1, 2)),
+}
+
+
+# --------------------------------------------------------------------------- planning
+
+@dataclass(frozen=True)
+class Point:
+    """One configuration at one size and level."""
+
+    config: Config
+    size: int
+    level: int
+
+    def params(self, dtype: str = DTYPE) -> dict[str, Any]:
+        return point_params(self.size, self.level, self.config, dtype)
+
+
+def point_params(size: int, level: int, config: Config, dtype: str = DTYPE) -> dict[str, Any]:
+    """The stored parameters of a configuration at (size, level); the GEMM of a group is ``Config("gemm")``."""
+    return {"size": int(size), "level": int(level), "schedule": config.schedule, "parallel": bool(config.parallel),
+            "fused": bool(config.fused), "dtype": dtype}
+
+
+def config_bytes(config: Config, n: int, level: int, itemsize: int) -> int:
+    """A, B, C and everything the timed product allocates (inputs overwritten, as timed)."""
+    return strassen_memory(config.schedule, n, level, itemsize, overwrite_a=True, overwrite_b=True).total
+
+
+def in_plan(plan: Plan, config: Config, n: int, level: int) -> bool:
+    """Whether the plan covers this point (memory aside)."""
+    if n % 2**level or n // 2**level < plan.min_bottom:
+        return False
+    if not config.is_rum:
+        return level <= plan.others_max_level and (plan.others_sizes is None or n in plan.others_sizes)
+    return True
+
+
+def plan_points(plan: Plan, free: int, itemsize: int) -> tuple[list[int], list[Point], int]:
+    """Sizes whose operands fit, the points that fit in ``free`` bytes, and how many did not fit."""
+    budget = HEADROOM * free
+    sizes = [n for n in plan.sizes if 3 * n * n * itemsize <= budget]
+    points, skipped = [], 0
+    for n in sizes:
+        for config in CONFIGS:
+            for level in plan.levels:
+                if not in_plan(plan, config, n, level):
+                    continue
+                if config_bytes(config, n, level, itemsize) <= budget:
+                    points.append(Point(config, n, level))
+                else:
+                    skipped += 1
+    return sizes, points, skipped
+
+
+# --------------------------------------------------------------------------- timed work
+
+def strassen_work(config: Config, level: int, ops: Operands):
+    """``C = A B`` by ``level`` levels of the configuration, inputs overwritten as in the papers."""
+    run = Executor(ops.backend, parallel=config.parallel, fused=config.fused)
+    support = top_support(ops.backend, config.schedule, level, ops.A, ops.B, overwrite_a=True, overwrite_b=True)
+    return lambda: run.multiply(config.schedule, ops.A, ops.B, ops.C, level, support)
+
+
+def checked_works(ops: Operands, entries: Mapping[str, tuple[Config, int]]) -> tuple[dict[str, Any], dict[str, float]]:
+    """The library GEMM (``"gemm"``) and each named (configuration, level) as timed work on ``ops``,
+    each checked once against ``A (B x)``, with the relative errors. A wrong product raises
+    RuntimeError before anything is timed or stored."""
+    works: dict[str, Any] = {"gemm": lambda: ops.backend.gemm(ops.A, ops.B, ops.C)}
+    errors = {}
+    for name, (config, level) in entries.items():
+        work = strassen_work(config, level, ops)
+        errors[name] = check_product(ops, work, f"{config.name} at level {level} on N = {ops.size}")
+        works[name] = work
+    return works, errors
+
+
+#: From this size on a batch of every configuration takes minutes: one warm-up round and one
+#: batch are taken, and its stability is recorded rather than re-measured.
+LARGE = 32768
+
+
+def protocol(n: int) -> dict[str, int]:
+    return {"warmup": 1, "max_attempts": 1} if n >= LARGE else {}
+
+
+def time_strassen(ops: Operands, works: Mapping[str, Any], **protocol_: int) -> Comparison:
+    """``works`` interleaved with speed-ups over ``"gemm"``, A and B re-drawn before every sample."""
+    return time_group(ops, works, "gemm", **(protocol_ or protocol(ops.size)))
+
+
+SAMPLE_INPUTS = "re-drawn before every sample"
+
+
+def measure_level(ctx: Context, ops: Operands, level: int, configs: Sequence[Config], dtype: str = DTYPE) -> int:
+    """Time GEMM and every configuration at one (size, level), interleaved in one group,
+    and store each configuration with its speed-up over the GEMM of the same group."""
+    n = ops.size
+    works, errors = checked_works(ops, {c.name: (c, level) for c in configs})
+    result = time_strassen(ops, works)
+    gemm = result.timings["gemm"]
+    ctx.db.add(ctx.run_id, EXPERIMENT, "gemm", point_params(n, level, Config("gemm"), dtype),
+               value=gemm.median, unit="s", samples=gemm.samples,
+               meta={**gemm.meta(), "inputs": SAMPLE_INPUTS, "group_level": level})
+    for config in configs:
+        timing = result.timings[config.name]
+        ctx.db.add(ctx.run_id, EXPERIMENT, config.name, point_params(n, level, config, dtype),
+                   value=timing.median, unit="s", samples=timing.samples,
+                   meta={**timing.meta(), "speedup": result.ratio(config.name), "gemm_s": gemm.median,
+                         "gemm_samples": gemm.samples, "gemm_stable": gemm.stable,
+                         "check_error": errors[config.name], "inputs": SAMPLE_INPUTS,
+                         "allocation_policy": "pooled"})
+    return len(configs)
+
+
+def sweep_size(ctx: Context, n: int, points: Sequence[Point], dtype: str = DTYPE) -> SweepOutcome:
+    """Every level at size ``n``: one interleaved group per level of the configurations not yet
+    stored (all with ``--force``), sharing one set of operands. Each group is stored as soon
+    as it is measured, so an interrupted sweep resumes at the next missing group."""
+    be, outcome, ops = ctx.backend, SweepOutcome(), None
+    levels = sorted({p.level for p in points if p.size == n})
+    try:
+        for level in tqdm(levels, desc=f"{EXPERIMENT} N={n}", unit="level", disable=not ctx.progress,
+                          file=sys.stderr, leave=False):
+            configs = [p.config for p in points if p.size == n and p.level == level]
+            missing = [c for c in configs if ctx.force or not ctx.db.has(
+                EXPERIMENT, c.name, point_params(n, level, c, dtype), ctx.env_key)]
+            outcome.skipped += len(configs) - len(missing)
+            if missing:
+                ops = ops or Operands.uniform(be, n, dtype)
+                outcome.measured += measure_level(ctx, ops, level, missing, dtype)
+    finally:
+        ops = None
+        free_memory(be)
+    return outcome
+
+
+# --------------------------------------------------------------------------- stored rows
+
+@dataclass(frozen=True)
+class SpeedupRow:
+    """One stored Strassen point: its time, and its speed-up over the GEMM of its group."""
+
+    method: str
+    size: int
+    level: int
+    schedule: str
+    fused: bool
+    dtype: str
+    time_s: float
+    speedup: float
+    gemm_s: float
+    stable: bool
+
+    @classmethod
+    def read(cls, m: Measurement) -> SpeedupRow:
+        p = m.params
+        return cls(m.method, p["size"], p["level"], p["schedule"], bool(p["fused"]), p["dtype"], m.value,
+                   m.meta["speedup"], m.meta["gemm_s"], bool(m.meta.get("stable", True)))
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def speedup_table(db: ResultsDB, env_key: str, dtype: str | None = None) -> list[SpeedupRow]:
+    """Stored Strassen points of one environment (GEMM rows left out), smallest first."""
+    rows = [SpeedupRow.read(m) for m in db.measurements(EXPERIMENT, env_key=env_key)
+            if m.method != "gemm" and (dtype is None or m.params["dtype"] == dtype)]
+    return sorted(rows, key=lambda r: (r.size, r.method, r.level))
+
+
+def best_per_size(rows: Iterable[SpeedupRow]) -> dict[str, str]:
+    best: dict[int, SpeedupRow] = {}
+    for r in rows:
+        if r.size not in best or r.speedup > best[r.size].speedup:
+            best[r.size] = r
+    return {f"N={n}": f"{r.speedup:.3f}x ({r.method}, level {r.level})" for n, r in sorted(best.items())}
+
+
+def rum_crossover(rows: Iterable[SpeedupRow]) -> int | None:
+    """Smallest size at which some RUM configuration beats GEMM."""
+    return min((r.size for r in rows if Config(r.schedule).is_rum and r.speedup > 1), default=None)
+
+
+# --------------------------------------------------------------------------- the experiment
+
+@experiment(EXPERIMENT, "Strassen speed-up over the library GEMM by size, level and configuration")
+def run_speedup(ctx: Context) -> dict[str, Any]:
+    return run_plan(ctx, PLANS[(ctx.backend.name, ctx.quick)])[0]
+
+
+def custom_plan(backend: Backend, sizes: Sequence[int] | None, levels: Sequence[int] | None) -> Plan:
+    """The backend's full plan with chosen sizes and levels (``gemmlab strassen``)."""
+    base = PLANS[(backend.name, False)]
+    for n in sizes or ():
+        if n <= 0:
+            raise ValueError(f"sizes must be positive, got {n}")
+    if levels and not all(1 <= lv <= 10 for lv in levels):
+        raise ValueError(f"levels must lie in 1..10, got {list(levels)}")
+    return replace(base, sizes=tuple(sorted(set(sizes))) if sizes else base.sizes,
+                   levels=tuple(sorted(set(levels))) if levels else base.levels)
+
+
+def run_plan(ctx: Context, plan: Plan) -> tuple[dict[str, Any], list[SpeedupRow]]:
+    """Measure (or resume) the points of ``plan``; a summary and the stored rows of its sizes."""
+    be, itemsize = ctx.backend, np.dtype(DTYPE).itemsize
+    sizes, points, skipped = plan_points(plan, free_memory(be), itemsize)
+    if not sizes:
+        raise ValueError(f"no {EXPERIMENT} size fits in the memory free on the {be.name} device")
+    outcome = SweepOutcome()
+    with be.allocation_policy("pooled"):
+        for n in sizes:
+            done = sweep_size(ctx, n, points, DTYPE)
+            outcome.measured += done.measured
+            outcome.skipped += done.skipped
+    rows = [r for r in speedup_table(ctx.db, ctx.env_key, DTYPE) if r.size in sizes and r.level in plan.levels]
+    return {
+        "points measured": outcome.measured,
+        "points already stored": outcome.skipped,
+        "configurations left out (memory)": skipped,
+        "sizes": ", ".join(map(str, sizes)),
+        "best speed-up per size": best_per_size(rows),
+        "smallest size where RUM beats GEMM": rum_crossover(rows),
+    }, rows

@@ -1,0 +1,25 @@
+"""The backend interface and its two implementations (NumPy on the CPU, CuPy on the GPU).
+
+* :mod:`~gpu.backend.interface`: :class:`Backend`, what every method is written against;
+* :mod:`~gpu.backend.registry`: :func:`get_backend` by name;
+* :mod:`~gpu.backend.blas`: how a 2-D view reaches a column-major BLAS with no copy, and the
+  low-precision GEMM recipes; :mod:`~gpu.backend.cpu_blas`: SciPy's BLAS on raw pointers;
+* :mod:`~gpu.backend.numpy_backend`, :mod:`~gpu.backend.cupy_backend`: the implementations.
+"""
+
+from .interface import (
+    POLICIES,
+    AllocationReport,
+    Array,
+    Backend,
+    BackendUnavailable,
+    NullEvent,
+    NullStream,
+    Timer,
+    matrix_pair,
+    register_ops,
+)
+from .registry import BACKENDS, backend_of, get_backend, gpu_available
+
+__all__ = ["BACKENDS", "POLICIES", "AllocationReport", "Array", "Backend", "BackendUnavailable", "NullEvent",
+           "NullStream", "Timer", "backend_of", "get_backend", "gpu_available", "matrix_pair", "register_ops"]

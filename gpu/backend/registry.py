@@ -1,0 +1,49 @@
+"""Backends by name: ``get_backend("numpy" | "cupy" | "auto")``, one instance each per process.
+
+The CuPy backend is imported only when asked for (:func:`gpu.backend.interface.load`),
+so the CPU path needs neither CuPy nor a GPU.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .interface import Backend, BackendUnavailable, load
+
+BACKENDS = ("numpy", "cupy")
+_CLASSES = {"numpy": "gpu.backend.numpy_backend:NumpyBackend", "cupy": "gpu.backend.cupy_backend:CupyBackend"}
+_instances: dict[str, Backend] = {}
+
+
+def get_backend(name: str | Backend = "auto") -> Backend:
+    """The backend called ``name``: ``"numpy"``, ``"cupy"`` or ``"auto"``.
+
+    ``"auto"`` is CuPy when a GPU is usable, else NumPy. Asking for ``"cupy"``
+    where no GPU is usable raises :class:`BackendUnavailable` with the reason.
+    """
+    if isinstance(name, Backend):
+        return name
+    if name == "auto":
+        try:
+            return get_backend("cupy")
+        except BackendUnavailable:
+            return get_backend("numpy")
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; choose one of {BACKENDS + ('auto',)}")
+    if name not in _instances:
+        _instances[name] = load(_CLASSES[name])()
+    return _instances[name]
+
+
+def gpu_available() -> bool:
+    """Whether the CuPy backend can run here."""
+    try:
+        get_backend("cupy")
+    except BackendUnavailable:
+        return False
+    return True
+
+
+def backend_of(x: Any) -> Backend:
+    """The backend whose arrays ``x`` is: CuPy for a CuPy array, NumPy for anything else."""
+    return get_backend("cupy" if type(x).__module__.partition(".")[0] == "cupy" else "numpy")

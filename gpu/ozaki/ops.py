@@ -1,0 +1,86 @@
+"""The Ozaki scheme's operations per backend: line statistics, slicing and the FP64 fold.
+
+:func:`gpu.ozaki.matmul` is written once; what differs between the CPU and the
+GPU is fetched as ``backend.ops("ozaki")``: :class:`HostOps` here (NumPy), and
+:class:`gpu.ozaki.kernels.CudaOps` (CUDA kernels, loaded only with CuPy). Both
+perform the same operations in the same order, so they give identical bits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..backend import Array, Backend, register_ops
+from .plan import OzakiPlan
+from .slicing import encode, round_significant
+
+FAMILY = "ozaki"
+#: Flags of one fold launch: read the accumulator, read the open diagonal, store it, apply the scales.
+LOAD_ACC, LOAD_OPEN, STORE_OPEN, FINALIZE = 1, 2, 4, 8
+
+
+class HostOps:
+    """The Ozaki scheme's operations on NumPy arrays."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    def absmax(self, X: np.ndarray, axis: int) -> np.ndarray:
+        """max |X| along ``axis`` (NaN where the line holds NaN)."""
+        return np.abs(X).max(axis=axis)
+
+    def abssum(self, X: np.ndarray, axis: int) -> np.ndarray:
+        return np.abs(X).sum(axis=axis)
+
+    def split(self, X: np.ndarray, exps: np.ndarray, p: OzakiPlan, rows_pad: int, layout: dict[str, int],
+              overwrite: bool) -> np.ndarray:
+        """X's rows as concatenated slices, rows_pad x positions*ldk (see :func:`gpu.ozaki.slicing.slice_layout`);
+        with ``overwrite`` X itself holds the scaled remainders (no float64 copy)."""
+        fmt, rows, cols = p.format, *X.shape
+        out = np.zeros((rows_pad, layout["positions"] * p.ldk), dtype=fmt.storage)
+
+        def put(pos: int, values: np.ndarray) -> None:
+            out[:rows, pos * p.ldk:pos * p.ldk + cols] = encode(np, values, fmt.storage)
+
+        x = X if overwrite and X.flags.writeable else X.copy()
+        np.ldexp(x, -exps[:, None], out=x)
+        radix, digit = 2.0**p.alpha, np.empty_like(x)
+        for j in range(1, p.slices + 1):
+            if j >= layout["tail_from"]:
+                put(layout["tail_first"] + (j - layout["tail_from"]) * layout["tail_step"],
+                    round_significant(np, x * radix, fmt.bits, fmt.tiny))
+            if j <= layout["digits"]:
+                x *= radix
+                np.trunc(x, out=digit)
+                x -= digit
+                put(layout["first"] + (j - 1) * layout["step"], digit)
+        return out
+
+    def fold(self, buffers: list[Array], scales: list[float], closes: list[bool], acc: Array,
+             open_: Array | None, erow: Array, ecol: Array, flags: int) -> None:
+        """Add buffers (m x n_pad) into acc (m x n) in the fixed order of :mod:`gpu.ozaki`."""
+        m, n = acc.shape
+        a = acc if flags & LOAD_ACC else np.zeros((m, n))
+        d = open_.copy() if flags & LOAD_OPEN else np.zeros((m, n))
+        for buf, scale, close in zip(buffers, scales, closes):
+            d += buf[:, :n]
+            if close:
+                a += d * scale
+                d[...] = 0.0
+        if flags & STORE_OPEN:
+            open_[...] = d
+        if flags & FINALIZE:
+            np.ldexp(a, erow[:, None] + ecol[None, :], out=a)
+        if a is not acc:
+            acc[...] = a
+
+
+def ops(backend: Backend) -> Any:
+    """The Ozaki operations of ``backend``."""
+    return backend.ops(FAMILY)
+
+
+register_ops(FAMILY, "numpy", HostOps)
+register_ops(FAMILY, "cupy", "gpu.ozaki.kernels:CudaOps")

@@ -1,0 +1,96 @@
+"""Device profiles: what the library knows of a device, as a small JSON file per device and backend.
+
+The execution layer never opens the results database. What it needs from
+measurements (today: the best Strassen level per size for ``level="auto"``)
+is written, as plain data, into one file per (backend, device) by the
+commands that measure it (``gemmlab calibrate``, ``gemmlab levels``):
+calibration curves, launch overhead, and the level tables the predictor
+computed from them. The library only reads it.
+
+Files live in ``$GEMMLAB_PROFILES`` when that is set, else in
+``results/profiles`` under the working directory, named after the backend and
+the device (``cupy-nvidia-h100-80gb-hbm3.json``). A profile is read once per
+change of the file (its modification time), so a new calibration is seen by a
+running process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .backend import Backend
+
+FORMAT = "gemmlab-device-profile"
+VERSION = 1
+ENV_VAR = "GEMMLAB_PROFILES"
+DEFAULT_DIR = Path("results") / "profiles"
+
+
+class ProfileError(ValueError):
+    """A profile file that is not a readable profile of this version."""
+
+
+def profile_dir() -> Path:
+    """Where profiles are read and written: ``$GEMMLAB_PROFILES``, else ``results/profiles``."""
+    env = os.environ.get(ENV_VAR)
+    return Path(env) if env else DEFAULT_DIR
+
+
+def profile_path(backend: str, device: str, directory: str | os.PathLike | None = None) -> Path:
+    """The file of (backend, device) in ``directory`` (default :func:`profile_dir`)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", f"{backend} {device}".lower()).strip("-")
+    return Path(directory if directory is not None else profile_dir()) / f"{slug}.json"
+
+
+@lru_cache(maxsize=8)
+def device_name(backend: Backend) -> str:
+    """The device name a profile is keyed by (CUDA's name, or the CPU's), asked once per backend."""
+    return str(backend.device_info().get("device"))
+
+
+def load_profile(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The profile in ``path``, or None where there is no such file; :class:`ProfileError` for a
+    file that is not a profile (say which file, and how to make a new one)."""
+    path = Path(path)
+    try:
+        stamp = path.stat().st_mtime_ns
+    except FileNotFoundError:
+        return None
+    return _read(str(path.resolve()), stamp)
+
+
+@lru_cache(maxsize=32)
+def _read(path: str, stamp: int) -> dict[str, Any]:
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProfileError(f"{path} is not a readable device profile ({exc}); delete it and run "
+                           "gemmlab calibrate to write a new one") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
+        raise ProfileError(f"{path} is not a version-{VERSION} gemmlab device profile; delete it and run "
+                           "gemmlab calibrate to write a new one")
+    return doc
+
+
+def backend_profile(backend: Backend, directory: str | os.PathLike | None = None) -> dict[str, Any] | None:
+    """The profile of the device ``backend`` runs on, or None where none was written."""
+    return load_profile(profile_path(backend.name, device_name(backend), directory))
+
+
+def save_profile(doc: dict[str, Any], directory: str | os.PathLike | None = None) -> Path:
+    """Write ``doc`` (with its ``backend`` and ``device``) as that device's profile, atomically:
+    a reader sees the old file or the new one, never half of one."""
+    doc = {"format": FORMAT, "version": VERSION, **doc}
+    path = profile_path(doc["backend"], doc["device"], directory)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w") as fh:
+        json.dump(doc, fh, indent=1)
+    os.replace(tmp, path)
+    return path

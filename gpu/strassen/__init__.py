@@ -1,0 +1,21 @@
+"""Strassen-Winograd on NumPy or CuPy: schedules as tables, their analyses, one executor, ``matmul``.
+
+* :mod:`~gpu.strassen.schedules`: the schedules as data (steps over quadrant spaces);
+* :mod:`~gpu.strassen.liveness`: the state table, supports, clobbered and protected operands;
+* :mod:`~gpu.strassen.hazards`: the cross-stream event waits;
+* :mod:`~gpu.strassen.fusion`: runs of additions as one kernel (:mod:`~gpu.strassen.kernels` on CuPy);
+* :mod:`~gpu.strassen.costs`: operation counts and memory, for the models and the refusal before work;
+* :mod:`~gpu.strassen.executor`: one executor for every schedule;
+* :mod:`~gpu.strassen.auto`: the level of ``level="auto"``;
+* :mod:`~gpu.strassen.api`: :func:`matmul`.
+"""
+
+from .api import FRINGES, check_schedule, matmul, top_support
+from .auto import auto_level, rule_level
+from .costs import MemoryEstimate, level_counts, matmul_memory, strassen_memory, total_launches
+from .executor import Executor, quadrants
+from .schedules import SCHEDULES, Config, Schedule, get_schedule, resolve
+
+__all__ = ["FRINGES", "SCHEDULES", "Config", "Executor", "MemoryEstimate", "Schedule", "auto_level",
+           "check_schedule", "get_schedule", "level_counts", "matmul", "matmul_memory", "quadrants", "resolve",
+           "rule_level", "strassen_memory", "top_support", "total_launches"]

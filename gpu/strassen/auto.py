@@ -1,0 +1,66 @@
+"""The level of ``matmul(level="auto")``: this device's profile where there is one, else a fixed rule.
+
+A device profile (:mod:`gpu.profile`, written by ``gemmlab calibrate`` and
+``gemmlab levels``) holds, per configuration (``rum``, ``rum+fused``, ...), the
+level the recursive predictor chose from that device's measured curves, as a
+table of sizes where the level changes: ``[[0, 0], [7432, 1], [14864, 2], ...]``.
+The level for a size is the last row at or below it, looked up with
+:func:`bisect.bisect_right`, so a call costs a file check and a search.
+
+Without a profile (or without a table for the configuration), the rule: split
+while the bottom products stay at least ``RULE_CROSSOVER`` (4096 on a GPU, from
+the H100 calibration; 1024 on a CPU). A profile that cannot be read is reported
+in a warning and the rule is used.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import warnings
+from typing import Any
+
+from ..backend import Backend
+from ..profile import ProfileError, backend_profile
+from .schedules import Config
+
+#: Bottom-product size of the fallback rule, per backend.
+RULE_CROSSOVER = {"cupy": 4096, "numpy": 1024}
+MAX_LEVEL = 10
+
+
+def rule_level(size: int, backend: str) -> int:
+    """Levels such that the bottom products stay at least the backend's crossover size."""
+    crossover, level = RULE_CROSSOVER[backend], 0
+    while size // 2 ** (level + 1) >= crossover and level < MAX_LEVEL:
+        level += 1
+    return level
+
+
+def table_level(table: list[list[int]], size: int) -> int:
+    """The level of ``size`` in a profile's level table (rows [first size, level], ascending)."""
+    starts = [row[0] for row in table]
+    i = bisect.bisect_right(starts, size) - 1
+    return int(table[max(i, 0)][1])
+
+
+def profile_key(schedule: str, fused: bool) -> str:
+    """A profile's table key: the configuration's name without streams (the predictor ignores them)."""
+    return Config(schedule, fused=fused).name
+
+
+def auto_level(size: int, backend: Backend, *, schedule: str = "rum", fused: bool = False,
+               profile: dict[str, Any] | None = None) -> int:
+    """Best level for an n x n x n product on ``backend``: from ``profile`` (default: the device's
+    profile file, :func:`gpu.profile.backend_profile`), else :func:`rule_level`. Never more
+    levels than halvings of ``size``."""
+    if size <= 0:
+        raise ValueError(f"size must be positive, got {size}")
+    if profile is None:
+        try:
+            profile = backend_profile(backend)
+        except ProfileError as exc:
+            warnings.warn(f"{exc}; level='auto' uses the fixed rule", RuntimeWarning, stacklevel=3)
+    table = (profile or {}).get("levels", {}).get(profile_key(schedule, fused))
+    level = table_level(table, size) if table else rule_level(size, backend.name)
+    return min(level, MAX_LEVEL, int(math.log2(size)))
