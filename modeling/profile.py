@@ -111,10 +111,14 @@ def build_profile(backend: str, device: str, *, calibration: Sequence[Mapping[st
                   launch_source: Mapping[str, str] | None = None, asynchronous: bool = False,
                   **record: Any) -> dict[str, Any]:
     """The content of a device profile (see the module notes); ``record``: provenance kept as is."""
-    doc: dict[str, Any] = {"backend": backend, "device": device, **record, "asynchronous": bool(asynchronous),
-                           "calibration": columns(calibration), "context_calibration": columns(context_calibration),
-                           "launch_ms": dict(launch_ms or {}), "launch_source": dict(launch_source or {})}
-    if doc["calibration"] is None:
-        raise ValueError(f"a profile of {device} [{backend}] needs a calibration of at least two sizes")
-    doc["levels"] = level_tables(doc)
-    return doc
+    return complete_profile({"backend": backend, "device": device, **record, "asynchronous": bool(asynchronous),
+                             "calibration": columns(calibration), "context_calibration": columns(context_calibration),
+                             "launch_ms": dict(launch_ms or {}), "launch_source": dict(launch_source or {})})
+
+
+def complete_profile(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """``doc`` (a profile's inputs, curves as columns) with its level tables added."""
+    if not doc.get("calibration"):
+        raise ValueError(f"a profile of {doc.get('device')} [{doc.get('backend')}] needs a calibration of at "
+                         "least two sizes")
+    return {**doc, "levels": level_tables(doc)}

@@ -22,8 +22,8 @@ from .database import ResultsDB
 from .environment import env_key, environment
 
 #: Modules whose import registers experiments and figures, in run order.
-MODULES = ("experiments.core.commands", "experiments.levels.calibration", "experiments.strassen",
-           "experiments.levels", "experiments.audit", "experiments.ozaki")
+MODULES = ("experiments.core.commands", "experiments.levels", "experiments.strassen", "experiments.audit",
+           "experiments.ozaki")
 
 
 @dataclass
@@ -37,6 +37,7 @@ class Context:
     quick: bool = False
     force: bool = False
     progress: bool = True
+    command: str = ""
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ def recorded_run(backend: Backend, db: ResultsDB, command: str, **options: Any) 
     env = environment(backend)
     key = env_key(env)
     run_id = db.start_run(command, env, key)
-    ctx = Context(backend, db, run_id, key, **options)
+    ctx = Context(backend, db, run_id, key, command=command, **options)
     try:
         yield ctx
     except KeyboardInterrupt:

@@ -1,30 +1,31 @@
 """Calibration: the library's Gemm(x) and Geam(x) times over a size sweep.
 
 These two curves are what the modeling package fits (a cubic and a quadratic)
-to predict Strassen's crossover size and optimal level, and what the
-achieved-rate figure shows (TFLOP/s for GEMM, GB/s for GEAM).
+to predict Strassen's crossover size and optimal level, what the device
+profile hands to ``level="auto"`` (:mod:`experiments.levels.profile`), and what
+the achieved-rate figure shows (TFLOP/s for GEMM, GB/s for GEAM).
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from functools import partial
-from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from gpu.backend import Backend
-from gpu.executor import quadrants
-from modeling.counts import level_counts
+from gpu.strassen import level_counts, quadrants
 from modeling.work import geam_bytes, gemm_flops
 
-from .database import ResultsDB
-from .plotting import device_label, new_figure, plot_marked, save_figure
-from .registry import Context, experiment, figure
-from .sweep import Record, SweepOutcome, sweep
-from .timing import measure
+from ..core.database import ResultsDB
+from ..core.lab import HEADROOM, operand_bytes
+from ..core.registry import Context
+from ..core.sweep import Record, SweepOutcome, sweep
+from ..core.timing import measure
 
 EXPERIMENT = "calibration"
 #: The same calls timed as a Strassen level issues them: see :func:`measure_context_point`.
@@ -39,13 +40,6 @@ SIZES = {
 }
 #: Least duration of one in-context sample (seconds): long enough for sustained clocks.
 SUSTAIN_S = 0.1
-#: Share of free memory that A, B and C may take (the rest: cuBLAS workspace, flush buffer).
-HEADROOM = 0.9
-
-
-def operand_bytes(n: int, dtype: np.dtype | str = "float64") -> int:
-    """Memory of A, B and C for an n x n calibration point."""
-    return 3 * n * n * np.dtype(dtype).itemsize
 
 
 def default_sizes(backend: Backend, quick: bool = False, dtype: str = "float64") -> list[int]:
@@ -181,67 +175,42 @@ def calibrate_context(ctx: Context, sizes: Sequence[int] | None = None,
     return table(ctx.db, ctx.env_key, [p["size"] for p in points], dtype, CONTEXT_EXPERIMENT), outcome
 
 
+@dataclass(frozen=True)
+class CalibrationRow:
+    """Gemm(size) and Geam(size) stored for one size, with their achieved rates."""
+
+    size: int
+    dtype: str
+    gemm_s: float
+    geam_s: float
+    tflops: float | None
+    gbs: float | None
+    samples: int
+    gemm_stable: bool
+    geam_stable: bool
+
+    @property
+    def stable(self) -> bool:
+        return self.gemm_stable and self.geam_stable
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "stable": self.stable}
+
+
 def table(db: ResultsDB, env_key: str, sizes: Sequence[int] | None = None,
-          dtype: str | None = None, experiment: str = EXPERIMENT) -> list[dict[str, Any]]:
-    """Stored calibration points of one environment, one row per size, smallest first
-    (``experiment``: the plain calibration, or ``CONTEXT_EXPERIMENT``)."""
-    rows: dict[tuple[int, str], dict[str, Any]] = {}
+          dtype: str | None = None, experiment: str = EXPERIMENT) -> list[CalibrationRow]:
+    """Stored calibration points of one environment, one row per size with both methods, smallest
+    first (``experiment``: the plain calibration, or ``CONTEXT_EXPERIMENT``)."""
+    found: dict[tuple[str, int], dict[str, Any]] = defaultdict(dict)
     for m in db.measurements(experiment, env_key=env_key):
-        n, dt = m["params"]["size"], m["params"]["dtype"]
-        if (sizes is not None and n not in sizes) or (dtype is not None and dt != dtype):
-            continue
-        row = rows.setdefault((n, dt), {"size": n, "dtype": dt, "samples": 0})
-        row[f"{m['method']}_s"] = m["value"]
-        row[f"{m['method']}_stable"] = bool(m["meta"].get("stable", True))
-        row.update({k: m["meta"][k] for k in ("tflops", "gbs") if k in m["meta"]})
-        row["samples"] = max(row["samples"], len(m["samples"]))
-    complete = [rows[k] for k in sorted(rows, key=lambda k: (k[1], k[0]))
-                if all(f"{m}_s" in rows[k] for m in METHODS)]
-    for row in complete:
-        row["stable"] = all(row[f"{m}_stable"] for m in METHODS)
-    return complete
-
-
-@experiment(EXPERIMENT, "Gemm(x) and Geam(x) medians over a size sweep")
-def run(ctx: Context) -> dict[str, Any]:
-    rows, outcome = calibrate(ctx)
-    best_gemm = max(rows, key=lambda r: r["tflops"])
-    best_geam = max(rows, key=lambda r: r["gbs"])
-    return {
-        "points measured": outcome.measured,
-        "points already stored": outcome.skipped,
-        "sizes": f"{rows[0]['size']} to {rows[-1]['size']} ({len(rows)} sizes)",
-        "best GEMM rate": f"{best_gemm['tflops']:.3g} TFLOP/s at N = {best_gemm['size']}",
-        "best GEAM rate": f"{best_geam['gbs']:.4g} GB/s at N = {best_geam['size']}",
-    }
-
-
-@figure(EXPERIMENT, "Gemm/Geam time and achieved TFLOP/s and GB/s against size")
-def render(db: ResultsDB, out_dir: Path) -> list[Path]:
-    curves = defaultdict(list)
-    for key in db.env_keys():
-        for row in table(db, key):
-            curves[(device_label(db, key), row["dtype"])].append(row)
-    curves = {k: v for k, v in curves.items() if v}
-    if not curves:
-        return []
-    fig, (ax_t, ax_f, ax_b) = new_figure(1, 3, width=15, height=4.2)
-    for (label, dtype), rows in sorted(curves.items()):
-        name, n = f"{label} {dtype}", [r["size"] for r in rows]
-        gemm_ok, geam_ok = [r["gemm_stable"] for r in rows], [r["geam_stable"] for r in rows]
-        color = plot_marked(ax_t, n, [1e3 * r["gemm_s"] for r in rows], gemm_ok, "o-",
-                            label=f"Gemm, {name}").get_color()
-        plot_marked(ax_t, n, [1e3 * r["geam_s"] for r in rows], geam_ok, "s--", color=color, label=f"Geam, {name}")
-        plot_marked(ax_f, n, [r["tflops"] for r in rows], gemm_ok, "o-", color=color, label=name)
-        plot_marked(ax_b, n, [r["gbs"] for r in rows], geam_ok, "s-", color=color, label=name)
-    ax_t.set(xscale="log", yscale="log")
-    for ax in (ax_f, ax_b):
-        ax.set_xscale("log")
-    fig.suptitle("hollow markers: no batch within 95-105% of its mean after retries", fontsize=8)
-    ax_t.set(xlabel="N", ylabel="time (ms)", title="Gemm(N) and Geam(N)")
-    ax_f.set(xlabel="N", ylabel="TFLOP/s", title="GEMM achieved rate (2N³ / t)")
-    ax_b.set(xlabel="N", ylabel="GB/s", title="GEAM achieved bandwidth (3·N²·size / t)")
-    for ax in (ax_t, ax_f, ax_b):
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-    return save_figure(fig, out_dir, "calibration")
+        n, dt = m.params["size"], m.params["dtype"]
+        if (sizes is None or n in sizes) and (dtype is None or dt == dtype):
+            found[(dt, n)][m.method] = m
+    rows = []
+    for (dt, n), by in sorted(found.items()):
+        if all(k in by for k in METHODS):
+            g, a = by["gemm"], by["geam"]
+            rows.append(CalibrationRow(n, dt, g.value, a.value, g.meta.get("tflops"), a.meta.get("gbs"),
+                                       max(len(g.samples), len(a.samples)), bool(g.meta.get("stable", True)),
+                                       bool(a.meta.get("stable", True))))
+    return rows

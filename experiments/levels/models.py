@@ -2,10 +2,16 @@
 
 The predictors of :mod:`modeling` take curves and numbers; this module finds
 them in the results database. A calibration belongs to one environment (GPU
-and software stack); ``select_env`` picks it by key, by device name, or as the
-newest calibration of the device a backend runs on. The per-launch overhead of
-the recursive predictor is the stored measurement (``launch-overhead``, taken
-by the level-validation experiment) or else is fitted to the stored Strassen
+and software stack); :func:`select_env` picks it by key, by device name, or as
+the newest calibration of the device a backend runs on.
+
+The recursive predictor is built the way ``level="auto"`` gets it: from the
+inputs of a device profile (:func:`profile_inputs`: measured curves, the
+in-context curves where stored, the launch overhead and whether calls are
+asynchronous) through :func:`modeling.profile.predictor`, so the lab judges
+exactly the model the library's level tables come from. The per-launch
+overhead is the stored measurement (``launch-overhead``, taken by the
+level-validation experiment) or else is fitted to the stored Strassen
 timings of that environment.
 """
 
@@ -13,25 +19,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from modeling.fits import TimeModel, fit_calibration, measured_curves
+from gpu.backend import backend_class
+from gpu.strassen import Config
+from modeling.fits import TimeModel, fit_calibration
+from modeling.profile import columns, predictor
 from modeling.recursive import RecursiveModel
 
-from . import calibration, strassen_bench
-from .database import ResultsDB
+from ..core.database import ResultsDB
+from ..strassen.bench import EXPERIMENT as SPEEDUP_EXPERIMENT
+from . import calibration
 
 DTYPE = "float64"
 OVERHEAD_EXPERIMENT = "launch-overhead"
 LEVELS_EXPERIMENT = "level-validation"
 #: Largest per-launch host time the fit may return (ms): far above any Python call.
 MAX_LAUNCH_MS = 5.0
-#: Backends whose library calls return before the work is done (host time can hide).
-ASYNCHRONOUS = ("cupy",)
 
 
 def calibrated_envs(db: ResultsDB, dtype: str = DTYPE) -> list[tuple[str, dict[str, Any]]]:
@@ -65,11 +73,12 @@ def select_env(db: ResultsDB, env: str | None = None, device: str | None = None,
 
 
 def calibration_rows(db: ResultsDB, key: str, size_range: tuple[float, float] | None = None,
-                     dtype: str = DTYPE) -> list[dict[str, Any]]:
-    rows = calibration.table(db, key, dtype=dtype)
+                     dtype: str = DTYPE, experiment: str = calibration.EXPERIMENT) -> list[dict[str, Any]]:
+    """Stored calibration rows of ``key`` as the mappings :mod:`modeling` fits take."""
+    rows = calibration.table(db, key, dtype=dtype, experiment=experiment)
     if size_range is not None:
-        rows = [r for r in rows if size_range[0] <= r["size"] <= size_range[1]]
-    return rows
+        rows = [r for r in rows if size_range[0] <= r.size <= size_range[1]]
+    return [r.as_dict() for r in rows]
 
 
 def time_model(db: ResultsDB, key: str, weighting: str = "relative",
@@ -92,25 +101,25 @@ class Timed:
     gemm_ms: float
 
 
-def strassen_timings(db: ResultsDB, key: str, config: strassen_bench.Config | None = None,
-                     dtype: str = DTYPE) -> list[Timed]:
+def strassen_timings(db: ResultsDB, key: str, config: Config | None = None, dtype: str = DTYPE) -> list[Timed]:
     """Stored Strassen times of ``key`` (both the speed-up and the level-validation experiments),
     of one configuration or of all, levels >= 1."""
     out = []
-    for experiment in (strassen_bench.EXPERIMENT, LEVELS_EXPERIMENT):
+    for experiment in (SPEEDUP_EXPERIMENT, LEVELS_EXPERIMENT):
         for m in db.measurements(experiment, env_key=key):
-            p = m["params"]
-            if p.get("level", 0) < 1 or "speedup" not in m["meta"] or p["dtype"] != dtype:
+            p = m.params
+            if p.get("level", 0) < 1 or "speedup" not in m.meta or p["dtype"] != dtype:
                 continue
-            if config is not None and m["method"] != config.name:
+            if config is not None and m.method != config.name:
                 continue
-            out.append(Timed(p["schedule"], bool(p["fused"]), p["size"], p["level"], 1e3 * m["value"],
-                             1e3 * m["meta"]["gemm_s"]))
+            out.append(Timed(p["schedule"], bool(p["fused"]), p["size"], p["level"], 1e3 * m.value,
+                             1e3 * m.meta["gemm_s"]))
     return out
 
 
-def recursive_model(gemm, geam, launch_ms: float, backend: str, config: strassen_bench.Config) -> RecursiveModel:
-    return RecursiveModel(gemm, geam, config.schedule, config.fused, launch_ms, overlap=backend in ASYNCHRONOUS)
+def asynchronous(db: ResultsDB, key: str) -> bool:
+    """Whether the stored environment's backend issues calls asynchronously (host time can hide)."""
+    return backend_class(db.environment(key).get("backend", "numpy")).asynchronous
 
 
 def fit_launch_ms(db: ResultsDB, key: str, timings: Sequence[Timed]) -> float:
@@ -118,13 +127,13 @@ def fit_launch_ms(db: ResultsDB, key: str, timings: Sequence[Timed]) -> float:
     of each speed-up over the GEMM of its group, over the measured calibration curves."""
     if not timings:
         raise ValueError("no stored Strassen timings to fit the launch overhead to")
-    gemm, geam = measured_curves(calibration_rows(db, key))
-    backend = db.environment(key).get("backend", "")
+    inputs = {"calibration": columns(calibration_rows(db, key)), "asynchronous": asynchronous(db, key)}
+    gemm = predictor(inputs).gemm
 
     def loss(h: float) -> float:
-        err = [math.log(t.gemm_ms / t.time_ms) - math.log(gemm(t.size) / recursive_model(
-            gemm, geam, h, backend, strassen_bench.Config(t.schedule, fused=t.fused)).time(t.size, t.level))
-               for t in timings]
+        doc = {**inputs, "launch_ms": {"default": h}}
+        err = [math.log(t.gemm_ms / t.time_ms) - math.log(gemm(t.size) / predictor(doc, t.schedule, t.fused).time(
+            t.size, t.level)) for t in timings]
         return float(np.dot(err, err))
 
     grid = np.concatenate([[0.0], np.geomspace(1e-4, MAX_LAUNCH_MS, 40)])
@@ -133,29 +142,48 @@ def fit_launch_ms(db: ResultsDB, key: str, timings: Sequence[Timed]) -> float:
     return float(minimize_scalar(loss, bounds=(lo, hi), method="bounded").x) if hi > lo else float(grid[best])
 
 
-def launch_overhead(db: ResultsDB, key: str, config: strassen_bench.Config) -> tuple[float, str]:
-    """Per-launch host time in ms for ``config`` on ``key``, and where it came from."""
-    stored = db.measurements(OVERHEAD_EXPERIMENT, env_key=key, method=config.name)
-    if stored:
-        newest = max(stored, key=lambda m: m["created_at"])
-        return 1e3 * newest["value"], f"measured ({OVERHEAD_EXPERIMENT})"
+def stored_overheads(db: ResultsDB, key: str) -> dict[str, float]:
+    """The newest measured per-launch host time (ms) of each configuration of ``key``, by profile key
+    (:func:`gpu.strassen.auto.profile_key`)."""
+    newest = {}
+    for m in sorted(db.measurements(OVERHEAD_EXPERIMENT, env_key=key), key=lambda m: m.created_at):
+        newest[m.method.replace("-parallel", "")] = 1e3 * m.value   # a profile's key ignores streams
+    return newest
+
+
+def default_overhead(db: ResultsDB, key: str) -> tuple[float, str]:
+    """Per-launch host time (ms) for configurations without a measurement, and where it came from."""
     timings = strassen_timings(db, key)
     if timings:
         return fit_launch_ms(db, key, timings), f"fitted to {len(timings)} stored Strassen timings"
     return 0.0, "none stored (0): measure it with gemmlab levels"
 
 
-def stored_predictor(db: ResultsDB, key: str, config: strassen_bench.Config) -> tuple[RecursiveModel, str]:
-    """The recursive predictor of ``key``: measured calibration curves, the in-context curves
-    for the calls inside a product where stored (``gemmlab calibrate --context``), and the
-    launch overhead."""
-    gemm, geam = measured_curves(calibration_rows(db, key))
-    launch_ms, source = launch_overhead(db, key, config)
-    backend = db.environment(key).get("backend", "")
-    model = recursive_model(gemm, geam, launch_ms, backend, config)
-    context = calibration.table(db, key, dtype=DTYPE, experiment=calibration.CONTEXT_EXPERIMENT)
-    if len(context) >= 2:
-        inner_gemm, inner_geam = measured_curves(context)
-        model = replace(model, inner_gemm=inner_gemm, inner_geam=inner_geam)
-        source += f"; inner calls from {len(context)} in-context calibration points"
-    return model, source
+def profile_inputs(db: ResultsDB, key: str, configs: Sequence[Config] | None = None) -> dict[str, Any]:
+    """What a device profile holds besides its level tables, from the stored results of ``key``.
+
+    ``configs``: only these need a launch overhead (the default one is fitted only when one of
+    them has no measurement); None: every configuration, as a profile needs.
+    """
+    env = db.environment(key)
+    measured = stored_overheads(db, key)
+    launch = dict(measured)
+    source = {name: f"measured ({OVERHEAD_EXPERIMENT})" for name in measured}
+    if configs is None or any(Config(c.schedule, fused=c.fused).name not in measured for c in configs):
+        launch["default"], source["default"] = default_overhead(db, key)
+    context = calibration_rows(db, key, experiment=calibration.CONTEXT_EXPERIMENT)
+    return {"backend": env.get("backend"), "device": env.get("device"), "env_key": key,
+            "asynchronous": asynchronous(db, key), "calibration": columns(calibration_rows(db, key)),
+            "context_calibration": columns(context), "launch_ms": launch, "launch_source": source}
+
+
+def stored_predictor(db: ResultsDB, key: str, config: Config) -> tuple[RecursiveModel, str]:
+    """The recursive predictor of ``key`` for ``config``, and where its launch overhead came from."""
+    inputs = profile_inputs(db, key, [config])
+    if not inputs["calibration"]:
+        raise ValueError(f"no {DTYPE} calibration of two sizes or more stored for env {key}; run gemmlab calibrate")
+    name = Config(config.schedule, fused=config.fused).name
+    source = inputs["launch_source"].get(name) or inputs["launch_source"]["default"]
+    if inputs["context_calibration"]:
+        source += f"; inner calls from {len(inputs['context_calibration']['size'])} in-context calibration points"
+    return predictor(inputs, config.schedule, config.fused), source

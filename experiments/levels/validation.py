@@ -35,7 +35,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from gpu.backend import Backend
-from modeling.counts import total_launches
+from gpu.strassen import Config, total_launches
 from modeling.crossover import (
     crossover_point,
     interpolated_crossing,
@@ -43,27 +43,18 @@ from modeling.crossover import (
     thesis_boundaries,
     thesis_level,
 )
+from modeling import hardware
+from modeling.analytic import analytic_model
 from modeling.fits import TimeModel
 from modeling.recursive import RecursiveModel
 
+from ..core.database import ResultsDB
+from ..core.lab import HEADROOM, Operands, free_memory, operand_bytes
+from ..core.registry import Context
+from ..core.sweep import Record, SweepOutcome, sweep
+from ..core.timing import MIN_REPEATS, measure
+from ..strassen.bench import DTYPE, checked_works, config_bytes, point_params, strassen_work, time_strassen
 from . import calibration, models
-from .database import ResultsDB
-from .plotting import device_label, new_figure, save_figure
-from .registry import Context, experiment, figure
-from .strassen_bench import (
-    DTYPE,
-    Config,
-    allocate,
-    checked_works,
-    config_bytes,
-    free_memory,
-    point_params,
-    refill_and_wait,
-    strassen_work,
-    time_group,
-)
-from .sweep import Record, SweepOutcome, sweep
-from .timing import MIN_REPEATS, measure
 
 EXPERIMENT = models.LEVELS_EXPERIMENT
 OVERHEAD_EXPERIMENT = models.OVERHEAD_EXPERIMENT
@@ -119,15 +110,15 @@ def custom_plan(backend: Backend, quick: bool, sizes: Sequence[int] | None = Non
 
 
 def level_params(n: int, level: int, config: Config) -> dict[str, Any]:
-    return point_params(n, level, config.schedule, config.parallel, config.fused, DTYPE)
+    return point_params(n, level, config, DTYPE)
 
 
 def fitting_sizes(plan: LevelPlan, free: int, itemsize: int = 8) -> list[int]:
     """Sizes of the plan whose operands and deepest configuration fit in ``free`` bytes."""
-    budget = calibration.HEADROOM * free
+    budget = HEADROOM * free
     return [n for n in plan.sizes
             if max(config_bytes(plan.config, n, lv, itemsize) for lv in plan.levels(n)[1:] or [0]) <= budget
-            and calibration.operand_bytes(n) <= budget]
+            and operand_bytes(n) <= budget]
 
 
 # --------------------------------------------------------------------------- measuring
@@ -144,10 +135,10 @@ def measure_overhead(backend: Backend, params: Mapping[str, Any], methods: Seque
     """Host time per library call: a product with thousands of tiny kernels is bound by their issue,
     so its time over its launches is what one call costs the host."""
     n, level = params["size"], params["level"]
-    ops = allocate(backend, n)
-    work = strassen_work(backend, config, level, ops)
+    ops = Operands.uniform(backend, n)
+    work = strassen_work(config, level, ops)
     launches = total_launches(config.schedule, level, config.fused)
-    timing = measure(work, backend, setup={"_": refill_and_wait(backend, ops)})
+    timing = measure(work, backend, setup={"_": ops.refill_and_wait})
     per_launch = [s / launches for s in timing.samples]
     return {config.name: Record(timing.median / launches, "s", per_launch,
                                 {**timing.meta(), "launches": launches, "product_s": timing.median})}
@@ -169,10 +160,10 @@ def sweep_levels(ctx: Context, plan: LevelPlan, sizes: Sequence[int]) -> SweepOu
                                      for lv in levels):
                 outcome.skipped += len(levels)
                 continue
-            ops = allocate(be, n)
+            ops = Operands.uniform(be, n)
             try:
-                works, errors = checked_works(be, ops, n, {f"L{lv}": (config, lv) for lv in levels[1:]})
-                result = time_group(be, ops, works, **plan.protocol(n))
+                works, errors = checked_works(ops, {f"L{lv}": (config, lv) for lv in levels[1:]})
+                result = time_strassen(ops, works, **plan.protocol(n))
             finally:
                 ops = None
                 free_memory(be)
@@ -210,12 +201,6 @@ def run_plan(ctx: Context, plan: LevelPlan) -> tuple[dict[str, Any], Report]:
             "points already stored": sum(p.skipped for p in parts), **report.summary()}, report
 
 
-@experiment(EXPERIMENT, "Best Strassen level over a dense size sweep against the thesis rule and the "
-                        "recursive predictor")
-def run(ctx: Context) -> dict[str, Any]:
-    return run_plan(ctx, PLANS[(ctx.backend.name, ctx.quick)])[0]
-
-
 # --------------------------------------------------------------------------- judging
 
 def stored_sweep(db: ResultsDB, key: str, config: Config, sizes: Sequence[int] | None = None
@@ -223,9 +208,9 @@ def stored_sweep(db: ResultsDB, key: str, config: Config, sizes: Sequence[int] |
     """{size: {level: seconds}} of the stored sweep of ``config`` (sizes with level 0 only)."""
     times: dict[int, dict[int, float]] = {}
     for m in db.measurements(EXPERIMENT, env_key=key, method=config.name):
-        p = m["params"]
+        p = m.params
         if p["dtype"] == DTYPE and (sizes is None or p["size"] in sizes):
-            times.setdefault(p["size"], {})[p["level"]] = m["value"]
+            times.setdefault(p["size"], {})[p["level"]] = m.value
     return {n: t for n, t in sorted(times.items()) if 0 in t}
 
 
@@ -358,6 +343,25 @@ def judge_times(db: ResultsDB, key: str, config: Config, times: dict[int, dict[i
     return Report(config, times, measured, verdicts, unit)
 
 
+def estimate(plan: LevelPlan, backend: Backend, db_path: Path) -> tuple[float | None, str]:
+    """Seconds the plan should take, and by what: the stored predictor of this device, else its
+    analytic model (``gemmlab levels --dry-run``)."""
+    info = backend.device_info()
+    if db_path.is_file():
+        with ResultsDB(db_path) as db:
+            try:
+                model, _ = models.stored_predictor(db, models.select_env(db, current=info), plan.config)
+                return estimate_seconds(plan, model), "stored calibration"
+            except ValueError:
+                pass
+    try:
+        gpu = hardware.lookup(info.get("device", ""))
+    except ValueError:
+        return None, "no calibration or hardware row for this device"
+    return estimate_seconds(plan, analytic_model(gpu, plan.config.schedule, plan.config.fused)), \
+        f"analytic model of {gpu.name}"
+
+
 def estimate_seconds(plan: LevelPlan, model: RecursiveModel, sizes: Sequence[int] | None = None) -> float:
     """Seconds the sweep should take by ``model``: at each size the warm-up, the check and ten
     samples of every level, one batch each (a repeated batch adds ten samples more)."""
@@ -366,105 +370,3 @@ def estimate_seconds(plan: LevelPlan, model: RecursiveModel, sizes: Sequence[int
         runs = plan.protocol(n)["warmup"] + 1 + MIN_REPEATS
         total += runs * sum(model.time(n, lv) for lv in plan.levels(n)) / 1e3
     return total
-
-
-# --------------------------------------------------------------------------- figures
-
-def _calibrated(db: ResultsDB) -> list[tuple[str, TimeModel]]:
-    out = []
-    for key, _ in models.calibrated_envs(db):
-        try:
-            out.append((key, models.time_model(db, key, "relative")))
-        except ValueError:
-            continue
-    return out
-
-
-@figure("speedup-model", "SpeedUp(x) = Gemm(x) / (7 Gemm(x/2) + 15 Geam(x/2)) from the fitted curves, "
-                         "crossover P marked (thesis Fig. 4.2)")
-def render_speedup(db: ResultsDB, out_dir: Path) -> list[Path]:
-    envs = _calibrated(db)
-    if not envs:
-        return []
-    fig, axes = new_figure(1, len(envs), width=5.5 * len(envs), height=4.2)
-    for ax, (key, model) in zip(np.atleast_1d(axes), envs):
-        lo, hi = 2 * model.size_range[0], model.size_range[1]
-        xs = np.geomspace(lo, hi, 400)
-        top = 1.0
-        for fitted, style in ((model, "-"), (models.time_model(db, key, "absolute"), ":")):
-            s = np.array([speedup(fitted, x) for x in xs])
-            s[(fitted.gemm(xs / 2) <= 0) | (fitted.geam(xs / 2) <= 0) | (s <= 0)] = np.nan  # fit below zero there
-            name = "relative-error" if fitted.gemm.weighting == "relative" else "ordinary (thesis)"
-            line, = ax.plot(xs, s, style, label=f"SpeedUp(x), {name} least squares")
-            top = max(top, float(np.nanmax(s[xs >= lo * 4])) if np.any(np.isfinite(s[xs >= lo * 4])) else top)
-            try:
-                P = crossover_point(fitted)
-                ax.axvline(P, color=line.get_color(), ls="--", lw=1)
-                ax.annotate(f"P = {P:.0f}", (P, 1.0), textcoords="offset points", xytext=(4, -14),
-                            color=line.get_color(), fontsize=8)
-            except ValueError:
-                pass
-        measured = [t for t in models.strassen_timings(db, key, RUM) if t.level == 1]
-        if measured:
-            ax.plot([t.size for t in measured], [t.gemm_ms / t.time_ms for t in measured], "o",
-                    label="measured, RUM level 1")
-        ax.axhline(1.0, color="black", lw=0.8)
-        ax.set_xscale("log", base=2)
-        ax.set_ylim(0, min(2.0, 1.15 * top))
-        ax.set(xlabel="x (matrix size)", ylabel="Gemm(x) / strassen_RUM(x)", title=device_label(db, key))
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-    return save_figure(fig, out_dir, "speedup-model")
-
-
-@figure(EXPERIMENT, "Best Strassen level against N: measured, thesis rule and recursive predictor; "
-                    "level boundaries predicted against measured (thesis Fig. 4.5)")
-def render_levels(db: ResultsDB, out_dir: Path) -> list[Path]:
-    reports = []
-    for key in db.env_keys():
-        configs = {m["method"] for m in db.measurements(EXPERIMENT, env_key=key)}
-        for name in sorted(configs):
-            config = _config_of(db, key, name)
-            try:
-                reports.append((key, judge(db, key, config)))
-            except ValueError:
-                continue
-    if not reports:
-        return []
-    fig, axes = new_figure(len(reports), 3, width=16, height=4.3 * len(reports))
-    for row, (key, report) in zip(np.array(axes, dtype=object).reshape(len(reports), 3), reports):
-        _plot_levels(row, report, f"{device_label(db, key)}, {report.config.name}")
-    return save_figure(fig, out_dir, EXPERIMENT)
-
-
-def _config_of(db: ResultsDB, key: str, method: str) -> Config:
-    p = db.measurements(EXPERIMENT, env_key=key, method=method)[0]["params"]
-    return Config(p["schedule"], p["parallel"], p["fused"])
-
-
-def _plot_levels(axes: Sequence[Any], report: Report, title: str) -> None:
-    ax_l, ax_b, ax_t = axes
-    sizes = list(report.times)
-    best = best_levels(report.times)
-    ax_l.plot(sizes, [best[n] for n in sizes], "ko", label="measured best")
-    for k, v in enumerate(report.verdicts):
-        ax_l.step(sizes, [v.levels[n] + 0.06 * (k + 1) for n in sizes], where="mid", label=v.name)
-        lost = [100 * (report.times[n][v.levels[n]] / report.times[n][best[n]] - 1) for n in sizes]
-        ax_t.plot(sizes, lost, "o-", ms=3, label=f"{v.name}: {v.time_lost_pct:.2f}% over the sweep")
-    ax_l.set(xlabel="N", ylabel="level", title=f"best level, {title}")
-    ax_l.title.set_fontsize(8)
-    levels = range(1, len(report.measured) + 1)
-    ax_b.plot(levels, report.measured, "ks", ms=8, label="measured")
-    for k, v in enumerate(report.verdicts):
-        ax_b.plot([lv + 0.08 * (k + 1) for lv in levels], v.boundaries, "o", label=v.name)
-        for lv, b, e in zip(levels, v.boundaries, v.errors_pct):
-            if b is not None and e is not None:
-                ax_b.annotate(f"{e:+.1f}%", (lv + 0.08 * (k + 1), b), fontsize=6, xytext=(3, 0),
-                              textcoords="offset points")
-    ax_b.set_yscale("log", base=2)
-    ax_b.set(xlabel="level L", ylabel="N where level L starts", title="level boundaries: predicted against measured")
-    ax_t.set(xlabel="N", ylabel="time lost against the best level (%)", title="cost of the predicted level")
-    ax_b.xaxis.get_major_locator().set_params(integer=True)
-    for ax in axes:
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)

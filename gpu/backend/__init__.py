@@ -19,7 +19,7 @@ from .interface import (
     matrix_pair,
     register_ops,
 )
-from .registry import BACKENDS, backend_of, get_backend, gpu_available
+from .registry import BACKENDS, backend_class, backend_of, get_backend, gpu_available
 
 __all__ = ["BACKENDS", "POLICIES", "AllocationReport", "Array", "Backend", "BackendUnavailable", "NullEvent",
-           "NullStream", "Timer", "backend_of", "get_backend", "gpu_available", "matrix_pair", "register_ops"]
+           "NullStream", "Timer", "backend_class", "backend_of", "get_backend", "gpu_available", "matrix_pair", "register_ops"]

@@ -15,6 +15,14 @@ _CLASSES = {"numpy": "gpu.backend.numpy_backend:NumpyBackend", "cupy": "gpu.back
 _instances: dict[str, Backend] = {}
 
 
+def backend_class(name: str) -> type[Backend]:
+    """The class of the backend called ``name`` (importable without a GPU: for what a stored
+    environment's backend was, such as :attr:`Backend.asynchronous`)."""
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; choose one of {BACKENDS}")
+    return load(_CLASSES[name])
+
+
 def get_backend(name: str | Backend = "auto") -> Backend:
     """The backend called ``name``: ``"numpy"``, ``"cupy"`` or ``"auto"``.
 
@@ -31,7 +39,7 @@ def get_backend(name: str | Backend = "auto") -> Backend:
     if name not in BACKENDS:
         raise ValueError(f"unknown backend {name!r}; choose one of {BACKENDS + ('auto',)}")
     if name not in _instances:
-        _instances[name] = load(_CLASSES[name])()
+        _instances[name] = backend_class(name)()
     return _instances[name]
 
 

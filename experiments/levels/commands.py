@@ -1,0 +1,172 @@
+"""The level-prediction commands: ``calibrate``, ``fit``, ``predict`` and ``levels``."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gpu.backend import Backend, get_backend
+from gpu.strassen import Config
+from modeling import fits, hardware
+
+from ..core.command import MEASURING, command, emit, measuring_run, sizes, table
+from ..core.database import ResultsDB
+from . import calibration, models, validation
+from .predict import Source, fit_report, predict
+from .profile import update_profile
+
+CALIBRATION_COLUMNS = (("size", "N", "d"), ("gemm_s", "Gemm (s)", ".4e"), ("tflops", "TFLOP/s", ".3f"),
+                       ("geam_s", "Geam (s)", ".4e"), ("gbs", "GB/s", ".1f"), ("samples", "samples", "d"),
+                       ("stable", "stable", ""))
+
+
+def _calibrate_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sizes", type=sizes, default=None,
+                   help="matrix sizes, comma- or space-separated (default: sized for the backend)")
+    p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
+    p.add_argument("--quick", action="store_true", help="the short default sweep")
+    p.add_argument("--context", action="store_true",
+                   help="time the calls as one Strassen level issues them: back to back on N x N quadrant "
+                        "views of 2N x 2N operands (curves for the recursive predictor's inner calls)")
+
+
+@command("calibrate", "measure Gemm(x) and Geam(x); writes the device profile", options=MEASURING,
+         arguments=_calibrate_arguments)
+def cmd_calibrate(args: argparse.Namespace, db_path: Path) -> int:
+    backend = get_backend(args.backend)
+    if args.context:
+        chosen = args.sizes
+        calibration.plan_sizes(backend, [2 * n for n in chosen] if chosen else None, args.quick, args.dtype)
+    else:
+        chosen = calibration.plan_sizes(backend, args.sizes, args.quick, args.dtype)
+    run = calibration.calibrate_context if args.context else calibration.calibrate
+    with measuring_run(args, db_path, backend) as ctx:
+        rows, outcome = run(ctx, chosen, args.dtype)
+        device = ctx.db.environment(ctx.env_key).get("device")
+        profile = update_profile(ctx)
+    points = [r.as_dict() for r in rows]
+    payload = {"backend": backend.name, "device": device, "env_key": ctx.env_key, "dtype": args.dtype,
+               "context": args.context, "measured": outcome.measured, "skipped": outcome.skipped, "points": points,
+               "profile": profile}
+    emit(args, payload, lambda: (
+        f"{device} ({backend.name}, {args.dtype}): {outcome.measured} measured, "
+        f"{outcome.skipped} already stored (use --force to measure again)\n"
+        + table(points, CALIBRATION_COLUMNS) + f"\ndevice profile: {profile}"))
+    return 0
+
+
+FIT_OPTIONS = ("common", "stored", "backend", "range")
+FIT_COLUMNS = (("weighting", "weighting", ""), ("curve", "curve", ""),
+               ("coefficients", "coefficients (ms, highest power first)", ""),
+               ("sse", "SSE (ms^2)", ".4g"), ("r2", "R^2", ".6f"), ("rel_rms", "rms rel. error", ".3f"))
+
+
+def _source(args: argparse.Namespace) -> Source:
+    return Source(args.backend, args.env, args.device, getattr(args, "coefficients", None), getattr(args, "gpu", None),
+                  args.range, getattr(args, "weighting", "relative"))
+
+
+@command("fit", "fit Gemm (cubic) and Geam (quadratic) to a stored calibration", options=FIT_OPTIONS)
+def cmd_fit(args: argparse.Namespace, db_path: Path) -> int:
+    payload, rows = fit_report(db_path, _source(args))
+    emit(args, payload, lambda: f"{payload['device']} (env {payload['env_key']}), sizes {payload['sizes']}\n"
+         + table(rows, FIT_COLUMNS) + "\n" + "\n".join(
+             f"P ({w}): " + (f"{v['P']:.0f}" if v["P"] else v["note"]) for w, v in payload["fits"].items()))
+    return 0
+
+
+def _predict_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--size", type=int, required=True, help="matrix size N")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--coefficients", type=Path, default=None, metavar="FILE",
+                        help='JSON {"gemm": [p1, p2, p3, p4], "geam": [q1, q2, q3], "units": "ms"}, highest power first')
+    source.add_argument("--gpu", default=None, metavar="NAME",
+                        help=f"analytic model of a GPU from the hardware table ({', '.join(hardware.GPUS)}); no GPU needed")
+    p.add_argument("--weighting", choices=fits.WEIGHTINGS, default="relative",
+                   help="least-squares weighting of the thesis rule's fits (default: relative error)")
+    p.add_argument("--max-level", type=int, default=4, help="deepest level to consider (default 4)")
+    p.add_argument("--schedule", default="rum", help="schedule whose table gives the counts (default rum)")
+    p.add_argument("--fused", action="store_true", help="fused additions (counts from gpu.strassen.fusion)")
+    p.add_argument("--launch-us", type=float, default=None,
+                   help="host time per library call in microseconds (default: stored or fitted; 0 for --gpu "
+                        "and --coefficients unless the file gives launch_us)")
+
+
+@command("predict", "crossover P, level boundaries and the best Strassen level for a size", options=FIT_OPTIONS,
+         arguments=_predict_arguments)
+def cmd_predict(args: argparse.Namespace, db_path: Path) -> int:
+    launch = None if args.launch_us is None else args.launch_us / 1e3
+    payload = predict(db_path, _source(args), args.size, Config(args.schedule, fused=args.fused), args.max_level, launch)
+
+    def text() -> str:
+        def fmt(bs: Sequence[float | None]) -> str:
+            return ", ".join("-" if b is None else f"{b:.0f}" for b in bs)
+        return "\n".join([
+            f"{payload['source']}; N = {args.size}, {args.schedule}{' fused' if args.fused else ''}",
+            f"thesis rule: P = {payload['P']:.0f}, boundaries (2P, 4P, ...) {fmt(payload['boundaries'])}, "
+            f"level {payload['level']}",
+            f"recursive:   P = {fmt([payload['P_recursive']])}, boundaries {fmt(payload['boundaries_recursive'])}, "
+            f"level {payload['level_recursive']}",
+            "predicted speed-up by level: " + ", ".join(f"L{lv} {s:.3f}" for lv, s in payload["speedups"].items())])
+
+    emit(args, payload, text)
+    return 0
+
+
+LEVEL_COLUMNS = (("size", "N", "d"), ("best", "best", "d"), ("thesis rule (relative)", "thesis (rel.)", "d"),
+                 ("thesis rule (absolute)", "thesis (LS)", "d"), ("recursive", "recursive", "d"),
+                 ("times", "time by level (ms; over GEMM with --stored speedup)", ""))
+
+
+def _levels_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sizes", type=sizes, default=None, help="matrix sizes (default: the backend's sweep)")
+    p.add_argument("--max-level", type=int, default=None, help="deepest level (default: 4 on GPU)")
+    p.add_argument("--min-bottom", type=int, default=None,
+                   help="measure a level only where its bottom products are at least this size (default: 2048 on GPU)")
+    p.add_argument("--schedule", default="rum", help="schedule (default rum)")
+    p.add_argument("--fused", action="store_true", help="fused additions")
+    p.add_argument("--parallel", action="store_true", help="the schedule's CUDA streams (rum2)")
+    p.add_argument("--quick", action="store_true", help="the short sweep")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and its estimated time; measure nothing")
+    p.add_argument("--stored", choices=("levels", "speedup"), default=None,
+                   help="measure nothing: judge the predictors on the stored level sweep, or on the "
+                        "strassen-speedup points, of --env/--device (default: this device)")
+
+
+@command("levels", "measure the best Strassen level over a size sweep and judge the predictors; writes the "
+                   "device profile", options=(*MEASURING, "stored"), arguments=_levels_arguments)
+def cmd_levels(args: argparse.Namespace, db_path: Path) -> int:
+    backend = get_backend(args.backend)
+    config = Config(args.schedule, args.parallel, args.fused)
+    plan = validation.custom_plan(backend, args.quick, args.sizes, args.max_level, config, args.min_bottom)
+    if args.stored:
+        with ResultsDB(db_path) as db:
+            key = models.select_env(db, args.env, args.device, None if args.env or args.device else backend.device_info())
+            if args.stored == "levels":
+                report = validation.judge(db, key, config)
+            else:
+                report = validation.judge_times(db, key, config, validation.speedup_sweep(db, key, config), unit="gemm")
+        return _emit_levels(args, backend, key, report.summary(), report)
+    if args.dry_run:
+        seconds, how = validation.estimate(plan, backend, db_path)
+        payload = {"plan": {n: plan.levels(n) for n in plan.sizes}, "estimated_seconds": seconds, "estimate": how}
+        emit(args, payload, lambda: "\n".join([f"N = {n}: levels {lv}" for n, lv in payload["plan"].items()]
+                                              + [f"estimated time: {'?' if seconds is None else f'{seconds:.0f} s'} "
+                                                 f"({how})"]))
+        return 0
+    with measuring_run(args, db_path, backend) as ctx:
+        summary, report = validation.run_plan(ctx, plan)
+        summary["device profile"] = update_profile(ctx)
+    return _emit_levels(args, backend, ctx.env_key, summary, report)
+
+
+def _emit_levels(args: argparse.Namespace, backend: Backend, key: str, summary: dict[str, Any],
+                 report: validation.Report) -> int:
+    rows = report.rows()
+    payload = {"backend": backend.name, "env_key": key, "summary": summary, "rows": rows}
+    for r in rows:
+        r["times"] = " ".join(f"{t:.4g}" for t in (r.get("times_ms") or r["times_over_gemm"]).values())
+    emit(args, payload, lambda: "\n".join(f"{k}: {v}" for k, v in summary.items()) + "\n" + table(rows, LEVEL_COLUMNS))
+    return 0

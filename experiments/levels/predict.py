@@ -1,0 +1,120 @@
+"""``gemmlab fit`` and ``gemmlab predict``: the fitted curves of a stored calibration, and the best
+level for a size by the thesis rule and the recursive predictor, from one of three sources:
+
+* a stored calibration (``--env``, ``--device`` or this machine's device);
+* the coefficients of a JSON file (``--coefficients``);
+* Otsuka's analytic model of a hardware-table GPU (``--gpu``), no measurement needed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from gpu.backend import get_backend
+from gpu.strassen import Config
+from modeling import crossover, fits, hardware
+from modeling.analytic import analytic_model
+from modeling.recursive import RecursiveModel
+
+from ..core.database import ResultsDB
+from . import models
+
+#: Where predictions from given coefficients or the analytic model search their crossovers.
+DEFAULT_SEARCH = (512.0, 131072.0)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a prediction's curves come from: stored (env, device or this backend's device), a
+    coefficients file, or a hardware-table GPU; ``size_range``: calibrated sizes to fit and search."""
+
+    backend: str = "auto"
+    env: str | None = None
+    device: str | None = None
+    coefficients: Path | None = None
+    gpu: str | None = None
+    size_range: tuple[float, float] | None = None
+    weighting: str = "relative"
+
+
+def stored_key(db: ResultsDB, source: Source) -> str:
+    """The calibrated environment of the source: its key, device name, or this machine's device."""
+    current = None
+    if source.env is None and source.device is None:
+        current = get_backend(source.backend).device_info()
+    return models.select_env(db, source.env, source.device, current)
+
+
+def fit_report(db_path: Path, source: Source) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Both weightings' fits of a stored calibration with their crossover P: the payload and table rows."""
+    with ResultsDB(db_path) as db:
+        key = stored_key(db, source)
+        device = db.environment(key).get("device", key)
+        fitted = {w: models.time_model(db, key, w, source.size_range) for w in fits.WEIGHTINGS}
+    payload: dict[str, Any] = {"env_key": key, "device": device, "units": "ms", "fits": {},
+                               "sizes": fitted["relative"].size_range}
+    rows = []
+    for w, model in fitted.items():
+        try:
+            P: float | None = crossover.crossover_point(model, *(source.size_range or (None, None)))
+            note = ""
+        except ValueError as exc:
+            P, note = None, str(exc)
+        payload["fits"][w] = {**model.as_dict(), "P": P, **({"note": note} if note else {})}
+        for curve in ("gemm", "geam"):
+            f = getattr(model, curve)
+            rows.append({"weighting": w, "curve": curve, "coefficients": " ".join(f"{c:+.6e}" for c in f.coef),
+                         "sse": f.sse, "r2": f.r2, "rel_rms": f.rel_rms})
+    return payload, rows
+
+
+def prediction_models(db_path: Path, source: Source, config: Config, launch_ms: float | None
+                      ) -> tuple[Callable[[float], float], RecursiveModel, dict[str, Any]]:
+    """(one-level speed-up function of x, recursive model, what they came from)."""
+    if source.gpu:
+        gpu = hardware.lookup(source.gpu)
+        model = replace(analytic_model(gpu, config.schedule, config.fused), launch_ms=launch_ms or 0.0)
+        return (lambda x: model.speedup(x, 1)), model, {
+            "source": f"analytic model of {gpu.name}", "gpu": gpu.as_dict(),
+            "range": source.size_range or DEFAULT_SEARCH, "launch_overhead_us": 1e3 * model.launch_ms}
+    if source.coefficients:
+        doc = json.loads(source.coefficients.read_text())
+        tm = fits.from_coefficients(doc, str(source.coefficients))
+        h = launch_ms if launch_ms is not None else float(doc.get("launch_us", 0.0)) / 1e3
+        model = RecursiveModel(tm.gemm, tm.geam, config.schedule, config.fused, h)
+        info = {"source": f"coefficients in {source.coefficients}", "range": source.size_range or DEFAULT_SEARCH,
+                "launch_overhead_us": 1e3 * h}
+    else:
+        with ResultsDB(db_path) as db:
+            key = stored_key(db, source)
+            tm = models.time_model(db, key, source.weighting, source.size_range)
+            model, origin = models.stored_predictor(db, key, config)
+        if launch_ms is not None:
+            model, origin = replace(model, launch_ms=launch_ms), "given"
+        lo, hi = crossover.search_range(tm, *(source.size_range or (None, None)))
+        info = {"source": tm.source, "env_key": key, "range": (lo, hi), "launch_overhead_us": 1e3 * model.launch_ms,
+                "launch_overhead_source": origin, "fits": tm.as_dict()}
+    return (lambda x: crossover.speedup(tm, x, config.schedule)), model, info
+
+
+def predict(db_path: Path, source: Source, size: int, config: Config, max_level: int = 4,
+            launch_ms: float | None = None) -> dict[str, Any]:
+    """Crossover P, level boundaries and the best level at ``size`` by both predictors."""
+    if size <= 0 or not 1 <= max_level <= 10:
+        raise ValueError(f"need --size > 0 and --max-level in 1..10, got {size} and {max_level}")
+    one_level, model, info = prediction_models(db_path, source, config, launch_ms)
+    lo, hi = info["range"]
+    P = crossover.crossing(lambda x: one_level(x) - 1.0, lo, hi, "SpeedUp(x) = 1")
+    levels = range(max_level + 1)
+    rec = model.boundaries(max_level, lo, 2 ** max_level * hi)
+    return {"size": size, "schedule": config.schedule, "fused": config.fused, **info, "P": P,
+            "boundaries": crossover.thesis_boundaries(P, max_level)[1:],
+            "level": crossover.thesis_level(size, P, max_level),
+            "level_recursive": model.level(size, levels), "P_recursive": rec[0],
+            "boundaries_recursive": rec[1:], "speedup_one_level": one_level(size),
+            "times_ms": {lv: model.time(size, lv) for lv in levels},
+            "speedups": {lv: model.speedup(size, lv) for lv in levels}}
