@@ -8,7 +8,7 @@ comma := ,
 RUN_SPEC := .$(if $(EXTRAS),[$(EXTRAS)])
 TEST_SPEC := .[test$(if $(EXTRAS),$(comma)$(EXTRAS))]
 
-.PHONY: run test clean
+.PHONY: run test lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ test: $(VENV)/.installed-test$(EXTRAS)
 	@$(BIN)/python -m pytest $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ] && [ -n "$(PYTEST_ARGS)" ]; then echo "make test: no tests selected"; exit 0; fi; \
 	exit $$status
+
+# ruff comes with the test extra; its configuration is in pyproject.toml.
+lint: $(VENV)/.installed-test$(EXTRAS)
+	$(BIN)/python -m ruff check .
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -30,6 +30,7 @@ def cupy_backend():
 def _private_default_db(tmp_path, monkeypatch):
     """No test reads or writes the working directory's results database (level="auto" reads it)."""
     monkeypatch.setenv("GEMMLAB_DB", str(tmp_path / "default.sqlite"))
+    monkeypatch.setenv("GEMMLAB_PROFILES", str(tmp_path / "profiles"))
 
 
 @pytest.fixture
@@ -42,7 +43,7 @@ def h100_db(tmp_path_factory):
     """A database holding the published H100 calibration and Strassen speed-ups (real measurements)."""
     from pathlib import Path
 
-    from experiments.database import ResultsDB
+    from experiments.core.database import ResultsDB
 
     published = Path(__file__).resolve().parent.parent / "results" / "published"
     path = tmp_path_factory.mktemp("h100") / "h100.sqlite"
@@ -50,3 +51,19 @@ def h100_db(tmp_path_factory):
         for name in ("h100-calibration.csv", "h100-strassen-speedup.csv"):
             db.import_csv(published / name)
     return path
+
+
+@pytest.fixture
+def run_json(capsys):
+    """``run_json(*argv)``: run ``gemmlab *argv --json``, check it succeeded, return its parsed output."""
+    import json
+
+    from experiments.cli import main
+
+    def run(*argv):
+        code = main([*argv, "--json"])
+        captured = capsys.readouterr()
+        assert code == 0, f"exit {code}\nstderr:\n{captured.err}\nstdout:\n{captured.out}"
+        return json.loads(captured.out)
+
+    return run

@@ -1,16 +1,15 @@
 """Strassen benchmarks: planning, input refill, and both experiments end to end on NumPy."""
 
-import json
-
 import numpy as np
 import pytest
 
-from experiments import strassen_bench as sb
-from experiments.cli import main
-from experiments.database import ResultsDB
-from experiments.strassen_bench import CONFIGS, Config, Plan
+from experiments.core.database import ResultsDB
+from experiments.core.lab import Operands, product_error
+from experiments.strassen import bench as sb
+from experiments.strassen import figures, memory
+from experiments.strassen.bench import CONFIGS, Plan
 from gpu.backend import get_backend
-from gpu.strassen import top_support
+from gpu.strassen import Config, top_support
 
 GiB = 2**30
 
@@ -54,13 +53,13 @@ def test_rum_support_aliases_input_quadrants():
 
 def test_refill_restores_overwritten_inputs_in_place_before_each_sample():
     be = get_backend("numpy")
-    ops = sb.allocate(be, 64)
+    ops = Operands.uniform(be, 64)
     A, B = ops.A, ops.B
-    work = sb.strassen_work(be, Config("rum"), 2, ops)
+    work = sb.strassen_work(Config("rum"), 2, ops)
     for _ in range(3):
         work()
     assert not np.all((A >= 0) & (A < 1)), "RUM writes its scratch values into A11 and A21"
-    sb.refill_and_wait(be, ops)()
+    ops.refill_and_wait()
     assert ops.A is A and ops.B is B
     assert np.all((A >= 0) & (A < 1)) and np.all((B >= 0) & (B < 1))
 
@@ -68,56 +67,56 @@ def test_refill_restores_overwritten_inputs_in_place_before_each_sample():
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.name)
 def test_every_timed_configuration_computes_the_product(config):
     be = get_backend("numpy")
-    ops = sb.allocate(be, 64)
-    assert sb.product_error(be, sb.strassen_work(be, config, 2, ops), ops) < 1e-12
+    ops = Operands.uniform(be, 64)
+    assert product_error(ops, sb.strassen_work(config, 2, ops)) < 1e-12
 
 
-def run_json(capsys, *argv):
-    code = main([*argv, "--json"])
-    out = capsys.readouterr()
-    assert code == 0, out.err
-    return json.loads(out.out)
+def test_a_wrong_product_is_refused_before_anything_is_timed(monkeypatch):
+    ops = Operands.uniform(get_backend("numpy"), 32)
+    monkeypatch.setattr(sb, "strassen_work", lambda config, level, ops: lambda: ops.C.fill(1.0))
+    with pytest.raises(RuntimeError, match="rum at level 1 on N = 32 computed a wrong product"):
+        sb.checked_works(ops, {"rum": (Config("rum"), 1)})
 
 
-def test_both_experiments_store_resume_and_draw(capsys, db_path, tmp_path, monkeypatch):
+def test_both_experiments_store_resume_and_draw(run_json, db_path, tmp_path, monkeypatch):
     monkeypatch.setitem(sb.PLANS, ("numpy", True), Plan((64, 128), (1, 2)))
-    monkeypatch.setitem(sb.MEMORY_SIZES, ("numpy", True), 64)
-    monkeypatch.setattr(sb, "MEMORY_LEVELS", (1, 2))
+    monkeypatch.setitem(memory.SIZES, ("numpy", True), 64)
+    monkeypatch.setattr(memory, "LEVELS", (1, 2))
     argv = ("reproduce", "--quick", "--backend", "numpy", "--only", "strassen-speedup", "strassen-memory",
             "--db", str(db_path))
-    out = run_json(capsys, *argv, "--out", str(tmp_path / "figs"))
+    out = run_json(*argv, "--out", str(tmp_path / "figs"))
 
     speed = out["experiments"]["strassen-speedup"]
     assert speed["points measured"] == len(CONFIGS) * 2 * 2
     assert set(speed["best speed-up per size"]) == {"N=64", "N=128"}
     with ResultsDB(db_path) as db:
         rows = db.measurements("strassen-speedup")
-        memory = db.measurements("strassen-memory")
-    gemm = [r for r in rows if r["method"] == "gemm"]
-    assert sorted((r["params"]["size"], r["params"]["level"]) for r in gemm) == [(64, 1), (64, 2), (128, 1), (128, 2)]
-    assert all(r["value"] > 0 for r in gemm)
-    strassen = [r for r in rows if r["method"] != "gemm"]
-    assert {r["method"] for r in strassen} == {c.name for c in CONFIGS}
+        peaks = db.measurements("strassen-memory")
+    gemm = [r for r in rows if r.method == "gemm"]
+    assert sorted((r.params["size"], r.params["level"]) for r in gemm) == [(64, 1), (64, 2), (128, 1), (128, 2)]
+    assert all(r.value > 0 for r in gemm)
+    strassen = [r for r in rows if r.method != "gemm"]
+    assert {r.method for r in strassen} == {c.name for c in CONFIGS}
     for r in strassen:
-        assert set(r["params"]) == {"size", "level", "schedule", "parallel", "fused", "dtype"}
-        assert r["meta"]["speedup"] > 0 and r["meta"]["gemm_s"] > 0 and r["unit"] == "s"
-        assert r["meta"]["speedup"] == pytest.approx(r["meta"]["gemm_s"] / r["value"])
-        assert len(r["samples"]) >= 10 and "stable" in r["meta"]
+        assert set(r.params) == {"size", "level", "schedule", "parallel", "fused", "dtype"}
+        assert r.meta["speedup"] > 0 and r.meta["gemm_s"] > 0 and r.unit == "s"
+        assert r.meta["speedup"] == pytest.approx(r.meta["gemm_s"] / r.value)
+        assert len(r.samples) >= 10 and "stable" in r.meta
 
-    assert len(memory) == 5 * 2
-    for r in memory:
-        assert r["unit"] == "B" and r["value"] >= 0 and r["meta"]["exact"] is False
-        model = sb.memory_model(r["method"], 64, r["params"]["level"], 8)
-        assert r["meta"]["model_bytes"] == model
-        if r["method"] in ("rum", "rum2"):
+    assert len(peaks) == 5 * 2
+    for r in peaks:
+        assert r.unit == "B" and r.value >= 0 and r.meta["exact"] is False
+        model = memory.memory_model(r.method, 64, r.params["level"], 8)
+        assert r.meta["model_bytes"] == model
+        if r.method in ("rum", "rum2"):
             assert model == 4 * 32 * 32 * 8, "RUM with inputs kept allocates its four support quadrants"
-            assert r["value"] >= model
+            assert r.value >= model
 
     for name in ("strassen-speedup", "strassen-level", "strassen-memory"):
         assert sorted(p.rsplit(".", 1)[1] for p in out["figures"][name]) == ["pdf", "png"]
         assert (tmp_path / "figs" / f"{name}.png").stat().st_size > 10_000
 
-    again = run_json(capsys, *argv, "--out", str(tmp_path / "again"))
+    again = run_json(*argv, "--out", str(tmp_path / "again"))
     assert again["experiments"]["strassen-speedup"]["points measured"] == 0
     assert again["experiments"]["strassen-memory"]["points measured"] == 0
     assert again["experiments"]["strassen-speedup"]["points already stored"] == speed["points measured"]
@@ -125,6 +124,6 @@ def test_both_experiments_store_resume_and_draw(capsys, db_path, tmp_path, monke
 
 def test_figures_without_data_draw_nothing(tmp_path, db_path):
     with ResultsDB(db_path) as db:
-        assert sb.render_speedup(db, tmp_path) == []
-        assert sb.render_level(db, tmp_path) == []
-        assert sb.render_memory(db, tmp_path) == []
+        assert figures.render_speedup(db, tmp_path) == []
+        assert figures.render_level(db, tmp_path) == []
+        assert figures.render_memory(db, tmp_path) == []

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gpu
-from experiments.timing import Comparison, Timing, compare, measure, measure_interleaved
+from experiments.core.timing import Comparison, Timing, compare, measure, measure_interleaved
 from gpu.backend import Timer
 
 STABLE = [1.04, 0.96, 1.00, 1.02, 0.97, 1.03, 0.98, 1.01, 0.99, 1.045]  # spread 0.044, median 1.005

@@ -6,15 +6,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments import levels, models
-from experiments.database import ResultsDB
-from experiments.strassen_bench import Config, point_params
+from experiments.core.database import ResultsDB
+from experiments.levels import figures, models
+from experiments.levels import validation as levels
+from experiments.levels.profile import write_profile
+from experiments.strassen.bench import point_params
 from gpu.backend import get_backend
-from modeling import auto
+from gpu.profile import backend_profile
+from gpu.strassen import Config, auto_level, rule_level
+from gpu.strassen.auto import MAX_LEVEL
 from modeling.fits import measured_curves
 from modeling.recursive import RecursiveModel
 
-PUBLISHED = Path(__file__).resolve().parent.parent / "results" / "published"
+PUBLISHED = Path(__file__).resolve().parents[2] / "results" / "published"
 GEMM, GEAM = (4.0e-11, 2.0e-8, 5.0e-5, 0.01), (8.0e-9, 3.0e-6, 0.004)   # ms
 SIZES = (256, 512, 1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768)
 GPU_ENV = {"device": "Synthetic GPU 80GB", "backend": "cupy"}
@@ -34,7 +38,7 @@ def store_calibration(db, key="gpu-key", env=GPU_ENV, gemm=GEMM, geam=GEAM, size
 def store_timings(db, run, experiment, model, points, config=levels.RUM):
     for n, level in points:
         t, g = model.time(n, level) / 1e3, model.time(n, 0) / 1e3
-        db.add(run, experiment, config.name, point_params(n, level, config.schedule, config.parallel, config.fused),
+        db.add(run, experiment, config.name, point_params(n, level, config),
                value=t, unit="s", meta={"speedup": g / t, "gemm_s": g})
 
 
@@ -75,11 +79,14 @@ def test_launch_overhead_is_recovered_from_stored_timings(db):
     h = 0.04
     points = [(n, lv) for n in (1024, 2048, 4096, 8192) for lv in (1, 2, 3)]
     store_timings(db, run, "strassen-speedup", true_model(db, launch_ms=h), points)
-    fitted, source = models.launch_overhead(db, "gpu-key", Config("rum"))
-    assert fitted == pytest.approx(h, rel=0.02) and "fitted to 12" in source
+    fitted, source = models.stored_predictor(db, "gpu-key", Config("rum"))
+    assert fitted.launch_ms == pytest.approx(h, rel=0.02) and "fitted to 12" in source
     db.add(run, models.OVERHEAD_EXPERIMENT, "rum", {"size": 256, "level": 3, "dtype": "float64"},
            value=55e-6, unit="s")
-    assert models.launch_overhead(db, "gpu-key", Config("rum")) == (pytest.approx(0.055), "measured (launch-overhead)")
+    measured, source = models.stored_predictor(db, "gpu-key", Config("rum"))
+    assert (measured.launch_ms, source) == (pytest.approx(0.055), "measured (launch-overhead)")
+    fused, source = models.stored_predictor(db, "gpu-key", Config("rum", fused=True))
+    assert fused.launch_ms == pytest.approx(h, rel=0.02) and "fitted" in source, "no measurement of rum+fused"
 
 
 # --- judging a sweep -------------------------------------------------------------------------------
@@ -155,24 +162,20 @@ def test_recursive_predictor_beats_the_thesis_rule_on_h100_data(h100_db, fused):
 
 # --- level="auto" ----------------------------------------------------------------------------------
 
-def test_rule_level_by_hand():
-    assert [auto.rule_level(n, "cupy") for n in (4096, 8191, 8192, 16384, 65536)] == [0, 0, 1, 2, 4]
-    assert auto.rule_level(4096, "numpy") == 2
-
-
-def test_auto_level_uses_the_stored_calibration_or_the_rule(tmp_path):
+def test_auto_level_follows_the_profile_written_from_the_stored_calibration(tmp_path):
     backend = get_backend("numpy")
-    auto.forget()
-    assert auto.auto_level(4096, backend, db_path=tmp_path / "none.sqlite") == auto.rule_level(4096, "numpy")
-    path = tmp_path / "cal.sqlite"
-    with ResultsDB(path) as db:
+    assert backend_profile(backend) is None
+    assert auto_level(4096, backend) == rule_level(4096, "numpy")
+    with ResultsDB(tmp_path / "cal.sqlite") as db:
         # Additions almost free: Strassen wins from small sizes, so the model splits deeper than the rule.
-        store_calibration(db, "cpu", backend.device_info(), gemm=(1e-9, 0, 0, 0), geam=(1e-15, 0, 0))
-    model_level = auto.auto_level(4096, backend, db_path=path)
-    assert model_level > auto.rule_level(4096, "numpy")
+        store_calibration(db, "cpu", {**backend.device_info(), "backend": "numpy"}, gemm=(1e-9, 0, 0, 0),
+                          geam=(1e-15, 0, 0))
+        path = write_profile(db, "cpu", "test")
+        model, _ = models.stored_predictor(db, "cpu", Config("rum"))
+    assert backend_profile(backend)["env_key"] == "cpu" and path.is_file()
+    assert auto_level(4096, backend) == model.level(4096, range(MAX_LEVEL + 1)) > rule_level(4096, "numpy")
     with pytest.raises(ValueError, match="positive"):
-        auto.auto_level(0, backend, db_path=path)
-    auto.forget()
+        auto_level(0, backend)
 
 
 # --- figures -----------------------------------------------------------------------------------------
@@ -182,5 +185,5 @@ def test_figures_render_from_stored_results(db, tmp_path):
     model = true_model(db)
     plan = levels.LevelPlan(tuple(range(4096, 32769, 4096)), 3, 1024)
     store_timings(db, run, levels.EXPERIMENT, model, [(n, lv) for n in plan.sizes for lv in plan.levels(n)])
-    assert [p.name for p in levels.render_speedup(db, tmp_path)] == ["speedup-model.png", "speedup-model.pdf"]
-    assert [p.name for p in levels.render_levels(db, tmp_path)] == ["level-validation.png", "level-validation.pdf"]
+    assert [p.name for p in figures.render_speedup(db, tmp_path)] == ["speedup-model.png", "speedup-model.pdf"]
+    assert [p.name for p in figures.render_levels(db, tmp_path)] == ["level-validation.png", "level-validation.pdf"]

@@ -6,19 +6,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments import calibration, reproduce
 from experiments.cli import main
-from experiments.database import ResultsDB
+from experiments.core import reproduce
+from experiments.core.database import ResultsDB
+from experiments.levels import calibration
 from modeling.crossover import thesis_level
 
-PUBLISHED = Path(__file__).resolve().parent.parent / "results" / "published"
+PUBLISHED = Path(__file__).resolve().parents[2] / "results" / "published"
 
 
-def run_json(capsys, *argv):
-    code = main([*argv, "--json"])
-    captured = capsys.readouterr()
-    assert code == 0, captured.err
-    return json.loads(captured.out)
 
 
 def run_error(capsys, *argv):
@@ -26,8 +22,8 @@ def run_error(capsys, *argv):
     return capsys.readouterr().err
 
 
-def test_fit_reports_both_weightings_of_the_h100_calibration(capsys, h100_db):
-    out = run_json(capsys, "fit", "--db", str(h100_db), "--device", "H100")
+def test_fit_reports_both_weightings_of_the_h100_calibration(run_json, h100_db):
+    out = run_json("fit", "--db", str(h100_db), "--device", "H100")
     assert out["device"] == "NVIDIA H100 80GB HBM3" and out["units"] == "ms"
     rel, ls = out["fits"]["relative"], out["fits"]["absolute"]
     assert len(rel["gemm"]["coefficients"]) == 4 and len(rel["geam"]["coefficients"]) == 3
@@ -36,29 +32,29 @@ def test_fit_reports_both_weightings_of_the_h100_calibration(capsys, h100_db):
     assert rel["P"] == pytest.approx(9294, rel=1e-3) and ls["P"] == pytest.approx(24150, rel=1e-3)
 
 
-def test_predict_from_the_stored_calibration(capsys, h100_db):
-    out = run_json(capsys, "predict", "--db", str(h100_db), "--device", "H100", "--size", "20000")
+def test_predict_from_the_stored_calibration(run_json, h100_db):
+    out = run_json("predict", "--db", str(h100_db), "--device", "H100", "--size", "20000")
     assert set(out) >= {"P", "boundaries", "level", "level_recursive", "P_recursive", "boundaries_recursive"}
     assert out["boundaries"] == pytest.approx([2 * out["P"], 4 * out["P"], 8 * out["P"]])
     assert out["level"] == thesis_level(20000, out["P"], 4) == 2
     assert out["level_recursive"] == 2 and out["P_recursive"] < out["P"]
     assert "fitted to" in out["launch_overhead_source"] and 30 < out["launch_overhead_us"] < 80
-    given = run_json(capsys, "predict", "--db", str(h100_db), "--device", "H100", "--size", "20000", "--launch-us", "0")
+    given = run_json("predict", "--db", str(h100_db), "--device", "H100", "--size", "20000", "--launch-us", "0")
     assert given["launch_overhead_us"] == 0 and given["launch_overhead_source"] == "given"
 
 
-def test_predict_from_a_coefficients_file(capsys, tmp_path):
+def test_predict_from_a_coefficients_file(run_json, tmp_path):
     path = tmp_path / "c.json"
     path.write_text(json.dumps({"gemm": [1e-12, 0, 0, 0], "geam": [1e-9, 0, 0], "units": "ms"}))
-    out = run_json(capsys, "predict", "--coefficients", str(path), "--size", "70000")
+    out = run_json("predict", "--coefficients", str(path), "--size", "70000")
     assert out["P"] == pytest.approx(30000, rel=1e-6)                  # 30 q1 / p1
     assert out["boundaries"] == pytest.approx([60000, 120000, 240000], rel=1e-6)
     assert (out["level"], out["level_recursive"]) == (2, 2)
     assert out["P_recursive"] == pytest.approx(30000, rel=1e-6)
 
 
-def test_predict_for_a_gpu_from_the_hardware_table(capsys):
-    out = run_json(capsys, "predict", "--gpu", "H100", "--size", "30000")
+def test_predict_for_a_gpu_from_the_hardware_table(run_json):
+    out = run_json("predict", "--gpu", "H100", "--size", "30000")
     assert out["gpu"]["fp64_tensor_tflops"] == 67 and out["source"] == "analytic model of H100"
     assert 6000 < out["P"] < 8000 and out["P_recursive"] == pytest.approx(out["P"], rel=1e-6)
     assert out["level"] == thesis_level(30000, out["P"], 4)
@@ -75,8 +71,8 @@ def test_predict_errors_say_what_to_do(capsys, h100_db, tmp_path):
     assert "no crossover in [1000, 20000]" in err
 
 
-def test_levels_judges_the_published_speedup_points(capsys, h100_db):
-    out = run_json(capsys, "levels", "--db", str(h100_db), "--device", "H100", "--stored", "speedup", "--fused")
+def test_levels_judges_the_published_speedup_points(run_json, h100_db):
+    out = run_json("levels", "--db", str(h100_db), "--device", "H100", "--stored", "speedup", "--fused")
     assert out["summary"]["configuration"] == "rum+fused"
     rec, thesis = out["summary"]["recursive"], out["summary"]["thesis rule (relative)"]
     assert rec["sizes mispredicted"] < thesis["sizes mispredicted"]
@@ -84,33 +80,33 @@ def test_levels_judges_the_published_speedup_points(capsys, h100_db):
     assert [r["best"] for r in out["rows"]] == [0, 0, 1, 1, 2, 3, 4]
 
 
-def test_context_calibration_times_one_level_of_calls(capsys, tmp_path, monkeypatch):
+def test_context_calibration_times_one_level_of_calls(run_json, tmp_path, monkeypatch):
     monkeypatch.setattr(calibration, "SUSTAIN_S", 0.005)
     db = str(tmp_path / "c.sqlite")
-    out = run_json(capsys, "calibrate", "--backend", "numpy", "--context", "--sizes", "64,128", "--db", db,
+    out = run_json("calibrate", "--backend", "numpy", "--context", "--sizes", "64,128", "--db", db,
                    "--no-progress")
     assert out["context"] and [p["size"] for p in out["points"]] == [64, 128]
     with ResultsDB(db) as store:
         rows = store.measurements(calibration.CONTEXT_EXPERIMENT)
         key = store.env_keys()[0]
-    assert all(r["meta"]["calls_per_sample"] % 7 == 0 for r in rows if r["method"] == "gemm")
-    assert all(r["meta"]["calls_per_sample"] % 15 == 0 for r in rows if r["method"] == "geam")
-    assert all(r["value"] == pytest.approx(np.median(r["samples"])) for r in rows)   # per call
+    assert all(r.meta["calls_per_sample"] % 7 == 0 for r in rows if r.method == "gemm")
+    assert all(r.meta["calls_per_sample"] % 15 == 0 for r in rows if r.method == "geam")
+    assert all(r.value == pytest.approx(np.median(r.samples)) for r in rows)   # per call
     with ResultsDB(db) as store:
         assert calibration.table(store, key) == []              # the plain calibration is separate
     assert main(["calibrate", "--backend", "numpy", "--context", "--sizes", "0", "--db", db]) == 2
 
 
-def test_levels_quick_sweep_on_the_cpu_resumes(capsys, tmp_path):
+def test_levels_quick_sweep_on_the_cpu_resumes(run_json, tmp_path):
     db = str(tmp_path / "l.sqlite")
-    plan = run_json(capsys, "levels", "--backend", "numpy", "--quick", "--dry-run", "--db", db)
+    plan = run_json("levels", "--backend", "numpy", "--quick", "--dry-run", "--db", db)
     assert plan["plan"]["128"] == [0, 1, 2]
     args = ("levels", "--backend", "numpy", "--sizes", "128,192,256", "--max-level", "2", "--min-bottom", "32",
             "--db", db, "--no-progress")
-    first = run_json(capsys, *args)
+    first = run_json(*args)
     assert [r["size"] for r in first["rows"]] == [128, 192, 256]
     assert all(set(r["times_ms"]) == {"0", "1", "2"} for r in first["rows"])
     assert "measured (launch-overhead)" in first["summary"]["recursive"]["launch overhead"]
-    again = run_json(capsys, *args)
+    again = run_json(*args)
     assert again["summary"]["points measured"] == 0 and again["summary"]["points already stored"] > 0
     assert reproduce.select(["level-validation"])[0].name == "level-validation"

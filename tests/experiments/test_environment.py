@@ -8,7 +8,7 @@ import pytest
 import scipy
 
 import gpu
-from experiments.environment import KEY_FIELDS, env_key, environment
+from experiments.core.environment import KEY_FIELDS, env_key, environment
 
 REQUIRED = ("backend", "device", "cpu", "cpu_count", "python", "numpy", "scipy", "blas",
             "numpy_blas", "git_commit", "recorded_at")

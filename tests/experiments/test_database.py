@@ -9,7 +9,7 @@ import struct
 import numpy as np
 import pytest
 
-from experiments.database import DEFAULT_PATH, ResultsDB, canonical_params, default_path
+from experiments.core.database import DEFAULT_PATH, ResultsDB, canonical_params, default_path
 
 ENV = {"device": "NVIDIA H100", "driver": "560.35", "cuda": "12.6"}
 SAMPLES = [0.1 + 0.2, 1e-310, math.pi / 3, 2.0**-1074, 1.7976931348623157e308, -0.0]
@@ -31,13 +31,13 @@ def test_round_trip_preserves_samples_and_meta_bit_exact(db):
     mid = db.add(run, "gemm", "cublas", {"n": 4096, "dtype": "fp32"},
                  value=0.1 + 0.7, unit="ms", samples=SAMPLES, meta=meta)
     [m] = db.measurements()
-    assert m["id"] == mid and m["run_id"] == run
-    assert (m["experiment"], m["method"], m["env_key"], m["unit"]) == ("gemm", "cublas", "h100", "ms")
-    assert m["params"] == {"n": 4096, "dtype": "fp32"}
-    assert bits([m["value"]]) == bits([0.1 + 0.7])
-    assert bits(m["samples"]) == bits(SAMPLES)
-    assert m["meta"] == meta and m["meta"]["ratio"].hex() == (1 / 3).hex()
-    assert m["created_at"].endswith("+00:00")
+    assert m.id == mid and m.run_id == run
+    assert (m.experiment, m.method, m.env_key, m.unit) == ("gemm", "cublas", "h100", "ms")
+    assert m.params == {"n": 4096, "dtype": "fp32"}
+    assert bits([m.value]) == bits([0.1 + 0.7])
+    assert bits(m.samples) == bits(SAMPLES)
+    assert m.meta == meta and m.meta["ratio"].hex() == (1 / 3).hex()
+    assert m.created_at.endswith("+00:00")
 
 
 def test_numpy_samples_and_params_accepted(db):
@@ -45,7 +45,7 @@ def test_numpy_samples_and_params_accepted(db):
     db.add(run, "e", "m", {"n": np.int64(64), "alpha": np.float32(0.5)}, value=np.float64(1.5),
            unit="s", samples=np.array([1.0, 2.5]))
     assert db.has("e", "m", {"alpha": 0.5, "n": 64}, "k")
-    assert db.measurements()[0]["samples"] == [1.0, 2.5]
+    assert db.measurements()[0].samples == [1.0, 2.5]
 
 
 def test_wal_mode_active(db):
@@ -78,9 +78,9 @@ def test_latest_keeps_newest_row_per_point(db):
     run2 = db.start_run("c --force", ENV, "k")
     new = db.add(run2, "gemm", "cublas", {"n": 1}, value=2.0, unit="ms")
     latest = db.measurements("gemm")
-    assert [m["id"] for m in latest] == [other, new]
-    assert {m["params"]["n"]: m["value"] for m in latest} == {1: 2.0, 2: 5.0}
-    assert [m["id"] for m in db.measurements("gemm", latest=False)] == [old, other, new]
+    assert [m.id for m in latest] == [other, new]
+    assert {m.params["n"]: m.value for m in latest} == {1: 2.0, 2: 5.0}
+    assert [m.id for m in db.measurements("gemm", latest=False)] == [old, other, new]
 
 
 def test_measurements_filters_and_order(db):
@@ -90,9 +90,9 @@ def test_measurements_filters_and_order(db):
     db.add(rb, "gemm", "z", {"n": 1}, value=2.0, unit="ms")
     db.add(ra, "gemm", "a", {"n": 1}, value=3.0, unit="ms")
     db.add(ra, "accuracy", "a", {"n": 1}, value=4.0, unit="rel")
-    assert [m["value"] for m in db.measurements()] == [4.0, 3.0, 2.0, 1.0]
-    assert [m["value"] for m in db.measurements("gemm", method="z")] == [2.0, 1.0]
-    assert [m["value"] for m in db.measurements(env_key="b-env")] == [4.0, 3.0, 1.0]
+    assert [m.value for m in db.measurements()] == [4.0, 3.0, 2.0, 1.0]
+    assert [m.value for m in db.measurements("gemm", method="z")] == [2.0, 1.0]
+    assert [m.value for m in db.measurements(env_key="b-env")] == [4.0, 3.0, 1.0]
     assert db.measurements("nothing") == []
 
 
@@ -173,15 +173,15 @@ def test_csv_round_trip_into_fresh_db(tmp_path, db):
     assert db.export_csv(path) == 2
     with ResultsDB(tmp_path / "fresh.sqlite") as fresh:
         assert fresh.import_csv(path) == 2
-        key = lambda m: (m["experiment"], m["method"], m["env_key"], m["created_at"])
+        key = lambda m: (m.experiment, m.method, m.env_key, m.created_at)
         fields = ("experiment", "method", "params", "env_key", "value", "unit", "meta",
                   "created_at")
         src, dst = db.measurements(), fresh.measurements()
-        assert [[m[f] for f in fields] for m in sorted(src, key=key)] == \
-               [[m[f] for f in fields] for m in sorted(dst, key=key)]
-        assert [bits(m["samples"]) for m in sorted(src, key=key)] == \
-               [bits(m["samples"]) for m in sorted(dst, key=key)]
-        assert bits([m["value"] for m in dst]) == bits([m["value"] for m in src])
+        assert [[getattr(m, f) for f in fields] for m in sorted(src, key=key)] == \
+               [[getattr(m, f) for f in fields] for m in sorted(dst, key=key)]
+        assert [bits(m.samples) for m in sorted(src, key=key)] == \
+               [bits(m.samples) for m in sorted(dst, key=key)]
+        assert bits([m.value for m in dst]) == bits([m.value for m in src])
         assert fresh.environment("h100") == ENV
         assert fresh.environment("epyc") == {"cpu": "EPYC", "threads": 64}
         runs = fresh.runs()
@@ -234,7 +234,7 @@ def test_reopen_keeps_data(tmp_path):
         d.add(run, "e", "m", {"n": 1}, value=4.5, unit="s", samples=[4.5, 4.6])
     with ResultsDB(path) as d:
         assert d.has("e", "m", {"n": 1}, "k")
-        assert [(m["value"], m["samples"]) for m in d.measurements()] == [(4.5, [4.5, 4.6])]
+        assert [(m.value, m.samples) for m in d.measurements()] == [(4.5, [4.5, 4.6])]
         assert d.runs()[0]["measurements"] == 1
 
 
@@ -260,7 +260,7 @@ def test_import_of_an_older_export_keeps_the_newer_measurement(tmp_path):
     with ResultsDB(tmp_path / "dst.sqlite") as db:
         db.import_csv(tmp_path / "new.csv")
         db.import_csv(tmp_path / "old.csv")
-        assert [m["value"] for m in db.measurements("cal")] == [2.0]
+        assert [m.value for m in db.measurements("cal")] == [2.0]
 
 
 def test_checkpoint_leaves_every_row_in_the_main_file(tmp_path):
@@ -272,5 +272,5 @@ def test_checkpoint_leaves_every_row_in_the_main_file(tmp_path):
     copy = tmp_path / "copy.sqlite"
     copy.write_bytes(src.read_bytes())
     with ResultsDB(copy) as other:
-        assert [m["value"] for m in other.measurements("cal")] == [1.5]
+        assert [m.value for m in other.measurements("cal")] == [1.5]
     db.close()
