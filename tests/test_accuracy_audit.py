@@ -11,9 +11,11 @@ from accuracy import methods
 from accuracy.audit import audit_inputs, audit_point
 from accuracy.generate import phi_matrix
 from accuracy.reference import exact_matmul
-from experiments import accuracy_audit as aa
+from experiments.audit import bench as aa
+from experiments.audit import figures as af
+from experiments.audit.bench import AuditRow
 from experiments.cli import main
-from experiments.database import ResultsDB
+from experiments.core.database import ResultsDB
 from gpu import get_backend
 
 
@@ -60,8 +62,8 @@ def test_stored_rows_match_a_direct_audit(db_path, capsys):
     direct = audit_point(be, [methods.get_method("strassen-rum-L1")], 32, 1.0, 4)["strassen-rum-L1"]
     with ResultsDB(db_path) as db:
         (stored,) = db.measurements("accuracy")
-    assert stored["value"] == direct.report.max_rel and stored["unit"] == "rel"
-    assert stored["params"] == {"n": 32, "phi": 1.0, "seed": 4, "inputs": "phi"}
+    assert stored.value == direct.report.max_rel and stored.unit == "rel"
+    assert stored.params == {"n": 32, "phi": 1.0, "seed": 4, "inputs": "phi"}
     A, B = audit_inputs(32, 1.0, 4)
     assert np.array_equal(A, phi_matrix(32, 32, 1.0, (4, 0))) and not np.array_equal(A, B)
 
@@ -95,16 +97,15 @@ def test_non_finite_products_are_flagged_not_hidden(capsys, db_path, monkeypatch
     (summary,) = [s for s in out["summary"] if s["method"] == "broken"]
     assert summary["mean_max_rel"] is None and summary["nonfinite_seeds"] == 2
     with ResultsDB(db_path) as db:
-        stored = [m for m in db.measurements("accuracy") if m["method"] == "broken"]
-    assert all(m["unit"] == "nonfinite entries" and m["value"] == 1 for m in stored)
+        stored = [m for m in db.measurements("accuracy") if m.method == "broken"]
+    assert all(m.unit == "nonfinite entries" and m.value == 1 for m in stored)
 
 
 def test_bits_per_level_fit():
-    rows = [{"method": "fp64", "n": 8, "phi": 1.0, "seed": s, "max_rel": 2.0**-40} for s in (1, 2, 3)]
-    rows += [{"method": f"strassen-rum-L{lv}", "n": 8, "phi": 1.0, "seed": s, "max_rel": 2.0 ** (-40 + 2 * lv)}
+    rows = [AuditRow("fp64", 8, 1.0, s, max_rel=2.0**-40) for s in (1, 2, 3)]
+    rows += [AuditRow(f"strassen-rum-L{lv}", 8, 1.0, s, max_rel=2.0 ** (-40 + 2 * lv))
              for lv in (1, 2, 3) for s in (1, 2)]
-    rows += [{"method": "strassen-lai-L1", "n": 8, "phi": 1.0, "seed": s, "max_rel": 2.0 ** (-40 + s)}
-             for s in (1, 2, 3)]
+    rows += [AuditRow("strassen-lai-L1", 8, 1.0, s, max_rel=2.0 ** (-40 + s)) for s in (1, 2, 3)]
     fits = aa.bits_per_level(rows)[(8, 1.0)]
     pts, slope = fits["rum"]
     assert pts == [(0, 0.0), (1, 2.0), (2, 4.0), (3, 6.0)] and slope == pytest.approx(2.0)
@@ -145,7 +146,7 @@ def test_reproduce_runs_both_experiments_and_draws_both_figures(capsys, db_path,
 
 def test_figures_without_data_draw_nothing(db_path, tmp_path):
     with ResultsDB(db_path) as db:
-        assert aa.render_phi(db, tmp_path) == [] and aa.render_strassen(db, tmp_path) == []
+        assert af.render_phi(db, tmp_path) == [] and af.render_strassen(db, tmp_path) == []
 
 
 def test_exact_reference_is_what_the_audit_compares_to():

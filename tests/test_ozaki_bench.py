@@ -5,11 +5,17 @@ import json
 import numpy as np
 import pytest
 
-from accuracy.methods import get_method, method_names, parse_methods
-from experiments import ozaki_bench as ob
+from accuracy.audit import audit_inputs
+from accuracy.methods import get_method, method_names, parse_methods, parse_ozaki_method
+from experiments.audit.bench import AuditPlan, AuditRow
 from experiments.cli import main
-from experiments.database import ResultsDB
-from experiments.registry import EXPERIMENTS, FIGURES, load
+from experiments.core.database import ResultsDB
+from experiments.core.registry import EXPERIMENTS, FIGURES, load, recorded_run
+from experiments.ozaki import bench as ob
+from experiments.ozaki import experiments as oe
+from experiments.ozaki import figures as of
+from experiments.ozaki import table as ot
+from experiments.ozaki import timing as otm
 from gpu import ozaki
 from gpu.backend import get_backend
 
@@ -32,7 +38,7 @@ def test_methods_join_the_audit_registry():
                        ("ozaki-fp32-0", "slices must lie")):
         with pytest.raises(ValueError, match=match):
             parse_methods(bad)
-    assert ob.parse_method("ozaki-fp32r-12") == ("fp32r", 12) and ob.parse_method("fp64") is None
+    assert parse_ozaki_method("ozaki-fp32r-12") == ("fp32r", 12) and parse_ozaki_method("fp64") is None
 
 
 def test_bench_plan_checks_and_rows():
@@ -50,15 +56,14 @@ def test_bench_plan_checks_and_rows():
 
 
 def test_pareto_front_verdict_and_digits():
-    assert ob.pareto_front([(1, 5), (2, 3), (3, 4), (4, 1), (0.5, 9)]) == [(0.5, 9), (1, 5), (2, 3), (4, 1)]
-    rows = [{"n": 8, "method": "fp64", "time_s": 1.0, "speedup_vs_dgemm": 1.0, "max_rel_phi1": 1e-12},
-            {"n": 8, "method": "ozaki-int8-9", "time_s": 0.8, "speedup_vs_dgemm": 1.25, "max_rel_phi1": 5e-13},
-            {"n": 8, "method": "ozaki-int8-7", "time_s": 0.5, "speedup_vs_dgemm": 2.0, "max_rel_phi1": 1e-9}]
-    v = ob.verdict(rows)
+    assert of.pareto_front([(1, 5), (2, 3), (3, 4), (4, 1), (0.5, 9)]) == [(0.5, 9), (1, 5), (2, 3), (4, 1)]
+    rows = [ot.BenchRow(8, "fp64", time_s=1.0, speedup_vs_dgemm=1.0, max_rel={1.0: 1e-12}),
+            ot.BenchRow(8, "ozaki-int8-9", time_s=0.8, speedup_vs_dgemm=1.25, max_rel={1.0: 5e-13}),
+            ot.BenchRow(8, "ozaki-int8-7", time_s=0.5, speedup_vs_dgemm=2.0, max_rel={1.0: 1e-9})]
+    v = ot.verdict(rows)
     assert v["as_accurate_as_dgemm"] == ["ozaki-int8-9"] and v["target_met"] and v["its_speedup_vs_dgemm"] == 1.25
-    audit = [{"n": 4, "phi": 1.0, "seed": 1, "method": m, "max_rel": e}
-             for m, e in (("fp32", 1e-3), ("ozaki-fp32r-2", 1e-5), ("fp64", 1e-12))]
-    assert ob.digits_gained(audit)[(4, 1.0)] == {"ozaki-fp32r-2": pytest.approx(2.0), "fp64": pytest.approx(9.0)}
+    audit = [AuditRow(m, 4, 1.0, 1, max_rel=e) for m, e in (("fp32", 1e-3), ("ozaki-fp32r-2", 1e-5), ("fp64", 1e-12))]
+    assert oe.digits_gained(audit)[(4, 1.0)] == {"ozaki-fp32r-2": pytest.approx(2.0), "fp64": pytest.approx(9.0)}
 
 
 def test_bench_cli_measures_stores_and_resumes(capsys, db_path):
@@ -77,7 +82,7 @@ def test_bench_cli_measures_stores_and_resumes(capsys, db_path):
     assert again["rows"] == out["rows"]
     with ResultsDB(db_path) as db:
         times = db.measurements(ob.TIME)
-    meta = next(m["meta"] for m in times if m["method"] == "ozaki-int8-3")
+    meta = next(m.meta for m in times if m.method == "ozaki-int8-3")
     assert meta["plan"]["pairs"] == 6 and meta["protocol"] in ("interleaved", "single run")
     assert main(["ozaki", "--backend", "numpy", "--sizes", "48", "--formats", "int8r", "--db", str(db_path)]) == 2
     assert "unknown slice format" in capsys.readouterr().err
@@ -87,16 +92,14 @@ def test_bench_cli_measures_stores_and_resumes(capsys, db_path):
 
 
 def test_configurations_far_slower_than_dgemm_are_predicted_not_run(db_path):
-    from experiments.registry import recorded_run
-
     be = get_backend("numpy")
     plan = ob.BenchPlan((40,), ("int8",), (2, 3, 4), errors=False, max_ratio=1e-9)
     with ResultsDB(db_path) as db, recorded_run(be, db, "test", progress=False) as ctx:
-        ob.run_bench(ctx, plan)
-        rows = {r["method"]: r for r in ob.time_rows(db, ctx.env_key)}
-    assert rows["ozaki-int8-2"]["protocol"] in ("interleaved", "single run")
-    assert rows["ozaki-int8-3"]["protocol"] == rows["ozaki-int8-4"]["protocol"] == "predicted"
-    ratio = rows["ozaki-int8-4"]["time_s"] / rows["ozaki-int8-3"]["time_s"]
+        ot.run_bench(ctx, plan)
+        rows = {r.method: r for r in otm.time_rows(db, ctx.env_key)}
+    assert rows["ozaki-int8-2"].protocol in ("interleaved", "single run")
+    assert rows["ozaki-int8-3"].protocol == rows["ozaki-int8-4"].protocol == "predicted"
+    ratio = rows["ozaki-int8-4"].time_s / rows["ozaki-int8-3"].time_s
     assert ratio == pytest.approx(10 / 6), "extrapolated by the number of slice pairs"
 
 
@@ -106,7 +109,7 @@ def test_audit_cli_runs_ozaki_methods(capsys, db_path):
     assert {s["method"] for s in out["summary"]} == {"ozaki-fp32r-3", "ozaki-int8-4"}
 
 
-SMALL = {"ACCURACY_PLANS": ob.AuditPlan((32,), seeds=(1,)),
+SMALL = {"ACCURACY_PLANS": AuditPlan((32,), seeds=(1,)),
          "TIME_PLANS": ob.BenchPlan((32,), ("fp32r",), (2,), errors=False),
          "PARETO_PLANS": ob.BenchPlan((32,), ("fp32r", "fp32"), (2, 3), phis=(1.0,)),
          "BREAKDOWN_PLANS": ((32,), (("fp32r", 2), ("int8", 3)))}
@@ -120,7 +123,7 @@ def test_experiments_and_figures_end_to_end(monkeypatch, capsys, db_path, tmp_pa
     out = run_json(capsys, "reproduce", "--quick", "--backend", "numpy", "--only", "ozaki-accuracy", "ozaki-time",
                    "ozaki-breakdown", "ozaki-pareto", "--db", str(db_path), "--out", str(tmp_path))
     exps = out["experiments"]
-    assert exps["ozaki-accuracy"]["points measured"] == 3 * len(ob.paper_methods())
+    assert exps["ozaki-accuracy"]["points measured"] == 3 * len(oe.paper_methods())
     assert "ozaki-fp32r-6" in exps["ozaki-accuracy"]["digits gained over SGEMM at N=32, phi=1"]
     assert set(exps["ozaki-breakdown"]["share of time (split / GEMM / sum)"]) == {"ozaki-fp32r-2 N=32",
                                                                                   "ozaki-int8-3 N=32"}
@@ -128,3 +131,22 @@ def test_experiments_and_figures_end_to_end(monkeypatch, capsys, db_path, tmp_pa
         == (3, 1), "ozaki-fp32r-2 at N=32 was timed by ozaki-time"
     for name in ("ozaki-accuracy", "ozaki-time", "ozaki-breakdown", "ozaki-pareto"):
         assert name in FIGURES and (tmp_path / f"{name}.png").is_file(), name
+
+
+def test_inputs_above_full_rows_are_drawn_by_the_backend_and_errors_sampled(monkeypatch, db_path):
+    """Where inputs come from depends on N only (not on the backend): the audit's host phi_matrix up to
+    FULL_ROWS_MAX, the backend's own generator above it, and errors on SAMPLED_ROWS rows there."""
+    monkeypatch.setattr(ob, "FULL_ROWS_MAX", 32)
+    monkeypatch.setattr(ob, "SAMPLED_ROWS", 16)
+    be = get_backend("numpy")
+    A, B, source = ob.bench_inputs(be, 32, 1.0, 1)
+    assert source == ob.HOST_INPUTS and np.array_equal(A, audit_inputs(32, 1.0, 1)[0])
+    A, B, source = ob.bench_inputs(be, 48, 1.0, 1)
+    assert source == ob.DEVICE_INPUTS and A.shape == B.shape == (48, 48) and not np.array_equal(A, B)
+    plan = ob.BenchPlan((48,), ("fp32r",), (3,), phis=(1.0,), timing=False)
+    with ResultsDB(db_path) as db, recorded_run(be, db, "test", progress=False) as ctx:
+        ot.run_bench(ctx, plan)
+        stored = db.measurements(ob.ERROR)
+    assert {(m.method, m.params["rows"], m.meta["inputs"]) for m in stored} == {
+        (name, 16, ob.DEVICE_INPUTS) for name in ("fp64", "fp32", "ozaki-fp32r-3")}
+    assert all(m.unit == "rel" and 0 < m.value < 1e-3 for m in stored)

@@ -7,16 +7,20 @@ report is kept in the row's meta. A product with NaN or infinite entries is
 stored with unit ``nonfinite entries`` and their count as value, and shows as
 ``null`` errors with ``nonfinite`` > 0, never as a small number.
 
-Two experiments run on this store for ``gemmlab reproduce``, and two figures:
+Two experiments run on this store for ``gemmlab reproduce``, and two figures
+(:mod:`experiments.audit.figures`):
 
 * ``accuracy-phi``: every default method (fp32, fp64, Strassen-RUM levels 1-3
   and whatever other packages add, the Ozaki scheme for one) at phi = 0.1, 1, 2,
   drawn as the papers' Figs. 8-16: one panel per phi and size, the maximum
   relative error per seed, one line per method.
 * ``accuracy-strassen``: every recursible schedule at levels 1-4 (1-3 in a quick
-  CPU run) next to DGEMM
-  (level 0), drawn as the bits lost against DGEMM per level and schedule; the
-  summary gives the fitted bits lost per level.
+  CPU run) next to DGEMM (level 0), drawn as the bits lost against DGEMM per
+  level and schedule; the summary gives the fitted bits lost per level.
+
+Stored rows come back as :class:`AuditRow` records; :func:`summarize` groups
+them over seeds into :class:`AuditSummary` records (``gemmlab audit`` prints
+those, :mod:`experiments.audit.commands`).
 """
 
 from __future__ import annotations
@@ -25,9 +29,8 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,10 +39,9 @@ from accuracy.audit import Audited, audit_point
 from accuracy.methods import default_methods, get_method, strassen_names
 from gpu.backend import Backend
 
-from .database import ResultsDB
-from .plotting import device_label, new_figure, save_figure
-from .registry import Context, experiment, figure
-from .sweep import Record, SweepOutcome, sweep
+from ..core.database import Measurement, ResultsDB
+from ..core.registry import Context, experiment
+from ..core.sweep import Record, SweepOutcome, sweep
 
 EXPERIMENT = "accuracy"
 INPUTS = "phi"
@@ -73,6 +75,7 @@ class AuditPlan:
                                     "seeds": "non-negative integers"}[what] + f", got {list(values)}")
 
     def points(self) -> list[dict[str, Any]]:
+        """The stored parameters of every point, by size, then phi, then seed."""
         return [point_params(n, phi, seed) for n in self.sizes for phi in self.phis for seed in self.seeds]
 
 
@@ -92,6 +95,7 @@ STRASSEN_PLANS: dict[tuple[str, bool], AuditPlan] = {
 
 
 def point_params(n: int, phi: float, seed: int) -> dict[str, Any]:
+    """The stored parameters of one audit point (``inputs``: the papers' phi distribution)."""
     return {"n": int(n), "phi": float(phi), "seed": int(seed), "inputs": INPUTS}
 
 
@@ -125,17 +129,17 @@ def measure(backend: Backend, params: Mapping[str, Any], missing: Sequence[str])
     return {name: record(a) for name, a in results.items()}
 
 
-def run_audit(ctx: Context, methods: Sequence[str], plan: AuditPlan) -> tuple[SweepOutcome, list[dict[str, Any]]]:
-    """Audit (or resume) every method at every point of the plan; the outcome and the plan's rows."""
+def run_audit(ctx: Context, methods: Sequence[str], plan: AuditPlan) -> tuple[SweepOutcome, list[AuditRow]]:
+    """Audit (or resume) every method at every point of the plan; the outcome and the plan's rows
+    (by method in the order given, then n, phi and seed)."""
     for name in methods:
         get_method(name)   # every name checked before anything runs
     points = plan.points()
     outcome = sweep(ctx, EXPERIMENT, points, list(methods), partial(measure, ctx.backend), desc="accuracy audit")
     wanted = {(p["n"], p["phi"], p["seed"]) for p in points}
-    rows = [r for r in audit_rows(ctx.db, ctx.env_key)
-            if r["method"] in methods and (r["n"], r["phi"], r["seed"]) in wanted]
+    rows = [r for r in audit_rows(ctx.db, ctx.env_key) if r.method in methods and (r.n, r.phi, r.seed) in wanted]
     order = {m: i for i, m in enumerate(methods)}
-    return outcome, sorted(rows, key=lambda r: (order[r["method"]], r["n"], r["phi"], r["seed"]))
+    return outcome, sorted(rows, key=lambda r: (order[r.method], r.n, r.phi, r.seed))
 
 
 # --------------------------------------------------------------------------- stored rows
@@ -145,47 +149,96 @@ def _number(x: Any) -> Any:
     return None if isinstance(x, float) and not math.isfinite(x) else x
 
 
-def audit_rows(db: ResultsDB, env_key: str) -> list[dict[str, Any]]:
-    """Every stored audit row of one environment, with the report's fields."""
-    rows = []
-    for m in db.measurements(EXPERIMENT, env_key=env_key):
-        p, meta = m["params"], m["meta"]
-        if p.get("inputs") != INPUTS:
-            continue
-        row = {"method": m["method"], "n": p["n"], "phi": p["phi"], "seed": p["seed"]}
-        row.update({k: _number(meta.get(k)) for k in ROW_FIELDS})
-        rows.append(row)
-    return rows
+@dataclass(frozen=True)
+class AuditRow:
+    """One stored audit point of one method: its inputs and the error report's fields
+    (:data:`ROW_FIELDS`; None where the report has none, or a non-finite number)."""
+
+    method: str
+    n: int
+    phi: float
+    seed: int
+    max_rel: float | None = None
+    nrm: float | None = None
+    zeros: int | None = None
+    zeros_exact: int | None = None
+    zero_max_abs: float | None = None
+    median_rel: float | None = None
+    max_comp: float | None = None
+    max_ulps: float | None = None
+    bits: float | None = None
+    correctly_rounded: float | None = None
+    nonfinite: int | None = None
+    seconds: float | None = None
+    reference_seconds: float | None = None
+
+    @classmethod
+    def read(cls, m: Measurement) -> AuditRow:
+        p = m.params
+        return cls(m.method, p["n"], p["phi"], p["seed"], **{k: _number(m.meta.get(k)) for k in ROW_FIELDS})
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def audit_rows(db: ResultsDB, env_key: str) -> list[AuditRow]:
+    """Every stored audit row of one environment (rows on other inputs than phi's left out)."""
+    return [AuditRow.read(m) for m in db.measurements(EXPERIMENT, env_key=env_key)
+            if m.params.get("inputs") == INPUTS]
+
+
+@dataclass(frozen=True)
+class AuditSummary:
+    """One (method, n, phi) over its seeds; error statistics are None when a seed's product
+    was not finite (those seeds are counted in ``nonfinite_seeds``)."""
+
+    method: str
+    n: int
+    phi: float
+    seeds: int
+    mean_max_rel: float | None
+    max_max_rel: float | None
+    mean_nrm: float | None
+    max_bits: float | None
+    zeros: int
+    zeros_exact: int
+    nonfinite_seeds: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def _mean(values: list[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def summarize(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def summarize(rows: Iterable[AuditRow]) -> list[AuditSummary]:
     """Per (method, n, phi): seeds, mean and max of the max relative error, mean nrm, worst bits.
 
     A group with any non-finite product has no error statistics (None) and
     counts those seeds in ``nonfinite_seeds``.
     """
-    groups: dict[tuple[str, int, float], list[Mapping[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, int, float], list[AuditRow]] = defaultdict(list)
     for r in rows:
-        groups[(r["method"], r["n"], r["phi"])].append(r)
+        groups[(r.method, r.n, r.phi)].append(r)
     out = []
     for (method, n, phi), rs in groups.items():
-        bad = sum(1 for r in rs if r["nonfinite"])
-        rels = [r["max_rel"] for r in rs if r["max_rel"] is not None]
+        bad = sum(1 for r in rs if r.nonfinite)
+        rels = [r.max_rel for r in rs if r.max_rel is not None]
         ok = not bad and len(rels) == len(rs)
-        out.append({"method": method, "n": n, "phi": phi, "seeds": len(rs),
-                    "mean_max_rel": _mean(rels) if ok else None, "max_max_rel": max(rels) if ok else None,
-                    "mean_nrm": _mean([r["nrm"] for r in rs if r["nrm"] is not None]) if ok else None,
-                    "max_bits": max((r["bits"] for r in rs if r["bits"] is not None), default=None) if ok else None,
-                    "zeros": sum(r["zeros"] for r in rs), "zeros_exact": sum(r["zeros_exact"] for r in rs),
-                    "nonfinite_seeds": bad})
+        out.append(AuditSummary(
+            method, n, phi, len(rs), mean_max_rel=_mean(rels) if ok else None,
+            max_max_rel=max(rels) if ok else None,
+            mean_nrm=_mean([r.nrm for r in rs if r.nrm is not None]) if ok else None,
+            max_bits=max((r.bits for r in rs if r.bits is not None), default=None) if ok else None,
+            zeros=sum(r.zeros for r in rs), zeros_exact=sum(r.zeros_exact for r in rs), nonfinite_seeds=bad))
     return out
 
 
-def bits_per_level(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[int, float], dict[str, tuple[list, float]]]:
+LevelFits = dict[tuple[int, float], dict[str, tuple[list[tuple[int, float]], float]]]
+
+
+def bits_per_level(rows: Iterable[AuditRow]) -> LevelFits:
     """Per (n, phi) and schedule: [(level, bits lost against DGEMM)] and the fitted bits per level.
 
     Bits lost at a level: the median over seeds of log2(max_rel / max_rel of DGEMM
@@ -194,15 +247,15 @@ def bits_per_level(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[int, float],
     compared on the same inputs.
     """
     rows = list(rows)
-    gemm = {(r["n"], r["phi"], r["seed"]): r["max_rel"] for r in rows if r["method"] == "fp64"}
+    gemm = {(r.n, r.phi, r.seed): r.max_rel for r in rows if r.method == "fp64"}
     lost: dict[tuple[int, float], dict[tuple[str, int], dict[int, float]]] = defaultdict(dict)
     for r in rows:
-        base = gemm.get((r["n"], r["phi"], r["seed"]))
-        if not r["method"].startswith("strassen-") or not base or not r["max_rel"]:
+        base = gemm.get((r.n, r.phi, r.seed))
+        if not r.method.startswith("strassen-") or not base or not r.max_rel:
             continue
-        schedule, level = r["method"][len("strassen-"):].rsplit("-L", 1)
-        lost[(r["n"], r["phi"])].setdefault((schedule, int(level)), {})[r["seed"]] = math.log2(r["max_rel"] / base)
-    out: dict[tuple[int, float], dict[str, tuple[list, float]]] = {}
+        schedule, level = r.method[len("strassen-"):].rsplit("-L", 1)
+        lost[(r.n, r.phi)].setdefault((schedule, int(level)), {})[r.seed] = math.log2(r.max_rel / base)
+    out: LevelFits = {}
     for key, methods in lost.items():
         seeds = set.intersection(*(set(v) for v in methods.values()))
         curves: dict[str, list[tuple[int, float]]] = defaultdict(lambda: [(0, 0.0)])
@@ -215,15 +268,19 @@ def bits_per_level(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[int, float],
 
 # --------------------------------------------------------------------------- experiments
 
-def _largest(rows: Sequence[Mapping[str, Any]]) -> int | None:
-    return max((r["n"] for r in rows), default=None)
+def _largest(rows: Sequence[AuditRow]) -> int | None:
+    return max((r.n for r in rows), default=None)
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a (non-finite results)" if x is None else f"{x:.3e}"
 
 
 @experiment("accuracy-phi", "Max relative error of each method on the papers' phi inputs (their Figs. 8-16)")
 def run_phi(ctx: Context) -> dict[str, Any]:
     outcome, rows = run_audit(ctx, default_methods(), PHI_PLANS[(ctx.backend.name, ctx.quick)])
     n = _largest(rows)
-    table = {f"{s['method']} phi={s['phi']:g}": _fmt(s["mean_max_rel"]) for s in summarize(rows) if s["n"] == n}
+    table = {f"{s.method} phi={s.phi:g}": _fmt(s.mean_max_rel) for s in summarize(rows) if s.n == n}
     return {"points measured": outcome.measured, "points already stored": outcome.skipped,
             f"mean max relative error at N={n}": table}
 
@@ -240,67 +297,3 @@ def run_strassen(ctx: Context) -> dict[str, Any]:
             summary[f"bits lost per level at N={n}, phi={phi:g}"] = {
                 s: f"{slope:.2f}" for s, (_, slope) in sorted(schedules.items())}
     return summary
-
-
-def _fmt(x: float | None) -> str:
-    return "n/a (non-finite results)" if x is None else f"{x:.3e}"
-
-
-# --------------------------------------------------------------------------- figures
-
-def _phi_figure_methods(methods: Iterable[str]) -> list[str]:
-    """Default methods first, then any other non-Strassen method (other packages' schemes)."""
-    present = set(methods)
-    first = [m for m in default_methods() if m in present]
-    return first + sorted(m for m in present - set(first) if not m.startswith("strassen-"))
-
-
-@figure("accuracy-phi", "Max relative error per seed, one line per method, one panel per phi and N (Figs. 8-16)")
-def render_phi(db: ResultsDB, out_dir: Path) -> list[Path]:
-    groups = [(key, rows) for key in db.env_keys() if (rows := audit_rows(db, key))]
-    panels = [(key, n, phi, [r for r in rows if r["n"] == n and r["phi"] == phi])
-              for key, rows in groups for n in sorted({r["n"] for r in rows})
-              for phi in sorted({r["phi"] for r in rows})]
-    panels = [p for p in panels if _phi_figure_methods(r["method"] for r in p[3])]
-    if not panels:
-        return []
-    cols = len({p[2] for p in panels})
-    rows_n = -(-len(panels) // cols)
-    fig, axes = new_figure(rows_n, cols, width=4.2 * cols, height=3.4 * rows_n)
-    axes = np.array(axes, dtype=object).reshape(-1)
-    for ax, (key, n, phi, rows) in zip(axes, panels):
-        for method in _phi_figure_methods(r["method"] for r in rows):
-            pts = sorted((r["seed"], r["max_rel"]) for r in rows if r["method"] == method and r["max_rel"])
-            if pts:
-                ax.plot(*zip(*pts), "o-", ms=3, label=method)
-        ax.set_yscale("log")
-        ax.set(xlabel="seed", ylabel="max relative error", title=f"phi = {phi:g}, N = {n}\n{device_label(db, key)}")
-        ax.title.set_fontsize(8)
-        ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=6)
-    for ax in axes[len(panels):]:
-        ax.set_visible(False)
-    fig.suptitle("Maximum relative error against the correctly rounded product", fontsize=9)
-    return save_figure(fig, out_dir, "accuracy-phi")
-
-
-@figure("accuracy-strassen", "Bits lost against DGEMM per Strassen level, one line per schedule, one panel per phi")
-def render_strassen(db: ResultsDB, out_dir: Path) -> list[Path]:
-    panels = [(key, size, phi, schedules) for key in db.env_keys()
-              for (size, phi), schedules in sorted(bits_per_level(audit_rows(db, key)).items())]
-    if not panels:
-        return []
-    fig, axes = new_figure(1, len(panels), width=4.4 * len(panels), height=4.0)
-    axes = np.array(axes, dtype=object).reshape(-1)
-    for ax, (key, size, phi, schedules) in zip(axes, panels):
-        for schedule, (pts, slope) in sorted(schedules.items()):
-            ax.plot(*zip(*pts), "o-", ms=3, label=f"{schedule} ({slope:.2f} bits/level)")
-        ax.set(xlabel="Strassen level (0: DGEMM)", ylabel="bits lost against DGEMM (median over seeds)",
-               title=f"phi = {phi:g}, N = {size}\n{device_label(db, key)}")
-        ax.title.set_fontsize(8)
-        ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=6)
-    fig.suptitle("Strassen-Winograd: log2(max relative error / DGEMM's) by level", fontsize=9)
-    return save_figure(fig, out_dir, "accuracy-strassen")
