@@ -19,20 +19,15 @@ from experiments.core.database import ResultsDB
 from gpu import get_backend
 
 
-def run_json(capsys, *argv):
-    code = main([*argv, "--json"])
-    captured = capsys.readouterr()
-    assert code == 0, captured.err
-    return json.loads(captured.out)
 
 
-def audit(capsys, db_path, *extra, methods="fp32,fp64,strassen-rum-L2", n="32", phi="0.1,2", seeds="1,2"):
-    return run_json(capsys, "audit", "--backend", "numpy", "--methods", methods, "--n", n, "--phi", phi,
+def audit(run_json, db_path, *extra, methods="fp32,fp64,strassen-rum-L2", n="32", phi="0.1,2", seeds="1,2"):
+    return run_json("audit", "--backend", "numpy", "--methods", methods, "--n", n, "--phi", phi,
                     "--seeds", seeds, "--db", str(db_path), *extra)
 
 
-def test_audit_json_rows_then_resume_and_force(capsys, db_path):
-    out = audit(capsys, db_path)
+def test_audit_json_rows_then_resume_and_force(run_json, db_path):
+    out = audit(run_json, db_path)
     assert (out["measured"], out["skipped"]) == (12, 0)
     rows = out["rows"]
     assert [(r["method"], r["phi"], r["seed"]) for r in rows[:4]] == [
@@ -48,16 +43,16 @@ def test_audit_json_rows_then_resume_and_force(capsys, db_path):
     assert summary[("fp64", 0.1)]["mean_max_rel"] == pytest.approx(sum(fp64) / 2)
     assert summary[("fp64", 0.1)]["max_max_rel"] == max(fp64) and summary[("fp64", 0.1)]["seeds"] == 2
 
-    again = audit(capsys, db_path, seeds="1,2,3")
+    again = audit(run_json, db_path, seeds="1,2,3")
     assert (again["measured"], again["skipped"]) == (6, 12)
     assert {(r["method"], r["phi"], r["seed"]): r["max_rel"] for r in again["rows"] if r["seed"] < 3} == {
         k: r["max_rel"] for k, r in by.items()}
-    forced = audit(capsys, db_path, "--force", methods="fp64", phi="2", seeds="1")
+    forced = audit(run_json, db_path, "--force", methods="fp64", phi="2", seeds="1")
     assert (forced["measured"], forced["skipped"]) == (1, 0)
 
 
-def test_stored_rows_match_a_direct_audit(db_path, capsys):
-    audit(capsys, db_path, methods="strassen-rum-L1", phi="1", seeds="4")
+def test_stored_rows_match_a_direct_audit(run_json, db_path):
+    audit(run_json, db_path, methods="strassen-rum-L1", phi="1", seeds="4")
     be = get_backend("numpy")
     direct = audit_point(be, [methods.get_method("strassen-rum-L1")], 32, 1.0, 4)["strassen-rum-L1"]
     with ResultsDB(db_path) as db:
@@ -82,7 +77,7 @@ def test_table_output_and_errors(capsys, db_path):
     assert "phi values must be numbers" in capsys.readouterr().err
 
 
-def test_non_finite_products_are_flagged_not_hidden(capsys, db_path, monkeypatch):
+def test_non_finite_products_are_flagged_not_hidden(run_json, db_path, monkeypatch):
     monkeypatch.setattr(methods, "METHODS", dict(methods.METHODS))
 
     @methods.method("broken", "DGEMM with one NaN")
@@ -91,7 +86,7 @@ def test_non_finite_products_are_flagged_not_hidden(capsys, db_path, monkeypatch
         C[0, 0] = np.nan
         return C
 
-    out = audit(capsys, db_path, methods="broken,fp64", phi="1", seeds="1,2")
+    out = audit(run_json, db_path, methods="broken,fp64", phi="1", seeds="1,2")
     broken = [r for r in out["rows"] if r["method"] == "broken"]
     assert all(r["max_rel"] is None and r["nrm"] is None and r["nonfinite"] == 1 for r in broken)
     (summary,) = [s for s in out["summary"] if s["method"] == "broken"]
@@ -121,12 +116,12 @@ def test_strassen_methods_cover_every_recursible_schedule():
     assert "strassen-rum-L4" not in aa.strassen_methods((1, 2, 3))
 
 
-def test_reproduce_runs_both_experiments_and_draws_both_figures(capsys, db_path, tmp_path, monkeypatch):
+def test_reproduce_runs_both_experiments_and_draws_both_figures(run_json, db_path, tmp_path, monkeypatch):
     monkeypatch.setitem(aa.PHI_PLANS, ("numpy", True), aa.AuditPlan((32,), seeds=(1, 2)))
     monkeypatch.setitem(aa.STRASSEN_PLANS, ("numpy", True), aa.AuditPlan((32,), phis=(1.0,), seeds=(1,)))
     argv = ("reproduce", "--quick", "--backend", "numpy", "--only", "accuracy-phi", "accuracy-strassen",
             "--db", str(db_path), "--out", str(tmp_path / "figs"))
-    out = run_json(capsys, *argv)
+    out = run_json(*argv)
     phi = out["experiments"]["accuracy-phi"]
     assert phi["points measured"] == 5 * 3 * 2
     assert set(phi["mean max relative error at N=32"]) == {f"{m} phi={p}" for m in methods.default_methods()
@@ -140,7 +135,7 @@ def test_reproduce_runs_both_experiments_and_draws_both_figures(capsys, db_path,
     for name in ("accuracy-phi", "accuracy-strassen"):
         assert (tmp_path / "figs" / f"{name}.png").stat().st_size > 10_000
         assert (tmp_path / "figs" / f"{name}.pdf").exists()
-    again = run_json(capsys, *argv)
+    again = run_json(*argv)
     assert again["experiments"]["accuracy-phi"]["points measured"] == 0
 
 

@@ -20,11 +20,6 @@ from gpu import ozaki
 from gpu.backend import get_backend
 
 
-def run_json(capsys, *argv):
-    code = main([*argv, "--json"])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    return json.loads(out)
 
 
 def test_methods_join_the_audit_registry():
@@ -66,10 +61,10 @@ def test_pareto_front_verdict_and_digits():
     assert oe.digits_gained(audit)[(4, 1.0)] == {"ozaki-fp32r-2": pytest.approx(2.0), "fp64": pytest.approx(9.0)}
 
 
-def test_bench_cli_measures_stores_and_resumes(capsys, db_path):
+def test_bench_cli_measures_stores_and_resumes(run_json, capsys, db_path):
     argv = ("ozaki", "--backend", "numpy", "--sizes", "48", "--formats", "fp32r,int8", "--slices", "2-3",
             "--phi", "0.1,1", "--db", str(db_path))
-    out = run_json(capsys, *argv)
+    out = run_json(*argv)
     rows = {r["method"]: r for r in out["rows"]}
     assert list(rows) == ["fp64", "fp32", "ozaki-fp32r-2", "ozaki-fp32r-3", "ozaki-int8-2", "ozaki-int8-3"]
     assert all(r["time_s"] > 0 and r["max_rel_phi0.1"] is not None and r["max_rel_phi1"] is not None
@@ -77,7 +72,7 @@ def test_bench_cli_measures_stores_and_resumes(capsys, db_path):
     assert rows["fp64"]["speedup_vs_dgemm"] == 1.0 and rows["ozaki-int8-3"]["max_rel_phi0.1"] < \
         rows["ozaki-int8-2"]["max_rel_phi0.1"]
     assert out["summary"]["error points measured"] == 12 and out["summary"]["timed configurations"] == 4
-    again = run_json(capsys, *argv)
+    again = run_json(*argv)
     assert again["summary"]["error points measured"] == 0 and again["summary"]["timed configurations"] == 0
     assert again["rows"] == out["rows"]
     with ResultsDB(db_path) as db:
@@ -103,8 +98,8 @@ def test_configurations_far_slower_than_dgemm_are_predicted_not_run(db_path):
     assert ratio == pytest.approx(10 / 6), "extrapolated by the number of slice pairs"
 
 
-def test_audit_cli_runs_ozaki_methods(capsys, db_path):
-    out = run_json(capsys, "audit", "--backend", "numpy", "--methods", "ozaki-fp32r-3,ozaki-int8-4", "--n", "32",
+def test_audit_cli_runs_ozaki_methods(run_json, db_path):
+    out = run_json("audit", "--backend", "numpy", "--methods", "ozaki-fp32r-3,ozaki-int8-4", "--n", "32",
                    "--phi", "1", "--seeds", "1", "--db", str(db_path))
     assert {s["method"] for s in out["summary"]} == {"ozaki-fp32r-3", "ozaki-int8-4"}
 
@@ -115,12 +110,12 @@ SMALL = {"ACCURACY_PLANS": AuditPlan((32,), seeds=(1,)),
          "BREAKDOWN_PLANS": ((32,), (("fp32r", 2), ("int8", 3)))}
 
 
-def test_experiments_and_figures_end_to_end(monkeypatch, capsys, db_path, tmp_path):
+def test_experiments_and_figures_end_to_end(run_json, monkeypatch, db_path, tmp_path):
     for name, plan in SMALL.items():
         monkeypatch.setitem(getattr(ob, name), ("numpy", True), plan)
     load()
     assert {"ozaki-accuracy", "ozaki-time", "ozaki-breakdown", "ozaki-pareto"} <= set(EXPERIMENTS)
-    out = run_json(capsys, "reproduce", "--quick", "--backend", "numpy", "--only", "ozaki-accuracy", "ozaki-time",
+    out = run_json("reproduce", "--quick", "--backend", "numpy", "--only", "ozaki-accuracy", "ozaki-time",
                    "ozaki-breakdown", "ozaki-pareto", "--db", str(db_path), "--out", str(tmp_path))
     exps = out["experiments"]
     assert exps["ozaki-accuracy"]["points measured"] == 3 * len(oe.paper_methods())
