@@ -1,4 +1,10 @@
-"""Shared fixtures: every backend test runs on NumPy, and on CuPy where a GPU is usable."""
+"""Shared fixtures: every backend test runs on NumPy, and on CuPy where a GPU is usable.
+
+Test modules are imported in pytest's importlib mode (see pyproject.toml), so basenames may
+repeat across folders and helpers shared between modules are fixtures, never imports.
+"""
+
+import json
 
 import pytest
 
@@ -28,8 +34,10 @@ def cupy_backend():
 
 @pytest.fixture(autouse=True)
 def _private_default_db(tmp_path, monkeypatch):
-    """No test reads or writes the working directory's results database (level="auto" reads it)."""
+    """No test reads or writes the working directory's results database or device profiles
+    (``level="auto"`` reads the profile of the device it runs on)."""
     monkeypatch.setenv("GEMMLAB_DB", str(tmp_path / "default.sqlite"))
+    monkeypatch.setenv("GEMMLAB_PROFILES", str(tmp_path / "profiles"))
 
 
 @pytest.fixture
@@ -42,7 +50,7 @@ def h100_db(tmp_path_factory):
     """A database holding the published H100 calibration and Strassen speed-ups (real measurements)."""
     from pathlib import Path
 
-    from experiments.database import ResultsDB
+    from experiments.core.database import ResultsDB
 
     published = Path(__file__).resolve().parent.parent / "results" / "published"
     path = tmp_path_factory.mktemp("h100") / "h100.sqlite"
@@ -50,3 +58,23 @@ def h100_db(tmp_path_factory):
         for name in ("h100-calibration.csv", "h100-strassen-speedup.csv"):
             db.import_csv(published / name)
     return path
+
+
+@pytest.fixture
+def run_json(capsys):
+    """``run_json(*argv) -> dict``: runs ``gemmlab *argv --json`` in this process and returns the
+    JSON document it printed; the test fails, showing stderr and stdout, unless it exits 0."""
+    from experiments.cli import main
+
+    def run(*argv) -> dict:
+        command = ["gemmlab", *map(str, argv), "--json"]
+        code = main(command[1:])
+        captured = capsys.readouterr()
+        shown = f"{' '.join(command)}\nstderr:\n{captured.err}\nstdout:\n{captured.out}"
+        assert code == 0, f"exit code {code} from {shown}"
+        try:
+            return json.loads(captured.out)
+        except json.JSONDecodeError as exc:
+            raise AssertionError(f"no JSON on stdout ({exc}) from {shown}") from None
+
+    return run
