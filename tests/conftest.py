@@ -65,11 +65,11 @@ def h100_db(tmp_path_factory):
 def run_json(capsys):
     """``run_json(*argv) -> dict``: runs ``gemmlab *argv --json`` in this process and returns the
     JSON document it printed; the test fails, showing stderr and stdout, unless it exits 0."""
-    from experiments.cli import main
+    from experiments import cli
 
     def run(*argv) -> dict:
         command = ["gemmlab", *map(str, argv), "--json"]
-        code = main(command[1:])
+        code = cli.main(command[1:])
         captured = capsys.readouterr()
         shown = f"{' '.join(command)}\nstderr:\n{captured.err}\nstdout:\n{captured.out}"
         assert code == 0, f"exit code {code} from {shown}"

@@ -1,75 +1,54 @@
-"""Stream concurrency, split-K occupancy, decomposition segments and memory for any N, by hand."""
-
-import math
+"""What a Strassen-Winograd product costs (:mod:`gpu.strassen.costs`): operation counts and bytes
+read from the schedule tables, by hand and against the spec's published unit counts."""
 
 import pytest
 
-from modeling.concurrency import concurrent_streams, sms_per_call
-from modeling.decomposition import largest_n, segment_bytes_1d, segment_bytes_2d
-from modeling.memory import matmul_memory, strassen_memory, units
-from modeling.splitk import (
-    Kernel,
-    SMLimits,
-    bandwidth_floor_s,
-    chunk_width,
-    chunks,
-    minimum_bytes,
-    resident_blocks,
+from gpu.strassen.costs import (
+    core_side,
+    level_counts,
+    matmul_memory,
+    strassen_memory,
+    temporaries_per_depth,
+    total_launches,
+    units,
 )
 
-K20C = SMLimits(threads=2048, shared_bytes=49152, registers=65536, blocks=16, sm_count=13)
-PAPER_KERNEL = Kernel(threads=64, shared_bytes=4096, registers_per_thread=55, tile=16)
+# --- memory model --------------------------------------------------------------------------------
+
+N = 1024
 
 
-# --- P_theo ---------------------------------------------------------------------------------------
-
-def test_streams_from_registers():
-    # 65536 registers / 64 per thread = 1024 threads per SM; 24576 threads fill 24 SMs; 80 / 24 -> 3.
-    assert sms_per_call(24576, 64, 65536) == 24
-    assert concurrent_streams(24576, 64, 65536, 80) == 3
-    assert concurrent_streams(8192, 64, 65536, 80) == 7            # 10 would fit: at most 7 products
-    assert concurrent_streams(2**20, 128, 65536, 80) == 1          # one call needs more than the GPU
-    with pytest.raises(ValueError, match="registers_per_thread"):
-        concurrent_streams(1024, 0, 65536, 80)
+def test_rum_memory_is_twelve_units_at_every_level():
+    for level in range(0, 6):
+        est = strassen_memory("rum", N, level)
+        assert units(est, N) == 12.0, level
+        assert est.extra == 0
 
 
-# --- split-K ----------------------------------------------------------------------------------------
-
-def test_k20c_runs_156_blocks_at_once():
-    # min(2048/64 = 32, 49152/4096 = 12, 65536/(55*64) = 18, 16) = 12 blocks per SM, 13 SMs.
-    assert resident_blocks(K20C, PAPER_KERNEL) == 156
-
-
-def test_chunks_fill_whole_waves():
-    assert chunks(16, 16, K20C, PAPER_KERNEL) == 156               # one 16 x 16 tile per chunk
-    assert chunks(32, 32, K20C, PAPER_KERNEL) == 39                # four tiles per chunk
-    assert chunks(32, 32, K20C, PAPER_KERNEL, waves=2) == 78
-    assert chunk_width(2**20, 1024) == 1024 and chunk_width(1000, 3) == 334
-    with pytest.raises(ValueError, match="does not fit"):
-        resident_blocks(K20C, Kernel(threads=1024, shared_bytes=4096, registers_per_thread=255))
+@pytest.mark.parametrize("level,expected", [(1, 14.0), (2, 14.5), (3, 14.625)])
+def test_lai_memory(level, expected):
+    assert units(strassen_memory("lai", N, level), N) == pytest.approx(12 + 2 * sum(4.0**-l for l in range(level)))
+    assert units(strassen_memory("lai", N, level), N) == pytest.approx(expected)
 
 
-def test_split_k_is_memory_bound():
-    assert minimum_bytes(16, 16, 2**20) == 8 * 32 * 2**20
-    assert bandwidth_floor_s(16, 16, 2**20, 208e9) == pytest.approx(8 * 32 * 2**20 / 208e9)
+def test_lai_memory_converges_to_14_667():
+    assert units(strassen_memory("lai", 2**12, 10), 2**12) == pytest.approx(12 + 8 / 3, abs=1e-4)
+    assert temporaries_per_depth("lai", 3) == [2, 2, 2]
 
 
-# --- decomposition ------------------------------------------------------------------------------------
+def test_rum_without_overwrite_adds_four_support_quadrants():
+    quad = (N // 2) ** 2 * 8
+    for level in (1, 2, 3):
+        est = strassen_memory("rum", N, level, overwrite_a=False, overwrite_b=False)
+        assert est.support == 4 * quad and est.copies == 0 and est.temporaries == 0
+        assert units(est, N) == 16.0
+    half = strassen_memory("rum", N, 2, overwrite_a=True, overwrite_b=False)
+    assert half.support == 2 * quad  # S21, S22 alias B's quadrants
 
-def test_segment_bytes_of_the_paper():
-    n = 40000
-    assert segment_bytes_2d(n, 9) == pytest.approx(4 * n * n * 7 / 9)     # ~4.98 GB: fits a 6 GB buffer
-    assert segment_bytes_1d(n, 9) == pytest.approx(4 * n * n * 11 / 9)
-    assert segment_bytes_1d(n, 10**6) > 4 * n * n == 6.4e9                # never below all of B
-    with pytest.raises(ValueError, match="perfect square"):
-        segment_bytes_2d(n, 8)
 
-
-def test_largest_n_for_a_buffer():
-    n = largest_n(6e9, 9)
-    assert segment_bytes_2d(n, 9) <= 6e9 < segment_bytes_2d(n + 1, 9)
-    # 1-D blocks stay bound by all of B: about sqrt(6e9 / 4) = 38730, the paper reached 38,496.
-    assert 38496 <= largest_n(6e9, 4096, two_d=False) < math.isqrt(int(6e9 / 4)) + 1
+def test_memory_model_refuses_an_indivisible_size():
+    with pytest.raises(ValueError, match="not divisible"):
+        strassen_memory("rum", 100, 3)
 
 
 # --- memory for any N -----------------------------------------------------------------------------
@@ -97,3 +76,40 @@ def test_matmul_memory_of_an_odd_size():
     assert matmul_memory("rum", 7, 7, 7, 3).extra == 0              # no core: library GEMM only
     with pytest.raises(ValueError, match="fringe"):
         matmul_memory("rum", 8, 8, 8, 1, fringe="crop")
+
+
+def test_core_side_peels_down_or_pads_up():
+    assert (core_side(1001, 1001, 1001, 3), core_side(1001, 1001, 1001, 3, "pad")) == (1000, 1008)
+    assert core_side(700, 900, 500, 2) == 500 and core_side(700, 900, 500, 2, "pad") == 900
+    assert core_side(7, 7, 7, 3) == 0 and core_side(7, 7, 7, 0) == 7
+    with pytest.raises(ValueError, match="positive dimensions"):
+        core_side(0, 4, 4, 1)
+    with pytest.raises(ValueError, match="fringe must be 'peel' or 'pad', got 'crop'"):
+        core_side(8, 8, 8, 1, "crop")
+
+
+# --- counts from the tables ---------------------------------------------------------------------
+
+def test_rum_counts_are_the_thesis_seven_and_fifteen():
+    bottom, above = level_counts("rum", 1), level_counts("rum", 3)
+    assert (bottom.products, bottom.geams, bottom.launches, bottom.temporaries) == (7, 15, 22, 0)
+    assert (above.products, above.geams, above.launches) == (7, 15, 15)   # GEMMs are launched below
+    assert [total_launches("rum", lv) for lv in range(4)] == [1, 22, 15 + 7 * 22, 15 + 7 * (15 + 7 * 22)]
+
+
+def test_fused_rum_counts_each_run_once():
+    # Runs of RUM's additions: {1,2} {4,5} {7} {9} {11} {13..17} {19,20} {22}; reads + writes of each:
+    # 6 + 6 + 3 + 3 + 3 + (7 + 3) + (3 + 2) + 3 = 39 passes = 13 Geams, in 8 launches (+ 7 GEMMs).
+    fused = level_counts("rum", 1, fused=True)
+    assert fused.geams == pytest.approx(13) and fused.launches == 15
+    assert level_counts("rum", 2, fused=True).launches == 8
+
+
+def test_otsuka_counts_include_its_copies():
+    low, high = level_counts("otsuka", 1), level_counts("otsuka", 2)
+    assert (low.geams, low.temporaries) == (15, 0)
+    # High level: 3 copies (2 passes), 15 additions (3), and the 4 protective copies of W1, W2 (2).
+    assert high.geams == pytest.approx((3 * 2 + 15 * 3 + 4 * 2) / 3)
+    assert (high.launches, high.temporaries) == (3 + 15 + 4, 7 + 4)
+    with pytest.raises(ValueError, match="at least one level"):
+        level_counts("rum", 0)
