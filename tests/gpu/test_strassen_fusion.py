@@ -8,6 +8,7 @@ import pytest
 from gpu.strassen.fusion import dead_temporaries, fused_source
 from gpu.strassen.schedules import SCHEDULES, get_schedule
 
+
 def _as_tuples(steps, alias=None):
     alias = alias or {}
     return tuple((alias.get(s.dst, s.dst), s.op, alias.get(s.a, s.a), alias.get(s.b, s.b) if s.b else None)

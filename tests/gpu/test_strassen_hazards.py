@@ -10,6 +10,7 @@ from gpu.strassen.hazards import access_sets, plan
 from gpu.strassen.liveness import supports
 from gpu.strassen.schedules import get_schedule
 
+
 def _conflicts(earlier, later):
     (r1, w1), (r2, w2) = earlier, later
     kinds = {"RAW": w1 & r2, "WAR": r1 & w2, "WAW": w1 & w2}
