@@ -5,7 +5,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpu.backend import BackendUnavailable, backend_of, get_backend, gpu_available, interface, register_ops
+from gpu.backend import (
+    BackendUnavailable,
+    backend_class,
+    backend_of,
+    get_backend,
+    gpu_available,
+    interface,
+    register_ops,
+)
 from gpu.backend.numpy_backend import NumpyBackend
 from gpu.ozaki.ops import HostOps
 from gpu.strassen.fusion import HostFusion
@@ -291,6 +299,15 @@ def test_backend_of_an_array():
     assert backend_of(np.zeros(2)).name == "numpy"
     assert backend_of(np.zeros(2)) is get_backend("numpy")
     assert backend_of([1.0, 2.0]).name == "numpy" and backend_of(3.0).name == "numpy"
+
+
+def test_backend_classes_are_known_without_a_gpu():
+    """What a stored environment's backend was (asynchronous or not) is known with no device."""
+    assert backend_class("numpy") is NumpyBackend and backend_class("numpy").asynchronous is False
+    cupy = backend_class("cupy")
+    assert cupy.name == "cupy" and cupy.asynchronous is True
+    with pytest.raises(ValueError, match="unknown backend 'auto'"):
+        backend_class("auto")
 
 
 def test_numpy_is_synchronous_and_has_nothing_to_release():

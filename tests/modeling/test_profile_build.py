@@ -21,6 +21,7 @@ from modeling.profile import (
     TABLE_RANGE,
     build_profile,
     columns,
+    complete_profile,
     deepest_level,
     level_table,
     level_tables,
@@ -165,6 +166,17 @@ def test_bad_inputs_are_refused():
     assert columns([]) is None
     with pytest.raises(ValueError, match="run gemmlab calibrate"):
         predictor({"levels": {}}, "rum")
+
+
+def test_complete_profile_recomputes_the_tables_of_given_inputs(h100):
+    *_, doc = h100
+    inputs = {k: v for k, v in doc.items() if k != "levels"}
+    assert complete_profile(inputs) == doc
+    assert complete_profile({**doc, "levels": {"rum": [[0, 5]]}}) == doc      # stale tables are replaced
+    slower = {**inputs, "launch_ms": {"default": 5.0}}
+    assert complete_profile(slower)["levels"]["rum"][1][0] > doc["levels"]["rum"][1][0]
+    with pytest.raises(ValueError, match=f"a profile of {DEVICE} \\[cupy\\] needs a calibration"):
+        complete_profile({**inputs, "calibration": None})
 
 
 def test_saved_profile_reads_back_and_gives_the_same_tables(h100, tmp_path):
