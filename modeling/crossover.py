@@ -18,6 +18,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from gpu.strassen.costs import level_counts
+
 from .fits import TimeModel
 
 #: Points of the scan that brackets a crossing before Brent's method refines it.

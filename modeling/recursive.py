@@ -47,6 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpu.strassen.costs import level_counts, schedule_below
+
 from .crossover import crossing
 
 Curve = Callable[[float], float]  # size -> ms

@@ -1,4 +1,10 @@
-"""Shared fixtures: every backend test runs on NumPy, and on CuPy where a GPU is usable."""
+"""Shared fixtures: every backend test runs on NumPy, and on CuPy where a GPU is usable.
+
+Test modules are imported in pytest's importlib mode (see pyproject.toml), so basenames may
+repeat across folders and helpers shared between modules are fixtures, never imports.
+"""
+
+import json
 
 import pytest
 
@@ -12,7 +18,8 @@ def pytest_collection_modifyitems(config, items):
         return
     skip = pytest.mark.skip(reason="needs a usable CUDA GPU and CuPy")
     for item in items:
-        if "gpu" in item.keywords:
+        # the marker, not item.keywords: keywords hold the folder names too, and tests/gpu is one
+        if item.get_closest_marker("gpu") is not None:
             item.add_marker(skip)
 
 
@@ -28,7 +35,8 @@ def cupy_backend():
 
 @pytest.fixture(autouse=True)
 def _private_default_db(tmp_path, monkeypatch):
-    """No test reads or writes the working directory's results database (level="auto" reads it)."""
+    """No test reads or writes the working directory's results database or device profiles
+    (``level="auto"`` reads the profile of the device it runs on)."""
     monkeypatch.setenv("GEMMLAB_DB", str(tmp_path / "default.sqlite"))
     monkeypatch.setenv("GEMMLAB_PROFILES", str(tmp_path / "profiles"))
 
@@ -55,15 +63,19 @@ def h100_db(tmp_path_factory):
 
 @pytest.fixture
 def run_json(capsys):
-    """``run_json(*argv)``: run ``gemmlab *argv --json``, check it succeeded, return its parsed output."""
-    import json
+    """``run_json(*argv) -> dict``: runs ``gemmlab *argv --json`` in this process and returns the
+    JSON document it printed; the test fails, showing stderr and stdout, unless it exits 0."""
+    from experiments import cli
 
-    from experiments.cli import main
-
-    def run(*argv):
-        code = main([*argv, "--json"])
+    def run(*argv) -> dict:
+        command = ["gemmlab", *map(str, argv), "--json"]
+        code = cli.main(command[1:])
         captured = capsys.readouterr()
-        assert code == 0, f"exit {code}\nstderr:\n{captured.err}\nstdout:\n{captured.out}"
-        return json.loads(captured.out)
+        shown = f"{' '.join(command)}\nstderr:\n{captured.err}\nstdout:\n{captured.out}"
+        assert code == 0, f"exit code {code} from {shown}"
+        try:
+            return json.loads(captured.out)
+        except json.JSONDecodeError as exc:
+            raise AssertionError(f"no JSON on stdout ({exc}) from {shown}") from None
 
     return run

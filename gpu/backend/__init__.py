@@ -22,4 +22,5 @@ from .interface import (
 from .registry import BACKENDS, backend_class, backend_of, get_backend, gpu_available
 
 __all__ = ["BACKENDS", "POLICIES", "AllocationReport", "Array", "Backend", "BackendUnavailable", "NullEvent",
-           "NullStream", "Timer", "backend_class", "backend_of", "get_backend", "gpu_available", "matrix_pair", "register_ops"]
+           "NullStream", "Timer", "backend_class", "backend_of", "get_backend", "gpu_available", "matrix_pair",
+           "register_ops"]

@@ -17,7 +17,7 @@ import importlib
 import numbers
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 import os
 import platform
 import tracemalloc
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from time import perf_counter
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import scipy

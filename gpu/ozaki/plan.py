@@ -113,9 +113,10 @@ class OzakiPlan:
 
     def as_dict(self) -> dict[str, Any]:
         return {"m": self.m, "k": self.k, "n": self.n, "slices": self.slices, "format": self.format.name,
-                "remainder": self.remainder, "alpha": self.alpha, "k_block": self.k_block, "pairs": self.pairs, "gemm_calls": self.gemm_calls,
-                "buffers": len(self.chunks), "buffers_held": self.held, "fold_launches": len(self.batches),
-                "flops": self.flops, "workspace": self.workspace(), "workspace_bytes": self.workspace_bytes}
+                "remainder": self.remainder, "alpha": self.alpha, "k_block": self.k_block, "pairs": self.pairs,
+                "gemm_calls": self.gemm_calls, "buffers": len(self.chunks), "buffers_held": self.held,
+                "fold_launches": len(self.batches), "flops": self.flops, "workspace": self.workspace(),
+                "workspace_bytes": self.workspace_bytes}
 
     def report(self) -> str:
         """The configuration and its workspace, as text."""

@@ -100,7 +100,8 @@ def strassen_memory(schedule: str, n: int, levels: int, itemsize: int = 8, *,
     if levels and n % 2**levels:
         raise ValueError(f"n = {n} is not divisible by 2**{levels}; the model covers the square core")
     quad = (n // 2) ** 2 * itemsize
-    temps = sum(t * (n // 2**d) ** 2 * itemsize for d, t in enumerate(temporaries_per_depth(schedule, levels, protect), 1))
+    depths = temporaries_per_depth(schedule, levels, protect)
+    temps = sum(t * (n // 2**d) ** 2 * itemsize for d, t in enumerate(depths, 1))
     hit = clobbers(schedule, levels)
     copies = sum(n * n * itemsize for m, ok in (("A", overwrite_a), ("B", overwrite_b)) if m in hit and not ok)
     support = support_quadrants(schedule, levels, overwrite_a, overwrite_b) * quad

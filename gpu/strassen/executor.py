@@ -11,10 +11,11 @@ With ``fused``, runs of additions on one stream become one generated kernel
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from . import hazards
 from ..backend import Array, Backend
+from . import hazards
 from .fusion import groups
 from .liveness import protected, supports
 from .schedules import Schedule, resolve

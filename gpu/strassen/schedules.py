@@ -13,8 +13,8 @@ tests); steps are numbered from 1 as there.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 QUADRANTS = tuple(f"{m}{i}{j}" for m in "ABC" for i in "12" for j in "12")
 SUPPORT = ("S11", "S12", "S21", "S22")

@@ -231,6 +231,16 @@ def test_inexact_dtypes_and_bad_arguments_are_refused():
         mpfr_matmul(np.ones((2, 2)), np.ones((2, 2)), entries=([0, 1], [1]))
 
 
+def test_without_gmpy2_only_mpfr_matmul_is_refused(monkeypatch):
+    """gmpy2 is optional: exact_matmul needs none, mpfr_matmul says how to get it."""
+    A, B = HARD["cancel-to-tiny"]
+    want = exact_matmul(A, B, backend="numpy")
+    monkeypatch.setattr(reference, "gmpy2", None)
+    assert_bitwise(exact_matmul(A, B, backend="numpy"), want)
+    with pytest.raises(RuntimeError, match="mpfr_matmul needs gmpy2: pip install gmpy2"):
+        mpfr_matmul(A, B)
+
+
 @pytest.mark.gpu
 def test_cupy_and_numpy_give_the_same_bits(cupy_backend):
     A, B = phi_matrix(300, 257, 2.0, 5), phi_matrix(257, 190, 2.0, 6)

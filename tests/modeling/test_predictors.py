@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from modeling.analytic import Fadd, Fmul, analytic_model
-from modeling.counts import level_counts, total_launches
 from modeling.crossover import (
     crossing,
     crossover_point,
@@ -32,33 +31,6 @@ def gemm(x):
 
 def geam(x):
     return D * x**2
-
-
-# --- counts from the tables ---------------------------------------------------------------------
-
-def test_rum_counts_are_the_thesis_seven_and_fifteen():
-    bottom, above = level_counts("rum", 1), level_counts("rum", 3)
-    assert (bottom.products, bottom.geams, bottom.launches, bottom.temporaries) == (7, 15, 22, 0)
-    assert (above.products, above.geams, above.launches) == (7, 15, 15)   # GEMMs are launched below
-    assert [total_launches("rum", lv) for lv in range(4)] == [1, 22, 15 + 7 * 22, 15 + 7 * (15 + 7 * 22)]
-
-
-def test_fused_rum_counts_each_run_once():
-    # Runs of RUM's additions: {1,2} {4,5} {7} {9} {11} {13..17} {19,20} {22}; reads + writes of each:
-    # 6 + 6 + 3 + 3 + 3 + (7 + 3) + (3 + 2) + 3 = 39 passes = 13 Geams, in 8 launches (+ 7 GEMMs).
-    fused = level_counts("rum", 1, fused=True)
-    assert fused.geams == pytest.approx(13) and fused.launches == 15
-    assert level_counts("rum", 2, fused=True).launches == 8
-
-
-def test_otsuka_counts_include_its_copies():
-    low, high = level_counts("otsuka", 1), level_counts("otsuka", 2)
-    assert (low.geams, low.temporaries) == (15, 0)
-    # High level: 3 copies (2 passes), 15 additions (3), and the 4 protective copies of W1, W2 (2).
-    assert high.geams == pytest.approx((3 * 2 + 15 * 3 + 4 * 2) / 3)
-    assert (high.launches, high.temporaries) == (3 + 15 + 4, 7 + 4)
-    with pytest.raises(ValueError, match="at least one level"):
-        level_counts("rum", 0)
 
 
 # --- thesis rule ------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Stream concurrency, split-K occupancy, decomposition segments and memory for any N, by hand."""
+"""Stream concurrency, split-K occupancy and decomposition segments, by hand."""
 
 import math
 
@@ -6,7 +6,6 @@ import pytest
 
 from modeling.concurrency import concurrent_streams, sms_per_call
 from modeling.decomposition import largest_n, segment_bytes_1d, segment_bytes_2d
-from modeling.memory import matmul_memory, strassen_memory, units
 from modeling.splitk import (
     Kernel,
     SMLimits,
@@ -70,30 +69,3 @@ def test_largest_n_for_a_buffer():
     assert segment_bytes_2d(n, 9) <= 6e9 < segment_bytes_2d(n + 1, 9)
     # 1-D blocks stay bound by all of B: about sqrt(6e9 / 4) = 38730, the paper reached 38,496.
     assert 38496 <= largest_n(6e9, 4096, two_d=False) < math.isqrt(int(6e9 / 4)) + 1
-
-
-# --- memory for any N -----------------------------------------------------------------------------
-
-def test_published_unit_counts():
-    n = 2**12
-    assert units(strassen_memory("rum", n, 8), n) == 12
-    assert units(strassen_memory("lai", n, 10), n) == pytest.approx(12 + 8 / 3, abs=1e-4)
-    assert units(strassen_memory("otsuka", n, 10, protect=False), n) == pytest.approx(12 + 28 / 3, abs=1e-4)
-    assert units(strassen_memory("otsuka", n, 3, protect=False), n) == pytest.approx(12 + 7 + 7 / 4)
-    assert units(strassen_memory("otsuka", n, 3), n) > units(strassen_memory("otsuka", n, 3, protect=False), n)
-
-
-def test_matmul_memory_of_an_odd_size():
-    est = matmul_memory("rum", 1001, 1001, 1001, 3)                 # core 1000, inputs kept
-    assert est.operands == 3 * 1001**2 * 8
-    assert (est.support, est.copies, est.temporaries) == (4 * 500**2 * 8, 0, 0)
-    assert matmul_memory("rum", 1001, 1001, 1001, 3, overwrite_a=True, overwrite_b=True).extra == 0
-    pad = matmul_memory("lai", 1001, 1001, 1001, 3, fringe="pad")   # 1008 = 126 x 8
-    lai = strassen_memory("lai", 1008, 3)
-    assert pad.copies == 3 * 1008**2 * 8 and pad.temporaries == lai.temporaries
-    rect = matmul_memory("lai", 700, 900, 500, 2)                   # core 500
-    assert rect.operands == (700 * 900 + 900 * 500 + 700 * 500) * 8
-    assert rect.temporaries == strassen_memory("lai", 500, 2).temporaries
-    assert matmul_memory("rum", 7, 7, 7, 3).extra == 0              # no core: library GEMM only
-    with pytest.raises(ValueError, match="fringe"):
-        matmul_memory("rum", 8, 8, 8, 1, fringe="crop")

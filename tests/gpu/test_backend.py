@@ -5,7 +5,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpu.backend import BackendUnavailable, get_backend
+from gpu.backend import (
+    BackendUnavailable,
+    backend_class,
+    backend_of,
+    get_backend,
+    gpu_available,
+    interface,
+    register_ops,
+)
+from gpu.backend.numpy_backend import NumpyBackend
+from gpu.ozaki.ops import HostOps
+from gpu.strassen.fusion import HostFusion
 
 N = 192
 
@@ -215,9 +226,8 @@ def test_timer_measures_positive_seconds(backend):
 def test_allocation_policy_names(backend):
     with backend.allocation_policy("raw"), backend.allocation_policy("pooled"):
         pass
-    with pytest.raises(ValueError, match="pooled"):
-        with backend.allocation_policy("arena"):
-            pass
+    with pytest.raises(ValueError, match="pooled"), backend.allocation_policy("arena"):
+        pass
 
 
 def test_memory_and_cache_queries(backend):
@@ -235,18 +245,89 @@ def test_unknown_backend_name():
 
 
 def test_auto_backend_matches_availability():
-    from gpu.backend import gpu_available
-
     assert get_backend("auto").name == ("cupy" if gpu_available() else "numpy")
 
 
 def test_cupy_without_gpu_is_a_clear_error():
-    from gpu.backend import gpu_available
-
     if gpu_available():
         pytest.skip("a GPU is usable here")
     with pytest.raises(BackendUnavailable, match="--backend numpy"):
         get_backend("cupy")
+
+
+# --- operations objects, backend_of, asynchronous ---------------------------------------------------
+
+def test_ops_of_an_unregistered_family_is_not_implemented(backend):
+    with pytest.raises(NotImplementedError, match=f"'no-such-family' has no operations for the {backend.name}"):
+        backend.ops("no-such-family")
+
+
+def test_ops_are_made_once_per_backend(monkeypatch):
+    """A family's operations object is built on first use, with the backend, and reused by that
+    backend only; a "module:Class" target is imported then."""
+    made = []
+
+    class Ops:
+        def __init__(self, be):
+            made.append(be)
+
+    monkeypatch.setattr(interface, "_OPS", dict(interface._OPS))
+    register_ops("test-family", "numpy", Ops)
+    register_ops("test-lazy", "numpy", "gpu.ozaki.ops:HostOps")
+    first, second = NumpyBackend(), NumpyBackend()
+    ops = first.ops("test-family")
+    assert isinstance(ops, Ops) and first.ops("test-family") is ops and made == [first]
+    assert second.ops("test-family") is not ops and made == [first, second]
+    lazy = first.ops("test-lazy")
+    assert type(lazy) is HostOps and first.ops("test-lazy") is lazy
+
+    class Other(NumpyBackend):
+        name = "other"
+
+    with pytest.raises(NotImplementedError, match="'test-family' has no operations for the other backend"):
+        Other().ops("test-family")
+
+
+def test_the_library_families_are_registered_for_numpy():
+    be = get_backend("numpy")
+    assert type(be.ops("ozaki")) is HostOps and be.ops("ozaki") is be.ops("ozaki")
+    fusion = be.ops("strassen-fusion")
+    assert type(fusion) is HostFusion and fusion.backend is be and not fusion.fuses
+
+
+def test_backend_of_an_array():
+    assert backend_of(np.zeros(2)).name == "numpy"
+    assert backend_of(np.zeros(2)) is get_backend("numpy")
+    assert backend_of([1.0, 2.0]).name == "numpy" and backend_of(3.0).name == "numpy"
+
+
+def test_backend_classes_are_known_without_a_gpu():
+    """What a stored environment's backend was (asynchronous or not) is known with no device."""
+    assert backend_class("numpy") is NumpyBackend and backend_class("numpy").asynchronous is False
+    cupy = backend_class("cupy")
+    assert cupy.name == "cupy" and cupy.asynchronous is True
+    with pytest.raises(ValueError, match="unknown backend 'auto'"):
+        backend_class("auto")
+
+
+def test_numpy_is_synchronous_and_has_nothing_to_release():
+    be = get_backend("numpy")
+    assert be.asynchronous is False
+    assert be.release_memory() is None
+
+
+@pytest.mark.gpu
+def test_cupy_is_asynchronous_and_releases_its_pool(cupy_backend):
+    be = cupy_backend
+    assert be.asynchronous is True
+    assert backend_of(be.xp.zeros(2)) is be
+    pool = be.xp.get_default_memory_pool()
+    with be.allocation_policy("pooled"):
+        x = be.xp.empty(2**24)
+        del x
+    assert pool.free_bytes() >= 8 * 2**24
+    be.release_memory()
+    assert pool.free_bytes() == 0
 
 
 @pytest.mark.gpu

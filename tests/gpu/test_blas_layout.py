@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpu import blas
+from gpu.backend import blas
 
 
 def lay(x):

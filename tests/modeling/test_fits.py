@@ -101,3 +101,18 @@ def test_measured_curve_passes_through_points_and_extends_power_laws():
     assert gemm(1000.0) == pytest.approx(1.0) and geam(2000.0) == pytest.approx(2.0)
     with pytest.raises(ValueError, match="increasing"):
         MeasuredCurve((2.0, 1.0), (1.0, 1.0))
+
+
+def test_measured_curve_scalar_path_is_the_array_path():
+    """Plain numbers take a path without arrays (the predictors call curves thousands of times):
+    the same curve, below, between, on and above the measured points."""
+    sizes, ms = (256.0, 1000.0, 1500.0, 4096.0, 30000.0), (0.01, 0.2, 0.5, 9.0, 3000.0)
+    curve = MeasuredCurve(sizes, ms)
+    xs = [16, 100.5, 256, 257, 999.9, 1000, 1234, 1500, 4095.5, 4096, 20000, 30000, 30001, 2**20]
+    array = curve(np.array(xs, dtype=float))
+    assert isinstance(array, np.ndarray) and array.shape == (len(xs),)
+    for x, want in zip(xs, array):
+        for value in (x, float(x), np.float64(x)):
+            got = curve(value)
+            assert isinstance(got, float) and got == pytest.approx(want, rel=1e-13), (value, got, want)
+    assert [curve(n) for n in sizes] == pytest.approx(list(ms), rel=1e-13)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accuracy.generate import cancellation_pair, phi_matrix
-from accuracy.metrics import error_report, ulp
+from accuracy.metrics import array_module, error_report, ulp
 from accuracy.reference import exact_matmul
 
 
@@ -124,6 +124,11 @@ def test_inputs_are_not_modified():
     copies = [x.copy() for x in (C, R, A, B)]
     error_report(C, R, A, B)
     assert all(np.array_equal(x, y) for x, y in zip((C, R, A, B), copies))
+
+
+def test_array_module_follows_the_array(backend):
+    assert array_module(backend.asarray(np.ones(2))) is backend.xp
+    assert array_module(np.ones(2)) is np and array_module([1.0]) is np and array_module(2.0) is np
 
 
 def test_ulp_matches_numpy_spacing_off_powers_of_two():

@@ -1,0 +1,94 @@
+"""Device profile files (:mod:`gpu.profile`): where they live, how they are named, written atomically,
+read back, re-read when rewritten, and refused with a clear error when they are not profiles."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from gpu.backend import get_backend
+from gpu.profile import (
+    DEFAULT_DIR,
+    ENV_VAR,
+    FORMAT,
+    VERSION,
+    ProfileError,
+    backend_profile,
+    device_name,
+    load_profile,
+    profile_dir,
+    profile_path,
+    save_profile,
+)
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def test_profiles_live_in_the_environments_directory_or_results_profiles(monkeypatch, tmp_path):
+    assert ENV_VAR == "GEMMLAB_PROFILES"
+    assert profile_dir() == Path(os.environ[ENV_VAR]) and str(tmp_path) in os.environ[ENV_VAR]   # conftest
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "elsewhere"))
+    assert profile_dir() == tmp_path / "elsewhere"
+    monkeypatch.delenv(ENV_VAR)
+    assert profile_dir() == DEFAULT_DIR == Path("results") / "profiles"
+
+
+def test_files_are_named_after_backend_and_device(tmp_path):
+    assert profile_path("cupy", H100, tmp_path) == tmp_path / "cupy-nvidia-h100-80gb-hbm3.json"
+    assert profile_path("numpy", "  Intel(R) Xeon(R) CPU @ 2.20GHz ", tmp_path).name == \
+        "numpy-intel-r-xeon-r-cpu-2-20ghz.json"
+    assert profile_path("cupy", H100).parent == profile_dir()
+
+
+def test_save_then_load_round_trips_with_format_and_version(tmp_path):
+    doc = {"backend": "cupy", "device": H100, "levels": {"rum": [[0, 0], [9811, 1]]}, "note": "é"}
+    path = save_profile(doc, tmp_path)
+    assert path == profile_path("cupy", H100, tmp_path)
+    loaded = load_profile(path)
+    assert loaded == {"format": FORMAT, "version": VERSION, **doc}
+    assert json.loads(path.read_text()) == loaded
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]       # no temporary file left
+    save_profile({**doc, "levels": {}}, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+def test_a_missing_profile_is_none(tmp_path):
+    assert load_profile(tmp_path / "none.json") is None
+    assert backend_profile(get_backend("numpy"), tmp_path) is None
+    assert backend_profile(get_backend("numpy")) is None                 # the test's empty directory
+
+
+def test_a_rewritten_profile_is_read_again(tmp_path):
+    path = save_profile({"backend": "cupy", "device": H100, "levels": {"rum": [[0, 0]]}}, tmp_path)
+    assert load_profile(path)["levels"] == {"rum": [[0, 0]]}
+    save_profile({"backend": "cupy", "device": H100, "levels": {"rum": [[0, 0], [64, 1]]}}, tmp_path)
+    stat = os.stat(path)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))    # a later write, whatever the clock
+    assert load_profile(path)["levels"] == {"rum": [[0, 0], [64, 1]]}
+
+
+def test_the_backends_profile_is_its_devices_file(tmp_path):
+    be = get_backend("numpy")
+    assert device_name(be) == str(be.device_info()["device"]) and device_name(be)
+    save_profile({"backend": "numpy", "device": device_name(be), "levels": {"rum": [[0, 0], [8, 1]]}})
+    assert backend_profile(be)["levels"] == {"rum": [[0, 0], [8, 1]]}
+    save_profile({"backend": "cupy", "device": device_name(be), "levels": {}}, tmp_path)
+    assert backend_profile(be, tmp_path) is None                           # another backend's file
+
+
+@pytest.mark.parametrize("content,match", [
+    ("{not json", "is not a readable device profile"),
+    ("\xff\xfe", "is not a readable device profile"),
+    ("[1, 2]", f"is not a version-{VERSION} gemmlab device profile"),
+    ('{"format": "other", "version": 1}', f"is not a version-{VERSION} gemmlab device profile"),
+    (json.dumps({"format": FORMAT, "version": VERSION + 1}), f"is not a version-{VERSION} gemmlab device profile"),
+    (json.dumps({"format": FORMAT}), f"is not a version-{VERSION} gemmlab device profile"),
+])
+def test_a_file_that_is_not_a_profile_is_refused_saying_what_to_do(tmp_path, content, match):
+    path = tmp_path / "cupy-x.json"
+    path.write_bytes(content.encode("latin-1"))
+    with pytest.raises(ProfileError, match=match) as caught:
+        load_profile(path)
+    assert str(path.resolve()) in str(caught.value) and "run gemmlab calibrate" in str(caught.value)
+    assert isinstance(caught.value, ValueError)
