@@ -1,5 +1,12 @@
-"""Performance models of GEMM methods.
+"""Performance models of GEMM methods, from counts, fits and datasheets.
 
-``work`` counts the operations and bytes of the library kernels, the basis of
-achieved-rate figures and of the analytic model.
+* :mod:`modeling.work`: operations and bytes of the library kernels;
+* :mod:`modeling.fits`: cubic Gemm(x) and quadratic Geam(x) by least squares, and measured curves;
+* :mod:`modeling.crossover`: the thesis rule (SpeedUp, crossover P, OptimLevel);
+* :mod:`modeling.recursive`: the recursive level predictor over the schedule tables' counts
+  (:mod:`gpu.strassen.costs`);
+* :mod:`modeling.profile`: a device profile's level tables, and the predictor back from a profile;
+* :mod:`modeling.analytic` and :mod:`modeling.hardware`: Otsuka's model and the GPU table;
+* :mod:`modeling.concurrency`, :mod:`modeling.splitk`, :mod:`modeling.decomposition`: the
+  stream, split-K occupancy and segment-size formulas of the other methods.
 """

@@ -12,10 +12,11 @@ import json
 import math
 import os
 import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence, TextIO
+from typing import Any, TextIO
 
 DEFAULT_PATH = Path("results") / "gemmlab.sqlite"
 SCHEMA_VERSION = 1

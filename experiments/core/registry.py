@@ -11,10 +11,11 @@ the decorators here when imported; :data:`MODULES` lists them in run order and
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from gpu.backend import Backend
 

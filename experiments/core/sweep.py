@@ -8,8 +8,9 @@ that was interrupted continues with the points it had not reached.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from tqdm.auto import tqdm
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from gpu.backend import Backend
 

@@ -126,7 +126,7 @@ def measure_context_point(backend: Backend, params: Mapping[str, Any],
     records = {}
     for method in methods:
         repeats = _sustaining_repeats(backend, works[method])
-        timing = measure(lambda w=works[method]: [w() for _ in range(repeats)], backend, flush=flush)
+        timing = measure(lambda w=works[method], r=repeats: [w() for _ in range(r)], backend, flush=flush)
         k = calls[method] * repeats
         per_call = timing.median / k
         records[method] = Record(per_call, "s", [t / k for t in timing.samples],

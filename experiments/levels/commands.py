@@ -81,9 +81,11 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size", type=int, required=True, help="matrix size N")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--coefficients", type=Path, default=None, metavar="FILE",
-                        help='JSON {"gemm": [p1, p2, p3, p4], "geam": [q1, q2, q3], "units": "ms"}, highest power first')
+                        help='JSON {"gemm": [p1, p2, p3, p4], "geam": [q1, q2, q3], "units": "ms"}, '
+                             'highest power first')
     source.add_argument("--gpu", default=None, metavar="NAME",
-                        help=f"analytic model of a GPU from the hardware table ({', '.join(hardware.GPUS)}); no GPU needed")
+                        help=f"analytic model of a GPU from the hardware table ({', '.join(hardware.GPUS)}); "
+                             "no GPU needed")
     p.add_argument("--weighting", choices=fits.WEIGHTINGS, default="relative",
                    help="least-squares weighting of the thesis rule's fits (default: relative error)")
     p.add_argument("--max-level", type=int, default=4, help="deepest level to consider (default 4)")
@@ -98,7 +100,8 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
          arguments=_predict_arguments)
 def cmd_predict(args: argparse.Namespace, db_path: Path) -> int:
     launch = None if args.launch_us is None else args.launch_us / 1e3
-    payload = predict(db_path, _source(args), args.size, Config(args.schedule, fused=args.fused), args.max_level, launch)
+    config = Config(args.schedule, fused=args.fused)
+    payload = predict(db_path, _source(args), args.size, config, args.max_level, launch)
 
     def text() -> str:
         def fmt(bs: Sequence[float | None]) -> str:
@@ -143,7 +146,8 @@ def cmd_levels(args: argparse.Namespace, db_path: Path) -> int:
     plan = validation.custom_plan(backend, args.quick, args.sizes, args.max_level, config, args.min_bottom)
     if args.stored:
         with ResultsDB(db_path) as db:
-            key = models.select_env(db, args.env, args.device, None if args.env or args.device else backend.device_info())
+            here = None if args.env or args.device else backend.device_info()
+            key = models.select_env(db, args.env, args.device, here)
             if args.stored == "levels":
                 report = validation.judge(db, key, config)
             else:

@@ -36,15 +36,14 @@ from tqdm.auto import tqdm
 
 from gpu.backend import Backend
 from gpu.strassen import Config, total_launches
+from modeling import hardware
+from modeling.analytic import analytic_model
 from modeling.crossover import (
     crossover_point,
     interpolated_crossing,
-    speedup,
     thesis_boundaries,
     thesis_level,
 )
-from modeling import hardware
-from modeling.analytic import analytic_model
 from modeling.fits import TimeModel
 from modeling.recursive import RecursiveModel
 

@@ -84,7 +84,8 @@ def render_accuracy(db: ResultsDB, out_dir: Path) -> list[Path]:
 @figure(TIME, "Ozaki time relative to DGEMM against N, one line per slice count, one panel per format")
 def render_time(db: ResultsDB, out_dir: Path) -> list[Path]:
     panels = [(key, fmt, [r for r in rows if r.format == fmt]) for key in db.env_keys()
-              if (rows := time_rows(db, key)) for fmt in [f for f in OZAKI_VARIANTS if any(r.format == f for r in rows)]]
+              if (rows := time_rows(db, key))
+              for fmt in [f for f in OZAKI_VARIANTS if any(r.format == f for r in rows)]]
     if not panels:
         return []
     fig, axes = _grid(len(panels), 4.4, 3.5)

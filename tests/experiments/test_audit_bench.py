@@ -1,7 +1,6 @@
 """``gemmlab audit`` and the accuracy experiments: JSON rows, resume, the table, flagged
 non-finite products, the per-level fit, and both figures through ``gemmlab reproduce``."""
 
-import json
 import math
 
 import numpy as np
@@ -17,8 +16,6 @@ from experiments.audit.bench import AuditRow
 from experiments.cli import main
 from experiments.core.database import ResultsDB
 from gpu import get_backend
-
-
 
 
 def audit(run_json, db_path, *extra, methods="fp32,fp64,strassen-rum-L2", n="32", phi="0.1,2", seeds="1,2"):

@@ -1,6 +1,5 @@
 """Ozaki experiments: audit methods, plans, the benchmark CLI (resume, JSON), experiments and figures on NumPy."""
 
-import json
 
 import numpy as np
 import pytest
@@ -18,8 +17,6 @@ from experiments.ozaki import table as ot
 from experiments.ozaki import timing as otm
 from gpu import ozaki
 from gpu.backend import get_backend
-
-
 
 
 def test_methods_join_the_audit_registry():
