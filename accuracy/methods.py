@@ -27,24 +27,36 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
 from gpu import ozaki
 from gpu.backend import Array, Backend
 from gpu.strassen import SCHEDULES, check_schedule, matmul
+from gpu.strassen.api import check_level
 
 Run = Callable[[Backend, Array, Array], Array]
 
 
 @dataclass(frozen=True)
 class Method:
-    """A named way to compute ``A @ B``; ``default``: part of the audits' default set."""
+    """A named way to compute ``A @ B``; ``default``: part of the audits' default set; ``check(m, k, n)``
+    raises ValueError for a shape the method refuses (so an audit refuses it before any work)."""
 
     name: str
     description: str
     run: Run
     default: bool = False
+    check: Callable[[int, int, int], None] | None = None
+
+    def check_shape(self, m: int, k: int, n: int) -> None:
+        """ValueError, naming the method, when it cannot run an m x k by k x n product."""
+        if self.check is not None:
+            try:
+                self.check(m, k, n)
+            except ValueError as exc:
+                raise ValueError(f"method {self.name!r} cannot run {m} x {k} x {n}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -164,7 +176,8 @@ def _strassen(match: re.Match) -> Method:
     def run(be: Backend, A: Array, B: Array) -> Array:
         return matmul(A, B, level=level, schedule=schedule, backend=be)
 
-    return Method(match.group(0), f"Strassen-Winograd, schedule {schedule}, {level} levels (float64)", run)
+    return Method(match.group(0), f"Strassen-Winograd, schedule {schedule}, {level} levels (float64)", run,
+                  check=partial(check_level, level=level))
 
 
 #: Every Ozaki slice variant: the formats, then the paper's rounded-tail form of the float ones.

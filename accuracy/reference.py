@@ -30,10 +30,12 @@ try:
 except ImportError:  # mpfr_matmul says so when called; exact_matmul needs no gmpy2
     gmpy2 = None
 
-from gpu.backend import Array, Backend, get_backend
+from gpu.backend import Array, Backend, get_backend, matrix_pair, require_finite, require_memory
+from gpu.backend.checks import nonfinite_lines, zeroed_copies
 
 from .limbs import carry, magnitude, round_to_float64
 from .slicing import MAX_BETA, Split, row_spans, slice_counts, split_rows
+from .special import ieee_product
 
 #: One int64 accumulation of a slice-pair product costs, per entry, about as much as this
 #: many multiply-adds of the GEMM (about 100 measured on the 2-core CPU: 2.4 ns against
@@ -46,37 +48,29 @@ TILE_BYTES = 2**30
 #: A limb takes at most this many GEMM results (each below 2**53) between carries.
 ADDS_PER_CARRY = 2**9 - 1
 DEFAULT_PREC = 2048
+#: What ``check_finite=False`` does (ValueError messages point here).
+NONFINITE = ("rows of A and columns of B holding NaN or infinity then get the exact IEEE value of their "
+             "entries, NaN or +-infinity (accuracy.special)")
 _EXACT_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "uint8", "uint16", "uint32")
 
 
 # --------------------------------------------------------------------------- operands
 
-def check_operands(xp: Any, A: Any, B: Any, asarray=None) -> tuple[Array, Array]:
-    """A and B as finite float64 arrays of ``xp`` with matching inner dimension.
+def check_operands(be: Backend, A: Any, B: Any, check_finite: bool = True) -> tuple[Array, Array]:
+    """A and B as float64 arrays of ``be`` with matching inner dimension (any 2-D array-likes; see
+    :mod:`gpu.backend.checks`), finite where ``check_finite``.
 
-    Accepts dtypes whose values float64 holds exactly; refuses NaN and infinity,
-    for which no exact product exists. Never modifies the inputs.
+    Accepts dtypes whose values float64 holds exactly. Never modifies the inputs.
     """
-    asarray = asarray or xp.asarray
+    A, B, _, _ = matrix_pair(be, A, B)
     out = []
-    for name, x in (("A", A), ("B", B)):
-        arr = asarray(x)
-        if arr.ndim != 2:
-            raise ValueError(f"{name} must be 2-D, got shape {arr.shape}")
+    for name, arr in (("A", A), ("B", B)):
         if arr.dtype.name not in _EXACT_DTYPES:
             raise TypeError(f"{name} has dtype {arr.dtype}, which float64 may not hold exactly; "
                             f"pass one of {', '.join(_EXACT_DTYPES)} (convert with .astype(np.float64))")
-        arr = arr.astype(np.float64, copy=False)
-        bad = int((~xp.isfinite(arr)).sum())
-        if bad:
-            raise ValueError(f"{name} has {bad} NaN or infinite entries; an exact product exists only "
-                             "for finite inputs (check the input, or audit such methods separately)")
-        out.append(arr)
-    A, B = out
-    if A.shape[1] != B.shape[0]:
-        raise ValueError(f"A is {A.shape[0]} x {A.shape[1]} and B is {B.shape[0]} x {B.shape[1]}: "
-                         "A's columns must equal B's rows")
-    return A, B
+        out.append(arr.astype(np.float64, copy=False))
+    require_finite(be, check_finite, {"A": out[0], "B": out[1]}, NONFINITE)
+    return out[0], out[1]
 
 
 # --------------------------------------------------------------------------- fast exact product
@@ -144,7 +138,7 @@ def limb_count(slices_a: int, slices_b: int, beta: int, k: int) -> int:
     return slices_a + slices_b - 1 + 3 + -(-k.bit_length() // beta)
 
 
-def exact_matmul(A: Any, B: Any, *, backend: str | Backend = "auto") -> Array:
+def exact_matmul(A: Any, B: Any, *, backend: str | Backend = "auto", check_finite: bool = True) -> Array:
     """The correctly rounded float64 product ``A @ B`` (round to nearest, ties to even).
 
     Exact for any finite inputs: any exponent range (rows needing more slices
@@ -154,10 +148,31 @@ def exact_matmul(A: Any, B: Any, *, backend: str | Backend = "auto") -> Array:
     backend. Inputs are not modified. ``plan_exact`` tells how the product
     will be split; the work grows with the exponent range of the rows of A and
     columns of B (about 16 GEMMs of the full size for the papers' phi = 2).
+
+    ``check_finite`` (default True) refuses NaN and infinity, at the cost of
+    reading A and B once. With False, the rows of A and columns of B that hold
+    them get the exact IEEE value of their entries (:mod:`accuracy.special`:
+    NaN or an infinity, independent of the order of the sum), the rest the
+    correctly rounded product as usual. Raises TypeError for dtypes float64 may
+    not hold exactly, ValueError for bad shapes or non-finite inputs, and
+    :class:`gpu.backend.MemoryPlanError` when the output would not fit.
     """
     be = get_backend(backend)
+    A, B = check_operands(be, A, B, check_finite)
+    m, n = A.shape[0], B.shape[1]
+    require_memory(be, 8 * m * n, f"the {m} x {n} reference product", "compute it in blocks of rows")
+    bad_rows, bad_cols = nonfinite_lines(be, A, 1), nonfinite_lines(be, B, 0)
+    if not (bad_rows.size or bad_cols.size):
+        return _exact(be, A, B)
+    C = _exact(be, *zeroed_copies(be, A, B, bad_rows, bad_cols))
+    C[bad_rows] = ieee_product(be.xp, A[bad_rows], B)
+    C[:, bad_cols] = ieee_product(be.xp, A, B[:, bad_cols])
+    return C
+
+
+def _exact(be: Backend, A: Array, B: Array) -> Array:
+    """The correctly rounded product of finite float64 operands."""
     xp = be.xp
-    A, B = check_operands(xp, A, B, be.asarray)
     m, k, n = A.shape[0], A.shape[1], B.shape[1]
     C = xp.zeros((m, n), dtype=np.float64)
     if not (m and n and k):
@@ -255,8 +270,8 @@ def _entries(entries: Any, m: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     return rows, cols
 
 
-def mpfr_matmul(A: Any, B: Any, *, prec: int = DEFAULT_PREC, entries: Any = None,
-                mpfr_values: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+def mpfr_matmul(A: Any, B: Any, *, prec: int = DEFAULT_PREC, entries: Any = None, mpfr_values: bool = False,
+                check_finite: bool = True) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """``A @ B`` with gmpy2: every product exact, every sum correctly rounded.
 
     The products of two float64 values are exact at 106 bits. Their sum is
@@ -271,13 +286,15 @@ def mpfr_matmul(A: Any, B: Any, *, prec: int = DEFAULT_PREC, entries: Any = None
     (float64 array, object array of ``gmpy2.mpfr`` at ``prec`` bits). Inputs
     go to the host; the loops run in Python, at about 0.2 microseconds per
     multiply-add (3 s for a 256 x 256 x 256 product on one CPU core).
+    ``check_finite=False`` lets NaN and infinity through to MPFR, whose
+    arithmetic is IEEE's: an independent check of :mod:`accuracy.special`.
     """
     if gmpy2 is None:
         raise RuntimeError("mpfr_matmul needs gmpy2: pip install gmpy2 (exact_matmul needs nothing more)")
     if not isinstance(prec, (int, np.integer)) or not 53 <= prec <= gmpy2.get_max_precision():
         raise ValueError(f"prec must be an integer number of bits from 53 to {gmpy2.get_max_precision()}, "
                          f"got {prec!r}")
-    A, B = check_operands(np, A, B, get_backend("numpy").asarray)
+    A, B = check_operands(get_backend("numpy"), A, B, check_finite)
     (m, k), n = A.shape, B.shape[1]
     rows, cols = _entries(entries, m, n)
     exact, ieee, wide = (gmpy2.context(precision=2 * 53), gmpy2.ieee(64),

@@ -129,11 +129,18 @@ def measure(backend: Backend, params: Mapping[str, Any], missing: Sequence[str])
     return {name: record(a) for name, a in results.items()}
 
 
+def check_methods(methods: Sequence[str], plan: AuditPlan) -> None:
+    """ValueError before anything runs: an unknown method, or one that cannot run a size of the plan."""
+    for name in methods:
+        method = get_method(name)
+        for n in plan.sizes:
+            method.check_shape(n, n, n)
+
+
 def run_audit(ctx: Context, methods: Sequence[str], plan: AuditPlan) -> tuple[SweepOutcome, list[AuditRow]]:
     """Audit (or resume) every method at every point of the plan; the outcome and the plan's rows
     (by method in the order given, then n, phi and seed)."""
-    for name in methods:
-        get_method(name)   # every name checked before anything runs
+    check_methods(methods, plan)
     points = plan.points()
     outcome = sweep(ctx, EXPERIMENT, points, list(methods), partial(measure, ctx.backend), desc="accuracy audit")
     wanted = {(p["n"], p["phi"], p["seed"]) for p in points}

@@ -37,6 +37,7 @@ def cmd_audit(args: argparse.Namespace, db_path: Path) -> int:
     backend = get_backend(args.backend)
     methods = [m.name for m in parse_methods(args.methods)]
     plan = bench.AuditPlan(tuple(args.n), tuple(args.phi), tuple(args.seeds))
+    bench.check_methods(methods, plan)
     with measuring_run(args, db_path, backend) as ctx:
         outcome, rows = bench.run_audit(ctx, methods, plan)
         device = ctx.db.environment(ctx.env_key).get("device")

@@ -18,6 +18,7 @@ import numpy as np
 
 from gpu.backend import Backend
 from gpu.strassen import matmul, strassen_memory
+from gpu.strassen.api import deepest_level
 
 from ..core.database import Measurement, ResultsDB
 from ..core.lab import HEADROOM, free_memory
@@ -29,7 +30,7 @@ EXPERIMENT = "strassen-memory"
 SCHEDULES = ("rum", "rum2", "lai", "otsuka", "winograd")
 LEVELS = (1, 2, 3, 4)
 SIZES: dict[tuple[str, bool], int] = {
-    ("cupy", False): 8192, ("cupy", True): 4096, ("numpy", False): 256, ("numpy", True): 128,
+    ("cupy", False): 8192, ("cupy", True): 4096, ("numpy", False): 256, ("numpy", True): 256,
 }
 
 
@@ -104,7 +105,7 @@ def run_memory(ctx: Context) -> dict[str, Any]:
     be, itemsize = ctx.backend, np.dtype(DTYPE).itemsize
     n, free = SIZES[(be.name, ctx.quick)], free_memory(be)
     outcome = SweepOutcome()
-    for level in LEVELS:
+    for level in (lv for lv in LEVELS if lv <= deepest_level(n, n, n)):
         schedules = memory_schedules(n, level, free, itemsize)
         if schedules:
             done = sweep(ctx, EXPERIMENT, [{"size": n, "level": level, "dtype": DTYPE}], schedules,

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -62,6 +63,7 @@ class CupyBackend(Backend):
         self.xp, self._cublas = _import_cupy()
         self._policy = "pooled"
         self._flush_buffer = None
+        self._flag = self.xp.zeros(1, dtype=np.int32)   # the finiteness check's result, allocated once
         cb = self._cublas
         self._gemm_fn = {np.dtype(np.float64): cb.dgemm, np.dtype(np.float32): cb.sgemm}
         self._geam_fn = {np.dtype(np.float64): cb.dgeam, np.dtype(np.float32): cb.sgeam}
@@ -173,6 +175,24 @@ class CupyBackend(Backend):
         finally:
             self._policy = previous
 
+    def all_finite(self, x) -> bool:
+        """One kernel pass over x (any strides, coalesced along its contiguous axis) that raises a
+        flag allocated with the backend: no allocation at all, so zero-temporary methods stay zero."""
+        if x.dtype.kind not in "fc" or x.size == 0:
+            return True
+        x2 = x[None, :] if x.ndim == 1 else x
+        if x2.ndim != 2 or x.dtype.name not in _CTYPES:
+            return bool(self.xp.isfinite(x).all())
+        it = x2.itemsize
+        (rows, cols), (rs, cs) = x2.shape, (s // it for s in x2.strides)
+        if cs != 1 and rs == 1:
+            rows, cols, rs, cs = cols, rows, cs, rs
+        self._flag.fill(0)
+        blocks = min(-(-(rows * cols) // 256), 4096)
+        _nonfinite_kernel(x2.dtype.name)((blocks,), (256,), (x2, np.int64(rows), np.int64(cols), np.int64(rs),
+                                                             np.int64(cs), self._flag))
+        return int(self._flag.get()[0]) == 0
+
     def memory_info(self) -> tuple[int, int]:
         """(free, total) bytes; blocks cached by CuPy's pool count as free (the pool reuses them)."""
         free, total = self.xp.cuda.runtime.memGetInfo()
@@ -210,6 +230,27 @@ class CupyBackend(Backend):
             "cublas": _cublas_version(self._cublas.getVersion(self._handle())),
             "cupy": self.xp.__version__,
         }
+
+
+_NONFINITE_SOURCE = r"""
+extern "C" __global__ void gemmlab_nonfinite(const T* __restrict__ x, long long rows, long long cols,
+                                             long long rs, long long cs, int* flag)
+{
+    const long long total = rows * cols;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const long long r = i / cols, c = i - r * cols;
+        if (!isfinite(x[r * rs + c * cs])) *flag = 1;
+    }
+}
+"""
+_CTYPES = {"float64": "double", "float32": "float"}
+
+
+@cache
+def _nonfinite_kernel(dtype: str):
+    """Raises ``flag`` when any entry of a strided 2-D view is NaN or infinite (T: the dtype's C type)."""
+    return cupy.RawKernel(f"#define T {_CTYPES[dtype]}\n" + _NONFINITE_SOURCE, "gemmlab_nonfinite")
 
 
 def _cuda_version(v: int) -> str:

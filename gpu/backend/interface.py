@@ -215,6 +215,10 @@ class Backend(abc.ABC):
         """Allocate through a pool (``"pooled"``) or directly (``"raw"``) inside the block."""
 
     @abc.abstractmethod
+    def all_finite(self, x: Array) -> bool:
+        """Whether every entry of ``x`` is finite, read once with no temporary of x's size."""
+
+    @abc.abstractmethod
     def memory_info(self) -> tuple[int, int]:
         """(free, total) bytes of device memory."""
 
@@ -234,22 +238,6 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def device_info(self) -> dict[str, Any]:
         """Device name, memory and library versions for the environment record."""
-
-
-def matrix_pair(be: Backend, A: Any, B: Any) -> tuple[Array, Array, bool, bool]:
-    """A and B as 2-D arrays of ``be`` whose inner dimensions match, and whether each was
-    converted (a private copy); ValueError otherwise."""
-    out = []
-    for name, x in (("A", A), ("B", B)):
-        arr = x if isinstance(x, be.xp.ndarray) else be.asarray(x)
-        if arr.ndim != 2:
-            raise ValueError(f"{name} must be 2-D, got shape {arr.shape}")
-        out.append((arr, arr is not x))
-    (A, copied_a), (B, copied_b) = out
-    if A.shape[1] != B.shape[0]:
-        raise ValueError(f"A is {A.shape[0]} x {A.shape[1]} and B is {B.shape[0]} x {B.shape[1]}: "
-                         "A's columns must equal B's rows")
-    return A, B, copied_a, copied_b
 
 
 def _real(x: Any, name: str) -> float:

@@ -29,6 +29,8 @@ from .interface import AllocationReport, Backend, NullStream, Timer, check_polic
 #: hundred bytes to a few KiB); peaks below this are reported as zero.
 NOISE_BYTES = 16 * 1024
 _FAST_PATH_MAX = 2**31 - 1
+#: Elements checked at once by :meth:`NumpyBackend.all_finite` (a boolean temporary of 4 MiB).
+FINITE_BLOCK = 2**22
 
 
 class NumpyBackend(Backend):
@@ -126,9 +128,26 @@ class NumpyBackend(Backend):
         check_policy(policy)
         yield
 
+    def all_finite(self, x: np.ndarray) -> bool:
+        """By sums, which allocate nothing: any NaN or infinity makes a sum non-finite, so a finite
+        sum proves a line finite. The whole array is one sum where it is contiguous, else one sum
+        per outer line (a strided 2-D reduction would allocate iterator buffers). Only a
+        non-finite sum (a non-finite entry, or finite entries that overflow) is looked at entry
+        by entry, in blocks of :data:`FINITE_BLOCK` elements."""
+        if x.dtype.kind not in "fc" or x.size == 0:
+            return True
+        with np.errstate(over="ignore", invalid="ignore"):
+            if x.flags.c_contiguous or x.flags.f_contiguous:
+                return bool(np.isfinite(np.add.reduce(x, axis=None))) or _finite_blocks(x)
+            lines = x if x.ndim != 2 or x.strides[1] == x.itemsize else x.T
+            return all(bool(np.isfinite(np.add.reduce(line))) or _finite_blocks(line) for line in lines)
+
     def memory_info(self) -> tuple[int, int]:
+        """(available, total) host bytes: the kernel's MemAvailable (free memory plus the caches it
+        can drop), else the free pages."""
         page = os.sysconf("SC_PAGE_SIZE")
-        return os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
+        total = os.sysconf("SC_PHYS_PAGES") * page
+        return _mem_available() or os.sysconf("SC_AVPHYS_PAGES") * page, total
 
     def release_memory(self) -> None:
         """Nothing to hand back: NumPy frees an array's memory with its last reference."""
@@ -201,6 +220,22 @@ def blas_library(module) -> str:
         return f"{info.get('name', '?')} {info.get('version', '')}".strip()
     except Exception:  # noqa: BLE001 - older builds have no dict mode
         return "unknown"
+
+
+def _finite_blocks(x: np.ndarray) -> bool:
+    """Whether every entry is finite, looked at in blocks of :data:`FINITE_BLOCK` elements."""
+    flat = x.reshape(-1) if x.flags.c_contiguous else x.ravel(order="K")
+    return all(bool(np.isfinite(flat[i:i + FINITE_BLOCK]).all()) for i in range(0, flat.size, FINITE_BLOCK))
+
+
+def _mem_available() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _last_level_cache() -> int:

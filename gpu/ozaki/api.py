@@ -16,11 +16,16 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import Array, Backend, get_backend, matrix_pair
+from ..backend import Array, Backend, check_output, get_backend, matrix_pair, require_memory
+from ..backend.checks import zeroed_copies
 from .formats import get_format
 from .ops import FINALIZE, LOAD_ACC, LOAD_OPEN, STORE_OPEN, ops
 from .plan import MAX_SLICES, OzakiPlan, _positive_int, auto_slices, choose_alpha, plan, scale_ratio, target_value
 from .slicing import slice_layout
+
+#: What ``check_finite=False`` does (ValueError messages point here).
+NONFINITE = ("rows of A and columns of B holding NaN or infinity are then computed by the library GEMM "
+             "(IEEE arithmetic, as A @ B), the rest by the Ozaki scheme")
 
 
 def _operands(be: Backend, A: Any, B: Any) -> tuple[Array, Array]:
@@ -34,27 +39,35 @@ def _operands(be: Backend, A: Any, B: Any) -> tuple[Array, Array]:
 
 @dataclass
 class Lines:
-    """Per row of A (or column of B): the exponent e with max |x| < 2**e, and optionally sum |x|."""
+    """Per row of A (or column of B): the exponent e with max |x| < 2**e, optionally sum |x|, and
+    the indices of the lines holding NaN or infinity (their max is not finite)."""
 
     exps: Array
     absmax: Array
     abssum: Array | None = None
+    nonfinite: Array | None = None
+
+    @property
+    def bad(self) -> int:
+        return 0 if self.nonfinite is None else int(self.nonfinite.size)
 
 
-def _lines(be: Backend, X: Array, axis: int, name: str, with_sum: bool = False) -> Lines:
-    """Exponents of X's rows (axis 1) or columns (axis 0); ValueError for NaN or infinity."""
+def _lines(be: Backend, X: Array, axis: int, with_sum: bool = False) -> Lines:
+    """Exponents of X's rows (axis 1) or columns (axis 0), and which hold NaN or infinity."""
     xp = be.xp
     if X.shape[axis] == 0:
         zeros = xp.zeros(X.shape[1 - axis])
         return Lines(xp.zeros(X.shape[1 - axis], dtype=np.int32), zeros, zeros)
     mx = ops(be).absmax(X, axis)
     total = ops(be).abssum(X, axis) if with_sum else None
-    bad = int((~xp.isfinite(mx)).sum())
-    if bad:
-        what = "rows" if axis == 1 else "columns"
-        raise ValueError(f"{name} has NaN or infinite entries (in {bad} {what}); the Ozaki scheme "
-                         "needs finite inputs")
-    return Lines(xp.frexp(mx)[1].astype(np.int32), mx, total)
+    return Lines(xp.frexp(mx)[1].astype(np.int32), mx, total, xp.flatnonzero(~xp.isfinite(mx)))
+
+
+def _refuse_nonfinite(rows: Lines, cols: Lines) -> None:
+    """ValueError (``check_finite=True``) naming the rows of A and columns of B with NaN or infinity."""
+    if rows.bad or cols.bad:
+        raise ValueError(f"A has NaN or infinity in {rows.bad} rows and B in {cols.bad} columns (check_finite=True); "
+                         f"check the input, or pass check_finite=False: {NONFINITE}")
 
 
 # --------------------------------------------------------------------------- configuration
@@ -62,10 +75,13 @@ def _lines(be: Backend, X: Array, axis: int, name: str, with_sum: bool = False) 
 def configure(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp32", target: Any = None,
               k_block: int | None = None, remainder: bool = False, backend: str | Backend = "auto") -> OzakiPlan:
     """The plan ``matmul`` would run on these operands (``target``: slices chosen from the data),
-    with the workspace sized to the device's free memory; raises as ``matmul`` would."""
+    with the workspace sized to the device's free memory; raises as ``matmul`` would (NaN and
+    infinity included)."""
     be = get_backend(backend)
     A, B = _operands(be, A, B)
-    return _configure(be, A, B, slices, slice_format, target, k_block, remainder, out_given=False)[0]
+    rows, cols = _lines(be, A, 1, slices is None), _lines(be, B, 0, slices is None)
+    _refuse_nonfinite(rows, cols)
+    return _configure(be, A, B, rows, cols, slices, slice_format, target, k_block, remainder, out_given=False)
 
 
 def _request(slices: Any, target: Any, remainder: bool = False) -> tuple[int | None, Any]:
@@ -81,18 +97,18 @@ def _request(slices: Any, target: Any, remainder: bool = False) -> tuple[int | N
     return _positive_int(slices, "slices", 1, MAX_SLICES), None
 
 
-def _configure(be: Backend, A: Array, B: Array, slices: Any, slice_format: str, target: Any,
-               k_block: int | None, remainder: bool, out_given: bool) -> tuple[OzakiPlan, Lines, Lines]:
+def _configure(be: Backend, A: Array, B: Array, rows: Lines, cols: Lines, slices: Any, slice_format: str,
+               target: Any, k_block: int | None, remainder: bool, out_given: bool) -> OzakiPlan:
+    """The plan of a product whose lines (finite) are known, sized to the free memory."""
     fmt = get_format(slice_format)
     slices, target = _request(slices, target, remainder)
     (m, k), n = A.shape, B.shape[1]
-    rows, cols = _lines(be, A, 1, "A", slices is None), _lines(be, B, 0, "B", slices is None)
     if slices is None:
         alpha = choose_alpha(fmt, k, k_block)[0]
         slices = auto_slices(alpha, scale_ratio(be.xp, rows.exps, rows.absmax, rows.abssum, k),
                              scale_ratio(be.xp, cols.exps, cols.absmax, cols.abssum, k), target)
     free = be.memory_info()[0] + (8 * m * n if out_given else 0)
-    return plan(m, k, n, slices, fmt, k_block=k_block, memory=free, remainder=remainder), rows, cols
+    return plan(m, k, n, slices, fmt, k_block=k_block, memory=free, remainder=remainder)
 
 
 # --------------------------------------------------------------------------- execution
@@ -100,7 +116,7 @@ def _configure(be: Backend, A: Array, B: Array, slices: Any, slice_format: str, 
 def matmul(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp32", target: Any = None,
            k_block: int | None = None, remainder: bool = False, backend: str | Backend = "auto",
            overwrite_a: bool = False, overwrite_b: bool = False, out: Any = None,
-           phases: dict[str, float] | None = None) -> Array:
+           phases: dict[str, float] | None = None, check_finite: bool = True) -> Array:
     """``A @ B`` in float64 by the Ozaki scheme (see :mod:`gpu.ozaki`).
 
     ``slices``: slices per operand (S(S+1)/2 slice-pair products), or ``target``:
@@ -114,27 +130,49 @@ def matmul(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp
     multiplies each slice of A by the rest of B rounded to the format, and A's
     rounded rest by B rounded, so nothing is dropped; more accurate per slice,
     but those products are rounded, not exact, and CPU and GPU results then
-    differ in the last bits. ``overwrite_a`` /
-    ``overwrite_b``: on NumPy the input may hold the scaled remainders while
-    slicing (saving a float64 copy; ignored when A and B share memory); the
-    GPU kernel needs no scratch and ignores them. ``out``: a C-ordered float64 array for the result.
-    ``phases``: a dict that receives seconds per phase (``split``, ``gemm``,
-    ``sum``; each phase synchronized, for breakdowns).
+    differ in the last bits. ``overwrite_a`` / ``overwrite_b``: on NumPy the
+    input may hold the scaled remainders while slicing (saving a float64 copy;
+    ignored when A and B share memory); the GPU kernel needs no scratch and
+    ignores them. ``out``: a writeable C-ordered float64 array of the backend
+    for the result, sharing no memory with A or B. ``phases``: a dict that
+    receives seconds per phase (``split``, ``gemm``, ``sum``; each phase
+    synchronized, for breakdowns).
 
-    Raises TypeError for non-float64 inputs, ValueError for NaN or infinite
-    entries, bad shapes or parameters, and :class:`WorkspaceError` (a
-    ValueError) when the workspace would not fit in free memory.
+    ``check_finite``: refuse NaN and infinity (the default). The check costs
+    nothing extra: the row maxima the scaling needs find them. With False,
+    the rows of A and columns of B that hold them are computed by the library
+    GEMM, so those entries are what ``A @ B`` gives (IEEE arithmetic), and
+    the rest by the Ozaki scheme on copies of A and B with those lines zeroed.
+
+    Inputs may be any 2-D array-likes of float64 values (``np.matrix``
+    included; masked arrays are refused). Raises TypeError for inputs or ``out``
+    of the wrong kind, ValueError for non-finite entries, bad shapes, ``out`` or
+    parameters, and :class:`WorkspaceError` or :class:`gpu.backend.MemoryPlanError`
+    (both ValueErrors) when the output or the workspace would not fit in free
+    memory: all before any product.
     """
     be = get_backend(backend)
     A, B = _operands(be, A, B)
     (m, k), n = A.shape, B.shape[1]
-    C = _output(be, out, m, n)
+    C = check_output(be, out, (m, n), np.float64, {"A": A, "B": B}, rows_contiguous=True)
     get_format(slice_format)
     _request(slices, target, remainder)
+    if C is None:
+        require_memory(be, 8 * m * n, f"the output of a {m} x {k} x {n} product",
+                       "pass out= (an array you allocated), or split the product into blocks of rows")
     if m == 0 or n == 0:
-        return C
+        return be.xp.empty((m, n)) if C is None else C
     with _phase(be, phases, "split"):
-        p, rows, cols = _configure(be, A, B, slices, slice_format, target, k_block, remainder, out is not None)
+        rows, cols = _lines(be, A, 1, slices is None), _lines(be, B, 0, slices is None)
+        if rows.bad or cols.bad:
+            if check_finite:
+                _refuse_nonfinite(rows, cols)
+            C = be.xp.empty((m, n)) if C is None else C
+            options = dict(slices=slices, slice_format=slice_format, target=target, k_block=k_block,
+                           remainder=remainder, backend=be, phases=phases)
+            return _with_nonfinite(be, A, B, C, rows.nonfinite, cols.nonfinite, options)
+        p = _configure(be, A, B, rows, cols, slices, slice_format, target, k_block, remainder, C is not None)
+        C = be.xp.empty((m, n)) if C is None else C
         if k == 0:
             C[...] = 0.0
             return C
@@ -146,14 +184,18 @@ def matmul(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp
     return C
 
 
-def _output(be: Backend, out: Any, m: int, n: int) -> Array:
-    if out is None:
-        return be.xp.empty((m, n), dtype=np.float64)
-    if (not isinstance(out, be.xp.ndarray) or out.shape != (m, n) or out.dtype != np.float64
-            or (m > 1 and n > 0 and (out.strides[1] != 8 or out.strides[0] < 8 * n))):
-        raise ValueError(f"out must be a {be.xp.__name__} float64 array of shape ({m}, {n}) with "
-                         "contiguous rows (C order)")
-    return out
+def _with_nonfinite(be: Backend, A: Array, B: Array, C: Array, bad_rows: Array, bad_cols: Array,
+                    options: dict[str, Any]) -> Array:
+    """``check_finite=False`` with NaN or infinity: the Ozaki scheme on copies of A and B whose
+    non-finite rows and columns are zeroed, then those rows and columns of C by the library GEMM."""
+    A2, B2 = zeroed_copies(be, A, B, bad_rows, bad_cols)
+    matmul(A2, B2, out=C, overwrite_a=True, overwrite_b=True, check_finite=True, **options)
+    xp = be.xp
+    if bad_rows.size:
+        C[bad_rows] = xp.matmul(A[bad_rows], B)
+    if bad_cols.size:
+        C[:, bad_cols] = xp.matmul(A, B[:, bad_cols])
+    return C
 
 
 @contextmanager

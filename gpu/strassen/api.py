@@ -14,9 +14,29 @@ the caller opts in with ``overwrite_a``/``overwrite_b``:
   s^2 * itemsize bytes per copied matrix.
 * Lai and Winograd never write their inputs; they allocate temporaries.
 
-:func:`gpu.strassen.costs.strassen_memory` gives these bytes for any schedule and
-level; a product predicted not to fit in free device memory is refused
-before any work starts.
+:func:`gpu.strassen.costs.matmul_memory` gives these bytes for any schedule and
+level; a product whose output and extra memory are predicted not to fit in
+free device memory (host memory on NumPy) is refused before any work starts.
+
+Levels
+------
+A level halves the side of the products below it. Levels whose bottom
+products would be smaller than :data:`MIN_BOTTOM` (16 x 16) are refused:
+such blocks make thousands of library calls (7^L of them) and gain nothing,
+and ``level=7`` on a 256 x 256 product took a minute. ``level="auto"`` never
+asks for one.
+
+Non-finite inputs
+-----------------
+``check_finite=True`` (the default) refuses NaN and infinity before any work,
+at the cost of reading A and B once (a memory-bound pass, about 1% of a
+level-2 product at N = 16384 on an H100). With ``check_finite=False`` they go
+through: a level adds quadrants before it multiplies, so a NaN or infinity in
+one quadrant reaches every product that quadrant enters. NaN then spreads to
+more entries than in ``A @ B`` (one NaN in A gave 512 NaN entries at level 2
+on a 128 x 128 product, where ``A @ B`` has 128), and an infinity meets its own
+negation in the additions (inf - inf = NaN), so entries that ``A @ B`` makes
+infinite may come out NaN. Entries no non-finite value reaches are unaffected.
 """
 
 from __future__ import annotations
@@ -25,36 +45,49 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import Array, Backend, blas, get_backend, matrix_pair
+from ..backend import Array, Backend, blas, check_output, get_backend, matrix_pair, require_finite, require_memory
 from .auto import MAX_LEVEL, auto_level
-from .costs import strassen_memory
+from .costs import core_side, matmul_memory
 from .executor import Executor, quadrants
 from .liveness import analyze, clobbers
 from .schedules import SUPPORT, get_schedule, resolve
 
 FRINGES = ("peel", "pad")
+#: Smallest side of the bottom products a level may make (see the module notes).
+MIN_BOTTOM = 16
+NONFINITE = ("a Strassen level spreads NaN and infinity to more entries than A @ B (see gpu.strassen.api)")
 
 
-def _operands(be: Backend, A: Any, B: Any) -> tuple[Array, Array, bool, bool]:
-    """Backend arrays of A and B, and whether each was converted (a private copy)."""
+def _operands(be: Backend, A: Any, B: Any, check_finite: bool) -> tuple[Array, Array, bool, bool]:
+    """Backend arrays of A and B, and whether each is a private copy, after every check."""
     A, B, copied_a, copied_b = matrix_pair(be, A, B)
     be.layout(A, "A")
     be.layout(B, "B")
     blas.check_dtypes(("A", A), ("B", B))
+    require_finite(be, check_finite, {"A": A, "B": B}, NONFINITE)
     return A, B, copied_a, copied_b
 
 
-def _output(be: Backend, out: Any, A: Array, B: Array) -> Array:
-    shape = (A.shape[0], B.shape[1])
-    if out is None:
-        return be.xp.empty(shape, dtype=A.dtype)
-    if not isinstance(out, be.xp.ndarray) or out.shape != shape or out.dtype != A.dtype:
-        raise ValueError(f"out must be a {be.xp.__name__} array of shape {shape} and dtype {A.dtype}")
-    lay = be.layout(out, "out")
-    for name, x in (("A", A), ("B", B)):
-        if blas.overlaps(lay, be.layout(x, name)):
-            raise ValueError(f"out overlaps {name}; pass a separate output array")
-    return out
+def deepest_level(m: int, k: int, n: int, fringe: str = "peel") -> int:
+    """The most levels an m x k by k x n product may take: bottom products of at least
+    :data:`MIN_BOTTOM` (0 when even one level would go below it)."""
+    level = 0
+    while (level < MAX_LEVEL and min(m, k, n) > 0
+           and core_side(m, k, n, level + 1, fringe) // 2 ** (level + 1) >= MIN_BOTTOM):
+        level += 1
+    return level
+
+
+def check_level(m: int, k: int, n: int, level: int, fringe: str = "peel") -> None:
+    """ValueError when ``level`` levels would make bottom products below :data:`MIN_BOTTOM`
+    (an empty product multiplies nothing: any level gives its empty or zero result)."""
+    deepest = deepest_level(m, k, n, fringe)
+    if level > deepest and min(m, k, n) > 0:
+        bottom = core_side(m, k, n, level, fringe) // 2**level
+        fix = f"use level <= {deepest}" if deepest else "use level=0 (the library GEMM)"
+        raise ValueError(f"level {level} on a {m} x {k} x {n} product would multiply {bottom} x {bottom} blocks at "
+                         f"the bottom; a level needs bottom products of at least {MIN_BOTTOM} x {MIN_BOTTOM} "
+                         f"(smaller ones make 7^{level} library calls and gain nothing): {fix}, or level='auto'")
 
 
 def check_schedule(schedule: str, level: int) -> None:
@@ -76,7 +109,7 @@ def check_schedule(schedule: str, level: int) -> None:
 
 def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str = "rum", parallel: bool = False,
            fused: bool = False, overwrite_a: bool = False, overwrite_b: bool = False, out: Any = None,
-           backend: str | Backend = "auto", fringe: str = "peel") -> Array:
+           backend: str | Backend = "auto", fringe: str = "peel", check_finite: bool = True) -> Array:
     """``A @ B`` by ``level`` levels of a Strassen-Winograd ``schedule``.
 
     Parameters follow SciPy's conventions: ``overwrite_a``/``overwrite_b``
@@ -86,26 +119,38 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str = "rum", 
     schedule's stream assignment (``rum2``, ``lai7``, ``otsuka2``) on CUDA
     streams; ``fused`` runs consecutive additions as one kernel on CuPy.
     ``level="auto"`` asks :func:`gpu.strassen.auto.auto_level`: the level table
-    of this device's profile (written by ``gemmlab calibrate``), else a fixed rule.
-    Raises ValueError for bad shapes, dtypes, levels, schedules that cannot
-    recurse, or a product predicted not to fit in free memory.
+    of this device's profile (written by ``gemmlab calibrate``), else a fixed rule;
+    levels are never deeper than bottom products of :data:`MIN_BOTTOM`.
+    ``check_finite`` refuses NaN and infinity first (see the module notes for
+    its cost, and for what a level does to them without the check). Inputs may
+    be any 2-D array-likes: they are converted to plain arrays of the backend
+    (``np.matrix`` included; masked arrays are refused).
+    Raises TypeError for inputs or ``out`` of the wrong kind or dtype,
+    ValueError for bad shapes, levels, schedules that cannot recurse or
+    non-finite inputs, and :class:`gpu.backend.MemoryPlanError` (a ValueError)
+    for a product predicted not to fit in free memory: all before any work.
     """
     be = get_backend(backend)
     if fringe not in FRINGES:
         raise ValueError(f"fringe must be one of {FRINGES}, got {fringe!r}")
-    A, B, own_a, own_b = _operands(be, A, B)
-    C = _output(be, out, A, B)
+    A, B, own_a, own_b = _operands(be, A, B, check_finite)
+    m, k, n = A.shape[0], A.shape[1], B.shape[1]
+    C = check_output(be, out, (m, n), A.dtype, {"A": A, "B": B})
     if blas.overlaps(be.layout(A), be.layout(B)):
         overwrite_a = overwrite_b = own_a = own_b = False
-    m, k, n = A.shape[0], A.shape[1], B.shape[1]
     if level == "auto":
-        level = auto_level(min(m, k, n) if fringe == "peel" else max(m, k, n), be, schedule=schedule, fused=fused)
+        size = min(m, k, n) if fringe == "peel" else max(m, k, n)
+        level = min(auto_level(size, be, schedule=schedule, fused=fused), deepest_level(m, k, n, fringe)) if size else 0
     check_schedule(schedule, level)
-    q = 2**level
-    side = min(m, k, n) // q * q if fringe == "peel" else -(-max(m, k, n) // q) * q
-    if level == 0 or side == 0:
+    check_level(m, k, n, level, fringe)
+    level = level if min(m, k, n) else 0                 # an empty product multiplies nothing
+    _check_memory(be, schedule, m, k, n, level, A.dtype, fringe, overwrite_a or own_a, overwrite_b or own_b,
+                  0 if C is not None else m * n * A.itemsize)
+    C = be.xp.empty((m, n), dtype=A.dtype) if C is None else C
+    if level == 0:
         be.gemm(A, B, C)
         return C
+    side = core_side(m, k, n, level, fringe)
     run = Executor(be, parallel=parallel, fused=fused)
     if fringe == "pad" and (m, k, n) != (side, side, side):
         _padded(be, run, schedule, A, B, C, side, level)
@@ -118,7 +163,6 @@ def _peeled(be: Backend, run: Executor, schedule: str, A: Array, B: Array, C: Ar
             overwrite_a: bool, overwrite_b: bool) -> None:
     """Strassen on the s x s core, library GEMMs on the fringe panels (computed first,
     while the core's inputs are intact)."""
-    _check_memory(be, schedule, s, level, A.dtype, overwrite_a, overwrite_b)
     m, n = C.shape
     if n > s:
         be.gemm(A[:s], B[:, s:], C[:s, s:])
@@ -138,7 +182,6 @@ def _peeled(be: Backend, run: Executor, schedule: str, A: Array, B: Array, C: Ar
 def _padded(be: Backend, run: Executor, schedule: str, A: Array, B: Array, C: Array, side: int,
             level: int) -> None:
     """Zero-pad A, B and C to side x side and run the whole product by Strassen."""
-    _check_memory(be, schedule, side, level, A.dtype, True, True, extra=3 * side * side * A.itemsize)
     xp = be.xp
     Ap, Bp, Cp = (xp.zeros((side, side), dtype=A.dtype) for _ in range(3))
     Ap[:A.shape[0], :A.shape[1]] = A
@@ -160,17 +203,13 @@ def top_support(be: Backend, schedule: str, level: int, A: Array, B: Array, over
     return {s: inputs[reuse[s]] if s in reuse else be.xp.empty((h, h), dtype=A.dtype) for s in SUPPORT}
 
 
-def _check_memory(be: Backend, schedule: str, side: int, level: int, dtype, overwrite_a: bool,
-                  overwrite_b: bool, extra: int = 0) -> None:
-    """Refuse a product whose predicted extra memory exceeds the device's free memory."""
-    est = strassen_memory(schedule, side, level, np.dtype(dtype).itemsize,
-                          overwrite_a=overwrite_a, overwrite_b=overwrite_b)
-    need = est.extra + extra
-    free = be.memory_info()[0]
-    if need > free:
-        raise ValueError(
-            f"{schedule} at level {level} on a {side} x {side} core needs {need / 2**30:.2f} GiB beyond "
-            f"A, B and C (support {est.support / 2**30:.2f}, copies {est.copies / 2**30:.2f}, "
-            f"temporaries {est.temporaries / 2**30:.2f}) but {free / 2**30:.2f} GiB are free; use "
-            "schedule='rum', overwrite_a=True, overwrite_b=True or a lower level"
-        )
+def _check_memory(be: Backend, schedule: str, m: int, k: int, n: int, level: int, dtype, fringe: str,
+                  overwrite_a: bool, overwrite_b: bool, output: int) -> None:
+    """Refuse a product whose output and extra memory are predicted not to fit in free memory."""
+    est = matmul_memory(schedule, m, k, n, level, np.dtype(dtype).itemsize, fringe=fringe,
+                        overwrite_a=overwrite_a, overwrite_b=overwrite_b)
+    parts = (f"output {output / 2**30:.2f} GiB, support {est.support / 2**30:.2f}, copies {est.copies / 2**30:.2f}, "
+             f"temporaries {est.temporaries / 2**30:.2f}")
+    advice = ("pass out= (an array you allocated), or split the product into blocks of rows" if not est.extra else
+              "use schedule='rum', overwrite_a=True, overwrite_b=True, a lower level, or pass out=")
+    require_memory(be, output + est.extra, f"{schedule} at level {level} on {m} x {k} x {n} ({parts})", advice)

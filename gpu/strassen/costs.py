@@ -134,9 +134,11 @@ def matmul_memory(schedule: str, m: int, k: int, n: int, levels: int, itemsize: 
     (no extra memory for them); ``pad`` copies A, B and C into zero-padded
     squares (three side^2 buffers, counted as copies) and may overwrite them.
     """
-    side = core_side(m, k, n, levels, fringe)
     operands = (m * k + k * n + m * n) * itemsize
-    if levels == 0 or side == 0:
+    if levels == 0 or min(m, k, n) == 0:
+        return MemoryEstimate(operands, 0, 0, 0)
+    side = core_side(m, k, n, levels, fringe)
+    if side == 0:
         return MemoryEstimate(operands, 0, 0, 0)
     if fringe == "pad":
         core = strassen_memory(schedule, side, levels, itemsize)

@@ -95,8 +95,8 @@ def test_overflowed_reference_entries_are_left_out():
 
 def test_bad_arguments():
     R = np.ones((2, 2))
-    with pytest.raises(ValueError, match="reference has NaN"):
-        error_report(R, np.full((2, 2), np.nan))
+    with pytest.raises(TypeError, match="C is a masked array"):
+        error_report(np.ma.masked_array(R, mask=[[0, 1], [0, 0]]), R)
     with pytest.raises(ValueError, match="shape"):
         error_report(np.ones((2, 3)), R)
     with pytest.raises(ValueError, match="both A and B"):
@@ -105,6 +105,17 @@ def test_bad_arguments():
         error_report(R, R, np.ones((2, 3)), np.ones((2, 2)))
     with pytest.raises(TypeError, match="real arrays"):
         error_report(R.astype(complex), R)
+
+
+def test_nan_and_infinite_references_are_counted_apart():
+    """exact_matmul(check_finite=False) gives NaN and infinite references: they are left out of the
+    errors and counted, with how many C reproduced (NaN matching NaN)."""
+    R = np.array([[1.0, np.nan, np.inf], [2.0, np.nan, -np.inf]])
+    C = np.array([[1.0, np.nan, np.inf], [2.0 * (1 + 2**-50), 3.0, np.nan]])
+    rep = error_report(C, R)
+    assert (rep.ref_nan, rep.ref_nan_matched, rep.ref_infinite, rep.ref_infinite_matched) == (2, 1, 2, 1)
+    assert rep.finite and rep.max_rel == pytest.approx(2**-50)
+    assert rep.correctly_rounded == pytest.approx(3 / 6)
 
 
 def test_report_reads_as_a_mapping():

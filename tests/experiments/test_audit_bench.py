@@ -18,7 +18,7 @@ from experiments.core.database import ResultsDB
 from gpu import get_backend
 
 
-def audit(run_json, db_path, *extra, methods="fp32,fp64,strassen-rum-L2", n="32", phi="0.1,2", seeds="1,2"):
+def audit(run_json, db_path, *extra, methods="fp32,fp64,strassen-rum-L2", n="64", phi="0.1,2", seeds="1,2"):
     return run_json("audit", "--backend", "numpy", "--methods", methods, "--n", n, "--phi", phi,
                     "--seeds", seeds, "--db", str(db_path), *extra)
 
@@ -30,7 +30,7 @@ def test_audit_json_rows_then_resume_and_force(run_json, db_path):
     assert [(r["method"], r["phi"], r["seed"]) for r in rows[:4]] == [
         ("fp32", 0.1, 1), ("fp32", 0.1, 2), ("fp32", 2.0, 1), ("fp32", 2.0, 2)]
     for r in rows:
-        assert r["n"] == 32 and r["zeros"] == 0 and r["nonfinite"] == 0
+        assert r["n"] == 64 and r["zeros"] == 0 and r["nonfinite"] == 0
         assert 0 < r["nrm"] <= r["max_rel"] * 10 and r["max_rel"] < 1
         assert r["reference_seconds"] > 0 and 0 <= r["correctly_rounded"] <= 1
     by = {(r["method"], r["phi"], r["seed"]): r for r in rows}
@@ -51,11 +51,11 @@ def test_audit_json_rows_then_resume_and_force(run_json, db_path):
 def test_stored_rows_match_a_direct_audit(run_json, db_path):
     audit(run_json, db_path, methods="strassen-rum-L1", phi="1", seeds="4")
     be = get_backend("numpy")
-    direct = audit_point(be, [methods.get_method("strassen-rum-L1")], 32, 1.0, 4)["strassen-rum-L1"]
+    direct = audit_point(be, [methods.get_method("strassen-rum-L1")], 64, 1.0, 4)["strassen-rum-L1"]
     with ResultsDB(db_path) as db:
         (stored,) = db.measurements("accuracy")
     assert stored.value == direct.report.max_rel and stored.unit == "rel"
-    assert stored.params == {"n": 32, "phi": 1.0, "seed": 4, "inputs": "phi"}
+    assert stored.params == {"n": 64, "phi": 1.0, "seed": 4, "inputs": "phi"}
     A, B = audit_inputs(32, 1.0, 4)
     assert np.array_equal(A, phi_matrix(32, 32, 1.0, (4, 0))) and not np.array_equal(A, B)
 
@@ -114,17 +114,17 @@ def test_strassen_methods_cover_every_recursible_schedule():
 
 
 def test_reproduce_runs_both_experiments_and_draws_both_figures(run_json, db_path, tmp_path, monkeypatch):
-    monkeypatch.setitem(aa.PHI_PLANS, ("numpy", True), aa.AuditPlan((32,), seeds=(1, 2)))
-    monkeypatch.setitem(aa.STRASSEN_PLANS, ("numpy", True), aa.AuditPlan((32,), phis=(1.0,), seeds=(1,)))
+    monkeypatch.setitem(aa.PHI_PLANS, ("numpy", True), aa.AuditPlan((128,), seeds=(1, 2)))
+    monkeypatch.setitem(aa.STRASSEN_PLANS, ("numpy", True), aa.AuditPlan((128,), phis=(1.0,), seeds=(1,)))
     argv = ("reproduce", "--quick", "--backend", "numpy", "--only", "accuracy-phi", "accuracy-strassen",
             "--db", str(db_path), "--out", str(tmp_path / "figs"))
     out = run_json(*argv)
     phi = out["experiments"]["accuracy-phi"]
     assert phi["points measured"] == 5 * 3 * 2
-    assert set(phi["mean max relative error at N=32"]) == {f"{m} phi={p}" for m in methods.default_methods()
+    assert set(phi["mean max relative error at N=128"]) == {f"{m} phi={p}" for m in methods.default_methods()
                                                           for p in ("0.1", "1", "2")}
     strassen = out["experiments"]["accuracy-strassen"]
-    fits = strassen["bits lost per level at N=32, phi=1"]
+    fits = strassen["bits lost per level at N=128, phi=1"]
     assert "rum" in fits and all(math.isfinite(float(v)) for v in fits.values())
     # fp64 and strassen-rum-L1..L3 at phi=1, seed 1 were stored by accuracy-phi: shared, not measured again
     assert strassen["points already stored"] == 4

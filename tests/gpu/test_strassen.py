@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpu.strassen import SCHEDULES, matmul
+from gpu.strassen.api import MIN_BOTTOM, deepest_level
 
 N = 64
 LOW = ("otsuka-low", "otsuka2-low")   # cannot recurse: levels 0 and 1 only
@@ -23,7 +24,8 @@ def cases():
 
 @pytest.mark.parametrize("name,level,parallel", list(cases()))
 def test_every_schedule_level_and_stream_mode(backend, name, level, parallel, operand, host, check):
-    A, B = operand(backend, (N, N), 1), operand(backend, (N, N), 2)
+    n = max(N, MIN_BOTTOM * 2**level)
+    A, B = operand(backend, (n, n), 1), operand(backend, (n, n), 2)
     a0, b0 = host(backend, A), host(backend, B)
     C = matmul(A, B, level=level, schedule=name, parallel=parallel, backend=backend)
     check(backend, C, a0, b0, level)
@@ -107,7 +109,21 @@ def test_parallel_with_overwrite_is_bitwise_equal(backend, name, operand, host):
         assert np.array_equal(host(backend, got), want)
 
 
-SHAPES = [(37, 53, 29), (65, 65, 65), (100, 64, 70), (1, 5, 3), (128, 17, 128), (64, 64, 64), (17, 128, 40)]
+SHAPES = [(137, 153, 129), (65, 65, 65), (100, 64, 70), (1, 5, 3), (128, 17, 128), (64, 64, 64), (17, 128, 40),
+          (37, 53, 29)]
+
+
+def product_or_refusal(backend, A, B, level, check, host, **kw):
+    """``matmul`` at ``level`` where the shape allows it (checked against the host product), else the
+    refusal, raised before any work (inputs unchanged)."""
+    (m, k), n = A.shape, B.shape[1]
+    a0, b0 = host(backend, A), host(backend, B)
+    if level <= deepest_level(m, k, n, kw.get("fringe", "peel")):
+        check(backend, matmul(A, B, level=level, backend=backend, **kw), a0, b0, level)
+    else:
+        with pytest.raises(ValueError, match=f"bottom products of at least {MIN_BOTTOM}"):
+            matmul(A, B, level=level, backend=backend, **kw)
+    assert np.array_equal(host(backend, A), a0) and np.array_equal(host(backend, B), b0)
 
 
 @pytest.mark.parametrize("fringe", ["peel", "pad"])
@@ -116,22 +132,16 @@ SHAPES = [(37, 53, 29), (65, 65, 65), (100, 64, 70), (1, 5, 3), (128, 17, 128), 
 def test_odd_and_rectangular_shapes(backend, shape, fringe, name, operand, host, check):
     m, k, n = shape
     A, B = operand(backend, (m, k), 7), operand(backend, (k, n), 8)
-    a0, b0 = host(backend, A), host(backend, B)
-    C = matmul(A, B, level=2, schedule=name, fringe=fringe, backend=backend)
-    check(backend, C, a0, b0, 2)
-    assert np.array_equal(host(backend, A), a0) and np.array_equal(host(backend, B), b0)
+    product_or_refusal(backend, A, B, 2, check, host, schedule=name, fringe=fringe)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(m=st.integers(1, 80), k=st.integers(1, 80), n=st.integers(1, 80), level=st.integers(0, 3),
+@given(m=st.integers(1, 160), k=st.integers(1, 160), n=st.integers(1, 160), level=st.integers(0, 3),
        name=st.sampled_from(["rum", "lai", "otsuka"]), fringe=st.sampled_from(["peel", "pad"]),
        seed=st.integers(0, 2**16))
 def test_any_shape_property(backend, m, k, n, level, name, fringe, seed, operand, host, check):
     A, B = operand(backend, (m, k), seed), operand(backend, (k, n), seed + 1)
-    a0, b0 = host(backend, A), host(backend, B)
-    C = matmul(A, B, level=level, schedule=name, fringe=fringe, backend=backend)
-    check(backend, C, a0, b0, level)
-    assert np.array_equal(host(backend, A), a0) and np.array_equal(host(backend, B), b0)
+    product_or_refusal(backend, A, B, level, check, host, schedule=name, fringe=fringe)
 
 
 # --- out, dtypes, foreign inputs ----------------------------------------------------
@@ -146,19 +156,20 @@ def test_out_is_filled_and_returned(backend, name, operand, host, check):
 
 
 def test_out_view_of_a_larger_matrix(backend, operand, host, check):
-    A, B = operand(backend, (40, 24), 1), operand(backend, (24, 36), 2)
-    big = backend.xp.zeros((50, 50))
-    C = matmul(A, B, level=2, out=big[5:45, 7:43], backend=backend)
+    A, B = operand(backend, (80, 72), 1), operand(backend, (72, 68), 2)
+    big = backend.xp.zeros((90, 90))
+    C = matmul(A, B, level=2, out=big[5:85, 7:75], backend=backend)
     check(backend, C, host(backend, A), host(backend, B), 2)
     rest = host(backend, big)
-    rest[5:45, 7:43] = 0
+    rest[5:85, 7:75] = 0
     assert not rest.any(), "wrote outside out"
 
 
 @pytest.mark.parametrize("name", ["rum", "rum2", "lai", "otsuka", "winograd"])
 @pytest.mark.parametrize("level", [1, 3])
 def test_float32(backend, name, level, operand, host, check):
-    A, B = operand(backend, (N, N), 1, np.float32), operand(backend, (N, N), 2, np.float32)
+    n = max(N, MIN_BOTTOM * 2**level)
+    A, B = operand(backend, (n, n), 1, np.float32), operand(backend, (n, n), 2, np.float32)
     a0, b0 = host(backend, A), host(backend, B)
     C = matmul(A, B, level=level, schedule=name, parallel=True, backend=backend)
     assert C.dtype == np.float32
@@ -181,7 +192,7 @@ def test_host_inputs_are_converted_and_kept(backend, check):
 
 @pytest.mark.parametrize("name", ["rum", "otsuka"])
 def test_overwrite_gives_the_same_product(backend, name, operand, host, check):
-    A, B = operand(backend, (N, N), 1), operand(backend, (N, N), 2)
+    A, B = operand(backend, (2 * N, 2 * N), 1), operand(backend, (2 * N, 2 * N), 2)
     a0, b0 = host(backend, A), host(backend, B)
     want = host(backend, matmul(A, B, level=3, schedule=name, backend=backend))
     got = matmul(A, B, level=3, schedule=name, overwrite_a=True, overwrite_b=True, backend=backend)
@@ -189,10 +200,20 @@ def test_overwrite_gives_the_same_product(backend, name, operand, host, check):
     check(backend, got, a0, b0, 3)
 
 
-def test_zero_level_and_tiny_core_fall_back_to_gemm(backend, operand, host, check):
+def test_levels_with_tiny_bottom_products_are_refused_not_ignored(backend, operand, host, check):
+    """Issue 12: level=7 at N = 256 recursed for a minute and levels 9 and 10 silently ran a plain
+    GEMM. Every level whose bottom products fall below MIN_BOTTOM is now refused at once."""
     A, B = operand(backend, (3, 5), 1), operand(backend, (5, 2), 2)
-    for level in (0, 1, 4):
-        check(backend, matmul(A, B, level=level, backend=backend), host(backend, A), host(backend, B), level)
+    check(backend, matmul(A, B, level=0, backend=backend), host(backend, A), host(backend, B), 0)
+    for level in (1, 4):
+        with pytest.raises(ValueError, match="use level=0"):
+            matmul(A, B, level=level, backend=backend)
+    A, B = operand(backend, (256, 256), 1), operand(backend, (256, 256), 2)
+    assert deepest_level(256, 256, 256) == 4
+    for level in (5, 7, 8, 9, 10):
+        with pytest.raises(ValueError, match=r"level .* 256 x 256 x 256 .* use level <= 4"):
+            matmul(A, B, level=level, backend=backend)
+    check(backend, matmul(A, B, level=4, backend=backend), host(backend, A), host(backend, B), 4)
 
 
 @pytest.mark.parametrize("fringe", ["peel", "pad"])

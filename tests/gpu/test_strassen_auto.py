@@ -127,12 +127,12 @@ def test_a_broken_profile_warns_and_falls_back_to_the_rule(content):
 
 
 def test_matmul_auto_uses_the_saved_profile(backend, monkeypatch, operand, host, check):
-    """With a profile whose table says 2 levels at 64 and 1 level at 48, ``matmul(level="auto")``
+    """With a profile whose table says 2 levels at 128 and 1 level at 96, ``matmul(level="auto")``
     runs those levels: bitwise the explicit-level products, which differ between levels."""
     save_profile({"backend": backend.name, "device": device_name(backend),
-                  "levels": {"rum": [[0, 0], [32, 1], [64, 2]], "rum+fused": [[0, 0], [16, 3]]}})
+                  "levels": {"rum": [[0, 0], [64, 1], [128, 2]], "rum+fused": [[0, 0], [32, 3]]}})
     seen = levels_used(monkeypatch)
-    A, B = operand(backend, (N, N), 1), operand(backend, (N, N), 2)
+    A, B = operand(backend, (2 * N, 2 * N), 1), operand(backend, (2 * N, 2 * N), 2)
     a0, b0 = host(backend, A), host(backend, B)
     got = host(backend, matmul(A, B, level="auto", backend=backend))
     assert seen == [2]
@@ -141,6 +141,9 @@ def test_matmul_auto_uses_the_saved_profile(backend, monkeypatch, operand, host,
     assert np.array_equal(got, levels[2])
     assert not np.array_equal(levels[1], levels[2]) and not np.array_equal(levels[3], levels[2])
     seen.clear()
-    matmul(A[:48, :48], B[:48, :48], backend=backend)
+    matmul(A[:96, :96], B[:96, :96], backend=backend)
     matmul(A, B, fused=True, backend=backend)
     assert seen == [1, 3]
+    seen.clear()
+    matmul(A[:64, :64], B[:64, :64], fused=True, backend=backend)
+    assert seen == [2], "a table's level beyond bottom products of 16 is capped, never refused"
