@@ -131,7 +131,7 @@ def check_output(be: Backend, out: Any, shape: tuple[int, int], dtype: Any, oper
         raise TypeError(f"out is a {type(out).__module__}.{type(out).__name__}; pass {want}")
     if out.shape != shape or out.dtype != np.dtype(dtype):
         raise ValueError(f"out has shape {out.shape} and dtype {out.dtype}; pass {want}")
-    if not out.flags.writeable:
+    if not getattr(out.flags, "writeable", True):        # CuPy arrays are always writeable
         raise ValueError("out is read-only (a broadcast or a read-only view); pass a writeable array")
     m, n = shape
     if rows_contiguous and m > 1 and n > 0 and (out.strides[1] != out.itemsize or out.strides[0] < out.itemsize * n):
