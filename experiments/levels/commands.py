@@ -145,7 +145,7 @@ def cmd_levels(args: argparse.Namespace, db_path: Path) -> int:
     config = Config(args.schedule, args.parallel, args.fused)
     plan = validation.custom_plan(backend, args.quick, args.sizes, args.max_level, config, args.min_bottom)
     if args.stored:
-        with ResultsDB(db_path) as db:
+        with ResultsDB(db_path, readonly=True) as db:
             here = None if args.env or args.device else backend.device_info()
             key = models.select_env(db, args.env, args.device, here)
             if args.stored == "levels":

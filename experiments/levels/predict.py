@@ -51,7 +51,7 @@ def stored_key(db: ResultsDB, source: Source) -> str:
 
 def fit_report(db_path: Path, source: Source) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Both weightings' fits of a stored calibration with their crossover P: the payload and table rows."""
-    with ResultsDB(db_path) as db:
+    with ResultsDB(db_path, readonly=True) as db:
         key = stored_key(db, source)
         device = db.environment(key).get("device", key)
         fitted = {w: models.time_model(db, key, w, source.size_range) for w in fits.WEIGHTINGS}
@@ -89,7 +89,7 @@ def prediction_models(db_path: Path, source: Source, config: Config, launch_ms: 
         info = {"source": f"coefficients in {source.coefficients}", "range": source.size_range or DEFAULT_SEARCH,
                 "launch_overhead_us": 1e3 * h}
     else:
-        with ResultsDB(db_path) as db:
+        with ResultsDB(db_path, readonly=True) as db:
             key = stored_key(db, source)
             tm = models.time_model(db, key, source.weighting, source.size_range)
             model, origin = models.stored_predictor(db, key, config)
