@@ -106,10 +106,11 @@ def cmd_predict(args: argparse.Namespace, db_path: Path) -> int:
     def text() -> str:
         def fmt(bs: Sequence[float | None]) -> str:
             return ", ".join("-" if b is None else f"{b:.0f}" for b in bs)
+        thesis = (f"thesis rule: {payload['no_crossover']['note']}" if payload["P"] is None else
+                  f"thesis rule: P = {payload['P']:.0f}, boundaries (2P, 4P, ...) {fmt(payload['boundaries'])}, "
+                  f"level {payload['level']}")
         return "\n".join([
-            f"{payload['source']}; N = {args.size}, {args.schedule}{' fused' if args.fused else ''}",
-            f"thesis rule: P = {payload['P']:.0f}, boundaries (2P, 4P, ...) {fmt(payload['boundaries'])}, "
-            f"level {payload['level']}",
+            f"{payload['source']}; N = {args.size}, {args.schedule}{' fused' if args.fused else ''}", thesis,
             f"recursive:   P = {fmt([payload['P_recursive']])}, boundaries {fmt(payload['boundaries_recursive'])}, "
             f"level {payload['level_recursive']}",
             "predicted speed-up by level: " + ", ".join(f"L{lv} {s:.3f}" for lv, s in payload["speedups"].items())])

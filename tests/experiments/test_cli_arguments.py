@@ -1,9 +1,11 @@
 """Arguments are never silently ignored (issue 12, item 7): a backwards or empty slice range is an
-argparse error, and an option given but empty is an error rather than the default."""
+argparse error, an option given but empty is an error rather than the default, and a prediction
+with no crossover in range is an answer (level 0 over that range), in text and in JSON."""
 
 from __future__ import annotations
 
 import argparse
+import json
 
 import pytest
 
@@ -65,3 +67,48 @@ def test_ozaki_slices_backwards_or_empty_are_usage_errors(capsys, no_benchmarks,
 def test_an_option_given_empty_is_an_error_not_the_default(capsys, no_benchmarks, db_path, argv, says):
     assert says in one_line_error(capsys, *argv, "--backend", "numpy", "--db", str(db_path))
     assert not db_path.exists(), "refused before the database is opened"
+
+
+# --------------------------------------------------------------------------- no crossover in range
+
+@pytest.fixture
+def coefficients(tmp_path):
+    """Curves whose crossover is P = 30000 (30 q1 / p1)."""
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"gemm": [1e-12, 0, 0, 0], "geam": [1e-9, 0, 0], "units": "ms"}))
+    return path
+
+
+def test_predict_with_no_crossover_in_range_answers_level_0(run_json, capsys, coefficients):
+    argv = ("predict", "--coefficients", coefficients, "--size", "5000", "--range", "1000,20000")
+    out = run_json(*argv)
+    assert out["P"] is None and out["level"] == 0 and out["boundaries"] == [None, None, None]
+    nc = out["no_crossover"]
+    assert nc["range"] == [1000, 20000] and nc["level"] == 0 and nc["size_in_range"]
+    assert nc["largest_gain"] < 0 and nc["at"] == pytest.approx(20000)
+    assert out["level_recursive"] == 0 and out["speedups"]["1"] < 1, "the recursive predictor answers as usual"
+    assert cli.main([str(a) for a in argv]) == 0
+    text = capsys.readouterr().out
+    assert "thesis rule: no crossover in [1000, 20000]: level 0 throughout (the gain stays <= 0" in text
+    outside = run_json("predict", "--coefficients", coefficients, "--size", "40000", "--range", "1000,20000")
+    assert outside["level"] == 0 and not outside["no_crossover"]["size_in_range"]
+    assert "N = 40000 lies outside it" in outside["no_crossover"]["note"]
+
+
+def test_predict_with_a_crossover_has_no_no_crossover(run_json, coefficients):
+    out = run_json("predict", "--coefficients", coefficients, "--size", "70000", "--range", "1000,100000")
+    assert out["P"] == pytest.approx(30000, rel=1e-6) and out["no_crossover"] is None and out["level"] == 2
+
+
+def test_predict_past_the_crossover_at_the_lower_end_is_still_an_error(capsys, coefficients):
+    err = one_line_error(capsys, "predict", "--coefficients", str(coefficients), "--size", "50000",
+                         "--range", "40000,100000")
+    assert "already past the crossover at the lower end 40000" in err
+
+
+def test_fit_without_a_crossover_says_level_0(run_json, h100_db):
+    out = run_json("fit", "--db", h100_db, "--device", "H100", "--range", "1024,3072")
+    for fit in out["fits"].values():
+        assert fit["P"] is None and fit["no_crossover"]["level"] == 0
+        assert fit["no_crossover"]["range"] == [1024, 3072]
+        assert fit["note"].startswith("no crossover in [1024, 3072]: level 0 throughout")
