@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import sqlite3
 import sys
 from collections.abc import Sequence
 
@@ -16,6 +17,7 @@ from gpu.backend import BackendUnavailable
 
 from .core.command import COMMANDS, GROUPS, OPTION_GROUPS
 from .core.database import default_path
+from .core.dbfile import translate
 from .core.registry import load
 
 
@@ -57,6 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except (BackendUnavailable, ValueError, FileNotFoundError, RuntimeError) as exc:
         print(f"gemmlab {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except sqlite3.Error as exc:    # ResultsDB translates these; a stray one is still one line, no traceback
+        print(f"gemmlab {args.command}: error: {translate(exc, db_path)}", file=sys.stderr)
         return 2
 
 

@@ -7,12 +7,17 @@
 
 (``shared/spec/modeling.md`` section 3.) Also the root finder both predictors
 use for a level boundary: where one time curve overtakes another for good.
+:func:`crossing` raises where there is none in the range; :func:`find_crossing`
+returns :class:`NoCrossover` instead, for callers to whom "no crossover up to
+the end of the range" is an answer (level 0 throughout) rather than an error.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq
@@ -56,13 +61,48 @@ def interpolated_crossing(xs, gain) -> float | None:
     return float(x0 + (x1 - x0) * (0 - g0) / (g1 - g0))
 
 
+@dataclass(frozen=True)
+class NoCrossover:
+    """The gain is <= 0 at the upper end ``hi`` of the search range [lo, hi]: no size in the range
+    from which it stays > 0, so the lower option (level 0) holds throughout the range.
+    ``largest_gain`` at ``at``: the best the gain gets (> 0 only where the curve rises and falls
+    back, which fitted curves can do)."""
+
+    lo: float
+    hi: float
+    largest_gain: float
+    at: float
+
+    @property
+    def detail(self) -> str:
+        """How the gain behaves on the range, e.g. ``the gain stays <= 0, largest -0.547 at 512``."""
+        how = "the gain stays <= 0" if self.largest_gain <= 0 else f"the gain is <= 0 again at {self.hi:.0f}"
+        return f"{how}, largest {self.largest_gain:+.3g} at {self.at:.0f}"
+
+    def __str__(self) -> str:
+        return f"no crossover in [{self.lo:.0f}, {self.hi:.0f}] ({self.detail})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"range": [self.lo, self.hi], "largest_gain": self.largest_gain, "at": self.at}
+
+
 def crossing(gain: Callable[[float], float], lo: float, hi: float, what: str) -> float:
     """The size from which ``gain(x) > 0`` holds up to ``hi``: the last upward zero of ``gain``.
 
     Scans [lo, hi] geometrically, then refines the last sign change from <= 0
     to > 0 with Brent's method. Raises ValueError naming the range when gain
-    stays <= 0 (no crossover yet at ``hi``) or is already > 0 at ``lo``.
+    is <= 0 at ``hi`` (no crossover yet) or is already > 0 at ``lo``.
     """
+    found = find_crossing(gain, lo, hi, what)
+    if isinstance(found, NoCrossover):
+        raise ValueError(f"{what}: {found}; calibrate larger sizes or raise the upper end of the range")
+    return found
+
+
+def find_crossing(gain: Callable[[float], float], lo: float, hi: float, what: str) -> float | NoCrossover:
+    """As :func:`crossing`, but a gain that is <= 0 at ``hi`` is an answer, :class:`NoCrossover`
+    (the range and the largest gain), not an error. ValueError still for a bad range, a model that
+    is not finite on it, and a gain already > 0 at ``lo`` (the crossover lies below the range)."""
     if not 0 < lo < hi:
         raise ValueError(f"the search range must satisfy 0 < lo < hi, got [{lo}, {hi}]")
     xs = np.geomspace(lo, hi, SCAN_POINTS)
@@ -73,9 +113,7 @@ def crossing(gain: Callable[[float], float], lo: float, hi: float, what: str) ->
     i = last_upward_crossing(xs, g)
     if i is None and g[-1] <= 0:
         best = int(np.argmax(g))
-        raise ValueError(f"{what}: no crossover in [{lo:.0f}, {hi:.0f}] (the gain stays <= 0, "
-                         f"largest {g[best]:+.3g} at {xs[best]:.0f}); calibrate larger sizes or raise "
-                         "the upper end of the range")
+        return NoCrossover(float(lo), float(hi), float(g[best]), float(xs[best]))
     if i is None:
         raise ValueError(f"{what}: already past the crossover at the lower end {lo:.0f} of the range; "
                          "calibrate smaller sizes or lower the lower end of the range")
@@ -88,6 +126,14 @@ def crossover_point(model: TimeModel, lo: float | None = None, hi: float | None 
     the lower end doubled so that x/2 stays calibrated)."""
     lo, hi = search_range(model, lo, hi)
     return crossing(lambda x: speedup(model, x, schedule, fused) - 1.0, lo, hi, "SpeedUp(x) = 1")
+
+
+def find_crossover_point(model: TimeModel, lo: float | None = None, hi: float | None = None,
+                         schedule: str = "rum", fused: bool = False) -> float | NoCrossover:
+    """As :func:`crossover_point`, with :class:`NoCrossover` where Strassen does not pay off for good
+    anywhere in the range (the thesis rule's answer there: level 0)."""
+    lo, hi = search_range(model, lo, hi)
+    return find_crossing(lambda x: speedup(model, x, schedule, fused) - 1.0, lo, hi, "SpeedUp(x) = 1")
 
 
 def search_range(model: TimeModel, lo: float | None, hi: float | None) -> tuple[float, float]:

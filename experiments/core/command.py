@@ -128,15 +128,26 @@ def size_range(text: str) -> tuple[float, float]:
 
 
 def counts(text: str) -> list[int]:
-    """An argparse type: integers and ranges, ``2-9`` or ``2,3,5`` or ``2-4,8``."""
-    out: list[int] = []
-    try:
-        for part in text.replace(",", " ").split():
-            lo, _, hi = part.partition("-")
-            out += list(range(int(lo), int(hi or lo) + 1))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"slice counts must be integers or ranges such as 2-9, got {text!r}") from None
-    return sorted(set(out))
+    """An argparse type: integers and ascending ranges, ``2-9`` or ``2,3,5`` or ``2-4,8``.
+
+    An empty value, a part that is neither, and a range that runs backwards (``9-2``) are errors
+    naming the part: given counts are never dropped in favour of a default.
+    """
+    parts = text.replace(",", " ").split()
+    if not parts:
+        raise argparse.ArgumentTypeError("no slice counts given; write counts such as 2-9 or 2,4,6, "
+                                         "or leave the option out for the default")
+    out: set[int] = set()
+    for part in parts:
+        lo, dash, hi = part.partition("-")
+        try:
+            first, last = int(lo), int(hi) if dash else int(lo)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{part!r} in {text!r} is not a count or a range such as 2-9") from None
+        if first > last:
+            raise argparse.ArgumentTypeError(f"the range {part!r} in {text!r} runs backwards; write {last}-{first}")
+        out.update(range(first, last + 1))
+    return sorted(out)
 
 
 # --------------------------------------------------------------------------- output and runs

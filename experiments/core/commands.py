@@ -31,10 +31,11 @@ group("results", "stored runs and measurements")
 
 @command("results list", "runs, newest first")
 def cmd_results_list(args: argparse.Namespace, db_path: Path) -> int:
-    with ResultsDB(db_path) as db:
+    with ResultsDB(db_path, readonly=True) as db:
         runs = db.runs()
     columns = (("id", "run", "d"), ("started_at", "started (UTC)", ""), ("status", "status", ""),
-               ("measurements", "points", "d"), ("device", "device", ""), ("command", "command", ""))
+               ("measurements", "points", "d"), ("superseded", "superseded", "d"), ("device", "device", ""),
+               ("command", "command", ""))
     emit(args, {"db": str(db_path), "runs": runs}, lambda: table(runs, columns) if runs else f"no runs in {db_path}")
     return 0
 
@@ -42,15 +43,18 @@ def cmd_results_list(args: argparse.Namespace, db_path: Path) -> int:
 def _export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", default="-", help="CSV file (default: stdout)")
     p.add_argument("--experiment", default=None, help="only this experiment")
+    p.add_argument("--history", action="store_true",
+                   help="also the rows superseded by a later measurement of the same point (--force, or a "
+                        "newer import), kept for provenance; importing the file restores both")
 
 
 @command("results export", "measurements as CSV", arguments=_export_arguments)
 def cmd_results_export(args: argparse.Namespace, db_path: Path) -> int:
-    with ResultsDB(db_path) as db:
-        target = sys.stdout if args.output == "-" else args.output
-        if args.json and target is sys.stdout:
-            raise ValueError("--json with CSV on stdout would mix formats; give -o FILE")
-        count = db.export_csv(target, args.experiment)
+    target = sys.stdout if args.output == "-" else args.output
+    if args.json and target is sys.stdout:
+        raise ValueError("--json with CSV on stdout would mix formats; give -o FILE")
+    with ResultsDB(db_path, readonly=True) as db:
+        count = db.export_csv(target, args.experiment, history=args.history)
     if target is not sys.stdout:
         emit(args, {"path": str(args.output), "rows": count}, lambda: f"{count} rows -> {args.output}")
     return 0
@@ -77,7 +81,7 @@ def _figures_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("figures", "render every figure from stored results", arguments=_figures_arguments)
 def cmd_figures(args: argparse.Namespace, db_path: Path) -> int:
-    with ResultsDB(db_path) as db:
+    with ResultsDB(db_path, readonly=True) as db:
         figures = reproduce.render_figures(db, args.out)
     emit(args, {"figures": _paths(figures)}, lambda: "\n".join(
         f"{name}: {', '.join(map(str, paths))}" for name, paths in figures.items())

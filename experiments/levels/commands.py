@@ -106,10 +106,11 @@ def cmd_predict(args: argparse.Namespace, db_path: Path) -> int:
     def text() -> str:
         def fmt(bs: Sequence[float | None]) -> str:
             return ", ".join("-" if b is None else f"{b:.0f}" for b in bs)
+        thesis = (f"thesis rule: {payload['no_crossover']['note']}" if payload["P"] is None else
+                  f"thesis rule: P = {payload['P']:.0f}, boundaries (2P, 4P, ...) {fmt(payload['boundaries'])}, "
+                  f"level {payload['level']}")
         return "\n".join([
-            f"{payload['source']}; N = {args.size}, {args.schedule}{' fused' if args.fused else ''}",
-            f"thesis rule: P = {payload['P']:.0f}, boundaries (2P, 4P, ...) {fmt(payload['boundaries'])}, "
-            f"level {payload['level']}",
+            f"{payload['source']}; N = {args.size}, {args.schedule}{' fused' if args.fused else ''}", thesis,
             f"recursive:   P = {fmt([payload['P_recursive']])}, boundaries {fmt(payload['boundaries_recursive'])}, "
             f"level {payload['level_recursive']}",
             "predicted speed-up by level: " + ", ".join(f"L{lv} {s:.3f}" for lv, s in payload["speedups"].items())])
@@ -145,7 +146,7 @@ def cmd_levels(args: argparse.Namespace, db_path: Path) -> int:
     config = Config(args.schedule, args.parallel, args.fused)
     plan = validation.custom_plan(backend, args.quick, args.sizes, args.max_level, config, args.min_bottom)
     if args.stored:
-        with ResultsDB(db_path) as db:
+        with ResultsDB(db_path, readonly=True) as db:
             here = None if args.env or args.device else backend.device_info()
             key = models.select_env(db, args.env, args.device, here)
             if args.stored == "levels":

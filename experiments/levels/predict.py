@@ -4,6 +4,11 @@ level for a size by the thesis rule and the recursive predictor, from one of thr
 * a stored calibration (``--env``, ``--device`` or this machine's device);
 * the coefficients of a JSON file (``--coefficients``);
 * Otsuka's analytic model of a hardware-table GPU (``--gpu``), no measurement needed.
+
+Where the thesis rule finds no crossover in the search range (Strassen never pays off for good
+there), that is its answer, level 0 throughout the range, not an error: ``P`` is None and
+``no_crossover`` holds the range, the largest gain and a note (:func:`no_crossover`). Stored
+results are read with the database opened read-only.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ def stored_key(db: ResultsDB, source: Source) -> str:
 
 def fit_report(db_path: Path, source: Source) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Both weightings' fits of a stored calibration with their crossover P: the payload and table rows."""
-    with ResultsDB(db_path) as db:
+    with ResultsDB(db_path, readonly=True) as db:
         key = stored_key(db, source)
         device = db.environment(key).get("device", key)
         fitted = {w: models.time_model(db, key, w, source.size_range) for w in fits.WEIGHTINGS}
@@ -59,12 +64,15 @@ def fit_report(db_path: Path, source: Source) -> tuple[dict[str, Any], list[dict
                                "sizes": fitted["relative"].size_range}
     rows = []
     for w, model in fitted.items():
+        extra: dict[str, Any] = {}
         try:
-            P: float | None = crossover.crossover_point(model, *(source.size_range or (None, None)))
-            note = ""
+            found = crossover.find_crossover_point(model, *(source.size_range or (None, None)))
         except ValueError as exc:
-            P, note = None, str(exc)
-        payload["fits"][w] = {**model.as_dict(), "P": P, **({"note": note} if note else {})}
+            found, extra["note"] = None, str(exc)
+        if isinstance(found, crossover.NoCrossover):
+            extra["no_crossover"] = no_crossover(found)
+            found, extra["note"] = None, extra["no_crossover"]["note"]
+        payload["fits"][w] = {**model.as_dict(), "P": found, **extra}
         for curve in ("gemm", "geam"):
             f = getattr(model, curve)
             rows.append({"weighting": w, "curve": curve, "coefficients": " ".join(f"{c:+.6e}" for c in f.coef),
@@ -89,7 +97,7 @@ def prediction_models(db_path: Path, source: Source, config: Config, launch_ms: 
         info = {"source": f"coefficients in {source.coefficients}", "range": source.size_range or DEFAULT_SEARCH,
                 "launch_overhead_us": 1e3 * h}
     else:
-        with ResultsDB(db_path) as db:
+        with ResultsDB(db_path, readonly=True) as db:
             key = stored_key(db, source)
             tm = models.time_model(db, key, source.weighting, source.size_range)
             model, origin = models.stored_predictor(db, key, config)
@@ -108,13 +116,29 @@ def predict(db_path: Path, source: Source, size: int, config: Config, max_level:
         raise ValueError(f"need --size > 0 and --max-level in 1..10, got {size} and {max_level}")
     one_level, model, info = prediction_models(db_path, source, config, launch_ms)
     lo, hi = info["range"]
-    P = crossover.crossing(lambda x: one_level(x) - 1.0, lo, hi, "SpeedUp(x) = 1")
+    found = crossover.find_crossing(lambda x: one_level(x) - 1.0, lo, hi, "SpeedUp(x) = 1")
+    if isinstance(found, crossover.NoCrossover):
+        thesis = {"P": None, "boundaries": [None] * (max_level - 1), "level": 0,
+                  "no_crossover": no_crossover(found, size)}
+    else:
+        thesis = {"P": found, "boundaries": crossover.thesis_boundaries(found, max_level)[1:],
+                  "level": crossover.thesis_level(size, found, max_level), "no_crossover": None}
     levels = range(max_level + 1)
     rec = model.boundaries(max_level, lo, 2 ** max_level * hi)
-    return {"size": size, "schedule": config.schedule, "fused": config.fused, **info, "P": P,
-            "boundaries": crossover.thesis_boundaries(P, max_level)[1:],
-            "level": crossover.thesis_level(size, P, max_level),
+    return {"size": size, "schedule": config.schedule, "fused": config.fused, **info, **thesis,
             "level_recursive": model.level(size, levels), "P_recursive": rec[0],
             "boundaries_recursive": rec[1:], "speedup_one_level": one_level(size),
             "times_ms": {lv: model.time(size, lv) for lv in levels},
             "speedups": {lv: model.speedup(size, lv) for lv in levels}}
+
+
+def no_crossover(found: crossover.NoCrossover, size: float | None = None) -> dict[str, Any]:
+    """The thesis rule's answer where the crossover is not in the range: level 0 throughout it.
+    With ``size``: whether that size lies in the range (outside it, the fits extrapolate)."""
+    note = f"no crossover in [{found.lo:.0f}, {found.hi:.0f}]: level 0 throughout ({found.detail})"
+    out: dict[str, Any] = {**found.as_dict(), "level": 0}
+    if size is not None:
+        out["size_in_range"] = found.lo <= size <= found.hi
+        if not out["size_in_range"]:
+            note += f"; N = {size:.0f} lies outside it, where the fitted curves extrapolate"
+    return {**out, "note": note}

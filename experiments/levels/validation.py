@@ -346,13 +346,12 @@ def estimate(plan: LevelPlan, backend: Backend, db_path: Path) -> tuple[float | 
     """Seconds the plan should take, and by what: the stored predictor of this device, else its
     analytic model (``gemmlab levels --dry-run``)."""
     info = backend.device_info()
-    if db_path.is_file():
-        with ResultsDB(db_path) as db:
-            try:
-                model, _ = models.stored_predictor(db, models.select_env(db, current=info), plan.config)
-                return estimate_seconds(plan, model), "stored calibration"
-            except ValueError:
-                pass
+    with ResultsDB(db_path, readonly=True) as db:     # a missing file reads as empty
+        try:
+            model, _ = models.stored_predictor(db, models.select_env(db, current=info), plan.config)
+            return estimate_seconds(plan, model), "stored calibration"
+        except ValueError:
+            pass
     try:
         gpu = hardware.lookup(info.get("device", ""))
     except ValueError:

@@ -41,9 +41,12 @@ def _ozaki_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_ozaki(args: argparse.Namespace, db_path: Path) -> int:
     backend = get_backend(args.backend)
     base = BENCH_DEFAULTS[backend.name]
-    formats = tuple(f for f in (args.formats or "").replace(",", " ").split()) or base.formats
-    plan = BenchPlan(tuple(args.sizes) if args.sizes else base.sizes, formats,
-                     tuple(args.slices) if args.slices else base.slices, tuple(args.phi), args.rows,
+    # an option given but empty is an error (BenchPlan's checks), never the default
+    formats = base.formats if args.formats is None else tuple(args.formats.replace(",", " ").split())
+    if not formats:
+        raise ValueError("--formats is empty; name formats such as fp32r,fp16 or leave it out for the default")
+    plan = BenchPlan(base.sizes if args.sizes is None else tuple(args.sizes), formats,
+                     base.slices if args.slices is None else tuple(args.slices), tuple(args.phi), args.rows,
                      args.slow_factor, args.max_ratio or None, args.errors, args.timing)
     check_sizes(backend, plan)
     with measuring_run(args, db_path, backend) as ctx:

@@ -270,6 +270,9 @@ def run_speedup(ctx: Context) -> dict[str, Any]:
 def custom_plan(backend: Backend, sizes: Sequence[int] | None, levels: Sequence[int] | None) -> Plan:
     """The backend's full plan with chosen sizes and levels (``gemmlab strassen``)."""
     base = PLANS[(backend.name, False)]
+    for what, given in (("--sizes", sizes), ("--levels", levels)):
+        if given is not None and not given:     # given but empty: an error, never the default
+            raise ValueError(f"{what} is empty; give values such as 2,3 or leave it out for the default")
     for n in sizes or ():
         if n <= 0:
             raise ValueError(f"sizes must be positive, got {n}")

@@ -9,7 +9,7 @@ import struct
 import numpy as np
 import pytest
 
-from experiments.core.database import DEFAULT_PATH, ResultsDB, canonical_params, default_path
+from experiments.core.database import DEFAULT_PATH, SCHEMA_VERSION, ResultsDB, canonical_params, default_path
 
 ENV = {"device": "NVIDIA H100", "driver": "560.35", "cuda": "12.6"}
 SAMPLES = [0.1 + 0.2, 1e-310, math.pi / 3, 2.0**-1074, 1.7976931348623157e308, -0.0]
@@ -220,6 +220,7 @@ def test_default_path_honors_env_var(monkeypatch, tmp_path):
     monkeypatch.delenv("GEMMLAB_DB", raising=False)
     assert default_path() == DEFAULT_PATH == __import__("pathlib").Path("results/gemmlab.sqlite")
     target = tmp_path / "sub" / "custom.sqlite"
+    target.parent.mkdir()
     monkeypatch.setenv("GEMMLAB_DB", str(target))
     assert default_path() == target
     with ResultsDB() as d:
@@ -227,8 +228,17 @@ def test_default_path_honors_env_var(monkeypatch, tmp_path):
     assert target.exists()
 
 
+def test_only_the_default_location_gets_its_folder_created(monkeypatch, tmp_path):
+    monkeypatch.delenv("GEMMLAB_DB", raising=False)
+    monkeypatch.chdir(tmp_path)
+    with ResultsDB() as d:
+        assert d.path == DEFAULT_PATH
+    assert (tmp_path / DEFAULT_PATH).is_file()
+
+
 def test_reopen_keeps_data(tmp_path):
     path = tmp_path / "nested" / "dir" / "r.sqlite"
+    path.parent.mkdir(parents=True)
     with ResultsDB(path) as d:
         run = d.start_run("c", ENV, "k")
         d.add(run, "e", "m", {"n": 1}, value=4.5, unit="s", samples=[4.5, 4.6])
@@ -242,8 +252,8 @@ def test_newer_schema_version_raises(tmp_path):
     path = tmp_path / "future.sqlite"
     ResultsDB(path).close()
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
-    conn.execute("PRAGMA user_version = 2")
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.close()
     with pytest.raises(RuntimeError, match="future.sqlite"):
         ResultsDB(path)

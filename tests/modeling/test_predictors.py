@@ -7,8 +7,11 @@ import pytest
 
 from modeling.analytic import Fadd, Fmul, analytic_model
 from modeling.crossover import (
+    NoCrossover,
     crossing,
     crossover_point,
+    find_crossing,
+    find_crossover_point,
     interpolated_crossing,
     last_upward_crossing,
     one_level_time,
@@ -57,6 +60,25 @@ def test_no_crossover_names_the_range_and_the_way_out():
         crossover_point(PURE, 40000, 10**6)
     with pytest.raises(ValueError, match="give the size range"):
         crossover_point(PURE)          # given coefficients carry no calibrated range
+
+
+def test_no_crossover_in_range_is_an_answer_for_find_crossing():
+    found = find_crossover_point(PURE, 1000, 20000)
+    assert isinstance(found, NoCrossover) and (found.lo, found.hi) == (1000, 20000)
+    assert found.largest_gain < 0 and found.at == pytest.approx(20000)
+    assert found.as_dict() == {"range": [1000, 20000], "largest_gain": found.largest_gain, "at": found.at}
+    assert find_crossover_point(PURE, 1000, 10**6) == pytest.approx(30 * D / C, rel=1e-6)
+    with pytest.raises(ValueError, match="already past the crossover"):
+        find_crossover_point(PURE, 40000, 10**6)
+
+
+def test_a_gain_that_rises_and_falls_back_is_not_said_to_stay_below_zero():
+    hump = lambda x: 0.5 - abs(math.log2(x / 4000))          # > 0 on (2828, 5657) only
+    found = find_crossing(hump, 1000, 20000, "hump")
+    assert isinstance(found, NoCrossover) and found.largest_gain > 0
+    assert "stays <= 0" not in str(found) and "the gain is <= 0 again at 20000" in str(found)
+    with pytest.raises(ValueError, match=r"hump: no crossover in \[1000, 20000\] \(the gain is <= 0 again"):
+        crossing(hump, 1000, 20000, "hump")
 
 
 def test_crossing_takes_the_last_upward_zero():
