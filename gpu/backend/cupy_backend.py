@@ -27,12 +27,8 @@ except ImportError as _missing:  # the backend is then unavailable, with the rea
     _IMPORT_ERROR: ImportError | None = _missing
 else:
     _IMPORT_ERROR = None
-try:
-    import pynvml
-except ImportError:  # NVML is optional: the driver release then comes from nvidia-smi
-    pynvml = None
-
 from .interface import AllocationReport, Backend, BackendUnavailable, Timer, check_policy
+from .telemetry import nvml_telemetry, pynvml
 
 #: cublasGemmAlgo_t CUBLAS_GEMM_DEFAULT: cuBLAS picks the kernel (tensor cores where the types allow).
 _GEMM_DEFAULT = -1
@@ -214,9 +210,16 @@ class CupyBackend(Backend):
     def _properties(self) -> dict[str, Any]:
         return self.xp.cuda.runtime.getDeviceProperties(self.xp.cuda.Device().id)
 
+    def telemetry(self):
+        """NVML's view of this CuPy device (matched by PCI bus id), made once; None without NVML."""
+        if not hasattr(self, "_telemetry"):
+            self._telemetry = nvml_telemetry(self.xp.cuda.Device().pci_bus_id)
+        return self._telemetry
+
     def device_info(self) -> dict[str, Any]:
         rt, props = self.xp.cuda.runtime, self._properties()
         name = props["name"]
+        limits = self.telemetry().limits() if self.telemetry() is not None else {}
         return {
             "backend": self.name,
             "device": name.decode() if isinstance(name, bytes) else str(name),
@@ -229,6 +232,7 @@ class CupyBackend(Backend):
             "cuda_runtime": _cuda_version(rt.runtimeGetVersion()),
             "cublas": _cublas_version(self._cublas.getVersion(self._handle())),
             "cupy": self.xp.__version__,
+            **limits,
         }
 
 

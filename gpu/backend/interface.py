@@ -239,6 +239,11 @@ class Backend(abc.ABC):
     def device_info(self) -> dict[str, Any]:
         """Device name, memory and library versions for the environment record."""
 
+    def telemetry(self) -> Any:
+        """A reader of the device's SM clock, power and throttle reasons
+        (:class:`gpu.backend.telemetry.NvmlTelemetry`), or None where there is none (the CPU)."""
+        return None
+
 
 def _real(x: Any, name: str) -> float:
     if not isinstance(x, numbers.Real):
