@@ -61,6 +61,22 @@ def h100_db(tmp_path_factory):
     return path
 
 
+@pytest.fixture(scope="session")
+def published_db(tmp_path_factory):
+    """A database holding every published H100 export (calibration, Strassen, level validation,
+    Ozaki): the real measurements the committed figures are drawn from."""
+    from pathlib import Path
+
+    from experiments.core.database import ResultsDB
+
+    published = Path(__file__).resolve().parent.parent / "results" / "published"
+    path = tmp_path_factory.mktemp("published") / "published.sqlite"
+    with ResultsDB(path) as db:
+        for csv_file in sorted(published.glob("*.csv")):
+            db.import_csv(csv_file)
+    return path
+
+
 @pytest.fixture
 def run_json(capsys):
     """``run_json(*argv) -> dict``: runs ``gemmlab *argv --json`` in this process and returns the

@@ -3,17 +3,27 @@ loses per level against DGEMM (``accuracy-strassen``), drawn from stored audit r
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable
-from pathlib import Path
 
-import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from accuracy.methods import default_methods
 
 from ..core.database import ResultsDB
-from ..core.plotting import device_label, new_figure, save_figure
+from ..core.plotting import (
+    SMALL,
+    finish,
+    level_axis,
+    panel_devices,
+    panel_grid,
+    panel_title,
+    series_styles,
+    shared_legend,
+)
 from ..core.registry import figure
-from .bench import audit_rows, bits_per_level
+from .bench import EXPERIMENT, audit_rows, bits_per_level
 
 
 def _phi_figure_methods(methods: Iterable[str]) -> list[str]:
@@ -23,52 +33,66 @@ def _phi_figure_methods(methods: Iterable[str]) -> list[str]:
     return first + sorted(m for m in present - set(first) if not m.startswith("strassen-"))
 
 
-@figure("accuracy-phi", "Max relative error per seed, one line per method, one panel per phi and N (Figs. 8-16)")
-def render_phi(db: ResultsDB, out_dir: Path) -> list[Path]:
+@figure("accuracy-phi", "Max relative error of each method over seeds (median, min-max whiskers, each seed a dot), "
+                       "one panel per phi and N (Figs. 8-16)")
+def render_phi(db: ResultsDB) -> Figure | None:
     groups = [(key, rows) for key in db.env_keys() if (rows := audit_rows(db, key))]
-    panels = [(key, n, phi, [r for r in rows if r.n == n and r.phi == phi])
+    panels = [(key, n, phi, [r for r in rows if r.n == n and r.phi == phi and r.max_rel])
               for key, rows in groups for n in sorted({r.n for r in rows})
               for phi in sorted({r.phi for r in rows})]
     panels = [p for p in panels if _phi_figure_methods(r.method for r in p[3])]
     if not panels:
-        return []
-    cols = len({p[2] for p in panels})
-    rows_n = -(-len(panels) // cols)
-    fig, axes = new_figure(rows_n, cols, width=4.2 * cols, height=3.4 * rows_n)
-    axes = np.array(axes, dtype=object).reshape(-1)
+        return None
+    methods = _phi_figure_methods(r.method for p in panels for r in p[3])
+    styles = series_styles(methods)
+    devices = panel_devices(db, [p[0] for p in panels])
+    body, axes = panel_grid(len(panels), panel_width=max(3.6, 0.26 * len(methods) + 0.9), panel_height=3.8)
     for ax, (key, n, phi, rows) in zip(axes, panels):
-        for method in _phi_figure_methods(r.method for r in rows):
-            pts = sorted((r.seed, r.max_rel) for r in rows if r.method == method and r.max_rel)
-            if pts:
-                ax.plot(*zip(*pts), "o-", ms=3, label=method)
+        for i, method in enumerate(methods):
+            vals = sorted(r.max_rel for r in rows if r.method == method)
+            if not vals:
+                continue
+            style = styles[method]
+            spread = [i + 0.3 * (k / max(1, len(vals) - 1) - 0.5) for k in range(len(vals))]
+            ax.plot(spread, vals, linestyle="none", marker=".", ms=3, color=style["color"], alpha=0.5)
+            ax.vlines(i, vals[0], vals[-1], color=style["color"], lw=1.2)
+            ax.plot([i], [statistics.median(vals)], linestyle="none", ms=6, label=method, **style)
         ax.set_yscale("log")
-        ax.set(xlabel="seed", ylabel="max relative error", title=f"phi = {phi:g}, N = {n}\n{device_label(db, key)}")
-        ax.title.set_fontsize(8)
-        ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=6)
-    for ax in axes[len(panels):]:
-        ax.set_visible(False)
-    fig.suptitle("Maximum relative error against the correctly rounded product", fontsize=9)
-    return save_figure(fig, out_dir, "accuracy-phi")
+        ax.set_xticks(range(len(methods)))
+        ax.set_xticklabels(methods, rotation=90, fontsize=SMALL)
+        ax.set_xlim(-0.6, len(methods) - 0.4)
+        ax.set(ylabel="max relative error", title=panel_title(f"phi = {phi:g}, N = {n}", devices[key]))
+        ax.title.set_fontsize(SMALL + 2)
+        ax.grid(True, axis="y", alpha=0.3)
+    key_handles = [Line2D([], [], color="0.3", marker="o", linestyle="none"),
+                   Line2D([], [], color="0.3", marker="|", ms=10, linestyle="none"),
+                   Line2D([], [], color="0.3", marker=".", linestyle="none", alpha=0.5)]
+    shared_legend(body, handles=key_handles, labels=["median over seeds", "min to max over seeds", "one seed"])
+    return finish(body, db, devices, [EXPERIMENT], "Maximum relative error against the correctly rounded "
+                  "product, per method over seeds")
 
 
 @figure("accuracy-strassen", "Bits lost against DGEMM per Strassen level, one line per schedule, one panel per phi")
-def render_strassen(db: ResultsDB, out_dir: Path) -> list[Path]:
+def render_strassen(db: ResultsDB) -> Figure | None:
     panels = [(key, size, phi, schedules) for key in db.env_keys()
               for (size, phi), schedules in sorted(bits_per_level(audit_rows(db, key)).items())]
     if not panels:
-        return []
-    fig, axes = new_figure(1, len(panels), width=4.4 * len(panels), height=4.0)
-    axes = np.array(axes, dtype=object).reshape(-1)
+        return None
+    styles = series_styles(sorted({s for p in panels for s in p[3]}))
+    devices = panel_devices(db, [p[0] for p in panels])
+    body, axes = panel_grid(len(panels), panel_width=4.0, panel_height=3.3)
     for ax, (key, size, phi, schedules) in zip(axes, panels):
-        for schedule, (pts, slope) in sorted(schedules.items()):
-            ax.plot(*zip(*pts), "o-", ms=3, label=f"{schedule} ({slope:.2f} bits/level)")
-        ax.set(xlabel="Strassen level (0: DGEMM)", ylabel="bits lost against DGEMM (median over seeds)",
-               title=f"phi = {phi:g}, N = {size}\n{device_label(db, key)}")
-        ax.title.set_fontsize(8)
-        ax.xaxis.get_major_locator().set_params(integer=True)
+        levels = [0]
+        for schedule, (pts, _) in sorted(schedules.items()):
+            ax.plot(*zip(*pts), "-", ms=5, label=schedule, **styles[schedule])
+            levels += [lv for lv, _ in pts]
+        slopes = [slope for _, slope in schedules.values()]
+        ax.set(xlabel="Strassen level (0: DGEMM)", ylabel="bits lost against DGEMM\n(median over seeds)",
+               title=panel_title(f"phi = {phi:g}, N = {size}", devices[key],
+                                 f"fit: {min(slopes):.2f} to {max(slopes):.2f} bits per level"))
+        ax.title.set_fontsize(SMALL + 1)
+        level_axis(ax, levels)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=6)
-    fig.suptitle("Strassen-Winograd: log2(max relative error / DGEMM's) by level", fontsize=9)
-    return save_figure(fig, out_dir, "accuracy-strassen")
+    shared_legend(body, axes, title="schedule")
+    return finish(body, db, devices, [EXPERIMENT], "Strassen-Winograd: log2(max relative error / DGEMM's) by "
+                  "level and schedule")

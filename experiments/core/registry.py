@@ -1,7 +1,9 @@
 """The registry of experiments and figures that ``gemmlab reproduce`` runs.
 
-An experiment measures and stores results; a figure is rendered from stored
-results only. Each family of the lab (``experiments.strassen``,
+An experiment measures and stores results and returns a
+:class:`~experiments.core.summary.Summary`; a figure is drawn from stored results
+only (``draw(db) -> Figure | None``) and names the experiments it shows, so that
+``SUMMARY.md`` links each figure under its experiment. Each family of the lab (``experiments.strassen``,
 ``experiments.levels``, ``experiments.audit``, ``experiments.ozaki``) registers
 its experiments, figures and commands (:mod:`experiments.core.command`) with
 the decorators here when imported; :data:`MODULES` lists them in run order and
@@ -21,6 +23,7 @@ from gpu.backend import Backend
 
 from .database import ResultsDB
 from .environment import env_key, environment
+from .summary import Summary
 
 #: Modules whose import registers experiments and figures, in run order.
 MODULES = ("experiments.core.commands", "experiments.levels", "experiments.strassen", "experiments.audit",
@@ -41,40 +44,52 @@ class Context:
     command: str = ""
 
 
+RunFn = Callable[[Context], Summary]
+#: Draws a figure from stored results: the matplotlib figure, or None when nothing is stored.
+DrawFn = Callable[[ResultsDB], Any]
+
+
 @dataclass(frozen=True)
 class Experiment:
     name: str
     description: str
-    run: Callable[[Context], dict[str, Any]]
+    run: RunFn
 
 
 @dataclass(frozen=True)
 class Figure:
+    """A registered figure: how to draw it, and the experiments (by registered name) it shows."""
+
     name: str
     description: str
-    render: Callable[[ResultsDB, Path], list[Path]]
+    draw: DrawFn
+    experiments: tuple[str, ...] = ()
+
+    def render(self, db: ResultsDB, out_dir: Path) -> list[Path]:
+        """Draw from ``db`` and write PNG and PDF into ``out_dir``; no files when nothing is stored."""
+        from .plotting import save_figure
+
+        return save_figure(self.draw(db), out_dir, self.name)
 
 
 EXPERIMENTS: dict[str, Experiment] = {}
 FIGURES: dict[str, Figure] = {}
 
 
-RunFn = Callable[[Context], dict[str, Any]]
-RenderFn = Callable[[ResultsDB, Path], list[Path]]
-
-
 def experiment(name: str, description: str) -> Callable[[RunFn], RunFn]:
-    """Register ``fn(ctx) -> summary`` as an experiment called ``name``."""
+    """Register ``fn(ctx) -> Summary`` as an experiment called ``name``. The description says what
+    it measures in general; the summary's scope says what a run measured."""
     def register(fn: RunFn) -> RunFn:
         EXPERIMENTS[name] = Experiment(name, description, fn)
         return fn
     return register
 
 
-def figure(name: str, description: str) -> Callable[[RenderFn], RenderFn]:
-    """Register ``fn(db, out_dir) -> paths`` as a figure called ``name``."""
-    def register(fn: RenderFn) -> RenderFn:
-        FIGURES[name] = Figure(name, description, fn)
+def figure(name: str, description: str, experiments: tuple[str, ...] | None = None) -> Callable[[DrawFn], DrawFn]:
+    """Register ``draw(db) -> Figure | None`` as a figure called ``name``, showing ``experiments``
+    (default: the experiment of the same name)."""
+    def register(fn: DrawFn) -> DrawFn:
+        FIGURES[name] = Figure(name, description, fn, (name,) if experiments is None else tuple(experiments))
         return fn
     return register
 

@@ -6,13 +6,26 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
-import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from ..core.database import ResultsDB
-from ..core.plotting import device_label, new_figure, plot_marked, save_figure
+from ..core.plotting import (
+    finish,
+    legend_entries,
+    level_axis,
+    log_axis,
+    new_figure,
+    panel_devices,
+    panel_grid,
+    panel_title,
+    plot_marked,
+    series_styles,
+    shared_legend,
+    size_axis,
+)
 from ..core.registry import figure
 from . import memory
 from .bench import CONFIGS, EXPERIMENT, SpeedupRow, speedup_table
@@ -38,39 +51,42 @@ def _grouped(db: ResultsDB, table: Callable[[ResultsDB, str], list[Any]],
     return groups
 
 
-def _size_axis(ax: Any, sizes: Sequence[int]) -> None:
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(sorted(set(sizes)))
-    ax.set_xticklabels([str(n) for n in sorted(set(sizes))], rotation=45, fontsize=7)
-    ax.minorticks_off()
+def _stability_key() -> Line2D:
+    """A legend entry for the hollow markers of unstable points."""
+    return Line2D([], [], marker="o", color="0.35", mfc="white", linestyle="none", label="hollow: no stable batch")
+
+
+def _label(*parts: str) -> str:
+    return ", ".join(p for p in parts if p)
 
 
 @figure(EXPERIMENT, "Strassen speed-up over GEMM against N, one line per level, one panel per configuration")
-def render_speedup(db: ResultsDB, out_dir: Path) -> list[Path]:
+def render_speedup(db: ResultsDB) -> Figure | None:
     groups = _grouped(db, speedup_table, lambda r: r.dtype)
     if not groups:
-        return []
+        return None
     methods = method_order(r.method for rows in groups.values() for r in rows)
-    fig, axes = new_figure(len(groups), len(methods), width=3.1 * len(methods), height=3.0 * len(groups))
-    axes = np.array(axes, dtype=object).reshape(len(groups), len(methods))
-    for row_axes, ((key, dtype), rows) in zip(axes, groups.items()):
-        device = device_label(db, key)
-        for ax, method in zip(row_axes, methods):
-            mine = [r for r in rows if r.method == method]
-            ax.set_title(f"{method}\n{device} {dtype}", fontsize=8)
-            ax.axhline(1.0, color="black", lw=0.8, ls=":")
-            for level in sorted({r.level for r in mine}):
-                pts = [r for r in mine if r.level == level]
-                plot_marked(ax, [r.size for r in pts], [r.speedup for r in pts], [r.stable for r in pts],
-                      "o-", label=f"level {level}")
-            if mine:
-                _size_axis(ax, [r.size for r in mine])
-                ax.legend(fontsize=7)
-            ax.set(xlabel="N", ylabel="speed-up over GEMM")
-            ax.grid(True, alpha=0.3)
-    fig.suptitle("Strassen-Winograd speed-up over the library GEMM (interleaved timings; "
-                 "hollow: unstable batch)", fontsize=9)
-    return save_figure(fig, out_dir, EXPERIMENT)
+    panels = [(key, dtype, method, [r for r in rows if r.method == method])
+              for (key, dtype), rows in groups.items() for method in methods]
+    panels = [p for p in panels if p[3]]
+    devices = panel_devices(db, [p[0] for p in panels])
+    dtypes = {p[1] for p in panels}
+    styles = series_styles(sorted({r.level for p in panels for r in p[3]}))
+    body, axes = panel_grid(len(panels), panel_width=3.6, panel_height=2.9, sharey=len(groups) == 1)
+    for ax, (key, dtype, method, mine) in zip(axes, panels):
+        ax.set_title(panel_title(method, _label(devices[key], dtype if len(dtypes) > 1 else "")), fontsize=8)
+        ax.axhline(1.0, color="black", lw=0.8, ls=":")
+        for level in sorted({r.level for r in mine}):
+            pts = [r for r in mine if r.level == level]
+            plot_marked(ax, [r.size for r in pts], [r.speedup for r in pts], [r.stable for r in pts], "-",
+                        label=f"level {level}", **styles[level])
+        size_axis(ax, [r.size for r in mine])
+        ax.set_ylabel("speed-up over GEMM")
+        ax.grid(True, alpha=0.3)
+    handles, labels = legend_entries(axes)
+    shared_legend(body, handles=[*handles, _stability_key()], labels=[*labels, "hollow: no stable batch"])
+    return finish(body, db, devices, [EXPERIMENT], f"Strassen-Winograd speed-up over the library GEMM by "
+                  f"configuration ({', '.join(sorted(dtypes))}; interleaved timings; dotted: GEMM)")
 
 
 def level_curves(rows: Sequence[SpeedupRow]) -> dict[str, tuple[int, list[tuple[int, float, float]]]]:
@@ -85,52 +101,62 @@ def level_curves(rows: Sequence[SpeedupRow]) -> dict[str, tuple[int, list[tuple[
     return curves
 
 
-@figure("strassen-level", "Strassen time and speed-up against level at the largest stored N, per configuration")
-def render_level(db: ResultsDB, out_dir: Path) -> list[Path]:
+@figure("strassen-level", "Strassen time and speed-up against level at the largest stored N, per configuration",
+        experiments=(EXPERIMENT,))
+def render_level(db: ResultsDB) -> Figure | None:
     groups = _grouped(db, speedup_table, lambda r: r.dtype)
     if not groups:
-        return []
-    fig, axes = new_figure(len(groups), 2, width=11, height=4.0 * len(groups))
-    axes = np.array(axes, dtype=object).reshape(len(groups), 2)
+        return None
+    devices = panel_devices(db, [key for key, _ in groups])
+    styles = series_styles(method_order(r.method for rows in groups.values() for r in rows))
+    body, axes = new_figure(len(groups), 2, width=9.0, height=3.6 * len(groups))
     for (ax_t, ax_s), ((key, dtype), rows) in zip(axes, groups.items()):
-        device = device_label(db, key)
+        levels = [0]
         for method, (n, pts) in level_curves(rows).items():
-            levels, times, speedups = zip(*pts)
-            line, = ax_t.plot(levels, [1e3 * t for t in times], "o-", label=f"{method} (N={n})")
-            ax_s.plot(levels, speedups, "o-", color=line.get_color(), label=f"{method} (N={n})")
-        ax_t.set(xlabel="level (0: GEMM)", ylabel="time (ms)", title=f"time against level, {device} {dtype}")
-        ax_t.set_yscale("log")
+            lv, times, speedups = zip(*pts)
+            levels += lv
+            ax_t.plot(lv, [1e3 * t for t in times], "-", label=f"{method} (N = {n})", **styles[method])
+            ax_s.plot(lv, speedups, "-", label=f"{method} (N = {n})", **styles[method])
+        where = _label(devices[key], dtype)
+        ax_t.set(ylabel="time (ms)", title=f"time against level, {where}")
+        log_axis(ax_t, "y")
         ax_s.axhline(1.0, color="black", lw=0.8, ls=":")
-        ax_s.set(xlabel="level (0: GEMM)", ylabel="speed-up over GEMM",
-                 title=f"speed-up against level, {device} {dtype}")
+        ax_s.set(ylabel="speed-up over GEMM", title=f"speed-up against level, {where}")
         for ax in (ax_t, ax_s):
-            ax.xaxis.get_major_locator().set_params(integer=True)
+            level_axis(ax, levels, names={0: "0 (GEMM)"})
+            ax.set_xlabel("Strassen level")
+            ax.title.set_fontsize(9)
             ax.grid(True, alpha=0.3)
-            ax.legend(fontsize=7)
-    return save_figure(fig, out_dir, "strassen-level")
+    shared_legend(body, axes.reshape(-1), title="configuration (largest stored N)")
+    return finish(body, db, devices, [EXPERIMENT], "Strassen-Winograd time and speed-up against the level")
 
 
 @figure(memory.EXPERIMENT, "Measured peak extra memory against the model, by level, one line per schedule")
-def render_memory(db: ResultsDB, out_dir: Path) -> list[Path]:
+def render_memory(db: ResultsDB) -> Figure | None:
     groups = _grouped(db, memory_table, lambda r: (r.size, r.dtype))
     if not groups:
-        return []
-    fig, axes = new_figure(1, len(groups), width=5.5 * len(groups), height=4.4)
-    axes = np.array(axes, dtype=object).reshape(-1)
+        return None
+    devices = panel_devices(db, [key for key, _ in groups])
+    schedules = [s for s in memory.SCHEDULES if any(r.schedule == s for rows in groups.values() for r in rows)]
+    schedules += sorted({r.schedule for rows in groups.values() for r in rows} - set(schedules))
+    styles = series_styles(schedules)
+    body, axes = panel_grid(len(groups), panel_width=4.6, panel_height=3.6)
     for ax, ((key, (n, dtype)), rows) in zip(axes, groups.items()):
         scale, unit = byte_unit(max(max(r.measured, r.model) for r in rows))
-        for schedule in [s for s in memory.SCHEDULES if any(r.schedule == s for r in rows)] + sorted(
-                {r.schedule for r in rows} - set(memory.SCHEDULES)):
+        for schedule in [s for s in schedules if any(r.schedule == s for r in rows)]:
             pts = sorted((r for r in rows if r.schedule == schedule), key=lambda r: r.level)
             levels = [r.level for r in pts]
-            line, = ax.plot(levels, [r.measured / scale for r in pts], "o-", label=f"{schedule} measured")
-            ax.plot(levels, [r.model / scale for r in pts], "x--", color=line.get_color(),
-                    label=f"{schedule} model")
+            ax.plot(levels, [r.measured / scale for r in pts], "-", label=schedule, **styles[schedule])
+            ax.plot(levels, [r.model / scale for r in pts], "--", color=styles[schedule]["color"], marker="x",
+                    ms=7, label="_model")
         exact = "exact allocator count" if all(r.exact for r in rows) else "tracker peak, incl. library overheads"
-        ax.set(xlabel="level", ylabel=f"extra memory beyond A, B, C ({unit})",
-               title=f"{device_label(db, key)}, N={n} {dtype}\n({exact})")
+        ax.set(ylabel=f"extra memory beyond A, B, C ({unit})", xlabel="Strassen level",
+               title=panel_title(_label(devices[key], f"N = {n}", dtype), f"({exact})"))
         ax.title.set_fontsize(8)
-        ax.xaxis.get_major_locator().set_params(integer=True)
+        level_axis(ax, [r.level for r in rows])
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7, ncol=2)
-    return save_figure(fig, out_dir, memory.EXPERIMENT)
+    handles, labels = legend_entries(axes)
+    styles_key = [Line2D([], [], color="0.3", marker="o", ls="-"), Line2D([], [], color="0.3", marker="x", ls="--")]
+    shared_legend(body, handles=[*handles, *styles_key], labels=[*labels, "measured", "model"])
+    return finish(body, db, devices, [memory.EXPERIMENT], "Strassen-Winograd extra memory: measured peak (solid) "
+                  "against the model (dashed), inputs preserved")

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from experiments.core.database import ResultsDB
-from experiments.levels import figures, models
+from experiments.core.registry import FIGURES
+from experiments.levels import models
 from experiments.levels import validation as levels
 from experiments.levels.profile import write_profile
 from experiments.strassen.bench import point_params
@@ -185,5 +186,5 @@ def test_figures_render_from_stored_results(db, tmp_path):
     model = true_model(db)
     plan = levels.LevelPlan(tuple(range(4096, 32769, 4096)), 3, 1024)
     store_timings(db, run, levels.EXPERIMENT, model, [(n, lv) for n in plan.sizes for lv in plan.levels(n)])
-    assert [p.name for p in figures.render_speedup(db, tmp_path)] == ["speedup-model.png", "speedup-model.pdf"]
-    assert [p.name for p in figures.render_levels(db, tmp_path)] == ["level-validation.png", "level-validation.pdf"]
+    for name in ("speedup-model", "level-validation"):
+        assert [p.name for p in FIGURES[name].render(db, tmp_path)] == [f"{name}.png", f"{name}.pdf"]

@@ -124,6 +124,6 @@ def test_both_experiments_store_resume_and_draw(run_json, db_path, tmp_path, mon
 
 def test_figures_without_data_draw_nothing(tmp_path, db_path):
     with ResultsDB(db_path) as db:
-        assert figures.render_speedup(db, tmp_path) == []
-        assert figures.render_level(db, tmp_path) == []
-        assert figures.render_memory(db, tmp_path) == []
+        assert figures.render_speedup(db) is None
+        assert figures.render_level(db) is None
+        assert figures.render_memory(db) is None

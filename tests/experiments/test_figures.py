@@ -1,0 +1,232 @@
+"""The figures as a reader opens them (issue 12): panels on a grid, a colour per series, no line
+across unordered categories, legends and titles that cover nothing and stay inside the canvas,
+tick labels that do not overlap, and under every figure the device, backend, regime and library
+versions of its measurements.
+
+Figures are drawn from stored rows only: the published H100 exports (``published_db``) and the
+synthetic CPU rows stored here (``cpu_db``: 15 audited methods, 8 Strassen schedules on 9
+(N, phi) panels, a CPU calibration from 128 to 2048, one Ozaki size and format, as a quick run
+stores them). Every figure is reached through the registry, ``FIGURES[name].draw(db)``.
+"""
+
+import itertools
+from pathlib import Path
+
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.text import Text
+
+from accuracy.methods import default_methods
+from experiments.audit.bench import EXPERIMENT as AUDIT
+from experiments.audit.bench import point_params, strassen_methods
+from experiments.core.database import ResultsDB
+from experiments.core.registry import FIGURES, load
+from experiments.levels.calibration import EXPERIMENT as CALIBRATION
+from experiments.ozaki.bench import BREAKDOWN, TIME
+
+load()
+PUBLISHED = Path(__file__).resolve().parents[2] / "results" / "published"
+CPU_ENV = {"backend": "numpy", "device": "CPU: Test EPYC", "cpu": "Test EPYC", "numpy": "2.4.6", "scipy": "1.17.1",
+           "blas": "scipy-openblas 0.3.30", "python": "3.11.7"}
+CPU_LINE = "CPU: Test EPYC · numpy · regime: sustained · BLAS scipy-openblas 0.3.30, NumPy 2.4.6, SciPy 1.17.1"
+H100_LINE = ("NVIDIA H100 80GB HBM3 · cupy · regime not recorded · cuBLAS 13.1.0, CUDA 13.2, CuPy 14.2.0, "
+             "driver 580.159.04, NumPy 2.5.2")
+#: The 15 methods of a quick run's accuracy-phi panel (a 10-colour cycle repeats five of them).
+PHI_METHODS = default_methods() + [f"ozaki-{f}-{s}" for f in ("fp32r", "fp32") for s in range(2, 7)]
+CALIBRATION_SIZES = (128, 256, 384, 512, 768, 1024, 1536, 2048)
+
+
+def store_cpu_rows(db: ResultsDB) -> None:
+    """A quick CPU run's rows, each with ``meta["regime"] = "sustained"``."""
+    run = db.start_run("synthetic", CPU_ENV, "cpu-test")
+
+    def add(experiment, method, params, value, unit, **meta):
+        db.add(run, experiment, method, params, value=value, unit=unit, meta={"regime": "sustained", **meta})
+
+    for phi, seed in itertools.product((0.1, 1.0, 2.0), (1, 2, 3)):
+        for i, method in enumerate(PHI_METHODS):
+            err = 10.0 ** -(2 + 0.8 * i) * (1 + 0.4 * seed) * (1 + phi)
+            add(AUDIT, method, point_params(1024, phi, seed), err, "rel", max_rel=err)
+    for n, phi in itertools.product((64, 128, 256), (0.1, 1.0, 2.0)):
+        for method in strassen_methods((1, 2, 3)):
+            level = 0 if method == "fp64" else int(method.rsplit("-L", 1)[1])
+            err = 1e-13 * 2.0 ** (level * (1 + phi)) * (1.1 if "lai" in method else 1.0)
+            add(AUDIT, method, point_params(n, phi, 1), err, "rel", max_rel=err)
+    for n in CALIBRATION_SIZES:
+        gemm_s, geam_s = 2 * n**3 / 9e10, 3 * n * n * 8 / 2e10
+        add(CALIBRATION, "gemm", {"size": n, "dtype": "float64"}, gemm_s, "s", tflops=2 * n**3 / gemm_s / 1e12,
+            stable=n > 256)
+        add(CALIBRATION, "geam", {"size": n, "dtype": "float64"}, geam_s, "s", gbs=3 * n * n * 8 / geam_s / 1e9,
+            stable=True)
+    for slices, ratio in ((2, 2.2), (4, 4.5)):
+        add(TIME, f"ozaki-fp32r-{slices}", {"n": 128, "format": "fp32r", "slices": slices}, ratio * 1e-4, "s",
+            dgemm_s=1e-4, sgemm_s=0.6e-4, speedup_vs_dgemm=1 / ratio, slowdown_vs_sgemm=ratio / 0.6, stable=True)
+    for n, slices in itertools.product((128, 256), (2, 4)):
+        parts = {"split_s": 3e-4 * n / 128, "gemm_s": 1e-4 * slices * slices, "sum_s": 1e-4}
+        add(BREAKDOWN, f"ozaki-fp32r-{slices}", {"n": n}, sum(parts.values()), "s", **parts)
+
+
+@pytest.fixture(scope="module")
+def cpu_db(tmp_path_factory):
+    with ResultsDB(tmp_path_factory.mktemp("cpu") / "cpu.sqlite") as db:
+        store_cpu_rows(db)
+        yield db
+
+
+@pytest.fixture(scope="module")
+def h100(published_db):
+    with ResultsDB(published_db) as db:
+        yield db
+
+
+def drawn(fig):
+    """The figure laid out and drawn (Agg), and its renderer."""
+    if not isinstance(fig.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    return fig.canvas.get_renderer()
+
+
+def draw(name, db):
+    fig = FIGURES[name].draw(db)
+    assert fig is not None, f"{name}: nothing drawn"
+    return fig, drawn(fig)
+
+
+def provenance_text(fig) -> str:
+    """The footer's lines joined back into one line per environment part."""
+    found = [t.get_text() for t in fig.findobj(Text) if t.get_gid() == "provenance"]
+    assert len(found) == 1, f"{len(found)} provenance texts"
+    return found[0].replace("\n", " · ")
+
+
+def columns(fig) -> int:
+    return len({round(ax.get_position().x0, 3) for ax in fig.axes if ax.get_visible()})
+
+
+def legends(fig):
+    subs = [fig, *fig.subfigs]
+    return [leg for f in subs for leg in f.legends] + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+
+
+def shown_ticklabels(ax, axis):
+    """Tick labels drawn on one axis, major and minor: non-empty and at ticks inside the view."""
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    lo, hi = sorted(target.get_view_interval())
+    pairs = [*zip(target.get_majorticklocs(), target.get_ticklabels()),
+             *zip(target.get_minorticklocs(), target.get_ticklabels(minor=True))]
+    return [t for tick, t in sorted(pairs, key=lambda p: p[0]) if t.get_text() and lo - 1e-9 <= tick <= hi + 1e-9]
+
+
+def overlap(a, b) -> float:
+    """Area (px²) two window extents share."""
+    return max(0.0, min(a.x1, b.x1) - max(a.x0, b.x0)) * max(0.0, min(a.y1, b.y1) - max(a.y0, b.y0))
+
+
+def assert_reads_well(name, fig, renderer):
+    """What every figure must do: at most 3 panel columns and a sane shape, every title, label and
+    legend inside the canvas, legends off the data, tick labels apart."""
+    width, height = fig.get_size_inches()
+    assert columns(fig) <= 3 and width <= 16 and width / height <= 4, f"{name}: {width:.1f} x {height:.1f} in"
+    box = fig.bbox
+    named = [fig._suptitle, *(sf._suptitle for sf in fig.subfigs)]
+    named += [t for ax in fig.axes for t in (ax.title, ax.xaxis.label, ax.yaxis.label)]
+    named += [t for leg in legends(fig) for t in leg.get_texts()]
+    named += [t for t in fig.findobj(Text) if t.get_gid() == "provenance"]
+    for text in named:
+        if text is None or not text.get_text():
+            continue
+        ext = text.get_window_extent(renderer)
+        assert box.x0 - 1 <= ext.x0 and ext.x1 <= box.x1 + 1 and box.y0 - 1 <= ext.y0 and ext.y1 <= box.y1 + 1, \
+            f"{name}: {text.get_text()[:40]!r} at {ext} leaves the canvas {box}"
+    for leg, ax in itertools.product(legends(fig), fig.axes):
+        assert overlap(leg.get_window_extent(renderer), ax.bbox) < 1, f"{name}: a legend covers a panel"
+    for ax, axis in itertools.product(fig.axes, "xy"):
+        labels = shown_ticklabels(ax, axis)
+        for a, b in itertools.combinations(labels, 2):
+            assert overlap(a.get_window_extent(renderer), b.get_window_extent(renderer)) < 1, \
+                f"{name}: tick labels {a.get_text()!r} and {b.get_text()!r} overlap"
+
+
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_every_figure_reads_well_and_names_its_provenance(name, cpu_db, h100):
+    drawn_from = 0
+    for db, line in ((cpu_db, CPU_LINE), (h100, H100_LINE)):
+        fig = FIGURES[name].draw(db)
+        if fig is None:
+            continue
+        drawn_from += 1
+        assert_reads_well(name, fig, drawn(fig))
+        assert provenance_text(fig) == line
+    assert drawn_from, f"{name}: neither database draws it"
+
+
+def test_a_figure_of_two_environments_names_both(tmp_path):
+    with ResultsDB(tmp_path / "both.sqlite") as db:
+        store_cpu_rows(db)
+        db.import_csv(PUBLISHED / "h100-calibration.csv")
+        fig, renderer = draw("calibration", db)
+        text = provenance_text(fig)
+        assert CPU_LINE in text and H100_LINE in text
+        assert_reads_well("calibration", fig, renderer)
+
+
+# --- the findings, one by one ------------------------------------------------------------------
+
+def test_strassen_speedup_puts_seven_configurations_on_a_grid(h100):
+    fig, _ = draw("strassen-speedup", h100)
+    assert len(fig.axes) == 7 and columns(fig) == 3
+    width, height = fig.get_size_inches()
+    assert width * 150 <= 2400 and width / height <= 2, "was 1 x 7 panels, 5940 x 600 px"
+
+
+def test_accuracy_strassen_puts_twelve_panels_on_a_grid(cpu_db):
+    """Nine (N, phi) of eight schedules, and three of RUM alone at accuracy-phi's N = 1024."""
+    fig, _ = draw("accuracy-strassen", cpu_db)
+    assert len(fig.axes) == 12 and columns(fig) == 3
+    width, height = fig.get_size_inches()
+    assert width <= 16 and width / height <= 1.5
+
+
+def test_accuracy_phi_gives_fifteen_methods_fifteen_colours_and_joins_no_seeds(cpu_db):
+    fig, _ = draw("accuracy-phi", cpu_db)
+    panels = [ax for ax in fig.axes if {ln.get_label() for ln in ax.get_lines()} >= set(PHI_METHODS)]
+    assert len(panels) == 3
+    for ax in panels:
+        colours = {ln.get_label(): ln.get_color() for ln in ax.get_lines() if ln.get_label() in PHI_METHODS}
+        assert len(set(map(str, colours.values()))) == len(PHI_METHODS), "two methods share a colour"
+        for line in ax.get_lines():
+            if line.get_linestyle() not in ("None", "", " ", "none"):
+                assert len(set(line.get_xdata())) <= 1, f"a line joins seeds: {line.get_label()}"
+
+
+def test_level_validation_draws_levels_at_integers(h100):
+    fig, _ = draw("level-validation", h100)
+    best = [ax for ax in fig.axes if ax.get_ylabel().lower() in ("level", "strassen level")]
+    bounds = [ax for ax in fig.axes if "level L" in ax.get_xlabel()]
+    assert len(best) == 1 and len(bounds) == 1
+    for ax, axis in ((best[0], "y"), (bounds[0], "x")):
+        values = [v for ln in ax.get_lines() for v in (ln.get_ydata() if axis == "y" else ln.get_xdata())]
+        assert values and all(float(v).is_integer() for v in values), f"levels drawn off integers: {values[:8]}"
+        ticks = [float(t.get_position()[1 if axis == "y" else 0]) for t in shown_ticklabels(ax, axis)]
+        assert ticks and all(t.is_integer() for t in ticks), f"fractional level ticks {ticks}"
+
+
+def test_ozaki_time_of_one_size_and_format_keeps_its_title_inside(cpu_db):
+    fig, renderer = draw("ozaki-time", cpu_db)
+    assert len(fig.axes) == 1
+    titles = [t for t in fig.findobj(Text) if t.get_text() and "Ozaki" in t.get_text()]
+    assert titles
+    for title in titles:
+        ext = title.get_window_extent(renderer)
+        assert fig.bbox.x0 <= ext.x0 and ext.x1 <= fig.bbox.x1, f"title clipped: {ext} in {fig.bbox}"
+
+
+def test_calibration_tick_labels_do_not_overlap(cpu_db):
+    fig, renderer = draw("calibration", cpu_db)
+    for ax in fig.axes:
+        labels = shown_ticklabels(ax, "x")
+        assert len(labels) >= 3
+        boxes = [t.get_window_extent(renderer) for t in labels]
+        assert all(overlap(a, b) < 1 for a, b in itertools.combinations(boxes, 2)), \
+            [t.get_text() for t in labels]
