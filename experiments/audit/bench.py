@@ -41,6 +41,7 @@ from gpu.backend import Backend
 
 from ..core.database import Measurement, ResultsDB
 from ..core.registry import Context, experiment
+from ..core.summary import Summary, Table, spread
 from ..core.sweep import Record, SweepOutcome, sweep
 
 EXPERIMENT = "accuracy"
@@ -279,28 +280,48 @@ def _largest(rows: Sequence[AuditRow]) -> int | None:
     return max((r.n for r in rows), default=None)
 
 
-def _fmt(x: float | None) -> str:
-    return "n/a (non-finite results)" if x is None else f"{x:.3e}"
+def phi_table(title: str, rows: Sequence[AuditRow], n: int | None, methods: Sequence[str]) -> Table:
+    """Mean over seeds of the max relative error at size ``n``: one row per method, one column per phi
+    (n/a: a seed's product was not finite)."""
+    stats = {(s.method, s.phi): s.mean_max_rel for s in summarize(rows) if s.n == n}
+    phis = sorted({phi for _, phi in stats})
+    return Table(title, ("method", *(f"phi={p:g}" for p in phis)),
+                 [(m, *(stats.get((m, p)) for p in phis)) for m in methods if any((m, p) in stats for p in phis)],
+                 formats={f"phi={p:g}": ".3e" for p in phis})
+
+
+def audit_scope(rows: Sequence[AuditRow]) -> str:
+    """What an audit measured: sizes, phis, seeds and the number of methods."""
+    return (f"N = {spread([r.n for r in rows])}, phi = {spread([r.phi for r in rows], 'values')}, "
+            f"seeds {spread([r.seed for r in rows], 'seeds')}, {len({r.method for r in rows})} methods")
+
+
+NONFINITE_NOTE = "n/a: a seed's product had NaN or infinite entries (counted, no error statistics)"
 
 
 @experiment("accuracy-phi", "Max relative error of each method on the papers' phi inputs (their Figs. 8-16)")
-def run_phi(ctx: Context) -> dict[str, Any]:
-    outcome, rows = run_audit(ctx, default_methods(), PHI_PLANS[(ctx.backend.name, ctx.quick)])
+def run_phi(ctx: Context) -> Summary:
+    methods = default_methods()
+    outcome, rows = run_audit(ctx, methods, PHI_PLANS[(ctx.backend.name, ctx.quick)])
     n = _largest(rows)
-    table = {f"{s.method} phi={s.phi:g}": _fmt(s.mean_max_rel) for s in summarize(rows) if s.n == n}
-    return {"points measured": outcome.measured, "points already stored": outcome.skipped,
-            f"mean max relative error at N={n}": table}
+    return Summary(scope=audit_scope(rows),
+                   facts={"points measured": outcome.measured, "points already stored": outcome.skipped},
+                   tables=[phi_table(f"mean max relative error at N={n}", rows, n, methods)], notes=[NONFINITE_NOTE])
 
 
 @experiment("accuracy-strassen", "Bits of accuracy Strassen-Winograd loses per level, by schedule (vs DGEMM)")
-def run_strassen(ctx: Context) -> dict[str, Any]:
+def run_strassen(ctx: Context) -> Summary:
     key = (ctx.backend.name, ctx.quick)
     outcome, rows = run_audit(ctx, strassen_methods(STRASSEN_LEVELS[key]), STRASSEN_PLANS[key])
     fits = bits_per_level(rows)
     n = _largest(rows)
-    summary: dict[str, Any] = {"points measured": outcome.measured, "points already stored": outcome.skipped}
-    for (size, phi), schedules in sorted(fits.items()):
-        if size == n:
-            summary[f"bits lost per level at N={n}, phi={phi:g}"] = {
-                s: f"{slope:.2f}" for s, (_, slope) in sorted(schedules.items())}
-    return summary
+    phis = sorted(phi for size, phi in fits if size == n)
+    schedules = sorted({s for (size, _), by in fits.items() if size == n for s in by})
+    table = Table(f"bits lost per level at N={n}", ("schedule", *(f"phi={p:g}" for p in phis)),
+                  [(s, *(fits[(n, p)][s][1] if s in fits[(n, p)] else None for p in phis)) for s in schedules],
+                  formats={f"phi={p:g}": ".2f" for p in phis})
+    return Summary(scope=f"{audit_scope(rows)}, levels {spread(STRASSEN_LEVELS[key], 'levels')}",
+                   facts={"points measured": outcome.measured, "points already stored": outcome.skipped},
+                   tables=[table],
+                   notes=["bits lost per level: slope of log2(max relative error / DGEMM's) against the level, "
+                          "least squares through level 0 (DGEMM) and the median over seeds at each level"])

@@ -106,7 +106,8 @@ def cmd_reproduce(args: argparse.Namespace, db_path: Path) -> int:
     with ResultsDB(db_path) as db:
         figures = reproduce.render_figures(db, args.out)
         summary = reproduce.write_summary(args.out, args.command_line, db, env, summaries, figures)
-    payload = {"backend": backend.name, "env_key": ctx.env_key, "experiments": summaries,
+    payload = {"backend": backend.name, "env_key": ctx.env_key,
+               "experiments": {name: s.as_dict() for name, s in summaries.items()},
                "figures": _paths(figures), "summary": str(summary)}
     emit(args, payload, lambda: summary.read_text())
     return 0

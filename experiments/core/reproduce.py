@@ -14,6 +14,7 @@ from typing import Any
 
 from .database import ResultsDB
 from .registry import EXPERIMENTS, FIGURES, Context, Experiment, load
+from .summary import Summary, markdown_table
 
 SUMMARY = "SUMMARY.md"
 _ENV_FIELDS = ("device", "backend", "sm_count", "memory_bytes", "driver", "cuda_runtime", "cublas",
@@ -29,7 +30,7 @@ def select(names: list[str] | None = None) -> list[Experiment]:
     return [e for e in EXPERIMENTS.values() if not names or e.name in names]
 
 
-def run_experiments(ctx: Context, selected: list[Experiment]) -> dict[str, dict[str, Any]]:
+def run_experiments(ctx: Context, selected: list[Experiment]) -> dict[str, Summary]:
     """Run the selected experiments and collect their summaries."""
     summaries = {}
     for i, exp in enumerate(selected, 1):
@@ -45,22 +46,36 @@ def render_figures(db: ResultsDB, out_dir: Path) -> dict[str, list[Path]]:
     return {name: paths for name, fig in FIGURES.items() if (paths := fig.render(db, out_dir))}
 
 
+def figure_lines(name: str, paths: list[Path]) -> list[str]:
+    """A rendered figure in Markdown: its description, the PNG inline and a link to the PDF."""
+    files = {p.suffix[1:]: p.name for p in paths}
+    lines = [f"*Figure `{name}`*: {FIGURES[name].description}.", ""]
+    if "png" in files:
+        lines += [f"![{name}]({files['png']})", ""]
+    links = ", ".join(f"[{fmt.upper()}]({file})" for fmt, file in files.items())
+    return lines + [f"Files: {links}", ""]
+
+
 def write_summary(out_dir: Path, command: str, db: ResultsDB, environment: dict[str, Any],
-                  summaries: dict[str, dict[str, Any]], figures: dict[str, list[Path]]) -> Path:
-    """A short Markdown record of what ran, where, and what it found."""
+                  summaries: dict[str, Summary], figures: dict[str, list[Path]]) -> Path:
+    """``SUMMARY.md``: the environment, then per experiment its scope (what it measured, from the
+    data), headline tables, verdict against its target and figures, then every figure drawn."""
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = ["# gemmlab reproduce: summary", "",
              f"`{command}` on {when}; results in `{db.path}`.", "",
-             "## Environment", "", "| field | value |", "| --- | --- |"]
-    lines += [f"| {k} | {environment[k]} |" for k in _ENV_FIELDS if k in environment]
-    lines += ["", "## Experiments", ""]
+             "## Environment", "",
+             *markdown_table(("field", "value"), [(k, environment[k]) for k in _ENV_FIELDS if k in environment]),
+             "", "## Experiments", ""]
     for name, summary in summaries.items():
-        lines += [f"### {name}", "", EXPERIMENTS[name].description, ""]
-        lines += [f"- {k}: {v}" for k, v in summary.items()] + [""]
-    lines += ["## Figures", ""]
-    for name, paths in figures.items():
-        links = ", ".join(f"[{p.suffix[1:]}]({p.name})" for p in paths)
-        lines.append(f"- {name}: {FIGURES[name].description} ({links})")
+        lines += [f"### {name}: {summary.scope}" if summary.scope else f"### {name}", "",
+                  f"{EXPERIMENTS[name].description}.", "", *summary.markdown()]
+        for fig, paths in figures.items():
+            if name in FIGURES[fig].experiments:
+                lines += figure_lines(fig, paths)
+    lines += ["## Figures", "", *markdown_table(
+        ("figure", "shows", "files"),
+        [(name, FIGURES[name].description, " ".join(f"[{p.suffix[1:]}]({p.name})" for p in paths))
+         for name, paths in figures.items()])]
     path = out_dir / SUMMARY
     out_dir.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")

@@ -14,9 +14,10 @@ from accuracy.methods import ozaki_method_name, parse_ozaki_method
 from gpu import ozaki
 from gpu.backend import Backend
 
-from ..audit.bench import AuditRow, run_audit, summarize
+from ..audit.bench import NONFINITE_NOTE, AuditRow, audit_scope, phi_table, run_audit
 from ..core.database import Measurement, ResultsDB
 from ..core.registry import Context, experiment
+from ..core.summary import Check, Summary, Table, spread
 from ..core.sweep import Record, sweep
 from .bench import (
     ACCURACY_PLANS,
@@ -32,8 +33,8 @@ from .bench import (
     TIME_PLANS,
     bench_inputs,
 )
-from .table import run_bench
-from .timing import run_timing, time_rows
+from .table import BenchRow, run_bench, verdict
+from .timing import TimeRow, run_timing, time_rows
 
 BREAKDOWN_RUNS = 5
 #: The phases :func:`gpu.ozaki.matmul` reports, in order.
@@ -59,32 +60,46 @@ def digits_gained(rows: Iterable[AuditRow]) -> dict[tuple[int, float], dict[str,
 
 @experiment("ozaki-accuracy", "Ozaki scheme with 2-6 FP32 splits against SGEMM and DGEMM on phi inputs (the paper's "
                               "design)")
-def run_accuracy(ctx: Context) -> dict[str, Any]:
-    outcome, rows = run_audit(ctx, paper_methods(), ACCURACY_PLANS[(ctx.backend.name, ctx.quick)])
+def run_accuracy(ctx: Context) -> Summary:
+    methods = paper_methods()
+    outcome, rows = run_audit(ctx, methods, ACCURACY_PLANS[(ctx.backend.name, ctx.quick)])
     n = max((r.n for r in rows), default=None)
-    gains = digits_gained(rows)
-    summary: dict[str, Any] = {"points measured": outcome.measured, "points already stored": outcome.skipped}
-    for s in summarize(rows):
-        if s.n == n:
-            summary.setdefault(f"mean max relative error at N={n}", {})[
-                f"{s.method} phi={s.phi:g}"] = f"{s.mean_max_rel:.3e}" if s.mean_max_rel else "n/a"
-    for (size, phi), by_method in sorted(gains.items()):
-        if size == n:
-            summary[f"digits gained over SGEMM at N={n}, phi={phi:g}"] = {
-                m: f"{g:.1f}" for m, g in by_method.items()}
-    return summary
+    gains = {phi: by for (size, phi), by in digits_gained(rows).items() if size == n}
+    phis = sorted(gains)
+    gained = Table(f"digits gained over SGEMM at N={n}", ("method", *(f"phi={p:g}" for p in phis)),
+                   [(m, *(gains[p].get(m) for p in phis)) for m in methods if any(m in gains[p] for p in phis)],
+                   formats={f"phi={p:g}": ".1f" for p in phis})
+    return Summary(scope=audit_scope(rows),
+                   facts={"points measured": outcome.measured, "points already stored": outcome.skipped},
+                   tables=[phi_table(f"mean max relative error at N={n}", rows, n, methods), gained],
+                   notes=[NONFINITE_NOTE, "digits gained: log10(SGEMM's max relative error / the method's), "
+                          "median over seeds"])
 
 
-@experiment(TIME, "Ozaki scheme time against DGEMM and SGEMM, N = 128-4096, every format (interleaved)")
-def run_time(ctx: Context) -> dict[str, Any]:
+def time_scope(rows: Sequence[TimeRow]) -> str:
+    """What was timed: sizes, formats and slice counts of the stored rows."""
+    return (f"N = {spread([r.n for r in rows])}; format {', '.join(sorted({r.format for r in rows})) or 'none'}; "
+            f"{spread([r.slices for r in rows], 'counts')} slices")
+
+
+@experiment(TIME, "Ozaki scheme time against DGEMM and SGEMM by size, format and slice count (interleaved)")
+def run_time(ctx: Context) -> Summary:
     plan = TIME_PLANS[(ctx.backend.name, ctx.quick)]
     outcome = run_timing(ctx, plan)
     rows = [r for r in time_rows(ctx.db, ctx.env_key) if r.n in plan.sizes and r.method in plan.configs()]
-    n = max(plan.sizes)
-    return {"configurations timed": outcome.measured, "already stored": outcome.skipped,
-            f"speed-up over DGEMM at N={n}": {r.method: f"{r.speedup_vs_dgemm:.3f}" for r in rows if r.n == n},
-            f"time relative to SGEMM at N={n}": {r.method: f"{r.slowdown_vs_sgemm:.2f}" for r in rows
-                                                 if r.n == n}}
+    n = max((r.n for r in rows), default=None)
+    at_n = [r for r in rows if r.n == n]
+    best = max(at_n, key=lambda r: r.speedup_vs_dgemm, default=None)
+    return Summary(
+        scope=time_scope(rows),
+        facts={"configurations timed": outcome.measured, "already stored": outcome.skipped},
+        tables=[Table(f"time at N={n}", ("configuration", "speed-up over DGEMM", "time relative to SGEMM",
+                                         "timed by"),
+                      [(r.method, r.speedup_vs_dgemm, r.slowdown_vs_sgemm, r.protocol) for r in at_n],
+                      formats={"speed-up over DGEMM": ".3f", "time relative to SGEMM": ".2f"})],
+        checks=[Check(f"an Ozaki configuration faster than DGEMM at N = {n}",
+                      f"fastest {best.method}: {best.speedup_vs_dgemm:.3f}x DGEMM" if best else "nothing timed",
+                      best.speedup_vs_dgemm > 1 if best else None)])
 
 
 def measure_breakdown(be: Backend, n: int, fmt: str, slices: int, runs: int = BREAKDOWN_RUNS) -> Record:
@@ -140,7 +155,7 @@ def breakdown_rows(db: ResultsDB, env_key: str) -> list[BreakdownRow]:
 
 
 @experiment(BREAKDOWN, "Seconds of the split, the GEMMs and the FP64 sum of the Ozaki scheme")
-def run_breakdown(ctx: Context) -> dict[str, Any]:
+def run_breakdown(ctx: Context) -> Summary:
     sizes, configs = BREAKDOWN_PLANS[(ctx.backend.name, ctx.quick)]
     methods = [ozaki_method_name(f, s) for f, s in configs]
 
@@ -149,10 +164,43 @@ def run_breakdown(ctx: Context) -> dict[str, Any]:
 
     outcome = sweep(ctx, BREAKDOWN, [{"n": n} for n in sizes], methods, measure, desc=BREAKDOWN)
     rows = [r for r in breakdown_rows(ctx.db, ctx.env_key) if r.n in sizes and r.method in methods]
-    return {"points measured": outcome.measured, "points already stored": outcome.skipped,
-            "share of time (split / GEMM / sum)": {f"{r.method} N={r.n}": r.shares() for r in rows}}
+    return Summary(
+        scope=f"N = {spread([r.n for r in rows])}; {', '.join(r.method for r in rows if r.n == rows[0].n)}"
+        if rows else "nothing measured",
+        facts={"points measured": outcome.measured, "points already stored": outcome.skipped},
+        tables=[Table("share of time (split / GEMM / sum)",
+                      ("configuration", "N", "total (ms)", "split", "GEMM", "sum"),
+                      [(r.method, r.n, 1e3 * r.total_s, *(f"{v / r.total_s:.0%}" for v in r.seconds().values()))
+                       for r in rows], formats={"total (ms)": ".3g"})])
 
 
-@experiment("ozaki-pareto", "Error (phi = 0.1, 1, 2) and time of every format and slice count at one N")
-def run_pareto(ctx: Context) -> dict[str, Any]:
-    return run_bench(ctx, PARETO_PLANS[(ctx.backend.name, ctx.quick)])[0]
+@experiment("ozaki-pareto", "Error on phi inputs and time of each format and slice count of the plan at one N")
+def run_pareto(ctx: Context) -> Summary:
+    plan = PARETO_PLANS[(ctx.backend.name, ctx.quick)]
+    counts, rows = run_bench(ctx, plan)
+    return pareto_summary(counts, rows, plan.phis)
+
+
+def pareto_summary(counts: Mapping[str, Any], rows: Sequence[BenchRow], phis: Sequence[float]) -> Summary:
+    """Time and error of every configuration at the largest size, and the verdict: is a
+    configuration at least as accurate as DGEMM (phi = 1) also faster than it?"""
+    n = max((r.n for r in rows), default=None)
+    at_n = [r for r in rows if r.n == n]
+    measured = [r for r in at_n if r.time_s]
+    v = verdict(rows)
+    formats = sorted({parse_ozaki_method(r.method)[0] for r in measured if parse_ozaki_method(r.method)})
+    table = Table(f"error and time at N={n}", ("method", "time / DGEMM", "timed by",
+                                               *(f"max rel. error, phi={p:g}" for p in phis)),
+                  [(r.label, 1 / r.speedup_vs_dgemm if r.speedup_vs_dgemm else None, r.protocol,
+                    *(r.max_rel.get(p) for p in phis)) for r in at_n],
+                  formats={"time / DGEMM": ".3g", **{f"max rel. error, phi={p:g}": ".2e" for p in phis}})
+    fastest = v.get("fastest_of_them")
+    measured_text = (f"{fastest}: {v['its_speedup_vs_dgemm']:.3f}x DGEMM (as accurate: "
+                     f"{', '.join(v['as_accurate_as_dgemm'])})" if fastest else v.get("note") or
+                     "no configuration as accurate as DGEMM")
+    return Summary(
+        scope=f"N = {n}; format {', '.join(formats) or 'none'}; phi = {spread(list(phis), 'values')}",
+        facts={k: val for k, val in counts.items() if not k.startswith("verdict")},
+        tables=[table],
+        checks=[Check("a configuration as accurate as DGEMM (phi = 1) and faster than DGEMM", measured_text,
+                      v.get("target_met") if "target_met" in v else None)])

@@ -49,6 +49,7 @@ from gpu.strassen import Config, Executor, strassen_memory, top_support
 from ..core.database import Measurement, ResultsDB
 from ..core.lab import HEADROOM, Operands, check_product, free_memory, time_group
 from ..core.registry import Context, experiment
+from ..core.summary import Check, Summary, Table, spread
 from ..core.sweep import SweepOutcome
 from ..core.timing import Comparison
 
@@ -263,8 +264,37 @@ def rum_crossover(rows: Iterable[SpeedupRow]) -> int | None:
 # --------------------------------------------------------------------------- the experiment
 
 @experiment(EXPERIMENT, "Strassen speed-up over the library GEMM by size, level and configuration")
-def run_speedup(ctx: Context) -> dict[str, Any]:
-    return run_plan(ctx, PLANS[(ctx.backend.name, ctx.quick)])[0]
+def run_speedup(ctx: Context) -> Summary:
+    counts, rows = run_plan(ctx, PLANS[(ctx.backend.name, ctx.quick)])
+    return speedup_summary(counts, rows)
+
+
+def speedup_summary(counts: Mapping[str, Any], rows: Sequence[SpeedupRow]) -> Summary:
+    """The best speed-up per size, every configuration by level at the largest size, and the
+    verdict: does some configuration beat the library GEMM?"""
+    best: dict[int, SpeedupRow] = {}
+    for r in rows:
+        if r.size not in best or r.speedup > best[r.size].speedup:
+            best[r.size] = r
+    top = max(best.values(), key=lambda r: r.speedup, default=None)
+    n = max(best, default=None)
+    levels = sorted({r.level for r in rows if r.size == n})
+    at_n = {(r.method, r.level): r.speedup for r in rows if r.size == n}
+    methods = [c.name for c in CONFIGS if any(m == c.name for m, _ in at_n)]
+    return Summary(
+        scope=f"N = {spread(best)}, levels {spread(sorted({r.level for r in rows}), 'levels')}, "
+              f"{len({r.method for r in rows})} configurations, {DTYPE}",
+        facts={k: counts[k] for k in ("points measured", "points already stored", "configurations left out (memory)",
+                                      "sizes", "smallest size where RUM beats GEMM")},
+        tables=[Table("best speed-up per size", ("N", "speed-up", "configuration", "level"),
+                      [(size, r.speedup, r.method, r.level) for size, r in sorted(best.items())],
+                      formats={"speed-up": ".3f"}),
+                Table(f"speed-up over GEMM at N={n}", ("configuration", *(f"level {lv}" for lv in levels)),
+                      [(m, *(at_n.get((m, lv)) for lv in levels)) for m in methods],
+                      formats={f"level {lv}": ".3f" for lv in levels})],
+        checks=[Check("Strassen-Winograd faster than the library GEMM (speed-up > 1) at a measured size",
+                      f"best {top.speedup:.3f}x ({top.method}, level {top.level}, N = {top.size})" if top
+                      else "no point measured", bool(top and top.speedup > 1) if top else None)])
 
 
 def custom_plan(backend: Backend, sizes: Sequence[int] | None, levels: Sequence[int] | None) -> Plan:

@@ -23,6 +23,7 @@ from gpu.strassen.api import deepest_level
 from ..core.database import Measurement, ResultsDB
 from ..core.lab import HEADROOM, free_memory
 from ..core.registry import Context, experiment
+from ..core.summary import Check, Summary, Table, spread
 from ..core.sweep import Record, SweepOutcome, sweep
 from .bench import DTYPE
 
@@ -101,7 +102,7 @@ def byte_unit(largest: float) -> tuple[float, str]:
 
 
 @experiment(EXPERIMENT, "Extra memory of Strassen schedules: allocator peak against the model")
-def run_memory(ctx: Context) -> dict[str, Any]:
+def run_memory(ctx: Context) -> Summary:
     be, itemsize = ctx.backend, np.dtype(DTYPE).itemsize
     n, free = SIZES[(be.name, ctx.quick)], free_memory(be)
     outcome = SweepOutcome()
@@ -113,12 +114,28 @@ def run_memory(ctx: Context) -> dict[str, Any]:
             outcome.measured += done.measured
             outcome.skipped += done.skipped
     rows = [r for r in memory_table(ctx.db, ctx.env_key) if r.size == n and r.dtype == DTYPE]
+    return memory_summary(outcome, n, rows)
+
+
+def memory_summary(outcome: SweepOutcome, n: int, rows: Sequence[MemoryRow]) -> Summary:
+    """Measured against modelled extra memory at the deepest level, and the verdict where the
+    allocator counts exactly: the peak equals the model."""
     top = max((r.level for r in rows), default=0)
     scale, unit = byte_unit(max((max(r.measured, r.model) for r in rows), default=0))
-    return {
-        "points measured": outcome.measured,
-        "points already stored": outcome.skipped,
-        "size": n,
-        f"measured / model extra memory at level {top}": {
-            r.schedule: f"{r.measured / scale:.3f} / {r.model / scale:.3f} {unit}" for r in rows if r.level == top},
-    }
+    exact = bool(rows) and all(r.exact for r in rows)
+    equal = sum(r.measured == r.model for r in rows)
+    check = Check("allocator peak equals the model (exact allocator count)", f"{equal} of {len(rows)} points",
+                  equal == len(rows)) if exact else \
+        Check("allocator peak equals the model", "not comparable: the tracker's peak includes interpreter "
+              "and library allocations (no exact count on this backend)", None)
+    return Summary(
+        scope=f"N = {n}, levels {spread(sorted({r.level for r in rows}), 'levels')}, "
+              f"{len({r.schedule for r in rows})} schedules, {DTYPE}",
+        facts={"points measured": outcome.measured, "points already stored": outcome.skipped, "size": n,
+               "peak counted by": "the allocator (exact)" if exact else "a tracker (includes overheads)"},
+        tables=[Table(f"measured / model extra memory at level {top}",
+                      ("schedule", f"measured ({unit})", f"model ({unit})", "measured / model"),
+                      [(r.schedule, r.measured / scale, r.model / scale, r.measured / r.model if r.model else None)
+                       for r in rows if r.level == top],
+                      formats={f"measured ({unit})": ".3f", f"model ({unit})": ".3f", "measured / model": ".3f"})],
+        checks=[check])
