@@ -292,8 +292,8 @@ def phi_table(title: str, rows: Sequence[AuditRow], n: int | None, methods: Sequ
 
 def audit_scope(rows: Sequence[AuditRow]) -> str:
     """What an audit measured: sizes, phis, seeds and the number of methods."""
-    return (f"N = {spread([r.n for r in rows])}, phi = {spread([r.phi for r in rows], 'values')}, "
-            f"seeds {spread([r.seed for r in rows], 'seeds')}, {len({r.method for r in rows})} methods")
+    return (f"N = {spread([r.n for r in rows])}; phi = {spread([r.phi for r in rows], 'values')}; "
+            f"seeds {spread([r.seed for r in rows], 'seeds')}; {len({r.method for r in rows})} methods")
 
 
 NONFINITE_NOTE = "n/a: a seed's product had NaN or infinite entries (counted, no error statistics)"
@@ -320,7 +320,7 @@ def run_strassen(ctx: Context) -> Summary:
     table = Table(f"bits lost per level at N={n}", ("schedule", *(f"phi={p:g}" for p in phis)),
                   [(s, *(fits[(n, p)][s][1] if s in fits[(n, p)] else None for p in phis)) for s in schedules],
                   formats={f"phi={p:g}": ".2f" for p in phis})
-    return Summary(scope=f"{audit_scope(rows)}, levels {spread(STRASSEN_LEVELS[key], 'levels')}",
+    return Summary(scope=f"{audit_scope(rows)}; levels {spread(STRASSEN_LEVELS[key], 'levels')}",
                    facts={"points measured": outcome.measured, "points already stored": outcome.skipped},
                    tables=[table],
                    notes=["bits lost per level: slope of log2(max relative error / DGEMM's) against the level, "

@@ -200,10 +200,10 @@ def shared_legend(body: SubFigure, axes: Iterable[Any] = (), *, handles: Sequenc
         handles, labels = legend_entries(axes)
     if not handles:
         return None
-    width = body.figure.get_size_inches()[0]
-    longest = max(len(str(label)) for label in labels)
-    fit = max(1, int(width * 72 / (SMALL * 0.6 * longest + 30)))
-    return body.legend(handles, labels, loc="outside lower center", ncol=ncol or min(len(handles), fit),
+    room = body.figure.get_size_inches()[0] * 72 - 20
+    widths = [SMALL * 0.6 * len(str(label)) + 30 for label in labels]    # points per entry, estimated
+    fit = len(widths) if sum(widths) <= room else max(1, int(room / max(widths)))
+    return body.legend(handles, labels, loc="outside lower center", ncol=ncol or fit,
                        fontsize=SMALL, frameon=False, title=title, title_fontsize=SMALL)
 
 
@@ -260,11 +260,11 @@ def level_axis(ax: Any, levels: Iterable[int], axis: str = "x", names: dict[int,
 
 def log_axis(ax: Any, axis: str = "y") -> None:
     """A log axis with labels at major ticks only (minor labels overlap); where the data span less
-    than two decades, ticks at 1, 2 and 5 of each decade labelled as plain numbers."""
+    than three decades, ticks at 1, 2 and 5 of each decade labelled as plain numbers."""
     target = ax.xaxis if axis == "x" else ax.yaxis
     (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
     lo, hi = (ax.get_xlim() if axis == "x" else ax.get_ylim())
-    if lo > 0 and hi / lo < 100:
+    if lo > 0 and hi / lo < 1000:
         target.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     target.set_minor_formatter(NullFormatter())

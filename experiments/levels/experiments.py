@@ -20,7 +20,7 @@ def run_calibration(ctx: Context) -> Summary:
     best_geam = max(rows, key=lambda r: r.gbs)
     stable = sum(r.gemm_stable and r.geam_stable for r in rows)
     return Summary(
-        scope=f"N = {spread([r.size for r in rows])}, {', '.join(sorted({r.dtype for r in rows}))}",
+        scope=f"N = {spread([r.size for r in rows])}; {', '.join(sorted({r.dtype for r in rows}))}",
         facts={"points measured": outcome.measured, "points already stored": outcome.skipped,
                "sizes": spread([r.size for r in rows]),
                "best GEMM rate": f"{best_gemm.tflops:.3g} TFLOP/s at N = {best_gemm.size}",
@@ -65,7 +65,7 @@ def validation_summary(counts: dict, report: validation.Report, profile: str) ->
                                  "worst size", "sizes mispredicted", "note"), rows,
                   formats={"time lost over the sweep %": ".3f"})
     return Summary(
-        scope=f"{report.config.name} at N = {spread(sizes)}, levels {spread(levels, 'levels')}",
+        scope=f"{report.config.name} at N = {spread(sizes)}; levels {spread(levels, 'levels')}",
         facts={"points measured": counts["points measured"], "points already stored": counts["points already stored"],
                "configuration": report.config.name, "sizes": spread(sizes),
                "best level per size": " ".join(f"{n}:{lv}" for n, lv in best.items()),

@@ -100,7 +100,8 @@ def render_speedup(db: ResultsDB) -> Figure | None:
         lo, hi = 2 * model.size_range[0], model.size_range[1]
         xs = np.geomspace(lo, hi, 400)
         top = 1.0
-        for fitted, style, color in ((model, "-", "C0"), (models.time_model(db, key, "absolute"), ":", "C1")):
+        for k, (fitted, style, color) in enumerate(((model, "-", "C0"),
+                                                   (models.time_model(db, key, "absolute"), ":", "C1"))):
             s = np.array([speedup(fitted, x) for x in xs])
             s[(fitted.gemm(xs / 2) <= 0) | (fitted.geam(xs / 2) <= 0) | (s <= 0)] = np.nan  # fit below zero there
             name = "relative-error" if fitted.gemm.weighting == "relative" else "ordinary (thesis)"
@@ -109,8 +110,11 @@ def render_speedup(db: ResultsDB) -> Figure | None:
             try:
                 P = crossover_point(fitted)
                 ax.axvline(P, color=color, ls="--", lw=1)
-                ax.annotate(f"P = {P:.0f}", (P, 1.0), textcoords="offset points", xytext=(4, -14),
-                            color=color, fontsize=8)
+                right = np.log(P / lo) > 0.85 * np.log(hi / lo)   # label on the side with room
+                ax.annotate(f"P = {P:.0f}", (P, 1.0), textcoords="offset points",
+                            xytext=(-4 if right else 4, -14 - 14 * k),
+                            ha="right" if right else "left", color=color, fontsize=8,
+                            bbox={"fc": "white", "ec": "none", "alpha": 0.8, "pad": 1})
             except ValueError:
                 pass
         measured = [t for t in models.strassen_timings(db, key, RUM) if t.level == 1]
@@ -123,8 +127,8 @@ def render_speedup(db: ResultsDB) -> Figure | None:
         ax.set(xlabel="x (matrix size)", ylabel="Gemm(x) / strassen_RUM(x)", title=devices[key])
         ax.grid(True, which="both", alpha=0.3)
     shared_legend(body, axes)
-    return finish(body, db, devices, VALIDATION_SOURCES, "Thesis rule: SpeedUp(x) from the fitted Gemm and Geam "
-                  "curves, crossover P where it reaches 1")
+    return finish(body, db, devices, VALIDATION_SOURCES, "Thesis rule: SpeedUp(x) from the fitted curves, "
+                  "crossover P where it reaches 1")
 
 
 @figure(EXPERIMENT, "Best Strassen level against N: measured, thesis rule and recursive predictor; "
@@ -201,6 +205,7 @@ def _plot_boundaries(ax: Any, report: Report, styles: dict[Any, dict[str, Any]])
     pts = [(lv, b) for lv, b in zip(levels, report.measured) if b]
     if pts:
         ax.plot(*zip(*pts), "s", color="black", mfc="none", ms=11)
+    labels: dict[int, list[tuple[float, str, Any]]] = {lv: [] for lv in levels}
     for k, v in enumerate(report.verdicts):
         style = {**styles[v.name], "ms": _SIZES[min(k, len(_SIZES) - 1)]}
         for lv, b, e in zip(levels, v.boundaries, v.errors_pct):
@@ -208,7 +213,15 @@ def _plot_boundaries(ax: Any, report: Report, styles: dict[Any, dict[str, Any]])
                 continue
             ax.plot([lv], [b], linestyle="none", **style)
             if e is not None:
-                ax.annotate(f"{e:+.1f}%", (lv, b), fontsize=6, color=style["color"], xytext=(9, 10 - 10 * k),
-                            textcoords="offset points", va="center")
+                labels[lv].append((np.log2(b), f"{e:+.1f}%", style["color"]))
+    # errors in a column right of each level, in the order of their markers, spread so none overlap
+    span = np.log2(max(values)) - np.log2(min(values))
+    gap = max(0.09 * span, 0.12)
+    for lv, items in labels.items():
+        last = -np.inf
+        for y, text, color in sorted(items):
+            last = max(y, last + gap)
+            ax.annotate(text, (lv, 2.0**y), xytext=(lv + 0.12, 2.0**last), textcoords="data", fontsize=6,
+                        color=color, va="center", ha="left")
     ax.set_yscale("log", base=2)
     level_axis(ax, levels)

@@ -197,7 +197,7 @@ def pareto_summary(counts: Mapping[str, Any], rows: Sequence[BenchRow], phis: Se
     fastest = v.get("fastest_of_them")
     measured_text = (f"{fastest}: {v['its_speedup_vs_dgemm']:.3f}x DGEMM (as accurate: "
                      f"{', '.join(v['as_accurate_as_dgemm'])})" if fastest else v.get("note") or
-                     "no configuration as accurate as DGEMM")
+                     "no configuration that ran (times predicted, not run, left out) is as accurate as DGEMM")
     return Summary(
         scope=f"N = {n}; format {', '.join(formats) or 'none'}; phi = {spread(list(phis), 'values')}",
         facts={k: val for k, val in counts.items() if not k.startswith("verdict")},

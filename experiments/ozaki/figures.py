@@ -40,6 +40,12 @@ from .timing import time_rows
 HOLLOW = Line2D([], [], marker="o", color="0.35", mfc="white", linestyle="none")
 
 
+def _count(label: str) -> int:
+    """The slice count of a legend label such as ``"4 slices"`` (0 for SGEMM and DGEMM)."""
+    head = label.split()[0]
+    return int(head) if head.isdigit() else 0
+
+
 def _finish_panel(ax: Any, title: str, xlabel: str, ylabel: str) -> None:
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ax.title.set_fontsize(SMALL + 1)
@@ -109,8 +115,9 @@ def render_time(db: ResultsDB) -> Figure | None:
         size_axis(ax, [r.n for r in rows])
         log_axis(ax, "y")
         _finish_panel(ax, panel_title(f"{fmt} slices", devices[key]), "N", "time / DGEMM time")
-    handles, labels = legend_entries(axes)
-    shared_legend(body, handles=[*handles, HOLLOW], labels=[*labels, "hollow: single run, predicted or unstable"])
+    entries = sorted(zip(*legend_entries(axes)), key=lambda e: (not e[1].endswith(" slices"), _count(e[1])))
+    shared_legend(body, handles=[*(h for h, _ in entries), HOLLOW],
+                  labels=[*(label for _, label in entries), "hollow: single run, predicted or unstable"])
     return finish(body, db, devices, [TIME], "Ozaki scheme: time relative to DGEMM (interleaved timings)")
 
 

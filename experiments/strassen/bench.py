@@ -282,8 +282,8 @@ def speedup_summary(counts: Mapping[str, Any], rows: Sequence[SpeedupRow]) -> Su
     at_n = {(r.method, r.level): r.speedup for r in rows if r.size == n}
     methods = [c.name for c in CONFIGS if any(m == c.name for m, _ in at_n)]
     return Summary(
-        scope=f"N = {spread(best)}, levels {spread(sorted({r.level for r in rows}), 'levels')}, "
-              f"{len({r.method for r in rows})} configurations, {DTYPE}",
+        scope=f"N = {spread(best)}; levels {spread(sorted({r.level for r in rows}), 'levels')}; "
+              f"{len({r.method for r in rows})} configurations; {DTYPE}",
         facts={k: counts[k] for k in ("points measured", "points already stored", "configurations left out (memory)",
                                       "sizes", "smallest size where RUM beats GEMM")},
         tables=[Table("best speed-up per size", ("N", "speed-up", "configuration", "level"),

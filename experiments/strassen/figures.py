@@ -118,10 +118,10 @@ def render_level(db: ResultsDB) -> Figure | None:
             ax_t.plot(lv, [1e3 * t for t in times], "-", label=f"{method} (N = {n})", **styles[method])
             ax_s.plot(lv, speedups, "-", label=f"{method} (N = {n})", **styles[method])
         where = _label(devices[key], dtype)
-        ax_t.set(ylabel="time (ms)", title=f"time against level, {where}")
+        ax_t.set(ylabel="time (ms)", title=panel_title("time against level", where))
         log_axis(ax_t, "y")
         ax_s.axhline(1.0, color="black", lw=0.8, ls=":")
-        ax_s.set(ylabel="speed-up over GEMM", title=f"speed-up against level, {where}")
+        ax_s.set(ylabel="speed-up over GEMM", title=panel_title("speed-up against level", where))
         for ax in (ax_t, ax_s):
             level_axis(ax, levels, names={0: "0 (GEMM)"})
             ax.set_xlabel("Strassen level")
@@ -158,5 +158,5 @@ def render_memory(db: ResultsDB) -> Figure | None:
     handles, labels = legend_entries(axes)
     styles_key = [Line2D([], [], color="0.3", marker="o", ls="-"), Line2D([], [], color="0.3", marker="x", ls="--")]
     shared_legend(body, handles=[*handles, *styles_key], labels=[*labels, "measured", "model"])
-    return finish(body, db, devices, [memory.EXPERIMENT], "Strassen-Winograd extra memory: measured peak (solid) "
-                  "against the model (dashed), inputs preserved")
+    return finish(body, db, devices, [memory.EXPERIMENT], "Strassen extra memory (inputs preserved): measured peak, "
+                  "solid; model, dashed")

@@ -129,8 +129,8 @@ def memory_summary(outcome: SweepOutcome, n: int, rows: Sequence[MemoryRow]) -> 
         Check("allocator peak equals the model", "not comparable: the tracker's peak includes interpreter "
               "and library allocations (no exact count on this backend)", None)
     return Summary(
-        scope=f"N = {n}, levels {spread(sorted({r.level for r in rows}), 'levels')}, "
-              f"{len({r.schedule for r in rows})} schedules, {DTYPE}",
+        scope=f"N = {n}; levels {spread(sorted({r.level for r in rows}), 'levels')}; "
+              f"{len({r.schedule for r in rows})} schedules; {DTYPE}",
         facts={"points measured": outcome.measured, "points already stored": outcome.skipped, "size": n,
                "peak counted by": "the allocator (exact)" if exact else "a tracker (includes overheads)"},
         tables=[Table(f"measured / model extra memory at level {top}",

@@ -10,7 +10,7 @@ stores them). Every figure is reached through the registry, ``FIGURES[name].draw
 """
 
 import itertools
-from pathlib import Path
+import shutil
 
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -25,7 +25,6 @@ from experiments.levels.calibration import EXPERIMENT as CALIBRATION
 from experiments.ozaki.bench import BREAKDOWN, TIME
 
 load()
-PUBLISHED = Path(__file__).resolve().parents[2] / "results" / "published"
 CPU_ENV = {"backend": "numpy", "device": "CPU: Test EPYC", "cpu": "Test EPYC", "numpy": "2.4.6", "scipy": "1.17.1",
            "blas": "scipy-openblas 0.3.30", "python": "3.11.7"}
 CPU_LINE = "CPU: Test EPYC · numpy · regime: sustained · BLAS scipy-openblas 0.3.30, NumPy 2.4.6, SciPy 1.17.1"
@@ -76,6 +75,16 @@ def cpu_db(tmp_path_factory):
 @pytest.fixture(scope="module")
 def h100(published_db):
     with ResultsDB(published_db) as db:
+        yield db
+
+
+@pytest.fixture(scope="module")
+def both_db(published_db, tmp_path_factory):
+    """The published H100 rows and the synthetic CPU rows in one database."""
+    path = tmp_path_factory.mktemp("both") / "both.sqlite"
+    shutil.copy(published_db, path)
+    with ResultsDB(path) as db:
+        store_cpu_rows(db)
         yield db
 
 
@@ -130,7 +139,7 @@ def assert_reads_well(name, fig, renderer):
     assert columns(fig) <= 3 and width <= 16 and width / height <= 4, f"{name}: {width:.1f} x {height:.1f} in"
     box = fig.bbox
     named = [fig._suptitle, *(sf._suptitle for sf in fig.subfigs)]
-    named += [t for ax in fig.axes for t in (ax.title, ax.xaxis.label, ax.yaxis.label)]
+    named += [t for ax in fig.axes for t in (ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts)]
     named += [t for leg in legends(fig) for t in leg.get_texts()]
     named += [t for t in fig.findobj(Text) if t.get_gid() == "provenance"]
     for text in named:
@@ -161,14 +170,12 @@ def test_every_figure_reads_well_and_names_its_provenance(name, cpu_db, h100):
     assert drawn_from, f"{name}: neither database draws it"
 
 
-def test_a_figure_of_two_environments_names_both(tmp_path):
-    with ResultsDB(tmp_path / "both.sqlite") as db:
-        store_cpu_rows(db)
-        db.import_csv(PUBLISHED / "h100-calibration.csv")
-        fig, renderer = draw("calibration", db)
-        text = provenance_text(fig)
-        assert CPU_LINE in text and H100_LINE in text
-        assert_reads_well("calibration", fig, renderer)
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_every_figure_of_two_environments_reads_well_and_names_both(name, both_db):
+    """Panels of a second device get its name in their titles; the footer names every device drawn."""
+    fig, renderer = draw(name, both_db)
+    assert_reads_well(name, fig, renderer)
+    assert provenance_text(fig) in (CPU_LINE, H100_LINE, f"{CPU_LINE} · {H100_LINE}")
 
 
 # --- the findings, one by one ------------------------------------------------------------------
