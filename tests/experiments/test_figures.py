@@ -237,3 +237,16 @@ def test_calibration_tick_labels_do_not_overlap(cpu_db):
         boxes = [t.get_window_extent(renderer) for t in labels]
         assert all(overlap(a, b) < 1 for a, b in itertools.combinations(boxes, 2)), \
             [t.get_text() for t in labels]
+
+
+def test_the_regime_is_read_from_the_stored_points(tmp_path):
+    """meta["regime"] where stored (several listed), a note where some points lack it."""
+    from experiments.core.plotting import provenance, regime_label
+
+    with ResultsDB(tmp_path / "regime.sqlite") as db:
+        run = db.start_run("synthetic", CPU_ENV, "cpu-test")
+        for n, meta in ((64, {"regime": "sustained"}), (128, {"regime": "cold"}), (256, {})):
+            db.add(run, CALIBRATION, "gemm", {"size": n, "dtype": "float64"}, value=1e-3, unit="s", meta=meta)
+        assert regime_label(db, "cpu-test", [CALIBRATION]) == "regime: cold, sustained (some points not recorded)"
+        assert regime_label(db, "cpu-test", [TIME]) == "regime not recorded"
+        assert provenance(db, "cpu-test", [TIME]) == CPU_LINE.replace("regime: sustained", "regime not recorded")
