@@ -80,6 +80,12 @@ def _measuring(p: argparse.ArgumentParser) -> None:
                    help="progress bars on stderr (default: when stderr is a terminal)")
 
 
+def _regime(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--regime", choices=("sustained", "cold"), default="sustained",
+                   help="power regime measured in, or read back: sustained (back to back until the SM clock "
+                        "settles; default) or cold (the device idles before each sample)")
+
+
 def _stored(p: argparse.ArgumentParser) -> None:
     p.add_argument("--env", default=None, metavar="KEY",
                    help="stored environment whose calibration to use (default: this device's newest)")
@@ -94,9 +100,9 @@ def _range_option(p: argparse.ArgumentParser) -> None:
 
 #: Options shared by several commands, by name, in the order they are added.
 OPTION_GROUPS: dict[str, Arguments] = {"common": _common, "backend": _backend, "measuring": _measuring,
-                                       "stored": _stored, "range": _range_option}
-#: ``measuring`` implies ``backend``.
-MEASURING = ("common", "backend", "measuring")
+                                       "regime": _regime, "stored": _stored, "range": _range_option}
+#: What every measuring command takes.
+MEASURING = ("common", "backend", "measuring", "regime")
 
 
 # --------------------------------------------------------------------------- argument types
@@ -178,5 +184,6 @@ def progress(args: argparse.Namespace) -> bool:
 def measuring_run(args: argparse.Namespace, db_path: Path, backend: Backend) -> Iterator[Context]:
     """The database and a recorded run for a command that measures."""
     with ResultsDB(db_path) as db, recorded_run(backend, db, args.command_line, quick=getattr(args, "quick", False),
-                                                force=args.force, progress=progress(args)) as ctx:
+                                                force=args.force, progress=progress(args),
+                                                regime=args.regime) as ctx:
         yield ctx

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from gpu.backend import get_backend
+from gpu.backend.telemetry import reason_names
 
 from . import reproduce
 from .command import MEASURING, command, emit, group, measuring_run, table
@@ -20,9 +21,12 @@ DEFAULT_FIGURES = Path("paper_figs")
 def cmd_info(args: argparse.Namespace, db_path: Path) -> int:
     backend = get_backend(args.backend)
     env = environment(backend)
-    payload = {"backend": backend.name, "env_key": env_key(env), "environment": env}
+    now = backend.telemetry().read().as_dict() if backend.telemetry() is not None else None
+    payload = {"backend": backend.name, "env_key": env_key(env), "environment": env, "telemetry": now}
     emit(args, payload, lambda: "\n".join(
-        [f"{'env_key':>18}: {payload['env_key']}"] + [f"{k:>18}: {v}" for k, v in env.items()]))
+        [f"{'env_key':>18}: {payload['env_key']}"] + [f"{k:>18}: {v}" for k, v in env.items()]
+        + ([f"{'now':>18}: SM {now['sm_mhz']} MHz, {now['power_w']:.0f} W, throttle reasons "
+            f"{', '.join(reason_names(now['reasons'])) or 'none'}"] if now else [])))
     return 0
 
 

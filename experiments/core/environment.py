@@ -31,6 +31,9 @@ from .. import __version__
 KEY_FIELDS = ("backend", "device", "compute_capability", "sm_count", "memory_bytes", "driver",
               "cuda_runtime", "cublas", "cupy", "numpy", "scipy", "blas", "numpy_blas", "cpu",
               "cpu_count", "blas_threads", "python")
+#: Identifying where recorded (a GPU's enforced power limit moves its clocks under load); a record
+#: without them keeps the key it had before they existed.
+OPTIONAL_KEY_FIELDS = ("power_limit_w",)
 
 
 def environment(backend: Backend) -> dict[str, Any]:
@@ -56,6 +59,7 @@ def environment(backend: Backend) -> dict[str, Any]:
 def env_key(env: dict[str, Any]) -> str:
     """A short hash of the fields that make two environments interchangeable."""
     fields = {k: env.get(k) for k in KEY_FIELDS}
+    fields.update({k: env[k] for k in OPTIONAL_KEY_FIELDS if env.get(k) is not None})
     fields["python"] = ".".join(str(fields["python"]).split(".")[:2])
     text = json.dumps(fields, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

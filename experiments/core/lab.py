@@ -127,6 +127,7 @@ def check_product(ops: Operands, work: Work, what: str) -> float:
 def time_group(ops: Operands, works: Mapping[str, Work | list[Work]], baseline: str, *, refill: bool = True,
                **protocol: Any) -> Comparison:
     """Time ``works`` interleaved with speed-ups over ``baseline``; with ``refill`` A and B are
-    re-drawn before every sample, and the cache is flushed where the operands fit in it."""
+    re-drawn before every sample, and the cache is flushed where the operands fit in it;
+    ``protocol``: the options of :func:`experiments.core.timing.measure_interleaved` (``regime``...)."""
     setup = {name: ops.refill_and_wait for name in works} if refill else None
     return compare(works, ops.backend, baseline=baseline, flush=ops.needs_flush(), setup=setup, **protocol)

@@ -42,6 +42,7 @@ class Context:
     force: bool = False
     progress: bool = True
     command: str = ""
+    regime: str = "sustained"
 
 
 RunFn = Callable[[Context], Summary]

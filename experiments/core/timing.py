@@ -6,6 +6,12 @@ bounded and the outcome is recorded (``stable``, ``attempts``) rather than
 looping forever. The median is reported. Methods compared with each other are
 timed interleaved (A B A B ...), so drift in clocks or temperature hits both
 alike, and reported as ratios. GPU samples are timed with CUDA events.
+
+Every measurement runs in a power regime (:mod:`experiments.core.regime`):
+``sustained`` by default (back-to-back work until the SM clock settles, then
+back-to-back samples) or ``cold`` (an idle gap before each sample); each sample
+carries the SM clock, power and throttle reasons at its start and end where the
+backend has telemetry, and the stored record says the regime.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpu.backend import Backend
+
+from .regime import Regime, get_regime, idle, reading, settle, summary
 
 Work = Callable[[], Any] | Sequence[Callable[[], Any]]
 
@@ -32,6 +40,7 @@ class Timing:
     stable: bool = True
     tolerance: float = 0.05
     rejected: list[list[float]] = field(default_factory=list)
+    power: dict[str, Any] = field(default_factory=dict)
 
     @property
     def median(self) -> float:
@@ -50,7 +59,7 @@ class Timing:
         """What the results database keeps beside the samples."""
         return {"median_s": self.median, "mean_s": self.mean, "attempts": self.attempts,
                 "stable": self.stable, "tolerance": self.tolerance, "spread": self.spread,
-                "rejected_batches": self.rejected}
+                "rejected_batches": self.rejected, **self.power}
 
 
 @dataclass
@@ -84,15 +93,19 @@ def _rotation(work: Work) -> Sequence[Callable[[], Any]]:
     return rotation
 
 
-def _sample(backend: Backend, fn: Callable[[], Any], flush: bool,
-            setup: Callable[[], Any] | None = None) -> float:
+def _sample(backend: Backend, fn: Callable[[], Any], flush: bool, setup: Callable[[], Any] | None = None,
+            regime: Regime | None = None, telemetry: Any = None) -> tuple[float, dict | None]:
+    """One timed run of ``fn``, and the telemetry at its start and end (None without telemetry)."""
     if setup is not None:
         setup()
     if flush:
         backend.flush_cache()
+    if regime is not None:
+        idle(regime, backend)
+    start = reading(telemetry)
     with backend.timer() as t:
         fn()
-    return t.seconds
+    return t.seconds, None if start is None else {"start": start, "end": reading(telemetry)}
 
 
 def measure_interleaved(
@@ -105,6 +118,8 @@ def measure_interleaved(
     max_attempts: int = 3,
     flush: bool = False,
     setup: Mapping[str, Callable[[], Any]] | None = None,
+    regime: str | Regime = "sustained",
+    telemetry: Any = "auto",
 ) -> dict[str, Timing]:
     """Time each method ``repeats`` times, one round of all methods after another.
 
@@ -116,6 +131,9 @@ def measure_interleaved(
     last stable one, or else the least spread, marked ``stable=False``.
     ``setup[name]``, where given, runs before each sample of that method,
     outside the timed region (restoring inputs a method overwrites, say).
+    ``regime``: ``"sustained"`` (default) or ``"cold"``, or a
+    :class:`~experiments.core.regime.Regime`; ``telemetry``: the reader the
+    samples record (``"auto"``: the backend's, None: none).
     """
     if repeats < MIN_REPEATS:
         raise ValueError(f"repeats must be at least {MIN_REPEATS} (the protocol's minimum), got {repeats}")
@@ -125,42 +143,53 @@ def measure_interleaved(
         raise ValueError(f"tolerance must be a positive fraction such as 0.05, got {tolerance}")
     if not works:
         raise ValueError("nothing to time: no methods given")
+    regime = get_regime(regime)
+    telemetry = backend.telemetry() if isinstance(telemetry, str) and telemetry == "auto" else telemetry
+    setup = setup or {}
     rotations = {name: _rotation(work) for name, work in works.items()}
     for fns in rotations.values():
         for i in range(max(warmup, len(fns) if warmup else 0)):
             fns[i % len(fns)]()
     backend.synchronize()
-    batches: list[dict[str, list[float]]] = []
+
+    def one_round() -> None:
+        for name, fns in rotations.items():
+            (setup.get(name) or (lambda: None))()
+            fns[0]()
+
+    settled = settle(regime, one_round, backend, telemetry)
+    batches: list[dict[str, list[tuple[float, dict | None]]]] = []
     for _ in range(max_attempts):
-        batch: dict[str, list[float]] = {name: [] for name in rotations}
+        batch: dict[str, list[tuple[float, dict | None]]] = {name: [] for name in rotations}
         for i in range(repeats):
             for name, fns in rotations.items():
-                batch[name].append(_sample(backend, fns[i % len(fns)], flush, (setup or {}).get(name)))
+                batch[name].append(_sample(backend, fns[i % len(fns)], flush, setup.get(name), regime, telemetry))
         batches.append(batch)
-        if all(_spread(s) <= tolerance for s in batch.values()):
+        if all(_spread([t for t, _ in s]) <= tolerance for s in batch.values()):
             break
-    return _report(batches, tolerance)
+    return _report(batches, tolerance, regime, settled)
 
 
-def _report(batches: list[dict[str, list[float]]], tolerance: float) -> dict[str, Timing]:
-    worst = [max(_spread(s) for s in b.values()) for b in batches]
+def _report(batches: list[dict[str, list[tuple[float, dict | None]]]], tolerance: float, regime: Regime,
+            settled: dict[str, Any]) -> dict[str, Timing]:
+    times = [{name: [t for t, _ in s] for name, s in b.items()} for b in batches]
+    worst = [max(_spread(s) for s in b.values()) for b in times]
     if math.isinf(min(worst)):
-        raise RuntimeError(f"every batch had a sample that is not a positive finite time: {batches[-1]}")
+        raise RuntimeError(f"every batch had a sample that is not a positive finite time: {times[-1]}")
     chosen = len(batches) - 1 if worst[-1] <= tolerance else min(range(len(batches)), key=worst.__getitem__)
-    rejected = [b for i, b in enumerate(batches) if i != chosen]
+    rejected = [b for i, b in enumerate(times) if i != chosen]
     return {
         name: Timing(samples=samples, attempts=len(batches), stable=worst[chosen] <= tolerance,
-                     tolerance=tolerance, rejected=[b[name] for b in rejected])
-        for name, samples in batches[chosen].items()
+                     tolerance=tolerance, rejected=[b[name] for b in rejected],
+                     power=summary(regime, [tel for _, tel in batches[chosen][name]], settled))
+        for name, samples in times[chosen].items()
     }
 
 
 def single_run(backend: Backend, work: Callable[[], Any]) -> float:
     """Seconds of one run of ``work`` on an idle device (for methods too slow to batch)."""
     backend.synchronize()
-    with backend.timer() as t:
-        work()
-    return t.seconds
+    return _sample(backend, work, flush=False)[0]
 
 
 def measure(work: Work, backend: Backend, **options: Any) -> Timing:

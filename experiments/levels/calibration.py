@@ -23,6 +23,7 @@ from modeling.work import geam_bytes, gemm_flops
 
 from ..core.database import ResultsDB
 from ..core.lab import HEADROOM, operand_bytes
+from ..core.regime import of_regime
 from ..core.registry import Context
 from ..core.sweep import Record, SweepOutcome, sweep
 from ..core.timing import measure
@@ -92,7 +93,7 @@ def measure_point(backend: Backend, params: Mapping[str, Any], methods: Sequence
     works = {"gemm": lambda: backend.gemm(A, B, C), "geam": lambda: backend.geam(1.0, A, -1.0, B, C)}
     records = {}
     for method in methods:
-        timing = measure(works[method], backend, flush=flush)
+        timing = measure(works[method], backend, flush=flush, regime=params.get("regime", "sustained"))
         records[method] = Record.from_timing(timing, flush=flush, **_rate(method, n, dtype, timing.median))
     return records
 
@@ -126,7 +127,8 @@ def measure_context_point(backend: Backend, params: Mapping[str, Any],
     records = {}
     for method in methods:
         repeats = _sustaining_repeats(backend, works[method])
-        timing = measure(lambda w=works[method], r=repeats: [w() for _ in range(r)], backend, flush=flush)
+        timing = measure(lambda w=works[method], r=repeats: [w() for _ in range(r)], backend, flush=flush,
+                         regime=params.get("regime", "sustained"))
         k = calls[method] * repeats
         per_call = timing.median / k
         records[method] = Record(per_call, "s", [t / k for t in timing.samples],
@@ -155,10 +157,10 @@ def calibrate(ctx: Context, sizes: Sequence[int] | None = None,
               dtype: str = "float64") -> tuple[list[dict[str, Any]], SweepOutcome]:
     """Measure (or resume) the sweep and return its table with what the sweep did."""
     sizes = plan_sizes(ctx.backend, sizes, ctx.quick, dtype)
-    points = [{"size": int(n), "dtype": dtype} for n in sizes]
+    points = [{"size": int(n), "dtype": dtype, "regime": ctx.regime} for n in sizes]
     outcome = sweep(ctx, EXPERIMENT, points, METHODS, partial(measure_point, ctx.backend),
                     desc=f"calibrate ({ctx.backend.name})")
-    return table(ctx.db, ctx.env_key, sizes, dtype), outcome
+    return table(ctx.db, ctx.env_key, sizes, dtype, regime=ctx.regime), outcome
 
 
 def calibrate_context(ctx: Context, sizes: Sequence[int] | None = None,
@@ -169,10 +171,10 @@ def calibrate_context(ctx: Context, sizes: Sequence[int] | None = None,
         budget = HEADROOM * ctx.backend.memory_info()[0]
         sizes = [n for n in default_sizes(ctx.backend, ctx.quick, dtype) if operand_bytes(2 * n, dtype) <= budget]
     sizes = plan_sizes(ctx.backend, [2 * n for n in sizes], ctx.quick, dtype)
-    points = [{"size": int(n // 2), "dtype": dtype} for n in sizes]
+    points = [{"size": int(n // 2), "dtype": dtype, "regime": ctx.regime} for n in sizes]
     outcome = sweep(ctx, CONTEXT_EXPERIMENT, points, METHODS, partial(measure_context_point, ctx.backend),
                     desc=f"calibrate in context ({ctx.backend.name})")
-    return table(ctx.db, ctx.env_key, [p["size"] for p in points], dtype, CONTEXT_EXPERIMENT), outcome
+    return table(ctx.db, ctx.env_key, [p["size"] for p in points], dtype, CONTEXT_EXPERIMENT, ctx.regime), outcome
 
 
 @dataclass(frozen=True)
@@ -197,12 +199,13 @@ class CalibrationRow:
         return {**asdict(self), "stable": self.stable}
 
 
-def table(db: ResultsDB, env_key: str, sizes: Sequence[int] | None = None,
-          dtype: str | None = None, experiment: str = EXPERIMENT) -> list[CalibrationRow]:
-    """Stored calibration points of one environment, one row per size with both methods, smallest
-    first (``experiment``: the plain calibration, or ``CONTEXT_EXPERIMENT``)."""
+def table(db: ResultsDB, env_key: str, sizes: Sequence[int] | None = None, dtype: str | None = None,
+          experiment: str = EXPERIMENT, regime: str = "sustained") -> list[CalibrationRow]:
+    """Stored calibration points of one environment in one power regime (or, where none were
+    measured in it, those stored before regimes were recorded), one row per size with both
+    methods, smallest first (``experiment``: the plain calibration, or ``CONTEXT_EXPERIMENT``)."""
     found: dict[tuple[str, int], dict[str, Any]] = defaultdict(dict)
-    for m in db.measurements(experiment, env_key=env_key):
+    for m in of_regime(db.measurements(experiment, env_key=env_key), regime):
         n, dt = m.params["size"], m.params["dtype"]
         if (sizes is None or n in sizes) and (dtype is None or dt == dtype):
             found[(dt, n)][m.method] = m

@@ -57,7 +57,7 @@ def cmd_calibrate(args: argparse.Namespace, db_path: Path) -> int:
     return 0
 
 
-FIT_OPTIONS = ("common", "stored", "backend", "range")
+FIT_OPTIONS = ("common", "stored", "backend", "range", "regime")
 FIT_COLUMNS = (("weighting", "weighting", ""), ("curve", "curve", ""),
                ("coefficients", "coefficients (ms, highest power first)", ""),
                ("sse", "SSE (ms^2)", ".4g"), ("r2", "R^2", ".6f"), ("rel_rms", "rms rel. error", ".3f"))
@@ -65,7 +65,7 @@ FIT_COLUMNS = (("weighting", "weighting", ""), ("curve", "curve", ""),
 
 def _source(args: argparse.Namespace) -> Source:
     return Source(args.backend, args.env, args.device, getattr(args, "coefficients", None), getattr(args, "gpu", None),
-                  args.range, getattr(args, "weighting", "relative"))
+                  args.range, getattr(args, "weighting", "relative"), args.regime)
 
 
 @command("fit", "fit Gemm (cubic) and Geam (quadratic) to a stored calibration", options=FIT_OPTIONS)
@@ -150,9 +150,10 @@ def cmd_levels(args: argparse.Namespace, db_path: Path) -> int:
             here = None if args.env or args.device else backend.device_info()
             key = models.select_env(db, args.env, args.device, here)
             if args.stored == "levels":
-                report = validation.judge(db, key, config)
+                report = validation.judge(db, key, config, regime=args.regime)
             else:
-                report = validation.judge_times(db, key, config, validation.speedup_sweep(db, key, config), unit="gemm")
+                sweep = validation.speedup_sweep(db, key, config, args.regime)
+                report = validation.judge_times(db, key, config, sweep, unit="gemm", regime=args.regime)
         return _emit_levels(args, backend, key, report.summary(), report)
     if args.dry_run:
         seconds, how = validation.estimate(plan, backend, db_path)

@@ -32,6 +32,7 @@ from modeling.profile import columns, predictor
 from modeling.recursive import RecursiveModel
 
 from ..core.database import ResultsDB
+from ..core.regime import of_regime
 from ..strassen.bench import EXPERIMENT as SPEEDUP_EXPERIMENT
 from . import calibration
 
@@ -42,9 +43,10 @@ LEVELS_EXPERIMENT = "level-validation"
 MAX_LAUNCH_MS = 5.0
 
 
-def calibrated_envs(db: ResultsDB, dtype: str = DTYPE) -> list[tuple[str, dict[str, Any]]]:
+def calibrated_envs(db: ResultsDB, dtype: str = DTYPE, regime: str = "sustained") -> list[tuple[str, dict[str, Any]]]:
     """(env key, environment) of every environment with a stored calibration, newest first."""
-    return [(key, db.environment(key)) for key in db.env_keys() if calibration.table(db, key, dtype=dtype)]
+    return [(key, db.environment(key)) for key in db.env_keys()
+            if calibration.table(db, key, dtype=dtype, regime=regime)]
 
 
 def select_env(db: ResultsDB, env: str | None = None, device: str | None = None,
@@ -73,19 +75,20 @@ def select_env(db: ResultsDB, env: str | None = None, device: str | None = None,
 
 
 def calibration_rows(db: ResultsDB, key: str, size_range: tuple[float, float] | None = None,
-                     dtype: str = DTYPE, experiment: str = calibration.EXPERIMENT) -> list[dict[str, Any]]:
-    """Stored calibration rows of ``key`` as the mappings :mod:`modeling` fits take."""
-    rows = calibration.table(db, key, dtype=dtype, experiment=experiment)
+                     dtype: str = DTYPE, experiment: str = calibration.EXPERIMENT,
+                     regime: str = "sustained") -> list[dict[str, Any]]:
+    """Stored calibration rows of ``key`` in ``regime`` as the mappings :mod:`modeling` fits take."""
+    rows = calibration.table(db, key, dtype=dtype, experiment=experiment, regime=regime)
     if size_range is not None:
         rows = [r for r in rows if size_range[0] <= r.size <= size_range[1]]
     return [r.as_dict() for r in rows]
 
 
-def time_model(db: ResultsDB, key: str, weighting: str = "relative",
-               size_range: tuple[float, float] | None = None, dtype: str = DTYPE) -> TimeModel:
+def time_model(db: ResultsDB, key: str, weighting: str = "relative", size_range: tuple[float, float] | None = None,
+               dtype: str = DTYPE, regime: str = "sustained") -> TimeModel:
     """The cubic and quadratic fitted to the stored calibration of ``key``."""
     device = db.environment(key).get("device", key)
-    return fit_calibration(calibration_rows(db, key, size_range, dtype), weighting,
+    return fit_calibration(calibration_rows(db, key, size_range, dtype, regime=regime), weighting,
                            source=f"calibration of {device} (env {key}), {weighting} least squares")
 
 
@@ -101,12 +104,13 @@ class Timed:
     gemm_ms: float
 
 
-def strassen_timings(db: ResultsDB, key: str, config: Config | None = None, dtype: str = DTYPE) -> list[Timed]:
-    """Stored Strassen times of ``key`` (both the speed-up and the level-validation experiments),
-    of one configuration or of all, levels >= 1."""
+def strassen_timings(db: ResultsDB, key: str, config: Config | None = None, dtype: str = DTYPE,
+                     regime: str = "sustained") -> list[Timed]:
+    """Stored Strassen times of ``key`` in ``regime`` (both the speed-up and the level-validation
+    experiments), of one configuration or of all, levels >= 1."""
     out = []
     for experiment in (SPEEDUP_EXPERIMENT, LEVELS_EXPERIMENT):
-        for m in db.measurements(experiment, env_key=key):
+        for m in of_regime(db.measurements(experiment, env_key=key), regime):
             p = m.params
             if p.get("level", 0) < 1 or "speedup" not in m.meta or p["dtype"] != dtype:
                 continue
@@ -122,12 +126,12 @@ def asynchronous(db: ResultsDB, key: str) -> bool:
     return backend_class(db.environment(key).get("backend", "numpy")).asynchronous
 
 
-def fit_launch_ms(db: ResultsDB, key: str, timings: Sequence[Timed]) -> float:
+def fit_launch_ms(db: ResultsDB, key: str, timings: Sequence[Timed], regime: str = "sustained") -> float:
     """The per-launch host time (ms) that best explains ``timings``: least squares on the log
     of each speed-up over the GEMM of its group, over the measured calibration curves."""
     if not timings:
         raise ValueError("no stored Strassen timings to fit the launch overhead to")
-    inputs = {"calibration": columns(calibration_rows(db, key)), "asynchronous": asynchronous(db, key)}
+    inputs = {"calibration": columns(calibration_rows(db, key, regime=regime)), "asynchronous": asynchronous(db, key)}
     gemm = predictor(inputs).gemm
 
     def loss(h: float) -> float:
@@ -142,44 +146,46 @@ def fit_launch_ms(db: ResultsDB, key: str, timings: Sequence[Timed]) -> float:
     return float(minimize_scalar(loss, bounds=(lo, hi), method="bounded").x) if hi > lo else float(grid[best])
 
 
-def stored_overheads(db: ResultsDB, key: str) -> dict[str, float]:
+def stored_overheads(db: ResultsDB, key: str, regime: str = "sustained") -> dict[str, float]:
     """The newest measured per-launch host time (ms) of each configuration of ``key``, by profile key
     (:func:`gpu.strassen.auto.profile_key`)."""
     newest = {}
-    for m in sorted(db.measurements(OVERHEAD_EXPERIMENT, env_key=key), key=lambda m: m.created_at):
+    for m in sorted(of_regime(db.measurements(OVERHEAD_EXPERIMENT, env_key=key), regime), key=lambda m: m.created_at):
         newest[m.method.replace("-parallel", "")] = 1e3 * m.value   # a profile's key ignores streams
     return newest
 
 
-def default_overhead(db: ResultsDB, key: str) -> tuple[float, str]:
+def default_overhead(db: ResultsDB, key: str, regime: str = "sustained") -> tuple[float, str]:
     """Per-launch host time (ms) for configurations without a measurement, and where it came from."""
-    timings = strassen_timings(db, key)
+    timings = strassen_timings(db, key, regime=regime)
     if timings:
-        return fit_launch_ms(db, key, timings), f"fitted to {len(timings)} stored Strassen timings"
+        return fit_launch_ms(db, key, timings, regime), f"fitted to {len(timings)} stored Strassen timings"
     return 0.0, "none stored (0): measure it with gemmlab levels"
 
 
-def profile_inputs(db: ResultsDB, key: str, configs: Sequence[Config] | None = None) -> dict[str, Any]:
+def profile_inputs(db: ResultsDB, key: str, configs: Sequence[Config] | None = None,
+                   regime: str = "sustained") -> dict[str, Any]:
     """What a device profile holds besides its level tables, from the stored results of ``key``.
 
     ``configs``: only these need a launch overhead (the default one is fitted only when one of
     them has no measurement); None: every configuration, as a profile needs.
     """
     env = db.environment(key)
-    measured = stored_overheads(db, key)
+    measured = stored_overheads(db, key, regime)
     launch = dict(measured)
     source = {name: f"measured ({OVERHEAD_EXPERIMENT})" for name in measured}
     if configs is None or any(Config(c.schedule, fused=c.fused).name not in measured for c in configs):
-        launch["default"], source["default"] = default_overhead(db, key)
-    context = calibration_rows(db, key, experiment=calibration.CONTEXT_EXPERIMENT)
-    return {"backend": env.get("backend"), "device": env.get("device"), "env_key": key,
-            "asynchronous": asynchronous(db, key), "calibration": columns(calibration_rows(db, key)),
+        launch["default"], source["default"] = default_overhead(db, key, regime)
+    context = calibration_rows(db, key, experiment=calibration.CONTEXT_EXPERIMENT, regime=regime)
+    return {"backend": env.get("backend"), "device": env.get("device"), "env_key": key, "regime": regime,
+            "asynchronous": asynchronous(db, key), "calibration": columns(calibration_rows(db, key, regime=regime)),
             "context_calibration": columns(context), "launch_ms": launch, "launch_source": source}
 
 
-def stored_predictor(db: ResultsDB, key: str, config: Config) -> tuple[RecursiveModel, str]:
-    """The recursive predictor of ``key`` for ``config``, and where its launch overhead came from."""
-    inputs = profile_inputs(db, key, [config])
+def stored_predictor(db: ResultsDB, key: str, config: Config, regime: str = "sustained"
+                     ) -> tuple[RecursiveModel, str]:
+    """The recursive predictor of ``key`` for ``config`` in ``regime``, and where its launch overhead came from."""
+    inputs = profile_inputs(db, key, [config], regime)
     if not inputs["calibration"]:
         raise ValueError(f"no {DTYPE} calibration of two sizes or more stored for env {key}; run gemmlab calibrate")
     name = Config(config.schedule, fused=config.fused).name

@@ -44,6 +44,7 @@ class Source:
     gpu: str | None = None
     size_range: tuple[float, float] | None = None
     weighting: str = "relative"
+    regime: str = "sustained"
 
 
 def stored_key(db: ResultsDB, source: Source) -> str:
@@ -59,7 +60,7 @@ def fit_report(db_path: Path, source: Source) -> tuple[dict[str, Any], list[dict
     with ResultsDB(db_path, readonly=True) as db:
         key = stored_key(db, source)
         device = db.environment(key).get("device", key)
-        fitted = {w: models.time_model(db, key, w, source.size_range) for w in fits.WEIGHTINGS}
+        fitted = {w: models.time_model(db, key, w, source.size_range, regime=source.regime) for w in fits.WEIGHTINGS}
     payload: dict[str, Any] = {"env_key": key, "device": device, "units": "ms", "fits": {},
                                "sizes": fitted["relative"].size_range}
     rows = []
@@ -99,8 +100,8 @@ def prediction_models(db_path: Path, source: Source, config: Config, launch_ms: 
     else:
         with ResultsDB(db_path, readonly=True) as db:
             key = stored_key(db, source)
-            tm = models.time_model(db, key, source.weighting, source.size_range)
-            model, origin = models.stored_predictor(db, key, config)
+            tm = models.time_model(db, key, source.weighting, source.size_range, regime=source.regime)
+            model, origin = models.stored_predictor(db, key, config, source.regime)
         if launch_ms is not None:
             model, origin = replace(model, launch_ms=launch_ms), "given"
         lo, hi = crossover.search_range(tm, *(source.size_range or (None, None)))

@@ -19,10 +19,10 @@ from ..core.registry import Context
 from .models import profile_inputs
 
 
-def write_profile(db: ResultsDB, key: str, written_by: str) -> Path:
+def write_profile(db: ResultsDB, key: str, written_by: str, regime: str = "sustained") -> Path:
     """Write (replace) the profile of the device of environment ``key``; its path."""
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    inputs = profile_inputs(db, key)
+    inputs = profile_inputs(db, key, regime=regime)
     if not inputs["calibration"]:
         raise ValueError(f"env {key} has no float64 calibration of two sizes or more (gemmlab calibrate)")
     return save_profile(complete_profile({**inputs, "written_by": written_by, "written_at": when}))
@@ -32,6 +32,6 @@ def update_profile(ctx: Context) -> str:
     """Write the profile of the device ``ctx`` measures on, from what is stored; its path, or why
     none was written (no float64 calibration of two sizes yet)."""
     try:
-        return str(write_profile(ctx.db, ctx.env_key, ctx.command))
+        return str(write_profile(ctx.db, ctx.env_key, ctx.command, ctx.regime))
     except ValueError as exc:
         return f"not written: {exc}"

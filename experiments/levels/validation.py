@@ -49,6 +49,7 @@ from modeling.recursive import RecursiveModel
 
 from ..core.database import ResultsDB
 from ..core.lab import HEADROOM, Operands, free_memory, operand_bytes
+from ..core.regime import of_regime
 from ..core.registry import Context
 from ..core.sweep import Record, SweepOutcome, sweep
 from ..core.timing import MIN_REPEATS, measure
@@ -108,8 +109,8 @@ def custom_plan(backend: Backend, quick: bool, sizes: Sequence[int] | None = Non
                      max_level or base.max_level, min_bottom or base.min_bottom, config or base.config, base.large)
 
 
-def level_params(n: int, level: int, config: Config) -> dict[str, Any]:
-    return point_params(n, level, config, DTYPE)
+def level_params(n: int, level: int, config: Config, regime: str = "sustained") -> dict[str, Any]:
+    return point_params(n, level, config, DTYPE, regime)
 
 
 def fitting_sizes(plan: LevelPlan, free: int, itemsize: int = 8) -> list[int]:
@@ -137,15 +138,15 @@ def measure_overhead(backend: Backend, params: Mapping[str, Any], methods: Seque
     ops = Operands.uniform(backend, n)
     work = strassen_work(config, level, ops)
     launches = total_launches(config.schedule, level, config.fused)
-    timing = measure(work, backend, setup={"_": ops.refill_and_wait})
+    timing = measure(work, backend, setup={"_": ops.refill_and_wait}, regime=params.get("regime", "sustained"))
     per_launch = [s / launches for s in timing.samples]
     return {config.name: Record(timing.median / launches, "s", per_launch,
                                 {**timing.meta(), "launches": launches, "product_s": timing.median})}
 
 
-def overhead_point() -> dict[str, Any]:
+def overhead_point(regime: str = "sustained") -> dict[str, Any]:
     """The launch-overhead product: level 3 on 32 x 32 bottoms (1198 kernels for RUM)."""
-    return {"size": OVERHEAD_BOTTOM * 2**OVERHEAD_LEVEL, "level": OVERHEAD_LEVEL, "dtype": DTYPE}
+    return {"size": OVERHEAD_BOTTOM * 2**OVERHEAD_LEVEL, "level": OVERHEAD_LEVEL, "dtype": DTYPE, "regime": regime}
 
 
 def sweep_levels(ctx: Context, plan: LevelPlan, sizes: Sequence[int]) -> SweepOutcome:
@@ -155,14 +156,14 @@ def sweep_levels(ctx: Context, plan: LevelPlan, sizes: Sequence[int]) -> SweepOu
     with be.allocation_policy("pooled"):
         for n in tqdm(sizes, desc=EXPERIMENT, unit="size", disable=not ctx.progress, file=sys.stderr, leave=False):
             levels = plan.levels(n)
-            if not ctx.force and all(ctx.db.has(EXPERIMENT, config.name, level_params(n, lv, config), ctx.env_key)
-                                     for lv in levels):
+            if not ctx.force and all(ctx.db.has(EXPERIMENT, config.name, level_params(n, lv, config, ctx.regime),
+                                                ctx.env_key) for lv in levels):
                 outcome.skipped += len(levels)
                 continue
             ops = Operands.uniform(be, n)
             try:
                 works, errors = checked_works(ops, {f"L{lv}": (config, lv) for lv in levels[1:]})
-                result = time_strassen(ops, works, **plan.protocol(n))
+                result = time_strassen(ops, works, ctx.regime, **plan.protocol(n))
             finally:
                 ops = None
                 free_memory(be)
@@ -170,7 +171,8 @@ def sweep_levels(ctx: Context, plan: LevelPlan, sizes: Sequence[int]) -> SweepOu
             for lv in levels:
                 name = f"L{lv}" if lv else "gemm"
                 timing = result.timings[name]
-                ctx.db.add(ctx.run_id, EXPERIMENT, config.name, level_params(n, lv, config), value=timing.median,
+                ctx.db.add(ctx.run_id, EXPERIMENT, config.name, level_params(n, lv, config, ctx.regime),
+                           value=timing.median,
                            unit="s", samples=timing.samples,
                            meta={**timing.meta(), "speedup": result.ratio(name), "gemm_s": gemm.median,
                                  "check_error": errors.get(name, 0.0), "group_levels": levels,
@@ -190,11 +192,11 @@ def run_plan(ctx: Context, plan: LevelPlan) -> tuple[dict[str, Any], Report]:
     _, cal = calibration.calibrate(ctx, cal_sizes)
     inner = [n for n in cal_sizes if 2 * n <= max(sizes)]
     _, ctx_cal = calibration.calibrate_context(ctx, inner if len(inner) >= 2 else cal_sizes[:2])
-    over = sweep(ctx, OVERHEAD_EXPERIMENT, [overhead_point()], [plan.config.name],
+    over = sweep(ctx, OVERHEAD_EXPERIMENT, [overhead_point(ctx.regime)], [plan.config.name],
                  lambda params, methods: measure_overhead(be, params, methods, plan.config),
                  desc=OVERHEAD_EXPERIMENT)
     done = sweep_levels(ctx, plan, sizes)
-    report = judge(ctx.db, ctx.env_key, plan.config, sizes)
+    report = judge(ctx.db, ctx.env_key, plan.config, sizes, ctx.regime)
     parts = (cal, ctx_cal, over, done)
     return {"points measured": sum(p.measured for p in parts),
             "points already stored": sum(p.skipped for p in parts), **report.summary()}, report
@@ -202,11 +204,11 @@ def run_plan(ctx: Context, plan: LevelPlan) -> tuple[dict[str, Any], Report]:
 
 # --------------------------------------------------------------------------- judging
 
-def stored_sweep(db: ResultsDB, key: str, config: Config, sizes: Sequence[int] | None = None
-                 ) -> dict[int, dict[int, float]]:
-    """{size: {level: seconds}} of the stored sweep of ``config`` (sizes with level 0 only)."""
+def stored_sweep(db: ResultsDB, key: str, config: Config, sizes: Sequence[int] | None = None,
+                 regime: str = "sustained") -> dict[int, dict[int, float]]:
+    """{size: {level: seconds}} of the stored sweep of ``config`` in ``regime`` (sizes with level 0 only)."""
     times: dict[int, dict[int, float]] = {}
-    for m in db.measurements(EXPERIMENT, env_key=key, method=config.name):
+    for m in of_regime(db.measurements(EXPERIMENT, env_key=key, method=config.name), regime):
         p = m.params
         if p["dtype"] == DTYPE and (sizes is None or p["size"] in sizes):
             times.setdefault(p["size"], {})[p["level"]] = m.value
@@ -304,29 +306,31 @@ class Report:
                  key: {lv: scale * s for lv, s in t.items()}} for n, t in self.times.items()]
 
 
-def speedup_sweep(db: ResultsDB, key: str, config: Config) -> dict[int, dict[int, float]]:
+def speedup_sweep(db: ResultsDB, key: str, config: Config, regime: str = "sustained") -> dict[int, dict[int, float]]:
     """{size: {level: time}} from the ``strassen-speedup`` points of ``config``, each level's time
     relative to the GEMM of its own group (level 0 = 1): levels there are timed in separate groups."""
     times: dict[int, dict[int, float]] = {}
-    for t in models.strassen_timings(db, key, config):
+    for t in models.strassen_timings(db, key, config, regime=regime):
         times.setdefault(t.size, {0: 1.0})[t.level] = t.time_ms / t.gemm_ms
     return dict(sorted(times.items()))
 
 
-def judge(db: ResultsDB, key: str, config: Config, sizes: Sequence[int] | None = None) -> Report:
-    """Measured levels of the stored sweep against the three predictors."""
-    return judge_times(db, key, config, stored_sweep(db, key, config, sizes))
+def judge(db: ResultsDB, key: str, config: Config, sizes: Sequence[int] | None = None,
+          regime: str = "sustained") -> Report:
+    """Measured levels of the stored sweep in ``regime`` against the three predictors."""
+    return judge_times(db, key, config, stored_sweep(db, key, config, sizes, regime), regime=regime)
 
 
-def judged_range(db: ResultsDB, key: str, times: Mapping[int, Any]) -> tuple[float, float] | None:
+def judged_range(db: ResultsDB, key: str, times: Mapping[int, Any], regime: str = "sustained"
+                 ) -> tuple[float, float] | None:
     """Calibrated sizes the thesis rule fits for this sweep: up to its largest size (the range
     of interest), or all of them where that leaves fewer than five."""
     upto = (0, max(times))
-    return upto if len(models.calibration_rows(db, key, upto)) >= 5 else None
+    return upto if len(models.calibration_rows(db, key, upto, regime=regime)) >= 5 else None
 
 
 def judge_times(db: ResultsDB, key: str, config: Config, times: dict[int, dict[int, float]],
-                unit: str = "s") -> Report:
+                unit: str = "s", regime: str = "sustained") -> Report:
     """Measured best levels and boundaries of ``times`` ({size: {level: time}}) against the predictors
     made from the calibration of ``key``."""
     if not times:
@@ -334,10 +338,10 @@ def judge_times(db: ResultsDB, key: str, config: Config, times: dict[int, dict[i
                          "(or strassen) on that device, or import its results")
     max_level = max(max(t) for t in times.values())
     measured = measured_boundaries(times, max_level)
-    fit_range = judged_range(db, key, times)
-    verdicts = [thesis_verdict(f"thesis rule ({w})", models.time_model(db, key, w, fit_range), times, measured,
-                               max_level) for w in ("relative", "absolute")]
-    model, source = models.stored_predictor(db, key, config)
+    fit_range = judged_range(db, key, times, regime)
+    verdicts = [thesis_verdict(f"thesis rule ({w})", models.time_model(db, key, w, fit_range, regime=regime), times,
+                               measured, max_level) for w in ("relative", "absolute")]
+    model, source = models.stored_predictor(db, key, config, regime)
     verdicts.append(recursive_verdict(model, source, times, measured, max_level))
     return Report(config, times, measured, verdicts, unit)
 

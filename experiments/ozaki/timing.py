@@ -97,7 +97,7 @@ def measure_group(ctx: Context, ops: Operands, out: Array, fmt: str, slices: Seq
             first[name] = single_run(be, works[name])
     flush = ops.needs_flush()
     result = time_group(ops, {k: w for k, w in works.items() if k not in slow and k not in predicted}, DGEMM,
-                        refill=False, **_protocol(n))
+                        refill=False, regime=ctx.regime, **_protocol(n))
     timings = dict(result.timings)
     for name in slow:
         timings[name] = Timing(samples=[first[name]], stable=False)

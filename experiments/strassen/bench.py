@@ -48,6 +48,7 @@ from gpu.strassen import Config, Executor, strassen_memory, top_support
 
 from ..core.database import Measurement, ResultsDB
 from ..core.lab import HEADROOM, Operands, check_product, free_memory, time_group
+from ..core.regime import of_regime
 from ..core.registry import Context, experiment
 from ..core.summary import Check, Summary, Table, spread
 from ..core.sweep import SweepOutcome
@@ -91,14 +92,15 @@ class Point:
     size: int
     level: int
 
-    def params(self, dtype: str = DTYPE) -> dict[str, Any]:
-        return point_params(self.size, self.level, self.config, dtype)
+    def params(self, dtype: str = DTYPE, regime: str = "sustained") -> dict[str, Any]:
+        return point_params(self.size, self.level, self.config, dtype, regime)
 
 
-def point_params(size: int, level: int, config: Config, dtype: str = DTYPE) -> dict[str, Any]:
-    """The stored parameters of a configuration at (size, level); the GEMM of a group is ``Config("gemm")``."""
+def point_params(size: int, level: int, config: Config, dtype: str = DTYPE, regime: str = "sustained") -> dict:
+    """The stored parameters of a configuration at (size, level) in a power regime; the GEMM of a
+    group is ``Config("gemm")``. Both regimes of one point are kept side by side."""
     return {"size": int(size), "level": int(level), "schedule": config.schedule, "parallel": bool(config.parallel),
-            "fused": bool(config.fused), "dtype": dtype}
+            "fused": bool(config.fused), "dtype": dtype, "regime": regime}
 
 
 def config_bytes(config: Config, n: int, level: int, itemsize: int) -> int:
@@ -163,9 +165,9 @@ def protocol(n: int) -> dict[str, int]:
     return {"warmup": 1, "max_attempts": 1} if n >= LARGE else {}
 
 
-def time_strassen(ops: Operands, works: Mapping[str, Any], **protocol_: int) -> Comparison:
+def time_strassen(ops: Operands, works: Mapping[str, Any], regime: str = "sustained", **protocol_: int) -> Comparison:
     """``works`` interleaved with speed-ups over ``"gemm"``, A and B re-drawn before every sample."""
-    return time_group(ops, works, "gemm", **(protocol_ or protocol(ops.size)))
+    return time_group(ops, works, "gemm", regime=regime, **(protocol_ or protocol(ops.size)))
 
 
 SAMPLE_INPUTS = "re-drawn before every sample"
@@ -176,14 +178,14 @@ def measure_level(ctx: Context, ops: Operands, level: int, configs: Sequence[Con
     and store each configuration with its speed-up over the GEMM of the same group."""
     n = ops.size
     works, errors = checked_works(ops, {c.name: (c, level) for c in configs})
-    result = time_strassen(ops, works)
+    result = time_strassen(ops, works, ctx.regime)
     gemm = result.timings["gemm"]
-    ctx.db.add(ctx.run_id, EXPERIMENT, "gemm", point_params(n, level, Config("gemm"), dtype),
+    ctx.db.add(ctx.run_id, EXPERIMENT, "gemm", point_params(n, level, Config("gemm"), dtype, ctx.regime),
                value=gemm.median, unit="s", samples=gemm.samples,
                meta={**gemm.meta(), "inputs": SAMPLE_INPUTS, "group_level": level})
     for config in configs:
         timing = result.timings[config.name]
-        ctx.db.add(ctx.run_id, EXPERIMENT, config.name, point_params(n, level, config, dtype),
+        ctx.db.add(ctx.run_id, EXPERIMENT, config.name, point_params(n, level, config, dtype, ctx.regime),
                    value=timing.median, unit="s", samples=timing.samples,
                    meta={**timing.meta(), "speedup": result.ratio(config.name), "gemm_s": gemm.median,
                          "gemm_samples": gemm.samples, "gemm_stable": gemm.stable,
@@ -203,7 +205,7 @@ def sweep_size(ctx: Context, n: int, points: Sequence[Point], dtype: str = DTYPE
                           file=sys.stderr, leave=False):
             configs = [p.config for p in points if p.size == n and p.level == level]
             missing = [c for c in configs if ctx.force or not ctx.db.has(
-                EXPERIMENT, c.name, point_params(n, level, c, dtype), ctx.env_key)]
+                EXPERIMENT, c.name, point_params(n, level, c, dtype, ctx.regime), ctx.env_key)]
             outcome.skipped += len(configs) - len(missing)
             if missing:
                 ops = ops or Operands.uniform(be, n, dtype)
@@ -230,21 +232,33 @@ class SpeedupRow:
     speedup: float
     gemm_s: float
     stable: bool
+    regime: str = "unrecorded"
+    sm_clock_mhz: float | None = None
+    power_w: float | None = None
 
     @classmethod
     def read(cls, m: Measurement) -> SpeedupRow:
         p = m.params
         return cls(m.method, p["size"], p["level"], p["schedule"], bool(p["fused"]), p["dtype"], m.value,
-                   m.meta["speedup"], m.meta["gemm_s"], bool(m.meta.get("stable", True)))
+                   m.meta["speedup"], m.meta["gemm_s"], bool(m.meta.get("stable", True)),
+                   p.get("regime", "unrecorded"), m.meta.get("sm_clock_mhz"), m.meta.get("power_w"))
+
+    @property
+    def group(self) -> str:
+        """What a figure panel groups by: the dtype, and the regime where one was recorded."""
+        return self.dtype if self.regime == "unrecorded" else f"{self.dtype}, {self.regime}"
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
-def speedup_table(db: ResultsDB, env_key: str, dtype: str | None = None) -> list[SpeedupRow]:
-    """Stored Strassen points of one environment (GEMM rows left out), smallest first."""
-    rows = [SpeedupRow.read(m) for m in db.measurements(EXPERIMENT, env_key=env_key)
-            if m.method != "gemm" and (dtype is None or m.params["dtype"] == dtype)]
+def speedup_table(db: ResultsDB, env_key: str, dtype: str | None = None, regime: str | None = None
+                  ) -> list[SpeedupRow]:
+    """Stored Strassen points of one environment (GEMM rows left out), smallest first; of one
+    ``regime`` (or, where none was measured in it, those stored before regimes were recorded)."""
+    found = db.measurements(EXPERIMENT, env_key=env_key)
+    found = of_regime(found, regime) if regime is not None else found
+    rows = [SpeedupRow.read(m) for m in found if m.method != "gemm" and (dtype is None or m.params["dtype"] == dtype)]
     return sorted(rows, key=lambda r: (r.size, r.method, r.level))
 
 
@@ -324,7 +338,8 @@ def run_plan(ctx: Context, plan: Plan) -> tuple[dict[str, Any], list[SpeedupRow]
             done = sweep_size(ctx, n, points, DTYPE)
             outcome.measured += done.measured
             outcome.skipped += done.skipped
-    rows = [r for r in speedup_table(ctx.db, ctx.env_key, DTYPE) if r.size in sizes and r.level in plan.levels]
+    rows = [r for r in speedup_table(ctx.db, ctx.env_key, DTYPE, ctx.regime)
+            if r.size in sizes and r.level in plan.levels]
     return {
         "points measured": outcome.measured,
         "points already stored": outcome.skipped,

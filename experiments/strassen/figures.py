@@ -62,7 +62,7 @@ def _label(*parts: str) -> str:
 
 @figure(EXPERIMENT, "Strassen speed-up over GEMM against N, one line per level, one panel per configuration")
 def render_speedup(db: ResultsDB) -> Figure | None:
-    groups = _grouped(db, speedup_table, lambda r: r.dtype)
+    groups = _grouped(db, speedup_table, lambda r: r.group)
     if not groups:
         return None
     methods = method_order(r.method for rows in groups.values() for r in rows)
@@ -104,7 +104,7 @@ def level_curves(rows: Sequence[SpeedupRow]) -> dict[str, tuple[int, list[tuple[
 @figure("strassen-level", "Strassen time and speed-up against level at the largest stored N, per configuration",
         experiments=(EXPERIMENT,))
 def render_level(db: ResultsDB) -> Figure | None:
-    groups = _grouped(db, speedup_table, lambda r: r.dtype)
+    groups = _grouped(db, speedup_table, lambda r: r.group)
     if not groups:
         return None
     devices = panel_devices(db, [key for key, _ in groups])

@@ -98,7 +98,8 @@ def test_both_experiments_store_resume_and_draw(run_json, db_path, tmp_path, mon
     strassen = [r for r in rows if r.method != "gemm"]
     assert {r.method for r in strassen} == {c.name for c in CONFIGS}
     for r in strassen:
-        assert set(r.params) == {"size", "level", "schedule", "parallel", "fused", "dtype"}
+        assert set(r.params) == {"size", "level", "schedule", "parallel", "fused", "dtype", "regime"}
+        assert r.params["regime"] == "sustained" and r.meta["regime"] == "sustained"
         assert r.meta["speedup"] > 0 and r.meta["gemm_s"] > 0 and r.unit == "s"
         assert r.meta["speedup"] == pytest.approx(r.meta["gemm_s"] / r.value)
         assert len(r.samples) >= 10 and "stable" in r.meta

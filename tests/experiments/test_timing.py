@@ -43,6 +43,9 @@ class FakeBackend:
         self.flushes += 1
         self.log.append("flush")
 
+    def telemetry(self):
+        return None
+
 
 def work(fake: FakeBackend, name: str = "w"):
     def fn():
