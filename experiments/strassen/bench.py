@@ -60,6 +60,22 @@ DTYPE = "float64"
 CONFIGS = (Config("rum"), Config("rum", fused=True), Config("rum2", parallel=True),
            Config("rum2", parallel=True, fused=True), Config("lai"), Config("otsuka"),
            Config("winograd", fused=True))
+#: Replayed as CUDA graphs, where the backend has them (CuPy with nvmath-python).
+GRAPH_CONFIGS = (Config("rum", fused=True, graph=True), Config("winograd", fused=True, graph=True))
+
+
+def configs_of(backend: Backend, names: Sequence[str] | None = None) -> tuple[Config, ...]:
+    """The configurations a sweep on ``backend`` times: every one it can run, or those ``names``
+    (ValueError naming the known ones for an unknown or unrunnable name)."""
+    known = CONFIGS + (GRAPH_CONFIGS if backend.supports_graphs else ())
+    if names is None:
+        return known
+    by_name = {c.name: c for c in known}
+    unknown = [n for n in names if n not in by_name]
+    if unknown or not names:
+        raise ValueError(f"unknown configurations {unknown or '(none given)'} on the {backend.name} backend; "
+                         f"known: {', '.join(by_name)}")
+    return tuple(by_name[n] for n in dict.fromkeys(names))
 
 
 @dataclass(frozen=True)
@@ -71,6 +87,7 @@ class Plan:
     min_bottom: int = 1          # skip levels whose bottom products are smaller than this
     others_max_level: int = 3    # schedules other than RUM: at most this level ...
     others_sizes: tuple[int, ...] | None = None   # ... and only at these sizes (None: all)
+    configs: tuple[Config, ...] = CONFIGS
 
 
 PLANS: dict[tuple[str, bool], Plan] = {
@@ -123,7 +140,7 @@ def plan_points(plan: Plan, free: int, itemsize: int) -> tuple[list[int], list[P
     sizes = [n for n in plan.sizes if 3 * n * n * itemsize <= budget]
     points, skipped = [], 0
     for n in sizes:
-        for config in CONFIGS:
+        for config in plan.configs:
             for level in plan.levels:
                 if not in_plan(plan, config, n, level):
                     continue
@@ -137,10 +154,15 @@ def plan_points(plan: Plan, free: int, itemsize: int) -> tuple[list[int], list[P
 # --------------------------------------------------------------------------- timed work
 
 def strassen_work(config: Config, level: int, ops: Operands):
-    """``C = A B`` by ``level`` levels of the configuration, inputs overwritten as in the papers."""
-    run = Executor(ops.backend, parallel=config.parallel, fused=config.fused)
-    support = top_support(ops.backend, config.schedule, level, ops.A, ops.B, overwrite_a=True, overwrite_b=True)
-    return lambda: run.multiply(config.schedule, ops.A, ops.B, ops.C, level, support)
+    """``C = A B`` by ``level`` levels of the configuration, inputs overwritten as in the papers; a
+    graph configuration is captured here (its buffers in the executor's arena) and replayed."""
+    run = Executor(ops.backend, parallel=config.parallel, fused=config.fused, arena={} if config.graph else None)
+    support = top_support(ops.backend, config.schedule, level, ops.A, ops.B, True, True, run.buffer)
+
+    def work() -> None:
+        run.multiply(config.schedule, ops.A, ops.B, ops.C, level, support)
+
+    return ops.backend.capture(work).launch if config.graph else work
 
 
 def checked_works(ops: Operands, entries: Mapping[str, tuple[Config, int]]) -> tuple[dict[str, Any], dict[str, float]]:
@@ -279,7 +301,7 @@ def rum_crossover(rows: Iterable[SpeedupRow]) -> int | None:
 
 @experiment(EXPERIMENT, "Strassen speed-up over the library GEMM by size, level and configuration")
 def run_speedup(ctx: Context) -> Summary:
-    counts, rows = run_plan(ctx, PLANS[(ctx.backend.name, ctx.quick)])
+    counts, rows = run_plan(ctx, replace(PLANS[(ctx.backend.name, ctx.quick)], configs=configs_of(ctx.backend)))
     return speedup_summary(counts, rows)
 
 
@@ -311,8 +333,9 @@ def speedup_summary(counts: Mapping[str, Any], rows: Sequence[SpeedupRow]) -> Su
                       else "no point measured", bool(top and top.speedup > 1) if top else None)])
 
 
-def custom_plan(backend: Backend, sizes: Sequence[int] | None, levels: Sequence[int] | None) -> Plan:
-    """The backend's full plan with chosen sizes and levels (``gemmlab strassen``)."""
+def custom_plan(backend: Backend, sizes: Sequence[int] | None, levels: Sequence[int] | None,
+                configs: Sequence[str] | None = None) -> Plan:
+    """The backend's full plan with chosen sizes, levels and configurations (``gemmlab strassen``)."""
     base = PLANS[(backend.name, False)]
     for what, given in (("--sizes", sizes), ("--levels", levels)):
         if given is not None and not given:     # given but empty: an error, never the default
@@ -323,7 +346,9 @@ def custom_plan(backend: Backend, sizes: Sequence[int] | None, levels: Sequence[
     if levels and not all(1 <= lv <= 10 for lv in levels):
         raise ValueError(f"levels must lie in 1..10, got {list(levels)}")
     return replace(base, sizes=tuple(sorted(set(sizes))) if sizes else base.sizes,
-                   levels=tuple(sorted(set(levels))) if levels else base.levels)
+                   levels=tuple(sorted(set(levels))) if levels else base.levels,
+                   configs=configs_of(backend, configs),
+                   others_sizes=None if configs else base.others_sizes)   # named configurations run everywhere
 
 
 def run_plan(ctx: Context, plan: Plan) -> tuple[dict[str, Any], list[SpeedupRow]]:

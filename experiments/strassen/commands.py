@@ -21,13 +21,17 @@ STRASSEN_COLUMNS = (("size", "N", "d"), ("level", "L", "d"), ("method", "configu
 def _strassen_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sizes", type=sizes, default=None, help="matrix sizes (default: the backend's sweep)")
     p.add_argument("--levels", type=sizes, default=None, help="Strassen levels (default: 1-4 on GPU)")
+    p.add_argument("--configs", default=None,
+                   help="configurations, comma-separated, e.g. rum+fused,winograd+fused+graph (default: every "
+                        "one the backend runs; +graph: replayed as a CUDA graph)")
 
 
 @command("strassen", "Strassen speed-up over the library GEMM at chosen sizes and levels", options=MEASURING,
          arguments=_strassen_arguments)
 def cmd_strassen(args: argparse.Namespace, db_path: Path) -> int:
     backend = get_backend(args.backend)
-    sweep_plan = bench.custom_plan(backend, args.sizes, args.levels)
+    names = None if args.configs is None else [c for c in args.configs.replace(",", " ").split()]
+    sweep_plan = bench.custom_plan(backend, args.sizes, args.levels, names)
     with measuring_run(args, db_path, backend) as ctx:
         summary, rows = bench.run_plan(ctx, sweep_plan)
     shown = [r.as_dict() for r in rows]

@@ -28,6 +28,7 @@ except ImportError as _missing:  # the backend is then unavailable, with the rea
 else:
     _IMPORT_ERROR = None
 from .interface import AllocationReport, Backend, BackendUnavailable, Timer, check_policy
+from .stream_blas import stream_blas
 from .telemetry import nvml_telemetry, pynvml
 
 #: cublasGemmAlgo_t CUBLAS_GEMM_DEFAULT: cuBLAS picks the kernel (tensor cores where the types allow).
@@ -60,14 +61,26 @@ class CupyBackend(Backend):
         self._policy = "pooled"
         self._flush_buffer = None
         self._flag = self.xp.zeros(1, dtype=np.int32)   # the finiteness check's result, allocated once
-        cb = self._cublas
-        self._gemm_fn = {np.dtype(np.float64): cb.dgemm, np.dtype(np.float32): cb.sgemm}
-        self._geam_fn = {np.dtype(np.float64): cb.dgeam, np.dtype(np.float32): cb.sgeam}
+        self._streams = stream_blas(self.xp)
+        self.supports_graphs = self._streams is not None
+        self._capture_stream = None
+        if self._streams is not None:
+            self._gemm_fn, self._geam_fn, self._gemm_ex_fn = (self._streams.gemm, self._streams.geam,
+                                                              self._streams.gemm_ex)
+        else:
+            cb = self._cublas
+            self._gemm_fn = {np.dtype(np.float64): cb.dgemm, np.dtype(np.float32): cb.sgemm}
+            self._geam_fn = {np.dtype(np.float64): cb.dgeam, np.dtype(np.float32): cb.sgeam}
+            self._gemm_ex_fn = cb.gemmEx
 
     def pointer(self, x) -> int:
         return x.data.ptr
 
     def _handle(self) -> int:
+        """The cuBLAS handle for a call on the current stream: nvmath-python's per-stream handle
+        (capturable) where installed, else CuPy's."""
+        if self._streams is not None:
+            return self._streams.handle()
         return self.xp.cuda.device.get_cublas_handle()
 
     def _gemm(self, dtype, call, alpha, beta) -> None:
@@ -78,7 +91,7 @@ class CupyBackend(Backend):
 
     def _gemm_ex(self, recipe, call, beta, arrays) -> None:
         al, be = np.array(1, recipe.scalar), np.array(beta, recipe.scalar)
-        self._cublas.gemmEx(self._handle(), call.transa, call.transb, call.m, call.n, call.k,
+        self._gemm_ex_fn(self._handle(), call.transa, call.transb, call.m, call.n, call.k,
                             al.ctypes.data, call.a, recipe.cuda_operands, call.lda,
                             call.b, recipe.cuda_operands, call.ldb, be.ctypes.data,
                             call.c, recipe.cuda_output, call.ldc, recipe.compute, _GEMM_DEFAULT)
@@ -103,6 +116,29 @@ class CupyBackend(Backend):
 
     def synchronize(self) -> None:
         self.xp.cuda.Device().synchronize()
+
+    def capture(self, work: Any) -> Any:
+        """Run ``work`` once, then capture it into a CUDA graph on a private stream; the graph
+        (``graph.launch()`` replays it on the current stream). The eager run comes first so that
+        kernels compile, side streams get their cuBLAS handles and every buffer the work needs is
+        allocated before the capture, which may allocate nothing."""
+        if not self.supports_graphs:
+            raise BackendUnavailable("CUDA graphs need cuBLAS calls that can be captured: install "
+                                     "nvmath-python (pip install 'gemmlab[gpu]')")
+        if self._capture_stream is None:
+            self._capture_stream = self.xp.cuda.Stream(non_blocking=True)
+        stream = self._capture_stream
+        self.synchronize()                       # a non-blocking stream does not wait for the legacy one
+        with stream:
+            work()
+        stream.synchronize()
+        stream.begin_capture()
+        try:
+            with stream:
+                work()
+        finally:
+            graph = stream.end_capture()
+        return graph
 
     @contextmanager
     def timer(self) -> Iterator[Timer]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import abc
 import importlib
 import numbers
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,6 +84,7 @@ class Backend(abc.ABC):
     name: str
     xp: Any
     asynchronous: bool = False
+    supports_graphs: bool = False
 
     def ops(self, family: str) -> Any:
         """The operations object that method ``family`` registered for this backend (made once)."""
@@ -238,6 +240,11 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def device_info(self) -> dict[str, Any]:
         """Device name, memory and library versions for the environment record."""
+
+    def capture(self, work: Callable[[], Any]) -> Any:
+        """A CUDA graph of ``work`` (run once eagerly first); only where :attr:`supports_graphs`."""
+        raise BackendUnavailable(f"CUDA graphs need the CuPy backend with nvmath-python; the {self.name} "
+                                 "backend runs every call eagerly (pass graph=False, or graph='auto')")
 
     def telemetry(self) -> Any:
         """A reader of the device's SM clock, power and throttle reasons

@@ -48,8 +48,9 @@ from typing import Any
 import numpy as np
 
 from ..backend import Array, Backend, blas, check_output, get_backend, matrix_pair, require_finite, require_memory
+from . import graphs
 from .auto import MAX_LEVEL, auto_level
-from .costs import core_side, matmul_memory
+from .costs import core_side, matmul_memory, total_launches
 from .executor import Executor, quadrants
 from .liveness import analyze, clobbers
 from .schedules import SUPPORT, get_schedule, resolve
@@ -111,7 +112,8 @@ def check_schedule(schedule: str, level: int) -> None:
 
 def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str = "rum", parallel: bool = False,
            fused: bool = False, overwrite_a: bool = False, overwrite_b: bool = False, out: Any = None,
-           backend: str | Backend = "auto", fringe: str = "peel", check_finite: bool = True) -> Array:
+           backend: str | Backend = "auto", fringe: str = "peel", check_finite: bool = True,
+           graph: bool | str = False) -> Array:
     """``A @ B`` by ``level`` levels of a Strassen-Winograd ``schedule``.
 
     Parameters follow SciPy's conventions: ``overwrite_a``/``overwrite_b``
@@ -123,6 +125,10 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str = "rum", 
     ``level="auto"`` asks :func:`gpu.strassen.auto.auto_level`: the level table
     of this device's profile (written by ``gemmlab calibrate``), else a fixed rule;
     levels are never deeper than bottom products of :data:`MIN_BOTTOM`.
+    ``graph``: run the product as a CUDA graph (``True``: captured on the first call with this
+    signature, replayed after; ``"auto"``: captured on the second call where the product launches
+    many kernels; see :mod:`gpu.strassen.graphs`). Results are bitwise those of eager execution;
+    ``True`` needs the CuPy backend with nvmath-python, ``"auto"`` runs eagerly elsewhere.
     ``check_finite`` refuses NaN and infinity first (see the module notes for
     its cost, and for what a level does to them without the check). Inputs may
     be any 2-D array-likes: they are converted to plain arrays of the backend
@@ -135,6 +141,7 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str = "rum", 
     be = get_backend(backend)
     if fringe not in FRINGES:
         raise ValueError(f"fringe must be one of {FRINGES}, got {fringe!r}")
+    graphs.check_mode(be, graph)
     A, B, own_a, own_b = _operands(be, A, B, check_finite)
     m, k, n = A.shape[0], A.shape[1], B.shape[1]
     C = check_output(be, out, (m, n), A.dtype, {"A": A, "B": B})
@@ -153,11 +160,19 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str = "rum", 
         be.gemm(A, B, C)
         return C
     side = core_side(m, k, n, level, fringe)
-    run = Executor(be, parallel=parallel, fused=fused)
-    if fringe == "pad" and (m, k, n) != (side, side, side):
-        _padded(be, run, schedule, A, B, C, side, level)
-    else:
-        _peeled(be, run, schedule, A, B, C, side, level, overwrite_a or own_a, overwrite_b or own_b)
+    ow_a, ow_b = overwrite_a or own_a, overwrite_b or own_b
+    padded = fringe == "pad" and (m, k, n) != (side, side, side)
+
+    def body(run: Executor) -> None:
+        if padded:
+            _padded(be, run, schedule, A, B, C, side, level)
+        else:
+            _peeled(be, run, schedule, A, B, C, side, level, ow_a, ow_b)
+
+    key = (id(be), schedule, level, parallel, fused, padded, ow_a, ow_b,
+           *(graphs.array_key(x, be) for x in (A, B, C)))
+    graphs.run(be, graph, key, total_launches(schedule, level, fused),
+               lambda arena: Executor(be, parallel=parallel, fused=fused, arena=arena), body)
     return C
 
 
@@ -173,10 +188,11 @@ def _peeled(be: Backend, run: Executor, schedule: str, A: Array, B: Array, C: Ar
     Ac, Bc = A[:s, :s], B[:s, :s]
     hit = clobbers(schedule, level)
     if "A" in hit and not overwrite_a:
-        Ac = Ac.copy()
+        Ac = run.copy(Ac, ("top", "A"))
     if "B" in hit and not overwrite_b:
-        Bc = Bc.copy()
-    run.multiply(schedule, Ac, Bc, C[:s, :s], level, top_support(be, schedule, level, Ac, Bc, overwrite_a, overwrite_b))
+        Bc = run.copy(Bc, ("top", "B"))
+    support = top_support(be, schedule, level, Ac, Bc, overwrite_a, overwrite_b, run.buffer)
+    run.multiply(schedule, Ac, Bc, C[:s, :s], level, support)
     if A.shape[1] > s:
         be.gemm(A[:s, s:], B[s:, :s], C[:s, :s], 1.0, 1.0)
 
@@ -184,25 +200,28 @@ def _peeled(be: Backend, run: Executor, schedule: str, A: Array, B: Array, C: Ar
 def _padded(be: Backend, run: Executor, schedule: str, A: Array, B: Array, C: Array, side: int,
             level: int) -> None:
     """Zero-pad A, B and C to side x side and run the whole product by Strassen."""
-    xp = be.xp
-    Ap, Bp, Cp = (xp.zeros((side, side), dtype=A.dtype) for _ in range(3))
+    Ap, Bp, Cp = (run.buffer((side, side), A.dtype, ("top", "pad", name)) for name in "ABC")
+    for P in (Ap, Bp, Cp):
+        P.fill(0)
     Ap[:A.shape[0], :A.shape[1]] = A
     Bp[:B.shape[0], :B.shape[1]] = B
-    run.multiply(schedule, Ap, Bp, Cp, level, top_support(be, schedule, level, Ap, Bp, True, True))
+    run.multiply(schedule, Ap, Bp, Cp, level, top_support(be, schedule, level, Ap, Bp, True, True, run.buffer))
     C[...] = Cp[:C.shape[0], :C.shape[1]]
 
 
 def top_support(be: Backend, schedule: str, level: int, A: Array, B: Array, overwrite_a: bool,
-                overwrite_b: bool) -> dict[str, Array] | None:
+                overwrite_b: bool, buffer: Any = None) -> dict[str, Array] | None:
     """Top-level support quadrants: the input quadrants they may alias where the caller allows,
-    new buffers otherwise; None for schedules that take no support."""
+    new buffers otherwise (from ``buffer(shape, dtype, slot)``, an executor's, where given);
+    None for schedules that take no support."""
     sched = resolve(schedule, level)
     if not sched.support:
         return None
     inputs = {**quadrants(A, "A"), **quadrants(B, "B")}
     reuse = sched.permitted_aliases(overwrite_a, overwrite_b)
     h = A.shape[0] // 2
-    return {s: inputs[reuse[s]] if s in reuse else be.xp.empty((h, h), dtype=A.dtype) for s in SUPPORT}
+    new = buffer or (lambda shape, dtype, slot: be.xp.empty(shape, dtype=dtype))
+    return {s: inputs[reuse[s]] if s in reuse else new((h, h), A.dtype, ("top", s)) for s in SUPPORT}
 
 
 def _check_memory(be: Backend, schedule: str, m: int, k: int, n: int, level: int, dtype, fringe: str,

@@ -6,7 +6,12 @@ under the backend's allocation policy, supports chosen by the liveness
 analysis are lent to the level below, and on several streams the waits come
 from the hazard analysis (events only, no device-wide synchronisation).
 With ``fused``, runs of additions on one stream become one generated kernel
-(see :mod:`gpu.strassen.fusion`).
+(see :mod:`gpu.strassen.fusion`). With an ``arena`` every scratch buffer (temporaries,
+protective copies, support quadrants) is kept in a slot named by its depth, its name and
+the stream it serves: made on the first pass, handed out again on every later pass and
+shared by sibling calls at one depth on one stream (they run one after another), so the
+arena holds what an eager product's peak holds, and a CUDA graph capture, which may not
+allocate, finds every buffer made (:mod:`gpu.strassen.graphs`).
 """
 
 from __future__ import annotations
@@ -28,14 +33,39 @@ def quadrants(M: Array, prefix: str) -> dict[str, Array]:
             f"{prefix}21": M[h:, :w], f"{prefix}22": M[h:, w:]}
 
 
+#: Side streams by (backend, caller stream, levels left, stream number), made once per process: a
+#: stream that issues cuBLAS calls keeps a handle and a workspace (gpu.backend.stream_blas).
+_SIDE_STREAMS: dict[tuple[int, Any, int, int], Any] = {}
+
+
 class Executor:
     """Runs schedules recursively; one instance per (backend, parallel, fused) choice."""
 
-    def __init__(self, backend: Backend, *, parallel: bool = False, fused: bool = False) -> None:
+    def __init__(self, backend: Backend, *, parallel: bool = False, fused: bool = False,
+                 arena: dict[tuple, Array] | None = None) -> None:
         self.backend = backend
         self.parallel = parallel
         self.fused = fused
-        self._side: dict[tuple[Any, int, int], Any] = {}
+        self.arena = arena
+
+    def buffer(self, shape: tuple[int, ...], dtype: Any, slot: tuple) -> Array:
+        """A scratch buffer: a new one, or with an arena the one of ``slot`` on the current stream
+        (see the module notes)."""
+        if self.arena is None:
+            return self.backend.xp.empty(shape, dtype=dtype)
+        key = (*slot, getattr(self.backend.current_stream(), "ptr", 0))
+        buf = self.arena.get(key)
+        if buf is None:
+            buf = self.arena[key] = self.backend.xp.empty(shape, dtype=dtype)
+        elif buf.shape != tuple(shape) or buf.dtype != dtype:
+            raise RuntimeError(f"arena slot {key} holds {buf.shape} {buf.dtype}, asked for {shape} {dtype}")
+        return buf
+
+    def copy(self, x: Array, slot: tuple) -> Array:
+        """A scratch copy of ``x`` (by the backend's GEAM: no allocation beyond the buffer)."""
+        y = self.buffer(x.shape, x.dtype, slot)
+        self.backend.geam(1.0, x, 0.0, x, y)
+        return y
 
     def multiply(self, name: str, A: Array, B: Array, C: Array, levels: int,
                  support: Array | Mapping[str, Array] | None = None, top: bool = True) -> None:
@@ -53,8 +83,7 @@ class Executor:
         if schedule.support:
             spaces.update(support if isinstance(support, Mapping) else quadrants(support, "S"))
         h, w = A.shape[0] // 2, A.shape[1] // 2
-        xp = self.backend.xp
-        temps = {t: xp.empty((h, w), dtype=A.dtype) for t in schedule.temporaries}
+        temps = {t: self.buffer((h, w), A.dtype, (levels, t)) for t in schedule.temporaries}
         spaces.update(temps)
         self._run(schedule, spaces, levels, self._active_aliases(schedule, spaces) if top else frozenset())
         del temps
@@ -105,18 +134,12 @@ class Executor:
         if step.op == "*":
             sup = spaces[lent[index]] if lends else None
             b = spaces[step.b]
-            a, b = (self._copy(x) if role in guard else x for role, x in (("A", a), ("B", b)))
+            a, b = (self.copy(x, (levels, "copy", role)) if role in guard else x for role, x in (("A", a), ("B", b)))
             self.multiply(below, a, b, dst, levels - 1, sup, top=False)
         elif step.op == "copy":
             self.backend.geam(1.0, a, 0.0, a, dst)
         else:
             self.backend.geam(1.0, a, 1.0 if step.op == "+" else -1.0, spaces[step.b], dst)
-
-    def _copy(self, x: Array) -> Array:
-        """A scratch copy of an operand the level below would overwrite while it is still needed."""
-        y = self.backend.xp.empty(x.shape, dtype=x.dtype)
-        self.backend.geam(1.0, x, 0.0, x, y)
-        return y
 
     def _stream(self, caller, levels: int, k: int):
         """Stream ``k`` of a call issued from ``caller`` at a depth (``levels`` left): stream 1 is
@@ -124,8 +147,8 @@ class Executor:
         work does not queue behind its parent's."""
         if k == 1:
             return caller
-        key = (getattr(caller, "ptr", id(caller)), levels, k)
-        if key not in self._side:
-            self._side[key] = self.backend.stream()
-        return self._side[key]
+        key = (id(self.backend), getattr(caller, "ptr", id(caller)), levels, k)
+        if key not in _SIDE_STREAMS:
+            _SIDE_STREAMS[key] = self.backend.stream()
+        return _SIDE_STREAMS[key]
 

@@ -288,16 +288,19 @@ RUM_SCHEDULES = ("rum", "rum2")
 
 @dataclass(frozen=True)
 class Config:
-    """One way to run a schedule: on CUDA streams or not, with fused additions or not."""
+    """One way to run a schedule: on CUDA streams or not, with fused additions or not, eagerly or
+    replayed as a CUDA graph."""
 
     schedule: str
     parallel: bool = False
     fused: bool = False
+    graph: bool = False
 
     @property
     def name(self) -> str:
-        """The stored method name: ``rum``, ``rum+fused``, ``rum2-parallel+fused``, ..."""
-        return self.schedule + ("-parallel" if self.parallel else "") + ("+fused" if self.fused else "")
+        """The stored method name: ``rum``, ``rum+fused``, ``rum2-parallel+fused``, ``rum+fused+graph``, ..."""
+        return (self.schedule + ("-parallel" if self.parallel else "") + ("+fused" if self.fused else "")
+                + ("+graph" if self.graph else ""))
 
     @property
     def is_rum(self) -> bool:

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from experiments.cli import main
 from experiments.core.database import ResultsDB
 from experiments.core.lab import Operands, product_error
 from experiments.strassen import bench as sb
@@ -128,3 +129,14 @@ def test_figures_without_data_draw_nothing(tmp_path, db_path):
         assert figures.render_speedup(db) is None
         assert figures.render_level(db) is None
         assert figures.render_memory(db) is None
+
+
+def test_chosen_configurations_only_and_graph_ones_need_graphs(run_json, capsys, db_path):
+    out = run_json("strassen", "--backend", "numpy", "--sizes", "64", "--levels", "1", "--configs",
+                   "rum+fused,winograd+fused", "--db", str(db_path))
+    assert {r["method"] for r in out["rows"]} == {"rum+fused", "winograd+fused"}
+    assert all(r["regime"] == "sustained" for r in out["rows"])
+    assert main(["strassen", "--backend", "numpy", "--sizes", "64", "--levels", "1", "--configs", "rum+fused+graph",
+                 "--db", str(db_path)]) == 2
+    assert "unknown configurations ['rum+fused+graph'] on the numpy backend" in capsys.readouterr().err
+    assert sb.configs_of(get_backend("numpy")) == CONFIGS
