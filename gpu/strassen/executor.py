@@ -33,9 +33,11 @@ def quadrants(M: Array, prefix: str) -> dict[str, Array]:
             f"{prefix}21": M[h:, :w], f"{prefix}22": M[h:, w:]}
 
 
-#: Side streams by (backend, caller stream, levels left, stream number), made once per process: a
-#: stream that issues cuBLAS calls keeps a handle and a workspace (gpu.backend.stream_blas).
-_SIDE_STREAMS: dict[tuple[int, Any, int, int], Any] = {}
+#: Side streams by (backend, levels left, stream number), made once per process and shared by the
+#: calls at one depth: a stream that issues cuBLAS calls keeps a handle and a 32 MiB workspace
+#: (gpu.backend.stream_blas), so their number must stay small (at most 6 per depth), not grow with
+#: the calls (a 7-stream schedule at 4 levels would make thousands).
+_SIDE_STREAMS: dict[tuple[int, int, int], Any] = {}
 
 
 class Executor:
@@ -144,10 +146,12 @@ class Executor:
     def _stream(self, caller, levels: int, k: int):
         """Stream ``k`` of a call issued from ``caller`` at a depth (``levels`` left): stream 1 is
         the caller itself; side streams are not shared between depths, so a nested call's
-        work does not queue behind its parent's."""
+        work does not queue behind its parent's. Calls at one depth share them: a call joins
+        its side streams back to its caller before it returns, so the next call's work on a
+        shared stream never meets a buffer the previous one still uses."""
         if k == 1:
             return caller
-        key = (id(self.backend), getattr(caller, "ptr", id(caller)), levels, k)
+        key = (id(self.backend), levels, k)
         if key not in _SIDE_STREAMS:
             _SIDE_STREAMS[key] = self.backend.stream()
         return _SIDE_STREAMS[key]
