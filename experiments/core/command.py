@@ -133,6 +133,24 @@ def size_range(text: str) -> tuple[float, float]:
     return lo, hi
 
 
+_BYTE_UNITS = {"": 1, "B": 1, "K": 2**10, "KIB": 2**10, "M": 2**20, "MIB": 2**20, "G": 2**30, "GIB": 2**30,
+               "T": 2**40, "TIB": 2**40}
+
+
+def byte_size(text: str) -> int:
+    """An argparse type: bytes, whole or with a binary unit (``0``, ``512M``, ``40GiB``, ``1.5G``)."""
+    number = text.strip().rstrip("bBiIkKmMgGtT")
+    unit = text.strip()[len(number):].upper()
+    try:
+        value = float(number) * _BYTE_UNITS[unit]
+    except (ValueError, KeyError):
+        raise argparse.ArgumentTypeError(f"a size in bytes is a number with an optional unit K, M, G or T "
+                                         f"(binary), such as 40G; got {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"a size in bytes is finite and not negative, got {text!r}")
+    return int(value)
+
+
 def counts(text: str) -> list[int]:
     """An argparse type: integers and ascending ranges, ``2-9`` or ``2,3,5`` or ``2-4,8``.
 

@@ -11,7 +11,7 @@ from gpu.backend import Backend, get_backend
 from gpu.strassen import Config
 from modeling import fits, hardware
 
-from ..core.command import MEASURING, command, emit, measuring_run, sizes, table
+from ..core.command import MEASURING, byte_size, command, emit, measuring_run, sizes, table
 from ..core.database import ResultsDB
 from . import calibration, models, validation
 from .predict import Source, fit_report, predict
@@ -91,6 +91,9 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-level", type=int, default=4, help="deepest level to consider (default 4)")
     p.add_argument("--schedule", default="rum", help="schedule whose table gives the counts (default rum)")
     p.add_argument("--fused", action="store_true", help="fused additions (counts from gpu.strassen.fusion)")
+    p.add_argument("--workspace", type=byte_size, default=None, metavar="BYTES",
+                   help="choose each level's schedule within this memory beyond RUM's (e.g. 40G; see "
+                        "gpu.strassen.plans) and predict each level's plan; with --fused, where it pays")
     p.add_argument("--launch-us", type=float, default=None,
                    help="host time per library call in microseconds (default: stored or fitted; 0 for --gpu "
                         "and --coefficients unless the file gives launch_us)")
@@ -101,7 +104,7 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_predict(args: argparse.Namespace, db_path: Path) -> int:
     launch = None if args.launch_us is None else args.launch_us / 1e3
     config = Config(args.schedule, fused=args.fused)
-    payload = predict(db_path, _source(args), args.size, config, args.max_level, launch)
+    payload = predict(db_path, _source(args), args.size, config, args.max_level, launch, args.workspace)
 
     def text() -> str:
         def fmt(bs: Sequence[float | None]) -> str:
@@ -113,10 +116,22 @@ def cmd_predict(args: argparse.Namespace, db_path: Path) -> int:
             f"{payload['source']}; N = {args.size}, {args.schedule}{' fused' if args.fused else ''}", thesis,
             f"recursive:   P = {fmt([payload['P_recursive']])}, boundaries {fmt(payload['boundaries_recursive'])}, "
             f"level {payload['level_recursive']}",
-            "predicted speed-up by level: " + ", ".join(f"L{lv} {s:.3f}" for lv, s in payload["speedups"].items())])
+            "predicted speed-up by level: " + ", ".join(f"L{lv} {s:.3f}" for lv, s in payload["speedups"].items()),
+            *_plan_lines(payload.get("workspace"))])
 
     emit(args, payload, text)
     return 0
+
+
+def _plan_lines(plans: dict[str, Any] | None) -> list[str]:
+    """The per-level plans of ``predict --workspace``, one line per level."""
+    if not plans:
+        return []
+    lines = [f"within {plans['bytes'] / 2**30:.2f} GiB beyond RUM (best level {plans['level']}):"]
+    for lv, row in plans["levels"].items():
+        lines.append(f"  L{lv} {row['plan']:<22} {row['speedup']:.3f}x  extra {row['extra_bytes'] / 2**30:.2f} GiB  "
+                     f"(levels: {', '.join(row['schedules']) or 'GEMM'})")
+    return lines
 
 
 LEVEL_COLUMNS = (("size", "N", "d"), ("best", "best", "d"), ("thesis rule (relative)", "thesis (rel.)", "d"),

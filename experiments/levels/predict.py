@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu.backend import get_backend
-from gpu.strassen import Config
+from gpu.strassen import Config, choose_plan, deepest_level, level_schedules, plan_extra
 from modeling import crossover, fits, hardware
 from modeling.analytic import analytic_model
 from modeling.recursive import RecursiveModel
@@ -111,8 +111,10 @@ def prediction_models(db_path: Path, source: Source, config: Config, launch_ms: 
 
 
 def predict(db_path: Path, source: Source, size: int, config: Config, max_level: int = 4,
-            launch_ms: float | None = None) -> dict[str, Any]:
-    """Crossover P, level boundaries and the best level at ``size`` by both predictors."""
+            launch_ms: float | None = None, workspace: int | None = None) -> dict[str, Any]:
+    """Crossover P, level boundaries and the best level at ``size`` by both predictors; with
+    ``workspace``, each level's plan within that many bytes and its predicted time
+    (:func:`plan_prediction`)."""
     if size <= 0 or not 1 <= max_level <= 10:
         raise ValueError(f"need --size > 0 and --max-level in 1..10, got {size} and {max_level}")
     one_level, model, info = prediction_models(db_path, source, config, launch_ms)
@@ -130,7 +132,23 @@ def predict(db_path: Path, source: Source, size: int, config: Config, max_level:
             "level_recursive": model.level(size, levels), "P_recursive": rec[0],
             "boundaries_recursive": rec[1:], "speedup_one_level": one_level(size),
             "times_ms": {lv: model.time(size, lv) for lv in levels},
-            "speedups": {lv: model.speedup(size, lv) for lv in levels}}
+            "speedups": {lv: model.speedup(size, lv) for lv in levels},
+            "workspace": None if workspace is None else plan_prediction(model, size, max_level, workspace)}
+
+
+def plan_prediction(model: RecursiveModel, size: int, max_level: int, workspace: int) -> dict[str, Any]:
+    """Per level, the plan :func:`gpu.strassen.plans.choose_plan` makes for an n x n x n product
+    within ``workspace`` bytes (inputs kept, as ``matmul`` does by default), priced by the
+    recursive model and the memory model, and the best level among them."""
+    rows: dict[int, dict[str, Any]] = {}
+    for lv in range(min(max_level, deepest_level(size, size, size)) + 1):
+        plan = choose_plan(size, size, size, lv, workspace, fused=model.fused) if lv else model.schedule
+        priced = replace(model, schedule=plan)
+        rows[lv] = {"plan": plan, "schedules": list(level_schedules(plan, lv)), "time_ms": priced.time(size, lv),
+                    "speedup": priced.speedup(size, lv),
+                    "extra_bytes": plan_extra(plan, size, size, size, lv, 8, "peel", False, False)}
+    best = min(rows, key=lambda lv: rows[lv]["time_ms"])
+    return {"bytes": workspace, "level": best, "plan": rows[best]["plan"], "levels": rows}
 
 
 def no_crossover(found: crossover.NoCrossover, size: float | None = None) -> dict[str, Any]:

@@ -44,24 +44,33 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from gpu.backend import Backend
-from gpu.strassen import Config, Executor, strassen_memory, top_support
+from gpu.strassen import Config, Executor, choose_plan, strassen_memory, top_support
 
-from ..core.database import Measurement, ResultsDB
 from ..core.lab import HEADROOM, Operands, check_product, free_memory, time_group
-from ..core.regime import of_regime
 from ..core.registry import Context, experiment
 from ..core.summary import Check, Summary, Table, spread
 from ..core.sweep import SweepOutcome
 from ..core.timing import Comparison
+from .rows import EXPERIMENT, SpeedupRow, best_per_size, rum_crossover, speedup_table
 
-EXPERIMENT = "strassen-speedup"
 DTYPE = "float64"
 
+#: Stands for the per-level plan ``matmul(workspace="auto")`` would run at a point: each point's plan
+#: within the memory left beside A, B and C (:func:`mix_config`), stored under the plan's own name.
+MIX = "mix"
 CONFIGS = (Config("rum"), Config("rum", fused=True), Config("rum2", parallel=True),
            Config("rum2", parallel=True, fused=True), Config("lai"), Config("otsuka"),
-           Config("winograd", fused=True))
+           Config("winograd", fused=True), Config(MIX, fused=True))
 #: Replayed as CUDA graphs, where the backend has them (CuPy with nvmath-python).
-GRAPH_CONFIGS = (Config("rum", fused=True, graph=True), Config("winograd", fused=True, graph=True))
+GRAPH_CONFIGS = (Config("rum", fused=True, graph=True), Config("winograd", fused=True, graph=True),
+                 Config(MIX, fused=True, graph=True))
+
+
+def method_order(methods: Iterable[str]) -> list[str]:
+    """Methods in :data:`CONFIGS` order (graph configurations after), per-level plans and unknown ones last."""
+    known = [c.name for c in CONFIGS + GRAPH_CONFIGS]
+    present = set(methods)
+    return [m for m in known if m in present] + sorted(present - set(known))
 
 
 def configs_of(backend: Backend, names: Sequence[str] | None = None) -> tuple[Config, ...]:
@@ -129,7 +138,7 @@ def in_plan(plan: Plan, config: Config, n: int, level: int) -> bool:
     """Whether the plan covers this point (memory aside)."""
     if n % 2**level or n // 2**level < plan.min_bottom:
         return False
-    if not config.is_rum:
+    if not config.is_rum and config.schedule != MIX:
         return level <= plan.others_max_level and (plan.others_sizes is None or n in plan.others_sizes)
     return True
 
@@ -144,11 +153,24 @@ def plan_points(plan: Plan, free: int, itemsize: int) -> tuple[list[int], list[P
             for level in plan.levels:
                 if not in_plan(plan, config, n, level):
                     continue
+                if config.schedule == MIX:
+                    config = mix_config(config, n, level, budget, itemsize)
+                    if config is None:
+                        continue
                 if config_bytes(config, n, level, itemsize) <= budget:
                     points.append(Point(config, n, level))
                 else:
                     skipped += 1
     return sizes, points, skipped
+
+
+def mix_config(config: Config, n: int, level: int, budget: float, itemsize: int) -> Config | None:
+    """The per-level plan at (n, level) within ``budget`` bytes in all, inputs overwritten as timed;
+    None where that plan is a single schedule (timed under its own name already)."""
+    workspace = max(0, int(budget) - 3 * n * n * itemsize)
+    plan = choose_plan(n, n, n, level, workspace, fused=config.fused, itemsize=itemsize,
+                       overwrite_a=True, overwrite_b=True)
+    return replace(config, schedule=plan) if "/" in plan else None
 
 
 # --------------------------------------------------------------------------- timed work
@@ -238,65 +260,6 @@ def sweep_size(ctx: Context, n: int, points: Sequence[Point], dtype: str = DTYPE
     return outcome
 
 
-# --------------------------------------------------------------------------- stored rows
-
-@dataclass(frozen=True)
-class SpeedupRow:
-    """One stored Strassen point: its time, and its speed-up over the GEMM of its group."""
-
-    method: str
-    size: int
-    level: int
-    schedule: str
-    fused: bool
-    dtype: str
-    time_s: float
-    speedup: float
-    gemm_s: float
-    stable: bool
-    regime: str = "unrecorded"
-    sm_clock_mhz: float | None = None
-    power_w: float | None = None
-
-    @classmethod
-    def read(cls, m: Measurement) -> SpeedupRow:
-        p = m.params
-        return cls(m.method, p["size"], p["level"], p["schedule"], bool(p["fused"]), p["dtype"], m.value,
-                   m.meta["speedup"], m.meta["gemm_s"], bool(m.meta.get("stable", True)),
-                   p.get("regime", "unrecorded"), m.meta.get("sm_clock_mhz"), m.meta.get("power_w"))
-
-    @property
-    def group(self) -> str:
-        """What a figure panel groups by: the dtype, and the regime where one was recorded."""
-        return self.dtype if self.regime == "unrecorded" else f"{self.dtype}, {self.regime}"
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-def speedup_table(db: ResultsDB, env_key: str, dtype: str | None = None, regime: str | None = None
-                  ) -> list[SpeedupRow]:
-    """Stored Strassen points of one environment (GEMM rows left out), smallest first; of one
-    ``regime`` (or, where none was measured in it, those stored before regimes were recorded)."""
-    found = db.measurements(EXPERIMENT, env_key=env_key)
-    found = of_regime(found, regime) if regime is not None else found
-    rows = [SpeedupRow.read(m) for m in found if m.method != "gemm" and (dtype is None or m.params["dtype"] == dtype)]
-    return sorted(rows, key=lambda r: (r.size, r.method, r.level))
-
-
-def best_per_size(rows: Iterable[SpeedupRow]) -> dict[str, str]:
-    best: dict[int, SpeedupRow] = {}
-    for r in rows:
-        if r.size not in best or r.speedup > best[r.size].speedup:
-            best[r.size] = r
-    return {f"N={n}": f"{r.speedup:.3f}x ({r.method}, level {r.level})" for n, r in sorted(best.items())}
-
-
-def rum_crossover(rows: Iterable[SpeedupRow]) -> int | None:
-    """Smallest size at which some RUM configuration beats GEMM."""
-    return min((r.size for r in rows if Config(r.schedule).is_rum and r.speedup > 1), default=None)
-
-
 # --------------------------------------------------------------------------- the experiment
 
 @experiment(EXPERIMENT, "Strassen speed-up over the library GEMM by size, level and configuration")
@@ -316,7 +279,7 @@ def speedup_summary(counts: Mapping[str, Any], rows: Sequence[SpeedupRow]) -> Su
     n = max(best, default=None)
     levels = sorted({r.level for r in rows if r.size == n})
     at_n = {(r.method, r.level): r.speedup for r in rows if r.size == n}
-    methods = [c.name for c in CONFIGS if any(m == c.name for m, _ in at_n)]
+    methods = method_order(m for m, _ in at_n)
     return Summary(
         scope=f"N = {spread(best)}; levels {spread(sorted({r.level for r in rows}), 'levels')}; "
               f"{len({r.method for r in rows})} configurations; {DTYPE}",

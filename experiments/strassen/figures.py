@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from matplotlib.figure import Figure
@@ -28,15 +28,9 @@ from ..core.plotting import (
 )
 from ..core.registry import figure
 from . import memory
-from .bench import CONFIGS, EXPERIMENT, SpeedupRow, speedup_table
+from .bench import method_order
 from .memory import byte_unit, memory_table
-
-
-def method_order(methods: Iterable[str]) -> list[str]:
-    """Methods in CONFIGS order, unknown ones after."""
-    known = [c.name for c in CONFIGS]
-    present = set(methods)
-    return [m for m in known if m in present] + sorted(present - set(known))
+from .rows import EXPERIMENT, SpeedupRow, speedup_table
 
 
 def _grouped(db: ResultsDB, table: Callable[[ResultsDB, str], list[Any]],

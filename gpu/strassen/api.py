@@ -43,6 +43,7 @@ infinite may come out NaN. Entries no non-finite value reaches are unaffected.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -52,8 +53,9 @@ from . import graphs
 from .auto import MAX_LEVEL, auto_level
 from .costs import core_side, matmul_memory, total_launches
 from .executor import Executor, quadrants
-from .liveness import analyze, clobbers
-from .schedules import SUPPORT, get_schedule, resolve
+from .liveness import clobbers, recursion_blocker
+from .plans import BASE, auto_workspace, check_workspace, choose_plan, plan_extra
+from .schedules import SUPPORT, get_schedule, plan_name, resolve
 
 FRINGES = ("peel", "pad")
 #: Smallest side of the bottom products a level may make (see the module notes).
@@ -99,21 +101,17 @@ def check_schedule(schedule: str, level: int) -> None:
     if not isinstance(level, (int, np.integer)) or not 0 <= level <= MAX_LEVEL:
         raise ValueError(f"level must be an integer from 0 to {MAX_LEVEL} or 'auto', got {level!r}")
     get_schedule(schedule)
-    name = schedule
-    for left in range(level, 1, -1):
-        sched = resolve(name, left)
-        report = analyze(sched.name)
-        if not report.recursible:
-            b = report.blocking[0]
-            raise ValueError(f"schedule {sched.name!r} cannot recurse (step {b.step}: {b.reason}); "
-                             f"use level 1, or a schedule that recurses such as 'rum' or 'otsuka'")
-        name = sched.products_schedule
+    blocked = recursion_blocker(schedule, level)
+    if blocked:
+        name, b = blocked
+        raise ValueError(f"schedule {name!r} cannot recurse (step {b.step}: {b.reason}); "
+                         f"use level 1, or a schedule that recurses such as 'rum' or 'otsuka'")
 
 
-def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str = "rum", parallel: bool = False,
-           fused: bool = False, overwrite_a: bool = False, overwrite_b: bool = False, out: Any = None,
-           backend: str | Backend = "auto", fringe: str = "peel", check_finite: bool = True,
-           graph: bool | str = False) -> Array:
+def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str | Sequence[str] | None = None,
+           parallel: bool = False, fused: bool = False, overwrite_a: bool = False, overwrite_b: bool = False,
+           out: Any = None, backend: str | Backend = "auto", fringe: str = "peel", check_finite: bool = True,
+           graph: bool | str = False, workspace: int | str | None = None) -> Array:
     """``A @ B`` by ``level`` levels of a Strassen-Winograd ``schedule``.
 
     Parameters follow SciPy's conventions: ``overwrite_a``/``overwrite_b``
@@ -129,6 +127,11 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str = "rum", 
     signature, replayed after; ``"auto"``: captured on the second call where the product launches
     many kernels; see :mod:`gpu.strassen.graphs`). Results are bitwise those of eager execution;
     ``True`` needs the CuPy backend with nvmath-python, ``"auto"`` runs eagerly elsewhere.
+    ``schedule``: a schedule name (default ``"rum"``) or a per-level plan, top level first
+    (``("rum", "winograd")`` or ``"rum/winograd"``: the last one runs every level below).
+    ``workspace``: instead of ``schedule``, let each level take the fastest schedule whose
+    memory fits this many bytes beyond the RUM product's (``"auto"``: what is free on the
+    device; ``0``: RUM throughout); see :mod:`gpu.strassen.plans`.
     ``check_finite`` refuses NaN and infinity first (see the module notes for
     its cost, and for what a level does to them without the check). Inputs may
     be any 2-D array-likes: they are converted to plain arrays of the backend
@@ -147,20 +150,26 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str = "rum", 
     C = check_output(be, out, (m, n), A.dtype, {"A": A, "B": B})
     if blas.overlaps(be.layout(A), be.layout(B)):
         overwrite_a = overwrite_b = own_a = own_b = False
+    ow_a, ow_b = overwrite_a or own_a, overwrite_b or own_b
+    output = 0 if C is not None else m * n * A.itemsize
+    if workspace is not None and schedule is not None:
+        raise ValueError("pass schedule= or workspace=, not both: workspace chooses the schedule of each level")
+    check_workspace(workspace)
+    schedule = plan_name(BASE if schedule is None else schedule)
     if level == "auto":
         size = min(m, k, n) if fringe == "peel" else max(m, k, n)
         level = min(auto_level(size, be, schedule=schedule, fused=fused), deepest_level(m, k, n, fringe)) if size else 0
     check_schedule(schedule, level)
     check_level(m, k, n, level, fringe)
     level = level if min(m, k, n) else 0                 # an empty product multiplies nothing
-    _check_memory(be, schedule, m, k, n, level, A.dtype, fringe, overwrite_a or own_a, overwrite_b or own_b,
-                  0 if C is not None else m * n * A.itemsize)
+    if workspace is not None and level:
+        schedule = _planned(be, workspace, (m, k, n, level, A.itemsize, fringe, ow_a, ow_b), fused, output)
+    _check_memory(be, schedule, m, k, n, level, A.dtype, fringe, ow_a, ow_b, output)
     C = be.xp.empty((m, n), dtype=A.dtype) if C is None else C
     if level == 0:
         be.gemm(A, B, C)
         return C
     side = core_side(m, k, n, level, fringe)
-    ow_a, ow_b = overwrite_a or own_a, overwrite_b or own_b
     padded = fringe == "pad" and (m, k, n) != (side, side, side)
 
     def body(run: Executor) -> None:
@@ -174,6 +183,15 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str = "rum", 
     graphs.run(be, graph, key, total_launches(schedule, level, fused),
                lambda arena: Executor(be, parallel=parallel, fused=fused, arena=arena), body)
     return C
+
+
+def _planned(be: Backend, workspace: int | str, shape: tuple, fused: bool, output: int) -> str:
+    """The per-level plan of ``workspace`` bytes (``"auto"``: see :func:`gpu.strassen.plans.auto_workspace`)."""
+    if workspace == "auto":
+        workspace = auto_workspace(be.memory_info()[0], output, plan_extra(BASE, *shape))
+    m, k, n, level, itemsize, fringe, ow_a, ow_b = shape
+    return choose_plan(m, k, n, level, workspace, fused=fused, itemsize=itemsize, fringe=fringe,
+                       overwrite_a=ow_a, overwrite_b=ow_b)
 
 
 def _peeled(be: Backend, run: Executor, schedule: str, A: Array, B: Array, C: Array, s: int, level: int,

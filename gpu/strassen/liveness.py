@@ -113,7 +113,7 @@ def analyze(name: str) -> Liveness:
     schedule = get_schedule(name)
     spaces, rows, last = state_table(schedule)
     writable = _writable(schedule)
-    needs_support = not schedule.temporaries
+    needs_support = not schedule.temporaries or get_schedule(schedule.products_schedule).support
     products, blocking = [], []
     for i in (k + 1 for k in schedule.products):
         free = tuple(s for s, used in zip(spaces, rows[i]) if not used)
@@ -185,3 +185,15 @@ def protected(name: str, levels: int) -> dict[int, tuple[str, ...]]:
         if live_after(schedule, i, operand):
             out[i] = out.get(i, ()) + (role,)
     return out
+
+
+def recursion_blocker(name: str, levels: int) -> tuple[str, Blocker] | None:
+    """The first level (its schedule's name) of a ``levels``-level product that cannot run the level
+    below it, with the reason; None when every level can (the bottom one never recurses)."""
+    for left in range(levels, 1, -1):
+        sched = resolve(name, left)
+        report = analyze(sched.name)
+        if not report.recursible:
+            return sched.name, report.blocking[0]
+        name = sched.products_schedule
+    return None

@@ -13,8 +13,9 @@ tests); steps are numbered from 1 as there.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cache
 
 QUADRANTS = tuple(f"{m}{i}{j}" for m in "ABC" for i in "12" for j in "12")
 SUPPORT = ("S11", "S12", "S21", "S22")
@@ -314,8 +315,57 @@ def resolve(name: str, levels: int) -> Schedule:
 
 
 def get_schedule(name: str) -> Schedule:
-    """The schedule called ``name``; ValueError listing the known ones otherwise."""
+    """The schedule called ``name``, a per-level plan (``"rum/winograd"``, see :func:`plan_name`)
+    included; ValueError listing the known ones otherwise."""
+    if PLAN_SEPARATOR in name:
+        return _chained(name)
     try:
         return SCHEDULES[name]
     except KeyError:
-        raise ValueError(f"unknown schedule {name!r}; known: {', '.join(SCHEDULES)}") from None
+        raise ValueError(f"unknown schedule {name!r}; known: {', '.join(SCHEDULES)}, or a per-level plan "
+                         f"such as 'rum/winograd'") from None
+
+
+# --------------------------------------------------------------------------- per-level plans
+
+#: Separates the schedules of a per-level plan, top level first: ``"rum/rum/winograd"``.
+PLAN_SEPARATOR = "/"
+
+
+def plan_name(schedules: str | Sequence[str]) -> str:
+    """The name of a per-level plan: its schedules top level first, the last one running every level
+    below it, so trailing repeats are dropped (``("rum", "winograd", "winograd")`` is
+    ``"rum/winograd"``, and ``("rum", "rum")`` is ``"rum"``)."""
+    parts = schedules.split(PLAN_SEPARATOR) if isinstance(schedules, str) else list(schedules)
+    if not parts or not all(isinstance(p, str) and p for p in parts):
+        raise ValueError(f"a plan is a non-empty list of schedule names, got {schedules!r}")
+    while len(parts) > 1 and parts[-1] == parts[-2]:
+        parts.pop()
+    return PLAN_SEPARATOR.join(parts)
+
+
+def level_schedules(name: str, levels: int) -> tuple[str, ...]:
+    """The schedule each of ``levels`` levels runs, top level first (a plan's own, or Otsuka's
+    bottom rule's)."""
+    out = []
+    for left in range(levels, 0, -1):
+        sched = resolve(name, left)
+        out.append(sched.name.split(PLAN_SEPARATOR)[0])
+        name = sched.products_schedule
+    return tuple(out)
+
+
+@cache
+def _chained(name: str) -> Schedule:
+    """A plan as a schedule: its first schedule's table, with the rest of the plan running its
+    products; so the executor, the liveness analysis, the costs and the models read a plan as
+    they read any schedule."""
+    parts = name.split(PLAN_SEPARATOR)
+    if plan_name(parts) != name:
+        raise ValueError(f"plan {name!r} is not in its canonical form {plan_name(parts)!r}")
+    for part in parts:
+        if get_schedule(part).bottom or get_schedule(part).below:
+            raise ValueError(f"schedule {part!r} brings its own level below and cannot be part of a plan")
+    head = SCHEDULES[parts[0]]
+    rest = PLAN_SEPARATOR.join(parts[1:])
+    return replace(head, name=name, description=f"per-level plan {' over '.join(parts)}", below=rest)

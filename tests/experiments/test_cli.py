@@ -10,7 +10,7 @@ import pytest
 from experiments.cli import main
 from experiments.core.database import ResultsDB
 from experiments.levels import calibration
-from experiments.strassen.bench import CONFIGS
+from experiments.strassen.bench import CONFIGS, MIX
 from gpu.backend import get_backend, gpu_available
 from gpu.profile import backend_profile, load_profile
 from gpu.strassen import auto_level
@@ -152,11 +152,12 @@ def test_python_dash_m_entry_point(db_path):
 def test_strassen_command_measures_chosen_points_then_resumes(run_json, capsys, db_path):
     argv = ("strassen", "--backend", "numpy", "--sizes", "64", "--levels", "1", "--db", str(db_path))
     first = run_json(*argv)
-    assert first["summary"]["points measured"] == len(CONFIGS)
-    assert {r["method"] for r in first["rows"]} == {c.name for c in CONFIGS}
+    single = [c for c in CONFIGS if c.schedule != MIX]     # where memory is plentiful the mix is one schedule
+    assert first["summary"]["points measured"] == len(single)
+    assert {r["method"] for r in first["rows"]} == {c.name for c in single}
     assert all(r["size"] == 64 and r["level"] == 1 and r["speedup"] > 0 for r in first["rows"])
     again = run_json(*argv)
-    assert again["summary"]["points measured"] == 0 and again["summary"]["points already stored"] == len(CONFIGS)
+    assert again["summary"]["points measured"] == 0 and again["summary"]["points already stored"] == len(single)
     assert main(["strassen", "--backend", "numpy", "--levels", "0", "--db", str(db_path)]) == 2
     assert "levels must lie" in capsys.readouterr().err
 

@@ -17,7 +17,21 @@ GiB = 2**30
 
 def test_config_names_are_the_stored_methods():
     assert [c.name for c in CONFIGS] == ["rum", "rum+fused", "rum2-parallel", "rum2-parallel+fused",
-                                         "lai", "otsuka", "winograd+fused"]
+                                         "lai", "otsuka", "winograd+fused", "mix+fused"]
+
+
+def test_the_mix_is_each_points_plan_under_its_own_name_where_memory_binds():
+    """At N = 49152 on 80 GiB Winograd's 18 top-level temporaries do not fit beside A, B and C,
+    but below a RUM top level they do; at N = 16384 Winograd fits throughout and no mix is timed."""
+    plan = sb.PLANS[("cupy", False)]
+    _, points, _ = sb.plan_points(plan, free=80 * GiB, itemsize=8)
+    mixed = {(p.size, p.level): p.config.name for p in points if "/" in p.config.schedule}
+    assert mixed[(49152, 3)] == "rum/winograd+fused"
+    assert all(n >= 32768 for n, _ in mixed)
+    assert all(sb.config_bytes(p.config, p.size, p.level, 8) <= 0.9 * 80 * GiB for p in points)
+    assert sb.mix_config(Config(sb.MIX, fused=True), 16384, 2, 0.9 * 80 * GiB, 8) is None
+    assert sb.method_order(["rum/winograd+fused", "winograd+fused+graph", "rum"]) == [
+        "rum", "winograd+fused+graph", "rum/winograd+fused"]
 
 
 def test_full_gpu_plan_bounds_levels_lai_otsuka_and_memory():
@@ -39,7 +53,7 @@ def test_full_gpu_plan_bounds_levels_lai_otsuka_and_memory():
 def test_cpu_plans_keep_every_level_and_all_schedules():
     sizes, points, skipped = sb.plan_points(sb.PLANS[("numpy", True)], free=64 * GiB, itemsize=8)
     assert sizes == [256, 512] and skipped == 0
-    assert len(points) == len(CONFIGS) * 2 * 2
+    assert len(points) == (len(CONFIGS) - 1) * 2 * 2      # the mix is Winograd throughout on a host this size
 
 
 def test_rum_support_aliases_input_quadrants():
