@@ -151,14 +151,11 @@ def plan_points(plan: Plan, free: int, itemsize: int) -> tuple[list[int], list[P
     for n in sizes:
         for config in plan.configs:
             for level in plan.levels:
-                if not in_plan(plan, config, n, level):
+                timed = mix_config(config, n, level, budget, itemsize) if config.schedule == MIX else config
+                if timed is None or not in_plan(plan, config, n, level):
                     continue
-                if config.schedule == MIX:
-                    config = mix_config(config, n, level, budget, itemsize)
-                    if config is None:
-                        continue
-                if config_bytes(config, n, level, itemsize) <= budget:
-                    points.append(Point(config, n, level))
+                if config_bytes(timed, n, level, itemsize) <= budget:
+                    points.append(Point(timed, n, level))
                 else:
                     skipped += 1
     return sizes, points, skipped
