@@ -48,16 +48,20 @@ def db_path(tmp_path):
 
 @pytest.fixture(scope="session")
 def h100_db(tmp_path_factory):
-    """A database holding the published H100 calibration and Strassen speed-ups (real measurements)."""
+    """A database holding the published H100 calibration and the Strassen speed-ups measured in the
+    same environment (real measurements, power regime not recorded): what the predictors are judged
+    on. Those Strassen rows left the published results when issue 13 re-measured them with the
+    regime recorded (in another environment, without a calibration yet); they are kept here,
+    in ``tests/data``, for the predictor tests only."""
     from pathlib import Path
 
     from experiments.core.database import ResultsDB
 
-    published = Path(__file__).resolve().parent.parent / "results" / "published"
+    root = Path(__file__).resolve().parent
     path = tmp_path_factory.mktemp("h100") / "h100.sqlite"
     with ResultsDB(path) as db:
-        for name in ("h100-calibration.csv", "h100-strassen-speedup.csv"):
-            db.import_csv(published / name)
+        db.import_csv(root.parent / "results" / "published" / "h100-calibration.csv")
+        db.import_csv(root / "data" / "h100-strassen-unrecorded.csv")
     return path
 
 

@@ -30,6 +30,10 @@ CPU_ENV = {"backend": "numpy", "device": "CPU: Test EPYC", "cpu": "Test EPYC", "
 CPU_LINE = "CPU: Test EPYC · numpy · regime: sustained · BLAS scipy-openblas 0.3.30, NumPy 2.4.6, SciPy 1.17.1"
 H100_LINE = ("NVIDIA H100 80GB HBM3 · cupy · regime not recorded · cuBLAS 13.1.0, CUDA 13.2, CuPy 14.2.0, "
              "driver 580.159.04, NumPy 2.5.2")
+#: The Strassen speed-ups, re-measured with the power regime recorded (issue 13), with the power limit
+#: in the environment.
+H100_REGIMES_LINE = H100_LINE.replace("regime not recorded", "regime: cold, sustained")
+REGIME_FIGURES = ("strassen-speedup", "strassen-level")
 #: The 15 methods of a quick run's accuracy-phi panel (a 10-colour cycle repeats five of them).
 PHI_METHODS = default_methods() + [f"ozaki-{f}-{s}" for f in ("fp32r", "fp32") for s in range(2, 7)]
 CALIBRATION_SIZES = (128, 256, 384, 512, 768, 1024, 1536, 2048)
@@ -160,7 +164,7 @@ def assert_reads_well(name, fig, renderer):
 @pytest.mark.parametrize("name", sorted(FIGURES))
 def test_every_figure_reads_well_and_names_its_provenance(name, cpu_db, h100):
     drawn_from = 0
-    for db, line in ((cpu_db, CPU_LINE), (h100, H100_LINE)):
+    for db, line in ((cpu_db, CPU_LINE), (h100, H100_REGIMES_LINE if name in REGIME_FIGURES else H100_LINE)):
         fig = FIGURES[name].draw(db)
         if fig is None:
             continue
@@ -175,14 +179,18 @@ def test_every_figure_of_two_environments_reads_well_and_names_both(name, both_d
     """Panels of a second device get its name in their titles; the footer names every device drawn."""
     fig, renderer = draw(name, both_db)
     assert_reads_well(name, fig, renderer)
-    assert provenance_text(fig) in (CPU_LINE, H100_LINE, f"{CPU_LINE} · {H100_LINE}")
+    h100 = H100_REGIMES_LINE if name in REGIME_FIGURES else H100_LINE
+    assert provenance_text(fig) in (CPU_LINE, h100, f"{CPU_LINE} · {h100}")
 
 
 # --- the findings, one by one ------------------------------------------------------------------
 
-def test_strassen_speedup_puts_seven_configurations_on_a_grid(h100):
+def test_strassen_speedup_puts_each_configuration_and_regime_on_a_grid(h100):
+    """Seven configurations measured sustained, two of them cold too: nine panels, three a row."""
     fig, _ = draw("strassen-speedup", h100)
-    assert len(fig.axes) == 7 and columns(fig) == 3
+    titles = [ax.get_title() for ax in fig.axes]
+    assert len(fig.axes) == 9 and columns(fig) == 3
+    assert sum(t.endswith("cold") for t in titles) == 2 and "rum/rum/winograd+fused\nfloat64, sustained" in titles
     width, height = fig.get_size_inches()
     assert width * 150 <= 2400 and width / height <= 2, "was 1 x 7 panels, 5940 x 600 px"
 
