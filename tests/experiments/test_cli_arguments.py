@@ -10,7 +10,7 @@ import json
 import pytest
 
 from experiments import cli
-from experiments.core.command import counts
+from experiments.core.command import byte_size, counts
 from experiments.ozaki import commands as ozaki_commands
 from experiments.strassen import bench as strassen_bench
 
@@ -112,3 +112,15 @@ def test_fit_without_a_crossover_says_level_0(run_json, h100_db):
         assert fit["P"] is None and fit["no_crossover"]["level"] == 0
         assert fit["no_crossover"]["range"] == [1024, 3072]
         assert fit["note"].startswith("no crossover in [1024, 3072]: level 0 throughout")
+
+
+@pytest.mark.parametrize("text,expected", [("0", 0), ("512", 512), ("40G", 40 * 2**30), ("40GiB", 40 * 2**30),
+                                           ("1.5g", 3 * 2**29), ("64m", 64 * 2**20), ("2T", 2 * 2**40)])
+def test_byte_sizes_read_binary_units(text, expected):
+    assert byte_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "lots", "-1G", "4X", "inf", "nan"])
+def test_bad_byte_sizes_are_refused_with_an_example(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="bytes"):
+        byte_size(text)

@@ -61,6 +61,25 @@ def test_predict_for_a_gpu_from_the_hardware_table(run_json):
     assert out["speedups"]["0"] == 1.0 and out["speedups"]["3"] > out["speedups"]["1"] > 1
 
 
+def test_predict_with_a_workspace_prices_each_levels_plan(run_json, capsys):
+    """20 GiB beside a 49152 product: Winograd fits at the bottom levels only; without --fused every
+    schedule makes the same additions and the plan stays RUM."""
+    out = run_json("predict", "--gpu", "H100", "--size", "49152", "--fused", "--workspace", "20G")
+    plans = out["workspace"]
+    assert plans["bytes"] == 20 * 2**30
+    rum_floor = 49152 * 49152 * 8              # RUM's support matrix when the inputs are kept
+    for lv, row in plans["levels"].items():
+        assert row["extra_bytes"] - (rum_floor if lv != "0" else 0) <= 20 * 2**30
+        assert len(row["schedules"]) == int(lv)
+    assert plans["levels"]["3"]["schedules"] == ["rum", "rum", "winograd"]
+    assert plans["levels"]["3"]["speedup"] > out["speedups"]["3"]      # the mix beats RUM throughout
+    assert str(plans["level"]) == max(plans["levels"], key=lambda lv: plans["levels"][lv]["speedup"])
+    plain = run_json("predict", "--gpu", "H100", "--size", "49152", "--workspace", "20G")["workspace"]
+    assert {row["plan"] for row in plain["levels"].values()} == {"rum"}
+    assert main(["predict", "--gpu", "H100", "--size", "49152", "--fused", "--workspace", "20G"]) == 0
+    assert "within 20.00 GiB beyond RUM" in capsys.readouterr().out
+
+
 def test_predict_errors_say_what_to_do(capsys, h100_db):
     assert "no hardware row for 'RTX 9999'" in run_error(capsys, "predict", "--gpu", "RTX 9999", "--size", "100")
     err = run_error(capsys, "predict", "--db", str(h100_db), "--device", "A100", "--size", "100")
