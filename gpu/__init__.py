@@ -6,6 +6,7 @@ written against it, one sub-package per family.
 * :mod:`gpu.strassen`: Strassen-Winograd schedules as tables, their analyses, one executor
   and ``matmul``;
 * :mod:`gpu.ozaki`: the Ozaki scheme (slice formats, plans, slicing, ``matmul``);
+* :mod:`gpu.splitk`: split-K for a tiny output and a huge inner dimension (``matmul``);
 * :mod:`gpu.profile`: the per-device profile file that ``level="auto"`` reads.
 
 This layer imports nothing from ``modeling``, ``accuracy`` or ``experiments``.

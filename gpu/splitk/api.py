@@ -1,0 +1,99 @@
+"""``matmul``: C = alpha A B + beta C by split-K, for a tiny output and a huge inner dimension.
+
+The inner dimension is cut into chunks (:mod:`gpu.splitk.plan`); each chunk's
+product is independent, so one grid layer per chunk keeps the whole device busy
+where the output alone would make a handful of blocks. The chunks then combine
+in one of two ways:
+
+* ``deterministic=True`` (the default): each chunk writes its partial to a
+  workspace of ``chunks x m x n`` elements, and a reduction adds them in a fixed
+  order; two runs give the same bits.
+* ``deterministic=False``: the paper's way: C is scaled by beta first, then every
+  chunk adds into C atomically; no workspace, but the order of the additions,
+  so the last bits, vary from run to run on a GPU.
+
+Either way the error is that of a sum of ``width`` terms plus one of ``chunks``
+terms rather than one of k terms, so chunking tightens the usual bound.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..backend import Array, Backend, blas, check_output, get_backend, matrix_pair, require_finite, require_memory
+from . import ops as _ops  # noqa: F401  (registers the "splitk" operations)
+from .plan import SplitPlan, check_worth, plan
+
+NONFINITE = "NaN and infinity then flow through the chunk sums as through any GEMM"
+
+
+def _scalar(name: str, value: Any) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a real number, got {value!r}") from None
+    if not math.isfinite(x):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return x
+
+
+def prepare(be: Backend, A: Any, B: Any, alpha: Any, beta: Any, out: Any, check_finite: bool
+            ) -> tuple[Array, Array, Array | None, float, float]:
+    """A, B, out, alpha and beta after every check, before any work."""
+    A, B, _, _ = matrix_pair(be, A, B)
+    blas.check_dtypes(("A", A), ("B", B))
+    be.layout(A, "A")
+    be.layout(B, "B")
+    alpha, beta = _scalar("alpha", alpha), _scalar("beta", beta)
+    C = check_output(be, out, (A.shape[0], B.shape[1]), A.dtype, {"A": A, "B": B})
+    if C is not None:
+        be.layout(C, "out")
+    if beta != 0 and C is None:
+        raise ValueError(f"beta = {beta} scales the C it is given: pass that C as out=")
+    require_finite(be, check_finite, {"A": A, "B": B, **({"out": C} if beta != 0 else {})}, NONFINITE)
+    return A, B, C, alpha, beta
+
+
+def matmul(A: Any, B: Any, *, alpha: float = 1.0, beta: float = 0.0, out: Any = None, chunks: int | str = "auto",
+           chunk_width: int | None = None, deterministic: bool = True, backend: str | Backend = "auto",
+           check_finite: bool = True) -> Array:
+    """``alpha * A @ B + beta * out`` by split-K, into ``out`` where given (a new array otherwise).
+
+    A is m x k and B is k x n, float64 or float32, row- or column-major views with
+    a leading dimension; m x n must be small and k large (:func:`gpu.splitk.plan.check_worth`
+    says where, and why the library GEMM is the call elsewhere). ``chunks`` (a count, or
+    ``"auto"``: whole waves of the occupancy formula) or ``chunk_width`` cut k;
+    ``deterministic`` picks the reduction (see the module notes). A and B are never written.
+    Raises TypeError and ValueError for bad operands, scalars, ``out``, chunking or shapes,
+    and :class:`gpu.backend.MemoryPlanError` where the workspace would not fit: all before any work.
+    """
+    be = get_backend(backend)
+    A, B, C, alpha, beta = prepare(be, A, B, alpha, beta, out, check_finite)
+    (m, k), n = A.shape, B.shape[1]
+    check_worth(m, n, k)
+    ops = be.ops("splitk")
+    split = plan(m, n, k, ops.limits(), ops.kernel(A.dtype), chunks=chunks, chunk_width=chunk_width,
+                 deterministic=deterministic)
+    itemsize = np.dtype(A.dtype).itemsize
+    need = (split.workspace_elements() + (0 if C is not None else m * n)) * itemsize
+    require_memory(be, need, f"split-K of {m} x {k} x {n} in {split.chunks} chunks",
+                   "use deterministic=False (no workspace) or fewer chunks")
+    C = be.xp.empty((m, n), dtype=A.dtype) if C is None else C
+    run(be, ops, split, A, B, C, alpha, beta)
+    return C
+
+
+def run(be: Backend, ops: Any, split: SplitPlan, A: Array, B: Array, C: Array, alpha: float, beta: float) -> None:
+    """The one executor of every plan: partials and reduction, or scaling and atomic accumulation."""
+    if not C.size:
+        return
+    if split.deterministic:
+        P = be.xp.empty((split.chunks, split.m, split.n), dtype=C.dtype)
+        ops.partials(A, B, P, split, alpha)
+        ops.reduce(P, C, split, beta)
+    else:
+        ops.scale(C, beta)
+        ops.accumulate(A, B, C, split, alpha)

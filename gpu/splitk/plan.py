@@ -1,0 +1,120 @@
+"""A split-K product as data: how the inner dimension is cut, and in which order the chunks add up.
+
+:class:`SplitPlan` fixes everything the result depends on: the chunk width (so
+the chunk boundaries), and the reduction's grouping. The deterministic mode
+adds the chunk partials in a fixed order, in two stages so that neither stage is
+a long serial chain: chunks ``g G .. g G + G - 1`` are added in turn into the
+group's first slot, then the group sums are added in turn, and ``beta C`` last.
+Two runs of one plan therefore give the same bits, whatever the device does in
+parallel; the NumPy and CUDA operations (:mod:`gpu.splitk.ops`,
+:mod:`gpu.splitk.kernels`) follow this order.
+
+Chunks are balanced: their widths differ by at most one. The chunk count comes
+from the occupancy formula (:mod:`gpu.splitk.occupancy`) with the device's limits
+and the kernel's resources: one wave of chunks fills the device with resident
+blocks, and the count is a whole number of waves, as many as make chunks about
+:data:`TARGET_WIDTH` wide (the paper's best K_offset).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from . import occupancy
+from .occupancy import Kernel, SMLimits
+
+#: The paper's most stable chunk width (K_offset).
+TARGET_WIDTH = 1024
+#: A CUDA grid's z dimension holds at most this many chunks.
+MAX_CHUNKS = 65535
+#: Below this inner dimension the library GEMM already has enough work per output tile.
+MIN_K = 4096
+#: Above this many outputs the output tiles alone fill the device: nothing to split for.
+MAX_OUTPUTS = 512 * 512
+
+
+@dataclass(frozen=True)
+class SplitPlan:
+    """An m x k by k x n split-K product cut into ``chunks`` balanced chunks (widths differ by at
+    most one: the first ``k % chunks`` are one wider), added in groups of ``group``
+    (deterministic mode) or atomically."""
+
+    m: int
+    n: int
+    k: int
+    chunks: int
+    group: int
+    deterministic: bool = True
+    waves: int = 1
+
+    @property
+    def base(self) -> int:
+        """Width of the narrower chunks (``k // chunks``)."""
+        return self.k // self.chunks
+
+    @property
+    def extra(self) -> int:
+        """How many chunks (the first ones) are one wider than :attr:`base`."""
+        return self.k % self.chunks
+
+    @property
+    def width(self) -> int:
+        """Width of the widest chunk."""
+        return self.base + (self.extra > 0)
+
+    @property
+    def groups(self) -> int:
+        return -(-self.chunks // self.group)
+
+    def bounds(self) -> list[tuple[int, int]]:
+        """[start, stop) of each chunk along k."""
+        starts = [h * self.base + min(h, self.extra) for h in range(self.chunks + 1)]
+        return list(zip(starts, starts[1:]))
+
+    def workspace_elements(self) -> int:
+        """Elements of the partials' buffer: one m x n partial per chunk (deterministic mode only)."""
+        return self.chunks * self.m * self.n if self.deterministic else 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"m": self.m, "n": self.n, "k": self.k, "chunks": self.chunks, "width": self.width,
+                "group": self.group, "groups": self.groups, "deterministic": self.deterministic, "waves": self.waves}
+
+
+def check_worth(m: int, n: int, k: int) -> None:
+    """ValueError where splitting k cannot pay: a small k, or an output whose tiles alone fill
+    the device; the library GEMM is the right call there."""
+    if k < MIN_K:
+        raise ValueError(f"k = {k} is small: split-K pays when k is at least {MIN_K} and the output is small; "
+                         "call the library GEMM (A @ B) here")
+    if m * n > MAX_OUTPUTS:
+        raise ValueError(f"the {m} x {n} output is large: its own tiles fill the device, so splitting k only adds "
+                         f"a reduction (split-K takes at most {MAX_OUTPUTS} outputs); call the library GEMM (A @ B)")
+
+
+def _count(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+    return value
+
+
+def plan(m: int, n: int, k: int, limits: SMLimits, kernel: Kernel, *, chunks: int | str = "auto",
+         chunk_width: int | None = None, deterministic: bool = True) -> SplitPlan:
+    """The split of an m x k by k x n product: ``chunks``, or the fewest chunks no wider than
+    ``chunk_width``, or (``"auto"``) whole waves of the occupancy formula at about
+    :data:`TARGET_WIDTH` per chunk (see the module notes)."""
+    if chunk_width is not None and chunks != "auto":
+        raise ValueError("give chunks= or chunk_width=, not both")
+    per_wave = occupancy.chunks(max(m, 1), max(n, 1), limits, kernel)
+    if chunk_width is not None:
+        p = -(-k // _count(chunk_width, "chunk_width"))
+    elif chunks != "auto":
+        p = _count(chunks, "chunks")
+    else:
+        p = per_wave * max(1, min(round(k / (per_wave * TARGET_WIDTH)), MAX_CHUNKS // per_wave))
+    p = min(p, k)
+    if p > MAX_CHUNKS:
+        raise ValueError(f"{p} chunks exceed the {MAX_CHUNKS} a CUDA grid holds; use fewer chunks, or "
+                         f"chunk_width >= {-(-k // MAX_CHUNKS)}")
+    return SplitPlan(m, n, k, p, math.isqrt(p - 1) + 1, deterministic, -(-p // per_wave))
