@@ -24,9 +24,11 @@ from .metrics import ErrorReport, error_report
 from .reference import exact_matmul
 
 
-def audit_inputs(n: int, phi: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """A and B of an audit point, on the host."""
-    return phi_matrix(n, n, phi, (seed, 0)), phi_matrix(n, n, phi, (seed, 1))
+def audit_inputs(n: int, phi: float, seed: int, shape: tuple[int, int, int] | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """A and B of an audit point, on the host: n x n each, or m x k and k x n for ``shape`` (m, k, n)."""
+    m, k, n = shape or (n, n, n)
+    return phi_matrix(m, k, phi, (seed, 0)), phi_matrix(k, n, phi, (seed, 1))
 
 
 @dataclass(frozen=True)
@@ -45,9 +47,13 @@ def _timed(be: Backend, fn: Callable[[], Any]) -> tuple[Any, float]:
     return out, perf_counter() - start
 
 
-def audit_point(be: Backend, methods: Sequence[Method], n: int, phi: float, seed: int) -> dict[str, Audited]:
-    """Every method's error at (n, phi, seed) against the correctly rounded product."""
-    a, b = audit_inputs(n, phi, seed)
+def audit_point(be: Backend, methods: Sequence[Method], n: int, phi: float, seed: int,
+                shape: tuple[int, int, int] | None = None) -> dict[str, Audited]:
+    """Every method's error at (n, phi, seed) against the correctly rounded product; ``shape``
+    (m, k, n): a rectangular product instead of n x n x n (split-K's tiny outputs)."""
+    a, b = audit_inputs(n, phi, seed, shape)
+    for m in methods:
+        m.check_shape(a.shape[0], a.shape[1], b.shape[1])
     A, B = be.asarray(a), be.asarray(b)
     C_ref, ref_seconds = _timed(be, partial(exact_matmul, A, B, backend=be))
     out = {}

@@ -15,7 +15,11 @@ names. Registered here:
 * ``ozaki-<format>-<slices>``: :func:`gpu.ozaki.matmul` with that many slices of
   a slice format (``ozaki-int8-8``); a float format with ``r`` appended
   (``ozaki-fp32r-3``) is the paper's form, whose last diagonal multiplies
-  rounded tails (``remainder=True``).
+  rounded tails (``remainder=True``);
+* ``splitk-<mode>`` and ``splitk-<mode>-w<width>``: :func:`gpu.splitk.matmul`,
+  ``det`` (fixed-order reduction) or ``atomic``, with the chunk count of the
+  occupancy formula or chunks at most ``width`` wide; only for the shapes split-K
+  takes (a small output, k >= :data:`gpu.splitk.MIN_K`).
 
 Every family is registered here, by the library: importing this module is
 enough for :func:`get_method` to know every name. Code elsewhere may add
@@ -31,7 +35,7 @@ from functools import partial
 
 import numpy as np
 
-from gpu import ozaki
+from gpu import ozaki, splitk
 from gpu.backend import Array, Backend
 from gpu.strassen import SCHEDULES, check_schedule, matmul
 from gpu.strassen.api import check_level
@@ -212,3 +216,29 @@ def _ozaki(match: re.Match) -> Method:
 
     form = ", the paper's rounded tails" if remainder else ""
     return Method(match.group(0), f"Ozaki scheme, {slices} slices of {fmt.name}{form} ({fmt.description})", run)
+
+
+SPLITK_MODES = {"det": True, "atomic": False}
+#: Chunk widths listed for the split-K family (any positive width is accepted).
+SPLITK_LISTED_WIDTHS = (256, 1024, 4096)
+
+
+def splitk_names() -> list[str]:
+    return [f"splitk-{mode}{w}" for mode in SPLITK_MODES for w in ("", *(f"-w{x}" for x in SPLITK_LISTED_WIDTHS))]
+
+
+@family(r"splitk-(?P<mode>[a-z]+)(?:-w(?P<width>\d+))?", "splitk-<mode>[-w<width>]", splitk_names)
+def _splitk(match: re.Match) -> Method:
+    if match["mode"] not in SPLITK_MODES:
+        raise ValueError(f"mode {match['mode']!r} is not one of {', '.join(SPLITK_MODES)}")
+    deterministic, width = SPLITK_MODES[match["mode"]], int(match["width"]) if match["width"] else None
+    if width is not None and width < 1:
+        raise ValueError("a chunk width is at least 1")
+
+    def run(be: Backend, A: Array, B: Array) -> Array:
+        return splitk.matmul(A, B, deterministic=deterministic, chunk_width=width, backend=be)
+
+    chunks = f"chunks at most {width} wide" if width else "chunks from the occupancy formula"
+    order = "fixed-order reduction" if deterministic else "atomic accumulation"
+    return Method(match.group(0), f"split-K, {chunks}, {order} (float64)", run,
+                  check=lambda m, k, n: splitk.check_worth(m, n, k))
