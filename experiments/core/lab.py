@@ -108,7 +108,7 @@ def product_error(ops: Operands, work: Work) -> float:
     if ops.rng is not None:
         ops.refill()
     xp = ops.backend.xp
-    x = xp.random.default_rng(0).random(ops.A.shape[1], dtype=ops.A.dtype)
+    x = xp.random.default_rng(0).random(ops.B.shape[1], dtype=ops.A.dtype)
     expected = ops.A @ (ops.B @ x)
     work()
     ops.backend.synchronize()

@@ -6,7 +6,8 @@ versions of its measurements.
 Figures are drawn from stored rows only: the published H100 exports (``published_db``) and the
 synthetic CPU rows stored here (``cpu_db``: 15 audited methods, 8 Strassen schedules on 9
 (N, phi) panels, a CPU calibration from 128 to 2048, one Ozaki size and format, as a quick run
-stores them). Every figure is reached through the registry, ``FIGURES[name].draw(db)``.
+stores them; split-K's six methods on four output sizes over k = 2^14 .. 2^24). Every figure is
+reached through the registry, ``FIGURES[name].draw(db)``.
 """
 
 import itertools
@@ -23,6 +24,8 @@ from experiments.core.database import ResultsDB
 from experiments.core.registry import FIGURES, load
 from experiments.levels.calibration import EXPERIMENT as CALIBRATION
 from experiments.ozaki.bench import BREAKDOWN, TIME
+from experiments.splitk.rows import EXPERIMENT as SPLITK
+from experiments.splitk.rows import METHODS as SPLITK_METHODS
 
 load()
 CPU_ENV = {"backend": "numpy", "device": "CPU: Test EPYC", "cpu": "Test EPYC", "numpy": "2.4.6", "scipy": "1.17.1",
@@ -37,6 +40,8 @@ REGIME_FIGURES = ("strassen-speedup", "strassen-level")
 #: The 15 methods of a quick run's accuracy-phi panel (a 10-colour cycle repeats five of them).
 PHI_METHODS = default_methods() + [f"ozaki-{f}-{s}" for f in ("fp32r", "fp32") for s in range(2, 7)]
 CALIBRATION_SIZES = (128, 256, 384, 512, 768, 1024, 1536, 2048)
+#: Split-K's six methods on four output sizes (two panel rows), k over the GPU range and one k near 2^20.
+SPLITK_SIZES, SPLITK_KS = (8, 17, 32, 64), (*(2**e for e in range(14, 25)), 10**6 + 3)
 
 
 def store_cpu_rows(db: ResultsDB) -> None:
@@ -67,6 +72,12 @@ def store_cpu_rows(db: ResultsDB) -> None:
     for n, slices in itertools.product((128, 256), (2, 4)):
         parts = {"split_s": 3e-4 * n / 128, "gemm_s": 1e-4 * slices * slices, "sum_s": 1e-4}
         add(BREAKDOWN, f"ozaki-fp32r-{slices}", {"n": n}, sum(parts.values()), "s", **parts)
+    for (i, method), m, k in itertools.product(enumerate(SPLITK_METHODS), SPLITK_SIZES, SPLITK_KS):
+        share = 0.5 + 0.1 * i               # of a 200 GB/s copy: GEMM's half, the copy's all
+        add(SPLITK, method, {"m": m, "n": m, "k": k, "dtype": "float64", "regime": "sustained"},
+            8 * 2 * m * k / (2e11 * share), "s", gbs=200 * share, roofline=share, speedup=share / 0.5,
+            stable=k > 2**14,
+            plan={"chunks": -(-k // 1024), "width": 1024} if "splitk" in method else None)
 
 
 @pytest.fixture(scope="module")
