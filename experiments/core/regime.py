@@ -55,6 +55,15 @@ COLD = Regime("cold", gap_s=1.0)
 REGIMES: dict[str, Regime] = {r.name: r for r in (SUSTAINED, COLD)}
 
 
+#: The regime of results stored before regimes were recorded.
+UNRECORDED = "unrecorded"
+
+
+def panel_group(dtype: str, regime: str) -> str:
+    """What a figure panel of stored rows groups by: the dtype, and the regime where one was recorded."""
+    return dtype if regime == UNRECORDED else f"{dtype}, {regime}"
+
+
 def of_regime(measurements: Sequence[Any], regime: str) -> list[Any]:
     """The measurements taken in ``regime``; where there are none, those stored before regimes
     were recorded (no ``regime`` parameter), so older results still serve."""

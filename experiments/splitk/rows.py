@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..core.database import Measurement, ResultsDB
-from ..core.regime import of_regime
+from ..core.regime import UNRECORDED, of_regime, panel_group
 
 EXPERIMENT = "splitk"
 GEMM, COPY = "gemm", "copy"
@@ -49,7 +49,7 @@ class SplitkRow:
     roofline: float
     speedup: float
     stable: bool
-    regime: str = "unrecorded"
+    regime: str = UNRECORDED
     chunks: int | None = None
     width: int | None = None
 
@@ -58,13 +58,13 @@ class SplitkRow:
         p, meta = m.params, m.meta
         plan = meta.get("plan") or {}
         return cls(m.method, p["m"], p["n"], p["k"], p["dtype"], m.value, meta["gbs"], meta["roofline"],
-                   meta["speedup"], bool(meta.get("stable", True)), p.get("regime", "unrecorded"),
+                   meta["speedup"], bool(meta.get("stable", True)), p.get("regime", UNRECORDED),
                    plan.get("chunks"), plan.get("width"))
 
     @property
     def group(self) -> str:
         """What a figure panel groups by besides m: the dtype, and the regime where one was recorded."""
-        return self.dtype if self.regime == "unrecorded" else f"{self.dtype}, {self.regime}"
+        return panel_group(self.dtype, self.regime)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -45,6 +45,7 @@ from tqdm.auto import tqdm
 
 from gpu.backend import Backend
 from gpu.strassen import Config, Executor, choose_plan, strassen_memory, top_support
+from gpu.strassen.schedules import PLAN_SEPARATOR
 
 from ..core.lab import HEADROOM, Operands, check_product, free_memory, time_group
 from ..core.registry import Context, experiment
@@ -167,7 +168,7 @@ def mix_config(config: Config, n: int, level: int, budget: float, itemsize: int)
     workspace = max(0, int(budget) - 3 * n * n * itemsize)
     plan = choose_plan(n, n, n, level, workspace, fused=config.fused, itemsize=itemsize,
                        overwrite_a=True, overwrite_b=True)
-    return replace(config, schedule=plan) if "/" in plan else None
+    return replace(config, schedule=plan) if PLAN_SEPARATOR in plan else None
 
 
 # --------------------------------------------------------------------------- timed work

@@ -9,7 +9,7 @@ from typing import Any
 from gpu.strassen import Config
 
 from ..core.database import Measurement, ResultsDB
-from ..core.regime import of_regime
+from ..core.regime import UNRECORDED, of_regime, panel_group
 
 EXPERIMENT = "strassen-speedup"
 
@@ -28,7 +28,7 @@ class SpeedupRow:
     speedup: float
     gemm_s: float
     stable: bool
-    regime: str = "unrecorded"
+    regime: str = UNRECORDED
     sm_clock_mhz: float | None = None
     power_w: float | None = None
 
@@ -37,12 +37,12 @@ class SpeedupRow:
         p = m.params
         return cls(m.method, p["size"], p["level"], p["schedule"], bool(p["fused"]), p["dtype"], m.value,
                    m.meta["speedup"], m.meta["gemm_s"], bool(m.meta.get("stable", True)),
-                   p.get("regime", "unrecorded"), m.meta.get("sm_clock_mhz"), m.meta.get("power_w"))
+                   p.get("regime", UNRECORDED), m.meta.get("sm_clock_mhz"), m.meta.get("power_w"))
 
     @property
     def group(self) -> str:
         """What a figure panel groups by: the dtype, and the regime where one was recorded."""
-        return self.dtype if self.regime == "unrecorded" else f"{self.dtype}, {self.regime}"
+        return panel_group(self.dtype, self.regime)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -31,7 +31,7 @@ import numpy as np
 
 from .costs import level_counts, matmul_memory
 from .liveness import recursion_blocker
-from .schedules import level_schedules, plan_name
+from .schedules import plan_name
 
 #: Schedules a plan may use: they recurse, leave the inputs intact and have no bottom rule.
 CANDIDATES = ("rum", "lai", "lai7", "winograd")
@@ -97,9 +97,3 @@ def auto_workspace(free: int, output: int, floor: int) -> int:
     """``workspace="auto"``: :data:`AUTO_SHARE` of the free memory, less the output still to be
     allocated and the RUM product's own extra memory (0 when that leaves nothing)."""
     return max(0, int(AUTO_SHARE * free) - output - floor)
-
-
-def describe(plan: str, levels: int) -> list[dict[str, Any]]:
-    """One row per level, top first: its schedule and the temporaries of one call there."""
-    return [{"depth": d, "schedule": s, "temporaries": level_counts(s, 2).temporaries}
-            for d, s in enumerate(level_schedules(plan, levels), 1)]
