@@ -12,6 +12,11 @@ Every measurement runs in a power regime (:mod:`experiments.core.regime`):
 back-to-back samples) or ``cold`` (an idle gap before each sample); each sample
 carries the SM clock, power and throttle reasons at its start and end where the
 backend has telemetry, and the stored record says the regime.
+
+With ``hide_launch`` the device is held until a sample's work is all issued
+(:mod:`gpu.backend.hold`), so a sample is device time only: for work of tens of
+microseconds, where the host's launch overhead would otherwise count. The
+stored record says which (``launch``).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ class Timing:
     tolerance: float = 0.05
     rejected: list[list[float]] = field(default_factory=list)
     power: dict[str, Any] = field(default_factory=dict)
+    launch: str = "counted"
 
     @property
     def median(self) -> float:
@@ -59,7 +65,7 @@ class Timing:
         """What the results database keeps beside the samples."""
         return {"median_s": self.median, "mean_s": self.mean, "attempts": self.attempts,
                 "stable": self.stable, "tolerance": self.tolerance, "spread": self.spread,
-                "rejected_batches": self.rejected, **self.power}
+                "rejected_batches": self.rejected, "launch": self.launch, **self.power}
 
 
 @dataclass
@@ -94,7 +100,8 @@ def _rotation(work: Work) -> Sequence[Callable[[], Any]]:
 
 
 def _sample(backend: Backend, fn: Callable[[], Any], flush: bool, setup: Callable[[], Any] | None = None,
-            regime: Regime | None = None, telemetry: Any = None) -> tuple[float, dict | None]:
+            regime: Regime | None = None, telemetry: Any = None, hide_launch: bool = False
+            ) -> tuple[float, dict | None]:
     """One timed run of ``fn``, and the telemetry at its start and end (None without telemetry)."""
     if setup is not None:
         setup()
@@ -103,7 +110,7 @@ def _sample(backend: Backend, fn: Callable[[], Any], flush: bool, setup: Callabl
     if regime is not None:
         idle(regime, backend)
     start = reading(telemetry)
-    with backend.timer() as t:
+    with backend.timer(hide_launch=True) if hide_launch else backend.timer() as t:
         fn()
     return t.seconds, None if start is None else {"start": start, "end": reading(telemetry)}
 
@@ -120,6 +127,7 @@ def measure_interleaved(
     setup: Mapping[str, Callable[[], Any]] | None = None,
     regime: str | Regime = "sustained",
     telemetry: Any = "auto",
+    hide_launch: bool = False,
 ) -> dict[str, Timing]:
     """Time each method ``repeats`` times, one round of all methods after another.
 
@@ -133,7 +141,8 @@ def measure_interleaved(
     outside the timed region (restoring inputs a method overwrites, say).
     ``regime``: ``"sustained"`` (default) or ``"cold"``, or a
     :class:`~experiments.core.regime.Regime`; ``telemetry``: the reader the
-    samples record (``"auto"``: the backend's, None: none).
+    samples record (``"auto"``: the backend's, None: none); ``hide_launch``:
+    device time only, the host's launch overhead left out (see the module notes).
     """
     if repeats < MIN_REPEATS:
         raise ValueError(f"repeats must be at least {MIN_REPEATS} (the protocol's minimum), got {repeats}")
@@ -163,15 +172,16 @@ def measure_interleaved(
         batch: dict[str, list[tuple[float, dict | None]]] = {name: [] for name in rotations}
         for i in range(repeats):
             for name, fns in rotations.items():
-                batch[name].append(_sample(backend, fns[i % len(fns)], flush, setup.get(name), regime, telemetry))
+                batch[name].append(_sample(backend, fns[i % len(fns)], flush, setup.get(name), regime, telemetry,
+                                           hide_launch))
         batches.append(batch)
         if all(_spread([t for t, _ in s]) <= tolerance for s in batch.values()):
             break
-    return _report(batches, tolerance, regime, settled)
+    return _report(batches, tolerance, regime, settled, "hidden" if hide_launch and backend.asynchronous else "counted")
 
 
 def _report(batches: list[dict[str, list[tuple[float, dict | None]]]], tolerance: float, regime: Regime,
-            settled: dict[str, Any]) -> dict[str, Timing]:
+            settled: dict[str, Any], launch: str) -> dict[str, Timing]:
     times = [{name: [t for t, _ in s] for name, s in b.items()} for b in batches]
     worst = [max(_spread(s) for s in b.values()) for b in times]
     if math.isinf(min(worst)):
@@ -181,7 +191,7 @@ def _report(batches: list[dict[str, list[tuple[float, dict | None]]]], tolerance
     return {
         name: Timing(samples=samples, attempts=len(batches), stable=worst[chosen] <= tolerance,
                      tolerance=tolerance, rejected=[b[name] for b in rejected],
-                     power=summary(regime, [tel for _, tel in batches[chosen][name]], settled))
+                     power=summary(regime, [tel for _, tel in batches[chosen][name]], settled), launch=launch)
         for name, samples in times[chosen].items()
     }
 

@@ -151,7 +151,7 @@ def measure_point(ctx: Context, m: int, k: int, splits: Mapping[str, SplitPlan])
     library GEMM) and store the group; rows stored."""
     ops = SplitOperands.draw(ctx.backend, m, k, DTYPE)
     works, errors = checked_works(ops, splits, f"m = n = {m}, k = {k}")
-    result = time_group(ops, works, GEMM, refill=False, regime=ctx.regime)
+    result = time_group(ops, works, GEMM, refill=False, regime=ctx.regime, hide_launch=True)
     return store_group(ctx, ops, m, k, splits, result, errors)
 
 
@@ -167,7 +167,7 @@ def run_points(ctx: Context, points: Sequence[tuple[int, int]], skipped: int
     the stored rows of those points. ``skipped``: points left out for memory, for the counts."""
     be, outcome = ctx.backend, SweepOutcome()
     ops_splitk = be.ops("splitk")
-    limits, kernel = ops_splitk.limits(), ops_splitk.kernel(DTYPE)
+    limits, kernel_of = ops_splitk.limits(), partial(ops_splitk.kernel, DTYPE)
     bar = tqdm(points, desc=EXPERIMENT, unit="pt", disable=not ctx.progress, file=sys.stderr, leave=False)
     try:
         with be.allocation_policy("pooled"):
@@ -177,7 +177,7 @@ def run_points(ctx: Context, points: Sequence[tuple[int, int]], skipped: int
                     continue
                 bar.set_postfix_str(f"m={m}, k={k}")
                 free_memory(be)          # the previous point's blocks back to the device first
-                measure_point(ctx, m, k, mode_splits(limits, kernel, m, k))
+                measure_point(ctx, m, k, mode_splits(limits, kernel_of, m, k))
                 outcome.measured += 1
     finally:
         free_memory(be)

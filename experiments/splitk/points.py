@@ -11,8 +11,9 @@ so that the whole pipeline runs in tests.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,8 @@ from ..core.lab import HEADROOM, free_memory
 from .rows import EXPERIMENT
 
 DTYPE = "float64"
+#: The chunk kernel of an m x n output (``partial(ops.kernel, dtype)``): kernels differ by output.
+KernelOf = Callable[[int, int], Kernel]
 #: The paper's most stable chunk width (K_offset), timed beside the planner's own choice.
 PAPER_WIDTH = 1024
 #: An inner dimension no chunk width divides (a prime above 10^6).
@@ -72,8 +75,10 @@ def point_params(m: int, k: int, dtype: str = DTYPE, regime: str = "sustained") 
     return {"m": int(m), "n": int(m), "k": int(k), "dtype": dtype, "regime": regime}
 
 
-def mode_splits(limits: SMLimits, kernel: Kernel, m: int, k: int) -> dict[str, SplitPlan]:
-    """The split each mode of :data:`MODES` runs at (m, k) with these device limits and kernel."""
+def mode_splits(limits: SMLimits, kernel_of: KernelOf, m: int, k: int) -> dict[str, SplitPlan]:
+    """The split each mode of :data:`MODES` runs at (m, k) with these device limits and the
+    chunk kernel ``kernel_of(m, n)`` of that output."""
+    kernel = kernel_of(m, m)
     return {name: split_plan(m, m, k, limits, kernel, **options) for name, options in MODES.items()}
 
 
@@ -91,12 +96,12 @@ def point_bytes(m: int, k: int, itemsize: int, splits: dict[str, SplitPlan]) -> 
     return itemsize * (2 * shared + m * m + workspace)
 
 
-def plan_points(plan: Plan, free: int, itemsize: int, limits: SMLimits, kernel: Kernel
+def plan_points(plan: Plan, free: int, itemsize: int, limits: SMLimits, kernel_of: KernelOf
                 ) -> tuple[list[tuple[int, int]], int]:
     """The (m, k) points whose bytes fit in :data:`HEADROOM` of ``free``, and how many did not."""
     budget = HEADROOM * free
     shapes = plan.shapes()
-    fits = [(m, k) for m, k in shapes if point_bytes(m, k, itemsize, mode_splits(limits, kernel, m, k)) <= budget]
+    fits = [(m, k) for m, k in shapes if point_bytes(m, k, itemsize, mode_splits(limits, kernel_of, m, k)) <= budget]
     return fits, len(shapes) - len(fits)
 
 
@@ -105,7 +110,7 @@ def fitting_points(backend: Backend, plan: Plan, dtype: str = DTYPE) -> tuple[li
     (before anything is measured) when no point fits."""
     ops = backend.ops("splitk")
     points, skipped = plan_points(plan, free_memory(backend), np.dtype(dtype).itemsize, ops.limits(),
-                                  ops.kernel(dtype))
+                                  partial(ops.kernel, dtype))
     if not points:
         raise ValueError(f"no {EXPERIMENT} point fits in the memory free on the {backend.name} device; "
                          "choose smaller --m or --k")

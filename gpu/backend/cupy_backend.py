@@ -13,7 +13,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from functools import cache
 from typing import Any
 
@@ -27,6 +27,7 @@ except ImportError as _missing:  # the backend is then unavailable, with the rea
     _IMPORT_ERROR: ImportError | None = _missing
 else:
     _IMPORT_ERROR = None
+from .hold import stream_hold
 from .interface import AllocationReport, Backend, BackendUnavailable, Timer, check_policy
 from .stream_blas import stream_blas
 from .telemetry import nvml_telemetry, pynvml
@@ -141,19 +142,25 @@ class CupyBackend(Backend):
         return graph
 
     @contextmanager
-    def timer(self) -> Iterator[Timer]:
+    def timer(self, hide_launch: bool = False) -> Iterator[Timer]:
         """Time with CUDA events on the current stream.
 
         Work issued on other streams is timed only when joined back to the
-        current stream (by an event wait) inside the block.
+        current stream (by an event wait) inside the block. ``hide_launch``:
+        hold the stream until the block has issued all its work, so that the
+        host's launch overhead is not counted (:mod:`gpu.backend.hold`).
         """
         cuda = self.xp.cuda
         t, stream = Timer(), cuda.get_current_stream()
         start, end = cuda.Event(), cuda.Event()
-        start.record(stream)
-        yield t
-        end.record(stream)
+        hold = stream_hold(self.xp) if hide_launch else None
+        with hold.held(stream) if hold else nullcontext():
+            start.record(stream)
+            yield t
+            end.record(stream)
         end.synchronize()
+        if hold:
+            hold.check()
         t.seconds = cuda.get_elapsed_time(start, end) / 1e3
 
     @contextmanager

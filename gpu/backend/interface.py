@@ -205,8 +205,9 @@ class Backend(abc.ABC):
         """Wait for all work on the device."""
 
     @abc.abstractmethod
-    def timer(self) -> AbstractContextManager[Timer]:
-        """Time the work issued inside the block (device events on GPU)."""
+    def timer(self, hide_launch: bool = False) -> AbstractContextManager[Timer]:
+        """Time the work issued inside the block (device events on GPU); ``hide_launch``: leave the
+        host's time to issue it out (where the device runs asynchronously)."""
 
     @abc.abstractmethod
     def track_allocations(self) -> AbstractContextManager[AllocationReport]:

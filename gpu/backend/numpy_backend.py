@@ -91,7 +91,8 @@ class NumpyBackend(Backend):
         pass
 
     @contextmanager
-    def timer(self) -> Iterator[Timer]:
+    def timer(self, hide_launch: bool = False) -> Iterator[Timer]:
+        """Wall-clock time of the block (every call is synchronous: there is no launch to hide)."""
         t = Timer()
         start = perf_counter()
         yield t

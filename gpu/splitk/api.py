@@ -75,7 +75,7 @@ def matmul(A: Any, B: Any, *, alpha: float = 1.0, beta: float = 0.0, out: Any = 
     (m, k), n = A.shape, B.shape[1]
     check_worth(m, n, k)
     ops = be.ops("splitk")
-    split = plan(m, n, k, ops.limits(), ops.kernel(A.dtype), chunks=chunks, chunk_width=chunk_width,
+    split = plan(m, n, k, ops.limits(), ops.kernel(A.dtype, m, n), chunks=chunks, chunk_width=chunk_width,
                  deterministic=deterministic)
     itemsize = np.dtype(A.dtype).itemsize
     need = (split.workspace_elements() + (0 if C is not None else m * n)) * itemsize

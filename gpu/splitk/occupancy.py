@@ -32,12 +32,18 @@ class SMLimits:
 
 @dataclass(frozen=True)
 class Kernel:
-    """Per-block needs of the chunk kernel (the paper's: 64 threads, 4096 bytes, 55 registers, 16 x 16 tile)."""
+    """Per-block needs of the chunk kernel (the paper's: 64 threads, 4096 bytes, 55 registers, 16 x 16 tile),
+    and its output tile: ``tile`` rows by ``tile_n`` columns (square where ``tile_n`` is None)."""
 
     threads: int
     shared_bytes: int
     registers_per_thread: int
     tile: int = 16
+    tile_n: int | None = None
+
+    def tiles(self, m: int, n: int) -> int:
+        """Output tiles (blocks per chunk) of an m x n output."""
+        return math.ceil(m / self.tile) * math.ceil(n / (self.tile_n or self.tile))
 
 
 def resident_blocks(sm: SMLimits, kernel: Kernel) -> int:
@@ -57,8 +63,7 @@ def chunks(m: int, n: int, sm: SMLimits, kernel: Kernel, waves: int = 1) -> int:
     """Chunks p so that the grid (m/tile x n/tile x p) holds at least ``waves`` full waves."""
     if waves < 1:
         raise ValueError(f"waves must be at least 1, got {waves}")
-    tiles = math.ceil(m / kernel.tile) * math.ceil(n / kernel.tile)
-    return math.ceil(waves * resident_blocks(sm, kernel) / tiles)
+    return math.ceil(waves * resident_blocks(sm, kernel) / kernel.tiles(m, n))
 
 
 def chunk_width(k: int, p: int) -> int:

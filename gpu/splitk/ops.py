@@ -33,7 +33,7 @@ class HostOps:
     def limits(self) -> SMLimits:
         return SMLimits(threads=1, shared_bytes=0, registers=1, blocks=1, sm_count=os.cpu_count() or 1)
 
-    def kernel(self, dtype: Any) -> Kernel:
+    def kernel(self, dtype: Any, m: int, n: int) -> Kernel:
         return Kernel(threads=1, shared_bytes=0, registers_per_thread=1, tile=TILE)
 
     def partials(self, A: Array, B: Array, P: Array, plan: SplitPlan, alpha: float) -> None:

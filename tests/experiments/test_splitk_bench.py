@@ -1,6 +1,8 @@
 """The split-K benchmark (issue 14): planning, operands, checked works, stored rows, resuming,
 arguments, the summary and the figures, all on NumPy."""
 
+from functools import partial
+
 import numpy as np
 import pytest
 
@@ -20,6 +22,10 @@ H100 = SMLimits(threads=2048, shared_bytes=233472, registers=65536, blocks=32, s
 KERNEL = Kernel(threads=256, shared_bytes=4352, registers_per_thread=40, tile=16)
 
 
+def same_kernel(m, n):
+    return KERNEL
+
+
 # --------------------------------------------------------------------------- planning
 
 def test_gpu_plan_is_the_issues_grid_with_shapes_that_are_not_tile_multiples():
@@ -36,7 +42,7 @@ def test_b_is_aligned_and_a_point_counts_both_buffers_c_and_the_largest_workspac
     start = b_offset(17, ODD_K, 8)
     assert start * 8 % 256 == 0 and 17 * ODD_K <= start < 17 * ODD_K + 32
     assert b_offset(16, 2**20, 8) == 16 * 2**20
-    splits = mode_splits(H100, KERNEL, 128, 2**24)
+    splits = mode_splits(H100, same_kernel, 128, 2**24)
     assert splits["splitk-det-w1024"].chunks == 2**14 and splits["splitk-atomic"].workspace_elements() == 0
     workspace = max(s.chunks for name, s in splits.items() if "det" in name) * 128 * 128
     assert point_bytes(128, 2**24, 8, splits) == 8 * (2 * 2 * 128 * 2**24 + 128 * 128 + workspace)
@@ -44,13 +50,13 @@ def test_b_is_aligned_and_a_point_counts_both_buffers_c_and_the_largest_workspac
 
 def test_points_that_do_not_fit_are_left_out_and_counted():
     plan = PLANS[("cupy", False)]
-    fits, skipped = plan_points(plan, 80 * GiB, 8, H100, KERNEL)
+    fits, skipped = plan_points(plan, 80 * GiB, 8, H100, same_kernel)
     assert skipped == 0 and fits == plan.shapes(), "66 GiB at m = 128, k = 2^24 fits in 90% of 80 GiB"
-    fits, skipped = plan_points(plan, 40 * GiB, 8, H100, KERNEL)
+    fits, skipped = plan_points(plan, 40 * GiB, 8, H100, same_kernel)
     left_out = set(plan.shapes()) - set(fits)
     assert (128, 2**24) in left_out and (64, 2**24) in fits and skipped == len(left_out) > 0
     for m, k in plan.shapes():
-        need = point_bytes(m, k, 8, mode_splits(H100, KERNEL, m, k))
+        need = point_bytes(m, k, 8, mode_splits(H100, same_kernel, m, k))
         assert ((m, k) in fits) == (need <= 0.9 * 40 * GiB)
 
 
@@ -84,7 +90,7 @@ def test_operands_share_one_aligned_buffer_and_flush_only_where_they_fit(monkeyp
 def test_every_method_is_checked_and_a_wrong_product_or_copy_is_refused(monkeypatch):
     be = get_backend("numpy")
     ops = bench.SplitOperands.draw(be, 17, 4099)
-    splits = mode_splits(be.ops("splitk").limits(), be.ops("splitk").kernel("float64"), 17, 4099)
+    splits = mode_splits(be.ops("splitk").limits(), partial(be.ops("splitk").kernel, "float64"), 17, 4099)
     works, errors = bench.checked_works(ops, splits, "here")
     assert list(works) == list(METHODS) and set(errors) == set(METHODS)
     assert all(0 <= e < 1e-13 for e in errors.values())

@@ -246,3 +246,31 @@ def test_setup_runs_before_each_sample_outside_the_timer():
     measure_interleaved({"m": work(fake, "w")}, fake, warmup=1, setup={"m": work(fake, "setup")})
     timed = [e for e in fake.log if e in ("setup", "start", "stop")]
     assert timed == ["setup", "start", "stop"] * 10
+
+
+class AsyncFake(FakeBackend):
+    """A fake whose device runs asynchronously, and whose timer logs whether the launch is hidden."""
+
+    asynchronous = True
+
+    @contextmanager
+    def timer(self, hide_launch=False):
+        t = Timer()
+        self.log.append("hold" if hide_launch else "start")
+        yield t
+        self.log.append("stop")
+        t.seconds = next(self._times)
+
+
+@pytest.mark.parametrize("hide", [True, False])
+def test_hide_launch_reaches_every_sample_and_the_record(hide):
+    fake = AsyncFake([1.0] * 10)
+    timing = measure(work(fake), fake, warmup=0, hide_launch=hide)
+    opened = [e for e in fake.log if e in ("hold", "start")]
+    assert opened == ["hold" if hide else "start"] * 10
+    assert timing.meta()["launch"] == ("hidden" if hide else "counted")
+
+
+def test_a_synchronous_backend_records_its_launch_as_counted():
+    timing = measure(lambda: None, gpu.backend.get_backend("numpy"), warmup=0, hide_launch=True, telemetry=None)
+    assert timing.meta()["launch"] == "counted"

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpu.splitk import MAX_OUTPUTS, MIN_K, Kernel, SMLimits, check_worth, matmul, plan, resident_blocks
-from gpu.splitk.plan import MAX_CHUNKS, TARGET_WIDTH
+from gpu.splitk.plan import DETERMINISTIC_WIDTH, MAX_CHUNKS, TARGET_WIDTH
 
 K20C = SMLimits(threads=2048, shared_bytes=49152, registers=65536, blocks=16, sm_count=13)
 PAPER_KERNEL = Kernel(threads=64, shared_bytes=4096, registers_per_thread=55, tile=16)
@@ -57,9 +57,16 @@ def operands(be, m, k, n, seed, dtype=np.float64, layout="C"):
 
 def test_the_occupancy_formula_gives_the_papers_k20c_figures():
     assert resident_blocks(K20C, PAPER_KERNEL) == 156
-    p = plan(16, 16, 156 * TARGET_WIDTH, K20C, PAPER_KERNEL)
+    p = plan(16, 16, 156 * TARGET_WIDTH, K20C, PAPER_KERNEL, deterministic=False)   # the paper's atomic mode
     assert (p.chunks, p.width, p.waves) == (156, TARGET_WIDTH, 1)
     assert plan(32, 32, 2**20, K20C, PAPER_KERNEL).chunks % 39 == 0         # whole waves of 39 chunks
+
+
+def test_the_deterministic_mode_aims_at_wider_chunks_in_whole_waves():
+    k = 156 * DETERMINISTIC_WIDTH * 2
+    det, atomic = (plan(16, 16, k, K20C, PAPER_KERNEL, deterministic=d) for d in (True, False))
+    assert (det.chunks, det.width, det.waves) == (2 * 156, DETERMINISTIC_WIDTH, 2)
+    assert (atomic.chunks, atomic.width, atomic.waves) == (8 * 156, TARGET_WIDTH, 8)
 
 
 @settings(max_examples=200, deadline=None)
@@ -90,7 +97,7 @@ def test_products_agree_with_an_extended_precision_reference(backend, layout, m,
     A, B = operands(backend, m, k, n, 1, layout=layout)
     a0, b0 = host(backend, A), host(backend, B)
     C = matmul(A, B, backend=backend, deterministic=deterministic)
-    split = plan(m, n, k, backend.ops("splitk").limits(), backend.ops("splitk").kernel(A.dtype))
+    split = plan(m, n, k, backend.ops("splitk").limits(), backend.ops("splitk").kernel(A.dtype, m, n))
     assert_within_bound(host(backend, C), a0, b0, split.width, split.chunks)
     assert np.array_equal(host(backend, A), a0) and np.array_equal(host(backend, B), b0)
 
