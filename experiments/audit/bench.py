@@ -1,7 +1,10 @@
 """Accuracy audits: each method's error against the correctly rounded product, stored and drawn.
 
 Every audited (method, n, phi, seed) is one row of the experiment ``accuracy``
-(see :mod:`accuracy.audit` for the inputs and the reference). Its value is the
+(see :mod:`accuracy.audit` for the inputs and the reference); a rectangular
+m x k x n product (split-K's tiny outputs over a huge k) adds ``m`` and ``k``
+to its parameters, so it never meets a square point, whose parameters stay
+(n, phi, seed, inputs). Its value is the
 papers' maximum relative error (unit ``rel``); the full :mod:`accuracy.metrics`
 report is kept in the row's meta. A product with NaN or infinite entries is
 stored with unit ``nonfinite entries`` and their count as value, and shows as
@@ -53,6 +56,8 @@ STRASSEN_LEVELS: dict[tuple[str, bool], tuple[int, ...]] = {
     ("cupy", False): (1, 2, 3, 4), ("cupy", True): (1, 2, 3, 4),
     ("numpy", False): (1, 2, 3, 4), ("numpy", True): (1, 2, 3),
 }
+#: A product's shape (m, k, n): A is m x k, B is k x n.
+Shape = tuple[int, int, int]
 #: Fields of a row beyond (method, n, phi, seed), from the stored report.
 ROW_FIELDS = ("max_rel", "nrm", "zeros", "zeros_exact", "zero_max_abs", "median_rel", "max_comp",
               "max_ulps", "bits", "correctly_rounded", "nonfinite", "seconds", "reference_seconds")
@@ -60,14 +65,20 @@ ROW_FIELDS = ("max_rel", "nrm", "zeros", "zeros_exact", "zero_max_abs", "median_
 
 @dataclass(frozen=True)
 class AuditPlan:
-    """The points of an audit: every size x phi x seed."""
+    """The points of an audit: every product x phi x seed; the products are the squares N x N x N
+    of ``sizes``, then the ``shapes`` (m, k, n) (``sizes`` may be empty when shapes are given)."""
 
     sizes: tuple[int, ...]
     phis: tuple[float, ...] = PHIS
     seeds: tuple[int, ...] = (1, 2, 3)
+    shapes: tuple[Shape, ...] = ()
 
     def __post_init__(self) -> None:
-        for what, values, ok in (("sizes", self.sizes, lambda v: isinstance(v, int) and v > 0),
+        if not all(isinstance(s, tuple) and len(s) == 3 and all(isinstance(v, int) and v > 0 for v in s)
+                   for s in self.shapes):
+            raise ValueError(f"audit shapes must be (m, k, n) triples of positive integers, got {list(self.shapes)}")
+        sizes = self.sizes if self.sizes or not self.shapes else (1,)    # no squares: the shapes are the products
+        for what, values, ok in (("sizes", sizes, lambda v: isinstance(v, int) and v > 0),
                                  ("phis", self.phis, lambda v: 0 <= v <= 20),
                                  ("seeds", self.seeds, lambda v: isinstance(v, int) and v >= 0)):
             if not values or not all(ok(v) for v in values):
@@ -75,9 +86,14 @@ class AuditPlan:
                                  + {"sizes": "positive integers", "phis": "numbers from 0 to 20",
                                     "seeds": "non-negative integers"}[what] + f", got {list(values)}")
 
+    def products(self) -> list[Shape]:
+        """Every (m, k, n) audited, once each: the squares of ``sizes``, then ``shapes``."""
+        return list(dict.fromkeys([(n, n, n) for n in self.sizes] + list(self.shapes)))
+
     def points(self) -> list[dict[str, Any]]:
-        """The stored parameters of every point, by size, then phi, then seed."""
-        return [point_params(n, phi, seed) for n in self.sizes for phi in self.phis for seed in self.seeds]
+        """The stored parameters of every point, by product, then phi, then seed."""
+        return [point_params(n, phi, seed, m, k) for m, k, n in self.products()
+                for phi in self.phis for seed in self.seeds]
 
 
 TEN = tuple(range(1, 11))
@@ -95,9 +111,23 @@ STRASSEN_PLANS: dict[tuple[str, bool], AuditPlan] = {
 }
 
 
-def point_params(n: int, phi: float, seed: int) -> dict[str, Any]:
-    """The stored parameters of one audit point (``inputs``: the papers' phi distribution)."""
-    return {"n": int(n), "phi": float(phi), "seed": int(seed), "inputs": INPUTS}
+def point_params(n: int, phi: float, seed: int, m: int | None = None, k: int | None = None) -> dict[str, Any]:
+    """The stored parameters of one audit point (``inputs``: the papers' phi distribution); an
+    m x k x n product that is not square adds ``m`` and ``k`` (a square one is stored as N x N x N)."""
+    m, k = n if m is None else m, n if k is None else k
+    shape = {} if m == k == n else {"m": int(m), "k": int(k)}
+    return {**shape, "n": int(n), "phi": float(phi), "seed": int(seed), "inputs": INPUTS}
+
+
+def point_shape(params: Mapping[str, Any]) -> Shape:
+    """(m, k, n) of stored audit parameters (a square point has only ``n``)."""
+    n = int(params["n"])
+    return int(params.get("m", n)), int(params.get("k", n)), n
+
+
+def shape_text(shape: Shape) -> str:
+    """``m x k x n``."""
+    return " x ".join(str(v) for v in shape)
 
 
 def strassen_methods(levels: Sequence[int] = (1, 2, 3, 4)) -> list[str]:
@@ -126,31 +156,38 @@ def record(audited: Audited) -> Record:
 def measure(backend: Backend, params: Mapping[str, Any], missing: Sequence[str]) -> dict[str, Record]:
     """Audit the missing methods at one point (one reference for all of them)."""
     methods = [get_method(name) for name in missing]
-    results = audit_point(backend, methods, params["n"], params["phi"], params["seed"])
+    results = audit_point(backend, methods, params["n"], params["phi"], params["seed"], shape=point_shape(params))
     return {name: record(a) for name, a in results.items()}
 
 
 def check_methods(methods: Sequence[str], plan: AuditPlan) -> None:
-    """ValueError before anything runs: an unknown method, or one that cannot run a size of the plan."""
+    """ValueError before anything runs: an unknown method, or one that cannot run a product of the plan
+    (one line naming the method and the m x k x n shape)."""
     for name in methods:
         method = get_method(name)
-        for n in plan.sizes:
-            method.check_shape(n, n, n)
+        for shape in plan.products():
+            method.check_shape(*shape)
 
 
 def run_audit(ctx: Context, methods: Sequence[str], plan: AuditPlan) -> tuple[SweepOutcome, list[AuditRow]]:
     """Audit (or resume) every method at every point of the plan; the outcome and the plan's rows
-    (by method in the order given, then n, phi and seed)."""
+    (by method in the order given, then m, k, n, phi and seed)."""
     check_methods(methods, plan)
     points = plan.points()
     outcome = sweep(ctx, EXPERIMENT, points, list(methods), partial(measure, ctx.backend), desc="accuracy audit")
-    wanted = {(p["n"], p["phi"], p["seed"]) for p in points}
-    rows = [r for r in audit_rows(ctx.db, ctx.env_key) if r.method in methods and (r.n, r.phi, r.seed) in wanted]
+    wanted = {(point_shape(p), p["phi"], p["seed"]) for p in points}
+    rows = [r for r in audit_rows(ctx.db, ctx.env_key, rectangular=bool(plan.shapes))
+            if r.method in methods and (r.shape, r.phi, r.seed) in wanted]
     order = {m: i for i, m in enumerate(methods)}
-    return outcome, sorted(rows, key=lambda r: (order[r.method], r.n, r.phi, r.seed))
+    return outcome, sorted(rows, key=lambda r: (order[r.method], *r.shape, r.phi, r.seed))
 
 
 # --------------------------------------------------------------------------- stored rows
+
+def _shape_first(d: dict[str, Any]) -> dict[str, Any]:
+    """A row or summary as a dict, its method and shape (m, k, n) first."""
+    return {"method": d.pop("method"), "m": d.pop("m"), "k": d.pop("k"), "n": d.pop("n"), **d}
+
 
 def _number(x: Any) -> Any:
     """JSON-safe: a non-finite float becomes None (its row carries ``nonfinite``)."""
@@ -160,7 +197,8 @@ def _number(x: Any) -> Any:
 @dataclass(frozen=True)
 class AuditRow:
     """One stored audit point of one method: its inputs and the error report's fields
-    (:data:`ROW_FIELDS`; None where the report has none, or a non-finite number)."""
+    (:data:`ROW_FIELDS`; None where the report has none, or a non-finite number); ``m`` and ``k``
+    default to ``n`` (a square product)."""
 
     method: str
     n: int
@@ -179,26 +217,42 @@ class AuditRow:
     nonfinite: int | None = None
     seconds: float | None = None
     reference_seconds: float | None = None
+    m: int | None = None
+    k: int | None = None
+
+    def __post_init__(self) -> None:
+        for dim in ("m", "k"):
+            if getattr(self, dim) is None:
+                object.__setattr__(self, dim, self.n)
+
+    @property
+    def shape(self) -> Shape:
+        return self.m, self.k, self.n
 
     @classmethod
     def read(cls, m: Measurement) -> AuditRow:
         p = m.params
-        return cls(m.method, p["n"], p["phi"], p["seed"], **{k: _number(m.meta.get(k)) for k in ROW_FIELDS})
+        rows, inner, _ = point_shape(p)
+        return cls(m.method, p["n"], p["phi"], p["seed"], **{f: _number(m.meta.get(f)) for f in ROW_FIELDS},
+                   m=rows, k=inner)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return _shape_first(asdict(self))
 
 
-def audit_rows(db: ResultsDB, env_key: str) -> list[AuditRow]:
-    """Every stored audit row of one environment (rows on other inputs than phi's left out)."""
-    return [AuditRow.read(m) for m in db.measurements(EXPERIMENT, env_key=env_key)
+def audit_rows(db: ResultsDB, env_key: str, *, rectangular: bool = False) -> list[AuditRow]:
+    """Every stored square audit row of one environment, and the rectangular ones with ``rectangular``
+    (the figures and experiments, drawn by N, take square rows only; rows on other inputs than phi's
+    are left out)."""
+    rows = [AuditRow.read(m) for m in db.measurements(EXPERIMENT, env_key=env_key)
             if m.params.get("inputs") == INPUTS]
+    return rows if rectangular else [r for r in rows if r.m == r.k == r.n]
 
 
 @dataclass(frozen=True)
 class AuditSummary:
-    """One (method, n, phi) over its seeds; error statistics are None when a seed's product
-    was not finite (those seeds are counted in ``nonfinite_seeds``)."""
+    """One (method, m x k x n, phi) over its seeds; error statistics are None when a seed's product
+    was not finite (those seeds are counted in ``nonfinite_seeds``); ``m`` and ``k`` default to ``n``."""
 
     method: str
     n: int
@@ -211,9 +265,16 @@ class AuditSummary:
     zeros: int
     zeros_exact: int
     nonfinite_seeds: int
+    m: int | None = None
+    k: int | None = None
+
+    def __post_init__(self) -> None:
+        for dim in ("m", "k"):
+            if getattr(self, dim) is None:
+                object.__setattr__(self, dim, self.n)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return _shape_first(asdict(self))
 
 
 def _mean(values: list[float]) -> float | None:
@@ -221,16 +282,16 @@ def _mean(values: list[float]) -> float | None:
 
 
 def summarize(rows: Iterable[AuditRow]) -> list[AuditSummary]:
-    """Per (method, n, phi): seeds, mean and max of the max relative error, mean nrm, worst bits.
+    """Per (method, m x k x n, phi): seeds, mean and max of the max relative error, mean nrm, worst bits.
 
     A group with any non-finite product has no error statistics (None) and
     counts those seeds in ``nonfinite_seeds``.
     """
-    groups: dict[tuple[str, int, float], list[AuditRow]] = defaultdict(list)
+    groups: dict[tuple[str, Shape, float], list[AuditRow]] = defaultdict(list)
     for r in rows:
-        groups[(r.method, r.n, r.phi)].append(r)
+        groups[(r.method, r.shape, r.phi)].append(r)
     out = []
-    for (method, n, phi), rs in groups.items():
+    for (method, (m, k, n), phi), rs in groups.items():
         bad = sum(1 for r in rs if r.nonfinite)
         rels = [r.max_rel for r in rs if r.max_rel is not None]
         ok = not bad and len(rels) == len(rs)
@@ -239,7 +300,8 @@ def summarize(rows: Iterable[AuditRow]) -> list[AuditSummary]:
             max_max_rel=max(rels) if ok else None,
             mean_nrm=_mean([r.nrm for r in rs if r.nrm is not None]) if ok else None,
             max_bits=max((r.bits for r in rs if r.bits is not None), default=None) if ok else None,
-            zeros=sum(r.zeros for r in rs), zeros_exact=sum(r.zeros_exact for r in rs), nonfinite_seeds=bad))
+            zeros=sum(r.zeros for r in rs), zeros_exact=sum(r.zeros_exact for r in rs), nonfinite_seeds=bad,
+            m=m, k=k))
     return out
 
 

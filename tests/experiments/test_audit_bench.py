@@ -148,3 +148,83 @@ def test_exact_reference_is_what_the_audit_compares_to():
     exact = methods.Method("exact", "the reference itself", lambda be, A, B: exact_matmul(A, B, backend=be))
     rep = audit_point(be, [exact], 24, 2.0, 1)["exact"].report
     assert rep.max_rel == 0.0 and rep.correctly_rounded == 1.0 and rep.bits == 0.0
+
+
+RECT = ("--backend", "numpy", "--methods", "fp64,splitk-det", "--phi", "1", "--seeds", "1,2")
+
+
+def test_rectangular_audit_stores_the_shape_and_resumes(run_json, db_path, capsys):
+    out = run_json("audit", *RECT, "--shapes", "8:8192:8", "--db", str(db_path))
+    assert (out["measured"], out["skipped"]) == (4, 0)
+    rows = out["rows"]
+    assert [(r["method"], r["m"], r["k"], r["n"], r["seed"]) for r in rows] == [
+        ("fp64", 8, 8192, 8, 1), ("fp64", 8, 8192, 8, 2), ("splitk-det", 8, 8192, 8, 1), ("splitk-det", 8, 8192, 8, 2)]
+    be = get_backend("numpy")
+    for seed in (1, 2):
+        direct = audit_point(be, [methods.get_method("fp64"), methods.get_method("splitk-det")], 0, 1.0, seed,
+                             shape=(8, 8192, 8))
+        for r in rows:
+            if r["seed"] == seed:
+                assert r["max_rel"] == direct[r["method"]].report.max_rel and 0 < r["max_rel"] < 1e-11
+    assert {(s["method"], s["m"], s["k"], s["n"], s["seeds"]) for s in out["summary"]} == {
+        ("fp64", 8, 8192, 8, 2), ("splitk-det", 8, 8192, 8, 2)}
+    with ResultsDB(db_path) as db:
+        stored = db.measurements("accuracy")
+    assert {tuple(sorted(m.params.items())) for m in stored} == {
+        (("inputs", "phi"), ("k", 8192), ("m", 8), ("n", 8), ("phi", 1.0), ("seed", s)) for s in (1, 2)}
+
+    # a square audit at n = 8 is another point: measured, stored without m and k, and read back alone
+    square = run_json("audit", *RECT[:3], "fp64", "--n", "8", "--phi", "1", "--seeds", "1", "--db", str(db_path))
+    assert (square["measured"], square["skipped"]) == (1, 0)
+    assert [(r["m"], r["k"], r["n"]) for r in square["rows"]] == [(8, 8, 8)]
+    with ResultsDB(db_path) as db:
+        assert [m.params for m in db.measurements("accuracy") if "m" not in m.params] == [
+            {"n": 8, "phi": 1.0, "seed": 1, "inputs": "phi"}]
+        env = db.env_keys()[0]
+        assert [r.shape for r in aa.audit_rows(db, env)] == [(8, 8, 8)]      # figures see square rows only
+        assert len(aa.audit_rows(db, env, rectangular=True)) == 5
+
+    again = run_json("audit", *RECT, "--shapes", "8:8192:8", "--db", str(db_path))
+    assert (again["measured"], again["skipped"]) == (0, 4)
+    assert [r["max_rel"] for r in again["rows"]] == [r["max_rel"] for r in rows]
+    capsys.readouterr()
+    assert main(["audit", *RECT, "--shapes", "8:2^13:8", "--db", str(db_path)]) == 0
+    text = capsys.readouterr().out
+    assert "0 audited, 4 already stored" in text and "m x k x n" in text
+    assert [line.split()[:2] for line in text.splitlines()[2:4]] == [["fp64", "8"], ["splitk-det", "8"]]
+    assert text.count("8 x 8192 x 8") == 2
+
+
+def test_shapes_refused_before_any_work(capsys, db_path):
+    assert main(["audit", *RECT, "--n", "64", "--shapes", "8:8192:8", "--db", str(db_path)]) == 2
+    assert "give --n (square N x N x N products) or --shapes (M:K:N products), not both" in capsys.readouterr().err
+    assert main(["audit", *RECT, "--shapes", "8:8192:8,8:100:8", "--db", str(db_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gemmlab audit: error: method 'splitk-det' cannot run 8 x 100 x 8: k = 100 is small")
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert not db_path.exists()          # nothing measured, not even the shape fp64 and split-K both take
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("8x8192x8", "'8x8192x8' in '8x8192x8' is not a shape M:K:N"), ("8:8192", "'8:8192' in '8:8192' is not a shape"),
+    ("8:8192:8,1:2:3:4", "'1:2:3:4' in '8:8192:8,1:2:3:4' is not a shape"), ("8:-1:8", "is not a shape"),
+    ("8:k:8", "is not a shape"), ("8:0:8", "the shape '8:0:8' in '8:0:8' has a zero dimension"),
+    ("8:2^99:8", "has an exponent above 62"), (" ", "no shapes given")])
+def test_shape_parser_rejects_malformed_shapes(capsys, bad, message):
+    with pytest.raises(SystemExit):
+        main(["audit", "--shapes", bad])
+    assert message in capsys.readouterr().err
+
+
+def test_shape_parser_and_plan():
+    from experiments.audit.commands import shapes
+    assert shapes("16:2^24:16, 8:8192:8") == [(16, 2**24, 16), (8, 8192, 8)]
+    plan = aa.AuditPlan((4,), phis=(1.0,), seeds=(1,), shapes=((4, 4, 4), (2, 3, 4)))
+    assert plan.products() == [(4, 4, 4), (2, 3, 4)]
+    assert plan.points() == [{"n": 4, "phi": 1.0, "seed": 1, "inputs": "phi"},
+                             {"m": 2, "k": 3, "n": 4, "phi": 1.0, "seed": 1, "inputs": "phi"}]
+    assert aa.AuditPlan((), shapes=((2, 3, 4),)).products() == [(2, 3, 4)]
+    with pytest.raises(ValueError, match="sizes must be a non-empty list"):
+        aa.AuditPlan(())
+    with pytest.raises(ValueError, match="shapes must be"):
+        aa.AuditPlan((), shapes=((2, 0, 4),))
