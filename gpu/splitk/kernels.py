@@ -44,6 +44,8 @@ _CTYPES = {np.dtype(np.float64): "double", np.dtype(np.float32): "float"}
 _THREADS, _MAX_BLOCKS = 256, 4096
 #: Warps per block of the tensor-core kernel, and how deep along k each warp loads before it multiplies.
 WARPS, DEPTH = 4, 16
+#: Side of the largest output tile one warp owns, and the L2 fetch size of the fragment loads (0: default).
+WARP_TILE, L2_FETCH = 32, 0
 #: The FP64 tensor-core instruction per compute capability, as (row halves H, k quarters J): an 8 H x 8 x 4 J
 #: product (sm_90: ``mma.m16n8k16``, twice the m8n8k4 rate of sm_80).
 ATOMS = ((90, (2, 4)), (80, (1, 1)))
@@ -98,6 +100,14 @@ splitk_tile(const T* __restrict__ A, long long sa0, long long sa1,
     if (r < m && c < n) emit(out, (atomic ? 0 : blockIdx.z * so2) + r * so0 + c * so1, mul_rn(alpha, acc), atomic);
 }
 
+template <int L2> __device__ inline double load(const double* p) { return __ldg(p); }
+template <> __device__ inline double load<256>(const double* p)
+{
+    double v;
+    asm("ld.global.nc.L2::256B.f64 %0, [%1];" : "=d"(v) : "l"(p));
+    return v;
+}
+
 template <int H, int J> struct Atom;
 template <> struct Atom<1, 1> {
     static __device__ inline void mma(double* c, const double* a, const double* b)
@@ -117,7 +127,7 @@ template <> struct Atom<2, 4> {
     }
 };
 
-template <int H, int J, int TM, int TN, int WMS, int WNS, int U>
+template <int H, int J, int TM, int TN, int WMS, int WNS, int U, int L2>
 __global__ void __launch_bounds__(__WARPS__ * 32)
 splitk_dmma(const double* __restrict__ A, long long sa0, long long sa1,
             const double* __restrict__ B, long long sb0, long long sb1,
@@ -167,9 +177,9 @@ splitk_dmma(const double* __restrict__ A, long long sa0, long long sa1,
 #pragma unroll
                 for (int i = 0; i < TM; ++i)
 #pragma unroll
-                    for (int h = 0; h < H; ++h) a[u][i][q * H + h] = pa[i][h][qa + (AK * u + 4 * q) * sa1];
+                    for (int h = 0; h < H; ++h) a[u][i][q * H + h] = load<L2>(pa[i][h] + qa + (AK * u + 4 * q) * sa1);
 #pragma unroll
-                for (int j = 0; j < TN; ++j) b[u][j][q] = pb[j][qb + (AK * u + 4 * q) * sb0];
+                for (int j = 0; j < TN; ++j) b[u][j][q] = load<L2>(pb[j] + qb + (AK * u + 4 * q) * sb0);
             }
 #pragma unroll
         for (int u = 0; u < U; ++u) {
@@ -287,14 +297,16 @@ class Variant:
         return Variant(f"splitk_tile<{_CTYPES[np.dtype(dtype)]}>", (TILE, TILE), TILE, TILE)
 
     @staticmethod
-    def dmma(m: int, n: int, atom: tuple[int, int], depth: int = DEPTH) -> Variant:
+    def dmma(m: int, n: int, atom: tuple[int, int], depth: int = DEPTH, warp_tile: int = WARP_TILE,
+             l2: int = L2_FETCH) -> Variant:
         """The FP64 tensor-core kernel for an m x n output with instruction ``atom`` (see :data:`ATOMS`):
-        warp tiles up to 32 x 32, two warps along a side longer than one warp tile, the block's
-        other warps splitting k; ``depth`` k loaded per warp before it multiplies."""
+        warp tiles up to ``warp_tile`` square, two warps along a side longer than one warp tile, the
+        block's other warps splitting k; ``depth`` k loaded per warp before it multiplies; ``l2``:
+        bytes the L2 fetches per miss of a fragment load (0: the default)."""
         h, j = atom
-        tm, tn = min(4 // h, -(-m // (8 * h))), min(4, -(-n // 8))
+        tm, tn = min(warp_tile // (8 * h), -(-m // (8 * h))), min(warp_tile // 8, -(-n // 8))
         wms, wns = 2 if m > 8 * h * tm else 1, 2 if n > 8 * tn else 1
-        return Variant(f"splitk_dmma<{h}, {j}, {tm}, {tn}, {wms}, {wns}, {max(1, depth // (4 * j))}>",
+        return Variant(f"splitk_dmma<{h}, {j}, {tm}, {tn}, {wms}, {wns}, {max(1, depth // (4 * j))}, {l2}>",
                        (32 * WARPS,), 8 * h * tm * wms, 8 * tn * wns)
 
 
