@@ -9,7 +9,9 @@ pinned host memory, the start event and the timed work queue up behind it, and
 the host raises the flag once all of it is issued, so the work then runs back to
 back from the start event. The gaps between its kernels on the device stay
 counted. Work that waits for the device inside the hold would wait for the spin:
-the kernel gives up after :data:`TIMEOUT_S` and says so, and the hold raises.
+the kernel gives up after :data:`TIMEOUT_S` and says so, and the hold raises. The first
+call of a library routine can be such work (loading its kernels waits for the device),
+so time only after a warm-up, as the measurement protocol does.
 """
 
 from __future__ import annotations
