@@ -36,7 +36,10 @@ H100_LINE = ("NVIDIA H100 80GB HBM3 · cupy · regime not recorded · cuBLAS 13.
 #: The Strassen speed-ups, re-measured with the power regime recorded (issue 13), with the power limit
 #: in the environment.
 H100_REGIMES_LINE = H100_LINE.replace("regime not recorded", "regime: cold, sustained")
-REGIME_FIGURES = ("strassen-speedup", "strassen-level")
+#: Split-K's sweep (issue 14), measured in the sustained regime only.
+H100_SUSTAINED_LINE = H100_LINE.replace("regime not recorded", "regime: sustained")
+REGIME_LINES = {"strassen-speedup": H100_REGIMES_LINE, "strassen-level": H100_REGIMES_LINE,
+                "splitk-roofline": H100_SUSTAINED_LINE, "splitk-speedup": H100_SUSTAINED_LINE}
 #: The 15 methods of a quick run's accuracy-phi panel (a 10-colour cycle repeats five of them).
 PHI_METHODS = default_methods() + [f"ozaki-{f}-{s}" for f in ("fp32r", "fp32") for s in range(2, 7)]
 CALIBRATION_SIZES = (128, 256, 384, 512, 768, 1024, 1536, 2048)
@@ -175,7 +178,7 @@ def assert_reads_well(name, fig, renderer):
 @pytest.mark.parametrize("name", sorted(FIGURES))
 def test_every_figure_reads_well_and_names_its_provenance(name, cpu_db, h100):
     drawn_from = 0
-    for db, line in ((cpu_db, CPU_LINE), (h100, H100_REGIMES_LINE if name in REGIME_FIGURES else H100_LINE)):
+    for db, line in ((cpu_db, CPU_LINE), (h100, REGIME_LINES.get(name, H100_LINE))):
         fig = FIGURES[name].draw(db)
         if fig is None:
             continue
@@ -190,7 +193,7 @@ def test_every_figure_of_two_environments_reads_well_and_names_both(name, both_d
     """Panels of a second device get its name in their titles; the footer names every device drawn."""
     fig, renderer = draw(name, both_db)
     assert_reads_well(name, fig, renderer)
-    h100 = H100_REGIMES_LINE if name in REGIME_FIGURES else H100_LINE
+    h100 = REGIME_LINES.get(name, H100_LINE)
     assert provenance_text(fig) in (CPU_LINE, h100, f"{CPU_LINE} · {h100}")
 
 
