@@ -68,9 +68,12 @@ def env_key(env: dict[str, Any]) -> str:
 def git_state() -> dict[str, Any]:
     """Commit of the source tree and whether it has uncommitted changes.
 
-    A copy of the tree without ``.git`` (a GPU machine sent the working tree)
-    can name its commit in ``$GEMMLAB_GIT_COMMIT``.
+    A copy of the tree sent to a GPU machine names its commit in
+    ``$GEMMLAB_GIT_COMMIT``: that wins over any ``.git`` the copy carries, which
+    can be a stale snapshot (its HEAD an older commit, the tree "dirty").
     """
+    if os.environ.get("GEMMLAB_GIT_COMMIT"):
+        return {"git_commit": os.environ["GEMMLAB_GIT_COMMIT"], "git_dirty": None}
     root = Path(__file__).resolve().parents[2]
 
     def git(*args: str) -> str:
