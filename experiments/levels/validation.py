@@ -160,12 +160,13 @@ def sweep_levels(ctx: Context, plan: LevelPlan, sizes: Sequence[int]) -> SweepOu
                                                 ctx.env_key) for lv in levels):
                 outcome.skipped += len(levels)
                 continue
-            ops = Operands.uniform(be, n)
+            ops = works = None
             try:
+                ops = Operands.uniform(be, n)
                 works, errors = checked_works(ops, {f"L{lv}": (config, lv) for lv in levels[1:]})
                 result = time_strassen(ops, works, ctx.regime, **plan.protocol(n))
             finally:
-                ops = None
+                ops = works = None            # the works hold the operands too: both go before the next size
                 free_memory(be)
             gemm = result.timings["gemm"]
             for lv in levels:

@@ -1,13 +1,14 @@
 """gemmlab fit, predict and levels: JSON output, sources of the model, errors, resume."""
 
 import json
+import weakref
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from experiments.cli import main
-from experiments.core import reproduce
+from experiments.core import lab, reproduce
 from experiments.core.database import ResultsDB
 from experiments.levels import calibration
 from modeling.crossover import thesis_level
@@ -126,3 +127,22 @@ def test_levels_quick_sweep_on_the_cpu_resumes(run_json, tmp_path):
     again = run_json(*args)
     assert again["summary"]["points measured"] == 0 and again["summary"]["points already stored"] > 0
     assert reproduce.select(["level-validation"])[0].name == "level-validation"
+
+
+def test_a_sizes_operands_are_gone_before_the_next_size_is_drawn(run_json, tmp_path, monkeypatch):
+    """The sweep once kept one size's operands alive (through its timed works) while it drew the
+    next size's: at N = 49152 on the H100 that ran out of memory. Each size must start with the
+    previous one's arrays released."""
+    drawn, alive_at_draw = [], []
+    original = lab.Operands.uniform.__func__
+
+    def watched(cls, backend, n, *args, **kwargs):
+        alive_at_draw.append([r() is not None for r in drawn])
+        ops = original(cls, backend, n, *args, **kwargs)
+        drawn.extend(weakref.ref(x) for x in (ops.A, ops.B, ops.C))
+        return ops
+
+    monkeypatch.setattr(lab.Operands, "uniform", classmethod(watched))
+    run_json("levels", "--backend", "numpy", "--sizes", "128,192", "--max-level", "1", "--min-bottom", "32",
+             "--db", str(tmp_path / "l.sqlite"), "--no-progress")
+    assert len(alive_at_draw) >= 2 and not any(any(a) for a in alive_at_draw[1:]), alive_at_draw
