@@ -35,6 +35,7 @@ import cupy
 import numpy as np
 
 from ..backend import Array, Backend
+from . import source
 from .occupancy import Kernel, SMLimits
 from .ops import TILE
 from .plan import SplitPlan
@@ -54,247 +55,22 @@ L2_FETCH = 256
 #: The FP64 tensor-core instruction per compute capability, as (row halves H, k quarters J): an 8 H x 8 x 4 J
 #: product (sm_90: ``mma.m16n8k16``, twice the m8n8k4 rate of sm_80).
 ATOMS = ((90, (2, 4)), (80, (1, 1)))
+#: Shared-memory stages of the pipelined kernel.
+STAGES = 3
 
-_SOURCE = r"""
-__device__ inline double add_rn(double a, double b) { return __dadd_rn(a, b); }
-__device__ inline float add_rn(float a, float b) { return __fadd_rn(a, b); }
-__device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
-__device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
-
-__device__ inline void chunk_range(long long base, long long extra, long long& start, long long& stop)
-{
-    const long long z = blockIdx.z;
-    start = z * base + min(z, extra);
-    stop = start + base + (z < extra ? 1 : 0);
-}
-
-template <typename T>
-__device__ inline void emit(T* out, long long at, T value, int atomic)
-{
-    if (atomic) atomicAdd(out + at, value);
-    else out[at] = value;
-}
-
-#define KT 16
-template <typename T>
-__global__ void __launch_bounds__(__TILE__ * __TILE__)
-splitk_tile(const T* __restrict__ A, long long sa0, long long sa1,
-            const T* __restrict__ B, long long sb0, long long sb1,
-            T* __restrict__ out, long long so0, long long so1, long long so2,
-            int m, int n, long long base, long long extra, T alpha, int atomic)
-{
-    constexpr int TILE = __TILE__;
-    __shared__ T As[TILE][KT + 1];
-    __shared__ T Bs[KT][TILE + 1];
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
-    long long start, stop;
-    chunk_range(base, extra, start, stop);
-    T acc = T(0);
-    for (long long l0 = start; l0 < stop; l0 += KT) {
-        const int ar = row0 + ty, bc = col0 + tx;
-        const long long aq = l0 + tx, bq = l0 + ty;
-        As[ty][tx] = (ar < m && aq < stop) ? A[ar * sa0 + aq * sa1] : T(0);
-        Bs[ty][tx] = (bq < stop && bc < n) ? B[bq * sb0 + bc * sb1] : T(0);
-        __syncthreads();
-#pragma unroll
-        for (int q = 0; q < KT; ++q) acc += As[ty][q] * Bs[q][tx];
-        __syncthreads();
-    }
-    const int r = row0 + ty, c = col0 + tx;
-    if (r < m && c < n) emit(out, (atomic ? 0 : blockIdx.z * so2) + r * so0 + c * so1, mul_rn(alpha, acc), atomic);
-}
-
-template <int L2> __device__ inline double load(const double* p) { return __ldg(p); }
-template <> __device__ inline double load<256>(const double* p)
-{
-    double v;
-    asm("ld.global.nc.L2::256B.f64 %0, [%1];" : "=d"(v) : "l"(p));
-    return v;
-}
-
-template <int H, int J> struct Atom;
-template <> struct Atom<1, 1> {
-    static __device__ inline void mma(double* c, const double* a, const double* b)
-    {
-        asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
-                     : "+d"(c[0]), "+d"(c[1]) : "d"(a[0]), "d"(b[0]));
-    }
-};
-template <> struct Atom<2, 4> {
-    static __device__ inline void mma(double* c, const double* a, const double* b)
-    {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, "
-                     "{%4, %5, %6, %7, %8, %9, %10, %11}, {%12, %13, %14, %15}, {%0, %1, %2, %3};\n"
-                     : "+d"(c[0]), "+d"(c[1]), "+d"(c[2]), "+d"(c[3])
-                     : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(a[4]), "d"(a[5]), "d"(a[6]), "d"(a[7]),
-                       "d"(b[0]), "d"(b[1]), "d"(b[2]), "d"(b[3]));
-    }
-};
-
-template <int H, int J, int TM, int TN, int WMS, int WNS, int U, int L2>
-__global__ void __launch_bounds__(__WARPS__ * 32)
-splitk_dmma(const double* __restrict__ A, long long sa0, long long sa1,
-            const double* __restrict__ B, long long sb0, long long sb1,
-            double* __restrict__ out, long long so0, long long so1, long long so2,
-            int m, int n, long long base, long long extra, double alpha, int atomic)
-{
-    constexpr int AM = 8 * H, AK = 4 * J, KW = __WARPS__ / (WMS * WNS);
-    constexpr int BM = AM * TM * WMS, BN = 8 * TN * WNS, STEP = AK * U;
-    __shared__ double S[KW][BM][BN + 1];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int wm = warp % WMS, wn = (warp / WMS) % WNS, wk = warp / (WMS * WNS);
-    const int g = lane >> 2, t = lane & 3, r0 = wm * TM * AM, c0 = wn * TN * 8;
-    long long start, stop;
-    chunk_range(base, extra, start, stop);
-    const double* pa[TM][H];
-    const double* pb[TN];
-    bool va[TM][H], vb[TN];
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int h = 0; h < H; ++h) {
-            const int r = blockIdx.y * BM + r0 + AM * i + 8 * h + g;
-            va[i][h] = r < m;
-            pa[i][h] = A + (va[i][h] ? r : 0) * sa0 + (start + t) * sa1;
-        }
-#pragma unroll
-    for (int j = 0; j < TN; ++j) {
-        const int c = blockIdx.x * BN + c0 + 8 * j + g;
-        vb[j] = c < n;
-        pb[j] = B + (vb[j] ? c : 0) * sb1 + (start + t) * sb0;
-    }
-    double acc[TM][TN][2 * H];
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j)
-#pragma unroll
-            for (int e = 0; e < 2 * H; ++e) acc[i][j][e] = 0.0;
-    const long long steps = (stop - start) / STEP;
-    for (long long s = wk; s < steps; s += KW) {
-        const long long qa = s * STEP * sa1, qb = s * STEP * sb0;
-        double a[U][TM][J * H], b[U][TN][J];
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-#pragma unroll
-            for (int q = 0; q < J; ++q) {
-#pragma unroll
-                for (int i = 0; i < TM; ++i)
-#pragma unroll
-                    for (int h = 0; h < H; ++h) a[u][i][q * H + h] = load<L2>(pa[i][h] + qa + (AK * u + 4 * q) * sa1);
-#pragma unroll
-                for (int j = 0; j < TN; ++j) b[u][j][q] = load<L2>(pb[j] + qb + (AK * u + 4 * q) * sb0);
-            }
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int q = 0; q < J * H; ++q) a[u][i][q] = va[i][q % H] ? a[u][i][q] : 0.0;
-#pragma unroll
-            for (int j = 0; j < TN; ++j)
-#pragma unroll
-                for (int q = 0; q < J; ++q) b[u][j][q] = vb[j] ? b[u][j][q] : 0.0;
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int j = 0; j < TN; ++j) Atom<H, J>::mma(acc[i][j], a[u][i], b[u][j]);
-        }
-    }
-    if (wk == steps % KW) {
-        const long long done = steps * STEP;
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-            double a[TM][J * H], b[TN][J];
-#pragma unroll
-            for (int q = 0; q < J; ++q) {
-                const long long off = done + AK * u + 4 * q;
-                const bool inside = start + off + t < stop;
-#pragma unroll
-                for (int i = 0; i < TM; ++i)
-#pragma unroll
-                    for (int h = 0; h < H; ++h)
-                        a[i][q * H + h] = (inside && va[i][h]) ? pa[i][h][off * sa1] : 0.0;
-#pragma unroll
-                for (int j = 0; j < TN; ++j) b[j][q] = (inside && vb[j]) ? pb[j][off * sb0] : 0.0;
-            }
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int j = 0; j < TN; ++j) Atom<H, J>::mma(acc[i][j], a[i], b[j]);
-        }
-    }
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j)
-#pragma unroll
-            for (int e = 0; e < 2 * H; ++e)
-                S[wk][r0 + AM * i + 8 * (e / 2) + g][c0 + 8 * j + 2 * t + e % 2] = acc[i][j][e];
-    __syncthreads();
-    for (int o = threadIdx.x; o < BM * BN; o += blockDim.x) {
-        const int r = o / BN, c = o - r * BN, gr = blockIdx.y * BM + r, gc = blockIdx.x * BN + c;
-        double sum = S[0][r][c];
-#pragma unroll
-        for (int w = 1; w < KW; ++w) sum = add_rn(sum, S[w][r][c]);
-        if (gr < m && gc < n)
-            emit(out, (atomic ? 0 : blockIdx.z * so2) + gr * so0 + gc * so1, mul_rn(alpha, sum), atomic);
-    }
-}
-
-template <typename T>
-__global__ void splitk_groups(T* P, long long outputs, long long chunks, long long group)
-{
-    const long long groups = (chunks + group - 1) / group, total = groups * outputs;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (long long)gridDim.x * blockDim.x) {
-        const long long g = i / outputs, o = i - g * outputs, first = g * group;
-        const long long last = min(chunks, first + group);
-        T s = P[first * outputs + o];
-#pragma unroll 8
-        for (long long h = first + 1; h < last; ++h) s = add_rn(s, P[h * outputs + o]);
-        P[first * outputs + o] = s;
-    }
-}
-
-template <typename T>
-__global__ void splitk_finish(const T* __restrict__ P, long long outputs, long long chunks,
-                              long long group, T* C, long long sc0, long long sc1, int n, T beta)
-{
-    for (long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x; o < outputs;
-         o += (long long)gridDim.x * blockDim.x) {
-        T s = P[o];
-#pragma unroll 8
-        for (long long first = group; first < chunks; first += group) s = add_rn(s, P[first * outputs + o]);
-        const long long r = o / n, c = o - r * n;
-        T* dst = C + r * sc0 + c * sc1;
-        *dst = beta == T(0) ? s : add_rn(s, mul_rn(beta, *dst));
-    }
-}
-
-template <typename T>
-__global__ void splitk_scale(T* C, long long sc0, long long sc1, int m, int n, T beta)
-{
-    const long long outputs = (long long)m * n;
-    for (long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x; o < outputs;
-         o += (long long)gridDim.x * blockDim.x) {
-        const long long r = o / n, c = o - r * n;
-        T* dst = C + r * sc0 + c * sc1;
-        *dst = beta == T(0) ? T(0) : mul_rn(beta, *dst);
-    }
-}
-""".replace("__TILE__", str(TILE)).replace("__WARPS__", str(WARPS))
+_SOURCE = source.SOURCE.replace("__TILE__", str(TILE)).replace("__WARPS__", str(WARPS))
 
 
 @dataclass(frozen=True)
 class Variant:
-    """One chunk kernel as data: its template instantiation, block shape and output tile."""
+    """One chunk kernel as data: its template instantiation, block shape, output tile and dynamic shared
+    memory (bytes)."""
 
     name: str
     block: tuple[int, ...]
     rows: int
     cols: int
+    shared: int = 0
 
     @staticmethod
     def tile(dtype: Any) -> Variant:
@@ -315,6 +91,21 @@ class Variant:
         l2 = (L2_FETCH if wms * wns < WARPS else 0) if l2 is None else l2
         return Variant(f"splitk_dmma<{h}, {j}, {tm}, {tn}, {wms}, {wns}, {max(1, depth // (4 * j))}, {l2}>",
                        (32 * WARPS,), 8 * h * tm * wms, 8 * tn * wns)
+
+    @staticmethod
+    def pipe(m: int, n: int, slices: int | None = None, stages: int = STAGES) -> Variant:
+        """The pipelined FP64 tensor-core kernel (sm_90): the tile of :meth:`Variant.dmma` with m16n8k16,
+        fed through ``stages`` shared-memory buffers filled by ``cp.async``, each ``16 x slices`` deep per
+        warp that splits k (``slices`` default: at least 32 deep per stage)."""
+        tm, tn = min(2, -(-m // 16)), min(4, -(-n // 8))
+        wms, wns = 2 if m > 16 * tm else 1, 2 if n > 8 * tn else 1
+        kw = WARPS // (wms * wns)
+        slices = slices or max(1, 32 // (16 * kw))
+        rows, cols, depth = 16 * tm * wms, 8 * tn * wns, 16 * kw * slices
+        stage = rows * (depth + 4) + depth * (cols + 4)
+        shared = 8 * max(stages * stage, kw * rows * (cols + 1))
+        return Variant(f"splitk_pipe<{tm}, {tn}, {wms}, {wns}, {slices}, {stages}>", (32 * WARPS,), rows, cols,
+                       shared)
 
 
 def atom(capability: int) -> tuple[int, int] | None:
@@ -348,13 +139,22 @@ def _blocks(total: int) -> tuple[int]:
     return (max(1, min(_MAX_BLOCKS, -(-total // _THREADS))),)
 
 
+@cache
+def _chunk_function(v: Variant) -> Any:
+    """The compiled chunk kernel, allowed the dynamic shared memory it needs."""
+    f = _function(v.name)
+    if v.shared:
+        f.max_dynamic_shared_size_bytes = v.shared
+    return f
+
+
 def launch(v: Variant, A: Array, B: Array, out: Array, strides: tuple, plan: SplitPlan, alpha: float,
            atomic: bool) -> None:
     """Run chunk kernel ``v`` over the plan's grid (see the module notes)."""
     grid = (-(-plan.n // v.cols), -(-plan.m // v.rows), plan.chunks)
-    _function(v.name)(grid, v.block, (A, *_strides(A), B, *_strides(B), out, *strides, np.int32(plan.m),
-                                      np.int32(plan.n), np.int64(plan.base), np.int64(plan.extra),
-                                      A.dtype.type(alpha), np.int32(atomic)))
+    _chunk_function(v)(grid, v.block, (A, *_strides(A), B, *_strides(B), out, *strides, np.int32(plan.m),
+                                       np.int32(plan.n), np.int64(plan.base), np.int64(plan.extra),
+                                       A.dtype.type(alpha), np.int32(atomic)), shared_mem=v.shared)
 
 
 class CudaOps:
@@ -372,8 +172,8 @@ class CudaOps:
     def kernel(self, dtype: Any, m: int, n: int) -> Kernel:
         """The resources of the chunk kernel an m x n output runs, as compiled for this device."""
         v = variant(dtype, m, n)
-        f = _function(v.name)
-        return Kernel(threads=int(np.prod(v.block)), shared_bytes=f.shared_size_bytes,
+        f = _chunk_function(v)
+        return Kernel(threads=int(np.prod(v.block)), shared_bytes=f.shared_size_bytes + v.shared,
                       registers_per_thread=f.num_regs, tile=v.rows, tile_n=v.cols)
 
     def partials(self, A: Array, B: Array, P: Array, plan: SplitPlan, alpha: float) -> None:

@@ -1,0 +1,337 @@
+"""The CUDA source of split-K's kernels (see :mod:`gpu.splitk.kernels` for what each does).
+
+Kept apart from the launching code so that it can be compiled and checked without CuPy.
+``__TILE__`` and ``__WARPS__`` are filled in by :mod:`gpu.splitk.kernels`.
+"""
+
+SOURCE = r"""
+__device__ inline double add_rn(double a, double b) { return __dadd_rn(a, b); }
+__device__ inline float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+__device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+
+__device__ inline void chunk_range(long long base, long long extra, long long& start, long long& stop)
+{
+    const long long z = blockIdx.z;
+    start = z * base + min(z, extra);
+    stop = start + base + (z < extra ? 1 : 0);
+}
+
+template <typename T>
+__device__ inline void emit(T* out, long long at, T value, int atomic)
+{
+    if (atomic) atomicAdd(out + at, value);
+    else out[at] = value;
+}
+
+#define KT 16
+template <typename T>
+__global__ void __launch_bounds__(__TILE__ * __TILE__)
+splitk_tile(const T* __restrict__ A, long long sa0, long long sa1,
+            const T* __restrict__ B, long long sb0, long long sb1,
+            T* __restrict__ out, long long so0, long long so1, long long so2,
+            int m, int n, long long base, long long extra, T alpha, int atomic)
+{
+    constexpr int TILE = __TILE__;
+    __shared__ T As[TILE][KT + 1];
+    __shared__ T Bs[KT][TILE + 1];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
+    long long start, stop;
+    chunk_range(base, extra, start, stop);
+    T acc = T(0);
+    for (long long l0 = start; l0 < stop; l0 += KT) {
+        const int ar = row0 + ty, bc = col0 + tx;
+        const long long aq = l0 + tx, bq = l0 + ty;
+        As[ty][tx] = (ar < m && aq < stop) ? A[ar * sa0 + aq * sa1] : T(0);
+        Bs[ty][tx] = (bq < stop && bc < n) ? B[bq * sb0 + bc * sb1] : T(0);
+        __syncthreads();
+#pragma unroll
+        for (int q = 0; q < KT; ++q) acc += As[ty][q] * Bs[q][tx];
+        __syncthreads();
+    }
+    const int r = row0 + ty, c = col0 + tx;
+    if (r < m && c < n) emit(out, (atomic ? 0 : blockIdx.z * so2) + r * so0 + c * so1, mul_rn(alpha, acc), atomic);
+}
+
+template <int L2> __device__ inline double load(const double* p) { return __ldg(p); }
+template <> __device__ inline double load<256>(const double* p)
+{
+    double v;
+    asm("ld.global.nc.L2::256B.f64 %0, [%1];" : "=d"(v) : "l"(p));
+    return v;
+}
+
+template <int H, int J> struct Atom;
+template <> struct Atom<1, 1> {
+    static __device__ inline void mma(double* c, const double* a, const double* b)
+    {
+        asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
+                     : "+d"(c[0]), "+d"(c[1]) : "d"(a[0]), "d"(b[0]));
+    }
+};
+template <> struct Atom<2, 4> {
+    static __device__ inline void mma(double* c, const double* a, const double* b)
+    {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, "
+                     "{%4, %5, %6, %7, %8, %9, %10, %11}, {%12, %13, %14, %15}, {%0, %1, %2, %3};\n"
+                     : "+d"(c[0]), "+d"(c[1]), "+d"(c[2]), "+d"(c[3])
+                     : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(a[4]), "d"(a[5]), "d"(a[6]), "d"(a[7]),
+                       "d"(b[0]), "d"(b[1]), "d"(b[2]), "d"(b[3]));
+    }
+};
+
+template <int H, int J, int TM, int TN, int WMS, int WNS, int U, int L2>
+__global__ void __launch_bounds__(__WARPS__ * 32)
+splitk_dmma(const double* __restrict__ A, long long sa0, long long sa1,
+            const double* __restrict__ B, long long sb0, long long sb1,
+            double* __restrict__ out, long long so0, long long so1, long long so2,
+            int m, int n, long long base, long long extra, double alpha, int atomic)
+{
+    constexpr int AM = 8 * H, AK = 4 * J, KW = __WARPS__ / (WMS * WNS);
+    constexpr int BM = AM * TM * WMS, BN = 8 * TN * WNS, STEP = AK * U;
+    __shared__ double S[KW][BM][BN + 1];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int wm = warp % WMS, wn = (warp / WMS) % WNS, wk = warp / (WMS * WNS);
+    const int g = lane >> 2, t = lane & 3, r0 = wm * TM * AM, c0 = wn * TN * 8;
+    long long start, stop;
+    chunk_range(base, extra, start, stop);
+    const double* pa[TM][H];
+    const double* pb[TN];
+    bool va[TM][H], vb[TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int h = 0; h < H; ++h) {
+            const int r = blockIdx.y * BM + r0 + AM * i + 8 * h + g;
+            va[i][h] = r < m;
+            pa[i][h] = A + (va[i][h] ? r : 0) * sa0 + (start + t) * sa1;
+        }
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+        const int c = blockIdx.x * BN + c0 + 8 * j + g;
+        vb[j] = c < n;
+        pb[j] = B + (vb[j] ? c : 0) * sb1 + (start + t) * sb0;
+    }
+    double acc[TM][TN][2 * H];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j)
+#pragma unroll
+            for (int e = 0; e < 2 * H; ++e) acc[i][j][e] = 0.0;
+    const long long steps = (stop - start) / STEP;
+    for (long long s = wk; s < steps; s += KW) {
+        const long long qa = s * STEP * sa1, qb = s * STEP * sb0;
+        double a[U][TM][J * H], b[U][TN][J];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int q = 0; q < J; ++q) {
+#pragma unroll
+                for (int i = 0; i < TM; ++i)
+#pragma unroll
+                    for (int h = 0; h < H; ++h) a[u][i][q * H + h] = load<L2>(pa[i][h] + qa + (AK * u + 4 * q) * sa1);
+#pragma unroll
+                for (int j = 0; j < TN; ++j) b[u][j][q] = load<L2>(pb[j] + qb + (AK * u + 4 * q) * sb0);
+            }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int q = 0; q < J * H; ++q) a[u][i][q] = va[i][q % H] ? a[u][i][q] : 0.0;
+#pragma unroll
+            for (int j = 0; j < TN; ++j)
+#pragma unroll
+                for (int q = 0; q < J; ++q) b[u][j][q] = vb[j] ? b[u][j][q] : 0.0;
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) Atom<H, J>::mma(acc[i][j], a[u][i], b[u][j]);
+        }
+    }
+    if (wk == steps % KW) {
+        const long long done = steps * STEP;
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            double a[TM][J * H], b[TN][J];
+#pragma unroll
+            for (int q = 0; q < J; ++q) {
+                const long long off = done + AK * u + 4 * q;
+                const bool inside = start + off + t < stop;
+#pragma unroll
+                for (int i = 0; i < TM; ++i)
+#pragma unroll
+                    for (int h = 0; h < H; ++h)
+                        a[i][q * H + h] = (inside && va[i][h]) ? pa[i][h][off * sa1] : 0.0;
+#pragma unroll
+                for (int j = 0; j < TN; ++j) b[j][q] = (inside && vb[j]) ? pb[j][off * sb0] : 0.0;
+            }
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) Atom<H, J>::mma(acc[i][j], a[i], b[j]);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j)
+#pragma unroll
+            for (int e = 0; e < 2 * H; ++e)
+                S[wk][r0 + AM * i + 8 * (e / 2) + g][c0 + 8 * j + 2 * t + e % 2] = acc[i][j][e];
+    __syncthreads();
+    for (int o = threadIdx.x; o < BM * BN; o += blockDim.x) {
+        const int r = o / BN, c = o - r * BN, gr = blockIdx.y * BM + r, gc = blockIdx.x * BN + c;
+        double sum = S[0][r][c];
+#pragma unroll
+        for (int w = 1; w < KW; ++w) sum = add_rn(sum, S[w][r][c]);
+        if (gr < m && gc < n)
+            emit(out, (atomic ? 0 : blockIdx.z * so2) + gr * so0 + gc * so1, mul_rn(alpha, sum), atomic);
+    }
+}
+
+__device__ inline void cp_async8(double* dst, const double* src, bool ok)
+{
+    const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.ca.shared.global.L2::256B [%0], [%1], 8, %2;\n" :: "r"(to), "l"(src), "r"(ok ? 8 : 0));
+}
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ inline void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
+
+template <int TM, int TN, int WMS, int WNS, int R, int S>
+__global__ void __launch_bounds__(__WARPS__ * 32)
+splitk_pipe(const double* __restrict__ A, long long sa0, long long sa1,
+            const double* __restrict__ B, long long sb0, long long sb1,
+            double* __restrict__ out, long long so0, long long so1, long long so2,
+            int m, int n, long long base, long long extra, double alpha, int atomic)
+{
+    constexpr int KW = __WARPS__ / (WMS * WNS), BM = 16 * TM * WMS, BN = 8 * TN * WNS, KS = 16 * KW * R;
+    constexpr int LA = KS + 4, LB = BN + 4, STAGE = BM * LA + KS * LB, THREADS = __WARPS__ * 32;
+    extern __shared__ double smem[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int wm = warp % WMS, wn = (warp / WMS) % WNS, wk = warp / (WMS * WNS);
+    const int g = lane >> 2, t = lane & 3, r0 = wm * TM * 16, c0 = wn * TN * 8;
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    long long start, stop;
+    chunk_range(base, extra, start, stop);
+    const int tiles = static_cast<int>((stop - start + KS - 1) / KS);
+    const bool a_kfast = sa1 == 1, b_nfast = sb1 == 1;
+    auto load = [&](int tile, int slot) {
+        double* As = smem + slot * STAGE;
+        double* Bs = As + BM * LA;
+        const long long k0 = start + static_cast<long long>(tile) * KS;
+        for (int i = threadIdx.x; i < BM * KS; i += THREADS) {
+            const int r = a_kfast ? i / KS : i % BM, q = a_kfast ? i % KS : i / BM;
+            const bool ok = row0 + r < m && k0 + q < stop;
+            cp_async8(As + r * LA + q, A + (ok ? (row0 + r) * sa0 + (k0 + q) * sa1 : 0), ok);
+        }
+        for (int i = threadIdx.x; i < KS * BN; i += THREADS) {
+            const int q = b_nfast ? i / BN : i % KS, c = b_nfast ? i % BN : i / KS;
+            const bool ok = col0 + c < n && k0 + q < stop;
+            cp_async8(Bs + q * LB + c, B + (ok ? (k0 + q) * sb0 + (col0 + c) * sb1 : 0), ok);
+        }
+    };
+    double acc[TM][TN][4];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0;
+#pragma unroll
+    for (int s = 0; s < S - 1; ++s) {
+        if (s < tiles) load(s, s);
+        cp_async_commit();
+    }
+    for (int tile = 0; tile < tiles; ++tile) {
+        cp_async_wait<S - 2>();
+        __syncthreads();
+        if (tile + S - 1 < tiles) load(tile + S - 1, (tile + S - 1) % S);
+        cp_async_commit();
+        const double* As = smem + (tile % S) * STAGE;
+        const double* Bs = As + BM * LA;
+#pragma unroll
+        for (int rr = 0; rr < R; ++rr) {
+            const int kk = (rr * KW + wk) * 16;
+            double a[TM][8], b[TN][4];
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int q = 0; q < 4; ++q)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) a[i][2 * q + h] = As[(r0 + 16 * i + 8 * h + g) * LA + kk + 4 * q + t];
+#pragma unroll
+            for (int j = 0; j < TN; ++j)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) b[j][q] = Bs[(kk + 4 * q + t) * LB + c0 + 8 * j + g];
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) Atom<2, 4>::mma(acc[i][j], a[i], b[j]);
+        }
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+    double* red = smem;
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                red[(wk * BM + r0 + 16 * i + 8 * (e / 2) + g) * (BN + 1) + c0 + 8 * j + 2 * t + e % 2] = acc[i][j][e];
+    __syncthreads();
+    for (int o = threadIdx.x; o < BM * BN; o += THREADS) {
+        const int r = o / BN, c = o - r * BN, gr = row0 + r, gc = col0 + c;
+        double sum = red[r * (BN + 1) + c];
+#pragma unroll
+        for (int w = 1; w < KW; ++w) sum = add_rn(sum, red[(w * BM + r) * (BN + 1) + c]);
+        if (gr < m && gc < n)
+            emit(out, (atomic ? 0 : blockIdx.z * so2) + gr * so0 + gc * so1, mul_rn(alpha, sum), atomic);
+    }
+}
+
+template <typename T>
+__global__ void splitk_groups(T* P, long long outputs, long long chunks, long long group)
+{
+    const long long groups = (chunks + group - 1) / group, total = groups * outputs;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const long long g = i / outputs, o = i - g * outputs, first = g * group;
+        const long long last = min(chunks, first + group);
+        T s = P[first * outputs + o];
+#pragma unroll 8
+        for (long long h = first + 1; h < last; ++h) s = add_rn(s, P[h * outputs + o]);
+        P[first * outputs + o] = s;
+    }
+}
+
+template <typename T>
+__global__ void splitk_finish(const T* __restrict__ P, long long outputs, long long chunks,
+                              long long group, T* C, long long sc0, long long sc1, int n, T beta)
+{
+    for (long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x; o < outputs;
+         o += (long long)gridDim.x * blockDim.x) {
+        T s = P[o];
+#pragma unroll 8
+        for (long long first = group; first < chunks; first += group) s = add_rn(s, P[first * outputs + o]);
+        const long long r = o / n, c = o - r * n;
+        T* dst = C + r * sc0 + c * sc1;
+        *dst = beta == T(0) ? s : add_rn(s, mul_rn(beta, *dst));
+    }
+}
+
+template <typename T>
+__global__ void splitk_scale(T* C, long long sc0, long long sc1, int m, int n, T beta)
+{
+    const long long outputs = (long long)m * n;
+    for (long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x; o < outputs;
+         o += (long long)gridDim.x * blockDim.x) {
+        const long long r = o / n, c = o - r * n;
+        T* dst = C + r * sc0 + c * sc1;
+        *dst = beta == T(0) ? T(0) : mul_rn(beta, *dst);
+    }
+}
+"""
