@@ -144,6 +144,10 @@ def _chunk_function(v: Variant) -> Any:
     """The compiled chunk kernel, allowed the dynamic shared memory it needs."""
     f = _function(v.name)
     if v.shared:
+        limit = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["sharedMemPerBlockOptin"]
+        if v.shared + f.shared_size_bytes > limit:
+            raise ValueError(f"{v.name} needs {v.shared + f.shared_size_bytes} bytes of shared memory per block; "
+                             f"this device allows {limit}: use fewer stages or slices")
         f.max_dynamic_shared_size_bytes = v.shared
     return f
 
