@@ -93,11 +93,11 @@ class Variant:
                        (32 * WARPS,), 8 * h * tm * wms, 8 * tn * wns)
 
     @staticmethod
-    def pipe(m: int, n: int, slices: int | None = None, stages: int = STAGES) -> Variant:
+    def pipe(m: int, n: int, slices: int | None = None, stages: int = STAGES, warp_tile: int = WARP_TILE) -> Variant:
         """The pipelined FP64 tensor-core kernel (sm_90): the tile of :meth:`Variant.dmma` with m16n8k16,
         fed through ``stages`` shared-memory buffers filled by ``cp.async``, each ``16 x slices`` deep per
         warp that splits k (``slices`` default: at least 32 deep per stage)."""
-        tm, tn = min(2, -(-m // 16)), min(4, -(-n // 8))
+        tm, tn = min(warp_tile // 16, -(-m // 16)), min(warp_tile // 8, -(-n // 8))
         wms, wns = 2 if m > 16 * tm else 1, 2 if n > 8 * tn else 1
         kw = WARPS // (wms * wns)
         slices = slices or max(1, 32 // (16 * kw))
