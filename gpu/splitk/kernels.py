@@ -16,6 +16,9 @@ of the workspace or adds it into C with ``atomicAdd`` (the paper's mode).
   with a 256-byte L2 fetch where that helps (:data:`L2_FETCH`); A and B are read from DRAM once. Warps that
   the output does not need split the block's chunk between them (k-steps dealt round-robin),
   and their sums meet in shared memory in warp order, so the result is fixed by the plan.
+* ``splitk_pipe`` (FP64, sm_90): the same tiles and mma, fed through :data:`STAGES` shared-memory
+  buffers that ``cp.async`` fills while the warps multiply the previous one, so that the bytes in
+  flight no longer cost registers (cuBLAS's small-output kernels do the same); chosen by :func:`variant`.
 * ``splitk_tile`` (FP32, or FP64 before sm_80): 16 x 16 outputs per block through shared
   tiles 16 deep, one output per thread (the paper's kernel).
 * ``splitk_groups`` and ``splitk_finish``: the deterministic reduction in the plan's order
@@ -57,6 +60,11 @@ L2_FETCH = 256
 ATOMS = ((90, (2, 4)), (80, (1, 1)))
 #: Shared-memory stages of the pipelined kernel.
 STAGES = 3
+#: Compute capability from which the pipelined kernel runs (its m16n8k16 is sm_90's). Measured on the H100
+#: (device time, k = 2^20-2^24): it took m = n = 64 from 85-92% to 95-102% of the copy's bandwidth and
+#: m = 8, 16, 32 up by 0-8%, but ran m = 17 at 68-75% against the register-fed kernel's 78-85%, so outputs
+#: with a side that is not a multiple of 8 keep that kernel.
+PIPELINED = 90
 
 _SOURCE = source.SOURCE.replace("__TILE__", str(TILE)).replace("__WARPS__", str(WARPS))
 
@@ -114,11 +122,16 @@ def atom(capability: int) -> tuple[int, int] | None:
 
 
 def variant(dtype: Any, m: int, n: int) -> Variant:
-    """The chunk kernel for this dtype and output on the current device: tensor cores for FP64 on sm_80+."""
-    a = atom(int(cupy.cuda.Device().compute_capability))
-    if np.dtype(dtype) == np.float64 and a is not None:
-        return Variant.dmma(m, n, a)
-    return Variant.tile(dtype)
+    """The chunk kernel for this dtype and output on the current device: tensor cores for FP64 on sm_80+,
+    through the cp.async pipeline on sm_90 where both sides of the output are multiples of 8 (see
+    :data:`PIPELINED`)."""
+    capability = int(cupy.cuda.Device().compute_capability)
+    a = atom(capability)
+    if np.dtype(dtype) != np.float64 or a is None:
+        return Variant.tile(dtype)
+    if capability >= PIPELINED and m % 8 == 0 and n % 8 == 0:
+        return Variant.pipe(m, n)
+    return Variant.dmma(m, n, a)
 
 
 @cache

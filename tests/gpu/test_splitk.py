@@ -164,3 +164,44 @@ def test_the_refusal_rule_names_the_library_gemm():
         check_worth(4, 4, 100)
     check_worth(512, 512, MIN_K)
     assert 512 * 512 == MAX_OUTPUTS
+
+
+# --- every chunk kernel, whatever variant() would pick ---------------------------------------------
+
+VARIANTS = {
+    "tile": lambda m, n: ("tile", np.float64),
+    "dmma-m8n8k4": lambda m, n: ("dmma", m, n, (1, 1)),
+    "dmma-m16n8k16": lambda m, n: ("dmma", m, n, (2, 4)),
+    "pipe": lambda m, n: ("pipe", m, n),
+    "pipe-deep": lambda m, n: ("pipe", m, n, 2, 4, 16),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["C", "T", "V"])
+@pytest.mark.parametrize("m,k,n", [(17, MIN_K + 3, 50), (16, 3 * MIN_K + 1, 16), (64, 2 * MIN_K, 64), (8, MIN_K, 1)])
+@pytest.mark.parametrize("kind", sorted(VARIANTS))
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_every_chunk_kernel_agrees_with_the_reference(cupy_backend, kind, layout, m, k, n, deterministic):
+    from gpu.splitk import kernels
+    from gpu.splitk.api import run
+
+    be = cupy_backend
+    spec = VARIANTS[kind](m, n)
+    v = getattr(kernels.Variant, spec[0])(*spec[1:])
+    f = kernels._chunk_function(v)
+    kernel = Kernel(int(np.prod(v.block)), f.shared_size_bytes + v.shared, f.num_regs, v.rows, v.cols)
+    split = plan(m, n, k, be.ops("splitk").limits(), kernel, chunks=7, deterministic=deterministic)
+    A, B = operands(be, m, k, n, 11, layout=layout)
+    C = be.xp.full((m, n), np.nan)
+
+    class Fixed(kernels.CudaOps):
+        def partials(self, A, B, P, plan, alpha):
+            kernels.launch(v, A, B, P, (np.int64(plan.n), np.int64(1), np.int64(plan.m * plan.n)), plan, alpha,
+                           False)
+
+        def accumulate(self, A, B, C, plan, alpha):
+            kernels.launch(v, A, B, C, (*kernels._strides(C), np.int64(0)), plan, alpha, True)
+
+    run(be, Fixed(be), split, A, B, C, 1.0, 0.0)
+    assert_within_bound(host(be, C), host(be, A), host(be, B), split.width, split.chunks)
