@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpu.splitk import MAX_OUTPUTS, MIN_K, Kernel, SMLimits, check_worth, matmul, plan, resident_blocks
-from gpu.splitk.plan import DETERMINISTIC_WIDTH, MAX_CHUNKS, TARGET_WIDTH
+from gpu.splitk.plan import ALIGN, DETERMINISTIC_WIDTH, MAX_CHUNKS, TARGET_WIDTH, aligned_count
 
 K20C = SMLimits(threads=2048, shared_bytes=49152, registers=65536, blocks=16, sm_count=13)
 PAPER_KERNEL = Kernel(threads=64, shared_bytes=4096, registers_per_thread=55, tile=16)
@@ -59,7 +59,7 @@ def test_the_occupancy_formula_gives_the_papers_k20c_figures():
     assert resident_blocks(K20C, PAPER_KERNEL) == 156
     p = plan(16, 16, 156 * TARGET_WIDTH, K20C, PAPER_KERNEL, deterministic=False)   # the paper's atomic mode
     assert (p.chunks, p.width, p.waves) == (156, TARGET_WIDTH, 1)
-    assert plan(32, 32, 2**20, K20C, PAPER_KERNEL).chunks % 39 == 0         # whole waves of 39 chunks
+    assert plan(32, 32, 2**20 + 1, K20C, PAPER_KERNEL).chunks % 39 == 0     # whole waves of 39 (no aligned cut)
 
 
 def test_the_deterministic_mode_aims_at_wider_chunks_in_whole_waves():
@@ -70,16 +70,31 @@ def test_the_deterministic_mode_aims_at_wider_chunks_in_whole_waves():
 
 
 @settings(max_examples=200, deadline=None)
-@given(m=st.integers(1, 512), n=st.integers(1, 512), k=st.integers(MIN_K, 2**27))
-def test_auto_plans_are_whole_waves_of_balanced_chunks(m, n, k):
-    p = plan(m, n, k, H100, Kernel(256, 4352, 40, 16))
+@given(m=st.integers(1, 512), n=st.integers(1, 512), k=st.integers(MIN_K, 2**27), det=st.booleans())
+def test_auto_plans_are_whole_waves_or_aligned_equal_chunks_of_balanced_widths(m, n, k, det):
+    p = plan(m, n, k, H100, Kernel(256, 4352, 40, 16), deterministic=det)
     per_wave = -(-resident_blocks(H100, Kernel(256, 4352, 40, 16)) // (-(-m // 16) * -(-n // 16)))
-    assert p.chunks == min(k, per_wave * p.waves) and p.chunks <= MAX_CHUNKS
+    target = DETERMINISTIC_WIDTH if det else TARGET_WIDTH
+    waves = per_wave * max(1, min(round(k / (per_wave * target)), MAX_CHUNKS // per_wave))
+    aligned = k % p.chunks == 0 and (k // p.chunks) % ALIGN == 0 and waves / 1.5 <= p.chunks <= waves * 1.5
+    assert p.chunks == min(k, waves) or aligned, (p.chunks, waves)
+    assert p.chunks <= MAX_CHUNKS
     bounds = p.bounds()
     assert bounds[0][0] == 0 and bounds[-1][1] == k and len(bounds) == p.chunks
     assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
     assert {e - s for s, e in bounds} <= {p.base, p.base + 1}
     assert p.group * p.groups >= p.chunks > p.group * (p.groups - 1)
+
+
+def test_auto_chunks_start_aligned_where_k_allows():
+    kernel = Kernel(128, 107520, 154, 64, 64)                      # 2 blocks per SM: 264 per wave
+    atomic = plan(64, 64, 2**24, H100, kernel, deterministic=False)
+    assert (atomic.chunks, atomic.base, atomic.extra) == (16384, 1024, 0)   # not 62 waves of 16368
+    det = plan(64, 64, 2**24, H100, kernel)
+    assert (det.chunks, det.base, det.extra) == (4096, 4096, 0)
+    odd = plan(64, 64, 10**6 + 3, H100, kernel, deterministic=False)
+    assert odd.chunks == 4 * 264                                   # no aligned cut: whole waves
+    assert aligned_count(2**20, 1000) == 1024 and aligned_count(2**20 + 1, 1000) == 1000
 
 
 def test_chunk_width_and_chunks_choose_the_same_partition():
