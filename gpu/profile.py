@@ -27,7 +27,14 @@ from typing import Any
 from .backend import Backend
 
 FORMAT = "gemmlab-device-profile"
-VERSION = 1
+VERSION = 2
+#: Versions this code reads: 1 holds one set of level tables, 2 adds a set per power regime (``regimes``).
+READABLE = (1, 2)
+#: The power regimes a profile keeps level tables for, as ``gemmlab calibrate --regime`` measures them:
+#: under sustained load the SM clock drops (1980 to 1500-1700 MHz on a 700 W H100), which moves the
+#: crossovers, so a predictor calibrated in one regime misjudges the other.
+REGIMES = ("sustained", "cold")
+DEFAULT_REGIME = "sustained"
 ENV_VAR = "GEMMLAB_PROFILES"
 DEFAULT_DIR = Path("results") / "profiles"
 
@@ -72,15 +79,46 @@ def _read(path: str, stamp: int) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProfileError(f"{path} is not a readable device profile ({exc}); delete it and run "
                            "gemmlab calibrate to write a new one") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
-        raise ProfileError(f"{path} is not a version-{VERSION} gemmlab device profile; delete it and run "
-                           "gemmlab calibrate to write a new one")
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") not in READABLE:
+        raise ProfileError(f"{path} is not a gemmlab device profile of version {' or '.join(map(str, READABLE))}; "
+                           "delete it and run gemmlab calibrate to write a new one")
     return doc
 
 
 def backend_profile(backend: Backend, directory: str | os.PathLike | None = None) -> dict[str, Any] | None:
     """The profile of the device ``backend`` runs on, or None where none was written."""
     return load_profile(profile_path(backend.name, device_name(backend), directory))
+
+
+def check_regime(regime: str) -> str:
+    """``regime`` where it is one of :data:`REGIMES`; ValueError naming them otherwise."""
+    if regime not in REGIMES:
+        raise ValueError(f"regime must be one of {', '.join(REGIMES)}, got {regime!r}")
+    return regime
+
+
+def with_regime(old: dict[str, Any] | None, new: dict[str, Any], regime: str) -> dict[str, Any]:
+    """``new`` (a profile measured in ``regime``) with the level tables ``old`` kept for the other
+    regimes, so that writing a cold profile does not lose the sustained one (or the reverse)."""
+    kept = dict((old or {}).get("regimes", {}))
+    kept[check_regime(regime)] = {"levels": new["levels"], "env_key": new.get("env_key"),
+                                  "written_at": new.get("written_at")}
+    return {**new, "regime": regime, "regimes": kept}
+
+
+def regime_levels(profile: dict[str, Any] | None, regime: str = DEFAULT_REGIME) -> tuple[dict[str, Any], str | None]:
+    """The level tables of ``regime`` in ``profile`` (empty where there is none), and why another
+    regime's stand in (None where the tables are the regime's own or the profile predates regimes)."""
+    if not profile:
+        return {}, None
+    regimes = profile.get("regimes")
+    if not regimes:
+        return profile.get("levels", {}), None
+    if check_regime(regime) in regimes:
+        return regimes[regime]["levels"], None
+    other = next(iter(regimes))
+    return regimes[other]["levels"], (f"the device profile has no {regime} calibration, so level='auto' uses the "
+                                      f"{other} one; run gemmlab calibrate --regime {regime} for its own")
 
 
 def save_profile(doc: dict[str, Any], directory: str | os.PathLike | None = None) -> Path:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu.backend import Backend
+from gpu.profile import REGIMES as REGIME_NAMES
 
 #: Rounds whose SM clocks must agree before a sustained measurement starts.
 SETTLE_WINDOW = 3
@@ -44,8 +45,8 @@ class Regime:
     tolerance: float = 0.02
 
     def __post_init__(self) -> None:
-        if self.name not in ("sustained", "cold"):
-            raise ValueError(f"regime must be 'sustained' or 'cold', got {self.name!r}")
+        if self.name not in REGIME_NAMES:
+            raise ValueError(f"regime must be one of {', '.join(REGIME_NAMES)}, got {self.name!r}")
         if min(self.gap_s, self.settle_min_s, self.settle_max_s) < 0 or self.settle_min_s > self.settle_max_s:
             raise ValueError(f"regime {self.name}: need 0 <= settle_min_s <= settle_max_s and gap_s >= 0")
 

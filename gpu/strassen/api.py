@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from ..backend import Array, Backend, blas, check_output, get_backend, matrix_pair, require_finite, require_memory
+from ..profile import check_regime
 from . import graphs
 from .auto import MAX_LEVEL, auto_level
 from .costs import core_side, matmul_memory, total_launches
@@ -111,7 +112,7 @@ def check_schedule(schedule: str, level: int) -> None:
 def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str | Sequence[str] | None = None,
            parallel: bool = False, fused: bool = False, overwrite_a: bool = False, overwrite_b: bool = False,
            out: Any = None, backend: str | Backend = "auto", fringe: str = "peel", check_finite: bool = True,
-           graph: bool | str = False, workspace: int | str | None = None) -> Array:
+           graph: bool | str = False, workspace: int | str | None = None, regime: str = "sustained") -> Array:
     """``A @ B`` by ``level`` levels of a Strassen-Winograd ``schedule``.
 
     Parameters follow SciPy's conventions: ``overwrite_a``/``overwrite_b``
@@ -121,7 +122,8 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str | Sequenc
     schedule's stream assignment (``rum2``, ``lai7``, ``otsuka2``) on CUDA
     streams; ``fused`` runs consecutive additions as one kernel on CuPy.
     ``level="auto"`` asks :func:`gpu.strassen.auto.auto_level`: the level table
-    of this device's profile (written by ``gemmlab calibrate``), else a fixed rule;
+    of this device's profile (written by ``gemmlab calibrate``) for the power ``regime`` the
+    caller runs in (``"sustained"``, the default, or ``"cold"``), else a fixed rule;
     levels are never deeper than bottom products of :data:`MIN_BOTTOM`.
     ``graph``: run the product as a CUDA graph (``True``: captured on the first call with this
     signature, replayed after; ``"auto"``: captured on the second call where the product launches
@@ -145,6 +147,7 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str | Sequenc
     if fringe not in FRINGES:
         raise ValueError(f"fringe must be one of {FRINGES}, got {fringe!r}")
     graphs.check_mode(be, graph)
+    check_regime(regime)
     A, B, own_a, own_b = _operands(be, A, B, check_finite)
     m, k, n = A.shape[0], A.shape[1], B.shape[1]
     C = check_output(be, out, (m, n), A.dtype, {"A": A, "B": B})
@@ -158,7 +161,8 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str | Sequenc
     schedule = plan_name(BASE if schedule is None else schedule)
     if level == "auto":
         size = min(m, k, n) if fringe == "peel" else max(m, k, n)
-        level = min(auto_level(size, be, schedule=schedule, fused=fused), deepest_level(m, k, n, fringe)) if size else 0
+        level = min(auto_level(size, be, schedule=schedule, fused=fused, regime=regime),
+                    deepest_level(m, k, n, fringe)) if size else 0
     check_schedule(schedule, level)
     check_level(m, k, n, level, fringe)
     level = level if min(m, k, n) else 0                 # an empty product multiplies nothing

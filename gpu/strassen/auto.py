@@ -11,6 +11,10 @@ Without a profile (or without a table for the configuration), the rule: split
 while the bottom products stay at least ``RULE_CROSSOVER`` (4096 on a GPU, from
 the H100 calibration; 1024 on a CPU). A profile that cannot be read is reported
 in a warning and the rule is used.
+
+Tables are kept per power regime (``sustained``, ``cold``: :data:`gpu.profile.REGIMES`),
+since the SM clock a calibration ran at moves the crossovers; ``matmul(regime=...)`` says
+which one the caller runs in (sustained by default, as long HPC runs are).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import warnings
 from typing import Any
 
 from ..backend import Backend
-from ..profile import ProfileError, backend_profile
+from ..profile import DEFAULT_REGIME, ProfileError, backend_profile, check_regime, regime_levels
 from .schedules import Config
 
 #: Bottom-product size of the fallback rule, per backend.
@@ -50,10 +54,12 @@ def profile_key(schedule: str, fused: bool) -> str:
 
 
 def auto_level(size: int, backend: Backend, *, schedule: str = "rum", fused: bool = False,
-               profile: dict[str, Any] | None = None) -> int:
-    """Best level for an n x n x n product on ``backend``: from ``profile`` (default: the device's
-    profile file, :func:`gpu.profile.backend_profile`), else :func:`rule_level`. Never more
-    levels than halvings of ``size``."""
+               profile: dict[str, Any] | None = None, regime: str = DEFAULT_REGIME) -> int:
+    """Best level for an n x n x n product on ``backend`` in power ``regime``: from the regime's
+    tables in ``profile`` (default: the device's profile file, :func:`gpu.profile.backend_profile`;
+    another regime's, with a warning, where the profile lacks this one), else :func:`rule_level`.
+    Never more levels than halvings of ``size``."""
+    check_regime(regime)
     if size <= 0:
         raise ValueError(f"size must be positive, got {size}")
     if profile is None:
@@ -61,6 +67,9 @@ def auto_level(size: int, backend: Backend, *, schedule: str = "rum", fused: boo
             profile = backend_profile(backend)
         except ProfileError as exc:
             warnings.warn(f"{exc}; level='auto' uses the fixed rule", RuntimeWarning, stacklevel=3)
-    table = (profile or {}).get("levels", {}).get(profile_key(schedule, fused))
+    tables, stand_in = regime_levels(profile, regime)
+    if stand_in:
+        warnings.warn(stand_in, RuntimeWarning, stacklevel=3)
+    table = tables.get(profile_key(schedule, fused))
     level = table_level(table, size) if table else rule_level(size, backend.name)
     return min(level, MAX_LEVEL, int(math.log2(size)))

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from experiments.cli import main
+from experiments.core import regime
 from experiments.core.database import ResultsDB
 from experiments.levels import calibration
 from experiments.strassen.bench import CONFIGS, MIX
@@ -180,3 +181,14 @@ def test_calibrate_writes_the_device_profile_that_level_auto_reads(run_json, db_
 def table_level_of(table, n):
     """The level of the last row starting at or below n (rows ascend by size)."""
     return [level for start, level in table if start <= n][-1]
+
+
+def test_a_cold_calibration_adds_its_tables_beside_the_sustained_ones(run_json, db_path, monkeypatch):
+    monkeypatch.setitem(regime.REGIMES, "cold", regime.Regime("cold", gap_s=0.0))     # no idle second per sample
+    calibrate(run_json, db_path, "32,64,128,256")
+    cold = run_json("calibrate", "--backend", "numpy", "--sizes", "32,64,128,256", "--regime", "cold",
+                    "--db", str(db_path), "--no-progress")
+    profile = backend_profile(get_backend("numpy"))
+    assert load_profile(cold["profile"]) == profile and profile["regime"] == "cold"
+    assert set(profile["regimes"]) == {"sustained", "cold"}
+    assert all(profile["regimes"][r]["levels"]["rum"][0] == [0, 0] for r in ("sustained", "cold"))

@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from experiments.core.regime import get_regime
 from gpu.backend import get_backend
-from gpu.profile import FORMAT, VERSION, device_name, profile_path, save_profile
+from gpu.profile import FORMAT, REGIMES, VERSION, device_name, profile_path, save_profile, with_regime
 from gpu.strassen import api, auto, matmul
 from gpu.strassen.auto import MAX_LEVEL, RULE_CROSSOVER, auto_level, profile_key, rule_level, table_level
 
@@ -147,3 +148,48 @@ def test_matmul_auto_uses_the_saved_profile(backend, monkeypatch, operand, host,
     seen.clear()
     matmul(A[:64, :64], B[:64, :64], fused=True, backend=backend)
     assert seen == [2], "a table's level beyond bottom products of 16 is capped, never refused"
+
+
+# --- one set of tables per power regime ----------------------------------------------------------
+
+SUSTAINED, COLD = [[0, 0], [100, 1], [200, 2]], [[0, 0], [150, 1], [400, 2]]
+
+
+def regime_profile(**tables):
+    """A version-2 profile with level tables (configuration ``rum``) for the given regimes."""
+    doc = None
+    for regime, table in tables.items():
+        doc = with_regime(doc, numpy_profile({"rum": table}), regime)
+    return doc
+
+
+def test_auto_reads_the_tables_of_the_callers_regime():
+    be = get_backend("numpy")
+    both = regime_profile(sustained=SUSTAINED, cold=COLD)
+    assert [auto_level(n, be, profile=both) for n in (120, 250)] == [1, 2]                 # sustained by default
+    assert [auto_level(n, be, profile=both, regime="cold") for n in (120, 250, 450)] == [0, 1, 2]
+    assert set(both["regimes"]) == {"sustained", "cold"} and both["regime"] == "cold"
+
+
+def test_a_profile_without_the_regime_warns_and_uses_the_other_one():
+    be = get_backend("numpy")
+    sustained_only = regime_profile(sustained=SUSTAINED)
+    with pytest.warns(RuntimeWarning, match=r"no cold calibration.*gemmlab calibrate --regime cold"):
+        assert auto_level(120, be, profile=sustained_only, regime="cold") == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert auto_level(120, be, profile={"levels": {"rum": COLD}}, regime="cold") == 0   # version 1: no regimes
+
+
+def test_writing_one_regime_keeps_the_other_and_a_bad_regime_is_refused():
+    kept = with_regime(regime_profile(sustained=SUSTAINED), numpy_profile({"rum": COLD}), "cold")
+    assert kept["regimes"]["sustained"]["levels"] == {"rum": SUSTAINED}
+    assert kept["regimes"]["cold"]["levels"] == {"rum": COLD} and kept["levels"] == {"rum": COLD}
+    with pytest.raises(ValueError, match="regime must be one of sustained, cold"):
+        with_regime(None, numpy_profile({"rum": COLD}), "warm")
+    with pytest.raises(ValueError, match="regime must be one of"):
+        matmul(np.eye(4), np.eye(4), regime="warm", backend="numpy")
+
+
+def test_the_library_and_the_protocol_name_the_same_regimes():
+    assert all(get_regime(name).name == name for name in REGIMES)
