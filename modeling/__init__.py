@@ -8,5 +8,7 @@
 * :mod:`modeling.profile`: a device profile's level tables, and the predictor back from a profile;
 * :mod:`modeling.analytic` and :mod:`modeling.hardware`: Otsuka's model and the GPU table;
 * :mod:`modeling.concurrency`, :mod:`modeling.splitk`, :mod:`modeling.decomposition`: the
-  stream, split-K occupancy and segment-size formulas of the other methods.
+  stream, split-K occupancy and segment-size formulas of the other methods, and the
+  decomposition's segment plans;
+* :mod:`modeling.access`: per-dimension access ranges of affine index maps (what a segment holds).
 """
