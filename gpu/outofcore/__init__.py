@@ -1,0 +1,18 @@
+"""Out-of-core GEMM: C = A B for host operands larger than the device (issue 15, item 1).
+
+A block of C stays resident on the device while the k-panels of A's block rows and B's block columns stream
+through it from host memory, the copies of the next panels overlapping the products of the current ones,
+and the finished block goes back to the host once.
+
+* :mod:`~gpu.outofcore.plan`: the blocks, panels and buffers as data, chosen from the device memory and the
+  link and GEMM rates, with their memory, traffic and predicted time;
+* :mod:`~gpu.outofcore.ops` and :mod:`~gpu.outofcore.kernels`: the NumPy and CUDA operations (staging,
+  streams, events, cuBLAS);
+* :mod:`~gpu.outofcore.api`: :func:`matmul` and the one executor :func:`run`.
+"""
+
+from .api import HEADROOM, matmul, run
+from .plan import ALIGN, DEFAULT_PANEL, OutOfCorePlan, Prediction, Step, flops, plan, predict, traffic_bytes
+
+__all__ = ["ALIGN", "DEFAULT_PANEL", "HEADROOM", "OutOfCorePlan", "Prediction", "Step", "flops", "matmul", "plan",
+           "predict", "run", "traffic_bytes"]

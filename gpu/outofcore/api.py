@@ -1,0 +1,123 @@
+"""``matmul``: C = A B for host operands larger than the device, through a resident C block and streamed k-panels.
+
+A, B and ``out`` live in host memory (NumPy arrays) whatever the backend; the backend is where the products
+run: CuPy with its operations in :mod:`gpu.outofcore.kernels`, or NumPy (:class:`gpu.outofcore.ops.HostOps`,
+the same schedule with NumPy buffers, for tests and machines without a GPU). The plan
+(:mod:`gpu.outofcore.plan`) sizes the block and the panels to the device memory; :func:`run` is the one
+executor of every plan. Everything is checked before any work: operands, output, the plan's device, pinned
+and host memory, and (``check_finite=True``) NaN and infinity.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+from ..backend import (
+    Array,
+    Backend,
+    blas,
+    check_output,
+    get_backend,
+    matrix_pair,
+    require_finite,
+    require_memory,
+)
+from . import ops as _ops  # noqa: F401  (registers the "outofcore" operations)
+from .ops import FAMILY
+from .plan import OutOfCorePlan, plan
+
+NONFINITE = "NaN and infinity then flow through the panel sums as through any GEMM"
+#: Share of the device's free memory a plan takes where ``device_memory`` is not given (cuBLAS's workspace
+#: and the allocator's rounding need the rest).
+HEADROOM = 0.9
+
+
+def _host_array(x: Any, name: str) -> None:
+    """TypeError for a device array: the engine reads and writes host memory."""
+    if hasattr(x, "__cuda_array_interface__"):
+        raise TypeError(f"{name} is a device array ({type(x).__module__}.{type(x).__name__}); the out-of-core "
+                        f"engine streams host memory: pass a NumPy array ({name}.get()), or use the in-core "
+                        "GEMM for operands already on the device")
+
+
+def _device_memory(value: Any, ops: Any, host_free: int) -> int:
+    if value is None:
+        return int(ops.budget(host_free) * HEADROOM)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
+        raise ValueError(f"device_memory must be a positive number of bytes, got {value!r}")
+    return int(value)
+
+
+def prepare(host: Backend, A: Any, B: Any, out: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """A, B and out as host arrays after every check of their own, before any work."""
+    for name, x in (("A", A), ("B", B), ("out", out)):
+        _host_array(x, name)
+    A, B, _, _ = matrix_pair(host, A, B)
+    blas.check_dtypes(("A", A), ("B", B))
+    host.layout(A, "A")
+    host.layout(B, "B")
+    C = check_output(host, out, (A.shape[0], B.shape[1]), A.dtype, {"A": A, "B": B})
+    if C is not None:
+        host.layout(C, "out")
+    return A, B, C
+
+
+def matmul(A: Any, B: Any, *, out: Any = None, block: int | tuple[int, int] | None = None, panel: int | None = None,
+           device_memory: int | None = None, buffers: int = 2, c_buffers: int = 1, backend: str | Backend = "auto",
+           check_finite: bool = True, link_bytes_per_s: float | None = None, gemm_flops_per_s: float | None = None,
+           hbm_bytes_per_s: float | None = None) -> np.ndarray:
+    """``A @ B`` into ``out`` where given (a new NumPy array otherwise), C block by C block on the device.
+
+    A (m x k) and B (k x n) are host NumPy arrays of float64 or float32, row- or column-major views with a
+    leading dimension; they are never written. ``block`` (a side or (rows, cols)) and ``panel`` fix the plan,
+    else it comes from ``device_memory`` (default: :data:`HEADROOM` of what the operations say the plan may
+    take: the free device memory, and no more than the host can pin beside ``out``) and, where
+    given, the link, GEMM and HBM rates (:func:`gpu.outofcore.plan.plan`). ``buffers``: panel slots (2 or
+    3); ``c_buffers``: C blocks on the device (2 overlaps a block's write-back with the next one's products).
+    Raises TypeError for device arrays and bad dtypes, ValueError for bad shapes, arguments, ``out`` or
+    non-finite input (``check_finite``), and :class:`gpu.backend.MemoryPlanError` where the plan does not
+    fit in device, pinned or host memory: all before any work.
+    """
+    be, host = get_backend(backend), get_backend("numpy")
+    A, B, C = prepare(host, A, B, out)
+    (m, k), n = A.shape, B.shape[1]
+    ops = be.ops(FAMILY)
+    new_out = 0 if C is not None else m * n * A.itemsize
+    host_free = max(0, host.memory_info()[0] - new_out)
+    p = plan(m, k, n, A.itemsize, device_memory=_device_memory(device_memory, ops, host_free), block=block,
+             panel=panel, buffers=buffers, c_buffers=c_buffers, link_bytes_per_s=link_bytes_per_s,
+             gemm_flops_per_s=gemm_flops_per_s, hbm_bytes_per_s=hbm_bytes_per_s)
+    what = f"the out-of-core product {m} x {k} x {n} in {p.block[0]} x {p.block[1]} blocks and {p.panel}-wide panels"
+    require_memory(be, p.device_bytes, what, "pass a smaller device_memory, block= or panel=")
+    require_memory(host, new_out + ops.host_bytes(p), f"{what} (staging buffers{'' if C is not None else ', out'})",
+                   "pass out=, a smaller block= or panel=, or buffers=2")
+    require_finite(host, check_finite, {"A": A, "B": B}, NONFINITE)
+    C = np.empty((m, n), dtype=A.dtype) if C is None else C
+    run(be, ops, p, A, B, C)
+    return C
+
+
+def run(be: Backend, ops: Any, p: OutOfCorePlan, A: Array, B: Array, C: Array) -> None:
+    """The one executor of every plan: for each step of ``p.steps()``, load the panels of A and B into their
+    slot, multiply them into the block's C buffer (beta = 0 on the block's first panel, 1 after), and store
+    a finished block into its place in C; all through ``ops`` (see :mod:`gpu.outofcore.ops`), which holds the
+    buffers of the call and is released even on error. ``be`` is the backend ``ops`` runs on. An empty inner
+    dimension gives zeros, the sum of no products, as ``A @ B`` does; C is a host array on every backend."""
+    if not C.size:
+        return
+    if not p.k:
+        C.fill(0)
+        return
+    ops.begin(p, A, B, C)
+    try:
+        for step in p.steps():
+            ops.load(step.slot, A[step.rows, step.panel], B[step.panel, step.cols])
+            ops.multiply(step.slot, step.c_slot, step.first)
+            if step.last:
+                ops.store(step.c_slot, C[step.rows, step.cols])
+        ops.finish()
+    finally:
+        ops.release()

@@ -1,0 +1,163 @@
+"""The out-of-core engine on a CUDA device (CuPy only): pinned staging, three streams, events, cuBLAS.
+
+Loaded by :meth:`gpu.backend.Backend.ops` for the CuPy backend only (``"outofcore"``): :class:`CudaOps` is
+the GPU twin of :class:`gpu.outofcore.ops.HostOps` and keeps its calls and buffers.
+
+**Route of a panel**: host view -> pinned staging -> device. The host arrays are pageable, and a copy from
+pageable memory is staged by the driver through its own small pinned buffers, with the calling thread held
+until the source has been read. Here the staging is explicit: :func:`gpu.outofcore.ops.stage` copies the
+strided host view into a pinned buffer laid out like the device slot (packed, in the host array's order, so
+that it reads whole contiguous lines), with :data:`gpu.outofcore.ops.STAGING_THREADS` threads, while the
+device multiplies earlier panels; then one ``cudaMemcpy2DAsync`` per operand (:func:`copy_async`: pitch,
+line width and line count from the two views' layouts) moves it to the device slot on the copy stream at
+the link's rate. Page-locking A and B in place (``cudaHostRegister``) would spare the host copy, but pins
+all of A and B (up to 100 GB) for the call and costs seconds to register: left to be measured.
+
+**Streams and events** (``plan.buffers`` = S slots, panels dealt to them in turn):
+
+* copy stream: the H2D copies. Before it refills a slot it waits for ``consumed[slot]``, the event of the
+  GEMM that last read the slot; after, it records ``loaded[slot]``. The host waits for ``loaded[slot]``
+  before it overwrites the slot's pinned staging.
+* compute stream: the GEMMs (cuBLAS through ``backend.gemm`` on the packed views), beta = 1 after the
+  block's first panel. Each waits for ``loaded[slot]``; a block's first GEMM also waits for ``stored[c]``,
+  the write-back of the block that last used its C buffer.
+* store stream: the D2H copy of a finished block, after the compute stream's event at that point; it
+  records ``stored[c]``. It runs on the other copy engine while the copy stream loads the next block's
+  panels (and, with ``c_buffers = 2``, while the compute stream multiplies them).
+
+The host moves a staged block into the output at the next ``store`` or at ``finish``, so the host does not
+wait for a write-back while it can issue loads.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import cupy
+import numpy as np
+
+from ..backend import Array, Backend, blas
+from .ops import STAGING_THREADS, Buffers, orders, stage
+from .plan import OutOfCorePlan
+
+_RUNTIME = cupy.cuda.runtime
+_H2D, _D2H = _RUNTIME.memcpyHostToDevice, _RUNTIME.memcpyDeviceToHost
+
+
+def pinned_empty(size: int, dtype: Any) -> np.ndarray:
+    """A NumPy array of ``size`` elements in page-locked host memory (CuPy's pinned pool)."""
+    dtype = np.dtype(dtype)
+    memory = cupy.cuda.alloc_pinned_memory(max(1, size) * dtype.itemsize)
+    return np.frombuffer(memory, dtype, size)
+
+
+def _pointer(x: Array) -> int:
+    return x.ctypes.data if isinstance(x, np.ndarray) else x.data.ptr
+
+
+def _lines(x: Array) -> tuple[int, int, int]:
+    """(pitch in bytes, line width in bytes, line count) of a 2-D view as ``cudaMemcpy2D`` reads it."""
+    lay = blas.layout(x, _pointer(x))
+    inner, outer = (lay.cols, lay.rows) if lay.order == "C" else (lay.rows, lay.cols)
+    return lay.ld * x.itemsize, inner * x.itemsize, outer
+
+
+def copy_async(dst: Array, src: Array, kind: int, stream: Any) -> None:
+    """``dst = src`` (one host and one device view of one shape and order) by one ``cudaMemcpy2DAsync`` on
+    ``stream``."""
+    (dpitch, width, height), (spitch, swidth, sheight) = _lines(dst), _lines(src)
+    if (width, height) != (swidth, sheight):
+        raise RuntimeError(f"copy between views of different layouts: {dst.shape} {dst.strides} and "
+                           f"{src.shape} {src.strides}")
+    if width and height:
+        _RUNTIME.memcpy2DAsync(_pointer(dst), dpitch, _pointer(src), spitch, width, height, kind, stream.ptr)
+
+
+class CudaOps:
+    """The out-of-core schedule on the current CUDA device (see the module notes)."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.pool = ThreadPoolExecutor(STAGING_THREADS, thread_name_prefix="outofcore-staging")
+        self.copy_stream, self.compute_stream, self.store_stream = (backend.stream() for _ in range(3))
+        self.release()
+
+    def budget(self, host_free: int) -> int:
+        """Device memory for the plan: what the device has free (CuPy's cached blocks included), and no more
+        than the host can pin: the pinned staging is as large as the device buffers (less a second C block).
+        At N = 65536 FP64 on the H100 machine (128 GiB of host memory, 103 GB of it A, B and C) that is the
+        bound, not the GPU's 80 GB."""
+        return min(self.backend.memory_info()[0], host_free)
+
+    def host_bytes(self, plan: OutOfCorePlan) -> int:
+        """Host memory the operations allocate: the pinned staging buffers."""
+        return plan.pinned_bytes
+
+    def begin(self, plan: OutOfCorePlan, A: Array, B: Array, C: Array) -> None:
+        """The call's device buffers and pinned staging, and no event yet (nothing to wait for)."""
+        layout = orders(A, B, C)
+        self.device = Buffers(cupy.empty, plan, A.dtype, layout, plan.c_buffers)
+        self.staging = Buffers(pinned_empty, plan, A.dtype, layout, 1)
+        self.slots = [None] * plan.buffers
+        self.loaded: list[Any] = [None] * plan.buffers
+        self.consumed: list[Any] = [None] * plan.buffers
+        self.stored: list[Any] = [None] * plan.c_buffers
+
+    def load(self, slot: int, a: Array, b: Array) -> None:
+        """Stage panels ``a`` and ``b`` into the slot's pinned buffers, then copy them to its device buffers on
+        the copy stream once the slot's last GEMM is done."""
+        if self.loaded[slot] is not None:
+            self.loaded[slot].synchronize()          # the slot's staging has reached the device: free
+        if self.consumed[slot] is not None:
+            self.copy_stream.wait_event(self.consumed[slot])     # the slot's last GEMM is done
+        views = []
+        for x, staged, device in ((a, self.staging.a_view(slot, a.shape), self.device.a_view(slot, a.shape)),
+                                  (b, self.staging.b_view(slot, b.shape), self.device.b_view(slot, b.shape))):
+            stage(self.pool, staged, x)
+            copy_async(device, staged, _H2D, self.copy_stream)
+            views.append(device)
+        self.loaded[slot] = self.copy_stream.record()
+        self.slots[slot] = tuple(views)
+
+    def multiply(self, slot: int, c_slot: int, first: bool) -> None:
+        """The slot's GEMM into C buffer ``c_slot`` on the compute stream, once its panels are in."""
+        a, b = self.slots[slot]
+        c = self.device.c_view(c_slot, (a.shape[0], b.shape[1]))
+        stream = self.compute_stream
+        stream.wait_event(self.loaded[slot])
+        if first and self.stored[c_slot] is not None:
+            stream.wait_event(self.stored[c_slot])   # the block that used this C buffer has left the device
+        with stream:
+            self.backend.gemm(a, b, c, 1.0, 0.0 if first else 1.0)
+        self.consumed[slot] = stream.record()
+
+    def store(self, c_slot: int, c: Array) -> None:
+        """C buffer ``c_slot`` to the pinned C staging on the store stream after the block's last GEMM; into
+        ``c`` at the next store or at finish."""
+        self._place()
+        staged = self.staging.c_view(0, c.shape)
+        self.store_stream.wait_event(self.compute_stream.record())
+        copy_async(staged, self.device.c_view(c_slot, c.shape), _D2H, self.store_stream)
+        self.stored[c_slot] = self.store_stream.record()
+        self.pending = (c, staged, self.stored[c_slot])
+
+    def _place(self) -> None:
+        """The staged block (if any) into its place in the output, once its D2H copy is done."""
+        if self.pending is not None:
+            c, staged, stored = self.pending
+            stored.synchronize()
+            stage(self.pool, c, staged)
+            self.pending = None
+
+    def finish(self) -> None:
+        """The last block into the output (its D2H copy waited for)."""
+        self._place()
+
+    def release(self) -> None:
+        """Wait for the three streams (nothing in flight may still read or write the buffers), then drop them:
+        the pinned and device blocks go back to CuPy's pools."""
+        for stream in (self.copy_stream, self.compute_stream, self.store_stream):
+            stream.synchronize()
+        self.device = self.staging = self.pending = None
+        self.slots, self.loaded, self.consumed, self.stored = [], [], [], []

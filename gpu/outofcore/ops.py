@@ -1,0 +1,168 @@
+"""The out-of-core engine's operations per backend: panel slots, staged copies, products and write-back.
+
+:func:`gpu.outofcore.run` issues one schedule (:meth:`gpu.outofcore.plan.OutOfCorePlan.steps`) through the
+same calls whatever the backend, fetched as ``backend.ops("outofcore")``: :class:`HostOps` here (NumPy), and
+:class:`gpu.outofcore.kernels.CudaOps` (CuPy, loaded only with that backend). The calls:
+
+* ``begin(plan, A, B, C)``: the buffers of one call, allocated once and reused by every step: on the device
+  the C block(s) and ``plan.buffers`` slots of an A and a B panel; on the host a staging buffer for each
+  slot and one for the C block. Each buffer holds its panel or block packed (a fringe one at the start of
+  the buffer) in the order, row- or column-major, of the host array it comes from or goes to, so that
+  every copy moves whole contiguous lines (:func:`order_of`, :func:`packed`);
+* ``load(slot, a, b)``: host views ``a`` (block rows x panel) of A and ``b`` (panel x block columns) of B
+  into panel slot ``slot``: host view -> staging (:func:`stage`), staging -> device;
+* ``multiply(slot, c_slot, first)``: C buffer ``c_slot`` = a b where ``first`` (beta = 0: whatever the
+  buffer held is ignored), += a b after (beta = 1);
+* ``store(c_slot, c)``: C buffer ``c_slot`` back into ``c``, a host view of the output: device -> staging
+  now, staging -> ``c`` by the next ``store`` or by ``finish`` (the GPU's copy engines run meanwhile);
+* ``finish()``: complete everything; ``release()``: let go of the buffers, also after an error.
+
+and before any work ``budget(host_free)``, the device memory the plan may take where the host has
+``host_free`` bytes available beside the output, and
+``host_bytes(plan)``, the host memory the operations allocate. :class:`HostOps` runs the same copies as
+the GPU with NumPy (every copy through a staging buffer, the write-back deferred the same way), so the
+CPU tests exercise the very schedule and layouts the GPU runs, fringes included.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from ..backend import Array, Backend, register_ops
+from .plan import OutOfCorePlan
+
+FAMILY = "outofcore"
+#: Threads that copy host views into staging buffers and staged blocks into the output. NumPy lets go of
+#: the GIL while it copies, and one core copies a strided panel at 10-15 GB/s, a fraction of the link.
+STAGING_THREADS = max(1, min(8, os.cpu_count() or 1))
+#: A copy is cut into bands for the threads only where each band has at least this many bytes.
+MIN_BAND_BYTES = 4 * 2**20
+
+
+def order_of(x: Array) -> str:
+    """``"F"`` where x's columns are contiguous and its rows are not, else ``"C"``."""
+    return "F" if x.strides[0] == x.itemsize and x.strides[1] != x.itemsize else "C"
+
+
+def packed(flat: Array, shape: tuple[int, int], order: str) -> Array:
+    """The first ``rows x cols`` elements of a flat buffer as a packed matrix of that order (NumPy or CuPy)."""
+    rows, cols = shape
+    head = flat[:rows * cols]
+    return head.reshape(rows, cols) if order == "C" else head.reshape(cols, rows).T
+
+
+def stage(pool: Executor, dst: np.ndarray, src: np.ndarray, bands: int = STAGING_THREADS) -> None:
+    """``dst[...] = src`` on the host, cut into up to ``bands`` bands along dst's outer axis (its rows where
+    it is row-major) that ``pool``'s threads copy at once; one copy where bands would be below
+    :data:`MIN_BAND_BYTES`."""
+    axis = 0 if order_of(dst) == "C" else 1
+    lines = dst.shape[axis]
+    count = max(1, min(bands, lines, dst.nbytes // max(1, MIN_BAND_BYTES)))
+    if count == 1:
+        np.copyto(dst, src)
+        return
+    cuts = [lines * i // count for i in range(count + 1)]
+    parts = [(slice(a, b),) if axis == 0 else (slice(None), slice(a, b)) for a, b in zip(cuts, cuts[1:])]
+    for done in [pool.submit(np.copyto, dst[p], src[p]) for p in parts]:
+        done.result()
+
+
+class Buffers:
+    """The buffers of one call on one side (device or host staging), made by ``empty(size, dtype)``:
+    ``c_count`` C blocks and ``plan.buffers`` slots of an A and a B panel, with packed views of them."""
+
+    def __init__(self, empty: Callable[[int, Any], Array], plan: OutOfCorePlan, dtype: Any,
+                 orders: tuple[str, str, str], c_count: int) -> None:
+        (rows, cols), w = plan.block, plan.panel
+        self.orders = orders
+        self.a = [empty(rows * w, dtype) for _ in range(plan.buffers)]
+        self.b = [empty(w * cols, dtype) for _ in range(plan.buffers)]
+        self.c = [empty(rows * cols, dtype) for _ in range(c_count)]
+
+    def a_view(self, slot: int, shape: tuple[int, int]) -> Array:
+        return packed(self.a[slot], shape, self.orders[0])
+
+    def b_view(self, slot: int, shape: tuple[int, int]) -> Array:
+        return packed(self.b[slot], shape, self.orders[1])
+
+    def c_view(self, c_slot: int, shape: tuple[int, int]) -> Array:
+        return packed(self.c[c_slot], shape, self.orders[2])
+
+
+def orders(A: Array, B: Array, C: Array) -> tuple[str, str, str]:
+    """The orders of the A, B and C buffers: those of the host arrays they copy."""
+    return order_of(A), order_of(B), order_of(C)
+
+
+class HostOps:
+    """The schedule on NumPy: "device" buffers are NumPy arrays too, every copy goes through a staging buffer
+    as on the GPU (:func:`stage`, then ``np.copyto`` for the DMA), and products are the backend's GEMM on
+    the packed views."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.pool = ThreadPoolExecutor(STAGING_THREADS, thread_name_prefix="outofcore-staging")
+        self.release()
+
+    def budget(self, host_free: int) -> int:
+        """Device memory for the plan: half the host's, because every "device" buffer has a staging twin in the
+        same memory."""
+        return host_free // 2
+
+    def host_bytes(self, plan: OutOfCorePlan) -> int:
+        """Host memory the operations allocate: the "device" buffers and the staging buffers."""
+        return plan.device_bytes + plan.pinned_bytes
+
+    def begin(self, plan: OutOfCorePlan, A: Array, B: Array, C: Array) -> None:
+        """The call's "device" buffers and their staging twins (one C staging buffer: see ``store``)."""
+        layout = orders(A, B, C)
+        self.device = Buffers(np.empty, plan, A.dtype, layout, plan.c_buffers)
+        self.staging = Buffers(np.empty, plan, A.dtype, layout, 1)
+        self.slots = [None] * plan.buffers
+
+    def load(self, slot: int, a: Array, b: Array) -> None:
+        """Panels ``a`` and ``b`` into slot ``slot``: host view -> staging -> "device", as on the GPU."""
+        views = []
+        for x, staged, device in ((a, self.staging.a_view(slot, a.shape), self.device.a_view(slot, a.shape)),
+                                  (b, self.staging.b_view(slot, b.shape), self.device.b_view(slot, b.shape))):
+            stage(self.pool, staged, x)
+            np.copyto(device, staged)
+            views.append(device)
+        self.slots[slot] = tuple(views)
+
+    def multiply(self, slot: int, c_slot: int, first: bool) -> None:
+        """C buffer ``c_slot`` = (``first``) or += the product of the slot's panels."""
+        a, b = self.slots[slot]
+        c = self.device.c_view(c_slot, (a.shape[0], b.shape[1]))
+        self.backend.gemm(a, b, c, 1.0, 0.0 if first else 1.0)
+
+    def store(self, c_slot: int, c: Array) -> None:
+        """C buffer ``c_slot`` into its staging buffer now, into ``c`` at the next store or at finish."""
+        self._place()
+        staged = self.staging.c_view(0, c.shape)
+        np.copyto(staged, self.device.c_view(c_slot, c.shape))
+        self.pending = (c, staged)
+
+    def _place(self) -> None:
+        """The staged block (if any) into its place in the output."""
+        if self.pending is not None:
+            stage(self.pool, *self.pending)
+            self.pending = None
+
+    def finish(self) -> None:
+        """The last staged block into the output."""
+        self._place()
+
+    def release(self) -> None:
+        """Drop the call's buffers (also after an error)."""
+        self.device = self.staging = self.pending = None
+        self.slots = []
+
+
+register_ops(FAMILY, "numpy", HostOps)
+register_ops(FAMILY, "cupy", "gpu.outofcore.kernels:CudaOps")
