@@ -1,0 +1,11 @@
+"""Products across GPUs and machines, through Dask (issue 15, item 3).
+
+:mod:`gpu.multigpu.dask_matmul` cuts C into blocks, one Dask task per block, each running the single-device
+out-of-core engine (:func:`gpu.outofcore.matmul`) on its worker: on the worker's GPU where it has one
+(``dask-cuda``'s ``LocalCUDACluster`` starts one worker per GPU), with NumPy otherwise. Dask schedules; the
+module builds the tasks and says where each one runs, so that every worker reads its row panels of A and
+column panels of B once.
+
+This package imports nothing, so ``import gpu`` (and ``import gpu.multigpu``) never loads Dask: import
+:mod:`gpu.multigpu.dask_matmul` itself, which needs ``dask[array]`` and ``distributed`` (the ``dist`` extra).
+"""

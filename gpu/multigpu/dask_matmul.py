@@ -1,0 +1,192 @@
+"""``matmul``: C = A B across the workers of a Dask cluster, one task per C block, each running the out-of-core
+engine (:func:`gpu.outofcore.matmul`) on its worker's backend.
+
+**Blocks.** C (m x n) is cut into a grid of ``block = (rows, cols)`` blocks, the last row and column of the
+grid narrower where the sides do not divide m and n. By default there are as many blocks as workers, the
+grid being the process grid below for blocks of one element (a 2 x 1 grid of halves of C on two workers
+where m >= n). Task (i, j) computes ``C[i, j] = A[i, :] @ B[:, j]``, the whole inner dimension, by calling
+the engine on A's row panel i and B's column panel j (the engine then streams k-panels of those through the
+worker's GPU, in its own blocks: ``device_block``).
+
+**Placement** (2-D block-cyclic, as in ScaLAPACK). The workers, sorted by address, form a ``pr x pc``
+process grid (:func:`process_grid`: as many busy workers as the grid of blocks allows, then the least
+operand traffic ``k (m pc + n pr)``); block (i, j) runs on worker ``(i mod pr, j mod pc)`` and on no other
+(``workers=[w], allow_other_workers=False``). A worker therefore needs A's row panels ``i = p mod pr`` and
+B's column panels ``j = q mod pc``, and each of those panels goes to exactly the workers that need it,
+once: NumPy panels are scattered there (``client.scatter(..., workers=group, broadcast=True)``); panels of
+a ``dask.array`` are computed on the cluster (one graph for all of them, so shared chunks run once) and
+each worker fetches the ones its tasks need when they first need them; Dask keeps a fetched replica while
+tasks on that worker still depend on it. Nothing here schedules: Dask runs the tasks, with these hints.
+
+**Backends.** ``backend`` names the backend on each worker (``"auto"``: CuPy where the worker's GPU is
+usable, NumPy otherwise). :meth:`gpu.backend.Backend.ops` keeps one engine operations object per backend
+per process, holding the buffers of the call that runs; engine calls in one process therefore run one at a
+time (a lock), which costs nothing with ``dask-cuda``'s one-process-per-GPU workers.
+
+**Checks** before any work, on the client: A and B are 2-D NumPy arrays (or convertible, not masked, not
+device arrays) or ``dask.array`` arrays of known shape with host chunks, of one dtype, float64 or float32,
+with matching inner dimensions; the client has a worker; ``block`` is positive; ``backend`` is known and
+every engine option exists. The engine's own checks (its plan fits the worker's memory; NaN and infinity
+with ``check_finite=True``) run in each task before its work, and their errors are raised by
+:meth:`BlockProduct.result`. :func:`submit` returns the futures; :func:`matmul` waits and returns a NumPy
+array (there is no lazy dask-array result: C is assembled on the client).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import numbers
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import dask.array as da
+import numpy as np
+from distributed import Client, Future
+
+from .. import outofcore
+from ..backend import BACKENDS, blas, get_backend
+from ..backend.checks import matrix
+
+#: Engine options forwarded to :func:`gpu.outofcore.matmul` (``device_block`` is its ``block``).
+ENGINE_OPTIONS = tuple(p for p in inspect.signature(outofcore.matmul).parameters
+                       if p not in ("A", "B", "out", "block", "backend")) + ("device_block",)
+#: One engine call at a time per process (see the module notes).
+_ENGINE_LOCK = threading.Lock()
+
+
+def process_grid(workers: int, rows: int, cols: int, m: int, n: int) -> tuple[int, int]:
+    """``(pr, pc)``, ``pr * pc <= workers``, for a grid of ``rows x cols`` blocks of an m x n product: the
+    most busy workers (``pr <= rows``, ``pc <= cols``), then the least traffic ``m pc + n pr`` (A's row
+    panels go to pc workers each, B's column panels to pr), then the fewer process rows."""
+    if workers < 1 or rows < 1 or cols < 1:
+        raise ValueError(f"a process grid needs a worker and a block, got {workers} workers, {rows} x {cols} blocks")
+    grids = [(pr, min(cols, workers // pr)) for pr in range(1, min(workers, rows) + 1)]
+    return min(grids, key=lambda g: (-g[0] * g[1], m * g[1] + n * g[0], g[0]))
+
+
+def _sides(block: Any, m: int, n: int, workers: int) -> tuple[int, int]:
+    if block is None:
+        pr, pc = process_grid(workers, max(m, 1), max(n, 1), m, n)
+        return max(1, -(-m // pr)), max(1, -(-n // pc))
+    sides = block if isinstance(block, tuple) else (block, block)
+    if (len(sides) != 2 or any(isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 1 for s in sides)):
+        raise ValueError(f"block must be a positive int or a (rows, cols) pair of them, got {block!r}; "
+                         "or leave it out for one block per worker")
+    return int(sides[0]), int(sides[1])
+
+
+def _operand(x: Any, name: str) -> Any:
+    """``x`` as a checked dask array or NumPy matrix (dtype checked with the other operand)."""
+    if isinstance(x, da.Array):
+        if x.ndim != 2:
+            raise ValueError(f"{name} must be 2-D, got a dask array of shape {x.shape}")
+        if any(math.isnan(s) for s in x.shape):
+            raise ValueError(f"{name} has unknown chunk sizes {x.shape}; call {name}.compute_chunk_sizes() first")
+        if hasattr(x._meta, "__cuda_array_interface__"):
+            raise TypeError(f"{name} is a dask array of device chunks ({type(x._meta).__module__}); the engine "
+                            f"streams host memory: pass {name}.map_blocks(lambda c: c.get())")
+        return x
+    if hasattr(x, "__cuda_array_interface__"):
+        raise TypeError(f"{name} is a device array ({type(x).__module__}.{type(x).__name__}); the engine streams "
+                        f"host memory: pass a NumPy array ({name}.get()) or a dask.array")
+    return matrix(get_backend("numpy"), x, name)[0]
+
+
+def _block_product(a: np.ndarray, b: np.ndarray, backend: str, options: dict[str, Any]) -> np.ndarray:
+    """One C block on the worker that runs it: the engine on its row panel of A and column panel of B."""
+    options = dict(options)
+    if "device_block" in options:
+        options["block"] = options.pop("device_block")
+    with _ENGINE_LOCK:
+        return outofcore.matmul(a, b, backend=backend, **options)
+
+
+@dataclass
+class BlockProduct:
+    """The futures of one product: ``blocks[(i, j)]`` computes ``C[rows[i], cols[j]]`` on ``workers[(i, j)]``
+    from ``a_panels[i]`` (A's rows ``rows[i]``) and ``b_panels[j]`` (B's columns ``cols[j]``)."""
+
+    client: Client
+    shape: tuple[int, int]
+    dtype: np.dtype
+    grid: tuple[int, int]
+    rows: list[slice]
+    cols: list[slice]
+    a_panels: list[Future] = field(default_factory=list)
+    b_panels: list[Future] = field(default_factory=list)
+    blocks: dict[tuple[int, int], Future] = field(default_factory=dict)
+    workers: dict[tuple[int, int], str] = field(default_factory=dict)
+
+    def result(self) -> np.ndarray:
+        """C as a NumPy array, once every block task has finished (a task's error is raised here)."""
+        C = np.empty(self.shape, dtype=self.dtype)
+        keys = list(self.blocks)
+        for (i, j), part in zip(keys, self.client.gather([self.blocks[key] for key in keys])):
+            C[self.rows[i], self.cols[j]] = part
+        return C
+
+
+def _panels(client: Client, parts: list[Any], groups: list[list[str]]) -> list[Future]:
+    """Futures of the panels: NumPy ones scattered to their group of workers, dask ones computed together."""
+    if isinstance(parts[0], da.Array):
+        return client.compute(parts)
+    return [client.scatter(part, workers=group, broadcast=True, hash=False) for part, group in zip(parts, groups)]
+
+
+def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | None = None,
+           backend: str = "auto", **engine_options: Any) -> BlockProduct:
+    """Start ``A @ B`` on ``client``'s workers and return its futures (see the module notes); every check
+    is made before anything is sent. ``engine_options`` go to :func:`gpu.outofcore.matmul` on the
+    workers: ``panel``, ``device_memory``, ``buffers``, ``check_finite``, ..., and ``device_block`` (the
+    engine's block on the device, not the Dask block)."""
+    unknown = sorted(set(engine_options) - set(ENGINE_OPTIONS))
+    if unknown:
+        hint = " (the result is returned: assign it, C[...] = matmul(...))" if "out" in unknown else ""
+        raise TypeError(f"unknown engine option(s) {unknown}{hint}; the engine takes {list(ENGINE_OPTIONS)}")
+    if not isinstance(backend, str) or backend not in (*BACKENDS, "auto"):
+        raise ValueError(f"backend must name a backend each worker makes for itself, one of "
+                         f"{(*BACKENDS, 'auto')}, got {backend!r}")
+    if not isinstance(client, Client):
+        raise TypeError(f"client must be a distributed.Client, got {type(client).__name__}")
+    A, B = _operand(A, "A"), _operand(B, "B")
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"A is {A.shape[0]} x {A.shape[1]} and B is {B.shape[0]} x {B.shape[1]}: "
+                         "A's columns must equal B's rows")
+    dtype = blas.check_dtypes(("A", A), ("B", B))
+    names = sorted(client.nthreads())
+    if not names:
+        raise ValueError("the client has no workers: start some (LocalCluster(n_workers=2), dask-cuda's "
+                         "LocalCUDACluster()) or wait for them with client.wait_for_workers(n)")
+    m, n = A.shape[0], B.shape[1]
+    br, bc = _sides(block, m, n, len(names))
+    rows = [slice(r, min(r + br, m)) for r in range(0, m, br)]
+    cols = [slice(c, min(c + bc, n)) for c in range(0, n, bc)]
+    product = BlockProduct(client, (m, n), dtype, (1, 1), rows, cols)
+    if not rows or not cols:
+        return product
+    pr, pc = product.grid = process_grid(len(names), len(rows), len(cols), m, n)
+    owner = {(i, j): names[(i % pr) * pc + j % pc] for i in range(len(rows)) for j in range(len(cols))}
+    row_groups = [[names[(i % pr) * pc + q] for q in range(pc)] for i in range(len(rows))]
+    col_groups = [[names[p * pc + j % pc] for p in range(pr)] for j in range(len(cols))]
+    product.a_panels = _panels(client, [A[r, :] for r in rows], row_groups)
+    product.b_panels = _panels(client, [B[:, c] for c in cols], col_groups)
+    token = uuid.uuid4().hex[:12]
+    for (i, j), worker in owner.items():
+        product.blocks[i, j] = client.submit(_block_product, product.a_panels[i], product.b_panels[j], backend,
+                                             engine_options, key=f"outofcore-block-{token}-{i}-{j}",
+                                             workers=[worker], allow_other_workers=False, pure=False)
+    product.workers = owner
+    return product
+
+
+def matmul(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | None = None, backend: str = "auto",
+           **engine_options: Any) -> np.ndarray:
+    """``A @ B`` as a NumPy array, computed block by block on ``client``'s workers: :func:`submit`, then
+    :meth:`BlockProduct.result`. A and B are NumPy arrays or ``dask.array`` arrays (m x k and k x n,
+    float64 or float32); ``block`` is the C block of one task (a side or (rows, cols); default: one block
+    per worker); ``backend`` and ``engine_options`` are those of :func:`gpu.outofcore.matmul` on each
+    worker. Raises TypeError and ValueError before any work (see the module notes)."""
+    return submit(A, B, client=client, block=block, backend=backend, **engine_options).result()
