@@ -181,6 +181,21 @@ def emit(args: argparse.Namespace, payload: Any, text: Callable[[], str]) -> Non
     print(json.dumps(payload, indent=2, default=str) if args.json else text())
 
 
+def emit_sweep(args: argparse.Namespace, backend: str, env_key: str, counts: dict[str, Any], rows: Sequence[Any],
+               checks: Sequence[Any], columns: Sequence[tuple[str, str, str]],
+               shown: Callable[[dict[str, Any]], dict[str, Any]] = dict) -> None:
+    """What a sweep command prints: its counts, a table of its stored rows (each ``as_dict()``, then
+    ``shown`` for the table's cells) and its verdict on the issue's targets; all of it as JSON with
+    ``--json``."""
+    stored = [r.as_dict() for r in rows]
+    verdict = [c.as_dict() for c in checks]
+    emit(args, {"backend": backend, "env_key": env_key, "summary": counts, "verdict": verdict, "rows": stored},
+         lambda: "\n".join([*(f"{key}: {value}" for key, value in counts.items()),
+                            table([shown(r) for r in stored], columns),
+                            *(f"{c['target']}: {c['measured']} ({'not judged' if c['met'] is None else c['met']})"
+                              for c in verdict)]))
+
+
 def table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str, str]]) -> str:
     """Plain-text table; ``columns`` are (key, header, format spec)."""
     cells = [[h for _, h, _ in columns]]

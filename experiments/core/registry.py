@@ -4,8 +4,8 @@ An experiment measures and stores results and returns a
 :class:`~experiments.core.summary.Summary`; a figure is drawn from stored results
 only (``draw(db) -> Figure | None``) and names the experiments it shows, so that
 ``SUMMARY.md`` links each figure under its experiment. Each family of the lab (``experiments.strassen``,
-``experiments.levels``, ``experiments.audit``, ``experiments.ozaki``, ``experiments.splitk``) registers
-its experiments, figures and commands (:mod:`experiments.core.command`) with
+``experiments.levels``, ``experiments.audit``, ``experiments.ozaki``, ``experiments.splitk``,
+``experiments.outofcore``) registers its experiments, figures and commands (:mod:`experiments.core.command`) with
 the decorators here when imported; :data:`MODULES` lists them in run order and
 :func:`load` imports them.
 """
@@ -27,7 +27,7 @@ from .summary import Summary
 
 #: Modules whose import registers experiments and figures, in run order.
 MODULES = ("experiments.core.commands", "experiments.levels", "experiments.strassen", "experiments.audit",
-           "experiments.ozaki", "experiments.splitk")
+           "experiments.ozaki", "experiments.splitk", "experiments.outofcore")
 
 
 @dataclass

@@ -9,7 +9,7 @@ from pathlib import Path
 from gpu.backend import get_backend
 from gpu.splitk import MIN_K
 
-from ..core.command import MEASURING, command, emit, measuring_run, ms, numbers, table
+from ..core.command import MEASURING, command, emit_sweep, measuring_run, ms, numbers
 from .bench import run_points
 from .points import custom_plan, fitting_points
 from .report import checks
@@ -35,13 +35,6 @@ def cmd_splitk(args: argparse.Namespace, db_path: Path) -> int:
     points, skipped = fitting_points(backend, custom_plan(backend, args.m, args.k))
     with measuring_run(args, db_path, backend) as ctx:
         counts, rows = run_points(ctx, points, skipped)
-    shown = [r.as_dict() for r in rows]
-    verdict = [c.as_dict() for c in checks(rows)]
-    emit(args, {"backend": backend.name, "env_key": ctx.env_key, "summary": counts, "verdict": verdict,
-                "rows": shown},
-         lambda: "\n".join([*(f"{key}: {value}" for key, value in counts.items()),
-                            table([{**r, "time_ms": ms(r["time_s"]), "roofline_pct": 100 * r["roofline"]}
-                                   for r in shown], COLUMNS),
-                            *(f"{c['target']}: {c['measured']} ({'not judged' if c['met'] is None else c['met']})"
-                              for c in verdict)]))
+    emit_sweep(args, backend.name, ctx.env_key, counts, rows, checks(rows), COLUMNS,
+               lambda r: {**r, "time_ms": ms(r["time_s"]), "roofline_pct": 100 * r["roofline"]})
     return 0

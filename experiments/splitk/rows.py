@@ -14,7 +14,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..core.database import Measurement, ResultsDB
-from ..core.regime import UNRECORDED, of_regime, panel_group
+from ..core.regime import UNRECORDED, panel_group
+from ..core.rows import method_order as ordered
+from ..core.rows import stored_rows
 
 EXPERIMENT = "splitk"
 GEMM, COPY = "gemm", "copy"
@@ -26,8 +28,7 @@ METHODS = (GEMM, *SPLITK_METHODS, COPY)
 
 def method_order(methods: Iterable[str]) -> list[str]:
     """Methods in :data:`METHODS` order, unknown ones last."""
-    present = set(methods)
-    return [m for m in METHODS if m in present] + sorted(present - set(METHODS))
+    return ordered(methods, METHODS)
 
 
 def k_text(k: int) -> str:
@@ -74,11 +75,7 @@ def splitk_rows(db: ResultsDB, env_key: str, dtype: str | None = None, regime: s
                 ) -> list[SplitkRow]:
     """Stored split-K points of one environment, by m, k and method; of one ``regime`` (or, where
     none was measured in it, those stored before regimes were recorded)."""
-    found = db.measurements(EXPERIMENT, env_key=env_key)
-    found = of_regime(found, regime) if regime is not None else found
-    rows = [SplitkRow.read(m) for m in found if dtype is None or m.params["dtype"] == dtype]
-    order = {name: i for i, name in enumerate(method_order(r.method for r in rows))}
-    return sorted(rows, key=lambda r: (r.m, r.k, order[r.method]))
+    return stored_rows(db, EXPERIMENT, env_key, SplitkRow.read, METHODS, lambda r: (r.m, r.k), dtype, regime)
 
 
 def best_split(rows: Iterable[SplitkRow]) -> dict[tuple[int, int], SplitkRow]:

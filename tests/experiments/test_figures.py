@@ -6,7 +6,8 @@ versions of its measurements.
 Figures are drawn from stored rows only: the published H100 exports (``published_db``) and the
 synthetic CPU rows stored here (``cpu_db``: 15 audited methods, 8 Strassen schedules on 9
 (N, phi) panels, a CPU calibration from 128 to 2048, one Ozaki size and format, as a quick run
-stores them; split-K's six methods on four output sizes over k = 2^14 .. 2^24). Every figure is
+stores them; split-K's six methods on four output sizes over k = 2^14 .. 2^24; the out-of-core engine
+and the in-core DGEMM at N = 384, 512, 768). Every figure is
 reached through the registry, ``FIGURES[name].draw(db)``.
 """
 
@@ -23,6 +24,7 @@ from experiments.audit.bench import point_params, strassen_methods
 from experiments.core.database import ResultsDB
 from experiments.core.registry import FIGURES, load
 from experiments.levels.calibration import EXPERIMENT as CALIBRATION
+from experiments.outofcore.rows import EXPERIMENT as OUTOFCORE
 from experiments.ozaki.bench import BREAKDOWN, TIME
 from experiments.splitk.rows import EXPERIMENT as SPLITK
 from experiments.splitk.rows import METHODS as SPLITK_METHODS
@@ -81,6 +83,10 @@ def store_cpu_rows(db: ResultsDB) -> None:
             8 * 2 * m * k / (2e11 * share), "s", gbs=200 * share, roofline=share, speedup=share / 0.5,
             stable=k > 2**14,
             plan={"chunks": -(-k // 1024), "width": 1024} if "splitk" in method else None)
+    for n, (method, rate) in itertools.product((384, 512, 768), (("outofcore", 2e10), ("gemm", 4e10))):
+        add(OUTOFCORE, method, {"n": n, "dtype": "float64", "regime": "sustained"}, 2 * n**3 / rate, "s",
+            tflops=rate / 1e12, vs_gemm=rate / 4e10, gemm_s=2 * n**3 / 4e10, check_error=1e-15, stable=n > 384,
+            plan={"block": [256, 256], "panel": 256} if method == "outofcore" else None)
 
 
 @pytest.fixture(scope="module")

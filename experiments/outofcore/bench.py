@@ -1,0 +1,198 @@
+"""The out-of-core engine against the in-core DGEMM: the experiment ``outofcore`` (issue 15, item 4).
+
+A, B and C are host arrays (NumPy), as the engine takes them; per size N
+(:mod:`experiments.outofcore.points`) one interleaved group times, on the same operands in the
+same run:
+
+* ``outofcore``: the engine's executor :func:`gpu.outofcore.run` on the plan
+  :func:`gpu.outofcore.matmul` makes (:func:`~experiments.outofcore.points.engine_plan`, two C
+  buffers), made beforehand so that the timed region holds the product only (no operand checks,
+  no NaN scan);
+* ``gemm``: the in-core DGEMM where A, B and C fit on the device: A and B copied to the device,
+  the library GEMM, C copied back, timed as a whole, so that both methods go from host memory to
+  host memory. On NumPy it is ``A @ B`` into C.
+
+TFLOP/s is 2 N^3 over the median time; ``vs_gemm`` the GEMM's time over the method's (None where
+the GEMM did not fit). Each method's product is checked once before anything is timed, on a
+sample of rows against the library GEMM of those rows (:data:`CHECK_ROWS` of them, on the
+device), so a wrong product is never stored. A and B are drawn once per point: no method writes
+them. A point is stored as a whole group; where any of its methods is missing (or with
+``--force``) all of them are timed again.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from gpu.backend import Backend
+from gpu.outofcore import OutOfCorePlan, run
+
+from ..core.lab import REFILL_CHUNK_BYTES, Operands, free_memory, time_group
+from ..core.registry import Context, experiment
+from ..core.summary import Summary, spread
+from ..core.sweep import SweepOutcome
+from ..core.timing import Comparison
+from .points import DTYPE, PLANS, Point, engine_plan, fitting_points, host_available, point_params
+from .report import outofcore_summary
+from .rows import ENGINE, EXPERIMENT, GEMM, OutofcoreRow, outofcore_rows
+
+#: Rows of C each method's product is checked on (all of them where N is smaller).
+CHECK_ROWS = 64
+INPUTS = "uniform [0, 1), drawn once per point on the host (no method writes A or B)"
+
+
+@dataclass
+class HostOperands(Operands):
+    """A, B and C of one N x N x N product in host memory; ``backend`` is where the methods run."""
+
+    @classmethod
+    def draw(cls, backend: Backend, n: int, dtype: str = DTYPE, seed: int = 7) -> HostOperands:
+        """Uniform [0, 1) A and B drawn on the host in row blocks (no full-size temporary)."""
+        rng = np.random.default_rng(seed)
+        A, B = np.empty((n, n), dtype), np.empty((n, n), dtype)
+        rows = max(1, REFILL_CHUNK_BYTES // (n * np.dtype(dtype).itemsize))
+        for M in (A, B):
+            for i in range(0, n, rows):
+                rng.random(M[i:i + rows].shape, dtype=dtype, out=M[i:i + rows])
+        return cls(backend, A, B, np.empty((n, n), dtype))
+
+
+def in_core(be: Backend, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> None:
+    """C = A B through the device: A and B copied there, the library GEMM, C copied back; on NumPy
+    ``A @ B`` into C."""
+    if be.xp is np:
+        np.matmul(A, B, out=C)
+        return
+    dA, dB = be.asarray(A), be.asarray(B)
+    dC = be.xp.empty(C.shape, C.dtype)
+    be.gemm(dA, dB, dC)
+    dC.get(out=C)
+    be.synchronize()
+
+
+def method_works(ops: HostOperands, p: OutOfCorePlan, gemm: bool) -> dict[str, Callable[[], Any]]:
+    """The timed work of every method of a group: the engine on plan ``p``, and the in-core GEMM
+    where ``gemm``."""
+    be = ops.backend
+    works: dict[str, Callable[[], Any]] = {ENGINE: partial(run, be, be.ops("outofcore"), p, ops.A, ops.B, ops.C)}
+    if gemm:
+        works[GEMM] = partial(in_core, be, ops.A, ops.B, ops.C)
+    return works
+
+
+def sample_rows(n: int, count: int = CHECK_ROWS, seed: int = 0) -> np.ndarray:
+    """``count`` distinct rows of N, sorted, always with the first and the last (fringe blocks)."""
+    if n <= count:
+        return np.arange(n)
+    picked = np.random.default_rng(seed).choice(np.arange(1, n - 1), count - 2, replace=False)
+    return np.sort(np.concatenate([[0, n - 1], picked]))
+
+
+def reference_rows(ops: HostOperands, rows: np.ndarray) -> np.ndarray:
+    """The library GEMM of A's sampled rows and B, on the device (``A[rows] @ B`` on NumPy)."""
+    be = ops.backend
+    return np.asarray(be.to_numpy(be.asarray(ops.A[rows]) @ be.asarray(ops.B)))
+
+
+def product_error(ops: HostOperands, work: Callable[[], Any], rows: np.ndarray, expected: np.ndarray) -> float:
+    """Largest relative error of C's sampled rows after one run of ``work`` on a C full of NaN."""
+    ops.C.fill(np.nan)
+    work()
+    ops.backend.synchronize()
+    got = ops.C[rows]
+    error = float(np.max(np.abs(got - expected) / np.maximum(np.abs(expected), np.finfo(expected.dtype).tiny)))
+    return error if np.all(np.isfinite(got)) else float("inf")
+
+
+def checked_works(ops: HostOperands, p: OutOfCorePlan, gemm: bool, where: str
+                  ) -> tuple[dict[str, Callable[[], Any]], dict[str, float]]:
+    """:func:`method_works`, each checked once on sampled rows (a wrong product raises RuntimeError
+    before anything is timed), and the errors of the checks."""
+    works = method_works(ops, p, gemm)
+    rows = sample_rows(ops.size)
+    expected = reference_rows(ops, rows)
+    errors = {}
+    for name, work in works.items():
+        errors[name] = product_error(ops, work, rows, expected)
+        if not errors[name] <= np.finfo(ops.A.dtype).eps ** 0.5:
+            raise RuntimeError(f"{name} at {where} computed a wrong product (largest relative error "
+                               f"{errors[name]:.2e} on {len(rows)} sampled rows); nothing was stored for it")
+    return works, errors
+
+
+def group_meta(n: int, seconds: Mapping[str, float]) -> dict[str, dict]:
+    """Per method of a timed group: flops, TFLOP/s, and the GEMM's time over the method's (None
+    without a GEMM in the group)."""
+    work = 2 * n**3
+    gemm_s = seconds.get(GEMM)
+    return {name: {"flops": work, "tflops": work / t / 1e12, "vs_gemm": gemm_s / t if gemm_s else None,
+                   "gemm_s": gemm_s} for name, t in seconds.items()}
+
+
+def store_group(ctx: Context, ops: HostOperands, p: OutOfCorePlan, result: Comparison,
+                errors: Mapping[str, float]) -> int:
+    """Every method of a timed group as a row, with its ratios within the group; how many."""
+    n = ops.size
+    seconds = {name: t.median for name, t in result.timings.items()}
+    derived, params = group_meta(n, seconds), point_params(n, DTYPE, ctx.regime)
+    for name, timing in result.timings.items():
+        meta = {**timing.meta(), **derived[name], "check_error": errors[name], "check_rows": len(sample_rows(n)),
+                "plan": p.as_dict() if name == ENGINE else None, "inputs": INPUTS}
+        ctx.db.add(ctx.run_id, EXPERIMENT, name, params, value=timing.median, unit="s", samples=timing.samples,
+                   meta=meta)
+    return len(result.timings)
+
+
+def measure_point(ctx: Context, point: Point) -> int:
+    """Draw the operands of N, plan the engine, check every method, time them interleaved
+    (baseline: the GEMM where it runs) and store the group; rows stored."""
+    ops = HostOperands.draw(ctx.backend, point.n)
+    p = engine_plan(ctx.backend, point.n, ops.A.itemsize, host_available())
+    works, errors = checked_works(ops, p, point.gemm, f"N = {point.n}")
+    result = time_group(ops, works, GEMM if point.gemm else ENGINE, refill=False, regime=ctx.regime)
+    return store_group(ctx, ops, p, result, errors)
+
+
+def stored(ctx: Context, point: Point) -> bool:
+    """Whether every method of the point is stored in this environment and regime."""
+    params = point_params(point.n, DTYPE, ctx.regime)
+    return all(ctx.db.has(EXPERIMENT, name, params, ctx.env_key) for name in point.methods)
+
+
+def run_points(ctx: Context, points: Sequence[Point], skipped: int) -> tuple[dict[str, Any], list[OutofcoreRow]]:
+    """Measure (or resume) the points, one group each, stored as soon as measured; the counts and
+    the stored rows of those points. ``skipped``: sizes left out for memory, for the counts."""
+    be, outcome = ctx.backend, SweepOutcome()
+    bar = tqdm(points, desc=EXPERIMENT, unit="pt", disable=not ctx.progress, file=sys.stderr, leave=False)
+    try:
+        for point in bar:
+            if not ctx.force and stored(ctx, point):
+                outcome.skipped += 1
+                continue
+            bar.set_postfix_str(f"N={point.n}")
+            free_memory(be)          # the previous point's blocks back to the device first
+            measure_point(ctx, point)
+            outcome.measured += 1
+    finally:
+        free_memory(be)
+    wanted = {p.n for p in points}
+    rows = [r for r in outofcore_rows(ctx.db, ctx.env_key, DTYPE, ctx.regime) if r.n in wanted]
+    return {"points measured": outcome.measured, "points already stored": outcome.skipped,
+            "points left out (memory)": skipped,
+            "in-core GEMM left out (device memory)": sum(not p.gemm for p in points),
+            "sizes": f"N = {spread([p.n for p in points])}"}, rows
+
+
+@experiment(EXPERIMENT, "The out-of-core engine (host operands streamed through resident C blocks) against the "
+                        "in-core DGEMM where it fits, host memory to host memory, by size N")
+def run_outofcore(ctx: Context) -> Summary:
+    points, skipped = fitting_points(ctx.backend, PLANS[(ctx.backend.name, ctx.quick)])
+    counts, rows = run_points(ctx, points, skipped)
+    return outofcore_summary(counts, rows)
