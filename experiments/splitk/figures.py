@@ -58,10 +58,16 @@ def k_axis(ax: Any, ks: Sequence[int]) -> None:
     ax.set_xlabel("inner dimension k")
 
 
+def _power_of_two(k: int) -> bool:
+    return k > 0 and k & (k - 1) == 0
+
+
 def draw(db: ResultsDB, methods: Sequence[str], value: Callable[[SplitkRow], float], ylabel: str,
          reference: tuple[float, str], title: str) -> Figure | None:
     """One panel per (environment, m, group): ``value`` of each of ``methods`` against k, a dotted
-    line at ``reference`` (its value and legend label), hollow markers on unstable points."""
+    line at ``reference`` (its value and legend label), hollow markers on unstable points. Lines
+    join the powers of two; other k (10^6 + 3, no chunk width divides it) are markers alone, so a
+    line does not zigzag through a point of another kind."""
     found = [(key, m, group, [r for r in rows if r.method in methods]) for key, m, group, rows in panels(db)]
     found = [p for p in found if p[3]]
     if not found:
@@ -74,8 +80,13 @@ def draw(db: ResultsDB, methods: Sequence[str], value: Callable[[SplitkRow], flo
         ax.axhline(reference[0], color="black", lw=0.8, ls=":", label=reference[1])
         for method in method_order(r.method for r in rows):
             pts = sorted((r for r in rows if r.method == method), key=lambda r: r.k)
-            plot_marked(ax, [r.k for r in pts], [value(r) for r in pts], [r.stable for r in pts], "-", ms=4,
-                        label=method, **styles[method])
+            label = method
+            for joined, fmt in ((True, "-"), (False, "")):
+                part = [r for r in pts if _power_of_two(r.k) == joined]
+                if part:
+                    plot_marked(ax, [r.k for r in part], [value(r) for r in part], [r.stable for r in part], fmt,
+                                ms=4, label=label, **styles[method])
+                    label = "_nolegend_"
         k_axis(ax, [r.k for r in rows])
         ax.set_ylabel(ylabel)
         where = ", ".join(p for p in (devices[key], group if len(groups) > 1 else "") if p)
