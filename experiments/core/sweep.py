@@ -14,8 +14,9 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from .lab import free_memory
 from .registry import Context
-from .timing import Timing
+from .timing import Comparison, Timing
 
 
 @dataclass
@@ -71,3 +72,35 @@ def sweep(ctx: Context, experiment: str, points: Sequence[Mapping[str, Any]],
                        samples=list(rec.samples), meta=dict(rec.meta))
             outcome.measured += 1
     return outcome
+
+
+def group_sweep(ctx: Context, experiment: str, points: Sequence[Any], is_stored: Callable[[Any], bool],
+                measure: Callable[[Any], Any], label: Callable[[Any], str]) -> SweepOutcome:
+    """Measure every point not yet stored as a whole group (every point with ``ctx.force``), one
+    ``measure(point)`` each, with a progress bar; the device's cached blocks go back before each
+    point (the previous point's operands) and at the end. For experiments whose methods are timed
+    interleaved in one group per point, so that a point's ratios always come from its own group."""
+    be, outcome = ctx.backend, SweepOutcome()
+    bar = tqdm(points, desc=experiment, unit="pt", disable=not ctx.progress, file=sys.stderr, leave=False)
+    try:
+        for point in bar:
+            if not ctx.force and is_stored(point):
+                outcome.skipped += 1
+                continue
+            bar.set_postfix_str(label(point))
+            free_memory(be)
+            measure(point)
+            outcome.measured += 1
+    finally:
+        free_memory(be)
+    return outcome
+
+
+def store_comparison(ctx: Context, experiment: str, params: Mapping[str, Any], result: Comparison,
+                     meta: Callable[[str], Mapping[str, Any]]) -> int:
+    """Every method of a timed group as a row of ``experiment`` at ``params`` (its median, samples and
+    protocol record, plus ``meta(method)``); how many rows."""
+    for name, timing in result.timings.items():
+        ctx.db.add(ctx.run_id, experiment, name, params, value=timing.median, unit="s", samples=timing.samples,
+                   meta={**timing.meta(), **meta(name)})
+    return len(result.timings)

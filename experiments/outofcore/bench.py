@@ -22,22 +22,20 @@ them. A point is stored as a whole group; where any of its methods is missing (o
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from gpu.backend import Backend
 from gpu.outofcore import OutOfCorePlan, run
 
-from ..core.lab import REFILL_CHUNK_BYTES, Operands, free_memory, time_group
+from ..core.lab import REFILL_CHUNK_BYTES, Operands, time_group
 from ..core.registry import Context, experiment
 from ..core.summary import Summary, spread
-from ..core.sweep import SweepOutcome
+from ..core.sweep import group_sweep, store_comparison
 from ..core.timing import Comparison
 from .points import DTYPE, PLANS, Point, engine_plan, fitting_points, host_available, point_params
 from .report import outofcore_summary
@@ -142,12 +140,9 @@ def store_group(ctx: Context, ops: HostOperands, p: OutOfCorePlan, result: Compa
     n = ops.size
     seconds = {name: t.median for name, t in result.timings.items()}
     derived, params = group_meta(n, seconds), point_params(n, DTYPE, ctx.regime)
-    for name, timing in result.timings.items():
-        meta = {**timing.meta(), **derived[name], "check_error": errors[name], "check_rows": len(sample_rows(n)),
-                "plan": p.as_dict() if name == ENGINE else None, "inputs": INPUTS}
-        ctx.db.add(ctx.run_id, EXPERIMENT, name, params, value=timing.median, unit="s", samples=timing.samples,
-                   meta=meta)
-    return len(result.timings)
+    return store_comparison(ctx, EXPERIMENT, params, result, lambda name: {
+        **derived[name], "check_error": errors[name], "check_rows": len(sample_rows(n)),
+        "plan": p.as_dict() if name == ENGINE else None, "inputs": INPUTS})
 
 
 def measure_point(ctx: Context, point: Point) -> int:
@@ -169,19 +164,8 @@ def stored(ctx: Context, point: Point) -> bool:
 def run_points(ctx: Context, points: Sequence[Point], skipped: int) -> tuple[dict[str, Any], list[OutofcoreRow]]:
     """Measure (or resume) the points, one group each, stored as soon as measured; the counts and
     the stored rows of those points. ``skipped``: sizes left out for memory, for the counts."""
-    be, outcome = ctx.backend, SweepOutcome()
-    bar = tqdm(points, desc=EXPERIMENT, unit="pt", disable=not ctx.progress, file=sys.stderr, leave=False)
-    try:
-        for point in bar:
-            if not ctx.force and stored(ctx, point):
-                outcome.skipped += 1
-                continue
-            bar.set_postfix_str(f"N={point.n}")
-            free_memory(be)          # the previous point's blocks back to the device first
-            measure_point(ctx, point)
-            outcome.measured += 1
-    finally:
-        free_memory(be)
+    outcome = group_sweep(ctx, EXPERIMENT, points, partial(stored, ctx), partial(measure_point, ctx),
+                          lambda point: f"N={point.n}")
     wanted = {p.n for p in points}
     rows = [r for r in outofcore_rows(ctx.db, ctx.env_key, DTYPE, ctx.regime) if r.n in wanted]
     return {"points measured": outcome.measured, "points already stored": outcome.skipped,

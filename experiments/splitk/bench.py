@@ -27,23 +27,21 @@ always come from its own group.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from gpu.backend import Array, Backend
 from gpu.splitk import SplitPlan, run
 from modeling.splitk import minimum_bytes
 
-from ..core.lab import REFILL_CHUNK_BYTES, Operands, check_product, free_memory, time_group
+from ..core.lab import REFILL_CHUNK_BYTES, Operands, check_product, time_group
 from ..core.registry import Context, experiment
 from ..core.summary import Summary, spread
-from ..core.sweep import SweepOutcome
+from ..core.sweep import group_sweep, store_comparison
 from ..core.timing import Comparison
 from .points import DTYPE, PLANS, b_offset, fitting_points, mode_splits, point_params
 from .report import splitk_summary
@@ -138,12 +136,9 @@ def store_group(ctx: Context, ops: SplitOperands, m: int, k: int, splits: Mappin
     seconds = {name: t.median for name, t in result.timings.items()}
     derived = group_meta(m, k, ops.A.itemsize, 2 * ops.shared.nbytes, seconds)
     params, flush = point_params(m, k, DTYPE, ctx.regime), ops.needs_flush()
-    for name, timing in result.timings.items():
-        meta = {**timing.meta(), **derived[name], "spec_bandwidth": SPEC_BANDWIDTH, "check_error": errors[name],
-                "plan": splits[name].as_dict() if name in splits else None, "flush": flush, "inputs": INPUTS}
-        ctx.db.add(ctx.run_id, EXPERIMENT, name, params, value=timing.median, unit="s", samples=timing.samples,
-                   meta=meta)
-    return len(result.timings)
+    return store_comparison(ctx, EXPERIMENT, params, result, lambda name: {
+        **derived[name], "spec_bandwidth": SPEC_BANDWIDTH, "check_error": errors[name],
+        "plan": splits[name].as_dict() if name in splits else None, "flush": flush, "inputs": INPUTS})
 
 
 def measure_point(ctx: Context, m: int, k: int, splits: Mapping[str, SplitPlan]) -> int:
@@ -165,22 +160,12 @@ def run_points(ctx: Context, points: Sequence[tuple[int, int]], skipped: int
                ) -> tuple[dict[str, Any], list[SplitkRow]]:
     """Measure (or resume) the points, one group each, stored as soon as measured; the counts and
     the stored rows of those points. ``skipped``: points left out for memory, for the counts."""
-    be, outcome = ctx.backend, SweepOutcome()
-    ops_splitk = be.ops("splitk")
+    be, ops_splitk = ctx.backend, ctx.backend.ops("splitk")
     limits, kernel_of = ops_splitk.limits(), partial(ops_splitk.kernel, DTYPE)
-    bar = tqdm(points, desc=EXPERIMENT, unit="pt", disable=not ctx.progress, file=sys.stderr, leave=False)
-    try:
-        with be.allocation_policy("pooled"):
-            for m, k in bar:
-                if not ctx.force and stored(ctx, m, k):
-                    outcome.skipped += 1
-                    continue
-                bar.set_postfix_str(f"m={m}, k={k}")
-                free_memory(be)          # the previous point's blocks back to the device first
-                measure_point(ctx, m, k, mode_splits(limits, kernel_of, m, k))
-                outcome.measured += 1
-    finally:
-        free_memory(be)
+    with be.allocation_policy("pooled"):
+        outcome = group_sweep(ctx, EXPERIMENT, points, lambda p: stored(ctx, *p),
+                              lambda p: measure_point(ctx, *p, mode_splits(limits, kernel_of, *p)),
+                              lambda p: f"m={p[0]}, k={p[1]}")
     wanted = set(points)
     rows = [r for r in splitk_rows(ctx.db, ctx.env_key, DTYPE, ctx.regime) if (r.m, r.k) in wanted]
     return {"points measured": outcome.measured, "points already stored": outcome.skipped,
