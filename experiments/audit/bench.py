@@ -194,8 +194,17 @@ def _number(x: Any) -> Any:
     return None if isinstance(x, float) and not math.isfinite(x) else x
 
 
+class SquareByDefault:
+    """For the frozen rows below: ``m`` and ``k`` default to ``n``, a square product's."""
+
+    def __post_init__(self) -> None:
+        for dim in ("m", "k"):
+            if getattr(self, dim) is None:
+                object.__setattr__(self, dim, self.n)
+
+
 @dataclass(frozen=True)
-class AuditRow:
+class AuditRow(SquareByDefault):
     """One stored audit point of one method: its inputs and the error report's fields
     (:data:`ROW_FIELDS`; None where the report has none, or a non-finite number); ``m`` and ``k``
     default to ``n`` (a square product)."""
@@ -219,11 +228,6 @@ class AuditRow:
     reference_seconds: float | None = None
     m: int | None = None
     k: int | None = None
-
-    def __post_init__(self) -> None:
-        for dim in ("m", "k"):
-            if getattr(self, dim) is None:
-                object.__setattr__(self, dim, self.n)
 
     @property
     def shape(self) -> Shape:
@@ -250,7 +254,7 @@ def audit_rows(db: ResultsDB, env_key: str, *, rectangular: bool = False) -> lis
 
 
 @dataclass(frozen=True)
-class AuditSummary:
+class AuditSummary(SquareByDefault):
     """One (method, m x k x n, phi) over its seeds; error statistics are None when a seed's product
     was not finite (those seeds are counted in ``nonfinite_seeds``); ``m`` and ``k`` default to ``n``."""
 
@@ -267,11 +271,6 @@ class AuditSummary:
     nonfinite_seeds: int
     m: int | None = None
     k: int | None = None
-
-    def __post_init__(self) -> None:
-        for dim in ("m", "k"):
-            if getattr(self, dim) is None:
-                object.__setattr__(self, dim, self.n)
 
     def as_dict(self) -> dict[str, Any]:
         return _shape_first(asdict(self))
