@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from . import occupancy
@@ -100,6 +101,7 @@ def _divisors(x: int) -> list[int]:
     return small + [x // d for d in small]
 
 
+@lru_cache(maxsize=256)
 def aligned_count(k: int, p: int) -> int:
     """The chunk count nearest ``p`` (within a factor :data:`ALIGN_SLACK`) that cuts k into equal
     chunks whose widths are multiples of :data:`ALIGN`, so that every chunk starts aligned; ``p``
