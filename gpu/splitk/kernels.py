@@ -69,6 +69,13 @@ PIPELINED = 90
 _SOURCE = source.SOURCE.replace("__TILE__", str(TILE)).replace("__WARPS__", str(WARPS))
 
 
+def _warp_grid(m: int, n: int, rows: int, warp_tile: int) -> tuple[int, int, int, int]:
+    """Tiles of an mma of ``rows`` x 8 outputs per warp (up to ``warp_tile`` square) along m and n, and
+    warps along m and n: two along a side one warp's tiles do not cover."""
+    tm, tn = min(warp_tile // rows, -(-m // rows)), min(warp_tile // 8, -(-n // 8))
+    return tm, tn, 2 if m > rows * tm else 1, 2 if n > 8 * tn else 1
+
+
 @dataclass(frozen=True)
 class Variant:
     """One chunk kernel as data: its template instantiation, block shape, output tile and dynamic shared
@@ -94,8 +101,7 @@ class Variant:
         bytes the L2 fetches per miss of a fragment load (0: the default; None: :data:`L2_FETCH`
         where the block's warps split k, else 0)."""
         h, j = atom
-        tm, tn = min(warp_tile // (8 * h), -(-m // (8 * h))), min(warp_tile // 8, -(-n // 8))
-        wms, wns = 2 if m > 8 * h * tm else 1, 2 if n > 8 * tn else 1
+        tm, tn, wms, wns = _warp_grid(m, n, 8 * h, warp_tile)
         l2 = (L2_FETCH if wms * wns < WARPS else 0) if l2 is None else l2
         return Variant(f"splitk_dmma<{h}, {j}, {tm}, {tn}, {wms}, {wns}, {max(1, depth // (4 * j))}, {l2}>",
                        (32 * WARPS,), 8 * h * tm * wms, 8 * tn * wns)
@@ -105,8 +111,7 @@ class Variant:
         """The pipelined FP64 tensor-core kernel (sm_90): the tile of :meth:`Variant.dmma` with m16n8k16,
         fed through ``stages`` shared-memory buffers filled by ``cp.async``, each ``16 x slices`` deep per
         warp that splits k (``slices`` default: at least 32 deep per stage)."""
-        tm, tn = min(warp_tile // 16, -(-m // 16)), min(warp_tile // 8, -(-n // 8))
-        wms, wns = 2 if m > 16 * tm else 1, 2 if n > 8 * tn else 1
+        tm, tn, wms, wns = _warp_grid(m, n, 16, warp_tile)
         kw = WARPS // (wms * wns)
         slices = slices or max(1, 32 // (16 * kw))
         rows, cols, depth = 16 * tm * wms, 8 * tn * wns, 16 * kw * slices
