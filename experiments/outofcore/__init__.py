@@ -2,6 +2,6 @@
 :func:`gpu.outofcore.matmul` against the in-core DGEMM, host memory to host memory), its figure,
 and the ``outofcore`` command (importing it registers them)."""
 
-from . import bench, commands, figures, points, report, rows
+from . import bench, commands, figures, points, report, rows, timeline
 
-__all__ = ["bench", "commands", "figures", "points", "report", "rows"]
+__all__ = ["bench", "commands", "figures", "points", "report", "rows", "timeline"]

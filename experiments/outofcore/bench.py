@@ -10,19 +10,24 @@ same run:
   no NaN scan);
 * ``gemm``: the in-core DGEMM where A, B and C fit on the device: A and B copied to the device,
   the library GEMM, C copied back, timed as a whole, so that both methods go from host memory to
-  host memory. On NumPy it is ``A @ B`` into C.
+  host memory. On NumPy it is ``A @ B`` into C;
+* ``dgemm``: the in-core DGEMM on A, B and C kept on the device (copied there before anything is
+  timed), where they fit beside the engine's buffers: the device's DGEMM rate, the bar the issue
+  sets the engine against. On NumPy it is ``A @ B`` into C too.
 
-TFLOP/s is 2 N^3 over the median time; ``vs_gemm`` the GEMM's time over the method's (None where
-the GEMM did not fit). Each method's product is checked once before anything is timed, on a
-sample of rows against the library GEMM of those rows (:data:`CHECK_ROWS` of them, on the
-device), so a wrong product is never stored. A and B are drawn once per point: no method writes
-them. A point is stored as a whole group; where any of its methods is missing (or with
-``--force``) all of them are timed again.
+TFLOP/s is 2 N^3 over the median time; ``vs_gemm`` and ``vs_dgemm`` the time of the GEMM (host to
+host) and of the DGEMM on resident operands over the method's (None where that one did not run).
+Each method's product is checked once before anything is timed, on a sample of rows against the
+library GEMM of those rows (:data:`CHECK_ROWS` of them, on the device), so a wrong product is never
+stored. A and B are drawn once per point: no method writes them. A point is stored as a whole group;
+where any of its methods is missing (or with ``--force``) all of them are timed again.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -39,11 +44,13 @@ from ..core.sweep import group_sweep, store_comparison
 from ..core.timing import Comparison
 from .points import DTYPE, PLANS, Point, engine_plan, fitting_points, host_available, point_params
 from .report import outofcore_summary
-from .rows import ENGINE, EXPERIMENT, GEMM, OutofcoreRow, outofcore_rows
+from .rows import ENGINE, EXPERIMENT, GEMM, RESIDENT, OutofcoreRow, outofcore_rows
 
 #: Rows of C each method's product is checked on (all of them where N is smaller).
 CHECK_ROWS = 64
 INPUTS = "uniform [0, 1), drawn once per point on the host (no method writes A or B)"
+#: Threads that draw the operands.
+DRAW_THREADS = max(1, min(16, os.cpu_count() or 1))
 
 
 @dataclass
@@ -52,13 +59,19 @@ class HostOperands(Operands):
 
     @classmethod
     def draw(cls, backend: Backend, n: int, dtype: str = DTYPE, seed: int = 7) -> HostOperands:
-        """Uniform [0, 1) A and B drawn on the host in row blocks (no full-size temporary)."""
-        rng = np.random.default_rng(seed)
+        """Uniform [0, 1) A and B drawn on the host in row blocks (no full-size temporary), each
+        block from its own stream of ``seed`` and by :data:`DRAW_THREADS` threads at once (NumPy's
+        generators let go of the GIL): A and B of N = 65536 are 69 GB."""
         A, B = np.empty((n, n), dtype), np.empty((n, n), dtype)
         rows = max(1, REFILL_CHUNK_BYTES // (n * np.dtype(dtype).itemsize))
-        for M in (A, B):
-            for i in range(0, n, rows):
-                rng.random(M[i:i + rows].shape, dtype=dtype, out=M[i:i + rows])
+        blocks = [M[i:i + rows] for M in (A, B) for i in range(0, n, rows)]
+        streams = np.random.SeedSequence(seed).spawn(len(blocks))
+
+        def fill(block: np.ndarray, stream: np.random.SeedSequence) -> None:
+            np.random.default_rng(stream).random(block.shape, dtype=dtype, out=block)
+
+        with ThreadPoolExecutor(DRAW_THREADS) as pool:
+            list(pool.map(fill, blocks, streams))
         return cls(backend, A, B, np.empty((n, n), dtype))
 
 
@@ -75,13 +88,40 @@ def in_core(be: Backend, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> None:
     be.synchronize()
 
 
-def method_works(ops: HostOperands, p: OutOfCorePlan, gemm: bool) -> dict[str, Callable[[], Any]]:
-    """The timed work of every method of a group: the engine on plan ``p``, and the in-core GEMM
-    where ``gemm``."""
+@dataclass
+class Resident:
+    """A, B and C of the point on the device, for the DGEMM on resident operands (the host arrays
+    themselves on NumPy)."""
+
+    A: Any
+    B: Any
+    C: Any
+
+    @classmethod
+    def copy(cls, ops: HostOperands) -> Resident:
+        be = ops.backend
+        if be.xp is np:
+            return cls(ops.A, ops.B, ops.C)
+        return cls(be.asarray(ops.A), be.asarray(ops.B), be.xp.empty(ops.C.shape, ops.C.dtype))
+
+    def gemm(self, be: Backend) -> None:
+        be.gemm(self.A, self.B, self.C)
+        be.synchronize()
+
+    def rows(self, be: Backend, rows: np.ndarray) -> np.ndarray:
+        return np.asarray(be.to_numpy(self.C[rows]))
+
+
+def method_works(ops: HostOperands, p: OutOfCorePlan, point: Point, resident: Resident | None = None
+                 ) -> dict[str, Callable[[], Any]]:
+    """The timed work of every method of a group: the engine on plan ``p``, the in-core GEMM where
+    ``point.gemm``, and the GEMM on ``resident`` operands where ``point.dgemm``."""
     be = ops.backend
     works: dict[str, Callable[[], Any]] = {ENGINE: partial(run, be, be.ops("outofcore"), p, ops.A, ops.B, ops.C)}
-    if gemm:
+    if point.gemm:
         works[GEMM] = partial(in_core, be, ops.A, ops.B, ops.C)
+    if point.dgemm and resident is not None:
+        works[RESIDENT] = partial(resident.gemm, be)
     return works
 
 
@@ -99,26 +139,31 @@ def reference_rows(ops: HostOperands, rows: np.ndarray) -> np.ndarray:
     return np.asarray(be.to_numpy(be.asarray(ops.A[rows]) @ be.asarray(ops.B)))
 
 
-def product_error(ops: HostOperands, work: Callable[[], Any], rows: np.ndarray, expected: np.ndarray) -> float:
-    """Largest relative error of C's sampled rows after one run of ``work`` on a C full of NaN."""
+def product_error(ops: HostOperands, work: Callable[[], Any], rows: np.ndarray, expected: np.ndarray,
+                  result: Callable[[np.ndarray], np.ndarray] | None = None) -> float:
+    """Largest relative error of C's sampled rows (``result(rows)`` where C is elsewhere) after one
+    run of ``work`` on a C full of NaN."""
     ops.C.fill(np.nan)
     work()
     ops.backend.synchronize()
-    got = ops.C[rows]
+    got = ops.C[rows] if result is None else result(rows)
     error = float(np.max(np.abs(got - expected) / np.maximum(np.abs(expected), np.finfo(expected.dtype).tiny)))
     return error if np.all(np.isfinite(got)) else float("inf")
 
 
-def checked_works(ops: HostOperands, p: OutOfCorePlan, gemm: bool, where: str
+def checked_works(ops: HostOperands, p: OutOfCorePlan, point: Point, resident: Resident | None = None
                   ) -> tuple[dict[str, Callable[[], Any]], dict[str, float]]:
     """:func:`method_works`, each checked once on sampled rows (a wrong product raises RuntimeError
     before anything is timed), and the errors of the checks."""
-    works = method_works(ops, p, gemm)
+    works = method_works(ops, p, point, resident)
     rows = sample_rows(ops.size)
     expected = reference_rows(ops, rows)
-    errors = {}
+    errors, where = {}, f"N = {point.n}"
     for name, work in works.items():
-        errors[name] = product_error(ops, work, rows, expected)
+        result = partial(resident.rows, ops.backend) if name == RESIDENT and resident is not None else None
+        if result is not None and resident.C is not ops.C:
+            resident.C.fill(np.nan)
+        errors[name] = product_error(ops, work, rows, expected, result)
         if not errors[name] <= np.finfo(ops.A.dtype).eps ** 0.5:
             raise RuntimeError(f"{name} at {where} computed a wrong product (largest relative error "
                                f"{errors[name]:.2e} on {len(rows)} sampled rows); nothing was stored for it")
@@ -126,12 +171,13 @@ def checked_works(ops: HostOperands, p: OutOfCorePlan, gemm: bool, where: str
 
 
 def group_meta(n: int, seconds: Mapping[str, float]) -> dict[str, dict]:
-    """Per method of a timed group: flops, TFLOP/s, and the GEMM's time over the method's (None
-    without a GEMM in the group)."""
+    """Per method of a timed group: flops, TFLOP/s, and the time of the GEMM (host to host) and of
+    the DGEMM on resident operands over the method's (None where that one is not in the group)."""
     work = 2 * n**3
-    gemm_s = seconds.get(GEMM)
+    gemm_s, dgemm_s = seconds.get(GEMM), seconds.get(RESIDENT)
     return {name: {"flops": work, "tflops": work / t / 1e12, "vs_gemm": gemm_s / t if gemm_s else None,
-                   "gemm_s": gemm_s} for name, t in seconds.items()}
+                   "gemm_s": gemm_s, "vs_dgemm": dgemm_s / t if dgemm_s else None, "dgemm_s": dgemm_s}
+            for name, t in seconds.items()}
 
 
 def store_group(ctx: Context, ops: HostOperands, p: OutOfCorePlan, result: Comparison,
@@ -147,11 +193,14 @@ def store_group(ctx: Context, ops: HostOperands, p: OutOfCorePlan, result: Compa
 
 def measure_point(ctx: Context, point: Point) -> int:
     """Draw the operands of N, plan the engine, check every method, time them interleaved
-    (baseline: the GEMM where it runs) and store the group; rows stored."""
+    (baseline: the DGEMM on resident operands, else the GEMM, where they run) and store the group;
+    rows stored."""
     ops = HostOperands.draw(ctx.backend, point.n)
     p = engine_plan(ctx.backend, point.n, ops.A.itemsize, host_available())
-    works, errors = checked_works(ops, p, point.gemm, f"N = {point.n}")
-    result = time_group(ops, works, GEMM if point.gemm else ENGINE, refill=False, regime=ctx.regime)
+    resident = Resident.copy(ops) if point.dgemm else None
+    works, errors = checked_works(ops, p, point, resident)
+    baseline = next(m for m in (RESIDENT, GEMM, ENGINE) if m in works)
+    result = time_group(ops, works, baseline, refill=False, regime=ctx.regime)
     return store_group(ctx, ops, p, result, errors)
 
 
@@ -171,6 +220,7 @@ def run_points(ctx: Context, points: Sequence[Point], skipped: int) -> tuple[dic
     return {"points measured": outcome.measured, "points already stored": outcome.skipped,
             "points left out (memory)": skipped,
             "in-core GEMM left out (device memory)": sum(not p.gemm for p in points),
+            "resident DGEMM left out (device memory)": sum(not p.dgemm for p in points),
             "sizes": f"N = {spread([p.n for p in points])}"}, rows
 
 

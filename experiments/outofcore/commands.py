@@ -14,7 +14,8 @@ from .points import custom_sizes, fitting_points
 from .report import checks
 
 COLUMNS = (("n", "N", "d"), ("method", "method", ""), ("time_s", "seconds", ".4g"), ("tflops", "TFLOP/s", ".3f"),
-           ("vs_gemm", "vs gemm", ".3f"), ("block", "block", ""), ("panel", "panel", "d"))
+           ("vs_dgemm", "vs dgemm", ".3f"), ("vs_gemm", "vs gemm", ".3f"), ("block", "block", ""),
+           ("panel", "panel", "d"))
 
 
 def _outofcore_arguments(p: argparse.ArgumentParser) -> None:

@@ -15,7 +15,7 @@ the engine really streams there. On NumPy the in-core product is ``A @ B`` and a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,7 @@ from gpu.outofcore import HEADROOM as ENGINE_HEADROOM
 from gpu.outofcore import OutOfCorePlan, plan
 
 from ..core.lab import HEADROOM, free_memory
-from .rows import ENGINE, EXPERIMENT, GEMM
+from .rows import ENGINE, EXPERIMENT, GEMM, RESIDENT
 
 DTYPE = "float64"
 #: The engine's device memory on NumPy (see the module notes); None on a GPU: the engine's default.
@@ -45,14 +45,16 @@ PLANS: dict[tuple[str, bool], tuple[int, ...]] = {
 
 @dataclass(frozen=True)
 class Point:
-    """A size N and whether the in-core GEMM runs there beside the engine."""
+    """A size N, whether the in-core GEMM runs there beside the engine (host to host), and whether
+    it also runs on operands kept on the device beside the engine's buffers (``dgemm``)."""
 
     n: int
     gemm: bool
+    dgemm: bool = False
 
     @property
     def methods(self) -> tuple[str, ...]:
-        return (ENGINE, GEMM) if self.gemm else (ENGINE,)
+        return (ENGINE, *((GEMM,) if self.gemm else ()), *((RESIDENT,) if self.dgemm else ()))
 
 
 def point_params(n: int, dtype: str = DTYPE, regime: str = "sustained") -> dict[str, Any]:
@@ -70,21 +72,28 @@ def host_available() -> int:
     return get_backend("numpy").memory_info()[0]
 
 
-def plan_points(sizes: Sequence[int], host_free: int, device_free: int | None, itemsize: int = 8
-                ) -> tuple[list[Point], int]:
+def plan_points(sizes: Sequence[int], host_free: int, device_free: int | None, itemsize: int = 8,
+                engine_bytes: Callable[[int], int] | None = None) -> tuple[list[Point], int]:
     """The sizes whose A, B and C fit in :data:`HEADROOM` of ``host_free``, each with whether they
-    also fit in that share of ``device_free`` (None: the device is the host, the GEMM always runs);
-    and how many sizes did not fit at all."""
+    also fit in that share of ``device_free`` (None: the device is the host, the GEMMs always run),
+    and whether they fit there beside the engine's device buffers (``engine_bytes(n)``; none where
+    not given): then the GEMM on resident operands runs in the same group; and how many sizes did
+    not fit at all."""
     fits = [n for n in sorted(set(sizes)) if operand_bytes(n, itemsize) <= HEADROOM * host_free]
-    points = [Point(n, device_free is None or operand_bytes(n, itemsize) <= HEADROOM * device_free) for n in fits]
+
+    def on_device(n: int, extra: int) -> bool:
+        return device_free is None or operand_bytes(n, itemsize) + extra <= HEADROOM * device_free
+
+    points = [Point(n, on_device(n, 0), engine_bytes is not None and on_device(n, engine_bytes(n))) for n in fits]
     return points, len(set(sizes)) - len(points)
 
 
 def fitting_points(backend: Backend, sizes: Sequence[int], itemsize: int = 8) -> tuple[list[Point], int]:
     """:func:`plan_points` with this host's and device's memory; ValueError (before anything is
     measured) when no size fits."""
-    device = None if backend.name == "numpy" else free_memory(backend)
-    points, skipped = plan_points(sizes, host_available(), device, itemsize)
+    device, host = None if backend.name == "numpy" else free_memory(backend), host_available()
+    points, skipped = plan_points(sizes, host, device, itemsize,
+                                  lambda n: engine_plan(backend, n, itemsize, host).device_bytes)
     if not points:
         raise ValueError(f"no {EXPERIMENT} size fits in {HEADROOM:.0%} of the host's available memory; "
                          "choose a smaller --n")

@@ -17,9 +17,12 @@ from ..core.rows import method_order as ordered
 from ..core.rows import stored_rows
 
 EXPERIMENT = "outofcore"
-ENGINE, GEMM = "outofcore", "gemm"
+ENGINE, GEMM, RESIDENT = "outofcore", "gemm", "dgemm"
 #: Every method of a group, in the order tables and legends show them.
-METHODS = (ENGINE, GEMM)
+METHODS = (ENGINE, GEMM, RESIDENT)
+#: How tables and legends name them.
+LABELS = {ENGINE: "out-of-core engine", GEMM: "in-core DGEMM, host to host",
+          RESIDENT: "in-core DGEMM, operands on the device"}
 
 
 def method_order(methods: Iterable[str]) -> list[str]:
@@ -29,8 +32,9 @@ def method_order(methods: Iterable[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class OutofcoreRow:
-    """One stored method at one size N: time, TFLOP/s, and its speed over the group's GEMM (None
-    where the GEMM did not fit); the engine's block and panel."""
+    """One stored method at one size N: time, TFLOP/s, and its speed over the group's host-to-host
+    GEMM and over its GEMM on resident operands (None where that one did not run); the engine's block
+    and panel."""
 
     method: str
     n: int
@@ -43,6 +47,7 @@ class OutofcoreRow:
     regime: str = UNRECORDED
     block: tuple[int, int] | None = None
     panel: int | None = None
+    vs_dgemm: float | None = None
 
     @classmethod
     def read(cls, m: Measurement) -> OutofcoreRow:
@@ -51,7 +56,7 @@ class OutofcoreRow:
         block = tuple(plan["block"]) if plan.get("block") else None
         return cls(m.method, p["n"], p["dtype"], m.value, meta["tflops"], meta.get("vs_gemm"),
                    bool(meta.get("stable", True)), meta.get("check_error", float("nan")),
-                   p.get("regime", UNRECORDED), block, plan.get("panel"))
+                   p.get("regime", UNRECORDED), block, plan.get("panel"), meta.get("vs_dgemm"))
 
     @property
     def group(self) -> str:

@@ -28,6 +28,7 @@ from ..backend import (
 from . import ops as _ops  # noqa: F401  (registers the "outofcore" operations)
 from .ops import FAMILY
 from .plan import OutOfCorePlan, plan
+from .timeline import Timeline
 
 NONFINITE = "NaN and infinity then flow through the panel sums as through any GEMM"
 #: Share of the device's free memory a plan takes where ``device_memory`` is not given (cuBLAS's workspace
@@ -100,18 +101,20 @@ def matmul(A: Any, B: Any, *, out: Any = None, block: int | tuple[int, int] | No
     return C
 
 
-def run(be: Backend, ops: Any, p: OutOfCorePlan, A: Array, B: Array, C: Array) -> None:
+def run(be: Backend, ops: Any, p: OutOfCorePlan, A: Array, B: Array, C: Array,
+        timeline: Timeline | None = None) -> None:
     """The one executor of every plan: for each step of ``p.steps()``, load the panels of A and B into their
     slot, multiply them into the block's C buffer (beta = 0 on the block's first panel, 1 after), and store
     a finished block into its place in C; all through ``ops`` (see :mod:`gpu.outofcore.ops`), which holds the
     buffers of the call and is released even on error. ``be`` is the backend ``ops`` runs on. An empty inner
-    dimension gives zeros, the sum of no products, as ``A @ B`` does; C is a host array on every backend."""
+    dimension gives zeros, the sum of no products, as ``A @ B`` does; C is a host array on every backend.
+    With a ``timeline``, the operations record into it when each copy, product and host staging ran."""
     if not C.size:
         return
     if not p.k:
         C.fill(0)
         return
-    ops.begin(p, A, B, C)
+    ops.begin(p, A, B, C, timeline)
     try:
         for step in p.steps():
             ops.load(step.slot, A[step.rows, step.panel], B[step.panel, step.cols])

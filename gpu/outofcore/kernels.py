@@ -31,15 +31,18 @@ wait for a write-back while it can issue loads.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 import cupy
 import numpy as np
 
 from ..backend import Array, Backend, blas
-from .ops import STAGING_THREADS, Buffers, orders, stage
+from .ops import STAGING_THREADS, Buffers, host_span, orders, stage
 from .plan import OutOfCorePlan
+from .timeline import Timeline
 
 _RUNTIME = cupy.cuda.runtime
 _H2D, _D2H = _RUNTIME.memcpyHostToDevice, _RUNTIME.memcpyDeviceToHost
@@ -94,8 +97,14 @@ class CudaOps:
         """Host memory the operations allocate: the pinned staging buffers."""
         return plan.pinned_bytes
 
-    def begin(self, plan: OutOfCorePlan, A: Array, B: Array, C: Array) -> None:
-        """The call's device buffers and pinned staging, and no event yet (nothing to wait for)."""
+    def begin(self, plan: OutOfCorePlan, A: Array, B: Array, C: Array, timeline: Timeline | None = None) -> None:
+        """The call's device buffers and pinned staging, and no event yet (nothing to wait for); with a
+        time-line, its origin: an event on the idle device, and the host clock once it has passed."""
+        self.timeline = timeline
+        if timeline is not None:
+            self.origin = self.compute_stream.record()
+            self.origin.synchronize()
+            timeline.start()
         layout = orders(A, B, C)
         self.device = Buffers(cupy.empty, plan, A.dtype, layout, plan.c_buffers)
         self.staging = Buffers(pinned_empty, plan, A.dtype, layout, 1)
@@ -103,6 +112,19 @@ class CudaOps:
         self.loaded: list[Any] = [None] * plan.buffers
         self.consumed: list[Any] = [None] * plan.buffers
         self.stored: list[Any] = [None] * plan.c_buffers
+
+    @contextmanager
+    def _span(self, lane: str, tag: int, stream: Any) -> Iterator[None]:
+        """The device work the ``with`` body issues on ``stream`` as a span of ``lane`` (events around it,
+        read after the run), where there is a time-line."""
+        if self.timeline is None:
+            yield
+            return
+        start = stream.record()
+        yield
+        end, origin = stream.record(), self.origin
+        self.timeline.add(lane, tag, lambda: (cupy.cuda.get_elapsed_time(origin, start) / 1e3,
+                                              cupy.cuda.get_elapsed_time(origin, end) / 1e3))
 
     def load(self, slot: int, a: Array, b: Array) -> None:
         """Stage panels ``a`` and ``b`` into the slot's pinned buffers, then copy them to its device buffers on
@@ -114,8 +136,10 @@ class CudaOps:
         views = []
         for x, staged, device in ((a, self.staging.a_view(slot, a.shape), self.device.a_view(slot, a.shape)),
                                   (b, self.staging.b_view(slot, b.shape), self.device.b_view(slot, b.shape))):
-            stage(self.pool, staged, x)
-            copy_async(device, staged, _H2D, self.copy_stream)
+            with host_span(self.timeline, "staging", slot):
+                stage(self.pool, staged, x)
+            with self._span("H2D", slot, self.copy_stream):
+                copy_async(device, staged, _H2D, self.copy_stream)
             views.append(device)
         self.loaded[slot] = self.copy_stream.record()
         self.slots[slot] = tuple(views)
@@ -128,7 +152,7 @@ class CudaOps:
         stream.wait_event(self.loaded[slot])
         if first and self.stored[c_slot] is not None:
             stream.wait_event(self.stored[c_slot])   # the block that used this C buffer has left the device
-        with stream:
+        with stream, self._span("GEMM", slot, stream):
             self.backend.gemm(a, b, c, 1.0, 0.0 if first else 1.0)
         self.consumed[slot] = stream.record()
 
@@ -138,7 +162,8 @@ class CudaOps:
         self._place()
         staged = self.staging.c_view(0, c.shape)
         self.store_stream.wait_event(self.compute_stream.record())
-        copy_async(staged, self.device.c_view(c_slot, c.shape), _D2H, self.store_stream)
+        with self._span("D2H", c_slot, self.store_stream):
+            copy_async(staged, self.device.c_view(c_slot, c.shape), _D2H, self.store_stream)
         self.stored[c_slot] = self.store_stream.record()
         self.pending = (c, staged, self.stored[c_slot])
 
@@ -147,7 +172,8 @@ class CudaOps:
         if self.pending is not None:
             c, staged, stored = self.pending
             stored.synchronize()
-            stage(self.pool, c, staged)
+            with host_span(self.timeline, "placement"):
+                stage(self.pool, c, staged)
             self.pending = None
 
     def finish(self) -> None:
@@ -159,5 +185,5 @@ class CudaOps:
         the pinned and device blocks go back to CuPy's pools."""
         for stream in (self.copy_stream, self.compute_stream, self.store_stream):
             stream.synchronize()
-        self.device = self.staging = self.pending = None
+        self.device = self.staging = self.pending = self.timeline = None
         self.slots, self.loaded, self.consumed, self.stored = [], [], [], []

@@ -4,11 +4,11 @@
 same calls whatever the backend, fetched as ``backend.ops("outofcore")``: :class:`HostOps` here (NumPy), and
 :class:`gpu.outofcore.kernels.CudaOps` (CuPy, loaded only with that backend). The calls:
 
-* ``begin(plan, A, B, C)``: the buffers of one call, allocated once and reused by every step: on the device
-  the C block(s) and ``plan.buffers`` slots of an A and a B panel; on the host a staging buffer for each
-  slot and one for the C block. Each buffer holds its panel or block packed (a fringe one at the start of
-  the buffer) in the order, row- or column-major, of the host array it comes from or goes to, so that
-  every copy moves whole contiguous lines (:func:`order_of`, :func:`packed`);
+* ``begin(plan, A, B, C, timeline=None)``: the buffers of one call, allocated once and reused by every
+  step: on the device the C block(s) and ``plan.buffers`` slots of an A and a B panel; on the host a
+  staging buffer for each slot and one for the C block. Each buffer holds its panel or block packed (a
+  fringe one at the start of the buffer) in the order, row- or column-major, of the host array it comes
+  from or goes to, so that every copy moves whole contiguous lines (:func:`order_of`, :func:`packed`);
 * ``load(slot, a, b)``: host views ``a`` (block rows x panel) of A and ``b`` (panel x block columns) of B
   into panel slot ``slot``: host view -> staging (:func:`stage`), staging -> device;
 * ``multiply(slot, c_slot, first)``: C buffer ``c_slot`` = a b where ``first`` (beta = 0: whatever the
@@ -16,6 +16,9 @@ same calls whatever the backend, fetched as ``backend.ops("outofcore")``: :class
 * ``store(c_slot, c)``: C buffer ``c_slot`` back into ``c``, a host view of the output: device -> staging
   now, staging -> ``c`` by the next ``store`` or by ``finish`` (the GPU's copy engines run meanwhile);
 * ``finish()``: complete everything; ``release()``: let go of the buffers, also after an error.
+
+Given a :class:`gpu.outofcore.timeline.Timeline` at ``begin``, the operations record when each of their
+parts ran (:func:`host_span` here; CUDA events on the device).
 
 and before any work ``budget(host_free)``, the device memory the plan may take where the host has
 ``host_free`` bytes available beside the output, and
@@ -29,12 +32,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import numpy as np
 
 from ..backend import Array, Backend, register_ops
 from .plan import OutOfCorePlan
+from .timeline import Timeline
 
 FAMILY = "outofcore"
 #: Threads that copy host views into staging buffers and staged blocks into the output. NumPy lets go of
@@ -70,6 +75,11 @@ def stage(pool: Executor, dst: np.ndarray, src: np.ndarray, bands: int = STAGING
     parts = [(slice(a, b),) if axis == 0 else (slice(None), slice(a, b)) for a, b in zip(cuts, cuts[1:])]
     for done in [pool.submit(np.copyto, dst[p], src[p]) for p in parts]:
         done.result()
+
+
+def host_span(timeline: Timeline | None, lane: str, tag: int = 0) -> AbstractContextManager[None]:
+    """The host work of a ``with`` body as a span of ``lane``, where there is a time-line."""
+    return nullcontext() if timeline is None else timeline.host(lane, tag)
 
 
 class Buffers:
@@ -118,8 +128,11 @@ class HostOps:
         """Host memory the operations allocate: the "device" buffers and the staging buffers."""
         return plan.device_bytes + plan.pinned_bytes
 
-    def begin(self, plan: OutOfCorePlan, A: Array, B: Array, C: Array) -> None:
+    def begin(self, plan: OutOfCorePlan, A: Array, B: Array, C: Array, timeline: Timeline | None = None) -> None:
         """The call's "device" buffers and their staging twins (one C staging buffer: see ``store``)."""
+        self.timeline = timeline
+        if timeline is not None:
+            timeline.start()
         layout = orders(A, B, C)
         self.device = Buffers(np.empty, plan, A.dtype, layout, plan.c_buffers)
         self.staging = Buffers(np.empty, plan, A.dtype, layout, 1)
@@ -130,8 +143,10 @@ class HostOps:
         views = []
         for x, staged, device in ((a, self.staging.a_view(slot, a.shape), self.device.a_view(slot, a.shape)),
                                   (b, self.staging.b_view(slot, b.shape), self.device.b_view(slot, b.shape))):
-            stage(self.pool, staged, x)
-            np.copyto(device, staged)
+            with host_span(self.timeline, "staging", slot):
+                stage(self.pool, staged, x)
+            with host_span(self.timeline, "H2D", slot):
+                np.copyto(device, staged)
             views.append(device)
         self.slots[slot] = tuple(views)
 
@@ -139,19 +154,22 @@ class HostOps:
         """C buffer ``c_slot`` = (``first``) or += the product of the slot's panels."""
         a, b = self.slots[slot]
         c = self.device.c_view(c_slot, (a.shape[0], b.shape[1]))
-        self.backend.gemm(a, b, c, 1.0, 0.0 if first else 1.0)
+        with host_span(self.timeline, "GEMM", slot):
+            self.backend.gemm(a, b, c, 1.0, 0.0 if first else 1.0)
 
     def store(self, c_slot: int, c: Array) -> None:
         """C buffer ``c_slot`` into its staging buffer now, into ``c`` at the next store or at finish."""
         self._place()
         staged = self.staging.c_view(0, c.shape)
-        np.copyto(staged, self.device.c_view(c_slot, c.shape))
+        with host_span(self.timeline, "D2H", c_slot):
+            np.copyto(staged, self.device.c_view(c_slot, c.shape))
         self.pending = (c, staged)
 
     def _place(self) -> None:
         """The staged block (if any) into its place in the output."""
         if self.pending is not None:
-            stage(self.pool, *self.pending)
+            with host_span(self.timeline, "placement"):
+                stage(self.pool, *self.pending)
             self.pending = None
 
     def finish(self) -> None:
@@ -160,7 +178,7 @@ class HostOps:
 
     def release(self) -> None:
         """Drop the call's buffers (also after an error)."""
-        self.device = self.staging = self.pending = None
+        self.device = self.staging = self.pending = self.timeline = None
         self.slots = []
 
 

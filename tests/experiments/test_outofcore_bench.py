@@ -23,14 +23,17 @@ def test_gpu_sizes_fit_host_and_device_memory_and_the_rest_is_counted():
     assert [p.gemm for p in fits] == [True, True, True, True, False], "3 x 32 GiB does not fit in 72 GiB"
     fits, skipped = plan_points(sizes, 48 * GiB, 80 * GiB)
     assert [p.n for p in fits] == [8192, 16384, 32768] and skipped == 2
-    fits, _ = plan_points([512], 1 * GiB, None)
-    assert fits == [Point(512, True)] and fits[0].methods == METHODS
+    fits, _ = plan_points([512], 1 * GiB, None, engine_bytes=lambda n: 0)
+    assert fits == [Point(512, True, True)] and fits[0].methods == METHODS
+    fits, _ = plan_points(sizes, 125 * GiB, 80 * GiB, engine_bytes=lambda n: 26 * GiB)
+    assert [p.dgemm for p in fits] == [True, True, True, False, False], "48 GiB + 26 GiB do not fit in 72 GiB"
+    assert fits[3].methods == ("outofcore", "gemm")
 
 
 def test_monkeypatched_host_memory_leaves_points_out(monkeypatch):
     be = get_backend("numpy")
     monkeypatch.setattr(points, "host_available", lambda: int(3 * 512 * 512 * 8 / 0.9) + 1)
-    assert points.fitting_points(be, (384, 512, 768)) == ([Point(384, True), Point(512, True)], 1)
+    assert points.fitting_points(be, (384, 512, 768)) == ([Point(384, True, True), Point(512, True, True)], 1)
     monkeypatch.setattr(points, "host_available", lambda: 1000)
     with pytest.raises(ValueError, match="no outofcore size fits"):
         points.fitting_points(be, (384,))
@@ -58,15 +61,20 @@ def test_a_wrong_engine_product_is_refused_before_timing(monkeypatch):
     be = get_backend("numpy")
     ops = bench.HostOperands.draw(be, 384)
     p = engine_plan(be, 384)
-    works, errors = bench.checked_works(ops, p, True, "here")
+    point, resident = Point(384, True, True), bench.Resident.copy(ops)
+    works, errors = bench.checked_works(ops, p, point, resident)
     assert list(works) == list(METHODS) and all(0 <= e < 1e-12 for e in errors.values())
     assert np.allclose(ops.C, ops.A @ ops.B)
+    with monkeypatch.context() as m:
+        m.setattr(bench.Resident, "gemm", lambda self, be: None)
+        with pytest.raises(RuntimeError, match="dgemm at N = 384 computed a wrong product"):
+            bench.checked_works(ops, p, point, resident)
     monkeypatch.setattr(bench, "run", lambda be, ops_, p, A, B, C: C.fill(1.0))
-    with pytest.raises(RuntimeError, match="outofcore at here computed a wrong product"):
-        bench.checked_works(ops, p, True, "here")
+    with pytest.raises(RuntimeError, match="outofcore at N = 384 computed a wrong product"):
+        bench.checked_works(ops, p, point, resident)
     monkeypatch.setattr(bench, "run", lambda be, ops_, p, A, B, C: None)
     with pytest.raises(RuntimeError, match="wrong product"):
-        bench.checked_works(ops, p, False, "here")
+        bench.checked_works(ops, p, Point(384, False), None)
 
 
 def test_refused_product_stores_nothing(monkeypatch, db_path, capsys):
@@ -87,15 +95,16 @@ def test_command_stores_both_methods_resumes_and_prints_json(run_json, db_path):
     assert [c["met"] for c in out["verdict"]] == [None, None]
     for r in out["rows"]:
         assert r["tflops"] == pytest.approx(2 * r["n"] ** 3 / r["time_s"] / 1e12) and r["check_error"] < 1e-12
-        assert (r["block"] is None) == (r["method"] == "gemm")
+        assert (r["block"] is None) == (r["method"] != "outofcore")
     with ResultsDB(db_path) as db:
         stored = db.measurements("outofcore")
-    assert len(stored) == 4
+    assert len(stored) == 6
     for m in stored:
         assert m.params == {"n": m.params["n"], "dtype": "float64", "regime": "sustained"} and len(m.samples) >= 10
         assert m.meta["vs_gemm"] == pytest.approx(m.meta["gemm_s"] / m.value)
+        assert m.meta["vs_dgemm"] == pytest.approx(m.meta["dgemm_s"] / m.value)
         plan = m.meta["plan"]
-        assert (plan is None) == (m.method == "gemm")
+        assert (plan is None) == (m.method != "outofcore")
         if plan:
             assert plan["flops"] == 2 * m.params["n"] ** 3 and plan["c_buffers"] == 2 and plan["block"] == [256, 256]
     again = run_json(*argv)
@@ -115,7 +124,7 @@ def test_reproduce_and_the_figure_from_stored_rows(run_json, db_path, tmp_path, 
         fig = figures.render_tflops(db)
         stored = {m.method: m.meta["tflops"] for m in db.measurements("outofcore")}
     lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines() if not ln.get_label().startswith("_")}
-    assert set(lines) == {"out-of-core engine", "in-core DGEMM"}
+    assert set(lines) == {"out-of-core engine", "in-core DGEMM, host to host", "in-core DGEMM, operands on the device"}
     assert lines["out-of-core engine"].get_ydata()[0] == pytest.approx(stored["outofcore"])
     assert fig.axes[0].get_xscale() == "log"
 
@@ -130,17 +139,17 @@ def test_registries_hold_the_experiment_and_the_figure():
     assert "outofcore" in EXPERIMENTS and FIGURES["outofcore-tflops"].experiments == ("outofcore",)
 
 
-def row(method, n, tflops, vs_gemm, error=1e-15):
-    return OutofcoreRow(method, n, "float64", 1.0, tflops, vs_gemm, True, error, "sustained", (256, 256), 256)
+def row(method, n, tflops, vs_dgemm, error=1e-15):
+    return OutofcoreRow(method, n, "float64", 1.0, tflops, None, True, error, "sustained", (256, 256), 256, vs_dgemm)
 
 
 def test_the_verdict_judges_n_32768_and_65536():
     counts = {"points measured": 0, "points already stored": 0, "points left out (memory)": 0,
               "in-core GEMM left out (device memory)": 1, "sizes": "N = x"}
-    summary = outofcore_summary(counts, [row("outofcore", 32768, 55.0, 0.95), row("gemm", 32768, 58.0, 1.0),
+    summary = outofcore_summary(counts, [row("outofcore", 32768, 55.0, 0.95), row("dgemm", 32768, 58.0, 1.0),
                                          row("outofcore", 65536, 54.0, None)])
     assert [c.met for c in summary.checks] == [True, True]
-    assert summary.table("speed over the in-core DGEMM").records() == [
+    assert summary.table("speed over the in-core DGEMM, operands on the device").records() == [
         {"N": 32768, "outofcore": 0.95}, {"N": 65536, "outofcore": None}]
     slow = outofcore_summary(counts, [row("outofcore", 32768, 40.0, 0.7), row("outofcore", 65536, 54.0, None, 1.0)])
     assert [c.met for c in slow.checks] == [False, False]

@@ -337,3 +337,21 @@ def test_the_gpu_engine_splits_a_product_larger_than_its_memory_budget(cupy_back
     assert_product(matmul(A, B, device_memory=4 * 2**20, backend=cupy_backend), A, B)
     with pytest.raises(TypeError, match="A is a device array"):
         matmul(cupy_backend.asarray(A), B, backend=cupy_backend)
+
+
+@pytest.mark.gpu
+def test_the_gpu_time_line_has_every_step_and_copies_under_products(cupy_backend):
+    from gpu.outofcore import LANES, Timeline
+
+    A, B = operands(1536, 2048, 1536, seed=6)
+    p = plan(1536, 2048, 1536, 8, device_memory=10**9, block=(768, 768), panel=256, buffers=3, c_buffers=2)
+    C, line = np.empty((1536, 1536)), Timeline()
+    run(cupy_backend, cupy_backend.ops("outofcore"), p, A, B, C, line)
+    assert_product(C, A, B)
+    spans, steps = line.spans(), len(list(p.steps()))
+    count = {lane: sum(s.lane == lane for s in spans) for lane in LANES}
+    assert count == {"staging": 2 * steps, "H2D": 2 * steps, "GEMM": steps, "D2H": 4, "placement": 4}
+    assert all(0 <= s.start <= s.end < 60 for s in spans)
+    gemms = sorted(s.start for s in spans if s.lane == "GEMM")
+    loads = sorted(s.end for s in spans if s.lane == "H2D")
+    assert all(g >= h - 1e-6 for g, h in zip(gemms, loads[1::2])), "a GEMM started before its panels were in"
