@@ -29,7 +29,7 @@ from .rows import ENGINE
 EXPERIMENT = "outofcore-timeline"
 #: Sizes per (backend, quick): one block (32768 on the H100) and several with write-backs between
 #: them (65536); on NumPy the engine streams 3 x 3 blocks of 3 panels (see points.CPU_DEVICE_MEMORY).
-SIZES = {("cupy", False): (32768, 65536), ("cupy", True): (16384,), ("numpy", False): (768,),
+SIZES = {("cupy", False): (32768, 65536), ("cupy", True): (32768,), ("numpy", False): (768,),
          ("numpy", True): (768,)}
 #: Lanes whose overlap with the GEMMs the row keeps.
 HIDDEN = ("staging", "H2D", "D2H", "placement")
