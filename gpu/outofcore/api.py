@@ -104,11 +104,12 @@ def matmul(A: Any, B: Any, *, out: Any = None, block: int | tuple[int, int] | No
 def run(be: Backend, ops: Any, p: OutOfCorePlan, A: Array, B: Array, C: Array,
         timeline: Timeline | None = None) -> None:
     """The one executor of every plan: for each step of ``p.steps()``, load the panels of A and B into their
-    slot, multiply them into the block's C buffer (beta = 0 on the block's first panel, 1 after), and store
-    a finished block into its place in C; all through ``ops`` (see :mod:`gpu.outofcore.ops`), which holds the
-    buffers of the call and is released even on error. ``be`` is the backend ``ops`` runs on. An empty inner
-    dimension gives zeros, the sum of no products, as ``A @ B`` does; C is a host array on every backend.
-    With a ``timeline``, the operations record into it when each copy, product and host staging ran."""
+    slot where the step loads, multiply them into the block's C buffer (its strip of rows where the step has
+    one; beta = 0 on the block's first panel, 1 after), and store a finished block (or strip) into its place
+    in C; all through ``ops`` (see :mod:`gpu.outofcore.ops`), which holds the buffers of the call and is
+    released even on error. ``be`` is the backend ``ops`` runs on. An empty inner dimension gives zeros, the
+    sum of no products, as ``A @ B`` does; C is a host array on every backend. With a ``timeline``, the
+    operations record into it when each copy, product and host staging ran."""
     if not C.size:
         return
     if not p.k:
@@ -117,10 +118,11 @@ def run(be: Backend, ops: Any, p: OutOfCorePlan, A: Array, B: Array, C: Array,
     ops.begin(p, A, B, C, timeline)
     try:
         for step in p.steps():
-            ops.load(step.slot, A[step.rows, step.panel], B[step.panel, step.cols])
-            ops.multiply(step.slot, step.c_slot, step.first)
+            if step.load:
+                ops.load(step.slot, A[step.rows, step.panel], B[step.panel, step.cols])
+            ops.multiply(step.slot, step.c_slot, step.first, step.strip)
             if step.last:
-                ops.store(step.c_slot, C[step.rows, step.cols])
+                ops.store(step.c_slot, C[step.rows, step.cols], step.strip)
         ops.finish()
     finally:
         ops.release()

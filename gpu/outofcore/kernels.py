@@ -40,7 +40,7 @@ import cupy
 import numpy as np
 
 from ..backend import Array, Backend, blas
-from .ops import STAGING_THREADS, Buffers, host_span, orders, stage
+from .ops import STAGING_THREADS, Buffers, host_span, new_block, orders, part, stage
 from .plan import OutOfCorePlan
 from .timeline import Timeline
 
@@ -144,10 +144,12 @@ class CudaOps:
         self.loaded[slot] = self.copy_stream.record()
         self.slots[slot] = tuple(views)
 
-    def multiply(self, slot: int, c_slot: int, first: bool) -> None:
-        """The slot's GEMM into C buffer ``c_slot`` on the compute stream, once its panels are in."""
+    def multiply(self, slot: int, c_slot: int, first: bool, strip: slice | None = None) -> None:
+        """The slot's GEMM into C buffer ``c_slot`` (its rows ``strip``) on the compute stream, once its
+        panels are in."""
         a, b = self.slots[slot]
-        c = self.device.c_view(c_slot, (a.shape[0], b.shape[1]))
+        c = part(self.device.c_view(c_slot, (a.shape[0], b.shape[1])), strip)
+        a = part(a, strip)
         stream = self.compute_stream
         stream.wait_event(self.loaded[slot])
         if first and self.stored[c_slot] is not None:
@@ -156,25 +158,27 @@ class CudaOps:
             self.backend.gemm(a, b, c, 1.0, 0.0 if first else 1.0)
         self.consumed[slot] = stream.record()
 
-    def store(self, c_slot: int, c: Array) -> None:
-        """C buffer ``c_slot`` to the pinned C staging on the store stream after the block's last GEMM; into
-        ``c`` at the next store or at finish."""
-        self._place()
-        staged = self.staging.c_view(0, c.shape)
+    def store(self, c_slot: int, c: Array, strip: slice | None = None) -> None:
+        """C buffer ``c_slot`` (its rows ``strip``) to the pinned C staging on the store stream after the
+        GEMMs so far; into ``c`` (its rows ``strip``) at a later store or at finish."""
+        if new_block(strip):
+            self._place()
+        staged = part(self.staging.c_view(0, c.shape), strip)
         self.store_stream.wait_event(self.compute_stream.record())
         with self._span("D2H", c_slot, self.store_stream):
-            copy_async(staged, self.device.c_view(c_slot, c.shape), _D2H, self.store_stream)
+            copy_async(staged, part(self.device.c_view(c_slot, c.shape), strip), _D2H, self.store_stream)
         self.stored[c_slot] = self.store_stream.record()
-        self.pending = (c, staged, self.stored[c_slot])
+        self._place()
+        self.pending.append((part(c, strip), staged, self.stored[c_slot]))
 
     def _place(self) -> None:
-        """The staged block (if any) into its place in the output, once its D2H copy is done."""
-        if self.pending is not None:
-            c, staged, stored = self.pending
+        """The staged blocks or strips (if any) into their places in the output, each once its D2H copy
+        is done."""
+        for c, staged, stored in self.pending:
             stored.synchronize()
             with host_span(self.timeline, "placement"):
                 stage(self.pool, c, staged)
-            self.pending = None
+        self.pending = []
 
     def finish(self) -> None:
         """The last block into the output (its D2H copy waited for)."""
@@ -185,5 +189,6 @@ class CudaOps:
         the pinned and device blocks go back to CuPy's pools."""
         for stream in (self.copy_stream, self.compute_stream, self.store_stream):
             stream.synchronize()
-        self.device = self.staging = self.pending = self.timeline = None
+        self.device = self.staging = self.timeline = None
+        self.pending = []
         self.slots, self.loaded, self.consumed, self.stored = [], [], [], []

@@ -3,11 +3,14 @@
 C = A B with A m x k and B k x n in host memory, larger than the device if need be. C is cut into a grid
 of ``block = (rows, cols)`` blocks (the last row and column of the grid may be narrower). Each block stays
 resident on the device while the k-panels of width ``panel`` of its rows of A and its columns of B stream
-in, ``buffers`` panels in flight (2: double, 3: triple buffering); the products add up on the device
-(beta = 1 after the first panel), and the finished block goes back to the host once. ``c_buffers = 2``
-keeps a second C block so that one block's write-back also overlaps the next block's products, not only
-its loads. :class:`OutOfCorePlan` fixes all of this, and :meth:`OutOfCorePlan.steps` is the one schedule
-the NumPy and CUDA operations run (:mod:`gpu.outofcore.ops`, :mod:`gpu.outofcore.kernels`).
+in, ``buffers`` panels in flight (2: double, 3: triple buffering); the products add up on the device (beta
+= 1 after the first panel), and the finished block goes back to the host once. ``c_buffers = 2`` keeps a
+second C block so that one block's write-back also overlaps the next block's products, not only its loads.
+Two refinements hide the ends of a block: its first panels are narrower (:data:`RAMP`: the pipeline fills
+quickly) and its last panels are multiplied strip by strip, each strip going back while the next is
+multiplied (:data:`STRIPS`). :class:`OutOfCorePlan` fixes all of this, and :meth:`OutOfCorePlan.steps` is
+the one schedule the NumPy and CUDA operations run (:mod:`gpu.outofcore.ops`,
+:mod:`gpu.outofcore.kernels`).
 
 Memory, in bytes (itemsize s, block br x bc, panel w, S buffers, c C buffers)::
 
@@ -78,9 +81,22 @@ WIDTHS = 9
 FINER = 8
 
 
+#: A block's first panels are narrower, by these many powers of two, than the plan's width: the pipeline
+#: fills with a panel of width/8 (a few ms of staging and copy) instead of a whole one (0.1 s at N = 32768
+#: on the H100 machine), and each next panel is staged while the previous one is multiplied. Every block
+#: ramps, because its last panels hold every slot until its last strip (see :data:`STRIPS`).
+RAMP = 3
+#: A block's last panels (as many as there are slots: all of them are on the device by then) are
+#: multiplied strip by strip of at most this many rows, each strip stored as soon as it is done, so that the
+#: block's write-back (D2H and the host's placement, 0.36 s for a 32768 block) runs under the products.
+STRIPS = 8
+
+
 class Step(NamedTuple):
-    """One panel of one block: load A[rows, panel] and B[panel, cols] into panel slot ``slot`` and multiply
-    into C buffer ``c_slot``; ``first``: the block's first panel (beta = 0); ``last``: then store the block."""
+    """One product of the schedule: where ``load``, first load A[rows, panel] and B[panel, cols] into panel
+    slot ``slot``; then multiply the slot's panels into C buffer ``c_slot``, only the block's rows ``strip``
+    (relative to the block) where one is given; ``first``: the block's first panel (beta = 0); ``last``:
+    then store the block (or its strip)."""
 
     index: int
     slot: int
@@ -90,6 +106,8 @@ class Step(NamedTuple):
     panel: slice
     first: bool
     last: bool
+    load: bool = True
+    strip: slice | None = None
 
 
 class Prediction(NamedTuple):
@@ -138,16 +156,42 @@ class OutOfCorePlan:
         return _ranges(self.n, self.block[1])
 
     def panels(self) -> list[tuple[int, int]]:
-        """[start, stop) of each k-panel, in the order they add up."""
-        return _ranges(self.k, self.panel)
+        """[start, stop) of each k-panel of a block, in the order they add up: the plan's width, after up to
+        :data:`RAMP` narrower ones (halving down to no less than ALIGN)."""
+        widths = [w for w in (self.panel >> i for i in range(RAMP, 0, -1)) if w >= ALIGN]
+        out, start = [], 0
+        for w in widths:
+            if start + w < self.k:
+                out.append((start, start + w))
+                start += w
+        return out + [(a + start, b + start) for a, b in _ranges(self.k - start, self.panel)]
+
+    def strips(self, rows: int) -> list[slice | None]:
+        """Row strips of a block of ``rows`` rows for its last panels: up to :data:`STRIPS` of at least ALIGN
+        rows each ([None]: the whole block at once)."""
+        count = max(1, min(STRIPS, rows // ALIGN))
+        if count == 1:
+            return [None]
+        cuts = [rows * i // count for i in range(count + 1)]
+        return [slice(a, b) for a, b in zip(cuts, cuts[1:])]
 
     def steps(self) -> Iterator[Step]:
-        """The schedule: blocks row by row, each block's panels in order; panel slots and C buffers in turn."""
-        panels, i = self.panels(), 0
+        """The schedule: blocks row by row; in each block, its panels in order, each loaded into the next
+        slot (in turn) and multiplied, except the last ones (as many as slots): those are loaded, then
+        multiplied strip by strip (:meth:`strips`), each strip stored once its last panel is in. C buffers
+        are used in turn by the blocks."""
+        i, loads, panels = 0, 0, self.panels()
         for b, (rows, cols) in enumerate((r, c) for r in self.row_ranges() for c in self.col_ranges()):
-            for t, p in enumerate(panels):
-                yield Step(i, i % self.buffers, b % self.c_buffers, slice(*rows), slice(*cols), slice(*p), t == 0,
-                           t == len(panels) - 1)
+            tail = min(self.buffers, len(panels))
+            slots = [(loads + t) % self.buffers for t in range(len(panels))]
+            loads += len(panels)
+            head = [(t, None, True) for t in range(len(panels) - tail)]
+            strips = self.strips(rows[1] - rows[0])
+            order = head + [(t, strip, r == 0) for r, strip in enumerate(strips)
+                            for t in range(len(panels) - tail, len(panels))]
+            for t, strip, load in order:
+                yield Step(i, slots[t], b % self.c_buffers, slice(*rows), slice(*cols), slice(*panels[t]), t == 0,
+                           t == len(panels) - 1, load, strip)
                 i += 1
 
     @property
@@ -199,7 +243,8 @@ def predict(p: OutOfCorePlan, link_bytes_per_s: float, gemm_flops_per_s: float,
     compute = LATENCY + 2 * br * bc * w / gemm_flops_per_s + (2 * s * br * bc / hbm_bytes_per_s
                                                               if hbm_bytes_per_s else 0.0)
     blocks = p.grid[0] * p.grid[1]
-    back = p.c_block_bytes / link_bytes_per_s * (blocks if p.c_buffers == 1 else 1)
+    strip = p.c_block_bytes / len(p.strips(br)) / link_bytes_per_s
+    back = strip * (blocks if p.c_buffers == 1 else 1)
     return Prediction(copy, compute, copy + blocks * len(p.panels()) * max(copy, compute) + back)
 
 

@@ -25,6 +25,7 @@ from experiments.core.database import ResultsDB
 from experiments.core.registry import FIGURES, load
 from experiments.levels.calibration import EXPERIMENT as CALIBRATION
 from experiments.outofcore.rows import EXPERIMENT as OUTOFCORE
+from experiments.outofcore.timeline import EXPERIMENT as TIMELINE
 from experiments.ozaki.bench import BREAKDOWN, TIME
 from experiments.splitk.rows import EXPERIMENT as SPLITK
 from experiments.splitk.rows import METHODS as SPLITK_METHODS
@@ -87,6 +88,11 @@ def store_cpu_rows(db: ResultsDB) -> None:
         add(OUTOFCORE, method, {"n": n, "dtype": "float64", "regime": "sustained"}, 2 * n**3 / rate, "s",
             tflops=rate / 1e12, vs_gemm=rate / 4e10, gemm_s=2 * n**3 / 4e10, check_error=1e-15, stable=n > 384,
             plan={"block": [256, 256], "panel": 256} if method == "outofcore" else None)
+    spans = [[lane, t % 2, 0.01 * t + 0.002 * i, 0.01 * t + 0.002 * i + 0.008] for t in range(12)
+             for i, lane in enumerate(("staging", "H2D", "GEMM"))]
+    spans += [["D2H", 0, 0.13, 0.14], ["placement", 0, 0.14, 0.15]]
+    add(TIMELINE, "outofcore", {"n": 768, "dtype": "float64", "regime": "sustained"}, 0.15, "s", spans=spans,
+        plan={"block": [256, 256], "panel": 256}, check_error=1e-15)
 
 
 @pytest.fixture(scope="module")
