@@ -25,14 +25,14 @@ all of A and B (up to 100 GB) for the call and costs seconds to register: left t
   records ``stored[c]``. It runs on the other copy engine while the copy stream loads the next block's
   panels (and, with ``c_buffers = 2``, while the compute stream multiplies them).
 
-The host moves a staged block into the output at the next ``store`` or at ``finish``, so the host does not
-wait for a write-back while it can issue loads.
+A placement thread moves each staged block or strip into the output once its D2H copy is done, so the
+host thread never waits for a write-back while it can issue loads and products.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from typing import Any
 
@@ -83,7 +83,9 @@ class CudaOps:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self.pool = ThreadPoolExecutor(STAGING_THREADS, thread_name_prefix="outofcore-staging")
+        self.placer = ThreadPoolExecutor(1, thread_name_prefix="outofcore-placement")
         self.copy_stream, self.compute_stream, self.store_stream = (backend.stream() for _ in range(3))
+        self.pending: list[Future] = []
         self.release()
 
     def budget(self, host_free: int) -> int:
@@ -160,7 +162,9 @@ class CudaOps:
 
     def store(self, c_slot: int, c: Array, strip: slice | None = None) -> None:
         """C buffer ``c_slot`` (its rows ``strip``) to the pinned C staging on the store stream after the
-        GEMMs so far; into ``c`` (its rows ``strip``) at a later store or at finish."""
+        GEMMs so far, then into ``c`` (its rows ``strip``) by the placement thread once that copy is done,
+        while this thread goes on issuing products (a new block first waits for every placement: it
+        reuses the staging)."""
         if new_block(strip):
             self._place()
         staged = part(self.staging.c_view(0, c.shape), strip)
@@ -168,17 +172,18 @@ class CudaOps:
         with self._span("D2H", c_slot, self.store_stream):
             copy_async(staged, part(self.device.c_view(c_slot, c.shape), strip), _D2H, self.store_stream)
         self.stored[c_slot] = self.store_stream.record()
-        self._place()
-        self.pending.append((part(c, strip), staged, self.stored[c_slot]))
+        self.pending.append(self.placer.submit(self._placement, part(c, strip), staged, self.stored[c_slot]))
+
+    def _placement(self, c: Array, staged: Array, stored: Any) -> None:
+        stored.synchronize()
+        with host_span(self.timeline, "placement"):
+            stage(self.pool, c, staged)
 
     def _place(self) -> None:
-        """The staged blocks or strips (if any) into their places in the output, each once its D2H copy
-        is done."""
-        for c, staged, stored in self.pending:
-            stored.synchronize()
-            with host_span(self.timeline, "placement"):
-                stage(self.pool, c, staged)
-        self.pending = []
+        """Wait for every placement issued so far (raising the first error of any)."""
+        pending, self.pending = self.pending, []
+        for done in pending:
+            done.result()
 
     def finish(self) -> None:
         """The last block into the output (its D2H copy waited for)."""
@@ -189,6 +194,7 @@ class CudaOps:
         the pinned and device blocks go back to CuPy's pools."""
         for stream in (self.copy_stream, self.compute_stream, self.store_stream):
             stream.synchronize()
+        wait(self.pending)
         self.device = self.staging = self.timeline = None
         self.pending = []
         self.slots, self.loaded, self.consumed, self.stored = [], [], [], []

@@ -81,15 +81,17 @@ WIDTHS = 9
 FINER = 8
 
 
-#: A block's first panels are narrower, by these many powers of two, than the plan's width: the pipeline
-#: fills with a panel of width/8 (a few ms of staging and copy) instead of a whole one (0.1 s at N = 32768
-#: on the H100 machine), and each next panel is staged while the previous one is multiplied. Every block
-#: ramps, because its last panels hold every slot until its last strip (see :data:`STRIPS`).
-RAMP = 3
+#: A block's first panel is cut into these fractions of the plan's width (those at least ALIGN wide): the
+#: pipeline fills with a panel of width/8 (a few ms of staging and copy) instead of a whole one (0.1 s at
+#: N = 32768 on the H100 machine), each next one staged while the previous one is multiplied, and the
+#: later panels keep their whole width. Every block ramps, because its last panels hold every slot until
+#: its last strip (see :data:`STRIPS`).
+RAMP = (8, 8, 4, 2)
 #: A block's last panels (as many as there are slots: all of them are on the device by then) are
-#: multiplied strip by strip of at most this many rows, each strip stored as soon as it is done, so that the
-#: block's write-back (D2H and the host's placement, 0.36 s for a 32768 block) runs under the products.
-STRIPS = 8
+#: multiplied in this many row strips (of at least ALIGN rows), each strip stored as soon as it is done, so
+#: that the block's write-back (D2H and the host's placement, 0.36 s for a 32768 block) runs under the
+#: products and only the last strip's shows.
+STRIPS = 16
 
 
 class Step(NamedTuple):
@@ -156,9 +158,9 @@ class OutOfCorePlan:
         return _ranges(self.n, self.block[1])
 
     def panels(self) -> list[tuple[int, int]]:
-        """[start, stop) of each k-panel of a block, in the order they add up: the plan's width, after up to
-        :data:`RAMP` narrower ones (halving down to no less than ALIGN)."""
-        widths = [w for w in (self.panel >> i for i in range(RAMP, 0, -1)) if w >= ALIGN]
+        """[start, stop) of each k-panel of a block, in the order they add up: the first panel cut as
+        :data:`RAMP` says, then panels of the plan's width."""
+        widths = [w for w in (self.panel // f for f in RAMP) if w >= ALIGN]
         out, start = [], 0
         for w in widths:
             if start + w < self.k:
