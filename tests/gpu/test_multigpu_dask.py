@@ -178,3 +178,16 @@ def test_each_block_runs_where_its_panels_are(client, n_workers, dask_operands):
             assert product.grid == (2, 2)
             C = _check_placement(own, product, dask_operands)
     assert_product(C, A, B)
+
+
+@pytest.mark.gpu
+def test_one_gpu_worker_of_a_local_cuda_cluster_runs_the_engine_on_its_gpu(cupy_backend):
+    dask_cuda = pytest.importorskip("dask_cuda", reason="the GPU cluster needs dask-cuda")
+    with dask_cuda.LocalCUDACluster(n_workers=1, dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as gpu_client:
+        A, B = operands(700, 513, 600, seed=9)
+        assert_product(matmul(A, B, client=gpu_client, backend="cupy", block=(350, 300), device_block=128), A, B)
+        Ad, Bd = da.from_array(A, chunks=(200, 513)), da.from_array(B, chunks=(513, 250))
+        assert_product(matmul(Ad, Bd, client=gpu_client, backend="cupy"), A, B)
+        (devices,) = gpu_client.run(lambda: __import__("cupy").cuda.runtime.getDeviceCount()).values()
+        assert devices == 1, "dask-cuda gives each worker one GPU"
