@@ -124,3 +124,23 @@ def test_an_output_larger_than_memory_is_refused_before_any_work(method, monkeyp
     A, B = np.ones((200_000, 1)), np.ones((1, 200_000))
     with pytest.raises(MemoryPlanError, match=r"needs 298\.02 GiB but 16\.00 GiB are free on the numpy device"):
         METHODS[method](A, B, be) if method != "strassen" else strassen(A, B, backend=be)
+
+
+@pytest.mark.parametrize("order", ["C", "F", "view"])
+@pytest.mark.parametrize("bad", [None, np.nan, np.inf, "overflow"])
+def test_the_threaded_finite_check_finds_every_bad_entry(monkeypatch, order, bad):
+    from gpu.backend import numpy_backend
+
+    monkeypatch.setattr(numpy_backend, "PARALLEL_FINITE_BYTES", 512)
+    monkeypatch.setattr(numpy_backend, "FINITE_THREADS", 4)
+    be = get_backend("numpy")
+    base = np.random.default_rng(3).random((70, 90))
+    x = {"C": base, "F": np.asfortranarray(base), "view": base[3:60:2, 5:80]}[order]
+    where = (x.shape[0] - 1, x.shape[1] // 3)
+    if bad == "overflow":
+        x[:2] = np.finfo(np.float64).max        # finite entries whose sums overflow: still all finite
+        assert be.all_finite(x)
+        return
+    if bad is not None:
+        x[where] = bad
+    assert be.all_finite(x) == (bad is None)
