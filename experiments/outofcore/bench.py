@@ -62,7 +62,7 @@ class HostOperands(Operands):
         """Uniform [0, 1) A and B drawn on the host in row blocks (no full-size temporary), each
         block from its own stream of ``seed`` and by :data:`DRAW_THREADS` threads at once (NumPy's
         generators let go of the GIL): A and B of N = 65536 are 69 GB."""
-        A, B = np.empty((n, n), dtype), np.empty((n, n), dtype)
+        A, B, C = (np.empty((n, n), dtype) for _ in range(3))
         rows = max(1, REFILL_CHUNK_BYTES // (n * np.dtype(dtype).itemsize))
         blocks = [M[i:i + rows] for M in (A, B) for i in range(0, n, rows)]
         streams = np.random.SeedSequence(seed).spawn(len(blocks))
@@ -72,7 +72,8 @@ class HostOperands(Operands):
 
         with ThreadPoolExecutor(DRAW_THREADS) as pool:
             list(pool.map(fill, blocks, streams))
-        return cls(backend, A, B, np.empty((n, n), dtype))
+            list(pool.map(lambda i: C[i:i + rows].fill(np.nan), range(0, n, rows)))   # C's pages in use now
+        return cls(backend, A, B, C)
 
 
 def in_core(be: Backend, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> None:
@@ -82,7 +83,7 @@ def in_core(be: Backend, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> None:
         np.matmul(A, B, out=C)
         return
     dA, dB = be.asarray(A), be.asarray(B)
-    dC = be.xp.empty(C.shape, C.dtype)
+    dC = be.xp.empty(C.shape, C.dtype, order="F" if C.flags.f_contiguous and not C.flags.c_contiguous else "C")
     be.gemm(dA, dB, dC)
     dC.get(out=C)
     be.synchronize()

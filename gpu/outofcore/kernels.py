@@ -44,6 +44,8 @@ from .ops import STAGING_THREADS, Buffers, host_span, new_block, orders, part, s
 from .plan import OutOfCorePlan
 from .timeline import Timeline
 
+#: Share of the host's available memory the engine may pin.
+PIN_SHARE = 0.5
 _RUNTIME = cupy.cuda.runtime
 _H2D, _D2H = _RUNTIME.memcpyHostToDevice, _RUNTIME.memcpyDeviceToHost
 
@@ -90,10 +92,11 @@ class CudaOps:
 
     def budget(self, host_free: int) -> int:
         """Device memory for the plan: what the device has free (CuPy's cached blocks included), and no more
-        than the host can pin: the pinned staging is as large as the device buffers (less a second C block).
-        At N = 65536 FP64 on the H100 machine (128 GiB of host memory, 103 GB of it A, B and C) that is the
+        than :data:`PIN_SHARE` of what the host has available: the pinned staging is as large as the device
+        buffers (less a second C block), and locked memory is taken from everything else on the host. At
+        N = 65536 FP64 on the H100 machine (125 GB of host memory, 103 GB of it A, B and C) that is the
         bound, not the GPU's 80 GB."""
-        return min(self.backend.memory_info()[0], host_free)
+        return min(self.backend.memory_info()[0], int(host_free * PIN_SHARE))
 
     def host_bytes(self, plan: OutOfCorePlan) -> int:
         """Host memory the operations allocate: the pinned staging buffers."""
