@@ -131,3 +131,15 @@ def time_group(ops: Operands, works: Mapping[str, Work | list[Work]], baseline: 
     ``protocol``: the options of :func:`experiments.core.timing.measure_interleaved` (``regime``...)."""
     setup = {name: ops.refill_and_wait for name in works} if refill else None
     return compare(works, ops.backend, baseline=baseline, flush=ops.needs_flush(), setup=setup, **protocol)
+
+
+#: Rows of C a benchmark checks a product on before timing it (all of them where N is smaller).
+CHECK_ROWS = 64
+
+
+def sample_rows(n: int, count: int = CHECK_ROWS, seed: int = 0) -> np.ndarray:
+    """``count`` distinct rows of N, sorted, always with the first and the last (fringe blocks)."""
+    if n <= count:
+        return np.arange(n)
+    picked = np.random.default_rng(seed).choice(np.arange(1, n - 1), count - 2, replace=False)
+    return np.sort(np.concatenate([[0, n - 1], picked]))

@@ -5,8 +5,8 @@ An experiment measures and stores results and returns a
 only (``draw(db) -> Figure | None``) and names the experiments it shows, so that
 ``SUMMARY.md`` links each figure under its experiment. Each family of the lab (``experiments.strassen``,
 ``experiments.levels``, ``experiments.audit``, ``experiments.ozaki``, ``experiments.splitk``,
-``experiments.outofcore``) registers its experiments, figures and commands (:mod:`experiments.core.command`) with
-the decorators here when imported; :data:`MODULES` lists them in run order and
+``experiments.outofcore``, ``experiments.segmented``) registers its experiments, figures and commands
+(:mod:`experiments.core.command`) with the decorators here when imported; :data:`MODULES` lists them in run order and
 :func:`load` imports them.
 """
 
@@ -27,7 +27,7 @@ from .summary import Summary
 
 #: Modules whose import registers experiments and figures, in run order.
 MODULES = ("experiments.core.commands", "experiments.levels", "experiments.strassen", "experiments.audit",
-           "experiments.ozaki", "experiments.splitk", "experiments.outofcore")
+           "experiments.ozaki", "experiments.splitk", "experiments.outofcore", "experiments.segmented")
 
 
 @dataclass

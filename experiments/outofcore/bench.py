@@ -18,7 +18,7 @@ same run:
 TFLOP/s is 2 N^3 over the median time; ``vs_gemm`` and ``vs_dgemm`` the time of the GEMM (host to
 host) and of the DGEMM on resident operands over the method's (None where that one did not run).
 Each method's product is checked once before anything is timed, on a sample of rows against the
-library GEMM of those rows (:data:`CHECK_ROWS` of them, on the device), so a wrong product is never
+library GEMM of those rows (:data:`experiments.core.lab.CHECK_ROWS` of them, on the device), so a wrong product is never
 stored. A and B are drawn once per point: no method writes them. A point is stored as a whole group;
 where any of its methods is missing (or with ``--force``) all of them are timed again.
 """
@@ -37,7 +37,7 @@ import numpy as np
 from gpu.backend import Backend
 from gpu.outofcore import OutOfCorePlan, run
 
-from ..core.lab import REFILL_CHUNK_BYTES, Operands, time_group
+from ..core.lab import REFILL_CHUNK_BYTES, Operands, sample_rows, time_group
 from ..core.registry import Context, experiment
 from ..core.summary import Summary, spread
 from ..core.sweep import group_sweep, store_comparison
@@ -46,8 +46,6 @@ from .points import DTYPE, PLANS, Point, engine_plan, fitting_points, host_avail
 from .report import outofcore_summary
 from .rows import ENGINE, EXPERIMENT, GEMM, RESIDENT, OutofcoreRow, outofcore_rows
 
-#: Rows of C each method's product is checked on (all of them where N is smaller).
-CHECK_ROWS = 64
 INPUTS = "uniform [0, 1), drawn once per point on the host (no method writes A or B)"
 #: Threads that draw the operands.
 DRAW_THREADS = max(1, min(16, os.cpu_count() or 1))
@@ -124,14 +122,6 @@ def method_works(ops: HostOperands, p: OutOfCorePlan, point: Point, resident: Re
     if point.dgemm and resident is not None:
         works[RESIDENT] = partial(resident.gemm, be)
     return works
-
-
-def sample_rows(n: int, count: int = CHECK_ROWS, seed: int = 0) -> np.ndarray:
-    """``count`` distinct rows of N, sorted, always with the first and the last (fringe blocks)."""
-    if n <= count:
-        return np.arange(n)
-    picked = np.random.default_rng(seed).choice(np.arange(1, n - 1), count - 2, replace=False)
-    return np.sort(np.concatenate([[0, n - 1], picked]))
 
 
 def reference_rows(ops: HostOperands, rows: np.ndarray) -> np.ndarray:

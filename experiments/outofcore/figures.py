@@ -1,10 +1,13 @@
-"""The out-of-core figure, drawn from stored ``outofcore`` rows only: TFLOP/s against N, one line
-per method (the engine, and the in-core DGEMMs where they fitted), one panel per environment and
+"""The out-of-core figures, drawn from stored rows only. ``outofcore-tflops``: TFLOP/s against N, one
+line per method of the ``outofcore`` experiment (the engine, and the in-core DGEMMs where they fitted)
+and, dashed, of the ``segmented`` experiment (the paper's plain kernel unsplit, with index translation,
+and over 1-D and 2-D segments), one panel per environment and
 group (dtype, regime) (``outofcore-tflops``)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -25,12 +28,18 @@ from ..core.plotting import (
     shared_legend,
     size_axis,
 )
+from ..core.regime import panel_group
 from ..core.registry import figure
-from .rows import EXPERIMENT, LABELS, METHODS, OutofcoreRow, method_order, outofcore_rows
+from ..segmented.report import EXPERIMENT as SEGMENTED
+from ..segmented.report import ONE_D, TRANSLATED, TWO_D, WHOLE, SegmentedRow, segmented_rows
+from .rows import EXPERIMENT, LABELS, METHODS, outofcore_rows
 from .timeline import EXPERIMENT as TIMELINE
 from .timeline import timeline_rows
 
-Panel = tuple[str, str, list[OutofcoreRow]]
+Panel = tuple[str, str, list[Any]]
+#: How the figure names the segmented kernel's methods.
+SEGMENT_LABELS = {WHOLE: "plain kernel, whole arrays", TRANSLATED: "plain kernel, index translation (one segment)",
+                  ONE_D: "plain kernel, 1-D segments", TWO_D: "plain kernel, 2-D segments"}
 HOLLOW = Line2D([], [], marker="o", color="0.35", mfc="white", linestyle="none")
 
 
@@ -38,28 +47,38 @@ def panels(db: ResultsDB) -> list[Panel]:
     """(environment, group, rows) of every environment (most recent first)."""
     out = []
     for key in db.env_keys():
-        mine: dict[str, list[OutofcoreRow]] = defaultdict(list)
+        mine: dict[str, list[Any]] = defaultdict(list)
         for row in outofcore_rows(db, key):
             mine[row.group].append(row)
+        for srow in segmented_rows(db, key):
+            mine[panel_group(srow.dtype, srow.regime)].append(srow)
         out += [(key, group, mine[group]) for group in sorted(mine)]
     return out
 
 
-@figure("outofcore-tflops", "TFLOP/s of the out-of-core engine and the in-core DGEMM (where it fits) against N, "
-                            "host memory to host memory", experiments=(EXPERIMENT,))
+def _label(row: Any) -> str:
+    if isinstance(row, SegmentedRow):
+        return SEGMENT_LABELS.get(row.method, row.method) + (f" (M = {row.m})" if row.method in (ONE_D, TWO_D) else "")
+    return LABELS.get(row.method, row.method)
+
+
+@figure("outofcore-tflops", "TFLOP/s of the out-of-core engine, the in-core DGEMM (where it fits) and the segmented "
+                            "plain kernel (unsplit, translated, 1-D, 2-D) against N",
+        experiments=(EXPERIMENT, SEGMENTED))
 def render_tflops(db: ResultsDB) -> Figure | None:
     found = panels(db)
     if not found:
         return None
     devices = panel_devices(db, [p[0] for p in found])
     groups = {p[1] for p in found}
-    styles = series_styles(METHODS)
+    styles = series_styles([*METHODS, *SEGMENT_LABELS])
     body, axes = panel_grid(len(found), panel_width=4.2, panel_height=3.2)
     for ax, (key, group, rows) in zip(axes, found):
-        for method in method_order(r.method for r in rows):
-            pts = sorted((r for r in rows if r.method == method), key=lambda r: r.n)
-            plot_marked(ax, [r.n for r in pts], [r.tflops for r in pts], [r.stable for r in pts], "-", ms=4,
-                        label=LABELS.get(method, method), **styles[method])
+        for label in dict.fromkeys(_label(r) for r in rows):
+            pts = sorted((r for r in rows if _label(r) == label), key=lambda r: r.n)
+            dashed = isinstance(pts[0], SegmentedRow)
+            plot_marked(ax, [r.n for r in pts], [r.tflops for r in pts], [r.stable for r in pts],
+                        "--" if dashed else "-", ms=4, label=label, **styles[pts[0].method])
         size_axis(ax, [r.n for r in rows])
         ax.set_ylabel("TFLOP/s")
         ax.set_ylim(bottom=0)
@@ -67,8 +86,8 @@ def render_tflops(db: ResultsDB) -> Figure | None:
         ax.grid(True, alpha=0.3)
     handles, labels = legend_entries(axes)
     shared_legend(body, handles=[*handles, HOLLOW], labels=[*labels, "hollow: no stable batch"])
-    return finish(body, db, devices, [EXPERIMENT],
-                  "Out-of-core engine and in-core DGEMM (2 N^3 over the median time)")
+    return finish(body, db, devices, [EXPERIMENT, SEGMENTED],
+                  "Out-of-core engine, in-core DGEMM and the segmented plain kernel (2 N^3 over the median time)")
 
 
 @figure("outofcore-timeline", "A time-line of one out-of-core engine run: host staging, H2D copies, GEMMs, D2H "

@@ -18,11 +18,12 @@ import numpy as np
 from gpu.outofcore import LANES, Span, Timeline, run
 from gpu.outofcore.timeline import busy, overlap
 
+from ..core.lab import sample_rows
 from ..core.registry import Context, experiment
 from ..core.rows import stored_rows
 from ..core.summary import Summary, Table
 from ..core.sweep import group_sweep
-from .bench import HostOperands, reference_rows, sample_rows
+from .bench import HostOperands, reference_rows
 from .points import DTYPE, engine_plan, host_available, point_params
 from .rows import ENGINE
 

@@ -27,6 +27,7 @@ from experiments.levels.calibration import EXPERIMENT as CALIBRATION
 from experiments.outofcore.rows import EXPERIMENT as OUTOFCORE
 from experiments.outofcore.timeline import EXPERIMENT as TIMELINE
 from experiments.ozaki.bench import BREAKDOWN, TIME
+from experiments.segmented.report import EXPERIMENT as SEGMENTED
 from experiments.splitk.rows import EXPERIMENT as SPLITK
 from experiments.splitk.rows import METHODS as SPLITK_METHODS
 
@@ -88,6 +89,10 @@ def store_cpu_rows(db: ResultsDB) -> None:
         add(OUTOFCORE, method, {"n": n, "dtype": "float64", "regime": "sustained"}, 2 * n**3 / rate, "s",
             tflops=rate / 1e12, vs_gemm=rate / 4e10, gemm_s=2 * n**3 / 4e10, check_error=1e-15, stable=n > 384,
             plan={"block": [256, 256], "panel": 256} if method == "outofcore" else None)
+    for n, (method, rate) in itertools.product((384, 512), (("whole", 8e9), ("translated", 7e9), ("1d", 5e9),
+                                                              ("2d", 5.5e9))):
+        add(SEGMENTED, method, {"n": n, "dtype": "float64", "m": 4, "regime": "sustained"}, 2 * n**3 / rate, "s",
+            tflops=rate / 1e12, over_whole=8e9 / rate, check_error=1e-15, executor="NumPy emulation", stable=True)
     spans = [[lane, t % 2, 0.01 * t + 0.002 * i, 0.01 * t + 0.002 * i + 0.008] for t in range(12)
              for i, lane in enumerate(("staging", "H2D", "GEMM"))]
     spans += [["D2H", 0, 0.13, 0.14], ["placement", 0, 0.14, 0.15]]

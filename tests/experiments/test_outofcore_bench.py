@@ -136,7 +136,7 @@ def test_figure_without_data_draws_nothing(db_path):
 
 def test_registries_hold_the_experiment_and_the_figure():
     load()
-    assert "outofcore" in EXPERIMENTS and FIGURES["outofcore-tflops"].experiments == ("outofcore",)
+    assert "outofcore" in EXPERIMENTS and FIGURES["outofcore-tflops"].experiments == ("outofcore", "segmented")
 
 
 def row(method, n, tflops, vs_dgemm, error=1e-15):
