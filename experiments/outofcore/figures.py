@@ -101,9 +101,10 @@ def render_timeline(db: ResultsDB) -> Figure | None:
     body, axes = panel_grid(len(found), panel_width=6.4, panel_height=2.6, max_cols=1)
     for ax, (key, row) in zip(axes, found):
         for y, lane in enumerate(reversed(LANES)):
-            bars = [(s.start, s.end - s.start) for s in row.spans if s.lane == lane]
-            ax.broken_barh(bars, (y - 0.38, 0.76), facecolors=colours[lane]["color"], edgecolor="white",
-                           linewidth=0.3)
+            for tag in sorted({s.tag for s in row.spans if s.lane == lane}):
+                bars = [(s.start, s.end - s.start) for s in row.spans if s.lane == lane and s.tag == tag]
+                ax.broken_barh(bars, (y - 0.38, 0.76), facecolors=colours[lane]["color"], edgecolor="none",
+                               alpha=1.0 if tag % 2 == 0 else 0.55)
         ax.set_yticks(range(len(LANES)), list(reversed(LANES)))
         ax.set_xlim(0, row.seconds * 1.01)
         ax.set_xlabel("seconds from the start of the run")

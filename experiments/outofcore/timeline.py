@@ -2,8 +2,9 @@
 ran (issue 15, item 4: "a time-line of copy and compute overlap for one run, from CUDA events").
 
 Per size N (:data:`SIZES`) it draws A and B on the host, plans the engine as the ``outofcore``
-experiment does (:func:`~experiments.outofcore.points.engine_plan`), runs it once to warm up, then
-once more with a :class:`gpu.outofcore.Timeline`, checks that run's product on sampled rows, and
+experiment does (:func:`~experiments.outofcore.points.engine_plan`), warms up as the power regime asks
+(:data:`PROTOCOL`), then runs once more with a :class:`gpu.outofcore.Timeline` and the SM clock, power
+and throttle reasons read before and after, checks that run's product on sampled rows, and
 stores one row: the run's length (the end of its last span), its spans, and per lane the time it was
 busy and the time H2D copies and host staging overlapped the GEMMs. Its figure draws the lanes.
 """
@@ -19,6 +20,7 @@ from gpu.outofcore import LANES, Span, Timeline, run
 from gpu.outofcore.timeline import busy, overlap
 
 from ..core.lab import sample_rows
+from ..core.regime import get_regime, idle, reading, settle, summary
 from ..core.registry import Context, experiment
 from ..core.rows import stored_rows
 from ..core.summary import Summary, Table
@@ -32,6 +34,8 @@ EXPERIMENT = "outofcore-timeline"
 #: them (65536); on NumPy the engine streams 3 x 3 blocks of 3 panels (see points.CPU_DEVICE_MEMORY).
 SIZES = {("cupy", False): (32768, 65536), ("cupy", True): (32768,), ("numpy", False): (768,),
          ("numpy", True): (768,)}
+PROTOCOL = ("one traced run after a warm-up run and, for the sustained regime, runs back to back until the SM "
+            "clock settled (cold: after the device idled)")
 #: Lanes whose overlap with the GEMMs the row keeps.
 HIDDEN = ("staging", "H2D", "D2H", "placement")
 
@@ -72,10 +76,14 @@ def traced_run(ctx: Context, n: int) -> int:
     ops = HostOperands.draw(be, n)
     p = engine_plan(be, n, ops.A.itemsize, host_available())
     engine = be.ops("outofcore")
+    regime, telemetry = get_regime(ctx.regime), be.telemetry()
     run(be, engine, p, ops.A, ops.B, ops.C)
-    timeline = Timeline()
+    settled = settle(regime, lambda: run(be, engine, p, ops.A, ops.B, ops.C), be, telemetry)
+    idle(regime, be)
+    timeline, start = Timeline(), reading(telemetry)
     run(be, engine, p, ops.A, ops.B, ops.C, timeline)
     be.synchronize()
+    state = summary(regime, [{"start": start, "end": reading(telemetry)} if start else None], settled)
     spans = timeline.spans()
     rows = sample_rows(n)
     expected = reference_rows(ops, rows)
@@ -86,8 +94,7 @@ def traced_run(ctx: Context, n: int) -> int:
     seconds = max(s.end for s in spans)
     ctx.db.add(ctx.run_id, EXPERIMENT, ENGINE, point_params(n, DTYPE, ctx.regime), value=seconds, unit="s",
                meta={"spans": [s.as_list() for s in spans], "plan": p.as_dict(), "check_error": error,
-                     "tflops": 2 * n**3 / seconds / 1e12, "protocol": "one run after one warm-up run",
-                     **lane_meta(spans)})
+                     "tflops": 2 * n**3 / seconds / 1e12, "protocol": PROTOCOL, **state, **lane_meta(spans)})
     return 1
 
 
@@ -107,8 +114,8 @@ def timeline_summary(rows: list[TimelineRow], measured: int, skipped: int) -> Su
                            **{f"{lane} hidden": ".1%" for lane in HIDDEN}})
     return Summary(scope=f"N = {', '.join(str(r.n) for r in rows) or 'none'}; {DTYPE}",
                    facts={"points measured": measured, "points already stored": skipped}, tables=[table],
-                   notes=["one engine run after one warm-up run, device spans from CUDA events, host spans "
-                          "(staging into pinned memory, placement into the output) from the host clock"])
+                   notes=[f"{PROTOCOL}; device spans from CUDA events, host spans (staging into pinned memory, "
+                          "placement into the output) from the host clock"])
 
 
 @experiment(EXPERIMENT, "A time-line of one out-of-core engine run: copies, GEMMs and host staging per lane, "
