@@ -107,13 +107,12 @@ def render_timeline(db: ResultsDB) -> Figure | None:
                                alpha=1.0 if tag % 2 == 0 else 0.55)
         ax.set_yticks(range(len(LANES)), list(reversed(LANES)))
         ax.set_xlim(0, row.seconds * 1.01)
-        ax.set_xlabel("seconds from the start of the run")
         gemm = row.busy("GEMM") / row.seconds
         hidden = overlap(list(row.spans), "H2D", "GEMM") / max(row.busy("H2D"), 1e-12)
+        ax.set_xlabel(f"seconds from the start of the run (GEMM busy {gemm:.0%} of it; {hidden:.0%} of the H2D "
+                      "copies under GEMMs)", fontsize=SMALL + 1)
         ax.set_title(panel_title(devices[key], f"N = {row.n}, block {row.block[0]} x {row.block[1]}, "
                                                f"panel {row.panel}, {row.regime}"), fontsize=SMALL + 1)
-        ax.text(0.99, 0.02, f"GEMM busy {gemm:.0%} of the run; {hidden:.0%} of H2D under GEMMs",
-                transform=ax.transAxes, ha="right", va="bottom", fontsize=SMALL)
         ax.grid(True, axis="x", alpha=0.3)
     return finish(body, db, devices, [TIMELINE], "Out-of-core engine: copy and compute overlap in one run "
                                                  "(CUDA events; host spans from the host clock)")
