@@ -97,13 +97,19 @@ def check_regime(regime: str) -> str:
     return regime
 
 
+#: Sections of a profile that other measurements write (the out-of-core rates: gpu.outofcore.rates), kept
+#: when the level tables are rewritten.
+KEPT_SECTIONS = ("transfer",)
+
+
 def with_regime(old: dict[str, Any] | None, new: dict[str, Any], regime: str) -> dict[str, Any]:
     """``new`` (a profile measured in ``regime``) with the level tables ``old`` kept for the other
     regimes, so that writing a cold profile does not lose the sustained one (or the reverse)."""
     kept = dict((old or {}).get("regimes", {}))
     kept[check_regime(regime)] = {"levels": new["levels"], "env_key": new.get("env_key"),
                                   "written_at": new.get("written_at")}
-    return {**new, "regime": regime, "regimes": kept}
+    sections = {key: old[key] for key in KEPT_SECTIONS if old and key in old and key not in new}
+    return {**new, **sections, "regime": regime, "regimes": kept}
 
 
 def regime_levels(profile: dict[str, Any] | None, regime: str = DEFAULT_REGIME) -> tuple[dict[str, Any], str | None]:

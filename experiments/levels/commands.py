@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from gpu.backend import Backend, get_backend
+from gpu.outofcore import rates as outofcore_rates
+from gpu.profile import device_name
 from gpu.strassen import Config
 from modeling import fits, hardware
 
@@ -30,12 +32,18 @@ def _calibrate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--context", action="store_true",
                    help="time the calls as one Strassen level issues them: back to back on N x N quadrant "
                         "views of 2N x 2N operands (curves for the recursive predictor's inner calls)")
+    p.add_argument("--transfer", action="store_true",
+                   help="instead, measure the out-of-core engine's rates (pinned copies each way, a device copy, "
+                        "a GEMM) and keep them in the device profile, where gpu.outofcore.matmul sizes its "
+                        "blocks and panels by them")
 
 
 @command("calibrate", "measure Gemm(x) and Geam(x); writes the device profile", options=MEASURING,
          arguments=_calibrate_arguments)
 def cmd_calibrate(args: argparse.Namespace, db_path: Path) -> int:
     backend = get_backend(args.backend)
+    if args.transfer:
+        return transfer_rates(args, backend)
     if args.context:
         chosen = args.sizes
         calibration.plan_sizes(backend, [2 * n for n in chosen] if chosen else None, args.quick, args.dtype)
@@ -54,6 +62,16 @@ def cmd_calibrate(args: argparse.Namespace, db_path: Path) -> int:
         f"{device} ({backend.name}, {args.dtype}): {outcome.measured} measured, "
         f"{outcome.skipped} already stored (use --force to measure again)\n"
         + table(points, CALIBRATION_COLUMNS) + f"\ndevice profile: {profile}"))
+    return 0
+
+
+def transfer_rates(args: argparse.Namespace, backend: Backend) -> int:
+    """``gemmlab calibrate --transfer``: the out-of-core engine's rates, into the device profile."""
+    measured = outofcore_rates.measure(backend)
+    path = outofcore_rates.save(backend, measured)
+    payload = {"backend": backend.name, "device": device_name(backend), "rates": measured, "profile": str(path)}
+    emit(args, payload, lambda: f"{payload['device']} ({backend.name}): " + ", ".join(
+        f"{key} {value:.4g}" for key, value in measured.items()) + f"\ndevice profile: {path}")
     return 0
 
 

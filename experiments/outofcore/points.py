@@ -23,7 +23,8 @@ import numpy as np
 
 from gpu.backend import Backend, get_backend
 from gpu.outofcore import HEADROOM as ENGINE_HEADROOM
-from gpu.outofcore import OutOfCorePlan, plan
+from gpu.outofcore import OutOfCorePlan, plan, rates
+from gpu.profile import backend_profile
 
 from ..core.lab import HEADROOM, free_memory
 from .rows import ENGINE, EXPERIMENT, GEMM, RESIDENT
@@ -109,10 +110,12 @@ def device_memory(backend: Backend, host_free: int) -> int:
 
 
 def engine_plan(backend: Backend, n: int, itemsize: int = 8, host_free: int | None = None) -> OutOfCorePlan:
-    """The plan :func:`gpu.outofcore.matmul` makes for N with :func:`device_memory` and
-    :data:`C_BUFFERS`: made once per point, before anything is timed."""
+    """The plan :func:`gpu.outofcore.matmul` makes for N with :func:`device_memory`,
+    :data:`C_BUFFERS` and the rates of the device's profile where it holds them: made once per point,
+    before anything is timed."""
     host_free = host_available() if host_free is None else host_free
-    return plan(n, n, n, itemsize, device_memory=device_memory(backend, host_free), c_buffers=C_BUFFERS)
+    return plan(n, n, n, itemsize, device_memory=device_memory(backend, host_free), c_buffers=C_BUFFERS,
+                **rates.from_profile(backend_profile(backend)))
 
 
 def custom_sizes(backend: Backend, sizes: Sequence[int] | None) -> tuple[int, ...]:

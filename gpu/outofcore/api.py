@@ -25,7 +25,9 @@ from ..backend import (
     require_finite,
     require_memory,
 )
+from ..profile import backend_profile
 from . import ops as _ops  # noqa: F401  (registers the "outofcore" operations)
+from . import rates
 from .ops import FAMILY
 from .plan import OutOfCorePlan, plan
 from .timeline import Timeline
@@ -75,8 +77,10 @@ def matmul(A: Any, B: Any, *, out: Any = None, block: int | tuple[int, int] | No
     A (m x k) and B (k x n) are host NumPy arrays of float64 or float32, row- or column-major views with a
     leading dimension; they are never written. ``block`` (a side or (rows, cols)) and ``panel`` fix the plan,
     else it comes from ``device_memory`` (default: :data:`HEADROOM` of what the operations say the plan may
-    take: the free device memory, and no more than the host can pin beside ``out``) and, where
-    given, the link, GEMM and HBM rates (:func:`gpu.outofcore.plan.plan`). ``buffers``: panel slots (2 or
+    take: the free device memory, and no more than the host can pin beside ``out``) and the link, GEMM
+    and HBM rates (:func:`gpu.outofcore.plan.plan`): those passed, else those measured
+    once for the device and kept in its profile (:mod:`gpu.outofcore.rates`, ``gemmlab calibrate
+    --transfer``), else none (the plan is then sized by memory alone). ``buffers``: panel slots (2 or
     3); ``c_buffers``: C blocks on the device (2 overlaps a block's write-back with the next one's products).
     Raises TypeError for device arrays and bad dtypes, ValueError for bad shapes, arguments, ``out`` or
     non-finite input (``check_finite``), and :class:`gpu.backend.MemoryPlanError` where the plan does not
@@ -88,9 +92,11 @@ def matmul(A: Any, B: Any, *, out: Any = None, block: int | tuple[int, int] | No
     ops = be.ops(FAMILY)
     new_out = 0 if C is not None else m * n * A.itemsize
     host_free = max(0, host.memory_info()[0] - new_out)
+    given = {"link_bytes_per_s": link_bytes_per_s, "gemm_flops_per_s": gemm_flops_per_s,
+             "hbm_bytes_per_s": hbm_bytes_per_s}
+    model = given if any(v is not None for v in given.values()) else rates.from_profile(backend_profile(be))
     p = plan(m, k, n, A.itemsize, device_memory=_device_memory(device_memory, ops, host_free), block=block,
-             panel=panel, buffers=buffers, c_buffers=c_buffers, link_bytes_per_s=link_bytes_per_s,
-             gemm_flops_per_s=gemm_flops_per_s, hbm_bytes_per_s=hbm_bytes_per_s)
+             panel=panel, buffers=buffers, c_buffers=c_buffers, **model)
     what = f"the out-of-core product {m} x {k} x {n} in {p.block[0]} x {p.block[1]} blocks and {p.panel}-wide panels"
     require_memory(be, p.device_bytes, what, "pass a smaller device_memory, block= or panel=")
     require_memory(host, new_out + ops.host_bytes(p), f"{what} (staging buffers{'' if C is not None else ', out'})",

@@ -34,6 +34,8 @@ CPU tests exercise the very schedule and layouts the GPU runs, fringes included.
 from __future__ import annotations
 
 import os
+import statistics
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
@@ -85,6 +87,17 @@ def stage(pool: Executor, dst: np.ndarray, src: np.ndarray, bands: int = STAGING
 def host_span(timeline: Timeline | None, lane: str, tag: int = 0) -> AbstractContextManager[None]:
     """The host work of a ``with`` body as a span of ``lane``, where there is a time-line."""
     return nullcontext() if timeline is None else timeline.host(lane, tag)
+
+
+def median_time(work: Callable[[], Any], reps: int, clock: Callable[[], float] = time.perf_counter) -> float:
+    """Median seconds of ``reps`` runs of ``work`` after one warm-up run."""
+    work()
+    times = []
+    for _ in range(reps):
+        t0 = clock()
+        work()
+        times.append(clock() - t0)
+    return statistics.median(times)
 
 
 def part(x: Array, strip: slice | None) -> Array:
@@ -193,6 +206,15 @@ class HostOps:
     def finish(self) -> None:
         """The last staged block into the output."""
         self._place()
+
+    def rates(self, nbytes: int, side: int, reps: int) -> dict[str, float]:
+        """Host memory copies standing in for the link and HBM, and BLAS's GEMM rate (medians)."""
+        src, dst = np.ones(nbytes // 8), np.empty(nbytes // 8)
+        a = np.ones((side, side))
+        copy = median_time(lambda: np.copyto(dst, src), reps)
+        gemm = median_time(lambda: self.backend.gemm(a, a, np.empty_like(a)), reps)
+        return {"h2d_bytes_per_s": src.nbytes / copy, "d2h_bytes_per_s": src.nbytes / copy,
+                "hbm_bytes_per_s": 2 * src.nbytes / copy, "gemm_flops_per_s": 2 * side**3 / gemm}
 
     def release(self) -> None:
         """Drop the call's buffers (also after an error)."""

@@ -154,3 +154,18 @@ def test_the_verdict_judges_n_32768_and_65536():
     slow = outofcore_summary(counts, [row("outofcore", 32768, 40.0, 0.7), row("outofcore", 65536, 54.0, None, 1.0)])
     assert [c.met for c in slow.checks] == [False, False]
     assert [c.met for c in outofcore_summary(counts, []).checks] == [None, None]
+
+
+def test_calibrate_transfer_writes_the_rates_into_the_profile(run_json, tmp_path, monkeypatch):
+    from gpu import profile as profiles
+    from gpu.outofcore import rates
+
+    monkeypatch.setenv(profiles.ENV_VAR, str(tmp_path))
+    monkeypatch.setattr(rates, "COPY_BYTES", 2**20)
+    monkeypatch.setattr(rates, "GEMM_SIDE", 128)
+    out = run_json("calibrate", "--transfer", "--backend", "numpy")
+    assert set(out["rates"]) == {*rates.RATES, "h2d_bytes_per_s", "d2h_bytes_per_s"}
+    doc = profiles.load_profile(out["profile"])
+    assert doc["transfer"]["link_bytes_per_s"] == out["rates"]["link_bytes_per_s"] > 0
+    p = engine_plan(get_backend("numpy"), 768)
+    assert p.device_bytes <= points.CPU_DEVICE_MEMORY
