@@ -41,7 +41,7 @@ import cupy
 import numpy as np
 
 from ..backend import Array, Backend, blas
-from .ops import STAGING_THREADS, Buffers, host_span, new_block, orders, part, stage
+from .ops import STAGING_THREADS, Buffers, host_span, new_block, orders, part, stage, staging_rate
 from .plan import OutOfCorePlan
 from .timeline import Timeline
 
@@ -224,7 +224,8 @@ class CudaOps:
         hbm = timed(self.compute_stream, on_compute(lambda: dev2.__setitem__(slice(None), dev)))
         gemm = timed(self.compute_stream, on_compute(lambda: self.backend.gemm(a, a, c)))
         return {"h2d_bytes_per_s": host.nbytes / h2d, "d2h_bytes_per_s": host.nbytes / d2h,
-                "hbm_bytes_per_s": 2 * host.nbytes / hbm, "gemm_flops_per_s": 2 * side**3 / gemm}
+                "staging_bytes_per_s": staging_rate(self.pool, host, reps), "hbm_bytes_per_s": 2 * host.nbytes / hbm,
+                "gemm_flops_per_s": 2 * side**3 / gemm}
 
     def release(self) -> None:
         """Wait for the three streams (nothing in flight may still read or write the buffers), then drop them:

@@ -100,6 +100,16 @@ def median_time(work: Callable[[], Any], reps: int, clock: Callable[[], float] =
     return statistics.median(times)
 
 
+def staging_rate(pool: Executor, flat: np.ndarray, reps: int) -> float:
+    """Bytes/s of :func:`stage` from a panel (a quarter of the columns) of a pageable row-major matrix into
+    ``flat`` (pinned memory on a GPU), as the engine stages its panels."""
+    rows = max(1, int((flat.size // 4) ** 0.5))
+    host = np.ones((rows, 4 * rows))
+    view = host[:, rows:2 * rows]
+    dst = packed(flat, view.shape, "C")
+    return view.nbytes / median_time(lambda: stage(pool, dst, view), reps)
+
+
 def part(x: Array, strip: slice | None) -> Array:
     """The rows ``strip`` of x (all of x where None)."""
     return x if strip is None else x[strip]
@@ -214,7 +224,8 @@ class HostOps:
         copy = median_time(lambda: np.copyto(dst, src), reps)
         gemm = median_time(lambda: self.backend.gemm(a, a, np.empty_like(a)), reps)
         return {"h2d_bytes_per_s": src.nbytes / copy, "d2h_bytes_per_s": src.nbytes / copy,
-                "hbm_bytes_per_s": 2 * src.nbytes / copy, "gemm_flops_per_s": 2 * side**3 / gemm}
+                "staging_bytes_per_s": staging_rate(self.pool, dst, reps), "hbm_bytes_per_s": 2 * src.nbytes / copy,
+                "gemm_flops_per_s": 2 * side**3 / gemm}
 
     def release(self) -> None:
         """Drop the call's buffers (also after an error)."""

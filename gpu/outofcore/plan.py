@@ -75,6 +75,10 @@ DEFAULT_PANEL = 4096
 #: Fixed cost (seconds) of one copy call or one GEMM call with its event in :func:`predict`: assumed, not
 #: measured yet.
 LATENCY = 10e-6
+#: Plans the rate model predicts within this share of the fastest count as tied; of those it takes the one
+#: moving the fewest bytes (the model leaves out the host's staging and the ends of each block, which cost
+#: more where there are more blocks).
+TIE = 0.02
 #: Panel widths the rate model tries: ALIGN x 2^i for i below this (capped by k).
 WIDTHS = 9
 #: The rate model also tries blocks up to this many times finer along each side than the largest that fits.
@@ -239,15 +243,21 @@ def flops(p: OutOfCorePlan) -> int:
 def predict(p: OutOfCorePlan, link_bytes_per_s: float, gemm_flops_per_s: float,
             hbm_bytes_per_s: float | None = None) -> Prediction:
     """The model's seconds for plan ``p`` (see the module notes): one panel step's copy and compute at the
-    plan's full block and panel, and the whole product."""
-    (br, bc), w, s = p.block, p.panel, p.itemsize
-    copy = LATENCY + s * w * (br + bc) / link_bytes_per_s
-    compute = LATENCY + 2 * br * bc * w / gemm_flops_per_s + (2 * s * br * bc / hbm_bytes_per_s
-                                                              if hbm_bytes_per_s else 0.0)
+    plan's full block and panel, and the whole product (every panel of a block at its own width)."""
+    (br, bc), s = p.block, p.itemsize
+
+    def step(w: int) -> tuple[float, float]:
+        copy = LATENCY + s * w * (br + bc) / link_bytes_per_s
+        compute = LATENCY + 2 * br * bc * w / gemm_flops_per_s + (2 * s * br * bc / hbm_bytes_per_s
+                                                                  if hbm_bytes_per_s else 0.0)
+        return copy, compute
+
     blocks = p.grid[0] * p.grid[1]
+    widths = [b - a for a, b in p.panels()]
     strip = p.c_block_bytes / len(p.strips(br)) / link_bytes_per_s
     back = strip * (blocks if p.c_buffers == 1 else 1)
-    return Prediction(copy, compute, copy + blocks * len(p.panels()) * max(copy, compute) + back)
+    copy, compute = step(p.panel)
+    return Prediction(copy, compute, step(widths[0])[0] + blocks * sum(max(step(w)) for w in widths) + back)
 
 
 def _whole(name: str, value: Any, low: int = 0) -> int:
@@ -362,7 +372,9 @@ def plan(m: int, k: int, n: int, itemsize: int, *, device_memory: int, block: in
             f"({shape[0]} x {shape[1]}, {c_buffers} C buffer(s)) and {buffers} slots of {w}-wide panels, but "
             f"device_memory is {memory} bytes: pass {', or '.join(ways)}")
     if link is not None:
-        return min(fits, key=lambda p: predict(p, link, rate, hbm).seconds)
+        seconds = {p: predict(p, link, rate, hbm).seconds for p in fits}
+        best = min(seconds.values())
+        return min((p for p in fits if seconds[p] <= best * (1 + TIE)), key=lambda p: (traffic_bytes(p), seconds[p]))
     return next((p for p in fits if p.panel <= DEFAULT_PANEL), fits[-1])
 
 

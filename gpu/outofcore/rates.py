@@ -29,11 +29,14 @@ COPY_BYTES, GEMM_SIDE = 2**30, 8192
 
 def measure(backend: Backend, nbytes: int | None = None, side: int | None = None, reps: int = 5) -> dict[str, float]:
     """Median rates of ``reps`` timings on ``backend``'s device: ``h2d`` and ``d2h`` (pinned host memory
-    to and from the device, bytes/s), ``link_bytes_per_s`` (the slower of the two), ``hbm_bytes_per_s``
+    to and from the device, bytes/s), ``staging`` (a panel of a pageable row-major matrix into pinned
+    memory by the engine's staging threads), ``link_bytes_per_s`` (the slowest of the three: a panel's
+    way from a host view to the device), ``hbm_bytes_per_s``
     (a device copy: bytes read plus written per second) and ``gemm_flops_per_s`` (a ``side``-square GEMM;
     defaults :data:`COPY_BYTES` and :data:`GEMM_SIDE`)."""
     rates = backend.ops(FAMILY).rates(nbytes or COPY_BYTES, side or GEMM_SIDE, reps)
-    return {**rates, "link_bytes_per_s": min(rates["h2d_bytes_per_s"], rates["d2h_bytes_per_s"])}
+    link = min(rates["h2d_bytes_per_s"], rates["d2h_bytes_per_s"], rates["staging_bytes_per_s"])
+    return {**rates, "link_bytes_per_s": link}
 
 
 def save(backend: Backend, rates: dict[str, float], directory: str | None = None) -> Path:

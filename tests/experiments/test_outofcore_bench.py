@@ -164,7 +164,7 @@ def test_calibrate_transfer_writes_the_rates_into_the_profile(run_json, tmp_path
     monkeypatch.setattr(rates, "COPY_BYTES", 2**20)
     monkeypatch.setattr(rates, "GEMM_SIDE", 128)
     out = run_json("calibrate", "--transfer", "--backend", "numpy")
-    assert set(out["rates"]) == {*rates.RATES, "h2d_bytes_per_s", "d2h_bytes_per_s"}
+    assert set(out["rates"]) == {*rates.RATES, "h2d_bytes_per_s", "d2h_bytes_per_s", "staging_bytes_per_s"}
     doc = profiles.load_profile(out["profile"])
     assert doc["transfer"]["link_bytes_per_s"] == out["rates"]["link_bytes_per_s"] > 0
     p = engine_plan(get_backend("numpy"), 768)
