@@ -18,9 +18,10 @@ same run:
 TFLOP/s is 2 N^3 over the median time; ``vs_gemm`` and ``vs_dgemm`` the time of the GEMM (host to
 host) and of the DGEMM on resident operands over the method's (None where that one did not run).
 Each method's product is checked once before anything is timed, on a sample of rows against the
-library GEMM of those rows (:data:`experiments.core.lab.CHECK_ROWS` of them, on the device), so a wrong product is never
-stored. A and B are drawn once per point: no method writes them. A point is stored as a whole group;
-where any of its methods is missing (or with ``--force``) all of them are timed again.
+correctly rounded product of those rows (:data:`experiments.core.lab.CHECK_ROWS` of them:
+:func:`accuracy.reference.exact_matmul` on the device), so a wrong product is never stored. A and B
+are drawn once per point: no method writes them. A point is stored as a whole group; where any of
+its methods is missing (or with ``--force``) all of them are timed again.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from accuracy.reference import exact_matmul
 from gpu.backend import Backend
 from gpu.outofcore import OutOfCorePlan, run
 
@@ -47,6 +49,11 @@ from .report import outofcore_summary
 from .rows import ENGINE, EXPERIMENT, GEMM, RESIDENT, OutofcoreRow, outofcore_rows
 
 INPUTS = "uniform [0, 1), drawn once per point on the host (no method writes A or B)"
+#: What the sampled rows are checked against (rows stored before 2026-11-24 03:00 UTC, without this key,
+#: were checked against cuBLAS's product of the same rows).
+REFERENCE = "exact_matmul"
+#: Bytes of B per band of the exact reference (see :func:`reference_rows`).
+REFERENCE_BAND_BYTES = 2**30
 #: Threads that draw the operands.
 DRAW_THREADS = max(1, min(16, os.cpu_count() or 1))
 
@@ -125,9 +132,15 @@ def method_works(ops: HostOperands, p: OutOfCorePlan, point: Point, resident: Re
 
 
 def reference_rows(ops: HostOperands, rows: np.ndarray) -> np.ndarray:
-    """The library GEMM of A's sampled rows and B, on the device (``A[rows] @ B`` on NumPy)."""
-    be = ops.backend
-    return np.asarray(be.to_numpy(be.asarray(ops.A[rows]) @ be.asarray(ops.B)))
+    """The correctly rounded product of A's sampled rows and B (:func:`accuracy.reference.exact_matmul` on
+    the backend), in bands of B's columns of about :data:`REFERENCE_BAND_BYTES` each: the exact product
+    holds several slices of its operands, and all of B is 34 GB at N = 65536."""
+    be, k, n = ops.backend, ops.B.shape[0], ops.B.shape[1]
+    a = be.asarray(np.ascontiguousarray(ops.A[rows]))
+    width = max(1, min(n, REFERENCE_BAND_BYTES // max(1, k * ops.B.itemsize)))
+    bands = [np.asarray(be.to_numpy(exact_matmul(a, be.asarray(np.ascontiguousarray(ops.B[:, j:j + width])),
+                                                 backend=be))) for j in range(0, n, width)]
+    return np.concatenate(bands, axis=1)
 
 
 def product_error(ops: HostOperands, work: Callable[[], Any], rows: np.ndarray, expected: np.ndarray,
@@ -178,7 +191,7 @@ def store_group(ctx: Context, ops: HostOperands, p: OutOfCorePlan, result: Compa
     seconds = {name: t.median for name, t in result.timings.items()}
     derived, params = group_meta(n, seconds), point_params(n, DTYPE, ctx.regime)
     return store_comparison(ctx, EXPERIMENT, params, result, lambda name: {
-        **derived[name], "check_error": errors[name], "check_rows": len(sample_rows(n)),
+        **derived[name], "check_error": errors[name], "check_rows": len(sample_rows(n)), "check_reference": REFERENCE,
         "plan": p.as_dict() if name == ENGINE else None, "inputs": INPUTS})
 
 

@@ -45,7 +45,7 @@ def checks(rows: Sequence[OutofcoreRow]) -> list[Check]:
                   else "not measured", ratio >= TARGET_SHARE if ratio is not None else None)
     big = engine.get(LARGEST_N)
     tolerance = np.finfo(np.float64).eps ** 0.5
-    correct = Check(f"N = {LARGEST_N} completes out-of-core and is correct (sampled rows)",
+    correct = Check(f"N = {LARGEST_N} completes out-of-core and is correct (sampled rows against exact_matmul)",
                     f"largest relative error {big.check_error:.2e}, {big.tflops:.2f} TFLOP/s" if big
                     else "not measured", big.check_error <= tolerance if big else None)
     return [share, correct]
