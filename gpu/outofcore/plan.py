@@ -257,7 +257,8 @@ def predict(p: OutOfCorePlan, link_bytes_per_s: float, gemm_flops_per_s: float,
     strip = p.c_block_bytes / len(p.strips(br)) / link_bytes_per_s
     back = strip * (blocks if p.c_buffers == 1 else 1)
     copy, compute = step(p.panel)
-    return Prediction(copy, compute, step(widths[0])[0] + blocks * sum(max(step(w)) for w in widths) + back)
+    fill = step(widths[0])[0] if widths else 0.0
+    return Prediction(copy, compute, fill + blocks * sum(max(step(w)) for w in widths) + back)
 
 
 def _whole(name: str, value: Any, low: int = 0) -> int:

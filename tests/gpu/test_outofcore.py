@@ -370,34 +370,3 @@ def test_the_gpu_time_line_has_every_step_and_copies_under_products(cupy_backend
     first_gemm = min(s.start for s in spans if s.lane == "GEMM")
     assert first_gemm >= sorted(s.end for s in spans if s.lane == "H2D")[1] - 1e-6, "a GEMM ran before its panels"
 
-
-def test_rates_are_measured_kept_in_the_profile_and_size_the_plan(tmp_path, monkeypatch):
-    from gpu import profile as profiles
-    from gpu.outofcore import rates
-
-    monkeypatch.setenv(profiles.ENV_VAR, str(tmp_path))
-    be = get_backend("numpy")
-    measured = rates.measure(be, nbytes=2**20, side=64, reps=2)
-    assert all(measured[k] > 0 for k in (*rates.RATES, "h2d_bytes_per_s", "d2h_bytes_per_s"))
-    assert rates.from_profile(profiles.backend_profile(be)) == {}
-    path = rates.save(be, {"link_bytes_per_s": 1e9, "gemm_flops_per_s": 1e11, "hbm_bytes_per_s": 1e10})
-    kept = {"levels": {}, "env_key": "e", "written_at": "now", "backend": "numpy", "device": "cpu"}
-    assert profiles.with_regime(profiles.load_profile(path), kept, "sustained")["transfer"]["link_bytes_per_s"] == 1e9
-    model = rates.from_profile(profiles.backend_profile(be))
-    assert model == {"link_bytes_per_s": 1e9, "gemm_flops_per_s": 1e11, "hbm_bytes_per_s": 1e10}
-    A, B = operands(300, 700, 260, seed=8)
-    seen = []
-    monkeypatch.setattr(outofcore_api, "plan", lambda *a, **kw: seen.append(kw) or plan(*a, **kw))
-    assert_product(matmul(A, B, device_memory=2**23, backend="numpy"), A, B)
-    assert {k: seen[-1][k] for k in model} == model, "matmul did not size its plan by the profile's rates"
-    matmul(A, B, device_memory=2**23, backend="numpy", link_bytes_per_s=5e9, gemm_flops_per_s=1e12)
-    assert seen[-1]["link_bytes_per_s"] == 5e9 and seen[-1]["hbm_bytes_per_s"] is None
-
-
-@pytest.mark.gpu
-def test_the_gpu_rates_are_plausible(cupy_backend):
-    from gpu.outofcore import rates
-
-    measured = rates.measure(cupy_backend, nbytes=2**28, side=2048, reps=3)
-    assert 1e9 < measured["link_bytes_per_s"] <= min(measured["h2d_bytes_per_s"], measured["d2h_bytes_per_s"])
-    assert measured["hbm_bytes_per_s"] > measured["link_bytes_per_s"] and measured["gemm_flops_per_s"] > 1e12
