@@ -7,6 +7,8 @@
   (:mod:`gpu.strassen.costs`);
 * :mod:`modeling.profile`: a device profile's level tables, and the predictor back from a profile;
 * :mod:`modeling.analytic` and :mod:`modeling.hardware`: Otsuka's model and the GPU table;
+* :mod:`modeling.published`: the seed papers' published fits, boundaries and speed-ups as data
+  (``published.json``), with the checks that leave inconsistent rows out;
 * :mod:`modeling.concurrency`, :mod:`modeling.splitk`, :mod:`modeling.decomposition`: the
   stream, split-K occupancy and segment-size formulas of the other methods, and the
   decomposition's segment plans;

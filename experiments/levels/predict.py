@@ -29,7 +29,7 @@ from ..core.database import ResultsDB
 from . import models
 
 #: Where predictions from given coefficients or the analytic model search their crossovers.
-DEFAULT_SEARCH = (512.0, 131072.0)
+DEFAULT_SEARCH = (64.0, 131072.0)
 
 
 @dataclass(frozen=True)
