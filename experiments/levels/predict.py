@@ -3,7 +3,11 @@ level for a size by the thesis rule and the recursive predictor, from one of thr
 
 * a stored calibration (``--env``, ``--device`` or this machine's device);
 * the coefficients of a JSON file (``--coefficients``);
-* Otsuka's analytic model of a hardware-table GPU (``--gpu``), no measurement needed.
+* a hardware-table GPU (``--gpu``), no measurement needed: the transfer model
+  (:mod:`modeling.transfer`) where the GPU has no calibration in the database (nor bundled in
+  ``results/published``), trained on every calibrated GPU the database holds, the bundled H100
+  calibration and the usable published fits; Otsuka's analytic model for a GPU that has one
+  (its ``--device`` prediction is the better one there).
 
 Where the thesis rule finds no crossover in the search range (Strassen never pays off for good
 there), that is its answer, level 0 throughout the range, not an error: ``P`` is None and
@@ -13,6 +17,7 @@ results are read with the database opened read-only.
 
 from __future__ import annotations
 
+import csv
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -21,7 +26,7 @@ from typing import Any
 
 from gpu.backend import get_backend
 from gpu.strassen import Config, choose_plan, deepest_level, level_schedules, plan_extra
-from modeling import crossover, fits, hardware
+from modeling import crossover, fits, hardware, transfer
 from modeling.analytic import analytic_model
 from modeling.recursive import RecursiveModel
 
@@ -30,6 +35,9 @@ from . import models
 
 #: Where predictions from given coefficients or the analytic model search their crossovers.
 DEFAULT_SEARCH = (64.0, 131072.0)
+#: The bundled H100 measurements a transfer prediction learns from where the database has none.
+BUNDLED = Path(__file__).resolve().parents[2] / "results" / "published"
+BUNDLED_CALIBRATION = ("h100-calibration.csv", "h100-level-validation.csv")
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,9 @@ def prediction_models(db_path: Path, source: Source, config: Config, launch_ms: 
     """(one-level speed-up function of x, recursive model, what they came from)."""
     if source.gpu:
         gpu = hardware.lookup(source.gpu)
+        devices = training_devices(db_path)
+        if gpu.name not in devices:
+            return transfer_models(gpu, devices, source, config, launch_ms)
         model = replace(analytic_model(gpu, config.schedule, config.fused), launch_ms=launch_ms or 0.0)
         return (lambda x: model.speedup(x, 1)), model, {
             "source": f"analytic model of {gpu.name}", "gpu": gpu.as_dict(),
@@ -110,6 +121,63 @@ def prediction_models(db_path: Path, source: Source, config: Config, launch_ms: 
     return (lambda x: crossover.speedup(tm, x, config.schedule)), model, info
 
 
+def bundled_device() -> transfer.Device | None:
+    """The H100 of ``results/published`` (calibration and measured launch overhead), read from the CSV."""
+    rows: dict[int, dict[str, Any]] = {}
+    launch = []
+    for name in BUNDLED_CALIBRATION:
+        path = BUNDLED / name
+        if not path.exists():
+            continue
+        with path.open(newline="") as f:
+            for r in csv.DictReader(f):
+                p = json.loads(r["params"])
+                if r["experiment"] == "calibration" and name == BUNDLED_CALIBRATION[0] and p.get("dtype") == "float64":
+                    rows.setdefault(p["size"], {"size": p["size"]})[f"{r['method']}_s"] = float(r["value"])
+                elif r["experiment"] == models.OVERHEAD_EXPERIMENT:
+                    launch.append(1e3 * float(r["value"]))
+    complete = [rows[n] for n in sorted(rows) if {"gemm_s", "geam_s"} <= set(rows[n])]
+    if len(complete) < 2:
+        return None
+    return transfer.calibrated_device(hardware.lookup("H100"), complete, launch[-1] if launch else None,
+                                      f"bundled calibration results/published/{BUNDLED_CALIBRATION[0]}")
+
+
+def training_devices(db_path: Path) -> dict[str, transfer.Device]:
+    """Every device the transfer model may learn from: the usable published fits, the bundled H100, and
+    the newest calibration of each hardware-table GPU in the database (which replaces the others)."""
+    devices = transfer.published_devices()
+    bundled = bundled_device()
+    if bundled is not None:
+        devices[bundled.name] = bundled
+    if not db_path.exists():
+        return devices
+    with ResultsDB(db_path, readonly=True) as db:
+        for key, env in reversed(models.calibrated_envs(db)):       # oldest first: the newest wins
+            found = hardware.matches(str(env.get("device", "")))
+            rows = models.calibration_rows(db, key)
+            if len(found) != 1 or len(rows) < 2:
+                continue
+            launch = models.stored_overheads(db, key)
+            h = launch.get("rum", min(launch.values())) if launch else None
+            devices[found[0].name] = transfer.calibrated_device(found[0], rows, h, f"calibration of env {key}")
+    return devices
+
+
+def transfer_models(gpu: hardware.GPU, devices: dict[str, transfer.Device], source: Source, config: Config,
+                    launch_ms: float | None) -> tuple[Callable[[float], float], RecursiveModel, dict[str, Any]]:
+    """The transfer model's recursive predictor of ``gpu`` (the pooled fit) and its ensemble."""
+    learned = transfer.fit_transfer(devices)
+    model = learned.central.model(gpu, config.schedule, config.fused, launch_ms)
+    bare = replace(model, launch_ms=0.0)
+    info = {"source": f"transfer model of {gpu.name} (trained on {', '.join(devices)}); no measurement of it",
+            "gpu": gpu.as_dict(), "range": source.size_range or DEFAULT_SEARCH,
+            "launch_overhead_us": 1e3 * model.launch_ms,
+            "launch_overhead_source": "given" if launch_ms is not None else "transferred",
+            "_transfer": (learned, gpu)}
+    return (lambda x: bare.speedup(x, 1)), model, info
+
+
 def predict(db_path: Path, source: Source, size: int, config: Config, max_level: int = 4,
             launch_ms: float | None = None, workspace: int | None = None) -> dict[str, Any]:
     """Crossover P, level boundaries and the best level at ``size`` by both predictors; with
@@ -118,6 +186,7 @@ def predict(db_path: Path, source: Source, size: int, config: Config, max_level:
     if size <= 0 or not 1 <= max_level <= 10:
         raise ValueError(f"need --size > 0 and --max-level in 1..10, got {size} and {max_level}")
     one_level, model, info = prediction_models(db_path, source, config, launch_ms)
+    learned = info.pop("_transfer", None)
     lo, hi = info["range"]
     found = crossover.find_crossing(lambda x: one_level(x) - 1.0, lo, hi, "SpeedUp(x) = 1")
     if isinstance(found, crossover.NoCrossover):
@@ -128,12 +197,22 @@ def predict(db_path: Path, source: Source, size: int, config: Config, max_level:
                   "level": crossover.thesis_level(size, found, max_level), "no_crossover": None}
     levels = range(max_level + 1)
     rec = model.boundaries(max_level, lo, 2 ** max_level * hi)
+    extra: dict[str, Any] = {}
+    if learned is not None:
+        found = learned[0].predict(learned[1], size, max_level, config.schedule, config.fused)
+        spread = learned[0].boundaries(learned[1], max_level, lo, 2 ** max_level * hi, config.schedule, config.fused)
+        ends = [[b[i] for b in spread.values() if b[i] is not None] for i in range(max_level)]
+        extra = {"level_range": found["level_range"], "level_text": found["level_text"],
+                 "transfer": {**found["transfer"], "levels_by_fit": found["by_member"],
+                              "boundaries_recursive_range": [[min(e), max(e)] if e else None for e in ends]}}
+        if launch_ms is not None:
+            extra["transfer"]["note"] = "the given launch overhead replaces the transferred one in every fit"
     return {"size": size, "schedule": config.schedule, "fused": config.fused, **info, **thesis,
             "level_recursive": model.level(size, levels), "P_recursive": rec[0],
             "boundaries_recursive": rec[1:], "speedup_one_level": one_level(size),
             "times_ms": {lv: model.time(size, lv) for lv in levels},
             "speedups": {lv: model.speedup(size, lv) for lv in levels},
-            "workspace": None if workspace is None else plan_prediction(model, size, max_level, workspace)}
+            "workspace": None if workspace is None else plan_prediction(model, size, max_level, workspace), **extra}
 
 
 def plan_prediction(model: RecursiveModel, size: int, max_level: int, workspace: int) -> dict[str, Any]:
