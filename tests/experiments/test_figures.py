@@ -7,7 +7,8 @@ Figures are drawn from stored rows only: the published H100 exports (``published
 synthetic CPU rows stored here (``cpu_db``: 15 audited methods, 8 Strassen schedules on 9
 (N, phi) panels, a CPU calibration from 128 to 2048, one Ozaki size and format, as a quick run
 stores them; split-K's six methods on four output sizes over k = 2^14 .. 2^24; the out-of-core engine
-and the in-core DGEMM at N = 384, 512, 768). Every figure is
+and the in-core DGEMM at N = 384, 512, 768; a leave-one-device-out transfer validation of the H100 on two
+sweeps of 12 sizes). Every figure is
 reached through the registry, ``FIGURES[name].draw(db)``.
 """
 
@@ -24,6 +25,7 @@ from experiments.audit.bench import point_params, strassen_methods
 from experiments.core.database import ResultsDB
 from experiments.core.registry import FIGURES, load
 from experiments.levels.calibration import EXPERIMENT as CALIBRATION
+from experiments.levels.transfer_validation import EXPERIMENT as TRANSFER_VALIDATION
 from experiments.outofcore.rows import EXPERIMENT as OUTOFCORE
 from experiments.outofcore.timeline import EXPERIMENT as TIMELINE
 from experiments.ozaki.bench import BREAKDOWN, TIME
@@ -94,6 +96,15 @@ def store_cpu_rows(db: ResultsDB) -> None:
                                                               ("2d", 5.5e9))):
         add(SEGMENTED, method, {"n": n, "dtype": "float64", "m": 4, "regime": "sustained"}, 2 * n**3 / rate, "s",
             tflops=rate / 1e12, over_whole=8e9 / rate, check_error=1e-15, executor="NumPy emulation", stable=True)
+    for sweep, shift in (("rum, regime not recorded", 0), ("rum+fused, sustained", 1)):
+        for i, n in enumerate(range(4096, 4096 + 12 * 2048, 2048)):
+            best, picked = min(3, i // 4), min(3, (i + shift) // 4)
+            add(TRANSFER_VALIDATION, "H100", {"device": "H100", "size": n, "sweep": sweep},
+                0.02 * (best != picked), "fraction", predicted_level=picked, best_level=best,
+                level_range=[max(0, picked - shift), picked], levels_measured=[0, 1, 2, 3],
+                measured_boundaries=[11000.0, 19000.0, 27000.0], predicted_boundaries=[10000.0, 17500.0, 25000.0],
+                boundary_error_pct=[-9.1, -7.9, None], trained_on=["P100"], time_lost_sweep=0.004 * (1 + shift),
+                mispredicted=3 * shift)
     spans = [[lane, t % 2, 0.01 * t + 0.002 * i, 0.01 * t + 0.002 * i + 0.008] for t in range(12)
              for i, lane in enumerate(("staging", "H2D", "GEMM"))]
     spans += [["D2H", 0, 0.13, 0.14], ["placement", 0, 0.14, 0.15]]
