@@ -29,7 +29,8 @@ with matching inner dimensions; the client has a worker; ``block`` is positive; 
 every engine option exists. The engine's own checks (its plan fits the worker's memory; NaN and infinity
 with ``check_finite=True``) run in each task before its work, and their errors are raised by
 :meth:`BlockProduct.result`. :func:`submit` returns the futures; :func:`matmul` waits and returns a NumPy
-array (there is no lazy dask-array result: C is assembled on the client).
+array assembled on the client, and :meth:`BlockProduct.to_dask_array` gives C as a ``dask.array`` of the block
+results left on the workers.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
+from dask import delayed
 from distributed import Client, Future
 
 from .. import outofcore
@@ -119,6 +121,18 @@ class BlockProduct:
     b_panels: list[Future] = field(default_factory=list)
     blocks: dict[tuple[int, int], Future] = field(default_factory=dict)
     workers: dict[tuple[int, int], str] = field(default_factory=dict)
+
+    def to_dask_array(self) -> da.Array:
+        """C as a ``dask.array`` whose chunks are the block tasks' results, left where they were computed: no
+        block crosses to the client until something reads it. On one host the gather of
+        :meth:`result` is most of a Dask run's cost (C was 2.1 GB over TCP at N = 16384 on the H100
+        machine), so a caller that goes on with C on the cluster (``C[...].sum()``, ``C.to_zarr(...)``)
+        keeps it there."""
+        if not self.blocks:
+            return da.zeros(self.shape, dtype=self.dtype, chunks=self.shape)
+        chunks = [[da.from_delayed(delayed(self.blocks[i, j]), (r.stop - r.start, c.stop - c.start), self.dtype)
+                   for j, c in enumerate(self.cols)] for i, r in enumerate(self.rows)]
+        return da.block(chunks)
 
     def result(self) -> np.ndarray:
         """C as a NumPy array, once every block task has finished (a task's error is raised here)."""

@@ -180,6 +180,23 @@ def test_each_block_runs_where_its_panels_are(client, n_workers, dask_operands):
     assert_product(C, A, B)
 
 
+
+def test_the_result_as_a_dask_array_stays_on_the_workers(client):
+    A, B = operands(61, 40, 47, seed=11)
+    product = submit(A, B, client=client, block=(25, 20))
+    C = product.to_dask_array()
+    assert isinstance(C, da.Array) and C.shape == (61, 47) and C.dtype == A.dtype
+    assert C.chunks == ((25, 25, 11), (20, 20, 7)), "one chunk per block task"
+    total = client.compute(C.sum()).result()
+    assert total == pytest.approx((A @ B).sum(), rel=1e-12)
+    held = client.who_has(list(product.blocks.values()))
+    assert all(product.workers[key] in held[f.key] for key, f in product.blocks.items()), \
+        "a block left the worker that computed it"
+    assert_product(C.compute(), A, B)
+    empty = submit(np.ones((0, 4)), np.ones((4, 3)), client=client).to_dask_array()
+    assert empty.shape == (0, 3) and empty.compute().shape == (0, 3)
+
+
 @pytest.mark.gpu
 def test_one_gpu_worker_of_a_local_cuda_cluster_runs_the_engine_on_its_gpu(cupy_backend):
     dask_cuda = pytest.importorskip("dask_cuda", reason="the GPU cluster needs dask-cuda")
