@@ -1,0 +1,19 @@
+"""Ozaki scheme II: float64 products from INT8 GEMMs modulo coprime moduli and the CRT (first step: NumPy).
+
+Scale A and B by powers of two into integers A', B' (:mod:`~gpu.ozaki2.scaling`, accurate mode),
+take their symmetric residues modulo each modulus (:mod:`~gpu.ozaki2.residues`), multiply the
+residues once per modulus (INT8 GEMMs; emulated exactly in :mod:`~gpu.ozaki2.reference`), recover
+A'B' with the double-double Chinese remainder theorem (:mod:`~gpu.ozaki2.crt`) and unscale. The
+moduli and the CRT constants are data (:mod:`~gpu.ozaki2.moduli`). Spec: ``shared/spec/ozaki2.md``.
+Not yet here: the GPU path, k-blocking beyond the INT32 range, fast mode, ``moduli="auto"``.
+"""
+
+from .crt import reconstruct, reconstruct_exact
+from .moduli import MAX_MODULI, MODULI, ModuliTable, greedy_moduli, moduli_table, residue_range
+from .reference import MAX_K, matmul, modular_product
+from .residues import reduce, residues
+from .scaling import Scaled, bound_exponent, scale_accurate
+
+__all__ = ["MAX_K", "MAX_MODULI", "MODULI", "ModuliTable", "Scaled", "bound_exponent", "greedy_moduli", "matmul",
+           "modular_product", "moduli_table", "reconstruct", "reconstruct_exact", "reduce", "residue_range",
+           "residues", "scale_accurate"]
