@@ -5,15 +5,18 @@ take their symmetric residues modulo each modulus (:mod:`~gpu.ozaki2.residues`),
 residues once per modulus (INT8 GEMMs; emulated exactly in :mod:`~gpu.ozaki2.reference`), recover
 A'B' with the double-double Chinese remainder theorem (:mod:`~gpu.ozaki2.crt`) and unscale. The
 moduli and the CRT constants are data (:mod:`~gpu.ozaki2.moduli`). Spec: ``shared/spec/ozaki2.md``.
-Not yet here: the GPU path, k-blocking beyond the INT32 range, fast mode, ``moduli="auto"``.
+k beyond the INT32 range is cut into blocks whose residues are added modulo each modulus before
+one CRT (:mod:`~gpu.ozaki2.reference`); ``moduli="auto"`` picks the fewest moduli whose componentwise
+bound meets a target (:mod:`~gpu.ozaki2.auto`). Not yet here: the GPU path, fast mode.
 """
 
+from .auto import choose_moduli, predicted_error
 from .crt import reconstruct, reconstruct_exact
 from .moduli import MAX_MODULI, MODULI, ModuliTable, greedy_moduli, moduli_table, residue_range
 from .reference import MAX_K, matmul, modular_product
 from .residues import reduce, residues
-from .scaling import Scaled, bound_exponent, scale_accurate
+from .scaling import Bounds, Scaled, accurate_bounds, bound_exponent, scale_accurate
 
-__all__ = ["MAX_K", "MAX_MODULI", "MODULI", "ModuliTable", "Scaled", "bound_exponent", "greedy_moduli", "matmul",
-           "modular_product", "moduli_table", "reconstruct", "reconstruct_exact", "reduce", "residue_range",
-           "residues", "scale_accurate"]
+__all__ = ["MAX_K", "MAX_MODULI", "MODULI", "Bounds", "ModuliTable", "Scaled", "accurate_bounds", "bound_exponent",
+           "choose_moduli", "greedy_moduli", "matmul", "modular_product", "moduli_table", "predicted_error",
+           "reconstruct", "reconstruct_exact", "reduce", "residue_range", "residues", "scale_accurate"]

@@ -10,8 +10,11 @@ Accurate mode (Ozaki, Uchino & Imamura; one extra INT8 GEMM):
 
 * e_i = 5 - ilogb(max_j |a_ij|), Abar_ij = ceil(|a_ij| 2**e_i) <= 64 (the row maximum scales below
   2**6); f_j and Bbar likewise for the columns of B. Then |a_ij| 2**e_i <= Abar_ij.
-* Cbar = Abar Bbar, exact (an INT8 GEMM with INT32 accumulation while k 64**2 < 2**31; emulated
-  here by an int64 matmul), so (|A||B|)_ij 2**(e_i + f_j) <= Cbar_ij.
+* Cbar = Abar Bbar over the whole k, exact: INT8 GEMMs with INT32 accumulation on blocks of at most
+  :data:`MAX_K_BOUND_GEMM` (k 64**2 < 2**31), their sums added in int64 without reduction (exact while
+  k 64**2 < 2**63; emulated here by int64 matmuls per block), so (|A||B|)_ij 2**(e_i + f_j) <= Cbar_ij
+  for every k. The bound below holds whatever k is, so k-blocking of the modular products (see
+  :mod:`gpu.ozaki2.reference`) needs nothing more from the scaling.
 * t_i with max_j Cbar_ij < 2**t_i (row maxima), r_j likewise (column maxima); u_i = floor((K - t_i)/2),
   v_j = floor((K - r_j)/2), sA_i = e_i + u_i, sB_j = f_j + v_j.
 
@@ -32,8 +35,20 @@ import numpy as np
 
 from .moduli import ModuliTable
 
-#: Cbar's INT8 GEMM is exact with INT32 accumulation while k * 64**2 < 2**31.
+#: Cbar's INT8 GEMM is exact with INT32 accumulation while k * 64**2 < 2**31: its block length.
 MAX_K_BOUND_GEMM = (2**31 - 1) // 64**2
+#: int64 sums of the blocks' products stay exact while k * 64**2 < 2**63.
+MAX_K = (2**63 - 1) // 64**2
+
+
+class Bounds(NamedTuple):
+    """Accurate mode's data-dependent part, shared by every modulus count: row exponents e and the
+    bit lengths t of Cbar's row maxima, column exponents f and the bit lengths r of its column maxima."""
+
+    e: np.ndarray
+    t: np.ndarray
+    f: np.ndarray
+    r: np.ndarray
 
 
 class Scaled(NamedTuple):
@@ -68,19 +83,36 @@ def _small_bound(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     return e, np.ceil(scaled).astype(np.int64)
 
 
-def scale_accurate(A: np.ndarray, B: np.ndarray, table: ModuliTable) -> Scaled:
-    """Accurate-mode scaling of A (rows) and B (columns) for the moduli of ``table`` (see the module)."""
+def accurate_bounds(A: np.ndarray, B: np.ndarray) -> Bounds:
+    """e, t, f, r of the module text (one Cbar product over the whole k, in blocks; see the module)."""
     A, B = _check(A, B)
-    if A.shape[1] > MAX_K_BOUND_GEMM:
-        raise ValueError(f"k = {A.shape[1]} exceeds {MAX_K_BOUND_GEMM}, the INT8 bound GEMM's exact range")
-    K = bound_exponent(table)
+    k = A.shape[1]
+    if k > MAX_K:
+        raise ValueError(f"k = {k} exceeds {MAX_K}, the range of Cbar's exact int64 sum")
     e, Abar = _small_bound(A, axis=1)
     f, Bbar = _small_bound(B, axis=0)
-    Cbar = Abar @ Bbar
+    Cbar = np.zeros((A.shape[0], B.shape[1]), dtype=np.int64)
+    for lo in range(0, k, MAX_K_BOUND_GEMM):
+        Cbar += Abar[:, lo:lo + MAX_K_BOUND_GEMM] @ Bbar[lo:lo + MAX_K_BOUND_GEMM]
     t = np.frexp(Cbar.max(axis=1, initial=0).astype(np.float64))[1].astype(np.int64)
     r = np.frexp(Cbar.max(axis=0, initial=0).astype(np.float64))[1].astype(np.int64)
-    shift_a = e + (K - t) // 2
-    shift_b = f + (K - r) // 2
+    return Bounds(e, t, f, r)
+
+
+def headroom(bounds: Bounds, K: int) -> tuple[np.ndarray, np.ndarray]:
+    """u_i = floor((K - t_i)/2) and v_j = floor((K - r_j)/2): the shifts beyond e_i and f_j."""
+    return (K - bounds.t) // 2, (K - bounds.r) // 2
+
+
+def scale_accurate(A: np.ndarray, B: np.ndarray, table: ModuliTable, bounds: Bounds | None = None) -> Scaled:
+    """Accurate-mode scaling of A (rows) and B (columns) for the moduli of ``table`` (see the module);
+    ``bounds``: :func:`accurate_bounds` of A and B when already computed."""
+    A, B = _check(A, B)
+    if bounds is None:
+        bounds = accurate_bounds(A, B)
+    u, v = headroom(bounds, bound_exponent(table))
+    shift_a = bounds.e + u
+    shift_b = bounds.f + v
     A_int = np.trunc(np.ldexp(A, shift_a[:, None]))
     B_int = np.trunc(np.ldexp(B, shift_b[None, :]))
     return Scaled(A_int, B_int, shift_a, shift_b)

@@ -1,0 +1,70 @@
+"""``moduli="auto"``: the fewest moduli whose error bound meets a target on the given inputs.
+
+With accurate scaling for N moduli (bound exponent K_N), row i of A is shifted by sA_i = e_i + u_i and
+column j of B by sB_j = f_j + v_j, u_i = floor((K_N - t_i)/2), v_j = floor((K_N - r_j)/2)
+(:mod:`gpu.ozaki2.scaling`). Truncation toward zero loses less than 1 per entry of the scaled
+matrices: |a_ik 2**sA_i - A'_ik| < 1, |A'_ik| <= |a_ik| 2**sA_i, and likewise for B. So
+
+    (AB)_ij - 2**-(sA_i + sB_j) (A'B')_ij
+        = sum_k (a_ik - 2**-sA_i A'_ik) b_kj + 2**-sA_i A'_ik (b_kj - 2**-sB_j B'_kj)
+
+is at most 2**-sA_i ||b_j||_1 + 2**-sB_j ||a_i||_1 in magnitude. The CRT recovers A'B' within
+``crt_error`` (before its final rounding, half an ulp of C', i.e. 2**-53 |C_ij| after the exact
+unscaling). With A~ = diag(2**e) |A| and B~ = |B| diag(2**f) (every row, column maximum in [32, 64),
+which keeps the sums below away from underflow), dividing by (|A||B|)_ij = 2**-(e_i + f_j) (A~B~)_ij:
+
+    E_ij = (2**-u_i ||b~_j||_1 + 2**-v_j ||a~_i||_1 + 2**-(u_i + v_j) crt_error_N) / (A~B~)_ij,
+
+and |C_ij - (AB)_ij| <= E_ij (|A||B|)_ij + 2**-53 |C_ij|. Entries with (|A||B|)_ij = 0 are exact (every
+term above has a zero factor) and are left out. The float64 evaluation of E_ij is made safe by
+rounding the denominator down by (k + 2) 2**-53 and the numerator up by 2**-50. :func:`choose_moduli`
+returns the smallest N with max_ij E_ij <= target; ``"dgemm"`` is 2**-53 (float64's unit roundoff
+per term, as for scheme I's ``target``), ``"sgemm"`` 2**-24.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..ozaki.plan import target_value
+from .moduli import MAX_MODULI, moduli_table
+from .scaling import Bounds, bound_exponent, headroom
+
+
+def _scaled_abs(A: np.ndarray, B: np.ndarray, bounds: Bounds) -> tuple[np.ndarray, np.ndarray]:
+    """|A~| and |B~|: rows of |A| times 2**e, columns of |B| times 2**f."""
+    A, B = np.abs(np.asarray(A, dtype=np.float64)), np.abs(np.asarray(B, dtype=np.float64))
+    return np.ldexp(A, bounds.e[:, None]), np.ldexp(B, bounds.f[None, :])
+
+
+def predicted_error(A: np.ndarray, B: np.ndarray, bounds: Bounds, counts: range) -> list[float]:
+    """max_ij E_ij (the module's bound) for each modulus count in ``counts`` (0 when A B is exactly zero)."""
+    At, Bt = _scaled_abs(A, B, bounds)
+    k = At.shape[1]
+    D = (At @ Bt) * max(1.0 - (k + 2) * 2.0**-53, 0.0)
+    nz = D > 0
+    row_l1, col_l1 = At.sum(axis=1), Bt.sum(axis=0)
+    out = []
+    for n in counts:
+        table = moduli_table(n)
+        u, v = headroom(bounds, bound_exponent(table))
+        pu, pv = np.ldexp(1.0, -u)[:, None], np.ldexp(1.0, -v)[None, :]
+        num = (pu * col_l1[None, :] + pv * row_l1[:, None] + pu * pv * table.crt_error()) * (1 + 2.0**-50)
+        with np.errstate(over="ignore", invalid="ignore"):
+            ratio = np.where(nz, num / np.where(nz, D, 1.0), 0.0)
+        out.append(float(ratio.max(initial=0.0)))
+    return out
+
+
+def choose_moduli(A: np.ndarray, B: np.ndarray, bounds: Bounds, target: Any = "dgemm") -> int:
+    """The fewest moduli (1..20) whose :func:`predicted_error` meets ``target`` (see the module)."""
+    goal = target_value(target)
+    counts = range(1, MAX_MODULI + 1)
+    errors = predicted_error(A, B, bounds, counts)
+    for n, err in zip(counts, errors, strict=True):
+        if err <= goal:
+            return n
+    raise ValueError(f"no modulus count up to {MAX_MODULI} meets target {target!r} on these inputs "
+                     f"(bound with {MAX_MODULI} moduli: {errors[-1]:.3g})")
