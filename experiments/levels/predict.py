@@ -17,7 +17,6 @@ results are read with the database opened read-only.
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -30,6 +29,7 @@ from modeling import crossover, fits, hardware, transfer
 from modeling.analytic import analytic_model
 from modeling.recursive import RecursiveModel
 
+from ..core.csvio import ExportRow, read_export
 from ..core.database import ResultsDB
 from . import models
 
@@ -121,21 +121,24 @@ def prediction_models(db_path: Path, source: Source, config: Config, launch_ms: 
     return (lambda x: crossover.speedup(tm, x, config.schedule)), model, info
 
 
+def bundled_rows(name: str) -> list[ExportRow]:
+    """The rows of the export ``results/published/<name>`` (none where the file is not there), read
+    and checked as ``gemmlab results import`` reads them."""
+    path = BUNDLED / name
+    if not path.exists():
+        return []
+    with path.open(newline="") as f:
+        return read_export(f, f"results/published/{name}")
+
+
 def bundled_device() -> transfer.Device | None:
     """The H100 of ``results/published`` (calibration and measured launch overhead), read from the CSV."""
     rows: dict[int, dict[str, Any]] = {}
-    launch = []
-    for name in BUNDLED_CALIBRATION:
-        path = BUNDLED / name
-        if not path.exists():
-            continue
-        with path.open(newline="") as f:
-            for r in csv.DictReader(f):
-                p = json.loads(r["params"])
-                if r["experiment"] == "calibration" and name == BUNDLED_CALIBRATION[0] and p.get("dtype") == "float64":
-                    rows.setdefault(p["size"], {"size": p["size"]})[f"{r['method']}_s"] = float(r["value"])
-                elif r["experiment"] == models.OVERHEAD_EXPERIMENT:
-                    launch.append(1e3 * float(r["value"]))
+    for r in bundled_rows(BUNDLED_CALIBRATION[0]):
+        if r.experiment == "calibration" and r.params.get("dtype") == "float64":
+            rows.setdefault(r.params["size"], {"size": r.params["size"]})[f"{r.method}_s"] = r.value
+    launch = [1e3 * r.value for name in BUNDLED_CALIBRATION for r in bundled_rows(name)
+              if r.experiment == models.OVERHEAD_EXPERIMENT]
     complete = [rows[n] for n in sorted(rows) if {"gemm_s", "geam_s"} <= set(rows[n])]
     if len(complete) < 2:
         return None

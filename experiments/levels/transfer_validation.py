@@ -17,12 +17,9 @@ the ensemble, the measured best, the boundaries and their errors, and the traini
 
 from __future__ import annotations
 
-import csv
-import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure
@@ -91,22 +88,17 @@ def stored_sweeps(db: ResultsDB) -> list[Sweep]:
     return out
 
 
-def bundled_sweeps(root: Path = predict.BUNDLED) -> list[Sweep]:
+def bundled_sweeps() -> list[Sweep]:
     """The level sweeps of ``results/published`` (read from the CSVs, no database needed)."""
     out = []
     for name in BUNDLED_SWEEPS:
-        path = root / name
-        if not path.exists():
-            continue
         by_device: dict[str, list[tuple[str, str, dict[str, Any], float]]] = defaultdict(list)
-        with path.open(newline="") as f:
-            for r in csv.DictReader(f):
-                if r["experiment"] != models.LEVELS_EXPERIMENT:
-                    continue
-                found = hardware.matches(str(json.loads(r["environment"]).get("device", "")))
-                if len(found) == 1:
-                    p = json.loads(r["params"])
-                    by_device[found[0].name].append((r["method"], p.get("regime", UNRECORDED), p, float(r["value"])))
+        for r in predict.bundled_rows(name):
+            if r.experiment != models.LEVELS_EXPERIMENT:
+                continue
+            found = hardware.matches(str(r.environment.get("device", "")))
+            if len(found) == 1:
+                by_device[found[0].name].append((r.method, r.params.get("regime", UNRECORDED), r.params, r.value))
         for device, rows in by_device.items():
             out += _group(rows, device, f"results/published/{name}")
     return out
