@@ -9,7 +9,7 @@
 * :mod:`~gpu.backend.numpy_backend`, :mod:`~gpu.backend.cupy_backend`: the implementations.
 """
 
-from .checks import MemoryPlanError, check_output, matrix_pair, require_finite, require_memory
+from .checks import MemoryPlanError, check_output, matrix_pair, require_finite, require_host, require_memory
 from .interface import (
     POLICIES,
     AllocationReport,
@@ -25,4 +25,4 @@ from .registry import BACKENDS, backend_class, backend_of, get_backend, gpu_avai
 
 __all__ = ["BACKENDS", "POLICIES", "AllocationReport", "Array", "Backend", "BackendUnavailable", "MemoryPlanError",
            "NullEvent", "NullStream", "Timer", "backend_class", "backend_of", "check_output", "get_backend",
-           "gpu_available", "matrix_pair", "register_ops", "require_finite", "require_memory"]
+           "gpu_available", "matrix_pair", "register_ops", "require_finite", "require_host", "require_memory"]

@@ -47,6 +47,14 @@ def gib(n: float) -> str:
     return f"{n / 2**30:.2f} GiB"
 
 
+def require_host(x: Any, name: str, reads: str, alternative: str) -> None:
+    """TypeError for a device array where a method reads host memory: ``reads`` says how ("the engine
+    streams host memory"), ``alternative`` what else to pass besides ``name.get()`` (", or ...")."""
+    if hasattr(x, "__cuda_array_interface__"):
+        raise TypeError(f"{name} is a device array ({type(x).__module__}.{type(x).__name__}); {reads}: pass a "
+                        f"NumPy array ({name}.get()){alternative}")
+
+
 def require_memory(be: Backend, need: int, what: str, advice: str) -> None:
     """:class:`MemoryPlanError` when ``need`` bytes exceed the memory free on ``be``'s device."""
     free = be.memory_info()[0]

@@ -49,7 +49,7 @@ from dask import delayed
 from distributed import Client, Future
 
 from .. import outofcore
-from ..backend import BACKENDS, blas, get_backend
+from ..backend import BACKENDS, blas, get_backend, require_host
 from ..backend.checks import matrix
 
 #: Engine options forwarded to :func:`gpu.outofcore.matmul` (``device_block`` is its ``block``).
@@ -91,9 +91,7 @@ def _operand(x: Any, name: str) -> Any:
             raise TypeError(f"{name} is a dask array of device chunks ({type(x._meta).__module__}); the engine "
                             f"streams host memory: pass {name}.map_blocks(lambda c: c.get())")
         return x
-    if hasattr(x, "__cuda_array_interface__"):
-        raise TypeError(f"{name} is a device array ({type(x).__module__}.{type(x).__name__}); the engine streams "
-                        f"host memory: pass a NumPy array ({name}.get()) or a dask.array")
+    require_host(x, name, "the engine streams host memory", " or a dask.array")
     return matrix(get_backend("numpy"), x, name)[0]
 
 

@@ -23,6 +23,7 @@ from ..backend import (
     get_backend,
     matrix_pair,
     require_finite,
+    require_host,
     require_memory,
 )
 from ..profile import backend_profile
@@ -38,14 +39,6 @@ NONFINITE = "NaN and infinity then flow through the panel sums as through any GE
 HEADROOM = 0.9
 
 
-def _host_array(x: Any, name: str) -> None:
-    """TypeError for a device array: the engine reads and writes host memory."""
-    if hasattr(x, "__cuda_array_interface__"):
-        raise TypeError(f"{name} is a device array ({type(x).__module__}.{type(x).__name__}); the out-of-core "
-                        f"engine streams host memory: pass a NumPy array ({name}.get()), or use the in-core "
-                        "GEMM for operands already on the device")
-
-
 def _device_memory(value: Any, ops: Any, host_free: int) -> int:
     if value is None:
         return int(ops.budget(host_free) * HEADROOM)
@@ -57,7 +50,8 @@ def _device_memory(value: Any, ops: Any, host_free: int) -> int:
 def prepare(host: Backend, A: Any, B: Any, out: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """A, B and out as host arrays after every check of their own, before any work."""
     for name, x in (("A", A), ("B", B), ("out", out)):
-        _host_array(x, name)
+        require_host(x, name, "the out-of-core engine streams host memory",
+                     ", or use the in-core GEMM for operands already on the device")
     A, B, _, _ = matrix_pair(host, A, B)
     blas.check_dtypes(("A", A), ("B", B))
     host.layout(A, "A")

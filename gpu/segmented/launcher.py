@@ -36,6 +36,7 @@ from ..backend import (
     get_backend,
     matrix_pair,
     require_finite,
+    require_host,
     require_memory,
 )
 from ..backend.checks import gib
@@ -72,10 +73,8 @@ def prepare(host: Backend, A: Any, B: Any, tasks: Sequence[Any], out: Any, tile:
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, tuple[Launch, ...]]:
     """Host A, B, out and the tasks' launches, after every check of their own, before any work."""
     for name, x in (("A", A), ("B", B), ("out", out)):
-        if hasattr(x, "__cuda_array_interface__"):
-            raise TypeError(f"{name} is a device array ({type(x).__module__}.{type(x).__name__}); the segmented "
-                            f"launcher copies segments from host memory: pass a NumPy array ({name}.get()), or "
-                            "use whole_matmul for operands already on the device")
+        require_host(x, name, "the segmented launcher copies segments from host memory",
+                     ", or use whole_matmul for operands already on the device")
     A, B, _, _ = matrix_pair(host, A, B)
     blas.check_dtypes(("A", A), ("B", B))
     n = check_square(*A.shape, B.shape, check_tile(tile))
