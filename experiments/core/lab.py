@@ -115,13 +115,19 @@ def product_error(ops: Operands, work: Work) -> float:
     return float(xp.linalg.norm(ops.C @ x - expected) / xp.linalg.norm(expected))
 
 
+def require_correct(error: float, what: str, tolerance: float, measure: str = "relative error") -> float:
+    """``error``, or RuntimeError naming ``what`` where it is beyond ``tolerance`` (NaN included): the
+    product is wrong, and nothing is timed or stored for it. ``measure`` names the error in the message."""
+    if not error <= tolerance:
+        raise RuntimeError(f"{what} computed a wrong product ({measure} {error:.2e}, tolerance {tolerance:.2e}); "
+                           "nothing was stored for it")
+    return error
+
+
 def check_product(ops: Operands, work: Work, what: str) -> float:
     """:func:`product_error`, or RuntimeError naming ``what`` when the product is wrong
     (beyond the square root of the dtype's epsilon): nothing is timed or stored for it."""
-    error = product_error(ops, work)
-    if not error <= np.finfo(ops.A.dtype).eps ** 0.5:
-        raise RuntimeError(f"{what} computed a wrong product (relative error {error:.2e}); nothing was stored for it")
-    return error
+    return require_correct(product_error(ops, work), what, np.finfo(ops.A.dtype).eps ** 0.5)
 
 
 def time_group(ops: Operands, works: Mapping[str, Work | list[Work]], baseline: str, *, refill: bool = True,
@@ -135,6 +141,15 @@ def time_group(ops: Operands, works: Mapping[str, Work | list[Work]], baseline: 
 
 #: Rows of C a benchmark checks a product on before timing it (all of them where N is smaller).
 CHECK_ROWS = 64
+
+
+def row_error(got: np.ndarray, expected: np.ndarray) -> float:
+    """Largest relative error of sampled rows ``got`` against ``expected`` (host arrays); infinite where
+    ``got`` holds NaN or infinity."""
+    if not np.all(np.isfinite(got)):
+        return float("inf")
+    return float(np.max(np.abs(got - expected) / np.maximum(np.abs(expected), np.finfo(expected.dtype).tiny),
+                        initial=0.0))
 
 
 def sample_rows(n: int, count: int = CHECK_ROWS, seed: int = 0) -> np.ndarray:

@@ -39,7 +39,7 @@ from accuracy.reference import exact_matmul
 from gpu.backend import Backend
 from gpu.outofcore import OutOfCorePlan, run
 
-from ..core.lab import REFILL_CHUNK_BYTES, Operands, sample_rows, time_group
+from ..core.lab import REFILL_CHUNK_BYTES, Operands, require_correct, row_error, sample_rows, time_group
 from ..core.registry import Context, experiment
 from ..core.summary import Summary, spread
 from ..core.sweep import group_sweep, store_comparison
@@ -150,9 +150,7 @@ def product_error(ops: HostOperands, work: Callable[[], Any], rows: np.ndarray, 
     ops.C.fill(np.nan)
     work()
     ops.backend.synchronize()
-    got = ops.C[rows] if result is None else result(rows)
-    error = float(np.max(np.abs(got - expected) / np.maximum(np.abs(expected), np.finfo(expected.dtype).tiny)))
-    return error if np.all(np.isfinite(got)) else float("inf")
+    return row_error(ops.C[rows] if result is None else result(rows), expected)
 
 
 def checked_works(ops: HostOperands, p: OutOfCorePlan, point: Point, resident: Resident | None = None
@@ -167,10 +165,9 @@ def checked_works(ops: HostOperands, p: OutOfCorePlan, point: Point, resident: R
         result = partial(resident.rows, ops.backend) if name == RESIDENT and resident is not None else None
         if result is not None and resident.C is not ops.C:
             resident.C.fill(np.nan)
-        errors[name] = product_error(ops, work, rows, expected, result)
-        if not errors[name] <= np.finfo(ops.A.dtype).eps ** 0.5:
-            raise RuntimeError(f"{name} at {where} computed a wrong product (largest relative error "
-                               f"{errors[name]:.2e} on {len(rows)} sampled rows); nothing was stored for it")
+        errors[name] = require_correct(product_error(ops, work, rows, expected, result), f"{name} at {where}",
+                                       np.finfo(ops.A.dtype).eps ** 0.5, f"on {len(rows)} sampled rows, largest "
+                                       "relative error")
     return works, errors
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from gpu.outofcore import LANES, Span, Timeline, run
 from gpu.outofcore.timeline import busy, overlap
 
-from ..core.lab import sample_rows
+from ..core.lab import require_correct, row_error, sample_rows
 from ..core.regime import get_regime, idle, reading, settle, summary
 from ..core.registry import Context, experiment
 from ..core.rows import stored_rows
@@ -87,10 +87,8 @@ def traced_run(ctx: Context, n: int) -> int:
     spans = timeline.spans()
     rows = sample_rows(n)
     expected = reference_rows(ops, rows)
-    error = float(np.max(np.abs(ops.C[rows] - expected) / np.abs(expected)))
-    if not error <= np.finfo(ops.A.dtype).eps ** 0.5:
-        raise RuntimeError(f"the traced engine run at N = {n} computed a wrong product (largest relative error "
-                           f"{error:.2e}); nothing was stored")
+    error = require_correct(row_error(ops.C[rows], expected), f"the traced engine run at N = {n}",
+                            np.finfo(ops.A.dtype).eps ** 0.5, f"on {len(rows)} sampled rows, largest relative error")
     seconds = max(s.end for s in spans)
     ctx.db.add(ctx.run_id, EXPERIMENT, ENGINE, point_params(n, DTYPE, ctx.regime), value=seconds, unit="s",
                meta={"spans": [s.as_list() for s in spans], "plan": p.as_dict(), "check_error": error,

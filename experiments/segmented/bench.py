@@ -27,7 +27,7 @@ from gpu.backend import Backend
 from gpu.segmented import FAMILY, TILE, launches, run, run_device
 from modeling.decomposition import plan_segments
 
-from ..core.lab import Operands, sample_rows, time_group
+from ..core.lab import Operands, require_correct, row_error, sample_rows, time_group
 from ..core.registry import Context, experiment
 from ..core.summary import Summary, spread
 from ..core.sweep import group_sweep, store_comparison
@@ -92,10 +92,8 @@ def checked_works(arrays: Arrays, where: str) -> tuple[dict[str, Callable[[], An
         work()
         be.synchronize()
         got = np.asarray(be.to_numpy(out[rows if isinstance(out, np.ndarray) else be.asarray(rows)]), dtype=np.float64)
-        errors[name] = float(np.max(np.abs(got - expected) / expected)) if np.all(np.isfinite(got)) else float("inf")
-        if not errors[name] <= tolerance:
-            raise RuntimeError(f"{name} at {where} computed a wrong product (largest relative error "
-                               f"{errors[name]:.2e} > {tolerance:.2e} on {len(rows)} sampled rows); nothing was stored")
+        errors[name] = require_correct(row_error(got, expected), f"{name} at {where}", tolerance,
+                                       f"on {len(rows)} sampled rows, largest relative error")
     return works, errors
 
 
