@@ -25,6 +25,7 @@ One convention for every method, after SciPy's ``linalg``:
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -53,6 +54,13 @@ def require_host(x: Any, name: str, reads: str, alternative: str) -> None:
     if hasattr(x, "__cuda_array_interface__"):
         raise TypeError(f"{name} is a device array ({type(x).__module__}.{type(x).__name__}); {reads}: pass a "
                         f"NumPy array ({name}.get()){alternative}")
+
+
+def byte_count(value: Any, name: str) -> int:
+    """``value`` as a whole number of bytes; ValueError unless it is a positive real number (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
+        raise ValueError(f"{name} must be a positive number of bytes, got {value!r}")
+    return int(value)
 
 
 def require_memory(be: Backend, need: int, what: str, advice: str) -> None:

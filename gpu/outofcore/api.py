@@ -10,7 +10,6 @@ and host memory, and (``check_finite=True``) NaN and infinity.
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 import numpy as np
@@ -26,6 +25,7 @@ from ..backend import (
     require_host,
     require_memory,
 )
+from ..backend.checks import byte_count
 from ..profile import backend_profile
 from . import ops as _ops  # noqa: F401  (registers the "outofcore" operations)
 from . import rates
@@ -42,9 +42,7 @@ HEADROOM = 0.9
 def _device_memory(value: Any, ops: Any, host_free: int) -> int:
     if value is None:
         return int(ops.budget(host_free) * HEADROOM)
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
-        raise ValueError(f"device_memory must be a positive number of bytes, got {value!r}")
-    return int(value)
+    return byte_count(value, "device_memory")
 
 
 def prepare(host: Backend, A: Any, B: Any, out: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:

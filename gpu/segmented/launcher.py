@@ -39,7 +39,7 @@ from ..backend import (
     require_host,
     require_memory,
 )
-from ..backend.checks import gib
+from ..backend.checks import byte_count, gib
 from .geometry import Launch, buffer_elements, check_square, launches, whole_launch
 from .ops import FAMILY
 from .source import TILE, check_tile
@@ -63,8 +63,7 @@ def _require_device(be: Backend, need: int, device_memory: Any, what: str, advic
     if device_memory is None:
         require_memory(be, need, what, advice)
         return
-    if isinstance(device_memory, bool) or not isinstance(device_memory, numbers.Real) or not device_memory > 0:
-        raise ValueError(f"device_memory must be a positive number of bytes, got {device_memory!r}")
+    byte_count(device_memory, "device_memory")
     if need > device_memory:
         raise MemoryPlanError(f"{what} needs {gib(need)} but device_memory is {gib(device_memory)}; {advice}")
 
