@@ -31,7 +31,6 @@ host thread never waits for a write-back while it can issue loads and products.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
@@ -41,7 +40,7 @@ import cupy
 import numpy as np
 
 from ..backend import Array, Backend, blas
-from .ops import STAGING_THREADS, Buffers, host_span, new_block, orders, part, stage, staging_rate
+from .ops import STAGING_THREADS, Buffers, host_span, median_seconds, new_block, orders, part, stage, staging_rate
 from .plan import OutOfCorePlan
 from .timeline import Timeline
 
@@ -194,8 +193,8 @@ class CudaOps:
         self._place()
 
     def rates(self, nbytes: int, side: int, reps: int) -> dict[str, float]:
-        """Pinned-to-device copies each way, a device copy and a GEMM, each timed by CUDA events on the
-        copy or compute stream (medians of ``reps`` after a warm-up)."""
+        """Pinned-to-device copies each way, a device copy and a GEMM, each timed by the backend's timer
+        (CUDA events) on the copy or compute stream (medians of ``reps`` after a warm-up)."""
         host = pinned_empty(nbytes // 8, np.float64)
         dev, dev2 = cupy.empty(nbytes // 8), cupy.empty(nbytes // 8)
         a = cupy.ones((side, side))
@@ -203,26 +202,16 @@ class CudaOps:
 
         def timed(stream: Any, work: Any) -> float:
             def once() -> float:
-                start = stream.record()
-                work()
-                end = stream.record()
-                end.synchronize()
-                return cupy.cuda.get_elapsed_time(start, end) / 1e3
-            once()
-            return statistics.median(once() for _ in range(reps))
+                with stream, self.backend.timer() as t:
+                    work()
+                return t.seconds
+            return median_seconds(once, reps)
 
         copy = self.copy_stream
         h2d = timed(copy, lambda: _RUNTIME.memcpyAsync(dev.data.ptr, host.ctypes.data, host.nbytes, _H2D, copy.ptr))
         d2h = timed(copy, lambda: _RUNTIME.memcpyAsync(host.ctypes.data, dev.data.ptr, host.nbytes, _D2H, copy.ptr))
-
-        def on_compute(work: Any) -> Any:
-            def run() -> None:
-                with self.compute_stream:
-                    work()
-            return run
-
-        hbm = timed(self.compute_stream, on_compute(lambda: dev2.__setitem__(slice(None), dev)))
-        gemm = timed(self.compute_stream, on_compute(lambda: self.backend.gemm(a, a, c)))
+        hbm = timed(self.compute_stream, lambda: dev2.__setitem__(slice(None), dev))
+        gemm = timed(self.compute_stream, lambda: self.backend.gemm(a, a, c))
         return {"h2d_bytes_per_s": host.nbytes / h2d, "d2h_bytes_per_s": host.nbytes / d2h,
                 "staging_bytes_per_s": staging_rate(self.pool, host, reps), "hbm_bytes_per_s": 2 * host.nbytes / hbm,
                 "gemm_flops_per_s": 2 * side**3 / gemm}

@@ -89,15 +89,19 @@ def host_span(timeline: Timeline | None, lane: str, tag: int = 0) -> AbstractCon
     return nullcontext() if timeline is None else timeline.host(lane, tag)
 
 
+def median_seconds(once: Callable[[], float], reps: int) -> float:
+    """Median of ``reps`` calls of ``once`` (each runs the work and returns its seconds) after a warm-up."""
+    once()
+    return statistics.median(once() for _ in range(reps))
+
+
 def median_time(work: Callable[[], Any], reps: int, clock: Callable[[], float] = time.perf_counter) -> float:
-    """Median seconds of ``reps`` runs of ``work`` after one warm-up run."""
-    work()
-    times = []
-    for _ in range(reps):
+    """Median seconds of ``reps`` runs of ``work`` on the host clock, after one warm-up run."""
+    def once() -> float:
         t0 = clock()
         work()
-        times.append(clock() - t0)
-    return statistics.median(times)
+        return clock() - t0
+    return median_seconds(once, reps)
 
 
 def staging_rate(pool: Executor, flat: np.ndarray, reps: int) -> float:
