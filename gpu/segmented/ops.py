@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..backend import Array, Backend, register_ops
+from ..outofcore.ops import packed as outofcore_packed
 from .geometry import Launch
 from .source import Accessor, accessor_of
 
@@ -59,8 +60,9 @@ def emulate(accessor: Accessor, A: np.ndarray, B: np.ndarray, C: np.ndarray, ln:
 
 
 def packed(flat: Array, shape: tuple[int, int]) -> Array:
-    """The first ``rows x cols`` elements of a flat buffer as a packed row-major matrix (NumPy or CuPy)."""
-    return flat[:shape[0] * shape[1]].reshape(shape)
+    """The first ``rows x cols`` elements of a flat buffer as a packed row-major matrix (NumPy or CuPy):
+    the out-of-core engine's buffer view (:func:`gpu.outofcore.ops.packed`) in row-major order."""
+    return outofcore_packed(flat, shape, "C")
 
 
 class HostOps:
