@@ -133,12 +133,12 @@ def bundled_rows(name: str) -> list[ExportRow]:
 
 def bundled_device() -> transfer.Device | None:
     """The H100 of ``results/published`` (calibration and measured launch overhead), read from the CSV."""
+    exports = {name: bundled_rows(name) for name in BUNDLED_CALIBRATION}
     rows: dict[int, dict[str, Any]] = {}
-    for r in bundled_rows(BUNDLED_CALIBRATION[0]):
+    for r in exports[BUNDLED_CALIBRATION[0]]:
         if r.experiment == "calibration" and r.params.get("dtype") == "float64":
             rows.setdefault(r.params["size"], {"size": r.params["size"]})[f"{r.method}_s"] = r.value
-    launch = [1e3 * r.value for name in BUNDLED_CALIBRATION for r in bundled_rows(name)
-              if r.experiment == models.OVERHEAD_EXPERIMENT]
+    launch = [1e3 * r.value for found in exports.values() for r in found if r.experiment == models.OVERHEAD_EXPERIMENT]
     complete = [rows[n] for n in sorted(rows) if {"gemm_s", "geam_s"} <= set(rows[n])]
     if len(complete) < 2:
         return None
