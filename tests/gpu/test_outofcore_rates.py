@@ -44,3 +44,13 @@ def test_the_gpu_rates_are_plausible(cupy_backend):
     measured = rates.measure(cupy_backend, nbytes=2**28, side=2048, reps=3)
     assert 1e9 < measured["link_bytes_per_s"] <= min(measured["h2d_bytes_per_s"], measured["d2h_bytes_per_s"])
     assert measured["hbm_bytes_per_s"] > measured["link_bytes_per_s"] and measured["gemm_flops_per_s"] > 1e12
+
+
+def test_the_link_rate_adds_the_costs_of_staging_and_dma():
+    """Staging and DMA share the host's memory bandwidth: their costs add, and the slower direction counts."""
+    from gpu.outofcore import rates
+
+    measured = {"h2d_bytes_per_s": 54.2e9, "d2h_bytes_per_s": 60e9, "staging_bytes_per_s": 34.4e9}
+    assert rates.link_rate(measured) == pytest.approx(1 / (1 / 34.4e9 + 1 / 54.2e9))
+    assert rates.link_rate(measured | {"d2h_bytes_per_s": 40e9}) == pytest.approx(1 / (1 / 34.4e9 + 1 / 40e9))
+    assert rates.link_rate(measured) < min(measured.values())
