@@ -185,11 +185,12 @@ def matmul(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp
 
 
 def _with_nonfinite(be: Backend, A: Array, B: Array, C: Array, bad_rows: Array, bad_cols: Array,
-                    options: dict[str, Any]) -> Array:
-    """``check_finite=False`` with NaN or infinity: the Ozaki scheme on copies of A and B whose
-    non-finite rows and columns are zeroed, then those rows and columns of C by the library GEMM."""
+                    options: dict[str, Any], method: Any = None) -> Array:
+    """``check_finite=False`` with NaN or infinity: ``method`` (the Ozaki scheme by default, or scheme II)
+    on copies of A and B whose non-finite rows and columns are zeroed, then those rows and columns of C by
+    the library GEMM."""
     A2, B2 = zeroed_copies(be, A, B, bad_rows, bad_cols)
-    matmul(A2, B2, out=C, overwrite_a=True, overwrite_b=True, check_finite=True, **options)
+    (method or matmul)(A2, B2, out=C, overwrite_a=True, overwrite_b=True, check_finite=True, **options)
     xp = be.xp
     if bad_rows.size:
         C[bad_rows] = xp.matmul(A[bad_rows], B)

@@ -10,13 +10,16 @@ one CRT (:mod:`~gpu.ozaki2.reference`); ``moduli="auto"`` picks the fewest modul
 bound meets a target (:mod:`~gpu.ozaki2.auto`). Not yet here: the GPU path, fast mode.
 """
 
+from .api import SCALINGS, matmul, workspace_bytes
 from .auto import choose_moduli, predicted_error
 from .crt import reconstruct, reconstruct_exact
 from .moduli import MAX_MODULI, MODULI, ModuliTable, greedy_moduli, moduli_table, residue_range
-from .reference import MAX_K, matmul, modular_product
+from .reference import MAX_K, modular_product
+from .reference import matmul as reference_matmul
 from .residues import reduce, residues
 from .scaling import Bounds, Scaled, accurate_bounds, bound_exponent, scale_accurate
 
-__all__ = ["MAX_K", "MAX_MODULI", "MODULI", "Bounds", "ModuliTable", "Scaled", "accurate_bounds", "bound_exponent",
-           "choose_moduli", "greedy_moduli", "matmul", "modular_product", "moduli_table", "predicted_error",
-           "reconstruct", "reconstruct_exact", "reduce", "residue_range", "residues", "scale_accurate"]
+__all__ = ["MAX_K", "MAX_MODULI", "MODULI", "SCALINGS", "Bounds", "ModuliTable", "Scaled", "accurate_bounds",
+           "bound_exponent", "choose_moduli", "greedy_moduli", "matmul", "modular_product", "moduli_table",
+           "predicted_error", "reconstruct", "reconstruct_exact", "reduce", "reference_matmul", "residue_range",
+           "residues", "scale_accurate", "workspace_bytes"]

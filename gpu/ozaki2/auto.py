@@ -28,19 +28,23 @@ from typing import Any
 
 import numpy as np
 
+from ..backend import backend_of
 from ..ozaki.plan import target_value
 from .moduli import MAX_MODULI, moduli_table
 from .scaling import Bounds, bound_exponent, headroom
 
 
-def _scaled_abs(A: np.ndarray, B: np.ndarray, bounds: Bounds) -> tuple[np.ndarray, np.ndarray]:
-    """|A~| and |B~|: rows of |A| times 2**e, columns of |B| times 2**f."""
-    A, B = np.abs(np.asarray(A, dtype=np.float64)), np.abs(np.asarray(B, dtype=np.float64))
-    return np.ldexp(A, bounds.e[:, None]), np.ldexp(B, bounds.f[None, :])
+def _scaled_abs(A: Any, B: Any, bounds: Bounds) -> tuple[Any, Any]:
+    """|A~| and |B~|: rows of |A| times 2**e, columns of |B| times 2**f (on A's backend)."""
+    xp = backend_of(A).xp
+    A, B = xp.abs(xp.asarray(A, dtype=xp.float64)), xp.abs(xp.asarray(B, dtype=xp.float64))
+    return xp.ldexp(A, bounds.e[:, None]), xp.ldexp(B, bounds.f[None, :])
 
 
-def predicted_error(A: np.ndarray, B: np.ndarray, bounds: Bounds, counts: range) -> list[float]:
-    """max_ij E_ij (the module's bound) for each modulus count in ``counts`` (0 when A B is exactly zero)."""
+def predicted_error(A: Any, B: Any, bounds: Bounds, counts: range) -> list[float]:
+    """max_ij E_ij (the module's bound) for each modulus count in ``counts`` (0 when A B is exactly zero).
+    It runs on A's backend and costs one float64 GEMM (|A~||B~|) plus a few passes over m x n per count."""
+    xp = backend_of(A).xp
     At, Bt = _scaled_abs(A, B, bounds)
     k = At.shape[1]
     D = (At @ Bt) * max(1.0 - (k + 2) * 2.0**-53, 0.0)
@@ -50,15 +54,15 @@ def predicted_error(A: np.ndarray, B: np.ndarray, bounds: Bounds, counts: range)
     for n in counts:
         table = moduli_table(n)
         u, v = headroom(bounds, bound_exponent(table))
-        pu, pv = np.ldexp(1.0, -u)[:, None], np.ldexp(1.0, -v)[None, :]
+        pu, pv = xp.ldexp(xp.ones(u.shape), -u)[:, None], xp.ldexp(xp.ones(v.shape), -v)[None, :]
         num = (pu * col_l1[None, :] + pv * row_l1[:, None] + pu * pv * table.crt_error()) * (1 + 2.0**-50)
         with np.errstate(over="ignore", invalid="ignore"):
-            ratio = np.where(nz, num / np.where(nz, D, 1.0), 0.0)
-        out.append(float(ratio.max(initial=0.0)))
+            ratio = xp.where(nz, num / xp.where(nz, D, 1.0), 0.0)
+        out.append(float(ratio.max()) if ratio.size else 0.0)
     return out
 
 
-def choose_moduli(A: np.ndarray, B: np.ndarray, bounds: Bounds, target: Any = "dgemm") -> int:
+def choose_moduli(A: Any, B: Any, bounds: Bounds, target: Any = "dgemm") -> int:
     """The fewest moduli (1..20) whose :func:`predicted_error` meets ``target`` (see the module)."""
     goal = target_value(target)
     counts = range(1, MAX_MODULI + 1)

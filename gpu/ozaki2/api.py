@@ -1,0 +1,183 @@
+"""``matmul``: Ozaki scheme II on NumPy or CuPy, written once over the backend.
+
+Steps (spec ``shared/spec/ozaki2.md``): row and column exponents (scheme I's line maxima, which also find
+NaN and infinity), the bars ``ceil(|x| 2**e) <= 64`` of A's rows and B's columns, the bounds of the
+scaling mode (:func:`bounds`), the modulus count (given, or ``"auto"``), the residues of the scaled
+integers, one INT8 GEMM per modulus and k block through :meth:`gpu.backend.Backend.gemm_ex` (in output
+tiles of scheme I's INT8 format: cuBLAS ran those faster on the H100), each product reduced to its
+symmetric residue (added modulo m across k blocks), and the CRT with the unscaling. The backend's
+``"ozaki2"`` operations (:mod:`gpu.ozaki2.ops`) do the element-wise work with identical bits on both.
+
+**Scaling modes.** Both give Bounds(e, t, f, r) and the shifts ``sA_i = e_i + floor((K - t_i)/2)``,
+``sB_j = f_j + floor((K - r_j)/2)``, 2**K <= M/4 (:mod:`gpu.ozaki2.scaling`); they differ in t and r:
+
+* ``"accurate"``: t_i, r_j bound the row and column maxima of Cbar = Abar Bbar (one more INT8 GEMM).
+* ``"fast"`` (no GEMM; our bound, not GEMMul8's): t_i with ``sum_k Abar_ik**2 < 2**t_i`` and r_j with
+  ``sum_k Bbar_kj**2 < 2**r_j``, sums of squares of the bars computed exactly in integers. Proof:
+  |x 2**e| <= xbar entrywise, so |A'B'|_ij <= 2**(u_i + v_j) (Abar Bbar)_ij <= 2**(u_i + v_j)
+  ||Abar_i||_2 ||Bbar_j||_2 (Cauchy-Schwarz) < 2**(u_i + v_j + (t_i + r_j)/2) <= 2**K. It is
+  scale-invariant: multiplying a row of A (a column of B) by 2**p changes e_i by -p and nothing else
+  (the bars are the same), so A' and the result are the same up to that power of two; a general
+  scaling changes the bars by at most a factor of 2 per entry. The bound is at most sqrt(k) times
+  accurate mode's (a bit or so per operand on uniform data), and the sums are integers, so CPU and GPU
+  agree.
+
+The predicted error of ``moduli="auto"`` (:mod:`gpu.ozaki2.auto`) holds for either mode.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..backend import Array, Backend, MemoryPlanError, check_output, get_backend
+from ..ozaki.api import _lines, _operands, _phase, _refuse_nonfinite, _with_nonfinite
+from ..ozaki.formats import get_format
+from ..ozaki.plan import ALIGN
+from .auto import choose_moduli
+from .moduli import MAX_MODULI, ModuliTable, moduli_table
+from .ops import ops
+from .reference import MAX_K
+from .scaling import MAX_K_BOUND_GEMM, Bounds, bound_exponent, headroom
+
+SCALINGS = ("accurate", "fast")
+#: INT8 GEMM output tiles (scheme I's measured choice for the INT8 format).
+TILE = get_format("int8").tile
+
+
+def _pad(x: int) -> int:
+    return -(-max(x, 1) // ALIGN) * ALIGN
+
+
+def _blocks(ldk: int, block: int) -> list[slice]:
+    return [slice(lo, min(lo + block, ldk)) for lo in range(0, ldk, block)]
+
+
+def _tiles(m: int, n: int) -> list[tuple[slice, slice]]:
+    return [(slice(i, min(i + TILE, m)), slice(j, min(j + TILE, n))) for i in range(0, m, TILE)
+            for j in range(0, n, TILE)]
+
+
+def _int8_product(be: Backend, a: Array, b: Array, P: Array) -> None:
+    """P = a @ b.T (INT8 rows, INT32 result) in output tiles."""
+    for rows, cols in _tiles(P.shape[0], P.shape[1]):
+        be.gemm_ex(a[rows], b[cols].T, P[rows, cols], recipe="int8")
+
+
+def bounds(be: Backend, bars_a: Array, bars_b: Array, e: Array, f: Array, m: int, n: int, scaling: str) -> Bounds:
+    """The mode's Bounds (see the module) from the bars of A's rows and B's columns."""
+    xp = be.xp
+    if scaling == "fast":
+        sa, sb = ops(be).square_sums(bars_a)[:m], ops(be).square_sums(bars_b)[:n]
+        return Bounds(e, xp.frexp(sa.astype(np.float64))[1], f, xp.frexp(sb.astype(np.float64))[1])
+    blocks = _blocks(bars_a.shape[1], MAX_K_BOUND_GEMM // ALIGN * ALIGN)
+    P = xp.empty((bars_a.shape[0], bars_b.shape[0]), dtype=np.int32)
+    cbar = None
+    for block in blocks:
+        _int8_product(be, bars_a[:, block], bars_b[:, block], P)
+        cbar = P if len(blocks) == 1 else P.astype(np.int64) if cbar is None else cbar + P
+    cbar = cbar[:m, :n]
+    t = xp.frexp(cbar.max(axis=1).astype(np.float64))[1] if n else xp.zeros(m, dtype=np.int32)
+    r = xp.frexp(cbar.max(axis=0).astype(np.float64))[1] if m else xp.zeros(n, dtype=np.int32)
+    return Bounds(e, t, f, r)
+
+
+def _count(moduli: Any, target: Any) -> int | None:
+    """The modulus count (None: ``"auto"``), after the checks of :func:`matmul`."""
+    if isinstance(moduli, str) and moduli == "auto":
+        return None
+    if target is not None:
+        raise ValueError("give either a moduli count or target (with moduli='auto'), not both")
+    if isinstance(moduli, bool) or not isinstance(moduli, (int, np.integer)) or not 1 <= moduli <= MAX_MODULI:
+        raise ValueError(f"moduli must be 'auto' or a count in 1..{MAX_MODULI}, not {moduli!r}")
+    return int(moduli)
+
+
+def _k_block(k_block: Any) -> int:
+    if k_block is None:
+        return MAX_K // ALIGN * ALIGN
+    if isinstance(k_block, bool) or not isinstance(k_block, (int, np.integer)) or not 1 <= k_block <= MAX_K:
+        raise ValueError(f"k_block must be an integer in 1..{MAX_K} (the INT8 GEMM's exact range), not {k_block!r}")
+    return int(k_block) // ALIGN * ALIGN if k_block >= ALIGN else int(k_block)
+
+
+def workspace_bytes(m: int, k: int, n: int, count: int) -> int:
+    """Device bytes of one product beyond A, B and C: residues, bars, the INT32 product, planes, Cbar."""
+    ldk, n_pad = _pad(k), _pad(n)
+    return (count + 1) * ldk * (m + n_pad) + 4 * m * n_pad * 3 + count * m * n
+
+
+def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling: str = "accurate",
+           k_block: int | None = None, out: Any = None, overwrite_a: bool = False, overwrite_b: bool = False,
+           check_finite: bool = True, backend: str | Backend = "auto",
+           phases: dict[str, float] | None = None) -> Array:
+    """``A @ B`` in float64 by Ozaki scheme II (see :mod:`gpu.ozaki2` and this module).
+
+    ``moduli``: a count in 1..20, or ``"auto"`` (the default): the fewest whose proven componentwise
+    bound (:func:`gpu.ozaki2.auto.predicted_error`: ``|C - AB| <= E |A||B| + 2**-53 |C|``) meets
+    ``target`` (``"dgemm"`` = 2**-53 when not given, ``"sgemm"``, or a number); ``"auto"`` costs one
+    float64 GEMM of |A||B| on top, so pass a count where speed matters. ``scaling``: ``"accurate"`` or
+    ``"fast"`` (module notes). ``k_block``: most inner terms per INT8 GEMM (default and most 2**17 - 1;
+    from 16 on rounded down to a multiple of 16, keeping the INT8 operands' views aligned). ``out``: a C-ordered float64 array of the backend for the result.
+    ``overwrite_a`` / ``overwrite_b``: accepted for symmetry with scheme I; A and B are only read.
+    ``check_finite``: refuse NaN and infinity (the default); with False, the rows and columns holding
+    them are computed by the library GEMM (IEEE arithmetic) and the rest by scheme II. ``phases``: a
+    dict that receives seconds per phase (``scaling``, ``residues``, ``gemm``, ``reduce``, ``crt``;
+    each phase synchronized). Raises TypeError and ValueError (MemoryPlanError where the workspace
+    cannot fit) before any product.
+    """
+    be = get_backend(backend)
+    A, B = _operands(be, A, B)
+    (m, k), n = A.shape, B.shape[1]
+    if scaling not in SCALINGS:
+        raise ValueError(f"scaling must be one of {SCALINGS}, not {scaling!r}")
+    count, block = _count(moduli, target), _k_block(k_block)
+    C = check_output(be, out, (m, n), np.float64, {"A": A, "B": B}, rows_contiguous=True)
+    need = (workspace_bytes(m, k, n, count or MAX_MODULI) + (0 if C is not None else 8 * m * n)
+            + (8 * (m * k + k * n + 3 * m * n) if count is None else 0))
+    free = be.memory_info()[0]
+    if need > free:
+        raise MemoryPlanError(f"Ozaki scheme II on {m} x {k} x {n} with {count or 'up to 20'} moduli needs "
+                              f"{need / 2**30:.2f} GiB of workspace and output but {free / 2**30:.2f} GiB are "
+                              "free: pass fewer moduli, out=, or split the product into blocks of rows")
+    C = be.xp.empty((m, n)) if C is None else C
+    if m == 0 or n == 0 or k == 0:
+        C[...] = 0.0
+        return C
+    with _phase(be, phases, "scaling"):
+        rows, cols = _lines(be, A, 1), _lines(be, B, 0)
+        if rows.bad or cols.bad:
+            if check_finite:
+                _refuse_nonfinite(rows, cols)
+            options = dict(moduli=moduli, target=target, scaling=scaling, k_block=k_block, backend=be, phases=phases)
+            return _with_nonfinite(be, A, B, C, rows.nonfinite, cols.nonfinite, options, method=matmul)
+        e, f = 6 - rows.exps, 6 - cols.exps
+        ldk, n_pad = _pad(k), _pad(n)
+        bars_a, bars_b = ops(be).bars(A, e, m, ldk), ops(be).bars(B.T, f, n_pad, ldk)
+        found = bounds(be, bars_a, bars_b, e, f, m, n, scaling)
+        del bars_a, bars_b
+        table = moduli_table(count or choose_moduli(A, B, found, "dgemm" if target is None else target))
+        u, v = headroom(found, bound_exponent(table))
+        shift_a, shift_b = (found.e + u).astype(np.int32), (found.f + v).astype(np.int32)
+    with _phase(be, phases, "residues"):
+        res_a, res_b = ops(be).residues(A, shift_a, table, m, ldk), ops(be).residues(B.T, shift_b, table, n_pad, ldk)
+    planes = _modular_products(be, res_a, res_b, table, block, m, n, phases)
+    with _phase(be, phases, "crt"):
+        ops(be).crt(planes, table, shift_a, shift_b, C)
+    return C
+
+
+def _modular_products(be: Backend, res_a: Array, res_b: Array, table: ModuliTable, block: int, m: int, n: int,
+                      phases: dict[str, float] | None) -> Array:
+    """The symmetric residues (N, m, n) of A'B': per modulus and k block one INT8 GEMM, then its reduction."""
+    planes = be.xp.empty((table.count, m, n), dtype=np.int8)
+    P = be.xp.empty((m, res_b.shape[1]), dtype=np.int32)
+    blocks = _blocks(res_a.shape[2], block if block < res_a.shape[2] else res_a.shape[2])
+    for t, modulus in enumerate(table.moduli):
+        for number, kb in enumerate(blocks):
+            with _phase(be, phases, "gemm"):
+                _int8_product(be, res_a[t][:, kb], res_b[t][:, kb], P)
+            with _phase(be, phases, "reduce"):
+                ops(be).reduce(P[:, :n], planes[t], modulus, number > 0)
+    return planes

@@ -1,0 +1,193 @@
+"""CUDA kernels of scheme II (CuPy only): the GPU twin of :class:`gpu.ozaki2.ops.HostOps`.
+
+* ``ozaki2_rows``: reads a 32 x 32 tile of X (A's rows, or B's columns as the rows of B^T) through shared
+  memory, so that reads and writes are coalesced whichever axis of X is contiguous, and writes per
+  element either its bar ``ceil(|x| 2**e_r)`` (``BARS``) or the symmetric residues of
+  ``x' = trunc(x 2**s_r)`` modulo every modulus (``RESIDUES``). A residue of an integer y below 2**53
+  (held as a double) is ``y - q m`` with ``q = rint(y / m)``: one FMA, exact because the result is a
+  small integer; q may be off by one, which the symmetric correction absorbs. Larger x' is n 2**e with
+  an integer n < 2**53 (``frexp``), whose residue is that of n times 2**e mod m from a table (below
+  2**16, exact). The residue is a function of x' alone, so it equals NumPy's.
+* ``ozaki2_reduce`` (element-wise): an INT32 product's symmetric residue, added to the plane's where
+  k is blocked.
+* ``ozaki2_crt``: the double-double CRT of :mod:`gpu.ozaki2.crt` for every entry, in the same order,
+  every product and sum rounded on its own (``__dmul_rn``, ``__dadd_rn``: no contraction into FMAs,
+  which would change the low parts' roundings), then ``ldexp`` by the row and column shifts.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import cupy
+import numpy as np
+
+from ..backend import Backend
+from ..ozaki.kernels import TILE, TILE_ROWS
+from .moduli import ModuliTable
+from .residues import powers_of_two
+
+#: Threads per block of the CRT kernel, and the most blocks it launches (a grid-stride loop does the rest).
+CRT_THREADS, CRT_MAX_BLOCKS = 256, 65536
+
+_ROWS_SOURCE = r"""
+__device__ __forceinline__ double sym_mod(double y, double m, double inv, double hi, double lo)
+{
+    double r = fma(-rint(y * inv), m, y);
+    if (r > hi) r -= m;
+    if (r < lo) r += m;
+    if (r > hi) r -= m;
+    return r;
+}
+
+extern "C" __global__ void ozaki2_rows(
+    const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
+    long long rows_pad, long long ldk, const int* __restrict__ shifts, signed char* __restrict__ out,
+    long long plane, int count, const double* __restrict__ moduli, const double* __restrict__ pow2, int pow2_len)
+{
+    __shared__ double tile[32][33];
+    const long long r0 = (long long)blockIdx.y * 32, c0 = (long long)blockIdx.x * 32;
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const bool by_rows = (cs == 1);
+    for (int q = ty; q < 32; q += 8) {
+        const long long r = r0 + (by_rows ? q : tx), c = c0 + (by_rows ? tx : q);
+        double v = 0.0;
+        if (r < rows && c < cols) {
+#if BARS
+            v = ceil(ldexp(fabs(x[r * rs + c * cs]), shifts[r]));
+#else
+            v = trunc(ldexp(x[r * rs + c * cs], shifts[r]));
+#endif
+        }
+        if (by_rows) tile[q][tx] = v; else tile[tx][q] = v;
+    }
+    __syncthreads();
+    for (int q = ty; q < 32; q += 8) {
+        const long long r = r0 + q, c = c0 + tx;
+        if (r >= rows_pad || c >= ldk) continue;
+        const double v = tile[q][tx];
+        signed char* o = out + r * ldk + c;
+#if BARS
+        o[0] = (signed char)(int)v;
+#else
+        double n = v;
+        int e = 0;
+        if (fabs(v) >= 9007199254740992.0) {
+            n = ldexp(frexp(v, &e), 53);
+            e -= 53;
+        }
+        for (int t = 0; t < count; ++t) {
+            const double m = moduli[t], inv = 1.0 / m, hi = floor((m - 1.0) * 0.5), lo = -floor(m * 0.5);
+            double res = sym_mod(n, m, inv, hi, lo);
+            if (e > 0) res = sym_mod(res * pow2[t * pow2_len + e], m, inv, hi, lo);
+            o[t * plane] = (signed char)(int)res;
+        }
+#endif
+    }
+}
+"""
+
+_CRT_SOURCE = r"""
+extern "C" __global__ void ozaki2_crt(
+    const signed char* __restrict__ planes, long long plane, int count, const double* __restrict__ w_hi,
+    const double* __restrict__ w_lo, int exact, double p_hi, double p_lo, double inv,
+    const int* __restrict__ sa, const int* __restrict__ sb, double* __restrict__ C, long long ldc,
+    long long m, long long n)
+{
+    const long long total = m * n;
+    for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
+         idx += (long long)gridDim.x * blockDim.x) {
+        const long long i = idx / n, j = idx - i * n;
+        double s_hi = 0.0, s_lo = 0.0;
+        for (int t = 0; t < count; ++t) {
+            const double c = (double)planes[t * plane + idx];
+            s_hi = __dadd_rn(s_hi, __dmul_rn(w_hi[t], c));
+            if (!exact) s_lo = __dadd_rn(s_lo, __dmul_rn(w_lo[t], c));
+        }
+        const double q = rint(__dmul_rn(s_hi, inv));
+        const double d = __dsub_rn(s_hi, __dmul_rn(q, p_hi));
+        double r;
+        if (exact) {
+            r = __dsub_rn(d, __dmul_rn(rint(__dmul_rn(d, inv)), p_hi));
+        } else {
+            const double low = __dsub_rn(s_lo, __dmul_rn(q, p_lo));
+            const double q2 = rint(__dmul_rn(__dadd_rn(d, low), inv));
+            r = __dadd_rn(__dsub_rn(d, __dmul_rn(q2, p_hi)), __dsub_rn(low, __dmul_rn(q2, p_lo)));
+        }
+        C[i * ldc + j] = ldexp(r, -(sa[i] + sb[j]));
+    }
+}
+"""
+
+
+@cache
+def _rows_kernel(bars: bool) -> Any:
+    return cupy.RawKernel(f"#define BARS {int(bars)}\n" + _ROWS_SOURCE, "ozaki2_rows")
+
+
+@cache
+def _crt_kernel() -> Any:
+    return cupy.RawKernel(_CRT_SOURCE, "ozaki2_crt")
+
+
+@cache
+def _reduce_kernel() -> Any:
+    return cupy.ElementwiseKernel(
+        "int32 p, int32 m, bool accumulate", "int8 plane",
+        "int r = p % m; if (accumulate) r += (int)plane; r %= m; if (r < 0) r += m;"
+        "plane = (signed char)(r > (m - 1) / 2 ? r - m : r)", "ozaki2_reduce")
+
+
+@cache
+def _table(moduli: tuple[int, ...]) -> tuple[Any, Any, int]:
+    """The moduli and their tables of 2**e mod m (float64, on the device)."""
+    pow2 = np.stack([powers_of_two(m) for m in moduli]).astype(np.float64)
+    return cupy.asarray(np.array(moduli, dtype=np.float64)), cupy.asarray(pow2), pow2.shape[1]
+
+
+def _launch_rows(X: Any, shifts: Any, out: Any, rows_pad: int, ldk: int, bars: bool, moduli: tuple[int, ...]) -> None:
+    rows, cols = X.shape
+    rs, cs = X.strides[0] // X.itemsize, X.strides[1] // X.itemsize
+    if cols == 1:
+        cs = 1
+    mods, pow2, length = _table(moduli)
+    i64 = np.int64
+    _rows_kernel(bars)(
+        (-(-ldk // TILE), -(-rows_pad // TILE)), (TILE, TILE_ROWS),
+        (X, i64(rs), i64(cs), i64(rows), i64(cols), i64(rows_pad), i64(ldk), shifts.astype(np.int32, copy=False),
+         out, i64(rows_pad * ldk), np.int32(len(moduli)), mods, pow2, np.int32(length)))
+
+
+class CudaOps:
+    """Scheme II's operations on CuPy arrays, as CUDA kernels (see the module)."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    def bars(self, X: Any, e: Any, rows_pad: int, ldk: int) -> Any:
+        out = cupy.empty((rows_pad, ldk), dtype=np.int8)
+        _launch_rows(X, e, out, rows_pad, ldk, True, (1,))
+        return out
+
+    def residues(self, X: Any, shifts: Any, table: ModuliTable, rows_pad: int, ldk: int) -> Any:
+        out = cupy.empty((table.count, rows_pad, ldk), dtype=np.int8)
+        _launch_rows(X, shifts, out, rows_pad, ldk, False, table.moduli)
+        return out
+
+    def reduce(self, P: Any, plane: Any, modulus: int, accumulate: bool) -> None:
+        _reduce_kernel()(P, np.int32(modulus), accumulate, plane)
+
+    def crt(self, planes: Any, table: ModuliTable, shift_a: Any, shift_b: Any, C: Any) -> None:
+        count, m, n = planes.shape
+        blocks = max(1, min(CRT_MAX_BLOCKS, -(-(m * n) // CRT_THREADS)))
+        w_hi, w_lo = (cupy.asarray(np.array(w, dtype=np.float64)) for w in (table.weights_hi, table.weights_lo))
+        i32 = np.int32
+        _crt_kernel()(
+            (blocks,), (CRT_THREADS,),
+            (planes, np.int64(m * n), i32(count), w_hi, w_lo, i32(table.exact), np.float64(table.product_hi),
+             np.float64(table.product_lo), np.float64(1.0 / float(table.product)), shift_a.astype(np.int32, copy=False),
+             shift_b.astype(np.int32, copy=False), C, np.int64(C.strides[0] // C.itemsize), np.int64(m), np.int64(n)))
+
+    def square_sums(self, bars: Any) -> Any:
+        return (bars.astype(np.int32) ** 2).sum(axis=1, dtype=np.int64)

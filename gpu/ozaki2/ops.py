@@ -1,0 +1,80 @@
+"""Scheme II's element-wise operations per backend: bounds, residues, reduction and the CRT.
+
+:func:`gpu.ozaki2.api.matmul` is written once; what differs between the CPU and the GPU is fetched as
+``backend.ops("ozaki2")``: :class:`HostOps` here (NumPy, built on the reference steps of
+:mod:`gpu.ozaki2.residues` and :mod:`gpu.ozaki2.crt`) and :class:`gpu.ozaki2.kernels.CudaOps` (CUDA
+kernels, loaded only with CuPy). Every step is integer arithmetic or an exactly specified sequence of
+float64 operations (no fused multiply-add where it would change a rounding), so both give identical
+bits; the GPU tests check it.
+
+Operands are handled as *rows*: A's rows, and B's columns read as the rows of ``B.T`` (any strides),
+written k-contiguous into ``rows_pad x ldk`` INT8 arrays (padding zero), the layout of the INT8 GEMM
+``R_A[t] @ R_B[t].T`` (as scheme I's slices).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..backend import Backend, register_ops
+from .crt import reconstruct
+from .moduli import ModuliTable
+from .residues import residues, symmetric
+
+FAMILY = "ozaki2"
+
+
+def _rows(X: np.ndarray, rows_pad: int, ldk: int, lead: tuple[int, ...] = ()) -> np.ndarray:
+    """A zeroed INT8 array ``(*lead, rows_pad, ldk)`` for X's rows."""
+    if rows_pad < X.shape[0] or ldk < X.shape[1]:
+        raise ValueError(f"padding ({rows_pad}, {ldk}) is smaller than the rows {X.shape}")
+    return np.zeros((*lead, rows_pad, ldk), dtype=np.int8)
+
+
+class HostOps:
+    """Scheme II's operations on NumPy arrays (see the module)."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    def bars(self, X: np.ndarray, e: np.ndarray, rows_pad: int, ldk: int) -> np.ndarray:
+        """``ceil(|X| 2**e)`` per row (row maxima scale below 2**6, so entries are at most 64), as INT8."""
+        out = _rows(X, rows_pad, ldk)
+        out[:X.shape[0], :X.shape[1]] = np.ceil(np.ldexp(np.abs(X), e[:, None].astype(np.int64)))
+        return out
+
+    def residues(self, X: np.ndarray, shifts: np.ndarray, table: ModuliTable, rows_pad: int, ldk: int) -> np.ndarray:
+        """The symmetric residues of ``trunc(X 2**shifts)`` (per row) modulo every modulus:
+        INT8 ``(N, rows_pad, ldk)``."""
+        out = _rows(X, rows_pad, ldk, (table.count,))
+        scaled = np.trunc(np.ldexp(X, shifts[:, None].astype(np.int64)))
+        out[:, :X.shape[0], :X.shape[1]] = residues(scaled, table.moduli)
+        return out
+
+    def reduce(self, P: np.ndarray, plane: np.ndarray, modulus: int, accumulate: bool) -> None:
+        """``plane = sym(P mod m)``, or with ``accumulate`` ``sym(plane + P mod m)`` (k blocks)."""
+        U = P.astype(np.int64) % modulus
+        if accumulate:
+            U = (U + plane) % modulus
+        plane[...] = symmetric(U, modulus)
+
+    def crt(self, planes: np.ndarray, table: ModuliTable, shift_a: np.ndarray, shift_b: np.ndarray,
+            C: np.ndarray) -> None:
+        """``C = ldexp(C', -(sA_i + sB_j))``, C' the double-double CRT of ``planes`` (N, m, n)."""
+        shifts = shift_a[:, None].astype(np.int64) + shift_b[None, :].astype(np.int64)
+        np.ldexp(reconstruct(planes, table), -shifts, out=C)
+
+    def square_sums(self, bars: np.ndarray) -> np.ndarray:
+        """Row sums of the squared bars, exactly (int64)."""
+        return (bars.astype(np.int64) ** 2).sum(axis=1)
+
+
+def ops(backend: Backend) -> Any:
+    """Scheme II's operations of ``backend``."""
+    return backend.ops(FAMILY)
+
+
+register_ops(FAMILY, "numpy", HostOps)
+register_ops(FAMILY, "cupy", "gpu.ozaki2.kernels:CudaOps")

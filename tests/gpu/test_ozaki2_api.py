@@ -1,0 +1,153 @@
+"""``ozaki2.matmul`` written once over the backend: on NumPy it equals the all-NumPy reference chain bit for
+bit, the fast scaling's bound holds and is scale-invariant, inputs are kept, bad input is refused; on the
+GPU it equals NumPy bit for bit."""
+
+import functools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from accuracy.generate import phi_matrix
+from accuracy.reference import exact_matmul
+from gpu import ozaki2
+from gpu.backend import get_backend
+from gpu.ozaki.plan import target_value
+from gpu.ozaki2.api import bounds
+from gpu.ozaki2.ops import HostOps
+from gpu.ozaki2.scaling import bound_exponent, headroom
+
+host_matmul = functools.partial(ozaki2.matmul, backend="numpy")
+
+
+def operands(m, k, n, phi, seed):
+    return phi_matrix(m, k, phi, seed), phi_matrix(k, n, phi, seed + 1)
+
+
+@settings(max_examples=25, deadline=None)
+@given(m=st.integers(1, 19), k=st.integers(1, 40), n=st.integers(1, 19), count=st.integers(1, 20),
+       phi=st.sampled_from([0.0, 1.0, 4.0]), seed=st.integers(0, 2**16))
+def test_numpy_backend_equals_the_reference_chain(m, k, n, count, phi, seed):
+    A, B = operands(m, k, n, phi, seed)
+    assert np.array_equal(host_matmul(A, B, moduli=count), ozaki2.reference_matmul(A, B, moduli=count))
+
+
+def fast_scaled(A, B, count):
+    """A', B' (Python ints) and the shifts of fast scaling for ``count`` moduli, through the API's own steps."""
+    be, ops = get_backend("numpy"), HostOps(get_backend("numpy"))
+    e = 6 - np.frexp(np.abs(A).max(axis=1))[1]
+    f = 6 - np.frexp(np.abs(B).max(axis=0))[1]
+    found = bounds(be, ops.bars(A, e, A.shape[0], A.shape[1]), ops.bars(B.T, f, B.shape[1], A.shape[1]), e, f,
+                   A.shape[0], B.shape[1], "fast")
+    u, v = headroom(found, bound_exponent(ozaki2.moduli_table(count)))
+    sa, sb = found.e + u, found.f + v
+    Ai = np.array([[int(x) for x in row] for row in np.trunc(np.ldexp(A, sa[:, None]))], dtype=object)
+    Bi = np.array([[int(x) for x in row] for row in np.trunc(np.ldexp(B, sb[None, :]))], dtype=object)
+    return Ai, Bi, sa, sb
+
+
+@pytest.mark.parametrize("phi", [0.0, 1.0, 4.0])
+@pytest.mark.parametrize("count", [3, 9, 16, 20])
+def test_fast_bound_holds(phi, count):
+    """|A'B'| <= 2**K <= M/4 with fast scaling: the CRT recovers A'B' exactly."""
+    A, B = operands(13, 50, 11, phi, 5)
+    Ai, Bi, _, _ = fast_scaled(A, B, count)
+    table = ozaki2.moduli_table(count)
+    product = Ai.dot(Bi)
+    assert max(abs(int(x)) for x in product.ravel()) <= 2 ** bound_exponent(table)
+    assert int(np.abs(Ai).max()) > 2 ** (bound_exponent(table) // 2 - 10)     # the bound is not slack by far
+
+
+def test_fast_scaling_is_scale_invariant():
+    """Rows of A and columns of B multiplied by powers of two (2**-300..2**300) give the same result, scaled."""
+    A, B = operands(12, 30, 9, 4.0, 9)
+    p, q = np.arange(-300, 300, 50)[:12], np.arange(-200, 250, 50)[:9]
+    C = host_matmul(A, B, moduli=14, scaling="fast")
+    C2 = host_matmul(np.ldexp(A, p[:, None]), np.ldexp(B, q[None, :]), moduli=14, scaling="fast")
+    assert np.array_equal(C2, np.ldexp(C, p[:, None] + q[None, :]))
+
+
+@pytest.mark.parametrize("scaling", ozaki2.SCALINGS)
+@pytest.mark.parametrize("phi, target", [(0.1, "dgemm"), (1.0, "dgemm"), (4.0, 1e-13), (4.0, "sgemm")])
+def test_auto_meets_its_target_in_both_modes(scaling, phi, target):
+    A, B = operands(40, 96, 36, phi, 3)
+    C = exact_matmul(A, B, backend="numpy")
+    got = host_matmul(A, B, scaling=scaling, target=target)
+    bound = target_value(target) * (np.abs(A) @ np.abs(B)) + 2.0**-53 * np.abs(C)
+    assert np.all(np.abs(got - C) <= bound * (1 + 1e-12))
+
+
+def test_fast_needs_no_fewer_moduli_than_accurate():
+    A, B = operands(30, 64, 30, 1.0, 4)
+    errs = {s: np.abs(host_matmul(A, B, moduli=12, scaling=s) - A @ B).max() for s in ozaki2.SCALINGS}
+    assert errs["accurate"] <= errs["fast"]
+
+
+def test_inputs_are_kept_and_out_is_honoured():
+    A, B = operands(9, 20, 7, 1.0, 1)
+    A0, B0, out = A.copy(), B.copy(), np.full((9, 7), np.nan)
+    got = host_matmul(A, B, moduli=15, out=out, overwrite_a=True, overwrite_b=True)
+    assert got is out and np.array_equal(A, A0) and np.array_equal(B, B0)
+    assert np.array_equal(out, host_matmul(A, B, moduli=15))
+
+
+def test_nonfinite_lines_follow_ieee_with_check_finite_false():
+    A, B = operands(6, 10, 5, 1.0, 2)
+    A[2, 3], B[4, 1] = np.nan, np.inf
+    with pytest.raises(ValueError, match="check_finite"):
+        host_matmul(A, B, moduli=15)
+    got = host_matmul(A, B, moduli=15, check_finite=False)
+    ieee = A @ B
+    assert np.array_equal(np.isnan(got), np.isnan(ieee)) and np.isnan(got[2]).all()
+    fine = np.ones_like(got, dtype=bool)
+    fine[2], fine[:, 1] = False, False
+    clean = host_matmul(np.where(np.isfinite(A), A, 0), np.where(np.isfinite(B), B, 0), moduli=15)
+    assert np.array_equal(got[fine], clean[fine])
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"scaling": "fastest"}, "scaling must be one of"), ({"moduli": 0}, "moduli must be"),
+    ({"moduli": 21}, "moduli must be"), ({"moduli": 5, "target": "dgemm"}, "either a moduli count"),
+    ({"k_block": 0}, "k_block must be")])
+def test_bad_arguments_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        host_matmul(np.ones((2, 3)), np.ones((3, 2)), **kwargs)
+
+
+def test_bad_operands_are_refused():
+    with pytest.raises(TypeError, match="float64"):
+        host_matmul(np.ones((2, 3), np.float32), np.ones((3, 2), np.float32))
+    with pytest.raises(ValueError, match="A's columns"):
+        host_matmul(np.ones((2, 3)), np.ones((4, 2)))
+
+
+def test_empty_products_are_zero():
+    assert host_matmul(np.ones((3, 0)), np.ones((0, 2))).tolist() == [[0.0, 0.0]] * 3
+    assert host_matmul(np.ones((0, 4)), np.ones((4, 2))).shape == (0, 2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("scaling", ozaki2.SCALINGS)
+@pytest.mark.parametrize("shape, phi, count, k_block", [
+    ((257, 301, 129), 1.0, 15, None), ((64, 1000, 33), 4.0, 20, None), ((100, 515, 77), 0.1, 8, 112),
+    ((33, 4000, 45), 1.0, 16, 1000), ((1, 17, 1), 2.0, 5, None), ((512, 512, 512), 1.0, 14, None)])
+def test_gpu_equals_numpy_bit_for_bit(cupy_backend, scaling, shape, phi, count, k_block):
+    m, k, n = shape
+    A, B = operands(m, k, n, phi, 11)
+    want = host_matmul(A, B, moduli=count, scaling=scaling, k_block=k_block)
+    dA, dB = cupy_backend.asarray(A), cupy_backend.asarray(np.asfortranarray(B))
+    got = ozaki2.matmul(dA, dB, moduli=count, scaling=scaling, k_block=k_block, backend=cupy_backend)
+    assert np.array_equal(cupy_backend.to_numpy(got), want)
+    auto = ozaki2.matmul(dA, dB, scaling=scaling, backend=cupy_backend)
+    assert np.array_equal(cupy_backend.to_numpy(auto), host_matmul(A, B, scaling=scaling))
+
+
+@pytest.mark.gpu
+def test_gpu_phases_and_views(cupy_backend):
+    A, B = operands(300, 200, 260, 1.0, 12)
+    phases = {}
+    big = cupy_backend.asarray(np.pad(A, ((0, 5), (3, 0))))
+    got = ozaki2.matmul(big[:300, 3:], cupy_backend.asarray(B), moduli=14, backend=cupy_backend, phases=phases)
+    assert np.array_equal(cupy_backend.to_numpy(got), host_matmul(A, B, moduli=14))
+    assert set(phases) == {"scaling", "residues", "gemm", "reduce", "crt"} and all(v > 0 for v in phases.values())
