@@ -119,7 +119,8 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
     ``target`` (``"dgemm"`` = 2**-53 when not given, ``"sgemm"``, or a number); ``"auto"`` costs one
     float64 GEMM of |A||B| on top, so pass a count where speed matters. ``scaling``: ``"accurate"`` or
     ``"fast"`` (module notes). ``k_block``: most inner terms per INT8 GEMM (default and most 2**17 - 1;
-    from 16 on rounded down to a multiple of 16, keeping the INT8 operands' views aligned). ``out``: a C-ordered float64 array of the backend for the result.
+    from 16 on rounded down to a multiple of 16, keeping the INT8 operands' views aligned). ``out``: a
+    C-ordered float64 array of the backend for the result.
     ``overwrite_a`` / ``overwrite_b``: accepted for symmetry with scheme I; A and B are only read.
     ``check_finite``: refuse NaN and infinity (the default); with False, the rows and columns holding
     them are computed by the library GEMM (IEEE arithmetic) and the rest by scheme II. ``phases``: a
