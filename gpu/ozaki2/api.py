@@ -171,10 +171,19 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
 
 def _modular_products(be: Backend, res_a: Array, res_b: Array, table: ModuliTable, block: int, m: int, n: int,
                       phases: dict[str, float] | None) -> Array:
-    """The symmetric residues (N, m, n) of A'B': per modulus and k block one INT8 GEMM, then its reduction."""
-    planes = be.xp.empty((table.count, m, n), dtype=np.int8)
-    P = be.xp.empty((m, res_b.shape[1]), dtype=np.int32)
+    """A'B' modulo every modulus, (N, m, n), for the CRT: with one k block and room for them, the INT32
+    products themselves (the CRT reduces them as it reads them: no reduction pass); otherwise per modulus
+    and k block one INT8 GEMM and its reduction into INT8 residues, added modulo m across blocks."""
+    xp, n_pad = be.xp, res_b.shape[1]
     blocks = _blocks(res_a.shape[2], block if block < res_a.shape[2] else res_a.shape[2])
+    if len(blocks) == 1 and 4 * table.count * m * n_pad <= 0.9 * be.memory_info()[0]:
+        products = xp.empty((table.count, m, n_pad), dtype=np.int32)
+        with _phase(be, phases, "gemm"):
+            for t in range(table.count):
+                _int8_product(be, res_a[t], res_b[t], products[t])
+        return products[:, :, :n]
+    planes = xp.empty((table.count, m, n), dtype=np.int8)
+    P = xp.empty((m, n_pad), dtype=np.int32)
     for t, modulus in enumerate(table.moduli):
         for number, kb in enumerate(blocks):
             with _phase(be, phases, "gemm"):

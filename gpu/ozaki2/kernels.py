@@ -10,7 +10,8 @@
   2**16, exact). The residue is a function of x' alone, so it equals NumPy's.
 * ``ozaki2_reduce`` (element-wise): an INT32 product's symmetric residue, added to the plane's where
   k is blocked.
-* ``ozaki2_crt``: the double-double CRT of :mod:`gpu.ozaki2.crt` for every entry, in the same order,
+* ``ozaki2_crt``: the double-double CRT of :mod:`gpu.ozaki2.crt` for every entry (from INT8 residues, or
+  from the INT32 products of one k block, each reduced as it is read, the same way), in the same order,
   every product and sum rounded on its own (``__dmul_rn``, ``__dadd_rn``: no contraction into FMAs,
   which would change the low parts' roundings), then ``ldexp`` by the row and column shifts.
 """
@@ -28,10 +29,10 @@ from ..ozaki.kernels import TILE, TILE_ROWS
 from .moduli import ModuliTable
 from .residues import powers_of_two
 
-#: Threads per block of the CRT kernel, and the most blocks it launches (a grid-stride loop does the rest).
-CRT_THREADS, CRT_MAX_BLOCKS = 256, 65536
+#: Threads per block of the CRT kernel (a grid-stride loop over rows and columns does the rest).
+CRT_THREADS = 256
 
-_ROWS_SOURCE = r"""
+_SYM_MOD = r"""
 __device__ __forceinline__ double sym_mod(double y, double m, double inv, double hi, double lo)
 {
     double r = fma(-rint(y * inv), m, y);
@@ -40,11 +41,13 @@ __device__ __forceinline__ double sym_mod(double y, double m, double inv, double
     if (r > hi) r -= m;
     return r;
 }
+"""
 
+_ROWS_SOURCE = r"""
 extern "C" __global__ void ozaki2_rows(
     const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
     long long rows_pad, long long ldk, const int* __restrict__ shifts, signed char* __restrict__ out,
-    long long plane, int count, const double* __restrict__ moduli, const double* __restrict__ pow2, int pow2_len)
+    long long plane, int count, const double* __restrict__ consts, const double* __restrict__ pow2, int pow2_len)
 {
     __shared__ double tile[32][33];
     const long long r0 = (long long)blockIdx.y * 32, c0 = (long long)blockIdx.x * 32;
@@ -78,7 +81,7 @@ extern "C" __global__ void ozaki2_rows(
             e -= 53;
         }
         for (int t = 0; t < count; ++t) {
-            const double m = moduli[t], inv = 1.0 / m, hi = floor((m - 1.0) * 0.5), lo = -floor(m * 0.5);
+            const double m = consts[4 * t], inv = consts[4 * t + 1], hi = consts[4 * t + 2], lo = consts[4 * t + 3];
             double res = sym_mod(n, m, inv, hi, lo);
             if (e > 0) res = sym_mod(res * pow2[t * pow2_len + e], m, inv, hi, lo);
             o[t * plane] = (signed char)(int)res;
@@ -90,32 +93,35 @@ extern "C" __global__ void ozaki2_rows(
 
 _CRT_SOURCE = r"""
 extern "C" __global__ void ozaki2_crt(
-    const signed char* __restrict__ planes, long long plane, int count, const double* __restrict__ w_hi,
-    const double* __restrict__ w_lo, int exact, double p_hi, double p_lo, double inv,
-    const int* __restrict__ sa, const int* __restrict__ sb, double* __restrict__ C, long long ldc,
+    const IN_T* __restrict__ planes, long long plane, long long ld, int count, const double* __restrict__ consts,
+    const double* __restrict__ w_hi, const double* __restrict__ w_lo, int exact, double p_hi, double p_lo,
+    double inv, const int* __restrict__ sa, const int* __restrict__ sb, double* __restrict__ C, long long ldc,
     long long m, long long n)
 {
-    const long long total = m * n;
-    for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
-         idx += (long long)gridDim.x * blockDim.x) {
-        const long long i = idx / n, j = idx - i * n;
-        double s_hi = 0.0, s_lo = 0.0;
-        for (int t = 0; t < count; ++t) {
-            const double c = (double)planes[t * plane + idx];
-            s_hi = __dadd_rn(s_hi, __dmul_rn(w_hi[t], c));
-            if (!exact) s_lo = __dadd_rn(s_lo, __dmul_rn(w_lo[t], c));
+    for (long long i = blockIdx.y; i < m; i += gridDim.y) {
+        for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < n;
+             j += (long long)gridDim.x * blockDim.x) {
+            double s_hi = 0.0, s_lo = 0.0;
+            for (int t = 0; t < count; ++t) {
+                double c = (double)planes[t * plane + i * ld + j];
+#if REDUCE
+                c = sym_mod(c, consts[4 * t], consts[4 * t + 1], consts[4 * t + 2], consts[4 * t + 3]);
+#endif
+                s_hi = __dadd_rn(s_hi, __dmul_rn(w_hi[t], c));
+                if (!exact) s_lo = __dadd_rn(s_lo, __dmul_rn(w_lo[t], c));
+            }
+            const double q = rint(__dmul_rn(s_hi, inv));
+            const double d = __dsub_rn(s_hi, __dmul_rn(q, p_hi));
+            double r;
+            if (exact) {
+                r = __dsub_rn(d, __dmul_rn(rint(__dmul_rn(d, inv)), p_hi));
+            } else {
+                const double low = __dsub_rn(s_lo, __dmul_rn(q, p_lo));
+                const double q2 = rint(__dmul_rn(__dadd_rn(d, low), inv));
+                r = __dadd_rn(__dsub_rn(d, __dmul_rn(q2, p_hi)), __dsub_rn(low, __dmul_rn(q2, p_lo)));
+            }
+            C[i * ldc + j] = ldexp(r, -(sa[i] + sb[j]));
         }
-        const double q = rint(__dmul_rn(s_hi, inv));
-        const double d = __dsub_rn(s_hi, __dmul_rn(q, p_hi));
-        double r;
-        if (exact) {
-            r = __dsub_rn(d, __dmul_rn(rint(__dmul_rn(d, inv)), p_hi));
-        } else {
-            const double low = __dsub_rn(s_lo, __dmul_rn(q, p_lo));
-            const double q2 = rint(__dmul_rn(__dadd_rn(d, low), inv));
-            r = __dadd_rn(__dsub_rn(d, __dmul_rn(q2, p_hi)), __dsub_rn(low, __dmul_rn(q2, p_lo)));
-        }
-        C[i * ldc + j] = ldexp(r, -(sa[i] + sb[j]));
     }
 }
 """
@@ -123,12 +129,18 @@ extern "C" __global__ void ozaki2_crt(
 
 @cache
 def _rows_kernel(bars: bool) -> Any:
-    return cupy.RawKernel(f"#define BARS {int(bars)}\n" + _ROWS_SOURCE, "ozaki2_rows")
+    return cupy.RawKernel(f"#define BARS {int(bars)}\n" + _SYM_MOD + _ROWS_SOURCE, "ozaki2_rows")
 
 
 @cache
-def _crt_kernel() -> Any:
-    return cupy.RawKernel(_CRT_SOURCE, "ozaki2_crt")
+def _crt_kernel(reduce: bool) -> Any:
+    source = f"#define REDUCE {int(reduce)}\n#define IN_T {'int' if reduce else 'signed char'}\n"
+    return cupy.RawKernel(source + _SYM_MOD + _CRT_SOURCE, "ozaki2_crt")
+
+
+@cache
+def _square_sum() -> Any:
+    return cupy.ReductionKernel("int8 x", "int64 y", "(long long)x * x", "a + b", "y = a", "0", "ozaki2_square_sum")
 
 
 @cache
@@ -141,9 +153,10 @@ def _reduce_kernel() -> Any:
 
 @cache
 def _table(moduli: tuple[int, ...]) -> tuple[Any, Any, int]:
-    """The moduli and their tables of 2**e mod m (float64, on the device)."""
+    """Per modulus (m, 1/m, the symmetric range's top and bottom) and the tables of 2**e mod m, on the device."""
+    consts = np.array([(m, 1.0 / m, (m - 1) // 2, -(m // 2)) for m in moduli], dtype=np.float64)
     pow2 = np.stack([powers_of_two(m) for m in moduli]).astype(np.float64)
-    return cupy.asarray(np.array(moduli, dtype=np.float64)), cupy.asarray(pow2), pow2.shape[1]
+    return cupy.asarray(consts), cupy.asarray(pow2), pow2.shape[1]
 
 
 def _launch_rows(X: Any, shifts: Any, out: Any, rows_pad: int, ldk: int, bars: bool, moduli: tuple[int, ...]) -> None:
@@ -180,14 +193,17 @@ class CudaOps:
 
     def crt(self, planes: Any, table: ModuliTable, shift_a: Any, shift_b: Any, C: Any) -> None:
         count, m, n = planes.shape
-        blocks = max(1, min(CRT_MAX_BLOCKS, -(-(m * n) // CRT_THREADS)))
+        reduce = planes.dtype == np.int32
+        consts = _table(table.moduli)[0]
         w_hi, w_lo = (cupy.asarray(np.array(w, dtype=np.float64)) for w in (table.weights_hi, table.weights_lo))
-        i32 = np.int32
-        _crt_kernel()(
-            (blocks,), (CRT_THREADS,),
-            (planes, np.int64(m * n), i32(count), w_hi, w_lo, i32(table.exact), np.float64(table.product_hi),
-             np.float64(table.product_lo), np.float64(1.0 / float(table.product)), shift_a.astype(np.int32, copy=False),
-             shift_b.astype(np.int32, copy=False), C, np.int64(C.strides[0] // C.itemsize), np.int64(m), np.int64(n)))
+        grid = (max(1, min(-(-n // CRT_THREADS), 64)), max(1, min(m, 65535)))
+        i32, i64, f64 = np.int32, np.int64, np.float64
+        _crt_kernel(reduce)(
+            grid, (CRT_THREADS,),
+            (planes, i64(planes.strides[0] // planes.itemsize), i64(planes.strides[1] // planes.itemsize), i32(count),
+             consts, w_hi, w_lo, i32(table.exact), f64(table.product_hi), f64(table.product_lo),
+             f64(1.0 / float(table.product)), shift_a.astype(i32, copy=False), shift_b.astype(i32, copy=False), C,
+             i64(C.strides[0] // C.itemsize), i64(m), i64(n)))
 
     def square_sums(self, bars: Any) -> Any:
-        return (bars.astype(np.int32) ** 2).sum(axis=1, dtype=np.int64)
+        return _square_sum()(bars, axis=1)

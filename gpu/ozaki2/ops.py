@@ -62,7 +62,10 @@ class HostOps:
 
     def crt(self, planes: np.ndarray, table: ModuliTable, shift_a: np.ndarray, shift_b: np.ndarray,
             C: np.ndarray) -> None:
-        """``C = ldexp(C', -(sA_i + sB_j))``, C' the double-double CRT of ``planes`` (N, m, n)."""
+        """``C = ldexp(C', -(sA_i + sB_j))``, C' the double-double CRT of ``planes`` (N, m, n): symmetric
+        residues (INT8), or INT32 products of one k block, reduced here first."""
+        if planes.dtype == np.int32:
+            planes = np.stack([symmetric(P.astype(np.int64) % m, m) for P, m in zip(planes, table.moduli, strict=True)])
         shifts = shift_a[:, None].astype(np.int64) + shift_b[None, :].astype(np.int64)
         np.ldexp(reconstruct(planes, table), -shifts, out=C)
 

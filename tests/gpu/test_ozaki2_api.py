@@ -139,8 +139,8 @@ def test_gpu_equals_numpy_bit_for_bit(cupy_backend, scaling, shape, phi, count, 
     dA, dB = cupy_backend.asarray(A), cupy_backend.asarray(np.asfortranarray(B))
     got = ozaki2.matmul(dA, dB, moduli=count, scaling=scaling, k_block=k_block, backend=cupy_backend)
     assert np.array_equal(cupy_backend.to_numpy(got), want)
-    auto = ozaki2.matmul(dA, dB, scaling=scaling, backend=cupy_backend)
-    assert np.array_equal(cupy_backend.to_numpy(auto), host_matmul(A, B, scaling=scaling))
+    auto = ozaki2.matmul(dA, dB, scaling=scaling, target="sgemm", backend=cupy_backend)
+    assert np.array_equal(cupy_backend.to_numpy(auto), host_matmul(A, B, scaling=scaling, target="sgemm"))
 
 
 @pytest.mark.gpu
@@ -150,4 +150,9 @@ def test_gpu_phases_and_views(cupy_backend):
     big = cupy_backend.asarray(np.pad(A, ((0, 5), (3, 0))))
     got = ozaki2.matmul(big[:300, 3:], cupy_backend.asarray(B), moduli=14, backend=cupy_backend, phases=phases)
     assert np.array_equal(cupy_backend.to_numpy(got), host_matmul(A, B, moduli=14))
-    assert set(phases) == {"scaling", "residues", "gemm", "reduce", "crt"} and all(v > 0 for v in phases.values())
+    assert set(phases) == {"scaling", "residues", "gemm", "crt"} and all(v > 0 for v in phases.values())
+    blocked = {}
+    got = ozaki2.matmul(big[:300, 3:], cupy_backend.asarray(B), moduli=14, k_block=64, backend=cupy_backend,
+                        phases=blocked)
+    assert np.array_equal(cupy_backend.to_numpy(got), host_matmul(A, B, moduli=14))
+    assert set(blocked) == {"scaling", "residues", "gemm", "reduce", "crt"}
