@@ -14,6 +14,10 @@
   from the INT32 products of one k block, each reduced as it is read, the same way), in the same order,
   every product and sum rounded on its own (``__dmul_rn``, ``__dadd_rn``: no contraction into FMAs,
   which would change the low parts' roundings), then ``ldexp`` by the row and column shifts.
+
+Both loops over the moduli are compiled for the count (``COUNT``, one kernel per count, cached) and
+unrolled, so that every modulus's load is in flight at once: with a runtime count the CRT ran at
+1.25 TB/s on the H100 (N = 16384, 14 moduli: 12.8 ms).
 """
 
 from __future__ import annotations
@@ -80,7 +84,8 @@ extern "C" __global__ void ozaki2_rows(
             n = ldexp(frexp(v, &e), 53);
             e -= 53;
         }
-        for (int t = 0; t < count; ++t) {
+#pragma unroll
+        for (int t = 0; t < COUNT; ++t) {
             const double m = consts[4 * t], inv = consts[4 * t + 1], hi = consts[4 * t + 2], lo = consts[4 * t + 3];
             double res = sym_mod(n, m, inv, hi, lo);
             if (e > 0) res = sym_mod(res * pow2[t * pow2_len + e], m, inv, hi, lo);
@@ -102,7 +107,8 @@ extern "C" __global__ void ozaki2_crt(
         for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < n;
              j += (long long)gridDim.x * blockDim.x) {
             double s_hi = 0.0, s_lo = 0.0;
-            for (int t = 0; t < count; ++t) {
+#pragma unroll
+            for (int t = 0; t < COUNT; ++t) {
                 double c = (double)planes[t * plane + i * ld + j];
 #if REDUCE
                 c = sym_mod(c, consts[4 * t], consts[4 * t + 1], consts[4 * t + 2], consts[4 * t + 3]);
@@ -128,13 +134,13 @@ extern "C" __global__ void ozaki2_crt(
 
 
 @cache
-def _rows_kernel(bars: bool) -> Any:
-    return cupy.RawKernel(f"#define BARS {int(bars)}\n" + _SYM_MOD + _ROWS_SOURCE, "ozaki2_rows")
+def _rows_kernel(bars: bool, count: int) -> Any:
+    return cupy.RawKernel(f"#define BARS {int(bars)}\n#define COUNT {count}\n" + _SYM_MOD + _ROWS_SOURCE, "ozaki2_rows")
 
 
 @cache
-def _crt_kernel(reduce: bool) -> Any:
-    source = f"#define REDUCE {int(reduce)}\n#define IN_T {'int' if reduce else 'signed char'}\n"
+def _crt_kernel(reduce: bool, count: int) -> Any:
+    source = f"#define REDUCE {int(reduce)}\n#define IN_T {'int' if reduce else 'signed char'}\n#define COUNT {count}\n"
     return cupy.RawKernel(source + _SYM_MOD + _CRT_SOURCE, "ozaki2_crt")
 
 
@@ -166,7 +172,7 @@ def _launch_rows(X: Any, shifts: Any, out: Any, rows_pad: int, ldk: int, bars: b
         cs = 1
     mods, pow2, length = _table(moduli)
     i64 = np.int64
-    _rows_kernel(bars)(
+    _rows_kernel(bars, len(moduli))(
         (-(-ldk // TILE), -(-rows_pad // TILE)), (TILE, TILE_ROWS),
         (X, i64(rs), i64(cs), i64(rows), i64(cols), i64(rows_pad), i64(ldk), shifts.astype(np.int32, copy=False),
          out, i64(rows_pad * ldk), np.int32(len(moduli)), mods, pow2, np.int32(length)))
@@ -198,7 +204,7 @@ class CudaOps:
         w_hi, w_lo = (cupy.asarray(np.array(w, dtype=np.float64)) for w in (table.weights_hi, table.weights_lo))
         grid = (max(1, min(-(-n // CRT_THREADS), 64)), max(1, min(m, 65535)))
         i32, i64, f64 = np.int32, np.int64, np.float64
-        _crt_kernel(reduce)(
+        _crt_kernel(reduce, count)(
             grid, (CRT_THREADS,),
             (planes, i64(planes.strides[0] // planes.itemsize), i64(planes.strides[1] // planes.itemsize), i32(count),
              consts, w_hi, w_lo, i32(table.exact), f64(table.product_hi), f64(table.product_lo),
