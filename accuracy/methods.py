@@ -16,6 +16,12 @@ names. Registered here:
   a slice format (``ozaki-int8-8``); a float format with ``r`` appended
   (``ozaki-fp32r-3``) is the paper's form, whose last diagonal multiplies
   rounded tails (``remainder=True``);
+* ``ozaki2-<scaling>-<moduli>``: :func:`gpu.ozaki2.matmul` (Ozaki scheme II) in ``accurate`` or ``fast``
+  scaling with that many moduli (1..20; ``ozaki2-fast-14``), or ``auto`` (the fewest whose proven bound
+  meets DGEMM's unit roundoff on the inputs);
+* ``cublas-emul-<bits>`` and ``cublas-emul-auto``: cuBLAS's own FP64 emulation
+  (:mod:`gpu.ozaki2.emulation`, CuPy with nvmath-python only): the EAGER strategy with the mantissa
+  fixed at that many bits, or the strategy left to cuBLAS (DEFAULT, dynamic mantissa);
 * ``splitk-<mode>`` and ``splitk-<mode>-w<width>``: :func:`gpu.splitk.matmul`,
   ``det`` (fixed-order reduction) or ``atomic``, with the chunk count of the
   occupancy formula or chunks at most ``width`` wide; only for the shapes split-K
@@ -35,8 +41,8 @@ from functools import partial
 
 import numpy as np
 
-from gpu import ozaki, splitk
-from gpu.backend import Array, Backend
+from gpu import ozaki, ozaki2, splitk
+from gpu.backend import Array, Backend, BackendUnavailable
 from gpu.strassen import SCHEDULES, check_schedule, matmul
 from gpu.strassen.api import check_level
 
@@ -53,6 +59,17 @@ class Method:
     run: Run
     default: bool = False
     check: Callable[[int, int, int], None] | None = None
+    requires: Callable[[Backend], None] | None = None
+
+    def unavailable(self, be: Backend) -> str | None:
+        """Why the method cannot run on ``be`` (its ``requires`` raised BackendUnavailable), else None."""
+        if self.requires is None:
+            return None
+        try:
+            self.requires(be)
+        except BackendUnavailable as exc:
+            return str(exc)
+        return None
 
     def check_shape(self, m: int, k: int, n: int) -> None:
         """ValueError, naming the method, when it cannot run an m x k by k x n product."""
@@ -216,6 +233,52 @@ def _ozaki(match: re.Match) -> Method:
 
     form = ", the paper's rounded tails" if remainder else ""
     return Method(match.group(0), f"Ozaki scheme, {slices} slices of {fmt.name}{form} ({fmt.description})", run)
+
+
+#: Modulus counts listed for the scheme-II family (any count in 1..20, and ``auto``, are accepted).
+OZAKI2_LISTED_MODULI = range(8, 21)
+
+
+def ozaki2_method_name(scaling: str, moduli: int | str) -> str:
+    """``ozaki2-<scaling>-<moduli>``, as the audit and the benchmarks store it."""
+    return f"ozaki2-{scaling}-{moduli}"
+
+
+def ozaki2_names() -> list[str]:
+    return [ozaki2_method_name(s, n) for s in ozaki2.SCALINGS for n in (*OZAKI2_LISTED_MODULI, "auto")]
+
+
+@family(r"ozaki2-(?P<scaling>[a-z]+)-(?P<moduli>\d+|auto)", "ozaki2-<scaling>-<moduli>", ozaki2_names)
+def _ozaki2(match: re.Match) -> Method:
+    scaling = match["scaling"]
+    if scaling not in ozaki2.SCALINGS:
+        raise ValueError(f"scaling {scaling!r} is not one of {', '.join(ozaki2.SCALINGS)}")
+    moduli = match["moduli"] if match["moduli"] == "auto" else int(match["moduli"])
+    if moduli != "auto" and not 1 <= moduli <= ozaki2.MAX_MODULI:
+        raise ValueError(f"the modulus count must lie in 1..{ozaki2.MAX_MODULI}, got {moduli}")
+
+    def run(be: Backend, A: Array, B: Array) -> Array:
+        return ozaki2.matmul(A, B, moduli=moduli, scaling=scaling, backend=be)
+
+    count = "the fewest moduli meeting DGEMM's bound" if moduli == "auto" else f"{moduli} moduli"
+    return Method(match.group(0), f"Ozaki scheme II, {scaling} scaling, {count} (INT8 GEMMs)", run)
+
+
+def cublas_emulation_names() -> list[str]:
+    return ["cublas-emul-auto", *(f"cublas-emul-{b}" for b in ozaki2.emulation.LISTED_BITS)]
+
+
+@family(r"cublas-emul-(?P<bits>\d+|auto)", "cublas-emul-<bits>", cublas_emulation_names)
+def _cublas_emulation(match: re.Match) -> Method:
+    bits = None if match["bits"] == "auto" else int(match["bits"])
+    ozaki2.emulation.check_bits(bits)
+
+    def run(be: Backend, A: Array, B: Array) -> Array:
+        return ozaki2.emulation.matmul(A, B, mantissa_bits=bits, backend=be)
+
+    how = "strategy left to cuBLAS" if bits is None else f"EAGER, {bits} mantissa bits"
+    return Method(match.group(0), f"cuBLAS FP64 emulation (fixed point, {how})", run,
+                  requires=ozaki2.emulation.require)
 
 
 SPLITK_MODES = {"det": True, "atomic": False}

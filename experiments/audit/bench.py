@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import sys
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -169,9 +170,25 @@ def check_methods(methods: Sequence[str], plan: AuditPlan) -> None:
             method.check_shape(*shape)
 
 
+def usable_methods(be: Backend, methods: Sequence[str]) -> list[str]:
+    """The methods that can run on ``be``; each optional one that cannot (cuBLAS's emulation without
+    nvmath-python or off the GPU) is skipped with a one-line message on stderr. ValueError if none is left."""
+    usable = []
+    for name in methods:
+        why = get_method(name).unavailable(be)
+        if why:
+            print(f"skipping {name}: {why}", file=sys.stderr)
+        else:
+            usable.append(name)
+    if not usable:
+        raise ValueError(f"none of the methods {list(methods)} can run on the {be.name} backend (see above)")
+    return usable
+
+
 def run_audit(ctx: Context, methods: Sequence[str], plan: AuditPlan) -> tuple[SweepOutcome, list[AuditRow]]:
     """Audit (or resume) every method at every point of the plan; the outcome and the plan's rows
     (by method in the order given, then m, k, n, phi and seed)."""
+    methods = usable_methods(ctx.backend, methods)
     check_methods(methods, plan)
     points = plan.points()
     outcome = sweep(ctx, EXPERIMENT, points, list(methods), partial(measure, ctx.backend), desc="accuracy audit")

@@ -10,6 +10,7 @@ one CRT (:mod:`~gpu.ozaki2.reference`); ``moduli="auto"`` picks the fewest modul
 bound meets a target (:mod:`~gpu.ozaki2.auto`). Not yet here: the GPU path, fast mode.
 """
 
+from . import emulation
 from .api import SCALINGS, matmul, workspace_bytes
 from .auto import choose_moduli, predicted_error
 from .crt import reconstruct, reconstruct_exact
@@ -20,6 +21,6 @@ from .residues import reduce, residues
 from .scaling import Bounds, Scaled, accurate_bounds, bound_exponent, scale_accurate
 
 __all__ = ["MAX_K", "MAX_MODULI", "MODULI", "SCALINGS", "Bounds", "ModuliTable", "Scaled", "accurate_bounds",
-           "bound_exponent", "choose_moduli", "greedy_moduli", "matmul", "modular_product", "moduli_table",
+           "bound_exponent", "choose_moduli", "emulation", "greedy_moduli", "matmul", "modular_product", "moduli_table",
            "predicted_error", "reconstruct", "reconstruct_exact", "reduce", "reference_matmul", "residue_range",
            "residues", "scale_accurate", "workspace_bytes"]

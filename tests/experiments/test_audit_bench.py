@@ -1,6 +1,7 @@
 """``gemmlab audit`` and the accuracy experiments: JSON rows, resume, the table, flagged
 non-finite products, the per-level fit, and both figures through ``gemmlab reproduce``."""
 
+import json
 import math
 
 import numpy as np
@@ -228,3 +229,17 @@ def test_shape_parser_and_plan():
         aa.AuditPlan(())
     with pytest.raises(ValueError, match="shapes must be"):
         aa.AuditPlan((), shapes=((2, 0, 4),))
+
+
+def test_scheme_two_is_audited_and_cublas_emulation_is_skipped_off_the_gpu(db_path, capsys):
+    """``ozaki2-<scaling>-<moduli>`` runs on any backend; ``cublas-emul-<bits>`` needs CuPy and nvmath-python,
+    so on NumPy it is skipped with one line naming why, and the rest is audited."""
+    assert main(["audit", "--backend", "numpy", "--methods", "cublas-emul-55,ozaki2-fast-16,ozaki2-accurate-8",
+                 "--n", "24", "--phi", "1", "--seeds", "1", "--db", str(db_path), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "skipping cublas-emul-55: cuBLAS's FP64 emulation runs on the CuPy backend only" in captured.err
+    errors = {r["method"]: r["max_rel"] for r in json.loads(captured.out)["rows"]}
+    assert set(errors) == {"ozaki2-fast-16", "ozaki2-accurate-8"}
+    assert errors["ozaki2-fast-16"] < 1e-12 < errors["ozaki2-accurate-8"]
+    assert main(["audit", "--backend", "numpy", "--methods", "cublas-emul-auto", "--n", "8", "--db",
+                 str(db_path)]) == 2
