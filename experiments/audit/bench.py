@@ -55,8 +55,7 @@ PHIS = (0.1, 1.0, 2.0)
 #: a 128 x 128 product's 7**4 bottom GEMMs would cost more in Python than in arithmetic.
 STRASSEN_LEVELS: dict[tuple[str, bool], tuple[int, ...]] = {
     ("cupy", False): (1, 2, 3, 4), ("cupy", True): (1, 2, 3, 4),
-    ("numpy", False): (1, 2, 3, 4), ("numpy", True): (1, 2, 3),
-}
+    ("numpy", False): (1, 2, 3, 4), ("numpy", True): (1, 2, 3)}
 #: A product's shape (m, k, n): A is m x k, B is k x n.
 Shape = tuple[int, int, int]
 #: Fields of a row beyond (method, n, phi, seed), from the stored report.
@@ -354,10 +353,6 @@ def bits_per_level(rows: Iterable[AuditRow]) -> LevelFits:
 
 # --------------------------------------------------------------------------- experiments
 
-def _largest(rows: Sequence[AuditRow]) -> int | None:
-    return max((r.n for r in rows), default=None)
-
-
 def phi_table(title: str, rows: Sequence[AuditRow], n: int | None, methods: Sequence[str]) -> Table:
     """Mean over seeds of the max relative error at size ``n``: one row per method, one column per phi
     (n/a: a seed's product was not finite)."""
@@ -381,7 +376,7 @@ NONFINITE_NOTE = "n/a: a seed's product had NaN or infinite entries (counted, no
 def run_phi(ctx: Context) -> Summary:
     methods = default_methods()
     outcome, rows = run_audit(ctx, methods, PHI_PLANS[(ctx.backend.name, ctx.quick)])
-    n = _largest(rows)
+    n = max((r.n for r in rows), default=None)
     return Summary(scope=audit_scope(rows),
                    facts={"points measured": outcome.measured, "points already stored": outcome.skipped},
                    tables=[phi_table(f"mean max relative error at N={n}", rows, n, methods)], notes=[NONFINITE_NOTE])
@@ -392,7 +387,7 @@ def run_strassen(ctx: Context) -> Summary:
     key = (ctx.backend.name, ctx.quick)
     outcome, rows = run_audit(ctx, strassen_methods(STRASSEN_LEVELS[key]), STRASSEN_PLANS[key])
     fits = bits_per_level(rows)
-    n = _largest(rows)
+    n = max((r.n for r in rows), default=None)
     phis = sorted(phi for size, phi in fits if size == n)
     schedules = sorted({s for (size, _), by in fits.items() if size == n for s in by})
     table = Table(f"bits lost per level at N={n}", ("schedule", *(f"phi={p:g}" for p in phis)),
