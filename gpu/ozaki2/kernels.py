@@ -5,9 +5,11 @@
   element either its bar ``ceil(|x| 2**e_r)`` (``BARS``) or the symmetric residues of
   ``x' = trunc(x 2**s_r)`` modulo every modulus (``RESIDUES``). A residue of an integer y below 2**53
   (held as a double) is ``y - q m`` with ``q = rint(y / m)``: one FMA, exact because the result is a
-  small integer; q may be off by one, which the symmetric correction absorbs. Larger x' is n 2**e with
-  an integer n < 2**53 (``frexp``), whose residue is that of n times 2**e mod m from a table (below
-  2**16, exact). The residue is a function of x' alone, so it equals NumPy's.
+  small integer; q may be off by one, which the symmetric correction absorbs. x' is n 2**e with an
+  integer n < 2**53 (``frexp``; e = 0 below 2**53), and with n = h 2**26 + l (both exact),
+  x' = h 2**(e+26) + l 2**e: one FMA with entries of a table of 2**e mod m gives an integer below 2**36
+  congruent to x', so each modulus costs one reduction whatever the size of x'. The residue is a
+  function of x' alone, so it equals NumPy's.
 * ``ozaki2_reduce`` (element-wise): an INT32 product's symmetric residue, added to the plane's where
   k is blocked.
 * ``ozaki2_crt``: the double-double CRT of :mod:`gpu.ozaki2.crt` for every entry (from INT8 residues, or
@@ -16,8 +18,9 @@
   which would change the low parts' roundings), then ``ldexp`` by the row and column shifts.
 
 Both loops over the moduli are compiled for the count (``COUNT``, one kernel per count, cached) and
-unrolled, so that every modulus's load is in flight at once: with a runtime count the CRT ran at
-1.25 TB/s on the H100 (N = 16384, 14 moduli: 12.8 ms).
+unrolled, and the CRT reads four columns per modulus with one vector load where the planes allow it, so
+that many loads are in flight at once: with a runtime count and one column per thread the CRT ran at
+1.25 TB/s on the H100 (N = 16384, 14 moduli: 12.8 ms; ncu at N = 8192: 44% of DRAM bandwidth).
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ from ..ozaki.kernels import TILE, TILE_ROWS
 from .moduli import ModuliTable
 from .residues import powers_of_two
 
-#: Threads per block of the CRT kernel (a grid-stride loop over rows and columns does the rest).
-CRT_THREADS = 256
+#: Threads per block of the CRT kernel (a grid-stride loop over rows and columns does the rest), and the
+#: columns each thread takes with one vector load per modulus where the planes are aligned for it.
+CRT_THREADS, VEC = 256, 4
 
 _SYM_MOD = r"""
 __device__ __forceinline__ double sym_mod(double y, double m, double inv, double hi, double lo)
@@ -84,12 +88,13 @@ extern "C" __global__ void ozaki2_rows(
             n = ldexp(frexp(v, &e), 53);
             e -= 53;
         }
+        const double h = trunc(n * 0x1p-26), l = n - h * 0x1p26;
 #pragma unroll
         for (int t = 0; t < COUNT; ++t) {
-            const double m = consts[4 * t], inv = consts[4 * t + 1], hi = consts[4 * t + 2], lo = consts[4 * t + 3];
-            double res = sym_mod(n, m, inv, hi, lo);
-            if (e > 0) res = sym_mod(res * pow2[t * pow2_len + e], m, inv, hi, lo);
-            o[t * plane] = (signed char)(int)res;
+            const double* p = pow2 + t * pow2_len + e;
+            const double y = fma(h, p[26], l * p[0]);
+            o[t * plane] = (signed char)(int)sym_mod(y, consts[4 * t], consts[4 * t + 1], consts[4 * t + 2],
+                                                     consts[4 * t + 3]);
         }
 #endif
     }
@@ -103,30 +108,39 @@ extern "C" __global__ void ozaki2_crt(
     double inv, const int* __restrict__ sa, const int* __restrict__ sb, double* __restrict__ C, long long ldc,
     long long m, long long n)
 {
+    const long long step = (long long)gridDim.x * blockDim.x * VEC;
     for (long long i = blockIdx.y; i < m; i += gridDim.y) {
-        for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < n;
-             j += (long long)gridDim.x * blockDim.x) {
-            double s_hi = 0.0, s_lo = 0.0;
+        const IN_T* row = planes + i * ld;
+        for (long long j0 = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * VEC; j0 < n; j0 += step) {
+            VEC_T v[COUNT];
 #pragma unroll
-            for (int t = 0; t < COUNT; ++t) {
-                double c = (double)planes[t * plane + i * ld + j];
+            for (int t = 0; t < COUNT; ++t) v[t] = *(const VEC_T*)(row + t * plane + j0);
+#pragma unroll
+            for (int q = 0; q < VEC; ++q) {
+                const long long j = j0 + q;
+                if (j >= n) break;
+                double s_hi = 0.0, s_lo = 0.0;
+#pragma unroll
+                for (int t = 0; t < COUNT; ++t) {
+                    double c = (double)((const IN_T*)&v[t])[q];
 #if REDUCE
-                c = sym_mod(c, consts[4 * t], consts[4 * t + 1], consts[4 * t + 2], consts[4 * t + 3]);
+                    c = sym_mod(c, consts[4 * t], consts[4 * t + 1], consts[4 * t + 2], consts[4 * t + 3]);
 #endif
-                s_hi = __dadd_rn(s_hi, __dmul_rn(w_hi[t], c));
-                if (!exact) s_lo = __dadd_rn(s_lo, __dmul_rn(w_lo[t], c));
+                    s_hi = __dadd_rn(s_hi, __dmul_rn(w_hi[t], c));
+                    if (!exact) s_lo = __dadd_rn(s_lo, __dmul_rn(w_lo[t], c));
+                }
+                const double qh = rint(__dmul_rn(s_hi, inv));
+                const double d = __dsub_rn(s_hi, __dmul_rn(qh, p_hi));
+                double r;
+                if (exact) {
+                    r = __dsub_rn(d, __dmul_rn(rint(__dmul_rn(d, inv)), p_hi));
+                } else {
+                    const double low = __dsub_rn(s_lo, __dmul_rn(qh, p_lo));
+                    const double q2 = rint(__dmul_rn(__dadd_rn(d, low), inv));
+                    r = __dadd_rn(__dsub_rn(d, __dmul_rn(q2, p_hi)), __dsub_rn(low, __dmul_rn(q2, p_lo)));
+                }
+                C[i * ldc + j] = ldexp(r, -(sa[i] + sb[j]));
             }
-            const double q = rint(__dmul_rn(s_hi, inv));
-            const double d = __dsub_rn(s_hi, __dmul_rn(q, p_hi));
-            double r;
-            if (exact) {
-                r = __dsub_rn(d, __dmul_rn(rint(__dmul_rn(d, inv)), p_hi));
-            } else {
-                const double low = __dsub_rn(s_lo, __dmul_rn(q, p_lo));
-                const double q2 = rint(__dmul_rn(__dadd_rn(d, low), inv));
-                r = __dadd_rn(__dsub_rn(d, __dmul_rn(q2, p_hi)), __dsub_rn(low, __dmul_rn(q2, p_lo)));
-            }
-            C[i * ldc + j] = ldexp(r, -(sa[i] + sb[j]));
         }
     }
 }
@@ -139,8 +153,11 @@ def _rows_kernel(bars: bool, count: int) -> Any:
 
 
 @cache
-def _crt_kernel(reduce: bool, count: int) -> Any:
-    source = f"#define REDUCE {int(reduce)}\n#define IN_T {'int' if reduce else 'signed char'}\n#define COUNT {count}\n"
+def _crt_kernel(reduce: bool, count: int, vec: int) -> Any:
+    in_t = "int" if reduce else "signed char"
+    vec_t = {(True, 4): "int4", (False, 4): "char4"}.get((reduce, vec), in_t)
+    source = (f"#define REDUCE {int(reduce)}\n#define IN_T {in_t}\n#define COUNT {count}\n#define VEC {vec}\n"
+              f"#define VEC_T {vec_t}\n")
     return cupy.RawKernel(source + _SYM_MOD + _CRT_SOURCE, "ozaki2_crt")
 
 
@@ -202,11 +219,13 @@ class CudaOps:
         reduce = planes.dtype == np.int32
         consts = _table(table.moduli)[0]
         w_hi, w_lo = (cupy.asarray(np.array(w, dtype=np.float64)) for w in (table.weights_hi, table.weights_lo))
-        grid = (max(1, min(-(-n // CRT_THREADS), 64)), max(1, min(m, 65535)))
+        plane, ld = planes.strides[0] // planes.itemsize, planes.strides[1] // planes.itemsize
+        vec = VEC if planes.data.ptr % (VEC * planes.itemsize) == 0 and plane % VEC == 0 and ld % VEC == 0 else 1
+        grid = (max(1, min(-(-n // (CRT_THREADS * vec)), 64)), max(1, min(m, 65535)))
         i32, i64, f64 = np.int32, np.int64, np.float64
-        _crt_kernel(reduce, count)(
+        _crt_kernel(reduce, count, vec)(
             grid, (CRT_THREADS,),
-            (planes, i64(planes.strides[0] // planes.itemsize), i64(planes.strides[1] // planes.itemsize), i32(count),
+            (planes, i64(plane), i64(ld), i32(count),
              consts, w_hi, w_lo, i32(table.exact), f64(table.product_hi), f64(table.product_lo),
              f64(1.0 / float(table.product)), shift_a.astype(i32, copy=False), shift_b.astype(i32, copy=False), C,
              i64(C.strides[0] // C.itemsize), i64(m), i64(n)))
