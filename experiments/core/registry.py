@@ -4,10 +4,10 @@ An experiment measures and stores results and returns a
 :class:`~experiments.core.summary.Summary`; a figure is drawn from stored results
 only (``draw(db) -> Figure | None``) and names the experiments it shows, so that
 ``SUMMARY.md`` links each figure under its experiment. Each family of the lab (``experiments.strassen``,
-``experiments.levels``, ``experiments.audit``, ``experiments.ozaki``, ``experiments.splitk``,
-``experiments.outofcore``, ``experiments.segmented``) registers its experiments, figures and commands
-(:mod:`experiments.core.command`) with the decorators here when imported; :data:`MODULES` lists them in run order and
-:func:`load` imports them.
+``experiments.levels``, ``experiments.audit``, ``experiments.ozaki``, ``experiments.ozaki2``,
+``experiments.splitk``, ``experiments.outofcore``, ``experiments.segmented``) registers its experiments,
+figures and commands (:mod:`experiments.core.command`) with the decorators here when imported; :data:`MODULES`
+lists them in run order and :func:`load` imports them.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from .summary import Summary
 
 #: Modules whose import registers experiments and figures, in run order.
 MODULES = ("experiments.core.commands", "experiments.levels", "experiments.strassen", "experiments.audit",
-           "experiments.ozaki", "experiments.splitk", "experiments.outofcore", "experiments.segmented")
+           "experiments.ozaki", "experiments.ozaki2", "experiments.splitk", "experiments.outofcore",
+           "experiments.segmented")
 
 
 @dataclass

@@ -67,6 +67,16 @@ DEVICE_INPUTS = "(ru - 0.5) exp(phi rn) drawn on the device"
 
 # --------------------------------------------------------------------------- plans
 
+def check_options(phis: tuple[float, ...], rows: int | None, slow_factor: float) -> None:
+    """ValueError for the options both Ozaki benchmarks take: phi values, error rows and the slow factor."""
+    if not phis or any(not 0 <= p <= 20 for p in phis):
+        raise ValueError(f"phi values must lie in [0, 20], got {list(phis)}")
+    if rows is not None and rows <= 0:
+        raise ValueError(f"rows must be positive, got {rows}")
+    if not slow_factor > 0:
+        raise ValueError(f"slow_factor must be positive, got {slow_factor}")
+
+
 @dataclass(frozen=True)
 class BenchPlan:
     """Sizes x formats x slice counts, timed against DGEMM and SGEMM, with errors on ``phis``."""
@@ -88,12 +98,7 @@ class BenchPlan:
             ozaki.parse_variant(f)
         if not self.slices or any(not isinstance(s, int) or not 1 <= s <= ozaki.MAX_SLICES for s in self.slices):
             raise ValueError(f"slice counts must be integers in 1..{ozaki.MAX_SLICES}, got {list(self.slices)}")
-        if not self.phis or any(not 0 <= p <= 20 for p in self.phis):
-            raise ValueError(f"phi values must lie in [0, 20], got {list(self.phis)}")
-        if self.rows is not None and self.rows <= 0:
-            raise ValueError(f"rows must be positive, got {self.rows}")
-        if not self.slow_factor > 0:
-            raise ValueError(f"slow_factor must be positive, got {self.slow_factor}")
+        check_options(self.phis, self.rows, self.slow_factor)
         if self.max_ratio is not None and not self.max_ratio > 0:
             raise ValueError(f"max_ratio must be positive, got {self.max_ratio}")
 

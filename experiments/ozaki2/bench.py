@@ -36,7 +36,7 @@ from gpu.backend import Array, Backend
 from ..audit.bench import Shape
 from ..core.lab import HEADROOM, free_memory
 from ..ozaki import bench as scheme1
-from ..ozaki.bench import DGEMM, HOST_INPUTS, SGEMM
+from ..ozaki.bench import DGEMM, HOST_INPUTS, SGEMM, check_options
 
 ERROR, TIME, BREAKDOWN = "ozaki2-error", "ozaki2-time", "ozaki2-breakdown"
 PARETO = "ozaki2-pareto"
@@ -96,6 +96,12 @@ def shape_text(shape: Shape) -> str:
     return f"N = {n}" if m == k == n else f"{m} x {k} x {n}"
 
 
+def product_order(shape: Shape) -> tuple[bool, float, Shape]:
+    """Squares first, then rectangular products, each by their multiply-adds."""
+    m, k, n = shape
+    return not m == k == n, float(m) * k * n, shape
+
+
 # --------------------------------------------------------------------------- plans
 
 @dataclass(frozen=True)
@@ -119,12 +125,7 @@ class Plan:
         object.__setattr__(self, "methods", tuple(dict.fromkeys((DGEMM, *self.methods))))
         for name in self.methods:
             get_method(name)                # ValueError naming an unknown method
-        if not self.phis or any(not 0 <= p <= 20 for p in self.phis):
-            raise ValueError(f"phi values must lie in [0, 20], got {list(self.phis)}")
-        if self.rows is not None and self.rows <= 0:
-            raise ValueError(f"rows must be positive, got {self.rows}")
-        if not self.slow_factor > 0:
-            raise ValueError(f"slow_factor must be positive, got {self.slow_factor}")
+        check_options(self.phis, self.rows, self.slow_factor)
 
     def rows_for(self, shape: Shape) -> int:
         """Rows of A whose products the errors cover (all up to FULL_ROWS_MAX, else SAMPLED_ROWS)."""
@@ -137,6 +138,7 @@ class Plan:
 
 
 def squares(*sizes: int) -> tuple[Shape, ...]:
+    """N x N x N products, one per size."""
     return tuple((n, n, n) for n in sizes)
 
 
@@ -210,6 +212,7 @@ def shape_params(shape: Shape, **more: Any) -> dict[str, Any]:
 
 
 def params_shape(params: dict[str, Any]) -> Shape:
+    """(m, k, n) of stored parameters."""
     return int(params["m"]), int(params["k"]), int(params["n"])
 
 

@@ -6,7 +6,8 @@ versions of its measurements.
 Figures are drawn from stored rows only: the published H100 exports (``published_db``) and the
 synthetic CPU rows stored here (``cpu_db``: 15 audited methods, 8 Strassen schedules on 9
 (N, phi) panels, a CPU calibration from 128 to 2048, one Ozaki size and format, as a quick run
-stores them; split-K's six methods on four output sizes over k = 2^14 .. 2^24; the out-of-core engine
+stores them; scheme II's benchmark (12 methods of five families at N = 64 on phi = 0.1, 1, 4) and its
+phases; split-K's six methods on four output sizes over k = 2^14 .. 2^24; the out-of-core engine
 and the in-core DGEMM at N = 384, 512, 768; a leave-one-device-out transfer validation of the H100 on two
 sweeps of 12 sizes). Every figure is
 reached through the registry, ``FIGURES[name].draw(db)``.
@@ -29,6 +30,7 @@ from experiments.levels.transfer_validation import EXPERIMENT as TRANSFER_VALIDA
 from experiments.outofcore.rows import EXPERIMENT as OUTOFCORE
 from experiments.outofcore.timeline import EXPERIMENT as TIMELINE
 from experiments.ozaki.bench import BREAKDOWN, TIME
+from experiments.ozaki2 import bench as ozaki2
 from experiments.segmented.report import EXPERIMENT as SEGMENTED
 from experiments.splitk.rows import EXPERIMENT as SPLITK
 from experiments.splitk.rows import METHODS as SPLITK_METHODS
@@ -82,6 +84,17 @@ def store_cpu_rows(db: ResultsDB) -> None:
     for n, slices in itertools.product((128, 256), (2, 4)):
         parts = {"split_s": 3e-4 * n / 128, "gemm_s": 1e-4 * slices * slices, "sum_s": 1e-4}
         add(BREAKDOWN, f"ozaki-fp32r-{slices}", {"n": n}, sum(parts.values()), "s", **parts)
+    for i, method in enumerate(ozaki2.CPU_METHODS):
+        speed = 1.0 if method == "fp64" else 0.8 / (1 + i)
+        add(ozaki2.TIME, method, {"m": 64, "k": 64, "n": 64, "regime": "sustained"}, 1e-4 / speed, "s",
+            dgemm_s=1e-4, speedup_vs_dgemm=speed, stable=i < 2, protocol="interleaved" if i < 2 else "single run")
+        for phi in (0.1, 1.0, 4.0):
+            err = 0.0 if method.endswith("-20") else 10.0 ** -(3 + i % 6) * (1 + phi)
+            add(ozaki2.ERROR, method, {"m": 64, "k": 64, "n": 64, "phi": phi, "seed": 1, "rows": 64}, err, "rel")
+    for n, (method, phase) in itertools.product((64, 128), itertools.product(
+            ("ozaki2-accurate-15", "ozaki2-fast-14"), ("scaling", "residues", "gemm", "crt"))):
+        add(ozaki2.BREAKDOWN, method, {"m": n, "k": n, "n": n, "phase": phase, "regime": "sustained"},
+            1e-4 * n / 64, "s", int8_ops_per_s=7e9 if phase == "gemm" else None)
     for (i, method), m, k in itertools.product(enumerate(SPLITK_METHODS), SPLITK_SIZES, SPLITK_KS):
         share = 0.5 + 0.1 * i               # of a 200 GB/s copy: GEMM's half, the copy's all
         add(SPLITK, method, {"m": m, "n": m, "k": k, "dtype": "float64", "regime": "sustained"},

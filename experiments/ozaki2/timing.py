@@ -1,0 +1,181 @@
+"""Scheme II's benchmark times: every method of the plan interleaved with DGEMM, one group per product.
+
+A group is timed on phi = 1 operands (:func:`experiments.ozaki2.bench.shape_inputs`) by the lab's
+protocol (:func:`experiments.core.lab.time_group`, in the run's power regime, baseline DGEMM) and
+stored in ``ozaki2-time``, one row per (method, m, k, n, regime) with the speed-up over the DGEMM of
+its own group. Each method runs the computation of its audit method, writing into an output made
+once: DGEMM and SGEMM as library GEMMs (SGEMM on float32 copies made beforehand), scheme I, scheme II
+and cuBLAS's emulation with ``out=``, any other audit method through its ``run``. So neither the
+allocation of C nor a dtype copy is timed.
+
+Every method runs once untimed (first-use costs: kernel compilation per modulus count, cuBLAS
+handles, workspaces), then once timed. As in :mod:`experiments.ozaki.timing`, a method slower than
+``slow_factor`` DGEMMs there cannot beat DGEMM and would make the interleaved batches take minutes:
+it is stored from that one run (``protocol: "single run"``, ``stable: false``). A product whose
+methods are all stored (in this regime) is skipped unless ``--force``; a group with some methods
+missing times those and DGEMM again (the DGEMM row is replaced by the newest group's).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from functools import partial
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from accuracy.methods import get_method, parse_ozaki_method
+from gpu import ozaki, ozaki2
+from gpu.backend import Array, Backend
+
+from ..audit.bench import Shape
+from ..core.database import Measurement, ResultsDB
+from ..core.lab import Operands, free_memory, time_group
+from ..core.registry import Context
+from ..core.sweep import SweepOutcome
+from ..core.timing import Timing, single_run
+from ..ozaki.timing import _protocol as protocol_for
+from .bench import (
+    DGEMM,
+    SEED,
+    SGEMM,
+    TIME,
+    TIME_PHI,
+    Plan,
+    equivalent_n,
+    family,
+    parse_emulation,
+    parse_ozaki2,
+    shape_inputs,
+    shape_params,
+    shape_text,
+    sort_key,
+)
+
+Work = Callable[[], Any]
+
+
+def time_params(shape: Shape, regime: str) -> dict[str, Any]:
+    """The stored parameters of a method's time: the product and the power regime."""
+    return shape_params(shape, regime=regime)
+
+
+def timed_work(be: Backend, ops: Operands, out: Array, name: str) -> Work:
+    """The computation of the audit method ``name`` on the group's operands, into made outputs."""
+    A, B = ops.A, ops.B
+    if name == DGEMM:
+        return partial(be.gemm, A, B, ops.C)
+    if name == SGEMM:
+        single = ops.astype(np.float32)
+        return partial(be.gemm, single.A, single.B, single.C)
+    if (two := parse_ozaki2(name)) is not None:
+        return partial(ozaki2.matmul, A, B, moduli=two[1], scaling=two[0], out=out, backend=be)
+    if (one := parse_ozaki_method(name)) is not None:
+        fmt, remainder = ozaki.parse_variant(one[0])
+        return partial(ozaki.matmul, A, B, slices=one[1], slice_format=fmt.name, remainder=remainder, out=out,
+                       backend=be)
+    if (bits := parse_emulation(name)) != "":
+        return partial(ozaki2.emulation.matmul, A, B, mantissa_bits=bits, out=out, backend=be)
+    return partial(get_method(name).run, be, A, B)
+
+
+def timing_operands(ctx: Context, shape: Shape, methods: Sequence[str]) -> tuple[Operands, Array]:
+    """A, B and DGEMM's C on phi = 1 inputs, SGEMM's float32 copies (where timed) and the output of the
+    other methods, all made before any method runs (scheme II sizes its path to free memory)."""
+    A, B, _ = shape_inputs(ctx.backend, shape, TIME_PHI, SEED)
+    ops = Operands.given(ctx.backend, A, B)
+    if SGEMM in methods:
+        ops.astype(np.float32)
+    return ops, ctx.backend.xp.empty_like(ops.C)
+
+
+def first_runs(be: Backend, works: dict[str, Work]) -> dict[str, float]:
+    """Seconds of one timed run of each method, after one untimed run of each."""
+    for work in works.values():
+        work()
+    be.synchronize()
+    return {name: single_run(be, work) for name, work in works.items()}
+
+
+def measure_group(ctx: Context, shape: Shape, ops: Operands, out: Array, methods: Sequence[str], plan: Plan) -> None:
+    """DGEMM and ``methods`` timed interleaved (slow ones by one run, see the module), stored with the
+    speed-up over DGEMM."""
+    be, names = ctx.backend, list(dict.fromkeys((DGEMM, *methods)))
+    works = {name: timed_work(be, ops, out, name) for name in names}
+    first = first_runs(be, works)
+    slow = {name for name in names if name != DGEMM and first[name] > plan.slow_factor * first[DGEMM]}
+    flush = ops.needs_flush()
+    result = time_group(ops, {k: w for k, w in works.items() if k not in slow}, DGEMM, refill=False,
+                        regime=ctx.regime, **protocol_for(equivalent_n(shape)))
+    timings = {**result.timings, **{name: Timing(samples=[first[name]], stable=False) for name in slow}}
+    dgemm_s = timings[DGEMM].median
+    extra = {"sgemm_s": timings[SGEMM].median} if SGEMM in timings else {}
+    for name in names:
+        t = timings[name]
+        meta = {"regime": ctx.regime, **t.meta(), "protocol": "single run" if name in slow else "interleaved",
+                "dgemm_s": dgemm_s, "speedup_vs_dgemm": dgemm_s / t.median, "family": family(name)[0],
+                "slow_factor": plan.slow_factor, "flush": flush, **extra}
+        ctx.db.add(ctx.run_id, TIME, name, time_params(shape, ctx.regime), value=t.median, unit="s",
+                   samples=t.samples, meta=meta)
+
+
+def run_timing(ctx: Context, plan: Plan) -> SweepOutcome:
+    """Time (or resume) the plan's methods at every product, one interleaved group each."""
+    be, outcome = ctx.backend, SweepOutcome()
+    bar = tqdm(plan.shapes, desc="ozaki2 timing", unit="product", disable=not ctx.progress, file=sys.stderr,
+               leave=False)
+    for shape in bar:
+        params = time_params(shape, ctx.regime)
+        missing = [m for m in plan.methods if ctx.force or not ctx.db.has(TIME, m, params, ctx.env_key)]
+        outcome.skipped += len(plan.methods) - len(missing)
+        if not missing:
+            continue
+        bar.set_postfix_str(shape_text(shape))
+        free_memory(be)
+        ops, out = timing_operands(ctx, shape, missing)
+        try:
+            measure_group(ctx, shape, ops, out, missing, plan)
+        finally:
+            ops = out = None
+            free_memory(be)
+        outcome.measured += len(missing)
+    return outcome
+
+
+@dataclass(frozen=True)
+class TimeRow:
+    """One stored method's time at one product, with its group's DGEMM and the speed-up over it."""
+
+    method: str
+    m: int
+    k: int
+    n: int
+    regime: str
+    time_s: float
+    dgemm_s: float
+    speedup_vs_dgemm: float
+    stable: bool
+    protocol: str
+
+    @property
+    def shape(self) -> Shape:
+        return self.m, self.k, self.n
+
+    @classmethod
+    def read(cls, m: Measurement) -> TimeRow:
+        p, meta = m.params, m.meta
+        return cls(m.method, p["m"], p["k"], p["n"], p["regime"], m.value, meta["dgemm_s"], meta["speedup_vs_dgemm"],
+                   bool(meta.get("stable", True)), meta.get("protocol", "interleaved"))
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def time_rows(db: ResultsDB, env_key: str, regime: str | None = None) -> list[TimeRow]:
+    """Every stored time of one environment (of one ``regime`` where given), by product, then method family."""
+    rows = [TimeRow.read(m) for m in db.measurements(TIME, env_key=env_key)]
+    return sorted((r for r in rows if regime in (None, r.regime)), key=lambda r: (r.shape, r.regime,
+                                                                                  sort_key(r.method)))
