@@ -48,7 +48,8 @@ H100_REGIMES_LINE = H100_LINE.replace("regime not recorded", "regime: cold, sust
 H100_SUSTAINED_LINE = H100_LINE.replace("regime not recorded", "regime: sustained")
 REGIME_LINES = {"strassen-speedup": H100_REGIMES_LINE, "strassen-level": H100_REGIMES_LINE,
                 "splitk-roofline": H100_SUSTAINED_LINE, "splitk-speedup": H100_SUSTAINED_LINE,
-                "outofcore-tflops": H100_SUSTAINED_LINE, "outofcore-timeline": H100_SUSTAINED_LINE}
+                "outofcore-tflops": H100_SUSTAINED_LINE, "outofcore-timeline": H100_SUSTAINED_LINE,
+                "ozaki2-pareto": H100_SUSTAINED_LINE, "ozaki2-breakdown": H100_SUSTAINED_LINE}
 #: The 15 methods of a quick run's accuracy-phi panel (a 10-colour cycle repeats five of them).
 PHI_METHODS = default_methods() + [f"ozaki-{f}-{s}" for f in ("fp32r", "fp32") for s in range(2, 7)]
 CALIBRATION_SIZES = (128, 256, 384, 512, 768, 1024, 1536, 2048)
