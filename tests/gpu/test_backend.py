@@ -322,12 +322,15 @@ def test_cupy_is_asynchronous_and_releases_its_pool(cupy_backend):
     assert be.asynchronous is True
     assert backend_of(be.xp.zeros(2)) is be
     pool = be.xp.get_default_memory_pool()
-    with be.allocation_policy("pooled"):
-        x = be.xp.empty(2**24)
-        del x
-    assert pool.free_bytes() >= 8 * 2**24
     be.release_memory()
-    assert pool.free_bytes() == 0
+    # blocks free inside chunks that arrays of earlier tests still use stay in the pool (156 MiB seen)
+    base = pool.free_bytes()
+    with be.allocation_policy("pooled"):
+        x = be.xp.empty(2**26)
+        del x
+    assert pool.free_bytes() >= base + 8 * 2**26
+    be.release_memory()
+    assert pool.free_bytes() <= base
 
 
 @pytest.mark.gpu
