@@ -63,18 +63,24 @@ def measure_errors(be: Backend, params: Mapping[str, Any], missing: Sequence[str
     return out
 
 
-def run_errors(ctx: Context, plan: BenchPlan, seed: int = SEED) -> SweepOutcome:
-    """Errors (or resume) of DGEMM, SGEMM and every configuration of the plan, size by size,
-    device memory handed back between sizes."""
+def sweep_products(ctx: Context, experiment: str, groups: Sequence[tuple[str, list[dict[str, Any]]]],
+                   methods: Sequence[str], measure: Any) -> SweepOutcome:
+    """Sweep (or resume) ``methods`` over each group of points, one product's phi values per group (with
+    its progress label), device memory handed back between products; ``measure(backend, params, missing)``."""
     outcome = SweepOutcome()
-    methods = [DGEMM, SGEMM, *plan.configs()]
-    for n in plan.sizes:
-        points = [error_params(n, phi, seed, plan.rows_for(n)) for phi in plan.phis]
-        done = sweep(ctx, ERROR, points, methods, partial(measure_errors, ctx.backend), desc=f"errors N={n}")
+    for desc, points in groups:
+        done = sweep(ctx, experiment, points, list(methods), partial(measure, ctx.backend), desc=desc)
         outcome.measured += done.measured
         outcome.skipped += done.skipped
         free_memory(ctx.backend)
     return outcome
+
+
+def run_errors(ctx: Context, plan: BenchPlan, seed: int = SEED) -> SweepOutcome:
+    """Errors (or resume) of DGEMM, SGEMM and every configuration of the plan, size by size."""
+    groups = [(f"errors N={n}", [error_params(n, phi, seed, plan.rows_for(n)) for phi in plan.phis])
+              for n in plan.sizes]
+    return sweep_products(ctx, ERROR, groups, [DGEMM, SGEMM, *plan.configs()], measure_errors)
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,10 @@ from gpu.backend import Backend
 
 from ..audit.bench import Shape, record
 from ..core.database import Measurement, ResultsDB
-from ..core.lab import free_memory
 from ..core.registry import Context
-from ..core.sweep import Record, SweepOutcome, sweep
+from ..core.sweep import Record, SweepOutcome
 from ..ozaki.bench import sample_rows
+from ..ozaki.errors import sweep_products
 from .bench import ERROR, SEED, Plan, params_shape, shape_inputs, shape_params, shape_text
 
 
@@ -64,17 +64,10 @@ def measure_errors(be: Backend, params: Mapping[str, Any], missing: Sequence[str
 
 
 def run_errors(ctx: Context, plan: Plan, seed: int = SEED) -> SweepOutcome:
-    """Errors (or resume) of every method of the plan, product by product, device memory handed
-    back between products."""
-    outcome = SweepOutcome()
-    for shape in plan.shapes:
-        points = [error_params(shape, phi, seed, plan.rows_for(shape)) for phi in plan.phis]
-        done = sweep(ctx, ERROR, points, list(plan.methods), partial(measure_errors, ctx.backend),
-                     desc=f"ozaki2 errors {shape_text(shape)}")
-        outcome.measured += done.measured
-        outcome.skipped += done.skipped
-        free_memory(ctx.backend)
-    return outcome
+    """Errors (or resume) of every method of the plan, product by product."""
+    groups = [(f"ozaki2 errors {shape_text(shape)}",
+               [error_params(shape, phi, seed, plan.rows_for(shape)) for phi in plan.phis]) for shape in plan.shapes]
+    return sweep_products(ctx, ERROR, groups, plan.methods, measure_errors)
 
 
 @dataclass(frozen=True)
