@@ -248,12 +248,34 @@ def ozaki2_names() -> list[str]:
     return [ozaki2_method_name(s, n) for s in ozaki2.SCALINGS for n in (*OZAKI2_LISTED_MODULI, "auto")]
 
 
-@family(r"ozaki2-(?P<scaling>[a-z]+)-(?P<moduli>\d+|auto)", "ozaki2-<scaling>-<moduli>", ozaki2_names)
+#: Name patterns of the scheme-II and cuBLAS-emulation families (read by their parsers too).
+OZAKI2_PATTERN = r"ozaki2-(?P<scaling>[a-z]+)-(?P<moduli>\d+|auto)"
+CUBLAS_EMULATION_PATTERN = r"cublas-emul-(?P<bits>\d+|auto)"
+
+
+def parse_ozaki2_method(name: str) -> tuple[str, int | str] | None:
+    """(scaling, moduli) of an ``ozaki2-<scaling>-<moduli>`` name with a known scaling (moduli ``"auto"``
+    or a count), else None."""
+    match = re.fullmatch(OZAKI2_PATTERN, name)
+    if not match or match["scaling"] not in ozaki2.SCALINGS:
+        return None
+    return match["scaling"], match["moduli"] if match["moduli"] == "auto" else int(match["moduli"])
+
+
+def parse_cublas_emulation_method(name: str) -> int | None | str:
+    """The mantissa bits of a ``cublas-emul-<bits>`` name (None for ``auto``); ``""`` for any other name."""
+    match = re.fullmatch(CUBLAS_EMULATION_PATTERN, name)
+    if not match:
+        return ""
+    return None if match["bits"] == "auto" else int(match["bits"])
+
+
+@family(OZAKI2_PATTERN, "ozaki2-<scaling>-<moduli>", ozaki2_names)
 def _ozaki2(match: re.Match) -> Method:
-    scaling = match["scaling"]
-    if scaling not in ozaki2.SCALINGS:
-        raise ValueError(f"scaling {scaling!r} is not one of {', '.join(ozaki2.SCALINGS)}")
-    moduli = match["moduli"] if match["moduli"] == "auto" else int(match["moduli"])
+    parsed = parse_ozaki2_method(match.group(0))
+    if parsed is None:
+        raise ValueError(f"scaling {match['scaling']!r} is not one of {', '.join(ozaki2.SCALINGS)}")
+    scaling, moduli = parsed
     if moduli != "auto" and not 1 <= moduli <= ozaki2.MAX_MODULI:
         raise ValueError(f"the modulus count must lie in 1..{ozaki2.MAX_MODULI}, got {moduli}")
 
@@ -268,9 +290,9 @@ def cublas_emulation_names() -> list[str]:
     return ["cublas-emul-auto", *(f"cublas-emul-{b}" for b in ozaki2.emulation.LISTED_BITS)]
 
 
-@family(r"cublas-emul-(?P<bits>\d+|auto)", "cublas-emul-<bits>", cublas_emulation_names)
+@family(CUBLAS_EMULATION_PATTERN, "cublas-emul-<bits>", cublas_emulation_names)
 def _cublas_emulation(match: re.Match) -> Method:
-    bits = None if match["bits"] == "auto" else int(match["bits"])
+    bits = parse_cublas_emulation_method(match.group(0))
     ozaki2.emulation.check_bits(bits)
 
     def run(be: Backend, A: Array, B: Array) -> Array:

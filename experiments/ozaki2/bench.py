@@ -22,14 +22,19 @@ and cuBLAS's own emulation (``cublas-emul-<bits>``). Inputs are the Ozaki benchm
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from accuracy.audit import audit_inputs
-from accuracy.methods import get_method, ozaki2_method_name, parse_ozaki_method
+from accuracy.methods import (
+    get_method,
+    ozaki2_method_name,
+    parse_cublas_emulation_method,
+    parse_ozaki2_method,
+    parse_ozaki_method,
+)
 from gpu import ozaki2
 from gpu.backend import Array, Backend
 
@@ -45,34 +50,16 @@ PHIS = (0.1, 1.0, 2.0, 4.0)
 TIME_PHI, SEED = scheme1.TIME_PHI, scheme1.SEED
 #: The family of each kind of method, in the order legends list them.
 FAMILIES = ("DGEMM", "SGEMM", "scheme I", "scheme II accurate", "scheme II fast", "cuBLAS emulation", "other")
-_OZAKI2 = re.compile(r"ozaki2-(accurate|fast)-(\d+|auto)")
-_EMULATION = re.compile(r"cublas-emul-(\d+|auto)")
-
-
-def parse_ozaki2(name: str) -> tuple[str, int | str] | None:
-    """(scaling, moduli) of an ``ozaki2-<scaling>-<moduli>`` name (moduli ``"auto"`` or a count), else None."""
-    match = _OZAKI2.fullmatch(name)
-    return (match[1], match[2] if match[2] == "auto" else int(match[2])) if match else None
-
-
-def parse_emulation(name: str) -> int | None | str:
-    """The mantissa bits of a ``cublas-emul-<bits>`` name (None for ``auto``); ``""`` for any other name."""
-    match = _EMULATION.fullmatch(name)
-    if not match:
-        return ""
-    return None if match[1] == "auto" else int(match[1])
-
-
 def family(name: str) -> tuple[str, str]:
     """(family, its parameter as a label) of a method name: ``("scheme II fast", "14")`` for
     ``ozaki2-fast-14``, ``("scheme I", "int8-8")`` for ``ozaki-int8-8``; DGEMM and SGEMM have no parameter."""
     if name in (DGEMM, SGEMM):
         return ("DGEMM" if name == DGEMM else "SGEMM"), ""
-    if (two := parse_ozaki2(name)) is not None:
+    if (two := parse_ozaki2_method(name)) is not None:
         return f"scheme II {two[0]}", str(two[1])
     if (one := parse_ozaki_method(name)) is not None:
         return "scheme I", f"{one[0]}-{one[1]}"
-    bits = parse_emulation(name)
+    bits = parse_cublas_emulation_method(name)
     if bits != "":
         return "cuBLAS emulation", "auto" if bits is None else str(bits)
     return "other", name
@@ -176,7 +163,7 @@ def needed_bytes(shape: Shape, methods: tuple[str, ...]) -> int:
     """Device bytes of one product's timing: A, B, C and an output in float64, SGEMM's float32 copies
     with their C, and the largest scheme II workspace among ``methods``."""
     m, k, n = shape
-    counts = [c for name in methods if (p := parse_ozaki2(name)) for c in
+    counts = [c for name in methods if (p := parse_ozaki2_method(name)) for c in
               [ozaki2.MAX_MODULI if p[1] == "auto" else p[1]]]
     work = max((ozaki2.workspace_bytes(m, k, n, c) for c in counts), default=0)
     return 8 * (m * k + k * n + 2 * m * n) + 4 * (m * k + k * n + m * n) + work

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from accuracy.methods import parse_ozaki2_method
 from gpu import ozaki2
 from gpu.backend import Backend
 
@@ -29,7 +30,16 @@ from ..core.database import ResultsDB
 from ..core.regime import get_regime, idle, reading, settle, summary
 from ..core.registry import Context
 from ..core.sweep import SweepOutcome, group_sweep
-from .bench import BREAKDOWN, SEED, TIME_PHI, flops, parse_ozaki2, shape_inputs, shape_params, shape_text, sort_key
+from .bench import (
+    BREAKDOWN,
+    SEED,
+    TIME_PHI,
+    flops,
+    shape_inputs,
+    shape_params,
+    shape_text,
+    sort_key,
+)
 
 #: The phases :func:`gpu.ozaki2.matmul` reports, in order; every run has all but ``reduce``.
 PHASES = ("scaling", "residues", "gemm", "reduce", "crt")
@@ -44,14 +54,14 @@ def breakdown_params(shape: Shape, phase: str, regime: str) -> dict[str, Any]:
 
 def gemm_ops(shape: Shape, config: str) -> float | None:
     """Integer operations of the modulus GEMMs: 2 m n k per modulus (None for ``auto``: count unknown)."""
-    moduli = parse_ozaki2(config)[1]
+    moduli = parse_ozaki2_method(config)[1]
     return None if moduli == "auto" else moduli * flops(shape)
 
 
 def measure_phases(be: Backend, shape: Shape, config: str, regime: str, runs: int = RUNS
                    ) -> tuple[list[dict[str, float]], dict[str, Any]]:
     """Seconds per phase of ``runs`` runs of one configuration (see the module), and the regime's record."""
-    scaling, moduli = parse_ozaki2(config)
+    scaling, moduli = parse_ozaki2_method(config)
     A, B, _ = shape_inputs(be, shape, TIME_PHI, SEED)
     out = be.xp.empty((shape[0], shape[2]))
     work = partial(ozaki2.matmul, A, B, moduli=moduli, scaling=scaling, out=out, backend=be)
@@ -73,7 +83,7 @@ def store_phases(ctx: Context, shape: Shape, config: str, samples: list[dict[str
                  regime_record: dict[str, Any]) -> None:
     """One row per phase seen in ``samples`` (median seconds, every run's as samples)."""
     total = statistics.median(sum(s.values()) for s in samples)
-    scaling, moduli = parse_ozaki2(config)
+    scaling, moduli = parse_ozaki2_method(config)
     for phase in (p for p in PHASES if any(p in s for s in samples)):
         values = [s.get(phase, 0.0) for s in samples]
         median = statistics.median(values)
@@ -88,7 +98,7 @@ def store_phases(ctx: Context, shape: Shape, config: str, samples: list[dict[str
 def run_breakdown(ctx: Context, shapes: tuple[Shape, ...], configs: tuple[str, ...]) -> SweepOutcome:
     """Measure (or resume) every configuration at every product; a point is stored when its phases are."""
     for config in configs:
-        if parse_ozaki2(config) is None:
+        if parse_ozaki2_method(config) is None:
             raise ValueError(f"{config!r} is not a scheme II configuration ozaki2-<accurate|fast>-<moduli>")
 
     def stored(point: tuple[Shape, str]) -> bool:

@@ -15,13 +15,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from accuracy.methods import parse_ozaki2_method
+
 from ..audit.bench import Shape
 from ..core.database import ResultsDB
 from ..core.registry import Context
 from ..core.summary import Check, Summary, Table, spread
 from ..core.sweep import SweepOutcome
 from ..ozaki.bench import LABELS
-from .bench import DGEMM, SEED, TARGETS, Plan, family, parse_ozaki2, shape_text, sort_key
+from .bench import DGEMM, SEED, TARGETS, Plan, family, shape_text, sort_key
 from .errors import error_rows, run_errors
 from .timing import run_timing, time_rows
 
@@ -80,7 +82,7 @@ def best_scheme2(rows: Sequence[Row], shape: Shape, phi: float = VERDICT_PHI) ->
     bound = dgemm.max_rel.get(phi) if dgemm else None
     if bound is None:
         return {"shape": shape_text(shape), "phi": phi, "note": f"no DGEMM error at phi = {phi:g}"}
-    ok = [r for r in at if parse_ozaki2(r.method) and r.max_rel.get(phi) is not None and r.max_rel[phi] <= bound
+    ok = [r for r in at if parse_ozaki2_method(r.method) and r.max_rel.get(phi) is not None and r.max_rel[phi] <= bound
           and r.speedup_vs_dgemm]
     best = max(ok, key=lambda r: r.speedup_vs_dgemm, default=None)
     return {"shape": shape_text(shape), "phi": phi, "dgemm_max_rel": bound,

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from accuracy.methods import get_method, parse_ozaki_method
+from accuracy.methods import get_method, parse_cublas_emulation_method, parse_ozaki2_method, parse_ozaki_method
 from gpu import ozaki, ozaki2
 from gpu.backend import Array, Backend
 
@@ -47,8 +47,6 @@ from .bench import (
     Plan,
     equivalent_n,
     family,
-    parse_emulation,
-    parse_ozaki2,
     shape_inputs,
     shape_params,
     shape_text,
@@ -71,13 +69,13 @@ def timed_work(be: Backend, ops: Operands, out: Array, name: str) -> Work:
     if name == SGEMM:
         single = ops.astype(np.float32)
         return partial(be.gemm, single.A, single.B, single.C)
-    if (two := parse_ozaki2(name)) is not None:
+    if (two := parse_ozaki2_method(name)) is not None:
         return partial(ozaki2.matmul, A, B, moduli=two[1], scaling=two[0], out=out, backend=be)
     if (one := parse_ozaki_method(name)) is not None:
         fmt, remainder = ozaki.parse_variant(one[0])
         return partial(ozaki.matmul, A, B, slices=one[1], slice_format=fmt.name, remainder=remainder, out=out,
                        backend=be)
-    if (bits := parse_emulation(name)) != "":
+    if (bits := parse_cublas_emulation_method(name)) != "":
         return partial(ozaki2.emulation.matmul, A, B, mantissa_bits=bits, out=out, backend=be)
     return partial(get_method(name).run, be, A, B)
 
