@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 
 from ..backend import Array, Backend, MemoryPlanError, check_output, get_backend
-from ..ozaki.api import _lines, _operands, _phase, _refuse_nonfinite, _with_nonfinite
+from ..ozaki.api import _lines, _operands, _phase, _refuse_nonfinite, _tiles, _with_nonfinite
 from ..ozaki.formats import get_format
-from ..ozaki.plan import ALIGN
+from ..ozaki.plan import ALIGN, _round_up
 from .auto import choose_moduli
 from .moduli import MAX_MODULI, ModuliTable, moduli_table
 from .ops import ops
@@ -46,22 +46,13 @@ SCALINGS = ("accurate", "fast")
 TILE = get_format("int8").tile
 
 
-def _pad(x: int) -> int:
-    return -(-max(x, 1) // ALIGN) * ALIGN
-
-
 def _blocks(ldk: int, block: int) -> list[slice]:
     return [slice(lo, min(lo + block, ldk)) for lo in range(0, ldk, block)]
 
 
-def _tiles(m: int, n: int) -> list[tuple[slice, slice]]:
-    return [(slice(i, min(i + TILE, m)), slice(j, min(j + TILE, n))) for i in range(0, m, TILE)
-            for j in range(0, n, TILE)]
-
-
 def _int8_product(be: Backend, a: Array, b: Array, P: Array) -> None:
     """P = a @ b.T (INT8 rows, INT32 result) in output tiles."""
-    for rows, cols in _tiles(P.shape[0], P.shape[1]):
+    for rows, cols in _tiles(P.shape[0], P.shape[1], TILE):
         be.gemm_ex(a[rows], b[cols].T, P[rows, cols], recipe="int8")
 
 
@@ -104,7 +95,7 @@ def _k_block(k_block: Any) -> int:
 
 def workspace_bytes(m: int, k: int, n: int, count: int) -> int:
     """Device bytes of one product beyond A, B and C: residues, bars, the INT32 product, planes, Cbar."""
-    ldk, n_pad = _pad(k), _pad(n)
+    ldk, n_pad = _round_up(max(k, 1)), _round_up(max(n, 1))
     return (count + 1) * ldk * (m + n_pad) + 4 * m * n_pad * 3 + count * m * n
 
 
@@ -154,7 +145,7 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
             options = dict(moduli=moduli, target=target, scaling=scaling, k_block=k_block, backend=be, phases=phases)
             return _with_nonfinite(be, A, B, C, rows.nonfinite, cols.nonfinite, options, method=matmul)
         e, f = 6 - rows.exps, 6 - cols.exps
-        ldk, n_pad = _pad(k), _pad(n)
+        ldk, n_pad = _round_up(max(k, 1)), _round_up(max(n, 1))
         bars_a, bars_b = ops(be).bars(A, e, m, ldk), ops(be).bars(B.T, f, n_pad, ldk)
         found = bounds(be, bars_a, bars_b, e, f, m, n, scaling)
         del bars_a, bars_b
@@ -175,7 +166,7 @@ def _modular_products(be: Backend, res_a: Array, res_b: Array, table: ModuliTabl
     products themselves (the CRT reduces them as it reads them: no reduction pass); otherwise per modulus
     and k block one INT8 GEMM and its reduction into INT8 residues, added modulo m across blocks."""
     xp, n_pad = be.xp, res_b.shape[1]
-    blocks = _blocks(res_a.shape[2], block if block < res_a.shape[2] else res_a.shape[2])
+    blocks = _blocks(res_a.shape[2], block)
     if len(blocks) == 1 and 4 * table.count * m * n_pad <= 0.9 * be.memory_info()[0]:
         products = xp.empty((table.count, m, n_pad), dtype=np.int32)
         with _phase(be, phases, "gemm"):
