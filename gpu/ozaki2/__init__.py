@@ -7,7 +7,9 @@ A'B' with the double-double Chinese remainder theorem (:mod:`~gpu.ozaki2.crt`) a
 moduli and the CRT constants are data (:mod:`~gpu.ozaki2.moduli`). Spec: ``shared/spec/ozaki2.md``.
 k beyond the INT32 range is cut into blocks whose residues are added modulo each modulus before
 one CRT (:mod:`~gpu.ozaki2.reference`); ``moduli="auto"`` picks the fewest moduli whose componentwise
-bound meets a target (:mod:`~gpu.ozaki2.auto`). Not yet here: the GPU path, fast mode.
+bound meets a target (:mod:`~gpu.ozaki2.auto`). :func:`matmul` (:mod:`~gpu.ozaki2.api`) runs both
+scaling modes on NumPy and CuPy with the same bits; :mod:`~gpu.ozaki2.emulation` reaches cuBLAS's own
+FP64 emulation.
 """
 
 from . import emulation
@@ -18,9 +20,9 @@ from .moduli import MAX_MODULI, MODULI, ModuliTable, greedy_moduli, moduli_table
 from .reference import MAX_K, modular_product
 from .reference import matmul as reference_matmul
 from .residues import reduce, residues
-from .scaling import Bounds, Scaled, accurate_bounds, bound_exponent, scale_accurate
+from .scaling import Bounds, Scaled, accurate_bounds, bound_limit, headroom, scale_accurate
 
 __all__ = ["MAX_K", "MAX_MODULI", "MODULI", "SCALINGS", "Bounds", "ModuliTable", "Scaled", "accurate_bounds",
-           "bound_exponent", "choose_moduli", "emulation", "greedy_moduli", "matmul", "modular_product", "moduli_table",
-           "predicted_error", "reconstruct", "reconstruct_exact", "reduce", "reference_matmul", "residue_range",
-           "residues", "scale_accurate", "workspace_bytes"]
+           "bound_limit", "choose_moduli", "emulation", "greedy_moduli", "headroom", "matmul", "modular_product",
+           "moduli_table", "predicted_error", "reconstruct", "reconstruct_exact", "reduce", "reference_matmul",
+           "residue_range", "residues", "scale_accurate", "workspace_bytes"]

@@ -8,14 +8,15 @@ tiles of scheme I's INT8 format: cuBLAS ran those faster on the H100), each prod
 symmetric residue (added modulo m across k blocks), and the CRT with the unscaling. The backend's
 ``"ozaki2"`` operations (:mod:`gpu.ozaki2.ops`) do the element-wise work with identical bits on both.
 
-**Scaling modes.** Both give Bounds(e, t, f, r) and the shifts ``sA_i = e_i + floor((K - t_i)/2)``,
-``sB_j = f_j + floor((K - r_j)/2)``, 2**K <= M/4 (:mod:`gpu.ozaki2.scaling`); they differ in t and r:
+**Scaling modes.** Both give :class:`~gpu.ozaki2.scaling.Bounds` (bar exponents e, f and row and column
+bounds R, Q with (Abar Bbar)_ij <= sqrt(R_i Q_j)), from which :func:`gpu.ozaki2.scaling.headroom` takes the
+shifts (exact comparisons against L_N ~ M/2; proof there); they differ in R and Q:
 
-* ``"accurate"``: t_i, r_j bound the row and column maxima of Cbar = Abar Bbar (one more INT8 GEMM).
-* ``"fast"`` (no GEMM; our bound, not GEMMul8's): t_i with ``sum_k Abar_ik**2 < 2**t_i`` and r_j with
-  ``sum_k Bbar_kj**2 < 2**r_j``, sums of squares of the bars computed exactly in integers. Proof:
-  |x 2**e| <= xbar entrywise, so |A'B'|_ij <= 2**(u_i + v_j) (Abar Bbar)_ij <= 2**(u_i + v_j)
-  ||Abar_i||_2 ||Bbar_j||_2 (Cauchy-Schwarz) < 2**(u_i + v_j + (t_i + r_j)/2) <= 2**K. It is
+* ``"accurate"``: the row and column maxima of Cbar = Abar Bbar (one more INT8 GEMM), and Cbar itself,
+  which tightens the shifts further.
+* ``"fast"`` (no GEMM; our bound, not GEMMul8's): ``R_i = sum_k Abar_ik**2`` and ``Q_j = sum_k Bbar_kj**2``,
+  sums of squares of the bars computed exactly in integers. Proof: (Abar Bbar)_ij <= ||Abar_i||_2
+  ||Bbar_j||_2 = sqrt(R_i Q_j) (Cauchy-Schwarz), which is all the scaling's proof needs. It is
   scale-invariant: multiplying a row of A (a column of B) by 2**p changes e_i by -p and nothing else
   (the bars are the same), so A' and the result are the same up to that power of two; a general
   scaling changes the bars by at most a factor of 2 per entry. The bound is at most sqrt(k) times
@@ -39,7 +40,7 @@ from .auto import choose_moduli
 from .moduli import MAX_MODULI, ModuliTable, moduli_table
 from .ops import ops
 from .reference import MAX_K
-from .scaling import MAX_K_BOUND_GEMM, Bounds, bound_exponent, headroom
+from .scaling import MAX_K_BOUND_GEMM, Bounds, headroom
 
 SCALINGS = ("accurate", "fast")
 #: INT8 GEMM output tiles (scheme I's measured choice for the INT8 format).
@@ -60,8 +61,8 @@ def bounds(be: Backend, bars_a: Array, bars_b: Array, e: Array, f: Array, m: int
     """The mode's Bounds (see the module) from the bars of A's rows and B's columns."""
     xp = be.xp
     if scaling == "fast":
-        sa, sb = ops(be).square_sums(bars_a)[:m], ops(be).square_sums(bars_b)[:n]
-        return Bounds(e, xp.frexp(sa.astype(np.float64))[1], f, xp.frexp(sb.astype(np.float64))[1])
+        rows, cols = ops(be).square_sums(bars_a)[:m], ops(be).square_sums(bars_b)[:n]
+        return Bounds(e, rows.astype(np.float64), f, cols.astype(np.float64))
     blocks = _blocks(bars_a.shape[1], MAX_K_BOUND_GEMM // ALIGN * ALIGN)
     P = xp.empty((bars_a.shape[0], bars_b.shape[0]), dtype=np.int32)
     cbar = None
@@ -69,9 +70,7 @@ def bounds(be: Backend, bars_a: Array, bars_b: Array, e: Array, f: Array, m: int
         _int8_product(be, bars_a[:, block], bars_b[:, block], P)
         cbar = P if len(blocks) == 1 else P.astype(np.int64) if cbar is None else cbar + P
     cbar = cbar[:m, :n]
-    t = xp.frexp(cbar.max(axis=1).astype(np.float64))[1] if n else xp.zeros(m, dtype=np.int32)
-    r = xp.frexp(cbar.max(axis=0).astype(np.float64))[1] if m else xp.zeros(n, dtype=np.int32)
-    return Bounds(e, t, f, r)
+    return Bounds(e, cbar.max(axis=1).astype(np.float64), f, cbar.max(axis=0).astype(np.float64), cbar)
 
 
 def _count(moduli: Any, target: Any) -> int | None:
@@ -150,10 +149,12 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
         found = bounds(be, bars_a, bars_b, e, f, m, n, scaling)
         del bars_a, bars_b
         table = moduli_table(count or choose_moduli(A, B, found, "dgemm" if target is None else target))
-        u, v = headroom(found, bound_exponent(table))
-        shift_a, shift_b = (found.e + u).astype(np.int32), (found.f + v).astype(np.int32)
+        u, v = headroom(found, table)
+        shift_a, shift_b = (e + u).astype(np.int32), (f + v).astype(np.int32)
+        del found
     with _phase(be, phases, "residues"):
-        res_a, res_b = ops(be).residues(A, shift_a, table, m, ldk), ops(be).residues(B.T, shift_b, table, n_pad, ldk)
+        res_a = ops(be).residues(A, shift_a, e, table, m, ldk)
+        res_b = ops(be).residues(B.T, shift_b, f, table, n_pad, ldk)
     planes = _modular_products(be, res_a, res_b, table, block, m, n, phases)
     with _phase(be, phases, "crt"):
         ops(be).crt(planes, table, shift_a, shift_b, C)

@@ -1,19 +1,21 @@
 """``moduli="auto"``: the fewest moduli whose error bound meets a target on the given inputs.
 
-With accurate scaling for N moduli (bound exponent K_N), row i of A is shifted by sA_i = e_i + u_i and
-column j of B by sB_j = f_j + v_j, u_i = floor((K_N - t_i)/2), v_j = floor((K_N - r_j)/2)
-(:mod:`gpu.ozaki2.scaling`). Truncation toward zero loses less than 1 per entry of the scaled
-matrices: |a_ik 2**sA_i - A'_ik| < 1, |A'_ik| <= |a_ik| 2**sA_i, and likewise for B. So
+With the scaling of N moduli, row i of A is shifted by sA_i = e_i + u_i and column j of B by
+sB_j = f_j + v_j (:func:`gpu.ozaki2.scaling.headroom`), and rounded: to nearest where u_i >= 0
+(|a_ik 2**sA_i - A'_ik| <= 1/2, |A'_ik| <= |a_ik| 2**sA_i + 1/2: rho_i = delta_i = 1/2), toward zero
+elsewhere (< 1 and <= |a_ik| 2**sA_i: rho_i = 1, delta_i = 0); sigma_j likewise for B. So
 
     (AB)_ij - 2**-(sA_i + sB_j) (A'B')_ij
         = sum_k (a_ik - 2**-sA_i A'_ik) b_kj + 2**-sA_i A'_ik (b_kj - 2**-sB_j B'_kj)
 
-is at most 2**-sA_i ||b_j||_1 + 2**-sB_j ||a_i||_1 in magnitude. The CRT recovers A'B' within
-``crt_error`` (before its final rounding, half an ulp of C', i.e. 2**-53 |C_ij| after the exact
-unscaling). With A~ = diag(2**e) |A| and B~ = |B| diag(2**f) (every row, column maximum in [32, 64),
-which keeps the sums below away from underflow), dividing by (|A||B|)_ij = 2**-(e_i + f_j) (A~B~)_ij:
+is at most rho_i 2**-sA_i ||b_j||_1 + sigma_j 2**-sB_j (||a_i||_1 + delta_i k 2**-sA_i) in magnitude. The
+CRT recovers A'B' within ``crt_error`` (before its final rounding, half an ulp of C', i.e. 2**-53 |C_ij|
+after the exact unscaling). With A~ = diag(2**e) |A| and B~ = |B| diag(2**f) (every row, column maximum
+in [32, 64), which keeps the sums below away from underflow), dividing by
+(|A||B|)_ij = 2**-(e_i + f_j) (A~B~)_ij:
 
-    E_ij = (2**-u_i ||b~_j||_1 + 2**-v_j ||a~_i||_1 + 2**-(u_i + v_j) crt_error_N) / (A~B~)_ij,
+    E_ij = (rho_i 2**-u_i ||b~_j||_1 + sigma_j 2**-v_j (||a~_i||_1 + delta_i k 2**-u_i)
+            + 2**-(u_i + v_j) crt_error_N) / (A~B~)_ij,
 
 and |C_ij - (AB)_ij| <= E_ij (|A||B|)_ij + 2**-53 |C_ij|. Entries with (|A||B|)_ij = 0 are exact (every
 term above has a zero factor) and are left out. The float64 evaluation of E_ij is made safe by
@@ -31,7 +33,7 @@ import numpy as np
 from ..backend import backend_of
 from ..ozaki.plan import target_value
 from .moduli import MAX_MODULI, moduli_table
-from .scaling import Bounds, bound_exponent, headroom
+from .scaling import Bounds, headroom
 
 
 def _scaled_abs(A: Any, B: Any, bounds: Bounds) -> tuple[Any, Any]:
@@ -53,9 +55,12 @@ def predicted_error(A: Any, B: Any, bounds: Bounds, counts: range) -> list[float
     out = []
     for n in counts:
         table = moduli_table(n)
-        u, v = headroom(bounds, bound_exponent(table))
+        u, v = headroom(bounds, table)
         pu, pv = xp.ldexp(xp.ones(u.shape), -u)[:, None], xp.ldexp(xp.ones(v.shape), -v)[None, :]
-        num = (pu * col_l1[None, :] + pv * row_l1[:, None] + pu * pv * table.crt_error()) * (1 + 2.0**-50)
+        rho, sigma = (xp.where(x >= 0, 0.5, 1.0) for x in (u[:, None], v[None, :]))
+        delta = xp.where(u >= 0, 0.5, 0.0)[:, None]
+        num = (rho * pu * col_l1[None, :] + sigma * pv * (row_l1[:, None] + delta * k * pu)
+               + pu * pv * table.crt_error()) * (1 + 2.0**-50)
         with np.errstate(over="ignore", invalid="ignore"):
             ratio = xp.where(nz, num / xp.where(nz, D, 1.0), 0.0)
         out.append(float(ratio.max()) if ratio.size else 0.0)

@@ -17,7 +17,8 @@ NumPy has no fused multiply-add; the grid makes the products of steps 1-2 exact 
 result differs from C' by at most ``table.crt_error()`` (below 2**-75 M) plus the final rounding
 (half an ulp of C'); with g = 0 (N <= 5) it is exact. It is correct for |C'| <= M/2 (1 - 2**-50): nearer
 to +-M/2 the two representatives C' and C' -+ M cannot be told apart in float64 (the scaling keeps
-|C'| <= M/4). :func:`reconstruct_exact` is the Python-integer reference.
+|C'| <= M/2 (1 - 2**-40), :func:`gpu.ozaki2.scaling.bound_limit`). :func:`reconstruct_exact` is the
+Python-integer reference.
 """
 
 from __future__ import annotations

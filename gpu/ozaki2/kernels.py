@@ -3,7 +3,8 @@
 * ``ozaki2_rows``: reads a 32 x 32 tile of X (A's rows, or B's columns as the rows of B^T) through shared
   memory, so that reads and writes are coalesced whichever axis of X is contiguous, and writes per
   element either its bar ``ceil(|x| 2**e_r)`` (``BARS``) or the symmetric residues of
-  ``x' = trunc(x 2**s_r)`` modulo every modulus (``RESIDUES``). A residue of an integer y below 2**53
+  ``x' = round(x 2**s_r)`` modulo every modulus (``RESIDUES``; to nearest where s_r is at least the row's bar
+  exponent, toward zero elsewhere, as :func:`gpu.ozaki2.scaling.to_integers`). A residue of an integer y below 2**53
   (held as a double) is ``y - q m`` with ``q = rint(y / m)``: one FMA, exact because the result is a
   small integer; q may be off by one, which the symmetric correction absorbs. x' is n 2**e with an
   integer n < 2**53 (``frexp``; e = 0 below 2**53), and with n = h 2**26 + l (both exact),
@@ -54,7 +55,8 @@ __device__ __forceinline__ double sym_mod(double y, double m, double inv, double
 _ROWS_SOURCE = r"""
 extern "C" __global__ void ozaki2_rows(
     const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
-    long long rows_pad, long long ldk, const int* __restrict__ shifts, signed char* __restrict__ out,
+    long long rows_pad, long long ldk, const int* __restrict__ shifts, const int* __restrict__ exps,
+    signed char* __restrict__ out,
     long long plane, int count, const double* __restrict__ consts, const double* __restrict__ pow2, int pow2_len)
 {
     __shared__ double tile[32][33];
@@ -68,7 +70,8 @@ extern "C" __global__ void ozaki2_rows(
 #if BARS
             v = ceil(ldexp(fabs(x[r * rs + c * cs]), shifts[r]));
 #else
-            v = trunc(ldexp(x[r * rs + c * cs], shifts[r]));
+            const double y = ldexp(x[r * rs + c * cs], shifts[r]);
+            v = shifts[r] >= exps[r] ? rint(y) : trunc(y);
 #endif
         }
         if (by_rows) tile[q][tx] = v; else tile[tx][q] = v;
@@ -182,7 +185,8 @@ def _table(moduli: tuple[int, ...]) -> tuple[Any, Any, int]:
     return cupy.asarray(consts), cupy.asarray(pow2), pow2.shape[1]
 
 
-def _launch_rows(X: Any, shifts: Any, out: Any, rows_pad: int, ldk: int, bars: bool, moduli: tuple[int, ...]) -> None:
+def _launch_rows(X: Any, shifts: Any, exps: Any, out: Any, rows_pad: int, ldk: int, bars: bool,
+                 moduli: tuple[int, ...]) -> None:
     rows, cols = X.shape
     rs, cs = X.strides[0] // X.itemsize, X.strides[1] // X.itemsize
     if cols == 1:
@@ -192,7 +196,8 @@ def _launch_rows(X: Any, shifts: Any, out: Any, rows_pad: int, ldk: int, bars: b
     _rows_kernel(bars, len(moduli))(
         (-(-ldk // TILE), -(-rows_pad // TILE)), (TILE, TILE_ROWS),
         (X, i64(rs), i64(cs), i64(rows), i64(cols), i64(rows_pad), i64(ldk), shifts.astype(np.int32, copy=False),
-         out, i64(rows_pad * ldk), np.int32(len(moduli)), mods, pow2, np.int32(length)))
+         exps.astype(np.int32, copy=False), out, i64(rows_pad * ldk), np.int32(len(moduli)), mods, pow2,
+         np.int32(length)))
 
 
 class CudaOps:
@@ -203,12 +208,12 @@ class CudaOps:
 
     def bars(self, X: Any, e: Any, rows_pad: int, ldk: int) -> Any:
         out = cupy.empty((rows_pad, ldk), dtype=np.int8)
-        _launch_rows(X, e, out, rows_pad, ldk, True, (1,))
+        _launch_rows(X, e, e, out, rows_pad, ldk, True, (1,))
         return out
 
-    def residues(self, X: Any, shifts: Any, table: ModuliTable, rows_pad: int, ldk: int) -> Any:
+    def residues(self, X: Any, shifts: Any, exps: Any, table: ModuliTable, rows_pad: int, ldk: int) -> Any:
         out = cupy.empty((table.count, rows_pad, ldk), dtype=np.int8)
-        _launch_rows(X, shifts, out, rows_pad, ldk, False, table.moduli)
+        _launch_rows(X, shifts, exps, out, rows_pad, ldk, False, table.moduli)
         return out
 
     def reduce(self, P: Any, plane: Any, modulus: int, accumulate: bool) -> None:

@@ -22,6 +22,7 @@ from ..backend import Backend, register_ops
 from .crt import reconstruct
 from .moduli import ModuliTable
 from .residues import residues, symmetric
+from .scaling import to_integers
 
 FAMILY = "ozaki2"
 
@@ -45,11 +46,13 @@ class HostOps:
         out[:X.shape[0], :X.shape[1]] = np.ceil(np.ldexp(np.abs(X), e[:, None].astype(np.int64)))
         return out
 
-    def residues(self, X: np.ndarray, shifts: np.ndarray, table: ModuliTable, rows_pad: int, ldk: int) -> np.ndarray:
-        """The symmetric residues of ``trunc(X 2**shifts)`` (per row) modulo every modulus:
-        INT8 ``(N, rows_pad, ldk)``."""
+    def residues(self, X: np.ndarray, shifts: np.ndarray, exps: np.ndarray, table: ModuliTable, rows_pad: int,
+                 ldk: int) -> np.ndarray:
+        """The symmetric residues of X's rows scaled by ``2**shifts`` and rounded (to nearest where the shift
+        is at least the row's bar exponent in ``exps``, toward zero elsewhere: :func:`to_integers`) modulo
+        every modulus: INT8 ``(N, rows_pad, ldk)``."""
         out = _rows(X, rows_pad, ldk, (table.count,))
-        scaled = np.trunc(np.ldexp(X, shifts[:, None].astype(np.int64)))
+        scaled = to_integers(np.ldexp(X, shifts[:, None].astype(np.int64)), (shifts >= exps)[:, None])
         out[:, :X.shape[0], :X.shape[1]] = residues(scaled, table.moduli)
         return out
 

@@ -9,7 +9,7 @@ k-blocking: a longer k is cut into blocks of at most ``k_block`` (default and ma
 Each block's product is one INT8 GEMM per modulus, exact in INT32; it is reduced modulo m_t and the
 blocks' residues are added modulo m_t (the running sum stays in [0, m_t), so nothing can overflow).
 The sum of the blocks is A'B' modulo m_t, so one CRT recovers A'B' exactly as for a single block,
-provided |A'B'|_ij < M/2 over the whole k: the accurate scaling guarantees |A'B'|_ij <= 2**K <= M/4
+provided |A'B'|_ij < M/2 over the whole k: the accurate scaling guarantees |A'B'|_ij <= L_N < M/2
 from Cbar = Abar Bbar taken over the whole k (see :mod:`gpu.ozaki2.scaling`), so blocking changes
 nothing in the bound.
 """
@@ -66,9 +66,8 @@ def matmul(A: np.ndarray, B: np.ndarray, *, moduli: Any = "auto", target: Any = 
 
         |C_ij - (AB)_ij| <= E (|A||B|)_ij + 2**-53 |C_ij|,
 
-    E_ij = (2**-u_i ||b~_j||_1 + 2**-v_j ||a~_i||_1 + 2**-(u_i + v_j) crt_error) / (|A~||B~|)_ij over the
-    row- and column-scaled A~ = diag(2**e) A, B~ = B diag(2**f) (truncation of A' and B', and the
-    CRT's low parts; the last term is the CRT's final rounding), barring underflow in the unscaling.
+    E_ij of :mod:`gpu.ozaki2.auto` (the rounding of A' and B', and the CRT's low parts; the last term is
+    the CRT's final rounding), barring underflow in the unscaling.
     ``k_block``: the k-block length (default 2**17 - 1; see the module).
     """
     if moduli == "auto":

@@ -1,54 +1,68 @@
-"""The accurate scaling of scheme II: powers of two that keep |A'B'| below the CRT's range.
+"""The scaling of scheme II: powers of two that keep |A'B'| inside the CRT's range, as large as allowed.
 
-A' = trunc(diag(2**sA) A) and B' = trunc(B diag(2**sB)) are exact in float64 (a power-of-two scaling,
-then truncation toward zero). The moduli recover A'B' from its residues when |A'B'|_ij < M/2;
-:func:`bound_exponent` gives the exponent K with 2**K <= M/4, and the shifts below guarantee
-|A'B'|_ij <= 2**K for every entry (the factor 2 of margin keeps the CRT's float64 quotient away
-from the ambiguous +-M/2, see :mod:`gpu.ozaki2.crt`).
+A' = round(diag(2**sA) A) and B' = round(B diag(2**sB)), rounded to the nearest integer (ties to even)
+where the shift is at least the bar exponent (u, v >= 0 below), toward zero elsewhere: exact in float64
+(a power-of-two scaling, then one rounding per entry). The moduli recover A'B' from its residues when
+|A'B'|_ij <= M/2 (1 - 2**-50) (see :mod:`gpu.ozaki2.crt`); the shifts below keep every |A'B'|_ij <= L_N,
+:func:`bound_limit`: the largest float64 integer at most M/2 (1 - 2**-40), 2**-40 inside that proven range.
 
-Accurate mode (Ozaki, Uchino & Imamura; one extra INT8 GEMM):
+Bars (Ozaki, Uchino & Imamura): e_i = 5 - ilogb(max_j |a_ij|), Abar_ij = ceil(|a_ij| 2**e_i) <= 64 (the row
+maximum scales below 2**6); f_j and Bbar likewise for the columns of B. So |a_ij| 2**e_i <= Abar_ij.
 
-* e_i = 5 - ilogb(max_j |a_ij|), Abar_ij = ceil(|a_ij| 2**e_i) <= 64 (the row maximum scales below
-  2**6); f_j and Bbar likewise for the columns of B. Then |a_ij| 2**e_i <= Abar_ij.
-* Cbar = Abar Bbar over the whole k, exact: INT8 GEMMs with INT32 accumulation on blocks of at most
-  :data:`MAX_K_BOUND_GEMM` (k 64**2 < 2**31), their sums added in int64 without reduction (exact while
-  k 64**2 < 2**63; emulated here by int64 matmuls per block), so (|A||B|)_ij 2**(e_i + f_j) <= Cbar_ij
-  for every k. The bound below holds whatever k is, so k-blocking of the modular products (see
-  :mod:`gpu.ozaki2.reference`) needs nothing more from the scaling.
-* t_i with max_j Cbar_ij < 2**t_i (row maxima), r_j likewise (column maxima); u_i = floor((K - t_i)/2),
-  v_j = floor((K - r_j)/2), sA_i = e_i + u_i, sB_j = f_j + v_j.
+Row and column bounds R_i, Q_j (:class:`Bounds`) with (Abar Bbar)_ij <= sqrt(R_i Q_j):
 
-Proof of the bound: |A'B'|_ij <= (|A'||B'|)_ij <= 2**(sA_i + sB_j) (|A||B|)_ij
-<= 2**(u_i + v_j) Cbar_ij < 2**(u_i + v_j) 2**min(t_i, r_j) <= 2**(u_i + v_j + (t_i + r_j)/2) <= 2**K.
-Each shift adapts to its own row (column), which is what makes the mode accurate: A' keeps about
-(K - t_i)/2 + 6 bits of row i's largest entry.
+* accurate mode (one extra INT8 GEMM): R_i and Q_j are the row and column maxima of Cbar = Abar Bbar,
+  computed exactly (INT8 GEMMs with INT32 accumulation on blocks of at most :data:`MAX_K_BOUND_GEMM`,
+  k 64**2 < 2**31, their sums added in int64: exact while k 64**2 < 2**63); Cbar_ij <= min(R_i, Q_j).
+* fast mode (no GEMM): R_i = sum_k Abar_ik**2 and Q_j = sum_k Bbar_kj**2, by Cauchy-Schwarz
+  (see :mod:`gpu.ozaki2.api`).
 
-This module has nothing to share with scheme I's slicing beyond ``frexp``/``ldexp`` (its exponents
-are per-row maxima too, but the shifts here depend on the product Cbar).
+**Shifts** (:func:`headroom`): u_i, the largest integer with R_i 4**u_i <= L_N, and v_j with
+Q_j 4**v_j <= L_N; sA_i = e_i + u_i, sB_j = f_j + v_j. Accurate mode then tightens them with Cbar itself:
+v_j becomes the largest integer with 2**v_j max_i 2**u_i Cbar_ij <= L_N, and then u_i the largest with
+2**u_i max_j 2**v_j Cbar_ij <= L_N (each can only grow: the previous value satisfies the new condition).
+Every test is an exact comparison of float64 mantissas and integer exponents (``frexp``), so NumPy and
+CuPy agree bit for bit.
+
+**Proof of the bound.** Where u_i >= 0, Abar_ij 2**u_i is an integer at least |a_ij| 2**sA_i, so rounding
+to nearest (monotone) cannot exceed it: |A'_ij| <= Abar_ij 2**u_i; where u_i < 0 truncation gives
+|A'_ij| <= |a_ij| 2**sA_i <= Abar_ij 2**u_i. Likewise for B'. Hence
+|A'B'|_ij <= 2**(u_i + v_j) (Abar Bbar)_ij <= 2**(u_i + v_j) sqrt(R_i Q_j) <= sqrt(L_N L_N) = L_N, and after
+the accurate refinement directly 2**(u_i + v_j) Cbar_ij <= L_N. Rounding to nearest halves truncation's
+error (|x - round(x)| <= 1/2 against < 1, with no bias), and the exact comparisons gain the half bits that
+integer bit lengths (the first version: 2**K <= M/4, u_i = floor((K - t_i)/2) with t_i the bit length of
+R_i) gave away: on phi = 1 and 4 inputs (256 x 16384 x 256, 14-16 moduli) the median error per
+(|A||B|)_ij fell 3-5x, about half a modulus. The bound holds whatever k is, so k-blocking of the modular
+products (see :mod:`gpu.ozaki2.reference`) needs nothing more from the scaling.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..backend import backend_of
 from .moduli import ModuliTable
 
 #: Cbar's INT8 GEMM is exact with INT32 accumulation while k * 64**2 < 2**31: its block length.
 MAX_K_BOUND_GEMM = (2**31 - 1) // 64**2
 #: int64 sums of the blocks' products stay exact while k * 64**2 < 2**63.
 MAX_K = (2**63 - 1) // 64**2
+#: The scaling keeps |A'B'| at most M/2 (1 - 2**-MARGIN_BITS), well inside the CRT's proven M/2 (1 - 2**-50).
+MARGIN_BITS = 40
 
 
 class Bounds(NamedTuple):
-    """Accurate mode's data-dependent part, shared by every modulus count: row exponents e and the
-    bit lengths t of Cbar's row maxima, column exponents f and the bit lengths r of its column maxima."""
+    """The data-dependent part of the scaling, shared by every modulus count: bar exponents ``e`` (rows of
+    A) and ``f`` (columns of B), the row and column bounds ``rows`` (R) and ``cols`` (Q) as float64 holding
+    integers, and, in accurate mode, ``cbar`` = Abar Bbar itself (None in fast mode)."""
 
-    e: np.ndarray
-    t: np.ndarray
-    f: np.ndarray
-    r: np.ndarray
+    e: Any
+    rows: Any
+    f: Any
+    cols: Any
+    cbar: Any = None
 
 
 class Scaled(NamedTuple):
@@ -60,9 +74,51 @@ class Scaled(NamedTuple):
     shift_b: np.ndarray
 
 
-def bound_exponent(table: ModuliTable) -> int:
-    """K, the largest integer with 2**K <= M/4: the scaling keeps every |A'B'|_ij <= 2**K."""
-    return (table.product // 4).bit_length() - 1
+def bound_limit(table: ModuliTable) -> float:
+    """L_N: the largest float64 integer at most M/2 (1 - 2**-40); the scaling keeps every |A'B'|_ij <= L_N."""
+    M = table.product
+    limit = M * (2**MARGIN_BITS - 1) // 2 ** (MARGIN_BITS + 1)
+    x = float(limit)
+    return x if int(x) <= limit else float(np.nextafter(x, 0.0))
+
+
+def _xp(x: Any) -> Any:
+    return backend_of(x).xp
+
+
+def _half_shift(R: Any, limit: float) -> Any:
+    """The largest integer u with R 4**u <= limit (R >= 1 treated; R < 1, an empty line, as 1)."""
+    xp = _xp(R)
+    frac, exp = xp.frexp(xp.maximum(R, 1.0))
+    mu, L = np.frexp(limit)
+    return (int(L) - exp.astype(np.int64) - (frac > mu)) // 2
+
+
+def _full_shift(W: Any, limit: float) -> Any:
+    """The largest integer v with W 2**v <= limit (W below 1 treated as 1, which only lowers v)."""
+    xp = _xp(W)
+    frac, exp = xp.frexp(xp.maximum(W, 1.0))
+    mu, L = np.frexp(limit)
+    return int(L) - exp.astype(np.int64) - (frac > mu)
+
+
+def headroom(bounds: Bounds, table: ModuliTable) -> tuple[Any, Any]:
+    """u and v, the shifts beyond e and f (int64 arrays of the bounds' backend; see the module)."""
+    limit = bound_limit(table)
+    u, v = _half_shift(bounds.rows, limit), _half_shift(bounds.cols, limit)
+    cbar = bounds.cbar
+    if cbar is not None and cbar.size:
+        xp, C = _xp(cbar), cbar.astype(np.float64)
+        v = _full_shift(xp.ldexp(C, u[:, None].astype(np.int32)).max(axis=0), limit)
+        u = _full_shift(xp.ldexp(C, v[None, :].astype(np.int32)).max(axis=1), limit)
+    return u, v
+
+
+def to_integers(Y: Any, nearest: Any) -> Any:
+    """Y (float64, already scaled by its powers of two) rounded to integers: to nearest (ties to even)
+    where ``nearest`` (broadcast), toward zero elsewhere (see the module's proof)."""
+    xp = _xp(Y)
+    return xp.where(nearest, xp.rint(Y), xp.trunc(Y))
 
 
 def _check(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -84,7 +140,7 @@ def _small_bound(X: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def accurate_bounds(A: np.ndarray, B: np.ndarray) -> Bounds:
-    """e, t, f, r of the module text (one Cbar product over the whole k, in blocks; see the module)."""
+    """Accurate mode's Bounds (one Cbar product over the whole k, in blocks; see the module), on NumPy."""
     A, B = _check(A, B)
     k = A.shape[1]
     if k > MAX_K:
@@ -94,14 +150,9 @@ def accurate_bounds(A: np.ndarray, B: np.ndarray) -> Bounds:
     Cbar = np.zeros((A.shape[0], B.shape[1]), dtype=np.int64)
     for lo in range(0, k, MAX_K_BOUND_GEMM):
         Cbar += Abar[:, lo:lo + MAX_K_BOUND_GEMM] @ Bbar[lo:lo + MAX_K_BOUND_GEMM]
-    t = np.frexp(Cbar.max(axis=1, initial=0).astype(np.float64))[1].astype(np.int64)
-    r = np.frexp(Cbar.max(axis=0, initial=0).astype(np.float64))[1].astype(np.int64)
-    return Bounds(e, t, f, r)
-
-
-def headroom(bounds: Bounds, K: int) -> tuple[np.ndarray, np.ndarray]:
-    """u_i = floor((K - t_i)/2) and v_j = floor((K - r_j)/2): the shifts beyond e_i and f_j."""
-    return (K - bounds.t) // 2, (K - bounds.r) // 2
+    rows = Cbar.max(axis=1, initial=0).astype(np.float64)
+    cols = Cbar.max(axis=0, initial=0).astype(np.float64)
+    return Bounds(e, rows, f, cols, Cbar)
 
 
 def scale_accurate(A: np.ndarray, B: np.ndarray, table: ModuliTable, bounds: Bounds | None = None) -> Scaled:
@@ -110,9 +161,8 @@ def scale_accurate(A: np.ndarray, B: np.ndarray, table: ModuliTable, bounds: Bou
     A, B = _check(A, B)
     if bounds is None:
         bounds = accurate_bounds(A, B)
-    u, v = headroom(bounds, bound_exponent(table))
-    shift_a = bounds.e + u
-    shift_b = bounds.f + v
-    A_int = np.trunc(np.ldexp(A, shift_a[:, None]))
-    B_int = np.trunc(np.ldexp(B, shift_b[None, :]))
+    u, v = headroom(bounds, table)
+    shift_a, shift_b = bounds.e + u, bounds.f + v
+    A_int = to_integers(np.ldexp(A, shift_a[:, None]), (u >= 0)[:, None])
+    B_int = to_integers(np.ldexp(B, shift_b[None, :]), (v >= 0)[None, :])
     return Scaled(A_int, B_int, shift_a, shift_b)

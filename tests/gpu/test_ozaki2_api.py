@@ -16,7 +16,7 @@ from gpu.backend import get_backend
 from gpu.ozaki.plan import target_value
 from gpu.ozaki2.api import bounds
 from gpu.ozaki2.ops import HostOps
-from gpu.ozaki2.scaling import bound_exponent, headroom
+from gpu.ozaki2.scaling import bound_limit, headroom, to_integers
 
 host_matmul = functools.partial(ozaki2.matmul, backend="numpy")
 
@@ -40,23 +40,24 @@ def fast_scaled(A, B, count):
     f = 6 - np.frexp(np.abs(B).max(axis=0))[1]
     found = bounds(be, ops.bars(A, e, A.shape[0], A.shape[1]), ops.bars(B.T, f, B.shape[1], A.shape[1]), e, f,
                    A.shape[0], B.shape[1], "fast")
-    u, v = headroom(found, bound_exponent(ozaki2.moduli_table(count)))
+    u, v = headroom(found, ozaki2.moduli_table(count))
     sa, sb = found.e + u, found.f + v
-    Ai = np.array([[int(x) for x in row] for row in np.trunc(np.ldexp(A, sa[:, None]))], dtype=object)
-    Bi = np.array([[int(x) for x in row] for row in np.trunc(np.ldexp(B, sb[None, :]))], dtype=object)
+    Ai = to_integers(np.ldexp(A, sa[:, None]), (u >= 0)[:, None])
+    Bi = to_integers(np.ldexp(B, sb[None, :]), (v >= 0)[None, :])
+    Ai, Bi = (np.array([[int(x) for x in row] for row in X], dtype=object) for X in (Ai, Bi))
     return Ai, Bi, sa, sb
 
 
 @pytest.mark.parametrize("phi", [0.0, 1.0, 4.0])
 @pytest.mark.parametrize("count", [3, 9, 16, 20])
 def test_fast_bound_holds(phi, count):
-    """|A'B'| <= 2**K <= M/4 with fast scaling: the CRT recovers A'B' exactly."""
+    """|A'B'| <= L_N < M/2 with fast scaling: the CRT recovers A'B' exactly."""
     A, B = operands(13, 50, 11, phi, 5)
     Ai, Bi, _, _ = fast_scaled(A, B, count)
     table = ozaki2.moduli_table(count)
     product = Ai.dot(Bi)
-    assert max(abs(int(x)) for x in product.ravel()) <= 2 ** bound_exponent(table)
-    assert int(np.abs(Ai).max()) > 2 ** (bound_exponent(table) // 2 - 10)     # the bound is not slack by far
+    assert max(abs(int(x)) for x in product.ravel()) <= bound_limit(table)
+    assert int(np.abs(Ai).max()) > bound_limit(table) ** 0.5 / 2**10     # the bound is not slack by far
 
 
 def test_fast_scaling_is_scale_invariant():

@@ -3,6 +3,7 @@ double-double CRT against Python-integer arithmetic, accurate scaling's bound, a
 reference whose error falls as moduli are added."""
 
 import functools
+import math
 from fractions import Fraction
 from math import gcd, prod
 
@@ -129,12 +130,16 @@ def test_scaled_product_recovered_exactly(n, phi):
     A[2] = 0.0
     t = ozaki2.moduli_table(n)
     s = ozaki2.scale_accurate(A, B, t)
-    assert np.array_equal(s.A, np.trunc(s.A)) and np.array_equal(s.B, np.trunc(s.B))
+    nearest = (s.shift_a >= ozaki2.accurate_bounds(A, B).e)[:, None]
+    assert np.array_equal(s.A, np.where(nearest, np.rint(np.ldexp(A, s.shift_a[:, None])),
+                                        np.trunc(np.ldexp(A, s.shift_a[:, None]))))
+    assert np.array_equal(s.B, np.trunc(s.B))
     exact = np.array([[int(x) for x in row] for row in s.A], object) @ np.array([[int(x) for x in row] for row in s.B],
                                                                                   object)
-    K = ozaki2.bound_exponent(t)
-    assert 2**K <= t.product // 4 and max(abs(v) for v in exact.ravel()) <= 2**K
-    assert max(abs(v) for v in exact.ravel()) > 2 ** (K - 8 - 2 * 6)  # the shifts use the range
+    limit = ozaki2.bound_limit(t)
+    assert Fraction(limit) <= Fraction(t.product, 2) * (1 - Fraction(1, 2**40))
+    assert max(abs(v) for v in exact.ravel()) <= limit
+    assert max(abs(v) for v in exact.ravel()) > limit / 2**4  # the shifts use the range
     R = ozaki2.modular_product(s.A, s.B, t)
     assert (ozaki2.reconstruct_exact(R, t) == exact).all()
     got = ozaki2.reconstruct(R, t)
@@ -154,3 +159,42 @@ def test_error_falls_with_moduli():
 def test_matmul_refuses_nonfinite():
     with pytest.raises(ValueError):
         host_matmul(np.array([[np.nan]]), np.ones((1, 1)), moduli=8)
+
+
+@pytest.mark.parametrize("n", range(1, 21))
+def test_bound_limit_is_the_largest_double_inside_the_margin(n):
+    t = ozaki2.moduli_table(n)
+    edge = Fraction(t.product, 2) * (1 - Fraction(1, 2**40))
+    limit = ozaki2.bound_limit(t)
+    assert limit == int(limit) and Fraction(limit) <= edge           # an integer bound, as |A'B'|_ij are
+    assert Fraction(float(np.nextafter(limit, np.inf))) > math.floor(edge)
+
+
+@pytest.mark.parametrize("n", [2, 9, 15])
+@pytest.mark.parametrize("phi", [0.0, 1.0, 4.0])
+def test_accurate_shifts_hold_the_bound_and_none_can_grow(n, phi):
+    """2**(u_i + v_j) Cbar_ij <= L_N for all i, j, and doubling any row's (column's) scale would break it."""
+    rng = np.random.default_rng(n)
+    A = (rng.random((11, 40)) - 0.5) * np.exp(phi * rng.standard_normal((11, 40)))
+    B = (rng.random((40, 8)) - 0.5) * np.exp(phi * rng.standard_normal((40, 8)))
+    t = ozaki2.moduli_table(n)
+    bounds = ozaki2.accurate_bounds(A, B)
+    u, v = ozaki2.headroom(bounds, t)
+    limit = Fraction(ozaki2.bound_limit(t))
+    scaled = [[Fraction(int(c)) * Fraction(2) ** int(u[i] + v[j]) for j, c in enumerate(row)]
+              for i, row in enumerate(bounds.cbar)]
+    assert max(max(row) for row in scaled) <= limit
+    assert all(2 * max(row) > limit for row in scaled)
+    assert all(2 * max(col) > limit for col in zip(*scaled, strict=True))
+
+
+def test_fast_shifts_are_the_largest_half_shifts():
+    """Fast mode: R_i 4**u_i <= L_N < R_i 4**(u_i + 1), exactly."""
+    rng = np.random.default_rng(3)
+    rows = np.concatenate([[1.0, 2.0, 3.0, 4.0], rng.integers(1, 2**40, 200).astype(np.float64)])
+    for n in (3, 14, 20):
+        t = ozaki2.moduli_table(n)
+        u, _ = ozaki2.headroom(ozaki2.Bounds(None, rows, None, rows), t)
+        limit = Fraction(ozaki2.bound_limit(t))
+        for r, x in zip(rows, u, strict=True):
+            assert Fraction(int(r)) * Fraction(4) ** int(x) <= limit < Fraction(int(r)) * Fraction(4) ** (int(x) + 1)
