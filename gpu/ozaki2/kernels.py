@@ -1,27 +1,37 @@
 """CUDA kernels of scheme II (CuPy only): the GPU twin of :class:`gpu.ozaki2.ops.HostOps`.
 
 * ``ozaki2_rows``: reads a 32 x 32 tile of X (A's rows, or B's columns as the rows of B^T) through shared
-  memory, so that reads and writes are coalesced whichever axis of X is contiguous, and writes per
-  element either its bar ``ceil(|x| 2**e_r)`` (``BARS``) or the symmetric residues of
-  ``x' = round(x 2**s_r)`` modulo every modulus (``RESIDUES``; to nearest where s_r is at least the row's bar
-  exponent, toward zero elsewhere, as :func:`gpu.ozaki2.scaling.to_integers`). A residue of an integer y below 2**53
-  (held as a double) is ``y - q m`` with ``q = rint(y / m)``: one FMA, exact because the result is a
-  small integer; q may be off by one, which the symmetric correction absorbs. x' is n 2**e with an
-  integer n < 2**53 (``frexp``; e = 0 below 2**53), and with n = h 2**26 + l (both exact),
-  x' = h 2**(e+26) + l 2**e: one FMA with entries of a table of 2**e mod m gives an integer below 2**36
-  congruent to x', so each modulus costs one reduction whatever the size of x'. The residue is a
-  function of x' alone, so it equals NumPy's.
+  memory, so that reads are coalesced whichever axis of X is contiguous, and writes, four consecutive
+  entries per thread and one 32-bit store per plane, either the bars ``ceil(|x| 2**e_r)`` (``BARS``) or the
+  symmetric residues of ``x' = round(x 2**s_r)`` modulo every modulus (``RESIDUES``; to nearest where s_r is
+  at least the row's bar exponent, toward zero elsewhere, as :func:`gpu.ozaki2.scaling.to_integers`).
+  x' is n 2**e with an integer n < 2**53 (``frexp``; e = 0 below 2**53); with n = h 2**26 + l (h the nearest
+  integer to n 2**-26, |l| <= 2**25, both exact), y = h (2**(26+e) mod m) + l (2**e mod m) is an integer
+  below 2**36 congruent to x' (the powers from a table only where e > 0).
 * ``ozaki2_reduce`` (element-wise): an INT32 product's symmetric residue, added to the plane's where
   k is blocked.
-* ``ozaki2_crt``: the double-double CRT of :mod:`gpu.ozaki2.crt` for every entry (from INT8 residues, or
-  from the INT32 products of one k block, each reduced as it is read, the same way), in the same order,
-  every product and sum rounded on its own (``__dmul_rn``, ``__dadd_rn``: no contraction into FMAs,
-  which would change the low parts' roundings), then ``ldexp`` by the row and column shifts.
+* ``ozaki2_crt``: the double-double CRT of :mod:`gpu.ozaki2.crt` for every entry, from INT8 residues or from
+  the INT32 products of one k block (each reduced as it is read, as below), in NumPy's order. S_hi's
+  products and partial sums are exact (the grid of :mod:`gpu.ozaki2.moduli`), so one FMA per term gives
+  NumPy's bits; every other product and sum is rounded on its own (``__dmul_rn``, ``__dadd_rn``: no
+  contraction into FMAs, which would change the low parts' roundings); then ``ldexp`` by the shifts.
 
-Both loops over the moduli are compiled for the count (``COUNT``, one kernel per count, cached) and
-unrolled, and the CRT reads four columns per modulus with one vector load where the planes allow it, so
-that many loads are in flight at once: with a runtime count and one column per thread the CRT ran at
-1.25 TB/s on the H100 (N = 16384, 14 moduli: 12.8 ms; ncu at N = 8192: 44% of DRAM bandwidth).
+**Residues** (``residue_word``): for an integer y, |y| < 2**36, held as a double, q = the nearest integer
+to y fl(1/m), from one FMA that adds ``MAGIC`` = 1.5 * 2**52 (the sum's low word is then q itself, and
+y + MAGIC's low word is y: integers below 2**51 in magnitude). y fl(1/m) is within 2**-24 of y / m, which
+for odd m is at least 1/(2m) from a half-integer, so q is the nearest integer to y / m and
+r = y - q m lies in [-(m-1)/2, (m-1)/2], the symmetric residue; for m = 256, fl(1/m) is exact and r lies
+in [-128, 128], whose low byte is the symmetric residue (+128 wraps to -128). r is computed in 32-bit
+integer arithmetic from the two low words, so each residue costs three float64 operations and no
+conversion: the H100 converts to and from 64-bit types and rounds float64 to integers at a quarter of its
+float64 rate. The residue is a function of the integer alone, so it equals NumPy's.
+
+Every modulus is a compile-time constant (one kernel per modulus count, its loops unrolled; templates on
+m). The CRT reads ``VEC`` columns per modulus with one vector load where the planes allow it (many loads
+in flight) and writes them with 16-byte stores. On the H100 (N = 16384, 15 moduli, INT32 planes, 18.3 GB
+moved) it took 8.7 ms with two columns, 10.0 with four (142 registers: one block per SM) and 9.3 with one;
+the first version (runtime moduli, float64 reductions with corrections) 10.0 ms. The residues of one
+16384 x 16384 operand: 3.6 ms, against 7.0 for the first version.
 """
 
 from __future__ import annotations
@@ -35,29 +45,49 @@ import numpy as np
 from ..backend import Backend
 from ..ozaki.kernels import TILE, TILE_ROWS
 from .moduli import ModuliTable
+from .ops import shifts_across
 from .residues import powers_of_two
 
 #: Threads per block of the CRT kernel (a grid-stride loop over rows and columns does the rest), and the
 #: columns each thread takes with one vector load per modulus where the planes are aligned for it.
-CRT_THREADS, VEC = 256, 4
+CRT_THREADS, VEC = 256, 2
 
-_SYM_MOD = r"""
-__device__ __forceinline__ double sym_mod(double y, double m, double inv, double hi, double lo)
+_COMMON = r"""
+#define MAGIC 0x1.8p52
+__device__ __forceinline__ double rint_magic(double x) { return __dsub_rn(__dadd_rn(x, MAGIC), MAGIC); }
+__device__ __forceinline__ int low_word(double x) { return __double2loint(x); }
+__device__ __forceinline__ double from_int(int x)
 {
-    double r = fma(-rint(y * inv), m, y);
-    if (r > hi) r -= m;
-    if (r < lo) r += m;
-    if (r > hi) r -= m;
-    return r;
+    return __dsub_rn(__hiloint2double(0x43380000, x ^ 0x80000000), 0x1.800008p52);
+}
+/* The low 32 bits of y - q m, q the nearest integer to y / m, for an integer y with |y| < 2**51 held as a
+   double (its low 32 bits given): its low byte is y's symmetric residue as INT8 (see the module). */
+template <int M> __device__ __forceinline__ int residue_word(double y, int y_low)
+{
+    return (int)((unsigned int)y_low - (unsigned int)low_word(fma(y, 1.0 / M, MAGIC)) * (unsigned int)M);
 }
 """
 
 _ROWS_SOURCE = r"""
+template <int M> __device__ __forceinline__ unsigned int residues4(
+    const double* h, const double* l, const int* e, const double* __restrict__ pow2)
+{
+    unsigned int word = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        double lp = l[j], p26 = (double)((1LL << 26) % M);
+        if (e[j]) { lp = __dmul_rn(l[j], pow2[e[j]]); p26 = pow2[e[j] + 26]; }
+        const double y = fma(h[j], p26, lp);
+        const int r = residue_word<M>(y, low_word(__dadd_rn(y, MAGIC)));
+        word |= ((unsigned int)r & 0xffu) << (8 * j);
+    }
+    return word;
+}
+
 extern "C" __global__ void ozaki2_rows(
     const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
     long long rows_pad, long long ldk, const int* __restrict__ shifts, const int* __restrict__ exps,
-    signed char* __restrict__ out,
-    long long plane, int count, const double* __restrict__ consts, const double* __restrict__ pow2, int pow2_len)
+    unsigned int* __restrict__ out, long long plane, const double* __restrict__ pow2, int pow2_len)
 {
     __shared__ double tile[32][33];
     const long long r0 = (long long)blockIdx.y * 32, c0 = (long long)blockIdx.x * 32;
@@ -77,91 +107,111 @@ extern "C" __global__ void ozaki2_rows(
         if (by_rows) tile[q][tx] = v; else tile[tx][q] = v;
     }
     __syncthreads();
-    for (int q = ty; q < 32; q += 8) {
-        const long long r = r0 + q, c = c0 + tx;
-        if (r >= rows_pad || c >= ldk) continue;
-        const double v = tile[q][tx];
-        signed char* o = out + r * ldk + c;
+    const int tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4;
+    const long long r = r0 + q, c = c0 + g;
+    if (r >= rows_pad || c >= ldk) return;
+    unsigned int* o = out + (r * ldk + c) / 4;
 #if BARS
-        o[0] = (signed char)(int)v;
-#else
-        double n = v;
-        int e = 0;
-        if (fabs(v) >= 9007199254740992.0) {
-            n = ldexp(frexp(v, &e), 53);
-            e -= 53;
-        }
-        const double h = trunc(n * 0x1p-26), l = n - h * 0x1p26;
+    unsigned int word = 0;
 #pragma unroll
-        for (int t = 0; t < COUNT; ++t) {
-            const double* p = pow2 + t * pow2_len + e;
-            const double y = fma(h, p[26], l * p[0]);
-            o[t * plane] = (signed char)(int)sym_mod(y, consts[4 * t], consts[4 * t + 1], consts[4 * t + 2],
-                                                     consts[4 * t + 3]);
+    for (int j = 0; j < 4; ++j) word |= ((unsigned int)low_word(__dadd_rn(tile[q][g + j], MAGIC)) & 0xffu) << (8 * j);
+    o[0] = word;
+#else
+    double h[4], l[4];
+    int e[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        double n = tile[q][g + j];
+        e[j] = 0;
+        if (fabs(n) >= 0x1p53) {
+            n = ldexp(frexp(n, &e[j]), 53);
+            e[j] -= 53;
         }
-#endif
+        h[j] = rint_magic(n * 0x1p-26);
+        l[j] = fma(-h[j], 0x1p26, n);
     }
+    const long long plane4 = plane / 4;
+#define RESIDUE_PLANE(T, M) o[T * plane4] = residues4<M>(h, l, e, pow2 + T * pow2_len);
+    FOR_EACH_MODULUS(RESIDUE_PLANE)
+#endif
 }
 """
 
 _CRT_SOURCE = r"""
 extern "C" __global__ void ozaki2_crt(
-    const IN_T* __restrict__ planes, long long plane, long long ld, int count, const double* __restrict__ consts,
-    const double* __restrict__ w_hi, const double* __restrict__ w_lo, int exact, double p_hi, double p_lo,
-    double inv, const int* __restrict__ sa, const int* __restrict__ sb, double* __restrict__ C, long long ldc,
-    long long m, long long n)
+    const IN_T* __restrict__ planes, long long plane, long long ld, const double* __restrict__ w_hi,
+    const double* __restrict__ w_lo, int exact, double p_hi, double p_lo, double inv,
+    const int* __restrict__ sa, const int* __restrict__ sb, double* __restrict__ C, long long ldc,
+    long long m, long long n, int pairs)
 {
     const long long step = (long long)gridDim.x * blockDim.x * VEC;
     for (long long i = blockIdx.y; i < m; i += gridDim.y) {
         const IN_T* row = planes + i * ld;
+        const int si = sa[i];
         for (long long j0 = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * VEC; j0 < n; j0 += step) {
             VEC_T v[COUNT];
-#pragma unroll
-            for (int t = 0; t < COUNT; ++t) v[t] = *(const VEC_T*)(row + t * plane + j0);
+#define LOAD_PLANE(T, M) v[T] = *(const VEC_T*)(row + T * plane + j0);
+            FOR_EACH_MODULUS(LOAD_PLANE)
+            double out[VEC];
 #pragma unroll
             for (int q = 0; q < VEC; ++q) {
-                const long long j = j0 + q;
-                if (j >= n) break;
                 double s_hi = 0.0, s_lo = 0.0;
-#pragma unroll
-                for (int t = 0; t < COUNT; ++t) {
-                    double c = (double)((const IN_T*)&v[t])[q];
 #if REDUCE
-                    c = sym_mod(c, consts[4 * t], consts[4 * t + 1], consts[4 * t + 2], consts[4 * t + 3]);
+#define RESIDUE(T, M) const int p = ((const IN_T*)&v[T])[q]; \
+                      const double c = from_int((signed char)residue_word<M>(from_int(p), p));
+#else
+#define RESIDUE(T, M) const double c = from_int(((const IN_T*)&v[T])[q]);
 #endif
-                    s_hi = __dadd_rn(s_hi, __dmul_rn(w_hi[t], c));
-                    if (!exact) s_lo = __dadd_rn(s_lo, __dmul_rn(w_lo[t], c));
-                }
-                const double qh = rint(__dmul_rn(s_hi, inv));
+#define TERM(T, M) { RESIDUE(T, M) s_hi = fma(w_hi[T], c, s_hi); \
+                     if (!exact) s_lo = __dadd_rn(s_lo, __dmul_rn(w_lo[T], c)); }
+                FOR_EACH_MODULUS(TERM)
+                const double qh = rint_magic(__dmul_rn(s_hi, inv));
                 const double d = __dsub_rn(s_hi, __dmul_rn(qh, p_hi));
                 double r;
                 if (exact) {
-                    r = __dsub_rn(d, __dmul_rn(rint(__dmul_rn(d, inv)), p_hi));
+                    r = __dsub_rn(d, __dmul_rn(rint_magic(__dmul_rn(d, inv)), p_hi));
                 } else {
                     const double low = __dsub_rn(s_lo, __dmul_rn(qh, p_lo));
-                    const double q2 = rint(__dmul_rn(__dadd_rn(d, low), inv));
+                    const double q2 = rint_magic(__dmul_rn(__dadd_rn(d, low), inv));
                     r = __dadd_rn(__dsub_rn(d, __dmul_rn(q2, p_hi)), __dsub_rn(low, __dmul_rn(q2, p_lo)));
                 }
-                C[i * ldc + j] = ldexp(r, -(sa[i] + sb[j]));
+                const long long j = j0 + q;
+                out[q] = j < n ? ldexp(r, -(si + sb[j])) : 0.0;
             }
+            double* c = C + i * ldc + j0;
+#if VEC >= 2
+            if (pairs && j0 + VEC <= n) {
+#pragma unroll
+                for (int q = 0; q < VEC; q += 2) *(double2*)(c + q) = make_double2(out[q], out[q + 1]);
+                continue;
+            }
+#endif
+#pragma unroll
+            for (int q = 0; q < VEC; ++q) if (j0 + q < n) c[q] = out[q];
         }
     }
 }
 """
 
 
-@cache
-def _rows_kernel(bars: bool, count: int) -> Any:
-    return cupy.RawKernel(f"#define BARS {int(bars)}\n#define COUNT {count}\n" + _SYM_MOD + _ROWS_SOURCE, "ozaki2_rows")
+def _moduli(moduli: tuple[int, ...]) -> str:
+    """The macro that unrolls a step over the moduli, each a compile-time constant."""
+    return "#define FOR_EACH_MODULUS(F) " + " ".join(f"F({t}, {m})" for t, m in enumerate(moduli)) + "\n"
 
 
 @cache
-def _crt_kernel(reduce: bool, count: int, vec: int) -> Any:
+def _rows_kernel(bars: bool, moduli: tuple[int, ...]) -> Any:
+    source = f"#define BARS {int(bars)}\n" + _moduli(moduli) + _COMMON + _ROWS_SOURCE
+    return cupy.RawKernel(source, "ozaki2_rows")
+
+
+@cache
+def _crt_kernel(reduce: bool, moduli: tuple[int, ...], vec: int) -> Any:
     in_t = "int" if reduce else "signed char"
-    vec_t = {(True, 4): "int4", (False, 4): "char4"}.get((reduce, vec), in_t)
-    source = (f"#define REDUCE {int(reduce)}\n#define IN_T {in_t}\n#define COUNT {count}\n#define VEC {vec}\n"
+    vec_t = {(True, 4): "int4", (False, 4): "char4", (True, 2): "int2", (False, 2): "char2"}.get((reduce, vec), in_t)
+    source = (f"#define REDUCE {int(reduce)}\n#define IN_T {in_t}\n#define COUNT {len(moduli)}\n#define VEC {vec}\n"
               f"#define VEC_T {vec_t}\n")
-    return cupy.RawKernel(source + _SYM_MOD + _CRT_SOURCE, "ozaki2_crt")
+    return cupy.RawKernel(source + _moduli(moduli) + _COMMON + _CRT_SOURCE, "ozaki2_crt")
 
 
 @cache
@@ -178,11 +228,21 @@ def _reduce_kernel() -> Any:
 
 
 @cache
-def _table(moduli: tuple[int, ...]) -> tuple[Any, Any, int]:
-    """Per modulus (m, 1/m, the symmetric range's top and bottom) and the tables of 2**e mod m, on the device."""
-    consts = np.array([(m, 1.0 / m, (m - 1) // 2, -(m // 2)) for m in moduli], dtype=np.float64)
+def _scaled_max() -> Any:
+    return cupy.ReductionKernel("T c, int32 s", "float64 y", "ldexp((double)c, s)", "max(a, b)", "y = a", "0",
+                                "ozaki2_scaled_max")
+
+
+@cache
+def _powers(moduli: tuple[int, ...]) -> tuple[Any, int]:
+    """The tables of 2**e mod m (one row per modulus) on the device, and their length."""
     pow2 = np.stack([powers_of_two(m) for m in moduli]).astype(np.float64)
-    return cupy.asarray(consts), cupy.asarray(pow2), pow2.shape[1]
+    return cupy.asarray(pow2), pow2.shape[1]
+
+
+@cache
+def _weights(table: ModuliTable) -> tuple[Any, Any]:
+    return tuple(cupy.asarray(np.array(w, dtype=np.float64)) for w in (table.weights_hi, table.weights_lo))
 
 
 def _launch_rows(X: Any, shifts: Any, exps: Any, out: Any, rows_pad: int, ldk: int, bars: bool,
@@ -191,13 +251,12 @@ def _launch_rows(X: Any, shifts: Any, exps: Any, out: Any, rows_pad: int, ldk: i
     rs, cs = X.strides[0] // X.itemsize, X.strides[1] // X.itemsize
     if cols == 1:
         cs = 1
-    mods, pow2, length = _table(moduli)
-    i64 = np.int64
-    _rows_kernel(bars, len(moduli))(
+    pow2, length = _powers(moduli)
+    i64, i32 = np.int64, np.int32
+    _rows_kernel(bars, moduli)(
         (-(-ldk // TILE), -(-rows_pad // TILE)), (TILE, TILE_ROWS),
-        (X, i64(rs), i64(cs), i64(rows), i64(cols), i64(rows_pad), i64(ldk), shifts.astype(np.int32, copy=False),
-         exps.astype(np.int32, copy=False), out, i64(rows_pad * ldk), np.int32(len(moduli)), mods, pow2,
-         np.int32(length)))
+        (X, i64(rs), i64(cs), i64(rows), i64(cols), i64(rows_pad), i64(ldk), shifts.astype(i32, copy=False),
+         exps.astype(i32, copy=False), out, i64(rows_pad * ldk), pow2, i32(length)))
 
 
 class CudaOps:
@@ -222,18 +281,21 @@ class CudaOps:
     def crt(self, planes: Any, table: ModuliTable, shift_a: Any, shift_b: Any, C: Any) -> None:
         count, m, n = planes.shape
         reduce = planes.dtype == np.int32
-        consts = _table(table.moduli)[0]
-        w_hi, w_lo = (cupy.asarray(np.array(w, dtype=np.float64)) for w in (table.weights_hi, table.weights_lo))
+        w_hi, w_lo = _weights(table)
         plane, ld = planes.strides[0] // planes.itemsize, planes.strides[1] // planes.itemsize
         vec = VEC if planes.data.ptr % (VEC * planes.itemsize) == 0 and plane % VEC == 0 and ld % VEC == 0 else 1
+        ldc = C.strides[0] // C.itemsize
+        pairs = vec >= 2 and C.data.ptr % 16 == 0 and ldc % 2 == 0
         grid = (max(1, min(-(-n // (CRT_THREADS * vec)), 64)), max(1, min(m, 65535)))
         i32, i64, f64 = np.int32, np.int64, np.float64
-        _crt_kernel(reduce, count, vec)(
+        _crt_kernel(reduce, table.moduli, vec)(
             grid, (CRT_THREADS,),
-            (planes, i64(plane), i64(ld), i32(count),
-             consts, w_hi, w_lo, i32(table.exact), f64(table.product_hi), f64(table.product_lo),
+            (planes, i64(plane), i64(ld), w_hi, w_lo, i32(table.exact), f64(table.product_hi), f64(table.product_lo),
              f64(1.0 / float(table.product)), shift_a.astype(i32, copy=False), shift_b.astype(i32, copy=False), C,
-             i64(C.strides[0] // C.itemsize), i64(m), i64(n)))
+             i64(ldc), i64(m), i64(n), i32(pairs)))
+
+    def scaled_max(self, cbar: Any, shifts: Any, axis: int) -> Any:
+        return _scaled_max()(cbar, shifts_across(shifts, axis), axis=axis)
 
     def square_sums(self, bars: Any) -> Any:
         return _square_sum()(bars, axis=1)

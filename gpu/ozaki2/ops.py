@@ -34,6 +34,12 @@ def _rows(X: np.ndarray, rows_pad: int, ldk: int, lead: tuple[int, ...] = ()) ->
     return np.zeros((*lead, rows_pad, ldk), dtype=np.int8)
 
 
+def shifts_across(shifts: Any, axis: int) -> Any:
+    """Row shifts as a column (reducing over axis 0) or column shifts as a row (axis 1), as int32."""
+    shifts = shifts.astype(np.int32)
+    return shifts[:, None] if axis == 0 else shifts[None, :]
+
+
 class HostOps:
     """Scheme II's operations on NumPy arrays (see the module)."""
 
@@ -71,6 +77,10 @@ class HostOps:
             planes = np.stack([symmetric(P.astype(np.int64) % m, m) for P, m in zip(planes, table.moduli, strict=True)])
         shifts = shift_a[:, None].astype(np.int64) + shift_b[None, :].astype(np.int64)
         np.ldexp(reconstruct(planes, table), -shifts, out=C)
+
+    def scaled_max(self, cbar: np.ndarray, shifts: np.ndarray, axis: int) -> np.ndarray:
+        """max over ``axis`` of ``cbar * 2**shifts`` (shifts along the other axis), exact in float64."""
+        return np.ldexp(cbar.astype(np.float64), shifts_across(shifts, axis)).max(axis=axis)
 
     def square_sums(self, bars: np.ndarray) -> np.ndarray:
         """Row sums of the squared bars, exactly (int64)."""

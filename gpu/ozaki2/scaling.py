@@ -108,9 +108,9 @@ def headroom(bounds: Bounds, table: ModuliTable) -> tuple[Any, Any]:
     u, v = _half_shift(bounds.rows, limit), _half_shift(bounds.cols, limit)
     cbar = bounds.cbar
     if cbar is not None and cbar.size:
-        xp, C = _xp(cbar), cbar.astype(np.float64)
-        v = _full_shift(xp.ldexp(C, u[:, None].astype(np.int32)).max(axis=0), limit)
-        u = _full_shift(xp.ldexp(C, v[None, :].astype(np.int32)).max(axis=1), limit)
+        scaled_max = backend_of(cbar).ops("ozaki2").scaled_max
+        v = _full_shift(scaled_max(cbar, u, 0), limit)
+        u = _full_shift(scaled_max(cbar, v, 1), limit)
     return u, v
 
 
