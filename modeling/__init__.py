@@ -9,6 +9,8 @@
 * :mod:`modeling.analytic` and :mod:`modeling.hardware`: Otsuka's model and the GPU table;
 * :mod:`modeling.published`: the seed papers' published fits, boundaries and speed-ups as data
   (``published.json``), with the checks that leave inconsistent rows out;
+* :mod:`modeling.transfer` over :mod:`modeling.efficiency`: the recursive predictor of a GPU nobody
+  has measured, from efficiency curves learned on the devices that were, with leave-one-out;
 * :mod:`modeling.concurrency`, :mod:`modeling.splitk`, :mod:`modeling.decomposition`: the
   stream, split-K occupancy and segment-size formulas of the other methods, and the
   decomposition's segment plans;

@@ -1,23 +1,26 @@
 """The transfer model (issue 18): the recursive predictor for a GPU nobody has measured.
 
 The recursive predictor (:mod:`modeling.recursive`) needs Gemm(x) and Geam(x) of the GPU it
-predicts for. This module learns them, as efficiencies against hardware parameters, from every
-device the project knows (:class:`Device`: a hardware row with measured or published curves), and
-applies them to a datasheet row:
+predicts for. This module learns them, as efficiencies against hardware parameters
+(:mod:`modeling.efficiency`), from every device the project knows (:class:`Device`: a hardware row
+with measured or published curves), and applies them to a datasheet row:
 
-* GEMM's fraction of the FP64 peak, e = 2 x^3 / (t F), against u = x / (T sqrt(SMs)) with T = 128.
-  A library DGEMM tiles the output into (x/T)^2 blocks of about T x T (cuBLAS's FP64 tiles are 64
-  to 256 wide), so u^2 is the number of blocks per SM: below u ~ 1 the GPU is not full, and the
-  efficiency rises towards its asymptote as the waves grow. T only scales u; the fit's u0 absorbs it.
-* GEAM's fraction of the bandwidth, g = 24 x^2 / (t G), against the bytes one call moves per SM,
-  v = 24 x^2 / SMs: a small call does not have enough bytes in flight per SM to hide latency.
-* both as the saturating curve e(u) = e_inf (u/u0)^a / (1 + (u/u0)^a), fitted by least squares in
-  log space (scipy.optimize.curve_fit), pooled over the devices with the same number of points
-  each (spread evenly in log size over the sizes each device was measured at);
+* the plain curves: GEMM's fraction of the FP64 peak against x / (128 sqrt(SMs)) and GEAM's
+  fraction of the bandwidth against the bytes one call moves per SM, as saturating curves pooled
+  over the devices with the same number of points each (spread evenly in log size over the sizes
+  each device was measured at), the devices of the target's FP64 class weighted up
+  (:func:`modeling.efficiency.class_weights`);
+* the in-context curves, where devices of the target's class have them: the library's times
+  *inside* a Strassen level (calls on quadrant views issued back to back, ``gemmlab calibrate
+  --context``), the same two saturating curves fitted to those points. They decide the crossover:
+  on the H100 and H200 a level's additions run 20-35% faster than the plain calibration's isolated
+  GEAM at the half-sizes of the first boundary (2048-4096), so that on their sustained sweeps even a
+  device's own plain calibration puts P 30-50% late, and the transferred plain curves no better;
 * the per-call host time: the median of the devices where it is known, with their range.
 
 Uncertainty is a jackknife: the curves refitted with each training device left out. The predicted
-level is reported with the range the fits give, so a size near a boundary shows as "1-2".
+level is reported with the range the fits give, so a size near a boundary shows as "1-2", and
+:func:`leave_one_out` reports the range of the crossover P over the same ensemble.
 :func:`leave_one_out` predicts a measured device with its own data removed from the training set
 (it never reads that device's entry) and compares with its measured sweep.
 """
@@ -30,27 +33,42 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from scipy.optimize import curve_fit
 
 from . import hardware, published
 from .crossover import interpolated_crossing
+from .efficiency import (
+    GEAM_BYTES,
+    TILE,
+    Saturating,
+    TransferredGeam,
+    TransferredGemm,
+    class_weights,
+    fit_saturating,
+    fp64_class,
+    geam_efficiency,
+    geam_scale,
+    gemm_efficiency,
+    gemm_scale,
+)
 from .fits import measured_curves
 from .hardware import GPU
 from .recursive import RecursiveModel
 
+__all__ = ["GEAM_BYTES", "TILE", "Device", "Efficiency", "Saturating", "Transfer", "TransferredGeam",
+           "TransferredGemm", "calibrated_device", "fit_efficiency", "fit_saturating", "fit_transfer",
+           "geam_efficiency", "geam_scale", "gemm_efficiency", "gemm_scale", "leave_one_out",
+           "measured_boundaries", "published_devices", "reproduction_error", "samples"]
+
 Curve = Callable[[float], float]  # size -> ms
-#: Tile edge of the normalised GEMM size u = x / (TILE sqrt(SMs)).
-TILE = 128
 #: Points per training device in the pooled fits.
 POINTS = 16
-#: Bytes one n x n FP64 GEAM moves: two reads and a write.
-GEAM_BYTES = 24
 
 
 @dataclass(frozen=True)
 class Device:
     """A training device: its hardware row, Gemm/Geam in ms over ``sizes`` and, where known, the host
-    time per library call (ms); ``measured`` says whether the curves are our measurement or published."""
+    time per library call (ms) and the in-context Gemm/Geam (``inner_*`` over ``inner_sizes``: the
+    calls inside a Strassen level); ``measured`` says whether the curves are our measurement or published."""
 
     name: str
     gpu: GPU
@@ -60,14 +78,22 @@ class Device:
     launch_ms: float | None = None
     source: str = ""
     measured: bool = True
+    inner_gemm: Curve | None = None
+    inner_geam: Curve | None = None
+    inner_sizes: tuple[float, float] | None = None
 
 
 def calibrated_device(gpu: GPU, rows: Sequence[Mapping[str, Any]], launch_ms: float | None = None,
-                      source: str = "") -> Device:
-    """A device from calibration rows (``size``, ``gemm_s``, ``geam_s``), through the measured points."""
+                      source: str = "", context: Sequence[Mapping[str, Any]] = ()) -> Device:
+    """A device from calibration rows (``size``, ``gemm_s``, ``geam_s``), through the measured points;
+    ``context``: its in-context calibration rows, where it has two or more."""
     gemm, geam = measured_curves(rows)
+    inner: dict[str, Any] = {}
+    if len(context) >= 2:
+        g, a = measured_curves(context)
+        inner = {"inner_gemm": g, "inner_geam": a, "inner_sizes": (g.sizes[0], g.sizes[-1])}
     return Device(gpu.name, gpu, gemm, geam, (gemm.sizes[0], gemm.sizes[-1]), launch_ms,
-                  source or f"calibration of {gpu.name} ({len(rows)} sizes)")
+                  source or f"calibration of {gpu.name} ({len(rows)} sizes)", **inner)
 
 
 def published_devices() -> dict[str, Device]:
@@ -80,132 +106,99 @@ def published_devices() -> dict[str, Device]:
     return out
 
 
-# --- efficiency curves ------------------------------------------------------------------------
-
-def gemm_efficiency(gpu: GPU, x: Any, ms: Any) -> Any:
-    """Fraction of the FP64 peak (tensor cores where there are) a GEMM of size x taking ``ms`` reaches."""
-    return 2 * np.asarray(x, float) ** 3 / (1e-3 * np.asarray(ms, float) * gpu.peak_flops)
-
-
-def geam_efficiency(gpu: GPU, x: Any, ms: Any) -> Any:
-    return GEAM_BYTES * np.asarray(x, float) ** 2 / (1e-3 * np.asarray(ms, float) * gpu.bandwidth)
-
-
-def gemm_scale(gpu: GPU, x: Any) -> Any:
-    """u = x / (TILE sqrt(SMs))."""
-    return np.asarray(x, float) / (TILE * math.sqrt(gpu.sm_count))
-
-
-def geam_scale(gpu: GPU, x: Any) -> Any:
-    """Bytes one GEAM moves per SM."""
-    return GEAM_BYTES * np.asarray(x, float) ** 2 / gpu.sm_count
-
-
-def _log_saturating(logu: Any, log_einf: float, log_u0: float, a: float) -> Any:
-    z = a * (logu - log_u0)
-    return log_einf + z - np.logaddexp(0.0, z)
-
-
-@dataclass(frozen=True)
-class Saturating:
-    """e(u) = e_inf (u/u0)^a / (1 + (u/u0)^a); ``rms``: RMS log residual of the fit (relative error)."""
-
-    e_inf: float
-    u0: float
-    a: float
-    rms: float = 0.0
-
-    def __call__(self, u: Any) -> Any:
-        return np.exp(_log_saturating(np.log(u), math.log(self.e_inf), math.log(self.u0), self.a))
-
-    def as_dict(self) -> dict[str, float]:
-        return {"e_inf": self.e_inf, "u0": self.u0, "a": self.a, "rms_log_residual": self.rms}
-
-
-def fit_saturating(u: Sequence[float], e: Sequence[float]) -> Saturating:
-    """Least squares on log e; e_inf in (0, 1.2] (a little above 1 allows a peak quoted low)."""
-    lu, le = np.log(np.asarray(u, float)), np.log(np.asarray(e, float))
-    p0 = (float(le.max()), float(np.median(lu)), 1.5)
-    bounds = ([-6.0, lu.min() - 8, 0.2], [math.log(1.2), lu.max() + 8, 8.0])
-    (le_inf, lu0, a), _ = curve_fit(_log_saturating, lu, le, p0=p0, bounds=bounds, maxfev=20000)
-    rms = float(np.sqrt(np.mean((_log_saturating(lu, le_inf, lu0, a) - le) ** 2)))
-    return Saturating(math.exp(le_inf), math.exp(lu0), float(a), rms)
-
-
-def samples(device: Device, points: int = POINTS) -> np.ndarray:
-    """Sizes the fits take from a device: ``points`` spread evenly in log size over its measured range."""
-    return np.geomspace(*device.sizes, points)
+def samples(device: Device, points: int = POINTS, inner: bool = False) -> np.ndarray:
+    """Sizes the fits take from a device: ``points`` spread evenly in log size over its measured range
+    (of the in-context curves with ``inner``)."""
+    return np.geomspace(*(device.inner_sizes if inner else device.sizes), points)
 
 
 @dataclass(frozen=True)
 class Efficiency:
-    """The learned curves and host time, and the devices they were learned from."""
+    """The learned curves and host time, the devices they were learned from and with what weight, and
+    the in-context curves (None where no device of the target's class has them)."""
 
     gemm: Saturating
     geam: Saturating
     launch_ms: float
     launch_range: tuple[float, float] | None
     devices: tuple[str, ...]
+    inner_gemm: Saturating | None = None
+    inner_geam: Saturating | None = None
+    inner_devices: tuple[str, ...] = ()
+    weights: Mapping[str, float] = field(default_factory=dict)
 
     def model(self, gpu: GPU, schedule: str = "rum", fused: bool = False, launch_ms: float | None = None,
               overlap: bool = True) -> RecursiveModel:
         """The recursive predictor of a datasheet row with these efficiencies."""
-        gemm, geam = TransferredGemm(gpu, self.gemm), TransferredGeam(gpu, self.geam)
-        return RecursiveModel(gemm, geam, schedule, fused, self.launch_ms if launch_ms is None else launch_ms,
-                              overlap)
+        inner = {}
+        if self.inner_gemm is not None and self.inner_geam is not None:
+            inner = {"inner_gemm": TransferredGemm(gpu, self.inner_gemm),
+                     "inner_geam": TransferredGeam(gpu, self.inner_geam)}
+        return RecursiveModel(TransferredGemm(gpu, self.gemm), TransferredGeam(gpu, self.geam), schedule, fused,
+                              self.launch_ms if launch_ms is None else launch_ms, overlap, **inner)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"devices": list(self.devices), "gemm_fraction_of_fp64_peak": self.gemm.as_dict(),
-                "geam_fraction_of_bandwidth": self.geam.as_dict(), "launch_us": 1e3 * self.launch_ms,
+        inner = None
+        if self.inner_gemm is not None and self.inner_geam is not None:
+            inner = {"devices": list(self.inner_devices), "gemm_fraction_of_fp64_peak": self.inner_gemm.as_dict(),
+                     "geam_fraction_of_bandwidth": self.inner_geam.as_dict()}
+        return {"devices": list(self.devices), "weights": dict(self.weights),
+                "gemm_fraction_of_fp64_peak": self.gemm.as_dict(),
+                "geam_fraction_of_bandwidth": self.geam.as_dict(), "in_context": inner,
+                "launch_us": 1e3 * self.launch_ms,
                 "launch_us_range": None if self.launch_range is None else [1e3 * t for t in self.launch_range]}
 
 
-@dataclass(frozen=True)
-class TransferredGemm:
-    gpu: GPU
-    e: Saturating
+def _pooled(devices: Mapping[str, Device], weights: Mapping[str, float], points: int, inner: bool
+            ) -> tuple[Saturating, Saturating]:
+    """Saturating fits of GEMM and GEAM efficiency over the devices' plain (or in-context) curves."""
+    u, e, v, g, w = [], [], [], [], []
+    for name, d in devices.items():
+        x = samples(d, points, inner)
+        gemm, geam = (d.inner_gemm, d.inner_geam) if inner else (d.gemm, d.geam)
+        u.append(gemm_scale(d.gpu, x))
+        e.append(gemm_efficiency(d.gpu, x, [gemm(s) for s in x]))
+        v.append(geam_scale(d.gpu, x))
+        g.append(geam_efficiency(d.gpu, x, [geam(s) for s in x]))
+        w.append(np.full(len(x), weights.get(name, 1.0)))
+    weight = np.concatenate(w)
+    return (fit_saturating(np.concatenate(u), np.concatenate(e), weight),
+            fit_saturating(np.concatenate(v), np.concatenate(g), weight))
 
-    def __call__(self, x: float) -> float:
-        return float(1e3 * 2 * x**3 / (self.gpu.peak_flops * self.e(gemm_scale(self.gpu, x))))
 
-
-@dataclass(frozen=True)
-class TransferredGeam:
-    gpu: GPU
-    g: Saturating
-
-    def __call__(self, x: float) -> float:
-        return float(1e3 * GEAM_BYTES * x**2 / (self.gpu.bandwidth * self.g(geam_scale(self.gpu, x))))
-
-
-def fit_efficiency(devices: Mapping[str, Device], points: int = POINTS) -> Efficiency:
-    """Pooled saturating fits over ``devices`` and the median of their known launch overheads."""
+def fit_efficiency(devices: Mapping[str, Device], points: int = POINTS, target: GPU | None = None) -> Efficiency:
+    """Pooled saturating fits over ``devices`` for a ``target`` (its FP64 class weighted up; None: all
+    weigh 1), the in-context fits over those of its class that have in-context curves, and the median
+    of the known launch overheads."""
     if not devices:
         raise ValueError("no training devices to learn the efficiency curves from")
-    u, e, v, g, launch = [], [], [], [], []
-    for name in devices:
-        d = devices[name]
-        x = samples(d, points)
-        u.append(gemm_scale(d.gpu, x))
-        e.append(gemm_efficiency(d.gpu, x, [d.gemm(s) for s in x]))
-        v.append(geam_scale(d.gpu, x))
-        g.append(geam_efficiency(d.gpu, x, [d.geam(s) for s in x]))
-        if d.launch_ms is not None:
-            launch.append(d.launch_ms)
+    chosen = {name: devices[name] for name in devices}
+    weights = class_weights({name: d.gpu for name, d in chosen.items()}, target)
+    gemm, geam = _pooled(chosen, weights, points, inner=False)
+    context = {name: d for name, d in chosen.items() if d.inner_gemm is not None and d.inner_geam is not None
+               and d.inner_sizes is not None and (target is None or fp64_class(d.gpu) == fp64_class(target))}
+    inner: dict[str, Any] = {}
+    if context:
+        g, a = _pooled(context, {}, points, inner=True)
+        inner = {"inner_gemm": g, "inner_geam": a, "inner_devices": tuple(context)}
+    launch = [d.launch_ms for d in chosen.values() if d.launch_ms is not None]
     known = (min(launch), max(launch)) if launch else None
-    return Efficiency(fit_saturating(np.concatenate(u), np.concatenate(e)),
-                      fit_saturating(np.concatenate(v), np.concatenate(g)),
-                      float(np.median(launch)) if launch else 0.0, known, tuple(devices))
+    return Efficiency(gemm, geam, float(np.median(launch)) if launch else 0.0, known, tuple(chosen),
+                      weights=weights, **inner)
 
 
 def reproduction_error(eff: Efficiency, device: Device, points: int = POINTS, lo: float | None = None
                        ) -> dict[str, float]:
-    """Largest relative error of the transferred Gemm and Geam against a device's own curves, over its
-    measured sizes from ``lo`` on."""
-    x = np.geomspace(max(lo or 0.0, device.sizes[0]), device.sizes[1], points)
+    """Largest relative error of the transferred Gemm and Geam (and in-context Gemm and Geam, where both
+    have them) against a device's own curves, over its measured sizes from ``lo`` on."""
+    model = eff.model(device.gpu)
+    pairs = [("gemm", device.gemm, model.gemm, device.sizes), ("geam", device.geam, model.geam, device.sizes)]
+    if device.inner_sizes is not None and model.inner_gemm is not None and model.inner_geam is not None:
+        pairs += [("inner_gemm", device.inner_gemm, model.inner_gemm, device.inner_sizes),
+                  ("inner_geam", device.inner_geam, model.inner_geam, device.inner_sizes)]
     out = {}
-    for name, mine, theirs in (("gemm", device.gemm, eff.model(device.gpu).gemm),
-                               ("geam", device.geam, eff.model(device.gpu).geam)):
+    for name, mine, theirs, sizes in pairs:
+        x = np.geomspace(max(lo or 0.0, sizes[0]), sizes[1], points)
         out[name] = max(abs(theirs(s) / mine(s) - 1) for s in x)
     return out
 
@@ -214,10 +207,12 @@ def reproduction_error(eff: Efficiency, device: Device, points: int = POINTS, lo
 
 @dataclass(frozen=True)
 class Transfer:
-    """The pooled fit (``central``) and the jackknife refits (one per left-out training device)."""
+    """The pooled fit (``central``) and the jackknife refits (one per left-out training device), for
+    GPUs of FP64 class ``fp64_class`` (None: fitted with every device weighing the same)."""
 
     central: Efficiency
     jackknife: dict[str, Efficiency] = field(default_factory=dict)
+    fp64_class: str | None = None
 
     @property
     def members(self) -> dict[str, Efficiency]:
@@ -229,6 +224,11 @@ class Transfer:
         return sorted({self.central.launch_ms, *lo_hi})
 
     def models(self, gpu: GPU, schedule: str = "rum", fused: bool = False) -> dict[str, RecursiveModel]:
+        """The recursive model of every ensemble member and host time; ValueError for a GPU of another
+        FP64 class than the fit was weighted for."""
+        if self.fp64_class is not None and fp64_class(gpu) != self.fp64_class:
+            raise ValueError(f"this transfer was fitted for {self.fp64_class} FP64 GPUs, the {gpu.name} is "
+                             f"{fp64_class(gpu)}: refit with fit_transfer(..., target=that GPU)")
         out = {}
         for name, eff in self.members.items():
             for h in self.launch_members():
@@ -261,10 +261,16 @@ class Transfer:
             spread[curve] = float(np.max(at.max(0) / at.min(0) - 1))
         launch = ("median of the known launch overheads" if c.launch_range else
                   "none known: 0 (no training device has a measured launch overhead)")
+        inner = (f"in-context GEMM and GEAM (the calls inside a Strassen level) fitted the same way to "
+                 f"{', '.join(c.inner_devices)}" if c.inner_devices else
+                 f"none: no {fp64_class(gpu)} FP64 training device has in-context curves, so the calls inside a "
+                 "level are priced by the plain curves")
         note = {"measured": f"nothing of the {gpu.name}: its datasheet row only (FP64 peak "
                             f"{gpu.peak_flops / 1e12:g} TFLOP/s, {gpu.bandwidth_gbs:g} GB/s, {gpu.sm_count} SMs)",
                 "transferred": "GEMM fraction of FP64 peak vs x / (128 sqrt(SMs)); GEAM fraction of bandwidth vs "
-                               "bytes per SM; launch overhead: " + launch,
+                               f"bytes per SM; devices of the {fp64_class(gpu)} FP64 class weighted up "
+                               f"({', '.join(f'{k}: {w:g}' for k, w in c.weights.items())}); {inner}; "
+                               "launch overhead: " + launch,
                 "training_devices": list(c.devices), "fits": c.as_dict(),
                 "uncertainty": {"refits_leaving_out": list(self.jackknife),
                                 "largest_curve_spread_1024_to_65536": spread,
@@ -277,14 +283,15 @@ class Transfer:
         return note
 
 
-def fit_transfer(devices: Mapping[str, Device], points: int = POINTS) -> Transfer:
-    """The pooled fit and, with two or more devices, the fits with each one left out."""
+def fit_transfer(devices: Mapping[str, Device], points: int = POINTS, target: GPU | None = None) -> Transfer:
+    """The pooled fit and, with two or more devices, the fits with each one left out, weighted for
+    ``target``'s FP64 class (None: every device weighs the same)."""
     names = list(devices)
     jack = {}
     if len(names) > 1:
         for out in names:
-            jack[out] = fit_efficiency({k: devices[k] for k in names if k != out}, points)
-    return Transfer(fit_efficiency(devices, points), jack)
+            jack[out] = fit_efficiency({k: devices[k] for k in names if k != out}, points, target)
+    return Transfer(fit_efficiency(devices, points, target), jack, None if target is None else fp64_class(target))
 
 
 # --- leave-one-device-out ---------------------------------------------------------------------
@@ -308,7 +315,7 @@ def leave_one_out(devices: Mapping[str, Device], held_out: str, gpu: GPU, *,
     know it; None: the transferred one. Time lost: sum of T(predicted)/T(best) - 1 over sizes, and
     over the sweep sum T(predicted) / sum T(best) - 1."""
     train = {name: devices[name] for name in devices if name != held_out}
-    model = fit_transfer(train, points)
+    model = fit_transfer(train, points, target=gpu)
     central = model.central.model(gpu, schedule, fused, launch_ms)
     if times is not None:
         best = {n: min(t, key=t.__getitem__) for n, t in times.items()}
@@ -316,18 +323,21 @@ def leave_one_out(devices: Mapping[str, Device], held_out: str, gpu: GPU, *,
         raise ValueError("give the held-out device's measured times or best levels")
     levels_of = {n: sorted(times[n]) if times is not None else list(range(max_level + 1)) for n in best}
     picked = {n: central.level(n, levels_of[n]) for n in best}
+    members = [replace(m, launch_ms=launch_ms) if launch_ms is not None else m
+               for m in model.models(gpu, schedule, fused).values()]
     ranges = {}
     for n in best:
-        found = [m.level(n, levels_of[n]) for m in
-                 (replace(m, launch_ms=launch_ms) if launch_ms is not None else m
-                  for m in model.models(gpu, schedule, fused).values())]
+        found = [m.level(n, levels_of[n]) for m in members]
         ranges[n] = [min(found), max(found)]
     sizes = sorted(best)
     predicted_b = central.boundaries(max_level, sizes[0] / 2, 4.0 * sizes[-1])
+    crossovers = [p for m in members if (p := m.boundaries(1, sizes[0] / 8, 8.0 * sizes[-1])[0]) is not None]
+    crossovers += predicted_b[:1] if predicted_b[0] is not None else []      # the same P to the root's tolerance
     out: dict[str, Any] = {"held_out": held_out, "trained_on": list(train), "fits": model.central.as_dict(),
                            "launch_us": 1e3 * central.launch_ms, "predicted": picked, "range": ranges,
                            "best": dict(best), "mispredicted": sum(picked[n] != best[n] for n in sizes),
-                           "predicted_boundaries": predicted_b}
+                           "predicted_boundaries": predicted_b,
+                           "predicted_P_range": [min(crossovers), max(crossovers)] if crossovers else None}
     if times is not None:
         measured_b = measured_boundaries(times, max_level)
         lost = {n: times[n][picked[n]] / times[n][best[n]] - 1 for n in sizes}

@@ -31,13 +31,15 @@ from modeling.recursive import RecursiveModel
 
 from ..core.csvio import ExportRow, read_export
 from ..core.database import ResultsDB
-from . import models
+from . import calibration, models
 
 #: Where predictions from given coefficients or the analytic model search their crossovers.
 DEFAULT_SEARCH = (64.0, 131072.0)
 #: The bundled H100 measurements a transfer prediction learns from where the database has none.
 BUNDLED = Path(__file__).resolve().parents[2] / "results" / "published"
 BUNDLED_CALIBRATION = ("h100-calibration.csv", "h100-level-validation.csv")
+#: The in-context calibration of the same bundled H100 (the calls inside a Strassen level).
+BUNDLED_CONTEXT = "h100-calibration-context.csv"
 
 
 @dataclass(frozen=True)
@@ -131,19 +133,26 @@ def bundled_rows(name: str) -> list[ExportRow]:
         return read_export(f, f"results/published/{name}")
 
 
+def _points(rows: list[ExportRow], experiment: str) -> list[dict[str, Any]]:
+    """Calibration rows (``size``, ``gemm_s``, ``geam_s``) of one FP64 calibration experiment, by size."""
+    found: dict[int, dict[str, Any]] = {}
+    for r in rows:
+        if r.experiment == experiment and r.params.get("dtype") == "float64":
+            found.setdefault(r.params["size"], {"size": r.params["size"]})[f"{r.method}_s"] = r.value
+    return [found[n] for n in sorted(found) if {"gemm_s", "geam_s"} <= set(found[n])]
+
+
 def bundled_device() -> transfer.Device | None:
-    """The H100 of ``results/published`` (calibration and measured launch overhead), read from the CSV."""
+    """The H100 of ``results/published`` (calibration, in-context calibration and measured launch
+    overhead), read from the CSVs."""
     exports = {name: bundled_rows(name) for name in BUNDLED_CALIBRATION}
-    rows: dict[int, dict[str, Any]] = {}
-    for r in exports[BUNDLED_CALIBRATION[0]]:
-        if r.experiment == "calibration" and r.params.get("dtype") == "float64":
-            rows.setdefault(r.params["size"], {"size": r.params["size"]})[f"{r.method}_s"] = r.value
+    complete = _points(exports[BUNDLED_CALIBRATION[0]], calibration.EXPERIMENT)
     launch = [1e3 * r.value for found in exports.values() for r in found if r.experiment == models.OVERHEAD_EXPERIMENT]
-    complete = [rows[n] for n in sorted(rows) if {"gemm_s", "geam_s"} <= set(rows[n])]
     if len(complete) < 2:
         return None
     return transfer.calibrated_device(hardware.lookup("H100"), complete, launch[-1] if launch else None,
-                                      f"bundled calibration results/published/{BUNDLED_CALIBRATION[0]}")
+                                      f"bundled calibration results/published/{BUNDLED_CALIBRATION[0]}",
+                                      _points(bundled_rows(BUNDLED_CONTEXT), calibration.CONTEXT_EXPERIMENT))
 
 
 def training_devices(db_path: Path) -> dict[str, transfer.Device]:
@@ -163,14 +172,15 @@ def training_devices(db_path: Path) -> dict[str, transfer.Device]:
                 continue
             launch = models.stored_overheads(db, key)
             h = launch.get("rum", min(launch.values())) if launch else None
-            devices[found[0].name] = transfer.calibrated_device(found[0], rows, h, f"calibration of env {key}")
+            context = models.calibration_rows(db, key, experiment=calibration.CONTEXT_EXPERIMENT)
+            devices[found[0].name] = transfer.calibrated_device(found[0], rows, h, f"calibration of env {key}", context)
     return devices
 
 
 def transfer_models(gpu: hardware.GPU, devices: dict[str, transfer.Device], source: Source, config: Config,
                     launch_ms: float | None) -> tuple[Callable[[float], float], RecursiveModel, dict[str, Any]]:
     """The transfer model's recursive predictor of ``gpu`` (the pooled fit) and its ensemble."""
-    learned = transfer.fit_transfer(devices)
+    learned = transfer.fit_transfer(devices, target=gpu)
     model = learned.central.model(gpu, config.schedule, config.fused, launch_ms)
     bare = replace(model, launch_ms=0.0)
     info = {"source": f"transfer model of {gpu.name} (trained on {', '.join(devices)}); no measurement of it",

@@ -12,7 +12,9 @@ device's host time per call is the transferred one (:func:`modeling.transfer.lea
 
 One row is stored per (held-out device, sweep, size): the time lost at that size by using the
 predicted level instead of the measured best (a fraction), with the predicted level, its range over
-the ensemble, the measured best, the boundaries and their errors, and the training devices in meta.
+the ensemble, the measured best, the boundaries and their errors, the range of the crossover P over
+the ensemble (the jackknife refits and the launch overheads tried: how sensitive P is to the training
+set), and the training devices in meta.
 """
 
 from __future__ import annotations
@@ -126,6 +128,7 @@ def store(ctx: Context, sweep: Sweep, found: dict[str, Any]) -> None:
     common = {"measured_boundaries": found["measured_boundaries"],
               "predicted_boundaries": found["predicted_boundaries"],
               "boundary_error_pct": found["boundary_error_pct"], "trained_on": found["trained_on"],
+              "predicted_P_range": found["predicted_P_range"],
               "launch_us": found["launch_us"], "time_lost_sweep": found["time_lost_sweep"],
               "mispredicted": found["mispredicted"], "sweep_source": sweep.source,
               "schedule": sweep.schedule, "fused": sweep.fused}
@@ -165,7 +168,8 @@ def run_transfer_validation(ctx: Context) -> Summary:
         sweep_pct = 100 * found["time_lost_sweep"]
         tables[sweep.device].append((
             sweep.label, spread(list(sweep.times)), found["mispredicted"], _listed(found["measured_boundaries"]),
-            _listed(found["predicted_boundaries"]), _listed(found["boundary_error_pct"], "+.1f"), sweep_pct,
+            _listed(found["predicted_boundaries"]), _listed(found["predicted_P_range"] or []),
+            _listed(found["boundary_error_pct"], "+.1f"), sweep_pct,
             f"{worst_pct:.2f}% at N = {worst}" if worst_pct > 0 else "none lost",
             ", ".join(found["trained_on"]), sweep.source))
         checks.append(Check(f"{sweep.device} ({sweep.label}) held out: time lost over the sweep "
@@ -173,7 +177,8 @@ def run_transfer_validation(ctx: Context) -> Summary:
                             f"{sweep_pct:.2f}% ({found['mispredicted']} of {len(sweep.times)} sizes mispredicted)",
                             sweep_pct <= TIME_LOST_TARGET_PCT))
     columns = ("sweep", "sizes", "sizes mispredicted", "measured boundaries (N)", "predicted boundaries (N)",
-               "boundary error % per level", "time lost over the sweep %", "worst size", "trained on", "sweep from")
+               "predicted P over the ensemble (N)", "boundary error % per level", "time lost over the sweep %",
+               "worst size", "trained on", "sweep from")
     return Summary(
         scope=f"{len(checks)} sweeps of {', '.join(sorted(tables)) or 'no device'} held out",
         facts={"held-out devices": ", ".join(sorted(tables)) or "none",

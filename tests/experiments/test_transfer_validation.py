@@ -50,7 +50,8 @@ def test_the_held_out_device_never_trains_its_prediction(run_json, db_path, tmp_
     def poisoned(x):
         raise AssertionError("the held-out H100's own curves were read")
 
-    devices["H100"] = transfer.Device("H100", devices["H100"].gpu, poisoned, poisoned, (1024.0, 32768.0), 0.5)
+    devices["H100"] = transfer.Device("H100", devices["H100"].gpu, poisoned, poisoned, (1024.0, 32768.0), 0.5,
+                                      inner_gemm=poisoned, inner_geam=poisoned, inner_sizes=(1024.0, 16384.0))
     monkeypatch.setattr(predict, "training_devices", lambda path: dict(devices))
     calls, real = [], transfer.leave_one_out
 
@@ -88,16 +89,31 @@ def test_reproduce_stores_a_row_per_size_and_judges_the_target(run_json, db_path
             lo, hi = m.meta["level_range"]
             assert lo <= m.meta["predicted_level"] <= hi and m.meta["trained_on"] == ["P100"]
             assert len(m.meta["boundary_error_pct"]) == len(m.meta["measured_boundaries"])
+            p_lo, p_hi = m.meta["predicted_P_range"]
+            assert p_lo <= m.meta["predicted_boundaries"][0] <= p_hi
         for label, r in table.items():
             mine = [m for m in rows if m.params["sweep"] == label]
             assert r["sizes mispredicted"] == sum(m.meta["predicted_level"] != m.meta["best_level"] for m in mine)
             assert r["time lost over the sweep %"] == pytest.approx(100 * mine[0].meta["time_lost_sweep"])
+            p_range = mine[0].meta["predicted_P_range"]
+            assert r["predicted P over the ensemble (N)"] == ", ".join(f"{p:.0f}" for p in p_range)
         fig = FIGURES[EXPERIMENT].draw(db)
     assert len(fig.axes) == 4
     titles = [ax.get_title() for ax in fig.axes]
     assert sum(t.startswith("H100 held out: ") for t in titles) == 2
     assert sum(t.startswith("time lost over the sweep: ") for t in titles) == 2
     assert all(ax.get_xscale() == "log" for ax in fig.axes)
+
+
+def test_training_devices_carry_their_in_context_curves(published_db):
+    """The bundled H100 and a stored calibration both bring their in-context calibration (the calls inside
+    a level), which the transfer model learns the crossover from; the published P100 has none."""
+    bundled = predict.bundled_device()
+    assert bundled is not None and bundled.inner_sizes == (1024.0, 16384.0)
+    assert bundled.inner_gemm(4096) != bundled.gemm(4096)
+    stored = predict.training_devices(published_db)
+    assert stored["H100"].source.startswith("calibration of env") and stored["H100"].inner_sizes is not None
+    assert stored["P100"].inner_gemm is None
 
 
 def test_no_sweep_anywhere_is_an_error(db_path, monkeypatch):

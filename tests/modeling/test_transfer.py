@@ -3,22 +3,25 @@
 import csv
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from modeling import hardware, transfer
+from modeling.efficiency import OTHER_CLASS_WEIGHT, class_weights
 
 PUBLISHED = Path(__file__).resolve().parents[2] / "results" / "published"
 
 
-def read_csv(name):
-    """Calibration rows, per-level times {size: {level: s}} and the launch overhead (ms) of a bundled CSV."""
+def read_csv(name, experiment="calibration"):
+    """Calibration rows (of ``experiment``: the plain or the in-context calibration), per-level times
+    {size: {level: s}} and the launch overhead (ms) of a bundled CSV."""
     cal, times, launch = {}, {}, None
     with (PUBLISHED / name).open(newline="") as f:
         for r in csv.DictReader(f):
             p, v = json.loads(r["params"]), float(r["value"])
-            if r["experiment"] == "calibration":
+            if r["experiment"] == experiment:
                 cal.setdefault(p["size"], {"size": p["size"]})[f"{r['method']}_s"] = v
             elif r["experiment"] == "level-validation":
                 times.setdefault(p["size"], {})[p["level"]] = v
@@ -27,12 +30,35 @@ def read_csv(name):
     return [cal[n] for n in sorted(cal)], times, launch
 
 
+def device_of(name, gpu, launch_from=None):
+    """A calibrated device, with its in-context curves, from one bundled CSV (and the launch overhead of
+    ``launch_from``)."""
+    rows, _, launch = read_csv(name)
+    context, _, _ = read_csv(name, "calibration-context")
+    if launch_from:
+        _, _, launch = read_csv(launch_from)
+    return transfer.calibrated_device(hardware.lookup(gpu), rows, launch, context=context)
+
+
+def plain(device):
+    """The device without its in-context curves."""
+    return replace(device, inner_gemm=None, inner_geam=None, inner_sizes=None)
+
+
 @pytest.fixture(scope="module")
 def devices():
     rows, _, _ = read_csv("h100-calibration.csv")
     _, _, launch = read_csv("h100-level-validation.csv")
     h100 = transfer.calibrated_device(hardware.lookup("H100"), rows, launch)
     return {**transfer.published_devices(), "H100": h100}
+
+
+@pytest.fixture(scope="module")
+def modern():
+    """The P100 fit and the two power-capped GH100 devices, each with its in-context calibration: the
+    H100 of the sustained sweep and the H200."""
+    return {**transfer.published_devices(), "H100": device_of("sustained/h100-levels-sustained.csv", "H100"),
+            "H200": device_of("h200/h200-levels-sustained.csv", "H200")}
 
 
 def test_training_set_is_the_usable_published_fits_and_the_calibration(devices):
@@ -114,5 +140,76 @@ def test_predict_cli_transfers_to_an_unmeasured_gpu(run_json):
     assert lo <= out["level_recursive"] <= hi and out["level_text"] in (str(lo), f"{lo}-{hi}")
     assert out["transfer"]["training_devices"] == ["P100", "H100"]
     assert out["launch_overhead_source"] == "transferred" and 30 < out["launch_overhead_us"] < 40
+    assert out["transfer"]["fits"]["in_context"]["devices"] == ["H100"]
+    assert out["transfer"]["fits"]["weights"] == {"P100": OTHER_CLASS_WEIGHT, "H100": 1.0}
     h100 = run_json("predict", "--gpu", "H100", "--size", "30000")      # measured (bundled): analytic as before
     assert h100["source"] == "analytic model of H100" and "transfer" not in h100
+
+
+def test_in_context_curves_are_reproduced_when_the_device_is_in_the_training_set(modern):
+    """The in-context (Strassen-inner) curves come back like the plain ones: the H100's within 5%
+    alone and 15% pooled from 2048 up, where the recursion reads them; the published P100 has none."""
+    h100 = modern["H100"]
+    assert h100.inner_sizes == (256.0, 24576.0) and modern["P100"].inner_gemm is None
+    alone = transfer.reproduction_error(transfer.fit_efficiency({"H100": h100}), h100, lo=2048)
+    assert set(alone) == {"gemm", "geam", "inner_gemm", "inner_geam"}
+    assert alone["inner_gemm"] < 0.05 and alone["gemm"] < 0.10 and alone["geam"] < 0.10
+    pooled = transfer.fit_efficiency(modern, target=hardware.lookup("H100"))
+    assert pooled.inner_devices == ("H100", "H200")
+    assert transfer.reproduction_error(pooled, h100, lo=2048)["inner_gemm"] < 0.15
+
+
+def test_the_target_fp64_class_is_weighted_up():
+    gpus = {name: hardware.lookup(name) for name in ("P100", "H100")}
+    assert class_weights(gpus, hardware.lookup("H200")) == {"P100": OTHER_CLASS_WEIGHT, "H100": 1.0}
+    assert class_weights(gpus, hardware.lookup("RTX 4090")) == {"P100": 1.0, "H100": OTHER_CLASS_WEIGHT}
+    assert class_weights(gpus, None) == {"P100": 1.0, "H100": 1.0}
+    assert class_weights({"P100": gpus["P100"]}, hardware.lookup("H200")) == {"P100": 1.0}
+
+
+def test_weighting_brings_the_fit_to_the_devices_of_the_targets_class(devices):
+    """For an H200 the pooled DGEMM curve follows the H100's, not the P100's (the unweighted pool
+    is 20% off the H100 from 2048 up); the in-context fit takes only the target's class."""
+    h100 = devices["H100"]
+    unweighted = transfer.reproduction_error(transfer.fit_efficiency(devices), h100, lo=2048)
+    weighted = transfer.reproduction_error(transfer.fit_efficiency(devices, target=hardware.lookup("H200")),
+                                           h100, lo=2048)
+    assert weighted["gemm"] < 0.10 < unweighted["gemm"]
+    learned = transfer.fit_transfer(devices, target=hardware.lookup("H200"))
+    assert learned.fp64_class == "tensor" and learned.central.weights == {"P100": OTHER_CLASS_WEIGHT, "H100": 1.0}
+    with pytest.raises(ValueError, match="fitted for tensor FP64"):
+        learned.models(hardware.lookup("RTX 4090"))
+
+
+@pytest.mark.parametrize("held_out, sweep, fused", [("H200", "h200/h200-levels-sustained.csv", True),
+                                                    ("H100", "sustained/h100-levels-sustained.csv", True),
+                                                    ("H100", "h100-level-validation.csv", False)])
+def test_leave_one_out_meets_the_target_with_the_in_context_curves(modern, held_out, sweep, fused):
+    """Each GH100 device from the other (and the P100) loses <= 1% of its sweep only with the in-context
+    curves transferred; the plain curves alone put the H100's crossover 20-25% late (losing over 1% of
+    the sustained sweep). The crossover's range over the ensemble is reported with it."""
+    _, times, _ = read_csv(sweep)
+    guarded = Guarded(modern, held_out)
+    out = transfer.leave_one_out(guarded, held_out, hardware.lookup(held_out), times=times, fused=fused)
+    assert out["time_lost_sweep"] < 0.002 and out["fits"]["in_context"]["devices"] == [k for k in modern
+                                                                                        if k not in ("P100", held_out)]
+    lo, hi = out["predicted_P_range"]
+    assert lo <= out["predicted_boundaries"][0] <= hi
+    without = transfer.leave_one_out({k: plain(d) for k, d in modern.items() if k != held_out}, held_out,
+                                     hardware.lookup(held_out), times=times, fused=fused)
+    assert without["fits"]["in_context"] is None
+    assert without["predicted_boundaries"][0] > 1.15 * out["predicted_boundaries"][0]
+    if held_out == "H100" and fused:
+        assert without["time_lost_sweep"] > 0.01
+
+
+def test_leave_one_out_never_reads_the_held_out_devices_in_context_curves(modern):
+    """The held-out H200's plain and in-context curves all raise: its prediction reads neither."""
+    def poisoned(x):
+        raise AssertionError("the held-out H200's own curves were read")
+
+    h200 = transfer.Device("H200", hardware.lookup("H200"), poisoned, poisoned, (256.0, 20480.0), 0.03,
+                           inner_gemm=poisoned, inner_geam=poisoned, inner_sizes=(256.0, 10240.0))
+    _, times, _ = read_csv("h200/h200-levels-sustained.csv")
+    out = transfer.leave_one_out({**modern, "H200": h200}, "H200", hardware.lookup("H200"), times=times, fused=True)
+    assert out["trained_on"] == ["P100", "H100"] and out["time_lost_sweep"] < 0.01
