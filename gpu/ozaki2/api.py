@@ -57,14 +57,16 @@ def _int8_product(be: Backend, a: Array, b: Array, P: Array) -> None:
         be.gemm_ex(a[rows], b[cols].T, P[rows, cols], recipe="int8")
 
 
-def bounds(be: Backend, bars_a: Array, bars_b: Array, e: Array, f: Array, m: int, n: int, scaling: str) -> Bounds:
-    """The mode's Bounds (see the module) from the bars of A's rows and B's columns."""
-    xp = be.xp
+def bounds(be: Backend, A: Array, B: Array, e: Array, f: Array, ldk: int, n_pad: int, scaling: str) -> Bounds:
+    """The mode's Bounds (see the module): fast mode's square sums read A and B once and store no bars;
+    accurate mode's Cbar is the INT8 product of the bars of A's rows and B's columns."""
+    m, n = A.shape[0], B.shape[1]
     if scaling == "fast":
-        rows, cols = ops(be).square_sums(bars_a)[:m], ops(be).square_sums(bars_b)[:n]
+        rows, cols = ops(be).square_sums(A, e), ops(be).square_sums(B.T, f)
         return Bounds(e, rows.astype(np.float64), f, cols.astype(np.float64))
+    bars_a, bars_b = ops(be).bars(A, e, m, ldk), ops(be).bars(B.T, f, n_pad, ldk)
     blocks = _blocks(bars_a.shape[1], MAX_K_BOUND_GEMM // ALIGN * ALIGN)
-    P = xp.empty((bars_a.shape[0], bars_b.shape[0]), dtype=np.int32)
+    P = be.xp.empty((bars_a.shape[0], bars_b.shape[0]), dtype=np.int32)
     cbar = None
     for block in blocks:
         _int8_product(be, bars_a[:, block], bars_b[:, block], P)
@@ -145,9 +147,7 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
             return _with_nonfinite(be, A, B, C, rows.nonfinite, cols.nonfinite, options, method=matmul)
         e, f = 6 - rows.exps, 6 - cols.exps
         ldk, n_pad = _round_up(max(k, 1)), _round_up(max(n, 1))
-        bars_a, bars_b = ops(be).bars(A, e, m, ldk), ops(be).bars(B.T, f, n_pad, ldk)
-        found = bounds(be, bars_a, bars_b, e, f, m, n, scaling)
-        del bars_a, bars_b
+        found = bounds(be, A, B, e, f, ldk, n_pad, scaling)
         table = moduli_table(count or choose_moduli(A, B, found, "dgemm" if target is None else target))
         u, v = headroom(found, table)
         shift_a, shift_b = (e + u).astype(np.int32), (f + v).astype(np.int32)

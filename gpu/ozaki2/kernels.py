@@ -27,10 +27,11 @@ conversion: the H100 converts to and from 64-bit types and rounds float64 to int
 float64 rate. The residue is a function of the integer alone, so it equals NumPy's.
 
 Every modulus is a compile-time constant (one kernel per modulus count, its loops unrolled; templates on
-m). Where all four entries of a thread have e = 0 (the common case) the residues take no table and no
-branch: y's low word comes from h and l in 32-bit integers, so a residue is two float64 FMAs and two
-integer operations (the residue kernel was bound by instruction issue: ncu at N = 8192, 86% SM
-throughput, 43% of DRAM bandwidth). The CRT reads ``VEC`` columns per modulus with one vector load where
+m). (A variant without table or branch where a thread's four entries are below 2**53, y's low word from
+h and l in 32-bit integers, took 64 registers and ran slower on the H100: 1.68 against 0.91 ms at
+N = 8192.) Fast mode's sums of squared bars (``SQUARES``) are reduced per row in the same tiles (a shuffle
+over the eight threads of a row, one 64-bit atomic add per row and tile), so no bars are stored. The CRT
+reads ``VEC`` columns per modulus with one vector load where
 the planes allow it and writes them with 16-byte stores; ``__launch_bounds__(256, 2)`` keeps four columns
 to 128 registers (two blocks per SM). On the H100 (15 moduli, INT32 planes, device time, interleaved):
 N = 8192 1.61 ms (2.83 TB/s; a device copy of the planes' bytes 2.93 TB/s), N = 16384 6.28 ms, against
@@ -48,6 +49,7 @@ import numpy as np
 
 from ..backend import Backend
 from ..ozaki.kernels import TILE, TILE_ROWS
+from ..ozaki.plan import _round_up
 from .moduli import ModuliTable
 from .ops import shifts_across
 from .residues import powers_of_two
@@ -73,9 +75,6 @@ template <int M> __device__ __forceinline__ int residue_word(double y, int y_low
 """
 
 _ROWS_SOURCE = r"""
-/* Four residues packed little-endian into one word. The general form takes 2**e mod m from the table where
-   an entry's e > 0; the common form (every e = 0) uses the constants alone, with y's low word from the
-   integers h and l (exact: h, l below 2**27 in magnitude). */
 template <int M> __device__ __forceinline__ unsigned int residues4(
     const double* h, const double* l, const int* e, const double* __restrict__ pow2)
 {
@@ -91,17 +90,6 @@ template <int M> __device__ __forceinline__ unsigned int residues4(
     return word;
 }
 
-template <int M> __device__ __forceinline__ unsigned int residues4_small(
-    const double* h, const double* l, const unsigned int* hw, const unsigned int* lw)
-{
-    constexpr unsigned int P26 = (unsigned int)((1LL << 26) % M);
-    unsigned int r[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-        r[j] = (unsigned int)residue_word<M>(fma(h[j], (double)P26, l[j]), (int)(hw[j] * P26 + lw[j]));
-    return __byte_perm(__byte_perm(r[0], r[1], 0x0040), __byte_perm(r[2], r[3], 0x0040), 0x5410);
-}
-
 extern "C" __global__ void ozaki2_rows(
     const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
     long long rows_pad, long long ldk, const int* __restrict__ shifts, const int* __restrict__ exps,
@@ -115,7 +103,7 @@ extern "C" __global__ void ozaki2_rows(
         const long long r = r0 + (by_rows ? q : tx), c = c0 + (by_rows ? tx : q);
         double v = 0.0;
         if (r < rows && c < cols) {
-#if BARS
+#if BARS || SQUARES
             v = ceil(ldexp(fabs(x[r * rs + c * cs]), shifts[r]));
 #else
             const double y = ldexp(x[r * rs + c * cs], shifts[r]);
@@ -126,7 +114,18 @@ extern "C" __global__ void ozaki2_rows(
     }
     __syncthreads();
     const int tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4;
-    const long long r = r0 + q, c = c0 + g;
+    const long long r = r0 + q;
+#if SQUARES
+    int s = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const int b = low_word(__dadd_rn(tile[q][g + j], MAGIC));
+        s += b * b;
+    }
+    for (int offset = 4; offset > 0; offset >>= 1) s += __shfl_down_sync(0xffffffffu, s, offset, 8);
+    if (g == 0 && r < rows && s) atomicAdd((unsigned long long*)out + r, (unsigned long long)s);
+#else
+    const long long c = c0 + g;
     if (r >= rows_pad || c >= ldk) return;
     unsigned int* o = out + (r * ldk + c) / 4;
 #if BARS
@@ -149,19 +148,9 @@ extern "C" __global__ void ozaki2_rows(
         l[j] = fma(-h[j], 0x1p26, n);
     }
     const long long plane4 = plane / 4;
-    if (e[0] | e[1] | e[2] | e[3]) {
 #define RESIDUE_PLANE(T, M) o[T * plane4] = residues4<M>(h, l, e, pow2 + T * pow2_len);
-        FOR_EACH_MODULUS(RESIDUE_PLANE)
-    } else {
-        unsigned int hw[4], lw[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            hw[j] = (unsigned int)low_word(__dadd_rn(h[j], MAGIC));
-            lw[j] = (unsigned int)low_word(__dadd_rn(l[j], MAGIC));
-        }
-#define RESIDUE_PLANE_SMALL(T, M) o[T * plane4] = residues4_small<M>(h, l, hw, lw);
-        FOR_EACH_MODULUS(RESIDUE_PLANE_SMALL)
-    }
+    FOR_EACH_MODULUS(RESIDUE_PLANE)
+#endif
 #endif
 }
 """
@@ -229,8 +218,9 @@ def _moduli(moduli: tuple[int, ...]) -> str:
 
 
 @cache
-def _rows_kernel(bars: bool, moduli: tuple[int, ...]) -> Any:
-    source = f"#define BARS {int(bars)}\n" + _moduli(moduli) + _COMMON + _ROWS_SOURCE
+def _rows_kernel(mode: str, moduli: tuple[int, ...]) -> Any:
+    source = (f"#define BARS {int(mode == 'bars')}\n#define SQUARES {int(mode == 'squares')}\n" + _moduli(moduli)
+              + _COMMON + _ROWS_SOURCE)
     return cupy.RawKernel(source, "ozaki2_rows")
 
 
@@ -241,11 +231,6 @@ def _crt_kernel(reduce: bool, moduli: tuple[int, ...], vec: int) -> Any:
     source = (f"#define REDUCE {int(reduce)}\n#define IN_T {in_t}\n#define COUNT {len(moduli)}\n#define VEC {vec}\n"
               f"#define VEC_T {vec_t}\n#define CRT_THREADS {CRT_THREADS}\n")
     return cupy.RawKernel(source + _moduli(moduli) + _COMMON + _CRT_SOURCE, "ozaki2_crt")
-
-
-@cache
-def _square_sum() -> Any:
-    return cupy.ReductionKernel("int8 x", "int64 y", "(long long)x * x", "a + b", "y = a", "0", "ozaki2_square_sum")
 
 
 @cache
@@ -274,7 +259,7 @@ def _weights(table: ModuliTable) -> tuple[Any, Any]:
     return tuple(cupy.asarray(np.array(w, dtype=np.float64)) for w in (table.weights_hi, table.weights_lo))
 
 
-def _launch_rows(X: Any, shifts: Any, exps: Any, out: Any, rows_pad: int, ldk: int, bars: bool,
+def _launch_rows(X: Any, shifts: Any, exps: Any, out: Any, rows_pad: int, ldk: int, mode: str,
                  moduli: tuple[int, ...]) -> None:
     rows, cols = X.shape
     rs, cs = X.strides[0] // X.itemsize, X.strides[1] // X.itemsize
@@ -282,7 +267,7 @@ def _launch_rows(X: Any, shifts: Any, exps: Any, out: Any, rows_pad: int, ldk: i
         cs = 1
     pow2, length = _powers(moduli)
     i64, i32 = np.int64, np.int32
-    _rows_kernel(bars, moduli)(
+    _rows_kernel(mode, moduli)(
         (-(-ldk // TILE), -(-rows_pad // TILE)), (TILE, TILE_ROWS),
         (X, i64(rs), i64(cs), i64(rows), i64(cols), i64(rows_pad), i64(ldk), shifts.astype(i32, copy=False),
          exps.astype(i32, copy=False), out, i64(rows_pad * ldk), pow2, i32(length)))
@@ -296,12 +281,12 @@ class CudaOps:
 
     def bars(self, X: Any, e: Any, rows_pad: int, ldk: int) -> Any:
         out = cupy.empty((rows_pad, ldk), dtype=np.int8)
-        _launch_rows(X, e, e, out, rows_pad, ldk, True, (1,))
+        _launch_rows(X, e, e, out, rows_pad, ldk, "bars", (1,))
         return out
 
     def residues(self, X: Any, shifts: Any, exps: Any, table: ModuliTable, rows_pad: int, ldk: int) -> Any:
         out = cupy.empty((table.count, rows_pad, ldk), dtype=np.int8)
-        _launch_rows(X, shifts, exps, out, rows_pad, ldk, False, table.moduli)
+        _launch_rows(X, shifts, exps, out, rows_pad, ldk, "residues", table.moduli)
         return out
 
     def reduce(self, P: Any, plane: Any, modulus: int, accumulate: bool) -> None:
@@ -326,5 +311,7 @@ class CudaOps:
     def scaled_max(self, cbar: Any, shifts: Any, axis: int) -> Any:
         return _scaled_max()(cbar, shifts_across(shifts, axis), axis=axis)
 
-    def square_sums(self, bars: Any) -> Any:
-        return _square_sum()(bars, axis=1)
+    def square_sums(self, X: Any, e: Any) -> Any:
+        out = cupy.zeros(X.shape[0], dtype=np.int64)
+        _launch_rows(X, e, e, out, X.shape[0], _round_up(max(X.shape[1], 1)), "squares", (1,))
+        return out

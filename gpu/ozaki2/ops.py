@@ -82,9 +82,10 @@ class HostOps:
         """max over ``axis`` of ``cbar * 2**shifts`` (shifts along the other axis), exact in float64."""
         return np.ldexp(cbar.astype(np.float64), shifts_across(shifts, axis)).max(axis=axis)
 
-    def square_sums(self, bars: np.ndarray) -> np.ndarray:
-        """Row sums of the squared bars, exactly (int64)."""
-        return (bars.astype(np.int64) ** 2).sum(axis=1)
+    def square_sums(self, X: np.ndarray, e: np.ndarray) -> np.ndarray:
+        """Row sums of the squared bars ``ceil(|X| 2**e)`` (per row), exactly (int64), without storing the bars."""
+        bars = np.ceil(np.ldexp(np.abs(X), e[:, None].astype(np.int64))).astype(np.int64)
+        return (bars**2).sum(axis=1)
 
 
 def ops(backend: Backend) -> Any:

@@ -35,11 +35,10 @@ def test_numpy_backend_equals_the_reference_chain(m, k, n, count, phi, seed):
 
 def fast_scaled(A, B, count):
     """A', B' (Python ints) and the shifts of fast scaling for ``count`` moduli, through the API's own steps."""
-    be, ops = get_backend("numpy"), HostOps(get_backend("numpy"))
+    be = get_backend("numpy")
     e = 6 - np.frexp(np.abs(A).max(axis=1))[1]
     f = 6 - np.frexp(np.abs(B).max(axis=0))[1]
-    found = bounds(be, ops.bars(A, e, A.shape[0], A.shape[1]), ops.bars(B.T, f, B.shape[1], A.shape[1]), e, f,
-                   A.shape[0], B.shape[1], "fast")
+    found = bounds(be, A, B, e, f, A.shape[1], B.shape[1], "fast")
     u, v = headroom(found, ozaki2.moduli_table(count))
     sa, sb = found.e + u, found.f + v
     Ai = to_integers(np.ldexp(A, sa[:, None]), (u >= 0)[:, None])
@@ -157,3 +156,17 @@ def test_gpu_phases_and_views(cupy_backend):
                         phases=blocked)
     assert np.array_equal(cupy_backend.to_numpy(got), host_matmul(A, B, moduli=14))
     assert set(blocked) == {"scaling", "residues", "gemm", "reduce", "crt"}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(1, 1), (33, 70), (300, 4099)])
+def test_gpu_square_sums_equal_numpy_in_both_layouts(cupy_backend, shape):
+    """Fast mode's sums of squared bars, without stored bars: rows of a C-ordered array and of a transpose."""
+    X = phi_matrix(*shape, 4.0, 3)
+    e = (6 - np.frexp(np.abs(X).max(axis=1))[1]).astype(np.int32)
+    want = HostOps(get_backend("numpy")).square_sums(X, e)
+    gpu_ops = cupy_backend.ops("ozaki2")
+    assert np.array_equal(cupy_backend.to_numpy(gpu_ops.square_sums(cupy_backend.asarray(X), cupy_backend.asarray(e))),
+                          want)
+    XT = cupy_backend.asarray(np.ascontiguousarray(X.T)).T
+    assert np.array_equal(cupy_backend.to_numpy(gpu_ops.square_sums(XT, cupy_backend.asarray(e))), want)
