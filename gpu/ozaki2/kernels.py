@@ -32,11 +32,11 @@ h and l in 32-bit integers, took 64 registers and ran slower on the H100: 1.68 a
 N = 8192.) Fast mode's sums of squared bars (``SQUARES``) are reduced per row in the same tiles (a shuffle
 over the eight threads of a row, one 64-bit atomic add per row and tile), so no bars are stored. The CRT
 reads ``VEC`` columns per modulus with one vector load where
-the planes allow it and writes them with 16-byte stores; ``__launch_bounds__(256, 2)`` keeps four columns
-to 128 registers (two blocks per SM). On the H100 (15 moduli, INT32 planes, device time, interleaved):
-N = 8192 1.61 ms (2.83 TB/s; a device copy of the planes' bytes 2.93 TB/s), N = 16384 6.28 ms, against
-2.27 and 8.77 ms with two columns and no bound, 2.5 and 10.0 ms for the first version (runtime moduli,
-float64 reductions with corrections).
+the planes allow it and writes them with 16-byte stores, under ``__launch_bounds__(256, 2)`` (at most 128
+registers: two blocks per SM). On the H100 (15 moduli, INT32 planes, device time, interleaved): two
+columns N = 8192 1.56 ms (2.9 TB/s; a device copy of the planes' bytes 2.93 TB/s), N = 16384 6.15 ms;
+four columns 1.61 and 6.24 ms (and 2.27 and 10.0 ms without the bound, 142 registers), one column 1.88
+and 7.39 ms; the first version (runtime moduli, float64 reductions with corrections) 2.5 and 9.85 ms.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from .residues import powers_of_two
 
 #: Threads per block of the CRT kernel (a grid-stride loop over rows and columns does the rest), and the
 #: columns each thread takes with one vector load per modulus where the planes are aligned for it.
-CRT_THREADS, VEC = 256, 4
+CRT_THREADS, VEC = 256, 2
 
 _COMMON = r"""
 #define MAGIC 0x1.8p52
@@ -241,6 +241,18 @@ def _reduce_kernel() -> Any:
         "plane = (signed char)(r > (m - 1) / 2 ? r - m : r)", "ozaki2_reduce")
 
 
+_SHIFT = ("int ex; const double fr = frexp(x < 1.0 ? 1.0 : x, &ex);"
+          "const long long t = (long long)L - ex - (fr > mu ? 1 : 0);")
+
+
+@cache
+def _shift_kernel(half: bool) -> Any:
+    """:func:`gpu.ozaki2.scaling.half_shift` (floor of t / 2: an arithmetic shift) or ``full_shift`` in one pass."""
+    body = _SHIFT + ("s = t >> 1;" if half else "s = t;")
+    return cupy.ElementwiseKernel("float64 x, float64 mu, int32 L", "int64 s", body,
+                                  f"ozaki2_{'half' if half else 'full'}_shift")
+
+
 @cache
 def _scaled_max() -> Any:
     return cupy.ReductionKernel("T c, int32 s", "float64 y", "ldexp((double)c, s)", "max(a, b)", "y = a", "0",
@@ -307,6 +319,14 @@ class CudaOps:
             (planes, i64(plane), i64(ld), w_hi, w_lo, i32(table.exact), f64(table.product_hi), f64(table.product_lo),
              f64(1.0 / float(table.product)), shift_a.astype(i32, copy=False), shift_b.astype(i32, copy=False), C,
              i64(ldc), i64(m), i64(n), i32(pairs)))
+
+    def half_shift(self, R: Any, limit: float) -> Any:
+        mu, L = np.frexp(limit)
+        return _shift_kernel(True)(R, np.float64(mu), np.int32(L))
+
+    def full_shift(self, W: Any, limit: float) -> Any:
+        mu, L = np.frexp(limit)
+        return _shift_kernel(False)(W, np.float64(mu), np.int32(L))
 
     def scaled_max(self, cbar: Any, shifts: Any, axis: int) -> Any:
         return _scaled_max()(cbar, shifts_across(shifts, axis), axis=axis)

@@ -22,7 +22,7 @@ from ..backend import Backend, register_ops
 from .crt import reconstruct
 from .moduli import ModuliTable
 from .residues import residues, symmetric
-from .scaling import to_integers
+from .scaling import full_shift, half_shift, to_integers
 
 FAMILY = "ozaki2"
 
@@ -77,6 +77,9 @@ class HostOps:
             planes = np.stack([symmetric(P.astype(np.int64) % m, m) for P, m in zip(planes, table.moduli, strict=True)])
         shifts = shift_a[:, None].astype(np.int64) + shift_b[None, :].astype(np.int64)
         np.ldexp(reconstruct(planes, table), -shifts, out=C)
+
+    half_shift = staticmethod(half_shift)
+    full_shift = staticmethod(full_shift)
 
     def scaled_max(self, cbar: np.ndarray, shifts: np.ndarray, axis: int) -> np.ndarray:
         """max over ``axis`` of ``cbar * 2**shifts`` (shifts along the other axis), exact in float64."""

@@ -86,16 +86,17 @@ def _xp(x: Any) -> Any:
     return backend_of(x).xp
 
 
-def _half_shift(R: Any, limit: float) -> Any:
-    """The largest integer u with R 4**u <= limit (R >= 1 treated; R < 1, an empty line, as 1)."""
+def half_shift(R: Any, limit: float) -> Any:
+    """The largest integer u with R 4**u <= limit, per entry (R below 1, an empty line, taken as 1), as
+    int64: with R = r 2**a and limit = mu 2**L (``frexp``), u = floor((L - a - [r > mu]) / 2)."""
     xp = _xp(R)
     frac, exp = xp.frexp(xp.maximum(R, 1.0))
     mu, L = np.frexp(limit)
     return (int(L) - exp.astype(np.int64) - (frac > mu)) // 2
 
 
-def _full_shift(W: Any, limit: float) -> Any:
-    """The largest integer v with W 2**v <= limit (W below 1 treated as 1, which only lowers v)."""
+def full_shift(W: Any, limit: float) -> Any:
+    """The largest integer v with W 2**v <= limit (W below 1 taken as 1, which only lowers v): L - a - [w > mu]."""
     xp = _xp(W)
     frac, exp = xp.frexp(xp.maximum(W, 1.0))
     mu, L = np.frexp(limit)
@@ -105,12 +106,12 @@ def _full_shift(W: Any, limit: float) -> Any:
 def headroom(bounds: Bounds, table: ModuliTable) -> tuple[Any, Any]:
     """u and v, the shifts beyond e and f (int64 arrays of the bounds' backend; see the module)."""
     limit = bound_limit(table)
-    u, v = _half_shift(bounds.rows, limit), _half_shift(bounds.cols, limit)
+    family = backend_of(bounds.rows).ops("ozaki2")
+    u, v = family.half_shift(bounds.rows, limit), family.half_shift(bounds.cols, limit)
     cbar = bounds.cbar
     if cbar is not None and cbar.size:
-        scaled_max = backend_of(cbar).ops("ozaki2").scaled_max
-        v = _full_shift(scaled_max(cbar, u, 0), limit)
-        u = _full_shift(scaled_max(cbar, v, 1), limit)
+        v = family.full_shift(family.scaled_max(cbar, u, 0), limit)
+        u = family.full_shift(family.scaled_max(cbar, v, 1), limit)
     return u, v
 
 

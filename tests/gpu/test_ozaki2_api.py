@@ -16,7 +16,7 @@ from gpu.backend import get_backend
 from gpu.ozaki.plan import target_value
 from gpu.ozaki2.api import bounds
 from gpu.ozaki2.ops import HostOps
-from gpu.ozaki2.scaling import bound_limit, headroom, to_integers
+from gpu.ozaki2.scaling import bound_limit, full_shift, half_shift, headroom, to_integers
 
 host_matmul = functools.partial(ozaki2.matmul, backend="numpy")
 
@@ -170,3 +170,16 @@ def test_gpu_square_sums_equal_numpy_in_both_layouts(cupy_backend, shape):
                           want)
     XT = cupy_backend.asarray(np.ascontiguousarray(X.T)).T
     assert np.array_equal(cupy_backend.to_numpy(gpu_ops.square_sums(XT, cupy_backend.asarray(e))), want)
+
+
+@pytest.mark.gpu
+def test_gpu_shifts_equal_numpy(cupy_backend):
+    """The fused shift kernels equal scaling.half_shift / full_shift, around powers of two and below 1."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate([[0.0, 0.5, 1.0, 2.0, 3.0, 4.0, 2.0**52, 2.0**52 + 1], rng.integers(1, 2**50, 500).astype(float),
+                        np.ldexp(rng.random(200), rng.integers(-30, 200, 200))])
+    gpu_ops, d = cupy_backend.ops("ozaki2"), cupy_backend.asarray(x)
+    for n in (1, 7, 15, 20):
+        limit = ozaki2.bound_limit(ozaki2.moduli_table(n))
+        assert np.array_equal(cupy_backend.to_numpy(gpu_ops.half_shift(d, limit)), half_shift(x, limit))
+        assert np.array_equal(cupy_backend.to_numpy(gpu_ops.full_shift(d, limit)), full_shift(x, limit))
