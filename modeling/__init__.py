@@ -11,6 +11,7 @@
   (``published.json``), with the checks that leave inconsistent rows out;
 * :mod:`modeling.transfer` over :mod:`modeling.efficiency`: the recursive predictor of a GPU nobody
   has measured, from efficiency curves learned on the devices that were, with leave-one-out;
+  :mod:`modeling.fill`: DGEMM's wave-fill limit, for parts whose FP64 rate per SM lies far below them;
 * :mod:`modeling.concurrency`, :mod:`modeling.splitk`, :mod:`modeling.decomposition`: the
   stream, split-K occupancy and segment-size formulas of the other methods, and the
   decomposition's segment plans;

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from scipy.optimize import curve_fit
@@ -74,6 +74,15 @@ def class_weights(gpus: Mapping[str, GPU], target: GPU | None) -> dict[str, floa
     return {name: 1.0 if fp64_class(g) == fp64_class(target) else OTHER_CLASS_WEIGHT for name, g in gpus.items()}
 
 
+class EfficiencyCurve(Protocol):
+    """A fraction of a peak against a normalised size: :class:`Saturating`, or the wave-fill limit of
+    :mod:`modeling.fill` for a compute-starved target."""
+
+    def __call__(self, u: Any) -> Any: ...
+
+    def as_dict(self) -> dict[str, Any]: ...
+
+
 def _log_saturating(logu: Any, log_einf: float, log_u0: float, a: float) -> Any:
     z = a * (logu - log_u0)
     return log_einf + z - np.logaddexp(0.0, z)
@@ -115,7 +124,7 @@ class TransferredGemm:
     """Gemm(x) in ms of a datasheet row from a learned fraction of its FP64 peak."""
 
     gpu: GPU
-    e: Saturating
+    e: EfficiencyCurve
 
     def __call__(self, x: float) -> float:
         return float(1e3 * 2 * x**3 / (self.gpu.peak_flops * self.e(gemm_scale(self.gpu, x))))

@@ -10,7 +10,9 @@ stored run finds its row; a name matches at most one row.
 Ada and GeForce/RTX Blackwell parts (L40S, RTX 4090, RTX 5090, RTX PRO 6000) run
 FP64 at 1/64 of FP32 (:attr:`GPU.fp64_per_fp32`): their DGEMM is so slow against
 their bandwidth that the analytic crossover falls to a few hundred, and the
-product a user wants there is rarely FP64 DGEMM at all.
+product a user wants there is rarely FP64 DGEMM at all. (The transfer model,
+which also counts how the half-size products fill the waves of SMs, puts it at
+3600-4200: :mod:`modeling.fill`.)
 """
 
 from __future__ import annotations

@@ -16,7 +16,14 @@ with measured or published curves), and applies them to a datasheet row:
   on the H100 and H200 a level's additions run 20-35% faster than the plain calibration's isolated
   GEAM at the half-sizes of the first boundary (2048-4096), so that on their sustained sweeps even a
   device's own plain calibration puts P 30-50% late, and the transferred plain curves no better;
-* the per-call host time: the median of the devices where it is known, with their range.
+* the per-call host time: the median of the devices where it is known, with their range;
+* for a compute-starved target (FP64 per SM 9-10x below every training device's: RTX 4090/5090, L40S,
+  RTX PRO 6000), DGEMM at the wave-fill limit of :mod:`modeling.fill` (its docstring has the
+  arithmetic), not the learned rise. Item 3's question, for these parts, has both answers
+  (``transfer.baseline``): against DGEMM Strassen pays earlier, P = 3600 on the RTX 4090 (2700-4900
+  over cuBLAS's tile; 5090 4000, L40S 3900, PRO 6000 4200) against 6600-9500 measured on the
+  H100/H200, set by the fill of the half-size products; and DGEMM is not the right baseline there
+  (an Ozaki-scheme emulation on the FP32 units or tensor cores, at up to 64x the rate, is).
 
 Uncertainty is a jackknife: the curves refitted with each training device left out. The predicted
 level is reported with the range the fits give, so a size near a boundary shows as "1-2", and
@@ -39,6 +46,7 @@ from .crossover import interpolated_crossing
 from .efficiency import (
     GEAM_BYTES,
     TILE,
+    EfficiencyCurve,
     Saturating,
     TransferredGeam,
     TransferredGemm,
@@ -50,6 +58,7 @@ from .efficiency import (
     gemm_efficiency,
     gemm_scale,
 )
+from .fill import FILL_TILE, TILES, FillLimited, baseline_note, limit_text, rate_per_sm, starved
 from .fits import measured_curves
 from .hardware import GPU
 from .recursive import RecursiveModel
@@ -115,17 +124,28 @@ def samples(device: Device, points: int = POINTS, inner: bool = False) -> np.nda
 @dataclass(frozen=True)
 class Efficiency:
     """The learned curves and host time, the devices they were learned from and with what weight, and
-    the in-context curves (None where no device of the target's class has them)."""
+    the in-context curves (None where no device of the target's class has them). For a compute-starved
+    target, ``gemm`` (and ``inner_gemm``) are the wave-fill limit and ``extrapolated`` the learned rise
+    it replaced; ``rates``: the training devices' FP64 FLOP/s per SM (least, most)."""
 
-    gemm: Saturating
+    gemm: EfficiencyCurve
     geam: Saturating
     launch_ms: float
     launch_range: tuple[float, float] | None
     devices: tuple[str, ...]
-    inner_gemm: Saturating | None = None
+    inner_gemm: EfficiencyCurve | None = None
     inner_geam: Saturating | None = None
     inner_devices: tuple[str, ...] = ()
     weights: Mapping[str, float] = field(default_factory=dict)
+    extrapolated: Saturating | None = None
+    rates: tuple[float, float] | None = None
+
+    def with_tile(self, tile: str) -> Efficiency:
+        """The same fits with the wave-fill limit of another tile (only for a compute-starved target)."""
+        if not isinstance(self.gemm, FillLimited):
+            raise ValueError("only the wave-fill limit of a compute-starved target has a tile")
+        inner = self.inner_gemm.with_tile(tile) if isinstance(self.inner_gemm, FillLimited) else self.inner_gemm
+        return replace(self, gemm=self.gemm.with_tile(tile), inner_gemm=inner)
 
     def model(self, gpu: GPU, schedule: str = "rum", fused: bool = False, launch_ms: float | None = None,
               overlap: bool = True) -> RecursiveModel:
@@ -146,7 +166,8 @@ class Efficiency:
                 "gemm_fraction_of_fp64_peak": self.gemm.as_dict(),
                 "geam_fraction_of_bandwidth": self.geam.as_dict(), "in_context": inner,
                 "launch_us": 1e3 * self.launch_ms,
-                "launch_us_range": None if self.launch_range is None else [1e3 * t for t in self.launch_range]}
+                "launch_us_range": None if self.launch_range is None else [1e3 * t for t in self.launch_range],
+                "gemm_learned_rise_not_used": None if self.extrapolated is None else self.extrapolated.as_dict()}
 
 
 def _pooled(devices: Mapping[str, Device], weights: Mapping[str, float], points: int, inner: bool
@@ -181,10 +202,16 @@ def fit_efficiency(devices: Mapping[str, Device], points: int = POINTS, target: 
     if context:
         g, a = _pooled(context, {}, points, inner=True)
         inner = {"inner_gemm": g, "inner_geam": a, "inner_devices": tuple(context)}
+    rates = [rate_per_sm(d.gpu) for d in chosen.values()]
+    limit: dict[str, Any] = {"gemm": gemm}
+    if target is not None and starved(target, [d.gpu for d in chosen.values()]):
+        limit = {"gemm": FillLimited(gemm.e_inf), "extrapolated": gemm}
+        if "inner_gemm" in inner:
+            inner["inner_gemm"] = FillLimited(inner["inner_gemm"].e_inf)
     launch = [d.launch_ms for d in chosen.values() if d.launch_ms is not None]
     known = (min(launch), max(launch)) if launch else None
-    return Efficiency(gemm, geam, float(np.median(launch)) if launch else 0.0, known, tuple(chosen),
-                      weights=weights, **inner)
+    return Efficiency(geam=geam, launch_ms=float(np.median(launch)) if launch else 0.0, launch_range=known,
+                      devices=tuple(chosen), weights=weights, rates=(min(rates), max(rates)), **inner, **limit)
 
 
 def reproduction_error(eff: Efficiency, device: Device, points: int = POINTS, lo: float | None = None
@@ -216,7 +243,12 @@ class Transfer:
 
     @property
     def members(self) -> dict[str, Efficiency]:
-        return {"pooled": self.central, **{f"without {k}": e for k, e in self.jackknife.items()}}
+        """The pooled fit, the jackknife refits and, for a compute-starved target, the pooled fit with
+        the wave-fill limit of the other tiles."""
+        out = {"pooled": self.central, **{f"without {k}": e for k, e in self.jackknife.items()}}
+        if isinstance(self.central.gemm, FillLimited):
+            out.update({f"pooled, {t} tiles": self.central.with_tile(t) for t in TILES if t != FILL_TILE})
+        return out
 
     def launch_members(self) -> list[float]:
         """Host times per call the ensemble tries: the median and the ends of the known range."""
@@ -245,14 +277,25 @@ class Transfer:
         lo, hi = min(picked.values()), max(picked.values())
         return {"level": central.level(size, levels), "level_range": [lo, hi],
                 "level_text": str(lo) if lo == hi else f"{lo}-{hi}", "by_member": picked,
-                "transfer": self.describe(gpu)}
+                "transfer": self.describe(gpu, schedule, fused)}
 
     def boundaries(self, gpu: GPU, max_level: int = 4, lo: float = 64.0, hi: float = 2.0**20,
                    schedule: str = "rum", fused: bool = False) -> dict[str, list[float | None]]:
         return {name: m.boundaries(max_level, lo, hi) for name, m in self.models(gpu, schedule, fused).items()}
 
-    def describe(self, gpu: GPU) -> dict[str, Any]:
-        """Which parts are measured and which transferred, with the fits and their spread."""
+    def crossover(self, gpu: GPU, schedule: str = "rum", fused: bool = False) -> dict[str, Any]:
+        """The one-level crossover P of the pooled fit, its range over the ensemble, and (for a
+        compute-starved target) the P the learned rise, extrapolated, would give instead."""
+        c, first = self.central, (lambda m: m.boundaries(1, 64.0, 2.0**20)[0])
+        found = [p for m in self.models(gpu, schedule, fused).values() if (p := first(m)) is not None]
+        rise = None if c.extrapolated is None else replace(c, gemm=c.extrapolated, inner_gemm=None, extrapolated=None)
+        return {"P": first(c.model(gpu, schedule, fused)), "P_range": (min(found), max(found)) if found else None,
+                "P_extrapolated": None if rise is None else first(rise.model(gpu, schedule, fused))}
+
+    def describe(self, gpu: GPU, schedule: str = "rum", fused: bool = False) -> dict[str, Any]:
+        """Which parts are measured, which transferred and which extrapolated, with the fits and their
+        spread; for a part whose FP64 runs far below its FP32, the crossover and the baseline it is
+        against (:func:`modeling.fill.baseline_note`)."""
         c = self.central
         spread = {}
         for curve, scale in (("gemm", gemm_scale), ("geam", geam_scale)):
@@ -265,22 +308,29 @@ class Transfer:
                  f"{', '.join(c.inner_devices)}" if c.inner_devices else
                  f"none: no {fp64_class(gpu)} FP64 training device has in-context curves, so the calls inside a "
                  "level are priced by the plain curves")
+        limited = isinstance(c.gemm, FillLimited)
+        gemm = ("GEMM: the learned asymptote e_inf only (see extrapolated)" if limited else
+                "GEMM fraction of FP64 peak vs x / (128 sqrt(SMs))")
         note = {"measured": f"nothing of the {gpu.name}: its datasheet row only (FP64 peak "
                             f"{gpu.peak_flops / 1e12:g} TFLOP/s, {gpu.bandwidth_gbs:g} GB/s, {gpu.sm_count} SMs)",
-                "transferred": "GEMM fraction of FP64 peak vs x / (128 sqrt(SMs)); GEAM fraction of bandwidth vs "
+                "transferred": f"{gemm}; GEAM fraction of bandwidth vs "
                                f"bytes per SM; devices of the {fp64_class(gpu)} FP64 class weighted up "
                                f"({', '.join(f'{k}: {w:g}' for k, w in c.weights.items())}); {inner}; "
                                "launch overhead: " + launch,
                 "training_devices": list(c.devices), "fits": c.as_dict(),
                 "uncertainty": {"refits_leaving_out": list(self.jackknife),
+                                "tiles_tried": list(TILES) if limited else None,
                                 "largest_curve_spread_1024_to_65536": spread,
                                 "launch_us_range": c.as_dict()["launch_us_range"]}}
         ratio = gpu.fp64_per_fp32
+        if not limited and not (ratio is not None and ratio < 0.1):
+            return {**note, "extrapolated": "nothing: the FP64 rate per SM lies within the training devices' range"}
+        found = self.crossover(gpu, schedule, fused)
+        if limited and c.rates is not None and c.extrapolated is not None:
+            note["extrapolated"] = limit_text(gpu, c.rates, c.gemm.tile, found["P_extrapolated"])
         if ratio is not None and ratio < 0.1:
-            note["baseline"] = (f"FP64 runs at 1/{round(1 / ratio)} of FP32 on the {gpu.name}: DGEMM is not the right "
-                                "baseline there; an FP32-emulated (e.g. Ozaki-scheme) DGEMM would be, and against "
-                                "DGEMM Strassen pays from small sizes")
-        return note
+            note["baseline"] = baseline_note(gpu, found["P"], found["P_range"])
+        return {**note, "crossover": found}
 
 
 def fit_transfer(devices: Mapping[str, Device], points: int = POINTS, target: GPU | None = None) -> Transfer:
