@@ -2,8 +2,6 @@
 derived from the hardware alone, an output consistent with its own note, and the data-centre parts'
 predictions and leave-one-out numbers untouched."""
 
-import csv
-import json
 import math
 from pathlib import Path
 
@@ -16,34 +14,6 @@ from modeling.efficiency import Saturating, gemm_efficiency
 PUBLISHED = Path(__file__).resolve().parents[2] / "results" / "published"
 CONSUMER = ("RTX 4090", "RTX 5090", "L40S", "RTX PRO 6000")
 DATACENTRE = ("K20", "P100", "V100", "A100", "H100", "H100-PCIe", "H200", "B200")
-
-
-def read_csv(name, experiment="calibration"):
-    """Calibration rows (plain or in-context), per-level times {size: {level: s}} and launch overhead (ms)."""
-    cal, times, launch = {}, {}, None
-    with (PUBLISHED / name).open(newline="") as f:
-        for r in csv.DictReader(f):
-            p, v = json.loads(r["params"]), float(r["value"])
-            if r["experiment"] == experiment:
-                cal.setdefault(p["size"], {"size": p["size"]})[f"{r['method']}_s"] = v
-            elif r["experiment"] == "level-validation":
-                times.setdefault(p["size"], {})[p["level"]] = v
-            elif r["experiment"] == "launch-overhead":
-                launch = 1e3 * v
-    return [cal[n] for n in sorted(cal)], times, launch
-
-
-def device_of(name, gpu):
-    rows, _, launch = read_csv(name)
-    context, _, _ = read_csv(name, "calibration-context")
-    return transfer.calibrated_device(hardware.lookup(gpu), rows, launch, context=context)
-
-
-@pytest.fixture(scope="module")
-def modern():
-    """The training set of the transfer-validation experiment: the P100 fit, the sustained H100 and the H200."""
-    return {**transfer.published_devices(), "H100": device_of("sustained/h100-levels-sustained.csv", "H100"),
-            "H200": device_of("h200/h200-levels-sustained.csv", "H200")}
 
 
 def level_one_pays(gpu, x, tile=128, geam_fraction=0.5):
@@ -132,9 +102,9 @@ def test_data_centre_parts_keep_the_learned_curve(modern, name):
     ("H200", "h200/h200-levels-sustained.csv", True, 0.000113, 5317),
     ("H100", "sustained/h100-levels-sustained.csv", True, 0.000502, 6685),
     ("H100", "h100-level-validation.csv", False, 0.0000404, 7541)])
-def test_leave_one_out_numbers_are_unchanged(modern, held_out, sweep, fused, lost, p):
+def test_leave_one_out_numbers_are_unchanged(modern, published_csv, held_out, sweep, fused, lost, p):
     """The three leave-one-out sweeps of the transfer-validation experiment, as before the fill limit."""
-    _, times, _ = read_csv(sweep)
+    _, times, _ = published_csv(sweep)
     out = transfer.leave_one_out(modern, held_out, hardware.lookup(held_out), times=times, fused=fused)
     assert out["time_lost_sweep"] == pytest.approx(lost, rel=0.01)
     assert out["predicted_boundaries"][0] == pytest.approx(p, rel=0.001)

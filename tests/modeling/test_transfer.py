@@ -1,7 +1,5 @@
 """The transfer model (issue 18): efficiency curves learned from measured devices, applied to a datasheet row."""
 
-import csv
-import json
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -14,51 +12,17 @@ from modeling.efficiency import OTHER_CLASS_WEIGHT, class_weights
 PUBLISHED = Path(__file__).resolve().parents[2] / "results" / "published"
 
 
-def read_csv(name, experiment="calibration"):
-    """Calibration rows (of ``experiment``: the plain or the in-context calibration), per-level times
-    {size: {level: s}} and the launch overhead (ms) of a bundled CSV."""
-    cal, times, launch = {}, {}, None
-    with (PUBLISHED / name).open(newline="") as f:
-        for r in csv.DictReader(f):
-            p, v = json.loads(r["params"]), float(r["value"])
-            if r["experiment"] == experiment:
-                cal.setdefault(p["size"], {"size": p["size"]})[f"{r['method']}_s"] = v
-            elif r["experiment"] == "level-validation":
-                times.setdefault(p["size"], {})[p["level"]] = v
-            elif r["experiment"] == "launch-overhead":
-                launch = 1e3 * v
-    return [cal[n] for n in sorted(cal)], times, launch
-
-
-def device_of(name, gpu, launch_from=None):
-    """A calibrated device, with its in-context curves, from one bundled CSV (and the launch overhead of
-    ``launch_from``)."""
-    rows, _, launch = read_csv(name)
-    context, _, _ = read_csv(name, "calibration-context")
-    if launch_from:
-        _, _, launch = read_csv(launch_from)
-    return transfer.calibrated_device(hardware.lookup(gpu), rows, launch, context=context)
-
-
 def plain(device):
     """The device without its in-context curves."""
     return replace(device, inner_gemm=None, inner_geam=None, inner_sizes=None)
 
 
 @pytest.fixture(scope="module")
-def devices():
-    rows, _, _ = read_csv("h100-calibration.csv")
-    _, _, launch = read_csv("h100-level-validation.csv")
+def devices(published_csv):
+    rows, _, _ = published_csv("h100-calibration.csv")
+    _, _, launch = published_csv("h100-level-validation.csv")
     h100 = transfer.calibrated_device(hardware.lookup("H100"), rows, launch)
     return {**transfer.published_devices(), "H100": h100}
-
-
-@pytest.fixture(scope="module")
-def modern():
-    """The P100 fit and the two power-capped GH100 devices, each with its in-context calibration: the
-    H100 of the sustained sweep and the H200."""
-    return {**transfer.published_devices(), "H100": device_of("sustained/h100-levels-sustained.csv", "H100"),
-            "H200": device_of("h200/h200-levels-sustained.csv", "H200")}
 
 
 def test_training_set_is_the_usable_published_fits_and_the_calibration(devices):
@@ -99,8 +63,8 @@ class Guarded(Mapping):
         return len(self.data)
 
 
-def test_leave_one_out_never_reads_the_held_out_device(devices):
-    _, times, _ = read_csv("h100-level-validation.csv")
+def test_leave_one_out_never_reads_the_held_out_device(devices, published_csv):
+    _, times, _ = published_csv("h100-level-validation.csv")
     guarded = Guarded(devices, "H100")
     with pytest.raises(AssertionError):
         guarded["H100"]
@@ -184,11 +148,11 @@ def test_weighting_brings_the_fit_to_the_devices_of_the_targets_class(devices):
 @pytest.mark.parametrize("held_out, sweep, fused", [("H200", "h200/h200-levels-sustained.csv", True),
                                                     ("H100", "sustained/h100-levels-sustained.csv", True),
                                                     ("H100", "h100-level-validation.csv", False)])
-def test_leave_one_out_meets_the_target_with_the_in_context_curves(modern, held_out, sweep, fused):
+def test_leave_one_out_meets_the_target_with_the_in_context_curves(modern, published_csv, held_out, sweep, fused):
     """Each GH100 device from the other (and the P100) loses <= 1% of its sweep only with the in-context
     curves transferred; the plain curves alone put the H100's crossover 20-25% late (losing over 1% of
     the sustained sweep). The crossover's range over the ensemble is reported with it."""
-    _, times, _ = read_csv(sweep)
+    _, times, _ = published_csv(sweep)
     guarded = Guarded(modern, held_out)
     out = transfer.leave_one_out(guarded, held_out, hardware.lookup(held_out), times=times, fused=fused)
     assert out["time_lost_sweep"] < 0.002 and out["fits"]["in_context"]["devices"] == [k for k in modern
@@ -203,13 +167,13 @@ def test_leave_one_out_meets_the_target_with_the_in_context_curves(modern, held_
         assert without["time_lost_sweep"] > 0.01
 
 
-def test_leave_one_out_never_reads_the_held_out_devices_in_context_curves(modern):
+def test_leave_one_out_never_reads_the_held_out_devices_in_context_curves(modern, published_csv):
     """The held-out H200's plain and in-context curves all raise: its prediction reads neither."""
     def poisoned(x):
         raise AssertionError("the held-out H200's own curves were read")
 
     h200 = transfer.Device("H200", hardware.lookup("H200"), poisoned, poisoned, (256.0, 20480.0), 0.03,
                            inner_gemm=poisoned, inner_geam=poisoned, inner_sizes=(256.0, 10240.0))
-    _, times, _ = read_csv("h200/h200-levels-sustained.csv")
+    _, times, _ = published_csv("h200/h200-levels-sustained.csv")
     out = transfer.leave_one_out({**modern, "H200": h200}, "H200", hardware.lookup("H200"), times=times, fused=True)
     assert out["trained_on"] == ["P100", "H100"] and out["time_lost_sweep"] < 0.01
