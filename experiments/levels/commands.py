@@ -13,11 +13,19 @@ from gpu.profile import device_name
 from gpu.strassen import Config
 from modeling import fits, hardware
 
+from ..core import reproduce
 from ..core.command import MEASURING, byte_size, command, emit, measuring_run, sizes, table
 from ..core.database import ResultsDB
+from ..core.registry import FIGURES, load
+from ..core.summary import markdown_table
 from . import calibration, models, validation
+from .auto import AutoJudgement, judge_auto
+from .experiments import validation_summary
 from .predict import Source, fit_report, predict
 from .profile import update_profile
+
+#: Where the summary of ``gemmlab levels`` keeps the judgement of ``level="auto"`` (as run_plan does).
+AUTO_KEY = validation.AUTO_KEY
 
 CALIBRATION_COLUMNS = (("size", "N", "d"), ("gemm_s", "Gemm (s)", ".4e"), ("tflops", "TFLOP/s", ".3f"),
                        ("geam_s", "Geam (s)", ".4e"), ("gbs", "GB/s", ".1f"), ("samples", "samples", "d"),
@@ -170,6 +178,12 @@ def _levels_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stored", choices=("levels", "speedup"), default=None,
                    help="measure nothing: judge the predictors on the stored level sweep, or on the "
                         "strassen-speedup points, of --env/--device (default: this device)")
+    p.add_argument("--auto", action="store_true",
+                   help="also time matmul(level='auto') with this configuration in each size's group (a size "
+                        "whose levels are stored times DGEMM and auto only) and judge it against the best level")
+    p.add_argument("--summary", type=Path, default=None, metavar="DIR",
+                   help="also write DIR/SUMMARY.md (the level-validation summary: predictors, and level='auto' "
+                        "where its rows are stored) and the level figures, from the stored rows")
 
 
 @command("levels", "measure the best Strassen level over a size sweep and judge the predictors; writes the "
@@ -177,17 +191,22 @@ def _levels_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_levels(args: argparse.Namespace, db_path: Path) -> int:
     backend = get_backend(args.backend)
     config = Config(args.schedule, args.parallel, args.fused)
-    plan = validation.custom_plan(backend, args.quick, args.sizes, args.max_level, config, args.min_bottom)
+    plan = validation.custom_plan(backend, args.quick, args.sizes, args.max_level, config, args.min_bottom,
+                                  args.auto)
     if args.stored:
         with ResultsDB(db_path, readonly=True) as db:
             here = None if args.env or args.device else backend.device_info()
             key = models.select_env(db, args.env, args.device, here)
             if args.stored == "levels":
-                report = validation.judge(db, key, config, regime=args.regime)
+                report = validation.judge(db, key, config, args.sizes, regime=args.regime)
             else:
                 sweep = validation.speedup_sweep(db, key, config, args.regime)
                 report = validation.judge_times(db, key, config, sweep, unit="gemm", regime=args.regime)
-        return _emit_levels(args, backend, key, report.summary(), report)
+            found = judge_auto(db, key, config, report.times, args.regime, list(report.times))
+            summary = {**report.summary(), **({AUTO_KEY: found.summary()} if found.points else {})}
+        if args.summary:
+            summary["SUMMARY.md"] = write_levels_summary(args, db_path, key, report, found, "not written (--stored)")
+        return _emit_levels(args, backend, key, summary, report, found)
     if args.dry_run:
         seconds, how = validation.estimate(plan, backend, db_path)
         payload = {"plan": {n: plan.levels(n) for n in plan.sizes}, "estimated_seconds": seconds, "estimate": how}
@@ -198,14 +217,45 @@ def cmd_levels(args: argparse.Namespace, db_path: Path) -> int:
     with measuring_run(args, db_path, backend) as ctx:
         summary, report = validation.run_plan(ctx, plan)
         summary["device profile"] = update_profile(ctx)
-    return _emit_levels(args, backend, ctx.env_key, summary, report)
+        found = judge_auto(ctx.db, ctx.env_key, config, report.times, ctx.regime, list(report.times))
+    if args.summary:
+        summary["SUMMARY.md"] = write_levels_summary(args, db_path, ctx.env_key, report, found,
+                                                     summary["device profile"], summary)
+    return _emit_levels(args, backend, ctx.env_key, summary, report, found)
+
+
+def write_levels_summary(args: argparse.Namespace, db_path: Path, key: str, report: validation.Report,
+                         found: AutoJudgement, profile: str, counts: dict[str, Any] | None = None) -> str:
+    """``SUMMARY.md`` of the level sweep in ``args.summary``: the level-validation summary of env ``key``
+    (with ``level="auto"`` judged where stored) and the calibration and level figures, all from the
+    stored rows, as ``gemmlab reproduce`` writes them; its path."""
+    counts = counts or {"points measured": 0, "points already stored": 0}
+    wanted = {calibration.EXPERIMENT, validation.EXPERIMENT}
+    load()
+    with ResultsDB(db_path, readonly=True) as db:
+        figures = {name: paths for name, fig in FIGURES.items()
+                   if wanted & set(fig.experiments) and (paths := fig.render(db, args.summary))}
+        path = reproduce.write_summary(args.summary, args.command_line, db, db.environment(key),
+                                       {validation.EXPERIMENT: validation_summary(counts, report, profile, found)},
+                                       figures)
+    return str(path)
 
 
 def _emit_levels(args: argparse.Namespace, backend: Backend, key: str, summary: dict[str, Any],
-                 report: validation.Report) -> int:
+                 report: validation.Report, found: AutoJudgement | None = None) -> int:
     rows = report.rows()
     payload = {"backend": backend.name, "env_key": key, "summary": summary, "rows": rows}
     for r in rows:
         r["times"] = " ".join(f"{t:.4g}" for t in (r.get("times_ms") or r["times_over_gemm"]).values())
-    emit(args, payload, lambda: "\n".join(f"{k}: {v}" for k, v in summary.items()) + "\n" + table(rows, LEVEL_COLUMNS))
+
+    def text() -> str:
+        lines = [f"{k}: {v}" for k, v in summary.items() if k != AUTO_KEY] + [table(rows, LEVEL_COLUMNS)]
+        if found and found.points:
+            t = found.table()
+            lines += ["", t.title, *markdown_table(t.columns, t.rows, t.formats), "",
+                      *(f"{'met' if c.met else 'NOT met' if c.met is False else 'not judged'}: {c.target}: {c.measured}"
+                        for c in found.checks())]
+        return "\n".join(lines)
+
+    emit(args, payload, text)
     return 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..core.registry import Context, experiment
 from ..core.summary import Check, Summary, Table, spread
 from . import calibration, validation
+from .auto import AutoJudgement, judge_auto
 from .profile import update_profile
 
 #: A predictor is good enough when the levels it picks cost at most this much time over the sweep
@@ -37,8 +38,10 @@ def run_calibration(ctx: Context) -> Summary:
 @experiment(validation.EXPERIMENT, "Best Strassen level over a dense size sweep against the thesis rule and the "
                                    "recursive predictor")
 def run_validation(ctx: Context) -> Summary:
-    counts, report = validation.run_plan(ctx, validation.PLANS[(ctx.backend.name, ctx.quick)])
-    return validation_summary(counts, report, update_profile(ctx))
+    plan = validation.PLANS[(ctx.backend.name, ctx.quick)]
+    counts, report = validation.run_plan(ctx, plan)
+    found = judge_auto(ctx.db, ctx.env_key, plan.config, report.times, ctx.regime, list(report.times))
+    return validation_summary(counts, report, update_profile(ctx), found)
 
 
 def _listed(values: list) -> str:
@@ -46,9 +49,11 @@ def _listed(values: list) -> str:
         or "none"
 
 
-def validation_summary(counts: dict, report: validation.Report, profile: str) -> Summary:
+def validation_summary(counts: dict, report: validation.Report, profile: str,
+                       found: AutoJudgement | None = None) -> Summary:
     """The sweep's best levels and each predictor's boundaries, errors and time lost, judged against
-    :data:`TIME_LOST_TARGET_PCT`."""
+    :data:`TIME_LOST_TARGET_PCT`; where ``matmul(level="auto")`` was timed in the sweep's groups
+    (``found`` has points), its table and issue 13's two checks on it."""
     sizes = list(report.times)
     levels = sorted({lv for t in report.times.values() for lv in t})
     best = validation.best_levels(report.times)
@@ -70,4 +75,5 @@ def validation_summary(counts: dict, report: validation.Report, profile: str) ->
                "configuration": report.config.name, "sizes": spread(sizes),
                "best level per size": " ".join(f"{n}:{lv}" for n, lv in best.items()),
                "measured boundaries": _listed(report.measured), "device profile": profile},
-        tables=[table], checks=checks)
+        tables=[table, *([found.table()] if found and found.points else [])],
+        checks=checks + (found.checks() if found else []))

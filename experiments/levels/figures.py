@@ -33,11 +33,12 @@ from ..core.plotting import (
 )
 from ..core.registry import figure
 from . import calibration, models
+from .auto import AUTO_EXPERIMENT, AutoPoint, auto_points
 from .validation import EXPERIMENT, RUM, Report, best_levels, judge
 
 #: Stored experiments the level figures draw on (for the regime in their footer).
 CALIBRATION_SOURCES = (calibration.EXPERIMENT,)
-VALIDATION_SOURCES = (EXPERIMENT, calibration.EXPERIMENT, models.OVERHEAD_EXPERIMENT)
+VALIDATION_SOURCES = (EXPERIMENT, AUTO_EXPERIMENT, calibration.EXPERIMENT, models.OVERHEAD_EXPERIMENT)
 HOLLOW = Line2D([], [], marker="o", color="0.35", mfc="white", linestyle="none")
 
 
@@ -140,16 +141,18 @@ def render_levels(db: ResultsDB) -> Figure | None:
         for name in sorted(configs):
             config = _config_of(db, key, name)
             try:
-                reports.append((key, judge(db, key, config)))
+                report = judge(db, key, config)
             except ValueError:
                 continue
+            reports.append((key, report, auto_points(db, key, config, report.times, sizes=list(report.times))))
     if not reports:
         return None
-    devices = panel_devices(db, [key for key, _ in reports])
-    styles = series_styles([v.name for _, r in reports for v in r.verdicts])
+    devices = panel_devices(db, [key for key, _, _ in reports])
+    styles = series_styles([v.name for _, r, _ in reports for v in r.verdicts])
     body, axes = new_figure(len(reports), 3, width=14.0, height=3.9 * len(reports))
-    for row, (key, report) in zip(axes, reports):
+    for row, (key, report, auto) in zip(axes, reports):
         _plot_levels(row, report, ", ".join(p for p in (devices[key], report.config.name) if p), styles)
+        _plot_auto(row, auto)
     handles, labels = legend_entries(axes[:, 0])
     shared_legend(body, handles=handles, labels=labels)
     return finish(body, db, devices, VALIDATION_SOURCES, "Level validation: the best Strassen level measured "
@@ -187,6 +190,23 @@ def _plot_levels(axes: Sequence[Any], report: Report, title: str, styles: dict[A
     for ax in axes:
         ax.title.set_fontsize(SMALL + 2)
         ax.grid(True, alpha=0.3)
+
+
+def _plot_auto(axes: Sequence[Any], points: Sequence[AutoPoint]) -> None:
+    """``matmul(level="auto")`` timed in each size's group, where stored: the level it ran (red
+    crosses) and its time lost against the best measured level, from speed-ups over each group's
+    DGEMM (dashed; below zero where auto beat the best level's group)."""
+    if not points:
+        return
+    ax_l, _, ax_t = axes
+    ax_l.plot([p.size for p in points], [p.level for p in points], "x", color="red", ms=8, mew=1.5,
+              label="level='auto', timed")
+    judged = [p for p in points if p.ratio is not None]
+    if judged:
+        lost = [100 * (1 / p.ratio - 1) for p in judged]
+        ax_t.plot([p.size for p in judged], lost, "x--", color="red", ms=5,
+                  label=f"level='auto', timed: worst {max(lost):.2f}%")
+        side_legend(ax_t, title="over the sweep", title_fontsize=SMALL)
 
 
 def _plot_boundaries(ax: Any, report: Report, styles: dict[Any, dict[str, Any]]) -> None:

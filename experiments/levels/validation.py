@@ -21,6 +21,9 @@ the measured ones (%), and the time lost over the sweep when its level is used
 instead of the best: sum of T(predicted) over sum of T(best), minus one.
 A measured boundary is where level L overtakes level L-1 for good: the last
 upward zero of ln(T_{L-1} / T_L), interpolated between the sizes around it.
+
+With ``auto`` (``gemmlab levels --auto``) each group also times ``matmul(level="auto")``
+itself, judged against the best measured level (:mod:`experiments.levels.auto`).
 """
 
 from __future__ import annotations
@@ -54,13 +57,15 @@ from ..core.registry import Context
 from ..core.sweep import Record, SweepOutcome, sweep
 from ..core.timing import MIN_REPEATS, measure
 from ..strassen.bench import DTYPE, checked_works, config_bytes, point_params, strassen_work, time_strassen
-from . import calibration, models
+from . import auto, calibration, models
 
 EXPERIMENT = models.LEVELS_EXPERIMENT
 OVERHEAD_EXPERIMENT = models.OVERHEAD_EXPERIMENT
 #: Levels and bottom size of the product whose time, over its launches, is the host time per launch.
 OVERHEAD_LEVEL, OVERHEAD_BOTTOM = 3, 32
 RUM = Config("rum")
+#: The key of ``level="auto"``'s judgement in a sweep's summary.
+AUTO_KEY = "level='auto'"
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,8 @@ class LevelPlan:
     config: Config = RUM
     #: From this size on: one warm-up round and one batch (a batch at 32768 takes a minute).
     large: int = 16384
+    #: Time ``matmul(level="auto")`` in each size's group too (:mod:`experiments.levels.auto`).
+    auto: bool = False
 
     def levels(self, n: int) -> list[int]:
         """Levels measured at size n: 0 (the library GEMM) and those whose bottom is big enough."""
@@ -96,8 +103,9 @@ PLANS: dict[tuple[str, bool], LevelPlan] = {
 
 
 def custom_plan(backend: Backend, quick: bool, sizes: Sequence[int] | None = None, max_level: int | None = None,
-                config: Config | None = None, min_bottom: int | None = None) -> LevelPlan:
-    """The backend's plan with chosen sizes, deepest level, configuration or bottom size."""
+                config: Config | None = None, min_bottom: int | None = None, auto: bool = False) -> LevelPlan:
+    """The backend's plan with chosen sizes, deepest level, configuration or bottom size, timing
+    ``matmul(level="auto")`` too where ``auto``."""
     base = PLANS[(backend.name, quick)]
     if sizes is not None and (not sizes or min(sizes) <= 0):
         raise ValueError(f"sizes must be positive integers, got {list(sizes)}")
@@ -105,8 +113,8 @@ def custom_plan(backend: Backend, quick: bool, sizes: Sequence[int] | None = Non
         raise ValueError(f"the deepest level must lie in 1..10, got {max_level}")
     if min_bottom is not None and min_bottom < 1:
         raise ValueError(f"the smallest bottom product must be at least 1, got {min_bottom}")
-    return LevelPlan(tuple(sorted(set(sizes))) if sizes else base.sizes,
-                     max_level or base.max_level, min_bottom or base.min_bottom, config or base.config, base.large)
+    return LevelPlan(tuple(sorted(set(sizes))) if sizes else base.sizes, max_level or base.max_level,
+                     min_bottom or base.min_bottom, config or base.config, base.large, auto)
 
 
 def level_params(n: int, level: int, config: Config, regime: str = "sustained") -> dict[str, Any]:
@@ -150,26 +158,33 @@ def overhead_point(regime: str = "sustained") -> dict[str, Any]:
 
 
 def sweep_levels(ctx: Context, plan: LevelPlan, sizes: Sequence[int]) -> SweepOutcome:
-    """One interleaved group per size (GEMM and every planned level), stored at once; a size
-    with every level stored is skipped unless ``ctx.force``."""
+    """One interleaved group per size (GEMM and every planned level, and ``matmul(level="auto")``
+    with ``plan.auto``), stored at once; a size with every level stored (and its ``auto`` row)
+    is skipped unless ``ctx.force``, and one whose levels are stored times GEMM and ``auto`` only."""
     be, config, outcome = ctx.backend, plan.config, SweepOutcome()
     with be.allocation_policy("pooled"):
         for n in tqdm(sizes, desc=EXPERIMENT, unit="size", disable=not ctx.progress, file=sys.stderr, leave=False):
             levels = plan.levels(n)
-            if not ctx.force and all(ctx.db.has(EXPERIMENT, config.name, level_params(n, lv, config, ctx.regime),
-                                                ctx.env_key) for lv in levels):
-                outcome.skipped += len(levels)
+            stored = not ctx.force and all(ctx.db.has(EXPERIMENT, config.name, level_params(n, lv, config, ctx.regime),
+                                                      ctx.env_key) for lv in levels)
+            choice = auto.auto_choice(be, n, config, ctx.regime) if plan.auto and (ctx.force or not ctx.db.has(
+                auto.AUTO_EXPERIMENT, config.name, auto.auto_params(n, config, ctx.regime), ctx.env_key)) else None
+            timed = [] if stored else levels
+            outcome.skipped += (len(levels) if stored else 0) + int(plan.auto and choice is None)
+            if not timed and choice is None:
                 continue
             ops = works = None
             try:
                 ops = Operands.uniform(be, n)
-                works, errors = checked_works(ops, {f"L{lv}": (config, lv) for lv in levels[1:]})
+                works, errors = checked_works(ops, {f"L{lv}": (config, lv) for lv in timed[1:]})
+                if choice is not None:
+                    errors.update(auto.add_auto_works(ops, works, config, choice["level"], ctx.regime))
                 result = time_strassen(ops, works, ctx.regime, **plan.protocol(n))
             finally:
                 ops = works = None            # the works hold the operands too: both go before the next size
                 free_memory(be)
             gemm = result.timings["gemm"]
-            for lv in levels:
+            for lv in timed:
                 name = f"L{lv}" if lv else "gemm"
                 timing = result.timings[name]
                 ctx.db.add(ctx.run_id, EXPERIMENT, config.name, level_params(n, lv, config, ctx.regime),
@@ -178,6 +193,9 @@ def sweep_levels(ctx: Context, plan: LevelPlan, sizes: Sequence[int]) -> SweepOu
                            meta={**timing.meta(), "speedup": result.ratio(name), "gemm_s": gemm.median,
                                  "check_error": errors.get(name, 0.0), "group_levels": levels,
                                  "inputs": "re-drawn before every sample", "allocation_policy": "pooled"})
+                outcome.measured += 1
+            if choice is not None:
+                auto.store_auto(ctx, config, n, result, errors, choice)
                 outcome.measured += 1
     return outcome
 
@@ -199,8 +217,9 @@ def run_plan(ctx: Context, plan: LevelPlan) -> tuple[dict[str, Any], Report]:
     done = sweep_levels(ctx, plan, sizes)
     report = judge(ctx.db, ctx.env_key, plan.config, sizes, ctx.regime)
     parts = (cal, ctx_cal, over, done)
-    return {"points measured": sum(p.measured for p in parts),
-            "points already stored": sum(p.skipped for p in parts), **report.summary()}, report
+    found = auto.judge_auto(ctx.db, ctx.env_key, plan.config, report.times, ctx.regime, sizes)
+    return {"points measured": sum(p.measured for p in parts), "points already stored": sum(p.skipped for p in parts),
+            **report.summary(), **({AUTO_KEY: found.summary()} if found.points else {})}, report
 
 
 # --------------------------------------------------------------------------- judging

@@ -25,8 +25,11 @@ from experiments.audit.bench import EXPERIMENT as AUDIT
 from experiments.audit.bench import point_params, strassen_methods
 from experiments.core.database import ResultsDB
 from experiments.core.registry import FIGURES, load
+from experiments.levels.auto import AUTO_EXPERIMENT as AUTO
+from experiments.levels.auto import auto_params
 from experiments.levels.calibration import EXPERIMENT as CALIBRATION
 from experiments.levels.transfer_validation import EXPERIMENT as TRANSFER_VALIDATION
+from experiments.levels.validation import EXPERIMENT as LEVELS
 from experiments.outofcore.rows import EXPERIMENT as OUTOFCORE
 from experiments.outofcore.timeline import EXPERIMENT as TIMELINE
 from experiments.ozaki.bench import BREAKDOWN, TIME
@@ -34,6 +37,7 @@ from experiments.ozaki2 import bench as ozaki2
 from experiments.segmented.report import EXPERIMENT as SEGMENTED
 from experiments.splitk.rows import EXPERIMENT as SPLITK
 from experiments.splitk.rows import METHODS as SPLITK_METHODS
+from gpu.strassen import Config
 
 load()
 CPU_ENV = {"backend": "numpy", "device": "CPU: Test EPYC", "cpu": "Test EPYC", "numpy": "2.4.6", "scipy": "1.17.1",
@@ -315,3 +319,30 @@ def test_the_regime_is_read_from_the_stored_points(tmp_path):
         assert regime_label(db, "cpu-test", [CALIBRATION]) == "regime: cold, sustained (some points not recorded)"
         assert regime_label(db, "cpu-test", [TIME]) == "regime not recorded"
         assert provenance(db, "cpu-test", [TIME]) == CPU_LINE.replace("regime: sustained", "regime not recorded")
+
+
+def test_level_validation_marks_level_auto_where_it_was_timed(published_db, tmp_path):
+    """Synthetic ``level="auto"`` rows beside the published H100 sweep (rum): red crosses at the level
+    auto ran, and its time lost against the best level, in a figure that still reads well."""
+    path = tmp_path / "auto.sqlite"
+    shutil.copy(published_db, path)
+    with ResultsDB(path) as db:
+        sweep = db.measurements(LEVELS, method="rum")
+        key = sweep[0].env_key
+        run = db.start_run("synthetic", db.environment(key), key)
+        best = {}
+        for m in sweep:
+            n = m.params["size"]
+            if n not in best or m.value < best[n][1]:
+                best[n] = (m.params["level"], m.value, m.meta["gemm_s"])
+        for n, (level, seconds, gemm_s) in best.items():
+            slower = 1.03 if n == 8192 else 1.0
+            db.add(run, AUTO, "rum", auto_params(n, Config("rum")), value=seconds * slower, unit="s",
+                   meta={"level": level, "chosen_by": "fixed rule", "speedup": gemm_s / (seconds * slower),
+                         "gemm_s": gemm_s, "executor_s": seconds, "executor_speedup": gemm_s / seconds})
+        fig, renderer = draw("level-validation", db)
+        assert_reads_well("level-validation", fig, renderer)
+    marked = {ln.get_label(): ln for ax in fig.axes for ln in ax.get_lines()
+              if ln.get_label().startswith("level='auto'")}
+    assert set(marked) == {"level='auto', timed", "level='auto', timed: worst 3.00%"}
+    assert [float(v) for v in marked["level='auto', timed"].get_ydata()] == [best[n][0] for n in sorted(best)]

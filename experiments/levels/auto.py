@@ -1,0 +1,236 @@
+"""``level="auto"`` timed as itself in the level sweep, and judged against issue 13's target.
+
+``gemmlab levels --auto`` adds, at each size of the sweep, a call of
+``gpu.strassen.matmul(A, B, level="auto", ...)`` with the sweep's configuration
+to the interleaved group of that size: the same operands, re-drawn before every
+sample, and the same protocol as DGEMM (level 0) and levels 1..L. The call is
+the one a user makes, host work included (the profile lookup, the checks, the
+executor), with the sweep's semantics where they differ from the defaults: the
+inputs may be overwritten and ``out=C`` is given, as every level of the sweep is
+timed, and ``check_finite=False`` (a scan of A and B that the levels do not
+make). The level the executor runs at that size is timed in the same group
+(``executor_s``: DGEMM's time for level 0), so a loss is told apart as a wrong
+level or as the call's host overhead.
+
+The rows are their own experiment (:data:`AUTO_EXPERIMENT`, method: the
+configuration), not level rows: what ``level="auto"`` chose is a result, and the
+readers of the level sweep keep reading integer levels. Each row keeps the level
+chosen, whether a device profile (which file, written from which environment, for
+which regime) or the fixed rule chose it, and its speed-up over the DGEMM of its
+own group. A size whose levels are stored and whose ``auto`` row is not times
+DGEMM, ``auto`` and the executor's level only, so a stored sweep is not measured
+again.
+
+The judgement (:func:`judge_auto`) takes, per size, auto's speed-up over its
+group's DGEMM and the best measured level's speed-up over its own group's DGEMM
+(speed-ups, not times, so that drift between the two groups cancels), and checks
+the target: never below :data:`FLOOR` x DGEMM at any swept size, and within
+:data:`WITHIN` of the best measured configuration at :data:`SHARE` of the sizes.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpu.backend import Backend
+from gpu.profile import ProfileError, backend_profile, device_name, profile_path, regime_levels
+from gpu.strassen import Config, auto_level, deepest_level, matmul
+from gpu.strassen.auto import profile_key
+
+from ..core.database import ResultsDB
+from ..core.lab import Operands, check_product
+from ..core.regime import of_regime
+from ..core.registry import Context
+from ..core.summary import Check, Table
+from ..core.timing import Comparison
+from ..strassen.bench import DTYPE, point_params, strassen_work
+
+AUTO_EXPERIMENT = "level-auto"
+#: Names of the two works ``--auto`` adds to a size's group.
+AUTO, EXECUTOR = "auto", "auto-executor"
+#: Issue 13, item 4: never below 0.99x DGEMM, and within 2% of the best measured configuration at 90% of sizes.
+FLOOR, WITHIN, SHARE = 0.99, 0.02, 0.90
+
+
+def auto_params(n: int, config: Config, regime: str = "sustained") -> dict[str, Any]:
+    """The stored parameters of the ``auto`` point at size n: the sweep's, without a level."""
+    params = point_params(n, 0, config, DTYPE, regime)
+    del params["level"]
+    return params
+
+
+def auto_call(config: Config, regime: str) -> str:
+    """The call timed, as text for the stored record."""
+    return (f"matmul(A, B, level='auto', schedule={config.schedule!r}, parallel={config.parallel}, "
+            f"fused={config.fused}, overwrite_a=True, overwrite_b=True, out=C, check_finite=False, "
+            f"graph={config.graph}, regime={regime!r})")
+
+
+def auto_choice(backend: Backend, n: int, config: Config, regime: str) -> dict[str, Any]:
+    """The level ``matmul(level="auto")`` runs at n x n x n, as matmul resolves it, and what chose it:
+    the device profile's table of the configuration (``"profile"``: which file, environment, regime)
+    or the fixed rule (``"fixed rule"``, no profile or none for this configuration)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        level = min(auto_level(n, backend, schedule=config.schedule, fused=config.fused, regime=regime),
+                    deepest_level(n, n, n))
+    try:
+        profile, problem = backend_profile(backend), None
+    except ProfileError as exc:
+        profile, problem = None, str(exc)
+    tables, stand_in = regime_levels(profile, regime)
+    regimes = (profile or {}).get("regimes") or {}
+    used = regime if regime in regimes else next(iter(regimes), regime)
+    section = regimes.get(used) or profile or {}
+    table = tables.get(profile_key(config.schedule, config.fused))
+    return {"level": int(level), "chosen_by": "profile" if table else "fixed rule",
+            "profile": str(profile_path(backend.name, device_name(backend))) if profile else None,
+            "profile_env_key": section.get("env_key"), "profile_written_at": section.get("written_at"),
+            "profile_regime": used if table else None, "profile_table": table,
+            "notes": [str(w.message) for w in caught] + [m for m in (problem, stand_in) if m]}
+
+
+def auto_work(ops: Operands, config: Config, regime: str) -> Callable[[], Any]:
+    """``matmul(level="auto")`` on the group's operands, as :func:`auto_call` writes it."""
+    be = ops.backend
+
+    def work() -> None:
+        matmul(ops.A, ops.B, level="auto", schedule=config.schedule, parallel=config.parallel, fused=config.fused,
+               overwrite_a=True, overwrite_b=True, out=ops.C, backend=be, check_finite=False, graph=config.graph,
+               regime=regime)
+
+    return work
+
+
+def add_auto_works(ops: Operands, works: dict[str, Any], config: Config, level: int, regime: str) -> dict[str, float]:
+    """Add ``auto`` (and, above level 0, the executor at auto's level) to a group's ``works``,
+    each checked once against ``A (B x)``; their relative errors."""
+    works[AUTO] = auto_work(ops, config, regime)
+    errors = {AUTO: check_product(ops, works[AUTO], f"matmul(level='auto') on N = {ops.size}")}
+    if level:
+        works[EXECUTOR] = strassen_work(config, level, ops)
+        errors[EXECUTOR] = check_product(ops, works[EXECUTOR], f"{config.name} at level {level} on N = {ops.size}")
+    return errors
+
+
+def store_auto(ctx: Context, config: Config, n: int, result: Comparison, errors: Mapping[str, float],
+               choice: Mapping[str, Any]) -> None:
+    """Store the ``auto`` row of size n: its timing, speed-up over the group's DGEMM, the level chosen
+    and what chose it, and the executor's time at that level in the same group."""
+    timing, gemm = result.timings[AUTO], result.timings["gemm"]
+    executor = result.timings.get(EXECUTOR, gemm)
+    ctx.db.add(ctx.run_id, AUTO_EXPERIMENT, config.name, auto_params(n, config, ctx.regime), value=timing.median,
+               unit="s", samples=timing.samples,
+               meta={**timing.meta(), **choice, "speedup": result.ratio(AUTO), "gemm_s": gemm.median,
+                     "gemm_samples": gemm.samples, "gemm_stable": gemm.stable, "executor_s": executor.median,
+                     "executor_speedup": gemm.median / executor.median, "check_error": errors[AUTO],
+                     "group": list(result.timings), "call": auto_call(config, ctx.regime),
+                     "inputs": "re-drawn before every sample", "allocation_policy": "pooled"})
+
+
+# --------------------------------------------------------------------------- judging
+
+@dataclass(frozen=True)
+class AutoPoint:
+    """``level="auto"`` at one size against the best measured level there."""
+
+    size: int
+    level: int
+    chosen_by: str
+    speedup: float                   # over the DGEMM of its own group
+    executor_speedup: float          # auto's level through the executor, same group
+    overhead_s: float                # auto's median minus the executor's
+    sm_clock_mhz: float | None
+    best_level: int | None           # best of the stored level sweep at this size (None: no sweep there)
+    best_speedup: float | None       # over the DGEMM of the sweep's group
+
+    @property
+    def ratio(self) -> float | None:
+        """Auto's speed-up over the best measured level's (1: as fast)."""
+        return None if self.best_speedup is None else self.speedup / self.best_speedup
+
+    @property
+    def within(self) -> bool | None:
+        return None if self.ratio is None else self.ratio >= 1 - WITHIN
+
+
+def chosen_by(meta: Mapping[str, Any]) -> str:
+    """What chose an ``auto`` row's level, in words: the fixed rule, or the profile of which env and regime."""
+    if meta.get("chosen_by") != "profile":
+        return str(meta.get("chosen_by", "unrecorded"))
+    return f"profile of env {meta.get('profile_env_key') or '?'} ({meta.get('profile_regime') or '?'})"
+
+
+def auto_points(db: ResultsDB, key: str, config: Config, times: Mapping[int, Mapping[int, float]],
+                regime: str = "sustained", sizes: Sequence[int] | None = None) -> list[AutoPoint]:
+    """The stored ``auto`` rows of ``config`` in ``regime`` (at ``sizes``, if given), each against the
+    best level of ``times`` ({size: {level: seconds}}, level 0 = DGEMM, one group per size)."""
+    out = []
+    for m in of_regime(db.measurements(AUTO_EXPERIMENT, env_key=key, method=config.name), regime):
+        n, meta = int(m.params["size"]), m.meta
+        if m.params.get("dtype") != DTYPE or (sizes is not None and n not in sizes):
+            continue
+        t = times.get(n)
+        best = min(t, key=t.__getitem__) if t and 0 in t else None
+        out.append(AutoPoint(n, int(meta["level"]), chosen_by(meta), float(meta["speedup"]),
+                             float(meta.get("executor_speedup", meta["speedup"])),
+                             m.value - float(meta.get("executor_s", m.value)), meta.get("sm_clock_mhz"),
+                             best, None if best is None else t[0] / t[best]))
+    return sorted(out, key=lambda p: p.size)
+
+
+@dataclass(frozen=True)
+class AutoJudgement:
+    """The two checks of issue 13 item 4 on a set of :class:`AutoPoint`."""
+
+    points: list[AutoPoint]
+
+    def floor_check(self) -> Check:
+        low = min(self.points, key=lambda p: p.speedup)
+        below = sum(p.speedup < FLOOR for p in self.points)
+        return Check(f"level='auto' never below {FLOOR:g}x DGEMM at any swept size (same group)",
+                     f"lowest {low.speedup:.3f}x at N = {low.size} (level {low.level}); {below} of "
+                     f"{len(self.points)} sizes below", below == 0)
+
+    def within_check(self) -> Check:
+        judged = [p for p in self.points if p.ratio is not None]
+        if not judged:
+            return Check(f"level='auto' within {100 * WITHIN:g}% of the best measured configuration at "
+                         f">= {100 * SHARE:g}% of sizes", "no size with a stored level sweep", None)
+        hits = sum(bool(p.within) for p in judged)
+        worst = min(judged, key=lambda p: p.ratio)
+        return Check(f"level='auto' within {100 * WITHIN:g}% of the best measured configuration at "
+                     f">= {100 * SHARE:g}% of sizes",
+                     f"{hits} of {len(judged)} sizes ({100 * hits / len(judged):.0f}%); worst {worst.ratio:.3f} of "
+                     f"the best at N = {worst.size} (auto level {worst.level}, best {worst.best_level})",
+                     100 * hits >= round(100 * SHARE) * len(judged))
+
+    def checks(self) -> list[Check]:
+        return [self.floor_check(), self.within_check()] if self.points else []
+
+    def table(self) -> Table:
+        """Per size: auto's level and its source, its speed-up over DGEMM (same group), the best
+        measured level and its speed-up, their ratio, the executor at auto's level and the call's cost."""
+        columns = ("N", "auto level", "chosen by", "auto over DGEMM", "best level", "best over DGEMM",
+                   "auto / best", f">= {FLOOR:g}x DGEMM", f"within {100 * WITHIN:g}%", "executor over DGEMM",
+                   "call overhead (us)", "SM clock (MHz)")
+        rows = [(p.size, p.level, p.chosen_by, p.speedup, p.best_level, p.best_speedup, p.ratio, p.speedup >= FLOOR,
+                 p.within, p.executor_speedup, 1e6 * p.overhead_s, p.sm_clock_mhz) for p in self.points]
+        fmt = ".3f"
+        return Table("level='auto' timed in each size's group", columns, rows,
+                     formats={"auto over DGEMM": fmt, "best over DGEMM": fmt, "auto / best": fmt,
+                              "executor over DGEMM": fmt, "call overhead (us)": ".0f", "SM clock (MHz)": ".0f"})
+
+    def summary(self) -> dict[str, Any]:
+        """The checks and points as plain data (``gemmlab levels --json``)."""
+        return {"sizes": len(self.points), "checks": [c.as_dict() for c in self.checks()],
+                "points": self.table().records()}
+
+
+def judge_auto(db: ResultsDB, key: str, config: Config, times: Mapping[int, Mapping[int, float]],
+               regime: str = "sustained", sizes: Sequence[int] | None = None) -> AutoJudgement:
+    """:class:`AutoJudgement` of the stored ``auto`` rows against the level sweep ``times``."""
+    return AutoJudgement(auto_points(db, key, config, times, regime, sizes))
