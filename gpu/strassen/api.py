@@ -163,10 +163,10 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str | Sequenc
         size = min(m, k, n) if fringe == "peel" else max(m, k, n)
         level = min(auto_level(size, be, schedule=schedule, fused=fused, regime=regime),
                     deepest_level(m, k, n, fringe)) if size else 0
-    if level == 0 and C is not None:                     # the library GEMM: no schedule, workspace or new output
+    check_schedule(schedule, level)
+    if level == 0 and C is not None:                     # the library GEMM: no workspace or new output to plan
         be.gemm(A, B, C)
         return C
-    check_schedule(schedule, level)
     check_level(m, k, n, level, fringe)
     level = level if min(m, k, n) else 0                 # an empty product multiplies nothing
     if workspace is not None and level:

@@ -134,6 +134,10 @@ def test_unknown_schedule(backend, operand):
     A = operand(backend, (8, 8), 1)
     with pytest.raises(ValueError, match="unknown schedule 'strassen'; known: .*rum"):
         matmul(A, A, level=1, schedule="strassen", backend=backend)
+    out = backend.xp.empty((8, 8))
+    for level in (0, "auto"):                  # the level-0 path that goes straight to the GEMM checks it too
+        with pytest.raises(ValueError, match="unknown schedule 'strassen'"):
+            matmul(A, A, level=level, schedule="strassen", out=out, backend=backend)
 
 
 def test_bad_fringe(backend, operand):
