@@ -31,6 +31,9 @@ from .executor import Executor
 #: Fewest kernels a product launches before ``graph="auto"`` captures it.
 MIN_LAUNCHES = 200
 MAX_GRAPHS = 16
+#: Signatures whose calls ``graph="auto"`` counts (least recently seen dropped first): a long run over ever
+#: new arrays must not grow the count table without bound.
+MAX_SEEN = 1024
 MODES = (True, False, "auto")
 
 
@@ -46,7 +49,7 @@ class Captured:
 
 
 _GRAPHS: OrderedDict[tuple, Captured] = OrderedDict()
-_SEEN: dict[tuple, int] = {}
+_SEEN: OrderedDict[tuple, int] = OrderedDict()
 
 
 def check_mode(be: Backend, graph: Any) -> None:
@@ -69,6 +72,9 @@ def run(be: Backend, graph: Any, key: tuple, launches: int, make: Callable[[dict
     if graph == "auto":
         graph = be.supports_graphs and launches >= MIN_LAUNCHES and _SEEN.get(key, 0) >= 1
         _SEEN[key] = _SEEN.get(key, 0) + 1
+        _SEEN.move_to_end(key)
+        while len(_SEEN) > MAX_SEEN:
+            _SEEN.popitem(last=False)
     if not graph:
         body(make(None))
         return

@@ -87,6 +87,16 @@ class FakeGraphBackend:
         return Graph()
 
 
+def test_auto_counts_are_bounded():
+    """graph='auto' counts calls per signature; ever new signatures keep at most MAX_SEEN counts."""
+    be = FakeGraphBackend()
+    graphs.forget()
+    for k in range(graphs.MAX_SEEN + 50):
+        graphs.run(be, "auto", ("new arrays", k), 1000, lambda arena: arena, lambda arena: None)
+    assert len(graphs._SEEN) == graphs.MAX_SEEN and ("new arrays", 0) not in graphs._SEEN
+    graphs.forget()
+
+
 def test_run_captures_once_per_signature_replays_after_and_keeps_the_newest():
     be = FakeGraphBackend()
     ran = []
