@@ -86,9 +86,8 @@ class HostOps:
         return np.ldexp(cbar.astype(np.float64), shifts_across(shifts, axis)).max(axis=axis)
 
     def square_sums(self, X: np.ndarray, e: np.ndarray) -> np.ndarray:
-        """Row sums of the squared bars ``ceil(|X| 2**e)`` (per row), exactly (int64), without storing the bars."""
-        bars = np.ceil(np.ldexp(np.abs(X), e[:, None].astype(np.int64))).astype(np.int64)
-        return (bars**2).sum(axis=1)
+        """Row sums of the squared bars :meth:`bars` (per row), exactly (int64); the GPU stores no bars."""
+        return (self.bars(X, e, *X.shape).astype(np.int64) ** 2).sum(axis=1)
 
 
 def ops(backend: Backend) -> Any:

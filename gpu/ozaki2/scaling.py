@@ -86,21 +86,19 @@ def _xp(x: Any) -> Any:
     return backend_of(x).xp
 
 
-def half_shift(R: Any, limit: float) -> Any:
-    """The largest integer u with R 4**u <= limit, per entry (R below 1, an empty line, taken as 1), as
-    int64: with R = r 2**a and limit = mu 2**L (``frexp``), u = floor((L - a - [r > mu]) / 2)."""
-    xp = _xp(R)
-    frac, exp = xp.frexp(xp.maximum(R, 1.0))
-    mu, L = np.frexp(limit)
-    return (int(L) - exp.astype(np.int64) - (frac > mu)) // 2
-
-
 def full_shift(W: Any, limit: float) -> Any:
-    """The largest integer v with W 2**v <= limit (W below 1 taken as 1, which only lowers v): L - a - [w > mu]."""
+    """The largest integer v with W 2**v <= limit, per entry (W below 1, an empty line, taken as 1, which
+    only lowers v), as int64: with W = w 2**a and limit = mu 2**L (``frexp``), v = L - a - [w > mu]."""
     xp = _xp(W)
     frac, exp = xp.frexp(xp.maximum(W, 1.0))
     mu, L = np.frexp(limit)
     return int(L) - exp.astype(np.int64) - (frac > mu)
+
+
+def half_shift(R: Any, limit: float) -> Any:
+    """The largest integer u with R 4**u <= limit: floor(v / 2) of :func:`full_shift`'s v (R 2**(2u) <= limit
+    exactly when 2u <= v)."""
+    return full_shift(R, limit) // 2
 
 
 def headroom(bounds: Bounds, table: ModuliTable) -> tuple[Any, Any]:
