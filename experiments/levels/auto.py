@@ -37,7 +37,7 @@ from typing import Any
 
 from gpu.backend import Backend
 from gpu.profile import ProfileError, backend_profile, device_name, profile_path, regime_levels
-from gpu.strassen import Config, auto_level, deepest_level, matmul
+from gpu.strassen import Config, matmul, resolve_auto_level
 from gpu.strassen.auto import profile_key
 
 from ..core.database import ResultsDB
@@ -75,8 +75,7 @@ def auto_choice(backend: Backend, n: int, config: Config, regime: str) -> dict[s
     or the fixed rule (``"fixed rule"``, no profile or none for this configuration)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        level = min(auto_level(n, backend, schedule=config.schedule, fused=config.fused, regime=regime),
-                    deepest_level(n, n, n))
+        level = resolve_auto_level(n, n, n, backend, schedule=config.schedule, fused=config.fused, regime=regime)
     try:
         profile, problem = backend_profile(backend), None
     except ProfileError as exc:

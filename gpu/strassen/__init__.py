@@ -11,7 +11,7 @@
 * :mod:`~gpu.strassen.api`: :func:`matmul`.
 """
 
-from .api import FRINGES, check_schedule, deepest_level, matmul, top_support
+from .api import FRINGES, check_schedule, deepest_level, matmul, resolve_auto_level, top_support
 from .auto import auto_level, rule_level
 from .costs import MemoryEstimate, level_counts, matmul_memory, strassen_memory, total_launches
 from .executor import Executor, quadrants
@@ -20,5 +20,5 @@ from .schedules import SCHEDULES, Config, Schedule, get_schedule, level_schedule
 
 __all__ = ["FRINGES", "SCHEDULES", "Config", "Executor", "MemoryEstimate", "Schedule", "auto_level",
            "check_schedule", "choose_plan", "deepest_level", "get_schedule", "level_counts", "level_schedules",
-           "matmul", "matmul_memory", "plan_extra", "plan_name", "quadrants", "resolve", "rule_level",
-           "strassen_memory", "top_support", "total_launches"]
+           "matmul", "matmul_memory", "plan_extra", "plan_name", "quadrants", "resolve", "resolve_auto_level",
+           "rule_level", "strassen_memory", "top_support", "total_launches"]

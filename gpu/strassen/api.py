@@ -84,6 +84,16 @@ def deepest_level(m: int, k: int, n: int, fringe: str = "peel") -> int:
     return level
 
 
+def resolve_auto_level(m: int, k: int, n: int, be: Backend, *, schedule: str = "rum", fused: bool = False,
+                       regime: str = "sustained", fringe: str = "peel") -> int:
+    """The level ``matmul(level="auto")`` runs an m x k by k x n product at: :func:`gpu.strassen.auto.auto_level`
+    of the side the fringe mode recurses on, never deeper than :func:`deepest_level` (0 for an empty product)."""
+    size = min(m, k, n) if fringe == "peel" else max(m, k, n)
+    if not size:
+        return 0
+    return min(auto_level(size, be, schedule=schedule, fused=fused, regime=regime), deepest_level(m, k, n, fringe))
+
+
 def check_level(m: int, k: int, n: int, level: int, fringe: str = "peel") -> None:
     """ValueError when ``level`` levels would make bottom products below :data:`MIN_BOTTOM`
     (an empty product multiplies nothing: any level gives its empty or zero result)."""
@@ -160,9 +170,7 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str | Sequenc
     check_workspace(workspace)
     schedule = plan_name(BASE if schedule is None else schedule)
     if level == "auto":
-        size = min(m, k, n) if fringe == "peel" else max(m, k, n)
-        level = min(auto_level(size, be, schedule=schedule, fused=fused, regime=regime),
-                    deepest_level(m, k, n, fringe)) if size else 0
+        level = resolve_auto_level(m, k, n, be, schedule=schedule, fused=fused, regime=regime, fringe=fringe)
     check_schedule(schedule, level)
     if level == 0 and C is not None:                     # the library GEMM: no workspace or new output to plan
         be.gemm(A, B, C)
