@@ -96,6 +96,16 @@ def backend_profile(backend: Backend, directory: str | os.PathLike | None = None
     return load_profile(profile_path(backend.name, device_name(backend), directory))
 
 
+def profile_stamp(backend: Backend, directory: str | os.PathLike | None = None) -> tuple[str, int | None]:
+    """The device profile's file and modification time (None where there is none): what a kept
+    ``level="auto"`` decision depends on, so that writing a profile changes later decisions."""
+    path = profile_path(backend.name, device_name(backend), directory)
+    try:
+        return str(path), path.stat().st_mtime_ns
+    except FileNotFoundError:
+        return str(path), None
+
+
 def check_regime(regime: str) -> str:
     """``regime`` where it is one of :data:`REGIMES`; ValueError naming them otherwise."""
     if regime not in REGIMES:

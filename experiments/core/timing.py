@@ -99,10 +99,11 @@ def _rotation(work: Work) -> Sequence[Callable[[], Any]]:
     return rotation
 
 
-def _sample(backend: Backend, fn: Callable[[], Any], flush: bool, setup: Callable[[], Any] | None = None,
+def _sample(backend: Backend, fns: Sequence[Callable[[], Any]], flush: bool, setup: Callable[[], Any] | None = None,
             regime: Regime | None = None, telemetry: Any = None, hide_launch: bool = False
             ) -> tuple[float, dict | None]:
-    """One timed run of ``fn``, and the telemetry at its start and end (None without telemetry)."""
+    """One timed run of ``fns`` back to back, per call, and the telemetry at its start and end (None
+    without telemetry)."""
     if setup is not None:
         setup()
     if flush:
@@ -111,8 +112,9 @@ def _sample(backend: Backend, fn: Callable[[], Any], flush: bool, setup: Callabl
         idle(regime, backend)
     start = reading(telemetry)
     with backend.timer(hide_launch=True) if hide_launch else backend.timer() as t:
-        fn()
-    return t.seconds, None if start is None else {"start": start, "end": reading(telemetry)}
+        for fn in fns:
+            fn()
+    return t.seconds / len(fns), None if start is None else {"start": start, "end": reading(telemetry)}
 
 
 def measure_interleaved(
@@ -128,6 +130,7 @@ def measure_interleaved(
     regime: str | Regime = "sustained",
     telemetry: Any = "auto",
     hide_launch: bool = False,
+    calls: int = 1,
 ) -> dict[str, Timing]:
     """Time each method ``repeats`` times, one round of all methods after another.
 
@@ -142,10 +145,14 @@ def measure_interleaved(
     ``regime``: ``"sustained"`` (default) or ``"cold"``, or a
     :class:`~experiments.core.regime.Regime`; ``telemetry``: the reader the
     samples record (``"auto"``: the backend's, None: none); ``hide_launch``:
-    device time only, the host's launch overhead left out (see the module notes).
+    device time only, the host's launch overhead left out (see the module notes); ``calls``: calls
+    issued back to back in each sample (the rotation continued), the sample their time over ``calls``,
+    as a loop of calls runs: the host's dispatch counts only where it outlasts the device's work.
     """
     if repeats < MIN_REPEATS:
         raise ValueError(f"repeats must be at least {MIN_REPEATS} (the protocol's minimum), got {repeats}")
+    if calls < 1:
+        raise ValueError(f"calls per sample must be at least 1, got {calls}")
     if max_attempts < 1 or warmup < 0:
         raise ValueError(f"need max_attempts >= 1 and warmup >= 0, got {max_attempts} and {warmup}")
     if not (math.isfinite(tolerance) and tolerance > 0):
@@ -172,12 +179,14 @@ def measure_interleaved(
         batch: dict[str, list[tuple[float, dict | None]]] = {name: [] for name in rotations}
         for i in range(repeats):
             for name, fns in rotations.items():
-                batch[name].append(_sample(backend, fns[i % len(fns)], flush, setup.get(name), regime, telemetry,
-                                           hide_launch))
+                run = [fns[(i * calls + j) % len(fns)] for j in range(calls)]
+                batch[name].append(_sample(backend, run, flush, setup.get(name), regime, telemetry, hide_launch))
         batches.append(batch)
         if all(_spread([t for t, _ in s]) <= tolerance for s in batch.values()):
             break
-    return _report(batches, tolerance, regime, settled, "hidden" if hide_launch and backend.asynchronous else "counted")
+    launch = "hidden" if hide_launch and backend.asynchronous else "counted"
+    launch += f", {calls} calls back to back" if calls > 1 else ""
+    return _report(batches, tolerance, regime, settled, launch)
 
 
 def _report(batches: list[dict[str, list[tuple[float, dict | None]]]], tolerance: float, regime: Regime,
@@ -199,7 +208,7 @@ def _report(batches: list[dict[str, list[tuple[float, dict | None]]]], tolerance
 def single_run(backend: Backend, work: Callable[[], Any]) -> float:
     """Seconds of one run of ``work`` on an idle device (for methods too slow to batch)."""
     backend.synchronize()
-    return _sample(backend, work, flush=False)[0]
+    return _sample(backend, [work], flush=False)[0]
 
 
 def measure(work: Work, backend: Backend, **options: Any) -> Timing:

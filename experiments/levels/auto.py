@@ -1,16 +1,19 @@
 """``level="auto"`` timed as itself in the level sweep, and judged against issue 13's target.
 
-``gemmlab levels --auto`` adds, at each size of the sweep, a call of
-``gpu.strassen.matmul(A, B, level="auto", ...)`` with the sweep's configuration
-to the interleaved group of that size: the same operands, re-drawn before every
-sample, and the same protocol as DGEMM (level 0) and levels 1..L. The call is
-the one a user makes, host work included (the profile lookup, the checks, the
-executor), with the sweep's semantics where they differ from the defaults: the
-inputs may be overwritten and ``out=C`` is given, as every level of the sweep is
-timed, and ``check_finite=False`` (a scan of A and B that the levels do not
-make). The level the executor runs at that size is timed in the same group
-(``executor_s``: DGEMM's time for level 0), so a loss is told apart as a wrong
-level or as the call's host overhead.
+``gemmlab levels --auto`` times, at each size of the sweep, a call of
+``gpu.strassen.matmul(A, B, level="auto", ...)`` with the sweep's configuration in
+a group of its own (:func:`time_auto`): DGEMM, ``auto``, and the executor at the
+level auto chose, interleaved under the sweep's protocol, inputs re-drawn before
+every sample. The call is the one a user makes, host work included (the profile
+lookup, the checks, the executor), with the sweep's semantics where they differ
+from the defaults: the inputs may be overwritten and ``out=C`` is given, as every
+level of the sweep is timed, and ``check_finite=False`` (a scan of A and B that
+the levels do not make). A sample issues its calls back to back for about
+:data:`PIPELINE_S` of device time, as a loop of products runs (one call from 5 ms
+of DGEMM up), rotating over operand sets that outsize the L2 cache: the host's
+dispatch then counts where it outlasts the device's work, and the host time of one
+call of each (``auto_host_s``, ``gemm_host_s``) is stored beside it. So a loss is
+told apart as a wrong level, as work the call adds, or as dispatch.
 
 The rows are their own experiment (:data:`AUTO_EXPERIMENT`, method: the
 configuration), not level rows: what ``level="auto"`` chose is a result, and the
@@ -30,6 +33,9 @@ the target: never below :data:`FLOOR` x DGEMM at any swept size, and within
 
 from __future__ import annotations
 
+import math
+import statistics
+import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,7 +47,7 @@ from gpu.strassen import Config, matmul, resolve_auto_level
 from gpu.strassen.auto import profile_key
 
 from ..core.database import ResultsDB
-from ..core.lab import Operands, check_product
+from ..core.lab import Operands, check_product, time_group
 from ..core.regime import of_regime
 from ..core.registry import Context
 from ..core.summary import Check, Table
@@ -53,6 +59,10 @@ AUTO_EXPERIMENT = "level-auto"
 AUTO, EXECUTOR = "auto", "auto-executor"
 #: Issue 13, item 4: never below 0.99x DGEMM, and within 2% of the best measured configuration at 90% of sizes.
 FLOOR, WITHIN, SHARE = 0.99, 0.02, 0.90
+#: A sample of the ``auto`` group issues calls back to back for about this much device time (a loop of
+#: products), so the host's dispatch counts only where it outlasts the device's work; at most MAX_CALLS
+#: calls, over at most MAX_SETS operand sets.
+PIPELINE_S, MAX_CALLS, MAX_SETS = 5e-3, 64, 8
 
 
 def auto_params(n: int, config: Config, regime: str = "sustained") -> dict[str, Any]:
@@ -115,15 +125,67 @@ def add_auto_works(ops: Operands, works: dict[str, Any], config: Config, level: 
     return errors
 
 
+def calls_per_sample(backend: Backend, work: Callable[[], Any]) -> int:
+    """Calls one sample issues back to back: enough for :data:`PIPELINE_S` of ``work`` (timed once, waited for)."""
+    backend.synchronize()
+    start = time.perf_counter()
+    work()
+    backend.synchronize()
+    return max(1, min(MAX_CALLS, math.ceil(PIPELINE_S / max(time.perf_counter() - start, 1e-9))))
+
+
+def host_seconds(backend: Backend, work: Callable[[], Any], repeats: int = 21) -> float:
+    """Median host time of one call of ``work`` issued to an idle device: what its dispatch costs the
+    host, which a loop of calls hides behind device work that lasts longer, and only there."""
+    times = []
+    for _ in range(repeats):
+        backend.synchronize()
+        start = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - start)
+    backend.synchronize()
+    return statistics.median(times)
+
+
+def operand_sets(ops: Operands, calls: int) -> list[Operands]:
+    """``ops`` and, where a sample makes several calls, enough more sets (at most :data:`MAX_SETS`) that the
+    calls rotate over twice the last-level cache: each call then reads operands the previous one did not."""
+    if calls == 1:
+        return [ops]
+    need = math.ceil(2 * ops.backend.cache_bytes() / max(1, 3 * ops.A.nbytes))
+    return [ops] + [Operands.uniform(ops.backend, ops.size, seed=7 + i) for i in range(1, min(need, MAX_SETS, calls))]
+
+
+def time_auto(ops: Operands, config: Config, level: int, regime: str, protocol: Mapping[str, int]
+              ) -> tuple[Comparison, dict[str, float], dict[str, Any]]:
+    """DGEMM, ``auto`` and (above level 0) the executor at auto's level, timed in a group of their own
+    whose samples issue their calls back to back (:func:`calls_per_sample`, over :func:`operand_sets`),
+    as a loop of products runs; the comparison, the products' errors, and what the stored row adds:
+    the calls per sample, the operand sets, and the host time of one ``auto`` and one DGEMM call."""
+    be = ops.backend
+    works: dict[str, Any] = {"gemm": lambda: be.gemm(ops.A, ops.B, ops.C)}
+    errors = add_auto_works(ops, works, config, level, regime)
+    host = {"auto_host_s": host_seconds(be, works[AUTO]), "gemm_host_s": host_seconds(be, works["gemm"])}
+    calls = calls_per_sample(be, works["gemm"])
+    sets = operand_sets(ops, calls)
+    rotation = {"gemm": [(lambda o=o: be.gemm(o.A, o.B, o.C)) for o in sets],
+                AUTO: [works[AUTO]] + [auto_work(o, config, regime) for o in sets[1:]]}
+    if EXECUTOR in works:
+        rotation[EXECUTOR] = [works[EXECUTOR]] + [strassen_work(config, level, o) for o in sets[1:]]
+    result = time_group(ops, rotation, "gemm", regime=regime, calls=calls, **protocol)
+    return result, errors, {**host, "calls_per_sample": calls, "operand_sets": len(sets)}
+
+
 def store_auto(ctx: Context, config: Config, n: int, result: Comparison, errors: Mapping[str, float],
-               choice: Mapping[str, Any]) -> None:
+               extra: Mapping[str, Any], choice: Mapping[str, Any]) -> None:
     """Store the ``auto`` row of size n: its timing, speed-up over the group's DGEMM, the level chosen
-    and what chose it, and the executor's time at that level in the same group."""
+    and what chose it, the executor's time at that level in the same group, and ``extra``
+    (:func:`time_auto`'s calls per sample and host times)."""
     timing, gemm = result.timings[AUTO], result.timings["gemm"]
     executor = result.timings.get(EXECUTOR, gemm)
     ctx.db.add(ctx.run_id, AUTO_EXPERIMENT, config.name, auto_params(n, config, ctx.regime), value=timing.median,
                unit="s", samples=timing.samples,
-               meta={**timing.meta(), **choice, "speedup": result.ratio(AUTO), "gemm_s": gemm.median,
+               meta={**timing.meta(), **choice, **extra, "speedup": result.ratio(AUTO), "gemm_s": gemm.median,
                      "gemm_samples": gemm.samples, "gemm_stable": gemm.stable, "executor_s": executor.median,
                      "executor_speedup": gemm.median / executor.median, "check_error": errors[AUTO],
                      "group": list(result.timings), "call": auto_call(config, ctx.regime),
@@ -141,7 +203,9 @@ class AutoPoint:
     chosen_by: str
     speedup: float                   # over the DGEMM of its own group
     executor_speedup: float          # auto's level through the executor, same group
-    overhead_s: float                # auto's median minus the executor's
+    host_s: float | None             # host time of one auto call (None: not recorded)
+    gemm_host_s: float | None        # host time of one DGEMM call
+    calls: int                       # calls per sample
     sm_clock_mhz: float | None
     best_level: int | None           # best of the stored level sweep at this size (None: no sweep there)
     best_speedup: float | None       # over the DGEMM of the sweep's group
@@ -176,7 +240,8 @@ def auto_points(db: ResultsDB, key: str, config: Config, times: Mapping[int, Map
         best = min(t, key=t.__getitem__) if t and 0 in t else None
         out.append(AutoPoint(n, int(meta["level"]), chosen_by(meta), float(meta["speedup"]),
                              float(meta.get("executor_speedup", meta["speedup"])),
-                             m.value - float(meta.get("executor_s", m.value)), meta.get("sm_clock_mhz"),
+                             meta.get("auto_host_s"), meta.get("gemm_host_s"), int(meta.get("calls_per_sample", 1)),
+                             meta.get("sm_clock_mhz"),
                              best, None if best is None else t[0] / t[best]))
     return sorted(out, key=lambda p: p.size)
 
@@ -212,16 +277,20 @@ class AutoJudgement:
 
     def table(self) -> Table:
         """Per size: auto's level and its source, its speed-up over DGEMM (same group), the best
-        measured level and its speed-up, their ratio, the executor at auto's level and the call's cost."""
+        measured level and its speed-up, their ratio, the executor at auto's level, the host time of one
+        auto and one DGEMM call, and the calls per sample."""
         columns = ("N", "auto level", "chosen by", "auto over DGEMM", "best level", "best over DGEMM",
                    "auto / best", f">= {FLOOR:g}x DGEMM", f"within {100 * WITHIN:g}%", "executor over DGEMM",
-                   "call overhead (us)", "SM clock (MHz)")
+                   "auto host (us)", "DGEMM host (us)", "calls per sample", "SM clock (MHz)")
+        us = [(None if p.host_s is None else 1e6 * p.host_s, None if p.gemm_host_s is None else 1e6 * p.gemm_host_s)
+              for p in self.points]
         rows = [(p.size, p.level, p.chosen_by, p.speedup, p.best_level, p.best_speedup, p.ratio, p.speedup >= FLOOR,
-                 p.within, p.executor_speedup, 1e6 * p.overhead_s, p.sm_clock_mhz) for p in self.points]
+                 p.within, p.executor_speedup, *host, p.calls, p.sm_clock_mhz) for p, host in zip(self.points, us)]
         fmt = ".3f"
-        return Table("level='auto' timed in each size's group", columns, rows,
+        return Table("level='auto' timed in a group of its own at each size", columns, rows,
                      formats={"auto over DGEMM": fmt, "best over DGEMM": fmt, "auto / best": fmt,
-                              "executor over DGEMM": fmt, "call overhead (us)": ".0f", "SM clock (MHz)": ".0f"})
+                              "executor over DGEMM": fmt, "auto host (us)": ".0f", "DGEMM host (us)": ".0f",
+                              "SM clock (MHz)": ".0f"})
 
     def summary(self) -> dict[str, Any]:
         """The checks and points as plain data (``gemmlab levels --json``)."""

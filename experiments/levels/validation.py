@@ -158,9 +158,10 @@ def overhead_point(regime: str = "sustained") -> dict[str, Any]:
 
 
 def sweep_levels(ctx: Context, plan: LevelPlan, sizes: Sequence[int]) -> SweepOutcome:
-    """One interleaved group per size (GEMM and every planned level, and ``matmul(level="auto")``
-    with ``plan.auto``), stored at once; a size with every level stored (and its ``auto`` row)
-    is skipped unless ``ctx.force``, and one whose levels are stored times GEMM and ``auto`` only."""
+    """One interleaved group per size (GEMM and every planned level) and, with ``plan.auto``, a group of
+    ``matmul(level="auto")`` (:func:`experiments.levels.auto.time_auto`), stored at once; a size with every
+    level stored (and its ``auto`` row) is skipped unless ``ctx.force``, and one whose levels are stored
+    times the ``auto`` group only."""
     be, config, outcome = ctx.backend, plan.config, SweepOutcome()
     with be.allocation_policy("pooled"):
         for n in tqdm(sizes, desc=EXPERIMENT, unit="size", disable=not ctx.progress, file=sys.stderr, leave=False):
@@ -173,18 +174,19 @@ def sweep_levels(ctx: Context, plan: LevelPlan, sizes: Sequence[int]) -> SweepOu
             outcome.skipped += (len(levels) if stored else 0) + int(plan.auto and choice is None)
             if not timed and choice is None:
                 continue
-            ops = works = None
+            ops = works = result = timed_auto = None
             try:
                 ops = Operands.uniform(be, n)
-                works, errors = checked_works(ops, {f"L{lv}": (config, lv) for lv in timed[1:]})
+                if timed:
+                    works, errors = checked_works(ops, {f"L{lv}": (config, lv) for lv in timed[1:]})
+                    result = time_strassen(ops, works, ctx.regime, **plan.protocol(n))
                 if choice is not None:
-                    errors.update(auto.add_auto_works(ops, works, config, choice["level"], ctx.regime))
-                result = time_strassen(ops, works, ctx.regime, **plan.protocol(n))
+                    timed_auto = auto.time_auto(ops, config, choice["level"], ctx.regime, plan.protocol(n))
             finally:
                 ops = works = None            # the works hold the operands too: both go before the next size
                 free_memory(be)
-            gemm = result.timings["gemm"]
             for lv in timed:
+                gemm = result.timings["gemm"]
                 name = f"L{lv}" if lv else "gemm"
                 timing = result.timings[name]
                 ctx.db.add(ctx.run_id, EXPERIMENT, config.name, level_params(n, lv, config, ctx.regime),
@@ -194,8 +196,8 @@ def sweep_levels(ctx: Context, plan: LevelPlan, sizes: Sequence[int]) -> SweepOu
                                  "check_error": errors.get(name, 0.0), "group_levels": levels,
                                  "inputs": "re-drawn before every sample", "allocation_policy": "pooled"})
                 outcome.measured += 1
-            if choice is not None:
-                auto.store_auto(ctx, config, n, result, errors, choice)
+            if timed_auto is not None:
+                auto.store_auto(ctx, config, n, *timed_auto, choice)
                 outcome.measured += 1
     return outcome
 

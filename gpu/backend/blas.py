@@ -12,6 +12,8 @@ backends use it, so the NumPy and CuPy paths cannot drift apart.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -77,8 +79,7 @@ def check_recipe_dtypes(recipe: GemmRecipe, *named) -> None:
                             f"({recipe.description})")
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(NamedTuple):
     """A 2-D view as BLAS sees it.
 
     ``order`` is ``"C"`` when rows are contiguous (unit column stride) and
@@ -110,8 +111,7 @@ class Layout:
         return (self.ptr, end)
 
 
-@dataclass(frozen=True)
-class BlasCall:
+class BlasCall(NamedTuple):
     """Arguments of one column-major call on raw pointers.
 
     gemm: C = alpha op(a) op(b) + beta C, with inner dimension ``k``;
@@ -138,25 +138,32 @@ def layout(x, ptr: int, name: str = "array") -> Layout:
     """Describe array ``x`` (NumPy or CuPy) whose data starts at ``ptr``.
 
     Raises ValueError when ``x`` is not 2-D or has no unit stride along either
-    axis, since BLAS cannot read such a view without a copy.
+    axis, since BLAS cannot read such a view without a copy. The analysis of a
+    (shape, strides, itemsize) is cached: every library call asks it of each
+    operand, and views of one signature recur by the thousand.
     """
     if x.ndim != 2:
         raise ValueError(f"{name} must be 2-D, got {x.ndim}-D with shape {x.shape}")
-    rows, cols = x.shape
-    it = x.itemsize
-    s0, s1 = x.strides
+    return Layout(ptr, *_grid(x.shape, x.strides, x.itemsize, name), x.itemsize)
+
+
+@lru_cache(maxsize=4096)
+def _grid(shape: tuple[int, int], strides: tuple[int, int], it: int, name: str) -> tuple[int, int, int, str]:
+    """(rows, cols, ld, order) of a 2-D view, or ValueError (see :func:`layout`)."""
+    rows, cols = shape
+    s0, s1 = strides
     if rows == 0 or cols == 0:
-        return Layout(ptr, rows, cols, max(1, cols), "C", it)
+        return rows, cols, max(1, cols), "C"
     if rows == 1 or cols == 1:
-        return _checked(_vector(ptr, rows, cols, s0 if cols == 1 else s1, it, x, name), name)
+        return _checked(_vector(rows, cols, s0 if cols == 1 else s1, it, shape, strides, name), name)
     if s1 == it and s0 > 0 and s0 % it == 0 and s0 // it >= cols:
-        return _checked(Layout(ptr, rows, cols, s0 // it, "C", it), name)
+        return _checked((rows, cols, s0 // it, "C"), name)
     if s0 == it and s1 > 0 and s1 % it == 0 and s1 // it >= rows:
-        return _checked(Layout(ptr, rows, cols, s1 // it, "F", it), name)
-    raise _stride_error(x, name)
+        return _checked((rows, cols, s1 // it, "F"), name)
+    raise _stride_error(shape, strides, name)
 
 
-def _vector(ptr: int, rows: int, cols: int, stride: int, it: int, x, name: str) -> Layout:
+def _vector(rows: int, cols: int, stride: int, it: int, shape, strides, name: str) -> tuple[int, int, int, str]:
     """A single row or column: one contiguous line, or a line of stride ``ld``.
 
     A contiguous vector is laid out as one outer line (ld = its length), a
@@ -165,27 +172,28 @@ def _vector(ptr: int, rows: int, cols: int, stride: int, it: int, x, name: str) 
     """
     n = rows * cols
     if stride == it or n == 1:
-        return Layout(ptr, rows, cols, n, "C" if rows == 1 else "F", it)
+        return rows, cols, n, "C" if rows == 1 else "F"
     if stride > 0 and stride % it == 0:
-        return Layout(ptr, rows, cols, stride // it, "F" if rows == 1 else "C", it)
-    raise _stride_error(x, name)
+        return rows, cols, stride // it, "F" if rows == 1 else "C"
+    raise _stride_error(shape, strides, name)
 
 
-def _stride_error(x, name: str) -> ValueError:
+def _stride_error(shape, strides, name: str) -> ValueError:
     return ValueError(
-        f"{name} has shape {x.shape} and strides {x.strides}: BLAS needs unit stride "
+        f"{name} has shape {shape} and strides {strides}: BLAS needs unit stride "
         "along one axis and a positive leading dimension; pass a contiguous copy "
         "(for example xp.ascontiguousarray(x))"
     )
 
 
-def _checked(lay: Layout, name: str) -> Layout:
-    if max(lay.rows, lay.cols, lay.ld) > _INT32_MAX:
+def _checked(grid: tuple[int, int, int, str], name: str) -> tuple[int, int, int, str]:
+    rows, cols, ld, _ = grid
+    if max(rows, cols, ld) > _INT32_MAX:
         raise ValueError(
-            f"{name} is {lay.rows} x {lay.cols} with leading dimension {lay.ld}: BLAS takes "
+            f"{name} is {rows} x {cols} with leading dimension {ld}: BLAS takes "
             "32-bit sizes; split the product into blocks below 2**31 per dimension"
         )
-    return lay
+    return grid
 
 
 def same_view(a: Layout, b: Layout) -> bool:
@@ -266,6 +274,31 @@ def plan_gemm(A: Layout, B: Layout, C: Layout) -> BlasCall | None:
         m=mm, n=nn, k=k,
         a=first.ptr, lda=first.ld, b=second.ptr, ldb=second.ld, c=C.ptr, ldc=C.ld,
     )
+
+
+class GemmPlan(NamedTuple):
+    """The address-free part of a checked GEMM, which :meth:`gpu.backend.Backend.gemm` keeps per operand
+    signature (types, shapes, strides, dtypes): a repeated call then checks only what its addresses can
+    change, whether C's bytes meet A's or B's. ``extents``: bytes from the first element of A, B and C
+    to past their last; ``swap``: B is the call's first operand (C in row order: C^T = B^T A^T)."""
+
+    call: BlasCall | None
+    swap: bool
+    extents: tuple[int, int, int]
+
+    @classmethod
+    def of(cls, A: Layout, B: Layout, C: Layout, call: BlasCall | None) -> GemmPlan:
+        return cls(call, C.order == "C", tuple(x.span[1] - x.span[0] for x in (A, B, C)))
+
+    def bind(self, pa: int, pb: int, pc: int) -> BlasCall | None:
+        """The call on these addresses; None where C's byte range meets A's or B's (the caller then runs
+        the full check, which tells a real overlap from views interleaved on one grid)."""
+        ea, eb, ec = self.extents
+        if (pc < pa + ea and pa < pc + ec) or (pc < pb + eb and pb < pc + ec):
+            return None
+        first, second = (pb, pa) if self.swap else (pa, pb)
+        c = self.call
+        return BlasCall(c.transa, c.transb, c.m, c.n, c.k, first, c.lda, second, c.ldb, pc, c.ldc)
 
 
 def plan_geam(A: Layout, B: Layout, C: Layout) -> BlasCall | None:

@@ -86,8 +86,7 @@ def matrix(be: Backend, x: Any, name: str) -> tuple[Array, bool]:
         arr = be.asarray(x)
     if arr.ndim != 2:
         raise ValueError(f"{name} must be 2-D, got shape {arr.shape}")
-    shared = isinstance(x, be.xp.ndarray) and bool(be.xp.may_share_memory(arr, x))
-    return arr, arr is not x and not shared
+    return arr, arr is not x and not (isinstance(x, be.xp.ndarray) and bool(be.xp.may_share_memory(arr, x)))
 
 
 def matrix_pair(be: Backend, A: Any, B: Any) -> tuple[Array, Array, bool, bool]:

@@ -11,11 +11,12 @@ the same way for TF32, FP16, BF16 and INT8 operands.
 from __future__ import annotations
 
 import gc
+import math
 import shutil
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 import numpy as np
@@ -80,6 +81,9 @@ class CupyBackend(Backend):
     def pointer(self, x) -> int:
         return x.data.ptr
 
+    def _writeable(self, x) -> bool:
+        return True                             # CuPy has no read-only arrays
+
     def _handle(self) -> int:
         """The cuBLAS handle for a call on the current stream: nvmath-python's per-stream handle
         (capturable) where installed, else CuPy's."""
@@ -88,10 +92,9 @@ class CupyBackend(Backend):
         return self.xp.cuda.device.get_cublas_handle()
 
     def _gemm(self, dtype, call, alpha, beta) -> None:
-        al, be = np.array(alpha, dtype), np.array(beta, dtype)
+        al, be = host_scalars(dtype, alpha, beta)
         self._gemm_fn[dtype](self._handle(), call.transa, call.transb, call.m, call.n, call.k,
-                             al.ctypes.data, call.a, call.lda, call.b, call.ldb,
-                             be.ctypes.data, call.c, call.ldc)
+                             al, call.a, call.lda, call.b, call.ldb, be, call.c, call.ldc)
 
     def _gemm_ex(self, recipe, call, beta, arrays) -> None:
         al, be = np.array(1, recipe.scalar), np.array(beta, recipe.scalar)
@@ -101,10 +104,9 @@ class CupyBackend(Backend):
                             call.c, recipe.cuda_output, call.ldc, recipe.compute, _GEMM_DEFAULT)
 
     def _geam(self, dtype, call, alpha, beta, arrays, layouts) -> None:
-        al, be = np.array(alpha, dtype), np.array(beta, dtype)
+        al, be = host_scalars(dtype, alpha, beta)
         self._geam_fn[dtype](self._handle(), call.transa, call.transb, call.m, call.n,
-                             al.ctypes.data, call.a, call.lda, be.ctypes.data, call.b, call.ldb,
-                             call.c, call.ldc)
+                             al, call.a, call.lda, be, call.b, call.ldb, call.c, call.ldc)
 
     def asarray(self, x, dtype=None):
         """x on the device. A NumPy array of :data:`DIRECT_COPY_BYTES` or more is copied straight from
@@ -310,6 +312,18 @@ extern "C" __global__ void gemmlab_nonfinite(const T* __restrict__ x, long long 
 }
 """
 _CTYPES = {"float64": "double", "float32": "float"}
+
+
+def host_scalars(dtype: np.dtype, alpha: float, beta: float) -> tuple[int, int]:
+    """Host addresses of alpha and beta as ``dtype`` for a cuBLAS call (read by the call itself, or by
+    value when captured), kept per value: making two NumPy scalars cost a few microseconds a call."""
+    return _scalar(dtype, alpha, math.copysign(1.0, alpha))[1], _scalar(dtype, beta, math.copysign(1.0, beta))[1]
+
+
+@lru_cache(maxsize=64)
+def _scalar(dtype: np.dtype, value: float, sign: float) -> tuple[np.ndarray, int]:
+    held = np.array(value, dtype)
+    return held, held.ctypes.data
 
 
 @cache

@@ -13,6 +13,7 @@ on. A backend is chosen by name with :func:`gpu.backend.get_backend`.
 from __future__ import annotations
 
 import abc
+import functools
 import importlib
 import numbers
 from collections.abc import Callable
@@ -23,11 +24,14 @@ from typing import Any
 import numpy as np
 
 from . import blas
+from .memo import LRU
 
 #: A NumPy or CuPy array, as the backend in use expects.
 Array = Any
 
 POLICIES = ("pooled", "raw")
+#: Operand signatures whose checked GEMM plan a backend keeps.
+MAX_GEMM_PLANS = 4096
 
 
 class BackendUnavailable(RuntimeError):
@@ -102,11 +106,35 @@ class Backend(abc.ABC):
 
         A, B, C are 2-D views (quadrants of larger matrices are fine) of one
         float dtype with unit stride along one axis; C must not overlap A or B.
+        The checks of an operand signature (types, shapes, strides, dtypes) are
+        kept (:class:`gpu.backend.blas.GemmPlan`, :data:`MAX_GEMM_PLANS` of them),
+        so a repeated call costs the host its addresses' overlap test and the call.
         """
-        layouts, alpha, beta = self._prepare(A, B, C, alpha, beta)
-        call = blas.plan_gemm(*layouts)
+        try:
+            key = (type(A), A.shape, A.strides, A.dtype, type(B), B.shape, B.strides, B.dtype,
+                   type(C), C.shape, C.strides, C.dtype, self._writeable(C))
+        except AttributeError:                  # not arrays: the full check says what they are
+            key = None
+        plan = self._gemm_plans.get(key)
+        call = None if plan is None or plan.call is None else plan.bind(self.pointer(A), self.pointer(B),
+                                                                        self.pointer(C))
+        if call is not None or plan is not None and plan.call is None:
+            alpha, beta = _real(alpha, "alpha"), _real(beta, "beta")
+        else:
+            layouts, alpha, beta = self._prepare(A, B, C, alpha, beta)
+            call = blas.plan_gemm(*layouts)
+            if key is not None:
+                self._gemm_plans[key] = blas.GemmPlan.of(*layouts, call)
         if call is not None:
             self._gemm(np.dtype(C.dtype), call, alpha, beta)
+
+    @functools.cached_property
+    def _gemm_plans(self) -> LRU:
+        return LRU(MAX_GEMM_PLANS)
+
+    def _writeable(self, x: Array) -> bool:
+        """Whether ``x`` may be written (False for NumPy's read-only views and broadcasts)."""
+        return getattr(getattr(x, "flags", None), "writeable", True)
 
     def gemm_ex(self, A: Array, B: Array, C: Array, *, recipe: str, beta: float = 0.0) -> None:
         """``C = A @ B + beta * C`` with low-precision operands, as cuBLAS ``gemmEx`` runs it.
@@ -123,7 +151,7 @@ class Backend(abc.ABC):
         rec = blas.gemm_recipe(recipe)
         layouts = self.layout(A, "A"), self.layout(B, "B"), self.layout(C, "C")
         blas.check_recipe_dtypes(rec, ("A", A), ("B", B), ("C", C))
-        if not getattr(getattr(C, "flags", None), "writeable", True):
+        if not self._writeable(C):
             raise ValueError("C is read-only (a broadcast or a read-only view); pass a writeable array")
         beta = _real(beta, "beta")
         call = blas.plan_gemm(*layouts)
@@ -153,8 +181,7 @@ class Backend(abc.ABC):
         """Layouts of the operands and real scalars, after every argument check."""
         layouts = self.layout(A, "A"), self.layout(B, "B"), self.layout(C, "C")
         blas.check_dtypes(("A", A), ("B", B), ("C", C))
-        flags = getattr(C, "flags", None)
-        if not getattr(flags, "writeable", True):
+        if not self._writeable(C):
             raise ValueError("C is read-only (a broadcast or a read-only view); pass a writeable array")
         return layouts, _real(alpha, "alpha"), _real(beta, "beta")
 

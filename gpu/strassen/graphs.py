@@ -20,12 +20,12 @@ supports graphs; everything else runs eagerly.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..backend import Array, Backend
+from ..backend.memo import LRU
 from .executor import Executor
 
 #: Fewest kernels a product launches before ``graph="auto"`` captures it.
@@ -48,8 +48,8 @@ class Captured:
         self.graph.launch()
 
 
-_GRAPHS: OrderedDict[tuple, Captured] = OrderedDict()
-_SEEN: OrderedDict[tuple, int] = OrderedDict()
+_GRAPHS = LRU(MAX_GRAPHS)
+_SEEN = LRU(MAX_SEEN)
 
 
 def check_mode(be: Backend, graph: Any) -> None:
@@ -72,9 +72,6 @@ def run(be: Backend, graph: Any, key: tuple, launches: int, make: Callable[[dict
     if graph == "auto":
         graph = be.supports_graphs and launches >= MIN_LAUNCHES and _SEEN.get(key, 0) >= 1
         _SEEN[key] = _SEEN.get(key, 0) + 1
-        _SEEN.move_to_end(key)
-        while len(_SEEN) > MAX_SEEN:
-            _SEEN.popitem(last=False)
     if not graph:
         body(make(None))
         return
@@ -83,10 +80,7 @@ def run(be: Backend, graph: Any, key: tuple, launches: int, make: Callable[[dict
         executor = make({})
         captured = Captured(be.capture(lambda: body(executor)), executor)
         _GRAPHS[key] = captured
-        while len(_GRAPHS) > MAX_GRAPHS:
-            _GRAPHS.popitem(last=False)
         return                                # the capture's eager pass computed the product
-    _GRAPHS.move_to_end(key)
     captured.replay()
 
 

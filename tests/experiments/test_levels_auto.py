@@ -3,10 +3,12 @@ resume, and the judgement of issue 13 item 4 (never below 0.99x DGEMM; within 2%
 measured configuration at 90% of sizes) from stored rows."""
 
 import json
+import time
 
 import pytest
 
 from experiments.core.database import ResultsDB
+from experiments.core.lab import Operands
 from experiments.core.registry import recorded_run
 from experiments.core.summary import Summary
 from experiments.levels import auto, validation
@@ -42,6 +44,10 @@ def test_auto_is_stored_with_its_level_and_a_stored_sweep_is_not_measured_again(
             assert "level" not in m.params and m.params["regime"] == "sustained" and m.env_key == ctx.env_key
             assert m.meta["level"] == 0 and m.meta["chosen_by"] == "fixed rule" and m.meta["profile"] is None
             assert m.meta["group"] == ["gemm", "auto"]
+            # a 64 x 64 GEMM takes microseconds: samples of back-to-back calls, over several operand sets
+            assert m.meta["calls_per_sample"] == auto.MAX_CALLS and m.meta["operand_sets"] > 1
+            assert m.meta["launch"] == f"counted, {auto.MAX_CALLS} calls back to back"
+            assert 0 < m.meta["gemm_host_s"] < 0.1 and 0 < m.meta["auto_host_s"] < 0.1
             assert m.meta["speedup"] == pytest.approx(m.meta["gemm_s"] / m.value)
             assert "level='auto'" in m.meta["call"] and len(m.samples) >= 10
         _, again = sweep(db, validation.LevelPlan((64, 96), 1, 16, RUM, auto=True), plan.sizes)
@@ -63,7 +69,7 @@ def test_auto_reads_the_device_profile_and_times_its_level_beside_it(tmp_path):
     assert by_size[48]["level"] == 0 and by_size[64]["level"] == 1
     assert by_size[64]["chosen_by"] == "profile" and by_size[64]["profile"] == str(path)
     assert (by_size[64]["profile_env_key"], by_size[64]["profile_regime"]) == ("feedc0de", "sustained")
-    assert by_size[64]["group"] == ["gemm", "L1", "auto", "auto-executor"]
+    assert by_size[64]["group"] == ["gemm", "auto", "auto-executor"]          # a group of its own
     assert by_size[64]["executor_s"] > 0
 
 
@@ -107,6 +113,7 @@ def test_the_judgement_of_item_4_from_stored_rows(tmp_path, speedups, met):
         assert within.measured.startswith("7 of 10 sizes (70%)")
     text = "\n".join(Summary(tables=[found.table()], checks=found.checks()).markdown())
     assert "| 1024 | 1 | profile of env abc (sustained) |" in text and "{" not in text
+    assert "| auto host (us) | DGEMM host (us) | calls per sample |" in text
 
 
 def test_a_size_without_a_stored_sweep_is_judged_on_the_floor_only(tmp_path):
@@ -117,3 +124,20 @@ def test_a_size_without_a_stored_sweep_is_judged_on_the_floor_only(tmp_path):
     floor, within = found.checks()
     assert floor.met and within.met is False and within.measured.startswith("0 of 1 sizes")
     assert auto.judge_auto.__doc__ and not auto.AutoJudgement([]).checks()
+
+
+class SleepyBackend:
+    """Work that takes the host a known time; nothing to wait for."""
+
+    def synchronize(self):
+        pass
+
+
+def test_calls_per_sample_fill_the_pipeline_time_and_one_call_needs_one_operand_set():
+    assert auto.calls_per_sample(SleepyBackend(), lambda: time.sleep(auto.PIPELINE_S / 2.5)) == 3
+    assert auto.calls_per_sample(SleepyBackend(), lambda: time.sleep(2 * auto.PIPELINE_S)) == 1
+    assert auto.calls_per_sample(SleepyBackend(), lambda: None) == auto.MAX_CALLS
+    ops = Operands.uniform(get_backend("numpy"), 32)
+    assert auto.operand_sets(ops, 1) == [ops]
+    sets = auto.operand_sets(ops, 5)
+    assert sets[0] is ops and 1 < len(sets) <= 5 and all(o.A is not ops.A for o in sets[1:])

@@ -274,3 +274,15 @@ def test_hide_launch_reaches_every_sample_and_the_record(hide):
 def test_a_synchronous_backend_records_its_launch_as_counted():
     timing = measure(lambda: None, gpu.backend.get_backend("numpy"), warmup=0, hide_launch=True, telemetry=None)
     assert timing.meta()["launch"] == "counted"
+
+
+def test_calls_back_to_back_continue_the_rotation_and_report_the_time_per_call():
+    fake = FakeBackend([3.0] * 10)
+    fns = [work(fake, n) for n in ("0", "1")]
+    timing = measure(fns, fake, repeats=10, warmup=0, calls=3)
+    first = fake.log.index("start")
+    assert fake.log[first:first + 5] == ["start", "0", "1", "0", "stop"]     # one sample: three calls
+    assert calls(fake, ("0", "1"))[3:6] == ["1", "0", "1"]                    # the next goes on from there
+    assert timing.samples == [1.0] * 10 and timing.meta()["launch"] == "counted, 3 calls back to back"
+    with pytest.raises(ValueError, match="calls per sample must be at least 1"):
+        measure(fns, fake, calls=0)

@@ -1,0 +1,44 @@
+"""A bounded table of the least recently used entries, for what the library keeps per call signature.
+
+Call signatures (shapes, strides, dtypes; addresses for CUDA graphs) keep coming in a long run over
+new arrays, so every per-signature table has to be bounded: the least recently used entry goes first.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Hashable
+from typing import Any
+
+
+class LRU:
+    """At most ``size`` entries; reading or writing one makes it the most recently used."""
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"an LRU table needs room for at least one entry, got {size}")
+        self.size = size
+        self._entries: OrderedDict[Hashable, Any] = OrderedDict()
+
+    def get(self, key: Hashable, default: Any = None) -> Any:
+        entries = self._entries
+        if key not in entries:
+            return default
+        entries.move_to_end(key)
+        return entries[key]
+
+    def __setitem__(self, key: Hashable, value: Any) -> None:
+        entries = self._entries
+        entries[key] = value
+        entries.move_to_end(key)
+        while len(entries) > self.size:
+            entries.popitem(last=False)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        self._entries.clear()

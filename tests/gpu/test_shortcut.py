@@ -1,0 +1,148 @@
+"""A repeated call skips only the checks its signature already passed: the level-0 shortcut of
+``matmul`` (:mod:`gpu.strassen.shortcut`), the kept GEMM plans of ``Backend.gemm``
+(:class:`gpu.backend.blas.GemmPlan`) and the bounded table both use (:class:`gpu.backend.memo.LRU`)."""
+
+import numpy as np
+import pytest
+
+from gpu.backend import get_backend
+from gpu.backend.memo import LRU
+from gpu.profile import device_name, save_profile
+from gpu.strassen import api, matmul, shortcut
+
+N = 64
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    shortcut.forget()
+    yield
+    shortcut.forget()
+
+
+def gemm_calls(be, monkeypatch):
+    """The GEMMs ``be`` runs, counted (a level-0 product is one; a level-1 product seven)."""
+    seen, real = [], type(be).gemm
+    monkeypatch.setattr(be, "gemm", lambda *a, **k: (seen.append(1), real(be, *a, **k))[1])
+    return seen
+
+
+def operands(backend, n=N, seed=0):
+    A, B = (backend.random((n, n), np.float64, seed=seed + i) * 2 - 1 for i in range(2))
+    return A, B, backend.xp.empty((n, n))
+
+
+# --- the bounded table ------------------------------------------------------------------------------
+
+def test_lru_drops_the_least_recently_used_entry_first():
+    t = LRU(2)
+    t["a"], t["b"] = 1, 2
+    assert t.get("a") == 1          # "a" is now the most recent
+    t["c"] = 3
+    assert "b" not in t and t.get("a") == 1 and t.get("c") == 3 and len(t) == 2
+    assert t.get("missing", "default") == "default"
+    t.clear()
+    assert len(t) == 0
+    with pytest.raises(ValueError, match="at least one entry"):
+        LRU(0)
+
+
+# --- Backend.gemm: kept plans -------------------------------------------------------------------------
+
+def test_gemm_plan_is_kept_and_gives_the_same_bits(backend):
+    A, B, C = operands(backend)
+    backend.gemm(A, B, C)
+    first = backend.to_numpy(C).copy()
+    kept = len(backend._gemm_plans)
+    A2, B2, C2 = operands(backend)                    # same signature, new addresses
+    backend.gemm(A2, B2, C2)
+    assert len(backend._gemm_plans) == kept
+    np.testing.assert_array_equal(backend.to_numpy(C2), first)
+    backend.gemm(A.T, B, C, 2.0, 0.0)                 # another signature: planned on its own
+    np.testing.assert_allclose(backend.to_numpy(C), 2 * backend.to_numpy(A).T @ backend.to_numpy(B), rtol=1e-12)
+
+
+def test_a_kept_gemm_plan_still_refuses_an_output_over_an_input(backend):
+    X = backend.random((2 * N, N), np.float64, seed=3)
+    backend.gemm(X[:N], X[N:], backend.xp.empty((N, N)))
+    C = backend.xp.empty((N, N))
+    backend.gemm(X[:N], X[N:], C)                     # kept: same signature
+    with pytest.raises(ValueError, match="C overlaps A"):
+        backend.gemm(X[:N], X[N:], X[N // 2:N // 2 + N])      # same signature, C over A and B
+    with pytest.raises(ValueError, match="C overlaps B"):
+        backend.gemm(X[:N], X[N:], X[N:])
+
+
+def test_a_kept_gemm_plan_still_checks_scalars_and_read_only_outputs():
+    be = get_backend("numpy")
+    A, B, C = operands(be)
+    be.gemm(A, B, C)
+    with pytest.raises(TypeError, match="alpha must be a real number"):
+        be.gemm(A, B, C, "2")
+    C.flags.writeable = False
+    with pytest.raises(ValueError, match="C is read-only"):
+        be.gemm(A, B, C)
+    with pytest.raises(TypeError, match="needs numpy.ndarray"):
+        be.gemm(A.tolist(), B, np.empty((N, N)))
+
+
+# --- matmul: the level-0 shortcut ----------------------------------------------------------------------
+
+def test_a_repeated_level0_call_is_one_gemm_with_the_same_bits(backend, monkeypatch):
+    A, B, C = operands(backend)
+    for level in (0, "auto"):
+        shortcut.forget()
+        first = matmul(A, B, level=level, out=C, backend=backend)
+        expected = backend.to_numpy(first).copy()
+        checks: list = []
+        monkeypatch.setattr(api, "check_schedule", lambda *a, seen=checks: seen.append(a))
+        calls = gemm_calls(backend, monkeypatch)
+        assert matmul(A, B, level=level, out=C, backend=backend) is C
+        assert calls == [1] and checks == [], "the kept signature ran one GEMM and no schedule check"
+        np.testing.assert_array_equal(backend.to_numpy(C), expected)
+        monkeypatch.undo()
+
+
+def test_the_shortcut_still_refuses_nonfinite_inputs_and_outputs_over_inputs(backend):
+    X = backend.random((3 * N, N), np.float64, seed=1)
+    A, B, C = X[:N], X[N:2 * N], X[2 * N:]
+    matmul(A, B, level=0, out=C, backend=backend)
+    assert len(shortcut._KEPT) == 1
+    A[3, 5] = np.nan
+    with pytest.raises(ValueError, match="A contains NaN or infinity"):
+        matmul(A, B, level=0, out=C, backend=backend)
+    A[3, 5] = 0
+    with pytest.raises(ValueError, match="out overlaps A"):
+        matmul(A, B, level=0, out=X[N // 2:N // 2 + N], backend=backend)
+
+
+def test_a_profile_written_since_changes_the_level_of_a_kept_signature(monkeypatch):
+    be = get_backend("numpy")
+    A, B, C = operands(be)
+    matmul(A, B, out=C, backend=be)                   # no profile: the rule gives level 0 at N = 64
+    assert len(shortcut._KEPT) == 1
+    save_profile({"backend": "numpy", "device": device_name(be), "levels": {"rum": [[0, 1]]}})
+    calls = gemm_calls(be, monkeypatch)
+    matmul(A, B, out=C, backend=be)
+    assert len(calls) == 7, "the new profile's level 1 ran (seven GEMMs), not the kept level 0"
+    np.testing.assert_allclose(C, A @ B, rtol=1e-12, atol=1e-12)
+
+
+def test_calls_that_cannot_take_the_shortcut_are_not_kept(backend):
+    A, B, C = operands(backend)
+    matmul(A, B, backend=backend)                     # no out=
+    matmul(A, B, level=1, out=C, backend=backend)     # not one GEMM
+    matmul(A, B, schedule=["rum"], level=0, out=C, backend=backend)   # a list is no key
+    assert len(shortcut._KEPT) == 0
+    with pytest.raises(ValueError, match="fringe must be one of"):
+        matmul(A, B, level=0, out=C, backend=backend, fringe="nope")
+    assert len(shortcut._KEPT) == 0
+
+
+def test_the_kept_signatures_are_bounded(monkeypatch):
+    be = get_backend("numpy")
+    monkeypatch.setattr(shortcut, "_KEPT", LRU(3))
+    for n in range(8, 14):
+        A, B, C = operands(be, n)
+        matmul(A, B, level=0, out=C, backend=be)
+    assert len(shortcut._KEPT) == 3
