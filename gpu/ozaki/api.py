@@ -52,15 +52,28 @@ class Lines:
         return 0 if self.nonfinite is None else int(self.nonfinite.size)
 
 
-def _lines(be: Backend, X: Array, axis: int, with_sum: bool = False) -> Lines:
-    """Exponents of X's rows (axis 1) or columns (axis 0), and which hold NaN or infinity."""
+def _lines(be: Backend, X: Array, axis: int, with_sum: bool = False, locate: bool = True) -> Lines:
+    """Exponents of X's rows (axis 1) or columns (axis 0), and (``locate``) which hold NaN or infinity:
+    finding them waits for the device."""
     xp = be.xp
     if X.shape[axis] == 0:
         zeros = xp.zeros(X.shape[1 - axis])
         return Lines(xp.zeros(X.shape[1 - axis], dtype=np.int32), zeros, zeros)
     mx = ops(be).absmax(X, axis)
     total = ops(be).abssum(X, axis) if with_sum else None
-    return Lines(xp.frexp(mx)[1].astype(np.int32), mx, total, xp.flatnonzero(~xp.isfinite(mx)))
+    return Lines(xp.frexp(mx)[1].astype(np.int32), mx, total, xp.flatnonzero(~xp.isfinite(mx)) if locate else None)
+
+
+def line_pair(be: Backend, A: Array, B: Array, with_sum: bool = False) -> tuple[Lines, Lines]:
+    """:func:`_lines` of A's rows and B's columns after one wait for the device (one test of both maxima;
+    the lines holding NaN or infinity are located only where there are some): each wait leaves the device
+    idle until the host issues the next kernel (a line's exponents and located lines took 0.17 ms of device
+    time alone at N = 8192 on the H100, where scheme II's whole product takes 17.8 ms)."""
+    rows, cols = _lines(be, A, 1, with_sum, locate=False), _lines(be, B, 0, with_sum, locate=False)
+    xp = be.xp
+    if not bool(xp.isfinite(rows.absmax).all() & xp.isfinite(cols.absmax).all()):
+        rows.nonfinite, cols.nonfinite = (xp.flatnonzero(~xp.isfinite(x.absmax)) for x in (rows, cols))
+    return rows, cols
 
 
 def _refuse_nonfinite(rows: Lines, cols: Lines) -> None:
@@ -79,7 +92,7 @@ def configure(A: Any, B: Any, *, slices: int | None = None, slice_format: str = 
     infinity included)."""
     be = get_backend(backend)
     A, B = _operands(be, A, B)
-    rows, cols = _lines(be, A, 1, slices is None), _lines(be, B, 0, slices is None)
+    rows, cols = line_pair(be, A, B, slices is None)
     _refuse_nonfinite(rows, cols)
     return _configure(be, A, B, rows, cols, slices, slice_format, target, k_block, remainder, out_given=False)
 
@@ -163,7 +176,7 @@ def matmul(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp
     if m == 0 or n == 0:
         return be.xp.empty((m, n)) if C is None else C
     with _phase(be, phases, "split"):
-        rows, cols = _lines(be, A, 1, slices is None), _lines(be, B, 0, slices is None)
+        rows, cols = line_pair(be, A, B, slices is None)
         if rows.bad or cols.bad:
             if check_finite:
                 _refuse_nonfinite(rows, cols)
@@ -217,9 +230,9 @@ def _split(be: Backend, X: Array, exps: Array, p: OzakiPlan, rows_pad: int, reve
     return ops(be).split(X, exps, p, rows_pad, slice_layout(p, reverse), overwrite)
 
 
-def _tiles(m: int, n: int, tile: int | None) -> list[tuple[slice, slice]]:
-    """Row and column ranges of the output tiles (one tile when ``tile`` is None)."""
-    step_m, step_n = (tile or m), (tile or n)
+def _tiles(m: int, n: int, tile: int | tuple[int, int] | None) -> list[tuple[slice, slice]]:
+    """Row and column ranges of the output tiles: ``tile`` square, or (rows, columns), or one tile (None)."""
+    step_m, step_n = (tile, tile) if isinstance(tile, int) else tile or (m, n)
     return [(slice(i, min(i + step_m, m)), slice(j, min(j + step_n, n)))
             for i in range(0, m, step_m) for j in range(0, n, step_n)]
 

@@ -33,8 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..backend import Array, Backend, MemoryPlanError, check_output, get_backend
-from ..ozaki.api import _lines, _operands, _phase, _refuse_nonfinite, _tiles, _with_nonfinite
-from ..ozaki.formats import get_format
+from ..ozaki.api import _operands, _phase, _refuse_nonfinite, _tiles, _with_nonfinite, line_pair
 from ..ozaki.plan import ALIGN, _round_up
 from .auto import choose_moduli
 from .moduli import MAX_MODULI, ModuliTable, moduli_table
@@ -43,8 +42,13 @@ from .reference import MAX_K
 from .scaling import MAX_K_BOUND_GEMM, Bounds, headroom
 
 SCALINGS = ("accurate", "fast")
-#: INT8 GEMM output tiles (scheme I's measured choice for the INT8 format).
-TILE = get_format("int8").tile
+#: INT8 GEMM output panels (rows, columns) from PANEL_FROM rows of output up; whole products below. Measured on
+#: the H100 (15 INT8 GEMMs of N x N x N, cuBLAS 13.1, interleaved rounds; results/published/h100-ozaki2-panels.json,
+#: made by results/published/scripts/ozaki2_panels.py): panels of 3072 rows and the full width ran 4-10% faster
+#: than whole products or scheme I's 8192 x 8192 tiles at N = 6144-12288 (N = 8192: 12.48 against 13.07-13.54 ms)
+#: and as fast at 16384 (98.9 against 97.5-105 ms); whole products at 16384 took 163 ms, and at N = 4096 panels
+#: of 2048 rows ran 1.5x slower than the whole product.
+PANEL_FROM, PANEL = 6144, (3072, 16384)
 
 
 def _blocks(ldk: int, block: int) -> list[slice]:
@@ -52,8 +56,8 @@ def _blocks(ldk: int, block: int) -> list[slice]:
 
 
 def _int8_product(be: Backend, a: Array, b: Array, P: Array) -> None:
-    """P = a @ b.T (INT8 rows, INT32 result) in output tiles."""
-    for rows, cols in _tiles(P.shape[0], P.shape[1], TILE):
+    """P = a @ b.T (INT8 rows, INT32 result) in output panels (:data:`PANEL`)."""
+    for rows, cols in _tiles(P.shape[0], P.shape[1], PANEL if P.shape[0] >= PANEL_FROM else None):
         be.gemm_ex(a[rows], b[cols].T, P[rows, cols], recipe="int8")
 
 
@@ -139,7 +143,7 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
         C[...] = 0.0
         return C
     with _phase(be, phases, "scaling"):
-        rows, cols = _lines(be, A, 1), _lines(be, B, 0)
+        rows, cols = line_pair(be, A, B)
         if rows.bad or cols.bad:
             if check_finite:
                 _refuse_nonfinite(rows, cols)

@@ -14,6 +14,7 @@ from accuracy.reference import exact_matmul
 from gpu import ozaki2
 from gpu.backend import get_backend
 from gpu.ozaki.plan import target_value
+from gpu.ozaki2 import api as ozaki2_api
 from gpu.ozaki2.api import bounds
 from gpu.ozaki2.ops import HostOps
 from gpu.ozaki2.scaling import bound_limit, full_shift, half_shift, headroom, to_integers
@@ -183,3 +184,20 @@ def test_gpu_shifts_equal_numpy(cupy_backend):
         limit = ozaki2.bound_limit(ozaki2.moduli_table(n))
         assert np.array_equal(cupy_backend.to_numpy(gpu_ops.half_shift(d, limit)), half_shift(x, limit))
         assert np.array_equal(cupy_backend.to_numpy(gpu_ops.full_shift(d, limit)), full_shift(x, limit))
+
+
+@pytest.mark.parametrize("panel", [(3, 5), (4, 64), (7, 2)])
+def test_int8_products_in_panels_give_the_same_bits(monkeypatch, backend, panel):
+    """The INT8 products run in output panels from PANEL_FROM rows up (a measured choice): any panel shape,
+    ragged edges included, gives the whole product's bits."""
+    A, B = operands(13, 30, 11, 1.0, 5)
+    A, B = backend.asarray(A), backend.asarray(B)
+    whole = backend.to_numpy(ozaki2.matmul(A, B, moduli=14, backend=backend))
+    monkeypatch.setattr(ozaki2_api, "PANEL_FROM", 1)
+    monkeypatch.setattr(ozaki2_api, "PANEL", panel)
+    calls = []
+    real = type(backend).gemm_ex
+    monkeypatch.setattr(backend, "gemm_ex", lambda *a, **k: (calls.append(1), real(backend, *a, **k))[1])
+    assert np.array_equal(backend.to_numpy(ozaki2.matmul(A, B, moduli=14, backend=backend)), whole)
+    rows, cols = panel
+    assert len(calls) >= -(-13 // rows) * -(-11 // cols), "every output panel is its own INT8 GEMM"
