@@ -99,11 +99,18 @@ def backend_profile(backend: Backend, directory: str | os.PathLike | None = None
 def profile_stamp(backend: Backend, directory: str | os.PathLike | None = None) -> tuple[str, int | None]:
     """The device profile's file and modification time (None where there is none): what a kept
     ``level="auto"`` decision depends on, so that writing a profile changes later decisions."""
-    path = profile_path(backend.name, device_name(backend), directory)
+    path = _stamp_path(backend.name, device_name(backend),
+                       str(directory) if directory is not None else os.environ.get(ENV_VAR))
     try:
-        return str(path), path.stat().st_mtime_ns
+        return path, os.stat(path).st_mtime_ns
     except FileNotFoundError:
-        return str(path), None
+        return path, None
+
+
+@lru_cache(maxsize=32)
+def _stamp_path(backend: str, device: str, directory: str | None) -> str:
+    """Cached: a kept ``level="auto"`` call asks on every call (``directory`` None: the default folder)."""
+    return str(profile_path(backend, device, directory if directory is not None else DEFAULT_DIR))
 
 
 def check_regime(regime: str) -> str:

@@ -9,7 +9,7 @@ lookup, the checks, the executor), with the sweep's semantics where they differ
 from the defaults: the inputs may be overwritten and ``out=C`` is given, as every
 level of the sweep is timed, and ``check_finite=False`` (a scan of A and B that
 the levels do not make). A sample issues its calls back to back for about
-:data:`PIPELINE_S` of device time, as a loop of products runs (one call from 5 ms
+:data:`PIPELINE_S` of device time, as a loop of products runs (one call from 20 ms
 of DGEMM up), rotating over operand sets that outsize the L2 cache: the host's
 dispatch then counts where it outlasts the device's work, and the host time of one
 call of each (``auto_host_s``, ``gemm_host_s``) is stored beside it. So a loss is
@@ -62,7 +62,7 @@ FLOOR, WITHIN, SHARE = 0.99, 0.02, 0.90
 #: A sample of the ``auto`` group issues calls back to back for about this much device time (a loop of
 #: products), so the host's dispatch counts only where it outlasts the device's work; at most MAX_CALLS
 #: calls, over at most MAX_SETS operand sets.
-PIPELINE_S, MAX_CALLS, MAX_SETS = 5e-3, 64, 8
+PIPELINE_S, MAX_CALLS, MAX_SETS = 20e-3, 64, 8
 
 
 def auto_params(n: int, config: Config, regime: str = "sustained") -> dict[str, Any]:

@@ -10,6 +10,8 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
+_MISSING = object()
+
 
 class LRU:
     """At most ``size`` entries; reading or writing one makes it the most recently used."""
@@ -22,10 +24,11 @@ class LRU:
 
     def get(self, key: Hashable, default: Any = None) -> Any:
         entries = self._entries
-        if key not in entries:
+        value = entries.get(key, _MISSING)
+        if value is _MISSING:
             return default
         entries.move_to_end(key)
-        return entries[key]
+        return value
 
     def __setitem__(self, key: Hashable, value: Any) -> None:
         entries = self._entries

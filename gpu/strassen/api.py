@@ -146,7 +146,7 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str | Sequenc
     device; ``0``: RUM throughout); see :mod:`gpu.strassen.plans`.
     ``check_finite`` refuses NaN and infinity first (see the module notes for
     its cost, and for what a level does to them without the check). A repeated call
-    that comes out as one GEMM skips the checks its signature already passed
+    with ``out=`` skips the checks its signature already passed
     (:mod:`gpu.strassen.shortcut`). Inputs may
     be any 2-D array-likes: they are converted to plain arrays of the backend
     (``np.matrix`` included; masked arrays are refused).
@@ -156,9 +156,11 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str | Sequenc
     for a product predicted not to fit in free memory: all before any work.
     """
     be = get_backend(backend)
-    key = shortcut.signature(be, A, B, out, (level, schedule, parallel, fused, fringe, graph, workspace, regime))
-    if shortcut.run(be, key, level, A, B, out, check_finite, NONFINITE):
-        return out
+    key = shortcut.signature(be, A, B, out, (level, schedule, parallel, fused, fringe, graph, workspace, regime,
+                                             overwrite_a, overwrite_b))
+    plan = shortcut.kept(be, key, level, A, B, out, check_finite, NONFINITE)
+    if plan is not None:
+        return _execute(be, A, B, out, plan, parallel, fused, graph)
     asked, stamp = level, profile_stamp(be) if level == "auto" and key is not None else None
     if fringe not in FRINGES:
         raise ValueError(f"fringe must be one of {FRINGES}, got {fringe!r}")
@@ -169,6 +171,7 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str | Sequenc
     C = check_output(be, out, (m, n), A.dtype, {"A": A, "B": B})
     if blas.overlaps(be.layout(A), be.layout(B)):
         overwrite_a = overwrite_b = own_a = own_b = False
+        key = None                                        # its overwrite rights depend on the addresses: not kept
     ow_a, ow_b = overwrite_a or own_a, overwrite_b or own_b
     output = 0 if C is not None else m * n * A.itemsize
     if workspace is not None and schedule is not None:
@@ -179,28 +182,38 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str | Sequenc
         level = resolve_auto_level(m, k, n, be, schedule=schedule, fused=fused, regime=regime, fringe=fringe)
     check_schedule(schedule, level)
     if level == 0 and C is not None:                     # the library GEMM: no workspace or new output to plan
-        be.gemm(A, B, C)
-        shortcut.keep(be, key, asked, stamp, A, B, C)
-        return C
+        return _execute(be, A, B, C, shortcut.keep(be, key, asked, stamp, A, B, C, shortcut.GEMM), parallel,
+                        fused, graph)
     check_level(m, k, n, level, fringe)
     level = level if min(m, k, n) else 0                 # an empty product multiplies nothing
     if workspace is not None and level:
         schedule = _planned(be, workspace, (m, k, n, level, A.itemsize, fringe, ow_a, ow_b), fused, output)
-    _check_memory(be, schedule, m, k, n, level, A.dtype, fringe, ow_a, ow_b, output)
+    need = _memory_need(schedule, m, k, n, level, A.dtype, fringe, ow_a, ow_b, output)
+    require_memory(be, *need)
     C = be.xp.empty((m, n), dtype=A.dtype) if C is None else C
+    side = core_side(m, k, n, level, fringe) if level else 0
+    plan = shortcut.Plan(level, schedule, fringe == "pad" and (m, k, n) != (side, side, side), side, ow_a, ow_b,
+                         need if need[0] else None)
+    if out is not None and workspace != "auto":
+        shortcut.keep(be, key, asked, stamp, A, B, C, plan)
+    return _execute(be, A, B, C, plan, parallel, fused, graph)
+
+
+def _execute(be: Backend, A: Array, B: Array, C: Array, plan: shortcut.Plan, parallel: bool, fused: bool,
+             graph: bool | str) -> Array:
+    """Run a checked ``plan``: the library GEMM at level 0, else its levels (eagerly or as a CUDA graph)."""
+    level, schedule, side = plan.level, plan.schedule, plan.side
     if level == 0:
         be.gemm(A, B, C)
         return C
-    side = core_side(m, k, n, level, fringe)
-    padded = fringe == "pad" and (m, k, n) != (side, side, side)
 
     def body(run: Executor) -> None:
-        if padded:
+        if plan.padded:
             _padded(be, run, schedule, A, B, C, side, level)
         else:
-            _peeled(be, run, schedule, A, B, C, side, level, ow_a, ow_b)
+            _peeled(be, run, schedule, A, B, C, side, level, plan.overwrite_a, plan.overwrite_b)
 
-    key = (id(be), schedule, level, parallel, fused, padded, ow_a, ow_b,
+    key = (id(be), schedule, level, parallel, fused, plan.padded, plan.overwrite_a, plan.overwrite_b,
            *(graphs.array_key(x, be) for x in (A, B, C)))
     graphs.run(be, graph, key, total_launches(schedule, level, fused),
                lambda arena: Executor(be, parallel=parallel, fused=fused, arena=arena), body)
@@ -264,13 +277,14 @@ def top_support(be: Backend, schedule: str, level: int, A: Array, B: Array, over
     return {s: inputs[reuse[s]] if s in reuse else new((h, h), A.dtype, ("top", s)) for s in SUPPORT}
 
 
-def _check_memory(be: Backend, schedule: str, m: int, k: int, n: int, level: int, dtype, fringe: str,
-                  overwrite_a: bool, overwrite_b: bool, output: int) -> None:
-    """Refuse a product whose output and extra memory are predicted not to fit in free memory."""
+def _memory_need(schedule: str, m: int, k: int, n: int, level: int, dtype, fringe: str, overwrite_a: bool,
+                 overwrite_b: bool, output: int) -> tuple[int, str, str]:
+    """Bytes the product needs beyond its operands (its output where new, and extra memory), what for, and
+    the way out: :func:`gpu.backend.require_memory`'s arguments."""
     est = matmul_memory(schedule, m, k, n, level, np.dtype(dtype).itemsize, fringe=fringe,
                         overwrite_a=overwrite_a, overwrite_b=overwrite_b)
     parts = (f"output {output / 2**30:.2f} GiB, support {est.support / 2**30:.2f}, copies {est.copies / 2**30:.2f}, "
              f"temporaries {est.temporaries / 2**30:.2f}")
     advice = ("pass out= (an array you allocated), or split the product into blocks of rows" if not est.extra else
               "use schedule='rum', overwrite_a=True, overwrite_b=True, a lower level, or pass out=")
-    require_memory(be, output + est.extra, f"{schedule} at level {level} on {m} x {k} x {n} ({parts})", advice)
+    return output + est.extra, f"{schedule} at level {level} on {m} x {k} x {n} ({parts})", advice

@@ -1,38 +1,62 @@
-"""The level-0 shortcut of :func:`gpu.strassen.matmul`: a repeated call that comes out as one GEMM.
+"""Kept call plans of :func:`gpu.strassen.matmul`: a repeated call skips the checks it already passed.
 
-A call that resolves to level 0 with ``out=`` given is the library GEMM, whose device time at
-N = 1024 is about 50 us; the full call (conversions, layout and dtype checks, the output's checks,
-the schedule and level resolution) cost the host 90 us more than the GEMM call on an H100's host,
-so ``level="auto"`` lost to DGEMM wherever the GEMM was short. Such a call's **signature** (backend,
-shapes, strides and dtypes of A, B and ``out``, and the options that decide the level) is kept once
-the full call has passed every check, :data:`MAX_SIGNATURES` of them. A repeated call then checks
-only what can change without changing the signature:
+A call that resolves to level 0 with ``out=`` given is the library GEMM, whose device time at N = 1024 is
+about 50 us; the full call (conversions, layout and dtype checks, the output's checks, the schedule and
+level resolution, the memory estimate) cost the host 90 us more than the GEMM call on the H100's host, so
+``level="auto"`` lost to DGEMM wherever the GEMM was short; at level 1 the same work held the first launch
+back 0.3 ms. A call's **signature** (backend, shapes, strides and dtypes of A, B and ``out``, and every
+option) is kept with its checked :class:`Plan` once the full call has passed every check, for
+:data:`MAX_SIGNATURES` signatures. A repeated call then checks only what can change without changing the
+signature:
 
-* the addresses: ``out``'s bytes must not meet A's or B's (otherwise the full call runs and says why);
+* the addresses: ``out``'s bytes must not meet A's or B's, nor A's B's (the overwrite rights depend on it);
+  otherwise the full call runs, and says why where it refuses;
 * the values: NaN and infinity where ``check_finite``;
+* the free memory, where the plan needs memory beyond ``out``;
 * the device profile, for ``level="auto"``: its file and modification time
   (:func:`gpu.profile.profile_stamp`); a profile written since makes the full call decide again.
 
-Warnings the full call gave (an unreadable profile, another regime's table standing in) are not
-repeated by the shortcut, as Python shows a warning once per place by default anyway.
+Calls without ``out=``, with inputs that are not plain arrays of the backend, with options that are not
+keys (a list of schedules) or with ``workspace="auto"`` (a plan made from the free memory) always take the
+full call. Warnings the full call gave (an unreadable profile, another regime's table standing in) are not
+repeated, as Python shows a warning once per place by default anyway.
 """
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ..backend import Array, Backend, require_finite
+from ..backend import Array, Backend, require_finite, require_memory
 from ..backend.memo import LRU
 from ..profile import profile_stamp
 
-#: Call signatures whose level-0 outcome is kept.
+#: Call signatures whose plan is kept.
 MAX_SIGNATURES = 1024
 
 
-class Level0(NamedTuple):
-    """A signature's kept outcome: the profile stamp its ``level="auto"`` read (None for a given level) and
-    the byte extents of A, B and ``out`` for the overlap test."""
+class Plan(NamedTuple):
+    """What the full call decided: the level and schedule, zero padding (``fringe="pad"``) and the core's
+    side, the overwrite rights, and the memory it needs beyond ``out`` (``require_memory``'s arguments;
+    None for none)."""
 
+    level: int
+    schedule: str
+    padded: bool = False
+    side: int = 0
+    overwrite_a: bool = False
+    overwrite_b: bool = False
+    memory: tuple[int, str, str] | None = None
+
+
+#: The plan of a call that is one library GEMM.
+GEMM = Plan(0, "gemm")
+
+
+class Kept(NamedTuple):
+    """A kept plan, the profile stamp its ``level="auto"`` read (None for a given level) and the byte extents
+    of A, B and ``out`` for the overlap tests."""
+
+    plan: Plan
     stamp: Any
     extents: tuple[int, int, int]
 
@@ -41,46 +65,58 @@ _KEPT = LRU(MAX_SIGNATURES)
 
 
 def signature(be: Backend, A: Any, B: Any, out: Any, options: tuple) -> tuple | None:
-    """The key of a call, or None where it cannot take the shortcut (no ``out``, inputs that are not
-    plain arrays of ``be``, or options that cannot be keys, such as a list of schedules)."""
+    """The key of a call, or None where it cannot be kept (no ``out``, or inputs that are not plain arrays
+    of ``be``); a key holding an option that cannot be hashed (a list of schedules) is never kept."""
     array = be.xp.ndarray
     if out is None or type(A) is not array or type(B) is not array or type(out) is not array:
         return None
-    key = (be, A.shape, A.strides, A.dtype, B.shape, B.strides, B.dtype, out.shape, out.strides, out.dtype, *options)
+    return (be, A.shape, A.strides, A.dtype, B.shape, B.strides, B.dtype, out.shape, out.strides, out.dtype, *options)
+
+
+def _lookup(key: tuple | None) -> Kept | None:
+    try:
+        return None if key is None else _KEPT.get(key)
+    except TypeError:                                   # an option that is no key (a list of schedules)
+        return None
+
+
+def _meet(first: int, first_extent: int, second: int, second_extent: int) -> bool:
+    return first < second + second_extent and second < first + first_extent
+
+
+def kept(be: Backend, key: tuple | None, level: Any, A: Array, B: Array, C: Array, check_finite: bool,
+         nonfinite: str) -> Plan | None:
+    """The kept plan of this call after its per-call checks, or None (nothing done) where the signature is
+    not kept, the profile changed since, or the addresses meet (the full call then decides)."""
+    entry = _lookup(key)
+    if entry is None or (level == "auto" and entry.stamp != profile_stamp(be)):
+        return None
+    (ea, eb, ec), pa, pb, pc = entry.extents, be.pointer(A), be.pointer(B), be.pointer(C)
+    if _meet(pc, ec, pa, ea) or _meet(pc, ec, pb, eb) or (entry.plan.level and _meet(pa, ea, pb, eb)):
+        return None
+    require_finite(be, check_finite, {"A": A, "B": B}, nonfinite)
+    if entry.plan.memory is not None:
+        require_memory(be, *entry.plan.memory)
+    return entry.plan
+
+
+def keep(be: Backend, key: tuple | None, level: Any, stamp: Any, A: Array, B: Array, C: Array, plan: Plan) -> Plan:
+    """Keep the plan of a full call that passed every check (``stamp``: the profile stamp read before
+    ``level="auto"`` was resolved); returns ``plan``."""
+    if key is not None and _hashable(key):
+        spans = [be.layout(x).span for x in (A, B, C)]
+        _KEPT[key] = Kept(plan, stamp if level == "auto" else None, tuple(end - start for start, end in spans))
+    return plan
+
+
+def _hashable(key: tuple) -> bool:
     try:
         hash(key)
     except TypeError:
-        return None
-    return key
-
-
-def _overlap(be: Backend, extents: tuple[int, int, int], A: Array, B: Array, C: Array) -> bool:
-    """Whether ``C``'s byte range meets A's or B's."""
-    (ea, eb, ec), pa, pb, pc = extents, be.pointer(A), be.pointer(B), be.pointer(C)
-    return (pc < pa + ea and pa < pc + ec) or (pc < pb + eb and pb < pc + ec)
-
-
-def run(be: Backend, key: tuple | None, level: Any, A: Array, B: Array, C: Array, check_finite: bool,
-        nonfinite: str) -> bool:
-    """Run a kept level-0 call as ``C = A @ B`` and say so; False (nothing done) where the signature is not
-    kept, the profile changed since, or ``C`` meets A or B."""
-    entry = None if key is None else _KEPT.get(key)
-    if entry is None or (level == "auto" and entry.stamp != profile_stamp(be)) \
-            or _overlap(be, entry.extents, A, B, C):
         return False
-    require_finite(be, check_finite, {"A": A, "B": B}, nonfinite)
-    be.gemm(A, B, C)
     return True
 
 
-def keep(be: Backend, key: tuple | None, level: Any, stamp: Any, A: Array, B: Array, C: Array) -> None:
-    """Keep a signature whose full call passed every check and ran as one GEMM; ``stamp``: the profile
-    stamp read before ``level="auto"`` was resolved."""
-    if key is not None:
-        spans = [be.layout(x).span for x in (A, B, C)]
-        _KEPT[key] = Level0(stamp if level == "auto" else None, tuple(end - start for start, end in spans))
-
-
 def forget() -> None:
-    """Drop every kept signature."""
+    """Drop every kept plan."""
     _KEPT.clear()

@@ -5,7 +5,7 @@
 import numpy as np
 import pytest
 
-from gpu.backend import get_backend
+from gpu.backend import MemoryPlanError, get_backend
 from gpu.backend.memo import LRU
 from gpu.profile import device_name, save_profile
 from gpu.strassen import api, matmul, shortcut
@@ -131,12 +131,45 @@ def test_a_profile_written_since_changes_the_level_of_a_kept_signature(monkeypat
 def test_calls_that_cannot_take_the_shortcut_are_not_kept(backend):
     A, B, C = operands(backend)
     matmul(A, B, backend=backend)                     # no out=
-    matmul(A, B, level=1, out=C, backend=backend)     # not one GEMM
     matmul(A, B, schedule=["rum"], level=0, out=C, backend=backend)   # a list is no key
+    matmul(A, B, level=1, workspace="auto", out=C, backend=backend)   # planned from the free memory
+    matmul(A, A, level=1, overwrite_a=True, out=C, backend=backend)   # rights that depend on the addresses
     assert len(shortcut._KEPT) == 0
     with pytest.raises(ValueError, match="fringe must be one of"):
         matmul(A, B, level=0, out=C, backend=backend, fringe="nope")
     assert len(shortcut._KEPT) == 0
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_a_kept_level1_plan_gives_the_same_bits_and_keeps_what_it_must(backend, monkeypatch, overwrite):
+    A, B, C = operands(backend)
+    A0, B0 = backend.to_numpy(A).copy(), backend.to_numpy(B).copy()
+    matmul(A, B, level=1, out=C, overwrite_a=overwrite, overwrite_b=overwrite, backend=backend)
+    first = backend.to_numpy(C).copy()
+    A, B = backend.asarray(A0), backend.asarray(B0)
+    checks: list = []
+    monkeypatch.setattr(api, "check_schedule", lambda *a, seen=checks: seen.append(a))
+    matmul(A, B, level=1, out=C, overwrite_a=overwrite, overwrite_b=overwrite, backend=backend)
+    assert checks == [] and len(shortcut._KEPT) == 1
+    np.testing.assert_array_equal(backend.to_numpy(C), first)
+    if not overwrite:
+        np.testing.assert_array_equal(backend.to_numpy(A), A0)
+        np.testing.assert_array_equal(backend.to_numpy(B), B0)
+        monkeypatch.setattr(backend, "memory_info", lambda: (0, 1))      # the support it needs no longer fits
+        with pytest.raises(MemoryPlanError, match="rum at level 1"):
+            matmul(A, B, level=1, out=C, backend=backend)
+
+
+def test_a_kept_plan_with_overwrite_rights_drops_them_for_inputs_that_share_memory(backend):
+    X = backend.random((2 * N, N), np.float64, seed=4)
+    C = backend.xp.empty((N, N))
+    matmul(X[:N], X[N:], level=1, out=C, overwrite_a=True, overwrite_b=True, backend=backend)   # kept
+    X = backend.random((2 * N, N), np.float64, seed=5)
+    before = backend.to_numpy(X).copy()
+    A, B = X[:N], X[N // 2:N // 2 + N]                 # same signature, B over A
+    matmul(A, B, level=1, out=C, overwrite_a=True, overwrite_b=True, backend=backend)
+    np.testing.assert_array_equal(backend.to_numpy(X), before)
+    np.testing.assert_allclose(backend.to_numpy(C), before[:N] @ before[N // 2:N // 2 + N], rtol=1e-10, atol=1e-12)
 
 
 def test_the_kept_signatures_are_bounded(monkeypatch):
