@@ -33,7 +33,17 @@ from typing import Any
 import numpy as np
 
 from ..backend import Array, Backend, MemoryPlanError, check_output, get_backend
-from ..ozaki.api import _operands, _phase, _refuse_nonfinite, _tiles, _with_nonfinite, line_pair
+from ..ozaki.api import (
+    Lines,
+    _operands,
+    _phase,
+    _refuse_nonfinite,
+    _tiles,
+    _with_nonfinite,
+    line_pair,
+    lines_of,
+    located,
+)
 from ..ozaki.plan import ALIGN, _round_up
 from .auto import choose_moduli
 from .moduli import MAX_MODULI, ModuliTable, moduli_table
@@ -61,12 +71,14 @@ def _int8_product(be: Backend, a: Array, b: Array, P: Array) -> None:
         be.gemm_ex(a[rows], b[cols].T, P[rows, cols], recipe="int8")
 
 
-def bounds(be: Backend, A: Array, B: Array, e: Array, f: Array, ldk: int, n_pad: int, scaling: str) -> Bounds:
-    """The mode's Bounds (see the module): fast mode's square sums read A and B once and store no bars;
-    accurate mode's Cbar is the INT8 product of the bars of A's rows and B's columns."""
+def bounds(be: Backend, A: Array, B: Array, e: Array, f: Array, ldk: int, n_pad: int, scaling: str,
+           squares: tuple[Array, Array] | None = None) -> Bounds:
+    """The mode's Bounds (see the module): fast mode's sums of squared bars (``squares``, where
+    :func:`scaled_lines` made them with the maxima), with no bars stored; accurate mode's Cbar is the INT8
+    product of the bars of A's rows and B's columns."""
     m, n = A.shape[0], B.shape[1]
     if scaling == "fast":
-        rows, cols = ops(be).square_sums(A, e), ops(be).square_sums(B.T, f)
+        rows, cols = squares or (ops(be).line_squares(A)[1], ops(be).line_squares(B.T)[1])
         return Bounds(e, rows.astype(np.float64), f, cols.astype(np.float64))
     bars_a, bars_b = ops(be).bars(A, e, m, ldk), ops(be).bars(B.T, f, n_pad, ldk)
     blocks = _blocks(bars_a.shape[1], MAX_K_BOUND_GEMM // ALIGN * ALIGN)
@@ -77,6 +89,15 @@ def bounds(be: Backend, A: Array, B: Array, e: Array, f: Array, ldk: int, n_pad:
         cbar = P if len(blocks) == 1 else P.astype(np.int64) if cbar is None else cbar + P
     cbar = cbar[:m, :n]
     return Bounds(e, cbar.max(axis=1).astype(np.float64), f, cbar.max(axis=0).astype(np.float64), cbar)
+
+
+def scaled_lines(be: Backend, A: Array, B: Array, scaling: str) -> tuple[Lines, Lines, tuple[Array, Array] | None]:
+    """The maxima of A's rows and B's columns with the lines holding NaN or infinity located, and in fast
+    mode the sums of squared bars, made in the same read of each operand (:mod:`gpu.ozaki2.fused`)."""
+    if scaling != "fast":
+        return *line_pair(be, A, B), None
+    (ma, R), (mb, Q) = ops(be).line_squares(A), ops(be).line_squares(B.T)
+    return *located(be, lines_of(be, ma), lines_of(be, mb)), (R, Q)
 
 
 def _count(moduli: Any, target: Any) -> int | None:
@@ -99,9 +120,10 @@ def _k_block(k_block: Any) -> int:
 
 
 def workspace_bytes(m: int, k: int, n: int, count: int) -> int:
-    """Device bytes of one product beyond A, B and C: residues, bars, the INT32 product, planes, Cbar."""
+    """Device bytes of one product beyond A, B and C: residues, bars, the INT32 product, planes, Cbar, and fast
+    scaling's tile sums (:func:`gpu.ozaki2.fused.workspace_bytes`)."""
     ldk, n_pad = _round_up(max(k, 1)), _round_up(max(n, 1))
-    return (count + 1) * ldk * (m + n_pad) + 4 * m * n_pad * 3 + count * m * n
+    return (count + 1) * ldk * (m + n_pad) + 4 * m * n_pad * 3 + count * m * n + 40 * (m + n) * -(-k // 32)
 
 
 def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling: str = "accurate",
@@ -143,7 +165,7 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
         C[...] = 0.0
         return C
     with _phase(be, phases, "scaling"):
-        rows, cols = line_pair(be, A, B)
+        rows, cols, squares = scaled_lines(be, A, B, scaling)
         if rows.bad or cols.bad:
             if check_finite:
                 _refuse_nonfinite(rows, cols)
@@ -151,7 +173,8 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
             return _with_nonfinite(be, A, B, C, rows.nonfinite, cols.nonfinite, options, method=matmul)
         e, f = 6 - rows.exps, 6 - cols.exps
         ldk, n_pad = _round_up(max(k, 1)), _round_up(max(n, 1))
-        found = bounds(be, A, B, e, f, ldk, n_pad, scaling)
+        found = bounds(be, A, B, e, f, ldk, n_pad, scaling, squares)
+        del squares
         table = moduli_table(count or choose_moduli(A, B, found, "dgemm" if target is None else target))
         u, v = headroom(found, table)
         shift_a, shift_b = (e + u).astype(np.int32), (f + v).astype(np.int32)

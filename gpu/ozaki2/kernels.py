@@ -29,8 +29,8 @@ float64 rate. The residue is a function of the integer alone, so it equals NumPy
 Every modulus is a compile-time constant (one kernel per modulus count, its loops unrolled; templates on
 m). (A variant without table or branch where a thread's four entries are below 2**53, y's low word from
 h and l in 32-bit integers, took 64 registers and ran slower on the H100: 1.68 against 0.91 ms at
-N = 8192.) Fast mode's sums of squared bars (``SQUARES``) are reduced per row in the same tiles (a shuffle
-over the eight threads of a row, one 64-bit atomic add per row and tile), so no bars are stored. The CRT
+N = 8192.) Fast mode's line maxima and sums of squared bars take one read of each operand
+(:mod:`gpu.ozaki2.fused`). The CRT
 reads ``VEC`` columns per modulus with one vector load where
 the planes allow it and writes them with 16-byte stores, under ``__launch_bounds__(256, 2)`` (at most 128
 registers: two blocks per SM). On the H100 (15 moduli, INT32 planes, device time, interleaved): two
@@ -49,7 +49,7 @@ import numpy as np
 
 from ..backend import Backend
 from ..ozaki.kernels import TILE, TILE_ROWS
-from ..ozaki.plan import _round_up
+from . import fused
 from .moduli import ModuliTable
 from .ops import shifts_across
 from .residues import powers_of_two
@@ -103,7 +103,7 @@ extern "C" __global__ void ozaki2_rows(
         const long long r = r0 + (by_rows ? q : tx), c = c0 + (by_rows ? tx : q);
         double v = 0.0;
         if (r < rows && c < cols) {
-#if BARS || SQUARES
+#if BARS
             v = ceil(ldexp(fabs(x[r * rs + c * cs]), shifts[r]));
 #else
             const double y = ldexp(x[r * rs + c * cs], shifts[r]);
@@ -115,16 +115,6 @@ extern "C" __global__ void ozaki2_rows(
     __syncthreads();
     const int tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4;
     const long long r = r0 + q;
-#if SQUARES
-    int s = 0;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        const int b = low_word(__dadd_rn(tile[q][g + j], MAGIC));
-        s += b * b;
-    }
-    for (int offset = 4; offset > 0; offset >>= 1) s += __shfl_down_sync(0xffffffffu, s, offset, 8);
-    if (g == 0 && r < rows && s) atomicAdd((unsigned long long*)out + r, (unsigned long long)s);
-#else
     const long long c = c0 + g;
     if (r >= rows_pad || c >= ldk) return;
     unsigned int* o = out + (r * ldk + c) / 4;
@@ -150,7 +140,6 @@ extern "C" __global__ void ozaki2_rows(
     const long long plane4 = plane / 4;
 #define RESIDUE_PLANE(T, M) o[T * plane4] = residues4<M>(h, l, e, pow2 + T * pow2_len);
     FOR_EACH_MODULUS(RESIDUE_PLANE)
-#endif
 #endif
 }
 """
@@ -219,7 +208,7 @@ def _moduli(moduli: tuple[int, ...]) -> str:
 
 @cache
 def _rows_kernel(mode: str, moduli: tuple[int, ...]) -> Any:
-    source = (f"#define BARS {int(mode == 'bars')}\n#define SQUARES {int(mode == 'squares')}\n" + _moduli(moduli)
+    source = (f"#define BARS {int(mode == 'bars')}\n" + _moduli(moduli)
               + _COMMON + _ROWS_SOURCE)
     return cupy.RawKernel(source, "ozaki2_rows")
 
@@ -331,7 +320,5 @@ class CudaOps:
     def scaled_max(self, cbar: Any, shifts: Any, axis: int) -> Any:
         return _scaled_max()(cbar, shifts_across(shifts, axis), axis=axis)
 
-    def square_sums(self, X: Any, e: Any) -> Any:
-        out = cupy.zeros(X.shape[0], dtype=np.int64)
-        _launch_rows(X, e, e, out, X.shape[0], _round_up(max(X.shape[1], 1)), "squares", (1,))
-        return out
+    def line_squares(self, X: Any) -> tuple[Any, Any]:
+        return fused.line_squares(X)

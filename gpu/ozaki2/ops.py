@@ -85,9 +85,17 @@ class HostOps:
         """max over ``axis`` of ``cbar * 2**shifts`` (shifts along the other axis), exact in float64."""
         return np.ldexp(cbar.astype(np.float64), shifts_across(shifts, axis)).max(axis=axis)
 
-    def square_sums(self, X: np.ndarray, e: np.ndarray) -> np.ndarray:
-        """Row sums of the squared bars :meth:`bars` (per row), exactly (int64); the GPU stores no bars."""
-        return (self.bars(X, e, *X.shape).astype(np.int64) ** 2).sum(axis=1)
+    def line_squares(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per row of X: max |x| (NaN where the row holds NaN), and the sum of its squared bars
+        (:meth:`bars` with e = 6 - exp(max)), exactly (uint64; 0 for a row that is not finite). Two passes
+        here; the GPU's one pass gives the same integers (:mod:`gpu.ozaki2.fused`)."""
+        mx = np.abs(X).max(axis=1) if X.shape[1] else np.zeros(X.shape[0])
+        finite = np.isfinite(mx)
+        squares = np.zeros(X.shape[0], dtype=np.uint64)
+        e = (6 - np.frexp(mx[finite])[1]).astype(np.int64)
+        bars = self.bars(X[finite], e, int(finite.sum()), X.shape[1]).astype(np.int64)
+        squares[finite] = (bars**2).sum(axis=1)
+        return mx, squares
 
 
 def ops(backend: Backend) -> Any:

@@ -159,18 +159,56 @@ def test_gpu_phases_and_views(cupy_backend):
     assert set(blocked) == {"scaling", "residues", "gemm", "reduce", "crt"}
 
 
+def tile_squares(X, tile=32):
+    """The one-pass sums of :mod:`gpu.ozaki2.fused` in NumPy: per row and tile of ``tile`` entries the tile's
+    maximum, its bar exponent e_t and S_t[d] = sum ceil(c / 2**d)**2 of its bars c (d = 0..7), combined as
+    sum_t S_t[min(e_t - e, 7)] with e the row's bar exponent."""
+    X = np.abs(X)
+    out = np.zeros(X.shape[0], dtype=np.int64)
+    for i, row in enumerate(X):
+        tiles = [row[j:j + tile] for j in range(0, row.size, tile)]
+        e_t = [6 - np.frexp(t.max())[1] for t in tiles]
+        e = 6 - np.frexp(row.max())[1]
+        for t, et in zip(tiles, e_t, strict=True):
+            c = np.ceil(np.ldexp(t, et)).astype(np.int64)
+            d = min(et - e, 7)
+            out[i] += int((((c + 2**d - 1) >> d) ** 2).sum())
+    return out
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=st.integers(1, 6), k=st.integers(1, 200), spread=st.integers(0, 60), zeros=st.floats(0.0, 0.9),
+       seed=st.integers(0, 2**16))
+def test_one_pass_tile_sums_equal_the_two_pass_sums(m, k, spread, zeros, seed):
+    """Fast scaling's sums of squared bars from tiles with their own exponents equal the two-pass sums with
+    the row's exponent, exactly: ceil(c / 2**d) is the bar at the row's exponent, and beyond d = 7 every
+    nonzero bar is 1."""
+    rng = np.random.default_rng(seed)
+    X = np.ldexp(rng.uniform(-1, 1, (m, k)), rng.integers(-spread, spread + 1, (m, k)))
+    X[rng.uniform(size=(m, k)) < zeros] = 0.0
+    mx, squares = HostOps(get_backend("numpy")).line_squares(X)
+    assert np.array_equal(mx, np.abs(X).max(axis=1))
+    assert np.array_equal(squares.astype(np.int64), tile_squares(X))
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape", [(1, 1), (33, 70), (300, 4099)])
-def test_gpu_square_sums_equal_numpy_in_both_layouts(cupy_backend, shape):
-    """Fast mode's sums of squared bars, without stored bars: rows of a C-ordered array and of a transpose."""
+@pytest.mark.parametrize("shape", [(1, 1), (33, 70), (300, 4099), (5, 2 * 32 * 40 + 7)])
+def test_gpu_line_squares_equal_numpy_in_both_layouts(cupy_backend, shape):
+    """Fast mode's maxima and sums of squared bars in one read: rows of a C-ordered array and of a transpose,
+    wide exponents, zero rows, and rows holding NaN or infinity (maximum NaN or infinity as NumPy's)."""
     X = phi_matrix(*shape, 4.0, 3)
-    e = (6 - np.frexp(np.abs(X).max(axis=1))[1]).astype(np.int32)
-    want = HostOps(get_backend("numpy")).square_sums(X, e)
+    X[0, -1] *= 2.0**-600
+    if shape[0] > 4:
+        X[1] = 0.0
+        X[2, shape[1] // 2] = np.nan
+        X[3, 0] = -np.inf
+    mx, want = HostOps(get_backend("numpy")).line_squares(X)
     gpu_ops = cupy_backend.ops("ozaki2")
-    assert np.array_equal(cupy_backend.to_numpy(gpu_ops.square_sums(cupy_backend.asarray(X), cupy_backend.asarray(e))),
-                          want)
-    XT = cupy_backend.asarray(np.ascontiguousarray(X.T)).T
-    assert np.array_equal(cupy_backend.to_numpy(gpu_ops.square_sums(XT, cupy_backend.asarray(e))), want)
+    finite = np.isfinite(mx)
+    for dev in (cupy_backend.asarray(X), cupy_backend.asarray(np.ascontiguousarray(X.T)).T):
+        got_mx, got = (cupy_backend.to_numpy(v) for v in gpu_ops.line_squares(dev))
+        np.testing.assert_array_equal(got_mx, mx)
+        assert np.array_equal(got[finite], want[finite])
 
 
 @pytest.mark.gpu
