@@ -34,7 +34,25 @@ import numpy as np
 #: Entries of k per tile, and the d of the last sum (d >= 7: every nonzero bar becomes 1).
 TILE_K, LAST_D = 32, 7
 
-_SOURCE = r"""
+#: The 32 x 32 tile both of scheme II's row kernels read, with a block of 32 x 8 threads: line q's entry j lands
+#: in ``tile[q][j]``, read coalesced along X's contiguous axis (rows where ``cs == 1``), zero outside X;
+#: ``ENTRY(r, c)``, defined by the kernel, is the value kept of X's entry (r, c).
+TILE_SOURCE = r"""
+#define LOAD_TILE(ENTRY) \
+    __shared__ double tile[32][33]; \
+    const long long r0 = (long long)blockIdx.y * 32, c0 = (long long)blockIdx.x * 32; \
+    const int tx = threadIdx.x, ty = threadIdx.y; \
+    const bool by_rows = (cs == 1); \
+    for (int q = ty; q < 32; q += 8) { \
+        const long long r = r0 + (by_rows ? q : tx), c = c0 + (by_rows ? tx : q); \
+        const double v = (r < rows && c < cols) ? ENTRY(r, c) : 0.0; \
+        if (by_rows) tile[q][tx] = v; else tile[tx][q] = v; \
+    } \
+    __syncthreads();
+"""
+
+_SOURCE = TILE_SOURCE + r"""
+#define ABS_ENTRY(r, c) fabs(x[(r) * rs + (c) * cs])
 __device__ __forceinline__ double nanmax(double a, double b) { return (a != a || a > b) ? a : b; }
 __device__ __forceinline__ int bar_exponent(double m) { int ex; frexp(m, &ex); return 6 - ex; }
 
@@ -42,16 +60,7 @@ extern "C" __global__ void ozaki2_tile_squares(
     const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
     double* __restrict__ tmax, int* __restrict__ sums)
 {
-    __shared__ double tile[32][33];
-    const long long r0 = (long long)blockIdx.y * 32, c0 = (long long)blockIdx.x * 32;
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    const bool by_rows = (cs == 1);
-    for (int q = ty; q < 32; q += 8) {
-        const long long r = r0 + (by_rows ? q : tx), c = c0 + (by_rows ? tx : q);
-        const double v = (r < rows && c < cols) ? fabs(x[r * rs + c * cs]) : 0.0;
-        if (by_rows) tile[q][tx] = v; else tile[tx][q] = v;
-    }
-    __syncthreads();
+    LOAD_TILE(ABS_ENTRY)
     const int tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4;
     double m = tile[q][g];
 #pragma unroll

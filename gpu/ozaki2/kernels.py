@@ -90,29 +90,24 @@ template <int M> __device__ __forceinline__ unsigned int residues4(
     return word;
 }
 
+/* A tile entry: its bar (BARS), or its scaled integer, to nearest where the shift is at least the bar exponent. */
+__device__ __forceinline__ double scaled_integer(double x, int s, int e)
+{
+    const double y = ldexp(x, s);
+    return s >= e ? rint(y) : trunc(y);
+}
+#if BARS
+#define ROWS_ENTRY(r, c) ceil(ldexp(fabs(x[(r) * rs + (c) * cs]), shifts[r]))
+#else
+#define ROWS_ENTRY(r, c) scaled_integer(x[(r) * rs + (c) * cs], shifts[r], exps[r])
+#endif
+
 extern "C" __global__ void ozaki2_rows(
     const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
     long long rows_pad, long long ldk, const int* __restrict__ shifts, const int* __restrict__ exps,
     unsigned int* __restrict__ out, long long plane, const double* __restrict__ pow2, int pow2_len)
 {
-    __shared__ double tile[32][33];
-    const long long r0 = (long long)blockIdx.y * 32, c0 = (long long)blockIdx.x * 32;
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    const bool by_rows = (cs == 1);
-    for (int q = ty; q < 32; q += 8) {
-        const long long r = r0 + (by_rows ? q : tx), c = c0 + (by_rows ? tx : q);
-        double v = 0.0;
-        if (r < rows && c < cols) {
-#if BARS
-            v = ceil(ldexp(fabs(x[r * rs + c * cs]), shifts[r]));
-#else
-            const double y = ldexp(x[r * rs + c * cs], shifts[r]);
-            v = shifts[r] >= exps[r] ? rint(y) : trunc(y);
-#endif
-        }
-        if (by_rows) tile[q][tx] = v; else tile[tx][q] = v;
-    }
-    __syncthreads();
+    LOAD_TILE(ROWS_ENTRY)
     const int tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4;
     const long long r = r0 + q;
     const long long c = c0 + g;
@@ -208,8 +203,8 @@ def _moduli(moduli: tuple[int, ...]) -> str:
 
 @cache
 def _rows_kernel(mode: str, moduli: tuple[int, ...]) -> Any:
-    source = (f"#define BARS {int(mode == 'bars')}\n" + _moduli(moduli)
-              + _COMMON + _ROWS_SOURCE)
+    source = (f"#define BARS {int(mode == 'bars')}\n" + _moduli(moduli) + _COMMON + fused.TILE_SOURCE
+              + _ROWS_SOURCE)
     return cupy.RawKernel(source, "ozaki2_rows")
 
 
