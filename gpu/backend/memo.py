@@ -2,10 +2,13 @@
 
 Call signatures (shapes, strides, dtypes; addresses for CUDA graphs) keep coming in a long run over
 new arrays, so every per-signature table has to be bounded: the least recently used entry goes first.
+A table is shared by every thread that calls the library (the Dask front-end's workers call
+``Backend.gemm`` from several), so its reads and writes hold a lock.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
@@ -21,21 +24,24 @@ class LRU:
             raise ValueError(f"an LRU table needs room for at least one entry, got {size}")
         self.size = size
         self._entries: OrderedDict[Hashable, Any] = OrderedDict()
+        self._lock = threading.Lock()
 
     def get(self, key: Hashable, default: Any = None) -> Any:
-        entries = self._entries
-        value = entries.get(key, _MISSING)
-        if value is _MISSING:
-            return default
-        entries.move_to_end(key)
-        return value
+        with self._lock:
+            entries = self._entries
+            value = entries.get(key, _MISSING)
+            if value is _MISSING:
+                return default
+            entries.move_to_end(key)
+            return value
 
     def __setitem__(self, key: Hashable, value: Any) -> None:
-        entries = self._entries
-        entries[key] = value
-        entries.move_to_end(key)
-        while len(entries) > self.size:
-            entries.popitem(last=False)
+        with self._lock:
+            entries = self._entries
+            entries[key] = value
+            entries.move_to_end(key)
+            while len(entries) > self.size:
+                entries.popitem(last=False)
 
     def __contains__(self, key: Hashable) -> bool:
         return key in self._entries
@@ -44,4 +50,5 @@ class LRU:
         return len(self._entries)
 
     def clear(self) -> None:
-        self._entries.clear()
+        with self._lock:
+            self._entries.clear()
