@@ -1,12 +1,13 @@
 """``matmul``: Ozaki scheme II on NumPy or CuPy, written once over the backend.
 
-Steps (spec ``shared/spec/ozaki2.md``): row and column exponents (scheme I's line maxima, which also find
-NaN and infinity), the bars ``ceil(|x| 2**e) <= 64`` of A's rows and B's columns, the bounds of the
-scaling mode (:func:`bounds`), the modulus count (given, or ``"auto"``), the residues of the scaled
-integers, one INT8 GEMM per modulus and k block through :meth:`gpu.backend.Backend.gemm_ex` (in output
-tiles of scheme I's INT8 format: cuBLAS ran those faster on the H100), each product reduced to its
-symmetric residue (added modulo m across k blocks), and the CRT with the unscaling. The backend's
-``"ozaki2"`` operations (:mod:`gpu.ozaki2.ops`) do the element-wise work with identical bits on both.
+Steps (spec ``shared/spec/ozaki2.md``): row and column exponents (the line maxima, which also find NaN and
+infinity, with one wait for the device; in fast mode read together with the sums of squared bars), the bars
+``ceil(|x| 2**e) <= 64`` of A's rows and B's columns, the bounds of the scaling mode (:func:`bounds`), the
+modulus count (given, or ``"auto"``), the residues of the scaled integers, one INT8 GEMM per modulus and k
+block through :meth:`gpu.backend.Backend.gemm_ex` (in output panels, :data:`PANEL`: cuBLAS ran those faster
+on the H100), each product reduced to its symmetric residue (added modulo m across k blocks), and the CRT
+with the unscaling. The backend's ``"ozaki2"`` operations (:mod:`gpu.ozaki2.ops`) do the element-wise work
+with identical bits on both.
 
 **Scaling modes.** Both give :class:`~gpu.ozaki2.scaling.Bounds` (bar exponents e, f and row and column
 bounds R, Q with (Abar Bbar)_ij <= sqrt(R_i Q_j)), from which :func:`gpu.ozaki2.scaling.headroom` takes the
