@@ -103,12 +103,11 @@ class Layout(NamedTuple):
         return self.cols if self.order == "C" else self.rows
 
     @property
-    def span(self) -> tuple[int, int]:
-        """Byte range [first, last) that the view touches."""
+    def extent(self) -> int:
+        """Bytes from the first element the view touches to past the last (0 for an empty view)."""
         if self.rows == 0 or self.cols == 0:
-            return (self.ptr, self.ptr)
-        end = self.ptr + ((self.outer - 1) * self.ld + self.inner) * self.itemsize
-        return (self.ptr, end)
+            return 0
+        return ((self.outer - 1) * self.ld + self.inner) * self.itemsize
 
 
 class BlasCall(NamedTuple):
@@ -210,8 +209,7 @@ def overlaps(a: Layout, b: Layout) -> bool:
     Strassen step, their transposes, single rows and columns of them),
     conservative (True) otherwise.
     """
-    (a0, a1), (b0, b1) = a.span, b.span
-    if a0 == a1 or b0 == b1 or a1 <= b0 or b1 <= a0:
+    if not bytes_meet(a.ptr, a.extent, b.ptr, b.extent):
         return False
     ld = _common_ld(a, b)
     if ld is None or a.itemsize != b.itemsize or (b.ptr - a.ptr) % a.itemsize:
@@ -221,6 +219,11 @@ def overlaps(a: Layout, b: Layout) -> bool:
     if c0 + second.inner > ld or first.inner > ld:
         return True
     return r0 < first.outer and c0 < first.inner
+
+
+def bytes_meet(a: int, a_extent: int, b: int, b_extent: int) -> bool:
+    """Whether the byte ranges [a, a + a_extent) and [b, b + b_extent) share a byte (an empty one shares none)."""
+    return a_extent > 0 and b_extent > 0 and a < b + b_extent and b < a + a_extent
 
 
 def _common_ld(a: Layout, b: Layout) -> int | None:
@@ -288,13 +291,13 @@ class GemmPlan(NamedTuple):
 
     @classmethod
     def of(cls, A: Layout, B: Layout, C: Layout, call: BlasCall | None) -> GemmPlan:
-        return cls(call, C.order == "C", tuple(x.span[1] - x.span[0] for x in (A, B, C)))
+        return cls(call, C.order == "C", (A.extent, B.extent, C.extent))
 
     def bind(self, pa: int, pb: int, pc: int) -> BlasCall | None:
         """The call on these addresses; None where C's byte range meets A's or B's (the caller then runs
         the full check, which tells a real overlap from views interleaved on one grid)."""
         ea, eb, ec = self.extents
-        if (pc < pa + ea and pa < pc + ec) or (pc < pb + eb and pb < pc + ec):
+        if bytes_meet(pc, ec, pa, ea) or bytes_meet(pc, ec, pb, eb):
             return None
         first, second = (pb, pa) if self.swap else (pa, pb)
         c = self.call

@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from ..backend import Array, Backend, require_finite, require_memory
+from ..backend.blas import bytes_meet
 from ..backend.memo import LRU
 from ..profile import profile_stamp
 
@@ -80,10 +81,6 @@ def _lookup(key: tuple | None) -> Kept | None:
         return None
 
 
-def _meet(first: int, first_extent: int, second: int, second_extent: int) -> bool:
-    return first < second + second_extent and second < first + first_extent
-
-
 def kept(be: Backend, key: tuple | None, level: Any, A: Array, B: Array, C: Array, check_finite: bool,
          nonfinite: str) -> Plan | None:
     """The kept plan of this call after its per-call checks, or None (nothing done) where the signature is
@@ -92,7 +89,7 @@ def kept(be: Backend, key: tuple | None, level: Any, A: Array, B: Array, C: Arra
     if entry is None or (level == "auto" and entry.stamp != profile_stamp(be)):
         return None
     (ea, eb, ec), pa, pb, pc = entry.extents, be.pointer(A), be.pointer(B), be.pointer(C)
-    if _meet(pc, ec, pa, ea) or _meet(pc, ec, pb, eb) or (entry.plan.level and _meet(pa, ea, pb, eb)):
+    if bytes_meet(pc, ec, pa, ea) or bytes_meet(pc, ec, pb, eb) or (entry.plan.level and bytes_meet(pa, ea, pb, eb)):
         return None
     require_finite(be, check_finite, {"A": A, "B": B}, nonfinite)
     if entry.plan.memory is not None:
@@ -104,8 +101,7 @@ def keep(be: Backend, key: tuple | None, level: Any, stamp: Any, A: Array, B: Ar
     """Keep the plan of a full call that passed every check (``stamp``: the profile stamp read before
     ``level="auto"`` was resolved); returns ``plan``."""
     if key is not None and _hashable(key):
-        spans = [be.layout(x).span for x in (A, B, C)]
-        _KEPT[key] = Kept(plan, stamp if level == "auto" else None, tuple(end - start for start, end in spans))
+        _KEPT[key] = Kept(plan, stamp if level == "auto" else None, tuple(be.layout(x).extent for x in (A, B, C)))
     return plan
 
 
