@@ -45,13 +45,17 @@ class ProfileError(ValueError):
 
 def profile_dir() -> Path:
     """Where profiles are read and written: ``$GEMMLAB_PROFILES``, else ``results/profiles``."""
-    env = os.environ.get(ENV_VAR)
-    return Path(env) if env else DEFAULT_DIR
+    return Path(_directory(None))
+
+
+def _directory(directory: str | os.PathLike | None) -> str:
+    """``directory``, else :func:`profile_dir`'s folder, as a string (cheap: every ``level="auto"`` call asks)."""
+    return str(directory) if directory is not None else os.environ.get(ENV_VAR) or str(DEFAULT_DIR)
 
 
 def profile_path(backend: str, device: str, directory: str | os.PathLike | None = None) -> Path:
     """The file of (backend, device) in ``directory`` (default :func:`profile_dir`)."""
-    return _path(backend, device, str(directory if directory is not None else profile_dir()))
+    return _path(backend, device, _directory(directory))
 
 
 @lru_cache(maxsize=32)
@@ -99,18 +103,11 @@ def backend_profile(backend: Backend, directory: str | os.PathLike | None = None
 def profile_stamp(backend: Backend, directory: str | os.PathLike | None = None) -> tuple[str, int | None]:
     """The device profile's file and modification time (None where there is none): what a kept
     ``level="auto"`` decision depends on, so that writing a profile changes later decisions."""
-    path = _stamp_path(backend.name, device_name(backend),
-                       str(directory) if directory is not None else os.environ.get(ENV_VAR))
+    path = str(profile_path(backend.name, device_name(backend), directory))
     try:
         return path, os.stat(path).st_mtime_ns
     except FileNotFoundError:
         return path, None
-
-
-@lru_cache(maxsize=32)
-def _stamp_path(backend: str, device: str, directory: str | None) -> str:
-    """Cached: a kept ``level="auto"`` call asks on every call (``directory`` None: the default folder)."""
-    return str(profile_path(backend, device, directory if directory is not None else DEFAULT_DIR))
 
 
 def check_regime(regime: str) -> str:
