@@ -205,6 +205,17 @@ def _report(batches: list[dict[str, list[tuple[float, dict | None]]]], tolerance
     }
 
 
+def repeats_lasting(backend: Backend, work: Callable[[], Any], seconds: float, most: int | None = None) -> int:
+    """How many runs of ``work`` back to back last about ``seconds`` (at most ``most``): one run timed after
+    one warm-up run. A sample that lasts that long sees the clock a sustained load runs at, and hides the
+    host's dispatch behind the device's work wherever the device's work is the longer."""
+    work()
+    with backend.timer() as t:
+        work()
+    repeats = max(1, math.ceil(seconds / max(t.seconds, 1e-9)))
+    return repeats if most is None else min(repeats, most)
+
+
 def single_run(backend: Backend, work: Callable[[], Any]) -> float:
     """Seconds of one run of ``work`` on an idle device (for methods too slow to batch)."""
     backend.synchronize()

@@ -51,10 +51,12 @@ from ..core.lab import Operands, check_product, time_group
 from ..core.regime import of_regime
 from ..core.registry import Context
 from ..core.summary import Check, Table
-from ..core.timing import Comparison
+from ..core.timing import Comparison, repeats_lasting
 from ..strassen.bench import DTYPE, point_params, strassen_work
 
 AUTO_EXPERIMENT = "level-auto"
+#: The key of ``level="auto"``'s judgement in a sweep's summary.
+AUTO_KEY = "level='auto'"
 #: Names of the two works ``--auto`` adds to a size's group.
 AUTO, EXECUTOR = "auto", "auto-executor"
 #: Issue 13, item 4: never below 0.99x DGEMM, and within 2% of the best measured configuration at 90% of sizes.
@@ -114,24 +116,17 @@ def auto_work(ops: Operands, config: Config, regime: str) -> Callable[[], Any]:
     return work
 
 
-def add_auto_works(ops: Operands, works: dict[str, Any], config: Config, level: int, regime: str) -> dict[str, float]:
-    """Add ``auto`` (and, above level 0, the executor at auto's level) to a group's ``works``,
-    each checked once against ``A (B x)``; their relative errors."""
-    works[AUTO] = auto_work(ops, config, regime)
-    errors = {AUTO: check_product(ops, works[AUTO], f"matmul(level='auto') on N = {ops.size}")}
+def group_works(ops: Operands, config: Config, level: int, regime: str) -> dict[str, Callable[[], Any]]:
+    """The auto group's works on ``ops``: DGEMM, ``auto``, and (above level 0) the executor at auto's level."""
+    works = {"gemm": lambda: ops.backend.gemm(ops.A, ops.B, ops.C), AUTO: auto_work(ops, config, regime)}
     if level:
         works[EXECUTOR] = strassen_work(config, level, ops)
-        errors[EXECUTOR] = check_product(ops, works[EXECUTOR], f"{config.name} at level {level} on N = {ops.size}")
-    return errors
+    return works
 
 
 def calls_per_sample(backend: Backend, work: Callable[[], Any]) -> int:
-    """Calls one sample issues back to back: enough for :data:`PIPELINE_S` of ``work`` (timed once, waited for)."""
-    backend.synchronize()
-    start = time.perf_counter()
-    work()
-    backend.synchronize()
-    return max(1, min(MAX_CALLS, math.ceil(PIPELINE_S / max(time.perf_counter() - start, 1e-9))))
+    """Calls one sample issues back to back: enough for :data:`PIPELINE_S` of ``work``, at most :data:`MAX_CALLS`."""
+    return repeats_lasting(backend, work, PIPELINE_S, MAX_CALLS)
 
 
 def host_seconds(backend: Backend, work: Callable[[], Any], repeats: int = 21) -> float:
@@ -163,17 +158,16 @@ def time_auto(ops: Operands, config: Config, level: int, regime: str, protocol: 
     as a loop of products runs; the comparison, the products' errors, and what the stored row adds:
     the calls per sample, the operand sets, and the host time of one ``auto`` and one DGEMM call."""
     be = ops.backend
-    works: dict[str, Any] = {"gemm": lambda: be.gemm(ops.A, ops.B, ops.C)}
-    errors = add_auto_works(ops, works, config, level, regime)
+    works = group_works(ops, config, level, regime)
+    errors = {name: check_product(ops, works[name], f"{what} on N = {ops.size}")
+              for name, what in ((AUTO, "matmul(level='auto')"), (EXECUTOR, f"{config.name} at level {level}"))
+              if name in works}
     host = {"auto_host_s": host_seconds(be, works[AUTO]), "gemm_host_s": host_seconds(be, works["gemm"])}
     calls = calls_per_sample(be, works["gemm"])
-    sets = operand_sets(ops, calls)
-    rotation = {"gemm": [(lambda o=o: be.gemm(o.A, o.B, o.C)) for o in sets],
-                AUTO: [works[AUTO]] + [auto_work(o, config, regime) for o in sets[1:]]}
-    if EXECUTOR in works:
-        rotation[EXECUTOR] = [works[EXECUTOR]] + [strassen_work(config, level, o) for o in sets[1:]]
+    per_set = [works] + [group_works(o, config, level, regime) for o in operand_sets(ops, calls)[1:]]
+    rotation = {name: [w[name] for w in per_set] for name in works}
     result = time_group(ops, rotation, "gemm", regime=regime, calls=calls, **protocol)
-    return result, errors, {**host, "calls_per_sample": calls, "operand_sets": len(sets)}
+    return result, errors, {**host, "calls_per_sample": calls, "operand_sets": len(per_set)}
 
 
 def store_auto(ctx: Context, config: Config, n: int, result: Comparison, errors: Mapping[str, float],
@@ -296,6 +290,12 @@ class AutoJudgement:
         """The checks and points as plain data (``gemmlab levels --json``)."""
         return {"sizes": len(self.points), "checks": [c.as_dict() for c in self.checks()],
                 "points": self.table().records()}
+
+
+def with_judgement(summary: Mapping[str, Any], found: AutoJudgement) -> dict[str, Any]:
+    """A sweep's judgement as plain data (``summary``) with ``level="auto"``'s under :data:`AUTO_KEY`, where
+    it was timed."""
+    return {**summary, **({AUTO_KEY: found.summary()} if found.points else {})}
 
 
 def judge_auto(db: ResultsDB, key: str, config: Config, times: Mapping[int, Mapping[int, float]],

@@ -8,7 +8,6 @@ the achieved-rate figure shows (TFLOP/s for GEMM, GB/s for GEAM).
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -26,7 +25,7 @@ from ..core.lab import HEADROOM, operand_bytes
 from ..core.regime import of_regime
 from ..core.registry import Context
 from ..core.sweep import Record, SweepOutcome, sweep
-from ..core.timing import measure
+from ..core.timing import measure, repeats_lasting
 
 EXPERIMENT = "calibration"
 #: The same calls timed as a Strassen level issues them: see :func:`measure_context_point`.
@@ -126,7 +125,7 @@ def measure_context_point(backend: Backend, params: Mapping[str, Any],
     flush = operand_bytes(2 * n, dtype) < 2 * backend.cache_bytes()
     records = {}
     for method in methods:
-        repeats = _sustaining_repeats(backend, works[method])
+        repeats = repeats_lasting(backend, works[method], SUSTAIN_S)
         timing = measure(lambda w=works[method], r=repeats: [w() for _ in range(r)], backend, flush=flush,
                          regime=params.get("regime", "sustained"))
         k = calls[method] * repeats
@@ -135,16 +134,6 @@ def measure_context_point(backend: Backend, params: Mapping[str, Any],
                                  {**timing.meta(), "flush": flush, "calls_per_sample": k,
                                   **_rate(method, n, dtype, per_call)})
     return records
-
-
-def _sustaining_repeats(backend: Backend, work) -> int:
-    """How many times to repeat a level's calls so that one sample lasts SUSTAIN_S: a
-    product keeps the device busy that long, and a GPU's clock settles lower under
-    sustained load than in a short burst."""
-    work()
-    with backend.timer() as t:
-        work()
-    return max(1, math.ceil(SUSTAIN_S / max(t.seconds, 1e-9)))
 
 
 def _rate(method: str, n: int, dtype: np.dtype, seconds: float) -> dict[str, float]:

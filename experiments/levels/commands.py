@@ -19,13 +19,10 @@ from ..core.database import ResultsDB
 from ..core.registry import FIGURES, load
 from ..core.summary import markdown_table
 from . import calibration, models, validation
-from .auto import AutoJudgement, judge_auto
+from .auto import AUTO_KEY, AutoJudgement, judge_auto, with_judgement
 from .experiments import validation_summary
 from .predict import Source, fit_report, predict
 from .profile import update_profile
-
-#: Where the summary of ``gemmlab levels`` keeps the judgement of ``level="auto"`` (as run_plan does).
-AUTO_KEY = validation.AUTO_KEY
 
 CALIBRATION_COLUMNS = (("size", "N", "d"), ("gemm_s", "Gemm (s)", ".4e"), ("tflops", "TFLOP/s", ".3f"),
                        ("geam_s", "Geam (s)", ".4e"), ("gbs", "GB/s", ".1f"), ("samples", "samples", "d"),
@@ -203,7 +200,7 @@ def cmd_levels(args: argparse.Namespace, db_path: Path) -> int:
                 sweep = validation.speedup_sweep(db, key, config, args.regime)
                 report = validation.judge_times(db, key, config, sweep, unit="gemm", regime=args.regime)
             found = judge_auto(db, key, config, report.times, args.regime, list(report.times))
-            summary = {**report.summary(), **({AUTO_KEY: found.summary()} if found.points else {})}
+            summary = with_judgement(report.summary(), found)
         if args.summary:
             summary["SUMMARY.md"] = write_levels_summary(args, db_path, key, report, found, "not written (--stored)")
         return _emit_levels(args, backend, key, summary, report, found)
@@ -215,9 +212,8 @@ def cmd_levels(args: argparse.Namespace, db_path: Path) -> int:
                                                  f"({how})"]))
         return 0
     with measuring_run(args, db_path, backend) as ctx:
-        summary, report = validation.run_plan(ctx, plan)
+        summary, report, found = validation.run_plan(ctx, plan)
         summary["device profile"] = update_profile(ctx)
-        found = judge_auto(ctx.db, ctx.env_key, config, report.times, ctx.regime, list(report.times))
     if args.summary:
         summary["SUMMARY.md"] = write_levels_summary(args, db_path, ctx.env_key, report, found,
                                                      summary["device profile"], summary)

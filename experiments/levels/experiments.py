@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..core.registry import Context, experiment
 from ..core.summary import Check, Summary, Table, spread
 from . import calibration, validation
-from .auto import AutoJudgement, judge_auto
+from .auto import AutoJudgement
 from .profile import update_profile
 
 #: A predictor is good enough when the levels it picks cost at most this much time over the sweep
@@ -39,8 +39,7 @@ def run_calibration(ctx: Context) -> Summary:
                                    "recursive predictor")
 def run_validation(ctx: Context) -> Summary:
     plan = validation.PLANS[(ctx.backend.name, ctx.quick)]
-    counts, report = validation.run_plan(ctx, plan)
-    found = judge_auto(ctx.db, ctx.env_key, plan.config, report.times, ctx.regime, list(report.times))
+    counts, report, found = validation.run_plan(ctx, plan)
     return validation_summary(counts, report, update_profile(ctx), found)
 
 

@@ -64,8 +64,6 @@ OVERHEAD_EXPERIMENT = models.OVERHEAD_EXPERIMENT
 #: Levels and bottom size of the product whose time, over its launches, is the host time per launch.
 OVERHEAD_LEVEL, OVERHEAD_BOTTOM = 3, 32
 RUM = Config("rum")
-#: The key of ``level="auto"``'s judgement in a sweep's summary.
-AUTO_KEY = "level='auto'"
 
 
 @dataclass(frozen=True)
@@ -202,9 +200,9 @@ def sweep_levels(ctx: Context, plan: LevelPlan, sizes: Sequence[int]) -> SweepOu
     return outcome
 
 
-def run_plan(ctx: Context, plan: LevelPlan) -> tuple[dict[str, Any], Report]:
+def run_plan(ctx: Context, plan: LevelPlan) -> tuple[dict[str, Any], Report, auto.AutoJudgement]:
     """Calibrate (what is missing, plain and in context), measure the launch overhead and the
-    sweep, then judge."""
+    sweep, then judge the levels and ``level="auto"``."""
     be = ctx.backend
     sizes = fitting_sizes(plan, free_memory(be))
     if not sizes:
@@ -221,7 +219,7 @@ def run_plan(ctx: Context, plan: LevelPlan) -> tuple[dict[str, Any], Report]:
     parts = (cal, ctx_cal, over, done)
     found = auto.judge_auto(ctx.db, ctx.env_key, plan.config, report.times, ctx.regime, sizes)
     return {"points measured": sum(p.measured for p in parts), "points already stored": sum(p.skipped for p in parts),
-            **report.summary(), **({AUTO_KEY: found.summary()} if found.points else {})}, report
+            **auto.with_judgement(report.summary(), found)}, report, found
 
 
 # --------------------------------------------------------------------------- judging

@@ -4,6 +4,7 @@ measured configuration at 90% of sizes) from stored rows."""
 
 import json
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -12,7 +13,7 @@ from experiments.core.lab import Operands
 from experiments.core.registry import recorded_run
 from experiments.core.summary import Summary
 from experiments.levels import auto, validation
-from gpu.backend import get_backend
+from gpu.backend import Timer, get_backend
 from gpu.profile import device_name, save_profile
 from gpu.strassen import Config
 
@@ -127,10 +128,16 @@ def test_a_size_without_a_stored_sweep_is_judged_on_the_floor_only(tmp_path):
 
 
 class SleepyBackend:
-    """Work that takes the host a known time; nothing to wait for."""
+    """Work that takes the host a known time, timed on the host; nothing to wait for."""
 
     def synchronize(self):
         pass
+
+    @contextmanager
+    def timer(self):
+        t, start = Timer(), time.perf_counter()
+        yield t
+        t.seconds = time.perf_counter() - start
 
 
 def test_calls_per_sample_fill_the_pipeline_time_and_one_call_needs_one_operand_set():
