@@ -193,25 +193,24 @@ def fit_efficiency(devices: Mapping[str, Device], points: int = POINTS, target: 
     of the known launch overheads."""
     if not devices:
         raise ValueError("no training devices to learn the efficiency curves from")
-    chosen = {name: devices[name] for name in devices}
-    weights = class_weights({name: d.gpu for name, d in chosen.items()}, target)
-    gemm, geam = _pooled(chosen, weights, points, inner=False)
-    context = {name: d for name, d in chosen.items() if d.inner_gemm is not None and d.inner_geam is not None
+    weights = class_weights({name: d.gpu for name, d in devices.items()}, target)
+    gemm, geam = _pooled(devices, weights, points, inner=False)
+    context = {name: d for name, d in devices.items() if d.inner_gemm is not None and d.inner_geam is not None
                and d.inner_sizes is not None and (target is None or fp64_class(d.gpu) == fp64_class(target))}
     inner: dict[str, Any] = {}
     if context:
         g, a = _pooled(context, {}, points, inner=True)
         inner = {"inner_gemm": g, "inner_geam": a, "inner_devices": tuple(context)}
-    rates = [rate_per_sm(d.gpu) for d in chosen.values()]
+    rates = [rate_per_sm(d.gpu) for d in devices.values()]
     limit: dict[str, Any] = {"gemm": gemm}
-    if target is not None and starved(target, [d.gpu for d in chosen.values()]):
+    if target is not None and starved(target, [d.gpu for d in devices.values()]):
         limit = {"gemm": FillLimited(gemm.e_inf), "extrapolated": gemm}
         if "inner_gemm" in inner:
             inner["inner_gemm"] = FillLimited(inner["inner_gemm"].e_inf)
-    launch = [d.launch_ms for d in chosen.values() if d.launch_ms is not None]
+    launch = [d.launch_ms for d in devices.values() if d.launch_ms is not None]
     known = (min(launch), max(launch)) if launch else None
     return Efficiency(geam=geam, launch_ms=float(np.median(launch)) if launch else 0.0, launch_range=known,
-                      devices=tuple(chosen), weights=weights, rates=(min(rates), max(rates)), **inner, **limit)
+                      devices=tuple(devices), weights=weights, rates=(min(rates), max(rates)), **inner, **limit)
 
 
 def reproduction_error(eff: Efficiency, device: Device, points: int = POINTS, lo: float | None = None
