@@ -17,6 +17,16 @@ once: NumPy panels are scattered there (``client.scatter(..., workers=group, bro
 a ``dask.array`` are computed on the cluster (one graph for all of them, so shared chunks run once) and
 each worker fetches the ones its tasks need when they first need them; Dask keeps a fetched replica while
 tasks on that worker still depend on it. Nothing here schedules: Dask runs the tasks, with these hints.
+``workers`` restricts the product to some of the client's workers (a one-GPU baseline on a two-GPU
+cluster, say).
+
+**Operands in files** (:mod:`gpu.multigpu.mapped`). A NumPy operand that views a file mapped shared
+(``np.load(path, mmap_mode="r")``, a ``.npy`` under ``/dev/shm`` for host memory) is not sent at all: each
+task gets the handle of its panel and maps it in its worker, so no operand byte crosses between processes.
+On one host that is what a single process driving every GPU would read (the papers' setting: operands in
+host memory, every GPU streaming its own panels). ``out=`` likewise: a writeable mapped ``out`` is
+written by each task in place, block by block, and nothing is gathered; any other ``out`` receives the
+gathered blocks.
 
 **Backends.** ``backend`` names the backend on each worker (``"auto"``: CuPy where the worker's GPU is
 usable, NumPy otherwise). :meth:`gpu.backend.Backend.ops` keeps one engine operations object per backend
@@ -28,9 +38,10 @@ device arrays) or ``dask.array`` arrays of known shape with host chunks, of one 
 with matching inner dimensions; the client has a worker; ``block`` is positive; ``backend`` is known and
 every engine option exists. The engine's own checks (its plan fits the worker's memory; NaN and infinity
 with ``check_finite=True``) run in each task before its work, and their errors are raised by
-:meth:`BlockProduct.result`. :func:`submit` returns the futures; :func:`matmul` waits and returns a NumPy
-array assembled on the client, and :meth:`BlockProduct.to_dask_array` gives C as a ``dask.array`` of the block
-results left on the workers.
+:meth:`BlockProduct.result`. ``out`` is checked as every method checks it (shape, dtype, writeable, no
+memory shared with A or B, in the file too). :func:`submit` returns the futures; :func:`matmul` waits and
+returns C (``out`` where given, else a NumPy array assembled on the client), and
+:meth:`BlockProduct.to_dask_array` gives C as a ``dask.array`` of the block results left on the workers.
 """
 
 from __future__ import annotations
@@ -49,8 +60,10 @@ from dask import delayed
 from distributed import Client, Future
 
 from .. import outofcore
-from ..backend import BACKENDS, blas, get_backend, require_host
+from ..backend import BACKENDS, blas, check_output, get_backend, require_host
 from ..backend.checks import matrix
+from . import mapped
+from .mapped import MappedMatrix
 
 #: Engine options forwarded to :func:`gpu.outofcore.matmul` (``device_block`` is its ``block``).
 ENGINE_OPTIONS = tuple(p for p in inspect.signature(outofcore.matmul).parameters
@@ -95,19 +108,29 @@ def _operand(x: Any, name: str) -> Any:
     return matrix(get_backend("numpy"), x, name)[0]
 
 
-def _block_product(a: np.ndarray, b: np.ndarray, backend: str, options: dict[str, Any]) -> np.ndarray:
-    """One C block on the worker that runs it: the engine on its row panel of A and column panel of B."""
+def _block_product(a: np.ndarray | MappedMatrix, b: np.ndarray | MappedMatrix, backend: str,
+                   options: dict[str, Any], out: MappedMatrix | None = None) -> np.ndarray | None:
+    """One C block on the worker that runs it: the engine on its row panel of A and column panel of B
+    (mapped here where they are handles); written into ``out``'s block in place where it is given."""
     options = dict(options)
     if "device_block" in options:
         options["block"] = options.pop("device_block")
+    a, b = (x.open() if isinstance(x, MappedMatrix) else x for x in (a, b))
     with _ENGINE_LOCK:
-        return outofcore.matmul(a, b, backend=backend, **options)
+        if out is None:
+            return outofcore.matmul(a, b, backend=backend, **options)
+        C = out.open()
+        outofcore.matmul(a, b, out=C, backend=backend, **options)
+        mapped.flush(C)
+        return None
 
 
 @dataclass
 class BlockProduct:
     """The futures of one product: ``blocks[(i, j)]`` computes ``C[rows[i], cols[j]]`` on ``workers[(i, j)]``
-    from ``a_panels[i]`` (A's rows ``rows[i]``) and ``b_panels[j]`` (B's columns ``cols[j]``)."""
+    from ``a_panels[i]`` (A's rows ``rows[i]``) and ``b_panels[j]`` (B's columns ``cols[j]``): futures, or
+    the handles of mapped operands. ``out``: the caller's output; ``in_place``: the tasks write into it
+    themselves (a writeable mapped ``out``) and return nothing."""
 
     client: Client
     shape: tuple[int, int]
@@ -115,17 +138,22 @@ class BlockProduct:
     grid: tuple[int, int]
     rows: list[slice]
     cols: list[slice]
-    a_panels: list[Future] = field(default_factory=list)
-    b_panels: list[Future] = field(default_factory=list)
+    a_panels: list[Future | MappedMatrix] = field(default_factory=list)
+    b_panels: list[Future | MappedMatrix] = field(default_factory=list)
     blocks: dict[tuple[int, int], Future] = field(default_factory=dict)
     workers: dict[tuple[int, int], str] = field(default_factory=dict)
+    out: np.ndarray | None = None
+    in_place: bool = False
 
     def to_dask_array(self) -> da.Array:
         """C as a ``dask.array`` whose chunks are the block tasks' results, left where they were computed: no
         block crosses to the client until something reads it. On one host the gather of
         :meth:`result` is most of a Dask run's cost (C was 2.1 GB over TCP at N = 16384 on the H100
         machine), so a caller that goes on with C on the cluster (``C[...].sum()``, ``C.to_zarr(...)``)
-        keeps it there."""
+        keeps it there. Not for a product written into a mapped ``out``: C is in its file."""
+        if self.in_place:
+            raise ValueError("the blocks were written into out= by the workers and hold nothing: read C from "
+                             "out (or map its file on the cluster), or submit without out= to keep the blocks")
         if not self.blocks:
             return da.zeros(self.shape, dtype=self.dtype, chunks=self.shape)
         chunks = [[da.from_delayed(delayed(self.blocks[i, j]), (r.stop - r.start, c.stop - c.start), self.dtype)
@@ -133,31 +161,73 @@ class BlockProduct:
         return da.block(chunks)
 
     def result(self) -> np.ndarray:
-        """C as a NumPy array, once every block task has finished (a task's error is raised here)."""
-        C = np.empty(self.shape, dtype=self.dtype)
+        """C, once every block task has finished (a task's error is raised here): ``out`` where given (the
+        gathered blocks copied into it unless the tasks wrote it in place), else a new NumPy array."""
+        C = self.out if self.out is not None else np.empty(self.shape, dtype=self.dtype)
         keys = list(self.blocks)
-        for (i, j), part in zip(keys, self.client.gather([self.blocks[key] for key in keys])):
-            C[self.rows[i], self.cols[j]] = part
+        parts = self.client.gather([self.blocks[key] for key in keys])
+        if not self.in_place:
+            for (i, j), part in zip(keys, parts):
+                C[self.rows[i], self.cols[j]] = part
         return C
 
 
-def _panels(client: Client, parts: list[Any], groups: list[list[str]]) -> list[Future]:
-    """Futures of the panels: NumPy ones scattered to their group of workers, dask ones computed together."""
+def _panels(client: Client, parts: list[Any], groups: list[list[str]]) -> list[Future | MappedMatrix]:
+    """The panels as tasks take them: handles of mapped ones, futures of the others (NumPy panels scattered
+    to their group of workers, dask ones computed together)."""
     if isinstance(parts[0], da.Array):
         return client.compute(parts)
+    handles = [mapped.locate(part) for part in parts]
+    if all(h is not None for h in handles):
+        return handles
     return [client.scatter(part, workers=group, broadcast=True, hash=False) for part, group in zip(parts, groups)]
 
 
+def _workers(client: Client, workers: Any) -> list[str]:
+    """The sorted addresses of the workers to use: all of the client's, or the given subset of them."""
+    names = sorted(client.nthreads())
+    if not names:
+        raise ValueError("the client has no workers: start some (LocalCluster(n_workers=2), dask-cuda's "
+                         "LocalCUDACluster()) or wait for them with client.wait_for_workers(n)")
+    if workers is None:
+        return names
+    chosen = [workers] if isinstance(workers, str) else list(workers)
+    unknown = sorted(set(chosen) - set(names))
+    if unknown or not chosen:
+        raise ValueError(f"workers must be some of the client's workers {names}, got {workers!r}")
+    return sorted(set(chosen))
+
+
+def _output(out: Any, shape: tuple[int, int], dtype: np.dtype, A: Any, B: Any) -> tuple[np.ndarray | None, bool]:
+    """``out`` after every check, and whether the tasks write it in place (a writeable mapped view that
+    shares no byte of A's or B's files)."""
+    if out is None:
+        return None, False
+    require_host(out, "out", "C is written in host memory", "")
+    host = get_backend("numpy")
+    view = host.asarray(out) if isinstance(out, np.memmap) else out
+    operands = {name: x for name, x in (("A", A), ("B", B)) if isinstance(x, np.ndarray)}
+    C = check_output(host, view, shape, dtype, operands)
+    handle = mapped.locate(C)
+    for name, x in operands.items():
+        other = mapped.locate(x)
+        if handle is not None and other is not None and handle.meets(other):
+            raise ValueError(f"out maps bytes of the file that {name} maps ({handle.path}); pass an out "
+                             f"that shares no memory with {name}")
+    return C, handle is not None and handle.writeable
+
+
 def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | None = None,
-           backend: str = "auto", **engine_options: Any) -> BlockProduct:
-    """Start ``A @ B`` on ``client``'s workers and return its futures (see the module notes); every check
-    is made before anything is sent. ``engine_options`` go to :func:`gpu.outofcore.matmul` on the
-    workers: ``panel``, ``device_memory``, ``buffers``, ``check_finite``, ..., and ``device_block`` (the
-    engine's block on the device, not the Dask block)."""
+           backend: str = "auto", out: Any = None, workers: str | list[str] | None = None,
+           **engine_options: Any) -> BlockProduct:
+    """Start ``A @ B`` on ``client``'s workers (or on ``workers``, some of them) and return its futures
+    (see the module notes); every check is made before anything is sent. ``out``: a host array for C (a
+    writeable mapped one is written by the tasks in place). ``engine_options`` go to
+    :func:`gpu.outofcore.matmul` on the workers: ``panel``, ``device_memory``, ``buffers``,
+    ``check_finite``, ..., and ``device_block`` (the engine's block on the device, not the Dask block)."""
     unknown = sorted(set(engine_options) - set(ENGINE_OPTIONS))
     if unknown:
-        hint = " (the result is returned: assign it, C[...] = matmul(...))" if "out" in unknown else ""
-        raise TypeError(f"unknown engine option(s) {unknown}{hint}; the engine takes {list(ENGINE_OPTIONS)}")
+        raise TypeError(f"unknown engine option(s) {unknown}; the engine takes {list(ENGINE_OPTIONS)}")
     if not isinstance(backend, str) or backend not in (*BACKENDS, "auto"):
         raise ValueError(f"backend must name a backend each worker makes for itself, one of "
                          f"{(*BACKENDS, 'auto')}, got {backend!r}")
@@ -168,37 +238,43 @@ def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | Non
         raise ValueError(f"A is {A.shape[0]} x {A.shape[1]} and B is {B.shape[0]} x {B.shape[1]}: "
                          "A's columns must equal B's rows")
     dtype = blas.check_dtypes(("A", A), ("B", B))
-    names = sorted(client.nthreads())
-    if not names:
-        raise ValueError("the client has no workers: start some (LocalCluster(n_workers=2), dask-cuda's "
-                         "LocalCUDACluster()) or wait for them with client.wait_for_workers(n)")
     m, n = A.shape[0], B.shape[1]
+    C, in_place = _output(out, (m, n), dtype, A, B)
+    names = _workers(client, workers)
     br, bc = _sides(block, m, n, len(names))
     rows = [slice(r, min(r + br, m)) for r in range(0, m, br)]
     cols = [slice(c, min(c + bc, n)) for c in range(0, n, bc)]
-    product = BlockProduct(client, (m, n), dtype, (1, 1), rows, cols)
+    product = BlockProduct(client, (m, n), dtype, (1, 1), rows, cols, out=out, in_place=in_place)
     if not rows or not cols:
         return product
     pr, pc = product.grid = process_grid(len(names), len(rows), len(cols), m, n)
     owner = {(i, j): names[(i % pr) * pc + j % pc] for i in range(len(rows)) for j in range(len(cols))}
     row_groups = [[names[(i % pr) * pc + q] for q in range(pc)] for i in range(len(rows))]
     col_groups = [[names[p * pc + j % pc] for p in range(pr)] for j in range(len(cols))]
+    for x in (A, B):
+        if isinstance(x, np.ndarray):
+            mapped.flush(x)
     product.a_panels = _panels(client, [A[r, :] for r in rows], row_groups)
     product.b_panels = _panels(client, [B[:, c] for c in cols], col_groups)
+    target = mapped.locate(C) if in_place else None
     token = uuid.uuid4().hex[:12]
     for (i, j), worker in owner.items():
+        block_out = target[rows[i], cols[j]] if target is not None else None
         product.blocks[i, j] = client.submit(_block_product, product.a_panels[i], product.b_panels[j], backend,
-                                             engine_options, key=f"outofcore-block-{token}-{i}-{j}",
+                                             engine_options, block_out, key=f"outofcore-block-{token}-{i}-{j}",
                                              workers=[worker], allow_other_workers=False, pure=False)
     product.workers = owner
     return product
 
 
 def matmul(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | None = None, backend: str = "auto",
-           **engine_options: Any) -> np.ndarray:
-    """``A @ B`` as a NumPy array, computed block by block on ``client``'s workers: :func:`submit`, then
-    :meth:`BlockProduct.result`. A and B are NumPy arrays or ``dask.array`` arrays (m x k and k x n,
-    float64 or float32); ``block`` is the C block of one task (a side or (rows, cols); default: one block
-    per worker); ``backend`` and ``engine_options`` are those of :func:`gpu.outofcore.matmul` on each
-    worker. Raises TypeError and ValueError before any work (see the module notes)."""
-    return submit(A, B, client=client, block=block, backend=backend, **engine_options).result()
+           out: Any = None, workers: str | list[str] | None = None, **engine_options: Any) -> np.ndarray:
+    """``A @ B``, computed block by block on ``client``'s workers: :func:`submit`, then
+    :meth:`BlockProduct.result`. A and B are NumPy arrays (views of mapped files are read by the workers
+    in place) or ``dask.array`` arrays (m x k and k x n, float64 or float32); ``block`` is the C block of
+    one task (a side or (rows, cols); default: one block per worker); ``out`` receives C (default: a new
+    NumPy array); ``workers`` limits the product to some workers; ``backend`` and ``engine_options`` are
+    those of :func:`gpu.outofcore.matmul` on each worker. Raises TypeError and ValueError before any work
+    (see the module notes)."""
+    return submit(A, B, client=client, block=block, backend=backend, out=out, workers=workers,
+                  **engine_options).result()

@@ -3,6 +3,7 @@
 refusals before any work; and the placement (each block on its worker of the process grid, which holds its
 panels of A and B and read each of them once)."""
 
+import pickle
 from collections import Counter
 
 import numpy as np
@@ -13,6 +14,7 @@ distributed = pytest.importorskip("distributed", reason="the Dask front-end need
 da = pytest.importorskip("dask.array", reason="the Dask front-end needs dask[array] (pip install -e '.[dist]')")
 
 from gpu.multigpu.dask_matmul import matmul, process_grid, submit  # noqa: E402
+from gpu.multigpu.mapped import MappedMatrix, locate  # noqa: E402
 
 TOL = {np.dtype(np.float64): 1e-12, np.dtype(np.float32): 1e-5}
 
@@ -96,7 +98,9 @@ def test_a_task_error_comes_back_from_the_worker(client):
     ((np.ones((3, 4)), np.ones((4, 2))), {"block": (2, -1)}, ValueError, "block must be a positive int"),
     ((np.ones((3, 4)), np.ones((4, 2))), {"block": True}, ValueError, "block must be a positive int"),
     ((np.ones((3, 4)), np.ones((4, 2))), {"backend": "tpu"}, ValueError, "backend must name"),
-    ((np.ones((3, 4)), np.ones((4, 2))), {"out": np.ones((3, 2))}, TypeError, "assign it"),
+    ((np.ones((3, 4)), np.ones((4, 2))), {"out": np.ones((2, 3))}, ValueError, "out has shape"),
+    ((np.ones((3, 4)), np.ones((4, 2))), {"out": np.ones((3, 2), np.float32)}, ValueError, "out has shape"),
+    ((np.ones((3, 4)), np.ones((4, 2))), {"workers": ["tcp://nowhere:1"]}, ValueError, "some of the client's"),
     ((np.ones((3, 4)), np.ones((4, 2))), {"pannel": 3}, TypeError, "unknown engine option"),
 ])
 def test_bad_input_is_refused_with_the_way_out(client, args, kwargs, error, match):
@@ -198,7 +202,7 @@ def test_the_result_as_a_dask_array_stays_on_the_workers(client):
 
 
 @pytest.mark.gpu
-def test_one_gpu_worker_of_a_local_cuda_cluster_runs_the_engine_on_its_gpu(cupy_backend):
+def test_one_gpu_worker_of_a_local_cuda_cluster_runs_the_engine_on_its_gpu(cupy_backend, tmp_path):
     dask_cuda = pytest.importorskip("dask_cuda", reason="the GPU cluster needs dask-cuda")
     with dask_cuda.LocalCUDACluster(n_workers=1, dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as gpu_client:
@@ -206,5 +210,94 @@ def test_one_gpu_worker_of_a_local_cuda_cluster_runs_the_engine_on_its_gpu(cupy_
         assert_product(matmul(A, B, client=gpu_client, backend="cupy", block=(350, 300), device_block=128), A, B)
         Ad, Bd = da.from_array(A, chunks=(200, 513)), da.from_array(B, chunks=(513, 250))
         assert_product(matmul(Ad, Bd, client=gpu_client, backend="cupy"), A, B)
+        Am, Bm = _npy(tmp_path / "a.npy", A), _npy(tmp_path / "b.npy", B)
+        out = np.lib.format.open_memmap(tmp_path / "c.npy", mode="w+", dtype=np.float64, shape=(700, 600))
+        assert matmul(Am, Bm, client=gpu_client, backend="cupy", block=(350, 300), out=out) is out
+        assert_product(np.load(tmp_path / "c.npy"), A, B)
         (devices,) = gpu_client.run(lambda: __import__("cupy").cuda.runtime.getDeviceCount()).values()
         assert devices == 1, "dask-cuda gives each worker one GPU"
+
+
+# --- operands and outputs in mapped files ------------------------------------------------------------------
+
+def _npy(path, x, mode="r"):
+    """``x`` saved as a .npy file and mapped back in ``mode``."""
+    np.save(path, x)
+    return np.load(path, mmap_mode=mode)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_a_mapped_view_has_a_handle_that_maps_the_same_elements(tmp_path, order):
+    x = _npy(tmp_path / "x.npy", np.asarray(np.arange(77.0).reshape(7, 11), order=order))
+    for view in (x, x[2:6, 3:10], x.T[1:4], np.asarray(x)[1:, :5], x[:0, :3]):
+        handle = locate(view)
+        assert handle is not None and not handle.writeable
+        assert np.array_equal(handle.open(), view) and type(handle.open()) is np.ndarray
+        assert np.array_equal(handle[1:3, :2].open(), np.asarray(view)[1:3, :2])
+        assert len(pickle.dumps(handle)) < 400, "a handle travels instead of the bytes"
+    assert locate(x[:, ::-1]) is None, "negative strides travel as bytes"
+    assert locate(np.ones((3, 3))) is None
+    assert locate(np.load(tmp_path / "x.npy", mmap_mode="c")) is None, "copy-on-write writes are private"
+    with pytest.raises(ValueError, match="step 1"):
+        locate(x)[::2, :]
+
+
+def test_handles_of_one_file_meet_where_their_bytes_do(tmp_path):
+    x = _npy(tmp_path / "x.npy", np.zeros((8, 8)), mode="r+")
+    top, bottom, left = locate(x[:4]), locate(x[4:]), locate(x[:, :4])
+    assert top.writeable and not top.meets(bottom) and top.meets(left) and bottom.meets(left)
+    other = locate(_npy(tmp_path / "y.npy", np.zeros((8, 8))))
+    assert not top.meets(other) and not top.meets(locate(x[:0]))
+
+
+def test_mapped_operands_are_read_in_place_by_the_tasks(client, tmp_path):
+    A0, B0 = operands(97, 61, 83, seed=12)
+    A, B = _npy(tmp_path / "a.npy", A0), _npy(tmp_path / "b.npy", np.asfortranarray(B0))
+    before, held = _fetched(client), set(client.who_has())
+    product = submit(A, B, client=client, block=(30, 40), backend="numpy")
+    assert all(isinstance(p, MappedMatrix) for p in (*product.a_panels, *product.b_panels))
+    C = product.result()
+    assert_product(C, A0, B0)
+    moved = {w: _fetched(client)[w] - before.get(w, Counter()) for w in before}
+    assert not any(moved.values()), f"operand bytes crossed between workers: {moved}"
+    new = set(client.who_has()) - held - {f.key for f in product.blocks.values()}
+    assert not new, f"something was scattered: {new}"
+
+
+def test_a_mapped_out_is_written_by_the_tasks_in_place(client, tmp_path):
+    A0, B0 = operands(61, 45, 70, seed=13)
+    A = _npy(tmp_path / "a.npy", A0)
+    out = np.lib.format.open_memmap(tmp_path / "c.npy", mode="w+", dtype=np.float64, shape=(61, 70))
+    out[:] = np.nan
+    product = submit(A, B0, client=client, block=(25, 30), backend="numpy", out=out)
+    assert product.in_place
+    assert all(part is None for part in client.gather(list(product.blocks.values()))), "no block travels back"
+    assert product.result() is out
+    assert_product(np.load(tmp_path / "c.npy"), A0, B0)
+    with pytest.raises(ValueError, match="written into out="):
+        product.to_dask_array()
+
+
+def test_an_out_in_memory_receives_the_gathered_blocks(client):
+    A, B = operands(40, 30, 20, seed=14)
+    out = np.full((40, 20), np.nan)
+    assert matmul(A, B, client=client, block=(15, 7), backend="numpy", out=out) is out
+    assert_product(out, A, B)
+
+
+def test_an_out_over_its_operands_file_is_refused(client, tmp_path):
+    x = _npy(tmp_path / "x.npy", np.ones((6, 6)), mode="r+")
+    alias = np.load(tmp_path / "x.npy", mmap_mode="r+")
+    with pytest.raises(ValueError, match="shares no memory with A"):
+        submit(x[:, :3], np.ones((3, 3)), client=client, out=alias[:, :3])
+    assert np.array_equal(np.load(tmp_path / "x.npy"), np.ones((6, 6))), "nothing was written"
+    C = matmul(x[:3, :3], np.eye(3), client=client, out=alias[3:, 3:], backend="numpy")
+    assert np.array_equal(C, np.ones((3, 3)))
+
+
+def test_workers_restrict_the_product(client):
+    A, B = operands(50, 20, 40, seed=15)
+    one = sorted(client.nthreads())[1]
+    product = submit(A, B, client=client, block=(10, 10), backend="numpy", workers=[one])
+    assert product.grid == (1, 1) and set(product.workers.values()) == {one}
+    assert_product(product.result(), A, B)

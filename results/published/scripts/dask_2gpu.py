@@ -1,32 +1,43 @@
-"""Issue 16: the Dask front-end of the out-of-core engine on one and two GPUs of one host.
+"""Issue 16: the Dask front-end of the out-of-core engine on two GPUs of one host against one.
 
-dask-cuda's LocalCUDACluster runs one worker per GPU. The operands are made on the workers (dask.array
-random, persisted in host memory) and C is left there. Each configuration takes the wall time of a
-warm-up and REPS runs; per worker, the tasks, compute time and transfers from the task stream; sampled rows
-of C are checked against exact_matmul; 3 tasks on 2 workers show the load imbalance.
+One dask-cuda ``LocalCUDACluster`` runs a worker per GPU. A and B are ``.npy`` files in host memory (a tmpfs,
+``/dev/shm`` by default), drawn on the GPU in row bands; C is a third such file. ``gpu.multigpu.dask_matmul``
+sends each task the handles of its panels and of its C block (:mod:`gpu.multigpu.mapped`), so every worker
+maps the bytes it streams and writes its block in place: no operand or result crosses between processes.
+The one-GPU baseline is the same cluster restricted to its first worker (``workers=``), so both run the
+same processes, code and files. Per size: a warm-up of each, then ``REPS`` interleaved pairs (two workers,
+then one), wall time from ``submit`` until every block is written; per worker, the block tasks, their busy
+time and the transfers from the task stream; NVML's SM clock and power of both GPUs at the end of each run;
+sampled rows of C against ``exact_matmul`` after a two-worker and after a one-worker run; and, at the
+smaller sizes, 3 and 4 tasks on the two workers (load imbalance).
 
-Run: ``PYTHONPATH=$PWD:<dask wheels> OUT=<dir> NS=32768 python3 results/published/scripts/dask_2gpu.py``
-(then again with ``REPLICATE=1``: A's and B's chunks replicated to every worker first); it writes
-``$OUT/dask2gpu.json``, published as ``h200x2-dask.json``.
+Run (device machine, Dask wheels installed): ``OUT=<dir> NS=32768,49152,65536 python3
+results/published/scripts/dask_2gpu.py``; it writes ``$OUT/dask2gpu.json`` (keys already there are kept,
+so a second call with other sizes adds to it), published as ``h200x2-dask.json``.
 """
 import json
 import os
+import shutil
+import threading
 import time
 
 import cupy
-import dask.array as da
 import numpy as np
 from dask_cuda import LocalCUDACluster
-from distributed import Client, get_task_stream, wait
+from distributed import Client, get_task_stream
 
 from accuracy.reference import exact_matmul
+from experiments.core.environment import environment
+from gpu.backend import get_backend
+from gpu.backend.telemetry import nvml_telemetry
 from gpu.multigpu.dask_matmul import submit
 
 OUT = os.environ["OUT"]
 NS = [int(x) for x in os.environ.get("NS", "32768").split(",")]
-REPS = int(os.environ.get("REPS", "2"))
-REPLICATE = bool(os.environ.get("REPLICATE"))
-SUFFIX = "-replicated" if REPLICATE else ""
+REPS = int(os.environ.get("REPS", "5"))
+BIG_REPS = int(os.environ.get("BIG_REPS", "3"))          # above IMBALANCE_MAX_N
+IMBALANCE_MAX_N = int(os.environ.get("IMBALANCE_MAX_N", "49152"))
+GROW_GB = float(os.environ.get("GROW_GB", "0"))
 PATH = f"{OUT}/dask2gpu.json"
 RESULTS = {}
 if os.path.exists(PATH):
@@ -34,76 +45,180 @@ if os.path.exists(PATH):
         RESULTS = json.load(f)
 
 
+def sample_rows(n):
+    return np.array([0, 1, n // 2 + 3, n - 1])
+
+
 def save(key, value):
     RESULTS[key] = value
-    print(key, json.dumps(value)[:600], flush=True)
+    print(key, json.dumps(value)[:700], flush=True)
     with open(PATH, "w") as f:
         json.dump(RESULTS, f, indent=1)
 
 
+def meminfo():
+    with open("/proc/meminfo") as f:
+        fields = dict(line.split(":", 1) for line in f)
+    return {k: int(fields[k].split()[0]) // 2**20 for k in ("MemTotal", "MemAvailable", "Shmem")}
+
+
+def grow_host_memory(gb):
+    """Touch ``gb`` GB of anonymous memory in 16 threads and free it: the machine's memory grows as it is
+    used, and the engine sizes its pinned staging from what the host says is available."""
+    parts = [None] * 16
+
+    def touch(i):
+        parts[i] = np.ones(int(gb * 1e9 / 16 / 8))
+
+    threads = [threading.Thread(target=touch, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    parts.clear()
+
+
+def folder(need):
+    for d in (os.environ.get("DATA_DIR"), "/dev/shm", "/tmp"):
+        if d and os.path.isdir(d) and shutil.disk_usage(d).free > need * 1.05:
+            os.makedirs(f"{d}/gemmlab-dask", exist_ok=True)
+            return f"{d}/gemmlab-dask"
+    raise SystemExit(f"no folder has {need / 1e9:.0f} GB free")
+
+
+def draw(path, n, seed):
+    """An n x n FP64 .npy of uniform [-0.5, 0.5) values, drawn on the GPU band by band."""
+    x = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=(n, n))
+    rng, band = cupy.random.default_rng(seed), max(1, 2**28 // n)
+    for r in range(0, n, band):
+        x[r:r + band] = (rng.random((min(band, n - r), n)) - 0.5).get()
+    x.flush()
+    cupy.get_default_memory_pool().free_all_blocks()
+    return np.load(path, mmap_mode="r")
+
+
+def free_pools():
+    cupy.get_default_memory_pool().free_all_blocks()
+
+
+def check(A, B, C, n):
+    """Sampled rows of C against the correctly rounded product: largest element-wise relative error, and
+    largest error relative to (|A| |B|) of the entry (the scale a GEMM's error bound has)."""
+    rows = sample_rows(n)
+    a = cupy.asarray(np.ascontiguousarray(A[rows]))
+    worst_rel = worst_scaled = 0.0
+    for c in range(0, n, 8192):
+        b = cupy.asarray(np.ascontiguousarray(B[:, c:c + 8192]))
+        ref = exact_matmul(a, b, backend="cupy")
+        got = cupy.asarray(np.ascontiguousarray(C[rows, c:c + 8192]))
+        err = cupy.abs(got - ref)
+        worst_rel = max(worst_rel, float(cupy.max(err / cupy.abs(ref))))
+        worst_scaled = max(worst_scaled, float(cupy.max(err / (cupy.abs(a) @ cupy.abs(b)))))
+    del a, b, ref, got, err
+    cupy.get_default_memory_pool().free_all_blocks()
+    return {"rows": rows.tolist(), "max_rel_err": worst_rel, "max_err_over_abs_product": worst_scaled}
+
+
 def stream_stats(data):
-    """Per worker: compute tasks (block products and others), their busy seconds, transfers in and their bytes."""
+    """Per worker: block tasks, their busy seconds, other tasks, transfers in and their seconds."""
     out = {}
     for t in data:
-        w = out.setdefault(t["worker"], {"block_tasks": 0, "other_tasks": 0, "block_s": 0.0, "transfers": 0,
+        w = out.setdefault(t["worker"], {"block_tasks": 0, "block_s": 0.0, "other_tasks": 0, "transfers": 0,
                                           "transfer_s": 0.0})
         for ss in t["startstops"]:
-            if ss["action"] == "compute":
-                key = t["key"] if isinstance(t["key"], str) else str(t["key"])
-                if "outofcore-block" in key:
-                    w["block_tasks"] += 1
-                    w["block_s"] += ss["stop"] - ss["start"]
-                else:
-                    w["other_tasks"] += 1
+            if ss["action"] == "compute" and "outofcore-block" in str(t["key"]):
+                w["block_tasks"] += 1
+                w["block_s"] += ss["stop"] - ss["start"]
+            elif ss["action"] == "compute":
+                w["other_tasks"] += 1
             elif ss["action"] == "transfer":
                 w["transfers"] += 1
                 w["transfer_s"] += ss["stop"] - ss["start"]
     return out
 
 
-def run(client, n, workers, block=None, reps=REPS):
-    rng = da.random.default_rng(7)
-    A = client.persist(rng.random((n, n), chunks=(4096, n)) - 0.5)
-    B = client.persist(rng.random((n, n), chunks=(n, 4096)) - 0.5)
-    wait([A, B])
-    if REPLICATE:
-        client.replicate([A, B])
-    state = {}
+def telemetry():
+    readers = [nvml_telemetry(cupy.cuda.Device(i).pci_bus_id) for i in range(cupy.cuda.runtime.getDeviceCount())]
+    return lambda: [r.read().as_dict() if r else None for r in readers]
 
-    def once():
-        state["p"] = submit(A, B, client=client, backend="cupy", block=block)
-        wait(list(state["p"].blocks.values()))
 
-    once()
-    seconds, streams = [], []
-    for _ in range(reps):
-        with get_task_stream(client) as ts:
-            t0 = time.perf_counter()
-            once()
-            seconds.append(time.perf_counter() - t0)
-        streams.append(stream_stats(ts.data))
-    rows = np.array([0, 1, n // 2 + 3, n - 1])
-    got = state["p"].to_dask_array()[rows].compute()
-    ref = cupy.asnumpy(exact_matmul(cupy.asarray(A[rows].compute()), cupy.asarray(B.compute()), backend="cupy"))
-    err = float(np.max(np.abs(got - ref) / np.abs(ref)))
-    med = float(np.median(seconds))
-    return {"n": n, "workers": workers, "block": block, "blocks": None, "median_s": med, "samples": seconds,
-            "tflops": 2 * n**3 / med / 1e12, "replicated": REPLICATE, "per_worker": streams[-1],
-            "max_rel_err_vs_exact": err}
+def timed(client, A, B, C, workers, block=None):
+    """One product, wall seconds from submit to the last block written, and its task stream."""
+    with get_task_stream(client) as ts:
+        t0 = time.perf_counter()
+        submit(A, B, client=client, backend="cupy", out=C, block=block, workers=workers).result()
+        seconds = time.perf_counter() - t0
+    return seconds, stream_stats(ts.data)
+
+
+def measure(client, names, n, read_nvml):
+    need = 3 * 8 * n * n
+    d = folder(need)
+    t0 = time.perf_counter()
+    A, B = draw(f"{d}/a.npy", n, 1), draw(f"{d}/b.npy", n, 2)
+    C = np.lib.format.open_memmap(f"{d}/c.npy", mode="w+", dtype=np.float64, shape=(n, n))
+    drawn_s = time.perf_counter() - t0
+    configs = {"2w": names, "1w": names[:1]}
+    record = {"n": n, "folder": d, "draw_s": drawn_s, "meminfo_gib": meminfo(), "runs": {}}
+    for key, workers in configs.items():
+        record["runs"][key] = {"warmup_s": timed(client, A, B, C, workers)[0], "samples": [], "nvml": []}
+        if key == "2w":
+            client.run(free_pools)
+            record["check_2w"] = check(A, B, C, n)
+    for _ in range(REPS if n <= IMBALANCE_MAX_N else BIG_REPS):
+        for key, workers in configs.items():
+            seconds, stats = timed(client, A, B, C, workers)
+            run = record["runs"][key]
+            run["samples"].append(seconds)
+            run["nvml"].append(read_nvml())
+            run["per_worker"] = stats
+    client.run(free_pools)
+    record["check_1w"] = check(A, B, C, n)
+    for run in record["runs"].values():
+        run["median_s"] = float(np.median(run["samples"]))
+        run["tflops"] = 2 * n**3 / run["median_s"] / 1e12
+    record["speedup_2w_over_1w"] = record["runs"]["1w"]["median_s"] / record["runs"]["2w"]["median_s"]
+    if n <= IMBALANCE_MAX_N:
+        for tasks in (3, 4):
+            rows = -(-n // tasks)
+            samples, stats = [], None
+            timed(client, A, B, C, names, block=(rows, n))
+            for _ in range(2):
+                seconds, stats = timed(client, A, B, C, names, block=(rows, n))
+                samples.append(seconds)
+            busy = [w["block_s"] for w in stats.values()]
+            record[f"tasks_{tasks}_on_2w"] = {
+                "block": [rows, n], "samples": samples, "median_s": float(np.median(samples)),
+                "per_worker": stats, "busy_makespan_s": max(busy), "busy_balanced_s": sum(busy) / 2,
+                "lost_to_imbalance": 1 - (sum(busy) / 2) / max(busy),
+                "wall_over_two_tasks": float(np.median(samples)) / record["runs"]["2w"]["median_s"]}
+    del A, B, C
+    client.run(free_pools)
+    for f in ("a", "b", "c"):
+        os.remove(f"{d}/{f}.npy")
+    return record
 
 
 def main():
-    for workers in (2, 1):
-        visible = ",".join(str(i) for i in range(workers))
-        with LocalCUDACluster(n_workers=workers, CUDA_VISIBLE_DEVICES=visible, dashboard_address=":0") as cluster, \
-                Client(cluster) as client:
-            client.wait_for_workers(workers)
-            for n in NS:
-                key = f"{n}-{workers}w{SUFFIX}"
-                if key not in RESULTS:
-                    save(key, run(client, n, workers))
-            if workers == 2 and not REPLICATE and "imbalance-32768-2w-3tasks" not in RESULTS and 32768 in NS:
-                save("imbalance-32768-2w-3tasks", run(client, 32768, 2, block=(-(-32768 // 3), 32768), reps=1))
+    print("meminfo before", meminfo(), flush=True)
+    if GROW_GB:
+        t0 = time.perf_counter()
+        grow_host_memory(GROW_GB)
+        print(f"grew {GROW_GB} GB in {time.perf_counter() - t0:.1f} s", meminfo(), flush=True)
+    import dask
+    import dask_cuda
+    import distributed
+    env = environment(get_backend("cupy"))
+    env.update(dask=dask.__version__, distributed=distributed.__version__, dask_cuda=dask_cuda.__version__,
+               gpus=cupy.cuda.runtime.getDeviceCount())
+    save("environment", env)
+    read_nvml = telemetry()
+    with LocalCUDACluster(dashboard_address=":0") as cluster, Client(cluster) as client:
+        names = sorted(client.nthreads())
+        save("workers", {"names": names, "count": len(names), "protocol": cluster.scheduler_address.split(":")[0]})
+        for n in NS:
+            if str(n) not in RESULTS:
+                save(str(n), measure(client, names, n, read_nvml))
 
 
 if __name__ == "__main__":
