@@ -37,7 +37,7 @@ NS = [int(x) for x in os.environ.get("NS", "32768").split(",")]
 REPS = int(os.environ.get("REPS", "5"))
 BIG_REPS = int(os.environ.get("BIG_REPS", "3"))          # above IMBALANCE_MAX_N
 IMBALANCE_MAX_N = int(os.environ.get("IMBALANCE_MAX_N", "49152"))
-GROW_GB = float(os.environ.get("GROW_GB", "0"))
+GROW_GB = float(os.environ.get("GROW_GB", "0"))          # grow the host's memory to this total first
 PATH = f"{OUT}/dask2gpu.json"
 RESULTS = {}
 if os.path.exists(PATH):
@@ -201,10 +201,11 @@ def measure(client, names, n, read_nvml):
 
 def main():
     print("meminfo before", meminfo(), flush=True)
-    if GROW_GB:
+    short = GROW_GB - meminfo()["MemTotal"] * 2**30 / 1e9
+    if short > 0:
         t0 = time.perf_counter()
-        grow_host_memory(GROW_GB)
-        print(f"grew {GROW_GB} GB in {time.perf_counter() - t0:.1f} s", meminfo(), flush=True)
+        grow_host_memory(short)
+        print(f"grew {short:.0f} GB in {time.perf_counter() - t0:.1f} s", meminfo(), flush=True)
     import dask
     import dask_cuda
     import distributed
