@@ -119,9 +119,8 @@ def _block_product(a: np.ndarray | MappedMatrix, b: np.ndarray | MappedMatrix, b
     with _ENGINE_LOCK:
         if out is None:
             return outofcore.matmul(a, b, backend=backend, **options)
-        C = out.open()
-        outofcore.matmul(a, b, out=C, backend=backend, **options)
-        mapped.flush(C)
+        outofcore.matmul(a, b, out=out.open(), backend=backend, **options)
+        out.flush()
         return None
 
 

@@ -214,8 +214,8 @@ def test_one_gpu_worker_of_a_local_cuda_cluster_runs_the_engine_on_its_gpu(cupy_
         out = np.lib.format.open_memmap(tmp_path / "c.npy", mode="w+", dtype=np.float64, shape=(700, 600))
         assert matmul(Am, Bm, client=gpu_client, backend="cupy", block=(350, 300), out=out) is out
         assert_product(np.load(tmp_path / "c.npy"), A, B)
-        (devices,) = gpu_client.run(lambda: __import__("cupy").cuda.runtime.getDeviceCount()).values()
-        assert devices == 1, "dask-cuda gives each worker one GPU"
+        (visible,) = gpu_client.run(lambda: __import__("os").environ["CUDA_VISIBLE_DEVICES"]).values()
+        assert visible.split(",")[0] == "0", "dask-cuda puts the worker's own GPU first"
 
 
 # --- operands and outputs in mapped files ------------------------------------------------------------------
@@ -301,3 +301,32 @@ def test_workers_restrict_the_product(client):
     product = submit(A, B, client=client, block=(10, 10), backend="numpy", workers=[one])
     assert product.grid == (1, 1) and set(product.workers.values()) == {one}
     assert_product(product.result(), A, B)
+
+
+def test_a_process_keeps_its_mappings_until_the_path_names_another_file(tmp_path):
+    from gpu.multigpu import mapped
+    path = tmp_path / "x.npy"
+    handle = locate(_npy(path, np.ones((4, 5))))
+    first = handle.open()
+    assert first.base is handle.open().base, "the second view reuses the kept mapping"
+    np.save(tmp_path / "y.npy", np.full((4, 5), 2.0))
+    (tmp_path / "y.npy").replace(path)              # a new file under the old name
+    assert np.array_equal(handle.open(), np.full((4, 5), 2.0)) and np.array_equal(first, np.ones((4, 5)))
+    path.unlink()
+    locate(_npy(tmp_path / "z.npy", np.zeros((2, 2)))).open()
+    assert str(path) not in {p for p, _ in mapped._MAPPINGS.values()}, "a deleted file's mapping is dropped"
+    for i in range(mapped.MAX_MAPPINGS + 2):
+        locate(_npy(tmp_path / f"w{i}.npy", np.zeros((2, 2)))).open()
+    assert len(mapped._MAPPINGS) == mapped.MAX_MAPPINGS
+
+
+def test_a_writeable_view_writes_the_file(tmp_path):
+    x = _npy(tmp_path / "x.npy", np.zeros((6, 4)), mode="r+")
+    handle = locate(x)[2:5, 1:3]
+    view = handle.open()
+    assert view.flags.writeable and not locate(np.load(tmp_path / "x.npy", mmap_mode="r")).open().flags.writeable
+    view[:] = 7.0
+    handle.flush()
+    expect = np.zeros((6, 4))
+    expect[2:5, 1:3] = 7.0
+    assert np.array_equal(np.load(tmp_path / "x.npy"), expect)

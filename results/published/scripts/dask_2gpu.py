@@ -20,6 +20,7 @@ import os
 import shutil
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import cupy
 import numpy as np
@@ -87,13 +88,21 @@ def folder(need):
 
 
 def draw(path, n, seed):
-    """An n x n FP64 .npy of uniform [-0.5, 0.5) values, drawn on the GPU band by band."""
+    """An n x n FP64 .npy of uniform [-0.5, 0.5) values, drawn in 32 threads band by band (the GPU's
+    D2H copies into the file's fresh pages ran at 0.9 GB/s)."""
     x = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=(n, n))
-    rng, band = cupy.random.default_rng(seed), max(1, 2**28 // n)
-    for r in range(0, n, band):
-        x[r:r + band] = (rng.random((min(band, n - r), n)) - 0.5).get()
+    band = max(1, 2**25 // n)
+    starts = range(0, n, band)
+    seeds = np.random.SeedSequence(seed).spawn(len(starts))
+
+    def fill(i):
+        part = x[starts[i]:starts[i] + band]
+        np.random.default_rng(seeds[i]).random(out=part)
+        part -= 0.5
+
+    with ThreadPoolExecutor(32) as pool:
+        list(pool.map(fill, range(len(starts))))
     x.flush()
-    cupy.get_default_memory_pool().free_all_blocks()
     return np.load(path, mmap_mode="r")
 
 
