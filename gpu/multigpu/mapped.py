@@ -17,10 +17,11 @@ and arrays not backed by a file have no handle (:func:`locate` returns None) and
 virtual machine) a worker mapping its 12.9 GB of panels afresh for each N = 32768 product streamed them
 at 7-8 GB/s, against the 26-41 GB/s its staging threads copy from memory the process has touched.
 So each process keeps its whole-file mappings (:data:`MAX_MAPPINGS`, the most recently used) and
-populates a view's byte range in one ``madvise(MADV_POPULATE_READ)`` (``_WRITE`` for an output) before
-use, which costs nothing on pages already mapped. A kept mapping is dropped once its path names another
-file or none (replaced or deleted), so a new file under an old name is mapped anew, and a deleted file's
-memory is given back when its last view goes.
+populates a view's byte range in one ``madvise(MADV_POPULATE_READ)`` (``_WRITE`` for an output) the
+first time a view of it is opened. Only the first: on pages already mapped the call still walks them,
+about 100 ns a page there (0.6 s for the 26 GB of an N = 32768 product). A kept mapping is dropped
+once its path names another file or none (replaced or deleted), so a new file under an old name is mapped
+anew, and a deleted file's memory is given back when its last view goes.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ MAX_MAPPINGS = 8
 #: ``madvise`` advice that maps a range's pages in one call (Linux 5.14 and later; elsewhere pages fault in).
 POPULATE = {False: getattr(mmap, "MADV_POPULATE_READ", 22), True: getattr(mmap, "MADV_POPULATE_WRITE", 23)}
 
-_MAPPINGS: OrderedDict[tuple[int, int, int, bool], tuple[str, mmap.mmap]] = OrderedDict()
+_MAPPINGS: OrderedDict[tuple[int, int, int, bool], tuple[str, mmap.mmap, list[tuple[int, int]]]] = OrderedDict()
 _LOCK = threading.Lock()
 
 
@@ -54,29 +55,29 @@ def _same_file(path: str, key: tuple[int, int, int, bool]) -> bool:
     return (st.st_dev, st.st_ino, st.st_size) == key[:3]
 
 
-def _mapping(path: str, writeable: bool) -> mmap.mmap:
-    """This process's shared mapping of the whole file at ``path`` (kept; see the module notes)."""
+def _mapping(path: str, writeable: bool, lo: int = 0, hi: int = 0) -> mmap.mmap:
+    """This process's shared mapping of the whole file at ``path``, its bytes ``[lo, hi)`` mapped in (kept;
+    see the module notes)."""
     st = os.stat(path)
     key = (st.st_dev, st.st_ino, st.st_size, writeable)
     with _LOCK:
-        for old, (old_path, _) in list(_MAPPINGS.items()):
+        for old, (old_path, _, _) in list(_MAPPINGS.items()):
             if not _same_file(old_path, old):
                 del _MAPPINGS[old]
-        if key in _MAPPINGS:
-            _MAPPINGS.move_to_end(key)
-            return _MAPPINGS[key][1]
-        with open(path, "r+b" if writeable else "rb") as f:
-            region = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_WRITE if writeable else mmap.ACCESS_READ)
-        _MAPPINGS[key] = (path, region)
-        while len(_MAPPINGS) > MAX_MAPPINGS:
-            _MAPPINGS.popitem(last=False)
+        if key not in _MAPPINGS:
+            with open(path, "r+b" if writeable else "rb") as f:
+                region = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_WRITE if writeable else mmap.ACCESS_READ)
+            _MAPPINGS[key] = (path, region, [])
+            while len(_MAPPINGS) > MAX_MAPPINGS:
+                _MAPPINGS.popitem(last=False)
+        _MAPPINGS.move_to_end(key)
+        _, region, populated = _MAPPINGS[key]
+        if hi > lo and not any(a <= lo and hi <= b for a, b in populated):
+            start = lo - lo % mmap.PAGESIZE
+            with contextlib.suppress(OSError, ValueError):    # an older kernel: pages fault in as they are read
+                region.madvise(POPULATE[writeable], start, hi - start)
+            populated.append((lo, hi))
         return region
-
-
-def _populate(region: mmap.mmap, lo: int, hi: int, writeable: bool) -> None:
-    start = lo - lo % mmap.PAGESIZE
-    with contextlib.suppress(OSError, ValueError):     # an older kernel: the pages fault in as they are read
-        region.madvise(POPULATE[writeable], start, hi - start)
 
 
 @dataclass(frozen=True)
@@ -131,8 +132,7 @@ class MappedMatrix:
         lo, hi = self.extent()
         if lo == hi:
             return np.empty(self.shape, dtype=self.dtype)
-        region = _mapping(self.path, self.writeable)
-        _populate(region, lo, hi, self.writeable)
+        region = _mapping(self.path, self.writeable, lo, hi)
         return np.ndarray(self.shape, dtype=self.dtype, buffer=region, offset=self.offset, strides=self.strides)
 
 
