@@ -314,7 +314,7 @@ def test_a_process_keeps_its_mappings_until_the_path_names_another_file(tmp_path
     assert np.array_equal(handle.open(), np.full((4, 5), 2.0)) and np.array_equal(first, np.ones((4, 5)))
     path.unlink()
     locate(_npy(tmp_path / "z.npy", np.zeros((2, 2)))).open()
-    assert str(path) not in {p for p, _ in mapped._MAPPINGS.values()}, "a deleted file's mapping is dropped"
+    assert str(path) not in {entry[0] for entry in mapped._MAPPINGS.values()}, "a deleted file's mapping is dropped"
     for i in range(mapped.MAX_MAPPINGS + 2):
         locate(_npy(tmp_path / f"w{i}.npy", np.zeros((2, 2)))).open()
     assert len(mapped._MAPPINGS) == mapped.MAX_MAPPINGS
