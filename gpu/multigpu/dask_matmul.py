@@ -13,7 +13,9 @@ process grid (:func:`process_grid`: as many busy workers as the grid of blocks a
 operand traffic ``k (m pc + n pr)``); block (i, j) runs on worker ``(i mod pr, j mod pc)`` and on no other
 (``workers=[w], allow_other_workers=False``). A worker therefore needs A's row panels ``i = p mod pr`` and
 B's column panels ``j = q mod pc``, and each of those panels goes to exactly the workers that need it,
-once: NumPy panels are scattered there (``client.scatter(..., workers=group, broadcast=True)``); panels of
+once: NumPy panels are scattered there, as one key per worker (``client.scatter(..., workers=[w])``: a
+broadcast key's replicas are what Dask's active memory manager drops while no task wants them yet, and a
+task placed where one was dropped then fetched it from another worker); panels of
 a ``dask.array`` are computed on the cluster (one graph for all of them, so shared chunks run once) and
 each worker fetches the ones its tasks need when they first need them; Dask keeps a fetched replica while
 tasks on that worker still depend on it. Nothing here schedules: Dask runs the tasks, with these hints.
@@ -70,6 +72,8 @@ ENGINE_OPTIONS = tuple(p for p in inspect.signature(outofcore.matmul).parameters
                        if p not in ("A", "B", "out", "block", "backend")) + ("device_block",)
 #: One engine call at a time per process (see the module notes).
 _ENGINE_LOCK = threading.Lock()
+#: A panel as :class:`BlockProduct` keeps it: a future, a mapped handle, or futures by worker.
+Panel = Future | MappedMatrix | dict[str, Future]
 
 
 def process_grid(workers: int, rows: int, cols: int, m: int, n: int) -> tuple[int, int]:
@@ -127,9 +131,10 @@ def _block_product(a: np.ndarray | MappedMatrix, b: np.ndarray | MappedMatrix, b
 @dataclass
 class BlockProduct:
     """The futures of one product: ``blocks[(i, j)]`` computes ``C[rows[i], cols[j]]`` on ``workers[(i, j)]``
-    from ``a_panels[i]`` (A's rows ``rows[i]``) and ``b_panels[j]`` (B's columns ``cols[j]``): futures, or
-    the handles of mapped operands. ``out``: the caller's output; ``in_place``: the tasks write into it
-    themselves (a writeable mapped ``out``) and return nothing."""
+    from ``a_panels[i]`` (A's rows ``rows[i]``) and ``b_panels[j]`` (B's columns ``cols[j]``): a future, a
+    handle of a mapped operand, or the futures of a scattered NumPy panel by worker. ``out``: the caller's
+    output; ``in_place``: the tasks write into it themselves (a writeable mapped ``out``) and return
+    nothing."""
 
     client: Client
     shape: tuple[int, int]
@@ -137,8 +142,8 @@ class BlockProduct:
     grid: tuple[int, int]
     rows: list[slice]
     cols: list[slice]
-    a_panels: list[Future | MappedMatrix] = field(default_factory=list)
-    b_panels: list[Future | MappedMatrix] = field(default_factory=list)
+    a_panels: list[Panel] = field(default_factory=list)
+    b_panels: list[Panel] = field(default_factory=list)
     blocks: dict[tuple[int, int], Future] = field(default_factory=dict)
     workers: dict[tuple[int, int], str] = field(default_factory=dict)
     out: np.ndarray | None = None
@@ -171,15 +176,20 @@ class BlockProduct:
         return C
 
 
-def _panels(client: Client, parts: list[Any], groups: list[list[str]]) -> list[Future | MappedMatrix]:
+def _panels(client: Client, parts: list[Any], groups: list[list[str]]) -> list[Panel]:
     """The panels as tasks take them: handles of mapped ones, futures of the others (NumPy panels scattered
-    to their group of workers, dask ones computed together)."""
+    to each worker of their group, dask ones computed together)."""
     if isinstance(parts[0], da.Array):
         return client.compute(parts)
     handles = [mapped.locate(part) for part in parts]
     if all(h is not None for h in handles):
         return handles
-    return [client.scatter(part, workers=group, broadcast=True, hash=False) for part, group in zip(parts, groups)]
+    return [{w: client.scatter(part, workers=[w], hash=False) for w in group} for part, group in zip(parts, groups)]
+
+
+def _on(panel: Panel, worker: str) -> Future | MappedMatrix:
+    """What the task on ``worker`` takes of ``panel``."""
+    return panel[worker] if isinstance(panel, dict) else panel
 
 
 def _workers(client: Client, workers: Any) -> list[str]:
@@ -259,7 +269,8 @@ def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | Non
     token = uuid.uuid4().hex[:12]
     for (i, j), worker in owner.items():
         block_out = target[rows[i], cols[j]] if target is not None else None
-        product.blocks[i, j] = client.submit(_block_product, product.a_panels[i], product.b_panels[j], backend,
+        product.blocks[i, j] = client.submit(_block_product, _on(product.a_panels[i], worker),
+                                             _on(product.b_panels[j], worker), backend,
                                              engine_options, block_out, key=f"outofcore-block-{token}-{i}-{j}",
                                              workers=[worker], allow_other_workers=False, pure=False)
     product.workers = owner

@@ -149,7 +149,12 @@ def _check_placement(client, product, dask_operands):
     before = _fetched(client)
     C = product.result()
     fetched = {w: _fetched(client)[w] - before.get(w, Counter()) for w in names}
-    a_key, b_key = [f.key for f in product.a_panels], [f.key for f in product.b_panels]
+    if dask_operands:
+        a_key, b_key = [f.key for f in product.a_panels], [f.key for f in product.b_panels]
+    else:                     # one key per panel and worker, on that worker alone
+        scattered = [(w, f) for p in (*product.a_panels, *product.b_panels) for w, f in p.items()]
+        assert all(list(client.who_has(f)[f.key]) == [w] for w, f in scattered)
+        a_key = b_key = [f.key for _, f in scattered]
     for (i, j), future in product.blocks.items():
         owner = names[(i % pr) * pc + j % pc]
         assert product.workers[i, j] == owner
