@@ -21,7 +21,8 @@ populates a view's byte range in one ``madvise(MADV_POPULATE_READ)`` (``_WRITE``
 first time a view of it is opened. Only the first: on pages already mapped the call still walks them,
 about 100 ns a page there (0.6 s for the 26 GB of an N = 32768 product). A kept mapping is dropped
 once its path names another file or none (replaced or deleted), so a new file under an old name is mapped
-anew, and a deleted file's memory is given back when its last view goes.
+anew, and a deleted file's memory is given back when its last view goes and the process next opens a
+view, or at once with :func:`release` (``client.run(release)`` on every worker).
 """
 
 from __future__ import annotations
@@ -134,6 +135,14 @@ class MappedMatrix:
             return np.empty(self.shape, dtype=self.dtype)
         region = _mapping(self.path, self.writeable, lo, hi)
         return np.ndarray(self.shape, dtype=self.dtype, buffer=region, offset=self.offset, strides=self.strides)
+
+
+def release() -> None:
+    """Drop this process's kept mappings: the memory of files deleted since goes back once no view holds it
+    (on the two-H200 machine, the kept mappings of one size's deleted operands held 58 GB of ``/dev/shm``
+    until each worker opened the next size's)."""
+    with _LOCK:
+        _MAPPINGS.clear()
 
 
 def _root(x: np.ndarray) -> np.memmap | None:

@@ -323,6 +323,8 @@ def test_a_process_keeps_its_mappings_until_the_path_names_another_file(tmp_path
     for i in range(mapped.MAX_MAPPINGS + 2):
         locate(_npy(tmp_path / f"w{i}.npy", np.zeros((2, 2)))).open()
     assert len(mapped._MAPPINGS) == mapped.MAX_MAPPINGS
+    mapped.release()
+    assert not mapped._MAPPINGS
 
 
 def test_a_writeable_view_writes_the_file(tmp_path):

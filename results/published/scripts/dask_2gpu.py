@@ -31,6 +31,7 @@ from accuracy.reference import exact_matmul
 from experiments.core.environment import environment
 from gpu.backend import get_backend
 from gpu.backend.telemetry import nvml_telemetry
+from gpu.multigpu import mapped
 from gpu.multigpu.dask_matmul import submit
 
 OUT = os.environ["OUT"]
@@ -205,6 +206,7 @@ def measure(client, names, n, read_nvml):
     client.run(free_pools)
     for f in ("a", "b", "c"):
         os.remove(f"{d}/{f}.npy")
+    client.run(mapped.release)
     return record
 
 
