@@ -18,7 +18,6 @@ so a second call with other sizes adds to it), published as ``h200x2-dask.json``
 import json
 import os
 import shutil
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -39,7 +38,6 @@ NS = [int(x) for x in os.environ.get("NS", "32768").split(",")]
 REPS = int(os.environ.get("REPS", "3"))
 BIG_REPS = int(os.environ.get("BIG_REPS", "2"))          # above IMBALANCE_MAX_N
 IMBALANCE_MAX_N = int(os.environ.get("IMBALANCE_MAX_N", "49152"))
-GROW_GB = float(os.environ.get("GROW_GB", "0"))          # grow the host's memory to this total first
 PATH = f"{OUT}/dask2gpu.json"
 RESULTS = {}
 if os.path.exists(PATH):
@@ -62,22 +60,6 @@ def meminfo():
     with open("/proc/meminfo") as f:
         fields = dict(line.split(":", 1) for line in f)
     return {k: int(fields[k].split()[0]) // 2**20 for k in ("MemTotal", "MemAvailable", "Shmem")}
-
-
-def grow_host_memory(gb):
-    """Touch ``gb`` GB of anonymous memory in 16 threads and free it: the machine's memory grows as it is
-    used, and the engine sizes its pinned staging from what the host says is available."""
-    parts = [None] * 16
-
-    def touch(i):
-        parts[i] = np.ones(int(gb * 1e9 / 16 / 8))
-
-    threads = [threading.Thread(target=touch, args=(i,)) for i in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    parts.clear()
 
 
 def folder(need):
@@ -212,11 +194,6 @@ def measure(client, names, n, read_nvml):
 
 def main():
     print("meminfo before", meminfo(), flush=True)
-    short = GROW_GB - meminfo()["MemTotal"] * 2**30 / 1e9
-    if short > 0:
-        t0 = time.perf_counter()
-        grow_host_memory(short)
-        print(f"grew {short:.0f} GB in {time.perf_counter() - t0:.1f} s", meminfo(), flush=True)
     import dask
     import dask_cuda
     import distributed
