@@ -207,23 +207,22 @@ def _workers(client: Client, workers: Any) -> list[str]:
     return sorted(set(chosen))
 
 
-def _output(out: Any, shape: tuple[int, int], dtype: np.dtype, A: Any, B: Any) -> tuple[np.ndarray | None, bool]:
-    """``out`` after every check, and whether the tasks write it in place (a writeable mapped view that
-    shares no byte of A's or B's files)."""
+def _output(out: Any, shape: tuple[int, int], dtype: np.dtype, A: Any, B: Any) -> MappedMatrix | None:
+    """Check ``out`` (see the module notes) and return its handle where the tasks write it in place: a
+    writeable mapped view that shares no byte of A's or B's files; None otherwise."""
     if out is None:
-        return None, False
+        return None
     require_host(out, "out", "C is written in host memory", "")
     host = get_backend("numpy")
     view = host.asarray(out) if isinstance(out, np.memmap) else out
     operands = {name: x for name, x in (("A", A), ("B", B)) if isinstance(x, np.ndarray)}
-    C = check_output(host, view, shape, dtype, operands)
-    handle = mapped.locate(C)
+    handle = mapped.locate(check_output(host, view, shape, dtype, operands))
     for name, x in operands.items():
         other = mapped.locate(x)
         if handle is not None and other is not None and handle.meets(other):
             raise ValueError(f"out maps bytes of the file that {name} maps ({handle.path}); pass an out "
                              f"that shares no memory with {name}")
-    return C, handle is not None and handle.writeable
+    return handle if handle is not None and handle.writeable else None
 
 
 def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | None = None,
@@ -248,12 +247,13 @@ def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | Non
                          "A's columns must equal B's rows")
     dtype = blas.check_dtypes(("A", A), ("B", B))
     m, n = A.shape[0], B.shape[1]
-    C, in_place = _output(out, (m, n), dtype, A, B)
+    target = _output(out, (m, n), dtype, A, B)
     names = _workers(client, workers)
     br, bc = _sides(block, m, n, len(names))
     rows = [slice(r, min(r + br, m)) for r in range(0, m, br)]
     cols = [slice(c, min(c + bc, n)) for c in range(0, n, bc)]
-    product = BlockProduct(client, (m, n), dtype, (1, 1), rows, cols, out=out, in_place=in_place)
+    product = BlockProduct(client, (m, n), dtype, (1, 1), rows, cols, out=out,
+                           in_place=target is not None)
     if not rows or not cols:
         return product
     pr, pc = product.grid = process_grid(len(names), len(rows), len(cols), m, n)
@@ -265,7 +265,6 @@ def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | Non
             mapped.flush(x)
     product.a_panels = _panels(client, [A[r, :] for r in rows], row_groups)
     product.b_panels = _panels(client, [B[:, c] for c in cols], col_groups)
-    target = mapped.locate(C) if in_place else None
     token = uuid.uuid4().hex[:12]
     for (i, j), worker in owner.items():
         block_out = target[rows[i], cols[j]] if target is not None else None

@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from ..backend import blas
+
 #: Modes of ``np.memmap`` whose mapping is shared with the file (and so with every other mapping of it).
 SHARED_MODES = frozenset({"r", "r+", "w+"})
 #: Whole-file mappings each process keeps (see the module notes).
@@ -116,7 +118,7 @@ class MappedMatrix:
     def meets(self, other: MappedMatrix) -> bool:
         """Whether the two views may share bytes: the same file and byte ranges that meet."""
         (lo, hi), (olo, ohi) = self.extent(), other.extent()
-        if lo == hi or olo == ohi or hi <= olo or ohi <= lo:
+        if not blas.bytes_meet(lo, hi - lo, olo, ohi - olo):
             return False
         return self.path == other.path or os.path.samefile(self.path, other.path)
 
