@@ -23,6 +23,11 @@ about 100 ns a page there (0.6 s for the 26 GB of an N = 32768 product). A kept 
 once its path names another file or none (replaced or deleted), so a new file under an old name is mapped
 anew, and a deleted file's memory is given back when its last view goes and the process next opens a
 view, or at once with :func:`release` (``client.run(release)`` on every worker).
+
+**Page-locking.** :meth:`MappedMatrix.open` given a ``locker`` (the out-of-core engine's operations,
+``backend.ops("outofcore")``) also locks the view's byte range of the kept mapping
+(:mod:`gpu.outofcore.pagelock`), so that the engine's copies read and write the file's pages in place,
+with no staging copy. The ranges stay locked with the mapping and are unlocked before it is dropped.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -46,8 +51,34 @@ MAX_MAPPINGS = 8
 #: ``madvise`` advice that maps a range's pages in one call (Linux 5.14 and later; elsewhere pages fault in).
 POPULATE = {False: getattr(mmap, "MADV_POPULATE_READ", 22), True: getattr(mmap, "MADV_POPULATE_WRITE", 23)}
 
-_MAPPINGS: OrderedDict[tuple[int, int, int, bool], tuple[str, mmap.mmap, list[tuple[int, int]]]] = OrderedDict()
 _LOCK = threading.Lock()
+
+
+class PageLocker(Protocol):
+    """What locks a mapping's pages for a device's copies: the out-of-core engine's operations."""
+
+    def lock_pages(self, address: int, nbytes: int, writeable: bool) -> bool: ...
+
+    def unlock_pages(self, address: int, nbytes: int) -> None: ...
+
+
+@dataclass
+class _Kept:
+    """A kept whole-file mapping: its path, the mapping and its address, the byte ranges populated, and
+    the lockers that locked pages of it."""
+
+    path: str
+    region: mmap.mmap
+    address: int
+    populated: list[tuple[int, int]]
+    lockers: list[PageLocker]
+
+    def drop(self) -> None:
+        for locker in self.lockers:
+            locker.unlock_pages(self.address, len(self.region))
+
+
+_MAPPINGS: OrderedDict[tuple[int, int, int, bool], _Kept] = OrderedDict()
 
 
 def _same_file(path: str, key: tuple[int, int, int, bool]) -> bool:
@@ -58,29 +89,33 @@ def _same_file(path: str, key: tuple[int, int, int, bool]) -> bool:
     return (st.st_dev, st.st_ino, st.st_size) == key[:3]
 
 
-def _mapping(path: str, writeable: bool, lo: int = 0, hi: int = 0) -> mmap.mmap:
-    """This process's shared mapping of the whole file at ``path``, its bytes ``[lo, hi)`` mapped in (kept;
-    see the module notes)."""
+def _mapping(path: str, writeable: bool, lo: int = 0, hi: int = 0, locker: PageLocker | None = None) -> mmap.mmap:
+    """This process's shared mapping of the whole file at ``path``, its bytes ``[lo, hi)`` mapped in and,
+    with a ``locker``, locked (kept; see the module notes)."""
     st = os.stat(path)
     key = (st.st_dev, st.st_ino, st.st_size, writeable)
     with _LOCK:
-        for old, (old_path, _, _) in list(_MAPPINGS.items()):
-            if not _same_file(old_path, old):
-                del _MAPPINGS[old]
+        for old, kept in list(_MAPPINGS.items()):
+            if not _same_file(kept.path, old):
+                _MAPPINGS.pop(old).drop()
         if key not in _MAPPINGS:
             with open(path, "r+b" if writeable else "rb") as f:
                 region = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_WRITE if writeable else mmap.ACCESS_READ)
-            _MAPPINGS[key] = (path, region, [])
+            address = np.frombuffer(region, np.uint8).ctypes.data if len(region) else 0
+            _MAPPINGS[key] = _Kept(path, region, address, [], [])
             while len(_MAPPINGS) > MAX_MAPPINGS:
-                _MAPPINGS.popitem(last=False)
+                _MAPPINGS.popitem(last=False)[1].drop()
         _MAPPINGS.move_to_end(key)
-        _, region, populated = _MAPPINGS[key]
-        if hi > lo and not any(a <= lo and hi <= b for a, b in populated):
+        kept = _MAPPINGS[key]
+        if hi > lo and not any(a <= lo and hi <= b for a, b in kept.populated):
             start = lo - lo % mmap.PAGESIZE
             with contextlib.suppress(OSError, ValueError):    # an older kernel: pages fault in as they are read
-                region.madvise(POPULATE[writeable], start, hi - start)
-            populated.append((lo, hi))
-        return region
+                kept.region.madvise(POPULATE[writeable], start, hi - start)
+            kept.populated.append((lo, hi))
+        locked = locker is not None and hi > lo and locker.lock_pages(kept.address + lo, hi - lo, writeable)
+        if locked and locker not in kept.lockers:
+            kept.lockers.append(locker)
+        return kept.region
 
 
 @dataclass(frozen=True)
@@ -129,13 +164,14 @@ class MappedMatrix:
             start = lo - lo % mmap.ALLOCATIONGRANULARITY
             _mapping(self.path, True).flush(start, hi - start)
 
-    def open(self) -> np.ndarray:
+    def open(self, locker: PageLocker | None = None) -> np.ndarray:
         """The view as a plain NumPy array over this process's mapping of the file (read-only unless
-        ``writeable``), its pages mapped; the mapping lives at least as long as the array."""
+        ``writeable``), its pages mapped, and locked by ``locker`` where one is given (see the module notes:
+        not while a copy from the mapping may run); the mapping lives at least as long as the array."""
         lo, hi = self.extent()
         if lo == hi:
             return np.empty(self.shape, dtype=self.dtype)
-        region = _mapping(self.path, self.writeable, lo, hi)
+        region = _mapping(self.path, self.writeable, lo, hi, locker)
         return np.ndarray(self.shape, dtype=self.dtype, buffer=region, offset=self.offset, strides=self.strides)
 
 
@@ -144,7 +180,8 @@ def release() -> None:
     (on the two-H200 machine, the kept mappings of one size's deleted operands held 58 GB of ``/dev/shm``
     until each worker opened the next size's)."""
     with _LOCK:
-        _MAPPINGS.clear()
+        while _MAPPINGS:
+            _MAPPINGS.popitem()[1].drop()
 
 
 def _root(x: np.ndarray) -> np.memmap | None:

@@ -10,8 +10,9 @@ strided host view into a pinned buffer laid out like the device slot (packed, in
 that it reads whole contiguous lines), with :data:`gpu.outofcore.ops.STAGING_THREADS` threads, while the
 device multiplies earlier panels; then one ``cudaMemcpy2DAsync`` per operand (:func:`copy_async`: pitch,
 line width and line count from the two views' layouts) moves it to the device slot on the copy stream at
-the link's rate. Page-locking A and B in place (``cudaHostRegister``) would spare the host copy, but pins
-all of A and B (up to 100 GB) for the call and costs seconds to register: left to be measured.
+the link's rate. Where an operand's own pages are locked (:mod:`gpu.outofcore.pagelock`, registered here
+with ``cudaHostRegister``, portable, read-only unless C), the copy reads the host view itself and the
+staging goes (D2H likewise, straight into C, with no placement).
 
 **Streams and events** (``plan.buffers`` = S slots, panels dealt to them in turn):
 
@@ -40,14 +41,36 @@ import cupy
 import numpy as np
 
 from ..backend import Array, Backend, blas
-from .ops import STAGING_THREADS, Buffers, host_span, median_seconds, new_block, orders, part, stage, staging_rate
-from .plan import OutOfCorePlan
+from .ops import (
+    STAGING_THREADS,
+    Buffers,
+    PageLocking,
+    host_span,
+    median_seconds,
+    new_block,
+    orders,
+    part,
+    stage,
+    staging_rate,
+)
+from .pagelock import LockedRanges
+from .plan import ALL_STAGED, OutOfCorePlan
 from .timeline import Timeline
 
 #: Share of the host's available memory the engine may pin.
 PIN_SHARE = 0.5
 _RUNTIME = cupy.cuda.runtime
 _H2D, _D2H = _RUNTIME.memcpyHostToDevice, _RUNTIME.memcpyDeviceToHost
+#: ``cudaHostRegisterPortable`` (every device's context sees the range) and ``cudaHostRegisterReadOnly``.
+_PORTABLE, _READ_ONLY = 1, 8
+
+
+def _register(address: int, nbytes: int, writeable: bool) -> None:
+    _RUNTIME.hostRegister(address, nbytes, _PORTABLE | (0 if writeable else _READ_ONLY))
+
+
+#: The process's page-locked ranges (registrations belong to the process, not to a device).
+RANGES = LockedRanges(_register, _RUNTIME.hostUnregister)
 
 
 def pinned_empty(size: int, dtype: Any) -> np.ndarray:
@@ -79,8 +102,10 @@ def copy_async(dst: Array, src: Array, kind: int, stream: Any) -> None:
         _RUNTIME.memcpy2DAsync(_pointer(dst), dpitch, _pointer(src), spitch, width, height, kind, stream.ptr)
 
 
-class CudaOps:
+class CudaOps(PageLocking):
     """The out-of-core schedule on the current CUDA device (see the module notes)."""
+
+    ranges = RANGES
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
@@ -90,17 +115,18 @@ class CudaOps:
         self.pending: list[Future] = []
         self.release()
 
-    def budget(self, host_free: int) -> int:
-        """Device memory for the plan: what the device has free (CuPy's cached blocks included), and no more
-        than :data:`PIN_SHARE` of what the host has available: the pinned staging is as large as the device
-        buffers (less a second C block), and locked memory is taken from everything else on the host. At
-        N = 65536 FP64 on the H100 machine (125 GB of host memory, 103 GB of it A, B and C) that is the
-        bound, not the GPU's 80 GB."""
-        return min(self.backend.memory_info()[0], int(host_free * PIN_SHARE))
+    def budget(self, host_free: int, staged: tuple[bool, bool, bool] = ALL_STAGED) -> int:
+        """Device memory for the plan: what the device has free (CuPy's cached blocks included), and, where
+        anything is ``staged``, no more than :data:`PIN_SHARE` of what the host has available: the pinned
+        staging is as large as the device buffers (less a second C block), and locked memory is taken from
+        everything else on the host. At N = 65536 FP64 on the H100 machine (125 GB of host memory, 103 GB
+        of it A, B and C) that is the bound, not the GPU's 80 GB."""
+        free = self.backend.memory_info()[0]
+        return min(free, int(host_free * PIN_SHARE)) if any(staged) else free
 
-    def host_bytes(self, plan: OutOfCorePlan) -> int:
+    def host_bytes(self, plan: OutOfCorePlan, staged: tuple[bool, bool, bool] = ALL_STAGED) -> int:
         """Host memory the operations allocate: the pinned staging buffers."""
-        return plan.pinned_bytes
+        return plan.staging_bytes(staged)
 
     def begin(self, plan: OutOfCorePlan, A: Array, B: Array, C: Array, timeline: Timeline | None = None) -> None:
         """The call's device buffers and pinned staging, and no event yet (nothing to wait for); with a
@@ -111,8 +137,9 @@ class CudaOps:
             self.origin.synchronize()
             timeline.start()
         layout = orders(A, B, C)
+        self.route = self.staged(A, B, C)
         self.device = Buffers(cupy.empty, plan, A.dtype, layout, plan.c_buffers)
-        self.staging = Buffers(pinned_empty, plan, A.dtype, layout, 1)
+        self.staging = Buffers(pinned_empty, plan, A.dtype, layout, 1, self.route)
         self.slots = [None] * plan.buffers
         self.loaded: list[Any] = [None] * plan.buffers
         self.consumed: list[Any] = [None] * plan.buffers
@@ -132,22 +159,24 @@ class CudaOps:
                                               cupy.cuda.get_elapsed_time(origin, end) / 1e3))
 
     def load(self, slot: int, a: Array, b: Array) -> None:
-        """Stage panels ``a`` and ``b`` into the slot's pinned buffers, then copy them to its device buffers on
-        the copy stream once the slot's last GEMM is done."""
-        if self.loaded[slot] is not None:
+        """Stage panels ``a`` and ``b`` into the slot's pinned buffers (a page-locked operand's panel is not
+        staged), then copy them to its device buffers on the copy stream once the slot's last GEMM is
+        done."""
+        if self.loaded[slot] is not None and any(self.route[:2]):
             self.loaded[slot].synchronize()          # the slot's staging has reached the device: free
         if self.consumed[slot] is not None:
             self.copy_stream.wait_event(self.consumed[slot])     # the slot's last GEMM is done
-        views = []
-        for x, staged, device in ((a, self.staging.a_view(slot, a.shape), self.device.a_view(slot, a.shape)),
-                                  (b, self.staging.b_view(slot, b.shape), self.device.b_view(slot, b.shape))):
-            with host_span(self.timeline, "staging", slot):
-                stage(self.pool, staged, x)
+        views = tuple(self.device.panel(side, slot, x.shape) for side, x in enumerate((a, b)))
+        for side, (x, device) in enumerate(zip((a, b), views)):
+            if self.route[side]:
+                staged = self.staging.panel(side, slot, x.shape)
+                with host_span(self.timeline, "staging", slot):
+                    stage(self.pool, staged, x)
+                x = staged
             with self._span("H2D", slot, self.copy_stream):
-                copy_async(device, staged, _H2D, self.copy_stream)
-            views.append(device)
+                copy_async(device, x, _H2D, self.copy_stream)
         self.loaded[slot] = self.copy_stream.record()
-        self.slots[slot] = tuple(views)
+        self.slots[slot] = views
 
     def multiply(self, slot: int, c_slot: int, first: bool, strip: slice | None = None) -> None:
         """The slot's GEMM into C buffer ``c_slot`` (its rows ``strip``) on the compute stream, once its
@@ -170,12 +199,13 @@ class CudaOps:
         reuses the staging)."""
         if new_block(strip):
             self._place()
-        staged = part(self.staging.c_view(0, c.shape), strip)
+        staged = part(self.staging.c_view(0, c.shape), strip) if self.route[2] else part(c, strip)
         self.store_stream.wait_event(self.compute_stream.record())
         with self._span("D2H", c_slot, self.store_stream):
             copy_async(staged, part(self.device.c_view(c_slot, c.shape), strip), _D2H, self.store_stream)
         self.stored[c_slot] = self.store_stream.record()
-        self.pending.append(self.placer.submit(self._placement, part(c, strip), staged, self.stored[c_slot]))
+        if self.route[2]:
+            self.pending.append(self.placer.submit(self._placement, part(c, strip), staged, self.stored[c_slot]))
 
     def _placement(self, c: Array, staged: Array, stored: Any) -> None:
         stored.synchronize()
@@ -191,6 +221,7 @@ class CudaOps:
     def finish(self) -> None:
         """The last block into the output (its D2H copy waited for)."""
         self._place()
+        self.store_stream.synchronize()
 
     def rates(self, nbytes: int, side: int, reps: int) -> dict[str, float]:
         """Pinned-to-device copies each way, a device copy and a GEMM, each timed by the backend's timer
@@ -225,3 +256,4 @@ class CudaOps:
         self.device = self.staging = self.timeline = None
         self.pending = []
         self.slots, self.loaded, self.consumed, self.stored = [], [], [], []
+        self.route = ALL_STAGED

@@ -10,7 +10,8 @@ same calls whatever the backend, fetched as ``backend.ops("outofcore")``: :class
   fringe one at the start of the buffer) in the order, row- or column-major, of the host array it comes
   from or goes to, so that every copy moves whole contiguous lines (:func:`order_of`, :func:`packed`);
 * ``load(slot, a, b)``: host views ``a`` (block rows x panel) of A and ``b`` (panel x block columns) of B
-  into panel slot ``slot``: host view -> staging (:func:`stage`), staging -> device;
+  into panel slot ``slot``: host view -> staging (:func:`stage`), staging -> device; or host view ->
+  device, where the operand's pages are locked (below);
 * ``multiply(slot, c_slot, first, strip=None)``: C buffer ``c_slot`` = a b where ``first`` (beta = 0:
   whatever the buffer held is ignored), += a b after (beta = 1); only the rows ``strip`` of a and of the
   buffer where one is given;
@@ -18,17 +19,25 @@ same calls whatever the backend, fetched as ``backend.ops("outofcore")``: :class
   of the output block (its rows ``strip``): device -> staging now, staging -> ``c`` by a later ``store``
   or by ``finish`` (the GPU's copy engines run meanwhile). A block's strips go to disjoint parts of the
   staging buffer, so a strip's copy is issued before the previous strip is placed; a new block's waits
-  for the placement of everything before it;
+  for the placement of everything before it. Where C's pages are locked, device -> ``c`` directly;
 * ``finish()``: complete everything; ``release()``: let go of the buffers, also after an error.
 
 Given a :class:`gpu.outofcore.timeline.Timeline` at ``begin``, the operations record when each of their
 parts ran (:func:`host_span` here; CUDA events on the device).
 
-and before any work ``budget(host_free)``, the device memory the plan may take where the host has
-``host_free`` bytes available beside the output, and
-``host_bytes(plan)``, the host memory the operations allocate. :class:`HostOps` runs the same copies as
-the GPU with NumPy (every copy through a staging buffer, the write-back deferred the same way), so the
-CPU tests exercise the very schedule and layouts the GPU runs, fringes included.
+Before any work: ``staged(A, B, C)``, which operands go through staging (those whose pages are not
+locked), ``budget(host_free, staged)``, the device memory the plan may take where the host has
+``host_free`` bytes available beside the output, and ``host_bytes(plan, staged)``, the host memory the
+operations allocate.
+
+**Page-locked operands** (:mod:`gpu.outofcore.pagelock`): ``lock_pages(address, nbytes, writeable)`` and
+``unlock_pages(address, nbytes)`` keep the process's locked ranges, and an operand inside one skips the
+staging: its panels are copied from the host view itself and C's blocks straight into it, with no host
+copy, staging buffer or placement. On NumPy nothing is registered but the route is the same.
+
+:class:`HostOps` runs the same copies as the GPU with NumPy (every copy of a pageable operand through a
+staging buffer, the write-back deferred the same way), so the CPU tests exercise the very schedule and
+layouts the GPU runs, fringes included.
 """
 
 from __future__ import annotations
@@ -44,7 +53,8 @@ from typing import Any
 import numpy as np
 
 from ..backend import Array, Backend, register_ops
-from .plan import OutOfCorePlan
+from .pagelock import LockedRanges, extent
+from .plan import ALL_STAGED, OutOfCorePlan
 from .timeline import Timeline
 
 FAMILY = "outofcore"
@@ -126,21 +136,20 @@ def new_block(strip: slice | None) -> bool:
 
 class Buffers:
     """The buffers of one call on one side (device or host staging), made by ``empty(size, dtype)``:
-    ``c_count`` C blocks and ``plan.buffers`` slots of an A and a B panel, with packed views of them."""
+    ``c_count`` C blocks and ``plan.buffers`` slots of an A and a B panel, with packed views of them (none
+    for an operand not in ``which``, A, B and C: the staging of a page-locked one)."""
 
     def __init__(self, empty: Callable[[int, Any], Array], plan: OutOfCorePlan, dtype: Any,
-                 orders: tuple[str, str, str], c_count: int) -> None:
+                 orders: tuple[str, str, str], c_count: int, which: tuple[bool, bool, bool] = ALL_STAGED) -> None:
         (rows, cols), w = plan.block, plan.panel
         self.orders = orders
-        self.a = [empty(rows * w, dtype) for _ in range(plan.buffers)]
-        self.b = [empty(w * cols, dtype) for _ in range(plan.buffers)]
-        self.c = [empty(rows * cols, dtype) for _ in range(c_count)]
+        self.a = [empty(rows * w, dtype) for _ in range(plan.buffers * which[0])]
+        self.b = [empty(w * cols, dtype) for _ in range(plan.buffers * which[1])]
+        self.c = [empty(rows * cols, dtype) for _ in range(c_count * which[2])]
 
-    def a_view(self, slot: int, shape: tuple[int, int]) -> Array:
-        return packed(self.a[slot], shape, self.orders[0])
-
-    def b_view(self, slot: int, shape: tuple[int, int]) -> Array:
-        return packed(self.b[slot], shape, self.orders[1])
+    def panel(self, side: int, slot: int, shape: tuple[int, int]) -> Array:
+        """Slot ``slot``'s A panel (``side`` 0) or B panel (1) as a packed view of ``shape``."""
+        return packed((self.a, self.b)[side][slot], shape, self.orders[side])
 
     def c_view(self, c_slot: int, shape: tuple[int, int]) -> Array:
         return packed(self.c[c_slot], shape, self.orders[2])
@@ -151,24 +160,52 @@ def orders(A: Array, B: Array, C: Array) -> tuple[str, str, str]:
     return order_of(A), order_of(B), order_of(C)
 
 
-class HostOps:
+class PageLocking:
+    """What both backends' operations share of the page-locked route (see the module notes): the locked
+    ranges of the process, ``ranges``, set by each."""
+
+    ranges: LockedRanges
+
+    def lock_pages(self, address: int, nbytes: int, writeable: bool) -> bool:
+        """Lock the pages of a host range for copies in place (the device writes it only where
+        ``writeable``); whether they are locked now."""
+        return self.ranges.lock(address, nbytes, writeable)
+
+    def unlock_pages(self, address: int, nbytes: int) -> None:
+        """Unlock the locked ranges that meet a host range (before it is unmapped or freed)."""
+        self.ranges.unlock(address, nbytes)
+
+    def staged(self, A: Array, B: Array, C: Array | None) -> tuple[bool, bool, bool]:
+        """Which of A, B and C (None: not allocated yet) go through staging: those not inside a locked range
+        (one the device may write, for C)."""
+        return tuple(x is None or not self.ranges.holds(*extent(x), writeable)
+                     for x, writeable in ((A, False), (B, False), (C, True)))
+
+
+#: The NumPy operations' locked ranges: nothing to register, the route is the GPU's.
+HOST_RANGES = LockedRanges(lambda address, nbytes, writeable: None, lambda address: None)
+
+
+class HostOps(PageLocking):
     """The schedule on NumPy: "device" buffers are NumPy arrays too, every copy goes through a staging buffer
-    as on the GPU (:func:`stage`, then ``np.copyto`` for the DMA), and products are the backend's GEMM on
-    the packed views."""
+    as on the GPU (:func:`stage`, then ``np.copyto`` for the DMA) unless the operand is "page-locked"
+    (copied in place, as on the GPU), and products are the backend's GEMM on the packed views."""
+
+    ranges = HOST_RANGES
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self.pool = ThreadPoolExecutor(STAGING_THREADS, thread_name_prefix="outofcore-staging")
         self.release()
 
-    def budget(self, host_free: int) -> int:
-        """Device memory for the plan: half the host's, because every "device" buffer has a staging twin in the
-        same memory."""
+    def budget(self, host_free: int, staged: tuple[bool, bool, bool] = ALL_STAGED) -> int:
+        """Device memory for the plan: half the host's, because every "device" buffer may have a staging twin
+        in the same memory."""
         return host_free // 2
 
-    def host_bytes(self, plan: OutOfCorePlan) -> int:
+    def host_bytes(self, plan: OutOfCorePlan, staged: tuple[bool, bool, bool] = ALL_STAGED) -> int:
         """Host memory the operations allocate: the "device" buffers and the staging buffers."""
-        return plan.device_bytes + plan.pinned_bytes
+        return plan.device_bytes + plan.staging_bytes(staged)
 
     def begin(self, plan: OutOfCorePlan, A: Array, B: Array, C: Array, timeline: Timeline | None = None) -> None:
         """The call's "device" buffers and their staging twins (one C staging buffer: see ``store``)."""
@@ -176,21 +213,24 @@ class HostOps:
         if timeline is not None:
             timeline.start()
         layout = orders(A, B, C)
+        self.route = self.staged(A, B, C)
         self.device = Buffers(np.empty, plan, A.dtype, layout, plan.c_buffers)
-        self.staging = Buffers(np.empty, plan, A.dtype, layout, 1)
+        self.staging = Buffers(np.empty, plan, A.dtype, layout, 1, self.route)
         self.slots = [None] * plan.buffers
 
     def load(self, slot: int, a: Array, b: Array) -> None:
-        """Panels ``a`` and ``b`` into slot ``slot``: host view -> staging -> "device", as on the GPU."""
-        views = []
-        for x, staged, device in ((a, self.staging.a_view(slot, a.shape), self.device.a_view(slot, a.shape)),
-                                  (b, self.staging.b_view(slot, b.shape), self.device.b_view(slot, b.shape))):
-            with host_span(self.timeline, "staging", slot):
-                stage(self.pool, staged, x)
+        """Panels ``a`` and ``b`` into slot ``slot``: host view -> staging -> "device", as on the GPU (host
+        view -> "device" for a page-locked operand)."""
+        views = tuple(self.device.panel(side, slot, x.shape) for side, x in enumerate((a, b)))
+        for side, (x, device) in enumerate(zip((a, b), views)):
+            if self.route[side]:
+                staged = self.staging.panel(side, slot, x.shape)
+                with host_span(self.timeline, "staging", slot):
+                    stage(self.pool, staged, x)
+                x = staged
             with host_span(self.timeline, "H2D", slot):
-                np.copyto(device, staged)
-            views.append(device)
-        self.slots[slot] = tuple(views)
+                np.copyto(device, x)
+        self.slots[slot] = views
 
     def multiply(self, slot: int, c_slot: int, first: bool, strip: slice | None = None) -> None:
         """C buffer ``c_slot`` (its rows ``strip``) = (``first``) or += the product of the slot's panels."""
@@ -204,11 +244,12 @@ class HostOps:
         ``strip``) at a later store or at finish."""
         if new_block(strip):
             self._place()
-        staged = part(self.staging.c_view(0, c.shape), strip)
+        staged = part(self.staging.c_view(0, c.shape), strip) if self.route[2] else part(c, strip)
         with host_span(self.timeline, "D2H", c_slot):
             np.copyto(staged, part(self.device.c_view(c_slot, c.shape), strip))
         self._place()
-        self.pending.append((part(c, strip), staged))
+        if self.route[2]:
+            self.pending.append((part(c, strip), staged))
 
     def _place(self) -> None:
         """The staged blocks or strips (if any) into their places in the output."""
@@ -236,6 +277,7 @@ class HostOps:
         self.device = self.staging = self.timeline = None
         self.pending = []
         self.slots = []
+        self.route = ALL_STAGED
 
 
 register_ops(FAMILY, "numpy", HostOps)

@@ -72,6 +72,8 @@ ALIGN = 256
 #: w = 1433 and about 3.5% at 4096, while two slots of 4096-wide panels take 2 x 2 x 4096 x 2b x 8 bytes,
 #: under a tenth of a 32768 block's share of memory.
 DEFAULT_PANEL = 4096
+#: Every operand (A, B, C) through pinned staging: pageable host memory.
+ALL_STAGED = (True, True, True)
 #: Fixed cost (seconds) of one copy call or one GEMM call with its event in :func:`predict`: assumed, not
 #: measured yet.
 LATENCY = 10e-6
@@ -220,7 +222,13 @@ class OutOfCorePlan:
     @property
     def pinned_bytes(self) -> int:
         """Pinned host memory of the plan: a staging buffer per panel slot, and one for the C block."""
-        return self.c_block_bytes + self.buffers * (self.a_panel_bytes + self.b_panel_bytes)
+        return self.staging_bytes(ALL_STAGED)
+
+    def staging_bytes(self, staged: tuple[bool, bool, bool]) -> int:
+        """Pinned staging of the plan where only the operands flagged in ``staged`` (A, B, C) go through it
+        (the others are page-locked and copied in place: :mod:`gpu.outofcore.pagelock`)."""
+        a, b, c = staged
+        return c * self.c_block_bytes + self.buffers * (a * self.a_panel_bytes + b * self.b_panel_bytes)
 
     def as_dict(self) -> dict[str, Any]:
         return {"m": self.m, "k": self.k, "n": self.n, "itemsize": self.itemsize, "block": list(self.block),

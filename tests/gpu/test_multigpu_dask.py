@@ -319,7 +319,7 @@ def test_a_process_keeps_its_mappings_until_the_path_names_another_file(tmp_path
     assert np.array_equal(handle.open(), np.full((4, 5), 2.0)) and np.array_equal(first, np.ones((4, 5)))
     path.unlink()
     locate(_npy(tmp_path / "z.npy", np.zeros((2, 2)))).open()
-    assert str(path) not in {entry[0] for entry in mapped._MAPPINGS.values()}, "a deleted file's mapping is dropped"
+    assert str(path) not in {kept.path for kept in mapped._MAPPINGS.values()}, "a deleted file's mapping is dropped"
     for i in range(mapped.MAX_MAPPINGS + 2):
         locate(_npy(tmp_path / f"w{i}.npy", np.zeros((2, 2)))).open()
     assert len(mapped._MAPPINGS) == mapped.MAX_MAPPINGS
@@ -337,3 +337,55 @@ def test_a_writeable_view_writes_the_file(tmp_path):
     expect = np.zeros((6, 4))
     expect[2:5, 1:3] = 7.0
     assert np.array_equal(np.load(tmp_path / "x.npy"), expect)
+
+
+class _Locker:
+    """Stands for the engine's operations: the ranges it was asked to lock and unlock."""
+
+    def __init__(self):
+        self.locked, self.unlocked = [], []
+
+    def lock_pages(self, address, nbytes, writeable):
+        self.locked.append((address, nbytes, writeable))
+        return True
+
+    def unlock_pages(self, address, nbytes):
+        self.unlocked.append((address, nbytes))
+
+
+def test_an_opened_view_is_locked_and_unlocked_with_its_kept_mapping(tmp_path):
+    from gpu.multigpu import mapped
+    mapped.release()
+    locker, path = _Locker(), tmp_path / "x.npy"
+    x = _npy(path, np.arange(60.0).reshape(6, 10), mode="r+")
+    view = locate(x[2:4, 3:7]).open(locker)
+    (kept,) = mapped._MAPPINGS.values()
+    (address, nbytes, writeable), = locker.locked
+    assert address == view.ctypes.data and nbytes == (10 + 4) * 8 and writeable
+    assert kept.lockers == [locker] and not locker.unlocked
+    locate(x[:1]).open()
+    assert len(locker.locked) == 1, "a view opened without a locker locks nothing"
+    np.save(tmp_path / "y.npy", np.zeros((6, 10)))
+    (tmp_path / "y.npy").replace(path)
+    locate(_npy(path, np.zeros((6, 10)))).open()
+    assert locker.unlocked == [(kept.address, len(kept.region))], "the dropped mapping was unlocked whole"
+    mapped.release()
+
+
+@pytest.mark.parametrize("lock_pages", [True, False])
+def test_workers_lock_the_pages_of_mapped_operands_and_out(client, tmp_path, lock_pages):
+    from gpu.multigpu import mapped
+    from gpu.outofcore.ops import HOST_RANGES
+    client.run(mapped.release)
+    A0, B0 = operands(61, 45, 70, seed=16)
+    A, B = _npy(tmp_path / "a.npy", A0), _npy(tmp_path / "b.npy", B0)
+    out = np.lib.format.open_memmap(tmp_path / "c.npy", mode="w+", dtype=np.float64, shape=(61, 70))
+    matmul(A, B, client=client, block=(31, 70), backend="numpy", out=out, lock_pages=lock_pages)
+    assert_product(np.load(tmp_path / "c.npy"), A0, B0)
+    kept = list(mapped._MAPPINGS.values())               # the in-process workers' mappings
+    assert len(kept) == 3
+    held = [any(lo <= k.address and k.address + len(k.region) <= hi for lo, (hi, _) in HOST_RANGES.ranges.items())
+            for k in kept]
+    assert held == [lock_pages] * 3, "each file's pages locked (whole, as two workers' panels cover it)"
+    client.run(mapped.release)
+    assert not HOST_RANGES.ranges, "released mappings are unlocked"

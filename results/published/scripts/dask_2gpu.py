@@ -4,6 +4,9 @@ One dask-cuda ``LocalCUDACluster`` runs a worker per GPU. A and B are ``.npy`` f
 ``/dev/shm`` by default), drawn on the GPU in row bands; C is a third such file. ``gpu.multigpu.dask_matmul``
 sends each task the handles of its panels and of its C block (:mod:`gpu.multigpu.mapped`), so every worker
 maps the bytes it streams and writes its block in place: no operand or result crosses between processes.
+Each worker also page-locks the ranges it maps (``lock_pages=True``), so that its engine copies them in
+place, without staging; at sizes up to ``UNLOCKED_MAX_N`` the pair is first timed without locking (the
+staged route, as in the run before), then with it.
 The one-GPU baseline is the same cluster restricted to its first worker (``workers=``), so both run the
 same processes, code and files. Per size: a warm-up of each, then ``REPS`` interleaved pairs (two workers,
 then one), wall time from ``submit`` until every block is written; per worker, the block tasks, their busy
@@ -38,6 +41,7 @@ NS = [int(x) for x in os.environ.get("NS", "32768").split(",")]
 REPS = int(os.environ.get("REPS", "3"))
 BIG_REPS = int(os.environ.get("BIG_REPS", "2"))          # above IMBALANCE_MAX_N
 IMBALANCE_MAX_N = int(os.environ.get("IMBALANCE_MAX_N", "49152"))
+UNLOCKED_MAX_N = int(os.environ.get("UNLOCKED_MAX_N", "32768"))
 PATH = f"{OUT}/dask2gpu.json"
 RESULTS = {}
 if os.path.exists(PATH):
@@ -134,11 +138,17 @@ def telemetry():
     return lambda: [r.read().as_dict() if r else None for r in readers]
 
 
-def timed(client, A, B, C, workers, block=None):
+def locked():
+    """This worker's page-locked bytes and the seconds it spent locking them."""
+    ranges = get_backend("cupy").ops("outofcore").ranges
+    return {"locked_bytes": ranges.nbytes, "lock_s": ranges.seconds}
+
+
+def timed(client, A, B, C, workers, block=None, lock=True):
     """One product, wall seconds from submit to the last block written, and its task stream."""
     with get_task_stream(client) as ts:
         t0 = time.perf_counter()
-        submit(A, B, client=client, backend="cupy", out=C, block=block, workers=workers).result()
+        submit(A, B, client=client, backend="cupy", out=C, block=block, workers=workers, lock_pages=lock).result()
         seconds = time.perf_counter() - t0
     return seconds, stream_stats(ts.data)
 
@@ -150,26 +160,31 @@ def measure(client, names, n, read_nvml):
     A, B = draw(f"{d}/a.npy", n, 1), draw(f"{d}/b.npy", n, 2)
     C = np.lib.format.open_memmap(f"{d}/c.npy", mode="w+", dtype=np.float64, shape=(n, n))
     drawn_s = time.perf_counter() - t0
-    configs = {"2w": names, "1w": names[:1]}
     record = {"n": n, "folder": d, "draw_s": drawn_s, "meminfo_gib": meminfo(), "runs": {}}
-    for key, workers in configs.items():
-        record["runs"][key] = {"warmup_s": timed(client, A, B, C, workers)[0], "samples": [], "nvml": []}
-        if key == "2w":
-            client.run(free_pools)
-            record["check_2w"] = check(A, B, C, n)
-    for _ in range(REPS if n <= IMBALANCE_MAX_N else BIG_REPS):
+    for lock in ((False, True) if n <= UNLOCKED_MAX_N else (True,)):
+        tag = "" if lock else "_unlocked"
+        configs = {"2w" + tag: names, "1w" + tag: names[:1]}
         for key, workers in configs.items():
-            seconds, stats = timed(client, A, B, C, workers)
-            run = record["runs"][key]
-            run["samples"].append(seconds)
-            run["nvml"].append(read_nvml())
-            run["per_worker"] = stats
+            record["runs"][key] = {"warmup_s": timed(client, A, B, C, workers, lock=lock)[0], "samples": [],
+                                   "nvml": []}
+            if key == "2w":
+                client.run(free_pools)
+                record["check_2w"] = check(A, B, C, n)
+        for _ in range(REPS if n <= IMBALANCE_MAX_N else BIG_REPS):
+            for key, workers in configs.items():
+                seconds, stats = timed(client, A, B, C, workers, lock=lock)
+                run = record["runs"][key]
+                run["samples"].append(seconds)
+                run["nvml"].append(read_nvml())
+                run["per_worker"] = stats
+        record["speedup_2w_over_1w" + tag] = (float(np.median(record["runs"]["1w" + tag]["samples"]))
+                                              / float(np.median(record["runs"]["2w" + tag]["samples"])))
+    record["page_locks"] = client.run(locked)
     client.run(free_pools)
     record["check_1w"] = check(A, B, C, n)
     for run in record["runs"].values():
         run["median_s"] = float(np.median(run["samples"]))
         run["tflops"] = 2 * n**3 / run["median_s"] / 1e12
-    record["speedup_2w_over_1w"] = record["runs"]["1w"]["median_s"] / record["runs"]["2w"]["median_s"]
     if n <= IMBALANCE_MAX_N:
         for tasks in (3, 4):
             rows = -(-n // tasks)
