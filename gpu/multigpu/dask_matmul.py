@@ -55,6 +55,7 @@ import inspect
 import math
 import numbers
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,18 +63,21 @@ from typing import Any
 import dask.array as da
 import numpy as np
 from dask import delayed
-from distributed import Client, Future
+from distributed import Client, Future, get_worker, wait
 
 from .. import outofcore
 from ..backend import BACKENDS, blas, check_output, get_backend, require_host
 from ..backend.checks import matrix
 from ..outofcore.ops import FAMILY as OUTOFCORE
+from ..outofcore.timeline import LANES, Timeline, busy
 from . import mapped
 from .mapped import MappedMatrix
 
 #: Engine options forwarded to :func:`gpu.outofcore.matmul` (``device_block`` is its ``block``).
 ENGINE_OPTIONS = tuple(p for p in inspect.signature(outofcore.matmul).parameters
-                       if p not in ("A", "B", "out", "block", "backend")) + ("device_block",)
+                       if p not in ("A", "B", "out", "block", "backend", "timeline")) + ("device_block",)
+#: Topic of the events that block tasks log with ``report=True`` (distributed's event log).
+REPORT_TOPIC = "gemmlab-outofcore-block"
 #: One engine call at a time per process (see the module notes).
 _ENGINE_LOCK = threading.Lock()
 #: A panel as :class:`BlockProduct` keeps it: a future, a mapped handle, or futures by worker.
@@ -118,21 +122,40 @@ def _operand(x: Any, name: str) -> Any:
 
 def _block_product(a: np.ndarray | MappedMatrix, b: np.ndarray | MappedMatrix, backend: str,
                    options: dict[str, Any], out: MappedMatrix | None = None,
-                   lock_pages: bool = True) -> np.ndarray | None:
+                   lock_pages: bool = True, report: bool = False) -> np.ndarray | None:
     """One C block on the worker that runs it: the engine on its row panel of A and column panel of B
     (mapped here where they are handles, and page-locked with ``lock_pages``); written into ``out``'s
-    block in place where it is given."""
+    block in place where it is given. With ``report``, logs where its time went (:func:`_report`)."""
     options = dict(options)
     if "device_block" in options:
         options["block"] = options.pop("device_block")
     with _ENGINE_LOCK:
-        locker = get_backend(backend).ops(OUTOFCORE) if lock_pages else None
+        t0 = time.perf_counter()
+        ops = get_backend(backend).ops(OUTOFCORE)
+        locker = ops if lock_pages else None
         a, b = (x.open(locker) if isinstance(x, MappedMatrix) else x for x in (a, b))
-        if out is None:
-            return outofcore.matmul(a, b, backend=backend, **options)
-        outofcore.matmul(a, b, out=out.open(locker), backend=backend, **options)
-        out.flush()
-        return None
+        c = out.open(locker) if out is not None else None
+        line = Timeline() if report else None
+        t1 = time.perf_counter()
+        C = outofcore.matmul(a, b, out=c, backend=backend, timeline=line, **options)
+        t2 = time.perf_counter()
+        if out is not None:
+            out.flush()
+        if line is not None:
+            _report(ops.staged(a, b, c), line, (t1 - t0, t2 - t1, time.perf_counter() - t2))
+        return None if out is not None else C
+
+
+def _report(route: tuple[bool, bool, bool], line: Timeline, seconds: tuple[float, float, float]) -> None:
+    """Log a block task's account in :data:`REPORT_TOPIC`: its key and worker, whether A, B and C were
+    staged (False: page-locked, copied in place), seconds to open its operands, of the engine call (its
+    checks and plan included) and to flush C, and the engine run's span and busy seconds per lane."""
+    spans, worker = line.spans(), get_worker()
+    run = max((s.end for s in spans), default=0.0) - min((s.start for s in spans), default=0.0)
+    worker.log_event(REPORT_TOPIC, {
+        "key": worker.get_current_task(), "worker": worker.address, "staged": list(route),
+        "open_s": seconds[0], "call_s": seconds[1], "flush_s": seconds[2], "run_s": run,
+        "busy_s": {lane: busy(spans, lane) for lane in LANES}})
 
 
 @dataclass
@@ -155,6 +178,7 @@ class BlockProduct:
     workers: dict[tuple[int, int], str] = field(default_factory=dict)
     out: np.ndarray | None = None
     in_place: bool = False
+    report: bool = False
 
     def to_dask_array(self) -> da.Array:
         """C as a ``dask.array`` whose chunks are the block tasks' results, left where they were computed: no
@@ -170,6 +194,26 @@ class BlockProduct:
         chunks = [[da.from_delayed(delayed(self.blocks[i, j]), (r.stop - r.start, c.stop - c.start), self.dtype)
                    for j, c in enumerate(self.cols)] for i, r in enumerate(self.rows)]
         return da.block(chunks)
+
+    def reports(self, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """Where each block task's time went (submitted with ``report=True``), one dict per block with its
+        ``block`` (i, j) and what :func:`_report` logs: the way to tell a task's engine run (copies,
+        products) from its checks and opening. Waits for the tasks, then up to ``timeout`` seconds for
+        their events to reach the scheduler."""
+        if not self.report:
+            raise ValueError("the product was submitted without report=True: its tasks logged nothing")
+        keys = {future.key: ij for ij, future in self.blocks.items()}
+        wait(list(self.blocks.values()))
+        deadline = time.monotonic() + timeout
+        while True:
+            got = {m["key"]: m for _, m in self.client.get_events(REPORT_TOPIC) if m.get("key") in keys}
+            if len(got) == len(keys) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        if len(got) < len(keys):
+            raise TimeoutError(f"{len(keys) - len(got)} of {len(keys)} block reports did not reach the scheduler "
+                               f"in {timeout} s; call reports() again with a longer timeout")
+        return [{"block": keys[key], **got[key]} for key in keys]
 
     def result(self) -> np.ndarray:
         """C, once every block task has finished (a task's error is raised here): ``out`` where given (the
@@ -234,12 +278,13 @@ def _output(out: Any, shape: tuple[int, int], dtype: np.dtype, A: Any, B: Any) -
 
 def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | None = None,
            backend: str = "auto", out: Any = None, workers: str | list[str] | None = None,
-           lock_pages: bool = True, **engine_options: Any) -> BlockProduct:
+           lock_pages: bool = True, report: bool = False, **engine_options: Any) -> BlockProduct:
     """Start ``A @ B`` on ``client``'s workers (or on ``workers``, some of them) and return its futures
     (see the module notes); every check is made before anything is sent. ``out``: a host array for C (a
     writeable mapped one is written by the tasks in place). ``lock_pages``: each worker page-locks the
     ranges of mapped operands and ``out`` that it reads and writes, so that its engine copies them in
-    place (kept with the worker's mappings). ``engine_options`` go to
+    place (kept with the worker's mappings). ``report``: each task logs where its time went
+    (:meth:`BlockProduct.reports`). ``engine_options`` go to
     :func:`gpu.outofcore.matmul` on the workers: ``panel``, ``device_memory``, ``buffers``,
     ``check_finite``, ..., and ``device_block`` (the engine's block on the device, not the Dask block)."""
     unknown = sorted(set(engine_options) - set(ENGINE_OPTIONS))
@@ -262,7 +307,7 @@ def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | Non
     rows = [slice(r, min(r + br, m)) for r in range(0, m, br)]
     cols = [slice(c, min(c + bc, n)) for c in range(0, n, bc)]
     product = BlockProduct(client, (m, n), dtype, (1, 1), rows, cols, out=out,
-                           in_place=target is not None)
+                           in_place=target is not None, report=bool(report))
     if not rows or not cols:
         return product
     pr, pc = product.grid = process_grid(len(names), len(rows), len(cols), m, n)
@@ -279,7 +324,7 @@ def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | Non
         block_out = target[rows[i], cols[j]] if target is not None else None
         product.blocks[i, j] = client.submit(_block_product, _on(product.a_panels[i], worker),
                                              _on(product.b_panels[j], worker), backend,
-                                             engine_options, block_out, bool(lock_pages),
+                                             engine_options, block_out, bool(lock_pages), bool(report),
                                              key=f"outofcore-block-{token}-{i}-{j}",
                                              workers=[worker], allow_other_workers=False, pure=False)
     product.workers = owner

@@ -66,7 +66,7 @@ def prepare(host: Backend, A: Any, B: Any, out: Any) -> tuple[np.ndarray, np.nda
 def matmul(A: Any, B: Any, *, out: Any = None, block: int | tuple[int, int] | None = None, panel: int | None = None,
            device_memory: int | None = None, buffers: int = 2, c_buffers: int = 1, backend: str | Backend = "auto",
            check_finite: bool = True, link_bytes_per_s: float | None = None, gemm_flops_per_s: float | None = None,
-           hbm_bytes_per_s: float | None = None) -> np.ndarray:
+           hbm_bytes_per_s: float | None = None, timeline: Timeline | None = None) -> np.ndarray:
     """``A @ B`` into ``out`` where given (a new NumPy array otherwise), C block by C block on the device.
 
     A (m x k) and B (k x n) are host NumPy arrays of float64 or float32, row- or column-major views with a
@@ -77,6 +77,8 @@ def matmul(A: Any, B: Any, *, out: Any = None, block: int | tuple[int, int] | No
     once for the device and kept in its profile (:mod:`gpu.outofcore.rates`, ``gemmlab calibrate
     --transfer``), else none (the plan is then sized by memory alone). ``buffers``: panel slots (2 or
     3); ``c_buffers``: C blocks on the device (2 overlaps a block's write-back with the next one's products).
+    ``timeline``: a :class:`gpu.outofcore.Timeline` that records when each copy and product of the run
+    went (the checks before it are not in it).
     Raises TypeError for device arrays and bad dtypes, ValueError for bad shapes, arguments, ``out`` or
     non-finite input (``check_finite``), and :class:`gpu.backend.MemoryPlanError` where the plan does not
     fit in device, pinned or host memory: all before any work.
@@ -100,7 +102,7 @@ def matmul(A: Any, B: Any, *, out: Any = None, block: int | tuple[int, int] | No
                    "pass out=, a smaller block= or panel=, or buffers=2")
     require_finite(host, check_finite, {"A": A, "B": B}, NONFINITE)
     C = np.empty((m, n), dtype=A.dtype) if C is None else C
-    run(be, ops, p, A, B, C)
+    run(be, ops, p, A, B, C, timeline)
     return C
 
 

@@ -389,3 +389,25 @@ def test_workers_lock_the_pages_of_mapped_operands_and_out(client, tmp_path, loc
     assert held == [lock_pages] * 3, "each file's pages locked (whole, as two workers' panels cover it)"
     client.run(mapped.release)
     assert not HOST_RANGES.ranges, "released mappings are unlocked"
+
+
+@pytest.mark.parametrize("lock_pages", [True, False])
+def test_block_tasks_report_where_their_time_went(client, tmp_path, lock_pages):
+    from gpu.multigpu import mapped
+    client.run(mapped.release)
+    A0, B0 = operands(40, 30, 50, seed=17)
+    A, B = _npy(tmp_path / "a.npy", A0), _npy(tmp_path / "b.npy", B0)
+    out = np.lib.format.open_memmap(tmp_path / "c.npy", mode="w+", dtype=np.float64, shape=(40, 50))
+    product = submit(A, B, client=client, block=(20, 50), backend="numpy", out=out, lock_pages=lock_pages,
+                     report=True, device_block=(10, 25), panel=8)
+    reports = product.reports()
+    assert_product(np.load(tmp_path / "c.npy"), A0, B0)
+    assert sorted(r["block"] for r in reports) == [(0, 0), (1, 0)]
+    for r in reports:
+        assert r["worker"] == product.workers[r["block"]]
+        assert r["staged"] == [not lock_pages] * 3
+        assert 0 < r["busy_s"]["GEMM"] <= r["run_s"] <= r["call_s"]
+        assert (r["busy_s"]["staging"] > 0) is not lock_pages and (r["busy_s"]["placement"] > 0) is not lock_pages
+    client.run(mapped.release)
+    with pytest.raises(ValueError, match="without report=True"):
+        submit(A0, B0, client=client, backend="numpy").reports()

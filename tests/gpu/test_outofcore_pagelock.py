@@ -120,6 +120,15 @@ def test_page_locked_operands_skip_the_staging_on_numpy():
     _route("numpy")
 
 
+def test_the_engine_call_records_its_run_into_a_time_line():
+    A, B = _operands(30, 20, 25, seed=6)
+    line = Timeline()
+    C = matmul(A, B, block=(10, 10), panel=5, backend="numpy", timeline=line)
+    assert np.allclose(C, A @ B)
+    gemms = [s for s in line.spans() if s.lane == "GEMM"]
+    assert len(gemms) == len(list(plan(30, 20, 25, 8, device_memory=10**6, block=(10, 10), panel=5).steps()))
+
+
 def test_page_locked_operands_need_no_staging_memory():
     ops = get_backend("numpy").ops("outofcore")
     p = plan(1000, 1000, 1000, 8, device_memory=10**7, block=200, panel=100)

@@ -1,18 +1,21 @@
 """Issue 16: the Dask front-end of the out-of-core engine on two GPUs of one host against one.
 
 One dask-cuda ``LocalCUDACluster`` runs a worker per GPU. A and B are ``.npy`` files in host memory (a tmpfs,
-``/dev/shm`` by default), drawn on the GPU in row bands; C is a third such file. ``gpu.multigpu.dask_matmul``
-sends each task the handles of its panels and of its C block (:mod:`gpu.multigpu.mapped`), so every worker
-maps the bytes it streams and writes its block in place: no operand or result crosses between processes.
-Each worker also page-locks the ranges it maps (``lock_pages=True``), so that its engine copies them in
-place, without staging; at sizes up to ``UNLOCKED_MAX_N`` the pair is first timed without locking (the
-staged route, as in the run before), then with it.
+``/dev/shm`` by default) of uniform [-0.5, 0.5) values drawn by host threads; C is a third such file.
+``gpu.multigpu.dask_matmul`` sends each task the handles of its panels and of its C block
+(:mod:`gpu.multigpu.mapped`), so every worker maps the bytes it streams and writes its block in place: no
+operand or result crosses between processes. Each worker also page-locks the ranges it maps
+(``lock_pages=True``), so that its engine copies them in place, without staging; at sizes up to
+``UNLOCKED_MAX_N`` the pair is first timed without locking (the staged route), then with it.
+
 The one-GPU baseline is the same cluster restricted to its first worker (``workers=``), so both run the
-same processes, code and files. Per size: a warm-up of each, then ``REPS`` interleaved pairs (two workers,
-then one), wall time from ``submit`` until every block is written; per worker, the block tasks, their busy
-time and the transfers from the task stream; NVML's SM clock and power of both GPUs at the end of each run;
-sampled rows of C against ``exact_matmul`` after a two-worker and after a one-worker run; and, at the
-smaller sizes, 3 and 4 tasks on the two workers (load imbalance).
+same processes, code and files. Per size: a warm-up of each, then ``REPS`` samples of each (``ORDER``:
+``interleaved`` pairs, two workers then one, or ``blocked``, every two-worker sample first), wall time from
+``submit`` until every block is written. Per sample: the block tasks, their busy time and the transfers per
+worker from the task stream; each task's own account (``report=True``: opening, engine call, the run's
+span and busy lanes); the GPUs' mean SM clock and power over the run (NVML every 50 ms) and a reading at
+its end. Then sampled rows of C against ``exact_matmul`` after a two-worker and after a one-worker run;
+and, at sizes up to ``IMBALANCE_MAX_N``, 3 and 4 tasks on the two workers (load imbalance).
 
 Run (device machine, Dask wheels installed): ``OUT=<dir> NS=32768,49152,65536 python3
 results/published/scripts/dask_2gpu.py``; it writes ``$OUT/dask2gpu.json`` (keys already there are kept,
@@ -21,6 +24,7 @@ so a second call with other sizes adds to it), published as ``h200x2-dask.json``
 import json
 import os
 import shutil
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -42,6 +46,7 @@ REPS = int(os.environ.get("REPS", "3"))
 BIG_REPS = int(os.environ.get("BIG_REPS", "2"))          # above IMBALANCE_MAX_N
 IMBALANCE_MAX_N = int(os.environ.get("IMBALANCE_MAX_N", "49152"))
 UNLOCKED_MAX_N = int(os.environ.get("UNLOCKED_MAX_N", "32768"))
+ORDER = os.environ.get("ORDER", "interleaved")              # or "blocked": every 2w sample, then every 1w one
 PATH = f"{OUT}/dask2gpu.json"
 RESULTS = {}
 if os.path.exists(PATH):
@@ -144,13 +149,53 @@ def locked():
     return {"locked_bytes": ranges.nbytes, "lock_s": ranges.seconds}
 
 
-def timed(client, A, B, C, workers, block=None, lock=True):
-    """One product, wall seconds from submit to the last block written, and its task stream."""
-    with get_task_stream(client) as ts:
+class Sampler:
+    """NVML readings of every GPU every ``every`` seconds while the ``with`` body runs: per GPU, the mean SM
+    clock and power over the run and the throttle reasons seen (a reading at the end only shows the idle
+    moment after the product)."""
+
+    def __init__(self, read, every=0.05):
+        self.read, self.every, self.rows, self.stop = read, every, [], threading.Event()
+
+    def __enter__(self):
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+        return self
+
+    def _loop(self):
+        while not self.stop.wait(self.every):
+            self.rows.append(self.read())
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+    def summary(self):
+        gpus = list(zip(*[r for r in self.rows if None not in r]))
+        return [{"samples": len(g), "sm_mhz_mean": float(np.mean([x["sm_mhz"] for x in g])),
+                 "power_w_mean": float(np.mean([x["power_w"] for x in g])),
+                 "reasons_seen": sorted({x["reasons"] for x in g})} for g in gpus]
+
+
+def timed(client, A, B, C, workers, read_nvml, block=None, lock=True):
+    """One product: wall seconds from submit to the last block written, the task stream per worker, each
+    block task's own account (``report=True``: opening, engine call, run, busy lanes) and the GPUs' mean
+    clocks and power over the run."""
+    with get_task_stream(client) as ts, Sampler(read_nvml) as power:
         t0 = time.perf_counter()
-        submit(A, B, client=client, backend="cupy", out=C, block=block, workers=workers, lock_pages=lock).result()
+        product = submit(A, B, client=client, backend="cupy", out=C, block=block, workers=workers,
+                         lock_pages=lock, report=True)
+        product.result()
         seconds = time.perf_counter() - t0
-    return seconds, stream_stats(ts.data)
+    return {"seconds": seconds, "per_worker": stream_stats(ts.data), "tasks": product.reports(),
+            "nvml_run": power.summary()}
+
+
+def pairs(configs, reps):
+    """The (key, workers) runs of the timed samples, in ``ORDER``."""
+    if ORDER == "blocked":
+        return [(key, w) for key, w in configs.items() for _ in range(reps)]
+    return [(key, w) for _ in range(reps) for key, w in configs.items()]
 
 
 def measure(client, names, n, read_nvml):
@@ -160,23 +205,25 @@ def measure(client, names, n, read_nvml):
     A, B = draw(f"{d}/a.npy", n, 1), draw(f"{d}/b.npy", n, 2)
     C = np.lib.format.open_memmap(f"{d}/c.npy", mode="w+", dtype=np.float64, shape=(n, n))
     drawn_s = time.perf_counter() - t0
-    record = {"n": n, "folder": d, "draw_s": drawn_s, "meminfo_gib": meminfo(), "runs": {}}
+    record = {"n": n, "folder": d, "draw_s": drawn_s, "meminfo_gib": meminfo(), "order": ORDER, "runs": {}}
     for lock in ((False, True) if n <= UNLOCKED_MAX_N else (True,)):
         tag = "" if lock else "_unlocked"
         configs = {"2w" + tag: names, "1w" + tag: names[:1]}
         for key, workers in configs.items():
-            record["runs"][key] = {"warmup_s": timed(client, A, B, C, workers, lock=lock)[0], "samples": [],
-                                   "nvml": []}
+            warm = timed(client, A, B, C, workers, read_nvml, lock=lock)
+            record["runs"][key] = {"warmup_s": warm["seconds"], "samples": [], "nvml": [], "nvml_run": [],
+                                   "tasks": []}
             if key == "2w":
                 client.run(free_pools)
                 record["check_2w"] = check(A, B, C, n)
-        for _ in range(REPS if n <= IMBALANCE_MAX_N else BIG_REPS):
-            for key, workers in configs.items():
-                seconds, stats = timed(client, A, B, C, workers, lock=lock)
-                run = record["runs"][key]
-                run["samples"].append(seconds)
-                run["nvml"].append(read_nvml())
-                run["per_worker"] = stats
+        for key, workers in pairs(configs, REPS if n <= IMBALANCE_MAX_N else BIG_REPS):
+            got = timed(client, A, B, C, workers, read_nvml, lock=lock)
+            run = record["runs"][key]
+            run["samples"].append(got["seconds"])
+            run["nvml"].append(read_nvml())
+            run["nvml_run"].append(got["nvml_run"])
+            run["tasks"].append(got["tasks"])
+            run["per_worker"] = got["per_worker"]
         record["speedup_2w_over_1w" + tag] = (float(np.median(record["runs"]["1w" + tag]["samples"]))
                                               / float(np.median(record["runs"]["2w" + tag]["samples"])))
     record["page_locks"] = client.run(locked)
@@ -189,10 +236,11 @@ def measure(client, names, n, read_nvml):
         for tasks in (3, 4):
             rows = -(-n // tasks)
             samples, stats = [], None
-            timed(client, A, B, C, names, block=(rows, n))
+            timed(client, A, B, C, names, read_nvml, block=(rows, n))
             for _ in range(2):
-                seconds, stats = timed(client, A, B, C, names, block=(rows, n))
-                samples.append(seconds)
+                got = timed(client, A, B, C, names, read_nvml, block=(rows, n))
+                samples.append(got["seconds"])
+                stats = got["per_worker"]
             busy = [w["block_s"] for w in stats.values()]
             record[f"tasks_{tasks}_on_2w"] = {
                 "block": [rows, n], "samples": samples, "median_s": float(np.median(samples)),
