@@ -38,6 +38,11 @@ usable, NumPy otherwise). :meth:`gpu.backend.Backend.ops` keeps one engine opera
 per process, holding the buffers of the call that runs; engine calls in one process therefore run one at a
 time (a lock), which costs nothing with ``dask-cuda``'s one-process-per-GPU workers.
 
+**NaN and infinity** in mapped operands are checked once across the workers, each checking a band of A
+and of B, and :func:`submit` waits for these checks and raises their error before it sends any block
+task (:mod:`gpu.multigpu.finite`: otherwise every worker's engine would read all of B again); other
+operands are checked by each task's engine call, and their errors come from :meth:`BlockProduct.result`.
+
 **Checks** before any work, on the client: A and B are 2-D NumPy arrays (or convertible, not masked, not
 device arrays) or ``dask.array`` arrays of known shape with host chunks, of one dtype, float64 or float32,
 with matching inner dimensions; the client has a worker; ``block`` is positive; ``backend`` is known and
@@ -70,7 +75,7 @@ from ..backend import BACKENDS, blas, check_output, get_backend, require_host
 from ..backend.checks import matrix
 from ..outofcore.ops import FAMILY as OUTOFCORE
 from ..outofcore.timeline import LANES, Timeline, busy
-from . import mapped
+from . import finite, mapped
 from .mapped import MappedMatrix
 
 #: Engine options forwarded to :func:`gpu.outofcore.matmul` (``device_block`` is its ``block``).
@@ -320,6 +325,10 @@ def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | Non
     product.a_panels = _panels(client, [A[r, :] for r in rows], row_groups)
     product.b_panels = _panels(client, [B[:, c] for c in cols], col_groups)
     token = uuid.uuid4().hex[:12]
+    handles = {name: mapped.locate(x) for name, x in (("A", A), ("B", B)) if isinstance(x, np.ndarray)}
+    if engine_options.get("check_finite", True) and len(handles) == 2 and all(handles.values()):
+        finite.check(client, handles, names, token)
+        engine_options = {**engine_options, "check_finite": False}
     for (i, j), worker in owner.items():
         block_out = target[rows[i], cols[j]] if target is not None else None
         product.blocks[i, j] = client.submit(_block_product, _on(product.a_panels[i], worker),

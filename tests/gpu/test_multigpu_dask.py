@@ -411,3 +411,44 @@ def test_block_tasks_report_where_their_time_went(client, tmp_path, lock_pages):
     client.run(mapped.release)
     with pytest.raises(ValueError, match="without report=True"):
         submit(A0, B0, client=client, backend="numpy").reports()
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("count", [1, 2, 3, 7])
+def test_finite_check_bands_cover_an_operand_once_in_contiguous_lines(tmp_path, order, count):
+    from gpu.multigpu.finite import bands
+    x = _npy(tmp_path / "x.npy", np.asarray(np.arange(30.0).reshape(5, 6), order=order))
+    handle = locate(x[:, 1:])
+    parts = bands(handle, count)
+    assert 1 <= len(parts) <= count
+    seen = np.concatenate([p.open().ravel(order="K") for p in parts])
+    assert sorted(seen) == sorted(x[:, 1:].ravel()), "every element in exactly one band"
+    outer = 0 if order == "C" else 1
+    assert all(p.shape[1 - outer] == handle.shape[1 - outer] for p in parts), "bands of whole lines"
+
+
+def _checked(client, product_call):
+    """The keys of the finite-check tasks that a call ran."""
+    with distributed.get_task_stream(client) as ts:
+        product_call()
+    return sorted(t["key"] for t in ts.data if "outofcore-check" in str(t["key"]))
+
+
+def test_mapped_operands_are_checked_once_across_the_workers_before_any_block(client, tmp_path):
+    A0, B0 = operands(40, 30, 50, seed=18)
+    B0[17, 3] = np.nan
+    A, B = _npy(tmp_path / "a.npy", A0), _npy(tmp_path / "b.npy", B0)
+    out = np.lib.format.open_memmap(tmp_path / "c.npy", mode="w+", dtype=np.float64, shape=(40, 50))
+    out[:] = 7.0
+    with distributed.get_task_stream(client) as ts, pytest.raises(ValueError, match="B contains NaN or infinity"):
+        submit(A, B, client=client, backend="numpy", out=out, block=(10, 50))
+    keys = [str(t["key"]) for t in ts.data]
+    assert sum("outofcore-check" in k for k in keys) == 4, "a band of A and of B per worker"
+    assert not any("outofcore-block" in k for k in keys), "no block task was sent"
+    assert (np.load(tmp_path / "c.npy") == 7.0).all()
+    B0[17, 3] = 1.0
+    B = _npy(tmp_path / "b2.npy", B0)
+    assert len(_checked(client, lambda: matmul(A, B, client=client, backend="numpy", out=out))) == 4
+    assert_product(np.load(tmp_path / "c.npy"), A0, B0)
+    assert not _checked(client, lambda: matmul(A, B, client=client, backend="numpy", check_finite=False))
+    assert not _checked(client, lambda: matmul(A0, B0, client=client, backend="numpy")), "the engine checks these"
