@@ -166,17 +166,13 @@ class CudaOps(PageLocking):
             self.loaded[slot].synchronize()          # the slot's staging has reached the device: free
         if self.consumed[slot] is not None:
             self.copy_stream.wait_event(self.consumed[slot])     # the slot's last GEMM is done
-        views = tuple(self.device.panel(side, slot, x.shape) for side, x in enumerate((a, b)))
-        for side, (x, device) in enumerate(zip((a, b), views)):
-            if self.route[side]:
-                staged = self.staging.panel(side, slot, x.shape)
-                with host_span(self.timeline, "staging", slot):
-                    stage(self.pool, staged, x)
-                x = staged
+        views = []
+        for device, x in self.panel_sources(slot, a, b):
             with self._span("H2D", slot, self.copy_stream):
                 copy_async(device, x, _H2D, self.copy_stream)
+            views.append(device)
         self.loaded[slot] = self.copy_stream.record()
-        self.slots[slot] = views
+        self.slots[slot] = tuple(views)
 
     def multiply(self, slot: int, c_slot: int, first: bool, strip: slice | None = None) -> None:
         """The slot's GEMM into C buffer ``c_slot`` (its rows ``strip``) on the compute stream, once its

@@ -45,7 +45,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
@@ -181,6 +181,20 @@ class PageLocking:
         return tuple(x is None or not self.ranges.holds(*extent(x), writeable)
                      for x, writeable in ((A, False), (B, False), (C, True)))
 
+    def panel_sources(self, slot: int, a: Array, b: Array) -> Iterator[tuple[Array, Array]]:
+        """For panels ``a`` and ``b`` of slot ``slot`` in turn: its device buffer view, and the host array its
+        copy reads (the view itself where the operand is page-locked, else its staging buffer, filled
+        before it is yielded, so that one panel's copy can go while the next is staged). Needs the call's
+        ``route``, ``device`` and ``staging`` buffers, ``pool`` and ``timeline``."""
+        for side, x in enumerate((a, b)):
+            device = self.device.panel(side, slot, x.shape)
+            if self.route[side]:
+                staged = self.staging.panel(side, slot, x.shape)
+                with host_span(self.timeline, "staging", slot):
+                    stage(self.pool, staged, x)
+                x = staged
+            yield device, x
+
 
 #: The NumPy operations' locked ranges: nothing to register, the route is the GPU's.
 HOST_RANGES = LockedRanges(lambda address, nbytes, writeable: None, lambda address: None)
@@ -221,16 +235,12 @@ class HostOps(PageLocking):
     def load(self, slot: int, a: Array, b: Array) -> None:
         """Panels ``a`` and ``b`` into slot ``slot``: host view -> staging -> "device", as on the GPU (host
         view -> "device" for a page-locked operand)."""
-        views = tuple(self.device.panel(side, slot, x.shape) for side, x in enumerate((a, b)))
-        for side, (x, device) in enumerate(zip((a, b), views)):
-            if self.route[side]:
-                staged = self.staging.panel(side, slot, x.shape)
-                with host_span(self.timeline, "staging", slot):
-                    stage(self.pool, staged, x)
-                x = staged
+        views = []
+        for device, x in self.panel_sources(slot, a, b):
             with host_span(self.timeline, "H2D", slot):
                 np.copyto(device, x)
-        self.slots[slot] = views
+            views.append(device)
+        self.slots[slot] = tuple(views)
 
     def multiply(self, slot: int, c_slot: int, first: bool, strip: slice | None = None) -> None:
         """C buffer ``c_slot`` (its rows ``strip``) = (``first``) or += the product of the slot's panels."""

@@ -372,14 +372,21 @@ def test_an_opened_view_is_locked_and_unlocked_with_its_kept_mapping(tmp_path):
     mapped.release()
 
 
+def _mapped_files(client, tmp_path, m, k, n, seed):
+    """Operands A0 and B0, the same in mapped files A and B, and a mapped out for C; every worker's kept
+    mappings dropped first (and so unlocked)."""
+    from gpu.multigpu import mapped
+    client.run(mapped.release)
+    A0, B0 = operands(m, k, n, seed=seed)
+    A, B = _npy(tmp_path / "a.npy", A0), _npy(tmp_path / "b.npy", B0)
+    return A0, B0, A, B, np.lib.format.open_memmap(tmp_path / "c.npy", mode="w+", dtype=np.float64, shape=(m, n))
+
+
 @pytest.mark.parametrize("lock_pages", [True, False])
 def test_workers_lock_the_pages_of_mapped_operands_and_out(client, tmp_path, lock_pages):
     from gpu.multigpu import mapped
     from gpu.outofcore.ops import HOST_RANGES
-    client.run(mapped.release)
-    A0, B0 = operands(61, 45, 70, seed=16)
-    A, B = _npy(tmp_path / "a.npy", A0), _npy(tmp_path / "b.npy", B0)
-    out = np.lib.format.open_memmap(tmp_path / "c.npy", mode="w+", dtype=np.float64, shape=(61, 70))
+    A0, B0, A, B, out = _mapped_files(client, tmp_path, 61, 45, 70, seed=16)
     matmul(A, B, client=client, block=(31, 70), backend="numpy", out=out, lock_pages=lock_pages)
     assert_product(np.load(tmp_path / "c.npy"), A0, B0)
     kept = list(mapped._MAPPINGS.values())               # the in-process workers' mappings
@@ -394,10 +401,7 @@ def test_workers_lock_the_pages_of_mapped_operands_and_out(client, tmp_path, loc
 @pytest.mark.parametrize("lock_pages", [True, False])
 def test_block_tasks_report_where_their_time_went(client, tmp_path, lock_pages):
     from gpu.multigpu import mapped
-    client.run(mapped.release)
-    A0, B0 = operands(40, 30, 50, seed=17)
-    A, B = _npy(tmp_path / "a.npy", A0), _npy(tmp_path / "b.npy", B0)
-    out = np.lib.format.open_memmap(tmp_path / "c.npy", mode="w+", dtype=np.float64, shape=(40, 50))
+    A0, B0, A, B, out = _mapped_files(client, tmp_path, 40, 30, 50, seed=17)
     product = submit(A, B, client=client, block=(20, 50), backend="numpy", out=out, lock_pages=lock_pages,
                      report=True, device_block=(10, 25), panel=8)
     reports = product.reports()
