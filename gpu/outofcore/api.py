@@ -140,7 +140,9 @@ def page_locked(*arrays: np.ndarray, backend: str | Backend = "auto") -> Iterato
     view against 26-41 GB/s for the staging copy, and no staging memory). An array that is written (the
     ``out`` of a product) must be writeable. Yields whether each array is locked: False where the
     registration failed (the product then stages it, as before). Locking costs about 0.05 s per GB, so it
-    pays for arrays used in more than one product, or larger than the staging would be."""
+    pays for arrays used in more than one product, or larger than the staging would be. On leaving, the
+    ranges it locked are unlocked (with any locked range they were merged with); an array that was locked
+    already (a kept mapping of :mod:`gpu.multigpu.mapped`, an outer ``page_locked``) stays locked."""
     for i, x in enumerate(arrays):
         require_host(x, f"array {i}", "only host memory is page-locked", "")
         if not isinstance(x, np.ndarray):
@@ -148,11 +150,12 @@ def page_locked(*arrays: np.ndarray, backend: str | Backend = "auto") -> Iterato
     be = get_backend(backend)
     ops = be.ops(FAMILY)
     spans = [(*extent(x), bool(x.flags.writeable)) for x in arrays]
+    fresh = [not ops.pages_locked(*span) for span in spans]
     locked = [ops.lock_pages(*span) for span in spans]
     try:
         yield locked
     finally:
         be.synchronize()
-        for (address, nbytes, _), done in zip(spans, locked):
-            if done:
+        for (address, nbytes, _), new, done in zip(spans, fresh, locked):
+            if new and done:
                 ops.unlock_pages(address, nbytes)

@@ -171,6 +171,11 @@ class PageLocking:
         ``writeable``); whether they are locked now."""
         return self.ranges.lock(address, nbytes, writeable)
 
+    def pages_locked(self, address: int, nbytes: int, writeable: bool = False) -> bool:
+        """Whether a host range lies inside one locked range (that the device may write, where
+        ``writeable``)."""
+        return self.ranges.holds(address, nbytes, writeable)
+
     def unlock_pages(self, address: int, nbytes: int) -> None:
         """Unlock the locked ranges that meet a host range (before it is unmapped or freed)."""
         self.ranges.unlock(address, nbytes)
@@ -178,7 +183,7 @@ class PageLocking:
     def staged(self, A: Array, B: Array, C: Array | None) -> tuple[bool, bool, bool]:
         """Which of A, B and C (None: not allocated yet) go through staging: those not inside a locked range
         (one the device may write, for C)."""
-        return tuple(x is None or not self.ranges.holds(*extent(x), writeable)
+        return tuple(x is None or not self.pages_locked(*extent(x), writeable)
                      for x, writeable in ((A, False), (B, False), (C, True)))
 
     def panel_sources(self, slot: int, a: Array, b: Array) -> Iterator[tuple[Array, Array]]:

@@ -150,6 +150,17 @@ def test_only_a_writeable_lock_lets_the_device_write_c():
         assert np.allclose(matmul(A, B, out=C, backend="numpy"), A @ B)
 
 
+def test_page_locked_leaves_what_was_locked_before_it_locked():
+    ops = get_backend("numpy").ops("outofcore")
+    outer, inner = np.empty(2**18), np.empty(2**18)        # 2 MB each: mappings of their own, no page shared
+    with page_locked(outer, backend="numpy"):
+        with page_locked(outer, inner, backend="numpy") as done:
+            assert done == [True, True]
+        assert ops.pages_locked(*extent(outer)), "the outer lock outlives the inner with"
+        assert not ops.pages_locked(*extent(inner)), "what the inner with locked is unlocked"
+    assert not ops.pages_locked(*extent(outer))
+
+
 def test_page_locked_takes_host_arrays_only():
     class Device:
         __cuda_array_interface__ = {"shape": (2,), "typestr": "<f8", "data": (0, False), "version": 3}
