@@ -1,6 +1,8 @@
 """Helpers of the Strassen tests, as fixtures: test modules are imported in importlib mode, so
 they share helpers through fixtures rather than imports."""
 
+from collections import Counter
+
 import numpy as np
 import pytest
 
@@ -60,3 +62,83 @@ def host():
 def check():
     """``check(backend, C, A, B, level)``: C is A @ B within the Strassen error bound (see :func:`bound`)."""
     return _check
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A Dask client of two single-thread workers in this process (the Dask front-end's CPU tests): they
+    share its modules, so the tests can look into the workers' mappings and locked ranges."""
+    distributed = pytest.importorskip("distributed", reason="the Dask front-end needs distributed "
+                                                            "(pip install -e '.[dist]')")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=":0") as cluster, distributed.Client(cluster) as dask_client:
+        yield dask_client
+
+
+# --- the Dask front-end's tests (test_multigpu_*.py) ---------------------------------------------------------
+
+DASK_TOL = {np.dtype(np.float64): 1e-12, np.dtype(np.float32): 1e-5}
+
+
+def _cluster_of(n_workers):
+    import distributed
+    cluster = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=False,
+                                       dashboard_address=":0")
+    return cluster, distributed.Client(cluster)
+
+
+def _dask_operands(m, k, n, dtype=np.float64, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-1, 1, (m, k)).astype(dtype), rng.uniform(-1, 1, (k, n)).astype(dtype)
+
+
+def _assert_product(C, A, B):
+    """max |C - A B| <= tol |A| |B| (norms: largest absolute entry times k)."""
+    A, B = np.asarray(A), np.asarray(B)
+    expect = A.astype(np.float64) @ B.astype(np.float64)
+    assert C.shape == expect.shape and C.dtype == A.dtype and type(C) is np.ndarray
+    scale = max(1.0, A.shape[1] * np.abs(A).max() * np.abs(B).max()) if A.size and B.size else 1.0
+    assert np.abs(C - expect).max(initial=0.0) <= DASK_TOL[C.dtype] * scale
+
+
+def _fetched(client) -> dict[str, Counter]:
+    """Per worker, how many times each key came in from another worker."""
+    logs = client.run(lambda dask_worker: [key for entry in dask_worker.transfer_incoming_log for key in entry["keys"]])
+    return {worker: Counter(keys) for worker, keys in logs.items()}
+
+
+def _npy(path, x, mode="r"):
+    """``x`` saved as a .npy file and mapped back in ``mode``."""
+    np.save(path, x)
+    return np.load(path, mmap_mode=mode)
+
+
+@pytest.fixture
+def cluster_of():
+    """``cluster_of(n)``: (cluster, client) of n single-thread workers in this process; close both."""
+    return _cluster_of
+
+
+@pytest.fixture
+def operands():
+    """``operands(m, k, n, dtype=float64, seed=0)``: NumPy A and B, uniform in [-1, 1)."""
+    return _dask_operands
+
+
+@pytest.fixture
+def assert_product():
+    """``assert_product(C, A, B)``: C is a NumPy array equal to A @ B within k times the dtype's tolerance."""
+    return _assert_product
+
+
+@pytest.fixture
+def fetched():
+    """``fetched(client)``: per worker, how many times each key came in from another worker."""
+    return _fetched
+
+
+@pytest.fixture
+def npy():
+    """``npy(path, x, mode="r")``: x saved as a .npy file and mapped back."""
+    return _npy
+

@@ -152,7 +152,7 @@ def test_only_a_writeable_lock_lets_the_device_write_c():
 
 def test_page_locked_leaves_what_was_locked_before_it_locked():
     ops = get_backend("numpy").ops("outofcore")
-    outer, inner = np.empty(2**18), np.empty(2**18)        # 2 MB each: mappings of their own, no page shared
+    outer, inner = (np.frombuffer(mmap.mmap(-1, 4 * PAGE), np.float64) for _ in range(2))   # no page shared
     with page_locked(outer, backend="numpy"):
         with page_locked(outer, inner, backend="numpy") as done:
             assert done == [True, True]
