@@ -285,7 +285,8 @@ def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | Non
            backend: str = "auto", out: Any = None, workers: str | list[str] | None = None,
            lock_pages: bool = True, report: bool = False, **engine_options: Any) -> BlockProduct:
     """Start ``A @ B`` on ``client``'s workers (or on ``workers``, some of them) and return its futures
-    (see the module notes); every check is made before anything is sent. ``out``: a host array for C (a
+    (see the module notes); every check is made before any block task is sent (the finite checks of mapped
+    operands run on the workers, and ``submit`` waits for them). ``out``: a host array for C (a
     writeable mapped one is written by the tasks in place). ``lock_pages``: each worker page-locks the
     ranges of mapped operands and ``out`` that it reads and writes, so that its engine copies them in
     place (kept with the worker's mappings). ``report``: each task logs where its time went
