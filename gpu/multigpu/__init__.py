@@ -6,7 +6,9 @@ out-of-core engine (:func:`gpu.outofcore.matmul`) on its worker: on the worker's
 module builds the tasks and says where each one runs, so that every worker reads its row panels of A and
 column panels of B once. :mod:`gpu.multigpu.mapped` lets operands and output that view a file mapped shared
 (host memory under ``/dev/shm``, or a shared file system) travel as handles: each worker maps its own
-panels and writes its own C block, and no byte crosses between worker processes.
+panels and writes its own C block, and no byte crosses between worker processes; each worker also
+page-locks what it maps, so its engine copies it in place. :mod:`gpu.multigpu.finite` checks such operands
+for NaN and infinity once across the workers, before any block task.
 
 This package imports nothing, so ``import gpu`` (and ``import gpu.multigpu``) never loads Dask: import
 :mod:`gpu.multigpu.dask_matmul` itself, which needs ``dask[array]`` and ``distributed`` (the ``dist`` extra).
