@@ -19,7 +19,8 @@ and, at sizes up to ``IMBALANCE_MAX_N``, 3 and 4 tasks on the two workers (load 
 
 Run (device machine, Dask wheels installed): ``OUT=<dir> NS=32768,49152,65536 python3
 results/published/scripts/dask_2gpu.py``; it writes ``$OUT/dask2gpu.json`` (keys already there are kept,
-so a second call with other sizes adds to it), published as ``h200x2-dask.json``.
+so a second call with other sizes, or the same sizes with ``ORDER=blocked``, keyed ``"<N>-blocked"``,
+adds to it), published as ``h200x2-dask.json``.
 """
 import json
 import os
@@ -271,8 +272,9 @@ def main():
         names = sorted(client.nthreads())
         save("workers", {"names": names, "count": len(names), "protocol": cluster.scheduler_address.split(":")[0]})
         for n in NS:
-            if str(n) not in RESULTS:
-                save(str(n), measure(client, names, n, read_nvml))
+            key = str(n) if ORDER == "interleaved" else f"{n}-{ORDER}"
+            if key not in RESULTS:
+                save(key, measure(client, names, n, read_nvml))
 
 
 if __name__ == "__main__":
