@@ -27,6 +27,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..backend import blas
+
 #: ``register(address, nbytes, writeable)``: lock the pages (raise where they cannot be locked).
 Register = Callable[[int, int, bool], None]
 #: ``unregister(address)``: undo the registration that starts at ``address``.
@@ -80,7 +82,7 @@ class LockedRanges:
             return True
         lo, hi = _pages(address, nbytes)
         with self._lock:
-            met = {a: b for a, b in self.ranges.items() if a < hi and b[0] > lo}
+            met = {a: self.ranges[a] for a in self._meeting(lo, hi)}
             lo, hi = min([lo, *met]), max([hi, *(b for b, _ in met.values())])
             writeable = writeable or any(w for _, w in met.values())
             for a in met:
@@ -97,6 +99,10 @@ class LockedRanges:
             self.ranges[lo] = (hi, writeable)
             return True
 
+    def _meeting(self, lo: int, hi: int) -> list[int]:
+        """Starts of the locked ranges that share a byte with ``[lo, hi)`` (the lock held)."""
+        return [a for a, (b, _) in self.ranges.items() if blas.bytes_meet(a, b - a, lo, hi - lo)]
+
     def _restore(self, ranges: dict[int, tuple[int, bool]]) -> None:
         for a, (b, w) in ranges.items():
             try:
@@ -110,6 +116,6 @@ class LockedRanges:
         it is unlocked whole)."""
         lo, hi = _pages(address, nbytes)
         with self._lock:
-            for a in [a for a, (b, _) in self.ranges.items() if a < hi and b > lo]:
+            for a in self._meeting(lo, hi):
                 self._unregister(a)
                 del self.ranges[a]
