@@ -212,8 +212,8 @@ def measure(client, names, n, read_nvml):
         configs = {"2w" + tag: names, "1w" + tag: names[:1]}
         for key, workers in configs.items():
             warm = timed(client, A, B, C, workers, read_nvml, lock=lock)
-            record["runs"][key] = {"warmup_s": warm["seconds"], "samples": [], "nvml": [], "nvml_run": [],
-                                   "tasks": []}
+            record["runs"][key] = {"warmup_s": warm["seconds"], "warmup_tasks": warm["tasks"], "samples": [],
+                                   "nvml": [], "nvml_run": [], "tasks": []}
             if key == "2w":
                 client.run(free_pools)
                 record["check_2w"] = check(A, B, C, n)
