@@ -20,7 +20,8 @@ and, at sizes up to ``IMBALANCE_MAX_N``, 3 and 4 tasks on the two workers (load 
 Run (device machine, Dask wheels installed): ``OUT=<dir> NS=32768,49152,65536 python3
 results/published/scripts/dask_2gpu.py``; it writes ``$OUT/dask2gpu.json`` (keys already there are kept,
 so a second call with other sizes, or the same sizes with ``ORDER=blocked``, keyed ``"<N>-blocked"``,
-adds to it), published as ``h200x2-dask.json``.
+adds to it), published as ``h200x2-dask.json``. ``CHECK=1,0`` times each pair also with ``check_finite=False``
+(keys ``*_unchecked``, the size's key ``"<N>-unchecked"``): what the NaN check of the operands costs.
 """
 import json
 import os
@@ -48,6 +49,7 @@ BIG_REPS = int(os.environ.get("BIG_REPS", "2"))          # above IMBALANCE_MAX_N
 IMBALANCE_MAX_N = int(os.environ.get("IMBALANCE_MAX_N", "49152"))
 UNLOCKED_MAX_N = int(os.environ.get("UNLOCKED_MAX_N", "32768"))
 ORDER = os.environ.get("ORDER", "interleaved")              # or "blocked": every 2w sample, then every 1w one
+CHECKS = [c.strip() == "1" for c in os.environ.get("CHECK", "1").split(",")]  # "1,0": also check_finite=False
 PATH = f"{OUT}/dask2gpu.json"
 RESULTS = {}
 if os.path.exists(PATH):
@@ -125,14 +127,15 @@ def stream_stats(data):
     """Per worker: block tasks, their busy seconds, other tasks, transfers in and their seconds."""
     out = {}
     for t in data:
-        w = out.setdefault(t["worker"], {"block_tasks": 0, "block_s": 0.0, "other_tasks": 0, "transfers": 0,
-                                          "transfer_s": 0.0})
+        w = out.setdefault(t["worker"], {"block_tasks": 0, "block_s": 0.0, "other_tasks": 0, "other_s": 0.0,
+                                          "transfers": 0, "transfer_s": 0.0})
         for ss in t["startstops"]:
             if ss["action"] == "compute" and "outofcore-block" in str(t["key"]):
                 w["block_tasks"] += 1
                 w["block_s"] += ss["stop"] - ss["start"]
             elif ss["action"] == "compute":
                 w["other_tasks"] += 1
+                w["other_s"] += ss["stop"] - ss["start"]
             elif ss["action"] == "transfer":
                 w["transfers"] += 1
                 w["transfer_s"] += ss["stop"] - ss["start"]
@@ -178,14 +181,14 @@ class Sampler:
                  "reasons_seen": sorted({x["reasons"] for x in g})} for g in gpus]
 
 
-def timed(client, A, B, C, workers, read_nvml, block=None, lock=True):
+def timed(client, A, B, C, workers, read_nvml, block=None, lock=True, check=True):
     """One product: wall seconds from submit to the last block written, the task stream per worker, each
     block task's own account (``report=True``: opening, engine call, run, busy lanes) and the GPUs' mean
     clocks and power over the run."""
     with get_task_stream(client) as ts, Sampler(read_nvml) as power:
         t0 = time.perf_counter()
         product = submit(A, B, client=client, backend="cupy", out=C, block=block, workers=workers,
-                         lock_pages=lock, report=True)
+                         lock_pages=lock, report=True, check_finite=check)
         product.result()
         seconds = time.perf_counter() - t0
     return {"seconds": seconds, "per_worker": stream_stats(ts.data), "tasks": product.reports(),
@@ -193,7 +196,7 @@ def timed(client, A, B, C, workers, read_nvml, block=None, lock=True):
 
 
 def pairs(configs, reps):
-    """The (key, workers) runs of the timed samples, in ``ORDER``."""
+    """The (key, config) runs of the timed samples, in ``ORDER``."""
     if ORDER == "blocked":
         return [(key, w) for key, w in configs.items() for _ in range(reps)]
     return [(key, w) for _ in range(reps) for key, w in configs.items()]
@@ -207,26 +210,28 @@ def measure(client, names, n, read_nvml):
     C = np.lib.format.open_memmap(f"{d}/c.npy", mode="w+", dtype=np.float64, shape=(n, n))
     drawn_s = time.perf_counter() - t0
     record = {"n": n, "folder": d, "draw_s": drawn_s, "meminfo_gib": meminfo(), "order": ORDER, "runs": {}}
-    for lock in ((False, True) if n <= UNLOCKED_MAX_N else (True,)):
-        tag = "" if lock else "_unlocked"
-        configs = {"2w" + tag: names, "1w" + tag: names[:1]}
-        for key, workers in configs.items():
-            warm = timed(client, A, B, C, workers, read_nvml, lock=lock)
+    for lock in ((False, True) if n <= UNLOCKED_MAX_N else (True,)):   # unlocked first: locks stay
+        tags = {("" if lock else "_unlocked") + ("" if finite else "_unchecked"): finite for finite in CHECKS}
+        configs = {w + tag: (workers, finite) for tag, finite in tags.items()
+                   for w, workers in (("2w", names), ("1w", names[:1]))}
+        for key, (workers, finite) in configs.items():
+            warm = timed(client, A, B, C, workers, read_nvml, lock=lock, check=finite)
             record["runs"][key] = {"warmup_s": warm["seconds"], "warmup_tasks": warm["tasks"], "samples": [],
                                    "nvml": [], "nvml_run": [], "tasks": []}
-            if key == "2w":
+            if key.startswith("2w"):
                 client.run(free_pools)
-                record["check_2w"] = check(A, B, C, n)
-        for key, workers in pairs(configs, REPS if n <= IMBALANCE_MAX_N else BIG_REPS):
-            got = timed(client, A, B, C, workers, read_nvml, lock=lock)
+                record["check_" + key] = check(A, B, C, n)
+        for key, (workers, finite) in pairs(configs, REPS if n <= IMBALANCE_MAX_N else BIG_REPS):
+            got = timed(client, A, B, C, workers, read_nvml, lock=lock, check=finite)
             run = record["runs"][key]
             run["samples"].append(got["seconds"])
             run["nvml"].append(read_nvml())
             run["nvml_run"].append(got["nvml_run"])
             run["tasks"].append(got["tasks"])
             run["per_worker"] = got["per_worker"]
-        record["speedup_2w_over_1w" + tag] = (float(np.median(record["runs"]["1w" + tag]["samples"]))
-                                              / float(np.median(record["runs"]["2w" + tag]["samples"])))
+        for tag in tags:
+            record["speedup_2w_over_1w" + tag] = (float(np.median(record["runs"]["1w" + tag]["samples"]))
+                                                  / float(np.median(record["runs"]["2w" + tag]["samples"])))
     record["page_locks"] = client.run(locked)
     client.run(free_pools)
     record["check_1w"] = check(A, B, C, n)
@@ -272,7 +277,7 @@ def main():
         names = sorted(client.nthreads())
         save("workers", {"names": names, "count": len(names), "protocol": cluster.scheduler_address.split(":")[0]})
         for n in NS:
-            key = str(n) if ORDER == "interleaved" else f"{n}-{ORDER}"
+            key = str(n) + ("" if ORDER == "interleaved" else f"-{ORDER}") + ("" if all(CHECKS) else "-unchecked")
             if key not in RESULTS:
                 save(key, measure(client, names, n, read_nvml))
 
