@@ -45,7 +45,8 @@ from gpu.multigpu.dask_matmul import submit
 OUT = os.environ["OUT"]
 NS = [int(x) for x in os.environ.get("NS", "32768").split(",")]
 REPS = int(os.environ.get("REPS", "3"))
-BIG_REPS = int(os.environ.get("BIG_REPS", "2"))          # above IMBALANCE_MAX_N
+BIG_N = int(os.environ.get("BIG_N", "49152"))             # sizes above it take BIG_REPS samples
+BIG_REPS = int(os.environ.get("BIG_REPS", "2"))
 IMBALANCE_MAX_N = int(os.environ.get("IMBALANCE_MAX_N", "49152"))
 UNLOCKED_MAX_N = int(os.environ.get("UNLOCKED_MAX_N", "32768"))
 ORDER = os.environ.get("ORDER", "interleaved")              # or "blocked": every 2w sample, then every 1w one
@@ -221,7 +222,7 @@ def measure(client, names, n, read_nvml):
             if key.startswith("2w"):
                 client.run(free_pools)
                 record["check_" + key] = check(A, B, C, n)
-        for key, (workers, finite) in pairs(configs, REPS if n <= IMBALANCE_MAX_N else BIG_REPS):
+        for key, (workers, finite) in pairs(configs, REPS if n <= BIG_N else BIG_REPS):
             got = timed(client, A, B, C, workers, read_nvml, lock=lock, check=finite)
             run = record["runs"][key]
             run["samples"].append(got["seconds"])
