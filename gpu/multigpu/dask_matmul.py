@@ -29,7 +29,9 @@ On one host that is what a single process driving every GPU would read (the pape
 host memory, every GPU streaming its own panels). Each worker also page-locks the ranges it maps
 (``lock_pages=True``; :mod:`gpu.outofcore.pagelock`), so that its engine's copies read and write them in
 place, with no staging copy: two workers staging at once got 26-30 GB/s each on the two-H200 machine,
-against 55 GB/s from locked pages. ``out=`` likewise: a writeable mapped ``out`` is
+against 55 GB/s from locked pages. Mapping pages in and locking them are paid once per range and worker, in
+the first product that reads it: at N = 49152 there the first two-worker product took 19-27 s (2.3-8.1 s
+of it ``cudaHostRegister``) and each one after 2.6-2.7 s. ``out=`` likewise: a writeable mapped ``out`` is
 written by each task in place, block by block, and nothing is gathered; any other ``out`` receives the
 gathered blocks.
 
