@@ -8,7 +8,7 @@ column panels of B once. :mod:`gpu.multigpu.mapped` lets operands and output tha
 (host memory under ``/dev/shm``, or a shared file system) travel as handles: each worker maps its own
 panels and writes its own C block, and no byte crosses between worker processes; each worker also
 page-locks what it maps, so its engine copies it in place. :mod:`gpu.multigpu.finite` checks such operands
-for NaN and infinity once across the workers, before any block task.
+for NaN and infinity once across the workers, beside the block tasks, which write nothing before the checks pass.
 
 This package imports nothing, so ``import gpu`` (and ``import gpu.multigpu``) never loads Dask: import
 :mod:`gpu.multigpu.dask_matmul` itself, which needs ``dask[array]`` and ``distributed`` (the ``dist`` extra).

@@ -41,9 +41,10 @@ per process, holding the buffers of the call that runs; engine calls in one proc
 time (a lock), which costs nothing with ``dask-cuda``'s one-process-per-GPU workers.
 
 **NaN and infinity** in mapped operands are checked once across the workers, each checking a band of A
-and of B, and :func:`submit` waits for these checks and raises their error before it sends any block
-task (:mod:`gpu.multigpu.finite`: otherwise every worker's engine would read all of B again); other
-operands are checked by each task's engine call, and their errors come from :meth:`BlockProduct.result`.
+and of B beside the block tasks, which write nothing into C before the checks have passed; :func:`submit`
+waits for these checks and raises their error (:mod:`gpu.multigpu.finite`: otherwise every worker's engine
+would read all of B again); other operands are checked by each task's engine call, and their errors come
+from :meth:`BlockProduct.result`.
 
 **Checks** before any work, on the client: A and B are 2-D NumPy arrays (or convertible, not masked, not
 device arrays) or ``dask.array`` arrays of known shape with host chunks, of one dtype, float64 or float32,
@@ -70,7 +71,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 from dask import delayed
-from distributed import Client, Future, get_worker, wait
+from distributed import Client, Future, get_worker, secede, wait
 
 from .. import outofcore
 from ..backend import BACKENDS, blas, check_output, get_backend, require_host
@@ -81,8 +82,8 @@ from . import finite, mapped
 from .mapped import MappedMatrix
 
 #: Engine options forwarded to :func:`gpu.outofcore.matmul` (``device_block`` is its ``block``).
-ENGINE_OPTIONS = tuple(p for p in inspect.signature(outofcore.matmul).parameters
-                       if p not in ("A", "B", "out", "block", "backend", "timeline")) + ("device_block",)
+ENGINE_OPTIONS = tuple(p for p in inspect.signature(outofcore.matmul).parameters if p not in
+                       ("A", "B", "out", "block", "backend", "timeline", "before_write")) + ("device_block",)
 #: Topic of the events that block tasks log with ``report=True`` (distributed's event log).
 REPORT_TOPIC = "gemmlab-outofcore-block"
 #: One engine call at a time per process (see the module notes).
@@ -132,7 +133,11 @@ def _block_product(a: np.ndarray | MappedMatrix, b: np.ndarray | MappedMatrix, b
                    lock_pages: bool = True, report: bool = False) -> np.ndarray | None:
     """One C block on the worker that runs it: the engine on its row panel of A and column panel of B
     (mapped here where they are handles, and page-locked with ``lock_pages``); written into ``out``'s
-    block in place where it is given. With ``report``, logs where its time went (:func:`_report`)."""
+    block in place where it is given. With ``report``, logs where its time went (:func:`_report`). The task
+    leaves its worker's thread pool at once (``secede``): it waits for the engine lock and, with mapped
+    operands, for the finite checks' verdict, and neither wait may hold the thread a queued check needs
+    (dask-cuda's workers have one)."""
+    secede()
     options = dict(options)
     if "device_block" in options:
         options["block"] = options.pop("device_block")
@@ -287,8 +292,9 @@ def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | Non
            backend: str = "auto", out: Any = None, workers: str | list[str] | None = None,
            lock_pages: bool = True, report: bool = False, **engine_options: Any) -> BlockProduct:
     """Start ``A @ B`` on ``client``'s workers (or on ``workers``, some of them) and return its futures
-    (see the module notes); every check is made before any block task is sent (the finite checks of mapped
-    operands run on the workers, and ``submit`` waits for them). ``out``: a host array for C (a
+    (see the module notes); every check is made before any block task is sent, but the finite checks of
+    mapped operands: they run on the workers beside the block tasks, which write nothing into C before they
+    pass, and ``submit`` waits for them and raises their error. ``out``: a host array for C (a
     writeable mapped one is written by the tasks in place). ``lock_pages``: each worker page-locks the
     ranges of mapped operands and ``out`` that it reads and writes, so that its engine copies them in
     place (kept with the worker's mappings). ``report``: each task logs where its time went
@@ -329,9 +335,10 @@ def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | Non
     product.b_panels = _panels(client, [B[:, c] for c in cols], col_groups)
     token = uuid.uuid4().hex[:12]
     handles = {name: mapped.locate(x) for name, x in (("A", A), ("B", B)) if isinstance(x, np.ndarray)}
+    checks = []
     if engine_options.get("check_finite", True) and len(handles) == 2 and all(handles.values()):
-        finite.check(client, handles, names, token)
-        engine_options = {**engine_options, "check_finite": False}
+        checks = finite.start(client, handles, names, token)
+        engine_options = {**engine_options, "check_finite": False, "before_write": finite.gate(token)}
     for (i, j), worker in owner.items():
         block_out = target[rows[i], cols[j]] if target is not None else None
         product.blocks[i, j] = client.submit(_block_product, _on(product.a_panels[i], worker),
@@ -340,6 +347,8 @@ def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | Non
                                              key=f"outofcore-block-{token}-{i}-{j}",
                                              workers=[worker], allow_other_workers=False, pure=False)
     product.workers = owner
+    if checks:
+        finite.settle(client, checks, token, list(product.blocks.values()))
     return product
 
 

@@ -4,7 +4,9 @@ mappings, page-locking with the mappings, the finite checks made once across the
 reports of where their time went."""
 
 import pickle
+import time
 from collections import Counter
+from threading import Event
 
 import numpy as np
 import pytest
@@ -224,22 +226,80 @@ def _checked(client, product_call):
     return sorted(t["key"] for t in ts.data if "outofcore-check" in str(t["key"]))
 
 
-def test_mapped_operands_are_checked_once_across_the_workers_before_any_block(client, tmp_path, operands,
-                                                                              assert_product, npy):
+def _verdicts(client):
+    """The names of the finite checks' verdicts the scheduler holds."""
+    return client.run_on_scheduler(lambda dask_scheduler: sorted(
+        v for v in dask_scheduler.extensions["variables"].variables if v.startswith("outofcore-finite")))
+
+
+def _settled(futures, timeout=30):
+    distributed.wait(futures, timeout=timeout)
+    return [f.status for f in futures]
+
+
+def test_mapped_operands_are_checked_once_across_the_workers_beside_the_blocks(client, tmp_path, operands,
+                                                                             assert_product, npy):
     A0, B0 = operands(40, 30, 50, seed=18)
     B0[17, 3] = np.nan
     A, B = npy(tmp_path / "a.npy", A0), npy(tmp_path / "b.npy", B0)
     out = np.lib.format.open_memmap(tmp_path / "c.npy", mode="w+", dtype=np.float64, shape=(40, 50))
     out[:] = 7.0
-    with distributed.get_task_stream(client) as ts, pytest.raises(ValueError, match="B contains NaN or infinity"):
+    blocks = []
+    submitted = client.submit
+
+    def noted(*args, **kwargs):
+        future = submitted(*args, **kwargs)
+        if "outofcore-block" in kwargs.get("key", ""):
+            blocks.append(future)
+        return future
+
+    with (distributed.get_task_stream(client) as ts, pytest.MonkeyPatch.context() as mp,
+          pytest.raises(ValueError, match="B contains NaN or infinity")):
+        mp.setattr(client, "submit", noted)
         submit(A, B, client=client, backend="numpy", out=out, block=(10, 50))
+    assert _settled(blocks) == ["error"] * 4, "every block stopped at its gate"
+    with pytest.raises(ValueError, match="stopped before writing C: .*B contains NaN"):
+        blocks[0].result()
     keys = [str(t["key"]) for t in ts.data]
     assert sum("outofcore-check" in k for k in keys) == 4, "a band of A and of B per worker"
-    assert not any("outofcore-block" in k for k in keys), "no block task was sent"
     assert (np.load(tmp_path / "c.npy") == 7.0).all()
+    time.sleep(0.2)
+    assert _verdicts(client) == [], "the verdict went with its blocks"
     B0[17, 3] = 1.0
     B = npy(tmp_path / "b2.npy", B0)
     assert len(_checked(client, lambda: matmul(A, B, client=client, backend="numpy", out=out))) == 4
     assert_product(np.load(tmp_path / "c.npy"), A0, B0)
     assert not _checked(client, lambda: matmul(A, B, client=client, backend="numpy", check_finite=False))
     assert not _checked(client, lambda: matmul(A0, B0, client=client, backend="numpy")), "the engine checks these"
+
+
+def test_the_finite_checks_run_beside_the_block_products(client, tmp_path, operands, assert_product, npy,
+                                                         monkeypatch):
+    """Each check (held until a block product has run, at most 10 s) sees a product run while it waits: the
+    checks and the blocks run at once on the single-thread workers, whichever starts first."""
+    from gpu.backend import get_backend
+    from gpu.multigpu import finite
+    from gpu.outofcore.ops import FAMILY
+
+    ops = get_backend("numpy").ops(FAMILY)
+    multiplied, seen = Event(), []
+    check, multiply = finite.require_finite, type(ops).multiply
+
+    def held_check(*args):
+        seen.append(multiplied.wait(10))
+        return check(*args)
+
+    def noted_multiply(self, *args):
+        multiplied.set()
+        return multiply(self, *args)
+
+    monkeypatch.setattr(finite, "require_finite", held_check)      # looked up when a band is checked
+    monkeypatch.setattr(type(ops), "multiply", noted_multiply)
+    A0, B0 = operands(40, 30, 50, seed=19)
+    A, B = npy(tmp_path / "a.npy", A0), npy(tmp_path / "b.npy", B0)
+    out = np.lib.format.open_memmap(tmp_path / "c.npy", mode="w+", dtype=np.float64, shape=(40, 50))
+    matmul(A, B, client=client, backend="numpy", out=out)
+    assert seen == [True] * 4
+    assert_product(np.load(tmp_path / "c.npy"), A0, B0)
+    time.sleep(0.2)
+    assert _verdicts(client) == []
