@@ -79,8 +79,8 @@ def settle(client: Client, checks: list[Future], token: str, blocks: list[Future
     """Wait for the checks and publish their verdict to the ``blocks``' gates; raise the error of a failed
     one (A's before B's). The blocks are not cancelled (a cancelled block may still be running on its worker,
     short of its gate): each runs to its gate and fails there, its C block unwritten. The verdict is deleted
-    once every block is done."""
-    _forget_when_done(client, blocks, token)
+    once every block is done (counted from its publication: a block that failed before its gate is done
+    already, and the verdict must not be deleted before it is set)."""
     error: BaseException | None = None
     try:
         wait(checks)
@@ -88,6 +88,7 @@ def settle(client: Client, checks: list[Future], token: str, blocks: list[Future
     except BaseException as interrupted:
         error = interrupted
     Variable(_name(token), client=client).set("" if error is None else f"{type(error).__name__}: {error}")
+    _forget_when_done(client, blocks, token)
     if error is not None:
         raise error
 

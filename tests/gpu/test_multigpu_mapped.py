@@ -303,3 +303,15 @@ def test_the_finite_checks_run_beside_the_block_products(client, tmp_path, opera
     assert_product(np.load(tmp_path / "c.npy"), A0, B0)
     time.sleep(0.2)
     assert _verdicts(client) == []
+
+
+def test_blocks_that_fail_before_their_gate_leave_no_verdict_behind(client, tmp_path, operands, npy):
+    from gpu.backend import MemoryPlanError
+
+    A0, B0 = operands(40, 30, 50, seed=20)
+    A, B = npy(tmp_path / "a.npy", A0), npy(tmp_path / "b.npy", B0)
+    product = submit(A, B, client=client, backend="numpy", device_memory=64)
+    with pytest.raises(MemoryPlanError):
+        product.result()
+    time.sleep(0.2)
+    assert _verdicts(client) == []
