@@ -1,6 +1,7 @@
 """Helpers of the Strassen tests, as fixtures: test modules are imported in importlib mode, so
 they share helpers through fixtures rather than imports."""
 
+import threading
 from collections import Counter
 
 import numpy as np
@@ -142,3 +143,33 @@ def npy():
     """``npy(path, x, mode="r")``: x saved as a .npy file and mapped back."""
     return _npy
 
+
+
+# --- the NaN checks beside the products (test_outofcore_gate.py, test_multigpu_mapped.py) ------------------
+
+@pytest.fixture
+def held_checks(monkeypatch):
+    """``held_checks(module)``: every NaN check that ``module`` makes (its ``require_finite``) first waits, at
+    most 10 s, until the NumPy engine has multiplied once. Returns the list that gets, per check, its thread
+    and whether a product had run: an engine that checked before its products would time out there."""
+    from gpu.backend import get_backend
+    from gpu.outofcore.ops import FAMILY
+
+    def hold(module):
+        ops = get_backend("numpy").ops(FAMILY)
+        multiplied, seen = threading.Event(), []
+        check, multiply = module.require_finite, type(ops).multiply
+
+        def held(*args):
+            seen.append((threading.current_thread(), multiplied.wait(10)))
+            return check(*args)
+
+        def noted(self, *args):
+            multiplied.set()
+            return multiply(self, *args)
+
+        monkeypatch.setattr(module, "require_finite", held)
+        monkeypatch.setattr(type(ops), "multiply", noted)
+        return seen
+
+    return hold

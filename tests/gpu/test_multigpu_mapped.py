@@ -6,7 +6,6 @@ reports of where their time went."""
 import pickle
 import time
 from collections import Counter
-from threading import Event
 
 import numpy as np
 import pytest
@@ -274,32 +273,17 @@ def test_mapped_operands_are_checked_once_across_the_workers_beside_the_blocks(c
 
 
 def test_the_finite_checks_run_beside_the_block_products(client, tmp_path, operands, assert_product, npy,
-                                                         monkeypatch):
-    """Each check (held until a block product has run, at most 10 s) sees a product run while it waits: the
-    checks and the blocks run at once on the single-thread workers, whichever starts first."""
-    from gpu.backend import get_backend
+                                                         held_checks):
+    """Each check (held until a block product has run) sees a product run while it waits: the checks and the
+    blocks run at once on the single-thread workers, whichever starts first."""
     from gpu.multigpu import finite
-    from gpu.outofcore.ops import FAMILY
 
-    ops = get_backend("numpy").ops(FAMILY)
-    multiplied, seen = Event(), []
-    check, multiply = finite.require_finite, type(ops).multiply
-
-    def held_check(*args):
-        seen.append(multiplied.wait(10))
-        return check(*args)
-
-    def noted_multiply(self, *args):
-        multiplied.set()
-        return multiply(self, *args)
-
-    monkeypatch.setattr(finite, "require_finite", held_check)      # looked up when a band is checked
-    monkeypatch.setattr(type(ops), "multiply", noted_multiply)
+    seen = held_checks(finite)
     A0, B0 = operands(40, 30, 50, seed=19)
     A, B = npy(tmp_path / "a.npy", A0), npy(tmp_path / "b.npy", B0)
     out = np.lib.format.open_memmap(tmp_path / "c.npy", mode="w+", dtype=np.float64, shape=(40, 50))
     matmul(A, B, client=client, backend="numpy", out=out)
-    assert seen == [True] * 4
+    assert [waited for _, waited in seen] == [True] * 4
     assert_product(np.load(tmp_path / "c.npy"), A0, B0)
     time.sleep(0.2)
     assert _verdicts(client) == []
