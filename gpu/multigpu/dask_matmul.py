@@ -49,9 +49,9 @@ from :meth:`BlockProduct.result`.
 **Checks** before any work, on the client: A and B are 2-D NumPy arrays (or convertible, not masked, not
 device arrays) or ``dask.array`` arrays of known shape with host chunks, of one dtype, float64 or float32,
 with matching inner dimensions; the client has a worker; ``block`` is positive; ``backend`` is known and
-every engine option exists. The engine's own checks (its plan fits the worker's memory; NaN and infinity
-with ``check_finite=True``) run in each task before its work, and their errors are raised by
-:meth:`BlockProduct.result`. ``out`` is checked as every method checks it (shape, dtype, writeable, no
+every engine option exists. The engine's own checks (its plan fits the worker's memory, before its work;
+NaN and infinity with ``check_finite=True``, before its first write) run in each task, and their errors are
+raised by :meth:`BlockProduct.result`. ``out`` is checked as every method checks it (shape, dtype, writeable, no
 memory shared with A or B, in the file too). :func:`submit` returns the futures; :func:`matmul` waits and
 returns C (``out`` where given, else a NumPy array assembled on the client), and
 :meth:`BlockProduct.to_dask_array` gives C as a ``dask.array`` of the block results left on the workers.
