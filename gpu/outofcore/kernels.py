@@ -195,7 +195,7 @@ class CudaOps(PageLocking):
         reuses the staging)."""
         if new_block(strip):
             self._place()
-        staged = part(self.staging.c_view(0, c.shape), strip) if self.route[2] else part(c, strip)
+        staged = self.store_target(c, strip)
         self.store_stream.wait_event(self.compute_stream.record())
         with self._span("D2H", c_slot, self.store_stream):
             copy_async(staged, part(self.device.c_view(c_slot, c.shape), strip), _D2H, self.store_stream)

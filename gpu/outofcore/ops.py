@@ -200,6 +200,11 @@ class PageLocking:
                 x = staged
             yield device, x
 
+    def store_target(self, c: Array, strip: slice | None) -> Array:
+        """Where a finished block's (or strip's) copy from the device lands: the C staging buffer, or ``c``
+        itself where C is page-locked. Needs the call's ``route`` and ``staging`` buffers."""
+        return part(self.staging.c_view(0, c.shape), strip) if self.route[2] else part(c, strip)
+
 
 #: The NumPy operations' locked ranges: nothing to register, the route is the GPU's.
 HOST_RANGES = LockedRanges(lambda address, nbytes, writeable: None, lambda address: None)
@@ -259,7 +264,7 @@ class HostOps(PageLocking):
         ``strip``) at a later store or at finish."""
         if new_block(strip):
             self._place()
-        staged = part(self.staging.c_view(0, c.shape), strip) if self.route[2] else part(c, strip)
+        staged = self.store_target(c, strip)
         with host_span(self.timeline, "D2H", c_slot):
             np.copyto(staged, part(self.device.c_view(c_slot, c.shape), strip))
         self._place()
