@@ -5,9 +5,12 @@
   entries per thread and one 32-bit store per plane, either the bars ``ceil(|x| 2**e_r)`` (``BARS``) or the
   symmetric residues of ``x' = round(x 2**s_r)`` modulo every modulus (``RESIDUES``; to nearest where s_r is
   at least the row's bar exponent, toward zero elsewhere, as :func:`gpu.ozaki2.scaling.to_integers`).
-  x' is n 2**e with an integer n < 2**53 (``frexp``; e = 0 below 2**53); with n = h 2**26 + l (h the nearest
-  integer to n 2**-26, |l| <= 2**25, both exact), y = h (2**(26+e) mod m) + l (2**e mod m) is an integer
-  below 2**36 congruent to x' (the powers from a table only where e > 0).
+  Where every |x'| of a warp's entries is below 2**79, x' = a 2**52 + b 2**26 + c exactly (a, b, c the
+  nearest integers step by step: |a| <= 2**27, |b|, |c| <= 2**25), and y = a (2**52 mod m) + b (2**26 mod m)
+  + c, two FMAs with compile-time constants, is an integer below 2**36 congruent to x'. Otherwise (a
+  branch the whole warp takes: |x'| reaches 2**79 only where a line's bound leaves it far below the CRT's
+  range) x' is n 2**e with an integer n < 2**53 (``frexp``), n = h 2**26 + l, and y = h (2**(26+e) mod m)
+  + l (2**e mod m) with the powers from a table.
 * ``ozaki2_reduce`` (element-wise): an INT32 product's symmetric residue, added to the plane's where
   k is blocked.
 * ``ozaki2_crt``: the double-double CRT of :mod:`gpu.ozaki2.crt` for every entry, from INT8 residues or from
@@ -26,17 +29,20 @@ integer arithmetic from the two low words, so each residue costs three float64 o
 conversion: the H100 converts to and from 64-bit types and rounds float64 to integers at a quarter of its
 float64 rate. The residue is a function of the integer alone, so it equals NumPy's.
 
-Every modulus is a compile-time constant (one kernel per modulus count, its loops unrolled; templates on
-m). (A variant without table or branch where a thread's four entries are below 2**53, y's low word from
-h and l in 32-bit integers, took 64 registers and ran slower on the H100: 1.68 against 0.91 ms at
-N = 8192.) Fast mode's line maxima and sums of squared bars take one read of each operand
-(:mod:`gpu.ozaki2.fused`). The CRT
-reads ``VEC`` columns per modulus with one vector load where
-the planes allow it and writes them with 16-byte stores, under ``__launch_bounds__(256, 2)`` (at most 128
-registers: two blocks per SM). On the H100 (15 moduli, INT32 planes, device time, interleaved): two
-columns N = 8192 1.56 ms (2.9 TB/s; a device copy of the planes' bytes 2.93 TB/s), N = 16384 6.15 ms;
-four columns 1.61 and 6.24 ms (and 2.27 and 10.0 ms without the bound, 142 registers), one column 1.88
-and 7.39 ms; the first version (runtime moduli, float64 reductions with corrections) 2.5 and 9.85 ms.
+Every modulus is a compile-time constant (one kernel per modulus count, its loops unrolled; templates on m).
+The kernel is bound by instruction issue, not memory: with the table path for every entry (the compiler
+predicated its branch, so every entry paid for it) it executed 757 M warp instructions at 86% of issue slots
+on an N = 8192 operand with 15 moduli (H100, ncu), 0.88 ms; the limbs path executes 380 M, 0.74 ms (3.35
+against 2.87 ms at N = 16384), against 0.64 ms for a kernel that reads the same tiles and writes the same
+planes with no arithmetic (``results/published/scripts/ozaki2_residues.py``; bitwise equal, also with shifts
+raised by 20, 30 and 60 to exercise both paths). Computing y's low word from 32-bit integer limbs instead of
+the ``MAGIC`` sum took more registers and ran at 0.87 ms. Fast mode's line maxima and sums of squared bars
+take one read of each operand (:mod:`gpu.ozaki2.fused`). The CRT reads ``VEC`` columns per modulus with one
+vector load where the planes allow it and writes them with 16-byte stores, under ``__launch_bounds__(256, 2)``
+(at most 128 registers: two blocks per SM). On the H100 (15 moduli, INT32 planes, device time, interleaved):
+two columns N = 8192 1.56 ms (2.9 TB/s; a device copy of the planes' bytes 2.93 TB/s), N = 16384 6.15 ms; four
+columns 1.61 and 6.24 ms (and 2.27 and 10.0 ms without the bound, 142 registers), one column 1.88 and 7.39 ms;
+the first version (runtime moduli, float64 reductions with corrections) 2.5 and 9.85 ms.
 """
 
 from __future__ import annotations
@@ -90,6 +96,37 @@ template <int M> __device__ __forceinline__ unsigned int residues4(
     return word;
 }
 
+__device__ __forceinline__ void split_h_l(double n, double& h, double& l, int& e)
+{
+    e = 0;
+    if (fabs(n) >= 0x1p53) {
+        n = ldexp(frexp(n, &e), 53);
+        e -= 53;
+    }
+    h = rint_magic(n * 0x1p-26);
+    l = fma(-h, 0x1p26, n);
+}
+
+/* n = a 2**52 + b 2**26 + c exactly (|b|, |c| <= 2**25), for an integer-valued n with |n| < 2**79. */
+__device__ __forceinline__ void split_limbs(double n, double& a, double& b, double& c)
+{
+    a = rint_magic(n * 0x1p-52);
+    const double rest = fma(-a, 0x1p52, n);
+    b = rint_magic(rest * 0x1p-26);
+    c = fma(-b, 0x1p26, rest);
+}
+
+template <int M> __device__ __forceinline__ unsigned int limbs4(const double* a, const double* b, const double* c)
+{
+    int r[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const double y = fma(a[j], (double)((1LL << 52) % M), fma(b[j], (double)((1LL << 26) % M), c[j]));
+        r[j] = residue_word<M>(y, low_word(__dadd_rn(y, MAGIC)));
+    }
+    return __byte_perm(__byte_perm(r[0], r[1], 0x0040), __byte_perm(r[2], r[3], 0x0040), 0x5410);
+}
+
 /* A tile entry: its bar (BARS), or its scaled integer, to nearest where the shift is at least the bar exponent. */
 __device__ __forceinline__ double scaled_integer(double x, int s, int e)
 {
@@ -119,22 +156,24 @@ extern "C" __global__ void ozaki2_rows(
     for (int j = 0; j < 4; ++j) word |= ((unsigned int)low_word(__dadd_rn(tile[q][g + j], MAGIC)) & 0xffu) << (8 * j);
     o[0] = word;
 #else
-    double h[4], l[4];
-    int e[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        double n = tile[q][g + j];
-        e[j] = 0;
-        if (fabs(n) >= 0x1p53) {
-            n = ldexp(frexp(n, &e[j]), 53);
-            e[j] -= 53;
-        }
-        h[j] = rint_magic(n * 0x1p-26);
-        l[j] = fma(-h[j], 0x1p26, n);
-    }
     const long long plane4 = plane / 4;
+    bool wide = false;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) wide |= fabs(tile[q][g + j]) >= 0x1p79;
+    if (__any_sync(__activemask(), wide)) {
+        double h[4], l[4];
+        int e[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) split_h_l(tile[q][g + j], h[j], l[j], e[j]);
 #define RESIDUE_PLANE(T, M) o[T * plane4] = residues4<M>(h, l, e, pow2 + T * pow2_len);
-    FOR_EACH_MODULUS(RESIDUE_PLANE)
+        FOR_EACH_MODULUS(RESIDUE_PLANE)
+        return;
+    }
+    double a[4], b[4], lo[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) split_limbs(tile[q][g + j], a[j], b[j], lo[j]);
+#define LIMB_PLANE(T, M) o[T * plane4] = limbs4<M>(a, b, lo);
+    FOR_EACH_MODULUS(LIMB_PLANE)
 #endif
 }
 """

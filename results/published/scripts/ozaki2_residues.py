@@ -1,0 +1,208 @@
+"""Scheme II's residue kernel against variants and its memory floor, on the arguments of a real product.
+
+Captures the two ``CudaOps.residues`` calls of ``ozaki2.matmul(A, B, moduli=COUNT, scaling=SCALING)`` on
+phi = 1 inputs (:func:`accuracy.generate.phi_matrix`), then per call: the library kernel; ``table``, the
+kernel before its limbs path (every entry through the power table); ``int_low``, the limbs path with y's
+low word from 32-bit integer limbs; and a floor kernel that reads the same tiles of X and writes the same
+planes with no arithmetic. Planes must be bitwise equal, also with the shifts raised by 20, 30 and 60
+(entries past 2**79: the table path). Timed with CUDA events in interleaved rounds (median of ROUNDS).
+Writes ``$OUT/residues.json``. ``NCU=1`` runs each kernel once (for ``ncu -k regex:ozaki2_``).
+
+Run on the device: ``OUT=<dir> NS=8192,16384 python3 results/published/scripts/ozaki2_residues.py``.
+"""
+
+import json
+import os
+import statistics
+
+import cupy as cp
+import numpy as np
+
+from accuracy.generate import phi_matrix
+from gpu import ozaki2
+from gpu.ozaki.kernels import TILE, TILE_ROWS
+from gpu.ozaki2 import fused, kernels
+from gpu.ozaki2.kernels import CudaOps
+
+COUNT = int(os.environ.get("COUNT", "15"))
+SCALING = os.environ.get("SCALING", "fast")
+ROUNDS = int(os.environ.get("ROUNDS", "15"))
+NCU = os.environ.get("NCU") == "1"
+
+_VARIANT = r"""
+/* The kernel before the limbs path: every entry through split_h_l and the power table. */
+extern "C" __global__ void ozaki2_rows_table(
+    const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
+    long long rows_pad, long long ldk, const int* __restrict__ shifts, const int* __restrict__ exps,
+    unsigned int* __restrict__ out, long long plane, const double* __restrict__ pow2, int pow2_len)
+{
+    LOAD_TILE(ROWS_ENTRY)
+    const int tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4;
+    const long long r = r0 + q;
+    const long long c = c0 + g;
+    if (r >= rows_pad || c >= ldk) return;
+    unsigned int* o = out + (r * ldk + c) / 4;
+    const long long plane4 = plane / 4;
+    double h[4], l[4];
+    int e[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) split_h_l(tile[q][g + j], h[j], l[j], e[j]);
+    FOR_EACH_MODULUS(RESIDUE_PLANE)
+}
+
+/* The limbs path with y's low word from 32-bit integer limbs instead of the MAGIC sum. */
+template <int M> __device__ __forceinline__ unsigned int limbs4_int(
+    const double* a, const double* b, const double* c, const int* ai, const int* bi, const int* ci)
+{
+    const int C26 = (int)((1LL << 26) % M), C52 = (int)((1LL << 52) % M);
+    int r[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const double y = fma(a[j], (double)C52, fma(b[j], (double)C26, c[j]));
+        r[j] = residue_word<M>(y, ai[j] * C52 + bi[j] * C26 + ci[j]);
+    }
+    return __byte_perm(__byte_perm(r[0], r[1], 0x0040), __byte_perm(r[2], r[3], 0x0040), 0x5410);
+}
+
+extern "C" __global__ void ozaki2_rows_int_low(
+    const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
+    long long rows_pad, long long ldk, const int* __restrict__ shifts, const int* __restrict__ exps,
+    unsigned int* __restrict__ out, long long plane, const double* __restrict__ pow2, int pow2_len)
+{
+    LOAD_TILE(ROWS_ENTRY)
+    const int tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4;
+    const long long r = r0 + q;
+    const long long c = c0 + g;
+    if (r >= rows_pad || c >= ldk) return;
+    unsigned int* o = out + (r * ldk + c) / 4;
+    const long long plane4 = plane / 4;
+    bool wide = false;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) wide |= fabs(tile[q][g + j]) >= 0x1p79;
+    if (__any_sync(__activemask(), wide)) {
+        double h[4], l[4];
+        int e[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) split_h_l(tile[q][g + j], h[j], l[j], e[j]);
+        FOR_EACH_MODULUS(RESIDUE_PLANE)
+        return;
+    }
+    double a[4], b[4], lo[4];
+    int ai[4], bi[4], ci[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        split_limbs(tile[q][g + j], a[j], b[j], lo[j]);
+        ai[j] = low_word(__dadd_rn(a[j], MAGIC));
+        bi[j] = low_word(__dadd_rn(b[j], MAGIC));
+        ci[j] = low_word(__dadd_rn(lo[j], MAGIC));
+    }
+#define INT_PLANE(T, M) o[T * plane4] = limbs4_int<M>(a, b, lo, ai, bi, ci);
+    FOR_EACH_MODULUS(INT_PLANE)
+}
+
+#define COPY_ENTRY(r, c) x[(r) * rs + (c) * cs]
+extern "C" __global__ void ozaki2_rows_floor(
+    const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
+    long long rows_pad, long long ldk, const int* __restrict__ shifts, const int* __restrict__ exps,
+    unsigned int* __restrict__ out, long long plane, const double* __restrict__ pow2, int pow2_len)
+{
+    LOAD_TILE(COPY_ENTRY)
+    const int tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4;
+    const long long r = r0 + q;
+    const long long c = c0 + g;
+    if (r >= rows_pad || c >= ldk) return;
+    unsigned int* o = out + (r * ldk + c) / 4;
+    unsigned int word = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) word |= ((unsigned int)low_word(tile[q][g + j]) & 0xffu) << (8 * j);
+    const long long plane4 = plane / 4;
+#define FLOOR_PLANE(T, M) o[T * plane4] = word + T;
+    FOR_EACH_MODULUS(FLOOR_PLANE)
+}
+"""
+
+
+def variant(name: str, moduli: tuple[int, ...]):
+    """A variant kernel, after the library's own source (BARS 0: its helpers, ROWS_ENTRY and RESIDUE_PLANE)."""
+    source = ("#define BARS 0\n" + kernels._moduli(moduli) + kernels._COMMON + fused.TILE_SOURCE
+              + kernels._ROWS_SOURCE + _VARIANT)
+    return cp.RawKernel(source, name)
+
+
+def launcher(kernel, X, shifts, exps, table, rows_pad, ldk):
+    """A call of ``kernel`` with the library's launch (``kernels._launch_rows``), into a fresh output."""
+    out = cp.empty((table.count, rows_pad, ldk), dtype=np.int8)
+    rows, cols = X.shape
+    rs, cs = X.strides[0] // 8, X.strides[1] // 8
+    pow2, length = kernels._powers(table.moduli)
+    i64, i32 = np.int64, np.int32
+    args = (X, i64(rs), i64(1 if cols == 1 else cs), i64(rows), i64(cols), i64(rows_pad), i64(ldk),
+            shifts.astype(i32), exps.astype(i32), out, i64(rows_pad * ldk), pow2, i32(length))
+    grid = (-(-ldk // TILE), -(-rows_pad // TILE))
+
+    def run():
+        kernel(grid, (TILE, TILE_ROWS), args)
+        return out
+    return run
+
+
+def timed(runs: dict, rounds: int) -> dict:
+    samples = {k: [] for k in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            start, stop = cp.cuda.Event(), cp.cuda.Event()
+            start.record()
+            run()
+            stop.record()
+            stop.synchronize()
+            samples[name].append(cp.cuda.get_elapsed_time(start, stop))
+    return {k: {"median_ms": statistics.median(v), "min_ms": min(v), "max_ms": max(v)} for k, v in samples.items()}
+
+
+def main() -> None:
+    out_dir, results = os.environ.get("OUT", "/tmp"), {}
+    calls = []
+    original = CudaOps.residues
+
+    def capture(self, X, shifts, exps, table, rows_pad, ldk):
+        calls.append((X, shifts.copy(), exps.copy(), table, rows_pad, ldk))
+        return original(self, X, shifts, exps, table, rows_pad, ldk)
+    CudaOps.residues = capture
+    for n in (int(x) for x in os.environ.get("NS", "8192").split(",")):
+        A, B = (cp.asarray(phi_matrix(n, n, 1.0, seed)) for seed in (1, 2))
+        calls.clear()
+        ozaki2.matmul(A, B, moduli=COUNT, scaling=SCALING, backend="cupy")
+        for side, (X, shifts, exps, table, rows_pad, ldk) in zip("AB", calls):
+            runs = {"library": launcher(kernels._rows_kernel("residues", table.moduli), X, shifts, exps, table,
+                                        rows_pad, ldk)}
+            kernels_tried = [(name, variant(f"ozaki2_rows_{name}", table.moduli)) for name in ("table", "int_low")]
+            for name, kernel in kernels_tried + [("ozaki2_rows_floor", variant("ozaki2_rows_floor", table.moduli))]:
+                runs[name] = launcher(kernel, X, shifts, exps, table, rows_pad, ldk)
+            ref = runs["library"]().copy()
+            equal = {name: bool((run() == ref).all()) for name, run in runs.items() if name != "ozaki2_rows_floor"}
+            wide = {}
+            for extra in (20, 30, 60):
+                lib = launcher(kernels._rows_kernel("residues", table.moduli), X, shifts + extra, exps, table,
+                               rows_pad, ldk)().copy()
+                wide[extra] = {name: bool((launcher(kernel, X, shifts + extra, exps, table, rows_pad, ldk)()
+                                           == lib).all())
+                               for name, kernel in kernels_tried}
+            big = int((cp.abs(cp.ldexp(X, cp.asarray(shifts)[:, None])) >= 2.0**53).sum())
+            registers = {name: [k.num_regs, k.local_size_bytes]
+                         for name, k in kernels_tried + [("library", kernels._rows_kernel("residues", table.moduli))]}
+            entry = {"registers_and_local_bytes": registers, "equal": equal, "equal_shifted_up": wide,
+                      "entries_at_or_above_2^53": big, "shape": list(X.shape),
+                     "strides": list(X.strides), "bytes_read": X.nbytes, "bytes_written": ref.nbytes}
+            if not NCU:
+                entry["times"] = timed(runs, ROUNDS)
+                floor = entry["times"]["ozaki2_rows_floor"]["median_ms"]
+                entry["floor_tb_s"] = (X.nbytes + ref.nbytes) / floor / 1e9
+            results[f"{n}-{side}"] = entry
+            print(n, side, json.dumps(entry), flush=True)
+        del A, B
+    with open(f"{out_dir}/residues.json", "w") as f:
+        json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
