@@ -6,9 +6,8 @@ infinity, with one wait for the device; in fast mode read together with the sums
 modulus count (given, or ``"auto"``), the residues of the scaled integers, one INT8 GEMM per modulus and k
 block through :meth:`gpu.backend.Backend.gemm_ex` (in output panels, :data:`PANEL`: cuBLAS ran those faster
 on the H100), each product reduced to its symmetric residue (added modulo m across k blocks), and the CRT
-with the unscaling (with one k block, row panel by row panel on a second stream, beside the next panel's
-INT8 GEMMs: :func:`_products_and_crt`). The backend's ``"ozaki2"`` operations (:mod:`gpu.ozaki2.ops`) do
-the element-wise work with identical bits on both.
+with the unscaling. The backend's ``"ozaki2"`` operations (:mod:`gpu.ozaki2.ops`) do the element-wise work
+with identical bits on both.
 
 **Scaling modes.** Both give :class:`~gpu.ozaki2.scaling.Bounds` (bar exponents e, f and row and column
 bounds R, Q with (Abar Bbar)_ij <= sqrt(R_i Q_j)), from which :func:`gpu.ozaki2.scaling.headroom` takes the
@@ -184,51 +183,31 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
     with _phase(be, phases, "residues"):
         res_a = ops(be).residues(A, shift_a, e, table, m, ldk)
         res_b = ops(be).residues(B.T, shift_b, f, table, n_pad, ldk)
-    _products_and_crt(be, res_a, res_b, table, block, (m, n), (shift_a, shift_b), C, phases)
+    planes = _modular_products(be, res_a, res_b, table, block, m, n, phases)
+    with _phase(be, phases, "crt"):
+        ops(be).crt(planes, table, shift_a, shift_b, C)
     return C
 
 
-def _row_panels(m: int, n_pad: int) -> list[list[tuple[slice, slice]]]:
-    """The INT8 products' output tiles (:data:`PANEL` from :data:`PANEL_FROM` rows up) grouped by rows."""
-    groups: dict[tuple[int, int], list[tuple[slice, slice]]] = {}
-    for rows, cols in _tiles(m, n_pad, PANEL if m >= PANEL_FROM else None):
-        groups.setdefault((rows.start, rows.stop), []).append((rows, cols))
-    return list(groups.values())
-
-
-def _products_and_crt(be: Backend, res_a: Array, res_b: Array, table: ModuliTable, block: int,
-                      shape: tuple[int, int], shifts: tuple[Array, Array], C: Array,
-                      phases: dict[str, float] | None) -> None:
-    """A'B' modulo every modulus, then the CRT into C. With one k block and room for them, row panel by row
-    panel: the INT32 products of every modulus, then that panel's CRT, which reduces them as it reads them
-    (no reduction pass). Unless ``phases`` are timed, each panel's CRT (memory-bound) runs on a second
-    stream beside the next panel's INT8 GEMMs (compute-bound); the caller's stream waits for the last.
-    Otherwise, per modulus and k block, one INT8 GEMM and its reduction into INT8 residues, added modulo m
-    across blocks, and one CRT of all."""
-    (m, n), (shift_a, shift_b), n_pad = shape, shifts, res_b.shape[1]
+def _modular_products(be: Backend, res_a: Array, res_b: Array, table: ModuliTable, block: int, m: int, n: int,
+                      phases: dict[str, float] | None) -> Array:
+    """A'B' modulo every modulus, (N, m, n), for the CRT: with one k block and room for them, the INT32
+    products themselves (the CRT reduces them as it reads them: no reduction pass); otherwise per modulus
+    and k block one INT8 GEMM and its reduction into INT8 residues, added modulo m across blocks."""
+    xp, n_pad = be.xp, res_b.shape[1]
     blocks = _blocks(res_a.shape[2], block)
     if len(blocks) == 1 and 4 * table.count * m * n_pad <= 0.9 * be.memory_info()[0]:
-        products = be.xp.empty((table.count, m, n_pad), dtype=np.int32)
-        main = be.current_stream()
-        side = main if phases is not None else be.stream()
-        for tiles in _row_panels(m, n_pad):
-            with _phase(be, phases, "gemm"):
-                for t in range(table.count):
-                    for rows, cols in tiles:
-                        be.gemm_ex(res_a[t][rows], res_b[t][cols].T, products[t][rows, cols], recipe="int8")
-            side.wait_event(main.record())
-            panel = tiles[0][0]
-            with side, _phase(be, phases, "crt"):
-                ops(be).crt(products[:, panel, :n], table, shift_a[panel], shift_b, C[panel])
-        main.wait_event(side.record())
-        return
-    planes = be.xp.empty((table.count, m, n), dtype=np.int8)
-    P = be.xp.empty((m, n_pad), dtype=np.int32)
+        products = xp.empty((table.count, m, n_pad), dtype=np.int32)
+        with _phase(be, phases, "gemm"):
+            for t in range(table.count):
+                _int8_product(be, res_a[t], res_b[t], products[t])
+        return products[:, :, :n]
+    planes = xp.empty((table.count, m, n), dtype=np.int8)
+    P = xp.empty((m, n_pad), dtype=np.int32)
     for t, modulus in enumerate(table.moduli):
         for number, kb in enumerate(blocks):
             with _phase(be, phases, "gemm"):
                 _int8_product(be, res_a[t][:, kb], res_b[t][:, kb], P)
             with _phase(be, phases, "reduce"):
                 ops(be).reduce(P[:, :n], planes[t], modulus, number > 0)
-    with _phase(be, phases, "crt"):
-        ops(be).crt(planes, table, shift_a, shift_b, C)
+    return planes

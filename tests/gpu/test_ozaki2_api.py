@@ -239,23 +239,3 @@ def test_int8_products_in_panels_give_the_same_bits(monkeypatch, backend, panel)
     assert np.array_equal(backend.to_numpy(ozaki2.matmul(A, B, moduli=14, backend=backend)), whole)
     rows, cols = panel
     assert len(calls) >= -(-13 // rows) * -(-11 // cols), "every output panel is its own INT8 GEMM"
-
-
-@pytest.mark.parametrize("timed", [False, True])
-def test_crt_runs_per_row_panel_with_the_whole_products_bits(monkeypatch, backend, timed):
-    """With one k block the CRT runs once per row panel, beside the next panel's INT8 GEMMs (on a second
-    stream) unless phases are timed: either way C has the bits of one CRT after every product."""
-    A, B = operands(13, 30, 11, 1.0, 7)
-    A, B = backend.asarray(A), backend.asarray(B)
-    whole = backend.to_numpy(ozaki2.matmul(A, B, moduli=15, scaling="fast", backend=backend))
-    monkeypatch.setattr(ozaki2_api, "PANEL_FROM", 1)
-    monkeypatch.setattr(ozaki2_api, "PANEL", (4, 8))
-    ops = backend.ops("ozaki2")
-    rows, real = [], type(ops).crt
-    monkeypatch.setattr(type(ops), "crt",
-                        lambda self, planes, *a: (rows.append(planes.shape[1]), real(self, planes, *a))[1])
-    phases = {} if timed else None
-    got = ozaki2.matmul(A, B, moduli=15, scaling="fast", backend=backend, phases=phases)
-    backend.synchronize()
-    assert np.array_equal(backend.to_numpy(got), whole)
-    assert rows == [4, 4, 4, 1], "one CRT per row panel of 4, the ragged last one included"
