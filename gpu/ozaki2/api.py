@@ -4,10 +4,12 @@ Steps (spec ``shared/spec/ozaki2.md``): row and column exponents (the line maxim
 infinity, with one wait for the device; in fast mode read together with the sums of squared bars), the bars
 ``ceil(|x| 2**e) <= 64`` of A's rows and B's columns, the bounds of the scaling mode (:func:`bounds`), the
 modulus count (given, or ``"auto"``), the residues of the scaled integers, one INT8 GEMM per modulus and k
-block through :meth:`gpu.backend.Backend.gemm_ex` (in output panels, :data:`PANEL`: cuBLAS ran those faster
-on the H100), each product reduced to its symmetric residue (added modulo m across k blocks), and the CRT
-with the unscaling. The backend's ``"ozaki2"`` operations (:mod:`gpu.ozaki2.ops`) do the element-wise work
-with identical bits on both.
+block through :meth:`gpu.backend.Backend.gemm_ex` (in output panels, :data:`PANEL`: cuBLAS ran those faster on
+the H100), each product reduced to its symmetric residue (added modulo m across k blocks), and the CRT with
+the unscaling. (The CRT of each row panel on a second stream, beside the next panel's INT8 GEMMs, gained
+nothing on the H100 at its 700 W cap and was taken out: fast-15 at N = 8192 took 17.77 and 16.96 ms against
+17.17-17.42 ms serial, 111.7 against 111.3 ms at 16384, sustained, at 1980ee7.) The backend's ``"ozaki2"``
+operations (:mod:`gpu.ozaki2.ops`) do the element-wise work with identical bits on both.
 
 **Scaling modes.** Both give :class:`~gpu.ozaki2.scaling.Bounds` (bar exponents e, f and row and column
 bounds R, Q with (Abar Bbar)_ij <= sqrt(R_i Q_j)), from which :func:`gpu.ozaki2.scaling.headroom` takes the
