@@ -81,6 +81,35 @@ template <> struct Atom<2, 4> {
     }
 };
 
+/* The epilogue of both mma kernels: the KW warps that split k write their tiles (the m16n8 / m8n8 fragment
+   layout: row 8 H i + 8 (e / 2) + g, column 8 j + 2 t + e % 2 of the warp's tile) to ``red``, KW x BM x (BN + 1)
+   doubles of shared memory, and one thread per output adds them in warp order and stores alpha times the
+   sum into its chunk's slice of ``out``, or adds it atomically. */
+template <int TM, int TN, int H, int KW, int BM, int BN>
+__device__ inline void reduce_and_emit(double* red, double (&acc)[TM][TN][2 * H], int wk, int r0, int c0,
+                                       int g, int t, int m, int n, double* __restrict__ out, long long so0,
+                                       long long so1, long long so2, double alpha, int atomic)
+{
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j)
+#pragma unroll
+            for (int e = 0; e < 2 * H; ++e) {
+                const int r = r0 + 8 * H * i + 8 * (e / 2) + g, c = c0 + 8 * j + 2 * t + e % 2;
+                red[(wk * BM + r) * (BN + 1) + c] = acc[i][j][e];
+            }
+    __syncthreads();
+    for (int o = threadIdx.x; o < BM * BN; o += blockDim.x) {
+        const int r = o / BN, c = o - r * BN, gr = blockIdx.y * BM + r, gc = blockIdx.x * BN + c;
+        double sum = red[r * (BN + 1) + c];
+#pragma unroll
+        for (int w = 1; w < KW; ++w) sum = add_rn(sum, red[(w * BM + r) * (BN + 1) + c]);
+        if (gr < m && gc < n)
+            emit(out, (atomic ? 0 : blockIdx.z * so2) + gr * so0 + gc * so1, mul_rn(alpha, sum), atomic);
+    }
+}
+
 template <int H, int J, int TM, int TN, int WMS, int WNS, int U, int L2>
 __global__ void __launch_bounds__(__WARPS__ * 32)
 splitk_dmma(const double* __restrict__ A, long long sa0, long long sa1,
@@ -174,22 +203,8 @@ splitk_dmma(const double* __restrict__ A, long long sa0, long long sa1,
                 for (int j = 0; j < TN; ++j) Atom<H, J>::mma(acc[i][j], a[i], b[j]);
         }
     }
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j)
-#pragma unroll
-            for (int e = 0; e < 2 * H; ++e)
-                S[wk][r0 + AM * i + 8 * (e / 2) + g][c0 + 8 * j + 2 * t + e % 2] = acc[i][j][e];
-    __syncthreads();
-    for (int o = threadIdx.x; o < BM * BN; o += blockDim.x) {
-        const int r = o / BN, c = o - r * BN, gr = blockIdx.y * BM + r, gc = blockIdx.x * BN + c;
-        double sum = S[0][r][c];
-#pragma unroll
-        for (int w = 1; w < KW; ++w) sum = add_rn(sum, S[w][r][c]);
-        if (gr < m && gc < n)
-            emit(out, (atomic ? 0 : blockIdx.z * so2) + gr * so0 + gc * so1, mul_rn(alpha, sum), atomic);
-    }
+    reduce_and_emit<TM, TN, H, KW, BM, BN>(&S[0][0][0], acc, wk, r0, c0, g, t, m, n, out, so0, so1, so2, alpha,
+                                           atomic);
 }
 
 __device__ inline void cp_async8(double* dst, const double* src, bool ok)
@@ -274,23 +289,7 @@ splitk_pipe(const double* __restrict__ A, long long sa0, long long sa1,
     }
     cp_async_wait<0>();
     __syncthreads();
-    double* red = smem;
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                red[(wk * BM + r0 + 16 * i + 8 * (e / 2) + g) * (BN + 1) + c0 + 8 * j + 2 * t + e % 2] = acc[i][j][e];
-    __syncthreads();
-    for (int o = threadIdx.x; o < BM * BN; o += THREADS) {
-        const int r = o / BN, c = o - r * BN, gr = row0 + r, gc = col0 + c;
-        double sum = red[r * (BN + 1) + c];
-#pragma unroll
-        for (int w = 1; w < KW; ++w) sum = add_rn(sum, red[(w * BM + r) * (BN + 1) + c]);
-        if (gr < m && gc < n)
-            emit(out, (atomic ? 0 : blockIdx.z * so2) + gr * so0 + gc * so1, mul_rn(alpha, sum), atomic);
-    }
+    reduce_and_emit<TM, TN, 2, KW, BM, BN>(smem, acc, wk, r0, c0, g, t, m, n, out, so0, so1, so2, alpha, atomic);
 }
 
 template <typename T>
