@@ -19,15 +19,15 @@
   NumPy's bits; every other product and sum is rounded on its own (``__dmul_rn``, ``__dadd_rn``: no
   contraction into FMAs, which would change the low parts' roundings); then ``ldexp`` by the shifts.
 
-**Residues** (``residue_word``): for an integer y, |y| < 2**36, held as a double, q = the nearest integer
-to y fl(1/m), from one FMA that adds ``MAGIC`` = 1.5 * 2**52 (the sum's low word is then q itself, and
-y + MAGIC's low word is y: integers below 2**51 in magnitude). y fl(1/m) is within 2**-24 of y / m, which
-for odd m is at least 1/(2m) from a half-integer, so q is the nearest integer to y / m and
-r = y - q m lies in [-(m-1)/2, (m-1)/2], the symmetric residue; for m = 256, fl(1/m) is exact and r lies
-in [-128, 128], whose low byte is the symmetric residue (+128 wraps to -128). r is computed in 32-bit
-integer arithmetic from the two low words, so each residue costs three float64 operations and no
-conversion: the H100 converts to and from 64-bit types and rounds float64 to integers at a quarter of its
-float64 rate. The residue is a function of the integer alone, so it equals NumPy's.
+**Residues** (``residue_word``): for an integer y, |y| < 2**36, held as a double, q = the nearest integer to
+y fl(1/m), from one FMA that adds ``MAGIC`` = 1.5 * 2**52 (the sum's low word is then q itself, and y +
+MAGIC's low word is y: integers below 2**51 in magnitude). y fl(1/m) is within 2**-24 of y / m, which for
+odd m is at least 1/(2m) from a half-integer, so q is the nearest integer to y / m and r = y - q m lies in
+[-(m-1)/2, (m-1)/2], the symmetric residue; for m = 256, fl(1/m) is exact and r lies in [-128, 128], whose
+low byte is the symmetric residue (+128 wraps to -128). r is computed in 32-bit integer arithmetic from the
+two low words, so each residue costs two float64 operations beyond forming y (two FMAs on the limbs path)
+and no conversion: the H100 converts to and from 64-bit types and rounds float64 to integers at a quarter of
+its float64 rate. The residue is a function of the integer alone, so it equals NumPy's.
 
 Every modulus is a compile-time constant (one kernel per modulus count, its loops unrolled; templates on m).
 The kernel is bound by instruction issue, not memory: with the table path for every entry (the compiler
