@@ -198,3 +198,28 @@ def test_fast_shifts_are_the_largest_half_shifts():
         limit = Fraction(ozaki2.bound_limit(t))
         for r, x in zip(rows, u, strict=True):
             assert Fraction(int(r)) * Fraction(4) ** int(x) <= limit < Fraction(int(r)) * Fraction(4) ** (int(x) + 1)
+
+
+def _rint_magic(x: np.float64) -> np.float64:
+    magic = np.float64(1.5 * 2**52)
+    return (x + magic) - magic
+
+
+@settings(max_examples=300, deadline=None)
+@given(v=st.one_of(st.integers(-(2**79 - 1), 2**79 - 1), st.integers(-(2**30), 2**30),
+                   st.sampled_from([2**79 - 2**26, -(2**79 - 2**26), 2**53 + 2, 2**52 - 1, 0])))
+def test_residue_kernel_limbs_are_exact_below_2_79(v):
+    """The residue kernel's limbs path (``gpu.ozaki2.kernels.split_limbs``, float64 steps replayed here in
+    NumPy): an integer-valued x' with |x'| < 2**79 is a 2**52 + b 2**26 + c exactly, |a| <= 2**27 and
+    |b|, |c| <= 2**25, so y = a (2**52 mod m) + b (2**26 mod m) + c is an integer below 2**36 in float64,
+    congruent to x' for every modulus: the bound ``residue_word`` needs."""
+    n = np.float64(v)
+    a = _rint_magic(n * np.float64(2.0**-52))
+    rest = n - a * np.float64(2.0**52)
+    b = _rint_magic(rest * np.float64(2.0**-26))
+    c = rest - b * np.float64(2.0**26)
+    assert int(a) * 2**52 + int(b) * 2**26 + int(c) == int(n)
+    assert abs(int(a)) <= 2**27 and abs(int(b)) <= 2**25 and abs(int(c)) <= 2**25
+    for m in ozaki2.moduli_table(ozaki2.MAX_MODULI).moduli:
+        y = int(a) * (2**52 % m) + int(b) * (2**26 % m) + int(c)
+        assert abs(y) < 2**36 and (y - int(n)) % m == 0
