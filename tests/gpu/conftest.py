@@ -69,10 +69,9 @@ def check():
 def client():
     """A Dask client of two single-thread workers in this process (the Dask front-end's CPU tests): they
     share its modules, so the tests can look into the workers' mappings and locked ranges."""
-    distributed = pytest.importorskip("distributed", reason="the Dask front-end needs distributed "
-                                                            "(pip install -e '.[dist]')")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=":0") as cluster, distributed.Client(cluster) as dask_client:
+    pytest.importorskip("distributed", reason="the Dask front-end needs distributed (pip install -e '.[dist]')")
+    cluster, dask_client = _cluster_of(2)
+    with cluster, dask_client:
         yield dask_client
 
 
@@ -142,7 +141,6 @@ def fetched():
 def npy():
     """``npy(path, x, mode="r")``: x saved as a .npy file and mapped back."""
     return _npy
-
 
 
 # --- the NaN checks beside the products (test_outofcore_gate.py, test_multigpu_mapped.py) ------------------
