@@ -25,7 +25,8 @@ of the workspace or adds it into C with ``atomicAdd`` (the paper's mode).
   (:class:`gpu.splitk.plan.SplitPlan`), with round-to-nearest intrinsics so that no
   multiply-add is contracted: the same operations as the NumPy path. Their loops are
   unrolled so that the loads of a chain are in flight together (the additions stay in order).
-* ``splitk_scale``: C = beta C before the atomic additions (zeros where beta is 0).
+* ``splitk_scale``: C = beta C before the atomic additions (a memset instead where beta is 0 and C
+  is contiguous).
 """
 
 from __future__ import annotations
@@ -60,6 +61,15 @@ L2_FETCH = 256
 ATOMS = ((90, (2, 4)), (80, (1, 1)))
 #: Shared-memory stages of the pipelined kernel.
 STAGES = 3
+#: Stage depth (slices of 16 per warp that splits k) of the pipelined kernel per warp grid (tiles along m and
+#: n, warps along m and n), where a measurement beat the default (at least 32 deep). On the H100 (issue 14)
+#: m = n = 32 ran 0.4-2% faster at k = 2^21-2^24 with 128-deep stages (one block per SM) than with 64-deep
+#: ones; with stages twice their default depth m = n = 16 gained 2% at k = 2^20 but lost 3% at 2^24, and
+#: m = n = 64 lost up to 11%.
+SLICES = {(2, 4, 1, 1): 2}
+#: Widest ``cp.async`` of the pipelined kernel, bytes: 16 copies two FP64 elements per instruction where the
+#: layout and alignment allow (:func:`flags`), 8 one.
+COPY_BYTES = 16
 #: Compute capability from which the pipelined kernel runs (its m16n8k16 is sm_90's). Measured on the H100
 #: (device time, k = 2^20-2^24): it took m = n = 64 from 85-92% to 95-102% of the copy's bandwidth and
 #: m = 8, 16, 32 up by 0-8%, but ran m = 17 at 68-75% against the register-fed kernel's 78-85%, so outputs
@@ -110,10 +120,10 @@ class Variant:
     def pipe(m: int, n: int, slices: int | None = None, stages: int = STAGES, warp_tile: int = WARP_TILE) -> Variant:
         """The pipelined FP64 tensor-core kernel (sm_90): the tile of :meth:`Variant.dmma` with m16n8k16,
         fed through ``stages`` shared-memory buffers filled by ``cp.async``, each ``16 x slices`` deep per
-        warp that splits k (``slices`` default: at least 32 deep per stage)."""
+        warp that splits k (``slices`` default: :data:`SLICES`, else at least 32 deep per stage)."""
         tm, tn, wms, wns = _warp_grid(m, n, 16, warp_tile)
         kw = WARPS // (wms * wns)
-        slices = slices or max(1, 32 // (16 * kw))
+        slices = slices or SLICES.get((tm, tn, wms, wns), max(1, 32 // (16 * kw)))
         rows, cols, depth = 16 * tm * wms, 8 * tn * wns, 16 * kw * slices
         stage = rows * (depth + 4) + depth * (cols + 4)
         shared = 8 * max(stages * stage, kw * rows * (cols + 1))
@@ -170,13 +180,32 @@ def _chunk_function(v: Variant) -> Any:
     return f
 
 
+def _pairs(X: Array, fast_axis: int, even_starts: bool) -> bool:
+    """Whether X's rows can be copied in 16-byte pairs along ``fast_axis``: that axis has unit stride, the
+    pointer is 16-byte aligned, the other stride is even and each chunk's first element along it is even."""
+    s = _strides(X)
+    return (COPY_BYTES == 16 and s[fast_axis] == 1 and s[1 - fast_axis] % 2 == 0 and X.data.ptr % 16 == 0
+            and even_starts)
+
+
+def flags(v: Variant, A: Array, B: Array, plan: SplitPlan, atomic: bool) -> int:
+    """The chunk kernels' ``flags`` (source: ``ATOMIC``, ``A_PAIRS``, ``B_PAIRS``): pairs are the pipelined
+    kernel's, where :func:`_pairs` allows them (A along k: every chunk starts on an even element; B along n)."""
+    pairs = 0
+    if v.name.startswith("splitk_pipe"):
+        even = plan.unit % 2 == 0 or (plan.base % 2 == 0 and plan.extra == 0)
+        pairs = 2 * _pairs(A, 1, even) + 4 * _pairs(B, 1, True)
+    return int(atomic) | pairs
+
+
 def launch(v: Variant, A: Array, B: Array, out: Array, strides: tuple, plan: SplitPlan, alpha: float,
            atomic: bool) -> None:
     """Run chunk kernel ``v`` over the plan's grid (see the module notes)."""
     grid = (-(-plan.n // v.cols), -(-plan.m // v.rows), plan.chunks)
-    _chunk_function(v)(grid, v.block, (A, *_strides(A), B, *_strides(B), out, *strides, np.int32(plan.m),
-                                       np.int32(plan.n), np.int64(plan.base), np.int64(plan.extra),
-                                       A.dtype.type(alpha), np.int32(atomic)), shared_mem=v.shared)
+    args = (A, *_strides(A), B, *_strides(B), out, *strides, np.int32(plan.m), np.int32(plan.n),
+            np.int64(plan.base), np.int64(plan.extra), np.int64(plan.unit), A.dtype.type(alpha),
+            np.int32(flags(v, A, B, plan, atomic)))
+    _chunk_function(v)(grid, v.block, args, shared_mem=v.shared)
 
 
 class CudaOps:
@@ -211,6 +240,11 @@ class CudaOps:
                                                (P, *sizes, C, *_strides(C), np.int32(plan.n), C.dtype.type(beta)))
 
     def scale(self, C: Array, beta: float) -> None:
+        """C = beta C; zeros by one ``cudaMemsetAsync`` where beta is 0 and C is contiguous (on the H100 the
+        kernel's launch and run cost 1-3% of the copy's bandwidth at k = 2^20-2^21 beside it)."""
+        if beta == 0 and (C.flags.c_contiguous or C.flags.f_contiguous):
+            C.data.memset_async(0, C.nbytes)
+            return
         _elementwise("splitk_scale", C.dtype)(
             _blocks(C.size), (_THREADS,), (C, *_strides(C), np.int32(C.shape[0]), np.int32(C.shape[1]),
                                            C.dtype.type(beta)))

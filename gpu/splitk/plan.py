@@ -9,30 +9,37 @@ Two runs of one plan therefore give the same bits, whatever the device does in
 parallel; the NumPy and CUDA operations (:mod:`gpu.splitk.ops`,
 :mod:`gpu.splitk.kernels`) follow this order.
 
-Chunks are balanced: their widths differ by at most one. The chunk count comes
-from the occupancy formula (:mod:`gpu.splitk.occupancy`) with the device's limits
-and the kernel's resources: one wave of chunks fills the device with resident
-blocks, and the count is a whole number of waves, as many as make chunks about
-:data:`TARGET_WIDTH` wide (the paper's best K_offset) in the atomic mode, and
-:data:`DETERMINISTIC_WIDTH` in the deterministic one, whose chunks each also write an
-m x n partial that the reduction reads back: on the H100, whole waves of 4096-wide
-chunks ran that mode 3-8% faster than 1024-wide ones at m = n = 16 to 64 (issue 14). That
-count then moves to the nearest one (within a factor 1.5) that cuts k into equal chunks starting
-on multiples of :data:`ALIGN` elements, where k allows one: aligned starts beat whole waves.
+Chunks are balanced: they are cut from whole units of ``unit`` elements, and their
+widths differ by at most one unit. The chunk count comes from the occupancy formula
+(:mod:`gpu.splitk.occupancy`) with the device's limits and the kernel's resources: one
+wave of chunks fills the device with resident blocks, and the count is a whole number
+of waves, as many as make chunks about :data:`TARGET_WIDTH` wide (the paper's best
+K_offset) in the atomic mode where that makes :data:`NARROW_WAVES` waves or more (one
+wave otherwise), and :data:`DETERMINISTIC_WIDTH` in the deterministic one,
+whose chunks each also write an m x n partial that the reduction reads back: on the
+H100, whole waves of 4096-wide chunks ran that mode 3-8% faster than 1024-wide ones at
+m = n = 16 to 64 (issue 14). Where k is a multiple of :data:`ALIGN`, the auto plan's unit
+is :data:`ALIGN`, so that every chunk also starts aligned (see there).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from . import occupancy
 from .occupancy import Kernel, SMLimits
 
-#: The paper's most stable chunk width (K_offset): the atomic mode's target.
+#: The paper's most stable chunk width (K_offset): the atomic mode's target where it makes
+#: :data:`NARROW_WAVES` waves or more.
 TARGET_WIDTH = 1024
+#: The atomic mode cuts :data:`TARGET_WIDTH`-wide chunks only where they make at least this many waves, and
+#: one wave of wider chunks otherwise. Measured on the H100 (issue 14, m = n = 16, 32, 64 by k = 2^20-2^24,
+#: two passes): one wave ran up to 5% faster than 2-16 waves of 1024-wide chunks (each block's pipeline
+#: fill and the last wave's tail cost more than they buy), while from 31 waves up the narrow chunks ran
+#: 0.3-1.6% faster (the blocks running at once read neighbouring stretches of each row).
+NARROW_WAVES = 24
 #: The deterministic mode's target chunk width (see the module notes).
 DETERMINISTIC_WIDTH = 4096
 #: A CUDA grid's z dimension holds at most this many chunks.
@@ -41,8 +48,6 @@ MAX_CHUNKS = 65535
 #: bursts and L2 sectors for every chunk's first row segment). Measured on the H100 at k = 2^24: 16384
 #: chunks of exactly 1024 ran 4-5% faster than 16368 whole-wave chunks of 1024-1025 (m = 8, 16 and 64).
 ALIGN = 64
-#: How far (a factor) the aligned chunk count may lie from the whole-wave one.
-ALIGN_SLACK = 1.5
 #: Below this inner dimension the library GEMM already has enough work per output tile.
 MIN_K = 4096
 #: Above this many outputs the output tiles alone fill the device: nothing to split for.
@@ -51,9 +56,9 @@ MAX_OUTPUTS = 512 * 512
 
 @dataclass(frozen=True)
 class SplitPlan:
-    """An m x k by k x n split-K product cut into ``chunks`` balanced chunks (widths differ by at
-    most one: the first ``k % chunks`` are one wider), added in groups of ``group``
-    (deterministic mode) or atomically."""
+    """An m x k by k x n split-K product cut into ``chunks`` balanced chunks of whole units of ``unit``
+    elements (widths differ by at most one unit: the first :attr:`extra` chunks are one unit wider),
+    added in groups of ``group`` (deterministic mode) or atomically."""
 
     m: int
     n: int
@@ -62,21 +67,26 @@ class SplitPlan:
     group: int
     deterministic: bool = True
     waves: int = 1
+    unit: int = 1
+
+    def __post_init__(self) -> None:
+        if self.unit < 1 or self.k % self.unit or not 1 <= self.chunks <= max(1, self.k // self.unit):
+            raise ValueError(f"{self.chunks} chunks of whole {self.unit}-element units cannot cut k = {self.k}")
 
     @property
     def base(self) -> int:
-        """Width of the narrower chunks (``k // chunks``)."""
-        return self.k // self.chunks
+        """Units in the narrower chunks."""
+        return self.k // self.unit // self.chunks
 
     @property
     def extra(self) -> int:
-        """How many chunks (the first ones) are one wider than :attr:`base`."""
-        return self.k % self.chunks
+        """How many chunks (the first ones) are one unit wider than :attr:`base` units."""
+        return self.k // self.unit % self.chunks
 
     @property
     def width(self) -> int:
-        """Width of the widest chunk."""
-        return self.base + (self.extra > 0)
+        """Width of the widest chunk, elements."""
+        return self.unit * (self.base + (self.extra > 0))
 
     @property
     def groups(self) -> int:
@@ -84,7 +94,7 @@ class SplitPlan:
 
     def bounds(self) -> list[tuple[int, int]]:
         """[start, stop) of each chunk along k."""
-        starts = [h * self.base + min(h, self.extra) for h in range(self.chunks + 1)]
+        starts = [self.unit * (h * self.base + min(h, self.extra)) for h in range(self.chunks + 1)]
         return list(zip(starts, starts[1:]))
 
     def workspace_elements(self) -> int:
@@ -93,23 +103,8 @@ class SplitPlan:
 
     def as_dict(self) -> dict[str, Any]:
         return {"m": self.m, "n": self.n, "k": self.k, "chunks": self.chunks, "width": self.width,
-                "group": self.group, "groups": self.groups, "deterministic": self.deterministic, "waves": self.waves}
-
-
-def _divisors(x: int) -> list[int]:
-    small = [d for d in range(1, math.isqrt(x) + 1) if x % d == 0]
-    return small + [x // d for d in small]
-
-
-@lru_cache(maxsize=256)
-def aligned_count(k: int, p: int) -> int:
-    """The chunk count nearest ``p`` (within a factor :data:`ALIGN_SLACK`) that cuts k into equal
-    chunks whose widths are multiples of :data:`ALIGN`, so that every chunk starts aligned; ``p``
-    where there is none (k not a multiple of :data:`ALIGN`, say)."""
-    if k % ALIGN:
-        return p
-    near = [d for d in _divisors(k // ALIGN) if p / ALIGN_SLACK <= d <= p * ALIGN_SLACK and d <= MAX_CHUNKS]
-    return min(near, key=lambda d: abs(math.log(d / p)), default=p)
+                "group": self.group, "groups": self.groups, "deterministic": self.deterministic, "waves": self.waves,
+                "unit": self.unit}
 
 
 def check_worth(m: int, n: int, k: int) -> None:
@@ -144,9 +139,11 @@ def plan(m: int, n: int, k: int, limits: SMLimits, kernel: Kernel, *, chunks: in
         p = _count(chunks, "chunks")
     else:
         target = DETERMINISTIC_WIDTH if deterministic else TARGET_WIDTH
-        p = aligned_count(k, per_wave * max(1, min(round(k / (per_wave * target)), MAX_CHUNKS // per_wave)))
+        waves = max(1, min(round(k / (per_wave * target)), MAX_CHUNKS // per_wave))
+        p = per_wave * (1 if not deterministic and waves < NARROW_WAVES else waves)
     p = min(p, k)
     if p > MAX_CHUNKS:
         raise ValueError(f"{p} chunks exceed the {MAX_CHUNKS} a CUDA grid holds; use fewer chunks, or "
                          f"chunk_width >= {-(-k // MAX_CHUNKS)}")
-    return SplitPlan(m, n, k, p, math.isqrt(p - 1) + 1, deterministic, -(-p // per_wave))
+    unit = ALIGN if chunks == "auto" and chunk_width is None and k % ALIGN == 0 and p <= k // ALIGN else 1
+    return SplitPlan(m, n, k, p, math.isqrt(p - 1) + 1, deterministic, -(-p // per_wave), unit)

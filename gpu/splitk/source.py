@@ -10,17 +10,24 @@ __device__ inline float add_rn(float a, float b) { return __fadd_rn(a, b); }
 __device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
 __device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
 
-__device__ inline void chunk_range(long long base, long long extra, long long& start, long long& stop)
+/* Chunk z of the plan: ``base`` units of ``unit`` elements, one unit more for the first ``extra`` chunks. */
+__device__ inline void chunk_range(long long base, long long extra, long long unit, long long& start, long long& stop)
 {
     const long long z = blockIdx.z;
-    start = z * base + min(z, extra);
-    stop = start + base + (z < extra ? 1 : 0);
+    start = unit * (z * base + min(z, extra));
+    stop = start + unit * (base + (z < extra ? 1 : 0));
 }
 
+/* ``flags`` of the chunk kernels: add into ``out`` atomically (else store the chunk's partial); A's and B's
+   rows may be copied two elements at a time (16-byte aligned pairs along k in A, along n in B). */
+#define ATOMIC 1
+#define A_PAIRS 2
+#define B_PAIRS 4
+
 template <typename T>
-__device__ inline void emit(T* out, long long at, T value, int atomic)
+__device__ inline void emit(T* out, long long at, T value, int flags)
 {
-    if (atomic) atomicAdd(out + at, value);
+    if (flags & ATOMIC) atomicAdd(out + at, value);
     else out[at] = value;
 }
 
@@ -30,7 +37,7 @@ __global__ void __launch_bounds__(__TILE__ * __TILE__)
 splitk_tile(const T* __restrict__ A, long long sa0, long long sa1,
             const T* __restrict__ B, long long sb0, long long sb1,
             T* __restrict__ out, long long so0, long long so1, long long so2,
-            int m, int n, long long base, long long extra, T alpha, int atomic)
+            int m, int n, long long base, long long extra, long long unit, T alpha, int flags)
 {
     constexpr int TILE = __TILE__;
     __shared__ T As[TILE][KT + 1];
@@ -38,7 +45,7 @@ splitk_tile(const T* __restrict__ A, long long sa0, long long sa1,
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
     long long start, stop;
-    chunk_range(base, extra, start, stop);
+    chunk_range(base, extra, unit, start, stop);
     T acc = T(0);
     for (long long l0 = start; l0 < stop; l0 += KT) {
         const int ar = row0 + ty, bc = col0 + tx;
@@ -51,7 +58,8 @@ splitk_tile(const T* __restrict__ A, long long sa0, long long sa1,
         __syncthreads();
     }
     const int r = row0 + ty, c = col0 + tx;
-    if (r < m && c < n) emit(out, (atomic ? 0 : blockIdx.z * so2) + r * so0 + c * so1, mul_rn(alpha, acc), atomic);
+    if (r < m && c < n)
+        emit(out, (flags & ATOMIC ? 0 : blockIdx.z * so2) + r * so0 + c * so1, mul_rn(alpha, acc), flags);
 }
 
 template <int L2> __device__ inline double load(const double* p) { return __ldg(p); }
@@ -88,7 +96,7 @@ template <> struct Atom<2, 4> {
 template <int TM, int TN, int H, int KW, int BM, int BN>
 __device__ inline void reduce_and_emit(double* red, double (&acc)[TM][TN][2 * H], int wk, int r0, int c0,
                                        int g, int t, int m, int n, double* __restrict__ out, long long so0,
-                                       long long so1, long long so2, double alpha, int atomic)
+                                       long long so1, long long so2, double alpha, int flags)
 {
 #pragma unroll
     for (int i = 0; i < TM; ++i)
@@ -106,7 +114,7 @@ __device__ inline void reduce_and_emit(double* red, double (&acc)[TM][TN][2 * H]
 #pragma unroll
         for (int w = 1; w < KW; ++w) sum = add_rn(sum, red[(w * BM + r) * (BN + 1) + c]);
         if (gr < m && gc < n)
-            emit(out, (atomic ? 0 : blockIdx.z * so2) + gr * so0 + gc * so1, mul_rn(alpha, sum), atomic);
+            emit(out, (flags & ATOMIC ? 0 : blockIdx.z * so2) + gr * so0 + gc * so1, mul_rn(alpha, sum), flags);
     }
 }
 
@@ -115,7 +123,7 @@ __global__ void __launch_bounds__(__WARPS__ * 32)
 splitk_dmma(const double* __restrict__ A, long long sa0, long long sa1,
             const double* __restrict__ B, long long sb0, long long sb1,
             double* __restrict__ out, long long so0, long long so1, long long so2,
-            int m, int n, long long base, long long extra, double alpha, int atomic)
+            int m, int n, long long base, long long extra, long long unit, double alpha, int flags)
 {
     constexpr int AM = 8 * H, AK = 4 * J, KW = __WARPS__ / (WMS * WNS);
     constexpr int BM = AM * TM * WMS, BN = 8 * TN * WNS, STEP = AK * U;
@@ -124,7 +132,7 @@ splitk_dmma(const double* __restrict__ A, long long sa0, long long sa1,
     const int wm = warp % WMS, wn = (warp / WMS) % WNS, wk = warp / (WMS * WNS);
     const int g = lane >> 2, t = lane & 3, r0 = wm * TM * AM, c0 = wn * TN * 8;
     long long start, stop;
-    chunk_range(base, extra, start, stop);
+    chunk_range(base, extra, unit, start, stop);
     const double* pa[TM][H];
     const double* pb[TN];
     bool va[TM][H], vb[TN];
@@ -204,13 +212,23 @@ splitk_dmma(const double* __restrict__ A, long long sa0, long long sa1,
         }
     }
     reduce_and_emit<TM, TN, H, KW, BM, BN>(&S[0][0][0], acc, wk, r0, c0, g, t, m, n, out, so0, so1, so2, alpha,
-                                           atomic);
+                                           flags);
 }
 
 __device__ inline void cp_async8(double* dst, const double* src, bool ok)
 {
     const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
     asm volatile("cp.async.ca.shared.global.L2::256B [%0], [%1], 8, %2;\n" :: "r"(to), "l"(src), "r"(ok ? 8 : 0));
+}
+/* Two elements: ``bytes`` (16, 8 or 0) read, the rest of the 16 zero-filled. */
+__device__ inline void cp_async16(double* dst, const double* src, int bytes)
+{
+    const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" :: "r"(to), "l"(src), "r"(bytes));
+}
+__device__ inline int pair_bytes(bool row_ok, long long left)
+{
+    return row_ok ? (left >= 2 ? 16 : left == 1 ? 8 : 0) : 0;
 }
 __device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ inline void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
@@ -220,33 +238,47 @@ __global__ void __launch_bounds__(__WARPS__ * 32)
 splitk_pipe(const double* __restrict__ A, long long sa0, long long sa1,
             const double* __restrict__ B, long long sb0, long long sb1,
             double* __restrict__ out, long long so0, long long so1, long long so2,
-            int m, int n, long long base, long long extra, double alpha, int atomic)
+            int m, int n, long long base, long long extra, long long unit, double alpha, int flags)
 {
     constexpr int KW = __WARPS__ / (WMS * WNS), BM = 16 * TM * WMS, BN = 8 * TN * WNS, KS = 16 * KW * R;
     constexpr int LA = KS + 4, LB = BN + 4, STAGE = BM * LA + KS * LB, THREADS = __WARPS__ * 32;
-    extern __shared__ double smem[];
+    extern __shared__ __align__(16) double smem[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int wm = warp % WMS, wn = (warp / WMS) % WNS, wk = warp / (WMS * WNS);
     const int g = lane >> 2, t = lane & 3, r0 = wm * TM * 16, c0 = wn * TN * 8;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     long long start, stop;
-    chunk_range(base, extra, start, stop);
+    chunk_range(base, extra, unit, start, stop);
     const int tiles = static_cast<int>((stop - start + KS - 1) / KS);
     const bool a_kfast = sa1 == 1, b_nfast = sb1 == 1;
     auto load = [&](int tile, int slot) {
         double* As = smem + slot * STAGE;
         double* Bs = As + BM * LA;
         const long long k0 = start + static_cast<long long>(tile) * KS;
-        for (int i = threadIdx.x; i < BM * KS; i += THREADS) {
-            const int r = a_kfast ? i / KS : i % BM, q = a_kfast ? i % KS : i / BM;
-            const bool ok = row0 + r < m && k0 + q < stop;
-            cp_async8(As + r * LA + q, A + (ok ? (row0 + r) * sa0 + (k0 + q) * sa1 : 0), ok);
-        }
-        for (int i = threadIdx.x; i < KS * BN; i += THREADS) {
-            const int q = b_nfast ? i / BN : i % KS, c = b_nfast ? i % BN : i / KS;
-            const bool ok = col0 + c < n && k0 + q < stop;
-            cp_async8(Bs + q * LB + c, B + (ok ? (k0 + q) * sb0 + (col0 + c) * sb1 : 0), ok);
-        }
+        if (flags & A_PAIRS)
+            for (int i = threadIdx.x; i < BM * KS / 2; i += THREADS) {
+                const int r = i / (KS / 2), q = 2 * (i % (KS / 2));
+                const int bytes = pair_bytes(row0 + r < m, stop - (k0 + q));
+                cp_async16(As + r * LA + q, A + (bytes ? (row0 + r) * sa0 + k0 + q : 0), bytes);
+            }
+        else
+            for (int i = threadIdx.x; i < BM * KS; i += THREADS) {
+                const int r = a_kfast ? i / KS : i % BM, q = a_kfast ? i % KS : i / BM;
+                const bool ok = row0 + r < m && k0 + q < stop;
+                cp_async8(As + r * LA + q, A + (ok ? (row0 + r) * sa0 + (k0 + q) * sa1 : 0), ok);
+            }
+        if (flags & B_PAIRS)
+            for (int i = threadIdx.x; i < KS * BN / 2; i += THREADS) {
+                const int q = i / (BN / 2), c = 2 * (i % (BN / 2));
+                const int bytes = k0 + q < stop ? pair_bytes(true, n - (col0 + c)) : 0;
+                cp_async16(Bs + q * LB + c, B + (bytes ? (k0 + q) * sb0 + col0 + c : 0), bytes);
+            }
+        else
+            for (int i = threadIdx.x; i < KS * BN; i += THREADS) {
+                const int q = b_nfast ? i / BN : i % KS, c = b_nfast ? i % BN : i / KS;
+                const bool ok = col0 + c < n && k0 + q < stop;
+                cp_async8(Bs + q * LB + c, B + (ok ? (k0 + q) * sb0 + (col0 + c) * sb1 : 0), ok);
+            }
     };
     double acc[TM][TN][4];
 #pragma unroll
@@ -289,7 +321,7 @@ splitk_pipe(const double* __restrict__ A, long long sa0, long long sa1,
     }
     cp_async_wait<0>();
     __syncthreads();
-    reduce_and_emit<TM, TN, 2, KW, BM, BN>(smem, acc, wk, r0, c0, g, t, m, n, out, so0, so1, so2, alpha, atomic);
+    reduce_and_emit<TM, TN, 2, KW, BM, BN>(smem, acc, wk, r0, c0, g, t, m, n, out, so0, so1, so2, alpha, flags);
 }
 
 template <typename T>

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpu.splitk import MAX_OUTPUTS, MIN_K, Kernel, SMLimits, check_worth, matmul, plan, resident_blocks
-from gpu.splitk.plan import ALIGN, DETERMINISTIC_WIDTH, MAX_CHUNKS, TARGET_WIDTH, aligned_count
+from gpu.splitk.plan import ALIGN, DETERMINISTIC_WIDTH, MAX_CHUNKS, NARROW_WAVES, TARGET_WIDTH, SplitPlan
 
 K20C = SMLimits(threads=2048, shared_bytes=49152, registers=65536, blocks=16, sm_count=13)
 PAPER_KERNEL = Kernel(threads=64, shared_bytes=4096, registers_per_thread=55, tile=16)
@@ -63,38 +63,57 @@ def test_the_occupancy_formula_gives_the_papers_k20c_figures():
 
 
 def test_the_deterministic_mode_aims_at_wider_chunks_in_whole_waves():
-    k = 156 * DETERMINISTIC_WIDTH * 2
+    k = 156 * DETERMINISTIC_WIDTH * 8
     det, atomic = (plan(16, 16, k, K20C, PAPER_KERNEL, deterministic=d) for d in (True, False))
-    assert (det.chunks, det.width, det.waves) == (2 * 156, DETERMINISTIC_WIDTH, 2)
-    assert (atomic.chunks, atomic.width, atomic.waves) == (8 * 156, TARGET_WIDTH, 8)
+    assert (det.chunks, det.width, det.waves) == (8 * 156, DETERMINISTIC_WIDTH, 8)
+    assert (atomic.chunks, atomic.width, atomic.waves) == (32 * 156, TARGET_WIDTH, 32)
+
+
+def test_the_atomic_mode_cuts_narrow_chunks_only_where_they_make_many_waves():
+    many, few = (156 * TARGET_WIDTH * w for w in (NARROW_WAVES, NARROW_WAVES - 1))
+    assert plan(16, 16, many, K20C, PAPER_KERNEL, deterministic=False).waves == NARROW_WAVES
+    one = plan(16, 16, few, K20C, PAPER_KERNEL, deterministic=False)
+    assert (one.chunks, one.waves, one.width) == (156, 1, TARGET_WIDTH * (NARROW_WAVES - 1))
 
 
 @settings(max_examples=200, deadline=None)
 @given(m=st.integers(1, 512), n=st.integers(1, 512), k=st.integers(MIN_K, 2**27), det=st.booleans())
-def test_auto_plans_are_whole_waves_or_aligned_equal_chunks_of_balanced_widths(m, n, k, det):
+def test_auto_plans_are_whole_waves_of_balanced_chunks_that_start_aligned_where_k_allows(m, n, k, det):
     p = plan(m, n, k, H100, Kernel(256, 4352, 40, 16), deterministic=det)
     per_wave = -(-resident_blocks(H100, Kernel(256, 4352, 40, 16)) // (-(-m // 16) * -(-n // 16)))
     target = DETERMINISTIC_WIDTH if det else TARGET_WIDTH
-    waves = per_wave * max(1, min(round(k / (per_wave * target)), MAX_CHUNKS // per_wave))
-    aligned = k % p.chunks == 0 and (k // p.chunks) % ALIGN == 0 and waves / 1.5 <= p.chunks <= waves * 1.5
-    assert p.chunks == min(k, waves) or aligned, (p.chunks, waves)
-    assert p.chunks <= MAX_CHUNKS
+    waves = max(1, min(round(k / (per_wave * target)), MAX_CHUNKS // per_wave))
+    waves = 1 if not det and waves < NARROW_WAVES else waves
+    assert p.chunks == min(k, per_wave * waves) <= MAX_CHUNKS
+    assert p.unit == (ALIGN if k % ALIGN == 0 and p.chunks <= k // ALIGN else 1)
     bounds = p.bounds()
     assert bounds[0][0] == 0 and bounds[-1][1] == k and len(bounds) == p.chunks
     assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
-    assert {e - s for s, e in bounds} <= {p.base, p.base + 1}
+    assert all(s % p.unit == 0 for s, _ in bounds)
+    assert {e - s for s, e in bounds} <= {p.unit * p.base, p.unit * (p.base + 1)}
+    assert max(e - s for s, e in bounds) == p.width
     assert p.group * p.groups >= p.chunks > p.group * (p.groups - 1)
 
 
-def test_auto_chunks_start_aligned_where_k_allows():
+def test_auto_chunks_are_whole_waves_that_start_aligned_where_k_allows():
     kernel = Kernel(128, 107520, 154, 64, 64)                      # 2 blocks per SM: 264 per wave
     atomic = plan(64, 64, 2**24, H100, kernel, deterministic=False)
-    assert (atomic.chunks, atomic.base, atomic.extra) == (16384, 1024, 0)   # not 62 waves of 16368
+    assert (atomic.chunks, atomic.unit, atomic.base, atomic.extra) == (62 * 264, ALIGN, 16, 256)   # not 16384
+    assert atomic.bounds()[256] == (256 * 17 * ALIGN, (256 * 17 + 16) * ALIGN)
+    one = plan(64, 64, 2**20, H100, kernel, deterministic=False)
+    assert (one.chunks, one.unit, one.base, one.extra) == (264, ALIGN, 62, 16)
     det = plan(64, 64, 2**24, H100, kernel)
-    assert (det.chunks, det.base, det.extra) == (4096, 4096, 0)
-    odd = plan(64, 64, 10**6 + 3, H100, kernel, deterministic=False)
-    assert odd.chunks == 4 * 264                                   # no aligned cut: whole waves
-    assert aligned_count(2**20, 1000) == 1024 and aligned_count(2**20 + 1, 1000) == 1000
+    assert (det.chunks, det.unit) == (16 * 264, ALIGN)
+    odd = plan(64, 64, 10**6 + 3, H100, kernel)
+    assert (odd.chunks, odd.unit) == (264, 1)                      # no aligned cut: balanced elements
+    assert plan(64, 64, 2**20, H100, kernel, chunks=1000).unit == 1     # a given count is cut exactly
+
+
+def test_a_plan_refuses_units_that_do_not_cut_k():
+    with pytest.raises(ValueError, match="cannot cut"):
+        SplitPlan(16, 16, 1000, 10, 4, unit=64)
+    with pytest.raises(ValueError, match="cannot cut"):
+        SplitPlan(16, 16, 1024, 17, 5, unit=64)
 
 
 def test_chunk_width_and_chunks_choose_the_same_partition():
@@ -143,9 +162,9 @@ def test_alpha_beta_and_out(backend):
         got = matmul(A, B, alpha=-2.0, beta=0.5, out=out, deterministic=deterministic, backend=backend)
         assert got is out
         assert_within_bound(host(backend, got), host(backend, A), host(backend, B), MIN_K, 64, -2.0, 0.5, C0)
-        poisoned = backend.asarray(np.full((8, 8), np.nan))
-        clean = matmul(A, B, out=poisoned, deterministic=deterministic, backend=backend)   # beta = 0 ignores C
-        assert np.isfinite(host(backend, clean)).all()
+        for poisoned in (backend.asarray(np.full((8, 8), np.nan)), backend.asarray(np.full((8, 16), np.nan))[:, :8]):
+            clean = matmul(A, B, out=poisoned, deterministic=deterministic, backend=backend)   # beta = 0 ignores C
+            assert np.isfinite(host(backend, clean)).all()
 
 
 # --- refusals before any work ---------------------------------------------------------------------
@@ -220,3 +239,45 @@ def test_every_chunk_kernel_agrees_with_the_reference(cupy_backend, kind, layout
 
     run(be, Fixed(be), split, A, B, C, 1.0, 0.0)
     assert_within_bound(host(be, C), host(be, A), host(be, B), split.width, split.chunks)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["C", "T", "V"])
+@pytest.mark.parametrize("m,k,n", [(16, 10 * MIN_K, 50), (64, 2 * MIN_K + 6, 40), (8, MIN_K, 1)])
+@pytest.mark.parametrize("chunks", ["auto", 7])
+def test_pair_copies_give_the_bits_of_single_copies(cupy_backend, monkeypatch, layout, m, k, n, chunks):
+    """The pipelined kernel's 16-byte copies (A along k, B along n; fringes zero-filled) change only how
+    the stages are filled: the deterministic result is bitwise that of 8-byte copies."""
+    from gpu.splitk import kernels
+    from gpu.splitk.api import run
+
+    be = cupy_backend
+    v = kernels.Variant.pipe(m, n)
+    f = kernels._chunk_function(v)
+    kernel = Kernel(int(np.prod(v.block)), f.shared_size_bytes + v.shared, f.num_regs, v.rows, v.cols)
+    split = plan(m, n, k, be.ops("splitk").limits(), kernel, chunks=chunks)
+    A, B = operands(be, m, k, n, 13, layout=layout)
+
+    class Pipe(kernels.CudaOps):
+        def partials(self, A, B, P, plan, alpha):
+            kernels.launch(v, A, B, P, (np.int64(plan.n), np.int64(1), np.int64(plan.m * plan.n)), plan, alpha,
+                           False)
+
+    def product(copy_bytes):
+        monkeypatch.setattr(kernels, "COPY_BYTES", copy_bytes)
+        C = be.xp.full((m, n), np.nan)
+        run(be, Pipe(be), split, A, B, C, 1.0, 0.0)
+        return host(be, C), kernels.flags(v, A, B, split, False)
+
+    (wide, wide_flags), (narrow, narrow_flags) = product(16), product(8)
+    even = split.unit % 2 == 0 or (split.base % 2 == 0 and split.extra == 0)
+
+    def rows_in_pairs(X):
+        return X.strides[1] == 8 and X.strides[0] % 16 == 0 and X.data.ptr % 16 == 0
+
+    assert wide_flags == 2 * (rows_in_pairs(A) and even) + 4 * rows_in_pairs(B) and narrow_flags == 0
+    if layout == "C" and split.unit == ALIGN:
+        assert wide_flags == 2 + 4 * (n % 2 == 0)
+    assert split.unit == ALIGN or (m, chunks) != (16, "auto"), "the first case copies A in pairs too"
+    assert np.array_equal(wide, narrow)
+    assert_within_bound(wide, host(be, A), host(be, B), split.width, split.chunks)
