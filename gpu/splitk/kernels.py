@@ -7,7 +7,8 @@ compiled by NVRTC on first use (one instantiation per :class:`Variant`) and cach
 The chunk kernels share one signature: block (x, y, z) computes output tile (y, x) of
 chunk z, A_z B_z, reading A and B through their strides (row- or column-major views
 with a leading dimension: no copy), and either stores alpha A_z B_z in the chunk's slot
-of the workspace or adds it into C with ``atomicAdd`` (the paper's mode).
+of the workspace or adds it with ``atomicAdd`` (the paper's mode), into a few slots that
+each output tile's last block then sums into C (see the last item).
 
 * ``splitk_dmma`` (FP64, sm_80+): FP64 tensor cores (``mma.sync.m16n8k16.f64`` on sm_90,
   ``m8n8k4`` on sm_80: :data:`ATOMS`). Each of 4 warps owns a tile of up to 32 x 32 and loads
@@ -25,8 +26,8 @@ of the workspace or adds it into C with ``atomicAdd`` (the paper's mode).
   (:class:`gpu.splitk.plan.SplitPlan`), with round-to-nearest intrinsics so that no
   multiply-add is contracted: the same operations as the NumPy path. Their loops are
   unrolled so that the loads of a chain are in flight together (the additions stay in order).
-* ``splitk_scale``: C = beta C before the atomic additions (a memset instead where beta is 0 and C
-  is contiguous).
+* the atomic mode: each chunk adds into one of a few zeroed slots of a workspace (chunk z into slot
+  z % slots), and the last block of each output tile writes C from the slots (the source's ``Sink``).
 """
 
 from __future__ import annotations
@@ -188,31 +189,43 @@ def _pairs(X: Array, fast_axis: int, even_starts: bool) -> bool:
             and even_starts)
 
 
-def flags(v: Variant, A: Array, B: Array, plan: SplitPlan, atomic: bool) -> int:
+def flags(v: Variant, A: Array, B: Array, plan: SplitPlan) -> int:
     """The chunk kernels' ``flags`` (source: ``ATOMIC``, ``A_PAIRS``, ``B_PAIRS``): pairs are the pipelined
     kernel's, where :func:`_pairs` allows them (A along k: every chunk starts on an even element; B along n)."""
     pairs = 0
     if v.name.startswith("splitk_pipe"):
         even = plan.unit % 2 == 0 or (plan.base % 2 == 0 and plan.extra == 0)
         pairs = 2 * _pairs(A, 1, even) + 4 * _pairs(B, 1, True)
-    return int(atomic) | pairs
+    return int(not plan.deterministic) | pairs
 
 
-def launch(v: Variant, A: Array, B: Array, out: Array, strides: tuple, plan: SplitPlan, alpha: float,
-           atomic: bool) -> None:
-    """Run chunk kernel ``v`` over the plan's grid (see the module notes)."""
-    grid = (-(-plan.n // v.cols), -(-plan.m // v.rows), plan.chunks)
-    args = (A, *_strides(A), B, *_strides(B), out, *strides, np.int32(plan.m), np.int32(plan.n),
-            np.int64(plan.base), np.int64(plan.extra), np.int64(plan.unit), A.dtype.type(alpha),
-            np.int32(flags(v, A, B, plan, atomic)))
+def launch(v: Variant, A: Array, B: Array, W: Array, plan: SplitPlan, alpha: float, C: Array | None = None,
+           beta: float = 0.0) -> None:
+    """Run chunk kernel ``v`` over the plan's grid into the workspace W (see the source's ``Sink``): the
+    deterministic mode's partials (W: chunks x m x n), or the atomic mode's slots and tile tickets (W:
+    :meth:`~gpu.splitk.plan.SplitPlan.workspace_elements`, zero), after which each tile's last block writes
+    ``alpha A B + beta C`` into C."""
+    m, n, dt = plan.m, plan.n, A.dtype.type
+    grid = (-(-n // v.cols), -(-m // v.rows), plan.chunks)
+    W = W.reshape(-1)
+    tickets = W if plan.deterministic else W[plan.slots * m * n:].view(np.int32)
+    C = W if C is None else C
+    args = (A, *_strides(A), B, *_strides(B), np.int32(m), np.int32(n), np.int64(plan.base), np.int64(plan.extra),
+            np.int64(plan.unit), dt(alpha), W, np.int64(n), np.int64(1), np.int64(m * n), np.int32(plan.slots),
+            np.int32(flags(v, A, B, plan)), tickets, C, *(_strides(C) if C is not W else (np.int64(0),) * 2),
+            dt(beta))
     _chunk_function(v)(grid, v.block, args, shared_mem=v.shared)
 
 
 class CudaOps:
-    """Split-K on CuPy arrays (see the module notes)."""
+    """Split-K on CuPy arrays (see the module notes); ``fixed``: a chunk kernel to run instead of
+    :func:`variant`'s choice (for tests and measurements of the others)."""
 
-    def __init__(self, backend: Backend) -> None:
-        self.backend = backend
+    def __init__(self, backend: Backend, fixed: Variant | None = None) -> None:
+        self.backend, self.fixed = backend, fixed
+
+    def variant(self, dtype: Any, m: int, n: int) -> Variant:
+        return self.fixed or variant(dtype, m, n)
 
     def limits(self) -> SMLimits:
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
@@ -222,14 +235,13 @@ class CudaOps:
 
     def kernel(self, dtype: Any, m: int, n: int) -> Kernel:
         """The resources of the chunk kernel an m x n output runs, as compiled for this device."""
-        v = variant(dtype, m, n)
+        v = self.variant(dtype, m, n)
         f = _chunk_function(v)
         return Kernel(threads=int(np.prod(v.block)), shared_bytes=f.shared_size_bytes + v.shared,
                       registers_per_thread=f.num_regs, tile=v.rows, tile_n=v.cols)
 
     def partials(self, A: Array, B: Array, P: Array, plan: SplitPlan, alpha: float) -> None:
-        strides = (np.int64(plan.n), np.int64(1), np.int64(plan.m * plan.n))
-        launch(variant(A.dtype, plan.m, plan.n), A, B, P, strides, plan, alpha, False)
+        launch(self.variant(A.dtype, plan.m, plan.n), A, B, P, plan, alpha)
 
     def reduce(self, P: Array, C: Array, plan: SplitPlan, beta: float) -> None:
         outputs = plan.m * plan.n
@@ -239,15 +251,8 @@ class CudaOps:
         _elementwise("splitk_finish", C.dtype)(_blocks(outputs), (_THREADS,),
                                                (P, *sizes, C, *_strides(C), np.int32(plan.n), C.dtype.type(beta)))
 
-    def scale(self, C: Array, beta: float) -> None:
-        """C = beta C; zeros by one ``cudaMemsetAsync`` where beta is 0 and C is contiguous (on the H100 the
-        kernel's launch and run cost 1-3% of the copy's bandwidth at k = 2^20-2^21 beside it)."""
-        if beta == 0 and (C.flags.c_contiguous or C.flags.f_contiguous):
-            C.data.memset_async(0, C.nbytes)
-            return
-        _elementwise("splitk_scale", C.dtype)(
-            _blocks(C.size), (_THREADS,), (C, *_strides(C), np.int32(C.shape[0]), np.int32(C.shape[1]),
-                                           C.dtype.type(beta)))
-
-    def accumulate(self, A: Array, B: Array, C: Array, plan: SplitPlan, alpha: float) -> None:
-        launch(variant(A.dtype, plan.m, plan.n), A, B, C, (*_strides(C), np.int64(0)), plan, alpha, True)
+    def accumulate(self, A: Array, B: Array, C: Array, plan: SplitPlan, alpha: float, beta: float) -> None:
+        """C = alpha A B + beta C in one launch after one memset of the workspace (slots and tickets)."""
+        W = self.backend.xp.empty(plan.workspace_elements(), dtype=C.dtype)
+        W.data.memset_async(0, W.nbytes)
+        launch(self.variant(A.dtype, plan.m, plan.n), A, B, W, plan, alpha, C, beta)

@@ -24,20 +24,54 @@ __device__ inline void chunk_range(long long base, long long extra, long long un
 #define A_PAIRS 2
 #define B_PAIRS 4
 
-template <typename T>
-__device__ inline void emit(T* out, long long at, T value, int flags)
-{
-    if (flags & ATOMIC) atomicAdd(out + at, value);
-    else out[at] = value;
-}
+/* Where a chunk's alpha A_z B_z goes. Deterministic mode: stored in slot z of ``out`` (one slot per chunk).
+   Atomic mode: added into slot z % slots, so that no L2 line takes the additions of every chunk; ``out`` and
+   the per-tile ``tickets`` are zero beforehand, and the last block of each output tile (by its ticket) then
+   writes C = (the slots summed in slot order) + beta C for that tile. */
+template <typename T> struct Sink {
+    T* out; long long so0, so1, so2; int slots, flags; int* tickets; T* C; long long sc0, sc1; T beta;
+
+    __device__ void put(long long r, long long c, T value) const
+    {
+        T* at = out + (blockIdx.z % slots) * so2 + r * so0 + c * so1;
+        if (flags & ATOMIC) atomicAdd(at, value);
+        else *at = value;
+    }
+
+    /* Every thread of the block calls this after its put()s. */
+    __device__ void finish(int row0, int col0, int rows, int cols, int m, int n) const
+    {
+        __shared__ int last;
+        if (!(flags & ATOMIC)) return;
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0 && threadIdx.y == 0)
+            last = atomicAdd(tickets + blockIdx.y * gridDim.x + blockIdx.x, 1) == gridDim.z - 1;
+        __syncthreads();
+        if (!last) return;
+        __threadfence();
+        const int threads = blockDim.x * blockDim.y;
+        for (int o = threadIdx.y * blockDim.x + threadIdx.x; o < rows * cols; o += threads) {
+            const int r = row0 + o / cols, c = col0 + o % cols;
+            if (r >= m || c >= n) continue;
+            const T* at = out + r * so0 + c * so1;
+            T sum = __ldcg(at);
+            for (int h = 1; h < slots; ++h) sum = add_rn(sum, __ldcg(at + h * so2));
+            T* dst = C + r * sc0 + c * sc1;
+            *dst = beta == T(0) ? sum : add_rn(sum, mul_rn(beta, *dst));
+        }
+    }
+};
+#define SINK_PARAMS(T) T* __restrict__ out, long long so0, long long so1, long long so2, int slots, int flags, \
+    int* tickets, T* C, long long sc0, long long sc1, T beta
+#define SINK(T) Sink<T>{out, so0, so1, so2, slots, flags, tickets, C, sc0, sc1, beta}
 
 #define KT 16
 template <typename T>
 __global__ void __launch_bounds__(__TILE__ * __TILE__)
 splitk_tile(const T* __restrict__ A, long long sa0, long long sa1,
             const T* __restrict__ B, long long sb0, long long sb1,
-            T* __restrict__ out, long long so0, long long so1, long long so2,
-            int m, int n, long long base, long long extra, long long unit, T alpha, int flags)
+            int m, int n, long long base, long long extra, long long unit, T alpha, SINK_PARAMS(T))
 {
     constexpr int TILE = __TILE__;
     __shared__ T As[TILE][KT + 1];
@@ -58,8 +92,9 @@ splitk_tile(const T* __restrict__ A, long long sa0, long long sa1,
         __syncthreads();
     }
     const int r = row0 + ty, c = col0 + tx;
-    if (r < m && c < n)
-        emit(out, (flags & ATOMIC ? 0 : blockIdx.z * so2) + r * so0 + c * so1, mul_rn(alpha, acc), flags);
+    const Sink<T> sink = SINK(T);
+    if (r < m && c < n) sink.put(r, c, mul_rn(alpha, acc));
+    sink.finish(row0, col0, TILE, TILE, m, n);
 }
 
 template <int L2> __device__ inline double load(const double* p) { return __ldg(p); }
@@ -91,12 +126,11 @@ template <> struct Atom<2, 4> {
 
 /* The epilogue of both mma kernels: the KW warps that split k write their tiles (the m16n8 / m8n8 fragment
    layout: row 8 H i + 8 (e / 2) + g, column 8 j + 2 t + e % 2 of the warp's tile) to ``red``, KW x BM x (BN + 1)
-   doubles of shared memory, and one thread per output adds them in warp order and stores alpha times the
-   sum into its chunk's slice of ``out``, or adds it atomically. */
+   doubles of shared memory, and one thread per output adds them in warp order and puts alpha times the
+   sum into ``sink``. */
 template <int TM, int TN, int H, int KW, int BM, int BN>
 __device__ inline void reduce_and_emit(double* red, double (&acc)[TM][TN][2 * H], int wk, int r0, int c0,
-                                       int g, int t, int m, int n, double* __restrict__ out, long long so0,
-                                       long long so1, long long so2, double alpha, int flags)
+                                       int g, int t, int m, int n, double alpha, const Sink<double>& sink)
 {
 #pragma unroll
     for (int i = 0; i < TM; ++i)
@@ -113,17 +147,16 @@ __device__ inline void reduce_and_emit(double* red, double (&acc)[TM][TN][2 * H]
         double sum = red[r * (BN + 1) + c];
 #pragma unroll
         for (int w = 1; w < KW; ++w) sum = add_rn(sum, red[(w * BM + r) * (BN + 1) + c]);
-        if (gr < m && gc < n)
-            emit(out, (flags & ATOMIC ? 0 : blockIdx.z * so2) + gr * so0 + gc * so1, mul_rn(alpha, sum), flags);
+        if (gr < m && gc < n) sink.put(gr, gc, mul_rn(alpha, sum));
     }
+    sink.finish(blockIdx.y * BM, blockIdx.x * BN, BM, BN, m, n);
 }
 
 template <int H, int J, int TM, int TN, int WMS, int WNS, int U, int L2>
 __global__ void __launch_bounds__(__WARPS__ * 32)
 splitk_dmma(const double* __restrict__ A, long long sa0, long long sa1,
             const double* __restrict__ B, long long sb0, long long sb1,
-            double* __restrict__ out, long long so0, long long so1, long long so2,
-            int m, int n, long long base, long long extra, long long unit, double alpha, int flags)
+            int m, int n, long long base, long long extra, long long unit, double alpha, SINK_PARAMS(double))
 {
     constexpr int AM = 8 * H, AK = 4 * J, KW = __WARPS__ / (WMS * WNS);
     constexpr int BM = AM * TM * WMS, BN = 8 * TN * WNS, STEP = AK * U;
@@ -211,8 +244,7 @@ splitk_dmma(const double* __restrict__ A, long long sa0, long long sa1,
                 for (int j = 0; j < TN; ++j) Atom<H, J>::mma(acc[i][j], a[i], b[j]);
         }
     }
-    reduce_and_emit<TM, TN, H, KW, BM, BN>(&S[0][0][0], acc, wk, r0, c0, g, t, m, n, out, so0, so1, so2, alpha,
-                                           flags);
+    reduce_and_emit<TM, TN, H, KW, BM, BN>(&S[0][0][0], acc, wk, r0, c0, g, t, m, n, alpha, SINK(double));
 }
 
 __device__ inline void cp_async8(double* dst, const double* src, bool ok)
@@ -237,8 +269,7 @@ template <int TM, int TN, int WMS, int WNS, int R, int S>
 __global__ void __launch_bounds__(__WARPS__ * 32)
 splitk_pipe(const double* __restrict__ A, long long sa0, long long sa1,
             const double* __restrict__ B, long long sb0, long long sb1,
-            double* __restrict__ out, long long so0, long long so1, long long so2,
-            int m, int n, long long base, long long extra, long long unit, double alpha, int flags)
+            int m, int n, long long base, long long extra, long long unit, double alpha, SINK_PARAMS(double))
 {
     constexpr int KW = __WARPS__ / (WMS * WNS), BM = 16 * TM * WMS, BN = 8 * TN * WNS, KS = 16 * KW * R;
     constexpr int LA = KS + 4, LB = BN + 4, STAGE = BM * LA + KS * LB, THREADS = __WARPS__ * 32;
@@ -321,7 +352,7 @@ splitk_pipe(const double* __restrict__ A, long long sa0, long long sa1,
     }
     cp_async_wait<0>();
     __syncthreads();
-    reduce_and_emit<TM, TN, 2, KW, BM, BN>(smem, acc, wk, r0, c0, g, t, m, n, out, so0, so1, so2, alpha, flags);
+    reduce_and_emit<TM, TN, 2, KW, BM, BN>(smem, acc, wk, r0, c0, g, t, m, n, alpha, SINK(double));
 }
 
 template <typename T>
@@ -351,18 +382,6 @@ __global__ void splitk_finish(const T* __restrict__ P, long long outputs, long l
         const long long r = o / n, c = o - r * n;
         T* dst = C + r * sc0 + c * sc1;
         *dst = beta == T(0) ? s : add_rn(s, mul_rn(beta, *dst));
-    }
-}
-
-template <typename T>
-__global__ void splitk_scale(T* C, long long sc0, long long sc1, int m, int n, T beta)
-{
-    const long long outputs = (long long)m * n;
-    for (long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x; o < outputs;
-         o += (long long)gridDim.x * blockDim.x) {
-        const long long r = o / n, c = o - r * n;
-        T* dst = C + r * sc0 + c * sc1;
-        *dst = beta == T(0) ? T(0) : mul_rn(beta, *dst);
     }
 }
 """
