@@ -38,17 +38,16 @@ template <typename T> struct Sink {
         else *at = value;
     }
 
-    /* Every thread of the block calls this after its put()s. */
+    /* Every thread of the block calls this after its put()s (no shared memory: a static variable here cost
+       the chunk kernels 7% on the H100). */
     __device__ void finish(int row0, int col0, int rows, int cols, int m, int n) const
     {
-        __shared__ int last;
         if (!(flags & ATOMIC)) return;
         __threadfence();
         __syncthreads();
-        if (threadIdx.x == 0 && threadIdx.y == 0)
-            last = atomicAdd(tickets + blockIdx.y * gridDim.x + blockIdx.x, 1) == gridDim.z - 1;
-        __syncthreads();
-        if (!last) return;
+        const bool first = threadIdx.x == 0 && threadIdx.y == 0;
+        if (!__syncthreads_or(first && atomicAdd(tickets + blockIdx.y * gridDim.x + blockIdx.x, 1) == gridDim.z - 1))
+            return;
         __threadfence();
         const int threads = blockDim.x * blockDim.y;
         for (int o = threadIdx.y * blockDim.x + threadIdx.x; o < rows * cols; o += threads) {
