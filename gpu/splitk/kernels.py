@@ -7,8 +7,8 @@ compiled by NVRTC on first use (one instantiation per :class:`Variant`) and cach
 The chunk kernels share one signature: block (x, y, z) computes output tile (y, x) of
 chunk z, A_z B_z, reading A and B through their strides (row- or column-major views
 with a leading dimension: no copy), and either stores alpha A_z B_z in the chunk's slot
-of the workspace or adds it with ``atomicAdd`` (the paper's mode), into a few slots that
-each output tile's last block then sums into C (see the last item).
+of the workspace or adds it with ``atomicAdd`` (the paper's mode) into C, or into one of
+a few slots (see the last item).
 
 * ``splitk_dmma`` (FP64, sm_80+): FP64 tensor cores (``mma.sync.m16n8k16.f64`` on sm_90,
   ``m8n8k4`` on sm_80: :data:`ATOMS`). Each of 4 warps owns a tile of up to 32 x 32 and loads
@@ -26,8 +26,9 @@ each output tile's last block then sums into C (see the last item).
   (:class:`gpu.splitk.plan.SplitPlan`), with round-to-nearest intrinsics so that no
   multiply-add is contracted: the same operations as the NumPy path. Their loops are
   unrolled so that the loads of a chain are in flight together (the additions stay in order).
-* the atomic mode: each chunk adds into one of a few zeroed slots of a workspace (chunk z into slot
-  z % slots), and the last block of each output tile writes C from the slots (the source's ``Sink``).
+* ``splitk_scale``: C = beta C before the atomic additions (a memset instead where beta is 0 and C
+  is contiguous). A one-wave atomic plan adds into a few zeroed slots of a workspace instead (chunk z
+  into slot z % slots), which ``splitk_finish`` then sums into C.
 """
 
 from __future__ import annotations
@@ -199,21 +200,16 @@ def flags(v: Variant, A: Array, B: Array, plan: SplitPlan) -> int:
     return int(not plan.deterministic) | pairs
 
 
-def launch(v: Variant, A: Array, B: Array, W: Array, plan: SplitPlan, alpha: float, C: Array | None = None,
-           beta: float = 0.0) -> None:
-    """Run chunk kernel ``v`` over the plan's grid into the workspace W (see the source's ``Sink``): the
-    deterministic mode's partials (W: chunks x m x n), or the atomic mode's slots and tile tickets (W:
-    :meth:`~gpu.splitk.plan.SplitPlan.workspace_elements`, zero), after which each tile's last block writes
-    ``alpha A B + beta C`` into C."""
-    m, n, dt = plan.m, plan.n, A.dtype.type
+def launch(v: Variant, A: Array, B: Array, out: Array, plan: SplitPlan, alpha: float) -> None:
+    """Run chunk kernel ``v`` over the plan's grid into ``out`` (see the source's ``Sink``): the plan's
+    slots of m x n (the deterministic mode's partials, the atomic mode's slots), or C itself (an atomic
+    plan of one slot)."""
+    m, n = plan.m, plan.n
     grid = (-(-n // v.cols), -(-m // v.rows), plan.chunks)
-    W = W.reshape(-1)
-    tickets = W if plan.deterministic else W[plan.slots * m * n:].view(np.int32)
-    C = W if C is None else C
+    into = (*_strides(out), np.int64(0)) if out.ndim == 2 else (np.int64(n), np.int64(1), np.int64(m * n))
     args = (A, *_strides(A), B, *_strides(B), np.int32(m), np.int32(n), np.int64(plan.base), np.int64(plan.extra),
-            np.int64(plan.unit), dt(alpha), W, np.int64(n), np.int64(1), np.int64(m * n), np.int32(plan.slots),
-            np.int32(flags(v, A, B, plan)), tickets, C, *(_strides(C) if C is not W else (np.int64(0),) * 2),
-            dt(beta))
+            np.int64(plan.unit), A.dtype.type(alpha), out, *into, np.int32(plan.slots if out.ndim == 3 else 1),
+            np.int32(flags(v, A, B, plan)))
     _chunk_function(v)(grid, v.block, args, shared_mem=v.shared)
 
 
@@ -251,8 +247,25 @@ class CudaOps:
         _elementwise("splitk_finish", C.dtype)(_blocks(outputs), (_THREADS,),
                                                (P, *sizes, C, *_strides(C), np.int32(plan.n), C.dtype.type(beta)))
 
+    def scale(self, C: Array, beta: float) -> None:
+        """C = beta C; zeros by one ``cudaMemsetAsync`` where beta is 0 and C is contiguous (on the H100 the
+        kernel's launch and run cost 1-3% of the copy's bandwidth at k = 2^20-2^21 beside it)."""
+        if beta == 0 and (C.flags.c_contiguous or C.flags.f_contiguous):
+            C.data.memset_async(0, C.nbytes)
+            return
+        _elementwise("splitk_scale", C.dtype)(
+            _blocks(C.size), (_THREADS,), (C, *_strides(C), np.int32(C.shape[0]), np.int32(C.shape[1]),
+                                           C.dtype.type(beta)))
+
     def accumulate(self, A: Array, B: Array, C: Array, plan: SplitPlan, alpha: float, beta: float) -> None:
-        """C = alpha A B + beta C in one launch after one memset of the workspace (slots and tickets)."""
-        W = self.backend.xp.empty(plan.workspace_elements(), dtype=C.dtype)
+        """C = alpha A B + beta C the atomic way: C scaled and added into, or (several slots) the zeroed
+        slots added into and then summed into C by the deterministic mode's last kernel."""
+        v = self.variant(A.dtype, plan.m, plan.n)
+        if plan.slots == 1:
+            self.scale(C, beta)
+            launch(v, A, B, C, plan, alpha)
+            return
+        W = self.backend.xp.empty((plan.slots, plan.m, plan.n), dtype=C.dtype)
         W.data.memset_async(0, W.nbytes)
-        launch(self.variant(A.dtype, plan.m, plan.n), A, B, W, plan, alpha, C, beta)
+        launch(v, A, B, W, plan, alpha)
+        self.reduce(W, C, SplitPlan(plan.m, plan.n, plan.k, plan.slots, 1), beta)

@@ -54,15 +54,26 @@ class HostOps:
         else:
             C[...] = P[0] + beta * C
 
+    def scale(self, C: Array, beta: float) -> None:
+        """C = beta C before the atomic additions (zeros where beta is 0, whatever C held)."""
+        if beta == 0:
+            C.fill(0)
+        else:
+            np.multiply(C, beta, out=C)
+
     def accumulate(self, A: Array, B: Array, C: Array, plan: SplitPlan, alpha: float, beta: float) -> None:
-        """C = alpha A B + beta C the atomic mode's way: chunk h adds into slot h % slots (in chunk order
-        here; in any order on a GPU), then the slots are summed in slot order (C ignored where beta is 0)."""
-        W = np.zeros((plan.slots, plan.m, plan.n), dtype=C.dtype)
+        """C = alpha A B + beta C the atomic mode's way: chunk h adds into C scaled by beta (one slot), or into
+        slot h % slots of zeros, the slots then summed in slot order, plus beta C (in chunk order here; in any
+        order on a GPU)."""
+        if plan.slots == 1:
+            self.scale(C, beta)
+            W = C[None]
+        else:
+            W = np.zeros((plan.slots, plan.m, plan.n), dtype=C.dtype)
         for h, (s, e) in enumerate(plan.bounds()):
             self.backend.gemm(A[:, s:e], B[s:e, :], W[h % plan.slots], alpha, 1.0)
-        for h in range(1, plan.slots):
-            W[0] += W[h]
-        C[...] = W[0] if beta == 0 else W[0] + beta * C
+        if plan.slots > 1:
+            self.reduce(W, C, SplitPlan(plan.m, plan.n, plan.k, plan.slots, 1), beta)
 
 
 register_ops(FAMILY, "numpy", HostOps)

@@ -24,12 +24,10 @@ __device__ inline void chunk_range(long long base, long long extra, long long un
 #define A_PAIRS 2
 #define B_PAIRS 4
 
-/* Where a chunk's alpha A_z B_z goes. Deterministic mode: stored in slot z of ``out`` (one slot per chunk).
-   Atomic mode: added into slot z % slots, so that no L2 line takes the additions of every chunk; ``out`` and
-   the per-tile ``tickets`` are zero beforehand, and the last block of each output tile (by its ticket) then
-   writes C = (the slots summed in slot order) + beta C for that tile. */
+/* Where a chunk's alpha A_z B_z goes: stored in slot z of ``out`` (deterministic mode: one slot per chunk), or
+   added into slot z % slots (atomic mode; see SplitPlan.slots). */
 template <typename T> struct Sink {
-    T* out; long long so0, so1, so2; int slots, flags; int* tickets; T* C; long long sc0, sc1; T beta;
+    T* out; long long so0, so1, so2; int slots, flags;
 
     __device__ void put(long long r, long long c, T value) const
     {
@@ -37,33 +35,9 @@ template <typename T> struct Sink {
         if (flags & ATOMIC) atomicAdd(at, value);
         else *at = value;
     }
-
-    /* Every thread of the block calls this after its put()s (no shared memory: a static variable here cost
-       the chunk kernels 7% on the H100). */
-    __device__ void finish(int row0, int col0, int rows, int cols, int m, int n) const
-    {
-        if (!(flags & ATOMIC)) return;
-        __threadfence();
-        __syncthreads();
-        const bool first = threadIdx.x == 0 && threadIdx.y == 0;
-        if (!__syncthreads_or(first && atomicAdd(tickets + blockIdx.y * gridDim.x + blockIdx.x, 1) == gridDim.z - 1))
-            return;
-        __threadfence();
-        const int threads = blockDim.x * blockDim.y;
-        for (int o = threadIdx.y * blockDim.x + threadIdx.x; o < rows * cols; o += threads) {
-            const int r = row0 + o / cols, c = col0 + o % cols;
-            if (r >= m || c >= n) continue;
-            const T* at = out + r * so0 + c * so1;
-            T sum = __ldcg(at);
-            for (int h = 1; h < slots; ++h) sum = add_rn(sum, __ldcg(at + h * so2));
-            T* dst = C + r * sc0 + c * sc1;
-            *dst = beta == T(0) ? sum : add_rn(sum, mul_rn(beta, *dst));
-        }
-    }
 };
-#define SINK_PARAMS(T) T* __restrict__ out, long long so0, long long so1, long long so2, int slots, int flags, \
-    int* tickets, T* C, long long sc0, long long sc1, T beta
-#define SINK(T) Sink<T>{out, so0, so1, so2, slots, flags, tickets, C, sc0, sc1, beta}
+#define SINK_PARAMS(T) T* __restrict__ out, long long so0, long long so1, long long so2, int slots, int flags
+#define SINK(T) Sink<T>{out, so0, so1, so2, slots, flags}
 
 #define KT 16
 template <typename T>
@@ -93,7 +67,6 @@ splitk_tile(const T* __restrict__ A, long long sa0, long long sa1,
     const int r = row0 + ty, c = col0 + tx;
     const Sink<T> sink = SINK(T);
     if (r < m && c < n) sink.put(r, c, mul_rn(alpha, acc));
-    sink.finish(row0, col0, TILE, TILE, m, n);
 }
 
 template <int L2> __device__ inline double load(const double* p) { return __ldg(p); }
@@ -148,7 +121,6 @@ __device__ inline void reduce_and_emit(double* red, double (&acc)[TM][TN][2 * H]
         for (int w = 1; w < KW; ++w) sum = add_rn(sum, red[(w * BM + r) * (BN + 1) + c]);
         if (gr < m && gc < n) sink.put(gr, gc, mul_rn(alpha, sum));
     }
-    sink.finish(blockIdx.y * BM, blockIdx.x * BN, BM, BN, m, n);
 }
 
 template <int H, int J, int TM, int TN, int WMS, int WNS, int U, int L2>
@@ -381,6 +353,18 @@ __global__ void splitk_finish(const T* __restrict__ P, long long outputs, long l
         const long long r = o / n, c = o - r * n;
         T* dst = C + r * sc0 + c * sc1;
         *dst = beta == T(0) ? s : add_rn(s, mul_rn(beta, *dst));
+    }
+}
+
+template <typename T>
+__global__ void splitk_scale(T* C, long long sc0, long long sc1, int m, int n, T beta)
+{
+    const long long outputs = (long long)m * n;
+    for (long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x; o < outputs;
+         o += (long long)gridDim.x * blockDim.x) {
+        const long long r = o / n, c = o - r * n;
+        T* dst = C + r * sc0 + c * sc1;
+        *dst = beta == T(0) ? T(0) : mul_rn(beta, *dst);
     }
 }
 """

@@ -269,15 +269,17 @@ def test_pair_copies_give_the_bits_of_single_copies(cupy_backend, monkeypatch, l
     assert_within_bound(wide, host(be, A), host(be, B), split.width, split.chunks)
 
 
-def test_the_atomic_mode_spreads_its_additions_over_slots_of_a_small_workspace():
+def test_one_wave_of_atomic_chunks_spreads_its_additions_over_slots_of_a_small_workspace():
     from gpu.splitk.plan import SPREAD_OUTPUTS
 
-    def atomic(m, n, chunks):
-        return SplitPlan(m, n, 2**20, chunks, 1, deterministic=False)
+    def atomic(m, n, chunks, waves=1):
+        return SplitPlan(m, n, 2**20, chunks, 1, deterministic=False, waves=waves)
 
     assert [atomic(m, m, 528).slots for m in (8, 16, 32, 64, 128)] == [64, 16, 4, 1, 1]
     assert atomic(16, 16, 5).slots == 5 and atomic(1, 1, 10**4).slots == SPREAD_OUTPUTS
-    assert atomic(16, 16, 528).workspace_elements() == 17 * 256          # 16 slots and the tile tickets
+    assert atomic(16, 16, 528).workspace_elements() == 16 * 256
+    assert (atomic(16, 16, 1056, waves=2).slots, atomic(16, 16, 1056, waves=2).workspace_elements()) == (1, 0)
+    assert atomic(64, 64, 264).workspace_elements() == 0                 # one slot: C itself
     det = SplitPlan(16, 16, 2**20, 528, 23)
     assert (det.slots, det.workspace_elements()) == (528, 528 * 256)
 
