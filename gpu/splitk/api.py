@@ -8,11 +8,9 @@ in one of two ways:
 * ``deterministic=True`` (the default): each chunk writes its partial to a
   workspace of ``chunks x m x n`` elements, and a reduction adds them in a fixed
   order; two runs give the same bits.
-* ``deterministic=False``: the paper's way: every chunk adds its product
-  atomically, here into one of a few m x n slots of a small workspace (so that the
-  additions do not all meet on the same few cache lines; see
-  :data:`gpu.splitk.plan.SPREAD_OUTPUTS`), and C = the slots' sum + beta C; the order
-  of the additions, so the last bits, vary from run to run on a GPU.
+* ``deterministic=False``: the paper's way: C is scaled by beta first, then every
+  chunk adds into C atomically; no workspace, but the order of the additions,
+  so the last bits, vary from run to run on a GPU.
 
 Either way the error is that of a sum of ``width`` terms plus one of ``chunks``
 terms rather than one of k terms, so chunking tightens the usual bound.
@@ -82,7 +80,7 @@ def matmul(A: Any, B: Any, *, alpha: float = 1.0, beta: float = 0.0, out: Any = 
     itemsize = np.dtype(A.dtype).itemsize
     need = (split.workspace_elements() + (0 if C is not None else m * n)) * itemsize
     require_memory(be, need, f"split-K of {m} x {k} x {n} in {split.chunks} chunks",
-                   "use deterministic=False (a workspace of a few outputs' size) or fewer chunks")
+                   "use deterministic=False (no workspace) or fewer chunks")
     C = be.xp.empty((m, n), dtype=A.dtype) if C is None else C
     run(be, ops, split, A, B, C, alpha, beta)
     return C
@@ -97,4 +95,5 @@ def run(be: Backend, ops: Any, split: SplitPlan, A: Array, B: Array, C: Array, a
         ops.partials(A, B, P, split, alpha)
         ops.reduce(P, C, split, beta)
     else:
-        ops.accumulate(A, B, C, split, alpha, beta)
+        ops.scale(C, beta)
+        ops.accumulate(A, B, C, split, alpha)

@@ -7,8 +7,7 @@ compiled by NVRTC on first use (one instantiation per :class:`Variant`) and cach
 The chunk kernels share one signature: block (x, y, z) computes output tile (y, x) of
 chunk z, A_z B_z, reading A and B through their strides (row- or column-major views
 with a leading dimension: no copy), and either stores alpha A_z B_z in the chunk's slot
-of the workspace or adds it with ``atomicAdd`` (the paper's mode) into C, or into one of
-a few slots (see the last item).
+of the workspace or adds it into C with ``atomicAdd`` (the paper's mode).
 
 * ``splitk_dmma`` (FP64, sm_80+): FP64 tensor cores (``mma.sync.m16n8k16.f64`` on sm_90,
   ``m8n8k4`` on sm_80: :data:`ATOMS`). Each of 4 warps owns a tile of up to 32 x 32 and loads
@@ -27,8 +26,7 @@ a few slots (see the last item).
   multiply-add is contracted: the same operations as the NumPy path. Their loops are
   unrolled so that the loads of a chain are in flight together (the additions stay in order).
 * ``splitk_scale``: C = beta C before the atomic additions (a memset instead where beta is 0 and C
-  is contiguous). A one-wave atomic plan adds into a few zeroed slots of a workspace instead (chunk z
-  into slot z % slots), which ``splitk_finish`` then sums into C.
+  is contiguous).
 """
 
 from __future__ import annotations
@@ -190,38 +188,31 @@ def _pairs(X: Array, fast_axis: int, even_starts: bool) -> bool:
             and even_starts)
 
 
-def flags(v: Variant, A: Array, B: Array, plan: SplitPlan) -> int:
+def flags(v: Variant, A: Array, B: Array, plan: SplitPlan, atomic: bool) -> int:
     """The chunk kernels' ``flags`` (source: ``ATOMIC``, ``A_PAIRS``, ``B_PAIRS``): pairs are the pipelined
     kernel's, where :func:`_pairs` allows them (A along k: every chunk starts on an even element; B along n)."""
     pairs = 0
     if v.name.startswith("splitk_pipe"):
         even = plan.unit % 2 == 0 or (plan.base % 2 == 0 and plan.extra == 0)
         pairs = 2 * _pairs(A, 1, even) + 4 * _pairs(B, 1, True)
-    return int(not plan.deterministic) | pairs
+    return int(atomic) | pairs
 
 
-def launch(v: Variant, A: Array, B: Array, out: Array, plan: SplitPlan, alpha: float) -> None:
-    """Run chunk kernel ``v`` over the plan's grid into ``out`` (see the source's ``Sink``): the plan's
-    slots of m x n (the deterministic mode's partials, the atomic mode's slots), or C itself (an atomic
-    plan of one slot)."""
-    m, n = plan.m, plan.n
-    grid = (-(-n // v.cols), -(-m // v.rows), plan.chunks)
-    into = (*_strides(out), np.int64(0)) if out.ndim == 2 else (np.int64(n), np.int64(1), np.int64(m * n))
-    args = (A, *_strides(A), B, *_strides(B), np.int32(m), np.int32(n), np.int64(plan.base), np.int64(plan.extra),
-            np.int64(plan.unit), A.dtype.type(alpha), out, *into, np.int32(plan.slots if out.ndim == 3 else 1),
-            np.int32(flags(v, A, B, plan)))
+def launch(v: Variant, A: Array, B: Array, out: Array, strides: tuple, plan: SplitPlan, alpha: float,
+           atomic: bool) -> None:
+    """Run chunk kernel ``v`` over the plan's grid (see the module notes)."""
+    grid = (-(-plan.n // v.cols), -(-plan.m // v.rows), plan.chunks)
+    args = (A, *_strides(A), B, *_strides(B), out, *strides, np.int32(plan.m), np.int32(plan.n),
+            np.int64(plan.base), np.int64(plan.extra), np.int64(plan.unit), A.dtype.type(alpha),
+            np.int32(flags(v, A, B, plan, atomic)))
     _chunk_function(v)(grid, v.block, args, shared_mem=v.shared)
 
 
 class CudaOps:
-    """Split-K on CuPy arrays (see the module notes); ``fixed``: a chunk kernel to run instead of
-    :func:`variant`'s choice (for tests and measurements of the others)."""
+    """Split-K on CuPy arrays (see the module notes)."""
 
-    def __init__(self, backend: Backend, fixed: Variant | None = None) -> None:
-        self.backend, self.fixed = backend, fixed
-
-    def variant(self, dtype: Any, m: int, n: int) -> Variant:
-        return self.fixed or variant(dtype, m, n)
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
 
     def limits(self) -> SMLimits:
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
@@ -231,13 +222,14 @@ class CudaOps:
 
     def kernel(self, dtype: Any, m: int, n: int) -> Kernel:
         """The resources of the chunk kernel an m x n output runs, as compiled for this device."""
-        v = self.variant(dtype, m, n)
+        v = variant(dtype, m, n)
         f = _chunk_function(v)
         return Kernel(threads=int(np.prod(v.block)), shared_bytes=f.shared_size_bytes + v.shared,
                       registers_per_thread=f.num_regs, tile=v.rows, tile_n=v.cols)
 
     def partials(self, A: Array, B: Array, P: Array, plan: SplitPlan, alpha: float) -> None:
-        launch(self.variant(A.dtype, plan.m, plan.n), A, B, P, plan, alpha)
+        strides = (np.int64(plan.n), np.int64(1), np.int64(plan.m * plan.n))
+        launch(variant(A.dtype, plan.m, plan.n), A, B, P, strides, plan, alpha, False)
 
     def reduce(self, P: Array, C: Array, plan: SplitPlan, beta: float) -> None:
         outputs = plan.m * plan.n
@@ -257,15 +249,5 @@ class CudaOps:
             _blocks(C.size), (_THREADS,), (C, *_strides(C), np.int32(C.shape[0]), np.int32(C.shape[1]),
                                            C.dtype.type(beta)))
 
-    def accumulate(self, A: Array, B: Array, C: Array, plan: SplitPlan, alpha: float, beta: float) -> None:
-        """C = alpha A B + beta C the atomic way: C scaled and added into, or (several slots) the zeroed
-        slots added into and then summed into C by the deterministic mode's last kernel."""
-        v = self.variant(A.dtype, plan.m, plan.n)
-        if plan.slots == 1:
-            self.scale(C, beta)
-            launch(v, A, B, C, plan, alpha)
-            return
-        W = self.backend.xp.empty((plan.slots, plan.m, plan.n), dtype=C.dtype)
-        W.data.memset_async(0, W.nbytes)
-        launch(v, A, B, W, plan, alpha)
-        self.reduce(W, C, SplitPlan(plan.m, plan.n, plan.k, plan.slots, 1), beta)
+    def accumulate(self, A: Array, B: Array, C: Array, plan: SplitPlan, alpha: float) -> None:
+        launch(variant(A.dtype, plan.m, plan.n), A, B, C, (*_strides(C), np.int64(0)), plan, alpha, True)

@@ -61,19 +61,10 @@ class HostOps:
         else:
             np.multiply(C, beta, out=C)
 
-    def accumulate(self, A: Array, B: Array, C: Array, plan: SplitPlan, alpha: float, beta: float) -> None:
-        """C = alpha A B + beta C the atomic mode's way: chunk h adds into C scaled by beta (one slot), or into
-        slot h % slots of zeros, the slots then summed in slot order, plus beta C (in chunk order here; in any
-        order on a GPU)."""
-        if plan.slots == 1:
-            self.scale(C, beta)
-            W = C[None]
-        else:
-            W = np.zeros((plan.slots, plan.m, plan.n), dtype=C.dtype)
-        for h, (s, e) in enumerate(plan.bounds()):
-            self.backend.gemm(A[:, s:e], B[s:e, :], W[h % plan.slots], alpha, 1.0)
-        if plan.slots > 1:
-            self.reduce(W, C, SplitPlan(plan.m, plan.n, plan.k, plan.slots, 1), beta)
+    def accumulate(self, A: Array, B: Array, C: Array, plan: SplitPlan, alpha: float) -> None:
+        """C += alpha A_h B_h for every chunk (in chunk order here; in any order on a GPU)."""
+        for s, e in plan.bounds():
+            self.backend.gemm(A[:, s:e], B[s:e, :], C, alpha, 1.0)
 
 
 register_ops(FAMILY, "numpy", HostOps)

@@ -7,9 +7,7 @@ a long serial chain: chunks ``g G .. g G + G - 1`` are added in turn into the
 group's first slot, then the group sums are added in turn, and ``beta C`` last.
 Two runs of one plan therefore give the same bits, whatever the device does in
 parallel; the NumPy and CUDA operations (:mod:`gpu.splitk.ops`,
-:mod:`gpu.splitk.kernels`) follow this order. The atomic mode adds chunk z into
-slot ``z % slots`` (:attr:`SplitPlan.slots`; C itself, scaled by beta first, where
-there is one slot) in any order, then sums the slots in slot order, and ``beta C`` last.
+:mod:`gpu.splitk.kernels`) follow this order.
 
 Chunks are balanced: they are cut from whole units of ``unit`` elements, and their
 widths differ by at most one unit. The chunk count comes from the occupancy formula
@@ -44,13 +42,6 @@ TARGET_WIDTH = 1024
 NARROW_WAVES = 24
 #: The deterministic mode's target chunk width (see the module notes).
 DETERMINISTIC_WIDTH = 4096
-#: A one-wave atomic plan's chunks add into slots of m x n outputs (chunk z into slot z % slots), as many slots
-#: as hold this many outputs (at most one per chunk), which a small kernel then sums into C. At one wave every
-#: block adds at about the same time, and the additions queue on the few L2 lines of C: on the H100 (issue 14,
-#: k = 2^20) one wave adding into a 16 x 16 C ran at 84% of the copy's bandwidth, and at 95% with each output
-#: on a line of its own; 8 x 8 went from 73% to 87%. Over many waves the additions spread out in time and go
-#: straight into C.
-SPREAD_OUTPUTS = 4096
 #: A CUDA grid's z dimension holds at most this many chunks.
 MAX_CHUNKS = 65535
 #: Auto chunks start on multiples of this many elements where k allows (512 bytes of FP64: whole DRAM
@@ -106,19 +97,9 @@ class SplitPlan:
         starts = [self.unit * (h * self.base + min(h, self.extra)) for h in range(self.chunks + 1)]
         return list(zip(starts, starts[1:]))
 
-    @property
-    def slots(self) -> int:
-        """m x n slots of the workspace: one per chunk (deterministic); one wave of atomic chunks: see
-        :data:`SPREAD_OUTPUTS`; 1 (into C itself) otherwise."""
-        if self.deterministic:
-            return self.chunks
-        if self.waves > 1:
-            return 1
-        return max(1, min(self.chunks, -(-SPREAD_OUTPUTS // max(1, self.m * self.n))))
-
     def workspace_elements(self) -> int:
-        """Elements of the workspace: the slots, unless there is one (the atomic mode then adds into C)."""
-        return self.slots * self.m * self.n if self.slots > 1 or self.deterministic else 0
+        """Elements of the partials' buffer: one m x n partial per chunk (deterministic mode only)."""
+        return self.chunks * self.m * self.n if self.deterministic else 0
 
     def as_dict(self) -> dict[str, Any]:
         return {"m": self.m, "n": self.n, "k": self.k, "chunks": self.chunks, "width": self.width,

@@ -24,27 +24,20 @@ __device__ inline void chunk_range(long long base, long long extra, long long un
 #define A_PAIRS 2
 #define B_PAIRS 4
 
-/* Where a chunk's alpha A_z B_z goes: stored in slot z of ``out`` (deterministic mode: one slot per chunk), or
-   added into slot z % slots (atomic mode; see SplitPlan.slots). */
-template <typename T> struct Sink {
-    T* out; long long so0, so1, so2; int slots, flags;
-
-    __device__ void put(long long r, long long c, T value) const
-    {
-        T* at = out + (blockIdx.z % slots) * so2 + r * so0 + c * so1;
-        if (flags & ATOMIC) atomicAdd(at, value);
-        else *at = value;
-    }
-};
-#define SINK_PARAMS(T) T* __restrict__ out, long long so0, long long so1, long long so2, int slots, int flags
-#define SINK(T) Sink<T>{out, so0, so1, so2, slots, flags}
+template <typename T>
+__device__ inline void emit(T* out, long long at, T value, int flags)
+{
+    if (flags & ATOMIC) atomicAdd(out + at, value);
+    else out[at] = value;
+}
 
 #define KT 16
 template <typename T>
 __global__ void __launch_bounds__(__TILE__ * __TILE__)
 splitk_tile(const T* __restrict__ A, long long sa0, long long sa1,
             const T* __restrict__ B, long long sb0, long long sb1,
-            int m, int n, long long base, long long extra, long long unit, T alpha, SINK_PARAMS(T))
+            T* __restrict__ out, long long so0, long long so1, long long so2,
+            int m, int n, long long base, long long extra, long long unit, T alpha, int flags)
 {
     constexpr int TILE = __TILE__;
     __shared__ T As[TILE][KT + 1];
@@ -65,8 +58,8 @@ splitk_tile(const T* __restrict__ A, long long sa0, long long sa1,
         __syncthreads();
     }
     const int r = row0 + ty, c = col0 + tx;
-    const Sink<T> sink = SINK(T);
-    if (r < m && c < n) sink.put(r, c, mul_rn(alpha, acc));
+    if (r < m && c < n)
+        emit(out, (flags & ATOMIC ? 0 : blockIdx.z * so2) + r * so0 + c * so1, mul_rn(alpha, acc), flags);
 }
 
 template <int L2> __device__ inline double load(const double* p) { return __ldg(p); }
@@ -98,11 +91,12 @@ template <> struct Atom<2, 4> {
 
 /* The epilogue of both mma kernels: the KW warps that split k write their tiles (the m16n8 / m8n8 fragment
    layout: row 8 H i + 8 (e / 2) + g, column 8 j + 2 t + e % 2 of the warp's tile) to ``red``, KW x BM x (BN + 1)
-   doubles of shared memory, and one thread per output adds them in warp order and puts alpha times the
-   sum into ``sink``. */
+   doubles of shared memory, and one thread per output adds them in warp order and stores alpha times the
+   sum into its chunk's slice of ``out``, or adds it atomically. */
 template <int TM, int TN, int H, int KW, int BM, int BN>
 __device__ inline void reduce_and_emit(double* red, double (&acc)[TM][TN][2 * H], int wk, int r0, int c0,
-                                       int g, int t, int m, int n, double alpha, const Sink<double>& sink)
+                                       int g, int t, int m, int n, double* __restrict__ out, long long so0,
+                                       long long so1, long long so2, double alpha, int flags)
 {
 #pragma unroll
     for (int i = 0; i < TM; ++i)
@@ -119,7 +113,8 @@ __device__ inline void reduce_and_emit(double* red, double (&acc)[TM][TN][2 * H]
         double sum = red[r * (BN + 1) + c];
 #pragma unroll
         for (int w = 1; w < KW; ++w) sum = add_rn(sum, red[(w * BM + r) * (BN + 1) + c]);
-        if (gr < m && gc < n) sink.put(gr, gc, mul_rn(alpha, sum));
+        if (gr < m && gc < n)
+            emit(out, (flags & ATOMIC ? 0 : blockIdx.z * so2) + gr * so0 + gc * so1, mul_rn(alpha, sum), flags);
     }
 }
 
@@ -127,7 +122,8 @@ template <int H, int J, int TM, int TN, int WMS, int WNS, int U, int L2>
 __global__ void __launch_bounds__(__WARPS__ * 32)
 splitk_dmma(const double* __restrict__ A, long long sa0, long long sa1,
             const double* __restrict__ B, long long sb0, long long sb1,
-            int m, int n, long long base, long long extra, long long unit, double alpha, SINK_PARAMS(double))
+            double* __restrict__ out, long long so0, long long so1, long long so2,
+            int m, int n, long long base, long long extra, long long unit, double alpha, int flags)
 {
     constexpr int AM = 8 * H, AK = 4 * J, KW = __WARPS__ / (WMS * WNS);
     constexpr int BM = AM * TM * WMS, BN = 8 * TN * WNS, STEP = AK * U;
@@ -215,7 +211,8 @@ splitk_dmma(const double* __restrict__ A, long long sa0, long long sa1,
                 for (int j = 0; j < TN; ++j) Atom<H, J>::mma(acc[i][j], a[i], b[j]);
         }
     }
-    reduce_and_emit<TM, TN, H, KW, BM, BN>(&S[0][0][0], acc, wk, r0, c0, g, t, m, n, alpha, SINK(double));
+    reduce_and_emit<TM, TN, H, KW, BM, BN>(&S[0][0][0], acc, wk, r0, c0, g, t, m, n, out, so0, so1, so2, alpha,
+                                           flags);
 }
 
 __device__ inline void cp_async8(double* dst, const double* src, bool ok)
@@ -240,7 +237,8 @@ template <int TM, int TN, int WMS, int WNS, int R, int S>
 __global__ void __launch_bounds__(__WARPS__ * 32)
 splitk_pipe(const double* __restrict__ A, long long sa0, long long sa1,
             const double* __restrict__ B, long long sb0, long long sb1,
-            int m, int n, long long base, long long extra, long long unit, double alpha, SINK_PARAMS(double))
+            double* __restrict__ out, long long so0, long long so1, long long so2,
+            int m, int n, long long base, long long extra, long long unit, double alpha, int flags)
 {
     constexpr int KW = __WARPS__ / (WMS * WNS), BM = 16 * TM * WMS, BN = 8 * TN * WNS, KS = 16 * KW * R;
     constexpr int LA = KS + 4, LB = BN + 4, STAGE = BM * LA + KS * LB, THREADS = __WARPS__ * 32;
@@ -323,7 +321,7 @@ splitk_pipe(const double* __restrict__ A, long long sa0, long long sa1,
     }
     cp_async_wait<0>();
     __syncthreads();
-    reduce_and_emit<TM, TN, 2, KW, BM, BN>(smem, acc, wk, r0, c0, g, t, m, n, alpha, SINK(double));
+    reduce_and_emit<TM, TN, 2, KW, BM, BN>(smem, acc, wk, r0, c0, g, t, m, n, out, so0, so1, so2, alpha, flags);
 }
 
 template <typename T>

@@ -228,7 +228,16 @@ def test_every_chunk_kernel_agrees_with_the_reference(cupy_backend, kind, layout
     split = plan(m, n, k, be.ops("splitk").limits(), kernel, chunks=7, deterministic=deterministic)
     A, B = operands(be, m, k, n, 11, layout=layout)
     C = be.xp.full((m, n), np.nan)
-    run(be, kernels.CudaOps(be, v), split, A, B, C, 1.0, 0.0)
+
+    class Fixed(kernels.CudaOps):
+        def partials(self, A, B, P, plan, alpha):
+            kernels.launch(v, A, B, P, (np.int64(plan.n), np.int64(1), np.int64(plan.m * plan.n)), plan, alpha,
+                           False)
+
+        def accumulate(self, A, B, C, plan, alpha):
+            kernels.launch(v, A, B, C, (*kernels._strides(C), np.int64(0)), plan, alpha, True)
+
+    run(be, Fixed(be), split, A, B, C, 1.0, 0.0)
     assert_within_bound(host(be, C), host(be, A), host(be, B), split.width, split.chunks)
 
 
@@ -249,11 +258,16 @@ def test_pair_copies_give_the_bits_of_single_copies(cupy_backend, monkeypatch, l
     split = plan(m, n, k, be.ops("splitk").limits(), kernel, chunks=chunks)
     A, B = operands(be, m, k, n, 13, layout=layout)
 
+    class Pipe(kernels.CudaOps):
+        def partials(self, A, B, P, plan, alpha):
+            kernels.launch(v, A, B, P, (np.int64(plan.n), np.int64(1), np.int64(plan.m * plan.n)), plan, alpha,
+                           False)
+
     def product(copy_bytes):
         monkeypatch.setattr(kernels, "COPY_BYTES", copy_bytes)
         C = be.xp.full((m, n), np.nan)
-        run(be, kernels.CudaOps(be, v), split, A, B, C, 1.0, 0.0)
-        return host(be, C), kernels.flags(v, A, B, split)
+        run(be, Pipe(be), split, A, B, C, 1.0, 0.0)
+        return host(be, C), kernels.flags(v, A, B, split, False)
 
     (wide, wide_flags), (narrow, narrow_flags) = product(16), product(8)
     even = split.unit % 2 == 0 or (split.base % 2 == 0 and split.extra == 0)
@@ -267,37 +281,3 @@ def test_pair_copies_give_the_bits_of_single_copies(cupy_backend, monkeypatch, l
     assert split.unit == ALIGN or (m, chunks) != (16, "auto"), "the first case copies A in pairs too"
     assert np.array_equal(wide, narrow)
     assert_within_bound(wide, host(be, A), host(be, B), split.width, split.chunks)
-
-
-def test_one_wave_of_atomic_chunks_spreads_its_additions_over_slots_of_a_small_workspace():
-    from gpu.splitk.plan import SPREAD_OUTPUTS
-
-    def atomic(m, n, chunks, waves=1):
-        return SplitPlan(m, n, 2**20, chunks, 1, deterministic=False, waves=waves)
-
-    assert [atomic(m, m, 528).slots for m in (8, 16, 32, 64, 128)] == [64, 16, 4, 1, 1]
-    assert atomic(16, 16, 5).slots == 5 and atomic(1, 1, 10**4).slots == SPREAD_OUTPUTS
-    assert atomic(16, 16, 528).workspace_elements() == 16 * 256
-    assert (atomic(16, 16, 1056, waves=2).slots, atomic(16, 16, 1056, waves=2).workspace_elements()) == (1, 0)
-    assert atomic(64, 64, 264).workspace_elements() == 0                 # one slot: C itself
-    det = SplitPlan(16, 16, 2**20, 528, 23)
-    assert (det.slots, det.workspace_elements()) == (528, 528 * 256)
-
-
-def test_the_atomic_mode_on_numpy_sums_chunk_h_into_slot_h_mod_slots():
-    from gpu.backend import get_backend
-    from gpu.splitk.api import run
-
-    numpy_backend = get_backend("numpy")
-    A, B = operands(numpy_backend, 16, 8 * MIN_K, 16, 21)
-    C0 = np.random.default_rng(2).uniform(-1, 1, (16, 16))
-    split = SplitPlan(16, 16, 8 * MIN_K, 40, 7, deterministic=False, unit=64)
-    W = np.zeros((split.slots, 16, 16))
-    for h, (s, e) in enumerate(split.bounds()):
-        W[h % split.slots] += 3.0 * (A[:, s:e] @ B[s:e])
-    expected = W[0].copy()
-    for h in range(1, split.slots):
-        expected += W[h]
-    C = C0.copy()
-    run(numpy_backend, numpy_backend.ops("splitk"), split, A, B, C, 3.0, -0.5)
-    np.testing.assert_allclose(C, expected + -0.5 * C0, rtol=1e-13, atol=1e-13)
