@@ -19,6 +19,7 @@ from gpu.profile import (
     load_profile,
     profile_dir,
     profile_path,
+    profile_stamp,
     save_profile,
 )
 
@@ -92,3 +93,21 @@ def test_a_file_that_is_not_a_profile_is_refused_saying_what_to_do(tmp_path, con
         load_profile(path)
     assert str(path.resolve()) in str(caught.value) and "run gemmlab calibrate" in str(caught.value)
     assert isinstance(caught.value, ValueError)
+
+
+def test_the_stamp_sees_this_process_writes_at_once_and_other_writers_within_the_ttl(tmp_path, monkeypatch):
+    from gpu import profile
+
+    be = get_backend("numpy")
+    clock = [1000.0]
+    monkeypatch.setattr(profile.time, "monotonic", lambda: clock[0])
+    assert profile_stamp(be, tmp_path)[1] is None
+    path = save_profile({"backend": "numpy", "device": device_name(be), "levels": {}}, tmp_path)
+    first = profile_stamp(be, tmp_path)
+    assert first == (str(path), path.stat().st_mtime_ns)          # this process's write: seen at once
+    path.write_text(path.read_text())                               # another writer: a new modification time
+    os.utime(path, ns=(first[1] + 10**9, first[1] + 10**9))
+    clock[0] += profile.STAMP_TTL_S / 2
+    assert profile_stamp(be, tmp_path) == first                     # within the TTL: the kept stamp
+    clock[0] += profile.STAMP_TTL_S
+    assert profile_stamp(be, tmp_path)[1] == first[1] + 10**9       # after it: read again
