@@ -14,7 +14,8 @@ signature:
 * the values: NaN and infinity where ``check_finite``;
 * the free memory, where the plan needs memory beyond ``out``;
 * the device profile, for ``level="auto"``: its file and modification time
-  (:func:`gpu.profile.profile_stamp`); a profile written since makes the full call decide again.
+  (:func:`gpu.profile.profile_stamp`); a profile written since makes the full call decide again (at once
+  where this process wrote it, within :data:`gpu.profile.STAMP_TTL_S` where another did).
 
 Calls without ``out=``, with inputs that are not plain arrays of the backend, with options that are not
 keys (a list of schedules) or with ``workspace="auto"`` (a plan made from the free memory) always take the
