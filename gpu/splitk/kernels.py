@@ -180,6 +180,13 @@ def _chunk_function(v: Variant) -> Any:
     return f
 
 
+def resources(v: Variant) -> Kernel:
+    """What one block of chunk kernel ``v`` needs, as compiled for this device: the occupancy formula's input."""
+    f = _chunk_function(v)
+    return Kernel(threads=int(np.prod(v.block)), shared_bytes=f.shared_size_bytes + v.shared,
+                  registers_per_thread=f.num_regs, tile=v.rows, tile_n=v.cols)
+
+
 def _pairs(X: Array, fast_axis: int, even_starts: bool) -> bool:
     """Whether X's rows can be copied in 16-byte pairs along ``fast_axis``: that axis has unit stride, the
     pointer is 16-byte aligned, the other stride is even and each chunk's first element along it is even."""
@@ -222,10 +229,7 @@ class CudaOps:
 
     def kernel(self, dtype: Any, m: int, n: int) -> Kernel:
         """The resources of the chunk kernel an m x n output runs, as compiled for this device."""
-        v = variant(dtype, m, n)
-        f = _chunk_function(v)
-        return Kernel(threads=int(np.prod(v.block)), shared_bytes=f.shared_size_bytes + v.shared,
-                      registers_per_thread=f.num_regs, tile=v.rows, tile_n=v.cols)
+        return resources(variant(dtype, m, n))
 
     def partials(self, A: Array, B: Array, P: Array, plan: SplitPlan, alpha: float) -> None:
         strides = (np.int64(plan.n), np.int64(1), np.int64(plan.m * plan.n))

@@ -223,8 +223,7 @@ def test_every_chunk_kernel_agrees_with_the_reference(cupy_backend, kind, layout
     be = cupy_backend
     spec = VARIANTS[kind](m, n)
     v = getattr(kernels.Variant, spec[0])(*spec[1:])
-    f = kernels._chunk_function(v)
-    kernel = Kernel(int(np.prod(v.block)), f.shared_size_bytes + v.shared, f.num_regs, v.rows, v.cols)
+    kernel = kernels.resources(v)
     split = plan(m, n, k, be.ops("splitk").limits(), kernel, chunks=7, deterministic=deterministic)
     A, B = operands(be, m, k, n, 11, layout=layout)
     C = be.xp.full((m, n), np.nan)
@@ -253,8 +252,7 @@ def test_pair_copies_give_the_bits_of_single_copies(cupy_backend, monkeypatch, l
 
     be = cupy_backend
     v = kernels.Variant.pipe(m, n)
-    f = kernels._chunk_function(v)
-    kernel = Kernel(int(np.prod(v.block)), f.shared_size_bytes + v.shared, f.num_regs, v.rows, v.cols)
+    kernel = kernels.resources(v)
     split = plan(m, n, k, be.ops("splitk").limits(), kernel, chunks=chunks)
     A, B = operands(be, m, k, n, 13, layout=layout)
 
