@@ -13,6 +13,7 @@ from gpu.backend import get_backend
 
 from ..core.command import MEASURING, command, emit, measuring_run, numbers, sizes, table
 from . import bench
+from .rows import summarize
 
 AUDIT_COLUMNS = (("method", "method", ""), ("shape", "m x k x n", ""), ("phi", "phi", "g"), ("seeds", "seeds", "d"),
                  ("mean_max_rel", "mean max_rel", ".3e"), ("max_max_rel", "max max_rel", ".3e"),
@@ -79,7 +80,7 @@ def cmd_audit(args: argparse.Namespace, db_path: Path) -> int:
     with measuring_run(args, db_path, backend) as ctx:
         outcome, rows = bench.run_audit(ctx, methods, plan)
         device = ctx.db.environment(ctx.env_key).get("device")
-    summary = [s.as_dict() for s in bench.summarize(rows)]
+    summary = [s.as_dict() for s in summarize(rows)]
     lines = [{**s, "shape": bench.shape_text((s["m"], s["k"], s["n"]))} for s in summary]
     payload = {"backend": backend.name, "device": device, "env_key": ctx.env_key, "measured": outcome.measured,
                "skipped": outcome.skipped, "rows": [r.as_dict() for r in rows], "summary": summary}

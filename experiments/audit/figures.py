@@ -23,7 +23,7 @@ from ..core.plotting import (
     shared_legend,
 )
 from ..core.registry import figure
-from .bench import EXPERIMENT, audit_rows, bits_per_level
+from .rows import EXPERIMENT, audit_rows, bits_per_level
 
 
 def _phi_figure_methods(methods: Iterable[str]) -> list[str]:

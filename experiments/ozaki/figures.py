@@ -17,7 +17,7 @@ from matplotlib.lines import Line2D
 from accuracy.methods import OZAKI_VARIANTS, parse_ozaki_method
 
 from ..audit.bench import EXPERIMENT as AUDIT
-from ..audit.bench import audit_rows
+from ..audit.rows import audit_rows
 from ..core.database import ResultsDB
 from ..core.plotting import (
     SMALL,
