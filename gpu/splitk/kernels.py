@@ -32,7 +32,7 @@ of the workspace or adds it into C with ``atomicAdd`` (the paper's mode).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
@@ -68,6 +68,9 @@ STAGES = 3
 #: ones; with stages twice their default depth m = n = 16 gained 2% at k = 2^20 but lost 3% at 2^24, and
 #: m = n = 64 lost up to 11%.
 SLICES = {(2, 4, 1, 1): 2}
+#: Stage depth as in :data:`SLICES`, for a plan of one wave of wide chunks (:attr:`SplitPlan.wide`), where it
+#: differs: half the blocks per SM, each with stages twice as deep.
+WIDE_SLICES = {(1, 2, 1, 1): 2}
 #: Widest ``cp.async`` of the pipelined kernel, bytes: 16 copies two FP64 elements per instruction where the
 #: layout and alignment allow (:func:`flags`), 8 one.
 COPY_BYTES = 16
@@ -126,13 +129,16 @@ class Variant:
                        (32 * WARPS,), 8 * h * tm * wms, 8 * tn * wns)
 
     @staticmethod
-    def pipe(m: int, n: int, slices: int | None = None, stages: int = STAGES, warp_tile: int = WARP_TILE) -> Variant:
+    def pipe(m: int, n: int, slices: int | None = None, stages: int = STAGES, warp_tile: int = WARP_TILE,
+             wide: bool = False) -> Variant:
         """The pipelined FP64 tensor-core kernel (sm_90): the tile of :meth:`Variant.dmma` with m16n8k16,
         fed through ``stages`` shared-memory buffers filled by ``cp.async``, each ``16 x slices`` deep per
-        warp that splits k (``slices`` default: :data:`SLICES`, else at least 32 deep per stage)."""
+        warp that splits k (``slices`` default: :data:`WIDE_SLICES` for ``wide`` chunks, :data:`SLICES`,
+        else at least 32 deep per stage)."""
         tm, tn, wms, wns = _warp_grid(m, n, 16, warp_tile)
         kw = WARPS // (wms * wns)
-        slices = slices or SLICES.get((tm, tn, wms, wns), max(1, 32 // (16 * kw)))
+        grid = (tm, tn, wms, wns)
+        slices = slices or (wide and WIDE_SLICES.get(grid)) or SLICES.get(grid, max(1, 32 // (16 * kw)))
         rows, cols, depth = 16 * tm * wms, 8 * tn * wns, 16 * kw * slices
         stage = rows * (depth + 4) + depth * (cols + 4)
         shared = 8 * max(stages * stage, kw * rows * (cols + 1))
@@ -145,16 +151,16 @@ def atom(capability: int) -> tuple[int, int] | None:
     return next((a for since, a in ATOMS if capability >= since), None)
 
 
-def variant(dtype: Any, m: int, n: int) -> Variant:
+def variant(dtype: Any, m: int, n: int, wide: bool = False) -> Variant:
     """The chunk kernel for this dtype and output on the current device: tensor cores for FP64 on sm_80+,
     through the cp.async pipeline on sm_90 where both sides of the output are multiples of 8 (see
-    :data:`PIPELINED`)."""
+    :data:`PIPELINED`), in its ``wide`` form for one wave of wide chunks (see :data:`WIDE_SLICES`)."""
     capability = int(cupy.cuda.Device().compute_capability)
     a = atom(capability)
     if np.dtype(dtype) != np.float64 or a is None:
         return Variant.tile(dtype)
     if capability >= PIPELINED and m % 8 == 0 and n % 8 == 0:
-        return Variant.pipe(m, n)
+        return Variant.pipe(m, n, wide=wide)
     return Variant.dmma(m, n, a)
 
 
@@ -237,12 +243,14 @@ class CudaOps:
                         sm_count=props["multiProcessorCount"])
 
     def kernel(self, dtype: Any, m: int, n: int) -> Kernel:
-        """The resources of the chunk kernel an m x n output runs, as compiled for this device."""
-        return resources(variant(dtype, m, n))
+        """The resources of the chunk kernel an m x n output runs, as compiled for this device, and those of
+        its wide form where that differs."""
+        v, wide = variant(dtype, m, n), variant(dtype, m, n, wide=True)
+        return replace(resources(v), wide=resources(wide) if wide != v else None)
 
     def partials(self, A: Array, B: Array, P: Array, plan: SplitPlan, alpha: float) -> None:
         strides = (np.int64(plan.n), np.int64(1), np.int64(plan.m * plan.n))
-        launch(variant(A.dtype, plan.m, plan.n), A, B, P, strides, plan, alpha, False)
+        launch(variant(A.dtype, plan.m, plan.n, plan.wide), A, B, P, strides, plan, alpha, False)
 
     def reduce(self, P: Array, C: Array, plan: SplitPlan, beta: float) -> None:
         outputs = plan.m * plan.n
@@ -263,4 +271,4 @@ class CudaOps:
                                            C.dtype.type(beta)))
 
     def accumulate(self, A: Array, B: Array, C: Array, plan: SplitPlan, alpha: float) -> None:
-        launch(variant(A.dtype, plan.m, plan.n), A, B, C, (*_strides(C), np.int64(0)), plan, alpha, True)
+        launch(variant(A.dtype, plan.m, plan.n, plan.wide), A, B, C, (*_strides(C), np.int64(0)), plan, alpha, True)

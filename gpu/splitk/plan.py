@@ -58,7 +58,8 @@ MAX_OUTPUTS = 512 * 512
 class SplitPlan:
     """An m x k by k x n split-K product cut into ``chunks`` balanced chunks of whole units of ``unit``
     elements (widths differ by at most one unit: the first :attr:`extra` chunks are one unit wider),
-    added in groups of ``group`` (deterministic mode) or atomically."""
+    added in groups of ``group`` (deterministic mode) or atomically; ``wide``: one wave of wide chunks,
+    run by the kernel's wide form (:attr:`gpu.splitk.occupancy.Kernel.wide`)."""
 
     m: int
     n: int
@@ -68,6 +69,7 @@ class SplitPlan:
     deterministic: bool = True
     waves: int = 1
     unit: int = 1
+    wide: bool = False
 
     def __post_init__(self) -> None:
         if self.unit < 1 or self.k % self.unit or not 1 <= self.chunks <= max(1, self.k // self.unit):
@@ -104,7 +106,7 @@ class SplitPlan:
     def as_dict(self) -> dict[str, Any]:
         return {"m": self.m, "n": self.n, "k": self.k, "chunks": self.chunks, "width": self.width,
                 "group": self.group, "groups": self.groups, "deterministic": self.deterministic, "waves": self.waves,
-                "unit": self.unit}
+                "unit": self.unit, "wide": self.wide}
 
 
 def check_worth(m: int, n: int, k: int) -> None:
@@ -129,10 +131,11 @@ def plan(m: int, n: int, k: int, limits: SMLimits, kernel: Kernel, *, chunks: in
     """The split of an m x k by k x n product: ``chunks``, or the fewest chunks no wider than
     ``chunk_width``, or (``"auto"``) whole waves of the occupancy formula at about
     :data:`TARGET_WIDTH` per chunk, :data:`DETERMINISTIC_WIDTH` in the deterministic mode
-    (see the module notes)."""
+    (see the module notes); an auto plan of one wave is a wave of ``kernel.wide`` where the
+    kernel has a wide form."""
     if chunk_width is not None and chunks != "auto":
         raise ValueError("give chunks= or chunk_width=, not both")
-    per_wave = occupancy.chunks(max(m, 1), max(n, 1), limits, kernel)
+    per_wave, wide = occupancy.chunks(max(m, 1), max(n, 1), limits, kernel), False
     if chunk_width is not None:
         p = -(-k // _count(chunk_width, "chunk_width"))
     elif chunks != "auto":
@@ -140,10 +143,14 @@ def plan(m: int, n: int, k: int, limits: SMLimits, kernel: Kernel, *, chunks: in
     else:
         target = DETERMINISTIC_WIDTH if deterministic else TARGET_WIDTH
         waves = max(1, min(round(k / (per_wave * target)), MAX_CHUNKS // per_wave))
-        p = per_wave * (1 if not deterministic and waves < NARROW_WAVES else waves)
+        waves = 1 if not deterministic and waves < NARROW_WAVES else waves
+        wide = waves == 1 and kernel.wide is not None
+        if wide:
+            per_wave = occupancy.chunks(max(m, 1), max(n, 1), limits, kernel.wide)
+        p = per_wave * waves
     p = min(p, k)
     if p > MAX_CHUNKS:
         raise ValueError(f"{p} chunks exceed the {MAX_CHUNKS} a CUDA grid holds; use fewer chunks, or "
                          f"chunk_width >= {-(-k // MAX_CHUNKS)}")
     unit = ALIGN if chunks == "auto" and chunk_width is None and k % ALIGN == 0 and p <= k // ALIGN else 1
-    return SplitPlan(m, n, k, p, math.isqrt(p - 1) + 1, deterministic, -(-p // per_wave), unit)
+    return SplitPlan(m, n, k, p, math.isqrt(p - 1) + 1, deterministic, -(-p // per_wave), unit, wide)

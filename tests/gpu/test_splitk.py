@@ -1,6 +1,8 @@
 """Split-K (``gpu.splitk``): the plan, the deterministic and atomic modes on NumPy and CuPy, views
 with a leading dimension, alpha and beta, and the refusals before any work."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -93,6 +95,19 @@ def test_auto_plans_are_whole_waves_of_balanced_chunks_that_start_aligned_where_
     assert {e - s for s, e in bounds} <= {p.unit * p.base, p.unit * (p.base + 1)}
     assert max(e - s for s, e in bounds) == p.width
     assert p.group * p.groups >= p.chunks > p.group * (p.groups - 1)
+
+
+def test_an_auto_plan_of_one_wave_runs_the_wide_form_of_the_kernel():
+    wide = Kernel(128, 98304, 104, 16)                                       # 2 blocks per SM: 264 per wave
+    kernel = Kernel(128, 49152, 104, 16, wide=wide)                          # 4 blocks per SM: 528 per wave
+    cases = {(2**20, False): (264, True), (2**24, False): (31 * 528, False),
+             (2**20, True): (264, True), (2**24, True): (8 * 528, False)}
+    for (k, det), expected in cases.items():
+        p = plan(16, 16, k, H100, kernel, deterministic=det)
+        assert (p.chunks, p.wide) == expected and p.as_dict()["wide"] == p.wide
+    assert not plan(16, 16, 2**20, H100, kernel, chunks=264, deterministic=False).wide    # explicit chunks
+    assert not plan(16, 16, 2**20, H100, kernel, chunk_width=4096, deterministic=False).wide
+    assert (plan(16, 16, 2**20, H100, replace(kernel, wide=None), deterministic=False).chunks, ) == (528, )
 
 
 def test_auto_chunks_are_whole_waves_that_start_aligned_where_k_allows():
@@ -208,6 +223,7 @@ VARIANTS = {
     "dmma-m16n8k16": lambda m, n: ("dmma", m, n, (2, 4)),
     "pipe": lambda m, n: ("pipe", m, n),
     "pipe-deep": lambda m, n: ("pipe", m, n, 2, 4, 16),
+    "pipe-wide": lambda m, n: ("pipe", m, n, None, 3, 32, True),
 }
 
 
@@ -279,3 +295,19 @@ def test_pair_copies_give_the_bits_of_single_copies(cupy_backend, monkeypatch, l
     assert split.unit == ALIGN or (m, chunks) != (16, "auto"), "the first case copies A in pairs too"
     assert np.array_equal(wide, narrow)
     assert_within_bound(wide, host(be, A), host(be, B), split.width, split.chunks)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_one_wave_auto_plans_run_the_wide_form_where_the_kernel_has_one(cupy_backend, deterministic):
+    from gpu.splitk import kernels
+
+    be = cupy_backend
+    ops = be.ops("splitk")
+    kernel = ops.kernel(np.float64, 16, 16)
+    split = plan(16, 16, 2**20, ops.limits(), kernel, deterministic=deterministic)
+    has_wide = kernels.variant(np.float64, 16, 16, wide=True) != kernels.variant(np.float64, 16, 16)
+    assert (kernel.wide is not None) == has_wide and split.wide == has_wide and split.waves == 1
+    A, B = operands(be, 16, 2**20, 16, 23)
+    C = matmul(A, B, deterministic=deterministic)
+    assert_within_bound(host(be, C), host(be, A), host(be, B), split.width, split.chunks)
