@@ -19,7 +19,6 @@ of the workspace or adds it into C with ``atomicAdd`` (the paper's mode).
 * ``splitk_pipe`` (FP64, sm_90): the same tiles and mma, fed through :data:`STAGES` shared-memory
   buffers that ``cp.async`` fills while the warps multiply the previous one, so that the bytes in
   flight no longer cost registers (cuBLAS's small-output kernels do the same); chosen by :func:`variant`.
-  Every launch of it is a cluster launch of one-block clusters (:data:`CLUSTER_LAUNCH`).
 * ``splitk_tile`` (FP32, or FP64 before sm_80): 16 x 16 outputs per block through shared
   tiles 16 deep, one output per thread (the paper's kernel).
 * ``splitk_groups`` and ``splitk_finish``: the deterministic reduction in the plan's order
@@ -79,16 +78,8 @@ COPY_BYTES = 16
 #: m = 8, 16, 32 up by 0-8%, but ran m = 17 at 68-75% against the register-fed kernel's 78-85%, so outputs
 #: with a side that is not a multiple of 8 keep that kernel.
 PIPELINED = 90
-#: The pipelined kernel's launch attribute (source: ``__PIPE_LAUNCH__``): every launch a cluster launch of
-#: one-block clusters (no cluster feature is used). Measured on the H100 (issue 14, atomic mode, one wave: memset
-#: C and the chunk kernel, interleaved; results/published/h100-splitk-probes.json, "cluster_launch"): 3.6-17%
-#: more of the copy's bandwidth than the same code launched plainly at m = n = 8-64, k = 2^20, 1-5% at
-#: 2^21-2^22, the same at 2^24 and with 1024-wide chunks. Clusters of 2 and 4 chunks summed in distributed
-#: shared memory before the atomic additions ran slower (2: 1-2%; 4: 17-35%).
-CLUSTER_LAUNCH = "__cluster_dims__(1, 1, 1)"
 
-_SOURCE = (source.SOURCE.replace("__TILE__", str(TILE)).replace("__WARPS__", str(WARPS))
-           .replace("__PIPE_LAUNCH__", CLUSTER_LAUNCH))
+_SOURCE = source.SOURCE.replace("__TILE__", str(TILE)).replace("__WARPS__", str(WARPS))
 
 
 def _warp_grid(m: int, n: int, rows: int, warp_tile: int) -> tuple[int, int, int, int]:

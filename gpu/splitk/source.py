@@ -1,7 +1,7 @@
 """The CUDA source of split-K's kernels (see :mod:`gpu.splitk.kernels` for what each does).
 
 Kept apart from the launching code so that it can be compiled and checked without CuPy.
-``__TILE__``, ``__WARPS__`` and ``__PIPE_LAUNCH__`` are filled in by :mod:`gpu.splitk.kernels`.
+``__TILE__`` and ``__WARPS__`` are filled in by :mod:`gpu.splitk.kernels`.
 """
 
 SOURCE = r"""
@@ -234,7 +234,7 @@ __device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\
 template <int N> __device__ inline void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
 
 template <int TM, int TN, int WMS, int WNS, int R, int S>
-__global__ void __PIPE_LAUNCH__ __launch_bounds__(__WARPS__ * 32)
+__global__ void __launch_bounds__(__WARPS__ * 32)
 splitk_pipe(const double* __restrict__ A, long long sa0, long long sa1,
             const double* __restrict__ B, long long sb0, long long sb1,
             double* __restrict__ out, long long so0, long long so1, long long so2,
