@@ -267,8 +267,8 @@ class CupyBackend(Backend):
 
     def flush_cache(self) -> None:
         if self._flush_buffer is None:
-            self._flush_buffer = self.xp.empty(2 * self.cache_bytes() // 8, dtype=np.float64)
-        self._flush_buffer.fill(0.0)
+            self._flush_buffer = self.xp.zeros(2 * self.cache_bytes() // 8, dtype=np.float64)
+        self._flush_buffer.sum()
 
     def _properties(self) -> dict[str, Any]:
         return self.xp.cuda.runtime.getDeviceProperties(self.xp.cuda.Device().id)

@@ -2,7 +2,8 @@
 blocks, stages twice as deep) against its default form.
 
 Per m = n and k, one interleaved group (device time, sustained) of cuBLAS, a device copy, and each mode's auto
-plan made with and without the wide form (``Kernel.wide``), run by the library's executor. What
+plan made with and without the wide form (``Kernel.wide``), run by the library's executor; the cache is
+flushed (read) before every sample, so that no method pays for the copy's written lines. What
 ``WIDE_SLICES`` was chosen from (results/published/h100-splitk-probes.json, "wide"). Run from the repository
 root with ``PYTHONPATH=$PWD``; writes $OUT/splitk_wide.json.
 """
@@ -35,7 +36,7 @@ def point(m: int, k: int) -> dict:
     works = {"gemm": partial(be.gemm, ops.A, ops.B, ops.C), "copy": ops.copy}
     works.update({name: partial(run, be, ops_splitk, split, ops.A, ops.B, ops.C, 1.0, 0.0)
                   for name, split in plans.items()})
-    timings = measure_interleaved(works, be, regime="sustained", hide_launch=True)
+    timings = measure_interleaved(works, be, regime="sustained", hide_launch=True, flush=True)
     copy_bw = 2 * ops.shared.nbytes / timings["copy"].median
     roof = {n: 16 * m * k / t.median / copy_bw for n, t in timings.items() if n != "copy"}
     print(f"m={m} k={k} " + " ".join(f"{n} {r * 100:.1f}" for n, r in roof.items()), flush=True)
