@@ -94,7 +94,7 @@ for p in found["points"]:
     print(f"N = {p['N']:>5}: auto level {p['auto level']} ({p['chosen by']}), {p['auto over DGEMM']:.3f}x DGEMM; "
           f"best level {p['best level']} {p['best over DGEMM'] or float('nan'):.3f}x; auto/best "
           f"{p['auto / best'] or float('nan'):.3f}; executor {p['executor over DGEMM']:.3f}x; "
-          f"call overhead {p['call overhead (us)']:.0f} us")
+          f"host per call {p['auto host (us)']:.0f} us (DGEMM {p['DGEMM host (us)']:.0f} us)")
 for c in found["checks"]:
     print(f"{'MET' if c['met'] else 'NOT MET' if c['met'] is False else 'not judged'}: {c['target']}: {c['measured']}")
 EOF
