@@ -38,7 +38,9 @@ TARGET_WIDTH = 1024
 #: one wave of wider chunks otherwise. Measured on the H100 (issue 14, m = n = 16, 32, 64 by k = 2^20-2^24,
 #: two passes): one wave ran up to 5% faster than 2-16 waves of 1024-wide chunks (each block's pipeline
 #: fill and the last wave's tail cost more than they buy), while from 31 waves up the narrow chunks ran
-#: 0.3-1.6% faster (the blocks running at once read neighbouring stretches of each row).
+#: 0.3-1.6% faster (the blocks running at once read neighbouring stretches of each row). The comparisons
+#: with the default stage depth were timed after the probe's copy and read low (the probes' ``caveat``); those
+#: with the other depths, timed clear of it, show the same.
 NARROW_WAVES = 24
 #: The deterministic mode's target chunk width (see the module notes).
 DETERMINISTIC_WIDTH = 4096
