@@ -9,9 +9,11 @@
 # (SIGINT, then SIGKILL 15 s later) so the call returns what is stored.
 #
 # Env: OUT (required), JOBS (the jobs file, required), STATE (folder of grid-gpu*.sqlite to resume; optional),
-# LIMIT (seconds, default 540). Writes per GPU the database, its CSV export and each job's JSON and stderr.
+# LIMIT (seconds, default 540). Writes $OUT/grid.tgz (one file, as the device returns few): per GPU the database,
+# its CSV export and each job's JSON and stderr, and the cards' names and power limits.
 set -u
 : "${OUT:?set OUT to the output folder}" "${JOBS:?set JOBS to the jobs file}"
+FINAL=$OUT; OUT=$(mktemp -d); export OUT
 LIMIT=${LIMIT:-540}
 END=$(( $(date +%s) + LIMIT ))
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
@@ -40,4 +42,4 @@ run_gpu() {
 for gpu in $(awk '$1 !~ /^#/ && NF {print $1}' "$JOBS" | sort -u); do run_gpu "$gpu" & done
 wait
 nvidia-smi --query-gpu=index,name,serial,power.limit,clocks.max.sm --format=csv > "$OUT/gpus.csv" 2>&1
-ls -la "$OUT"
+tar czf "$FINAL/grid.tgz" -C "$OUT" . && tar tzvf "$FINAL/grid.tgz"
