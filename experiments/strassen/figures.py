@@ -16,7 +16,6 @@ from ..core.plotting import (
     finish,
     legend_entries,
     level_axis,
-    log_axis,
     new_figure,
     panel_devices,
     panel_grid,
@@ -83,45 +82,60 @@ def render_speedup(db: ResultsDB) -> Figure | None:
                   f"configuration ({', '.join(sorted(dtypes))}; interleaved timings; dotted: GEMM)")
 
 
-def level_curves(rows: Sequence[SpeedupRow]) -> dict[str, tuple[int, list[tuple[int, float, float]]]]:
-    """Per method: its largest stored N and (level, time s, speed-up) there, GEMM as level 0."""
+#: The level figure draws a row of panels (time, speed-up) at each of a group's largest sizes with two levels or more.
+LEVEL_SIZES = 3
+
+
+def level_sizes(rows: Sequence[SpeedupRow], count: int = LEVEL_SIZES) -> list[int]:
+    """The largest ``count`` sizes at which some configuration has two levels or more stored, largest first."""
+    levels: dict[tuple[int, str], set[int]] = defaultdict(set)
+    for r in rows:
+        levels[(r.size, r.method)].add(r.level)
+    deep = {n for (n, _), stored in levels.items() if len(stored) >= 2}
+    return sorted(deep, reverse=True)[:count]
+
+
+def level_curves(rows: Sequence[SpeedupRow], n: int) -> dict[str, list[tuple[int, float, float]]]:
+    """Per method stored at size ``n``: (level, time s, speed-up) by level, its groups' GEMM as level 0."""
     curves = {}
-    for method in method_order(r.method for r in rows):
-        mine = [r for r in rows if r.method == method]
-        n = max(r.size for r in mine)
-        at_n = sorted((r for r in mine if r.size == n), key=lambda r: r.level)
+    for method in method_order(r.method for r in rows if r.size == n):
+        at_n = sorted((r for r in rows if r.method == method and r.size == n), key=lambda r: r.level)
         gemm = statistics.median(r.gemm_s for r in at_n)
-        curves[method] = (n, [(0, gemm, 1.0)] + [(r.level, r.time_s, r.speedup) for r in at_n])
+        curves[method] = [(0, gemm, 1.0)] + [(r.level, r.time_s, r.speedup) for r in at_n]
     return curves
 
 
-@figure("strassen-level", "Strassen time and speed-up against level at the largest stored N, per configuration",
+def _level_row(ax_t: Any, ax_s: Any, curves: dict[str, list[tuple[int, float, float]]], styles: dict,
+               where: str) -> None:
+    levels = [0]
+    for method, pts in curves.items():
+        lv, times, speedups = zip(*pts)
+        levels += lv
+        ax_t.plot(lv, [1e3 * t for t in times], "-", label=method, **styles[method])
+        ax_s.plot(lv, speedups, "-", label=method, **styles[method])
+    ax_t.set(ylabel="time (ms)", title=panel_title("time against level", where))
+    ax_s.axhline(1.0, color="black", lw=0.8, ls=":")
+    ax_s.set(ylabel="speed-up over GEMM", title=panel_title("speed-up against level", where))
+    for ax in (ax_t, ax_s):
+        level_axis(ax, levels, names={0: "0 (GEMM)"})
+        ax.set_xlabel("Strassen level")
+        ax.title.set_fontsize(9)
+        ax.grid(True, alpha=0.3)
+
+
+@figure("strassen-level", "Strassen time and speed-up against level at the largest stored sizes, per configuration",
         experiments=(EXPERIMENT,))
 def render_level(db: ResultsDB) -> Figure | None:
     groups = _grouped(db, speedup_table, lambda r: r.group)
-    if not groups:
+    panels = [(key, dtype, n, rows) for (key, dtype), rows in groups.items() for n in level_sizes(rows)]
+    if not panels:
         return None
-    devices = panel_devices(db, [key for key, _ in groups])
+    devices = panel_devices(db, [key for key, *_ in panels])
     styles = series_styles(method_order(r.method for rows in groups.values() for r in rows))
-    body, axes = new_figure(len(groups), 2, width=9.0, height=3.6 * len(groups))
-    for (ax_t, ax_s), ((key, dtype), rows) in zip(axes, groups.items()):
-        levels = [0]
-        for method, (n, pts) in level_curves(rows).items():
-            lv, times, speedups = zip(*pts)
-            levels += lv
-            ax_t.plot(lv, [1e3 * t for t in times], "-", label=f"{method} (N = {n})", **styles[method])
-            ax_s.plot(lv, speedups, "-", label=f"{method} (N = {n})", **styles[method])
-        where = _label(devices[key], dtype)
-        ax_t.set(ylabel="time (ms)", title=panel_title("time against level", where))
-        log_axis(ax_t, "y")
-        ax_s.axhline(1.0, color="black", lw=0.8, ls=":")
-        ax_s.set(ylabel="speed-up over GEMM", title=panel_title("speed-up against level", where))
-        for ax in (ax_t, ax_s):
-            level_axis(ax, levels, names={0: "0 (GEMM)"})
-            ax.set_xlabel("Strassen level")
-            ax.title.set_fontsize(9)
-            ax.grid(True, alpha=0.3)
-    shared_legend(body, axes.reshape(-1), title="configuration (largest stored N)")
+    body, axes = new_figure(len(panels), 2, width=9.0, height=3.3 * len(panels))
+    for (ax_t, ax_s), (key, dtype, n, rows) in zip(axes, panels):
+        _level_row(ax_t, ax_s, level_curves(rows, n), styles, _label(devices[key], dtype, f"N = {n}"))
+    shared_legend(body, axes.reshape(-1), title="configuration")
     return finish(body, db, devices, [EXPERIMENT], "Strassen-Winograd time and speed-up against the level")
 
 

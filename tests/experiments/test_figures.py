@@ -257,6 +257,19 @@ def test_strassen_speedup_puts_each_configuration_and_regime_on_a_grid(h100):
     assert width * 150 <= 2400 and width / height <= 2, "was 1 x 7 panels, 5940 x 600 px"
 
 
+def test_strassen_level_draws_a_row_per_regime_and_size_with_configurations_named_once(h100):
+    """A row (time, speed-up) per regime at each of its largest sizes with two levels stored, largest first;
+    one N per panel, so the legend names configurations alone (it named each once per largest N)."""
+    fig, _ = draw("strassen-level", h100)
+    titles = [ax.get_title().split("\n")[-1] for ax in fig.axes]
+    rows = titles[::2]
+    assert titles[1::2] == rows
+    assert rows == ["float64, cold, N = 16384", "float64, cold, N = 6144", "float64, sustained, N = 49152",
+                    "float64, sustained, N = 32768", "float64, sustained, N = 16384"]
+    labels = [t.get_text() for leg in legends(fig) for t in leg.get_texts()]
+    assert labels and len(labels) == len(set(labels)) and not any("N =" in label for label in labels)
+
+
 def test_accuracy_strassen_puts_twelve_panels_on_a_grid(cpu_db):
     """Nine (N, phi) of eight schedules, and three of RUM alone at accuracy-phi's N = 1024."""
     fig, _ = draw("accuracy-strassen", cpu_db)
