@@ -52,7 +52,7 @@ from ..core.registry import Context, experiment
 from ..core.summary import Check, Summary, Table, spread
 from ..core.sweep import SweepOutcome
 from ..core.timing import Comparison
-from .rows import EXPERIMENT, SpeedupRow, best_per_size, rum_crossover, speedup_table
+from .rows import EXPERIMENT, SpeedupRow, best_by_size, best_per_size, rum_crossover, speedup_table
 
 DTYPE = "float64"
 
@@ -269,10 +269,7 @@ def run_speedup(ctx: Context) -> Summary:
 def speedup_summary(counts: Mapping[str, Any], rows: Sequence[SpeedupRow]) -> Summary:
     """The best speed-up per size, every configuration by level at the largest size, and the
     verdict: does some configuration beat the library GEMM?"""
-    best: dict[int, SpeedupRow] = {}
-    for r in rows:
-        if r.size not in best or r.speedup > best[r.size].speedup:
-            best[r.size] = r
+    best = best_by_size(rows)
     top = max(best.values(), key=lambda r: r.speedup, default=None)
     n = max(best, default=None)
     levels = sorted({r.level for r in rows if r.size == n})

@@ -11,7 +11,10 @@ from gpu.strassen.hazards import plan
 from gpu.strassen.liveness import analyze, protected
 
 from ..core.command import MEASURING, command, emit, group, measuring_run, sizes, table
-from . import bench
+from ..core.database import ResultsDB
+from ..core.summary import Summary
+from . import bench, targets
+from .rows import EXPERIMENT, speedup_table
 
 STRASSEN_COLUMNS = (("size", "N", "d"), ("level", "L", "d"), ("method", "configuration", ""),
                     ("speedup", "speed-up", ".4f"), ("time_s", "time (s)", ".4e"), ("gemm_s", "GEMM (s)", ".4e"),
@@ -24,12 +27,44 @@ def _strassen_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--configs", default=None,
                    help="configurations, comma-separated, e.g. rum+fused,winograd+fused+graph (default: every "
                         "one the backend runs; +graph: replayed as a CUDA graph)")
+    p.add_argument("--stored", action="store_true",
+                   help="measure nothing: judge issue 13's targets on the stored rows of every regime (the best "
+                        "configuration per size with its SM clock and power, the best zero-memory one beside it)")
 
 
-@command("strassen", "Strassen speed-up over the library GEMM at chosen sizes and levels", options=MEASURING,
-         arguments=_strassen_arguments)
+def stored_env(db: ResultsDB, env: str | None, device: str | None, here: dict) -> str:
+    """The environment whose Strassen rows to judge: ``env`` (a key), else the newest whose device name holds
+    ``device``, else the newest of this device and backend."""
+    envs = [(k, db.environment(k)) for k in db.env_keys() if db.measurements(EXPERIMENT, env_key=k)]
+    stored = "; ".join(f"{e.get('device', '?')} [{e.get('backend', '?')}] (--env {k})" for k, e in envs) or "none"
+    if env is not None:
+        hits = [k for k, _ in envs if k == env]
+    elif device is not None:
+        hits = [k for k, e in envs if device.lower() in str(e.get("device", "")).lower()]
+    else:
+        hits = [k for k, e in envs if (e.get("device"), e.get("backend")) == (here.get("device"), here.get("backend"))]
+    if not hits:
+        raise ValueError(f"no {EXPERIMENT} rows stored for {env or device or here.get('device', 'this device')} in "
+                         f"{db.path}; stored: {stored}. Import a published CSV (gemmlab results import) or choose "
+                         "one with --env or --device")
+    return hits[0]
+
+
+def _emit_stored(args: argparse.Namespace, key: str, summary: Summary) -> int:
+    payload = {"env_key": key, **summary.as_dict()}
+    emit(args, payload, lambda: "\n".join([summary.scope, *summary.markdown()]))
+    return 0
+
+
+@command("strassen", "Strassen speed-up over the library GEMM at chosen sizes and levels",
+         options=(*MEASURING, "stored"), arguments=_strassen_arguments)
 def cmd_strassen(args: argparse.Namespace, db_path: Path) -> int:
     backend = get_backend(args.backend)
+    if args.stored:
+        with ResultsDB(db_path, readonly=True) as db:
+            key = stored_env(db, args.env, args.device, {} if args.env or args.device else backend.device_info())
+            rows = speedup_table(db, key)
+        return _emit_stored(args, key, targets.judge(rows))
     names = None if args.configs is None else [c for c in args.configs.replace(",", " ").split()]
     sweep_plan = bench.custom_plan(backend, args.sizes, args.levels, names)
     with measuring_run(args, db_path, backend) as ctx:

@@ -58,11 +58,17 @@ def speedup_table(db: ResultsDB, env_key: str, dtype: str | None = None, regime:
     return sorted(rows, key=lambda r: (r.size, r.method, r.level))
 
 
-def best_per_size(rows: Iterable[SpeedupRow]) -> dict[str, str]:
+def best_by_size(rows: Iterable[SpeedupRow]) -> dict[int, SpeedupRow]:
+    """The row with the highest speed-up at each size."""
     best: dict[int, SpeedupRow] = {}
     for r in rows:
         if r.size not in best or r.speedup > best[r.size].speedup:
             best[r.size] = r
+    return best
+
+
+def best_per_size(rows: Iterable[SpeedupRow]) -> dict[str, str]:
+    best = best_by_size(rows)
     return {f"N={n}": f"{r.speedup:.3f}x ({r.method}, level {r.level})" for n, r in sorted(best.items())}
 
 

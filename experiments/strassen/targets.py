@@ -1,0 +1,91 @@
+"""Issue 13's Strassen targets, judged on stored ``strassen-speedup`` rows (``gemmlab strassen --stored``).
+
+Per regime, the best configuration at each size with its SM clock and power, and beside it the best
+configuration that needs no memory beyond A, B and C as the sweep times it (inputs overwritten; the
+memory model of :func:`gpu.strassen.strassen_memory` says which). Speed-ups are over the DGEMM of the
+configuration's own interleaved group, so groups measured at other times stay comparable. The targets
+are data (:data:`TARGETS`, :data:`CROSSOVER`); a target whose size or regime has no stored row is
+reported as not judged, never as met.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpu.strassen import strassen_memory
+
+from ..core.summary import Check, Summary, Table, spread
+from .rows import SpeedupRow, best_by_size
+
+
+@dataclass(frozen=True)
+class Target:
+    """The best configuration's speed-up over DGEMM at ``size`` in ``regime`` is at least ``minimum``."""
+
+    regime: str
+    size: int
+    minimum: float
+
+
+#: Issue 13 on the H100: sustained >= 1.45x at 49152, 1.30x at 32768, 1.25x at 16384; cold >= 1.35x at 49152.
+TARGETS = (Target("sustained", 49152, 1.45), Target("sustained", 32768, 1.30), Target("sustained", 16384, 1.25),
+           Target("cold", 49152, 1.35))
+#: The smallest N at which the best configuration beats DGEMM is at most this (judged in every regime stored).
+CROSSOVER = 6144
+ITEMSIZE = {"float64": 8, "float32": 4}
+COLUMNS = ("N", "speed-up", "configuration", "level", "SM MHz", "W", "zero-memory speed-up",
+           "zero-memory configuration")
+
+
+def zero_memory(row: SpeedupRow) -> bool:
+    """Whether the row's schedule needs no memory beyond A, B and C at its size and level, inputs overwritten."""
+    estimate = strassen_memory(row.schedule, row.size, row.level, ITEMSIZE.get(row.dtype, 8))
+    return estimate.extra == 0
+
+
+def _name(row: SpeedupRow | None) -> str | None:
+    return None if row is None else f"{row.method}, level {row.level}"
+
+
+def regime_table(regime: str, rows: Sequence[SpeedupRow]) -> Table:
+    """The best and the best zero-memory configuration per size of one regime."""
+    best, zero = best_by_size(rows), best_by_size(r for r in rows if zero_memory(r))
+    cells = [(n, r.speedup, r.method, r.level, r.sm_clock_mhz, r.power_w,
+              zero[n].speedup if n in zero else None, _name(zero.get(n))) for n, r in sorted(best.items())]
+    return Table(f"best configuration per size, {regime}", COLUMNS, cells,
+                 formats={"speed-up": ".3f", "zero-memory speed-up": ".3f", "SM MHz": ".0f", "W": ".0f"})
+
+
+def target_check(target: Target, best: dict[str, dict[int, SpeedupRow]]) -> Check:
+    text = f"best configuration >= {target.minimum:.2f}x DGEMM at N = {target.size}, {target.regime}"
+    found = best.get(target.regime, {}).get(target.size)
+    if found is None:
+        return Check(text, "no stored row", None)
+    return Check(text, f"{found.speedup:.3f}x ({_name(found)}; SM {found.sm_clock_mhz or 0:.0f} MHz, "
+                       f"{found.power_w or 0:.0f} W)", found.speedup >= target.minimum)
+
+
+def crossover_check(regime: str, best: dict[int, SpeedupRow]) -> Check:
+    """Met where a stored size at or below :data:`CROSSOVER` beats DGEMM; not judged where none is stored."""
+    text = f"the smallest N where the best configuration beats DGEMM is <= {CROSSOVER}, {regime}"
+    wins = sorted(n for n, r in best.items() if r.speedup > 1)
+    measured = (f"N = {wins[0]} ({best[wins[0]].speedup:.3f}x, {_name(best[wins[0]])})" if wins
+                else f"no stored size beats DGEMM (N = {spread(sorted(best))})")
+    if not any(n <= CROSSOVER for n in best):
+        return Check(text, measured + f"; nothing stored at or below {CROSSOVER}", None)
+    return Check(text, measured, bool(wins) and wins[0] <= CROSSOVER)
+
+
+def judge(rows: Sequence[SpeedupRow]) -> Summary:
+    """The tables and checks of issue 13's Strassen targets on ``rows`` (one environment, any regimes)."""
+    regimes = sorted({r.regime for r in rows}, key=lambda g: (g != "sustained", g))
+    by_regime = {g: [r for r in rows if r.regime == g] for g in regimes}
+    best = {g: best_by_size(mine) for g, mine in by_regime.items()}
+    checks = [target_check(t, best) for t in TARGETS] + [crossover_check(g, best[g]) for g in regimes]
+    return Summary(
+        scope=f"{len(rows)} stored points; regimes {', '.join(regimes) or 'none'}; "
+              f"N = {spread(sorted({r.size for r in rows}))}",
+        tables=[regime_table(g, by_regime[g]) for g in regimes], checks=checks,
+        notes=["speed-ups over the DGEMM of each configuration's own interleaved group; zero-memory: no bytes "
+               "beyond A, B and C with the inputs overwritten, as timed (the memory model)"])
