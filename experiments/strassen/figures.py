@@ -11,6 +11,8 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from gpu.strassen.schedules import PLAN_SEPARATOR
+
 from ..core.database import ResultsDB
 from ..core.plotting import (
     finish,
@@ -53,14 +55,33 @@ def _label(*parts: str) -> str:
     return ", ".join(p for p in parts if p)
 
 
+#: The panel of the per-level plans (``rum/rum/winograd``...): which plan is chosen differs by size and level.
+MIX_PANEL = "per-level mix"
+
+
+def panel_of(method: str) -> str:
+    """The speed-up panel a stored method is drawn in: its own, or one for every per-level plan (same options)."""
+    schedule, plus, options = method.partition("+")
+    return MIX_PANEL + plus + options if PLAN_SEPARATOR in schedule else method
+
+
+def _name_plans(ax: Any, rows: Sequence[SpeedupRow]) -> None:
+    """Each point's plan beside it, on the side facing the panel's middle so that no name leaves the panel."""
+    last = max(r.size for r in rows)
+    for r in rows:
+        right = r.size == last and len({q.size for q in rows}) > 1
+        ax.annotate(r.schedule, (r.size, r.speedup), textcoords="offset points", xytext=(-5 if right else 5, -9),
+                    ha="right" if right else "left", fontsize=6)
+
+
 @figure(EXPERIMENT, "Strassen speed-up over GEMM against N, one line per level, one panel per configuration")
 def render_speedup(db: ResultsDB) -> Figure | None:
     groups = _grouped(db, speedup_table, lambda r: r.group)
     if not groups:
         return None
-    methods = method_order(r.method for rows in groups.values() for r in rows)
-    panels = [(key, dtype, method, [r for r in rows if r.method == method])
-              for (key, dtype), rows in groups.items() for method in methods]
+    names = list(dict.fromkeys(panel_of(m) for m in method_order(r.method for rows in groups.values() for r in rows)))
+    panels = [(key, dtype, name, [r for r in rows if panel_of(r.method) == name])
+              for (key, dtype), rows in groups.items() for name in names]
     panels = [p for p in panels if p[3]]
     devices = panel_devices(db, [p[0] for p in panels])
     dtypes = {p[1] for p in panels}
@@ -73,6 +94,8 @@ def render_speedup(db: ResultsDB) -> Figure | None:
             pts = [r for r in mine if r.level == level]
             plot_marked(ax, [r.size for r in pts], [r.speedup for r in pts], [r.stable for r in pts], "-",
                         label=f"level {level}", **styles[level])
+        if method.startswith(MIX_PANEL):
+            _name_plans(ax, mine)
         size_axis(ax, [r.size for r in mine])
         ax.set_ylabel("speed-up over GEMM")
         ax.grid(True, alpha=0.3)

@@ -247,14 +247,25 @@ def test_every_figure_of_two_environments_reads_well_and_names_both(name, both_d
 # --- the findings, one by one ------------------------------------------------------------------
 
 def test_strassen_speedup_puts_each_configuration_and_regime_on_a_grid(h100):
-    """Seven configurations measured sustained, six of them cold too: thirteen panels, three a row."""
+    """Six configurations measured in both regimes: twelve panels, three a row; the per-level plans share a panel
+    (each point names its plan), where they had a panel per plan."""
     fig, _ = draw("strassen-speedup", h100)
     titles = [ax.get_title() for ax in fig.axes]
-    assert len(fig.axes) == 13 and columns(fig) == 3
+    assert len(fig.axes) == 12 and columns(fig) == 3
     assert sum(t.endswith("cold") for t in titles) == 6
-    assert {"rum/rum/winograd+fused\nfloat64, sustained", "rum/rum/winograd+fused\nfloat64, cold"} <= set(titles)
+    mix = fig.axes[titles.index("per-level mix+fused\nfloat64, sustained")]
+    assert {t.get_text() for t in mix.texts} == {"lai7/winograd", "rum/rum/winograd"}
+    assert not any("winograd+fused\n" in t and "/" in t for t in titles)
     width, height = fig.get_size_inches()
     assert width * 150 <= 2400 and width / height <= 2, "was 1 x 7 panels, 5940 x 600 px"
+
+
+def test_a_per_level_plan_is_drawn_in_the_mix_panel_of_its_options():
+    from experiments.strassen.figures import panel_of
+
+    assert panel_of("rum/rum/winograd+fused") == "per-level mix+fused"
+    assert panel_of("rum/winograd+fused+graph") == "per-level mix+fused+graph"
+    assert panel_of("winograd+fused") == "winograd+fused" and panel_of("rum") == "rum"
 
 
 def test_strassen_level_draws_a_row_per_regime_and_size_with_configurations_named_once(h100):
