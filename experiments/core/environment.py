@@ -84,3 +84,27 @@ def git_state() -> dict[str, Any]:
         return {"git_commit": git("rev-parse", "HEAD"), "git_dirty": bool(git("status", "--porcelain"))}
     except (OSError, subprocess.SubprocessError):
         return {"git_commit": os.environ.get("GEMMLAB_GIT_COMMIT", "unknown"), "git_dirty": None}
+
+
+def choose_env(envs: list[tuple[str, dict[str, Any]]], what: str, where: Any, env: str | None = None,
+               device: str | None = None, current: dict[str, Any] | None = None,
+               advice: str = "choose a stored one with --env or --device") -> str:
+    """Of ``envs`` ((key, environment) pairs holding ``what``, newest first): ``env`` (a key), else the newest
+    whose device name contains ``device``, else the newest with the ``current`` device and backend. The error
+    names what is stored in ``where`` (a database path) and ``advice``."""
+    stored = "; ".join(f"{e.get('device', '?')} [{e.get('backend', '?')}] (--env {k})" for k, e in envs) or "none"
+    if env is not None:
+        if env in (k for k, _ in envs):
+            return env
+        raise ValueError(f"no {what} stored for environment {env!r} in {where}; stored: {stored}")
+    if device is not None:
+        hits = [k for k, e in envs if device.lower() in str(e.get("device", "")).lower()]
+        target = f"a device matching {device!r}"
+    else:
+        current = current or {}
+        hits = [k for k, e in envs if (e.get("device"), e.get("backend")) == (current.get("device"),
+                                                                               current.get("backend"))]
+        target = f"this device ({current.get('device', '?')} [{current.get('backend', '?')}])"
+    if not hits:
+        raise ValueError(f"no {what} stored for {target} in {where}; stored: {stored}. {advice}")
+    return hits[0]

@@ -32,6 +32,7 @@ from modeling.profile import columns, predictor
 from modeling.recursive import RecursiveModel
 
 from ..core.database import ResultsDB
+from ..core.environment import choose_env
 from ..core.regime import of_regime
 from ..strassen.bench import EXPERIMENT as SPEEDUP_EXPERIMENT
 from . import calibration
@@ -53,25 +54,9 @@ def select_env(db: ResultsDB, env: str | None = None, device: str | None = None,
                current: dict[str, Any] | None = None, dtype: str = DTYPE) -> str:
     """The calibrated environment asked for: ``env`` (a key), else the newest whose device name
     contains ``device``, else the newest with the ``current`` device and backend."""
-    envs = calibrated_envs(db, dtype)
-    stored = "; ".join(f"{e.get('device', '?')} [{e.get('backend', '?')}] (--env {k})" for k, e in envs) or "none"
-    if env is not None:
-        if env in (k for k, _ in envs):
-            return env
-        raise ValueError(f"no {dtype} calibration stored for environment {env!r} in {db.path}; stored: {stored}")
-    if device is not None:
-        hits = [k for k, e in envs if device.lower() in str(e.get("device", "")).lower()]
-        what = f"a device matching {device!r}"
-    else:
-        current = current or {}
-        hits = [k for k, e in envs if e.get("device") == current.get("device")
-                and e.get("backend") == current.get("backend")]
-        what = f"this device ({current.get('device', '?')} [{current.get('backend', '?')}])"
-    if not hits:
-        raise ValueError(f"no {dtype} calibration stored for {what} in {db.path}; stored: {stored}. "
-                         "Run gemmlab calibrate, import a calibration (gemmlab results import), "
-                         "or choose a stored one with --env or --device")
-    return hits[0]
+    return choose_env(calibrated_envs(db, dtype), f"{dtype} calibration", db.path, env, device, current,
+                      "Run gemmlab calibrate, import a calibration (gemmlab results import), "
+                      "or choose a stored one with --env or --device")
 
 
 def calibration_rows(db: ResultsDB, key: str, size_range: tuple[float, float] | None = None,

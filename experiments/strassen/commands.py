@@ -12,6 +12,7 @@ from gpu.strassen.liveness import analyze, protected
 
 from ..core.command import MEASURING, command, emit, group, measuring_run, sizes, table
 from ..core.database import ResultsDB
+from ..core.environment import choose_env
 from ..core.summary import Summary
 from . import bench, targets
 from .rows import EXPERIMENT, speedup_table
@@ -36,18 +37,8 @@ def stored_env(db: ResultsDB, env: str | None, device: str | None, here: dict) -
     """The environment whose Strassen rows to judge: ``env`` (a key), else the newest whose device name holds
     ``device``, else the newest of this device and backend."""
     envs = [(k, db.environment(k)) for k in db.env_keys() if db.measurements(EXPERIMENT, env_key=k)]
-    stored = "; ".join(f"{e.get('device', '?')} [{e.get('backend', '?')}] (--env {k})" for k, e in envs) or "none"
-    if env is not None:
-        hits = [k for k, _ in envs if k == env]
-    elif device is not None:
-        hits = [k for k, e in envs if device.lower() in str(e.get("device", "")).lower()]
-    else:
-        hits = [k for k, e in envs if (e.get("device"), e.get("backend")) == (here.get("device"), here.get("backend"))]
-    if not hits:
-        raise ValueError(f"no {EXPERIMENT} rows stored for {env or device or here.get('device', 'this device')} in "
-                         f"{db.path}; stored: {stored}. Import a published CSV (gemmlab results import) or choose "
-                         "one with --env or --device")
-    return hits[0]
+    return choose_env(envs, f"{EXPERIMENT} rows", db.path, env, device, here,
+                      "Import a published CSV (gemmlab results import) or choose one with --env or --device")
 
 
 def _emit_stored(args: argparse.Namespace, key: str, summary: Summary) -> int:

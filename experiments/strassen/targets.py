@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from gpu.strassen import strassen_memory
 
 from ..core.summary import Check, Summary, Table, spread
@@ -33,14 +35,13 @@ TARGETS = (Target("sustained", 49152, 1.45), Target("sustained", 32768, 1.30), T
            Target("cold", 49152, 1.35))
 #: The smallest N at which the best configuration beats DGEMM is at most this (judged in every regime stored).
 CROSSOVER = 6144
-ITEMSIZE = {"float64": 8, "float32": 4}
 COLUMNS = ("N", "speed-up", "configuration", "level", "SM MHz", "W", "zero-memory speed-up",
            "zero-memory configuration")
 
 
 def zero_memory(row: SpeedupRow) -> bool:
     """Whether the row's schedule needs no memory beyond A, B and C at its size and level, inputs overwritten."""
-    estimate = strassen_memory(row.schedule, row.size, row.level, ITEMSIZE.get(row.dtype, 8))
+    estimate = strassen_memory(row.schedule, row.size, row.level, np.dtype(row.dtype).itemsize)
     return estimate.extra == 0
 
 
