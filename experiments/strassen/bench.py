@@ -61,10 +61,10 @@ DTYPE = "float64"
 MIX = "mix"
 CONFIGS = (Config("rum"), Config("rum", fused=True), Config("rum2", parallel=True),
            Config("rum2", parallel=True, fused=True), Config("lai"), Config("otsuka"),
-           Config("winograd", fused=True), Config(MIX, fused=True))
+           Config("winograd", fused=True), Config("winograd2", parallel=True, fused=True), Config(MIX, fused=True))
 #: Replayed as CUDA graphs, where the backend has them (CuPy with nvmath-python).
 GRAPH_CONFIGS = (Config("rum", fused=True, graph=True), Config("winograd", fused=True, graph=True),
-                 Config(MIX, fused=True, graph=True))
+                 Config("winograd2", parallel=True, fused=True, graph=True), Config(MIX, fused=True, graph=True))
 
 
 def method_order(methods: Iterable[str]) -> list[str]:

@@ -156,6 +156,33 @@ LAI7 = parse(WINOGRAD_PRODUCTS + """
     C12 = C12 + M6
 """, (5, 1, 4, 6, 5, 1, 4, 7, 1, 2, 3, 4, 5, 6, 7, 1, 1, 1, 1, 1, 1, 1))
 
+# Winograd's form on two streams: sums and output additions on stream 2 beside the products on stream 1
+# (the first two need no sum); only C21's last addition waits for the last product.
+WINOGRAD2 = parse("""
+    S1 = A21 + A22
+    S2 = S1 - A11
+    S3 = A11 - A21
+    S4 = A12 - S2
+    S5 = B12 - B11
+    S6 = B22 - S5
+    S7 = B22 - B12
+    S8 = S6 - B21
+    M2 = A11 * B11
+    M3 = A12 * B21
+    M1 = S2 * S6
+    C11 = M2 + M3
+    V1 = M1 + M2
+    M4 = S3 * S7
+    M5 = S1 * S5
+    V2 = V1 + M4
+    C22 = V2 + M5
+    M6 = S4 * B22
+    V3 = M5 + M6
+    C12 = V1 + V3
+    M7 = A22 * S8
+    C21 = V2 - M7
+""", (2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 2, 2, 1, 1, 2, 2, 1, 2, 2, 1, 2))
+
 LAI = parse("""
     T1 = A11 - A21
     T2 = B22 - B12
@@ -267,6 +294,7 @@ RUM_2STREAM = (1, 2, 2, 2, 1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2, 1, 2, 2, 1, 1, 1)
 SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
     Schedule("winograd", "Winograd's form as printed, 18 temporaries per level", WINOGRAD),
     Schedule("lai7", "Lai et al.: the plain form, 15 temporaries, one stream per product", LAI7),
+    Schedule("winograd2", "Winograd's form, its additions on a second stream beside the products", WINOGRAD2),
     Schedule("lai", "Lai et al. (2013): two temporaries per level, inputs preserved", LAI),
     Schedule("otsuka-high", "Otsuka (2020) high level alone: 7 temporaries", OTSUKA_HIGH),
     Schedule("otsuka-low", "Otsuka (2020) low level alone: no temporaries, overwrites A21 B12 B22 B11",

@@ -17,7 +17,7 @@ GiB = 2**30
 
 def test_config_names_are_the_stored_methods():
     assert [c.name for c in CONFIGS] == ["rum", "rum+fused", "rum2-parallel", "rum2-parallel+fused",
-                                         "lai", "otsuka", "winograd+fused", "mix+fused"]
+                                         "lai", "otsuka", "winograd+fused", "winograd2-parallel+fused", "mix+fused"]
 
 
 def test_the_mix_is_each_points_plan_under_its_own_name_where_memory_binds():

@@ -82,16 +82,18 @@ def test_fused_with_one_input_overwritten_keeps_the_other(backend, overwrite_a, 
         assert np.array_equal(host(backend, B), b0), "B was changed"
 
 
-@pytest.mark.parametrize("sequential,parallel,level", [("rum", "rum2", 3), ("lai7", "lai7", 2),
-                                                        ("otsuka", "otsuka2", 2)])
-def test_parallel_is_bitwise_equal_to_sequential(backend, sequential, parallel, level, operand, host, check):
+@pytest.mark.parametrize("sequential,parallel,level,fused", [("rum", "rum2", 3, False), ("lai7", "lai7", 2, False),
+                                                              ("otsuka", "otsuka2", 2, False),
+                                                              ("winograd", "winograd2", 2, False),
+                                                              ("winograd", "winograd2", 3, True)])
+def test_parallel_is_bitwise_equal_to_sequential(backend, sequential, parallel, level, fused, operand, host, check):
     n = 128
     A, B = operand(backend, (n, n), 5), operand(backend, (n, n), 6)
     a0, b0 = host(backend, A), host(backend, B)
-    want = host(backend, matmul(A, B, level=level, schedule=sequential, backend=backend))
+    want = host(backend, matmul(A, B, level=level, schedule=sequential, fused=fused, backend=backend))
     check(backend, want, a0, b0, level)
     for _ in range(3):
-        got = matmul(A, B, level=level, schedule=parallel, parallel=True, backend=backend)
+        got = matmul(A, B, level=level, schedule=parallel, parallel=True, fused=fused, backend=backend)
         assert np.array_equal(host(backend, got), want)
         assert np.array_equal(host(backend, A), a0) and np.array_equal(host(backend, B), b0)
 

@@ -122,7 +122,8 @@ def test_run_captures_once_per_signature_replays_after_and_keeps_the_newest():
 
 
 CASES = [("rum", 3, False, False, "peel", 512), ("rum2", 2, True, True, "peel", 512),
-         ("winograd", 2, False, True, "peel", 512), ("lai", 2, False, False, "peel", 512),
+         ("winograd", 2, False, True, "peel", 512), ("winograd2", 2, True, True, "peel", 512),
+         ("lai", 2, False, False, "peel", 512),
          ("otsuka", 3, False, False, "peel", 512), ("rum", 2, False, True, "pad", 333)]
 
 

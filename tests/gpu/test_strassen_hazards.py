@@ -72,7 +72,7 @@ def test_access_sets_count_the_support_as_written():
     assert access_sets("rum", False)[5] == ({"C12", "S22"}, {"C22", "S12"})
 
 
-HAZARD_CASES = [(n, a) for n in ("rum2", "lai7", "otsuka2-low") for a in (True, False)]
+HAZARD_CASES = [(n, a) for n in ("rum2", "lai7", "otsuka2-low", "winograd2") for a in (True, False)]
 
 
 @pytest.mark.parametrize("name,aliased", HAZARD_CASES)
