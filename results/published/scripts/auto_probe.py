@@ -4,10 +4,14 @@ Per size: the host's loop time of 64 calls with no synchronisation inside, and t
 their work, for DGEMM and for ``matmul(level="auto")`` as the sweep calls it; then three interleaved groups
 of device time per call, as ``experiments.levels.auto`` times them. Where the wall time per call equals the
 device time, the call is device-bound and the host's extra work is hidden. Writes ``$OUT/auto1024.json``.
-Run with ``GEMMLAB_PROFILES`` pointing at the H100's device profile, so that auto reads the published table.
+At N = 1024 also the host's profile of each (cProfile). Run with ``GEMMLAB_PROFILES`` pointing at the
+H100's device profile, so that auto reads the published table.
 """
+import cProfile
+import io
 import json
 import os
+import pstats
 import statistics
 import time
 
@@ -36,6 +40,19 @@ def host_and_wall(be, works) -> dict:
             "wall_us_per_call": statistics.median(w for _, w in loops)}
 
 
+def host_profile(be, work, calls: int = 3000) -> str:
+    """The host's hottest functions over ``calls`` calls of ``work`` (cProfile, by own time)."""
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        work()
+    prof.disable()
+    be.synchronize()
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(14)
+    return text.getvalue()
+
+
 def main() -> None:
     be, cfg, out = get_backend("cupy"), Config("rum", fused=True), {}
     for n in (1024, 1280):
@@ -46,7 +63,8 @@ def main() -> None:
         host = {name: host_and_wall(be, ws) for name, ws in works.items()}
         groups = [{k: t.median * 1e6 for k, t in time_group(ops, works, "gemm", regime="sustained",
                                                            calls=CALLS).timings.items()} for _ in range(GROUPS)]
-        out[n] = {"sets": len(sets), "host": host, "groups_us": groups}
+        out[n] = {"sets": len(sets), "host": host, "groups_us": groups,
+                  "profile": {name: host_profile(be, ws[0]) for name, ws in works.items()} if n == 1024 else {}}
         print(n, json.dumps(out[n]), flush=True)
     with open(os.path.join(os.environ.get("OUT", "/tmp"), "auto1024.json"), "w") as f:
         json.dump(out, f, indent=1)
