@@ -8,7 +8,7 @@
 # `gemmlab levels --auto`: where this machine's env key equals the published one, the levels are stored and each
 # size times DGEMM, auto and the executor at auto's level only (about 5-6 minutes).
 #
-# Env: OUT (output folder, required). S: sizes (default the published 24). RESUME_DB: a database from an earlier
+# Env: OUT (output folder, required). S: sizes (default the published 24). LIMIT: seconds for the sweep (560). RESUME_DB: a database from an earlier
 # run of this script to continue instead of importing (needed only where the env key differs: then the calibration
 # and levels 0-4 are measured here too, about 14 minutes, over two runs of this script).
 set -u
@@ -68,7 +68,7 @@ EOF
 
 # 4. the sweep with level="auto" (resumes: what is stored is not measured again)
 gl levels --backend cupy --regime sustained --fused --auto --sizes "$S" --db "$DB" --dry-run 2>&1 | tail -1
-timeout 560 python3 -m experiments levels --backend cupy --regime sustained --fused --auto --sizes "$S" --db "$DB" \
+timeout "${LIMIT:-560}" python3 -m experiments levels --backend cupy --regime sustained --fused --auto --sizes "$S" --db "$DB" \
     --summary "$OUT/summary" --progress --json > "$OUT/levels-auto.json" 2> "$OUT/levels-auto.err"
 echo "levels --auto rc=$?"; tail -c 600 "$OUT/levels-auto.err" | tr '\r' '\n' | tail -3
 
