@@ -46,8 +46,9 @@ def test_auto_is_stored_with_its_level_and_a_stored_sweep_is_not_measured_again(
             assert m.meta["level"] == 0 and m.meta["chosen_by"] == "fixed rule" and m.meta["profile"] is None
             assert m.meta["group"] == ["gemm", "auto"]
             # a 64 x 64 GEMM takes microseconds: samples of back-to-back calls, over several operand sets
-            assert m.meta["calls_per_sample"] == auto.MAX_CALLS and m.meta["operand_sets"] > 1
-            assert m.meta["launch"] == f"counted, {auto.MAX_CALLS} calls back to back"
+            calls = m.meta["calls_per_sample"]
+            assert 10 < calls <= auto.MAX_CALLS and m.meta["operand_sets"] > 1
+            assert m.meta["launch"] == f"counted, {calls} calls back to back"
             assert 0 < m.meta["gemm_host_s"] < 0.1 and 0 < m.meta["auto_host_s"] < 0.1
             assert m.meta["speedup"] == pytest.approx(m.meta["gemm_s"] / m.value)
             assert "level='auto'" in m.meta["call"] and len(m.samples) >= 10
