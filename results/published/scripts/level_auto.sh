@@ -16,7 +16,7 @@ set -u
 # nvmath-python is for CUDA graphs only (this sweep runs eagerly); installed where its wheel was carried
 ls /tmp/site/nvmath >/dev/null 2>&1 || ! ls .whl/nvmath_python-*.whl >/dev/null 2>&1 || python3 -m pip install -q \
     --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/nvmath_python-*.whl
-COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+COMMIT=${GEMMLAB_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 GEMMLAB_GIT_COMMIT=$COMMIT GEMMLAB_PROFILES=$OUT/profiles
 CSV=results/published/sustained/h100-levels-sustained.csv
 PUBLISHED_ENV=ff9b113d5690480d
