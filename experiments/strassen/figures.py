@@ -66,9 +66,13 @@ def panel_of(method: str) -> str:
 
 
 def _name_plans(ax: Any, rows: Sequence[SpeedupRow]) -> None:
-    """Each point's plan beside it, on the side facing the panel's middle so that no name leaves the panel."""
-    last = max(r.size for r in rows)
-    for r in rows:
+    """Each point's plan beside it, on the side facing the panel's middle so that no name leaves the panel;
+    one name for the points of a size whose levels chose the same plan (they lie close: their names overlapped)."""
+    last, named = max(r.size for r in rows), set()
+    for r in sorted(rows, key=lambda q: -q.speedup):
+        if (r.size, r.schedule) in named:
+            continue
+        named.add((r.size, r.schedule))
         right = r.size == last and len({q.size for q in rows}) > 1
         ax.annotate(r.schedule, (r.size, r.speedup), textcoords="offset points", xytext=(-5 if right else 5, -9),
                     ha="right" if right else "left", fontsize=6)

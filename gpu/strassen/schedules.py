@@ -156,8 +156,8 @@ LAI7 = parse(WINOGRAD_PRODUCTS + """
     C12 = C12 + M6
 """, (5, 1, 4, 6, 5, 1, 4, 7, 1, 2, 3, 4, 5, 6, 7, 1, 1, 1, 1, 1, 1, 1))
 
-# Winograd's form on two streams: sums and output additions on stream 2 beside the products on stream 1
-# (the first two need no sum); only C21's last addition waits for the last product.
+# Winograd's form with sums and output additions on stream 2 beside the products on stream 1 (only C21's last
+# waits for the last product). Under the H100's power cap it gained nothing: overlap saves no energy.
 WINOGRAD2 = parse("""
     S1 = A21 + A22
     S2 = S1 - A11

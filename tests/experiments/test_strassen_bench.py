@@ -17,7 +17,7 @@ GiB = 2**30
 
 def test_config_names_are_the_stored_methods():
     assert [c.name for c in CONFIGS] == ["rum", "rum+fused", "rum2-parallel", "rum2-parallel+fused",
-                                         "lai", "otsuka", "winograd+fused", "winograd2-parallel+fused", "mix+fused"]
+                                         "lai", "otsuka", "winograd+fused", "mix+fused"]
 
 
 def test_the_mix_is_each_points_plan_under_its_own_name_where_memory_binds():
@@ -158,3 +158,15 @@ def test_chosen_configurations_only_and_graph_ones_need_graphs(run_json, capsys,
                  "--db", str(db_path)]) == 2
     assert "unknown configurations ['rum+fused+graph'] on the numpy backend" in capsys.readouterr().err
     assert sb.configs_of(get_backend("numpy")) == CONFIGS
+
+
+def test_named_configurations_run_only_where_named():
+    """winograd2 (its additions on a second stream) is timed where asked for, never in the default sweep."""
+    be = get_backend("numpy")
+    assert "winograd2-parallel+fused" not in {c.name for c in sb.configs_of(be)}
+    (config,) = sb.configs_of(be, ["winograd2-parallel+fused"])
+    assert (config.schedule, config.parallel, config.fused, config.graph) == ("winograd2", True, True, False)
+    with pytest.raises(ValueError, match="winograd2-parallel\\+fused\\+graph"):
+        sb.configs_of(be, ["winograd2-parallel+fused+graph"])
+    assert sb.method_order(["mix+fused", "winograd2-parallel+fused", "rum"]) == [
+        "rum", "mix+fused", "winograd2-parallel+fused"]
