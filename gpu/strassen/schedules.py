@@ -115,8 +115,8 @@ def parse(table: str, streams: tuple[int, ...] | None = None) -> tuple[Step, ...
     return tuple(steps)
 
 
-# Winograd's operand sums and seven products, shared by the printed form and Lai's 7-stream form.
-WINOGRAD_PRODUCTS = """
+# Winograd's operand sums and seven products, shared by the printed form, Lai's 7-stream form and winograd2.
+WINOGRAD_SUMS = """
     S1 = A21 + A22
     S2 = S1 - A11
     S3 = A11 - A21
@@ -125,6 +125,8 @@ WINOGRAD_PRODUCTS = """
     S6 = B22 - S5
     S7 = B22 - B12
     S8 = S6 - B21
+"""
+WINOGRAD_PRODUCTS = WINOGRAD_SUMS + """
     M1 = S2 * S6
     M2 = A11 * B11
     M3 = A12 * B21
@@ -158,15 +160,7 @@ LAI7 = parse(WINOGRAD_PRODUCTS + """
 
 # Winograd's form with sums and output additions on stream 2 beside the products on stream 1 (only C21's last
 # waits for the last product). Under the H100's power cap it gained nothing: overlap saves no energy.
-WINOGRAD2 = parse("""
-    S1 = A21 + A22
-    S2 = S1 - A11
-    S3 = A11 - A21
-    S4 = A12 - S2
-    S5 = B12 - B11
-    S6 = B22 - S5
-    S7 = B22 - B12
-    S8 = S6 - B21
+WINOGRAD2 = parse(WINOGRAD_SUMS + """
     M2 = A11 * B11
     M3 = A12 * B21
     M1 = S2 * S6
