@@ -139,36 +139,42 @@ __device__ __forceinline__ double scaled_integer(double x, int s, int e)
 #define ROWS_ENTRY(r, c) scaled_integer(x[(r) * rs + (c) * cs], shifts[r], exps[r])
 #endif
 
-extern "C" __global__ void ozaki2_rows(
-    const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
-    long long rows_pad, long long ldk, const int* __restrict__ shifts, const int* __restrict__ exps,
-    unsigned int* __restrict__ out, long long plane, const double* __restrict__ pow2, int pow2_len)
+/* The row kernels' arguments, and their start: the tile, then the word of four entries (q, g .. g + 3) that
+   thread (tx, ty) writes at o in each plane (variants in results/published/scripts/ozaki2_residues.py too). */
+#define ROWS_ARGS \
+    const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols, \
+    long long rows_pad, long long ldk, const int* __restrict__ shifts, const int* __restrict__ exps, \
+    unsigned int* __restrict__ out, long long plane, const double* __restrict__ pow2, int pow2_len
+#define ROWS_START(ENTRY) \
+    LOAD_TILE(ENTRY) \
+    const int tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4; \
+    const long long r = r0 + q; \
+    const long long c = c0 + g; \
+    if (r >= rows_pad || c >= ldk) return; \
+    unsigned int* o = out + (r * ldk + c) / 4; \
+    const long long plane4 = plane / 4;
+/* Every entry through the power table (split_h_l, residues4): all of a warp, where one entry is 2**79 or more. */
+#define RESIDUE_PLANE(T, M) o[T * plane4] = residues4<M>(h, l, e, pow2 + T * pow2_len);
+#define TABLE_PLANES { \
+        double h[4], l[4]; \
+        int e[4]; \
+        _Pragma("unroll") for (int j = 0; j < 4; ++j) split_h_l(tile[q][g + j], h[j], l[j], e[j]); \
+        FOR_EACH_MODULUS(RESIDUE_PLANE) }
+#define TABLE_PLANES_IF_WIDE { \
+        bool wide = false; \
+        _Pragma("unroll") for (int j = 0; j < 4; ++j) wide |= fabs(tile[q][g + j]) >= 0x1p79; \
+        if (__any_sync(__activemask(), wide)) { TABLE_PLANES return; } }
+
+extern "C" __global__ void ozaki2_rows(ROWS_ARGS)
 {
-    LOAD_TILE(ROWS_ENTRY)
-    const int tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4;
-    const long long r = r0 + q;
-    const long long c = c0 + g;
-    if (r >= rows_pad || c >= ldk) return;
-    unsigned int* o = out + (r * ldk + c) / 4;
+    ROWS_START(ROWS_ENTRY)
 #if BARS
     unsigned int word = 0;
 #pragma unroll
     for (int j = 0; j < 4; ++j) word |= ((unsigned int)low_word(__dadd_rn(tile[q][g + j], MAGIC)) & 0xffu) << (8 * j);
     o[0] = word;
 #else
-    const long long plane4 = plane / 4;
-    bool wide = false;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) wide |= fabs(tile[q][g + j]) >= 0x1p79;
-    if (__any_sync(__activemask(), wide)) {
-        double h[4], l[4];
-        int e[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) split_h_l(tile[q][g + j], h[j], l[j], e[j]);
-#define RESIDUE_PLANE(T, M) o[T * plane4] = residues4<M>(h, l, e, pow2 + T * pow2_len);
-        FOR_EACH_MODULUS(RESIDUE_PLANE)
-        return;
-    }
+    TABLE_PLANES_IF_WIDE
     double a[4], b[4], lo[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) split_limbs(tile[q][g + j], a[j], b[j], lo[j]);

@@ -14,6 +14,7 @@ import statistics
 
 import cupy as cp
 import numpy as np
+from rounds import event_rounds
 
 from gpu.backend import get_backend
 
@@ -48,15 +49,7 @@ def main() -> None:
         for run in runs.values():
             run()
         cp.cuda.Device().synchronize()
-        samples: dict[str, list[float]] = {k: [] for k in runs}
-        for _ in range(int(os.environ.get("ROUNDS", 5))):
-            for name, run in runs.items():
-                start, stop = cp.cuda.Event(), cp.cuda.Event()
-                start.record()
-                run()
-                stop.record()
-                stop.synchronize()
-                samples[name].append(cp.cuda.get_elapsed_time(start, stop))
+        samples = event_rounds(runs, int(os.environ.get("ROUNDS", 5)))
         res[n] = {k: statistics.median(v) for k, v in samples.items()}
         print(n, {k: round(v, 2) for k, v in res[n].items()}, flush=True)
         del ra, rb, P

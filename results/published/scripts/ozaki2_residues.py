@@ -13,10 +13,10 @@ Run on the device: ``OUT=<dir> NS=8192,16384 python3 results/published/scripts/o
 
 import json
 import os
-import statistics
 
 import cupy as cp
 import numpy as np
+from rounds import event_rounds, summary
 
 from accuracy.generate import phi_matrix
 from gpu import ozaki2
@@ -31,23 +31,10 @@ NCU = os.environ.get("NCU") == "1"
 
 _VARIANT = r"""
 /* The kernel before the limbs path: every entry through split_h_l and the power table. */
-extern "C" __global__ void ozaki2_rows_table(
-    const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
-    long long rows_pad, long long ldk, const int* __restrict__ shifts, const int* __restrict__ exps,
-    unsigned int* __restrict__ out, long long plane, const double* __restrict__ pow2, int pow2_len)
+extern "C" __global__ void ozaki2_rows_table(ROWS_ARGS)
 {
-    LOAD_TILE(ROWS_ENTRY)
-    const int tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4;
-    const long long r = r0 + q;
-    const long long c = c0 + g;
-    if (r >= rows_pad || c >= ldk) return;
-    unsigned int* o = out + (r * ldk + c) / 4;
-    const long long plane4 = plane / 4;
-    double h[4], l[4];
-    int e[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) split_h_l(tile[q][g + j], h[j], l[j], e[j]);
-    FOR_EACH_MODULUS(RESIDUE_PLANE)
+    ROWS_START(ROWS_ENTRY)
+    TABLE_PLANES
 }
 
 /* The limbs path with y's low word from 32-bit integer limbs instead of the MAGIC sum. */
@@ -64,29 +51,10 @@ template <int M> __device__ __forceinline__ unsigned int limbs4_int(
     return __byte_perm(__byte_perm(r[0], r[1], 0x0040), __byte_perm(r[2], r[3], 0x0040), 0x5410);
 }
 
-extern "C" __global__ void ozaki2_rows_int_low(
-    const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
-    long long rows_pad, long long ldk, const int* __restrict__ shifts, const int* __restrict__ exps,
-    unsigned int* __restrict__ out, long long plane, const double* __restrict__ pow2, int pow2_len)
+extern "C" __global__ void ozaki2_rows_int_low(ROWS_ARGS)
 {
-    LOAD_TILE(ROWS_ENTRY)
-    const int tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4;
-    const long long r = r0 + q;
-    const long long c = c0 + g;
-    if (r >= rows_pad || c >= ldk) return;
-    unsigned int* o = out + (r * ldk + c) / 4;
-    const long long plane4 = plane / 4;
-    bool wide = false;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) wide |= fabs(tile[q][g + j]) >= 0x1p79;
-    if (__any_sync(__activemask(), wide)) {
-        double h[4], l[4];
-        int e[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) split_h_l(tile[q][g + j], h[j], l[j], e[j]);
-        FOR_EACH_MODULUS(RESIDUE_PLANE)
-        return;
-    }
+    ROWS_START(ROWS_ENTRY)
+    TABLE_PLANES_IF_WIDE
     double a[4], b[4], lo[4];
     int ai[4], bi[4], ci[4];
 #pragma unroll
@@ -101,21 +69,12 @@ extern "C" __global__ void ozaki2_rows_int_low(
 }
 
 #define COPY_ENTRY(r, c) x[(r) * rs + (c) * cs]
-extern "C" __global__ void ozaki2_rows_floor(
-    const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
-    long long rows_pad, long long ldk, const int* __restrict__ shifts, const int* __restrict__ exps,
-    unsigned int* __restrict__ out, long long plane, const double* __restrict__ pow2, int pow2_len)
+extern "C" __global__ void ozaki2_rows_floor(ROWS_ARGS)
 {
-    LOAD_TILE(COPY_ENTRY)
-    const int tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4;
-    const long long r = r0 + q;
-    const long long c = c0 + g;
-    if (r >= rows_pad || c >= ldk) return;
-    unsigned int* o = out + (r * ldk + c) / 4;
+    ROWS_START(COPY_ENTRY)
     unsigned int word = 0;
 #pragma unroll
     for (int j = 0; j < 4; ++j) word |= ((unsigned int)low_word(tile[q][g + j]) & 0xffu) << (8 * j);
-    const long long plane4 = plane / 4;
 #define FLOOR_PLANE(T, M) o[T * plane4] = word + T;
     FOR_EACH_MODULUS(FLOOR_PLANE)
 }
@@ -123,7 +82,8 @@ extern "C" __global__ void ozaki2_rows_floor(
 
 
 def variant(name: str, moduli: tuple[int, ...]):
-    """A variant kernel, after the library's own source (BARS 0: its helpers, ROWS_ENTRY and RESIDUE_PLANE)."""
+    """A variant kernel, after the library's own source (BARS 0: its helpers, ROWS_ARGS, ROWS_START, ROWS_ENTRY and
+    the table path)."""
     source = ("#define BARS 0\n" + kernels._moduli(moduli) + kernels._COMMON + fused.TILE_SOURCE
               + kernels._ROWS_SOURCE + _VARIANT)
     return cp.RawKernel(source, name)
@@ -144,19 +104,6 @@ def launcher(kernel, X, shifts, exps, table, rows_pad, ldk):
         kernel(grid, (TILE, TILE_ROWS), args)
         return out
     return run
-
-
-def timed(runs: dict, rounds: int) -> dict:
-    samples = {k: [] for k in runs}
-    for _ in range(rounds):
-        for name, run in runs.items():
-            start, stop = cp.cuda.Event(), cp.cuda.Event()
-            start.record()
-            run()
-            stop.record()
-            stop.synchronize()
-            samples[name].append(cp.cuda.get_elapsed_time(start, stop))
-    return {k: {"median_ms": statistics.median(v), "min_ms": min(v), "max_ms": max(v)} for k, v in samples.items()}
 
 
 def main() -> None:
@@ -194,7 +141,7 @@ def main() -> None:
                       "entries_at_or_above_2^53": big, "shape": list(X.shape),
                      "strides": list(X.strides), "bytes_read": X.nbytes, "bytes_written": ref.nbytes}
             if not NCU:
-                entry["times"] = timed(runs, ROUNDS)
+                entry["times"] = summary(event_rounds(runs, ROUNDS))
                 floor = entry["times"]["ozaki2_rows_floor"]["median_ms"]
                 entry["floor_tb_s"] = (X.nbytes + ref.nbytes) / floor / 1e9
             results[f"{n}-{side}"] = entry
