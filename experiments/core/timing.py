@@ -4,8 +4,12 @@ As in the papers, a batch of at least 10 samples is taken and measured again
 when any sample falls outside 95-105% of the batch mean; here the retries are
 bounded and the outcome is recorded (``stable``, ``attempts``) rather than
 looping forever. The median is reported. Methods compared with each other are
-timed interleaved (A B A B ...), so drift in clocks or temperature hits both
-alike, and reported as ratios. GPU samples are timed with CUDA events.
+timed interleaved, one round of all of them after another, so drift in clocks or
+temperature hits them alike, and reported as ratios. The order rotates by one
+method each round (A B C, B C A, C A B, ...): under a power cap a sample starts at
+the clock its predecessor left (on the H100, ``level="auto"`` samples that followed
+DGEMM at N = 16384 started at 1485 MHz and ended at 1650), so a fixed order would
+favour the methods that follow lighter ones. GPU samples are timed with CUDA events.
 
 Every measurement runs in a power regime (:mod:`experiments.core.regime`):
 ``sustained`` by default (back-to-back work until the SM clock settles, then
@@ -47,6 +51,7 @@ class Timing:
     rejected: list[list[float]] = field(default_factory=list)
     power: dict[str, Any] = field(default_factory=dict)
     launch: str = "counted"
+    order: str = "rotated each round"
 
     @property
     def median(self) -> float:
@@ -65,7 +70,7 @@ class Timing:
         """What the results database keeps beside the samples."""
         return {"median_s": self.median, "mean_s": self.mean, "attempts": self.attempts,
                 "stable": self.stable, "tolerance": self.tolerance, "spread": self.spread,
-                "rejected_batches": self.rejected, "launch": self.launch, **self.power}
+                "rejected_batches": self.rejected, "launch": self.launch, "order": self.order, **self.power}
 
 
 @dataclass
@@ -131,8 +136,10 @@ def measure_interleaved(
     telemetry: Any = "auto",
     hide_launch: bool = False,
     calls: int = 1,
+    rotate: bool = True,
 ) -> dict[str, Timing]:
-    """Time each method ``repeats`` times, one round of all methods after another.
+    """Time each method ``repeats`` times, one round of all methods after another, the order rotated by one
+    method each round (see the module notes).
 
     ``works`` maps a name to a callable, or to a sequence of callables used in
     turn (buffer rotation; warm-up touches each of them). With ``flush`` the last-level cache is flushed
@@ -147,7 +154,8 @@ def measure_interleaved(
     samples record (``"auto"``: the backend's, None: none); ``hide_launch``:
     device time only, the host's launch overhead left out (see the module notes); ``calls``: calls
     issued back to back in each sample (the rotation continued), the sample their time over ``calls``,
-    as a loop of calls runs: the host's dispatch counts only where it outlasts the device's work.
+    as a loop of calls runs: the host's dispatch counts only where it outlasts the device's work;
+    ``rotate=False`` keeps the order of ``works`` in every round (to measure what the order does).
     """
     if repeats < MIN_REPEATS:
         raise ValueError(f"repeats must be at least {MIN_REPEATS} (the protocol's minimum), got {repeats}")
@@ -175,10 +183,13 @@ def measure_interleaved(
 
     settled = settle(regime, one_round, backend, telemetry)
     batches: list[dict[str, list[tuple[float, dict | None]]]] = []
+    names = list(rotations)
     for _ in range(max_attempts):
-        batch: dict[str, list[tuple[float, dict | None]]] = {name: [] for name in rotations}
+        batch: dict[str, list[tuple[float, dict | None]]] = {name: [] for name in names}
         for i in range(repeats):
-            for name, fns in rotations.items():
+            shift = i % len(names) if rotate else 0
+            for name in names[shift:] + names[:shift]:
+                fns = rotations[name]
                 run = [fns[(i * calls + j) % len(fns)] for j in range(calls)]
                 batch[name].append(_sample(backend, run, flush, setup.get(name), regime, telemetry, hide_launch))
         batches.append(batch)
@@ -186,11 +197,11 @@ def measure_interleaved(
             break
     launch = "hidden" if hide_launch and backend.asynchronous else "counted"
     launch += f", {calls} calls back to back" if calls > 1 else ""
-    return _report(batches, tolerance, regime, settled, launch)
+    return _report(batches, tolerance, regime, settled, launch, "rotated each round" if rotate else "fixed")
 
 
 def _report(batches: list[dict[str, list[tuple[float, dict | None]]]], tolerance: float, regime: Regime,
-            settled: dict[str, Any], launch: str) -> dict[str, Timing]:
+            settled: dict[str, Any], launch: str, order: str) -> dict[str, Timing]:
     times = [{name: [t for t, _ in s] for name, s in b.items()} for b in batches]
     worst = [max(_spread(s) for s in b.values()) for b in times]
     if math.isinf(min(worst)):
@@ -200,7 +211,8 @@ def _report(batches: list[dict[str, list[tuple[float, dict | None]]]], tolerance
     return {
         name: Timing(samples=samples, attempts=len(batches), stable=worst[chosen] <= tolerance,
                      tolerance=tolerance, rejected=[b[name] for b in rejected],
-                     power=summary(regime, [tel for _, tel in batches[chosen][name]], settled), launch=launch)
+                     power=summary(regime, [tel for _, tel in batches[chosen][name]], settled), launch=launch,
+                     order=order)
         for name, samples in times[chosen].items()
     }
 

@@ -58,7 +58,8 @@ def calls(fake: FakeBackend, names=("w",)) -> list[str]:
 
 
 def interleave(a: list[float], b: list[float]) -> list[float]:
-    return [x for pair in zip(a, b) for x in pair]
+    """Sample times in the order two methods run: a b, then b a, ... (the order rotates each round)."""
+    return [x for i, pair in enumerate(zip(a, b)) for x in (pair if i % 2 == 0 else pair[::-1])]
 
 
 def test_stable_batch_is_taken_at_once():
@@ -125,7 +126,7 @@ def test_interleaved_rounds_alternate_methods():
     fake = FakeBackend(interleave(FLAT, [2.0] * 10))
     res = measure_interleaved({"a": work(fake, "a"), "b": work(fake, "b")}, fake, warmup=1)
     seq = calls(fake, ("a", "b"))
-    assert seq == ["a", "b"] + ["a", "b"] * 10
+    assert seq == ["a", "b"] + ["a", "b", "b", "a"] * 5       # warm-up, then the order rotates each round
     assert res["a"].samples == FLAT and res["b"].samples == [2.0] * 10
 
 
@@ -286,3 +287,20 @@ def test_calls_back_to_back_continue_the_rotation_and_report_the_time_per_call()
     assert timing.samples == [1.0] * 10 and timing.meta()["launch"] == "counted, 3 calls back to back"
     with pytest.raises(ValueError, match="calls per sample must be at least 1"):
         measure(fns, fake, calls=0)
+
+
+def test_every_method_leads_a_round_in_turn():
+    """Under a power cap a sample starts at the clock its predecessor left: no method always follows another."""
+    fake = FakeBackend([1.0] * 30)
+    res = measure_interleaved({k: work(fake, k) for k in "abc"}, fake, warmup=0)
+    seq = calls(fake, ("a", "b", "c"))
+    rounds = [seq[i:i + 3] for i in range(0, 30, 3)]
+    assert rounds[:3] == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"]] and rounds[3] == rounds[0]
+    assert all(t.meta()["order"] == "rotated each round" for t in res.values())
+
+
+def test_a_fixed_order_is_kept_where_asked_and_recorded():
+    fake = FakeBackend([1.0] * 20)
+    res = measure_interleaved({k: work(fake, k) for k in "ab"}, fake, warmup=0, rotate=False)
+    assert calls(fake, ("a", "b")) == ["a", "b"] * 10
+    assert res["a"].meta()["order"] == "fixed"
