@@ -36,6 +36,8 @@ from gpu.backend import Backend
 from .regime import Regime, get_regime, idle, reading, settle, summary
 
 Work = Callable[[], Any] | Sequence[Callable[[], Any]]
+#: What a timing records of its rounds' order, by ``rotate``.
+ORDER = {True: "rotated each round", False: "fixed"}
 
 MIN_REPEATS = 10
 
@@ -51,7 +53,7 @@ class Timing:
     rejected: list[list[float]] = field(default_factory=list)
     power: dict[str, Any] = field(default_factory=dict)
     launch: str = "counted"
-    order: str = "rotated each round"
+    order: str = ORDER[True]
 
     @property
     def median(self) -> float:
@@ -197,7 +199,7 @@ def measure_interleaved(
             break
     launch = "hidden" if hide_launch and backend.asynchronous else "counted"
     launch += f", {calls} calls back to back" if calls > 1 else ""
-    return _report(batches, tolerance, regime, settled, launch, "rotated each round" if rotate else "fixed")
+    return _report(batches, tolerance, regime, settled, launch, ORDER[rotate])
 
 
 def _report(batches: list[dict[str, list[tuple[float, dict | None]]]], tolerance: float, regime: Regime,
