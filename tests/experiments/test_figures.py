@@ -275,7 +275,7 @@ def test_strassen_level_draws_a_row_per_regime_and_size_with_configurations_name
     titles = [ax.get_title().split("\n")[-1] for ax in fig.axes]
     rows = titles[::2]
     assert titles[1::2] == rows
-    assert rows == ["float64, cold, N = 32768", "float64, cold, N = 16384", "float64, cold, N = 8192",
+    assert rows == ["float64, cold, N = 49152", "float64, cold, N = 32768", "float64, cold, N = 16384",
                     "float64, sustained, N = 49152", "float64, sustained, N = 32768", "float64, sustained, N = 16384"]
     labels = [t.get_text() for leg in legends(fig) for t in leg.get_texts()]
     assert labels and len(labels) == len(set(labels)) and not any("N =" in label for label in labels)
