@@ -12,7 +12,9 @@ suffices, exactly:
   c = ceil(|x| 2**e_t) <= 64 (integers: ceil(c / 2**d) = (c + 2**d - 1) >> d).
 * ``ozaki2_line_squares`` (a warp per line, over its tiles) takes the maximum m = max_t m_t,
   e = 6 - exp(m) <= e_t, and R = sum_t S_t[min(e_t - e, 7)]. The tiles' values are stored line by line, so
-  a warp reads them contiguously.
+  a warp reads them contiguously. An all-zero tile is the exception to e <= e_t (frexp gives 0 the exponent
+  0, so e_t = 6 falls below the e of a line whose maximum is under 1/2): its sums are 0 at every d, and d is
+  clamped at 0 (unclamped, the kernel read the sum before the tile's, or before the buffer).
 
 Exact: for an entry of tile t, with d = e_t - e >= 0, ceil(|x| 2**e) = ceil(|x| 2**e_t / 2**d) =
 ceil(c / 2**d), since ceil(y / n) = ceil(ceil(y) / n) for a positive integer n; and for d >= 7,
@@ -104,7 +106,7 @@ extern "C" __global__ void ozaki2_line_squares(
     if (isfinite(m)) {
         const int e = bar_exponent(m);
         for (long long t = lane; t < tiles; t += 32)
-            total += (unsigned long long)sums[(line * tiles + t) * 8 + min(bar_exponent(lt[t]) - e, 7)];
+            total += (unsigned long long)sums[(line * tiles + t) * 8 + max(0, min(bar_exponent(lt[t]) - e, 7))];
     }
     for (int offset = 16; offset > 0; offset >>= 1) total += __shfl_down_sync(0xffffffffu, total, offset);
     if (lane == 0) { mx[line] = m; squares[line] = total; }

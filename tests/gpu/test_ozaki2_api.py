@@ -6,7 +6,7 @@ import functools
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from accuracy.generate import phi_matrix
@@ -162,7 +162,7 @@ def test_gpu_phases_and_views(cupy_backend):
 def tile_squares(X, tile=32):
     """The one-pass sums of :mod:`gpu.ozaki2.fused` in NumPy: per row and tile of ``tile`` entries the tile's
     maximum, its bar exponent e_t and S_t[d] = sum ceil(c / 2**d)**2 of its bars c (d = 0..7), combined as
-    sum_t S_t[min(e_t - e, 7)] with e the row's bar exponent."""
+    sum_t S_t[max(0, min(e_t - e, 7))] with e the row's bar exponent."""
     X = np.abs(X)
     out = np.zeros(X.shape[0], dtype=np.int64)
     for i, row in enumerate(X):
@@ -171,7 +171,7 @@ def tile_squares(X, tile=32):
         e = 6 - np.frexp(row.max())[1]
         for t, et in zip(tiles, e_t, strict=True):
             c = np.ceil(np.ldexp(t, et)).astype(np.int64)
-            d = min(et - e, 7)
+            d = max(0, min(et - e, 7))               # an all-zero tile (e_t = 6) sums to 0 at any d
             out[i] += int((((c + 2**d - 1) >> d) ** 2).sum())
     return out
 
@@ -179,6 +179,7 @@ def tile_squares(X, tile=32):
 @settings(max_examples=30, deadline=None)
 @given(m=st.integers(1, 6), k=st.integers(1, 200), spread=st.integers(0, 60), zeros=st.floats(0.0, 0.9),
        seed=st.integers(0, 2**16))
+@example(m=1, k=38, spread=6, zeros=0.875, seed=1)         # an all-zero tile in a row whose maximum is under 1/2
 def test_one_pass_tile_sums_equal_the_two_pass_sums(m, k, spread, zeros, seed):
     """Fast scaling's sums of squared bars from tiles with their own exponents equal the two-pass sums with
     the row's exponent, exactly: ceil(c / 2**d) is the bar at the row's exponent, and beyond d = 7 every
@@ -195,13 +196,16 @@ def test_one_pass_tile_sums_equal_the_two_pass_sums(m, k, spread, zeros, seed):
 @pytest.mark.parametrize("shape", [(1, 1), (33, 70), (300, 4099), (5, 2 * 32 * 40 + 7)])
 def test_gpu_line_squares_equal_numpy_in_both_layouts(cupy_backend, shape):
     """Fast mode's maxima and sums of squared bars in one read: rows of a C-ordered array and of a transpose,
-    wide exponents, zero rows, and rows holding NaN or infinity (maximum NaN or infinity as NumPy's)."""
+    wide exponents, zero rows, rows holding NaN or infinity (maximum NaN or infinity as NumPy's), and an
+    all-zero tile in a row whose maximum is under 1/2 (its tile exponent falls below the row's)."""
     X = phi_matrix(*shape, 4.0, 3)
     X[0, -1] *= 2.0**-600
     if shape[0] > 4:
         X[1] = 0.0
         X[2, shape[1] // 2] = np.nan
         X[3, 0] = -np.inf
+        X[4] *= 2.0**-20 / max(np.abs(X[4]).max(), 1e-300)
+        X[4, :32] = 0.0
     mx, want = HostOps(get_backend("numpy")).line_squares(X)
     gpu_ops = cupy_backend.ops("ozaki2")
     finite = np.isfinite(mx)
