@@ -10,7 +10,8 @@ the H100's device profile so that auto reads the published table.
 """
 import json
 import os
-import statistics
+
+from rounds import group_record
 
 from experiments.core.lab import Operands, time_group
 from experiments.levels.auto import auto_work
@@ -35,11 +36,7 @@ def works_at(ops: Operands, level: int, names: list[str]) -> dict:
 
 
 def group(ops: Operands, works: dict, rotate: bool) -> dict:
-    comp = time_group(ops, works, "gemm", regime="sustained", rotate=rotate)
-    return {k: {"ms": t.median * 1e3, "speedup": comp.ratio(k), "stable": t.stable,
-                "start_mhz": statistics.median(s["start"]["sm_mhz"] for s in t.power.get("telemetry", [])),
-                "sm_mhz": t.power.get("sm_clock_mhz"), "power_w": t.power.get("power_w")}
-            for k, t in comp.timings.items()}
+    return group_record(time_group(ops, works, "gemm", regime="sustained", rotate=rotate))
 
 
 def main() -> None:

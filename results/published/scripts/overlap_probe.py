@@ -12,6 +12,7 @@ import os
 import sys
 
 import numpy as np
+from rounds import group_record
 
 from experiments.core.lab import Operands, time_group
 from experiments.strassen.bench import strassen_work
@@ -63,10 +64,7 @@ def main() -> None:
             print(level, name, "err", err, flush=True)
             if err > 1e-10:
                 sys.exit(f"{name} at level {level} is wrong: {err}")
-        comp = time_group(ops, works, "gemm", regime="sustained")
-        out[level] = {k: {"ms": t.median * 1e3, "speedup": comp.ratio(k), "stable": t.stable,
-                          "sm_mhz": t.power.get("sm_clock_mhz"), "power_w": t.power.get("power_w")}
-                      for k, t in comp.timings.items()}
+        out[level] = group_record(time_group(ops, works, "gemm", regime="sustained"))
         print(level, json.dumps(out[level]), flush=True)
     with open(os.path.join(os.environ.get("OUT", "/tmp"), f"overlap{N}.json"), "w") as f:
         json.dump(out, f, indent=1)

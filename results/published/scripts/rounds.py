@@ -1,7 +1,9 @@
-"""Kernel-level timing for the probe scripts: CUDA events around each run, runs interleaved round by round.
+"""Timing helpers of the probe scripts.
 
-The probes time single kernels or short sequences cold (no warm-up regime, no idle gap), where
-:func:`experiments.core.timing.measure_interleaved`'s protocol would time a settled device instead.
+Kernel-level timing: CUDA events around each run, runs interleaved round by round. The probes time single
+kernels or short sequences cold (no warm-up regime, no idle gap), where
+:func:`experiments.core.timing.measure_interleaved`'s protocol would time a settled device instead. And the
+record the probes keep of a protocol-timed group (:func:`group_record`).
 """
 
 import statistics
@@ -27,3 +29,14 @@ def event_rounds(runs: Mapping[str, Callable[[], object]], rounds: int) -> dict[
 def summary(samples: Mapping[str, list[float]]) -> dict[str, dict[str, float]]:
     """Median, least and greatest milliseconds per run."""
     return {k: {"median_ms": statistics.median(v), "min_ms": min(v), "max_ms": max(v)} for k, v in samples.items()}
+
+
+def group_record(comparison) -> dict[str, dict[str, object]]:
+    """Per method of an interleaved group (:class:`experiments.core.timing.Comparison`): median ms, speed-up
+    over the group's baseline, stability, the median SM clock at the samples' start, and the SM clock and
+    power the protocol summarises."""
+    return {k: {"ms": t.median * 1e3, "speedup": comparison.ratio(k), "stable": t.stable,
+                "start_mhz": statistics.median(s["start"]["sm_mhz"] for s in t.power["telemetry"])
+                if t.power.get("telemetry") else None,
+                "sm_mhz": t.power.get("sm_clock_mhz"), "power_w": t.power.get("power_w")}
+            for k, t in comparison.timings.items()}
