@@ -2,8 +2,11 @@
 
 As in the papers, a batch of at least 10 samples is taken and measured again
 when any sample falls outside 95-105% of the batch mean; here the retries are
-bounded and the outcome is recorded (``stable``, ``attempts``) rather than
-looping forever. The median is reported. Methods compared with each other are
+bounded, by a count and by time (a batch is measured again only while the timed
+seconds of all batches, one more included, stay within ``retry_seconds``: two
+minutes by default, so a group of 16384-sized products is re-measured and one of
+49152-sized Strassen levels is not), and the outcome is recorded (``stable``,
+``attempts``, ``batch_s``) rather than looping forever. The median is reported. Methods compared with each other are
 timed interleaved, one round of all of them after another, so drift in clocks or
 temperature hits them alike, and reported as ratios. The order rotates by one
 method each round (A B C, B C A, C A B, ...): under a power cap a sample starts at
@@ -40,6 +43,8 @@ Work = Callable[[], Any] | Sequence[Callable[[], Any]]
 ORDER = {True: "rotated each round", False: "fixed"}
 
 MIN_REPEATS = 10
+#: Timed seconds within which an unstable batch is measured again (see the module notes).
+RETRY_SECONDS = 120.0
 
 
 @dataclass
@@ -54,6 +59,7 @@ class Timing:
     power: dict[str, Any] = field(default_factory=dict)
     launch: str = "counted"
     order: str = ORDER[True]
+    batch_s: float = math.nan
 
     @property
     def median(self) -> float:
@@ -72,7 +78,8 @@ class Timing:
         """What the results database keeps beside the samples."""
         return {"median_s": self.median, "mean_s": self.mean, "attempts": self.attempts,
                 "stable": self.stable, "tolerance": self.tolerance, "spread": self.spread,
-                "rejected_batches": self.rejected, "launch": self.launch, "order": self.order, **self.power}
+                "rejected_batches": self.rejected, "launch": self.launch, "order": self.order,
+                "batch_s": self.batch_s, **self.power}
 
 
 @dataclass
@@ -132,6 +139,7 @@ def measure_interleaved(
     warmup: int = 2,
     tolerance: float = 0.05,
     max_attempts: int = 3,
+    retry_seconds: float = RETRY_SECONDS,
     flush: bool = False,
     setup: Mapping[str, Callable[[], Any]] | None = None,
     regime: str | Regime = "sustained",
@@ -147,7 +155,8 @@ def measure_interleaved(
     turn (buffer rotation; warm-up touches each of them). With ``flush`` the last-level cache is flushed
     before every sample, outside the timed region. A batch in which any
     method has a sample outside ``1 +- tolerance`` of its mean is measured
-    again, at most ``max_attempts`` batches in all; the reported batch is the
+    again, at most ``max_attempts`` batches in all and only while the timed seconds of the batches taken,
+    one more of their mean length included, stay within ``retry_seconds``; the reported batch is the
     last stable one, or else the least spread, marked ``stable=False``.
     ``setup[name]``, where given, runs before each sample of that method,
     outside the timed region (restoring inputs a method overwrites, say).
@@ -163,8 +172,9 @@ def measure_interleaved(
         raise ValueError(f"repeats must be at least {MIN_REPEATS} (the protocol's minimum), got {repeats}")
     if calls < 1:
         raise ValueError(f"calls per sample must be at least 1, got {calls}")
-    if max_attempts < 1 or warmup < 0:
-        raise ValueError(f"need max_attempts >= 1 and warmup >= 0, got {max_attempts} and {warmup}")
+    if max_attempts < 1 or warmup < 0 or not retry_seconds >= 0:
+        raise ValueError(f"need max_attempts >= 1, warmup >= 0 and retry_seconds >= 0, got {max_attempts}, "
+                         f"{warmup} and {retry_seconds}")
     if not (math.isfinite(tolerance) and tolerance > 0):
         raise ValueError(f"tolerance must be a positive fraction such as 0.05, got {tolerance}")
     if not works:
@@ -197,13 +207,20 @@ def measure_interleaved(
         batches.append(batch)
         if all(_spread([t for t, _ in s]) <= tolerance for s in batch.values()):
             break
+        if _seconds(batches, calls) * (len(batches) + 1) / len(batches) > retry_seconds:
+            break
     launch = "hidden" if hide_launch and backend.asynchronous else "counted"
     launch += f", {calls} calls back to back" if calls > 1 else ""
-    return _report(batches, tolerance, regime, settled, launch, ORDER[rotate])
+    return _report(batches, tolerance, regime, settled, launch, ORDER[rotate], _seconds(batches, calls) / len(batches))
+
+
+def _seconds(batches: Sequence[Mapping[str, Sequence[tuple[float, Any]]]], calls: int) -> float:
+    """Timed seconds of ``batches`` (a sample is the time per call of ``calls`` calls); NaN samples count 0."""
+    return calls * sum(t for b in batches for s in b.values() for t, _ in s if math.isfinite(t))
 
 
 def _report(batches: list[dict[str, list[tuple[float, dict | None]]]], tolerance: float, regime: Regime,
-            settled: dict[str, Any], launch: str, order: str) -> dict[str, Timing]:
+            settled: dict[str, Any], launch: str, order: str, batch_s: float) -> dict[str, Timing]:
     times = [{name: [t for t, _ in s] for name, s in b.items()} for b in batches]
     worst = [max(_spread(s) for s in b.values()) for b in times]
     if math.isinf(min(worst)):
@@ -214,7 +231,7 @@ def _report(batches: list[dict[str, list[tuple[float, dict | None]]]], tolerance
         name: Timing(samples=samples, attempts=len(batches), stable=worst[chosen] <= tolerance,
                      tolerance=tolerance, rejected=[b[name] for b in rejected],
                      power=summary(regime, [tel for _, tel in batches[chosen][name]], settled), launch=launch,
-                     order=order)
+                     order=order, batch_s=batch_s)
         for name, samples in times[chosen].items()
     }
 

@@ -64,6 +64,8 @@ OVERHEAD_EXPERIMENT = models.OVERHEAD_EXPERIMENT
 #: Levels and bottom size of the product whose time, over its launches, is the host time per launch.
 OVERHEAD_LEVEL, OVERHEAD_BOTTOM = 3, 32
 RUM = Config("rum")
+#: One warm-up round per group; re-measurement is bounded by the protocol's time budget.
+PROTOCOL = {"warmup": 1}
 
 
 @dataclass(frozen=True)
@@ -74,8 +76,6 @@ class LevelPlan:
     max_level: int
     min_bottom: int
     config: Config = RUM
-    #: From this size on: one warm-up round and one batch (a batch at 32768 takes a minute).
-    large: int = 16384
     #: Time ``matmul(level="auto")`` in each size's group too (:mod:`experiments.levels.auto`).
     auto: bool = False
 
@@ -83,9 +83,6 @@ class LevelPlan:
         """Levels measured at size n: 0 (the library GEMM) and those whose bottom is big enough."""
         return [lv for lv in range(self.max_level + 1)
                 if lv == 0 or (n % 2**lv == 0 and n // 2**lv >= self.min_bottom)]
-
-    def protocol(self, n: int) -> dict[str, int]:
-        return {"warmup": 1, "max_attempts": 1} if n >= self.large else {"warmup": 1, "max_attempts": 3}
 
 
 PLANS: dict[tuple[str, bool], LevelPlan] = {
@@ -112,7 +109,7 @@ def custom_plan(backend: Backend, quick: bool, sizes: Sequence[int] | None = Non
     if min_bottom is not None and min_bottom < 1:
         raise ValueError(f"the smallest bottom product must be at least 1, got {min_bottom}")
     return LevelPlan(tuple(sorted(set(sizes))) if sizes else base.sizes, max_level or base.max_level,
-                     min_bottom or base.min_bottom, config or base.config, base.large, auto)
+                     min_bottom or base.min_bottom, config or base.config, auto)
 
 
 def level_params(n: int, level: int, config: Config, regime: str = "sustained") -> dict[str, Any]:
@@ -177,9 +174,9 @@ def sweep_levels(ctx: Context, plan: LevelPlan, sizes: Sequence[int]) -> SweepOu
                 ops = Operands.uniform(be, n)
                 if timed:
                     works, errors = checked_works(ops, {f"L{lv}": (config, lv) for lv in timed[1:]})
-                    result = time_strassen(ops, works, ctx.regime, **plan.protocol(n))
+                    result = time_strassen(ops, works, ctx.regime, **PROTOCOL)
                 if choice is not None:
-                    timed_auto = auto.time_auto(ops, config, choice["level"], ctx.regime, plan.protocol(n))
+                    timed_auto = auto.time_auto(ops, config, choice["level"], ctx.regime, PROTOCOL)
             finally:
                 ops = works = None            # the works hold the operands too: both go before the next size
                 free_memory(be)
@@ -389,6 +386,6 @@ def estimate_seconds(plan: LevelPlan, model: RecursiveModel, sizes: Sequence[int
     samples of every level, one batch each (a repeated batch adds ten samples more)."""
     total = 0.0
     for n in sizes or plan.sizes:
-        runs = plan.protocol(n)["warmup"] + 1 + MIN_REPEATS
+        runs = PROTOCOL["warmup"] + 1 + MIN_REPEATS
         total += runs * sum(model.time(n, lv) for lv in plan.levels(n)) / 1e3
     return total

@@ -25,8 +25,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from accuracy.audit import audit_inputs
 from accuracy.methods import (
     get_method,
@@ -208,7 +206,3 @@ def flops(shape: Shape) -> float:
     m, k, n = shape
     return 2.0 * m * k * n
 
-
-def equivalent_n(shape: Shape) -> int:
-    """The N of a square with as many multiply-adds (for the timing protocol's batch count)."""
-    return round(float(np.prod(shape, dtype=np.float64)) ** (1 / 3))

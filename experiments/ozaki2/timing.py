@@ -37,7 +37,7 @@ from ..core.lab import Operands, free_memory, time_group
 from ..core.registry import Context
 from ..core.sweep import SweepOutcome
 from ..core.timing import Timing, single_run
-from ..ozaki.timing import _protocol as protocol_for
+from ..ozaki.timing import PROTOCOL
 from .bench import (
     DGEMM,
     SEED,
@@ -45,7 +45,6 @@ from .bench import (
     TIME,
     TIME_PHI,
     Plan,
-    equivalent_n,
     family,
     shape_inputs,
     shape_params,
@@ -107,7 +106,7 @@ def measure_group(ctx: Context, shape: Shape, ops: Operands, out: Array, methods
     slow = {name for name in names if name != DGEMM and first[name] > plan.slow_factor * first[DGEMM]}
     flush = ops.needs_flush()
     result = time_group(ops, {k: w for k, w in works.items() if k not in slow}, DGEMM, refill=False,
-                        regime=ctx.regime, **protocol_for(equivalent_n(shape)))
+                        regime=ctx.regime, **PROTOCOL)
     timings = {**result.timings, **{name: Timing(samples=[first[name]], stable=False) for name in slow}}
     dgemm_s = timings[DGEMM].median
     extra = {"sgemm_s": timings[SGEMM].median} if SGEMM in timings else {}

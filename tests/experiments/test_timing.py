@@ -207,6 +207,32 @@ def test_meta_holds_protocol_outcome():
     assert meta["rejected_batches"] == [first]
 
 
+@pytest.mark.parametrize("budget, attempts", [(21.9, 1), (22.0, 2), (33.0, 3)])
+def test_retries_stop_where_one_more_batch_would_pass_the_time_budget(budget, attempts):
+    # Each unstable batch lasts 11 timed seconds: a retry is taken while the batches so far, and one
+    # more of their mean length, fit the budget.
+    fake = FakeBackend(outlier(2.0) * 3)
+    t = measure(work(fake), fake, warmup=0, max_attempts=3, retry_seconds=budget)
+    assert t.attempts == attempts and not t.stable
+    assert t.meta()["batch_s"] == pytest.approx(11.0)
+
+
+@pytest.mark.parametrize("budget, attempts", [(41.0, 1), (42.0, 2)])
+def test_the_time_budget_counts_every_method_and_every_call(budget, attempts):
+    # Two methods, two calls per sample: the timer reads 21 s over the first batch's 20 samples (each
+    # sample its reading over the two calls), so a retry needs a budget of 42 s.
+    fake = FakeBackend([1.0] * 19 + [2.0] + [1.0] * 20)
+    t = measure_interleaved({"a": work(fake, "a"), "b": work(fake, "b")}, fake, warmup=0, calls=2,
+                            retry_seconds=budget)
+    assert t["a"].attempts == attempts and t["a"].stable == (attempts == 2)
+    assert t["b"].batch_s == pytest.approx(21.0 if attempts == 1 else 20.5)
+
+
+def test_a_stable_batch_is_never_measured_again():
+    fake = FakeBackend(FLAT * 2)
+    assert measure(work(fake), fake, warmup=0, retry_seconds=0.0).attempts == 1
+
+
 def test_timing_defaults_and_mean():
     t = Timing(samples=[1.0, 2.0, 6.0])
     assert (t.median, t.mean, t.attempts, t.stable, t.rejected) == (2.0, 3.0, 1, True, [])
@@ -236,7 +262,8 @@ def test_no_methods_is_a_clear_error():
 
 
 @pytest.mark.parametrize("options", [{"warmup": -1}, {"tolerance": 0.0}, {"tolerance": math.nan},
-                                     {"max_attempts": 0}])
+                                     {"max_attempts": 0}, {"retry_seconds": -1.0},
+                                     {"retry_seconds": math.nan}])
 def test_bad_protocol_options_are_refused(options):
     with pytest.raises(ValueError):
         measure(lambda: None, FakeBackend([1.0] * 30), **options)
