@@ -18,7 +18,7 @@ from ..core.command import MEASURING, byte_size, command, emit, measuring_run, s
 from ..core.database import ResultsDB
 from ..core.registry import FIGURES, load
 from ..core.summary import markdown_table
-from . import calibration, models, validation
+from . import calibration, estimate, models, validation
 from .auto import AUTO_KEY, AutoJudgement, judge_auto, with_judgement
 from .experiments import validation_summary
 from .predict import Source, fit_report, predict
@@ -205,11 +205,16 @@ def cmd_levels(args: argparse.Namespace, db_path: Path) -> int:
             summary["SUMMARY.md"] = write_levels_summary(args, db_path, key, report, found, "not written (--stored)")
         return _emit_levels(args, backend, key, summary, report, found)
     if args.dry_run:
-        seconds, how = validation.estimate(plan, backend, db_path)
-        payload = {"plan": {n: plan.levels(n) for n in plan.sizes}, "estimated_seconds": seconds, "estimate": how}
-        emit(args, payload, lambda: "\n".join([f"N = {n}: levels {lv}" for n, lv in payload["plan"].items()]
-                                              + [f"estimated time: {'?' if seconds is None else f'{seconds:.0f} s'} "
-                                                 f"({how})"]))
+        est = estimate.estimate(plan, backend, db_path, args.regime, args.quick, args.force)
+        payload = {"plan": {n: plan.levels(n) for n in plan.sizes}, "estimated_seconds": est.seconds,
+                   "estimated_most_seconds": est.most, "estimate": est.how, "estimated_parts_s": est.parts,
+                   "groups": est.groups}
+        emit(args, payload, lambda: "\n".join(
+            [f"N = {n}: levels {lv}" for n, lv in payload["plan"].items()]
+            + [f"estimated time: ? ({est.how})" if est.seconds is None else
+               f"estimated time: {est.seconds:.0f} s, up to {est.most:.0f} s if every batch is measured again "
+               f"({est.how}; {est.groups} groups to time, points already stored left out)"]
+            + [f"  {part}: {s:.0f} s" for part, s in est.parts.items()]))
         return 0
     with measuring_run(args, db_path, backend) as ctx:
         summary, report, found = validation.run_plan(ctx, plan)

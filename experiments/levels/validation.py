@@ -31,7 +31,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,8 +38,6 @@ from tqdm.auto import tqdm
 
 from gpu.backend import Backend
 from gpu.strassen import Config, total_launches
-from modeling import hardware
-from modeling.analytic import analytic_model
 from modeling.crossover import (
     crossover_point,
     interpolated_crossing,
@@ -55,7 +52,7 @@ from ..core.lab import HEADROOM, Operands, free_memory, operand_bytes
 from ..core.regime import of_regime
 from ..core.registry import Context
 from ..core.sweep import Record, SweepOutcome, sweep
-from ..core.timing import MIN_REPEATS, measure
+from ..core.timing import measure
 from ..strassen.bench import DTYPE, checked_works, config_bytes, point_params, strassen_work, time_strassen
 from . import auto, calibration, models
 
@@ -89,7 +86,8 @@ PLANS: dict[tuple[str, bool], LevelPlan] = {
     # H100: levels 1-3 start near 8000, 16000 and 30000 with their bottom products near 4096; a step
     # of 1024 resolves the boundaries to a few per cent, and bottoms of at least 2048 keep a factor two
     # of margin while leaving out the host-bound deep levels (a level-4 product at 8192 takes 25 GEMMs'
-    # time). About five minutes of GPU time, plus half a minute of calibration (``estimate_seconds``).
+    # time). About six minutes of GPU time with one batch per size, plus four minutes of calibration where
+    # none is stored (``gemmlab levels --dry-run`` prices it: :mod:`experiments.levels.estimate`).
     ("cupy", False): LevelPlan(tuple(range(4096, 24577, 1024)) + (26624, 28672, 32768), 4, 2048),
     ("cupy", True): LevelPlan((4096, 6144, 8192, 12288, 16384), 3, 2048),
     ("numpy", False): LevelPlan(tuple(range(256, 1537, 128)), 3, 64),
@@ -133,6 +131,23 @@ def calibration_sizes(backend: Backend, plan: LevelPlan, quick: bool) -> list[in
     return chosen if len(chosen) >= 5 else defaults[:5]
 
 
+def context_sizes(cal_sizes: Sequence[int], sizes: Sequence[int]) -> list[int]:
+    """Sub-product sizes calibrated in context: those of ``cal_sizes`` whose double is swept (at least two)."""
+    inner = [n for n in cal_sizes if 2 * n <= max(sizes)]
+    return inner if len(inner) >= 2 else list(cal_sizes[:2])
+
+
+def pending(db: ResultsDB, key: str, plan: LevelPlan, n: int, regime: str, force: bool) -> tuple[list[int], bool]:
+    """What the sweep times at size n on env ``key``: the levels of its group (every planned level, or
+    none where all are stored) and whether the ``auto`` group is due (``plan.auto``, its row not stored)."""
+    config = plan.config
+    stored = not force and all(db.has(EXPERIMENT, config.name, level_params(n, lv, config, regime), key)
+                               for lv in plan.levels(n))
+    due = plan.auto and (force or not db.has(auto.AUTO_EXPERIMENT, config.name, auto.auto_params(n, config, regime),
+                                             key))
+    return ([] if stored else plan.levels(n)), due
+
+
 def measure_overhead(backend: Backend, params: Mapping[str, Any], methods: Sequence[str],
                      config: Config) -> dict[str, Record]:
     """Host time per library call: a product with thousands of tiny kernels is bound by their issue,
@@ -161,12 +176,9 @@ def sweep_levels(ctx: Context, plan: LevelPlan, sizes: Sequence[int]) -> SweepOu
     with be.allocation_policy("pooled"):
         for n in tqdm(sizes, desc=EXPERIMENT, unit="size", disable=not ctx.progress, file=sys.stderr, leave=False):
             levels = plan.levels(n)
-            stored = not ctx.force and all(ctx.db.has(EXPERIMENT, config.name, level_params(n, lv, config, ctx.regime),
-                                                      ctx.env_key) for lv in levels)
-            choice = auto.auto_choice(be, n, config, ctx.regime) if plan.auto and (ctx.force or not ctx.db.has(
-                auto.AUTO_EXPERIMENT, config.name, auto.auto_params(n, config, ctx.regime), ctx.env_key)) else None
-            timed = [] if stored else levels
-            outcome.skipped += (len(levels) if stored else 0) + int(plan.auto and choice is None)
+            timed, due = pending(ctx.db, ctx.env_key, plan, n, ctx.regime, ctx.force)
+            choice = auto.auto_choice(be, n, config, ctx.regime) if due else None
+            outcome.skipped += (0 if timed else len(levels)) + int(plan.auto and not due)
             if not timed and choice is None:
                 continue
             ops = works = result = timed_auto = None
@@ -206,8 +218,7 @@ def run_plan(ctx: Context, plan: LevelPlan) -> tuple[dict[str, Any], Report, aut
         raise ValueError(f"no {EXPERIMENT} size fits in the memory free on the {be.name} device")
     cal_sizes = calibration_sizes(be, plan, ctx.quick)
     _, cal = calibration.calibrate(ctx, cal_sizes)
-    inner = [n for n in cal_sizes if 2 * n <= max(sizes)]
-    _, ctx_cal = calibration.calibrate_context(ctx, inner if len(inner) >= 2 else cal_sizes[:2])
+    _, ctx_cal = calibration.calibrate_context(ctx, context_sizes(cal_sizes, sizes))
     over = sweep(ctx, OVERHEAD_EXPERIMENT, [overhead_point(ctx.regime)], [plan.config.name],
                  lambda params, methods: measure_overhead(be, params, methods, plan.config),
                  desc=OVERHEAD_EXPERIMENT)
@@ -361,31 +372,3 @@ def judge_times(db: ResultsDB, key: str, config: Config, times: dict[int, dict[i
     model, source = models.stored_predictor(db, key, config, regime)
     verdicts.append(recursive_verdict(model, source, times, measured, max_level))
     return Report(config, times, measured, verdicts, unit)
-
-
-def estimate(plan: LevelPlan, backend: Backend, db_path: Path) -> tuple[float | None, str]:
-    """Seconds the plan should take, and by what: the stored predictor of this device, else its
-    analytic model (``gemmlab levels --dry-run``)."""
-    info = backend.device_info()
-    with ResultsDB(db_path, readonly=True) as db:     # a missing file reads as empty
-        try:
-            model, _ = models.stored_predictor(db, models.select_env(db, current=info), plan.config)
-            return estimate_seconds(plan, model), "stored calibration"
-        except ValueError:
-            pass
-    try:
-        gpu = hardware.lookup(info.get("device", ""))
-    except ValueError:
-        return None, "no calibration or hardware row for this device"
-    return estimate_seconds(plan, analytic_model(gpu, plan.config.schedule, plan.config.fused)), \
-        f"analytic model of {gpu.name}"
-
-
-def estimate_seconds(plan: LevelPlan, model: RecursiveModel, sizes: Sequence[int] | None = None) -> float:
-    """Seconds the sweep should take by ``model``: at each size the warm-up, the check and ten
-    samples of every level, one batch each (a repeated batch adds ten samples more)."""
-    total = 0.0
-    for n in sizes or plan.sizes:
-        runs = PROTOCOL["warmup"] + 1 + MIN_REPEATS
-        total += runs * sum(model.time(n, lv) for lv in plan.levels(n)) / 1e3
-    return total
