@@ -67,10 +67,12 @@ print(f"device profile {mine} (from env {sys.argv[2]}, sustained); rum+fused lev
 EOF
 
 # 4. the sweep with level="auto" (resumes: what is stored is not measured again)
-gl levels --backend cupy --regime sustained --fused --auto --sizes "$S" --db "$DB" --dry-run 2>&1 | tail -1
+gl levels --backend cupy --regime sustained --fused --auto --sizes "$S" --db "$DB" --dry-run 2>&1 | grep -A9 "estimated time"
+START=$(date +%s)
 timeout "${LIMIT:-560}" python3 -m experiments levels --backend cupy --regime sustained --fused --auto --sizes "$S" --db "$DB" \
     --summary "$OUT/summary" --progress --json > "$OUT/levels-auto.json" 2> "$OUT/levels-auto.err"
-echo "levels --auto rc=$?"; tail -c 600 "$OUT/levels-auto.err" | tr '\r' '\n' | tail -3
+echo "levels --auto rc=$? after $(( $(date +%s) - START )) s (the dry run's price above)"
+tail -c 600 "$OUT/levels-auto.err" | tr '\r' '\n' | tail -3
 
 # 5. where the timeout cut the sweep: the summary from what is stored (measures nothing)
 [ -s "$OUT/summary/SUMMARY.md" ] || gl levels --backend cupy --regime sustained --fused --sizes "$S" --db "$DB" \
