@@ -13,7 +13,8 @@ would time, and only those it would time (:func:`~experiments.levels.validation.
   :data:`~experiments.levels.auto.PIPELINE_S` of DGEMM back to back, unless its row is stored.
 
 A group costs its warm-up, a check of each product and one batch of
-:data:`~experiments.core.timing.MIN_REPEATS` rounds, the inputs re-drawn before every
+:data:`~experiments.core.timing.MIN_REPEATS` rounds (the ``auto`` group:
+:data:`~experiments.levels.auto.REPEATS`), the inputs re-drawn before every
 sample (priced as one Geam of their size), plus the regime's cost: its
 settling (``sustained``, where the backend reads a clock to settle) or its idle gap
 before every sample (``cold``). Retries of an unstable batch are not priced: each
@@ -72,13 +73,14 @@ class Estimate:
 
 
 def group_seconds(times: Sequence[float], regime: Regime, settles: bool, calls: int = 1,
-                  single_runs: int = PROTOCOL["warmup"] + 1, refill: float = 0.0) -> tuple[float, float]:
+                  single_runs: int = PROTOCOL["warmup"] + 1, refill: float = 0.0,
+                  repeats: int = MIN_REPEATS) -> tuple[float, float]:
     """Seconds of one interleaved group of methods taking ``times`` (s) per call, with one batch and
     with as many as the protocol takes where every batch is unstable: ``single_runs`` runs of each
-    outside the batch (warm-up, check), batches of rounds of ``calls`` calls each, the inputs
+    outside the batch (warm-up, check), batches of ``repeats`` rounds of ``calls`` calls each, the inputs
     re-drawn before every sample (``refill`` s), and the regime's settling or idle gaps."""
-    once, samples = sum(times), MIN_REPEATS * len(times)
-    timed = MIN_REPEATS * calls * once
+    once, samples = sum(times), repeats * len(times)
+    timed = repeats * calls * once
     batch = timed + samples * (refill + regime.gap_s)
     fixed = single_runs * once + (regime.settle_min_s if settles else 0.0)
     attempts = min(MAX_ATTEMPTS, max(1, math.floor(RETRY_SECONDS / timed))) if timed > 0 else MAX_ATTEMPTS
@@ -158,4 +160,5 @@ def auto_seconds(model: RecursiveModel, n: int, level: int, regime: Regime, sett
     calls = min(auto.MAX_CALLS, max(1, math.ceil(auto.PIPELINE_S / gemm)))
     times = [gemm, chosen] + ([chosen] if level else [])
     host = HOST_PROBE_RUNS * (gemm + chosen) + 2 * gemm
-    return tuple(s + host for s in group_seconds(times, regime, settles, calls, refill=model.geam(n) / 1e3))
+    return tuple(s + host for s in group_seconds(times, regime, settles, calls, refill=model.geam(n) / 1e3,
+                                                 repeats=auto.REPEATS))

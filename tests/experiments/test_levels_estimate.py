@@ -11,7 +11,7 @@ import pytest
 
 from experiments.core.database import ResultsDB
 from experiments.core.regime import COLD, SUSTAINED
-from experiments.levels import estimate, models, validation
+from experiments.levels import auto, estimate, models, validation
 from gpu.strassen import Config
 from modeling.fits import measured_curves
 from modeling.recursive import RecursiveModel
@@ -74,13 +74,14 @@ def published_sweep(tmp_path_factory):
     return path, [r for r in rows if r["created_at"] >= rows[1]["created_at"]]
 
 
-def test_the_published_auto_sweep_is_priced_around_the_time_it_took(published_sweep):
+def test_the_published_auto_sweep_is_priced_around_the_time_it_took(published_sweep, monkeypatch):
     """The 2026-11-27 ``gemmlab levels --auto`` sweep stored one row per size, 1024 to 24576 in one
     call: its rows' timestamps say how long each size's group took after the one before (254 s over
     the 21 sizes from 1280). Levels and calibration were stored, so only the ``auto`` groups are
     priced; the old estimate (the level groups, no settling) said 84 s."""
     path, rows = published_sweep
     rows = [r for r in rows if json.loads(r["params"])["size"] <= 24576]
+    monkeypatch.setattr(auto, "REPEATS", len(json.loads(rows[0]["samples"])))     # as that sweep took them
     took = (datetime.fromisoformat(rows[-1]["created_at"]) - datetime.fromisoformat(rows[0]["created_at"]))
     sizes = [json.loads(r["params"])["size"] for r in rows[1:]]
     config = Config("rum", fused=True)
