@@ -2,13 +2,14 @@
 
 As in the papers, a batch of at least 10 samples is taken and measured again
 when any sample falls outside 95-105% of the batch mean; here the retries are
-bounded, by a count and by time (a batch is measured again only while the timed
-seconds of all batches, one more included, stay within ``retry_seconds``: two
-minutes by default, so a group of 16384-sized products is re-measured and one of
-49152-sized Strassen levels is not), and the outcome is recorded (``stable``,
-``attempts``, ``batch_s``) rather than looping forever. The median is reported. Methods compared with each other are
-timed interleaved, one round of all of them after another, so drift in clocks or
-temperature hits them alike, and reported as ratios. The order rotates by one
+bounded, by a count and by time (:func:`attempts_within`: a batch is measured
+again only while the timed seconds of all batches, one more included, stay within
+``retry_seconds``, two minutes by default, so a group of 16384-sized products is
+re-measured and one of 49152-sized Strassen levels is not), and the outcome is
+recorded (``stable``, ``attempts``, ``batch_s``) rather than looping forever.
+The median is reported. Methods compared with each other are timed interleaved,
+one round of all of them after another, so drift in clocks or temperature hits
+them alike, and reported as ratios. The order rotates by one
 method each round (A B C, B C A, C A B, ...): under a power cap a sample starts at
 the clock its predecessor left (on the H100, ``level="auto"`` samples that followed
 DGEMM at N = 16384 started at 1485 MHz and ended at 1650), so a fixed order would
@@ -43,8 +44,9 @@ Work = Callable[[], Any] | Sequence[Callable[[], Any]]
 ORDER = {True: "rotated each round", False: "fixed"}
 
 MIN_REPEATS = 10
-#: Timed seconds within which an unstable batch is measured again (see the module notes).
-RETRY_SECONDS = 120.0
+#: Warm-up runs of each method, batches at most, and the timed seconds within which an unstable batch
+#: is measured again (see the module notes): the protocol's defaults.
+WARMUP, MAX_ATTEMPTS, RETRY_SECONDS = 2, 3, 120.0
 
 
 @dataclass
@@ -136,9 +138,9 @@ def measure_interleaved(
     backend: Backend,
     *,
     repeats: int = MIN_REPEATS,
-    warmup: int = 2,
+    warmup: int = WARMUP,
     tolerance: float = 0.05,
-    max_attempts: int = 3,
+    max_attempts: int = MAX_ATTEMPTS,
     retry_seconds: float = RETRY_SECONDS,
     flush: bool = False,
     setup: Mapping[str, Callable[[], Any]] | None = None,
@@ -155,8 +157,7 @@ def measure_interleaved(
     turn (buffer rotation; warm-up touches each of them). With ``flush`` the last-level cache is flushed
     before every sample, outside the timed region. A batch in which any
     method has a sample outside ``1 +- tolerance`` of its mean is measured
-    again, at most ``max_attempts`` batches in all and only while the timed seconds of the batches taken,
-    one more of their mean length included, stay within ``retry_seconds``; the reported batch is the
+    again, as many batches in all as :func:`attempts_within` allows for their mean length; the reported batch is the
     last stable one, or else the least spread, marked ``stable=False``.
     ``setup[name]``, where given, runs before each sample of that method,
     outside the timed region (restoring inputs a method overwrites, say).
@@ -207,11 +208,19 @@ def measure_interleaved(
         batches.append(batch)
         if all(_spread([t for t, _ in s]) <= tolerance for s in batch.values()):
             break
-        if _seconds(batches, calls) * (len(batches) + 1) / len(batches) > retry_seconds:
+        if len(batches) >= attempts_within(_seconds(batches, calls) / len(batches), retry_seconds, max_attempts):
             break
     launch = "hidden" if hide_launch and backend.asynchronous else "counted"
     launch += f", {calls} calls back to back" if calls > 1 else ""
     return _report(batches, tolerance, regime, settled, launch, ORDER[rotate], _seconds(batches, calls) / len(batches))
+
+
+def attempts_within(batch_s: float, retry_seconds: float = RETRY_SECONDS, max_attempts: int = MAX_ATTEMPTS) -> int:
+    """Batches the protocol takes at most where each lasts ``batch_s`` timed seconds: another while the
+    batches, it included, fit ``retry_seconds``; at least one, at most ``max_attempts``."""
+    if not batch_s > 0:
+        return max_attempts
+    return max(1, min(max_attempts, math.floor(retry_seconds / batch_s)))
 
 
 def _seconds(batches: Sequence[Mapping[str, Sequence[tuple[float, Any]]]], calls: int) -> float:

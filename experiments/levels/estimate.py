@@ -17,8 +17,9 @@ A group costs its warm-up, a check of each product and one batch of
 :data:`~experiments.levels.auto.REPEATS`), the inputs re-drawn before every
 sample (priced as one Geam of their size), plus the regime's cost: its
 settling (``sustained``, where the backend reads a clock to settle) or its idle gap
-before every sample (``cold``). Retries of an unstable batch are not priced: each
-adds one batch, within the protocol's time budget.
+before every sample (``cold``). It is given with one batch per group, and with as
+many as the protocol's retry budget allows where every batch is unstable
+(:func:`~experiments.core.timing.attempts_within`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from modeling.recursive import RecursiveModel
 from ..core.database import ResultsDB
 from ..core.environment import env_key, environment
 from ..core.regime import Regime, get_regime
-from ..core.timing import MIN_REPEATS, RETRY_SECONDS
+from ..core.timing import MIN_REPEATS, WARMUP, attempts_within
 from . import auto, calibration, models
 from .validation import (
     OVERHEAD_EXPERIMENT,
@@ -54,10 +55,6 @@ from .validation import (
 #: Host calls of one ``auto`` group outside its batch: the host-time medians of ``auto`` and DGEMM
 #: (:func:`experiments.levels.auto.host_seconds`) and the calls-per-sample probe.
 HOST_PROBE_RUNS = 21
-#: Batches the protocol takes at most (``measure_interleaved``'s default).
-MAX_ATTEMPTS = 3
-#: Runs of a calibration point outside its batch: the protocol's default warm-up.
-CALIBRATION_RUNS = 2
 
 
 @dataclass(frozen=True)
@@ -83,8 +80,7 @@ def group_seconds(times: Sequence[float], regime: Regime, settles: bool, calls: 
     timed = repeats * calls * once
     batch = timed + samples * (refill + regime.gap_s)
     fixed = single_runs * once + (regime.settle_min_s if settles else 0.0)
-    attempts = min(MAX_ATTEMPTS, max(1, math.floor(RETRY_SECONDS / timed))) if timed > 0 else MAX_ATTEMPTS
-    return fixed + batch, fixed + attempts * batch
+    return fixed + batch, fixed + attempts_within(timed) * batch
 
 
 def estimate(plan: LevelPlan, backend: Backend, db_path: Path, regime: str = "sustained", quick: bool = False,
@@ -134,12 +130,12 @@ def price(db: ResultsDB, key: str, plan: LevelPlan, model: RecursiveModel, backe
         for method in calibration.METHODS:
             if missing(calibration.EXPERIMENT, {"size": n, "dtype": "float64", "regime": regime}, method):
                 curve = model.gemm if method == "gemm" else model.geam
-                add("calibration", group_seconds([curve(n) / 1e3], reg, settles, single_runs=CALIBRATION_RUNS))
+                add("calibration", group_seconds([curve(n) / 1e3], reg, settles, single_runs=WARMUP))
     for n in context_sizes(cal, sizes):
         for method in calibration.METHODS:
             if missing(calibration.CONTEXT_EXPERIMENT, {"size": n, "dtype": "float64", "regime": regime}, method):
                 add("calibration in context", group_seconds([calibration.SUSTAIN_S], reg, settles,
-                                                            single_runs=CALIBRATION_RUNS))
+                                                            single_runs=WARMUP))
     point = overhead_point(regime)
     if missing(OVERHEAD_EXPERIMENT, point, plan.config.name):
         add("launch overhead", group_seconds([model.time(point["size"], OVERHEAD_LEVEL) / 1e3], reg, settles))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gpu
-from experiments.core.timing import Comparison, Timing, compare, measure, measure_interleaved
+from experiments.core.timing import Comparison, Timing, attempts_within, compare, measure, measure_interleaved
 from gpu.backend import Timer
 
 STABLE = [1.04, 0.96, 1.00, 1.02, 0.97, 1.03, 0.98, 1.01, 0.99, 1.045]  # spread 0.044, median 1.005
@@ -226,6 +226,13 @@ def test_the_time_budget_counts_every_method_and_every_call(budget, attempts):
                             retry_seconds=budget)
     assert t["a"].attempts == attempts and t["a"].stable == (attempts == 2)
     assert t["b"].batch_s == pytest.approx(21.0 if attempts == 1 else 20.5)
+
+
+@pytest.mark.parametrize("batch_s, attempts", [(40.0, 3), (41.0, 2), (60.0, 2), (61.0, 1), (500.0, 1),
+                                               (0.0, 3), (math.nan, 3)])
+def test_the_batches_a_budget_allows(batch_s, attempts):
+    assert attempts_within(batch_s) == attempts     # 120 s, at most three batches
+    assert attempts_within(batch_s, max_attempts=1) == 1
 
 
 def test_a_stable_batch_is_never_measured_again():
