@@ -60,7 +60,10 @@ COLUMNS = [("shape", "product", ""), ("label", "method", ""), ("time_ms", "time 
 
 def _text(header: str, rows: list[dict[str, Any]], phis: tuple[float, ...], checks: list[dict[str, Any]]) -> str:
     cols = [*COLUMNS, *((f"max_rel_phi{p:g}", f"max_rel phi={p:g}", ".2e") for p in phis), ("protocol", "timing", "")]
-    lines = [header, table([{**r, "time_ms": ms(r["time_s"])} for r in rows], cols)]
+    shown = [{**r, "time_ms": ms(r["time_s"]),
+              "protocol": f"{r['protocol']}, unstable batch" if r["stable"] is False and r["protocol"] == "interleaved"
+              else r["protocol"]} for r in rows]
+    lines = [header, table(shown, cols)]
     lines += [f"{c['target']}: {c['measured']} ({'not judged' if c['met'] is None else c['met']})" for c in checks]
     return "\n".join(lines)
 

@@ -34,7 +34,8 @@ VERDICT_PHI = 1.0
 @dataclass(frozen=True)
 class Row:
     """One method at one product: time (None: not measured), speed-up over DGEMM, how it was timed,
-    and the max relative error per phi of the plan (None: not measured or not finite)."""
+    the max relative error per phi of the plan (None: not measured or not finite), and whether the
+    reported batch was stable (every sample within the protocol's tolerance of its mean)."""
 
     shape: Shape
     method: str
@@ -42,6 +43,7 @@ class Row:
     speedup_vs_dgemm: float | None
     protocol: str | None = None
     max_rel: Mapping[float, float | None] = field(default_factory=dict)
+    stable: bool | None = None
 
     @property
     def label(self) -> str:
@@ -53,7 +55,7 @@ class Row:
         m, k, n = self.shape
         return {"m": m, "k": k, "n": n, "shape": shape_text(self.shape), "method": self.method,
                 "label": self.label, "family": family(self.method)[0], "time_s": self.time_s,
-                "speedup_vs_dgemm": self.speedup_vs_dgemm, "protocol": self.protocol,
+                "speedup_vs_dgemm": self.speedup_vs_dgemm, "protocol": self.protocol, "stable": self.stable,
                 **{f"max_rel_phi{phi:g}": e for phi, e in self.max_rel.items()}}
 
 
@@ -70,7 +72,8 @@ def bench_table(db: ResultsDB, env_key: str, plan: Plan, regime: str) -> list[Ro
         for name in sorted(plan.methods, key=sort_key):
             t = times.get((shape, name))
             out.append(Row(shape, name, t.time_s if t else None, t.speedup_vs_dgemm if t else None,
-                           t.protocol if t else None, {phi: errors[(shape, name)].get(phi) for phi in plan.phis}))
+                           t.protocol if t else None, {phi: errors[(shape, name)].get(phi) for phi in plan.phis},
+                           t.stable if t else None))
     return out
 
 

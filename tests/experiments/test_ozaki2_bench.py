@@ -147,8 +147,12 @@ def test_the_verdict_is_computed_from_stored_rows(db_path):
     with ResultsDB(db_path) as db:
         key = store_synthetic(db)
         plan = b2.Plan(((8192,) * 3, (16384,) * 3, (64,) * 3), ("fp32", "ozaki2-fast-14", "ozaki2-fast-10",
-                                                                    "ozaki2-accurate-15"), phis=(1.0, 4.0))
+                                                                    "ozaki2-accurate-15", "ozaki-int8-8"),
+                       phis=(1.0, 4.0))
         rows = t2.bench_table(db, key, plan, "sustained")
+    stability = {(r.shape[0], r.method): r.as_dict()["stable"] for r in rows}
+    assert stability[(16384, "ozaki-int8-8")] is False and stability[(16384, "ozaki2-fast-14")] is True
+    assert stability[(64, "fp32")] is None                      # not measured
     big, small = t2.best_scheme2(rows, (16384,) * 3), t2.best_scheme2(rows, (8192,) * 3)
     assert big["as_accurate_as_dgemm"] == ["ozaki2-accurate-15", "ozaki2-fast-14"] and big["best"] == "ozaki2-fast-14"
     assert small["best"] == "ozaki2-accurate-15" and small["best_speedup_vs_dgemm"] == pytest.approx(1.02)
