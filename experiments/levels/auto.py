@@ -41,6 +41,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+from scipy import stats
+
 from gpu.backend import Backend
 from gpu.profile import ProfileError, backend_profile, device_name, profile_path, regime_levels
 from gpu.strassen import Config, matmul, resolve_auto_level
@@ -71,6 +74,8 @@ PIPELINE_S, MAX_CALLS, MAX_SETS = 20e-3, 512, 8
 #: DGEMM it is compared with, a 2026-11-27 sweep read 0.989x at two sizes of 13. The FLOOR sits 1% below
 #: parity, so the group takes three times the protocol's minimum (about 0.5% then).
 REPEATS = 30
+#: Confidence of the interval reported beside auto's speed-up (a percentile bootstrap of the ratio of medians).
+CONFIDENCE = 0.90
 
 
 def auto_params(n: int, config: Config, regime: str = "sustained") -> dict[str, Any]:
@@ -209,6 +214,7 @@ class AutoPoint:
     sm_clock_mhz: float | None
     best_level: int | None           # best of the stored level sweep at this size (None: no sweep there)
     best_speedup: float | None       # over the DGEMM of the sweep's group
+    interval: tuple[float, float] | None = None   # of ``speedup`` (CONFIDENCE), where the samples are stored
 
     @property
     def ratio(self) -> float | None:
@@ -218,6 +224,20 @@ class AutoPoint:
     @property
     def within(self) -> bool | None:
         return None if self.ratio is None else self.ratio >= 1 - WITHIN
+
+
+def speedup_interval(gemm: Sequence[float], timed: Sequence[float],
+                     confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """The ``confidence`` interval of median(gemm) / median(timed), by a percentile bootstrap of both sample
+    sets (seeded: the same rows give the same interval); None with fewer than two samples of either. It
+    tells a miss of the floor by noise from a real one: the ratio of two 10-sample medians moves by
+    about 0.9% on the H100 under its power cap."""
+    if min(len(gemm), len(timed)) < 2:
+        return None
+    res = stats.bootstrap((np.asarray(gemm), np.asarray(timed)),
+                          lambda g, t, axis: np.median(g, axis=axis) / np.median(t, axis=axis),
+                          confidence_level=confidence, method="percentile", n_resamples=4000, random_state=1)
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
 def chosen_by(meta: Mapping[str, Any]) -> str:
@@ -242,7 +262,8 @@ def auto_points(db: ResultsDB, key: str, config: Config, times: Mapping[int, Map
                              float(meta.get("executor_speedup", meta["speedup"])),
                              meta.get("auto_host_s"), meta.get("gemm_host_s"), int(meta.get("calls_per_sample", 1)),
                              meta.get("sm_clock_mhz"),
-                             best, None if best is None else t[0] / t[best]))
+                             best, None if best is None else t[0] / t[best],
+                             speedup_interval(meta.get("gemm_samples") or [], m.samples)))
     return sorted(out, key=lambda p: p.size)
 
 
@@ -255,8 +276,9 @@ class AutoJudgement:
     def floor_check(self) -> Check:
         low = min(self.points, key=lambda p: p.speedup)
         below = sum(p.speedup < FLOOR for p in self.points)
+        band = "" if low.interval is None else f", {100 * CONFIDENCE:g}% interval {_band(low.interval)}"
         return Check(f"level='auto' never below {FLOOR:g}x DGEMM at any swept size (same group)",
-                     f"lowest {low.speedup:.3f}x at N = {low.size} (level {low.level}); {below} of "
+                     f"lowest {low.speedup:.3f}x at N = {low.size} (level {low.level}{band}); {below} of "
                      f"{len(self.points)} sizes below", below == 0)
 
     def within_check(self) -> Check:
@@ -276,15 +298,17 @@ class AutoJudgement:
         return [self.floor_check(), self.within_check()] if self.points else []
 
     def table(self) -> Table:
-        """Per size: auto's level and its source, its speed-up over DGEMM (same group), the best
+        """Per size: auto's level and its source, its speed-up over DGEMM (same group) with its interval, the best
         measured level and its speed-up, their ratio, the executor at auto's level, the host time of one
         auto and one DGEMM call, and the calls per sample."""
-        columns = ("N", "auto level", "chosen by", "auto over DGEMM", "best level", "best over DGEMM",
+        columns = ("N", "auto level", "chosen by", "auto over DGEMM", f"{100 * CONFIDENCE:g}% interval", "best level",
+                   "best over DGEMM",
                    "auto / best", f">= {FLOOR:g}x DGEMM", f"within {100 * WITHIN:g}%", "executor over DGEMM",
                    "auto host (us)", "DGEMM host (us)", "calls per sample", "SM clock (MHz)")
         us = [(None if p.host_s is None else 1e6 * p.host_s, None if p.gemm_host_s is None else 1e6 * p.gemm_host_s)
               for p in self.points]
-        rows = [(p.size, p.level, p.chosen_by, p.speedup, p.best_level, p.best_speedup, p.ratio, p.speedup >= FLOOR,
+        rows = [(p.size, p.level, p.chosen_by, p.speedup, p.interval and _band(p.interval), p.best_level,
+                 p.best_speedup, p.ratio, p.speedup >= FLOOR,
                  p.within, p.executor_speedup, *host, p.calls, p.sm_clock_mhz) for p, host in zip(self.points, us)]
         fmt = ".3f"
         return Table("level='auto' timed in a group of its own at each size", columns, rows,
@@ -296,6 +320,10 @@ class AutoJudgement:
         """The checks and points as plain data (``gemmlab levels --json``)."""
         return {"sizes": len(self.points), "checks": [c.as_dict() for c in self.checks()],
                 "points": self.table().records()}
+
+
+def _band(interval: tuple[float, float]) -> str:
+    return f"{interval[0]:.3f}-{interval[1]:.3f}"
 
 
 def with_judgement(summary: Mapping[str, Any], found: AutoJudgement) -> dict[str, Any]:

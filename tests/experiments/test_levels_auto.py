@@ -6,6 +6,7 @@ import json
 import time
 from contextlib import contextmanager
 
+import numpy as np
 import pytest
 
 from experiments.core.database import ResultsDB
@@ -116,6 +117,34 @@ def test_the_judgement_of_item_4_from_stored_rows(tmp_path, speedups, met):
     text = "\n".join(Summary(tables=[found.table()], checks=found.checks()).markdown())
     assert "| 1024 | 1 | profile of env abc (sustained) |" in text and "{" not in text
     assert "| auto host (us) | DGEMM host (us) | calls per sample |" in text
+
+
+def test_the_speedup_interval_bounds_the_ratio_of_medians_by_its_noise():
+    rng = np.random.default_rng(3)
+    gemm, timed = 1.0 + 0.015 * rng.standard_normal(30), 1.01 * (1.0 + 0.015 * rng.standard_normal(30))
+    low, high = auto.speedup_interval(gemm, timed)
+    ratio = np.median(gemm) / np.median(timed)
+    assert low < ratio < high and 0.005 < high - low < 0.03
+    assert auto.speedup_interval(gemm, timed) == (low, high)                  # seeded: the same rows, the same
+    wide = auto.speedup_interval(gemm[:10], timed[:10])
+    assert wide[1] - wide[0] > high - low                                    # fewer samples, a wider interval
+    assert auto.speedup_interval([1.0] * 10, [0.5] * 10) == pytest.approx((2.0, 2.0))
+    assert auto.speedup_interval([1.0], [1.0, 1.0]) is None
+
+
+def test_the_floor_check_names_the_interval_of_the_lowest_size(tmp_path):
+    with ResultsDB(tmp_path / "i.sqlite") as db:
+        run = db.start_run("synthetic", {"backend": "cupy", "device": "GPU"}, "k")
+        for n, scale in ((1024, 1.0), (2048, 1.02)):
+            db.add(run, auto.AUTO_EXPERIMENT, RUM.name, auto.auto_params(n, RUM), value=scale, unit="s",
+                   samples=[scale * (1 + 0.01 * (i % 3 - 1)) for i in range(12)],
+                   meta={"level": 0, "chosen_by": "fixed rule", "speedup": 1 / scale, "gemm_s": 1.0,
+                         "gemm_samples": [1 + 0.01 * (i % 2) for i in range(12)]})
+        found = auto.judge_auto(db, "k", RUM, {})
+    low = found.points[1]
+    assert low.interval[0] < low.speedup < low.interval[1]
+    assert f"90% interval {low.interval[0]:.3f}-{low.interval[1]:.3f}" in found.floor_check().measured
+    assert found.table().column("90% interval")[1] == f"{low.interval[0]:.3f}-{low.interval[1]:.3f}"
 
 
 def test_a_size_without_a_stored_sweep_is_judged_on_the_floor_only(tmp_path):
