@@ -142,11 +142,16 @@ def _rate(method: str, n: int, dtype: np.dtype, seconds: float) -> dict[str, flo
     return {"gbs": geam_bytes(n, n, dtype.itemsize) / seconds / 1e9}
 
 
+def point(n: int, regime: str, dtype: str = "float64") -> dict[str, Any]:
+    """The stored parameters of a calibration point (plain or in context) at size ``n``."""
+    return {"size": int(n), "dtype": dtype, "regime": regime}
+
+
 def calibrate(ctx: Context, sizes: Sequence[int] | None = None,
               dtype: str = "float64") -> tuple[list[dict[str, Any]], SweepOutcome]:
     """Measure (or resume) the sweep and return its table with what the sweep did."""
     sizes = plan_sizes(ctx.backend, sizes, ctx.quick, dtype)
-    points = [{"size": int(n), "dtype": dtype, "regime": ctx.regime} for n in sizes]
+    points = [point(n, ctx.regime, dtype) for n in sizes]
     outcome = sweep(ctx, EXPERIMENT, points, METHODS, partial(measure_point, ctx.backend),
                     desc=f"calibrate ({ctx.backend.name})")
     return table(ctx.db, ctx.env_key, sizes, dtype, regime=ctx.regime), outcome
@@ -160,7 +165,7 @@ def calibrate_context(ctx: Context, sizes: Sequence[int] | None = None,
         budget = HEADROOM * ctx.backend.memory_info()[0]
         sizes = [n for n in default_sizes(ctx.backend, ctx.quick, dtype) if operand_bytes(2 * n, dtype) <= budget]
     sizes = plan_sizes(ctx.backend, [2 * n for n in sizes], ctx.quick, dtype)
-    points = [{"size": int(n // 2), "dtype": dtype, "regime": ctx.regime} for n in sizes]
+    points = [point(n // 2, ctx.regime, dtype) for n in sizes]
     outcome = sweep(ctx, CONTEXT_EXPERIMENT, points, METHODS, partial(measure_context_point, ctx.backend),
                     desc=f"calibrate in context ({ctx.backend.name})")
     return table(ctx.db, ctx.env_key, [p["size"] for p in points], dtype, CONTEXT_EXPERIMENT, ctx.regime), outcome

@@ -128,12 +128,12 @@ def price(db: ResultsDB, key: str, plan: LevelPlan, model: RecursiveModel, backe
 
     for n in cal:
         for method in calibration.METHODS:
-            if missing(calibration.EXPERIMENT, {"size": n, "dtype": "float64", "regime": regime}, method):
+            if missing(calibration.EXPERIMENT, calibration.point(n, regime), method):
                 curve = model.gemm if method == "gemm" else model.geam
                 add("calibration", group_seconds([curve(n) / 1e3], reg, settles, single_runs=WARMUP))
     for n in context_sizes(cal, sizes):
         for method in calibration.METHODS:
-            if missing(calibration.CONTEXT_EXPERIMENT, {"size": n, "dtype": "float64", "regime": regime}, method):
+            if missing(calibration.CONTEXT_EXPERIMENT, calibration.point(n, regime), method):
                 add("calibration in context", group_seconds([calibration.SUSTAIN_S], reg, settles,
                                                             single_runs=WARMUP))
     point = overhead_point(regime)
