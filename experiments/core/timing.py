@@ -245,14 +245,19 @@ def _report(batches: list[dict[str, list[tuple[float, dict | None]]]], tolerance
     }
 
 
-def repeats_lasting(backend: Backend, work: Callable[[], Any], seconds: float, most: int | None = None) -> int:
-    """How many runs of ``work`` back to back last about ``seconds`` (at most ``most``): one run timed after
-    one warm-up run. A sample that lasts that long sees the clock a sustained load runs at, and hides the
-    host's dispatch behind the device's work wherever the device's work is the longer."""
+def call_seconds(backend: Backend, work: Callable[[], Any]) -> float:
+    """Seconds of one run of ``work``, timed after one warm-up run."""
     work()
     with backend.timer() as t:
         work()
-    repeats = max(1, math.ceil(seconds / max(t.seconds, 1e-9)))
+    return t.seconds
+
+
+def repeats_lasting(backend: Backend, work: Callable[[], Any], seconds: float, most: int | None = None) -> int:
+    """How many runs of ``work`` back to back last about ``seconds`` (at most ``most``), by
+    :func:`call_seconds`. A sample that lasts that long sees the clock a sustained load runs at, and hides the
+    host's dispatch behind the device's work wherever the device's work is the longer."""
+    repeats = max(1, math.ceil(seconds / max(call_seconds(backend, work), 1e-9)))
     return repeats if most is None else min(repeats, most)
 
 

@@ -4,7 +4,10 @@
 ``gpu.strassen.matmul(A, B, level="auto", ...)`` with the sweep's configuration in
 a group of its own (:func:`time_auto`): DGEMM, ``auto``, and the executor at the
 level auto chose, interleaved under the sweep's protocol, inputs re-drawn before
-every sample. The call is the one a user makes, host work included (the profile
+every sample. Where auto chose level 0 the executor is DGEMM itself under another
+name: the group then carries its own control, the ratio of DGEMM to itself, which
+says how finely the protocol resolves a ratio at that size (the judgement reports
+its range beside the floor). The call is the one a user makes, host work included (the profile
 lookup, the checks, the executor), with the sweep's semantics where they differ
 from the defaults: the inputs may be overwritten and ``out=C`` is given, as every
 level of the sweep is timed, and ``check_finite=False`` (a scan of A and B that
@@ -13,7 +16,9 @@ the levels do not make). A sample issues its calls back to back for about
 of DGEMM up), rotating over operand sets that outsize the L2 cache: the host's
 dispatch then counts where it outlasts the device's work, and the host time of one
 call of each (``auto_host_s``, ``gemm_host_s``) is stored beside it. So a loss is
-told apart as a wrong level, as work the call adds, or as dispatch.
+told apart as a wrong level, as work the call adds, or as dispatch. The group takes
+at least :data:`REPEATS` samples per method, and more where its rounds are short
+(:func:`repeats_for`).
 
 The rows are their own experiment (:data:`AUTO_EXPERIMENT`, method: the
 configuration), not level rows: what ``level="auto"`` chose is a result, and the
@@ -54,7 +59,7 @@ from ..core.lab import Operands, check_product, time_group
 from ..core.regime import of_regime
 from ..core.registry import Context
 from ..core.summary import Check, Table
-from ..core.timing import Comparison, repeats_lasting
+from ..core.timing import Comparison, call_seconds
 from ..strassen.bench import DTYPE, point_params, strassen_work
 
 AUTO_EXPERIMENT = "level-auto"
@@ -69,11 +74,13 @@ FLOOR, WITHIN, SHARE = 0.99, 0.02, 0.90
 #: calls, over at most MAX_SETS operand sets. 64 calls made a sample of 2.7 ms at N = 1024 on the H100, where
 #: the first call's host time (28 us for auto, 19 for DGEMM) and the host's hiccups weighed on one group.
 PIPELINE_S, MAX_CALLS, MAX_SETS = 20e-3, 512, 8
-#: Samples per method in the ``auto`` group. Per-sample spread under the power cap is 1-2% on the H100, so
-#: the ratio of two 10-sample medians moves by about 0.9% (one sigma): at level 0, where ``auto`` is the
-#: DGEMM it is compared with, a 2026-11-27 sweep read 0.989x at two sizes of 13. The FLOOR sits 1% below
-#: parity, so the group takes three times the protocol's minimum (about 0.5% then).
-REPEATS = 30
+#: Samples per method in the ``auto`` group: at least REPEATS, and as many rounds as last GROUP_S where that is
+#: more, up to MAX_REPEATS. Per-sample spread under the power cap is 1-2% on the H100, so the ratio of two
+#: 10-sample medians moves by about 0.9% (one sigma): at level 0, where ``auto`` is the DGEMM it is compared
+#: with, a 10-sample sweep read 0.989x at two sizes of 13, and a 30-sample one (about 0.5%) at one of 13. The
+#: FLOOR sits 1% below parity: 120 samples (about 0.26%) put it near four sigma, and cost seconds where a
+#: round is short (N <= 12288), as the 13 level-0 sizes of the sweep are.
+REPEATS, MAX_REPEATS, GROUP_S = 30, 120, 8.0
 #: Confidence of the interval reported beside auto's speed-up (a percentile bootstrap of the ratio of medians).
 CONFIDENCE = 0.90
 
@@ -128,16 +135,24 @@ def auto_work(ops: Operands, config: Config, regime: str) -> Callable[[], Any]:
 
 
 def group_works(ops: Operands, config: Config, level: int, regime: str) -> dict[str, Callable[[], Any]]:
-    """The auto group's works on ``ops``: DGEMM, ``auto``, and (above level 0) the executor at auto's level."""
-    works = {"gemm": lambda: ops.backend.gemm(ops.A, ops.B, ops.C), AUTO: auto_work(ops, config, regime)}
-    if level:
-        works[EXECUTOR] = strassen_work(config, level, ops)
-    return works
+    """The auto group's works on ``ops``: DGEMM, ``auto``, and the executor at auto's level (at level 0: DGEMM
+    under another name, the group's control)."""
+    return {"gemm": lambda: ops.backend.gemm(ops.A, ops.B, ops.C), AUTO: auto_work(ops, config, regime),
+            EXECUTOR: strassen_work(config, level, ops)}
 
 
-def calls_per_sample(backend: Backend, work: Callable[[], Any]) -> int:
-    """Calls one sample issues back to back: enough for :data:`PIPELINE_S` of ``work``, at most :data:`MAX_CALLS`."""
-    return repeats_lasting(backend, work, PIPELINE_S, MAX_CALLS)
+def calls_for(call_s: float) -> int:
+    """Calls one sample issues back to back where one DGEMM takes ``call_s``: enough for :data:`PIPELINE_S`,
+    at most :data:`MAX_CALLS`."""
+    return min(MAX_CALLS, max(1, math.ceil(PIPELINE_S / max(call_s, 1e-9))))
+
+
+def repeats_for(call_s: float, methods: int) -> int:
+    """Samples per method of a group of ``methods`` where one DGEMM takes ``call_s``: as many rounds as last
+    :data:`GROUP_S` (a round: each method's sample of :func:`calls_for` calls, priced as DGEMM's), at least
+    :data:`REPEATS`, at most :data:`MAX_REPEATS`."""
+    round_s = methods * calls_for(call_s) * max(call_s, 1e-9)
+    return min(MAX_REPEATS, max(REPEATS, math.ceil(GROUP_S / round_s)))
 
 
 def host_seconds(backend: Backend, work: Callable[[], Any], repeats: int = 21) -> float:
@@ -164,20 +179,21 @@ def operand_sets(ops: Operands, calls: int) -> list[Operands]:
 
 def time_auto(ops: Operands, config: Config, level: int, regime: str, protocol: Mapping[str, int]
               ) -> tuple[Comparison, dict[str, float], dict[str, Any]]:
-    """DGEMM, ``auto`` and (above level 0) the executor at auto's level, timed in a group of their own
-    whose samples issue their calls back to back (:func:`calls_per_sample`, over :func:`operand_sets`),
+    """DGEMM, ``auto`` and the executor at auto's level, timed in a group of their own whose samples issue
+    their calls back to back (:func:`calls_for`, over :func:`operand_sets`), :func:`repeats_for` samples each,
     as a loop of products runs; the comparison, the products' errors, and what the stored row adds:
     the calls per sample, the operand sets, and the host time of one ``auto`` and one DGEMM call."""
     be = ops.backend
     works = group_works(ops, config, level, regime)
     errors = {name: check_product(ops, works[name], f"{what} on N = {ops.size}")
-              for name, what in ((AUTO, "matmul(level='auto')"), (EXECUTOR, f"{config.name} at level {level}"))
-              if name in works}
+              for name, what in ((AUTO, "matmul(level='auto')"), (EXECUTOR, f"{config.name} at level {level}"))}
     host = {"auto_host_s": host_seconds(be, works[AUTO]), "gemm_host_s": host_seconds(be, works["gemm"])}
-    calls = calls_per_sample(be, works["gemm"])
+    gemm_s = call_seconds(be, works["gemm"])
+    calls = calls_for(gemm_s)
     per_set = [works] + [group_works(o, config, level, regime) for o in operand_sets(ops, calls)[1:]]
     rotation = {name: [w[name] for w in per_set] for name in works}
-    result = time_group(ops, rotation, "gemm", regime=regime, calls=calls, repeats=REPEATS, **protocol)
+    result = time_group(ops, rotation, "gemm", regime=regime, calls=calls, repeats=repeats_for(gemm_s, len(works)),
+                        **protocol)
     return result, errors, {**host, "calls_per_sample": calls, "operand_sets": len(per_set)}
 
 
@@ -187,11 +203,12 @@ def store_auto(ctx: Context, config: Config, n: int, result: Comparison, errors:
     and what chose it, the executor's time at that level in the same group, and ``extra``
     (:func:`time_auto`'s calls per sample and host times)."""
     timing, gemm = result.timings[AUTO], result.timings["gemm"]
-    executor = result.timings.get(EXECUTOR, gemm)
+    executor = result.timings[EXECUTOR]
     ctx.db.add(ctx.run_id, AUTO_EXPERIMENT, config.name, auto_params(n, config, ctx.regime), value=timing.median,
                unit="s", samples=timing.samples,
                meta={**timing.meta(), **choice, **extra, "speedup": result.ratio(AUTO), "gemm_s": gemm.median,
                      "gemm_samples": gemm.samples, "gemm_stable": gemm.stable, "executor_s": executor.median,
+                     "executor_samples": executor.samples,
                      "executor_speedup": gemm.median / executor.median, "check_error": errors[AUTO],
                      "group": list(result.timings), "call": auto_call(config, ctx.regime),
                      "inputs": "re-drawn before every sample", "allocation_policy": "pooled"})
@@ -215,6 +232,8 @@ class AutoPoint:
     best_level: int | None           # best of the stored level sweep at this size (None: no sweep there)
     best_speedup: float | None       # over the DGEMM of the sweep's group
     interval: tuple[float, float] | None = None   # of ``speedup`` (CONFIDENCE), where the samples are stored
+    control: float | None = None     # at level 0, where the executor was timed: DGEMM over itself
+
 
     @property
     def ratio(self) -> float | None:
@@ -247,6 +266,13 @@ def chosen_by(meta: Mapping[str, Any]) -> str:
     return f"profile of env {meta.get('profile_env_key') or '?'} ({meta.get('profile_regime') or '?'})"
 
 
+def control(meta: Mapping[str, Any]) -> float | None:
+    """An ``auto`` row's control: DGEMM's speed-up over itself (the executor at level 0, timed in the group
+    under another name), which says how finely the group resolves a ratio; None above level 0 or where the
+    row's group had no executor (rows from before the control)."""
+    return float(meta["executor_speedup"]) if meta.get("level") == 0 and EXECUTOR in meta.get("group", ()) else None
+
+
 def auto_points(db: ResultsDB, key: str, config: Config, times: Mapping[int, Mapping[int, float]],
                 regime: str = "sustained", sizes: Sequence[int] | None = None) -> list[AutoPoint]:
     """The stored ``auto`` rows of ``config`` in ``regime`` (at ``sizes``, if given), each against the
@@ -263,7 +289,7 @@ def auto_points(db: ResultsDB, key: str, config: Config, times: Mapping[int, Map
                              meta.get("auto_host_s"), meta.get("gemm_host_s"), int(meta.get("calls_per_sample", 1)),
                              meta.get("sm_clock_mhz"),
                              best, None if best is None else t[0] / t[best],
-                             speedup_interval(meta.get("gemm_samples") or [], m.samples)))
+                             speedup_interval(meta.get("gemm_samples") or [], m.samples), control(meta)))
     return sorted(out, key=lambda p: p.size)
 
 
@@ -277,9 +303,12 @@ class AutoJudgement:
         low = min(self.points, key=lambda p: p.speedup)
         below = sum(p.speedup < FLOOR for p in self.points)
         band = "" if low.interval is None else f", {100 * CONFIDENCE:g}% interval {_band(low.interval)}"
+        controls = [p.control for p in self.points if p.control is not None]
+        aa = (f"; DGEMM over itself at the {len(controls)} level-0 sizes: {_band((min(controls), max(controls)))}"
+              if controls else "")
         return Check(f"level='auto' never below {FLOOR:g}x DGEMM at any swept size (same group)",
                      f"lowest {low.speedup:.3f}x at N = {low.size} (level {low.level}{band}); {below} of "
-                     f"{len(self.points)} sizes below", below == 0)
+                     f"{len(self.points)} sizes below{aa}", below == 0)
 
     def within_check(self) -> Check:
         judged = [p for p in self.points if p.ratio is not None]

@@ -14,7 +14,7 @@ would time, and only those it would time (:func:`~experiments.levels.validation.
 
 A group costs its warm-up, a check of each product and one batch of
 :data:`~experiments.core.timing.MIN_REPEATS` rounds (the ``auto`` group:
-:data:`~experiments.levels.auto.REPEATS`), the inputs re-drawn before every
+:func:`~experiments.levels.auto.repeats_for`), the inputs re-drawn before every
 sample (priced as one Geam of their size), plus the regime's cost: its
 settling (``sustained``, where the backend reads a clock to settle) or its idle gap
 before every sample (``cold``). It is given with one batch per group, and with as
@@ -24,7 +24,6 @@ many as the protocol's retry budget allows where every batch is unstable
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,8 +152,7 @@ def price(db: ResultsDB, key: str, plan: LevelPlan, model: RecursiveModel, backe
 def auto_seconds(model: RecursiveModel, n: int, level: int, regime: Regime, settles: bool) -> tuple[float, float]:
     """Seconds of the ``auto`` group at n, ``auto`` running at ``level`` (one batch, and at most)."""
     gemm, chosen = model.time(n, 0) / 1e3, model.time(n, level) / 1e3
-    calls = min(auto.MAX_CALLS, max(1, math.ceil(auto.PIPELINE_S / gemm)))
-    times = [gemm, chosen] + ([chosen] if level else [])
+    times = [gemm, chosen, chosen]
     host = HOST_PROBE_RUNS * (gemm + chosen) + 2 * gemm
-    return tuple(s + host for s in group_seconds(times, regime, settles, calls, refill=model.geam(n) / 1e3,
-                                                 repeats=auto.REPEATS))
+    return tuple(s + host for s in group_seconds(times, regime, settles, auto.calls_for(gemm),
+                                                 refill=model.geam(n) / 1e3, repeats=auto.repeats_for(gemm, 3)))

@@ -13,12 +13,22 @@ from experiments.core.database import ResultsDB
 from experiments.core.lab import Operands
 from experiments.core.registry import recorded_run
 from experiments.core.summary import Summary
+from experiments.core.timing import call_seconds
 from experiments.levels import auto, validation
 from gpu.backend import Timer, get_backend
 from gpu.profile import device_name, save_profile
 from gpu.strassen import Config
 
 RUM = Config("rum")
+
+
+@pytest.fixture(autouse=True)
+def short_groups(monkeypatch):
+    """The auto group's device-sized budgets made NumPy-sized: samples of at most 16 calls (a NumPy Strassen
+    call costs milliseconds of Python, a 64 x 64 GEMM microseconds), the protocol's 10 rounds."""
+    monkeypatch.setattr(auto, "MAX_CALLS", 16)
+    monkeypatch.setattr(auto, "REPEATS", 10)
+    monkeypatch.setattr(auto, "GROUP_S", 0.0)
 
 
 def sweep(db, plan, sizes):
@@ -45,14 +55,16 @@ def test_auto_is_stored_with_its_level_and_a_stored_sweep_is_not_measured_again(
         for m in stored:
             assert "level" not in m.params and m.params["regime"] == "sustained" and m.env_key == ctx.env_key
             assert m.meta["level"] == 0 and m.meta["chosen_by"] == "fixed rule" and m.meta["profile"] is None
-            assert m.meta["group"] == ["gemm", "auto"]
+            # at level 0 the executor is DGEMM under another name: the group's control
+            assert m.meta["group"] == ["gemm", "auto", "auto-executor"] and len(m.meta["executor_samples"]) == 10
+            assert auto.control(m.meta) == pytest.approx(m.meta["gemm_s"] / m.meta["executor_s"])
             # a 64 x 64 GEMM takes microseconds: samples of back-to-back calls, over several operand sets
             calls = m.meta["calls_per_sample"]
             assert 10 < calls <= auto.MAX_CALLS and m.meta["operand_sets"] > 1
             assert m.meta["launch"] == f"counted, {calls} calls back to back"
             assert 0 < m.meta["gemm_host_s"] < 0.1 and 0 < m.meta["auto_host_s"] < 0.1
             assert m.meta["speedup"] == pytest.approx(m.meta["gemm_s"] / m.value)
-            assert "level='auto'" in m.meta["call"] and len(m.samples) >= 10
+            assert "level='auto'" in m.meta["call"] and len(m.samples) == auto.REPEATS
         _, again = sweep(db, validation.LevelPlan((64, 96), 1, 16, RUM, auto=True), plan.sizes)
         assert (again.measured, again.skipped) == (0, 6)
 
@@ -73,7 +85,8 @@ def test_auto_reads_the_device_profile_and_times_its_level_beside_it(tmp_path):
     assert by_size[64]["chosen_by"] == "profile" and by_size[64]["profile"] == str(path)
     assert (by_size[64]["profile_env_key"], by_size[64]["profile_regime"]) == ("feedc0de", "sustained")
     assert by_size[64]["group"] == ["gemm", "auto", "auto-executor"]          # a group of its own
-    assert by_size[64]["executor_s"] > 0
+    assert by_size[64]["executor_s"] > 0 and auto.control(by_size[64]) is None     # level 1: no control
+    assert auto.control(by_size[48]) == pytest.approx(by_size[48]["executor_speedup"])
 
 
 def store(db, speedups, best):
@@ -171,10 +184,25 @@ class SleepyBackend:
 
 
 def test_calls_per_sample_fill_the_pipeline_time_and_one_call_needs_one_operand_set():
-    assert auto.calls_per_sample(SleepyBackend(), lambda: time.sleep(auto.PIPELINE_S / 2.5)) == 3
-    assert auto.calls_per_sample(SleepyBackend(), lambda: time.sleep(2 * auto.PIPELINE_S)) == 1
-    assert auto.calls_per_sample(SleepyBackend(), lambda: None) == auto.MAX_CALLS
+    slept = call_seconds(SleepyBackend(), lambda: time.sleep(auto.PIPELINE_S / 2.5))
+    assert auto.PIPELINE_S / 2.5 <= slept < auto.PIPELINE_S / 2 and auto.calls_for(slept) == 3
+    assert auto.calls_for(2 * auto.PIPELINE_S) == 1 and auto.calls_for(0.0) == auto.MAX_CALLS
     ops = Operands.uniform(get_backend("numpy"), 32)
     assert auto.operand_sets(ops, 1) == [ops]
     sets = auto.operand_sets(ops, 5)
     assert sets[0] is ops and 1 < len(sets) <= 5 and all(o.A is not ops.A for o in sets[1:])
+
+
+@pytest.mark.parametrize("call_ms, methods, repeats", [
+    (2.4, 3, 120),      # N = 4096 on the H100: 9 calls a sample, a round of 65 ms; 8 s would take 124 rounds
+    (26.0, 3, 103),     # 9216: one call a sample, a round of 78 ms
+    (62.0, 3, 44),      # 12288
+    (160.0, 3, 30),     # 16384: the minimum
+    (1300.0, 3, 30),    # 32768
+    (0.01, 2, 120),     # a call of microseconds: the pipeline's cap of calls keeps rounds short
+])
+def test_the_auto_group_takes_more_samples_where_its_rounds_are_short(monkeypatch, call_ms, methods, repeats):
+    monkeypatch.setattr(auto, "MAX_CALLS", 512)
+    monkeypatch.setattr(auto, "REPEATS", 30)
+    monkeypatch.setattr(auto, "GROUP_S", 8.0)
+    assert auto.repeats_for(call_ms / 1e3, methods) == repeats
