@@ -39,6 +39,7 @@ REGIMES = ("sustained", "cold")
 DEFAULT_REGIME = "sustained"
 ENV_VAR = "GEMMLAB_PROFILES"
 DEFAULT_DIR = Path("results") / "profiles"
+_DEFAULT_DIR = str(DEFAULT_DIR)
 
 
 #: Seconds a kept ``level="auto"`` decision trusts the profile's modification time before it looks at the file
@@ -60,8 +61,9 @@ def profile_dir() -> Path:
 
 
 def _directory(directory: str | os.PathLike | None) -> str:
-    """``directory``, else :func:`profile_dir`'s folder, as a string (cheap: every ``level="auto"`` call asks)."""
-    return str(directory) if directory is not None else os.environ.get(ENV_VAR) or str(DEFAULT_DIR)
+    """``directory``, else :func:`profile_dir`'s folder, as a string (cheap: every ``level="auto"`` call asks;
+    making the default's string each time was half of its 2.3 us)."""
+    return str(directory) if directory is not None else os.environ.get(ENV_VAR) or _DEFAULT_DIR
 
 
 def profile_path(backend: str, device: str, directory: str | os.PathLike | None = None) -> Path:
