@@ -157,7 +157,10 @@ def repeats_for(call_s: float, methods: int) -> int:
 
 def host_seconds(backend: Backend, work: Callable[[], Any], repeats: int = 21) -> float:
     """Median host time of one call of ``work`` issued to an idle device: what its dispatch costs the
-    host, which a loop of calls hides behind device work that lasts longer, and only there."""
+    host, which a loop of calls hides behind device work that lasts longer, and only there. After a long
+    wait it holds the host's wake-up too: on the H100 the same DGEMM dispatch read 19-26 us at N <= 2048
+    and 26-400 us above (``results/published/h100-auto-latency.json``), so compare the two calls of one
+    size, not sizes."""
     times = []
     for _ in range(repeats):
         backend.synchronize()
@@ -233,7 +236,6 @@ class AutoPoint:
     best_speedup: float | None       # over the DGEMM of the sweep's group
     interval: tuple[float, float] | None = None   # of ``speedup`` (CONFIDENCE), where the samples are stored
     control: float | None = None     # at level 0, where the executor was timed: DGEMM over itself
-
 
     @property
     def ratio(self) -> float | None:

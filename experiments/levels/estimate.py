@@ -154,5 +154,6 @@ def auto_seconds(model: RecursiveModel, n: int, level: int, regime: Regime, sett
     gemm, chosen = model.time(n, 0) / 1e3, model.time(n, level) / 1e3
     times = [gemm, chosen, chosen]
     host = HOST_PROBE_RUNS * (gemm + chosen) + 2 * gemm
+    repeats = auto.repeats_for(gemm, len(times))
     return tuple(s + host for s in group_seconds(times, regime, settles, auto.calls_for(gemm),
-                                                 refill=model.geam(n) / 1e3, repeats=auto.repeats_for(gemm, 3)))
+                                                 refill=model.geam(n) / 1e3, repeats=repeats))
