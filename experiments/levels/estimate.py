@@ -51,10 +51,6 @@ from .validation import (
     pending,
 )
 
-#: Host calls of one ``auto`` group outside its batch: the host-time medians of ``auto`` and DGEMM
-#: (:func:`experiments.levels.auto.host_seconds`) and the calls-per-sample probe.
-HOST_PROBE_RUNS = 21
-
 
 @dataclass(frozen=True)
 class Estimate:
@@ -153,7 +149,7 @@ def auto_seconds(model: RecursiveModel, n: int, level: int, regime: Regime, sett
     """Seconds of the ``auto`` group at n, ``auto`` running at ``level`` (one batch, and at most)."""
     gemm, chosen = model.time(n, 0) / 1e3, model.time(n, level) / 1e3
     times = [gemm, chosen, chosen]
-    host = HOST_PROBE_RUNS * (gemm + chosen) + 2 * gemm
+    host = auto.HOST_REPEATS * (gemm + chosen) + 2 * gemm       # host times, then call_seconds' two runs
     repeats = auto.repeats_for(gemm, len(times))
     return tuple(s + host for s in group_seconds(times, regime, settles, auto.calls_for(gemm),
                                                  refill=model.geam(n) / 1e3, repeats=repeats))
