@@ -61,10 +61,10 @@ DTYPE = "float64"
 MIX = "mix"
 CONFIGS = (Config("rum"), Config("rum", fused=True), Config("rum2", parallel=True),
            Config("rum2", parallel=True, fused=True), Config("lai"), Config("otsuka"),
-           Config("winograd", fused=True), Config(MIX, fused=True))
+           Config("winograd", fused=True), Config("winograd", flat=True), Config(MIX, fused=True))
 #: Replayed as CUDA graphs, where the backend has them (CuPy with nvmath-python).
 GRAPH_CONFIGS = (Config("rum", fused=True, graph=True), Config("winograd", fused=True, graph=True),
-                 Config(MIX, fused=True, graph=True))
+                 Config("winograd", flat=True, graph=True), Config(MIX, fused=True, graph=True))
 #: Timed only where named (``--configs``): Winograd with its additions on a second stream, which gained nothing
 #: on the power-capped H100 (1.156x against winograd+fused's 1.150x at N = 16384, level 2, sustained).
 NAMED_CONFIGS = (Config("winograd2", parallel=True, fused=True),)
@@ -136,7 +136,8 @@ def point_params(size: int, level: int, config: Config, dtype: str = DTYPE, regi
 
 def config_bytes(config: Config, n: int, level: int, itemsize: int) -> int:
     """A, B, C and everything the timed product allocates (inputs overwritten, as timed)."""
-    return strassen_memory(config.schedule, n, level, itemsize, overwrite_a=True, overwrite_b=True).total
+    return strassen_memory(config.schedule, n, level, itemsize, overwrite_a=True, overwrite_b=True,
+                           flat=config.flat).total
 
 
 def in_plan(plan: Plan, config: Config, n: int, level: int) -> bool:
@@ -180,7 +181,8 @@ def mix_config(config: Config, n: int, level: int, budget: float, itemsize: int)
 def strassen_work(config: Config, level: int, ops: Operands):
     """``C = A B`` by ``level`` levels of the configuration, inputs overwritten as in the papers; a
     graph configuration is captured here (its buffers in the executor's arena) and replayed."""
-    run = Executor(ops.backend, parallel=config.parallel, fused=config.fused, arena={} if config.graph else None)
+    run = Executor(ops.backend, parallel=config.parallel, fused=config.fused, arena={} if config.graph else None,
+                   flat=config.flat)
     support = top_support(ops.backend, config.schedule, level, ops.A, ops.B, True, True, run.buffer)
 
     def work() -> None:

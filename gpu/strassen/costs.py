@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from functools import cache
 
+from .flat import flat_plan
 from .fusion import dead_temporaries, fused_source, runs
 from .liveness import clobbers, protected
 from .schedules import SUPPORT, get_schedule, resolve
@@ -89,16 +90,22 @@ def support_quadrants(schedule: str, levels: int, overwrite_a: bool, overwrite_b
 
 
 def strassen_memory(schedule: str, n: int, levels: int, itemsize: int = 8, *,
-                    overwrite_a: bool = True, overwrite_b: bool = True, protect: bool = True) -> MemoryEstimate:
+                    overwrite_a: bool = True, overwrite_b: bool = True, protect: bool = True,
+                    flat: bool = False) -> MemoryEstimate:
     """Memory of an n x n x n product by ``levels`` levels of ``schedule``.
 
     With ``overwrite_a``/``overwrite_b`` False, inputs the schedule would
     overwrite are copied first and support quadrants that would alias them
     are allocated instead. ``protect=False``: see :func:`temporaries_per_depth`.
+    ``flat``: run flat (:mod:`gpu.strassen.flat`), whose temporaries are its three stacks of
+    (n / 2^L)^2 blocks (129 at two Winograd levels, 8.06 n^2 elements).
     """
     get_schedule(schedule)
     if levels and n % 2**levels:
         raise ValueError(f"n = {n} is not divisible by 2**{levels}; the model covers the square core")
+    if flat and levels:
+        blocks = sum(flat_plan(schedule, levels).stacked)
+        return MemoryEstimate(3 * n * n * itemsize, 0, 0, blocks * (n // 2**levels) ** 2 * itemsize)
     quad = (n // 2) ** 2 * itemsize
     depths = temporaries_per_depth(schedule, levels, protect)
     temps = sum(t * (n // 2**d) ** 2 * itemsize for d, t in enumerate(depths, 1))
@@ -127,7 +134,8 @@ def core_side(m: int, k: int, n: int, levels: int, fringe: str = "peel") -> int:
 
 
 def matmul_memory(schedule: str, m: int, k: int, n: int, levels: int, itemsize: int = 8, *,
-                  fringe: str = "peel", overwrite_a: bool = False, overwrite_b: bool = False) -> MemoryEstimate:
+                  fringe: str = "peel", overwrite_a: bool = False, overwrite_b: bool = False,
+                  flat: bool = False) -> MemoryEstimate:
     """Memory of :func:`gpu.strassen.matmul` on an m x k by k x n product of any size.
 
     ``peel`` runs Strassen on the core and library GEMMs on the fringe panels
@@ -141,9 +149,10 @@ def matmul_memory(schedule: str, m: int, k: int, n: int, levels: int, itemsize: 
     if side == 0:
         return MemoryEstimate(operands, 0, 0, 0)
     if fringe == "pad":
-        core = strassen_memory(schedule, side, levels, itemsize)
+        core = strassen_memory(schedule, side, levels, itemsize, flat=flat)
         return MemoryEstimate(operands, core.support, core.copies + 3 * side * side * itemsize, core.temporaries)
-    core = strassen_memory(schedule, side, levels, itemsize, overwrite_a=overwrite_a, overwrite_b=overwrite_b)
+    core = strassen_memory(schedule, side, levels, itemsize, overwrite_a=overwrite_a, overwrite_b=overwrite_b,
+                           flat=flat)
     return MemoryEstimate(operands, core.support, core.copies, core.temporaries)
 
 
@@ -182,10 +191,13 @@ def level_counts(schedule: str, levels: int, fused: bool = False) -> LevelCounts
                        len(sched.temporaries) + copies)
 
 
-def total_launches(schedule: str, levels: int, fused: bool = False) -> int:
-    """Kernels of a whole ``levels``-level product (a single GEMM at level 0)."""
+def total_launches(schedule: str, levels: int, fused: bool = False, flat: bool = False) -> int:
+    """Kernels of a whole ``levels``-level product (a single GEMM at level 0); run ``flat``, its
+    7^L GEMMs and three passes."""
     if levels == 0:
         return 1
+    if flat:
+        return flat_plan(schedule, levels).products + 3
     c = level_counts(schedule, levels, fused)
     if levels == 1:
         return c.launches

@@ -6,7 +6,8 @@ under the backend's allocation policy, supports chosen by the liveness
 analysis are lent to the level below, and on several streams the waits come
 from the hazard analysis (events only, no device-wide synchronisation).
 With ``fused``, runs of additions on one stream become one generated kernel
-(see :mod:`gpu.strassen.fusion`). With an ``arena`` every scratch buffer (temporaries,
+(see :mod:`gpu.strassen.fusion`); with ``flat``, a top-level call runs all its levels as three
+generated passes and 7^L GEMMs (:mod:`gpu.strassen.flat`). With an ``arena`` every scratch buffer (temporaries,
 protective copies, support quadrants) is kept in a slot named by its depth, its name and
 the stream it serves: made on the first pass, handed out again on every later pass and
 shared by sibling calls at one depth on one stream (they run one after another), so the
@@ -20,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..backend import Array, Backend
-from . import hazards
+from . import flat, hazards
 from .fusion import groups
 from .liveness import protected, supports
 from .schedules import Schedule, resolve
@@ -41,14 +42,15 @@ _SIDE_STREAMS: dict[tuple[int, int, int], Any] = {}
 
 
 class Executor:
-    """Runs schedules recursively; one instance per (backend, parallel, fused) choice."""
+    """Runs schedules recursively (or flat); one instance per (backend, parallel, fused, flat) choice."""
 
     def __init__(self, backend: Backend, *, parallel: bool = False, fused: bool = False,
-                 arena: dict[tuple, Array] | None = None) -> None:
+                 arena: dict[tuple, Array] | None = None, flat: bool = False) -> None:
         self.backend = backend
         self.parallel = parallel
         self.fused = fused
         self.arena = arena
+        self.flat = flat
 
     def buffer(self, shape: tuple[int, ...], dtype: Any, slot: tuple) -> Array:
         """A scratch buffer: a new one, or with an arena the one of ``slot`` on the current stream
@@ -79,6 +81,9 @@ class Executor:
         """
         if levels == 0:
             self.backend.gemm(A, B, C)
+            return
+        if self.flat and top:
+            flat.multiply(self.backend, name, A, B, C, levels, self.buffer)
             return
         schedule = resolve(name, levels)
         spaces = {**quadrants(A, "A"), **quadrants(B, "B"), **quadrants(C, "C")}

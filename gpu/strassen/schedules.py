@@ -311,19 +311,21 @@ RUM_SCHEDULES = ("rum", "rum2")
 
 @dataclass(frozen=True)
 class Config:
-    """One way to run a schedule: on CUDA streams or not, with fused additions or not, eagerly or
-    replayed as a CUDA graph."""
+    """One way to run a schedule: on CUDA streams or not, with fused additions or not, its levels
+    flattened or not (:mod:`gpu.strassen.flat`), eagerly or replayed as a CUDA graph."""
 
     schedule: str
     parallel: bool = False
     fused: bool = False
     graph: bool = False
+    flat: bool = False
 
     @property
     def name(self) -> str:
-        """The stored method name: ``rum``, ``rum+fused``, ``rum2-parallel+fused``, ``rum+fused+graph``, ..."""
+        """The stored method name: ``rum``, ``rum+fused``, ``rum2-parallel+fused``, ``rum+fused+graph``,
+        ``winograd+flat``, ..."""
         return (self.schedule + ("-parallel" if self.parallel else "") + ("+fused" if self.fused else "")
-                + ("+graph" if self.graph else ""))
+                + ("+flat" if self.flat else "") + ("+graph" if self.graph else ""))
 
     @property
     def is_rum(self) -> bool:
