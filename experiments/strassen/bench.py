@@ -242,10 +242,12 @@ def measure_level(ctx: Context, ops: Operands, level: int, configs: Sequence[Con
     return len(configs)
 
 
-def sweep_size(ctx: Context, n: int, points: Sequence[Point], dtype: str = DTYPE) -> SweepOutcome:
-    """Every level at size ``n``: one interleaved group per level of the configurations not yet
-    stored (all with ``--force``), sharing one set of operands. Each group is stored as soon
-    as it is measured, so an interrupted sweep resumes at the next missing group."""
+def sweep_size(ctx: Context, n: int, points: Sequence[Point], dtype: str = DTYPE,
+               budget: float = float("inf")) -> SweepOutcome:
+    """Every level at size ``n``: interleaved groups per level of the configurations not yet
+    stored (all with ``--force``), sharing one set of operands, as few groups as fit in ``budget``
+    bytes (:func:`groups_within`). Each group is stored as soon as it is measured, so an
+    interrupted sweep resumes at the next missing group."""
     be, outcome, ops = ctx.backend, SweepOutcome(), None
     levels = sorted({p.level for p in points if p.size == n})
     try:
@@ -255,13 +257,30 @@ def sweep_size(ctx: Context, n: int, points: Sequence[Point], dtype: str = DTYPE
             missing = [c for c in configs if ctx.force or not ctx.db.has(
                 EXPERIMENT, c.name, point_params(n, level, c, dtype, ctx.regime), ctx.env_key)]
             outcome.skipped += len(configs) - len(missing)
-            if missing:
+            for group in groups_within(missing, n, level, budget, np.dtype(dtype).itemsize):
                 ops = ops or Operands.uniform(be, n, dtype)
-                outcome.measured += measure_level(ctx, ops, level, missing, dtype)
+                outcome.measured += measure_level(ctx, ops, level, group, dtype)
     finally:
         ops = None
         free_memory(be)
     return outcome
+
+
+def groups_within(configs: Sequence[Config], n: int, level: int, budget: float, itemsize: int) -> list[list[Config]]:
+    """``configs`` in order, cut into groups whose memory fits ``budget``: A, B, C and every
+    configuration's extra bytes at once (a graph keeps its buffers for the whole group; at N = 16384,
+    level 3, two flat Winograd configurations and the fused one need 79 GiB together, 48 apart).
+    Each group times its own GEMM, so every ratio is still measured side by side."""
+    out: list[list[Config]] = []
+    used = base = 3 * n * n * itemsize
+    for config in configs:
+        extra = config_bytes(config, n, level, itemsize) - base
+        if not out or used + extra > budget:
+            out.append([])
+            used = base
+        out[-1].append(config)
+        used += extra
+    return out
 
 
 # --------------------------------------------------------------------------- the experiment
@@ -318,13 +337,14 @@ def custom_plan(backend: Backend, sizes: Sequence[int] | None, levels: Sequence[
 def run_plan(ctx: Context, plan: Plan) -> tuple[dict[str, Any], list[SpeedupRow]]:
     """Measure (or resume) the points of ``plan``; a summary and the stored rows of its sizes."""
     be, itemsize = ctx.backend, np.dtype(DTYPE).itemsize
-    sizes, points, skipped = plan_points(plan, free_memory(be), itemsize)
+    free = free_memory(be)
+    sizes, points, skipped = plan_points(plan, free, itemsize)
     if not sizes:
         raise ValueError(f"no {EXPERIMENT} size fits in the memory free on the {be.name} device")
     outcome = SweepOutcome()
     with be.allocation_policy("pooled"):
         for n in sizes:
-            done = sweep_size(ctx, n, points, DTYPE)
+            done = sweep_size(ctx, n, points, DTYPE, HEADROOM * free)
             outcome.measured += done.measured
             outcome.skipped += done.skipped
     rows = [r for r in speedup_table(ctx.db, ctx.env_key, DTYPE, ctx.regime)
