@@ -54,6 +54,7 @@ from . import graphs, shortcut
 from .auto import MAX_LEVEL, auto_level
 from .costs import core_side, matmul_memory, total_launches
 from .executor import Executor, quadrants
+from .flat import FLAT_SCHEDULE, flat_plan
 from .liveness import clobbers, recursion_blocker
 from .plans import BASE, auto_workspace, check_workspace, choose_plan, plan_extra
 from .schedules import SUPPORT, get_schedule, plan_name, resolve
@@ -122,7 +123,8 @@ def check_schedule(schedule: str, level: int) -> None:
 def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str | Sequence[str] | None = None,
            parallel: bool = False, fused: bool = False, overwrite_a: bool = False, overwrite_b: bool = False,
            out: Any = None, backend: str | Backend = "auto", fringe: str = "peel", check_finite: bool = True,
-           graph: bool | str = False, workspace: int | str | None = None, regime: str = "sustained") -> Array:
+           graph: bool | str = False, workspace: int | str | None = None, regime: str = "sustained",
+           flat: bool = False) -> Array:
     """``A @ B`` by ``level`` levels of a Strassen-Winograd ``schedule``.
 
     Parameters follow SciPy's conventions: ``overwrite_a``/``overwrite_b``
@@ -130,7 +132,11 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str | Sequenc
     undefined afterwards; ignored when A and B share memory, as in
     ``matmul(A, A)``); ``out`` receives the product. ``parallel`` runs a
     schedule's stream assignment (``rum2``, ``lai7``, ``otsuka2``) on CUDA
-    streams; ``fused`` runs consecutive additions as one kernel on CuPy.
+    streams; ``fused`` runs consecutive additions as one kernel on CuPy. ``flat`` runs all levels
+    at once (:mod:`gpu.strassen.flat`): one pass forms every operand sum of A, one of B, 7^L GEMMs,
+    one pass forms C; the fastest form where its three stacks fit (8.06 n^2 elements at two levels,
+    15.2 n^2 at three), bitwise equal to the recursive product. It needs a schedule whose table is
+    sums, products, outputs (``"winograd"``, its default, or ``"lai7"``) and one stream.
     ``level="auto"`` asks :func:`gpu.strassen.auto.auto_level`: the level table
     of this device's profile (written by ``gemmlab calibrate``) for the power ``regime`` the
     caller runs in (``"sustained"``, the default, or ``"cold"``), else a fixed rule;
@@ -139,7 +145,8 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str | Sequenc
     signature, replayed after; ``"auto"``: captured on the second call where the product launches
     many kernels; see :mod:`gpu.strassen.graphs`). Results are bitwise those of eager execution;
     ``True`` needs the CuPy backend with nvmath-python, ``"auto"`` runs eagerly elsewhere.
-    ``schedule``: a schedule name (default ``"rum"``) or a per-level plan, top level first
+    ``schedule``: a schedule name (default ``"rum"``, or ``"winograd"`` with ``flat``) or a per-level
+    plan, top level first
     (``("rum", "winograd")`` or ``"rum/winograd"``: the last one runs every level below).
     ``workspace``: instead of ``schedule``, let each level take the fastest schedule whose
     memory fits this many bytes beyond the RUM product's (``"auto"``: what is free on the
@@ -157,15 +164,17 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str | Sequenc
     """
     be = get_backend(backend)
     key = shortcut.signature(be, A, B, out, (level, schedule, parallel, fused, fringe, graph, workspace, regime,
-                                             overwrite_a, overwrite_b))
+                                             overwrite_a, overwrite_b, flat))
     plan = shortcut.kept(be, key, level, A, B, out, check_finite, NONFINITE)
+    how = (parallel, fused, graph, flat)
     if plan is not None:
-        return _execute(be, A, B, out, plan, parallel, fused, graph)
+        return _execute(be, A, B, out, plan, *how)
     asked, stamp = level, profile_stamp(be) if level == "auto" and key is not None else None
     if fringe not in FRINGES:
         raise ValueError(f"fringe must be one of {FRINGES}, got {fringe!r}")
     graphs.check_mode(be, graph)
     check_regime(regime)
+    check_flat(flat, parallel, workspace)
     A, B, own_a, own_b = _operands(be, A, B, check_finite)
     m, k, n = A.shape[0], A.shape[1], B.shape[1]
     C = check_output(be, out, (m, n), A.dtype, {"A": A, "B": B})
@@ -177,18 +186,20 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str | Sequenc
     if workspace is not None and schedule is not None:
         raise ValueError("pass schedule= or workspace=, not both: workspace chooses the schedule of each level")
     check_workspace(workspace)
-    schedule = plan_name(BASE if schedule is None else schedule)
+    schedule = plan_name((FLAT_SCHEDULE if flat else BASE) if schedule is None else schedule)
     if level == "auto":
-        level = resolve_auto_level(m, k, n, be, schedule=schedule, fused=fused, regime=regime, fringe=fringe)
+        level = resolve_auto_level(m, k, n, be, schedule=schedule, fused=fused or flat, regime=regime,
+                                   fringe=fringe)
     check_schedule(schedule, level)
+    if flat and level:
+        flat_plan(schedule, level)                       # ValueError for a schedule that cannot run flat
     if level == 0 and C is not None:                     # the library GEMM: no workspace or new output to plan
-        return _execute(be, A, B, C, shortcut.keep(be, key, asked, stamp, A, B, C, shortcut.GEMM), parallel,
-                        fused, graph)
+        return _execute(be, A, B, C, shortcut.keep(be, key, asked, stamp, A, B, C, shortcut.GEMM), *how)
     check_level(m, k, n, level, fringe)
     level = level if min(m, k, n) else 0                 # an empty product multiplies nothing
     if workspace is not None and level:
         schedule = _planned(be, workspace, (m, k, n, level, A.itemsize, fringe, ow_a, ow_b), fused, output)
-    need = _memory_need(schedule, m, k, n, level, A.dtype, fringe, ow_a, ow_b, output)
+    need = _memory_need(schedule, m, k, n, level, A.dtype, fringe, ow_a, ow_b, output, flat)
     require_memory(be, *need)
     C = be.xp.empty((m, n), dtype=A.dtype) if C is None else C
     side = core_side(m, k, n, level, fringe) if level else 0
@@ -196,11 +207,22 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str | Sequenc
                          need if need[0] else None)
     if out is not None and workspace != "auto":
         shortcut.keep(be, key, asked, stamp, A, B, C, plan)
-    return _execute(be, A, B, C, plan, parallel, fused, graph)
+    return _execute(be, A, B, C, plan, *how)
+
+
+def check_flat(flat: Any, parallel: bool, workspace: Any) -> None:
+    """ValueError before any work for a ``flat`` that is not a bool, or that meets an option it excludes."""
+    if not isinstance(flat, (bool, np.bool_)):
+        raise ValueError(f"flat must be True or False, got {flat!r}")
+    if flat and parallel:
+        raise ValueError("flat=True runs its passes and GEMMs on one stream; pass parallel=False")
+    if flat and workspace is not None:
+        raise ValueError("flat=True runs one schedule at every level and workspace= mixes them; pass "
+                         "schedule='winograd' instead of workspace=")
 
 
 def _execute(be: Backend, A: Array, B: Array, C: Array, plan: shortcut.Plan, parallel: bool, fused: bool,
-             graph: bool | str) -> Array:
+             graph: bool | str, flat: bool = False) -> Array:
     """Run a checked ``plan``: the library GEMM at level 0, else its levels (eagerly or as a CUDA graph)."""
     level, schedule, side = plan.level, plan.schedule, plan.side
     if level == 0:
@@ -213,10 +235,10 @@ def _execute(be: Backend, A: Array, B: Array, C: Array, plan: shortcut.Plan, par
         else:
             _peeled(be, run, schedule, A, B, C, side, level, plan.overwrite_a, plan.overwrite_b)
 
-    key = (id(be), schedule, level, parallel, fused, plan.padded, plan.overwrite_a, plan.overwrite_b,
+    key = (id(be), schedule, level, parallel, fused, flat, plan.padded, plan.overwrite_a, plan.overwrite_b,
            *(graphs.array_key(x, be) for x in (A, B, C)))
-    graphs.run(be, graph, key, total_launches(schedule, level, fused),
-               lambda arena: Executor(be, parallel=parallel, fused=fused, arena=arena), body)
+    graphs.run(be, graph, key, total_launches(schedule, level, fused, flat),
+               lambda arena: Executor(be, parallel=parallel, fused=fused, arena=arena, flat=flat), body)
     return C
 
 
@@ -278,13 +300,14 @@ def top_support(be: Backend, schedule: str, level: int, A: Array, B: Array, over
 
 
 def _memory_need(schedule: str, m: int, k: int, n: int, level: int, dtype, fringe: str, overwrite_a: bool,
-                 overwrite_b: bool, output: int) -> tuple[int, str, str]:
+                 overwrite_b: bool, output: int, flat: bool = False) -> tuple[int, str, str]:
     """Bytes the product needs beyond its operands (its output where new, and extra memory), what for, and
     the way out: :func:`gpu.backend.require_memory`'s arguments."""
     est = matmul_memory(schedule, m, k, n, level, np.dtype(dtype).itemsize, fringe=fringe,
-                        overwrite_a=overwrite_a, overwrite_b=overwrite_b)
+                        overwrite_a=overwrite_a, overwrite_b=overwrite_b, flat=flat)
     parts = (f"output {output / 2**30:.2f} GiB, support {est.support / 2**30:.2f}, copies {est.copies / 2**30:.2f}, "
              f"temporaries {est.temporaries / 2**30:.2f}")
     advice = ("pass out= (an array you allocated), or split the product into blocks of rows" if not est.extra else
-              "use schedule='rum', overwrite_a=True, overwrite_b=True, a lower level, or pass out=")
+              "use flat=False (the recursive product keeps fewer temporaries), a lower level, or pass out="
+              if flat else "use schedule='rum', overwrite_a=True, overwrite_b=True, a lower level, or pass out=")
     return output + est.extra, f"{schedule} at level {level} on {m} x {k} x {n} ({parts})", advice

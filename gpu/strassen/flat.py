@@ -30,6 +30,8 @@ from ..backend import Array, Backend, register_ops
 from .schedules import get_schedule
 
 FAMILY = "strassen-flat"
+#: The schedule ``matmul(flat=True)`` runs unless told otherwise.
+FLAT_SCHEDULE = "winograd"
 QUADS = ("11", "12", "21", "22")
 #: (dst, op, a, b) on registers: ``dst = a op b``, or ``dst = a`` for ``op == "copy"``.
 RegStep = tuple[str, str, str, "str | None"]
@@ -139,8 +141,7 @@ def _operand_program(sums, operands: list[str], side: str, levels: int):
             env = {side + q: blocks[(q, *sub)] for q in QUADS}
             for s in sums:
                 if all(r in env for r in s.reads):
-                    env[s.dst] = reg = next(names)
-                    steps.append((reg, s.op, env[s.a], env[s.b] if s.b else None))
+                    env[s.dst] = _emit(steps, next(names), s, env)
             for k, space in enumerate(operands):
                 per_product[k][sub] = env[space]
         return [r for k in range(len(operands)) for r in expand(per_product[k], depth - 1)]
@@ -169,8 +170,7 @@ def _output_program(outs, products: list[str], levels: int) -> Program:
         for sub in itertools.product(QUADS, repeat=depth - 1):
             env = {m: inner[k][sub] for k, m in enumerate(products)}
             for s in outs:
-                env[s.dst] = reg = next(names)
-                steps.append((reg, s.op, env[s.a], env[s.b] if s.b else None))
+                env[s.dst] = _emit(steps, next(names), s, env)
             for q in QUADS:
                 result[(q, *sub)] = env[f"C{q}"]
         return result
@@ -179,6 +179,13 @@ def _output_program(outs, products: list[str], levels: int) -> Program:
     stores = tuple((reg, _grid(path)) for path, reg in blocks.items())
     return Program(tuple((loads[p], (k, 0)) for k, p in enumerate(paths)), tuple(_live(steps, [r for r, _ in stores])),
                    stores)
+
+
+def _emit(steps: list[RegStep], reg: str, step, env: dict) -> str:
+    """Append table step ``step`` as a register step writing ``reg``, its operands read from ``env``
+    before ``reg`` replaces the space it writes (``C21 = C21 - M7`` reads the old C21)."""
+    steps.append((reg, step.op, env[step.a], env[step.b] if step.b else None))
+    return reg
 
 
 def _used(steps: list[RegStep], stored: list[str]) -> set[str]:

@@ -17,7 +17,24 @@ GiB = 2**30
 
 def test_config_names_are_the_stored_methods():
     assert [c.name for c in CONFIGS] == ["rum", "rum+fused", "rum2-parallel", "rum2-parallel+fused",
-                                         "lai", "otsuka", "winograd+fused", "mix+fused"]
+                                         "lai", "otsuka", "winograd+fused", "winograd+flat", "mix+fused"]
+    assert Config("winograd", flat=True, graph=True).name == "winograd+flat+graph"
+
+
+def test_a_levels_configurations_are_cut_into_groups_that_fit_together():
+    """At N = 16384, level 3, on 80 GiB: the fused Winograd graph (12 GiB) and a flat one (30.5 GiB) fit beside
+    A, B and C (6 GiB), a second flat one does not; every group keeps its own GEMM."""
+    configs = [Config("winograd", fused=True, graph=True), Config("winograd", flat=True, graph=True),
+               Config("winograd", flat=True), Config("rum")]
+    budget = 0.9 * 80 * GiB
+    groups = sb.groups_within(configs, 16384, 3, budget, 8)
+    assert [[c.name for c in g] for g in groups] == [["winograd+fused+graph", "winograd+flat+graph"],
+                                                     ["winograd+flat", "rum"]]
+    for group in groups:
+        extra = sum(sb.config_bytes(c, 16384, 3, 8) - 3 * 16384**2 * 8 for c in group)
+        assert 3 * 16384**2 * 8 + extra <= budget
+    assert sb.groups_within(configs, 16384, 2, budget, 8) == [configs]
+    assert sb.groups_within(configs, 1024, 3, float("inf"), 8) == [configs]
 
 
 def test_the_mix_is_each_points_plan_under_its_own_name_where_memory_binds():
