@@ -246,8 +246,10 @@ def sweep_size(ctx: Context, n: int, points: Sequence[Point], dtype: str = DTYPE
                budget: float = float("inf")) -> SweepOutcome:
     """Every level at size ``n``: interleaved groups per level of the configurations not yet
     stored (all with ``--force``), sharing one set of operands, as few groups as fit in ``budget``
-    bytes (:func:`groups_within`). Each group is stored as soon as it is measured, so an
-    interrupted sweep resumes at the next missing group."""
+    bytes (:func:`groups_within`), each begun with the pool's cached blocks handed back: on the H100
+    at N = 16384 the level-3 group died with an illegal address when it ran after the level-2 one in the
+    same process (with about 40 GiB of that group's blocks cached), and ran when measured alone. Each
+    group is stored as soon as it is measured, so an interrupted sweep resumes at the next missing group."""
     be, outcome, ops = ctx.backend, SweepOutcome(), None
     levels = sorted({p.level for p in points if p.size == n})
     try:
@@ -258,6 +260,7 @@ def sweep_size(ctx: Context, n: int, points: Sequence[Point], dtype: str = DTYPE
                 EXPERIMENT, c.name, point_params(n, level, c, dtype, ctx.regime), ctx.env_key)]
             outcome.skipped += len(configs) - len(missing)
             for group in groups_within(missing, n, level, budget, np.dtype(dtype).itemsize):
+                be.release_memory()
                 ops = ops or Operands.uniform(be, n, dtype)
                 outcome.measured += measure_level(ctx, ops, level, group, dtype)
     finally:
