@@ -24,7 +24,6 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
 
 from ..backend import Array, Backend, register_ops
 from .schedules import get_schedule
@@ -52,16 +51,16 @@ class Program:
 class FlatPlan:
     """The three passes of an L-level flat product and its 7^L GEMMs.
 
-    ``left[p]`` / ``right[p]``: product p's operands, ``("in", block)`` (a view of A or B)
-    or ``("sum", k)`` (row k of the stacked sums); product p writes row p of the product stack.
+    ``left[p]`` / ``right[p]``: product p's operands, ``("in", block)`` (a block of A or B) or
+    ``("sum", block)`` (a block of the stacked sums); product p writes block (p, 0) of the product stack.
     """
 
     levels: int
     a: Program
     b: Program
     c: Program
-    left: tuple[tuple[str, Any], ...]
-    right: tuple[tuple[str, Any], ...]
+    left: tuple[tuple[str, Block], ...]
+    right: tuple[tuple[str, Block], ...]
 
     @property
     def products(self) -> int:
@@ -149,7 +148,7 @@ def _operand_program(sums, operands: list[str], side: str, levels: int):
     regs = expand(loads, levels)
     loaded = {reg: _grid(path) for path, reg in loads.items()}
     stored = list(dict.fromkeys(r for r in regs if r not in loaded))
-    where = tuple(("in", loaded[r]) if r in loaded else ("sum", stored.index(r)) for r in regs)
+    where = tuple(("in", loaded[r]) if r in loaded else ("sum", (stored.index(r), 0)) for r in regs)
     used = _used(steps, stored)
     program = Program(tuple((r, b) for r, b in loaded.items() if r in used), tuple(_live(steps, stored)),
                       tuple((r, (k, 0)) for k, r in enumerate(stored)))
@@ -218,7 +217,7 @@ def multiply(be: Backend, name: str, A: Array, B: Array, C: Array, levels: int, 
     ops.run(plan.a, A, SA, m, k)
     ops.run(plan.b, B, SB, k, n)
     for p in range(n_p):
-        be.gemm(_operand(plan.left[p], A, SA, m, k), _operand(plan.right[p], B, SB, k, n), P[p * m:(p + 1) * m])
+        be.gemm(operand(plan.left[p], A, SA, m, k), operand(plan.right[p], B, SB, k, n), block(P, (p, 0), m, n))
     ops.run(plan.c, P, C, m, n)
 
 
@@ -229,12 +228,10 @@ def stack(buffer, like: Array, count: int, rows: int, cols: int, slot: tuple) ->
     return buffer((cols, count * rows), like.dtype, slot).T
 
 
-def _operand(where: tuple[str, Any], X: Array, S: Array, rows: int, cols: int) -> Array:
+def operand(where: tuple[str, Block], X: Array, S: Array, rows: int, cols: int) -> Array:
+    """A product's operand: a block of the input ``X`` or of its stacked sums ``S`` (no copy)."""
     kind, at = where
-    if kind == "sum":
-        return S[at * rows:(at + 1) * rows]
-    i, j = at
-    return X[i * rows:(i + 1) * rows, j * cols:(j + 1) * cols]
+    return block(S if kind == "sum" else X, at, rows, cols)
 
 
 def block(X: Array, at: Block, rows: int, cols: int) -> Array:

@@ -49,8 +49,8 @@ def probe(A, B, n: int, L: int) -> dict:
 
     def gemms():
         for p in range(plan.products):
-            be.gemm(flat._operand(plan.left[p], A, stacks["A"], q, q),
-                    flat._operand(plan.right[p], B, stacks["B"], q, q), stacks["P"][p * q:(p + 1) * q])
+            be.gemm(flat.operand(plan.left[p], A, stacks["A"], q, q),
+                    flat.operand(plan.right[p], B, stacks["B"], q, q), stacks["P"][p * q:(p + 1) * q])
 
     row["gemms_ms"] = 1e3 * timed(gemms, 5)
     row["flat_ms"] = 1e3 * timed(lambda: run.multiply("winograd", A, B, C1, L), 5)
