@@ -213,14 +213,19 @@ def side_legend(ax: Any, **kw: Any) -> Any:
                      frameon=False, **kw)
 
 
+#: Neighbouring size labels differ by at least this factor.
+MIN_RATIO = 1.4
+
+
 def thinned(values: Iterable[float], max_labels: int = 7) -> list[float]:
     """Sorted distinct positive values thinned so that neighbours lie at least 1/(max_labels - 1)
-    of the log range apart: tick labels that do not overlap. The first and last are kept, then
-    powers of two are preferred."""
+    of the log range apart, and at least :data:`MIN_RATIO` apart: tick labels that do not overlap
+    (12288 and 16384 did in a panel of 8192-24576). The first and last are kept, then powers of two
+    are preferred."""
     vals = sorted({float(v) for v in values if v > 0})
     if len(vals) <= 2:
         return vals
-    gap = math.log2(vals[-1] / vals[0]) / max(1, max_labels - 1)
+    gap = max(math.log2(vals[-1] / vals[0]) / max(1, max_labels - 1), math.log2(MIN_RATIO))
     kept = [vals[0], vals[-1]]
     inner = sorted(vals[1:-1], key=lambda v: (not math.log2(v).is_integer(), v))
     for v in inner:

@@ -247,12 +247,12 @@ def test_every_figure_of_two_environments_reads_well_and_names_both(name, both_d
 # --- the findings, one by one ------------------------------------------------------------------
 
 def test_strassen_speedup_puts_each_configuration_and_regime_on_a_grid(h100):
-    """Six configurations measured in both regimes: twelve panels, three a row; the per-level plans share a panel
-    (each point names its plan), where they had a panel per plan."""
+    """Eight configurations measured in both regimes: sixteen panels, three a row; the per-level plans share a
+    panel (each point names its plan), where they had a panel per plan."""
     fig, _ = draw("strassen-speedup", h100)
     titles = [ax.get_title() for ax in fig.axes]
-    assert len(fig.axes) == 12 and columns(fig) == 3
-    assert sum(t.endswith("cold") for t in titles) == 6
+    assert len(fig.axes) == 16 and columns(fig) == 3
+    assert sum(t.endswith("cold") for t in titles) == 8
     mix = fig.axes[titles.index("per-level mix+fused\nfloat64, sustained")]
     assert {t.get_text() for t in mix.texts} == {"lai7/winograd", "rum/rum/winograd"}
     assert not any("winograd+fused\n" in t and "/" in t for t in titles)
@@ -276,7 +276,7 @@ def test_strassen_level_draws_a_row_per_regime_and_size_with_configurations_name
     rows = titles[::2]
     assert titles[1::2] == rows
     assert rows == ["float64, cold, N = 49152", "float64, cold, N = 32768", "float64, cold, N = 16384",
-                    "float64, sustained, N = 49152", "float64, sustained, N = 32768", "float64, sustained, N = 16384"]
+                    "float64, sustained, N = 49152", "float64, sustained, N = 32768", "float64, sustained, N = 24576"]
     labels = [t.get_text() for leg in legends(fig) for t in leg.get_texts()]
     assert labels and len(labels) == len(set(labels)) and not any("N =" in label for label in labels)
 
