@@ -1,51 +1,72 @@
 """The ``gemmlab`` command line. Every command takes ``--json`` for machine-readable output.
 
-The commands are registered by the lab's families (:mod:`experiments.core.command`);
-this module builds the parser from that registry and runs the chosen command.
+The parser is built from the command manifest (:mod:`experiments.core.manifest`, which says how to
+add a command): every command is listed from that table alone, and only the module of the command
+the line names is imported, to add that command's arguments and run it. So ``gemmlab --help`` and
+``gemmlab --version`` import no family, NumPy or GPU code, and each command starts by importing only
+what it uses.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import shlex
 import sqlite3
 import sys
 from collections.abc import Sequence
 
-from gpu.backend import BackendUnavailable
+from . import __version__
+from .core.manifest import ENTRIES, GROUPS, Entry, chosen
 
-from .core.command import COMMANDS, GROUPS, OPTION_GROUPS
-from .core.database import default_path
-from .core.dbfile import translate
-from .core.registry import load
+DESCRIPTION = ("Fast and accurate matrix multiplication on NVIDIA GPUs: measure, predict the best Strassen level, "
+               "audit accuracy, draw figures. Every command takes --json for machine-readable output and --db for "
+               "the results database; gemmlab COMMAND --help shows its options.")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of every registered command (subcommands in registration order)."""
-    load()
-    parser = argparse.ArgumentParser(prog="gemmlab", description=__doc__.splitlines()[0])
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser of every command in the manifest, with the full arguments of the one that ``argv``
+    (a command line without the program name) calls; the others are listed with their help only."""
+    called = chosen(argv)
+    parser = argparse.ArgumentParser(prog="gemmlab", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     groups: dict[str, argparse._SubParsersAction] = {}
-    for words, cmd in COMMANDS.items():
+    for entry in ENTRIES:
+        words = entry.words.split()
         parent = sub
         if len(words) == 2:
             if words[0] not in groups:
-                g = sub.add_parser(words[0], help=GROUPS.get(words[0]))
-                groups[words[0]] = g.add_subparsers(dest="action", required=True, metavar="ACTION")
+                group = sub.add_parser(words[0], help=GROUPS[words[0]], description=GROUPS[words[0]])
+                groups[words[0]] = group.add_subparsers(dest="action", required=True, metavar="ACTION")
             parent = groups[words[0]]
-        p = parent.add_parser(words[-1], help=cmd.help, description=cmd.help)
-        for name in cmd.options:
-            OPTION_GROUPS[name](p)
-        if cmd.arguments is not None:
-            cmd.arguments(p)
-        p.set_defaults(handler=cmd.handler)
+        p = parent.add_parser(words[-1], help=entry.help, description=entry.help)
+        if entry is called:
+            _add_arguments(p, entry)
     return parser
+
+
+def _add_arguments(p: argparse.ArgumentParser, entry: Entry) -> None:
+    """Import the command's module (which registers it) and give its parser the command's options."""
+    importlib.import_module(entry.module)
+    from .core.command import COMMANDS, OPTION_GROUPS
+
+    cmd = COMMANDS[tuple(entry.words.split())]
+    p.description = cmd.description
+    for name in cmd.options:
+        OPTION_GROUPS[name](p)
+    if cmd.arguments is not None:
+        cmd.arguments(p)
+    p.set_defaults(handler=cmd.handler)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
+    from .core.database import default_path
+    from .core.dbfile import translate
+
     args.command_line = "gemmlab " + shlex.join(argv)
     db_path = args.db or default_path()
     try:
@@ -57,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("gemmlab: interrupted; every point measured so far is stored: run the same command "
               "again to resume", file=sys.stderr)
         return 130
-    except (BackendUnavailable, ValueError, FileNotFoundError, RuntimeError) as exc:
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:    # BackendUnavailable is a RuntimeError
         print(f"gemmlab {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except sqlite3.Error as exc:    # ResultsDB translates these; a stray one is still one line, no traceback

@@ -66,8 +66,7 @@ def _audit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=numbers(int, "seeds"), default=[1, 2, 3], help="input seeds (default: 1,2,3)")
 
 
-@command("audit", "error of GEMM methods against the correctly rounded product (resumes)", options=MEASURING,
-         arguments=_audit_arguments)
+@command("audit", options=MEASURING, arguments=_audit_arguments)
 def cmd_audit(args: argparse.Namespace, db_path: Path) -> int:
     if args.shapes is not None and args.n is not None:
         raise ValueError("give --n (square N x N x N products) or --shapes (M:K:N products), not both; "

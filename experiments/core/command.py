@@ -1,10 +1,11 @@
 """The commands of ``gemmlab``, registered by the families that own them, and their shared parts.
 
-A family registers a command with :func:`command` beside its benchmark and
-figures: the words that call it (``"schedule analyze"``), its help, the option
-groups it takes (:data:`OPTION_GROUPS`), a function adding its own arguments,
-and a handler ``handler(args, db_path) -> exit code``. The command line
-(:mod:`experiments.cli`) builds its parser from this registry.
+Which commands exist, the module that registers each and its one-line help are data, in
+:mod:`experiments.core.manifest` (its docstring says how to add a command); the command line
+(:mod:`experiments.cli`) lists them from there and imports only the chosen command's module. That
+module registers the command with :func:`command` beside its benchmark and figures: the option
+groups it takes (:data:`OPTION_GROUPS`; every command takes ``common``: ``--json`` and ``--db``),
+a function adding its own arguments, and a handler ``handler(args, db_path) -> exit code``.
 
 Every command prints through :func:`emit`: JSON on stdout with ``--json``,
 else its text (tables by :func:`table`).
@@ -19,12 +20,14 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpu.backend import BACKENDS, Backend
-
+from . import manifest
 from .database import ResultsDB, default_path
 from .registry import Context, recorded_run
+
+if TYPE_CHECKING:
+    from gpu.backend import Backend
 
 Handler = Callable[[argparse.Namespace, Path], int]
 Arguments = Callable[[argparse.ArgumentParser], None]
@@ -32,34 +35,41 @@ Arguments = Callable[[argparse.ArgumentParser], None]
 
 @dataclass(frozen=True)
 class Command:
+    """A registered command: its manifest help, the description its ``--help`` shows, and how to run it."""
+
     words: tuple[str, ...]
     help: str
+    description: str
     options: tuple[str, ...]
     arguments: Arguments | None
     handler: Handler
 
 
 COMMANDS: dict[tuple[str, ...], Command] = {}
-#: Help of the command groups (``gemmlab results ...``, ``gemmlab schedule ...``).
-GROUPS: dict[str, str] = {}
 
 
-def command(words: str, help: str, *, options: Sequence[str] = ("common",),
-            arguments: Arguments | None = None) -> Callable[[Handler], Handler]:
-    """Register ``handler(args, db_path)`` as the command ``gemmlab <words>``."""
+def command(words: str, *, options: Sequence[str] = ("common",), arguments: Arguments | None = None,
+            description: str | None = None) -> Callable[[Handler], Handler]:
+    """Register ``handler(args, db_path)`` as the command ``gemmlab <words>``, which must have an entry in
+    the manifest naming the handler's module (the one-line help comes from there). ``description``:
+    what the command's ``--help`` says above its options, when more than the one-line help."""
     def register(handler: Handler) -> Handler:
-        key = tuple(words.split())
         unknown = set(options) - set(OPTION_GROUPS)
         if unknown:
             raise ValueError(f"unknown option groups {sorted(unknown)} for {words!r}; known: {sorted(OPTION_GROUPS)}")
-        COMMANDS[key] = Command(key, help, tuple(options), arguments, handler)
+        if "common" not in options:
+            raise ValueError(f"{words!r} lacks the option group 'common': every command takes --json and --db")
+        try:
+            entry = manifest.entry(words)
+        except KeyError as exc:
+            raise ValueError(exc.args[0]) from None
+        if handler.__module__ != entry.module:
+            raise ValueError(f"{words!r} is registered by {entry.module} in the command manifest, not by "
+                             f"{handler.__module__}; register it there or change its entry")
+        key = tuple(words.split())
+        COMMANDS[key] = Command(key, entry.help, description or entry.help, tuple(options), arguments, handler)
         return handler
     return register
-
-
-def group(word: str, help: str) -> None:
-    """Declare a command group such as ``gemmlab results``."""
-    GROUPS[word] = help
 
 
 # --------------------------------------------------------------------------- option groups
@@ -70,6 +80,8 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _backend(p: argparse.ArgumentParser) -> None:
+    from gpu.backend import BACKENDS  # the GPU layer: imported by the commands that run on it only
+
     p.add_argument("--backend", choices=BACKENDS + ("auto",), default="auto",
                    help="numpy (CPU), cupy (GPU) or auto: CuPy when a GPU is usable (default)")
 
@@ -185,7 +197,7 @@ def emit_sweep(args: argparse.Namespace, backend: str, env_key: str, counts: dic
                checks: Sequence[Any], columns: Sequence[tuple[str, str, str]],
                shown: Callable[[dict[str, Any]], dict[str, Any]] = dict) -> None:
     """What a sweep command prints: its counts, a table of its stored rows (each ``as_dict()``, then
-    ``shown`` for the table's cells) and its verdict on the issue's targets; all of it as JSON with
+    ``shown`` for the table's cells) and its verdict on its targets; all of it as JSON with
     ``--json``."""
     stored = [r.as_dict() for r in rows]
     verdict = [c.as_dict() for c in checks]

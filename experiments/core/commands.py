@@ -1,23 +1,23 @@
-"""The lab's own commands: ``info``, ``results list|export|import``, ``figures`` and ``reproduce``."""
+"""The lab-wide commands: ``info``, ``figures`` and ``reproduce`` (the results database's own commands are in
+:mod:`experiments.core.results`)."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from gpu.backend import get_backend
 from gpu.backend.telemetry import reason_names
 
 from . import reproduce
-from .command import MEASURING, command, emit, group, measuring_run, table
+from .command import MEASURING, command, emit, measuring_run
 from .database import ResultsDB
 from .environment import env_key, environment
 
 DEFAULT_FIGURES = Path("paper_figs")
 
 
-@command("info", "backend, device and versions", options=("common", "backend"))
+@command("info", options=("common", "backend"))
 def cmd_info(args: argparse.Namespace, db_path: Path) -> int:
     backend = get_backend(args.backend)
     env = environment(backend)
@@ -30,51 +30,6 @@ def cmd_info(args: argparse.Namespace, db_path: Path) -> int:
     return 0
 
 
-group("results", "stored runs and measurements")
-
-
-@command("results list", "runs, newest first")
-def cmd_results_list(args: argparse.Namespace, db_path: Path) -> int:
-    with ResultsDB(db_path, readonly=True) as db:
-        runs = db.runs()
-    columns = (("id", "run", "d"), ("started_at", "started (UTC)", ""), ("status", "status", ""),
-               ("measurements", "points", "d"), ("superseded", "superseded", "d"), ("device", "device", ""),
-               ("command", "command", ""))
-    emit(args, {"db": str(db_path), "runs": runs}, lambda: table(runs, columns) if runs else f"no runs in {db_path}")
-    return 0
-
-
-def _export_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-o", "--output", default="-", help="CSV file (default: stdout)")
-    p.add_argument("--experiment", default=None, help="only this experiment")
-    p.add_argument("--history", action="store_true",
-                   help="also the rows superseded by a later measurement of the same point (--force, or a "
-                        "newer import), kept for provenance; importing the file restores both")
-
-
-@command("results export", "measurements as CSV", arguments=_export_arguments)
-def cmd_results_export(args: argparse.Namespace, db_path: Path) -> int:
-    target = sys.stdout if args.output == "-" else args.output
-    if args.json and target is sys.stdout:
-        raise ValueError("--json with CSV on stdout would mix formats; give -o FILE")
-    with ResultsDB(db_path, readonly=True) as db:
-        count = db.export_csv(target, args.experiment, history=args.history)
-    if target is not sys.stdout:
-        emit(args, {"path": str(args.output), "rows": count}, lambda: f"{count} rows -> {args.output}")
-    return 0
-
-
-@command("results import", "read a CSV export into the database",
-         arguments=lambda p: p.add_argument("file", type=Path))
-def cmd_results_import(args: argparse.Namespace, db_path: Path) -> int:
-    if not args.file.is_file():
-        raise FileNotFoundError(f"no such CSV file: {args.file}")
-    with ResultsDB(db_path) as db:
-        count = db.import_csv(args.file)
-    emit(args, {"db": str(db_path), "rows": count}, lambda: f"{count} rows imported into {db_path}")
-    return 0
-
-
 def _paths(figures: dict[str, list[Path]]) -> dict[str, list[str]]:
     return {name: [str(p) for p in paths] for name, paths in figures.items()}
 
@@ -83,7 +38,7 @@ def _figures_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=DEFAULT_FIGURES, help="output folder (default: paper_figs)")
 
 
-@command("figures", "render every figure from stored results", arguments=_figures_arguments)
+@command("figures", arguments=_figures_arguments)
 def cmd_figures(args: argparse.Namespace, db_path: Path) -> int:
     with ResultsDB(db_path, readonly=True) as db:
         figures = reproduce.render_figures(db, args.out)
@@ -99,8 +54,7 @@ def _reproduce_arguments(p: argparse.ArgumentParser) -> None:
     _figures_arguments(p)
 
 
-@command("reproduce", "run every registered experiment and render every figure", options=MEASURING,
-         arguments=_reproduce_arguments)
+@command("reproduce", options=MEASURING, arguments=_reproduce_arguments)
 def cmd_reproduce(args: argparse.Namespace, db_path: Path) -> int:
     backend = get_backend(args.backend)
     selected = reproduce.select(args.only)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .csvio import CSV_COLUMNS, ExportRow, open_text, read_export, stream_name, write_export
-from .dbfile import COLUMNS, NEWEST_V1, SCHEMA_VERSION, DatabaseError, connect, guarded
+from .dbfile import COLUMNS, NEWEST_V1, SCHEMA_VERSION, DatabaseError, connect, guarded, release
 
 DEFAULT_PATH = Path("results") / "gemmlab.sqlite"
 RUN_STATUSES = ("finished", "interrupted", "failed")
@@ -102,7 +102,8 @@ class ResultsDB:
     """Results database file; open it, start a run, add measurements, finish the run.
 
     ``readonly=True`` (the commands that only read) writes nothing, not even the schema or the
-    journal mode, reads a version-1 file without migrating it, and reads a missing file in an
+    journal mode, creates no file beside a database that gemmlab closed, reads a version-1 file without
+    migrating it, and reads a missing file in an
     existing directory as an empty database without creating it. Any failure of SQLite, on
     opening or in a query, comes out as one :class:`DatabaseError` naming the file and the way out.
     """
@@ -165,9 +166,13 @@ class ResultsDB:
                 self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self) -> None:
-        """Checkpoint and close the connection (everything is already committed)."""
+        """Close the connection (everything is already committed). A writer first merges the log into
+        the file and, as the file's last user, leaves it one file that readers open without creating
+        ``-wal`` or ``-shm`` files (:func:`~experiments.core.dbfile.release`)."""
         try:
-            self.checkpoint()
+            if not self.readonly:
+                with guarded(self.path):
+                    release(self._conn)
         finally:
             self._conn.close()
 

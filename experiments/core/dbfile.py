@@ -8,7 +8,15 @@ The rules, so that a mistyped path or a damaged file never costs stored results:
   in-memory database stands in for it).
 * **write opens** create the file (in an existing directory only: the parent is created for the
   default location ``results/gemmlab.sqlite`` and no other, so a mistyped ``--db`` is an error, not
-  a new empty database), create or migrate the schema in one transaction, and switch to WAL.
+  a new empty database), create or migrate the schema in one transaction, and switch to WAL, so that
+  readers and the writer of a long sweep never wait for each other.
+* **the last writer to close leaves one file** (:func:`release`): the log merged into it and the file
+  back in rollback-journal mode, which a read-only open reads without creating ``-wal`` or ``-shm``
+  files (SQLite creates both for any reader of a file in WAL mode, and only a writer may remove them).
+  So the commands that only read leave the folder as they found it, and copying the one file copies
+  every result. A file still in WAL mode (a writer running, one that crashed, or a reader that was
+  open when the last writer closed) is read through its log as usual, and the next writer to close
+  returns it to one file.
 * **nothing is overwritten**: a file that is not a gemmlab results database (a CSV, another
   application's SQLite file, a truncated copy) is refused with the way out, never initialised over;
   so is a schema newer than this version of gemmlab knows.
@@ -159,12 +167,14 @@ def _open_readonly(path: Path) -> tuple[sqlite3.Connection, int]:
     reads the main file without that index and without locks, which is correct only while nothing
     else can change the file under us and every committed result is in the main file: so it is used
     only when the directory is read-only to us (a writer would need to create its log there) and
-    there is no ``-wal`` file with content (gemmlab checkpoints the log into the file on closing).
+    there is no ``-wal`` file with content (gemmlab merges the log into the file on closing).
     A pending log in a read-only directory is an error that says how to merge it.
 
-    In a writable directory a reader creates SQLite's ``-wal`` and ``-shm`` files if they are
-    missing, with its own ownership and the database file's permissions (SQLite's rule for WAL
-    readers); in a folder shared by several users, let the group write them.
+    A file that gemmlab's writers closed is in rollback-journal mode, and ``mode=ro`` reads it with
+    no other file, in any directory. Only while the file is in WAL mode does a reader in a writable
+    directory create SQLite's ``-wal`` and ``-shm`` files if they are missing, with its own ownership
+    and the database file's permissions (SQLite's rule for WAL readers); in a folder shared by several
+    users, let the group write them.
     """
     uri = path.resolve().as_uri()
     conn = _configure(sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=LOCK_TIMEOUT, isolation_level=None))
@@ -215,6 +225,21 @@ def _open_for_writing(path: Path) -> tuple[sqlite3.Connection, int]:
         conn.close()
         raise
     return conn, SCHEMA_VERSION
+
+
+def release(conn: sqlite3.Connection) -> None:
+    """Before a writer closes: merge the write-ahead log into the file and, when no other connection has
+    the file open, return it to rollback-journal mode, which deletes the ``-wal`` and ``-shm`` files and
+    lets read-only opens read the file alone. With another connection open (a reader, a second writer)
+    the switch is not waited for: the file stays in WAL mode and the last writer to close does it."""
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.execute("PRAGMA busy_timeout = 0")
+    try:
+        conn.execute("PRAGMA journal_mode = DELETE")
+    except sqlite3.OperationalError as exc:
+        code, text = _codes(exc)
+        if code not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) and "locked" not in text:
+            raise
 
 
 # --------------------------------------------------------------------------- schema versions

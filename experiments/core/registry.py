@@ -5,9 +5,11 @@ An experiment measures and stores results and returns a
 only (``draw(db) -> Figure | None``) and names the experiments it shows, so that
 ``SUMMARY.md`` links each figure under its experiment. Each family of the lab (``experiments.strassen``,
 ``experiments.levels``, ``experiments.audit``, ``experiments.ozaki``, ``experiments.ozaki2``,
-``experiments.splitk``, ``experiments.outofcore``, ``experiments.segmented``) registers its experiments,
-figures and commands (:mod:`experiments.core.command`) with the decorators here when imported; :data:`MODULES`
-lists them in run order and :func:`load` imports them.
+``experiments.splitk``, ``experiments.outofcore``, ``experiments.segmented``) registers its experiments and
+figures with the decorators here when imported (and its commands, :mod:`experiments.core.command`);
+:data:`MODULES` lists them in run order and :func:`load` imports them, for the commands that need every
+experiment or figure (``reproduce``, ``figures``). This module imports no family and nothing of the GPU
+layer, so that commands which do not measure start fast.
 """
 
 from __future__ import annotations
@@ -17,16 +19,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from gpu.backend import Backend
+from typing import TYPE_CHECKING, Any
 
 from .database import ResultsDB
-from .environment import env_key, environment
 from .summary import Summary
 
+if TYPE_CHECKING:
+    from gpu.backend import Backend
+
 #: Modules whose import registers experiments and figures, in run order.
-MODULES = ("experiments.core.commands", "experiments.levels", "experiments.strassen", "experiments.audit",
+MODULES = ("experiments.levels", "experiments.strassen", "experiments.audit",
            "experiments.ozaki", "experiments.ozaki2", "experiments.splitk", "experiments.outofcore",
            "experiments.segmented")
 
@@ -106,6 +108,8 @@ def load() -> None:
 def recorded_run(backend: Backend, db: ResultsDB, command: str, **options: Any) -> Iterator[Context]:
     """Open a run with this machine's environment record; close it as finished,
     interrupted (Ctrl-C) or failed, keeping every point already stored."""
+    from .environment import env_key, environment  # NumPy, SciPy and the GPU layer: for measuring only
+
     env = environment(backend)
     key = env_key(env)
     run_id = db.start_run(command, env, key)

@@ -43,8 +43,7 @@ def _calibrate_arguments(p: argparse.ArgumentParser) -> None:
                         "blocks and panels by them")
 
 
-@command("calibrate", "measure Gemm(x) and Geam(x); writes the device profile", options=MEASURING,
-         arguments=_calibrate_arguments)
+@command("calibrate", options=MEASURING, arguments=_calibrate_arguments)
 def cmd_calibrate(args: argparse.Namespace, db_path: Path) -> int:
     backend = get_backend(args.backend)
     if args.transfer:
@@ -91,7 +90,7 @@ def _source(args: argparse.Namespace) -> Source:
                   args.range, getattr(args, "weighting", "relative"), args.regime)
 
 
-@command("fit", "fit Gemm (cubic) and Geam (quadratic) to a stored calibration", options=FIT_OPTIONS)
+@command("fit", options=FIT_OPTIONS)
 def cmd_fit(args: argparse.Namespace, db_path: Path) -> int:
     payload, rows = fit_report(db_path, _source(args))
     emit(args, payload, lambda: f"{payload['device']} (env {payload['env_key']}), sizes {payload['sizes']}\n"
@@ -122,8 +121,7 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
                         "and --coefficients unless the file gives launch_us)")
 
 
-@command("predict", "crossover P, level boundaries and the best Strassen level for a size", options=FIT_OPTIONS,
-         arguments=_predict_arguments)
+@command("predict", options=FIT_OPTIONS, arguments=_predict_arguments)
 def cmd_predict(args: argparse.Namespace, db_path: Path) -> int:
     launch = None if args.launch_us is None else args.launch_us / 1e3
     config = Config(args.schedule, fused=args.fused)
@@ -183,8 +181,7 @@ def _levels_arguments(p: argparse.ArgumentParser) -> None:
                         "where its rows are stored) and the level figures, from the stored rows")
 
 
-@command("levels", "measure the best Strassen level over a size sweep and judge the predictors; writes the "
-                   "device profile", options=(*MEASURING, "stored"), arguments=_levels_arguments)
+@command("levels", options=(*MEASURING, "stored"), arguments=_levels_arguments)
 def cmd_levels(args: argparse.Namespace, db_path: Path) -> int:
     backend = get_backend(args.backend)
     config = Config(args.schedule, args.parallel, args.fused)

@@ -24,8 +24,7 @@ def _outofcore_arguments(p: argparse.ArgumentParser) -> None:
                         "on GPU 8192 to 65536)")
 
 
-@command("outofcore", "the out-of-core engine against the in-core DGEMM (where it fits), host memory to host "
-                      "memory, by size N (resumes)", options=MEASURING, arguments=_outofcore_arguments)
+@command("outofcore", options=MEASURING, arguments=_outofcore_arguments)
 def cmd_outofcore(args: argparse.Namespace, db_path: Path) -> int:
     backend = get_backend(args.backend)
     points, skipped = fitting_points(backend, custom_sizes(backend, args.n))

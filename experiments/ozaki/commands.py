@@ -36,8 +36,7 @@ def _ozaki_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timing", action=argparse.BooleanOptionalAction, default=True, help="measure times")
 
 
-@command("ozaki", "Ozaki scheme: time against DGEMM and SGEMM and max relative error, per format and slice count "
-                  "(resumes)", options=MEASURING, arguments=_ozaki_arguments)
+@command("ozaki", options=MEASURING, arguments=_ozaki_arguments)
 def cmd_ozaki(args: argparse.Namespace, db_path: Path) -> int:
     backend = get_backend(args.backend)
     base = BENCH_DEFAULTS[backend.name]

@@ -1,5 +1,5 @@
 """Scheme II's experiments for ``gemmlab reproduce``: ``ozaki2-pareto`` (error and time of every method
-against DGEMM, and the verdict on issue 17's targets) and ``ozaki2-breakdown`` (seconds per phase);
+against DGEMM, and the verdict on its speed-up targets) and ``ozaki2-breakdown`` (seconds per phase);
 see :mod:`experiments.ozaki2.bench` for what each measures."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from .table import pareto_summary, run_bench
 
 
 @experiment(PARETO, "Ozaki scheme II against DGEMM, SGEMM, scheme I and cuBLAS's emulation: max relative error on "
-                    "phi inputs and speed-up over DGEMM per product, with issue 17's targets")
+                    "phi inputs and speed-up over DGEMM per product, judged against the speed-up targets")
 def run_pareto(ctx: Context) -> Summary:
     """The plan of the backend and size of run, its methods that can run there; the summary with the verdict."""
     base = PARETO_PLANS[(ctx.backend.name, ctx.quick)]

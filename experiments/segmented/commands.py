@@ -30,9 +30,7 @@ def _limits_text(limits: dict) -> dict[str, str]:
                                     f"2-D {x['2d']} (host-bound, M >= {x['2d_m']})" for dtype, x in limits.items()}
 
 
-@command("segmented", "the segmented launcher (1-D and 2-D segments, index translation) against the same kernel "
-                      "on whole arrays, by size N (resumes); the largest N of each decomposition",
-         options=MEASURING, arguments=_segmented_arguments)
+@command("segmented", options=MEASURING, arguments=_segmented_arguments)
 def cmd_segmented(args: argparse.Namespace, db_path: Path) -> int:
     backend = get_backend(args.backend)
     points, skipped = fitting_points(backend, custom_points(backend, args.n, args.m, args.dtype))

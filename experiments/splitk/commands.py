@@ -28,8 +28,7 @@ def _splitk_arguments(p: argparse.ArgumentParser) -> None:
                         "the backend's sweep; on GPU 2^14 to 2^24, with 10^6 + 3 where neither option is given)")
 
 
-@command("splitk", "split-K against the library GEMM and a device copy, by output size m = n and inner "
-                   "dimension k (resumes)", options=MEASURING, arguments=_splitk_arguments)
+@command("splitk", options=MEASURING, arguments=_splitk_arguments)
 def cmd_splitk(args: argparse.Namespace, db_path: Path) -> int:
     backend = get_backend(args.backend)
     points, skipped = fitting_points(backend, custom_plan(backend, args.m, args.k))

@@ -10,7 +10,7 @@ from gpu.strassen import SCHEDULES, get_schedule
 from gpu.strassen.hazards import plan
 from gpu.strassen.liveness import analyze, protected
 
-from ..core.command import MEASURING, command, emit, group, measuring_run, sizes, table
+from ..core.command import MEASURING, command, emit, measuring_run, sizes, table
 from ..core.database import ResultsDB
 from ..core.environment import choose_env
 from ..core.summary import Summary
@@ -29,8 +29,17 @@ def _strassen_arguments(p: argparse.ArgumentParser) -> None:
                    help="configurations, comma-separated, e.g. rum+fused,winograd+fused+graph (default: every "
                         "one the backend runs; +graph: replayed as a CUDA graph)")
     p.add_argument("--stored", action="store_true",
-                   help="measure nothing: judge issue 13's targets on the stored rows of every regime (the best "
-                        "configuration per size with its SM clock and power, the best zero-memory one beside it)")
+                   help=f"measure nothing: judge the Strassen targets ({_targets_text()}) on the stored rows of "
+                        "every regime: the best configuration per size with its SM clock and power, the best "
+                        "zero-memory one beside it")
+
+
+def _targets_text() -> str:
+    """The targets of ``--stored`` in words, from :mod:`experiments.strassen.targets`."""
+    regimes = dict.fromkeys(t.regime for t in targets.TARGETS)
+    return "best speed-up over DGEMM: " + "; ".join(
+        f"{regime} " + ", ".join(f">= {t.minimum:.2f}x at N = {t.size}" for t in targets.TARGETS if t.regime == regime)
+        for regime in regimes) + f"; faster than DGEMM from N = {targets.CROSSOVER} or below"
 
 
 def stored_env(db: ResultsDB, env: str | None, device: str | None, here: dict) -> str:
@@ -47,8 +56,7 @@ def _emit_stored(args: argparse.Namespace, key: str, summary: Summary) -> int:
     return 0
 
 
-@command("strassen", "Strassen speed-up over the library GEMM at chosen sizes and levels",
-         options=(*MEASURING, "stored"), arguments=_strassen_arguments)
+@command("strassen", options=(*MEASURING, "stored"), arguments=_strassen_arguments)
 def cmd_strassen(args: argparse.Namespace, db_path: Path) -> int:
     backend = get_backend(args.backend)
     if args.stored:
@@ -66,10 +74,7 @@ def cmd_strassen(args: argparse.Namespace, db_path: Path) -> int:
     return 0
 
 
-group("schedule", "Strassen schedules: list, liveness analysis, stream waits")
-
-
-@command("schedule list", "the registered schedules")
+@command("schedule list")
 def cmd_schedule_list(args: argparse.Namespace, db_path: Path) -> int:
     rows = [{"name": s.name, "steps": len(s.steps), "products": len(s.products),
              "temporaries": len(s.temporaries), "streams": len(s.streams), "support": s.support,
@@ -85,7 +90,7 @@ def _analyze_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--table", action="store_true", help="also print the full state table")
 
 
-@command("schedule analyze", "free spaces, supports and recursion (state table)", arguments=_analyze_arguments)
+@command("schedule analyze", arguments=_analyze_arguments)
 def cmd_schedule_analyze(args: argparse.Namespace, db_path: Path) -> int:
     report = analyze(get_schedule(args.name).name)
     payload = report.as_dict()
@@ -118,7 +123,7 @@ def _streams_arguments(p: argparse.ArgumentParser) -> None:
                    help="as the schedule runs below the top level (no level-1 aliases)")
 
 
-@command("schedule streams", "cross-stream waits derived from read/write sets", arguments=_streams_arguments)
+@command("schedule streams", arguments=_streams_arguments)
 def cmd_schedule_streams(args: argparse.Namespace, db_path: Path) -> int:
     result = plan(get_schedule(args.name).name, aliased=args.aliased)
     rows = [{"step": w.step, "stream": result.stream_of[w.step - 1], "after": w.after,
