@@ -7,8 +7,9 @@
   (:mod:`gpu.strassen.costs`);
 * :mod:`modeling.profile`: a device profile's level tables, and the predictor back from a profile;
 * :mod:`modeling.analytic` and :mod:`modeling.hardware`: Otsuka's model and the GPU table;
-* :mod:`modeling.published`: the seed papers' published fits, boundaries and speed-ups as data
-  (``published.json``), with the checks that leave inconsistent rows out;
+* :mod:`modeling.published` (and :mod:`modeling.published_methods`): the five seed papers' published
+  numbers as data (``published.json``: fits, boundaries, speed-ups, memory, split-K, decomposition and
+  Ozaki rows), with the checks that leave inconsistent rows out;
 * :mod:`modeling.transfer` over :mod:`modeling.efficiency`: the recursive predictor of a GPU nobody
   has measured, from efficiency curves learned on the devices that were, with leave-one-out;
   :mod:`modeling.fill`: DGEMM's wave-fill limit, for parts whose FP64 rate per SM lies far below them;

@@ -1,18 +1,20 @@
 """The seed papers' published measurements as data, with the checks that decide which rows can be used.
 
-The transfer model (issue 18) learns efficiency curves from every device the project knows; the
-papers' own results are devices too, measured on their GPUs (K20, P100, V100, A100) with their
-library versions. ``published.json`` next to this module holds them as rows, copied only from
-``shared/spec/`` (the papers are in Japanese; the spec is the project's English version):
+The transfer model learns efficiency curves from every device the project knows; the papers' own
+results are devices too, measured on their GPUs (K20, K40, P100, V100, A100, RTX 2080 SUPER) with
+their library versions. ``published.json`` next to this module holds them as rows. The papers are in
+Japanese: every number was transcribed from them into English, and each row keeps the transcribed
+sentence it comes from (``quote``), so that a reader can check the number against its words:
 
 * :class:`ThesisFit`: the thesis's fitted Gemm (cubic) and Geam (quadratic) and its crossover P
   (thesis Table 4.2, for P100, V100, A100);
 * :class:`Boundary`: measured level boundaries and crossovers (where level L starts to win);
 * :class:`SpeedUp`: measured speed-ups over the library DGEMM;
-* :class:`Figure`: other published numbers (efficiency ratios, gains, register files);
-* :class:`Claim`: results the spec restates without a number (Otsuka's K20 and P100).
+* :class:`Figure`: other published numbers (efficiency ratios, gains, register files, peak memory);
+* :class:`Claim`: results published without a number (Otsuka's K20 and P100);
+* the split-K, decomposition and Ozaki rows of :mod:`modeling.published_methods`.
 
-Every row cites its paper, the table or section the spec names and the spec section. A published
+Every row cites its paper and the table, figure or part of the paper it comes from. A published
 row can be wrong: the thesis's A100 and V100 coefficients do not give their own crossover. So
 :func:`problems` recomputes each row against its own numbers and the hardware table, the data
 records the reason as ``flag`` (the tests require both to agree), and :func:`usable` leaves the
@@ -25,7 +27,6 @@ import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from decimal import Decimal
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -35,11 +36,13 @@ import numpy as np
 from gpu.strassen.costs import level_counts
 
 from . import hardware
+from . import published_methods as pm
 from .crossover import NoCrossover, find_crossover_point
 from .fits import DEGREES, TimeModel, from_coefficients
 
-PAPERS = ("otsuka2020", "thesis2023")
-#: The thesis: measured level boundaries lie 2-7% below the predicted 2P, 4P (modeling.md section 3).
+PAPERS = ("otsuka2020", "thesis2023", "hattori2016", "sakai2016", "nanai2021")
+STRASSEN_PAPERS = PAPERS[:2]
+#: The thesis: measured level boundaries lie 2-7% below the predicted 2P, 4P.
 THESIS_SHORTFALL = (0.02, 0.07)
 #: Relative slack of a boundary printed as "about" when a level is checked against it.
 APPROXIMATE = 0.05
@@ -47,16 +50,15 @@ APPROXIMATE = 0.05
 
 @dataclass(frozen=True)
 class Citation:
-    """Where a row comes from: the paper, the table or figure the spec names ("" where it names none),
-    and the section of ``shared/spec/`` that restates it."""
+    """Where a row comes from: the paper, its table or figure (or, where the transcription names none,
+    the part of the paper: "headline results"), and the transcribed sentences that print the numbers."""
 
     paper: str
     where: str
-    spec: str
+    quote: tuple[str, ...]
 
     def __str__(self) -> str:
-        where = f", {self.where}" if self.where else ""
-        return f"{load().papers[self.paper]}{where}; restated in shared/spec/{self.spec}"
+        return f"{load().papers[self.paper]}, {self.where} (in Japanese; numbers transcribed from the paper)"
 
 
 @dataclass(frozen=True)
@@ -146,7 +148,7 @@ class Claim:
     flag: str | None = None
 
 
-Row = ThesisFit | Boundary | SpeedUp | Figure | Claim
+Row = ThesisFit | Boundary | SpeedUp | Figure | Claim | pm.SplitKSpeedUp | pm.DecompositionResult | pm.OzakiResult
 
 
 @dataclass(frozen=True)
@@ -159,10 +161,14 @@ class Published:
     speedups: tuple[SpeedUp, ...]
     figures: tuple[Figure, ...]
     claims: tuple[Claim, ...]
+    splitk: tuple[pm.SplitKSpeedUp, ...]
+    decomposition: tuple[pm.DecompositionResult, ...]
+    ozaki: tuple[pm.OzakiResult, ...]
 
     @property
     def rows(self) -> tuple[Row, ...]:
-        return (*self.fits, *self.boundaries, *self.speedups, *self.figures, *self.claims)
+        return (*self.fits, *self.boundaries, *self.speedups, *self.figures, *self.claims, *self.splitk,
+                *self.decomposition, *self.ozaki)
 
 
 @dataclass(frozen=True)
@@ -180,7 +186,8 @@ class DeviceResults:
 def _row(cls: type, doc: dict[str, Any]) -> Any:
     """One row of the JSON file as ``cls`` (lists become tuples, the source a :class:`Citation`)."""
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in doc.items()}
-    return cls(**{**fields, "source": Citation(**doc["source"])})
+    source = doc["source"]
+    return cls(**{**fields, "source": Citation(source["paper"], source["where"], tuple(source["quote"]))})
 
 
 @cache
@@ -189,7 +196,8 @@ def load() -> Published:
     doc = json.loads(resources.files(__package__).joinpath("published.json").read_text(encoding="utf-8"))
     return Published(doc["papers"], *(tuple(_row(cls, d) for d in doc[key]) for cls, key in (
         (ThesisFit, "fits"), (Boundary, "boundaries"), (SpeedUp, "speedups"), (Figure, "figures"),
-        (Claim, "claims"))))
+        (Claim, "claims"), (pm.SplitKSpeedUp, "splitk"), (pm.DecompositionResult, "decomposition"),
+        (pm.OzakiResult, "ozaki"))))
 
 
 # --- accessors ----------------------------------------------------------------------------------
@@ -215,9 +223,9 @@ def device_name(name: str) -> str:
 
 
 def results(name: str, paper: str | None = None) -> DeviceResults:
-    """One device's rows, of one paper (``otsuka2020``, ``thesis2023``) or of both."""
-    if paper is not None and paper not in PAPERS:
-        raise ValueError(f"paper must be one of {PAPERS}, got {paper!r}")
+    """One device's Strassen rows, of one paper (``otsuka2020``, ``thesis2023``) or of both."""
+    if paper is not None and paper not in STRASSEN_PAPERS:
+        raise ValueError(f"paper must be one of {STRASSEN_PAPERS}, got {paper!r}")
     device, data = device_name(name), load()
     pick = lambda rows: tuple(r for r in rows if r.device == device and paper in (None, r.paper))
     return DeviceResults(device, pick(data.fits), pick(data.boundaries), pick(data.speedups),
@@ -252,11 +260,6 @@ def flagged() -> list[tuple[Row, list[str]]]:
 
 # --- checks -------------------------------------------------------------------------------------
 
-def _half_unit(printed: str) -> float:
-    """Half a unit in the last printed digit: the rounding a printed number carries."""
-    return 0.5 * 10.0 ** Decimal(printed).as_tuple().exponent
-
-
 def _gain_basis(fit: ThesisFit) -> tuple[np.ndarray, np.ndarray]:
     """g(x) = Gemm(x) - a Gemm(x/2) - b Geam(x/2), zero where SpeedUp(x) = 1, is linear in the
     coefficients: g = sum_i c_i phi_i(x) with phi_i(x) = w_i x^k_i, w_i from the RUM table's a and b.
@@ -278,7 +281,7 @@ def crossover_tolerance(fit: ThesisFit) -> float:
     alone: sum_i |phi_i(P)| h_i / |g'(P)| (h_i half a unit of the last printed digit), plus the
     0.5 of P's own rounding to an integer."""
     coef, (weights, powers) = _gain_basis(fit)
-    half = np.array([_half_unit(c) for c in (*fit.gemm, *fit.geam)])
+    half = np.array([pm.half_unit(c) for c in (*fit.gemm, *fit.geam)])
     x = float(fit.crossover)
     spread = float(np.sum(np.abs(weights * x**powers) * half))
     slope = float(np.sum(coef * weights * powers * x ** np.maximum(powers - 1, 0)))
@@ -363,8 +366,9 @@ def speedup_problems(s: SpeedUp) -> list[str]:
 
 
 def figure_problems(f: Figure) -> list[str]:
-    """Ratios lie in (0, 1]; a register file must match the hardware table's row."""
-    found = []
+    """Ratios lie in (0, 1]; a register file must match the hardware table's row; peak memories and
+    savings must follow the memory model and each other (:func:`~modeling.published_methods.memory_problems`)."""
+    found = pm.memory_problems(f, load().figures) if f.quantity.startswith(("peak_memory", "memory_saving")) else []
     if f.quantity.endswith("_measured_over_predicted") and not 0 < f.value <= 1:
         found.append(f"{f.quantity} = {f.value} is not in (0, 1]")
     if f.high is not None and f.high < f.value:
@@ -379,7 +383,9 @@ def figure_problems(f: Figure) -> list[str]:
 def problems(row: Row) -> list[str]:
     """Why ``row`` cannot be used (empty: it can). Recomputed from the numbers, never read from ``flag``."""
     checks = {ThesisFit: fit_problems, Boundary: boundary_problems, SpeedUp: speedup_problems,
-              Figure: figure_problems}
+              Figure: figure_problems, pm.SplitKSpeedUp: pm.splitk_problems,
+              pm.DecompositionResult: pm.decomposition_problems,
+              pm.OzakiResult: lambda o: pm.ozaki_problems(o, load().ozaki)}
     check = checks.get(type(row))
     return check(row) if check else []
 

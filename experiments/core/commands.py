@@ -51,11 +51,16 @@ def cmd_figures(args: argparse.Namespace, db_path: Path) -> int:
 def _reproduce_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="small sweeps (minutes on a CPU)")
     p.add_argument("--only", nargs="+", default=None, metavar="EXPERIMENT", help="run only these")
+    p.add_argument("--papers", action="store_true", help="measure nothing: draw each seed paper's published "
+                   "numbers beside the committed results/published measurements into OUT/papers (no GPU, no database)")
     _figures_arguments(p)
 
 
 @command("reproduce", options=MEASURING, arguments=_reproduce_arguments)
 def cmd_reproduce(args: argparse.Namespace, db_path: Path) -> int:
+    if args.papers:
+        from ..papers import reproduce_papers  # matplotlib and the exports only when asked for
+        return reproduce_papers(args)
     backend = get_backend(args.backend)
     selected = reproduce.select(args.only)
     with measuring_run(args, db_path, backend) as ctx:
