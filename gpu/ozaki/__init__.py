@@ -60,9 +60,10 @@ smallest (d = S + 1) to the largest, D_d = the sum of its buffers in float64
 sum by TwoSum (Knuth): the float64 sum and the sum of its rounding errors are
 kept apart and added once at the end, C = ldexp(sum + errors, e_i + f_j). So
 C is within 2**-53 |C| + 2**-91 (|A||B|)_ij of the exact sum of the slice
-products (the errors' own rounding, S <= 64; every partial sum is at most
-(|A||B|)_ij), where a plain float64 sum of the S diagonals is only bounded
-by (S - 1) 2**-53 (|A||B|)_ij, far above 2**-53 |C| on a cancelling entry. The result depends only on the exact
+products (the errors' own rounding, S <= 64: digits carry their entry's sign,
+so every partial sum is at most (|A||B|)_ij), where a plain float64 sum of
+the S diagonals is only bounded by (S - 1) 2**-53 (|A||B|)_ij, far above
+2**-53 |C| on a cancelling entry. The result depends only on the exact
 integers D_d, so it is bitwise the same on NumPy and CuPy, for any blocking,
 and -0 never appears (exact zeros are +0, as in the correctly rounded
 product). When the buffers do not all fit in memory, GEMMs and folds
@@ -100,7 +101,7 @@ flushed to zero below the format's smallest normal, identically on both
 paths; the last diagonal is a rounded float GEMM, so there CPU and GPU differ
 in the last bits. INT8 has no such form (its slices are integers). Without
 the option, 2 and 3 exact slices of 7 bits lose to SGEMM itself (their
-truncation error is 2**(-7 S) times the scale ratios below).
+truncation error is 2**(-7 S) times the ratio G below).
 
 Number of slices for a target
 -----------------------------
@@ -130,11 +131,11 @@ of binades below their rows' and columns' maxima, the call raises a
 ValueError before any product. On the papers' inputs at N = 1024 with FP32
 or INT8 slices this gives the same slice counts as the former rule (a
 scale-ratio estimate, which missed its target on such entries) at phi = 0.1,
-1 and 2 (9, 11, 12), and two more at phi = 4 (14), where the former rule missed
-'dgemm' by up to 10**4; BF16 slices take one more at phi = 2 and three at 4. The bound assumes the
-worst case for every dropped digit; on random data the error is far below
-it. Choosing S from the data needs the device's answer: the call waits for
-it once.
+1 and 2 (9, 11, 12), and two more at phi = 4 (14), where the former rule
+missed 'dgemm' by up to 10**4; BF16 slices take one more at phi = 2 and three
+at 4. The bound assumes the worst case for every dropped digit; on random
+data the error is far below it. Choosing S from the data needs the device's
+answer: the call waits for it once (twice when the float64 product runs).
 """
 
 from .api import configure, matmul

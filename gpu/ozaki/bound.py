@@ -4,9 +4,9 @@ Notation of :mod:`gpu.ozaki`: x_ik = a_ik 2**-e_i and y_kj = b_kj 2**-f_j (|x|, 
 P_ij = sum_k |x_ik| |y_kj| = 2**-(e_i + f_j) (|A||B|)_ij; N_ij counts the k with a_ik b_kj != 0, and
 K_ij = min(nonzeros of row i of A, nonzeros of column j of B) >= N_ij.
 
-**Truncation.** The digits of x all carry its sign, so x = sum_s delta_s exactly, delta_s = m_s 2**(-alpha s)
-with |m_s| <= 2**alpha - 1, and the first s digits X_s leave |x - X_s| < 2**(-alpha s); likewise
-y = sum_t eps_t. The pairs the triangle drops (s + t >= S + 2) sum to
+**Truncation.** The digits of x (:mod:`gpu.ozaki`) give x = sum_{s>=1} delta_s exactly, delta_s =
+m_s 2**(-alpha s) with |m_s| <= 2**alpha - 1, since the first s digits X_s leave |x - X_s| < 2**(-alpha s);
+likewise y = sum_t eps_t. The pairs the triangle drops (s + t >= S + 2) sum to
 
     (x - X_S) y + sum_{s=1..S} delta_s (y - Y_{S+1-s}),
 
@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import Array, Backend
+from ..backend import Array, Backend, require_memory
 from ..backend.blas import gemm_recipe
 from .formats import SliceFormat
 from .ops import ops
@@ -58,7 +58,9 @@ WEAK = 2.0**-48
 #: A float64 lower bound below this: no slice count reaches the entry (alpha S <= 640).
 UNREACHABLE = 2.0**-900
 #: Entries screened per block (float64 temporaries of this many entries, on the device).
-BLOCK_ENTRIES = 2**25
+BLOCK_ENTRIES = 2**24
+#: Way out named when the bound's work would not fit in free memory.
+ADVICE = "pass slices= (a count, with no proven bound), or split the product into blocks of rows"
 
 
 def magnitude_recipe(fmt: SliceFormat) -> tuple[str, int]:
@@ -105,10 +107,12 @@ def _screen(xp: Any, P: Array, nnz_rows: Array, nnz_cols: Array, k: int) -> tupl
     return best, weak_rows, weak_cols
 
 
-def _refine(xp: Any, A: Array, B: Array, erow: Array, ecol: Array, P: Array, nnz_rows: Array, nnz_cols: Array,
-            rows: Array, cols: Array) -> float:
+def _refine(be: Backend, A: Array, B: Array, erow: Array, ecol: Array, P: Array, nnz_rows: Array,
+            nnz_cols: Array, rows: Array, cols: Array) -> float:
     """max K/L over the weak entries of rows x cols, L from a float64 product (inf: one is unreachable)."""
-    k = A.shape[1]
+    xp, k = be.xp, A.shape[1]
+    require_memory(be, 8 * (rows.size + cols.size) * k + 48 * rows.size * cols.size,
+                   f"the float64 bound of {rows.size} x {cols.size} entries for target=", ADVICE)
     X = xp.ldexp(xp.abs(A[rows]), -erow[rows][:, None])
     Y = xp.ldexp(xp.abs(B[:, cols]), -ecol[cols][None, :])
     K, _, weak = _bounds(xp, P[rows][:, cols], nnz_rows[rows], nnz_cols[cols], k)
@@ -126,6 +130,9 @@ def slice_ratio(be: Backend, A: Array, B: Array, erow: Array, ecol: Array, fmt: 
     (m, k), n = A.shape, B.shape[1]
     if not (m and n and k):
         return 0.0
+    operands = (m + n) * k * np.dtype(gemm_recipe(magnitude_recipe(fmt)[0]).operands).itemsize
+    require_memory(be, operands + 4 * m * n + 48 * min(m * n, BLOCK_ENTRIES),
+                   f"the bound for target= of a {m} x {k} x {n} product (a GEMM of magnitudes)", ADVICE)
     P = magnitude_product(be, A, B, erow, ecol, fmt)
     nnz_rows, nnz_cols = xp.count_nonzero(A, axis=1), xp.count_nonzero(B, axis=0)
     best, weak_rows, weak_cols = _screen(xp, P, nnz_rows, nnz_cols, k)
@@ -133,4 +140,4 @@ def slice_ratio(be: Backend, A: Array, B: Array, erow: Array, ecol: Array, fmt: 
     if not weak:
         return best
     rows, cols = xp.flatnonzero(weak_rows), xp.flatnonzero(weak_cols)
-    return max(best, _refine(xp, A, B, erow, ecol, P, nnz_rows, nnz_cols, rows, cols))
+    return max(best, _refine(be, A, B, erow, ecol, P, nnz_rows, nnz_cols, rows, cols))

@@ -192,7 +192,7 @@ def _absmax() -> Any:
 
 @cache
 def _magnitude_kernel(storage: str) -> Any:
-    ctype, store = _STORES[storage]
+    store = _STORES[storage][1]
     preamble = f"#define STORE(m) {store}\n#define RAISE_VALUE ldexp(1.0, {int(np.log2(RAISE))})\n"
     return cupy.ElementwiseKernel("float64 x, int32 e, int32 bits", f"{storage} y", _MAGNITUDE_SOURCE,
                                   f"ozaki_magnitude_{storage}", preamble=preamble)

@@ -18,6 +18,7 @@ from accuracy.generate import phi_matrix, wide_exponent_matrix
 from accuracy.methods import get_method, method_names
 from accuracy.reference import exact_matmul
 from gpu import get_backend, ozaki
+from gpu.backend import MemoryPlanError
 
 FORMATS = tuple(ozaki.FORMATS)
 NP = get_backend("numpy")
@@ -222,6 +223,13 @@ def test_configure_reports_the_slices_and_the_proven_bound():
     assert loose.slices < p.slices and 2.0**-53 < loose.bound <= 2.0**-24
 
 
+def test_the_bound_is_refused_before_any_work_when_it_would_not_fit(monkeypatch):
+    A, B = phi_pair(64, 64, 64, 1.0, 1)
+    monkeypatch.setattr(NP, "memory_info", lambda: (2**12, 2**40))
+    with pytest.raises(MemoryPlanError, match="GEMM of magnitudes.* are free .*pass slices="):
+        ozaki.configure(A, B, backend="numpy")
+
+
 def test_audited_target_methods_run_the_default_path_and_meet_their_bound():
     A, B = phi_pair(40, 48, 36, 4.0, 9)
     method = get_method("ozaki-int8-dgemm")
@@ -233,3 +241,44 @@ def test_audited_target_methods_run_the_default_path_and_meet_their_bound():
     reports = audit_point(NP, [get_method("ozaki-fp32-dgemm"), get_method("ozaki-int8-sgemm")], 40, 4.0, 9)
     assert reports["ozaki-fp32-dgemm"].report.max_comp <= 3 * 2.0**-53
     assert 3 * 2.0**-53 < reports["ozaki-int8-sgemm"].report.max_comp <= 2.0**-24 + 3 * 2.0**-53
+
+
+# --------------------------------------------------------------------------- GPU
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("storage,bits", [("float32", 24), ("uint16", 8)])
+def test_gpu_magnitude_operands_are_numpys_bitwise(storage, bits, cupy_backend):
+    """The CUDA kernel writes the bound's magnitude operand as NumPy does: rounded down, raised to
+    2**-63, zeros kept, from strided rows and from columns."""
+    from gpu.ozaki.ops import HostOps
+
+    X = wide_exponent_matrix(37, 45, 3, -300, 300)
+    X[::5] = 0.0
+    X[2, ::3] = 5e-324
+    big = cupy_backend.xp.zeros((74, 50))
+    big[::2, 5:] = cupy_backend.asarray(X)
+    for axis in (1, 0):
+        exps = np.frexp(np.abs(X).max(axis=axis))[1].astype(np.int32)
+        want = HostOps(NP).magnitudes(X, exps, axis, bits, storage)
+        got = cupy_backend.ops("ozaki").magnitudes(big[::2, 5:], cupy_backend.asarray(exps), axis, bits, storage)
+        np.testing.assert_array_equal(cupy_backend.to_numpy(got), want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", ["fp32", "int8", "bf16"])
+def test_gpu_target_chooses_numpys_slices_and_meets_the_bound(fmt, cupy_backend):
+    """On the findings' inputs the device's magnitude GEMM (tensor cores for BF16) leads to the slices
+    NumPy chose, the same bits, and the promised bound; the out-of-reach input is refused."""
+    cases = [(np.array([[1.0, 2.0**-200]]), np.array([[2.0**-200], [2.0**200]])), phi_pair(277, 31, 277, 4.0, 2),
+             (wide_exponent_matrix(153, 300, 5, -300, 300), wide_exponent_matrix(300, 1, 6, -300, 300)),
+             phi_pair(200, 3000, 150, 1.0, 4)]
+    for A, B in cases:
+        a, b = cupy_backend.asarray(A), cupy_backend.asarray(B)
+        p = ozaki.configure(a, b, slice_format=fmt, backend=cupy_backend)
+        assert p.slices == ozaki.configure(A, B, slice_format=fmt, backend="numpy").slices
+        C = cupy_backend.to_numpy(ozaki.matmul(a, b, slice_format=fmt, backend=cupy_backend))
+        np.testing.assert_array_equal(C, ozaki.matmul(A, B, slice_format=fmt, backend="numpy"))
+        assert excess(C, A, B, "dgemm") <= 1
+    far = cupy_backend.asarray(np.array([[1.0, 2.0**-700]])), cupy_backend.asarray(np.array([[2.0**-700], [2.0**700]]))
+    with pytest.raises(ValueError, match="cannot meet target 'dgemm'"):
+        ozaki.matmul(*far, slice_format=fmt, backend=cupy_backend)
