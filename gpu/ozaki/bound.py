@@ -42,23 +42,17 @@ the last bits; the slice count then differs only where G sits that close to a th
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from ..backend import Array, Backend, require_memory
 from ..backend.blas import gemm_recipe
 from .formats import SliceFormat
-from .ops import ops
+from .ops import BLOCK_ENTRIES, ops, screen_block
 
 #: Relative error per inner term allowed to the magnitude GEMM's FP32 accumulation.
 ACCUMULATION = 2.0**-20
-#: Entries whose lower bound falls below K_ij times this are recomputed in float64.
-WEAK = 2.0**-48
 #: A float64 lower bound below this: no slice count reaches the entry (alpha S <= 640).
 UNREACHABLE = 2.0**-900
-#: Entries screened per block (float64 temporaries of this many entries, on the device).
-BLOCK_ENTRIES = 2**24
 #: Way out named when the bound's work would not fit in free memory.
 ADVICE = "pass slices= (a count, with no proven bound), or split the product into blocks of rows"
 
@@ -84,29 +78,6 @@ def magnitude_product(be: Backend, A: Array, B: Array, erow: Array, ecol: Array,
     return P
 
 
-def _bounds(xp: Any, P: Array, nnz_rows: Array, nnz_cols: Array, k: int) -> tuple[Array, Array, Array]:
-    """(K, L, weak) of a block of P^: K_ij, the lower bound L_ij, and where it is weak (N_ij > 0)."""
-    p = P.astype(np.float64)
-    K = xp.minimum(nnz_rows[:, None], nnz_cols[None, :]).astype(np.float64)
-    low = p * lower_factor(k) - K * 2.0**-61
-    return K, low, (p > 0) & (low < K * WEAK)
-
-
-def _screen(xp: Any, P: Array, nnz_rows: Array, nnz_cols: Array, k: int) -> tuple[Array, Array, Array]:
-    """(max K/L over the entries whose bound is not weak, rows and columns holding a weak entry), in
-    blocks of rows; nothing leaves the device."""
-    m, n = P.shape
-    best, weak_rows, weak_cols = xp.zeros(()), xp.zeros(m, dtype=bool), xp.zeros(n, dtype=bool)
-    step = max(1, BLOCK_ENTRIES // n)
-    for r in range(0, m, step):
-        K, low, weak = _bounds(xp, P[r:r + step], nnz_rows[r:r + step], nnz_cols, k)
-        ok = (P[r:r + step] > 0) & ~weak
-        best = xp.maximum(best, xp.where(ok, K / xp.where(ok, low, 1.0), 0.0).max())
-        weak_rows[r:r + step] = weak.any(axis=1)
-        weak_cols |= weak.any(axis=0)
-    return best, weak_rows, weak_cols
-
-
 def _refine(be: Backend, A: Array, B: Array, erow: Array, ecol: Array, P: Array, nnz_rows: Array,
             nnz_cols: Array, rows: Array, cols: Array) -> float:
     """max K/L over the weak entries of rows x cols, L from a float64 product (inf: one is unreachable)."""
@@ -115,7 +86,7 @@ def _refine(be: Backend, A: Array, B: Array, erow: Array, ecol: Array, P: Array,
                    f"the float64 bound of {rows.size} x {cols.size} entries for target=", ADVICE)
     X = xp.ldexp(xp.abs(A[rows]), -erow[rows][:, None])
     Y = xp.ldexp(xp.abs(B[:, cols]), -ecol[cols][None, :])
-    K, _, weak = _bounds(xp, P[rows][:, cols], nnz_rows[rows], nnz_cols[cols], k)
+    K, _, weak = screen_block(xp, P[rows][:, cols], nnz_rows[rows], nnz_cols[cols], lower_factor(k))
     low = (X @ Y) * (1 - (k + 3) * 2.0**-53) - 2.0**-1020
     if bool((weak & (low < UNREACHABLE)).any()):
         return float("inf")
@@ -134,8 +105,8 @@ def slice_ratio(be: Backend, A: Array, B: Array, erow: Array, ecol: Array, fmt: 
     require_memory(be, operands + 4 * m * n + 48 * min(m * n, BLOCK_ENTRIES),
                    f"the bound for target= of a {m} x {k} x {n} product (a GEMM of magnitudes)", ADVICE)
     P = magnitude_product(be, A, B, erow, ecol, fmt)
-    nnz_rows, nnz_cols = xp.count_nonzero(A, axis=1), xp.count_nonzero(B, axis=0)
-    best, weak_rows, weak_cols = _screen(xp, P, nnz_rows, nnz_cols, k)
+    nnz_rows, nnz_cols = (xp.count_nonzero(X, axis=axis).astype(np.int64) for X, axis in ((A, 1), (B, 0)))
+    best, weak_rows, weak_cols = ops(be).screen(P, nnz_rows, nnz_cols, lower_factor(k))
     best, weak = (float(v) for v in be.to_numpy(xp.stack([best, weak_rows.any().astype(np.float64)])))
     if not weak:
         return best

@@ -20,6 +20,11 @@ Kernels, compiled by NVRTC on first use and cached by CuPy:
   (:func:`gpu.ozaki.slicing.magnitudes`): |x| 2**-e rounded toward zero to
   ``bits`` bits, nonzeros raised to at least 2**-63, stored as FP32 or BF16;
   every step (frexp, ldexp, floor) is exact, so the bits are NumPy's.
+* ``ozaki_screen_max`` / ``ozaki_screen_weak``: reductions over the bound's
+  magnitude product that compute, per entry and with no m x n temporary,
+  NumPy's :func:`gpu.ozaki.ops.screen_block` (explicitly rounded operations):
+  the largest K/L over the resolved entries, and which rows and columns hold
+  an entry left to the float64 product.
 * ``ozaki_fold``: adds the GEMM buffers of a batch into the FP64 result in
   one pass over the output: per entry, D += buffer (exact: integers below
   2**53), and at the last buffer of a diagonal the exact D * 2**(-alpha d)
@@ -42,7 +47,7 @@ import cupy
 import numpy as np
 
 from ..backend import Backend
-from .ops import FINALIZE, LOAD_ACC, LOAD_OPEN, STORE_OPEN
+from .ops import FINALIZE, LOAD_ACC, LOAD_OPEN, RAISED_TERM, STORE_OPEN, WEAK
 from .plan import OzakiPlan
 from .slicing import RAISE
 
@@ -167,6 +172,28 @@ if (x != 0.0) {
 y = STORE(v);
 """
 
+_SCREEN_PREAMBLE = f"""
+__device__ __forceinline__ double screen_low(float p, long long nr, long long nc, double factor, double* K)
+{{
+    *K = (double)(nr < nc ? nr : nc);
+    return __dsub_rn(__dmul_rn((double)p, factor), __dmul_rn(*K, ldexp(1.0, {int(np.log2(RAISED_TERM))})));
+}}
+__device__ __forceinline__ bool screen_weak(float p, long long nr, long long nc, double factor)
+{{
+    double K;
+    const double low = screen_low(p, nr, nc, factor, &K);
+    return p > 0.0f && low < __dmul_rn(K, ldexp(1.0, {int(np.log2(WEAK))}));
+}}
+__device__ __forceinline__ double screen_ratio(float p, long long nr, long long nc, double factor)
+{{
+    double K;
+    const double low = screen_low(p, nr, nc, factor, &K);
+    const bool weak = low < __dmul_rn(K, ldexp(1.0, {int(np.log2(WEAK))}));
+    return (p > 0.0f && !weak) ? __ddiv_rn(K, low) : 0.0;
+}}
+"""
+_SCREEN_PARAMS = "float32 p, int64 nr, int64 nc, float64 factor"
+
 _FLAGS = "".join(f"#define {k} {v}\n" for k, v in (("LOAD_ACC", LOAD_ACC), ("LOAD_OPEN", LOAD_OPEN),
                                                       ("STORE_OPEN", STORE_OPEN), ("FINALIZE", FINALIZE)))
 _BUFFERS = {"float32": "float", "int32": "int"}
@@ -188,6 +215,22 @@ def _fold_kernel(buffer: str) -> Any:
 def _absmax() -> Any:
     return cupy.ReductionKernel("float64 x", "float64 y", "fabs(x)", "(isnan(a) || a > b) ? a : b",
                                 "y = a", "0", "ozaki_absmax")
+
+
+@cache
+def _screen_kernels() -> tuple[Any, Any]:
+    ratio = cupy.ReductionKernel(_SCREEN_PARAMS, "float64 y", "screen_ratio(p, nr, nc, factor)", "(a > b) ? a : b",
+                                 "y = a", "0", "ozaki_screen_max", preamble=_SCREEN_PREAMBLE)
+    weak = cupy.ReductionKernel(_SCREEN_PARAMS, "bool y", "screen_weak(p, nr, nc, factor)", "a || b", "y = a",
+                                "false", "ozaki_screen_weak", preamble=_SCREEN_PREAMBLE)
+    return ratio, weak
+
+
+def screen(P: Any, nnz_rows: Any, nnz_cols: Any, factor: float) -> tuple[Any, Any, Any]:
+    """:meth:`gpu.ozaki.ops.HostOps.screen` in three reductions over P^ (float32, read three times)."""
+    ratio, weak = _screen_kernels()
+    args = (P, nnz_rows[:, None], nnz_cols[None, :], np.float64(factor))
+    return ratio(*args), weak(*args, axis=1), weak(*args, axis=0)
 
 
 @cache
@@ -262,6 +305,7 @@ class CudaOps:
 
     absmax = staticmethod(absmax)
     magnitudes = staticmethod(magnitudes)
+    screen = staticmethod(screen)
     fold = staticmethod(fold)
 
     def split(self, X: Any, exps: Any, p: OzakiPlan, rows_pad: int, layout: dict[str, int],

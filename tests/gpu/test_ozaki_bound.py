@@ -214,6 +214,27 @@ def test_the_fold_adds_the_slice_products_within_one_rounding_of_c(seed, k, slic
     assert abs(Fraction(float(C)) - T) <= Fraction(2) ** -53 * abs(Fraction(float(C))) + Fraction(2) ** -91 * P
 
 
+def screen_inputs():
+    """A magnitude product with zeros, weak entries and ordinary ones, and nonzero counts."""
+    rng = np.random.default_rng(3)
+    P = (rng.random((23, 31)) * np.ldexp(1.0, rng.integers(-30, 5, (23, 31)))).astype(np.float32)
+    P[rng.random(P.shape) < 0.2] = 0.0
+    P[[2, 9, 17], [4, 4, 30]] = 2.0**-60
+    return P, rng.integers(1, 50, 23).astype(np.int64), rng.integers(1, 50, 31).astype(np.int64)
+
+
+def test_screening_in_blocks_of_rows_changes_nothing(monkeypatch):
+    from gpu.ozaki import ops as ozaki_ops
+
+    P, nr, nc = screen_inputs()
+    whole = ozaki_ops.HostOps(NP).screen(P, nr, nc, 0.75)
+    monkeypatch.setattr(ozaki_ops, "BLOCK_ENTRIES", 40)
+    blocked = ozaki_ops.HostOps(NP).screen(P, nr, nc, 0.75)
+    assert whole[1].any() and not whole[1].all() and 0 < float(whole[0]) < 2.0**48
+    for w, b in zip(whole, blocked):
+        np.testing.assert_array_equal(w, b)
+
+
 def test_configure_reports_the_slices_and_the_proven_bound():
     A, B = phi_pair(64, 80, 48, 1.0, 4)
     p = ozaki.configure(A, B, backend="numpy")
@@ -221,6 +242,21 @@ def test_configure_reports_the_slices_and_the_proven_bound():
     assert ozaki.configure(A, B, slices=p.slices, backend="numpy").bound is None
     loose = ozaki.configure(A, B, target="sgemm", backend="numpy")
     assert loose.slices < p.slices and 2.0**-53 < loose.bound <= 2.0**-24
+
+
+def test_non_finite_lines_give_the_library_gemm_and_the_rest_meets_the_bound():
+    A, B = phi_pair(30, 40, 20, 4.0, 6)
+    A[3, 7], B[5, 2], B[9, 11] = np.nan, np.inf, -np.inf
+    with pytest.raises(ValueError, match="NaN or infinity in 1 rows and B in 2 columns"):
+        ozaki.matmul(A, B, backend="numpy")
+    C = ozaki.matmul(A, B, check_finite=False, backend="numpy")
+    with np.errstate(invalid="ignore"):
+        ieee = A @ B
+    bad_rows, bad_cols = [3], [2, 11]
+    np.testing.assert_array_equal(C[bad_rows], ieee[bad_rows])
+    np.testing.assert_array_equal(C[:, bad_cols], ieee[:, bad_cols])
+    rows, cols = np.delete(np.arange(30), bad_rows), np.delete(np.arange(20), bad_cols)
+    assert excess(C[np.ix_(rows, cols)], A[rows], B[:, cols], "dgemm") <= 1
 
 
 def test_the_bound_is_refused_before_any_work_when_it_would_not_fit(monkeypatch):
@@ -262,6 +298,17 @@ def test_gpu_magnitude_operands_are_numpys_bitwise(storage, bits, cupy_backend):
         want = HostOps(NP).magnitudes(X, exps, axis, bits, storage)
         got = cupy_backend.ops("ozaki").magnitudes(big[::2, 5:], cupy_backend.asarray(exps), axis, bits, storage)
         np.testing.assert_array_equal(cupy_backend.to_numpy(got), want)
+
+
+@pytest.mark.gpu
+def test_gpu_screen_is_numpys_bitwise(cupy_backend):
+    from gpu.ozaki.ops import HostOps
+
+    P, nr, nc = screen_inputs()
+    want = HostOps(NP).screen(P, nr, nc, 0.75)
+    got = cupy_backend.ops("ozaki").screen(*(cupy_backend.asarray(x) for x in (P, nr, nc)), 0.75)
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(cupy_backend.to_numpy(g), w)
 
 
 @pytest.mark.gpu
