@@ -102,7 +102,7 @@ def test_phi4_rectangular_meets_each_target(fmt, target):
 
 # --------------------------------------------------------------------------- the proof's parts
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(x=st.floats(-1, 1, exclude_max=True, exclude_min=True), y=st.floats(-1, 1, exclude_max=True, exclude_min=True),
        alpha=st.integers(1, 10), slices=st.integers(1, 8))
 def test_dropped_pairs_of_one_term_stay_below_s_plus_1_times_2_to_minus_alpha_s(x, y, alpha, slices):
@@ -167,7 +167,7 @@ def operands(draw):
     return entries(draw, (m, k), spread), entries(draw, (k, n), spread)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ab=operands(), fmt=st.sampled_from(FORMATS))
 def test_slice_ratio_bounds_the_exact_ratio_tightly(ab, fmt):
     """G from one magnitude GEMM (and float64 for weak entries) is never below the exact ratio, and at
@@ -195,7 +195,7 @@ def test_target_is_met_or_refused_only_when_out_of_reach(ab, fmt, target):
     assert excess(C, A, B, target) <= 1
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), k=st.integers(2, 6), slices=st.integers(4, 12))
 def test_the_fold_adds_the_slice_products_within_one_rounding_of_c(seed, k, slices):
     """The compensated fold: |C - T| <= 2**-53 |C| + 2**-91 (|A||B|), T the exact sum of the kept slice
