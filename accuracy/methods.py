@@ -15,7 +15,11 @@ names. Registered here:
 * ``ozaki-<format>-<slices>``: :func:`gpu.ozaki.matmul` with that many slices of
   a slice format (``ozaki-int8-8``); a float format with ``r`` appended
   (``ozaki-fp32r-3``) is the paper's form, whose last diagonal multiplies
-  rounded tails (``remainder=True``);
+  rounded tails (``remainder=True``); neither promises an error bound;
+* ``ozaki-<format>-dgemm`` and ``ozaki-<format>-sgemm``: :func:`gpu.ozaki.matmul`
+  with ``target``: the fewest slices that prove |C - AB| <= t |A||B| + 2**-53 |C|
+  on the inputs (t = 2**-53 or 2**-24; the library's default is ``dgemm``); they
+  refuse inputs no 64 slices can bring within it;
 * ``ozaki2-<scaling>-<moduli>``: :func:`gpu.ozaki2.matmul` (Ozaki scheme II) in ``accurate`` or ``fast``
   scaling with that many moduli (1..20; ``ozaki2-fast-14``), or ``auto`` (the fewest whose proven bound
   meets DGEMM's unit roundoff on the inputs);
@@ -233,6 +237,29 @@ def _ozaki(match: re.Match) -> Method:
 
     form = ", the paper's rounded tails" if remainder else ""
     return Method(match.group(0), f"Ozaki scheme, {slices} slices of {fmt.name}{form} ({fmt.description})", run)
+
+
+#: ``target`` names of the Ozaki family with a proven bound.
+OZAKI_TARGETS = ("dgemm", "sgemm")
+
+
+def ozaki_target_names() -> list[str]:
+    return [f"ozaki-{f}-{t}" for f in ozaki.FORMATS for t in OZAKI_TARGETS]
+
+
+@family(r"ozaki-(?P<format>[a-z0-9]+)-(?P<target>dgemm|sgemm)", "ozaki-<format>-<dgemm|sgemm>", ozaki_target_names)
+def _ozaki_target(match: re.Match) -> Method:
+    fmt, remainder = ozaki.parse_variant(match["format"])
+    if remainder:
+        raise ValueError("a target chooses exact slices; the rounded-tail form takes a slice count")
+    target = match["target"]
+
+    def run(be: Backend, A: Array, B: Array) -> Array:
+        return ozaki.matmul(A, B, target=target, slice_format=fmt.name, backend=be)
+
+    t = {"dgemm": "2**-53", "sgemm": "2**-24"}[target]
+    return Method(match.group(0), f"Ozaki scheme, the fewest {fmt.name} slices proving |C - AB| <= {t} |A||B| "
+                  f"+ 2**-53 |C| on the inputs ({fmt.description})", run)
 
 
 #: Modulus counts listed for the scheme-II family (any count in 1..20, and ``auto``, are accepted).

@@ -56,12 +56,19 @@ Summation
 ---------
 One fold pass adds the buffers in a fixed order: per diagonal, from the
 smallest (d = S + 1) to the largest, D_d = the sum of its buffers in float64
-(exact: integers below 2**53), then acc += D_d * 2**(-alpha d); finally
-C = ldexp(acc, e_i + f_j). The result depends only on the exact integers D_d,
-so it is bitwise the same on NumPy and CuPy, for any blocking, and -0 never
-appears (exact zeros are +0, as in the correctly rounded product). When the
-buffers do not all fit in memory, GEMMs and folds alternate in batches, with
-the open diagonal's D kept between them.
+(exact: integers below 2**53), then the exact D_d * 2**(-alpha d) joins the
+sum by TwoSum (Knuth): the float64 sum and the sum of its rounding errors are
+kept apart and added once at the end, C = ldexp(sum + errors, e_i + f_j). So
+C is within 2**-53 |C| + 2**-91 (|A||B|)_ij of the exact sum of the slice
+products (the errors' own rounding, S <= 64: digits carry their entry's sign,
+so every partial sum is at most (|A||B|)_ij), where a plain float64 sum of
+the S diagonals is only bounded by (S - 1) 2**-53 (|A||B|)_ij, far above
+2**-53 |C| on a cancelling entry. The result depends only on the exact
+integers D_d, so it is bitwise the same on NumPy and CuPy, for any blocking,
+and -0 never appears (exact zeros are +0, as in the correctly rounded
+product). When the buffers do not all fit in memory, GEMMs and folds
+alternate in batches, with the open diagonal's D and the errors kept between
+them (one more m x n float64 array).
 
 Layout
 ------
@@ -94,34 +101,51 @@ flushed to zero below the format's smallest normal, identically on both
 paths; the last diagonal is a rounded float GEMM, so there CPU and GPU differ
 in the last bits. INT8 has no such form (its slices are integers). Without
 the option, 2 and 3 exact slices of 7 bits lose to SGEMM itself (their
-truncation error is 2**(-7 S) times the scale ratios below).
+truncation error is 2**(-7 S) times the ratio G below).
 
 Number of slices for a target
 -----------------------------
-With R_A = max_i 2**e_i / mean_k |a_ik| (how far a row's scale sits above its
-typical entry) and R_B likewise for columns, the dropped terms (pairs beyond
-the triangle and the truncated remainders) are bounded, relative to
-(|A||B|)_ij, by
+``target=t`` (``"dgemm"``: t = 2**-53, ``"sgemm"``: 2**-24) promises, entrywise,
 
-    E(S) = (R_A + R_B + (S - 1) R_A R_B) * 2**(-alpha S)
+    |C - AB| <= t (|A||B|) + 2**-53 |C|
 
-(A_1 B_{>S} and A_{>S} B contribute R_B and R_A, each pair (s, t >= 2) of
-the first missing diagonal R_A R_B). ``target=x`` picks the smallest S with
-E(S) <= x; ``target="dgemm"`` uses x = 2**-53, the unit roundoff of float64,
-the componentwise error of a float64 GEMM per term. This bounds the
-truncation part of the componentwise error |c - c*| / (|A||B|)_ij; the
-float64 sum adds its own rounding, at most about S/2 units of 2**-53. A max
-relative error is the componentwise error times the entry's condition
-(|A||B|)_ij / |c*_ij|, as for DGEMM. The bound assumes the dropped terms add
-up coherently; on random data it is pessimistic by one or two slices.
+(and within 2**-1074 where C is subnormal): the componentwise bound of a
+float64 GEMM, with float64's one final rounding; scheme II's ``target`` means
+the same. Truncating rows to their own maxima is what makes it hard: an entry
+far below its row's maximum keeps few or no digits, and when it meets a large
+entry of B its term can carry the whole product (A = [[1, 2**-200]] against
+B = [[2**-200], [2**200]]: 1 + 2**-400, where few slices give 0).
+:mod:`gpu.ozaki.bound` proves that the dropped pairs and remainders miss
+(AB)_ij by less than
+
+    E(S) = (S + 1) 2**(-alpha S) G,   G = max_ij K_ij 2**(e_i + f_j) / (|A||B|)_ij
+
+relative to (|A||B|)_ij, K_ij <= k the count of nonzero terms, and computes an
+upper bound of G from the data with one more low-precision GEMM (of |A| and
+|B| scaled and rounded down: SGEMM for FP32 slices, BF16 tensor cores for the
+others), plus a float64 product for the rare entries where that GEMM cannot
+resolve (|A||B|)_ij. ``target=t`` takes the fewest S with E(S) + 2**-91 <= t
+(:func:`~gpu.ozaki.plan.auto_slices`; :meth:`OzakiPlan.report` shows the
+bound); when even 64 slices cannot, because some entries of AB lie hundreds
+of binades below their rows' and columns' maxima, the call raises a
+ValueError before any product. On the papers' inputs at N = 1024 with FP32
+or INT8 slices this gives the same slice counts as the former rule (a
+scale-ratio estimate, which missed its target on such entries) at phi = 0.1,
+1 and 2 (9, 11, 12), and two more at phi = 4 (14), where the former rule
+missed 'dgemm' by up to 10**4; BF16 slices take one more at phi = 2 and three
+at 4. The bound assumes the worst case for every dropped digit; on random
+data the error is far below it. Choosing S from the data needs the device's
+answer: the call waits for it once (twice when the float64 product runs).
 """
 
 from .api import configure, matmul
+from .bound import slice_ratio
 from .formats import FORMATS, SliceFormat, get_format, parse_variant
 from .plan import (
     HEADROOM,
     MAX_HELD,
     MAX_SLICES,
+    SUM_ERROR,
     TARGETS,
     Chunk,
     OzakiPlan,
@@ -132,8 +156,9 @@ from .plan import (
     predicted_error,
     target_value,
 )
-from .slicing import encode, round_significant, split_values
+from .slicing import encode, magnitudes, round_significant, split_values
 
-__all__ = ["FORMATS", "HEADROOM", "MAX_HELD", "MAX_SLICES", "TARGETS", "Chunk", "OzakiPlan", "SliceFormat",
-           "WorkspaceError", "auto_slices", "choose_alpha", "configure", "encode", "get_format", "matmul",
-           "parse_variant", "plan", "predicted_error", "round_significant", "split_values", "target_value"]
+__all__ = ["FORMATS", "HEADROOM", "MAX_HELD", "MAX_SLICES", "SUM_ERROR", "TARGETS", "Chunk", "OzakiPlan",
+           "SliceFormat", "WorkspaceError", "auto_slices", "choose_alpha", "configure", "encode", "get_format",
+           "magnitudes", "matmul", "parse_variant", "plan", "predicted_error", "round_significant", "slice_ratio",
+           "split_values", "target_value"]

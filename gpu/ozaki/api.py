@@ -1,10 +1,10 @@
 """``matmul`` and ``configure``: the Ozaki scheme on NumPy or CuPy (see :mod:`gpu.ozaki` for the method).
 
-The steps are written once: line exponents (and sums, for ``target``), the
-plan, the slicing of A and of B^T, the GEMM calls of every chunk batch by
-batch through :meth:`gpu.backend.Backend.gemm_ex`, and the fold of each batch
-into C. The backend's ``"ozaki"`` operations (:mod:`gpu.ozaki.ops`) do the
-element-wise work.
+The steps are written once: line exponents, for ``target`` the data's bound
+(:mod:`gpu.ozaki.bound`), the plan, the slicing of A and of B^T, the GEMM
+calls of every chunk batch by batch through :meth:`gpu.backend.Backend.gemm_ex`,
+and the fold of each batch into C. The backend's ``"ozaki"`` operations
+(:mod:`gpu.ozaki.ops`) do the element-wise work.
 """
 
 from __future__ import annotations
@@ -18,9 +18,20 @@ import numpy as np
 
 from ..backend import Array, Backend, check_output, get_backend, matrix_pair, require_memory
 from ..backend.checks import zeroed_copies
+from .bound import slice_ratio
 from .formats import get_format
 from .ops import FINALIZE, LOAD_ACC, LOAD_OPEN, STORE_OPEN, ops
-from .plan import MAX_SLICES, OzakiPlan, _positive_int, auto_slices, choose_alpha, plan, scale_ratio, target_value
+from .plan import (
+    MAX_SLICES,
+    SUM_ERROR,
+    OzakiPlan,
+    _positive_int,
+    auto_slices,
+    choose_alpha,
+    plan,
+    predicted_error,
+    target_value,
+)
 from .slicing import slice_layout
 
 #: What ``check_finite=False`` does (ValueError messages point here).
@@ -39,12 +50,11 @@ def _operands(be: Backend, A: Any, B: Any) -> tuple[Array, Array]:
 
 @dataclass
 class Lines:
-    """Per row of A (or column of B): the exponent e with max |x| < 2**e, optionally sum |x|, and
-    the indices of the lines holding NaN or infinity (their max is not finite)."""
+    """Per row of A (or column of B): the exponent e with max |x| < 2**e, and the indices of the lines
+    holding NaN or infinity (their max is not finite)."""
 
     exps: Array
     absmax: Array
-    abssum: Array | None = None
     nonfinite: Array | None = None
 
     @property
@@ -52,18 +62,17 @@ class Lines:
         return 0 if self.nonfinite is None else int(self.nonfinite.size)
 
 
-def _lines(be: Backend, X: Array, axis: int, with_sum: bool = False) -> Lines:
+def _lines(be: Backend, X: Array, axis: int) -> Lines:
     """Exponents of X's rows (axis 1) or columns (axis 0); which hold NaN or infinity is found by :func:`located`."""
     xp = be.xp
     if X.shape[axis] == 0:
-        zeros = xp.zeros(X.shape[1 - axis])
-        return Lines(xp.zeros(X.shape[1 - axis], dtype=np.int32), zeros, zeros)
-    return lines_of(be, ops(be).absmax(X, axis), ops(be).abssum(X, axis) if with_sum else None)
+        return Lines(xp.zeros(X.shape[1 - axis], dtype=np.int32), xp.zeros(X.shape[1 - axis]))
+    return lines_of(be, ops(be).absmax(X, axis))
 
 
-def lines_of(be: Backend, absmax: Array, abssum: Array | None = None) -> Lines:
-    """:class:`Lines` from the maxima of |x| per line (and their sums)."""
-    return Lines(be.xp.frexp(absmax)[1].astype(np.int32), absmax, abssum)
+def lines_of(be: Backend, absmax: Array) -> Lines:
+    """:class:`Lines` from the maxima of |x| per line."""
+    return Lines(be.xp.frexp(absmax)[1].astype(np.int32), absmax)
 
 
 def located(be: Backend, rows: Lines, cols: Lines) -> tuple[Lines, Lines]:
@@ -77,9 +86,9 @@ def located(be: Backend, rows: Lines, cols: Lines) -> tuple[Lines, Lines]:
     return rows, cols
 
 
-def line_pair(be: Backend, A: Array, B: Array, with_sum: bool = False) -> tuple[Lines, Lines]:
+def line_pair(be: Backend, A: Array, B: Array) -> tuple[Lines, Lines]:
     """:func:`_lines` of A's rows and B's columns, :func:`located`."""
-    return located(be, _lines(be, A, 1, with_sum), _lines(be, B, 0, with_sum))
+    return located(be, _lines(be, A, 1), _lines(be, B, 0))
 
 
 def _refuse_nonfinite(rows: Lines, cols: Lines) -> None:
@@ -93,12 +102,12 @@ def _refuse_nonfinite(rows: Lines, cols: Lines) -> None:
 
 def configure(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp32", target: Any = None,
               k_block: int | None = None, remainder: bool = False, backend: str | Backend = "auto") -> OzakiPlan:
-    """The plan ``matmul`` would run on these operands (``target``: slices chosen from the data),
-    with the workspace sized to the device's free memory; raises as ``matmul`` would (NaN and
-    infinity included)."""
+    """The plan ``matmul`` would run on these operands (``target``: slices chosen from the data, and
+    the proven bound in :attr:`OzakiPlan.bound`), with the workspace sized to the device's free memory;
+    raises as ``matmul`` would (NaN and infinity included)."""
     be = get_backend(backend)
     A, B = _operands(be, A, B)
-    rows, cols = line_pair(be, A, B, slices is None)
+    rows, cols = line_pair(be, A, B)
     _refuse_nonfinite(rows, cols)
     return _configure(be, A, B, rows, cols, slices, slice_format, target, k_block, remainder, out_given=False)
 
@@ -118,16 +127,19 @@ def _request(slices: Any, target: Any, remainder: bool = False) -> tuple[int | N
 
 def _configure(be: Backend, A: Array, B: Array, rows: Lines, cols: Lines, slices: Any, slice_format: str,
                target: Any, k_block: int | None, remainder: bool, out_given: bool) -> OzakiPlan:
-    """The plan of a product whose lines (finite) are known, sized to the free memory."""
+    """The plan of a product whose lines (finite) are known, sized to the free memory; with ``target``,
+    the fewest slices whose proven bound meets it (:mod:`gpu.ozaki.bound`)."""
     fmt = get_format(slice_format)
     slices, target = _request(slices, target, remainder)
     (m, k), n = A.shape, B.shape[1]
+    bound = None
     if slices is None:
         alpha = choose_alpha(fmt, k, k_block)[0]
-        slices = auto_slices(alpha, scale_ratio(be.xp, rows.exps, rows.absmax, rows.abssum, k),
-                             scale_ratio(be.xp, cols.exps, cols.absmax, cols.abssum, k), target)
+        ratio = slice_ratio(be, A, B, rows.exps, cols.exps, fmt)
+        slices = auto_slices(alpha, ratio, target)
+        bound = predicted_error(alpha, slices, ratio) + SUM_ERROR
     free = be.memory_info()[0] + (8 * m * n if out_given else 0)
-    return plan(m, k, n, slices, fmt, k_block=k_block, memory=free, remainder=remainder)
+    return plan(m, k, n, slices, fmt, k_block=k_block, memory=free, remainder=remainder, bound=bound)
 
 
 # --------------------------------------------------------------------------- execution
@@ -138,9 +150,17 @@ def matmul(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp
            phases: dict[str, float] | None = None, check_finite: bool = True) -> Array:
     """``A @ B`` in float64 by the Ozaki scheme (see :mod:`gpu.ozaki`).
 
-    ``slices``: slices per operand (S(S+1)/2 slice-pair products), or ``target``:
-    an error bound relative to |A||B| (a number, ``"dgemm"`` for 2**-53 or
-    ``"sgemm"``) from which the slices are chosen; neither means
+    ``slices``: slices per operand (S(S+1)/2 slice-pair products; no error
+    bound is promised), or ``target``: t, a number in (0, 1), ``"dgemm"``
+    (2**-53) or ``"sgemm"`` (2**-24), for which the result meets
+
+        |C - AB| <= t |A||B| + 2**-53 |C|   entrywise
+
+    (and within 2**-1074 where C is subnormal), proven on these inputs: the
+    fewest slices that prove it are chosen from the data (one more low-precision
+    GEMM, of magnitudes, and a wait for the device; see :mod:`gpu.ozaki.bound`),
+    and a ValueError, before any product, says so when no 64 slices can (rows
+    or columns whose entries span too many binades). Neither means
     ``target="dgemm"``. ``slice_format``: ``fp32`` (SGEMM, the paper's method),
     ``tf32``, ``fp16``, ``bf16`` (tensor cores, FP32 accumulation) or ``int8``
     (INT32 accumulation). ``k_block``: most inner terms per GEMM call (default:
@@ -182,7 +202,7 @@ def matmul(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp
     if m == 0 or n == 0:
         return be.xp.empty((m, n)) if C is None else C
     with _phase(be, phases, "split"):
-        rows, cols = line_pair(be, A, B, slices is None)
+        rows, cols = line_pair(be, A, B)
         if rows.bad or cols.bad:
             if check_finite:
                 _refuse_nonfinite(rows, cols)
@@ -250,6 +270,7 @@ def _products_and_sum(be: Backend, p: OzakiPlan, a_cat: Array, b_cat: Array, ero
     buffers = xp.empty((p.held, p.m, p.n_pad), dtype=fmt.accumulator)
     open_ = xp.zeros((p.m, p.n), dtype=np.float64) if p.needs_open else None
     batches = p.batches
+    comp = xp.empty((p.m, p.n), dtype=np.float64) if len(batches) > 1 else None
     for number, batch in enumerate(batches):
         with _phase(be, phases, "gemm"):
             for slot, index in enumerate(batch):
@@ -263,4 +284,4 @@ def _products_and_sum(be: Backend, p: OzakiPlan, a_cat: Array, b_cat: Array, ero
         with _phase(be, phases, "sum"):
             ops(be).fold([buffers[slot, :, :] for slot in range(len(batch))],
                  [2.0 ** (-p.alpha * c.diagonal) for c in chunks], [c.closes for c in chunks],
-                 C, open_, erow, ecol, flags)
+                 C, comp, open_, erow, ecol, flags)

@@ -1,13 +1,13 @@
-"""CUDA kernels of the Ozaki scheme (CuPy only): row maxima, slicing, and the FP64 summation.
+"""CUDA kernels of the Ozaki scheme (CuPy only): row maxima, slicing, the bound's magnitudes, the FP64 sum.
 
 Loaded by :meth:`gpu.backend.Backend.ops` for the CuPy backend only (``"ozaki"``):
 :class:`CudaOps` is the GPU twin of :class:`gpu.ozaki.ops.HostOps`.
 
-Three kernels, compiled by NVRTC on first use and cached by CuPy:
+Kernels, compiled by NVRTC on first use and cached by CuPy:
 
-* ``absmax`` / ``abssum``: reductions of |x| along an axis with no |x|
-  temporary; the maximum propagates NaN, so one small vector tells whether a
-  row holds NaN or infinity.
+* ``absmax``: a reduction of |x| along an axis with no |x| temporary; the
+  maximum propagates NaN, so one small vector tells whether a row holds NaN
+  or infinity.
 * ``ozaki_slice``: reads a 32 x 32 tile of X (rows of A, or rows of B^T read
   from B's columns) through shared memory, so that both the read and the writes
   are coalesced whichever axis of X is contiguous, and writes every slice of
@@ -16,12 +16,23 @@ Three kernels, compiled by NVRTC on first use and cached by CuPy:
   ``remainder``, the last slice and B's extra one are rounded to the format's
   significand bits instead). Padding columns (up to the leading dimension) and
   padding rows get zeros.
+* ``ozaki_magnitude``: the operand of ``target=``'s magnitude GEMM
+  (:func:`gpu.ozaki.slicing.magnitudes`): |x| 2**-e rounded toward zero to
+  ``bits`` bits, nonzeros raised to at least 2**-63, stored as FP32 or BF16;
+  every step (frexp, ldexp, floor) is exact, so the bits are NumPy's.
+* ``ozaki_screen_max`` / ``ozaki_screen_weak``: reductions over the bound's
+  magnitude product that compute, per entry and with no m x n temporary,
+  NumPy's :func:`gpu.ozaki.ops.screen_block` (explicitly rounded operations):
+  the largest K/L over the resolved entries, and which rows and columns hold
+  an entry left to the float64 product.
 * ``ozaki_fold``: adds the GEMM buffers of a batch into the FP64 result in
   one pass over the output: per entry, D += buffer (exact: integers below
-  2**53), and at the last buffer of a diagonal acc += D * 2**(-alpha d);
-  the last batch scales by 2**(e_i + f_j) with ``ldexp``. The order of the
-  additions is fixed, so results are bitwise reproducible, and ``D * scale``
-  is exact, so contracting it into an FMA changes nothing.
+  2**53), and at the last buffer of a diagonal the exact D * 2**(-alpha d)
+  joins the sum by TwoSum (the sum and its rounding errors, kept apart); the
+  last batch writes ldexp(sum + errors, e_i + f_j). Between batches the sum
+  stays in the output and the errors in a compensation array. Every
+  operation is an explicitly rounded intrinsic (``__dadd_rn``, ...), so no
+  contraction into FMAs can change a bit: results are bitwise reproducible.
 
 The NumPy path (:class:`gpu.ozaki.ops.HostOps`) performs the same operations in
 the same order; the two give identical bits.
@@ -36,8 +47,9 @@ import cupy
 import numpy as np
 
 from ..backend import Backend
-from .ops import FINALIZE, LOAD_ACC, LOAD_OPEN, STORE_OPEN
+from .ops import FINALIZE, LOAD_ACC, LOAD_OPEN, RAISED_TERM, STORE_OPEN, WEAK
 from .plan import OzakiPlan
+from .slicing import RAISE
 
 #: Tile side of the slicing kernel, and rows of threads per tile (each thread handles 32/8 rows).
 TILE, TILE_ROWS = 32, 8
@@ -115,25 +127,72 @@ _FOLD_SOURCE = r"""
 extern "C" __global__ void ozaki_fold(
     const unsigned long long* __restrict__ bufs, const double* __restrict__ scales,
     const int* __restrict__ closes, int nbuf, long long ldbuf,
-    double* __restrict__ acc, long long ldacc, double* __restrict__ open,
+    double* __restrict__ acc, long long ldacc, double* __restrict__ comp, double* __restrict__ open,
     const int* __restrict__ erow, const int* __restrict__ ecol, long long m, long long n, int flags)
 {
     const long long total = m * n;
     for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
          idx += (long long)gridDim.x * blockDim.x) {
         const long long i = idx / n, j = idx - i * n;
-        double a = (flags & LOAD_ACC) ? acc[i * ldacc + j] : 0.0;
+        double hi = (flags & LOAD_ACC) ? acc[i * ldacc + j] : 0.0;
+        double lo = (flags & LOAD_ACC) ? comp[idx] : 0.0;
         double d = (flags & LOAD_OPEN) ? open[idx] : 0.0;
         for (int b = 0; b < nbuf; ++b) {
-            d += (double)((const BUF_T*)bufs[b])[i * ldbuf + j];
-            if (closes[b]) { a += d * scales[b]; d = 0.0; }
+            d = __dadd_rn(d, (double)((const BUF_T*)bufs[b])[i * ldbuf + j]);
+            if (closes[b]) {
+                // TwoSum (as gpu.ozaki.ops.two_sum): s = hi + t exactly as s + error.
+                const double t = __dmul_rn(d, scales[b]);
+                const double s = __dadd_rn(hi, t);
+                const double v = __dsub_rn(s, hi);
+                lo = __dadd_rn(lo, __dadd_rn(__dsub_rn(hi, __dsub_rn(s, v)), __dsub_rn(t, v)));
+                hi = s;
+                d = 0.0;
+            }
         }
         if (flags & STORE_OPEN) open[idx] = d;
-        if (flags & FINALIZE) a = ldexp(a, erow[i] + ecol[j]);
-        acc[i * ldacc + j] = a;
+        if (flags & FINALIZE) {
+            acc[i * ldacc + j] = ldexp(__dadd_rn(hi, lo), erow[i] + ecol[j]);
+        } else {
+            acc[i * ldacc + j] = hi;
+            comp[idx] = lo;
+        }
     }
 }
 """
+
+_MAGNITUDE_SOURCE = r"""
+double v = 0.0;
+if (x != 0.0) {
+    const double a = fabs(ldexp(x, -e));
+    int q;
+    frexp(a, &q);
+    const double t = ldexp(floor(ldexp(a, bits - q)), q - bits);
+    v = t > RAISE_VALUE ? t : RAISE_VALUE;
+}
+y = STORE(v);
+"""
+
+_SCREEN_PREAMBLE = f"""
+__device__ __forceinline__ double screen_low(float p, long long nr, long long nc, double factor, double* K)
+{{
+    *K = (double)(nr < nc ? nr : nc);
+    return __dsub_rn(__dmul_rn((double)p, factor), __dmul_rn(*K, ldexp(1.0, {int(np.log2(RAISED_TERM))})));
+}}
+__device__ __forceinline__ bool screen_weak(float p, long long nr, long long nc, double factor)
+{{
+    double K;
+    const double low = screen_low(p, nr, nc, factor, &K);
+    return p > 0.0f && low < __dmul_rn(K, ldexp(1.0, {int(np.log2(WEAK))}));
+}}
+__device__ __forceinline__ double screen_ratio(float p, long long nr, long long nc, double factor)
+{{
+    double K;
+    const double low = screen_low(p, nr, nc, factor, &K);
+    const bool weak = low < __dmul_rn(K, ldexp(1.0, {int(np.log2(WEAK))}));
+    return (p > 0.0f && !weak) ? __ddiv_rn(K, low) : 0.0;
+}}
+"""
+_SCREEN_PARAMS = "float32 p, int64 nr, int64 nc, float64 factor"
 
 _FLAGS = "".join(f"#define {k} {v}\n" for k, v in (("LOAD_ACC", LOAD_ACC), ("LOAD_OPEN", LOAD_OPEN),
                                                       ("STORE_OPEN", STORE_OPEN), ("FINALIZE", FINALIZE)))
@@ -153,21 +212,46 @@ def _fold_kernel(buffer: str) -> Any:
 
 
 @cache
-def _reductions() -> tuple[Any, Any]:
-    absmax = cupy.ReductionKernel("float64 x", "float64 y", "fabs(x)", "(isnan(a) || a > b) ? a : b",
-                                  "y = a", "0", "ozaki_absmax")
-    abssum = cupy.ReductionKernel("float64 x", "float64 y", "fabs(x)", "a + b", "y = a", "0", "ozaki_abssum")
-    return absmax, abssum
+def _absmax() -> Any:
+    return cupy.ReductionKernel("float64 x", "float64 y", "fabs(x)", "(isnan(a) || a > b) ? a : b",
+                                "y = a", "0", "ozaki_absmax")
+
+
+@cache
+def _screen_kernels() -> tuple[Any, Any]:
+    ratio = cupy.ReductionKernel(_SCREEN_PARAMS, "float64 y", "screen_ratio(p, nr, nc, factor)", "(a > b) ? a : b",
+                                 "y = a", "0", "ozaki_screen_max", preamble=_SCREEN_PREAMBLE)
+    weak = cupy.ReductionKernel(_SCREEN_PARAMS, "bool y", "screen_weak(p, nr, nc, factor)", "a || b", "y = a",
+                                "false", "ozaki_screen_weak", preamble=_SCREEN_PREAMBLE)
+    return ratio, weak
+
+
+def screen(P: Any, nnz_rows: Any, nnz_cols: Any, factor: float) -> tuple[Any, Any, Any]:
+    """:meth:`gpu.ozaki.ops.HostOps.screen` in three reductions over P^ (float32, read three times)."""
+    ratio, weak = _screen_kernels()
+    args = (P, nnz_rows[:, None], nnz_cols[None, :], np.float64(factor))
+    return ratio(*args), weak(*args, axis=1), weak(*args, axis=0)
+
+
+@cache
+def _magnitude_kernel(storage: str) -> Any:
+    store = _STORES[storage][1]
+    preamble = f"#define STORE(m) {store}\n#define RAISE_VALUE ldexp(1.0, {int(np.log2(RAISE))})\n"
+    return cupy.ElementwiseKernel("float64 x, int32 e, int32 bits", f"{storage} y", _MAGNITUDE_SOURCE,
+                                  f"ozaki_magnitude_{storage}", preamble=preamble)
 
 
 def absmax(X: Any, axis: int) -> Any:
     """max |X| along ``axis`` (NaN if the line holds NaN), with no |X| temporary."""
-    return _reductions()[0](X, axis=axis)
+    return _absmax()(X, axis=axis)
 
 
-def abssum(X: Any, axis: int) -> Any:
-    """sum |X| along ``axis``, with no |X| temporary."""
-    return _reductions()[1](X, axis=axis)
+def magnitudes(X: Any, exps: Any, axis: int, bits: int, storage: str) -> Any:
+    """The bound's magnitude operand of X (see :func:`gpu.ozaki.slicing.magnitudes`), C-ordered, in one pass;
+    ``exps`` per row (axis 1) or per column (axis 0)."""
+    out = cupy.empty(X.shape, dtype=storage)
+    _magnitude_kernel(storage)(X, exps[:, None] if axis == 1 else exps[None, :], np.int32(bits), out)
+    return out
 
 
 def slice_rows(X: Any, exps: Any, out: Any, *, rows_pad: int, ldk: int, alpha: int, slices: int, bits: int,
@@ -195,8 +279,10 @@ def slice_rows(X: Any, exps: Any, out: Any, *, rows_pad: int, ldk: int, alpha: i
          i32(tail_from), i64(tail_first), i64(tail_step), i32(bits), np.float64(tiny)))
 
 
-def fold(buffers: Any, scales: Any, closes: Any, acc: Any, open_: Any, erow: Any, ecol: Any, flags: int) -> None:
-    """One fold launch over ``buffers`` (a list of (m, ld) views of one dtype) into ``acc`` (m x n)."""
+def fold(buffers: Any, scales: Any, closes: Any, acc: Any, comp: Any, open_: Any, erow: Any, ecol: Any,
+         flags: int) -> None:
+    """One fold launch over ``buffers`` (a list of (m, ld) views of one dtype) into ``acc`` (m x n), with the
+    compensation ``comp`` (m x n; None when one launch does it all)."""
     m, n = acc.shape
     ptrs = cupy.asarray(np.array([b.data.ptr for b in buffers], dtype=np.uint64))
     sc = cupy.asarray(np.asarray(scales, dtype=np.float64))
@@ -207,7 +293,8 @@ def fold(buffers: Any, scales: Any, closes: Any, acc: Any, open_: Any, erow: Any
     _fold_kernel(buffers[0].dtype.name)(
         (blocks,), (FOLD_THREADS,),
         (ptrs, sc, cl, np.int32(len(buffers)), i64(ldbuf), acc, i64(acc.strides[0] // acc.itemsize),
-         open_ if open_ is not None else acc, erow, ecol, i64(m), i64(n), np.int32(flags)))
+         comp if comp is not None else acc, open_ if open_ is not None else acc, erow, ecol, i64(m), i64(n),
+         np.int32(flags)))
 
 
 class CudaOps:
@@ -217,7 +304,8 @@ class CudaOps:
         self.backend = backend
 
     absmax = staticmethod(absmax)
-    abssum = staticmethod(abssum)
+    magnitudes = staticmethod(magnitudes)
+    screen = staticmethod(screen)
     fold = staticmethod(fold)
 
     def split(self, X: Any, exps: Any, p: OzakiPlan, rows_pad: int, layout: dict[str, int],

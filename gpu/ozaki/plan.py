@@ -4,7 +4,8 @@
 and k_block (:func:`choose_alpha`), the GEMM calls of every diagonal
 (:class:`Chunk`), how many accumulator buffers are held at once and the
 workspace by part. :func:`auto_slices` picks the slice count for an error
-target from the bound :func:`predicted_error` (see :mod:`gpu.ozaki`).
+target from the proven bound :func:`predicted_error` and the data's ratio
+(:func:`gpu.ozaki.bound.slice_ratio`; see :mod:`gpu.ozaki`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import Array
 from .formats import SliceFormat, get_format
 
 #: Slice rows and inner ranges are padded to multiples of this (INT8 tensor cores want 16-byte alignment).
@@ -23,8 +23,10 @@ ALIGN = 16
 MAX_SLICES = 64
 #: Share of free device memory the workspace may take (the rest: cuBLAS workspace, CuPy's pool slack).
 HEADROOM = 0.9
-#: ``target`` names: componentwise error bounds.
+#: ``target`` names: t in |C - AB| <= t |A||B| + 2**-53 |C| (float64's and float32's unit roundoff).
 TARGETS = {"dgemm": 2.0**-53, "sgemm": 2.0**-24}
+#: What the compensated fold adds to the bound, relative to |A||B| (S <= 64; see :mod:`gpu.ozaki`).
+SUM_ERROR = 2.0**-91
 
 
 class WorkspaceError(ValueError):
@@ -61,6 +63,7 @@ class OzakiPlan:
     chunks: tuple[Chunk, ...]
     held: int
     remainder: bool = False
+    bound: float | None = None
 
     @property
     def digits(self) -> int:
@@ -104,6 +107,7 @@ class OzakiPlan:
             "exponents": 4 * (self.m + self.n),
             "buffers": self.held * buffer,
             "open_diagonal": 8 * self.m * self.n if self.needs_open else 0,
+            "compensation": 8 * self.m * self.n if len(self.chunks) > self.held else 0,
             "output": 8 * self.m * self.n,
         }
 
@@ -116,16 +120,18 @@ class OzakiPlan:
                 "remainder": self.remainder, "alpha": self.alpha, "k_block": self.k_block, "pairs": self.pairs,
                 "gemm_calls": self.gemm_calls, "buffers": len(self.chunks), "buffers_held": self.held,
                 "fold_launches": len(self.batches), "flops": self.flops, "workspace": self.workspace(),
-                "workspace_bytes": self.workspace_bytes}
+                "workspace_bytes": self.workspace_bytes, "bound": self.bound}
 
     def report(self) -> str:
         """The configuration and its workspace, as text."""
         parts = ", ".join(f"{k} {_bytes(v)}" for k, v in self.workspace().items() if v)
         last = " (rounded tails on the last diagonal)" if self.remainder else ""
+        proven = "" if self.bound is None else (f"; proven |C - AB| <= {self.bound:.3g} |A||B| + 2^-53 |C| "
+                                                "on these inputs")
         return (f"Ozaki {self.format.name} x {self.slices} slices{last} on {self.m} x {self.k} x {self.n}: "
                 f"alpha = {self.alpha} bits per slice, k_block = {self.k_block}, {self.pairs} slice pairs in "
                 f"{self.gemm_calls} GEMM calls ({self.format.recipe}), {len(self.chunks)} buffers "
-                f"({self.held} held), {len(self.batches)} fold launch(es); workspace "
+                f"({self.held} held), {len(self.batches)} fold launch(es){proven}; workspace "
                 f"{_bytes(self.workspace_bytes)}: {parts}")
 
 
@@ -198,7 +204,7 @@ MAX_HELD = 8
 
 
 def plan(m: int, k: int, n: int, slices: int, slice_format: str = "fp32", *, k_block: int | None = None,
-         memory: int | None = None, remainder: bool = False) -> OzakiPlan:
+         memory: int | None = None, remainder: bool = False, bound: float | None = None) -> OzakiPlan:
     """The configuration of an m x k by k x n product, before it runs: alpha, k_block, GEMM calls,
     buffers and the workspace by part (:meth:`OzakiPlan.report`).
 
@@ -206,6 +212,7 @@ def plan(m: int, k: int, n: int, slices: int, slice_format: str = "fp32", *, k_b
     at once, one fold launch). With it, at most :data:`MAX_HELD` buffers are held
     (and fewer if they do not fit), GEMMs and folds alternate;
     :class:`WorkspaceError` if not even one buffer fits beside the slices.
+    ``bound``: the proven componentwise bound on the data, when ``target`` chose the slices (reported).
     """
     fmt = get_format(slice_format)
     m, k, n = (_positive_int(v, name, 0) for v, name in ((m, "m"), (k, "k"), (n, "n")))
@@ -218,7 +225,7 @@ def plan(m: int, k: int, n: int, slices: int, slice_format: str = "fp32", *, k_b
         raise ValueError(f"{m} x {k} x {n} with {slices} slices exceeds the 32-bit sizes of cuBLAS "
                          "and the slicing kernel; split the product into blocks")
     chunks = _chunks(slices, ldk, block, bool(remainder))
-    p = OzakiPlan(m, k, n, slices, fmt, alpha, block, ldk, n_pad, chunks, len(chunks), bool(remainder))
+    p = OzakiPlan(m, k, n, slices, fmt, alpha, block, ldk, n_pad, chunks, len(chunks), bool(remainder), bound)
     if memory is None:
         return p
     budget = int(HEADROOM * memory)
@@ -236,9 +243,10 @@ def plan(m: int, k: int, n: int, slices: int, slice_format: str = "fp32", *, k_b
                          "with smaller slices (int8), or split the product into blocks of rows")
 
 
-def predicted_error(alpha: int, slices: int, ratio_a: float, ratio_b: float) -> float:
-    """The bound E(S) of :mod:`gpu.ozaki` on |c - c*| / (|A||B|)_ij."""
-    return (ratio_a + ratio_b + (slices - 1) * ratio_a * ratio_b) * 2.0 ** (-alpha * slices)
+def predicted_error(alpha: int, slices: int, ratio: float) -> float:
+    """The proven bound on |T - AB|_ij / (|A||B|)_ij, T the exact sum of the kept slice pairs:
+    (S + 1) 2**(-alpha S) G, with ``ratio`` G of :func:`gpu.ozaki.bound.slice_ratio`."""
+    return (slices + 1) * 2.0 ** (-alpha * slices) * ratio
 
 
 def target_value(target: Any) -> float:
@@ -253,20 +261,22 @@ def target_value(target: Any) -> float:
     return float(target)
 
 
-def auto_slices(alpha: int, ratio_a: float, ratio_b: float, target: Any) -> int:
-    """The fewest slices whose bound :func:`predicted_error` meets ``target``."""
-    bound = target_value(target)
+def auto_slices(alpha: int, ratio: float, target: Any) -> int:
+    """The fewest slices whose :func:`predicted_error`, plus the fold's :data:`SUM_ERROR`, meets ``target``
+    (both evaluated with a relative margin of 2**-40); ValueError, before any product, if none up to
+    :data:`MAX_SLICES` does."""
+    budget = target_value(target) * (1 - 2.0**-40) - SUM_ERROR
+    if budget <= 0:
+        raise ValueError(f"target {target!r} is below what the float64 sum of the slice products guarantees "
+                         f"(2^-91 of |A||B|); give a target of at least 2^-90")
     for s in range(1, MAX_SLICES + 1):
-        if predicted_error(alpha, s, ratio_a, ratio_b) <= bound:
+        if predicted_error(alpha, s, ratio) * (1 + 2.0**-40) <= budget:
             return s
-    raise ValueError(f"no number of slices up to {MAX_SLICES} meets target {target!r} at alpha = {alpha} "
-                     f"(scale ratios {ratio_a:.3g} and {ratio_b:.3g})")
-
-
-def scale_ratio(xp: Any, exps: Array, absmax: Array, abssum: Array, count: int) -> float:
-    """max over nonzero lines of 2**e / mean |x| (1 when every line is zero)."""
-    nonzero = absmax > 0
-    if not count or not bool(nonzero.any()):
-        return 1.0
-    ratios = xp.ldexp(xp.ones(exps.shape), exps) * count / xp.where(nonzero, abssum, 1.0)
-    return float(xp.where(nonzero, ratios, 1.0).max())
+    spread = f"2^{np.log2(ratio):.0f}" if ratio < np.inf else "more than 2^900"
+    raise ValueError(
+        f"cannot meet target {target!r} with at most {MAX_SLICES} slices of {alpha} bits on these inputs: "
+        f"k times the largest |a| of a row times the largest |b| of a column exceeds (|A||B|)_ij by {spread} "
+        "for some entry, and each row's slices carry its entries relative to its largest, so the proven bound "
+        "stays above the target. To run anyway without this bound pass slices= (a count); or pass a looser "
+        "target; or scale or split A's rows and B's columns so that each spans fewer binades (the library "
+        "GEMM, A @ B, has no such limit)")

@@ -15,6 +15,9 @@ import numpy as np
 from ..backend import Array
 from .plan import OzakiPlan
 
+#: Nonzero magnitudes of the bound's GEMM below it are raised to it: products of two stay FP32 normals.
+RAISE = 2.0**-63
+
 
 def split_values(xp: Any, X: Array, exps: Array, alpha: int, slices: int) -> list[Array]:
     """The float64 digits m_1..m_S of X's rows (reference version of the slicing, also for tests)."""
@@ -33,6 +36,16 @@ def round_significant(xp: Any, r: Array, bits: int, tiny: float) -> Array:
     exponent = xp.frexp(r)[1]
     q = xp.ldexp(xp.rint(xp.ldexp(r, bits - exponent)), exponent - bits)
     return xp.where(xp.abs(q) < tiny, 0.0, q)
+
+
+def magnitudes(xp: Any, X: Array, exps: Array, bits: int) -> Array:
+    """|X| 2**-exps (``exps`` broadcast against X) rounded toward zero to ``bits`` significant bits, as
+    float64: the operand of :func:`gpu.ozaki.bound.magnitude_product`; nonzero entries below :data:`RAISE`
+    (after scaling, or lost to its underflow) become RAISE, zeros stay 0."""
+    a = xp.abs(xp.ldexp(X, -exps))
+    q = xp.frexp(a)[1]
+    t = xp.ldexp(xp.floor(xp.ldexp(a, bits - q)), q - bits)
+    return xp.where(X != 0, xp.maximum(t, RAISE), 0.0)
 
 
 def encode(xp: Any, digits: Array, storage: str) -> Array:

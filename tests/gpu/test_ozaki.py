@@ -30,18 +30,30 @@ FORMATS = tuple(ozaki.FORMATS)
 NP = get_backend("numpy")
 
 
-def emulated(A, B, slices, fmt="fp32", k_block=None):
-    """The scheme's result computed independently: exact int64 digit products, then the same fold."""
+def digit_sums(A, B, slices, fmt="fp32", k_block=None):
+    """(exact int64 diagonal sums D_d from d = S + 1 down to 2, alpha, e, f), computed independently."""
     p = ozaki.plan(A.shape[0], A.shape[1], B.shape[1], slices, fmt, k_block=k_block)
     e = np.frexp(np.abs(A).max(axis=1))[1].astype(np.int32)
     f = np.frexp(np.abs(B).max(axis=0))[1].astype(np.int32)
     da = [d.astype(np.int64) for d in ozaki.split_values(np, A, e, p.alpha, slices)]
     db = [d.astype(np.int64) for d in ozaki.split_values(np, B.T, f, p.alpha, slices)]
-    acc = np.zeros((A.shape[0], B.shape[1]))
-    for d in range(slices + 1, 1, -1):
-        D = sum(da[s - 1] @ db[d - s - 1].T for s in range(max(1, d - slices), min(slices, d - 1) + 1))
-        acc += D.astype(np.float64) * 2.0 ** (-p.alpha * d)
-    return np.ldexp(acc, e[:, None] + f[None, :])
+    sums = [sum(da[s - 1] @ db[d - s - 1].T for s in range(max(1, d - slices), min(slices, d - 1) + 1))
+            for d in range(slices + 1, 1, -1)]
+    return sums, p.alpha, e, f
+
+
+def emulated(A, B, slices, fmt="fp32", k_block=None):
+    """The scheme's result computed independently: exact int64 digit products, then the same compensated
+    fold (TwoSum of each diagonal, written out here)."""
+    sums, alpha, e, f = digit_sums(A, B, slices, fmt, k_block)
+    hi, lo = np.zeros((A.shape[0], B.shape[1])), np.zeros((A.shape[0], B.shape[1]))
+    for d, D in zip(range(slices + 1, 1, -1), sums):
+        t = D.astype(np.float64) * 2.0 ** (-alpha * d)
+        s = hi + t
+        v = s - hi
+        lo = lo + ((hi - (s - v)) + (t - v))
+        hi = s
+    return np.ldexp(hi + lo, e[:, None] + f[None, :])
 
 
 def phi_pair(m, k, n, phi=1.0, seed=1):
@@ -50,8 +62,8 @@ def phi_pair(m, k, n, phi=1.0, seed=1):
 
 def chunk_products(be, A, B, p):
     """(device buffer, exact int64 product) for every GEMM call of plan p."""
-    rows = _lines(be, be.asarray(A), 1, "A")
-    cols = _lines(be, be.asarray(B), 0, "B")
+    rows = _lines(be, be.asarray(A), 1)
+    cols = _lines(be, be.asarray(B), 0)
     a_cat = _split(be, be.asarray(A), rows.exps, p, p.m, reverse=False, overwrite=False)
     b_cat = _split(be, be.asarray(B).T, cols.exps, p, p.n_pad, reverse=True, overwrite=False)
     recipe = gemm_recipe(p.format.recipe)
@@ -124,10 +136,11 @@ def test_plan_reports_workspace_and_fits_memory():
     ws = p.workspace()
     assert ws["slices_a"] == ws["slices_b"] == 9 * 16384**2 and ws["buffers"] == 10 * 4 * 16384**2
     assert "alpha = 7" in p.report() and "workspace" in p.report() and p.as_dict()["fold_launches"] == 1
-    small = ozaki.plan(4096, 4096, 4096, 4, "fp32", memory=2**30)
-    assert 1 <= small.held < small.gemm_calls and small.workspace_bytes <= 0.9 * 2**30
+    small = ozaki.plan(4096, 4096, 4096, 4, "fp32", memory=5 * 2**28)
+    assert 1 <= small.held < small.gemm_calls and small.workspace_bytes <= 0.9 * 5 * 2**28
+    assert small.workspace()["compensation"] == 8 * 4096**2 and p.workspace()["compensation"] == 0
     with pytest.raises(ozaki.WorkspaceError, match="workspace beyond"):
-        ozaki.plan(4096, 4096, 4096, 4, "fp32", memory=2**28)
+        ozaki.plan(4096, 4096, 4096, 4, "fp32", memory=2**30)
 
 
 # --------------------------------------------------------------------------- exactness
@@ -187,7 +200,7 @@ def test_batched_fold_with_open_diagonal_gives_the_same_bits(monkeypatch):
     A, B = phi_pair(40, 2100, 30)
     whole = ozaki.matmul(A, B, slices=4, backend="numpy")
     p = ozaki.plan(40, 2100, 30, 4, "fp32")
-    free = p.workspace_bytes - p.workspace()["buffers"] + 8 * 40 * 30 + 3 * 40 * 32 * 4
+    free = p.workspace_bytes - p.workspace()["buffers"] + 2 * 8 * 40 * 30 + 3 * 40 * 32 * 4
     monkeypatch.setattr(NP, "memory_info", lambda: (int(free / ozaki.HEADROOM) + 1, 2**40))
     tight = ozaki.configure(A, B, slices=4, backend="numpy")
     assert tight.held < tight.gemm_calls and tight.needs_open and len(tight.batches) > 2
@@ -216,7 +229,7 @@ def test_rounded_tails_hold_the_rest_of_each_row(variant):
     fmt, remainder = ozaki.parse_variant(variant)
     _, B = phi_pair(6, 50, 9, phi=2.0, seed=8)
     p = ozaki.plan(6, 50, 9, 4, fmt, remainder=remainder)
-    cols = _lines(NP, B, 0, "B")
+    cols = _lines(NP, B, 0)
     b_cat = decode_operand(gemm_recipe(fmt.recipe), _split(NP, B.T, cols.exps, p, p.n_pad, True, False))
     digits = ozaki.split_values(np, B.T, cols.exps, p.alpha, 4)
     for j in range(1, 5):
@@ -320,7 +333,7 @@ def test_gpu_slicing_kernel_writes_the_numpy_slices_bitwise(variant, cupy_backen
     B[:, 5] = 0.0
     p = ozaki.plan(45, 70, 37, 5, fmt, remainder=remainder)
     for X, rows_pad, reverse in ((A, p.m, False), (B.T, p.n_pad, True)):
-        lines = _lines(NP, X, 1, "X")
+        lines = _lines(NP, X, 1)
         want = _split(NP, X, lines.exps, p, rows_pad, reverse, False)
         big = cupy_backend.xp.zeros((2 * X.shape[0], X.shape[1] + 3))
         big[::2, 3:] = cupy_backend.asarray(X)

@@ -1,0 +1,114 @@
+"""The proven error bound behind ``target=``: how far the data's products sit below the slices' scale.
+
+Notation of :mod:`gpu.ozaki`: x_ik = a_ik 2**-e_i and y_kj = b_kj 2**-f_j (|x|, |y| < 1), so
+P_ij = sum_k |x_ik| |y_kj| = 2**-(e_i + f_j) (|A||B|)_ij; N_ij counts the k with a_ik b_kj != 0, and
+K_ij = min(nonzeros of row i of A, nonzeros of column j of B) >= N_ij.
+
+**Truncation.** The digits of x (:mod:`gpu.ozaki`) give x = sum_{s>=1} delta_s exactly, delta_s =
+m_s 2**(-alpha s) with |m_s| <= 2**alpha - 1, since the first s digits X_s leave |x - X_s| < 2**(-alpha s);
+likewise y = sum_t eps_t. The pairs the triangle drops (s + t >= S + 2) sum to
+
+    (x - X_S) y + sum_{s=1..S} delta_s (y - Y_{S+1-s}),
+
+less than 2**(-alpha S) + S (2**alpha - 1) 2**(-alpha (S+1)) < (S + 1) 2**(-alpha S) in magnitude, and
+0 when x or y is 0. So the exact sum T of the kept pairs satisfies
+
+    |T - AB|_ij <= (S + 1) 2**(-alpha S) N_ij 2**(e_i + f_j) = (S + 1) 2**(-alpha S) (N_ij / P_ij) (|A||B|)_ij.
+
+(Scaling by 2**-e_i is exact except below float64's normal range, an error under 2**-1074: less than
+2**-400 of that bound, since alpha S <= 640 for every format.) :func:`gpu.ozaki.plan.auto_slices` takes
+the fewest S with (S + 1) 2**(-alpha S) G within the target, G = max_ij K_ij / P_ij over the entries
+with N_ij > 0 (the others are exact zeros: every term has a zero factor).
+
+**G from the data** (:func:`slice_ratio`). P is bounded from below by ONE low-precision GEMM of
+magnitudes, P^ = M_A M_B: M_A holds |x| rounded toward zero to ``bits`` significant bits, nonzero
+magnitudes below 2**-63 raised to 2**-63 (so every product of nonzeros is an FP32 normal and P^_ij > 0
+exactly when N_ij > 0), zeros kept; SGEMM for FP32 slices (the paper's GPUs), BF16 tensor cores for the
+others. Raising adds at most 2**-63 (|x| + |y|) + 2**-126 < 2**-61 per term, and every inner term may
+cost the FP32 accumulation a relative 2**-20 (round to nearest loses 2**-24; tensor cores keep at least
+the 22 bits the formats' exactness margin assumes), so
+
+    P_ij >= P^_ij (1 - 2**-20)**(k + 1) - K_ij 2**-61  (=: L_ij).
+
+Where L_ij < K_ij 2**-48 the raised magnitudes could dominate; those entries (rare: a product more than
+2**48 below k times its row and column maxima) are recomputed from a float64 product of the scaled
+magnitudes of their rows and columns, P_ij >= fl(P)_ij (1 - (k + 3) 2**-53) - 2**-1020 (round to nearest in
+any order, and the scaling's underflow, k < 2**48). An entry whose float64 bound stays below 2**-900
+needs alpha S > 900 > 640: no slice count reaches it, and G is infinite.
+
+The GEMM's rounding differs between the CPU (emulated in float64) and the GPU, so their P^ may differ in
+the last bits; the slice count then differs only where G sits that close to a threshold of the rule.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..backend import Array, Backend, require_memory
+from ..backend.blas import gemm_recipe
+from .formats import SliceFormat
+from .ops import BLOCK_ENTRIES, ops, screen_block
+
+#: Relative error per inner term allowed to the magnitude GEMM's FP32 accumulation.
+ACCUMULATION = 2.0**-20
+#: A float64 lower bound below this: no slice count reaches the entry (alpha S <= 640).
+UNREACHABLE = 2.0**-900
+#: Way out named when the bound's work would not fit in free memory.
+ADVICE = "pass slices= (a count, with no proven bound), or split the product into blocks of rows"
+
+
+def magnitude_recipe(fmt: SliceFormat) -> tuple[str, int]:
+    """(GEMM recipe, significant bits) of the magnitude product: SGEMM for FP32 slices, BF16 otherwise."""
+    return ("fp32", 24) if fmt.name == "fp32" else ("bf16", 8)
+
+
+def lower_factor(k: int) -> float:
+    """(1 - 2**-20)**(k + 1), rounded down: the magnitude GEMM's accumulation at its worst."""
+    return float(np.exp((k + 1) * np.log1p(-ACCUMULATION))) * (1 - 2.0**-40)
+
+
+def magnitude_product(be: Backend, A: Array, B: Array, erow: Array, ecol: Array, fmt: SliceFormat) -> Array:
+    """P^ (m x n, float32): the product of the raised magnitudes of A and B (see the module)."""
+    recipe, bits = magnitude_recipe(fmt)
+    rec = gemm_recipe(recipe)
+    family = ops(be)
+    P = be.xp.empty((A.shape[0], B.shape[1]), dtype=rec.output)
+    be.gemm_ex(family.magnitudes(A, erow, 1, bits, rec.operands.name),
+               family.magnitudes(B, ecol, 0, bits, rec.operands.name), P, recipe=recipe)
+    return P
+
+
+def _refine(be: Backend, A: Array, B: Array, erow: Array, ecol: Array, P: Array, nnz_rows: Array,
+            nnz_cols: Array, rows: Array, cols: Array) -> float:
+    """max K/L over the weak entries of rows x cols, L from a float64 product (inf: one is unreachable)."""
+    xp, k = be.xp, A.shape[1]
+    require_memory(be, 8 * (rows.size + cols.size) * k + 48 * rows.size * cols.size,
+                   f"the float64 bound of {rows.size} x {cols.size} entries for target=", ADVICE)
+    X = xp.ldexp(xp.abs(A[rows]), -erow[rows][:, None])
+    Y = xp.ldexp(xp.abs(B[:, cols]), -ecol[cols][None, :])
+    K, _, weak = screen_block(xp, P[rows][:, cols], nnz_rows[rows], nnz_cols[cols], lower_factor(k))
+    low = (X @ Y) * (1 - (k + 3) * 2.0**-53) - 2.0**-1020
+    if bool((weak & (low < UNREACHABLE)).any()):
+        return float("inf")
+    return float(xp.where(weak, K / xp.where(weak, low, 1.0), 0.0).max())
+
+
+def slice_ratio(be: Backend, A: Array, B: Array, erow: Array, ecol: Array, fmt: SliceFormat) -> float:
+    """G = max_ij K_ij / P_ij over the entries of AB that are not exactly zero, bounded from above
+    (see the module): 0 when AB is exactly zero, inf when some entry is beyond any slice count.
+    One magnitude GEMM and one wait for the device; a float64 product only for weak entries."""
+    xp = be.xp
+    (m, k), n = A.shape, B.shape[1]
+    if not (m and n and k):
+        return 0.0
+    operands = (m + n) * k * np.dtype(gemm_recipe(magnitude_recipe(fmt)[0]).operands).itemsize
+    require_memory(be, operands + 4 * m * n + 48 * min(m * n, BLOCK_ENTRIES),
+                   f"the bound for target= of a {m} x {k} x {n} product (a GEMM of magnitudes)", ADVICE)
+    P = magnitude_product(be, A, B, erow, ecol, fmt)
+    nnz_rows, nnz_cols = (xp.count_nonzero(X, axis=axis).astype(np.int64) for X, axis in ((A, 1), (B, 0)))
+    best, weak_rows, weak_cols = ops(be).screen(P, nnz_rows, nnz_cols, lower_factor(k))
+    best, weak = (float(v) for v in be.to_numpy(xp.stack([best, weak_rows.any().astype(np.float64)])))
+    if not weak:
+        return best
+    rows, cols = xp.flatnonzero(weak_rows), xp.flatnonzero(weak_cols)
+    return max(best, _refine(be, A, B, erow, ecol, P, nnz_rows, nnz_cols, rows, cols))
