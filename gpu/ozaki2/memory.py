@@ -75,34 +75,32 @@ def reserve_workspace(be: Backend, m: int, k: int, n: int, count: int | None, sc
     beyond = beyond_bytes(be, m, k, n, count, scaling, C is not None)
     options = layouts(m, k, n, count or MAX_MODULI, scaling, block)
     free = be.memory_info()[0]
-    work = None
-    for ws in options[:-1]:
-        if ws.nbytes + beyond <= HEADROOM * free:
-            try:
-                work = ws, reserve(be, ws.nbytes, what, ADVICE)
-                break
-            except MemoryPlanError:
-                continue
-    if work is None:
-        ws = options[-1]
-        if ws.nbytes + beyond > free:
-            raise MemoryPlanError(f"{what} needs {gib(ws.nbytes + beyond)} (workspace {gib(ws.nbytes)}, output and "
-                                  f"scratch {gib(beyond)}) but {gib(free)} are free on the {be.name} device; {ADVICE}")
-        work = ws, reserve(be, ws.nbytes, what, ADVICE)
-    ws = work[0]
-    carved = Carved(*work, n)
-    C = _output(be, m, n, what) if C is None else C
+    faster, least = [ws for ws in options[:-1] if ws.nbytes + beyond <= HEADROOM * free], options[-1]
+    if least.nbytes + beyond > free:
+        raise MemoryPlanError(f"{what} needs {gib(least.nbytes + beyond)} (workspace {gib(least.nbytes)}, output "
+                              f"and scratch {gib(beyond)}) but {gib(free)} are free on the {be.name} device; {ADVICE}")
+    for ws in faster:
+        try:
+            return _take(be, ws, m, k, n, count, scaling, C, what)
+        except MemoryPlanError:
+            continue
+    return _take(be, least, m, k, n, count, scaling, C, what)
+
+
+def _take(be: Backend, ws: Workspace, m: int, k: int, n: int, count: int | None, scaling: str, C: Array | None,
+          what: str) -> tuple[Carved, Array]:
+    """Layout ``ws``'s block, then C, then room for the rest, each or MemoryPlanError (what was taken is
+    dropped with it)."""
+    carved = Carved(ws, reserve(be, ws.nbytes, what, ADVICE), n)
+    if C is None:
+        try:
+            C = be.xp.empty((m, n), dtype=np.float64)
+        except MemoryError as exc:
+            raise MemoryPlanError(f"{what}: the {gib(8 * m * n)} output does not fit beside the workspace of "
+                                  f"{gib(ws.nbytes)}; {ADVICE}") from exc
     require_memory(be, beyond_bytes(be, m, k, n, count, scaling, out_given=True),
                    f"{what}, beside its workspace of {gib(ws.nbytes)} and its output,", ADVICE)
     return carved, C
-
-
-def _output(be: Backend, m: int, n: int, what: str) -> Array:
-    try:
-        return be.xp.empty((m, n), dtype=np.float64)
-    except MemoryError as exc:
-        raise MemoryPlanError(f"{what}: the {gib(8 * m * n)} output does not fit beside the workspace; "
-                              f"{ADVICE}") from exc
 
 
 def peak_bytes(be: Backend, m: int, k: int, n: int, count: int | None, scaling: str, direct: bool,
