@@ -30,9 +30,10 @@ try:
 except ImportError:  # mpfr_matmul says so when called; exact_matmul needs no gmpy2
     gmpy2 = None
 
-from gpu.backend import Array, Backend, get_backend, matrix_pair, require_finite, require_memory
-from gpu.backend.checks import nonfinite_lines, zeroed_copies
+from gpu.backend import Array, Backend, MemoryPlanError, get_backend, matrix_pair, require_finite
+from gpu.backend.checks import gib
 
+from .blocking import SHARE, Shape, lines, nonfinite_in_chunks, one_block, plan_blocks, spans_in_chunks, within
 from .limbs import carry, magnitude, round_to_float64
 from .slicing import MAX_BETA, Split, row_spans, slice_counts, split_rows
 from .special import ieee_product
@@ -110,8 +111,11 @@ def plan_exact(xp: Any, A: Array, B: Array) -> ExactPlan:
     B needs its own number of slices) times the inner dimension plus
     :data:`ACCUMULATE_COST` per inner block.
     """
-    k = A.shape[1]
-    spans_a, spans_b = row_spans(xp, A), row_spans(xp, B.T)
+    return choose_plan(row_spans(xp, A), row_spans(xp, B.T), A.shape[1])
+
+
+def choose_plan(spans_a: Array, spans_b: Array, k: int) -> ExactPlan:
+    """:func:`plan_exact` from the exponent spans of A's rows and B's columns (:func:`row_spans`)."""
     best = None
     for beta in range(1, MAX_BETA + 1):
         block = min(k, max_block(beta))
@@ -153,44 +157,78 @@ def exact_matmul(A: Any, B: Any, *, backend: str | Backend = "auto", check_finit
     reading A and B once. With False, the rows of A and columns of B that hold
     them get the exact IEEE value of their entries (:mod:`accuracy.special`:
     NaN or an infinity, independent of the order of the sum), the rest the
-    correctly rounded product as usual. Raises TypeError for dtypes float64 may
-    not hold exactly, ValueError for bad shapes or non-finite inputs, and
-    :class:`gpu.backend.MemoryPlanError` when the output would not fit.
+    correctly rounded product as usual. A product whose slices would not fit
+    in the free memory runs in blocks of A's rows and B's columns planned
+    before any work (:mod:`accuracy.blocking`), with the same bits. Raises
+    TypeError for dtypes float64 may not hold exactly, ValueError for bad
+    shapes or non-finite inputs, and :class:`gpu.backend.MemoryPlanError` when
+    even one row of A and one column of B cannot fit beside the output.
     """
     be = get_backend(backend)
     A, B = check_operands(be, A, B, check_finite)
     m, n = A.shape[0], B.shape[1]
-    require_memory(be, 8 * m * n, f"the {m} x {n} reference product", "compute it in blocks of rows")
-    bad_rows, bad_cols = nonfinite_lines(be, A, 1), nonfinite_lines(be, B, 0)
-    if not (bad_rows.size or bad_cols.size):
-        return _exact(be, A, B)
-    C = _exact(be, *zeroed_copies(be, A, B, bad_rows, bad_cols))
-    C[bad_rows] = ieee_product(be.xp, A[bad_rows], B)
-    C[:, bad_cols] = ieee_product(be.xp, A, B[:, bad_cols])
-    return C
+    free = be.memory_info()[0]
+    budget = one_block(be, int(SHARE * free), 8 * m * n)
+    if 8 * m * n > budget:
+        raise MemoryPlanError(f"the {m} x {n} reference product needs {gib(8 * m * n)} but {gib(free)} are free on "
+                              f"the {be.name} device (at most {gib(budget)} of them in one block and to be used); "
+                              "compute it in blocks of rows")
+    bad_rows = bad_cols = None
+    if not check_finite:
+        bad_rows, bad_cols = nonfinite_in_chunks(be.xp, A, budget), nonfinite_in_chunks(be.xp, B.T, budget)
+    return _exact(be, A, B, bad_rows, bad_cols, budget)
 
 
-def _exact(be: Backend, A: Array, B: Array) -> Array:
-    """The correctly rounded product of finite float64 operands."""
+def _exact(be: Backend, A: Array, B: Array, bad_rows: Array | None, bad_cols: Array | None, budget: int) -> Array:
+    """The correctly rounded product, in the blocks of :mod:`accuracy.blocking` (NaN and infinity in the
+    given rows of A and columns of B: zeroed for the product, their entries then take IEEE values)."""
     xp = be.xp
     m, k, n = A.shape[0], A.shape[1], B.shape[1]
-    C = xp.zeros((m, n), dtype=np.float64)
     if not (m and n and k):
-        return C
-    plan = plan_exact(xp, A, B)
-    rows, cols = split_rows(xp, A, plan.beta), split_rows(xp, B.T, plan.beta)
-    if not (rows.count and cols.count):
-        return C
-    limbs = limb_count(rows.count, cols.count, plan.beta, k)
-    for I, J in tiles(m, n, limbs):
-        C[I, J] = _tile(be, rows, cols, I, J, plan.block, limbs)
+        return xp.zeros((m, n), dtype=np.float64)
+    plan = choose_plan(spans_in_chunks(xp, A, bad_rows, budget), spans_in_chunks(xp, B.T, bad_cols, budget), k)
+    limbs = limb_count(plan.slices_a, plan.slices_b, plan.beta, k)
+    nonfinite = any(x is not None and x.size for x in (bad_rows, bad_cols))
+    shape = Shape(m, k, n, plan.slices_a, plan.slices_b, limbs, max(1, TILE_BYTES // (8 * limbs)), nonfinite)
+    blocks = plan_blocks(shape, budget)
+    C = xp.zeros((m, n), dtype=np.float64)
+    for I in blocks.row_blocks(m):
+        rows = split_rows(xp, lines(xp, A, I, bad_rows), plan.beta)
+        for J in blocks.col_blocks(n):
+            cols = split_rows(xp, lines(xp, B.T, J, bad_cols), plan.beta)
+            if rows.count and cols.count:
+                _block(be, C, rows, cols, (I, J), plan, k, blocks.tile)
+            del cols
+            _ieee(xp, C, A, B, I, J, bad_rows, bad_cols)
+        del rows                                   # before the next block's split, not after it
     return C
 
 
-def tiles(m: int, n: int, limbs: int) -> list[tuple[slice, slice]]:
-    """Output tiles whose limbs take at most :data:`TILE_BYTES` (at least one entry each):
-    whole columns where they fit, near-equal parts otherwise."""
+def _block(be: Backend, C: Array, rows: Split, cols: Split, block: tuple[slice, slice], plan: ExactPlan, k: int,
+           tile: int) -> None:
+    """C[I, J] from the slices of A's rows I and B's columns J, in tiles of at most ``tile`` entries."""
+    I, J = block
+    limbs = limb_count(rows.count, cols.count, plan.beta, k)
+    for ti, tj in tiles(I.stop - I.start, J.stop - J.start, limbs, tile):
+        C[I.start + ti.start:I.start + ti.stop, J.start + tj.start:J.start + tj.stop] = _tile(
+            be, rows, cols, ti, tj, plan.block, limbs)
+
+
+def _ieee(xp: Any, C: Array, A: Array, B: Array, I: slice, J: slice, bad_rows: Array | None,
+          bad_cols: Array | None) -> None:
+    """The exact IEEE values of C[I, J]'s entries in rows of A and columns of B holding NaN or infinity."""
+    r, c = within(xp, bad_rows, I), within(xp, bad_cols, J)
+    if r is not None:
+        C[r + I.start, J] = ieee_product(xp, A[r + I.start], B[:, J])
+    if c is not None:
+        C[I, c + J.start] = ieee_product(xp, A[I], B[:, c + J.start])
+
+
+def tiles(m: int, n: int, limbs: int, entries: int | None = None) -> list[tuple[slice, slice]]:
+    """Output tiles whose limbs take at most :data:`TILE_BYTES` (at least one entry each), and of at most
+    ``entries`` entries where given: whole columns where they fit, near-equal parts otherwise."""
     budget = max(1, TILE_BYTES // (8 * limbs))
+    budget = min(budget, entries) if entries else budget
     mb = min(m, max(1, budget // min(n, 256)))
     nb = min(n, max(1, budget // mb))
     mb, nb = -(-m // -(-m // mb)), -(-n // -(-n // nb))

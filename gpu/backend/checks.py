@@ -18,8 +18,11 @@ One convention for every method, after SciPy's ``linalg``:
   the backend with the product's shape and dtype, sharing no memory with the
   operands (an ``out`` that aliases A would overwrite the caller's input).
 * **memory** (:func:`require_memory`): bytes a call will allocate are compared
-  with what the device (the host, for NumPy) has free, and a call that would
-  not fit is refused with both numbers and a way out (:class:`MemoryPlanError`).
+  with what the device (the host, for NumPy) has free, and whether the device
+  can give them as one block is asked; a call that would not fit is refused
+  with both numbers and a way out (:class:`MemoryPlanError`). A call that
+  knows its buffers takes them as one block carved into views
+  (:func:`reserve`), so that the check is the allocation itself.
 """
 
 from __future__ import annotations
@@ -64,10 +67,34 @@ def byte_count(value: Any, name: str) -> int:
 
 
 def require_memory(be: Backend, need: int, what: str, advice: str) -> None:
-    """:class:`MemoryPlanError` when ``need`` bytes exceed the memory free on ``be``'s device."""
+    """:class:`MemoryPlanError` unless ``need`` bytes can be allocated on ``be``'s device now.
+
+    Two questions, both before any work: do they fit in the memory free (:meth:`Backend.memory_info`, which
+    counts the blocks a pool caches), and can the device hand them out as one block
+    (:meth:`Backend.can_allocate`)? The second matters on CuPy, whose cached blocks may be split across
+    sizes that cannot hold a large buffer; one block of ``need`` bytes holds every smaller buffer a call
+    takes in turn up to that total."""
     free = be.memory_info()[0]
     if need > free:
         raise MemoryPlanError(f"{what} needs {gib(need)} but {gib(free)} are free on the {be.name} device; {advice}")
+    if need > 0 and not be.can_allocate(need):
+        raise MemoryPlanError(f"{what} needs {gib(need)}: {gib(free)} are free on the {be.name} device, but not "
+                              f"in one block (the memory pool's cached blocks are split); {advice}")
+
+
+def reserve(be: Backend, nbytes: int, what: str, advice: str) -> Array:
+    """One block of ``nbytes`` bytes (a uint8 array of ``be``) for a call to carve its buffers from, or
+    :class:`MemoryPlanError` before any work. The block is the check: CuPy's pool serves it from a cached
+    block where one holds it (no wait for the device), else from the driver, handing its wholly free cached
+    chunks back first where the driver has too little (that waits for the device: the rare path)."""
+    free = be.memory_info()[0]
+    if nbytes > free:
+        raise MemoryPlanError(f"{what} needs {gib(nbytes)} but {gib(free)} are free on the {be.name} device; {advice}")
+    try:
+        return be.xp.empty(nbytes, dtype=np.uint8)
+    except MemoryError as exc:           # CuPy's OutOfMemoryError is a MemoryError
+        raise MemoryPlanError(f"{what} needs {gib(nbytes)} in one block, which the {be.name} device cannot give "
+                              f"({gib(free)} free, counting cached blocks); {advice}") from exc
 
 
 def matrix(be: Backend, x: Any, name: str) -> tuple[Array, bool]:

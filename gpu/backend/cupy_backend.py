@@ -64,6 +64,7 @@ class CupyBackend(Backend):
     def __init__(self) -> None:
         self.xp, self._cublas = _import_cupy()
         self._policy = "pooled"
+        self._tracker = None                    # the counting allocator of track_allocations, while one runs
         self._flush_buffer = None
         self._flag = self.xp.zeros(1, dtype=np.int32)   # the finiteness check's result, allocated once
         self._streams = stream_blas(self.xp)
@@ -210,10 +211,12 @@ class CupyBackend(Backend):
             def free(ptr: int, device_id: int) -> None:
                 report.freed(live.pop(ptr)[1])
         allocator = cuda.PythonFunctionAllocator(malloc, free)
+        previous, self._tracker = self._tracker, allocator.malloc if self._policy == "pooled" else None
         try:
             with cuda.using_allocator(allocator.malloc):
                 yield report
         finally:
+            self._tracker = previous
             self.synchronize()
             report.device_free, report.device_total = self.memory_info()
 
@@ -248,9 +251,37 @@ class CupyBackend(Backend):
         return int(self._flag.get()[0]) == 0
 
     def memory_info(self) -> tuple[int, int]:
-        """(free, total) bytes; blocks cached by CuPy's pool count as free (the pool reuses them)."""
+        """(free, total) bytes: the driver's free memory, within the pool's limit where one is set
+        (``cupy.get_default_memory_pool().set_limit``), plus the blocks CuPy's pool caches. Those are free to
+        the pool but may be split across sizes: whether one block of a size can be had is :meth:`can_allocate`'s
+        question (at N = 32768 on the H200, 82 GiB held by the pool could not give one block of 60 GiB)."""
+        pool = self.xp.get_default_memory_pool()
         free, total = self.xp.cuda.runtime.memGetInfo()
-        return free + self.xp.get_default_memory_pool().free_bytes(), total
+        limit = pool.get_limit()
+        if limit:
+            free, total = min(free, max(0, limit - pool.total_bytes())), min(total, limit)
+        return free + pool.free_bytes(), total
+
+    def can_allocate(self, nbytes: int) -> bool:
+        """Whether one block of ``nbytes`` can be allocated now. Through CuPy's pool (the default) the pool is
+        asked itself, by taking the block on the current stream and handing it back at once: a cached block
+        that holds it serves it with no wait for the device, and it stays cached for the call that asked;
+        otherwise the driver does, after the pool has handed back its wholly free chunks where the driver has
+        too little (cudaFree waits for the device: the rare path). With raw allocations the driver's free
+        memory decides, after the pool's cached chunks are handed back where that is needed."""
+        if nbytes > self.memory_info()[0]:
+            return False
+        pool = self.xp.get_default_memory_pool()
+        if self._policy == "pooled" and self.xp.cuda.get_allocator() in (pool.malloc, self._tracker):
+            try:
+                pool.malloc(nbytes)
+            except self.xp.cuda.memory.OutOfMemoryError:
+                return False
+            return True
+        if self._policy == "raw" and nbytes > self.xp.cuda.runtime.memGetInfo()[0]:
+            pool.free_all_blocks()
+            return nbytes <= self.xp.cuda.runtime.memGetInfo()[0]
+        return True
 
     def release_memory(self) -> None:
         """Wait for queued work, collect arrays kept only by reference cycles (their memory would reach

@@ -250,7 +250,12 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def memory_info(self) -> tuple[int, int]:
-        """(free, total) bytes of device memory."""
+        """(free, total) bytes of device memory; free counts what a memory pool caches for reuse."""
+
+    def can_allocate(self, nbytes: int) -> bool:
+        """Whether one block of ``nbytes`` can be allocated now (where there is no pool: whether they are
+        free); :meth:`memory_info`'s free bytes may lie in cached blocks too small to hold it."""
+        return nbytes <= self.memory_info()[0]
 
     @abc.abstractmethod
     def release_memory(self) -> None:

@@ -27,6 +27,10 @@ shifts (exact comparisons against L_N ~ M/2; proof there); they differ in R and 
   agree.
 
 The predicted error of ``moduli="auto"`` (:mod:`gpu.ozaki2.auto`) holds for either mode.
+
+**Memory.** Every large buffer (residues, products or planes, the scaling's scratch) is a view of one block
+allocated before any work (:mod:`gpu.ozaki2.workspace`, :mod:`gpu.ozaki2.memory`): the INT32 products of every
+modulus where the device holds them, else INT8 planes; MemoryPlanError where neither fits.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import Array, Backend, MemoryPlanError, check_output, get_backend
+from ..backend import Array, Backend, check_output, get_backend
 from ..ozaki.api import (
     Lines,
     _operands,
@@ -49,10 +53,12 @@ from ..ozaki.api import (
 )
 from ..ozaki.plan import ALIGN, _round_up
 from .auto import choose_moduli
+from .memory import Carved, reserve_workspace
 from .moduli import MAX_MODULI, ModuliTable, moduli_table
 from .ops import ops
 from .reference import MAX_K
 from .scaling import MAX_K_BOUND_GEMM, Bounds, headroom
+from .workspace import layout
 
 SCALINGS = ("accurate", "fast")
 #: INT8 GEMM output panels (rows, columns) from PANEL_FROM rows of output up; whole products below. Measured on
@@ -75,31 +81,37 @@ def _int8_product(be: Backend, a: Array, b: Array, P: Array) -> None:
 
 
 def bounds(be: Backend, A: Array, B: Array, e: Array, f: Array, ldk: int, n_pad: int, scaling: str,
-           squares: tuple[Array, Array] | None = None) -> Bounds:
+           squares: tuple[Array, Array] | None = None, work: Carved | None = None) -> Bounds:
     """The mode's Bounds (see the module): fast mode's sums of squared bars (``squares``, where
     :func:`scaled_lines` made them with the maxima), with no bars stored; accurate mode's Cbar is the INT8
-    product of the bars of A's rows and B's columns."""
+    product of the bars of A's rows and B's columns (in ``work``'s buffers where given)."""
     m, n = A.shape[0], B.shape[1]
     if scaling == "fast":
         rows, cols = squares or (ops(be).line_squares(A)[1], ops(be).line_squares(B.T)[1])
         return Bounds(e, rows.astype(np.float64), f, cols.astype(np.float64))
-    bars_a, bars_b = ops(be).bars(A, e, m, ldk), ops(be).bars(B.T, f, n_pad, ldk)
+    bars_a = ops(be).bars(A, e, m, ldk, out=work.view("bars_a") if work else None)
+    bars_b = ops(be).bars(B.T, f, n_pad, ldk, out=work.view("bars_b") if work else None)
     blocks = _blocks(bars_a.shape[1], MAX_K_BOUND_GEMM // ALIGN * ALIGN)
-    P = be.xp.empty((bars_a.shape[0], bars_b.shape[0]), dtype=np.int32)
-    cbar = None
-    for block in blocks:
+    P = work.view("bound_product") if work else be.xp.empty((bars_a.shape[0], bars_b.shape[0]), dtype=np.int32)
+    cbar = P
+    if len(blocks) > 1:
+        cbar = work.view("cbar") if work else be.xp.empty(P.shape, dtype=np.int64)
+    for number, block in enumerate(blocks):
         _int8_product(be, bars_a[:, block], bars_b[:, block], P)
-        cbar = P if len(blocks) == 1 else P.astype(np.int64) if cbar is None else cbar + P
+        if cbar is not P:
+            be.xp.add(cbar, P, out=cbar) if number else be.xp.copyto(cbar, P)
     cbar = cbar[:m, :n]
     return Bounds(e, cbar.max(axis=1).astype(np.float64), f, cbar.max(axis=0).astype(np.float64), cbar)
 
 
-def scaled_lines(be: Backend, A: Array, B: Array, scaling: str) -> tuple[Lines, Lines, tuple[Array, Array] | None]:
+def scaled_lines(be: Backend, A: Array, B: Array, scaling: str, scratch: Array | None = None
+                 ) -> tuple[Lines, Lines, tuple[Array, Array] | None]:
     """The maxima of A's rows and B's columns with the lines holding NaN or infinity located, and in fast
-    mode the sums of squared bars, made in the same read of each operand (:mod:`gpu.ozaki2.fused`)."""
+    mode the sums of squared bars, made in the same read of each operand (:mod:`gpu.ozaki2.fused`; its tile
+    sums in ``scratch`` where given)."""
     if scaling != "fast":
         return *line_pair(be, A, B), None
-    (ma, R), (mb, Q) = ops(be).line_squares(A), ops(be).line_squares(B.T)
+    (ma, R), (mb, Q) = ops(be).line_squares(A, scratch), ops(be).line_squares(B.T, scratch)
     return *located(be, lines_of(be, ma), lines_of(be, mb)), (R, Q)
 
 
@@ -122,11 +134,11 @@ def _k_block(k_block: Any) -> int:
     return int(k_block) // ALIGN * ALIGN if k_block >= ALIGN else int(k_block)
 
 
-def workspace_bytes(m: int, k: int, n: int, count: int) -> int:
-    """Device bytes of one product beyond A, B and C: residues, bars, the INT32 product, planes, Cbar, and fast
-    scaling's tile sums (:func:`gpu.ozaki2.fused.workspace_bytes`)."""
-    ldk, n_pad = _round_up(max(k, 1)), _round_up(max(n, 1))
-    return (count + 1) * ldk * (m + n_pad) + 4 * m * n_pad * 3 + count * m * n + 40 * (m + n) * -(-k // 32)
+def workspace_bytes(m: int, k: int, n: int, count: int, scaling: str = "accurate", direct: bool = False) -> int:
+    """Device bytes of one product beyond A, B and C: its workspace block (:mod:`gpu.ozaki2.workspace`).
+    ``direct``: the faster layout of one k block (the INT32 products of every modulus), which the call
+    takes where the device holds it; the default is the least the call can run in."""
+    return layout(m, k, n, count, scaling, direct).nbytes
 
 
 def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling: str = "accurate",
@@ -146,8 +158,8 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
     ``check_finite``: refuse NaN and infinity (the default); with False, the rows and columns holding
     them are computed by the library GEMM (IEEE arithmetic) and the rest by scheme II. ``phases``: a
     dict that receives seconds per phase (``scaling``, ``residues``, ``gemm``, ``reduce``, ``crt``;
-    each phase synchronized). Raises TypeError and ValueError (MemoryPlanError where the workspace
-    cannot fit) before any product.
+    each phase synchronized). Raises TypeError and ValueError before any product, and MemoryPlanError
+    before any work where the device cannot give the workspace, one block (:mod:`gpu.ozaki2.memory`).
     """
     be = get_backend(backend)
     A, B = _operands(be, A, B)
@@ -156,58 +168,51 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
         raise ValueError(f"scaling must be one of {SCALINGS}, not {scaling!r}")
     count, block = _count(moduli, target), _k_block(k_block)
     C = check_output(be, out, (m, n), np.float64, {"A": A, "B": B}, rows_contiguous=True)
-    need = (workspace_bytes(m, k, n, count or MAX_MODULI) + (0 if C is not None else 8 * m * n)
-            + (8 * (m * k + k * n + 3 * m * n) if count is None else 0))
-    free = be.memory_info()[0]
-    if need > free:
-        raise MemoryPlanError(f"Ozaki scheme II on {m} x {k} x {n} with {count or 'up to 20'} moduli needs "
-                              f"{need / 2**30:.2f} GiB of workspace and output but {free / 2**30:.2f} GiB are "
-                              "free: pass fewer moduli, out=, or split the product into blocks of rows")
-    C = be.xp.empty((m, n)) if C is None else C
     if m == 0 or n == 0 or k == 0:
+        C = be.xp.zeros((m, n)) if C is None else C
         C[...] = 0.0
         return C
+    work, C = reserve_workspace(be, m, k, n, count, scaling, block, C)
     with _phase(be, phases, "scaling"):
-        rows, cols, squares = scaled_lines(be, A, B, scaling)
+        rows, cols, squares = scaled_lines(be, A, B, scaling, work.region("tiles") if scaling == "fast" else None)
         if rows.bad or cols.bad:
             if check_finite:
                 _refuse_nonfinite(rows, cols)
+            del work                                # the call on the finite copies takes its own block
             options = dict(moduli=moduli, target=target, scaling=scaling, k_block=k_block, backend=be, phases=phases)
             return _with_nonfinite(be, A, B, C, rows.nonfinite, cols.nonfinite, options, method=matmul)
         e, f = 6 - rows.exps, 6 - cols.exps
         ldk, n_pad = _round_up(max(k, 1)), _round_up(max(n, 1))
-        found = bounds(be, A, B, e, f, ldk, n_pad, scaling, squares)
+        found = bounds(be, A, B, e, f, ldk, n_pad, scaling, squares, work)
         del squares
         table = moduli_table(count or choose_moduli(A, B, found, "dgemm" if target is None else target))
         u, v = headroom(found, table)
         shift_a, shift_b = (e + u).astype(np.int32), (f + v).astype(np.int32)
         del found
     with _phase(be, phases, "residues"):
-        res_a = ops(be).residues(A, shift_a, e, table, m, ldk)
-        res_b = ops(be).residues(B.T, shift_b, f, table, n_pad, ldk)
-    planes = _modular_products(be, res_a, res_b, table, block, m, n, phases)
+        res_a = ops(be).residues(A, shift_a, e, table, m, ldk, out=work.view("res_a")[:table.count])
+        res_b = ops(be).residues(B.T, shift_b, f, table, n_pad, ldk, out=work.view("res_b")[:table.count])
+    planes = _modular_products(be, res_a, res_b, table, block, work, phases)
     with _phase(be, phases, "crt"):
         ops(be).crt(planes, table, shift_a, shift_b, C)
     return C
 
 
-def _modular_products(be: Backend, res_a: Array, res_b: Array, table: ModuliTable, block: int, m: int, n: int,
+def _modular_products(be: Backend, res_a: Array, res_b: Array, table: ModuliTable, block: int, work: Carved,
                       phases: dict[str, float] | None) -> Array:
-    """A'B' modulo every modulus, (N, m, n), for the CRT: with one k block and room for them, the INT32
+    """A'B' modulo every modulus, (N, m, n), for the CRT: in the direct layout (one k block) the INT32
     products themselves (the CRT reduces them as it reads them: no reduction pass); otherwise per modulus
     and k block one INT8 GEMM and its reduction into INT8 residues, added modulo m across blocks."""
-    xp, n_pad = be.xp, res_b.shape[1]
-    blocks = _blocks(res_a.shape[2], block)
-    if len(blocks) == 1 and 4 * table.count * m * n_pad <= 0.9 * be.memory_info()[0]:
-        products = xp.empty((table.count, m, n_pad), dtype=np.int32)
+    n = work.n
+    if work.direct:
+        products = work.view("products")[:table.count]
         with _phase(be, phases, "gemm"):
             for t in range(table.count):
                 _int8_product(be, res_a[t], res_b[t], products[t])
         return products[:, :, :n]
-    planes = xp.empty((table.count, m, n), dtype=np.int8)
-    P = xp.empty((m, n_pad), dtype=np.int32)
+    planes, P = work.view("planes")[:table.count], work.view("product")
     for t, modulus in enumerate(table.moduli):
-        for number, kb in enumerate(blocks):
+        for number, kb in enumerate(_blocks(res_a.shape[2], block)):
             with _phase(be, phases, "gemm"):
                 _int8_product(be, res_a[t][:, kb], res_b[t][:, kb], P)
             with _phase(be, phases, "reduce"):

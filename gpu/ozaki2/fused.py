@@ -33,8 +33,10 @@ from typing import Any
 import cupy
 import numpy as np
 
-#: Entries of k per tile, and the d of the last sum (d >= 7: every nonzero bar becomes 1).
-TILE_K, LAST_D = 32, 7
+from .workspace import TILE_K, carve_tiles, tile_bytes
+
+#: The d of the last sum (d >= 7: every nonzero bar becomes 1); tiles of TILE_K entries of k.
+LAST_D = 7
 
 #: The 32 x 32 tile both of scheme II's row kernels read, with a block of 32 x 8 threads: line q's entry j lands
 #: in ``tile[q][j]``, read coalesced along X's contiguous axis (rows where ``cs == 1``), zero outside X;
@@ -122,19 +124,21 @@ def _kernels() -> tuple[Any, Any]:
 
 def workspace_bytes(lines: int, k: int) -> int:
     """Device bytes of :func:`line_squares` on ``lines`` x ``k``: a maximum and eight int32 sums per tile."""
-    return 40 * lines * -(-k // TILE_K)
+    return tile_bytes(lines, k)
 
 
-def line_squares(X: Any) -> tuple[Any, Any]:
+def line_squares(X: Any, scratch: Any = None) -> tuple[Any, Any]:
     """Per row of X (any strides with a unit stride on one axis, or a single column): max |x| (NaN where the
-    row holds NaN) and the sum of its squared bars as uint64, reading X once (see the module)."""
+    row holds NaN) and the sum of its squared bars as uint64, reading X once (see the module). ``scratch``:
+    uint8 device bytes (at least :func:`workspace_bytes`) for the tile sums, else they are allocated."""
     rows, cols = X.shape
     rs, cs = X.strides[0] // X.itemsize, X.strides[1] // X.itemsize
     if cols == 1:
         cs = 1
     tiles = -(-cols // TILE_K)
-    tmax = cupy.empty((rows, tiles), dtype=np.float64)
-    sums = cupy.empty((rows, tiles, 8), dtype=np.int32)
+    if scratch is None:
+        scratch = cupy.empty(workspace_bytes(rows, cols), dtype=np.uint8)
+    tmax, sums = carve_tiles(scratch, rows, cols)
     tile_kernel, line_kernel = _kernels()
     i64 = np.int64
     tile_kernel((tiles, -(-rows // 32)), (32, 8), (X, i64(rs), i64(cs), i64(rows), i64(cols), tmax, sums))

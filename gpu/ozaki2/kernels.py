@@ -320,13 +320,14 @@ class CudaOps:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
 
-    def bars(self, X: Any, e: Any, rows_pad: int, ldk: int) -> Any:
-        out = cupy.empty((rows_pad, ldk), dtype=np.int8)
+    def bars(self, X: Any, e: Any, rows_pad: int, ldk: int, out: Any = None) -> Any:
+        out = cupy.empty((rows_pad, ldk), dtype=np.int8) if out is None else out
         _launch_rows(X, e, e, out, rows_pad, ldk, "bars", (1,))
         return out
 
-    def residues(self, X: Any, shifts: Any, exps: Any, table: ModuliTable, rows_pad: int, ldk: int) -> Any:
-        out = cupy.empty((table.count, rows_pad, ldk), dtype=np.int8)
+    def residues(self, X: Any, shifts: Any, exps: Any, table: ModuliTable, rows_pad: int, ldk: int,
+                 out: Any = None) -> Any:
+        out = cupy.empty((table.count, rows_pad, ldk), dtype=np.int8) if out is None else out
         _launch_rows(X, shifts, exps, out, rows_pad, ldk, "residues", table.moduli)
         return out
 
@@ -360,5 +361,12 @@ class CudaOps:
     def scaled_max(self, cbar: Any, shifts: Any, axis: int) -> Any:
         return _scaled_max()(cbar, shifts_across(shifts, axis), axis=axis)
 
-    def line_squares(self, X: Any) -> tuple[Any, Any]:
-        return fused.line_squares(X)
+    def line_squares(self, X: Any, scratch: Any = None) -> tuple[Any, Any]:
+        return fused.line_squares(X, scratch)
+
+    @staticmethod
+    def scratch_bytes(m: int, k: int, n: int, count: int, scaling: str) -> int:
+        """Device bytes a product allocates beyond its workspace block and C: vectors per row of A and column
+        of B (maxima, sums of squared bars, exponents, bounds, shifts: under 128 bytes a line), the tables of
+        2**e mod m and CRT weights its moduli take the first time (kept), and room for CuPy's 512-byte unit."""
+        return 128 * (m + n) + 8 * 1040 * count + 64 * 512

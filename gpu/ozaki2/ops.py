@@ -27,11 +27,15 @@ from .scaling import full_shift, half_shift, to_integers
 FAMILY = "ozaki2"
 
 
-def _rows(X: np.ndarray, rows_pad: int, ldk: int, lead: tuple[int, ...] = ()) -> np.ndarray:
-    """A zeroed INT8 array ``(*lead, rows_pad, ldk)`` for X's rows."""
+def _rows(X: np.ndarray, rows_pad: int, ldk: int, lead: tuple[int, ...] = (), out: np.ndarray | None = None
+          ) -> np.ndarray:
+    """A zeroed INT8 array ``(*lead, rows_pad, ldk)`` for X's rows: ``out`` zeroed, or a new one."""
     if rows_pad < X.shape[0] or ldk < X.shape[1]:
         raise ValueError(f"padding ({rows_pad}, {ldk}) is smaller than the rows {X.shape}")
-    return np.zeros((*lead, rows_pad, ldk), dtype=np.int8)
+    if out is None:
+        return np.zeros((*lead, rows_pad, ldk), dtype=np.int8)
+    out[...] = 0
+    return out
 
 
 def shifts_across(shifts: Any, axis: int) -> Any:
@@ -46,18 +50,19 @@ class HostOps:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
 
-    def bars(self, X: np.ndarray, e: np.ndarray, rows_pad: int, ldk: int) -> np.ndarray:
+    def bars(self, X: np.ndarray, e: np.ndarray, rows_pad: int, ldk: int, out: np.ndarray | None = None
+             ) -> np.ndarray:
         """``ceil(|X| 2**e)`` per row (row maxima scale below 2**6, so entries are at most 64), as INT8."""
-        out = _rows(X, rows_pad, ldk)
+        out = _rows(X, rows_pad, ldk, out=out)
         out[:X.shape[0], :X.shape[1]] = np.ceil(np.ldexp(np.abs(X), e[:, None].astype(np.int64)))
         return out
 
     def residues(self, X: np.ndarray, shifts: np.ndarray, exps: np.ndarray, table: ModuliTable, rows_pad: int,
-                 ldk: int) -> np.ndarray:
+                 ldk: int, out: np.ndarray | None = None) -> np.ndarray:
         """The symmetric residues of X's rows scaled by ``2**shifts`` and rounded (to nearest where the shift
         is at least the row's bar exponent in ``exps``, toward zero elsewhere: :func:`to_integers`) modulo
-        every modulus: INT8 ``(N, rows_pad, ldk)``."""
-        out = _rows(X, rows_pad, ldk, (table.count,))
+        every modulus: INT8 ``(N, rows_pad, ldk)``, into ``out`` where given."""
+        out = _rows(X, rows_pad, ldk, (table.count,), out)
         scaled = to_integers(np.ldexp(X, shifts[:, None].astype(np.int64)), (shifts >= exps)[:, None])
         out[:, :X.shape[0], :X.shape[1]] = residues(scaled, table.moduli)
         return out
@@ -78,6 +83,18 @@ class HostOps:
         shifts = shift_a[:, None].astype(np.int64) + shift_b[None, :].astype(np.int64)
         np.ldexp(reconstruct(planes, table), -shifts, out=C)
 
+    @staticmethod
+    def scratch_bytes(m: int, k: int, n: int, count: int, scaling: str) -> int:
+        """Host bytes of NumPy's temporaries beyond the workspace block and C, at the peak of the step that
+        takes most (bytes per entry, measured by tracemalloc with some room: tests/gpu/test_ozaki2_memory.py):
+        the residues of the larger operand (scaled copies, mantissas and shifts, each modulus's residues
+        before they are stored: at most 65 + N bytes an entry), the maxima and bars (32), one emulated INT8
+        GEMM (its operands and product in float64), the reduction of one product (40 an entry of C), and
+        the CRT (each product's residues, then stacked, and the double-double sums: at most 2 N + 80)."""
+        ldk, n_pad, operand = -(-k // 16) * 16, -(-n // 16) * 16, max(m * k, k * n)
+        return max((88 + count) * operand, 40 * operand, 8 * (m + n_pad) * ldk + 32 * m * n_pad,
+                   (2 * count + 112) * m * n) + 2**17
+
     half_shift = staticmethod(half_shift)
     full_shift = staticmethod(full_shift)
 
@@ -85,10 +102,11 @@ class HostOps:
         """max over ``axis`` of ``cbar * 2**shifts`` (shifts along the other axis), exact in float64."""
         return np.ldexp(cbar.astype(np.float64), shifts_across(shifts, axis)).max(axis=axis)
 
-    def line_squares(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def line_squares(self, X: np.ndarray, scratch: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Per row of X: max |x| (NaN where the row holds NaN), and the sum of its squared bars
         (:meth:`bars` with e = 6 - exp(max)), exactly (uint64; 0 for a row that is not finite). Two passes
-        here; the GPU's one pass gives the same integers (:mod:`gpu.ozaki2.fused`)."""
+        here, with no use for the GPU's ``scratch``; its one pass gives the same integers
+        (:mod:`gpu.ozaki2.fused`)."""
         mx = np.abs(X).max(axis=1) if X.shape[1] else np.zeros(X.shape[0])
         finite = np.isfinite(mx)
         squares = np.zeros(X.shape[0], dtype=np.uint64)

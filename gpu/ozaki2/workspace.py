@@ -1,0 +1,123 @@
+"""Scheme II's workspace: every large buffer of one product, as views of one block allocated before any work.
+
+Beyond A, B and C a product needs the INT8 residues of A's rows and B's columns (N planes each), then either
+the INT32 products of every modulus (``direct``: one k block; the CRT reduces them as it reads them) or, per
+modulus, one INT32 product reduced into INT8 planes (added modulo m across k blocks), and before those the
+scaling's scratch: fast mode's tile sums (:func:`gpu.ozaki2.fused.workspace_bytes`), accurate mode's bars,
+their INT32 product and, where the bound's GEMM is blocked, its int64 sum Cbar. The scratch is dead before
+the first residue is written (one stream orders them), so it shares the start of the block with the
+residues: the block holds the larger of the two phases.
+
+One block makes the memory check exact (:func:`gpu.backend.checks.reserve`): CuPy's pool serves a block of
+one size or refuses it, where separate buffers could find the pool's free bytes split across sizes that
+cannot hold the largest of them (on the H200 at N = 32768, fast-15 after fast-14 asked the pool for 60 GiB
+of INT32 products while it held 82 GiB, and died in the middle of the call). Every buffer starts on a
+multiple of :data:`ALIGNMENT` bytes, as CuPy's own allocations do (the INT8 GEMMs and the CRT's vector loads
+need aligned views).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..backend import Array
+from ..ozaki.plan import ALIGN, _round_up
+from .scaling import MAX_K_BOUND_GEMM
+
+#: Every buffer of the block starts on a multiple of this many bytes.
+ALIGNMENT = 512
+#: Entries of k per tile of fast mode's tile sums (:mod:`gpu.ozaki2.fused`).
+TILE_K = 32
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One view of the block: its byte offset, shape and dtype."""
+
+    offset: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.nbytes
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Where each buffer of one product lies in its block (see the module); ``nbytes``: the block's size."""
+
+    direct: bool
+    buffers: dict[str, Buffer] = field(default_factory=dict)
+
+    @property
+    def nbytes(self) -> int:
+        return _round_up(max((b.end for b in self.buffers.values()), default=0), ALIGNMENT)
+
+    def view(self, block: Array, name: str) -> Array:
+        """Buffer ``name`` as a view of ``block`` (a uint8 array of at least :attr:`nbytes`)."""
+        b = self.buffers[name]
+        return block[b.offset:b.end].view(b.dtype).reshape(b.shape)
+
+    def region(self, block: Array, name: str) -> Array:
+        """Buffer ``name`` as uint8 bytes of ``block``, for a step that carves its own views from it."""
+        b = self.buffers[name]
+        return block[b.offset:b.end]
+
+
+def _stack(entries: list[tuple[str, tuple[int, ...], Any]]) -> dict[str, Buffer]:
+    """Buffers one after the other from offset 0, each aligned."""
+    out, offset = {}, 0
+    for name, shape, dtype in entries:
+        out[name] = Buffer(offset, tuple(int(s) for s in shape), np.dtype(dtype))
+        offset = _round_up(out[name].end, ALIGNMENT)
+    return out
+
+
+def bound_blocks(k: int) -> int:
+    """How many k blocks accurate mode's bound GEMM takes (more than one: Cbar is summed in int64)."""
+    ldk = _round_up(max(k, 1))
+    return -(-ldk // (MAX_K_BOUND_GEMM // ALIGN * ALIGN))
+
+
+def layout(m: int, k: int, n: int, count: int, scaling: str, direct: bool) -> Workspace:
+    """The buffers of an m x k x n product with ``count`` moduli (see the module); ``direct``: the INT32
+    products of every modulus (one k block), else INT8 planes and one INT32 product."""
+    ldk, n_pad = _round_up(max(k, 1)), _round_up(max(n, 1))
+    main = [("res_a", (count, m, ldk), np.int8), ("res_b", (count, n_pad, ldk), np.int8)]
+    if direct:
+        main.append(("products", (count, m, n_pad), np.int32))
+    else:
+        main += [("planes", (count, m, n), np.int8), ("product", (m, n_pad), np.int32)]
+    if scaling == "fast":
+        scratch = [("tiles", (tile_bytes(max(m, n), k),), np.uint8)]
+    else:
+        scratch = [("bars_a", (m, ldk), np.int8), ("bars_b", (n_pad, ldk), np.int8),
+                   ("bound_product", (m, n_pad), np.int32)]
+        if bound_blocks(k) > 1:
+            scratch.append(("cbar", (m, n_pad), np.int64))
+    buffers = _stack(main)
+    buffers.update(_stack(scratch))
+    return Workspace(direct, buffers)
+
+
+def tile_bytes(lines: int, k: int) -> int:
+    """Bytes of fast mode's tile sums for ``lines`` lines of k entries, as :func:`carve_tiles` lays them out."""
+    tiles = -(-k // TILE_K)
+    return _round_up(8 * lines * tiles, ALIGNMENT) + 32 * lines * tiles
+
+
+def carve_tiles(region: Array, lines: int, k: int) -> tuple[Array, Array]:
+    """The tile maxima (float64, lines x tiles) and sums (int32, lines x tiles x 8) as views of ``region``."""
+    tiles = -(-k // TILE_K)
+    start = _round_up(8 * lines * tiles, ALIGNMENT)
+    tmax = region[:8 * lines * tiles].view(np.float64).reshape(lines, tiles)
+    sums = region[start:start + 32 * lines * tiles].view(np.int32).reshape(lines, tiles, 8)
+    return tmax, sums
