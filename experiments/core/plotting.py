@@ -175,11 +175,11 @@ def finish(body: SubFigure, db: Any, keys: Iterable[str], experiments: Iterable[
     footer = root.subfigs[1]
     line_h = SMALL * 1.3 / 72
     foot_h = (len(lines) + len(noted)) * line_h + _FOOTER_PAD
-    if noted:
+    if noted:           # the note on top, the provenance under it
         footer.text(0.5, 1 - 0.5 * _FOOTER_PAD / foot_h, "\n".join(noted), ha="center", va="top", fontsize=SMALL,
                     style="italic", gid=NOTE)
-    footer.text(0.5, 0.5 * _FOOTER_PAD / foot_h, "\n".join(lines), ha="center", va="bottom", fontsize=SMALL,
-                color="0.25", gid=PROVENANCE)
+    footer.text(0.5, 0.5 * _FOOTER_PAD / foot_h if noted else 0.5, "\n".join(lines), ha="center",
+                va="bottom" if noted else "center", fontsize=SMALL, color="0.25", gid=PROVENANCE)
     grid = body._subplotspec.get_gridspec()  # no public accessor on SubFigure
     body_h = root.get_size_inches()[1] * grid.get_height_ratios()[0] / sum(grid.get_height_ratios())
     grid.set_height_ratios([body_h, foot_h])

@@ -232,6 +232,6 @@ def render_pareto(db: ResultsDB) -> Figure | None:
     handles, labels = legend_entries(axes)
     shared_legend(body, handles=[*handles, HOLLOW], labels=[*labels, "hollow: time predicted, not run"])
     fig = finish(body, db, devices, [ERROR, TIME], "Ozaki scheme: error against time (lines: Pareto front of each "
-                 "format, slices growing from its top left; labels: format-slices on the front of all formats)",
+                 "format; labels: format-slices of the points on the front of all formats)",
                  note=skipped_phis(phis))
     return place_point_labels(fig)

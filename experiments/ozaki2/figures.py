@@ -122,8 +122,8 @@ def render_pareto(db: ResultsDB) -> Figure | None:
     shared_legend(body, handles=[*handles, DGEMM_LINE, HOLLOW],
                   labels=[*labels, "DGEMM's error (at or below: as accurate)", "hollow: timed by one run or unstable"])
     fig = finish(body, db, devices, [TIME], "Ozaki scheme II against DGEMM: max relative error against speed-up "
-                 "(labels: the methods no other beats in both; counts grow down each line; an error of 0 drawn at "
-                 "2^-54)", note=skipped_phis(phis))
+                 "(lines join a family's points in count order; labels: the points no other beats in both; an error of "
+                 "0 drawn at 2^-54)", note=skipped_phis(phis))
     return place_point_labels(fig)
 
 
