@@ -247,13 +247,14 @@ def _sweep_provenance(db: ResultsDB, rows: Sequence[Any]) -> list[str]:
     """The footer parts of the environment a held-out sweep was measured in (not the one that stored the
     validation: a CPU validates the H100 from its bundled sweep): its stored environment (``env KEY``) or that
     of the bundled export's level sweep, and the sweep's regime."""
-    source, meta = rows[0].meta.get("sweep_source", ""), rows[0].meta
+    source, meta, device = rows[0].meta.get("sweep_source", ""), rows[0].meta, rows[0].params["device"]
     env: dict[str, Any] = {}
     if source.startswith("env ") and source[4:] in db.env_keys():
         env = db.environment(source[4:])
     elif source.startswith("results/published/"):
         env = next((r.environment for r in predict.bundled_rows(source.removeprefix("results/published/"))
-                    if r.experiment == models.LEVELS_EXPERIMENT), {})
+                    if r.experiment == models.LEVELS_EXPERIMENT
+                    and [h.name for h in hardware.matches(str(r.environment.get("device", "")))] == [device]), {})
     if not env:
         return [f"sweep from {source or 'an unrecorded source'} (its environment is not stored here)"]
     regime = f"regime: {meta['regime']}" if meta.get("regime") else "regime not recorded"

@@ -618,3 +618,20 @@ def test_accuracy_phi_draws_the_methods_its_table_lists(cpu_db):
     rows = [r for r in audit_rows(cpu_db, "cpu-test") if r.n == 1024]
     table = phi_table("t", rows, 1024, default_methods())     # as run_phi lists them
     assert len(at_1024) == 3 and drawn_methods == set(table.column("method"))
+
+
+def test_transfer_validation_footer_reads_a_stored_sweeps_environment(published_db, tmp_path):
+    """A sweep stored in the database (source ``env KEY``) is named by that environment's record."""
+    path = tmp_path / "stored-sweep.sqlite"
+    shutil.copy(published_db, path)
+    with ResultsDB(path) as db:
+        h100 = db.measurements(LEVELS)[0].env_key
+        run = db.start_run("synthetic", CPU_ENV, "cpu-test")
+        for n, level in ((4096, 0), (8192, 1)):
+            db.add(run, TRANSFER_VALIDATION, "H100", {"device": "H100", "size": n, "sweep": "rum, sustained"},
+                   value=0.0, unit="fraction", meta={"predicted_level": level, "best_level": level,
+                                                     "level_range": [level, level], "trained_on": ["P100"],
+                                                     "time_lost_sweep": 0.0, "sweep_source": f"env {h100}",
+                                                     "regime": "sustained"})
+        fig = FIGURES["transfer-validation"].draw(db)
+    assert provenance_text(fig) == H100_SUSTAINED_LINE
