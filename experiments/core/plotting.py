@@ -10,9 +10,14 @@ Every figure of the lab is built the same way, so that every figure reads the sa
   legends never cover data;
 * :func:`size_axis`, :func:`level_axis` and :func:`log_axis` keep tick labels readable (sizes on a
   log2 axis thinned so that labels do not overlap, levels as integers);
-* :func:`finish` writes the title, wrapped to fit the canvas, and under the figure the
-  :func:`provenance` line of every environment drawn: device, backend, measurement regime and
-  library versions, read from the stored environment record and measurements.
+* :func:`finish` writes the title, wrapped to fit the canvas, and under the figure a note of what
+  it leaves out (a panel of one point, a phi not drawn) and the :func:`provenance` line of every
+  environment the data came from: device, backend, measurement regime and library versions, read
+  from the stored environment record and measurements;
+* :func:`panel_devices` names each environment in its panels' titles where a figure draws several,
+  two of one device told apart (their regime, else the day recorded).
+
+:mod:`experiments.core.labels` keeps coincident series and crowded point labels in sight.
 
 Draw functions return the root :class:`~matplotlib.figure.Figure` (tests inspect it);
 :func:`save_figure` writes it as PNG and PDF.
