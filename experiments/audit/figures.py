@@ -4,7 +4,8 @@ loses per level against DGEMM (``accuracy-strassen``), drawn from stored audit r
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -12,6 +13,7 @@ from matplotlib.lines import Line2D
 from accuracy.methods import default_methods
 
 from ..core.database import ResultsDB
+from ..core.labels import merge_coincident
 from ..core.plotting import (
     SMALL,
     finish,
@@ -23,14 +25,14 @@ from ..core.plotting import (
     shared_legend,
 )
 from ..core.registry import figure
-from .rows import EXPERIMENT, audit_rows, bits_per_level
+from .rows import EXPERIMENT, AuditRow, audit_rows, bits_per_level
 
 
 def _phi_figure_methods(methods: Iterable[str]) -> list[str]:
-    """Default methods first, then any other non-Strassen method (other packages' schemes)."""
+    """The default methods stored, in their order: what the accuracy-phi experiment audits and its table
+    lists (other methods audited at the same points, such as the Ozaki splits, have figures of their own)."""
     present = set(methods)
-    first = [m for m in default_methods() if m in present]
-    return first + sorted(m for m in present - set(first) if not m.startswith("strassen-"))
+    return [m for m in default_methods() if m in present]
 
 
 @figure("accuracy-phi", "Max relative error of each method over seeds (median, min-max whiskers, each seed a dot), "
@@ -72,27 +74,52 @@ def render_phi(db: ResultsDB) -> Figure | None:
                   "product, per method over seeds")
 
 
-@figure("accuracy-strassen", "Bits lost against DGEMM per Strassen level, one line per schedule, one panel per phi")
+def _seeds(rows: Sequence[AuditRow], n: int, phi: float) -> int:
+    """How many seeds DGEMM and every Strassen method audited at (n, phi) share: what the medians are over."""
+    by_method: dict[str, set[int]] = {}
+    for r in rows:
+        if r.n == n and r.phi == phi and r.max_rel and (r.method == "fp64" or r.method.startswith("strassen-")):
+            by_method.setdefault(r.method, set()).add(r.seed)
+    return len(set.intersection(*by_method.values())) if by_method else 0
+
+
+def strassen_panels(db: ResultsDB) -> tuple[list[tuple[Any, ...]], str | None]:
+    """(env, N, phi, curves by joint schedule name, fitted slopes) per (N, phi) audited on two seeds or more,
+    schedules of equal curves joined (``lai = rum``); and a note naming the (N, phi) of one seed, which make no
+    median and no panel."""
+    panels, skipped = [], []
+    for key in db.env_keys():
+        rows = audit_rows(db, key)
+        for (size, phi), schedules in sorted(bits_per_level(rows).items()):
+            if _seeds(rows, size, phi) < 2:
+                skipped.append(f"N = {size}, phi = {phi:g}")
+                continue
+            curves = merge_coincident({s: pts for s, (pts, _) in sorted(schedules.items())})
+            panels.append((key, size, phi, curves, [slope for _, slope in schedules.values()]))
+    return panels, (f"Not drawn, audited on one seed only (no median over seeds): {'; '.join(skipped)}"
+                    if skipped else None)
+
+
+@figure("accuracy-strassen", "Bits lost against DGEMM per Strassen level, one line per schedule (schedules of equal "
+                             "errors share one), one panel per phi and N audited on two seeds or more")
 def render_strassen(db: ResultsDB) -> Figure | None:
-    panels = [(key, size, phi, schedules) for key in db.env_keys()
-              for (size, phi), schedules in sorted(bits_per_level(audit_rows(db, key)).items())]
+    panels, note = strassen_panels(db)
     if not panels:
         return None
-    styles = series_styles(sorted({s for p in panels for s in p[3]}))
-    devices = panel_devices(db, [p[0] for p in panels])
+    styles = series_styles(dict.fromkeys(name for p in panels for name in p[3]))
+    devices = panel_devices(db, [p[0] for p in panels], [EXPERIMENT])
     body, axes = panel_grid(len(panels), panel_width=4.0, panel_height=3.3)
-    for ax, (key, size, phi, schedules) in zip(axes, panels):
+    for ax, (key, size, phi, curves, slopes) in zip(axes, panels):
         levels = [0]
-        for schedule, (pts, _) in sorted(schedules.items()):
-            ax.plot(*zip(*pts), "-", ms=5, label=schedule, **styles[schedule])
+        for k, (name, pts) in enumerate(curves.items()):     # later lines thinner: where curves meet, both show
+            ax.plot(*zip(*pts), "-", lw=max(0.8, 2.6 - 0.7 * k), ms=max(3, 7 - 1.5 * k), label=name, **styles[name])
             levels += [lv for lv, _ in pts]
-        slopes = [slope for _, slope in schedules.values()]
         ax.set(xlabel="Strassen level (0: DGEMM)", ylabel="bits lost against DGEMM\n(median over seeds)",
                title=panel_title(f"phi = {phi:g}, N = {size}", devices[key],
                                  f"fit: {min(slopes):.2f} to {max(slopes):.2f} bits per level"))
         ax.title.set_fontsize(SMALL + 1)
         level_axis(ax, levels)
         ax.grid(True, alpha=0.3)
-    shared_legend(body, axes, title="schedule")
+    shared_legend(body, axes, title="schedule (a = b: equal errors at every level)")
     return finish(body, db, devices, [EXPERIMENT], "Strassen-Winograd: log2(max relative error / DGEMM's) by "
-                  "level and schedule")
+                  "level and schedule", note=note)

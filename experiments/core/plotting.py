@@ -10,9 +10,14 @@ Every figure of the lab is built the same way, so that every figure reads the sa
   legends never cover data;
 * :func:`size_axis`, :func:`level_axis` and :func:`log_axis` keep tick labels readable (sizes on a
   log2 axis thinned so that labels do not overlap, levels as integers);
-* :func:`finish` writes the title, wrapped to fit the canvas, and under the figure the
-  :func:`provenance` line of every environment drawn: device, backend, measurement regime and
-  library versions, read from the stored environment record and measurements.
+* :func:`finish` writes the title, wrapped to fit the canvas, and under the figure a note of what
+  it leaves out (a panel of one point, a phi not drawn) and the :func:`provenance` line of every
+  environment the data came from: device, backend, measurement regime and library versions, read
+  from the stored environment record and measurements;
+* :func:`panel_devices` names each environment in its panels' titles where a figure draws several,
+  two of one device told apart (their regime, else the day recorded).
+
+:mod:`experiments.core.labels` keeps coincident series and crowded point labels in sight.
 
 Draw functions return the root :class:`~matplotlib.figure.Figure` (tests inspect it);
 :func:`save_figure` writes it as PNG and PDF.
@@ -39,6 +44,8 @@ MAX_COLS = 3
 SMALL, TITLE = 7, 9
 #: ``gid`` of the footer text, so that tests (and readers of the PDF) can find it.
 PROVENANCE = "provenance"
+#: ``gid`` of the footer's note (what a figure leaves out, and why).
+NOTE = "figure-note"
 #: Library versions named in the footer, by the record's keys: on a GPU, and on a CPU.
 GPU_VERSIONS = (("cuBLAS", "cublas"), ("CUDA", "cuda_runtime"), ("CuPy", "cupy"), ("driver", "driver"),
                 ("NumPy", "numpy"))
@@ -127,11 +134,26 @@ def device_label(db: Any, key: str) -> str:
     return f"{env.get('device', key)} [{env.get('backend', '?')}]"
 
 
-def panel_devices(db: Any, keys: Iterable[str]) -> dict[str, str]:
+def panel_devices(db: Any, keys: Iterable[str], experiments: Iterable[str] = ()) -> dict[str, str]:
     """Per environment, the device name a panel title needs: none when the figure draws one
-    environment (the footer names it), the :func:`device_label` when it draws several."""
+    environment (the footer names it), the :func:`device_label` when it draws several. Two
+    environments of one device (say a calibration and a later sustained run) are told apart by what
+    differs: the regime of their points of ``experiments``, else the day recorded, else the key."""
     keys = list(dict.fromkeys(keys))
-    return {k: device_label(db, k) if len(keys) > 1 else "" for k in keys}
+    if len(keys) < 2:
+        return {k: "" for k in keys}
+    labels = {k: device_label(db, k) for k in keys}
+    experiments = list(experiments)
+    for label in {v for v in labels.values() if list(labels.values()).count(v) > 1}:
+        same = [k for k in keys if labels[k] == label]
+        for tell in (lambda k: regime_label(db, k, experiments) if experiments else "",
+                     lambda k: f"recorded {str(db.environment(k).get('recorded_at', ''))[:10]}",
+                     lambda k: f"env {k}"):
+            told = {k: tell(k) for k in same}
+            if len(set(told.values())) == len(same):
+                labels.update({k: f"{label}, {told[k]}" for k in same})
+                break
+    return labels
 
 
 def panel_title(*parts: str) -> str:
@@ -140,21 +162,29 @@ def panel_title(*parts: str) -> str:
 
 
 def finish(body: SubFigure, db: Any, keys: Iterable[str], experiments: Iterable[str],
-           title: str | None = None) -> Figure:
-    """Title the figure (wrapped to its width) and write the provenance of every environment
-    drawn in the footer, which grows to fit; returns the root figure."""
+           title: str | None = None, *, note: str | None = None,
+           sources: Sequence[Sequence[str]] | None = None) -> Figure:
+    """Title the figure (wrapped to its width) and write in the footer, which grows to fit, the
+    ``note`` (what the figure leaves out, and why), then the provenance of every environment drawn;
+    returns the root figure. ``sources`` replaces the environments' provenance parts where the data
+    drawn were measured elsewhere than the environment that stored them (a held-out device's sweep)."""
     root = body.figure
     width, _ = root.get_size_inches()
     if title:
         body.suptitle(wrap(title, width - 0.3, TITLE), fontsize=TITLE)
     experiments = list(experiments)
     chars = max(30, int((width - 0.3) * 72 / (0.55 * SMALL)))
-    lines = [line for key in dict.fromkeys(keys) for line in _wrap_parts(provenance_parts(db, key, experiments),
-                                                                          chars)]
+    parts = sources if sources is not None else [provenance_parts(db, key, experiments) for key in dict.fromkeys(keys)]
+    lines = list(dict.fromkeys(line for p in parts for line in _wrap_parts(list(p), chars)))
+    noted = wrap(note, width - 0.3, SMALL).split("\n") if note else []
     footer = root.subfigs[1]
-    footer.text(0.5, 0.5, "\n".join(lines), ha="center", va="center", fontsize=SMALL, color="0.25",
-                gid=PROVENANCE)
-    foot_h = len(lines) * SMALL * 1.3 / 72 + _FOOTER_PAD
+    line_h = SMALL * 1.3 / 72
+    foot_h = (len(lines) + len(noted)) * line_h + _FOOTER_PAD
+    if noted:           # the note on top, the provenance under it
+        footer.text(0.5, 1 - 0.5 * _FOOTER_PAD / foot_h, "\n".join(noted), ha="center", va="top", fontsize=SMALL,
+                    style="italic", gid=NOTE)
+    footer.text(0.5, 0.5 * _FOOTER_PAD / foot_h if noted else 0.5, "\n".join(lines), ha="center",
+                va="bottom" if noted else "center", fontsize=SMALL, color="0.25", gid=PROVENANCE)
     grid = body._subplotspec.get_gridspec()  # no public accessor on SubFigure
     body_h = root.get_size_inches()[1] * grid.get_height_ratios()[0] / sum(grid.get_height_ratios())
     grid.set_height_ratios([body_h, foot_h])
@@ -277,8 +307,9 @@ def log_axis(ax: Any, axis: str = "y") -> None:
 
 def plot_marked(ax: Any, xs: Sequence[float], ys: Sequence[float], stable: Sequence[bool], fmt: str,
                 **kw: Any) -> Any:
-    """A line whose unstable points (no batch within tolerance) are drawn hollow on top."""
-    line, = ax.plot(xs, ys, fmt, **kw)
+    """A line (``fmt``; "" for keywords alone) whose unstable points (no batch within tolerance) are
+    drawn hollow on top."""
+    line, = ax.plot(xs, ys, fmt, **kw) if fmt else ax.plot(xs, ys, **kw)
     shaky = [(x, y) for x, y, s in zip(xs, ys, stable) if not s]
     if shaky:
         ax.plot(*zip(*shaky), linestyle="none", marker=line.get_marker(), color=line.get_color(), mfc="white",

@@ -66,11 +66,17 @@ def write_summary(out_dir: Path, command: str, db: ResultsDB, environment: dict[
              "## Environment", "",
              *markdown_table(("field", "value"), [(k, environment[k]) for k in _ENV_FIELDS if k in environment]),
              "", "## Experiments", ""]
+    shown: dict[str, str] = {}
     for name, summary in summaries.items():
         lines += [f"### {name}: {summary.scope}" if summary.scope else f"### {name}", "",
                   f"{EXPERIMENTS[name].description}.", "", *summary.markdown()]
         for fig, paths in figures.items():
-            if name in FIGURES[fig].experiments:
+            if name not in FIGURES[fig].experiments:
+                continue
+            if fig in shown:        # a figure of several experiments is drawn once, under the first
+                lines += [f"These results are drawn in figure `{fig}` too (above, under {shown[fig]}).", ""]
+            else:
+                shown[fig] = name
                 lines += figure_lines(fig, paths)
     lines += ["## Figures", "", *markdown_table(
         ("figure", "shows", "files"),

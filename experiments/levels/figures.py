@@ -51,7 +51,7 @@ def render_calibration(db: ResultsDB) -> Figure | None:
     curves = {k: v for k, v in curves.items() if v}
     if not curves:
         return None
-    devices = panel_devices(db, [key for key, _ in curves])
+    devices = panel_devices(db, [key for key, _ in curves], CALIBRATION_SOURCES)
     styles = series_styles(list(curves))
     body, axes = new_figure(1, 3, width=12.6, height=3.6)
     ax_t, ax_f, ax_b = axes[0]
@@ -95,7 +95,7 @@ def render_speedup(db: ResultsDB) -> Figure | None:
     envs = _calibrated(db)
     if not envs:
         return None
-    devices = panel_devices(db, [key for key, _ in envs])
+    devices = panel_devices(db, [key for key, _ in envs], VALIDATION_SOURCES)
     body, axes = panel_grid(len(envs), panel_width=5.6, panel_height=3.8)
     for ax, (key, model) in zip(axes, envs):
         lo, hi = 2 * model.size_range[0], model.size_range[1]
@@ -105,14 +105,15 @@ def render_speedup(db: ResultsDB) -> Figure | None:
                                                    (models.time_model(db, key, "absolute"), ":", "C1"))):
             s = np.array([speedup(fitted, x) for x in xs])
             s[(fitted.gemm(xs / 2) <= 0) | (fitted.geam(xs / 2) <= 0) | (s <= 0)] = np.nan  # fit below zero there
-            name = "relative-error" if fitted.gemm.weighting == "relative" else "ordinary (thesis)"
-            ax.plot(xs, s, style, color=color, label=f"SpeedUp(x), {name} least squares")
+            name = "relative-error" if fitted.gemm.weighting == "relative" else "ordinary"
+            ax.plot(xs, s, style, color=color, label=f"SpeedUp(x), {name} least squares"
+                                                    f"{'' if k == 0 else ' (the thesis fit)'}")
             top = max(top, float(np.nanmax(s[xs >= lo * 4])) if np.any(np.isfinite(s[xs >= lo * 4])) else top)
             try:
                 P = crossover_point(fitted)
                 ax.axvline(P, color=color, ls="--", lw=1)
-                right = np.log(P / lo) > 0.85 * np.log(hi / lo)   # label on the side with room
-                ax.annotate(f"P = {P:.0f}", (P, 1.0), textcoords="offset points",
+                right = np.log(P / lo) > 0.6 * np.log(hi / lo)   # label on the side with room
+                ax.annotate(f"P = {P:.0f} ({name} fit)", (P, 1.0), textcoords="offset points",
                             xytext=(-4 if right else 4, -14 - 14 * k),
                             ha="right" if right else "left", color=color, fontsize=8,
                             bbox={"fc": "white", "ec": "none", "alpha": 0.8, "pad": 1})
@@ -126,6 +127,7 @@ def render_speedup(db: ResultsDB) -> Figure | None:
         ax.set_xscale("log", base=2)
         ax.set_ylim(0, min(2.0, 1.15 * top))
         ax.set(xlabel="x (matrix size)", ylabel="Gemm(x) / strassen_RUM(x)", title=devices[key])
+        ax.title.set_fontsize(SMALL + 2)
         ax.grid(True, which="both", alpha=0.3)
     shared_legend(body, axes)
     return finish(body, db, devices, VALIDATION_SOURCES, "Thesis rule: SpeedUp(x) from the fitted curves, "
@@ -147,7 +149,7 @@ def render_levels(db: ResultsDB) -> Figure | None:
             reports.append((key, report, auto_points(db, key, config, report.times, sizes=list(report.times))))
     if not reports:
         return None
-    devices = panel_devices(db, [key for key, _, _ in reports])
+    devices = panel_devices(db, [key for key, _, _ in reports], VALIDATION_SOURCES)
     styles = series_styles([v.name for _, r, _ in reports for v in r.verdicts])
     body, axes = new_figure(len(reports), 3, width=14.0, height=3.9 * len(reports))
     for row, (key, report, auto) in zip(axes, reports):

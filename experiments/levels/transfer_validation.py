@@ -30,7 +30,16 @@ from matplotlib.lines import Line2D
 from modeling import hardware, transfer
 
 from ..core.database import ResultsDB
-from ..core.plotting import SMALL, finish, level_axis, new_figure, panel_title, shared_legend, size_axis
+from ..core.plotting import (
+    SMALL,
+    finish,
+    level_axis,
+    new_figure,
+    panel_title,
+    shared_legend,
+    size_axis,
+    versions_label,
+)
 from ..core.regime import UNRECORDED
 from ..core.registry import Context, experiment, figure
 from ..core.summary import Check, Summary, Table, spread
@@ -230,7 +239,26 @@ def render_transfer_validation(db: ResultsDB) -> Figure | None:
     shared_legend(body, handles=handles, labels=labels, ncol=3)
     return finish(body, db, [k for k, _, _ in panels], (EXPERIMENT,),
                   "Leave-one-device-out: the best Strassen level of each held-out device, predicted by the transfer "
-                  "model from the other devices only, against its measured sweep")
+                  "model from the other devices only, against its measured sweep",
+                  sources=[_sweep_provenance(db, rows) for rows in panels.values()])
+
+
+def _sweep_provenance(db: ResultsDB, rows: Sequence[Any]) -> list[str]:
+    """The footer parts of the environment a held-out sweep was measured in (not the one that stored the
+    validation: a CPU validates the H100 from its bundled sweep): its stored environment (``env KEY``) or that
+    of the bundled export's level sweep, and the sweep's regime."""
+    source, meta, device = rows[0].meta.get("sweep_source", ""), rows[0].meta, rows[0].params["device"]
+    env: dict[str, Any] = {}
+    if source.startswith("env ") and source[4:] in db.env_keys():
+        env = db.environment(source[4:])
+    elif source.startswith("results/published/"):
+        env = next((r.environment for r in predict.bundled_rows(source.removeprefix("results/published/"))
+                    if r.experiment == models.LEVELS_EXPERIMENT
+                    and [h.name for h in hardware.matches(str(r.environment.get("device", "")))] == [device]), {})
+    if not env:
+        return [f"sweep from {source or 'an unrecorded source'} (its environment is not stored here)"]
+    regime = f"regime: {meta['regime']}" if meta.get("regime") else "regime not recorded"
+    return [str(env.get("device", "?")), str(env.get("backend", "?")), regime, versions_label(env)]
 
 
 def _draw(top: Any, bottom: Any, device: str, sweep: str, rows: Sequence[Any]) -> None:

@@ -19,6 +19,7 @@ from accuracy.methods import OZAKI_VARIANTS, parse_ozaki_method
 from ..audit.bench import EXPERIMENT as AUDIT
 from ..audit.rows import audit_rows
 from ..core.database import ResultsDB
+from ..core.labels import place_point_labels, point_label
 from ..core.plotting import (
     SMALL,
     finish,
@@ -32,7 +33,7 @@ from ..core.plotting import (
     size_axis,
 )
 from ..core.registry import figure
-from .bench import BREAKDOWN, DGEMM, ERROR, LABELS, SEED, SGEMM, TIME
+from .bench import BREAKDOWN, DGEMM, ERROR, LABELS, SEED, SGEMM, TIME, TIME_PHI
 from .errors import error_rows
 from .experiments import PHASES, breakdown_rows, paper_methods
 from .timing import time_rows
@@ -157,18 +158,49 @@ def pareto_front(points: Iterable[tuple[float, float]]) -> list[tuple[float, flo
     return front
 
 
-@figure("ozaki-pareto", "Max relative error against time relative to DGEMM, per format with its Pareto front")
+def timed_phi(phis: Iterable[float]) -> float:
+    """The phi a Pareto panel draws: that of the timing inputs (:data:`TIME_PHI`) where its errors are stored,
+    else the stored phi nearest to it (on a log scale). The times hold for every phi; the errors at the
+    others are in the experiment's table."""
+    return min(phis, key=lambda p: (abs(math.log((p or 1e-300) / TIME_PHI)), p))
+
+
+def skipped_phis(phis: dict[Any, set[float]]) -> str | None:
+    """A footer note naming the stored phi values a Pareto figure does not draw, or None."""
+    others = sorted({p for drawn, stored in phis.items() for p in stored if p != drawn[-1]})
+    if not others:
+        return None
+    return (f"Errors on phi = {', '.join(f'{p:g}' for p in others)} are stored but not drawn: one phi a product "
+            "(that of the timing inputs) keeps the panels few; the experiment's table lists every phi")
+
+
+def front_labels(ax: Any, points: Iterable[tuple[float, float, str, Any]], faster: str) -> None:
+    """Label the points no other beats in both time and error (the front of every format or family), each
+    by its name in its series' colour; the labels are moved apart by
+    :func:`~experiments.core.labels.place_point_labels`. ``points`` are (time or speed-up, error, name, colour)."""
+    pts = list(points)
+    sign = 1.0 if faster == "lower" else -1.0
+    front = set(pareto_front((sign * x, y) for x, y, _, _ in pts))
+    for x, y, text, color in pts:
+        if (sign * x, y) in front:
+            point_label(ax, text, (x, y), color=color)
+
+
+@figure("ozaki-pareto", "Max relative error against time relative to DGEMM, per format with its Pareto front, one "
+                        "panel per N on the timing inputs' phi")
 def render_pareto(db: ResultsDB) -> Figure | None:
-    panels = []
+    panels, phis = [], {}
     for key in db.env_keys():
         times = {(r.n, r.method): r for r in time_rows(db, key)}
         errors = [r for r in error_rows(db, key) if r.seed == SEED and r.max_rel]
         for n in sorted({r.n for r in errors if (r.n, r.method) in times}):
-            for phi in sorted({r.phi for r in errors if r.n == n}):
-                panels.append((key, n, phi, times, [r for r in errors if r.n == n and r.phi == phi]))
+            stored = {r.phi for r in errors if r.n == n}
+            phi = timed_phi(stored)
+            phis[(key, n, phi)] = stored
+            panels.append((key, n, phi, times, [r for r in errors if r.n == n and r.phi == phi]))
     if not panels:
         return None
-    devices = panel_devices(db, [p[0] for p in panels])
+    devices = panel_devices(db, [p[0] for p in panels], [ERROR, TIME])
     styles = series_styles(OZAKI_VARIANTS)
     body, axes = panel_grid(len(panels), panel_width=4.4, panel_height=3.6)
     for ax, (key, n, phi, times, errors) in zip(axes, panels):
@@ -183,10 +215,10 @@ def render_pareto(db: ResultsDB) -> Figure | None:
             guessed = [(x, y) for x, y, _, g in pts if g]
             if guessed:
                 ax.plot(*zip(*guessed), linestyle="none", ms=4, mfc="white", zorder=3, **styles[fmt])
-            for x, y, s, _ in pts:
-                ax.annotate(str(s), (x, y), fontsize=5, xytext=(2, 2), textcoords="offset points")
             front = pareto_front((x, y) for x, y, _, _ in pts)
             ax.plot([p[0] for p in front], [p[1] for p in front], "-", color=color, lw=0.8)
+        front_labels(ax, [(x, y, f"{fmt}-{s}", styles[fmt]["color"]) for fmt, pts in by_format.items()
+                          for x, y, s, _ in pts], "lower")
         group = [t for (size, _), t in times.items() if size == n]
         for method, marker in ((DGEMM, "s"), (SGEMM, "^")):
             err = next((r.max_rel for r in errors if r.method == method), None)
@@ -199,5 +231,7 @@ def render_pareto(db: ResultsDB) -> Figure | None:
                       "max relative error")
     handles, labels = legend_entries(axes)
     shared_legend(body, handles=[*handles, HOLLOW], labels=[*labels, "hollow: time predicted, not run"])
-    return finish(body, db, devices, [ERROR, TIME], "Ozaki scheme: error against time (labels: slices; lines: "
-                  "Pareto front of each format)")
+    fig = finish(body, db, devices, [ERROR, TIME], "Ozaki scheme: error against time (lines: Pareto front of each "
+                 "format; labels: format-slices of the points on the front of all formats)",
+                 note=skipped_phis(phis))
+    return place_point_labels(fig)

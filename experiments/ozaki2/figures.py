@@ -12,6 +12,7 @@ from matplotlib.lines import Line2D
 
 from ..audit.bench import Shape
 from ..core.database import ResultsDB
+from ..core.labels import place_point_labels
 from ..core.plotting import (
     SMALL,
     finish,
@@ -24,7 +25,7 @@ from ..core.plotting import (
     shared_legend,
 )
 from ..core.registry import figure
-from ..ozaki.figures import HOLLOW
+from ..ozaki.figures import HOLLOW, front_labels, skipped_phis, timed_phi
 from ..ozaki.figures import _finish_panel as finish_panel
 from .bench import BREAKDOWN, FAMILIES, PARETO, SEED, TIME, family, product_order, shape_text, sort_key
 from .breakdown import PHASES, breakdown_rows, rate_text
@@ -54,25 +55,29 @@ def _latest_errors(errors: list[ErrorRow]) -> dict[tuple[Shape, float, str], flo
     return {key: r.max_rel for key, r in best.items()}
 
 
-def pareto_panels(db: ResultsDB) -> list[tuple[Any, ...]]:
-    """(env, title, times by method, errors by method) per environment, regime, product and phi."""
-    panels = []
+def pareto_panels(db: ResultsDB) -> tuple[list[tuple[Any, ...]], dict[Any, set[float]]]:
+    """(env, title, times by method, errors by method) per environment, regime and product, on the phi of the
+    timing inputs (:func:`~experiments.ozaki.figures.timed_phi`); and the phis stored per panel."""
+    panels, phis = [], {}
     for key in db.env_keys():
         times, errors = time_rows(db, key), _latest_errors(error_rows(db, key))
         regimes = {t.regime for t in times}
         for regime in sorted(regimes):
             for shape in sorted({t.shape for t in times if t.regime == regime}, key=product_order):
                 timed = {t.method: t for t in times if t.shape == shape and t.regime == regime}
-                for phi in sorted({p for s, p, _ in errors if s == shape}):
-                    errs = {m: e for (s, p, m), e in errors.items() if s == shape and p == phi and m in timed}
-                    if errs:
-                        panels.append((key, _regime_title(shape, regime, regimes, f"phi = {phi:g}"), timed, errs))
-    return panels
+                stored = {p for s, p, m in errors if s == shape and m in timed}
+                if not stored:
+                    continue
+                phi = timed_phi(stored)
+                phis[(key, regime, shape, phi)] = stored
+                errs = {m: e for (s, p, m), e in errors.items() if s == shape and p == phi and m in timed}
+                panels.append((key, _regime_title(shape, regime, regimes, f"phi = {phi:g}"), timed, errs))
+    return panels, phis
 
 
 def _draw_family(ax: Any, fam: str, points: list[tuple[str, TimeRow, float]], style: dict[str, Any]) -> None:
-    """One family's points (speed-up, error), joined by count where :data:`JOINED`, labelled by count,
-    hollow where timed by one run or unstable."""
+    """One family's points (speed-up, error), joined by count where :data:`JOINED`, hollow where timed by one
+    run or unstable."""
     points = sorted(points, key=lambda p: sort_key(p[0]))
     xs = [t.speedup_vs_dgemm for _, t, _ in points]
     ys = [max(e, EXACT) for _, _, e in points]
@@ -80,28 +85,33 @@ def _draw_family(ax: Any, fam: str, points: list[tuple[str, TimeRow, float]], st
     shaky = [(x, y) for x, y, (_, t, _) in zip(xs, ys, points) if t.protocol == "single run" or not t.stable]
     if shaky:
         ax.plot(*zip(*shaky), linestyle="none", ms=4, mfc="white", zorder=3, **style)
-    if fam not in ("DGEMM", "SGEMM"):
-        for x, y, (name, _, _) in zip(xs, ys, points):
-            ax.annotate(family(name)[1].rsplit("-", 1)[-1], (x, y), fontsize=5, xytext=(2, 2),
-                        textcoords="offset points")
 
 
-@figure(PARETO, "Max relative error against speed-up over DGEMM per product and phi: DGEMM, SGEMM, scheme I, "
-                "scheme II (accurate, fast; by modulus count) and cuBLAS's emulation")
+def _short(name: str) -> str:
+    """A point label: ``fast-15``, ``accurate-20``, ``int8-9``, ``emul-55``."""
+    fam, param = family(name)
+    return {"scheme II accurate": f"accurate-{param}", "scheme II fast": f"fast-{param}",
+            "cuBLAS emulation": f"emul-{param}"}.get(fam, param or fam)
+
+
+@figure(PARETO, "Max relative error against speed-up over DGEMM per product, on the timing inputs' phi: DGEMM, "
+                "SGEMM, scheme I, scheme II (accurate, fast; by modulus count) and cuBLAS's emulation")
 def render_pareto(db: ResultsDB) -> Figure | None:
-    """One panel per environment, regime, product and phi; None when nothing is stored."""
-    panels = pareto_panels(db)
+    """One panel per environment, regime and product; None when nothing is stored."""
+    panels, phis = pareto_panels(db)
     if not panels:
         return None
-    devices = panel_devices(db, [p[0] for p in panels])
+    devices = panel_devices(db, [p[0] for p in panels], [TIME])
     styles = series_styles(FAMILIES)
-    body, axes = panel_grid(len(panels), panel_width=4.4, panel_height=3.6)
+    body, axes = panel_grid(len(panels), panel_width=4.4, panel_height=3.6, max_cols=2)
     for ax, (key, title, timed, errs) in zip(axes, panels):
         by_family: dict[str, list[tuple[str, TimeRow, float]]] = defaultdict(list)
         for name, err in errs.items():
             by_family[family(name)[0]].append((name, timed[name], err))
         for fam in [f for f in FAMILIES if f in by_family]:
             _draw_family(ax, fam, by_family[fam], styles[fam])
+        front_labels(ax, [(timed[m].speedup_vs_dgemm, max(e, EXACT), _short(m), styles[family(m)[0]]["color"])
+                          for m, e in errs.items() if family(m)[0] not in ("DGEMM", "SGEMM")], "higher")
         if "fp64" in errs:
             ax.axhline(max(errs["fp64"], EXACT), color="black", lw=0.8, ls=":")
         ax.set_yscale("log")
@@ -111,8 +121,10 @@ def render_pareto(db: ResultsDB) -> Figure | None:
     handles, labels = legend_entries(axes)
     shared_legend(body, handles=[*handles, DGEMM_LINE, HOLLOW],
                   labels=[*labels, "DGEMM's error (at or below: as accurate)", "hollow: timed by one run or unstable"])
-    return finish(body, db, devices, [TIME], "Ozaki scheme II against DGEMM: max relative error against speed-up "
-                  "(labels: moduli, slices or mantissa bits; times on phi = 1 inputs; an error of 0 drawn at 2^-54)")
+    fig = finish(body, db, devices, [TIME], "Ozaki scheme II against DGEMM: max relative error against speed-up "
+                 "(lines join a family's points in count order; labels: the points no other beats in both; an error of "
+                 "0 drawn at 2^-54)", note=skipped_phis(phis))
+    return place_point_labels(fig)
 
 
 def breakdown_panels(db: ResultsDB) -> list[tuple[str, str, list[Any]]]:

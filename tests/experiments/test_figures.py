@@ -3,14 +3,9 @@ across unordered categories, legends and titles that cover nothing and stay insi
 tick labels that do not overlap, and under every figure the device, backend, regime and library
 versions of its measurements.
 
-Figures are drawn from stored rows only: the published H100 exports (``published_db``) and the
-synthetic CPU rows stored here (``cpu_db``: 15 audited methods, 8 Strassen schedules on 9
-(N, phi) panels, a CPU calibration from 128 to 2048, one Ozaki size and format, as a quick run
-stores them; scheme II's benchmark (12 methods of five families at N = 64 on phi = 0.1, 1, 4) and its
-phases; split-K's six methods on four output sizes over k = 2^14 .. 2^24; the out-of-core engine
-and the in-core DGEMM at N = 384, 512, 768; a leave-one-device-out transfer validation of the H100 on two
-sweeps of 12 sizes). Every figure is
-reached through the registry, ``FIGURES[name].draw(db)``.
+Figures are drawn from stored rows only: the published H100 exports (``h100``) and the synthetic
+CPU rows of ``conftest.py`` (``cpu_db``), each reached through the registry,
+``FIGURES[name].draw(db)``; ``test_figure_guards.py`` checks what no figure may hide.
 """
 
 import itertools
@@ -21,8 +16,6 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
 from accuracy.methods import default_methods
-from experiments.audit.bench import EXPERIMENT as AUDIT
-from experiments.audit.bench import point_params, strassen_methods
 from experiments.core.database import ResultsDB
 from experiments.core.registry import FIGURES, load
 from experiments.levels.auto import AUTO_EXPERIMENT as AUTO
@@ -30,18 +23,10 @@ from experiments.levels.auto import auto_params
 from experiments.levels.calibration import EXPERIMENT as CALIBRATION
 from experiments.levels.transfer_validation import EXPERIMENT as TRANSFER_VALIDATION
 from experiments.levels.validation import EXPERIMENT as LEVELS
-from experiments.outofcore.rows import EXPERIMENT as OUTOFCORE
-from experiments.outofcore.timeline import EXPERIMENT as TIMELINE
-from experiments.ozaki.bench import BREAKDOWN, TIME
-from experiments.ozaki2 import bench as ozaki2
-from experiments.segmented.report import EXPERIMENT as SEGMENTED
-from experiments.splitk.rows import EXPERIMENT as SPLITK
-from experiments.splitk.rows import METHODS as SPLITK_METHODS
+from experiments.ozaki.bench import TIME
 from gpu.strassen import Config
 
 load()
-CPU_ENV = {"backend": "numpy", "device": "CPU: Test EPYC", "cpu": "Test EPYC", "numpy": "2.4.6", "scipy": "1.17.1",
-           "blas": "scipy-openblas 0.3.30", "python": "3.11.7"}
 CPU_LINE = "CPU: Test EPYC · numpy · regime: sustained · BLAS scipy-openblas 0.3.30, NumPy 2.4.6, SciPy 1.17.1"
 H100_LINE = ("NVIDIA H100 80GB HBM3 · cupy · regime not recorded · cuBLAS 13.1.0, CUDA 13.2, CuPy 14.2.0, "
              "driver 580.159.04, NumPy 2.5.2")
@@ -54,103 +39,9 @@ REGIME_LINES = {"strassen-speedup": H100_REGIMES_LINE, "strassen-level": H100_RE
                 "splitk-roofline": H100_SUSTAINED_LINE, "splitk-speedup": H100_SUSTAINED_LINE,
                 "outofcore-tflops": H100_SUSTAINED_LINE, "outofcore-timeline": H100_SUSTAINED_LINE,
                 "ozaki2-pareto": H100_SUSTAINED_LINE, "ozaki2-breakdown": H100_SUSTAINED_LINE}
-#: The 15 methods of a quick run's accuracy-phi panel (a 10-colour cycle repeats five of them).
-PHI_METHODS = default_methods() + [f"ozaki-{f}-{s}" for f in ("fp32r", "fp32") for s in range(2, 7)]
-CALIBRATION_SIZES = (128, 256, 384, 512, 768, 1024, 1536, 2048)
-#: Split-K's six methods on four output sizes (two panel rows), k over the GPU range and one k near 2^20.
-SPLITK_SIZES, SPLITK_KS = (8, 17, 32, 64), (*(2**e for e in range(14, 25)), 10**6 + 3)
-
-
-def store_cpu_rows(db: ResultsDB) -> None:
-    """A quick CPU run's rows, each with ``meta["regime"] = "sustained"``."""
-    run = db.start_run("synthetic", CPU_ENV, "cpu-test")
-
-    def add(experiment, method, params, value, unit, **meta):
-        db.add(run, experiment, method, params, value=value, unit=unit, meta={"regime": "sustained", **meta})
-
-    for phi, seed in itertools.product((0.1, 1.0, 2.0), (1, 2, 3)):
-        for i, method in enumerate(PHI_METHODS):
-            err = 10.0 ** -(2 + 0.8 * i) * (1 + 0.4 * seed) * (1 + phi)
-            add(AUDIT, method, point_params(1024, phi, seed), err, "rel", max_rel=err)
-    for n, phi in itertools.product((64, 128, 256), (0.1, 1.0, 2.0)):
-        for method in strassen_methods((1, 2, 3)):
-            level = 0 if method == "fp64" else int(method.rsplit("-L", 1)[1])
-            err = 1e-13 * 2.0 ** (level * (1 + phi)) * (1.1 if "lai" in method else 1.0)
-            add(AUDIT, method, point_params(n, phi, 1), err, "rel", max_rel=err)
-    for n in CALIBRATION_SIZES:
-        gemm_s, geam_s = 2 * n**3 / 9e10, 3 * n * n * 8 / 2e10
-        add(CALIBRATION, "gemm", {"size": n, "dtype": "float64"}, gemm_s, "s", tflops=2 * n**3 / gemm_s / 1e12,
-            stable=n > 256)
-        add(CALIBRATION, "geam", {"size": n, "dtype": "float64"}, geam_s, "s", gbs=3 * n * n * 8 / geam_s / 1e9,
-            stable=True)
-    for slices, ratio in ((2, 2.2), (4, 4.5)):
-        add(TIME, f"ozaki-fp32r-{slices}", {"n": 128, "format": "fp32r", "slices": slices}, ratio * 1e-4, "s",
-            dgemm_s=1e-4, sgemm_s=0.6e-4, speedup_vs_dgemm=1 / ratio, slowdown_vs_sgemm=ratio / 0.6, stable=True)
-    for n, slices in itertools.product((128, 256), (2, 4)):
-        parts = {"split_s": 3e-4 * n / 128, "gemm_s": 1e-4 * slices * slices, "sum_s": 1e-4}
-        add(BREAKDOWN, f"ozaki-fp32r-{slices}", {"n": n}, sum(parts.values()), "s", **parts)
-    for i, method in enumerate(ozaki2.CPU_METHODS):
-        speed = 1.0 if method == "fp64" else 0.8 / (1 + i)
-        add(ozaki2.TIME, method, {"m": 64, "k": 64, "n": 64, "regime": "sustained"}, 1e-4 / speed, "s",
-            dgemm_s=1e-4, speedup_vs_dgemm=speed, stable=i < 2, protocol="interleaved" if i < 2 else "single run")
-        for phi in (0.1, 1.0, 4.0):
-            err = 0.0 if method.endswith("-20") else 10.0 ** -(3 + i % 6) * (1 + phi)
-            add(ozaki2.ERROR, method, {"m": 64, "k": 64, "n": 64, "phi": phi, "seed": 1, "rows": 64}, err, "rel")
-    for n, (method, phase) in itertools.product((64, 128), itertools.product(
-            ("ozaki2-accurate-15", "ozaki2-fast-14"), ("scaling", "residues", "gemm", "crt"))):
-        add(ozaki2.BREAKDOWN, method, {"m": n, "k": n, "n": n, "phase": phase, "regime": "sustained"},
-            1e-4 * n / 64, "s", int8_ops_per_s=7e9 if phase == "gemm" else None)
-    for (i, method), m, k in itertools.product(enumerate(SPLITK_METHODS), SPLITK_SIZES, SPLITK_KS):
-        share = 0.5 + 0.1 * i               # of a 200 GB/s copy: GEMM's half, the copy's all
-        add(SPLITK, method, {"m": m, "n": m, "k": k, "dtype": "float64", "regime": "sustained"},
-            8 * 2 * m * k / (2e11 * share), "s", gbs=200 * share, roofline=share, speedup=share / 0.5,
-            stable=k > 2**14,
-            plan={"chunks": -(-k // 1024), "width": 1024} if "splitk" in method else None)
-    for n, (method, rate) in itertools.product((384, 512, 768), (("outofcore", 2e10), ("gemm", 4e10))):
-        add(OUTOFCORE, method, {"n": n, "dtype": "float64", "regime": "sustained"}, 2 * n**3 / rate, "s",
-            tflops=rate / 1e12, vs_gemm=rate / 4e10, gemm_s=2 * n**3 / 4e10, check_error=1e-15, stable=n > 384,
-            plan={"block": [256, 256], "panel": 256} if method == "outofcore" else None)
-    for n, (method, rate) in itertools.product((384, 512), (("whole", 8e9), ("translated", 7e9), ("1d", 5e9),
-                                                              ("2d", 5.5e9))):
-        add(SEGMENTED, method, {"n": n, "dtype": "float64", "m": 4, "regime": "sustained"}, 2 * n**3 / rate, "s",
-            tflops=rate / 1e12, over_whole=8e9 / rate, check_error=1e-15, executor="NumPy emulation", stable=True)
-    for sweep, shift in (("rum, regime not recorded", 0), ("rum+fused, sustained", 1)):
-        for i, n in enumerate(range(4096, 4096 + 12 * 2048, 2048)):
-            best, picked = min(3, i // 4), min(3, (i + shift) // 4)
-            add(TRANSFER_VALIDATION, "H100", {"device": "H100", "size": n, "sweep": sweep},
-                0.02 * (best != picked), "fraction", predicted_level=picked, best_level=best,
-                level_range=[max(0, picked - shift), picked], levels_measured=[0, 1, 2, 3],
-                measured_boundaries=[11000.0, 19000.0, 27000.0], predicted_boundaries=[10000.0, 17500.0, 25000.0],
-                boundary_error_pct=[-9.1, -7.9, None], trained_on=["P100"], time_lost_sweep=0.004 * (1 + shift),
-                mispredicted=3 * shift)
-    spans = [[lane, t % 2, 0.01 * t + 0.002 * i, 0.01 * t + 0.002 * i + 0.008] for t in range(12)
-             for i, lane in enumerate(("staging", "H2D", "GEMM"))]
-    spans += [["D2H", 0, 0.13, 0.14], ["placement", 0, 0.14, 0.15]]
-    add(TIMELINE, "outofcore", {"n": 768, "dtype": "float64", "regime": "sustained"}, 0.15, "s", spans=spans,
-        plan={"block": [256, 256], "panel": 256}, check_error=1e-15)
-
-
-@pytest.fixture(scope="module")
-def cpu_db(tmp_path_factory):
-    with ResultsDB(tmp_path_factory.mktemp("cpu") / "cpu.sqlite") as db:
-        store_cpu_rows(db)
-        yield db
-
-
-@pytest.fixture(scope="module")
-def h100(published_db):
-    with ResultsDB(published_db) as db:
-        yield db
-
-
-@pytest.fixture(scope="module")
-def both_db(published_db, tmp_path_factory):
-    """The published H100 rows and the synthetic CPU rows in one database."""
-    path = tmp_path_factory.mktemp("both") / "both.sqlite"
-    shutil.copy(published_db, path)
-    with ResultsDB(path) as db:
-        store_cpu_rows(db)
-        yield db
+#: Figures whose data on the CPU database came from elsewhere: the transfer validation's held-out H100 sweeps,
+#: bundled in results/published (sustained, and one whose regime was not recorded).
+CPU_LINES = {"transfer-validation": f"{H100_SUSTAINED_LINE} · {H100_LINE}"}
 
 
 def drawn(fig):
@@ -223,14 +114,14 @@ def assert_reads_well(name, fig, renderer):
 
 
 @pytest.mark.parametrize("name", sorted(FIGURES))
-def test_every_figure_reads_well_and_names_its_provenance(name, cpu_db, h100):
+def test_every_figure_reads_well_and_names_its_provenance(name, cpu_db, h100, figure_of):
     drawn_from = 0
-    for db, line in ((cpu_db, CPU_LINE), (h100, REGIME_LINES.get(name, H100_LINE))):
-        fig = FIGURES[name].draw(db)
+    for db, line in ((cpu_db, CPU_LINES.get(name, CPU_LINE)), (h100, REGIME_LINES.get(name, H100_LINE))):
+        fig, renderer = figure_of(name, db)
         if fig is None:
             continue
         drawn_from += 1
-        assert_reads_well(name, fig, drawn(fig))
+        assert_reads_well(name, fig, renderer)
         assert provenance_text(fig) == line
     assert drawn_from, f"{name}: neither database draws it"
 
@@ -240,24 +131,36 @@ def test_every_figure_of_two_environments_reads_well_and_names_both(name, both_d
     """Panels of a second device get its name in their titles; the footer names every device drawn."""
     fig, renderer = draw(name, both_db)
     assert_reads_well(name, fig, renderer)
-    h100 = REGIME_LINES.get(name, H100_LINE)
-    assert provenance_text(fig) in (CPU_LINE, h100, f"{CPU_LINE} · {h100}")
+    h100, cpu = REGIME_LINES.get(name, H100_LINE), CPU_LINES.get(name, CPU_LINE)
+    assert provenance_text(fig) in (cpu, h100, f"{cpu} · {h100}")
 
 
 # --- the findings, one by one ------------------------------------------------------------------
 
 def test_strassen_speedup_puts_each_configuration_and_regime_on_a_grid(h100):
-    """Eight configurations measured in both regimes: sixteen panels, three a row; the per-level plans share a
-    panel (each point names its plan), where they had a panel per plan."""
+    """Eight configurations measured in both regimes: a panel each against N, three a row, but for the two
+    flat Winograd ones measured cold at N = 16384 only, which share one panel of points; the per-level plans
+    share a panel (each point names its plan), where they had a panel per plan."""
     fig, _ = draw("strassen-speedup", h100)
     titles = [ax.get_title() for ax in fig.axes]
-    assert len(fig.axes) == 16 and columns(fig) == 3
-    assert sum(t.endswith("cold") for t in titles) == 8
+    assert len(fig.axes) == 15 and columns(fig) == 3
+    assert sum(t.endswith("cold") for t in titles) == 7
+    one_size = fig.axes[titles.index("measured at one size\nfloat64, cold")]
+    assert [t.get_text() for t in one_size.get_xticklabels()] == ["winograd+flat\nN = 16384",
+                                                                  "winograd+flat+graph\nN = 16384"]
     mix = fig.axes[titles.index("per-level mix+fused\nfloat64, sustained")]
     assert {t.get_text() for t in mix.texts} == {"lai7/winograd", "rum/rum/winograd"}
     assert not any("winograd+fused\n" in t and "/" in t for t in titles)
     width, height = fig.get_size_inches()
     assert width * 150 <= 2400 and width / height <= 2, "was 1 x 7 panels, 5940 x 600 px"
+
+
+def test_a_configuration_at_one_point_is_a_note_not_a_panel(cpu_db, figure_of):
+    """winograd+flat stored at one size and level: named with its speed-up under the figure."""
+    fig, _ = figure_of("strassen-speedup", cpu_db)
+    assert [ax.get_title() for ax in fig.axes] == ["rum"]
+    notes = [t.get_text() for t in fig.findobj(Text) if t.get_gid() == "figure-note"]
+    assert len(notes) == 1 and "winograd+flat (float64, sustained) measured at N = 512, level 1 only" in notes[0]
 
 
 def test_a_per_level_plan_is_drawn_in_the_mix_panel_of_its_options():
@@ -289,13 +192,14 @@ def test_accuracy_strassen_puts_twelve_panels_on_a_grid(cpu_db):
     assert width <= 16 and width / height <= 1.5
 
 
-def test_accuracy_phi_gives_fifteen_methods_fifteen_colours_and_joins_no_seeds(cpu_db):
+def test_accuracy_phi_gives_each_method_a_colour_and_joins_no_seeds(cpu_db):
     fig, _ = draw("accuracy-phi", cpu_db)
-    panels = [ax for ax in fig.axes if {ln.get_label() for ln in ax.get_lines()} >= set(PHI_METHODS)]
+    methods = default_methods()
+    panels = [ax for ax in fig.axes if {ln.get_label() for ln in ax.get_lines()} >= set(methods)]
     assert len(panels) == 3
     for ax in panels:
-        colours = {ln.get_label(): ln.get_color() for ln in ax.get_lines() if ln.get_label() in PHI_METHODS}
-        assert len(set(map(str, colours.values()))) == len(PHI_METHODS), "two methods share a colour"
+        colours = {ln.get_label(): ln.get_color() for ln in ax.get_lines() if ln.get_label() in methods}
+        assert len(set(map(str, colours.values()))) == len(methods), "two methods share a colour"
         for line in ax.get_lines():
             if line.get_linestyle() not in ("None", "", " ", "none"):
                 assert len(set(line.get_xdata())) <= 1, f"a line joins seeds: {line.get_label()}"
@@ -333,12 +237,12 @@ def test_calibration_tick_labels_do_not_overlap(cpu_db):
             [t.get_text() for t in labels]
 
 
-def test_the_regime_is_read_from_the_stored_points(tmp_path):
+def test_the_regime_is_read_from_the_stored_points(tmp_path, cpu_env):
     """meta["regime"] where stored (several listed), a note where some points lack it."""
     from experiments.core.plotting import provenance, regime_label
 
     with ResultsDB(tmp_path / "regime.sqlite") as db:
-        run = db.start_run("synthetic", CPU_ENV, "cpu-test")
+        run = db.start_run("synthetic", cpu_env, "cpu-test")
         for n, meta in ((64, {"regime": "sustained"}), (128, {"regime": "cold"}), (256, {})):
             db.add(run, CALIBRATION, "gemm", {"size": n, "dtype": "float64"}, value=1e-3, unit="s", meta=meta)
         assert regime_label(db, "cpu-test", [CALIBRATION]) == "regime: cold, sustained (some points not recorded)"
@@ -371,3 +275,27 @@ def test_level_validation_marks_level_auto_where_it_was_timed(published_db, tmp_
               if ln.get_label().startswith("level='auto'")}
     assert set(marked) == {"level='auto', timed", "level='auto', timed: worst 3.00%"}
     assert [float(v) for v in marked["level='auto', timed"].get_ydata()] == [best[n][0] for n in sorted(best)]
+
+
+def test_transfer_validation_names_the_device_its_sweeps_came_from(cpu_db, figure_of):
+    """The rows are stored by this CPU's run, the sweeps were measured on the H100: the footer names the H100."""
+    fig, _ = figure_of("transfer-validation", cpu_db)
+    footer = provenance_text(fig)
+    assert "H100" in footer and "EPYC" not in footer and "numpy" not in footer, footer
+
+
+def test_transfer_validation_footer_reads_a_stored_sweeps_environment(published_db, tmp_path, cpu_env):
+    """A sweep stored in the database (source ``env KEY``) is named by that environment's record."""
+    path = tmp_path / "stored-sweep.sqlite"
+    shutil.copy(published_db, path)
+    with ResultsDB(path) as db:
+        h100 = db.measurements(LEVELS)[0].env_key
+        run = db.start_run("synthetic", cpu_env, "cpu-test")
+        for n, level in ((4096, 0), (8192, 1)):
+            db.add(run, TRANSFER_VALIDATION, "H100", {"device": "H100", "size": n, "sweep": "rum, sustained"},
+                   value=0.0, unit="fraction", meta={"predicted_level": level, "best_level": level,
+                                                     "level_range": [level, level], "trained_on": ["P100"],
+                                                     "time_lost_sweep": 0.0, "sweep_source": f"env {h100}",
+                                                     "regime": "sustained"})
+        fig = FIGURES["transfer-validation"].draw(db)
+    assert provenance_text(fig) == H100_SUSTAINED_LINE

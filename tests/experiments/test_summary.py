@@ -98,3 +98,20 @@ def test_write_summary_links_only_figures_drawn(tmp_path, db_path):
     assert "### strassen-memory: N = 64" in text and "![strassen-memory](strassen-memory.png)" in text
     assert "strassen-speedup" not in text
     assert "| strassen-memory |" in text, "the closing table of figures"
+
+
+def test_write_summary_draws_each_figure_once(tmp_path, db_path):
+    """outofcore-tflops shows the outofcore and the segmented experiments: drawn under the first, pointed to
+    under the second (it was listed, image and all, under both)."""
+    from experiments.core.database import ResultsDB
+
+    reproduce.select()
+    summaries = {"outofcore": Summary(scope="N = 384"), "segmented": Summary(scope="N = 384")}
+    figures = {"outofcore-tflops": [tmp_path / "outofcore-tflops.png", tmp_path / "outofcore-tflops.pdf"]}
+    with ResultsDB(db_path) as db:
+        text = reproduce.write_summary(tmp_path, "gemmlab reproduce", db, {"backend": "numpy"}, summaries,
+                                       figures).read_text()
+    assert text.count("![outofcore-tflops](outofcore-tflops.png)") == 1
+    assert text.count("*Figure `outofcore-tflops`*") == 1
+    segmented = sections(text)["segmented"][1]
+    assert "outofcore-tflops" in segmented and "under outofcore" in segmented
