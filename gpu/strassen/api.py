@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from ..backend import Array, Backend, blas, check_output, get_backend, matrix_pair, require_finite, require_memory
+from ..backend.checks import require_writeable
 from ..profile import check_regime, profile_stamp
 from . import graphs, shortcut
 from .auto import MAX_LEVEL, auto_level
@@ -176,6 +177,7 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str | Sequenc
     check_regime(regime)
     check_flat(flat, parallel, workspace)
     A, B, own_a, own_b = _operands(be, A, B, check_finite)
+    require_writeable({"A": (A, overwrite_a), "B": (B, overwrite_b)})
     m, k, n = A.shape[0], A.shape[1], B.shape[1]
     C = check_output(be, out, (m, n), A.dtype, {"A": A, "B": B})
     if blas.overlaps(be.layout(A), be.layout(B)):
