@@ -28,7 +28,8 @@ fits). The deterministic mode sums the chunks unscaled and applies alpha once, t
 total, as the library GEMM does; the atomic mode adds each chunk's alpha A_h B_h. The
 result is finite wherever |A| |B| and |alpha| |A| |B| + |beta| |C| are below the dtype's
 largest value (the library GEMM's own condition); the deterministic mode is also finite
-where chunks that cancel would overflow when scaled one by one.
+where chunks that cancel would overflow when scaled one by one. With alpha = 0, A and B
+are not read (beta C, as the BLAS gives it, even where they hold NaN or infinity).
 """
 
 from __future__ import annotations
@@ -103,8 +104,11 @@ def matmul(A: Any, B: Any, *, alpha: float = 1.0, beta: float = 0.0, out: Any = 
 
 def run(be: Backend, ops: Any, split: SplitPlan, A: Array, B: Array, C: Array, alpha: float, beta: float) -> None:
     """The one executor of every plan: unscaled partials and a reduction that applies alpha and beta once, or
-    scaling by beta and atomic accumulation of each chunk's alpha A_h B_h."""
+    scaling by beta and atomic accumulation of each chunk's alpha A_h B_h; beta C alone where alpha is 0."""
     if not C.size:
+        return
+    if alpha == 0:                       # beta C, A and B not read: the BLAS's rule (no 0 * NaN or 0 * inf)
+        ops.scale(C, beta)
         return
     if split.deterministic:
         P = be.xp.empty((split.chunks, split.m, split.n), dtype=C.dtype)

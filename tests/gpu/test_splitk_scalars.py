@@ -76,3 +76,17 @@ def test_alpha_applied_to_the_sum_not_to_each_chunk(backend):
     B = np.full((k, 3), 2.0**450)
     C = matmul(backend.asarray(A), backend.asarray(B), alpha=2.0**70, chunks=2, backend=backend)
     assert np.array_equal(_host(backend, C), np.zeros((2, 3)))
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_alpha_zero_reads_neither_operand_as_the_blas_does(backend, deterministic):
+    """BLAS (and cuBLAS) give beta C for alpha = 0 without reading A or B; split-K multiplied 0 by the
+    product's NaN and infinities (check_finite=False), or by partials that overflow."""
+    A, B = _operands(4, MIN_K, 5, 1.0, seed=6, dtype=np.float64)
+    A[1, 7], B[9, 2], A[2, :] = np.inf, np.nan, 1e308
+    C0 = np.random.default_rng(7).uniform(-1, 1, (4, 5))
+    for beta, want in ((0.0, np.zeros((4, 5))), (-2.0, -2.0 * C0)):
+        out = backend.asarray(C0.copy())
+        got = matmul(backend.asarray(A), backend.asarray(B), alpha=0.0, beta=beta, out=out, check_finite=False,
+                     deterministic=deterministic, backend=backend)
+        assert np.array_equal(_host(backend, got), want)
