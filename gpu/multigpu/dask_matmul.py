@@ -48,6 +48,9 @@ waits for these checks and raises their error (:mod:`gpu.multigpu.finite`: other
 would read all of B again); other operands are checked by each task's engine call, and their errors come
 from :meth:`BlockProduct.result`.
 
+**Accuracy**: each C block is one engine call on the whole inner dimension, so the library GEMM's
+componentwise bound |C - AB| <= gamma_k |A||B| holds (:mod:`gpu.outofcore.api`).
+
 **Checks** before any work, on the client: A and B are 2-D NumPy arrays (or convertible, not masked, not
 device arrays) or ``dask.array`` arrays of known shape with host chunks, of one dtype, float64 or float32,
 with matching inner dimensions; the client has a worker; ``block`` is positive, and makes no more than

@@ -45,17 +45,19 @@ device). Entries no non-finite value reaches keep the bound below.
 
 Accuracy
 --------
-Normwise, as Higham (*Accuracy and Stability of Numerical Algorithms*, 2nd ed.,
-sec. 23.2.2) bounds the Strassen and Winograd forms: an L-level product of side
-s (the padded or peeled core; the fringe is the library GEMM's) satisfies
+Normwise, after Higham's bound for Winograd's form (*Accuracy and Stability of
+Numerical Algorithms*, 2nd ed., sec. 23.2.2), which every schedule here computes
+(the same sums, stored elsewhere): an L-level product whose core has side s
+(``fringe="peel"``: the largest multiple of 2^L within min(m, k, n); ``"pad"``:
+every side padded up to one), bottom products of side n0 = s / 2^L, satisfies
 
-    max |C - AB| <= c_L u s max|A| max|B|,  c_L = 12**L (Strassen) to 18**L (Winograd, worst case),
+    max |C - AB| <= (18^L (n0^2 + 6 n0) + 2 k^2) u max|A| max|B|
 
-u the unit roundoff of the dtype (2**-53 for float64, 2**-24 for float32): each
-level multiplies the classical constant by about 12 at most in practice. The
-tests hold every schedule to ``4 * 12**L * eps * s * max|A| max|B|`` (eps = 2u);
-on random operands the largest error seen is about 1.6% of that. No
-componentwise bound holds: a row of A scaled by 2**300 spreads its rounding
+to first order in u, the unit roundoff of the dtype (2**-53 for float64, 2**-24
+for float32); 2 k^2 covers the fringe's library GEMMs and their sum with the
+core. 18 per level is the worst case; on random operands the error grows by
+about 12 per level and stays below 2% of ``4 * 12^L * 2u * s * max|A| max|B|``.
+No componentwise bound holds: a row of A scaled by 2**300 spreads its rounding
 errors into the rows it is added to.
 """
 
