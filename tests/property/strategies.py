@@ -3,11 +3,13 @@
 A **case** is what one example multiplies: operands drawn by :func:`operands` (the papers' phi generator,
 rows of A and columns of B scaled by powers of two, odd shapes, views), the options of one call, and the
 method. Each :class:`Method` says how to call it, which dtypes and shapes it takes, how its options are
-drawn, and its documented error bound (:mod:`tests.property.bounds`). Adding a method is a few lines::
+drawn, and its documented error bound (``bounds.py``). Adding a method is a few lines, e.g. Ozaki
+scheme I with a target (with the bound of the form its module documents; scheme II's is shown)::
 
-    METHODS["ozaki"] = Method("ozaki", lambda A, B, out=None, **o: ozaki.matmul(A, B, out=out, backend="numpy",
-                              **o), (F64,), small_shapes(), st.fixed_dictionaries({"slices": st.integers(6, 9)}),
-                              bounds.ozaki)
+    METHODS["ozaki"] = Method(
+        "ozaki", lambda A, B, out=None, **o: ozaki.matmul(A, B, out=out, backend="numpy", **o), (F64,),
+        small_shapes(48), lambda shape, dtype: st.fixed_dictionaries({"target": st.sampled_from(["dgemm"])}),
+        bounds.ozaki2)
 """
 
 from __future__ import annotations

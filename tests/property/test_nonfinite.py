@@ -99,5 +99,5 @@ def test_nonfinite_input_gives_the_library_gemms_entries(case):
 
 def test_the_cases_cover_both_dtypes_and_every_checked_method():
     """The strategy can reach every method and dtype (a registry change must not drop one silently)."""
-    assert set(CHECKED) == {"strassen", "splitk", "ozaki2", "outofcore"}
+    assert set(CHECKED) >= {"strassen", "splitk", "ozaki2", "outofcore"}
     assert {d for name in CHECKED for d in METHODS[name].dtypes} == {F64, F32}
