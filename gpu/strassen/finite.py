@@ -13,7 +13,7 @@ GEMM after the product: they are then what ``A @ B`` gives (NaN, the same infini
 
 * NumPy (:class:`HostRepair`): one pass over C with no allocation (:meth:`gpu.backend.Backend.all_finite`)
   where C is finite; otherwise the library GEMM of the columns of C that are wholly non-finite (a bad
-  column of B, spread) and of the rows holding the others.
+  column of B, spread) and of the rows holding the others, in parts of at most :data:`PART_BYTES`.
 * CuPy (:class:`gpu.strassen.finite_kernels.CudaRepair`): one kernel that reads C and recomputes each
   non-finite entry as a dot product of A's row and B's column, on the current stream: no allocation and no
   wait for the device. Where C is finite it only reads C: 2 GiB at N = 16384 in float64, about 0.7 ms at
@@ -27,6 +27,8 @@ import numpy as np
 from ..backend import Array, Backend, register_ops
 
 FAMILY = "strassen-finite"
+#: Most bytes of one recomputed block on NumPy (a C full of NaN is redone in parts, not in a copy of C).
+PART_BYTES = 2**26
 
 
 class HostRepair:
@@ -40,14 +42,20 @@ class HostRepair:
         if self.backend.all_finite(C):
             return
         rows, cols = nonfinite_lines(~np.isfinite(C))
-        if cols.size:
-            part = np.empty((C.shape[0], cols.size), dtype=C.dtype)
-            self.backend.gemm(A, B[:, cols], part)
-            C[:, cols] = part
-        if rows.size:
-            part = np.empty((rows.size, C.shape[1]), dtype=C.dtype)
-            self.backend.gemm(A[rows], B, part)
-            C[rows] = part
+        for part in _parts(cols, C.shape[0] * C.itemsize):
+            block = np.empty((C.shape[0], part.size), dtype=C.dtype)
+            self.backend.gemm(A, B[:, part], block)
+            C[:, part] = block
+        for part in _parts(rows, C.shape[1] * C.itemsize):
+            block = np.empty((part.size, C.shape[1]), dtype=C.dtype)
+            self.backend.gemm(A[part], B, block)
+            C[part] = block
+
+
+def _parts(lines: np.ndarray, line_bytes: int) -> list[np.ndarray]:
+    """``lines`` in groups whose recomputed block takes at most :data:`PART_BYTES` (one line at least)."""
+    step = max(1, PART_BYTES // max(1, line_bytes))
+    return [lines[i:i + step] for i in range(0, lines.size, step)]
 
 
 def nonfinite_lines(bad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -93,3 +93,16 @@ def test_out_and_the_kept_plans_follow_the_rule(backend):
                      backend=backend)
         assert C is out
         _assert_as_the_library(backend.to_numpy(C), A, B, 2, rows=[7])
+
+
+def test_many_nonfinite_lines_are_repaired_in_parts_of_bounded_size(monkeypatch):
+    """NaN in 40 rows of A and an infinite column of B (Strassen spreads them to more): the library GEMM
+    redoes them in parts of at most PART_BYTES (5 rows or columns here), every part, not one copy of C."""
+    from gpu.strassen import finite
+
+    monkeypatch.setattr(finite, "PART_BYTES", 5 * N * 8)
+    A, B = _pair(seed=6)
+    A[:40, 3] = np.nan
+    B[17, 9] = np.inf
+    C = strassen(A, B, level=2, check_finite=False, backend="numpy")
+    _assert_as_the_library(C, A, B, 2, rows=range(40), cols=[9])
