@@ -106,3 +106,22 @@ def test_many_nonfinite_lines_are_repaired_in_parts_of_bounded_size(monkeypatch)
     B[17, 9] = np.inf
     C = strassen(A, B, level=2, check_finite=False, backend="numpy")
     _assert_as_the_library(C, A, B, 2, rows=range(40), cols=[9])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("options", [{"parallel": True, "schedule": "rum2"}, {"graph": True}, {"fused": True}])
+def test_the_gpu_repair_follows_streams_graphs_and_fusion(cupy_backend, options):
+    """The repair kernel runs on the current stream after the product: after a parallel schedule's join, a
+    graph's replay (the second call) and fused additions alike."""
+    be = cupy_backend
+    if options.get("graph") and not be.supports_graphs:
+        pytest.skip("graph=True needs nvmath-python")
+    A, B = _pair(seed=7, n=256)
+    A[100, 3], B[5, 200] = np.nan, -np.inf
+    out = be.xp.empty((256, 256))
+    for _ in range(2):
+        C = strassen(be.asarray(A), be.asarray(B), level=2, check_finite=False, out=out, backend=be, **options)
+        got = be.to_numpy(C)
+        R = _library(A, B)
+        assert np.array_equal(np.isnan(got), np.isnan(R)) and np.array_equal(got[np.isinf(R)], R[np.isinf(R)])
+        assert np.isfinite(got[np.isfinite(R)]).all()
