@@ -39,7 +39,10 @@ def test_every_method_meets_its_documented_bound(name, dtype, data):
     A, B = data.draw(operands(shape, dtype), label="operands")
     options = data.draw(method.options(shape, dtype), label="options")
     C0, out = start(data, method, shape, dtype, options)
-    C = method.run(A.view, B.view, out=out, **options)
+    C = method.call(A.view, B.view, out=out, **options)
+    if C is None:                                     # a refusal the method documents, before writing out
+        assert out is None or np.array_equal(out, C0)
+        return
     assert C.shape == (shape[0], shape[2]) and C.dtype == dtype
     exact = exact_matmul(A.view, B.view, backend="numpy")
     want, allowed = method.bound(A.view, B.view, C, exact, options, C0)

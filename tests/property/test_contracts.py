@@ -17,7 +17,7 @@ CASES = [(name, dtype) for name, method in METHODS.items() for dtype in method.d
 def _call(method, A, B, options, out, C0):
     if C0 is not None:
         out[...] = C0
-    return method.run(A, B, out=out, **options)
+    return method.call(A, B, out=out, **options)
 
 
 @pytest.mark.parametrize("name,dtype", CASES, ids=[f"{n}-{d}" for n, d in CASES])
@@ -32,6 +32,8 @@ def test_inputs_are_kept_out_is_honoured_and_repeats_give_the_same_bits(name, dt
     a0, b0 = A.base.copy(), B.base.copy()
     C0 = np.linspace(-1, 1, m * n).reshape(m, n).astype(dtype) if options.get("beta") else None
     first = _call(method, A.view, B.view, options, np.full((m, n), np.nan, dtype=dtype), C0)
+    if first is None:                                 # a refusal the method documents (Ozaki II's "auto")
+        return
     assert np.array_equal(A.base, a0, equal_nan=True) and np.array_equal(B.base, b0, equal_nan=True), \
         "an input (or the margin of its view) changed"
     layout = data.draw(st.sampled_from(["C", "slice"]) if name != "ozaki2" else st.just("C"), label="out layout")
