@@ -110,10 +110,11 @@ def run(be: Backend, ops: Any, split: SplitPlan, A: Array, B: Array, C: Array, a
     if alpha == 0:                       # beta C, A and B not read: the BLAS's rule (no 0 * NaN or 0 * inf)
         ops.scale(C, beta)
         return
-    if split.deterministic:
-        P = be.xp.empty((split.chunks, split.m, split.n), dtype=C.dtype)
-        ops.partials(A, B, P, split, 1.0)
-        ops.reduce(P, C, split, alpha, beta)
-    else:
-        ops.scale(C, beta)
-        ops.accumulate(A, B, C, split, alpha)
+    with np.errstate(over="ignore", invalid="ignore"):   # NaN and overflow flow on silently, as in a GEMM
+        if split.deterministic:
+            P = be.xp.empty((split.chunks, split.m, split.n), dtype=C.dtype)
+            ops.partials(A, B, P, split, 1.0)
+            ops.reduce(P, C, split, alpha, beta)
+        else:
+            ops.scale(C, beta)
+            ops.accumulate(A, B, C, split, alpha)

@@ -90,3 +90,14 @@ def test_alpha_zero_reads_neither_operand_as_the_blas_does(backend, deterministi
         got = matmul(backend.asarray(A), backend.asarray(B), alpha=0.0, beta=beta, out=out, check_finite=False,
                      deterministic=deterministic, backend=backend)
         assert np.array_equal(_host(backend, got), want)
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_nonfinite_input_flows_through_without_warnings(deterministic, recwarn):
+    """NaN and infinity (check_finite=False) flow through the chunk sums as through one library GEMM, which
+    warns about nothing; NumPy's additions of the partials warned 'invalid value encountered in add'."""
+    A, B = _operands(3, MIN_K, 2, 1.0, seed=8, dtype=np.float64)
+    A[0, 5], A[1, 9], A[1, MIN_K - 1], B[7, 1] = np.nan, np.inf, -np.inf, np.inf
+    C = matmul(A, B, alpha=2.0, chunks=4, deterministic=deterministic, check_finite=False, backend="numpy")
+    assert np.isnan(C[0]).all() and np.isnan(C[1]).all() and np.isinf(C[2, 1]) and np.isfinite(C[2, 0])
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in recwarn]
