@@ -14,6 +14,9 @@ One convention for every method, after SciPy's ``linalg``:
   default everywhere) NaN and infinity are refused before any work. The check
   reads each operand once, with no temporary of its size
   (:meth:`~gpu.backend.Backend.all_finite`).
+* **overwrite rights** (:func:`require_writeable`): ``overwrite_a=True`` on an
+  array that cannot be written (a read-only view, ``np.load(path, mmap_mode="r")``)
+  is refused, whether or not the method would use the right this time.
 * **outputs** (:func:`check_output`): ``out`` must be a plain, writeable array of
   the backend with the product's shape and dtype, sharing no memory with the
   operands (an ``out`` that aliases A would overwrite the caller's input).
@@ -136,6 +139,21 @@ def require_finite(be: Backend, check_finite: bool, operands: Mapping[str, Array
         if not be.all_finite(x):
             raise ValueError(f"{name} contains NaN or infinity (check_finite=True); check the input, or pass "
                              f"check_finite=False: {doc}")
+
+
+def writeable(x: Any) -> bool:
+    """Whether ``x`` may be written (False for NumPy's read-only views, broadcasts and read-only mappings)."""
+    return bool(getattr(getattr(x, "flags", None), "writeable", True))
+
+
+def require_writeable(operands: Mapping[str, tuple[Array, bool]]) -> None:
+    """ValueError naming the first operand whose overwrite right (``overwrite_a``: ``{"A": (A, True)}``) was
+    given for an array that cannot be written; CuPy arrays are always writeable."""
+    for name, (x, overwrite) in operands.items():
+        if overwrite and not writeable(x):
+            raise ValueError(f"{name} is read-only (a read-only view or a file mapped with mmap_mode='r') and "
+                             f"overwrite_{name.lower()}=True asks to use it as scratch space; pass "
+                             f"overwrite_{name.lower()}=False, or a writeable array")
 
 
 def nonfinite_lines(be: Backend, X: Array, axis: int) -> Array:

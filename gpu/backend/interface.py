@@ -109,6 +109,10 @@ class Backend(abc.ABC):
         The checks of an operand signature (types, shapes, strides, dtypes) are
         kept (:class:`gpu.backend.blas.GemmPlan`, :data:`MAX_GEMM_PLANS` of them),
         so a repeated call costs the host its addresses' overlap test and the call.
+        Rounding, in any summation order the library picks, with or without FMA (Higham, *Accuracy and
+        Stability of Numerical Algorithms*, eq. 3.13): |C - AB| <= gamma_k |A||B| componentwise for
+        alpha = 1, beta = 0 (gamma_k = k u / (1 - k u), u the unit roundoff of the dtype), plus k times the
+        least subnormal where products underflow.
         """
         try:
             key = (type(A), A.shape, A.strides, A.dtype, type(B), B.shape, B.strides, B.dtype,

@@ -9,7 +9,7 @@ the engine on A's row panel i and B's column panel j (the engine then streams k-
 worker's GPU, in its own blocks: ``device_block``).
 
 **Placement** (2-D block-cyclic, as in ScaLAPACK). The workers, sorted by address, form a ``pr x pc``
-process grid (:func:`process_grid`: as many busy workers as the grid of blocks allows, then the least
+process grid (:func:`gpu.multigpu.grid.process_grid`: as many busy workers as the grid of blocks allows, then the least
 operand traffic ``k (m pc + n pr)``); block (i, j) runs on worker ``(i mod pr, j mod pc)`` and on no other
 (``workers=[w], allow_other_workers=False``). A worker therefore needs A's row panels ``i = p mod pr`` and
 B's column panels ``j = q mod pc``, and each of those panels goes to exactly the workers that need it,
@@ -38,7 +38,9 @@ gathered blocks.
 **Backends.** ``backend`` names the backend on each worker (``"auto"``: CuPy where the worker's GPU is
 usable, NumPy otherwise). :meth:`gpu.backend.Backend.ops` keeps one engine operations object per backend
 per process, holding the buffers of the call that runs; engine calls in one process therefore run one at a
-time (a lock), which costs nothing with ``dask-cuda``'s one-process-per-GPU workers.
+time (a lock), which costs nothing with ``dask-cuda``'s one-process-per-GPU workers. A block task waits for
+that lock in its worker thread: the holder waits for nothing but the verdict of the finite checks below, and
+those run first on every worker.
 
 **NaN and infinity** in mapped operands are checked once across the workers, each checking a band of A
 and of B beside the block tasks, which write nothing into C before the checks have passed; :func:`submit`
@@ -46,9 +48,16 @@ waits for these checks and raises their error (:mod:`gpu.multigpu.finite`: other
 would read all of B again); other operands are checked by each task's engine call, and their errors come
 from :meth:`BlockProduct.result`.
 
+**Accuracy**: each C block is one engine call on the whole inner dimension, so the library GEMM's
+componentwise bound |C - AB| <= gamma_k |A||B| holds (:mod:`gpu.outofcore.api`).
+
 **Checks** before any work, on the client: A and B are 2-D NumPy arrays (or convertible, not masked, not
 device arrays) or ``dask.array`` arrays of known shape with host chunks, of one dtype, float64 or float32,
-with matching inner dimensions; the client has a worker; ``block`` is positive; ``backend`` is known and
+with matching inner dimensions; the client has a worker; ``block`` is positive, and makes no more than
+:data:`~gpu.multigpu.grid.FREE_TASKS_PER_WORKER` tasks per busy worker unless each carries
+:data:`~gpu.multigpu.grid.MIN_TASK_WORK` multiply-adds
+(:func:`gpu.multigpu.grid.check_task_count`: a task costs Dask about a millisecond, and a worker runs its
+blocks one after another, so finer blocks of a small product buy nothing but that cost); ``backend`` is known and
 every engine option exists. The engine's own checks (its plan fits the worker's memory, before its work;
 NaN and infinity with ``check_finite=True``, before its first write) run in each task, and their errors are
 raised by :meth:`BlockProduct.result`. ``out`` is checked as every method checks it (shape, dtype, writeable, no
@@ -61,7 +70,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import numbers
 import threading
 import time
 import uuid
@@ -71,7 +79,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 from dask import delayed
-from distributed import Client, Future, get_worker, secede, wait
+from distributed import Client, Future, get_worker, wait
 
 from .. import outofcore
 from ..backend import BACKENDS, blas, check_output, get_backend, require_host
@@ -79,6 +87,7 @@ from ..backend.checks import matrix
 from ..outofcore.ops import FAMILY as OUTOFCORE
 from ..outofcore.timeline import LANES, Timeline, busy
 from . import finite, mapped
+from .grid import block_sides, check_task_count, process_grid
 from .mapped import MappedMatrix
 
 #: Engine options forwarded to :func:`gpu.outofcore.matmul` (``device_block`` is its ``block``).
@@ -90,27 +99,6 @@ REPORT_TOPIC = "gemmlab-outofcore-block"
 _ENGINE_LOCK = threading.Lock()
 #: A panel as :class:`BlockProduct` keeps it: a future, a mapped handle, or futures by worker.
 Panel = Future | MappedMatrix | dict[str, Future]
-
-
-def process_grid(workers: int, rows: int, cols: int, m: int, n: int) -> tuple[int, int]:
-    """``(pr, pc)``, ``pr * pc <= workers``, for a grid of ``rows x cols`` blocks of an m x n product: the
-    most busy workers (``pr <= rows``, ``pc <= cols``), then the least traffic ``m pc + n pr`` (A's row
-    panels go to pc workers each, B's column panels to pr), then the fewer process rows."""
-    if workers < 1 or rows < 1 or cols < 1:
-        raise ValueError(f"a process grid needs a worker and a block, got {workers} workers, {rows} x {cols} blocks")
-    grids = [(pr, min(cols, workers // pr)) for pr in range(1, min(workers, rows) + 1)]
-    return min(grids, key=lambda g: (-g[0] * g[1], m * g[1] + n * g[0], g[0]))
-
-
-def _sides(block: Any, m: int, n: int, workers: int) -> tuple[int, int]:
-    if block is None:
-        pr, pc = process_grid(workers, max(m, 1), max(n, 1), m, n)
-        return max(1, -(-m // pr)), max(1, -(-n // pc))
-    sides = block if isinstance(block, tuple) else (block, block)
-    if (len(sides) != 2 or any(isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 1 for s in sides)):
-        raise ValueError(f"block must be a positive int or a (rows, cols) pair of them, got {block!r}; "
-                         "or leave it out for one block per worker")
-    return int(sides[0]), int(sides[1])
 
 
 def _operand(x: Any, name: str) -> Any:
@@ -128,16 +116,16 @@ def _operand(x: Any, name: str) -> Any:
     return matrix(get_backend("numpy"), x, name)[0]
 
 
-def _block_product(a: np.ndarray | MappedMatrix, b: np.ndarray | MappedMatrix, backend: str,
-                   options: dict[str, Any], out: MappedMatrix | None = None,
-                   lock_pages: bool = True, report: bool = False) -> np.ndarray | None:
+def _block_product(a: np.ndarray | MappedMatrix, b: np.ndarray | MappedMatrix, out: MappedMatrix | None, *,
+                   backend: str, options: dict[str, Any], lock_pages: bool = True,
+                   report: bool = False) -> np.ndarray | None:
     """One C block on the worker that runs it: the engine on its row panel of A and column panel of B
     (mapped here where they are handles, and page-locked with ``lock_pages``); written into ``out``'s
     block in place where it is given. With ``report``, logs where its time went (:func:`_report`). The task
-    leaves its worker's thread pool at once (``secede``): it waits for the engine lock and, with mapped
-    operands, for the finite checks' verdict, and neither wait may hold the thread a queued check needs
-    (dask-cuda's workers have one)."""
-    secede()
+    keeps its worker thread while it waits for the engine lock: the holder waits for nothing but the finite
+    checks' verdict, and leaves the pool for that wait where it must (:func:`gpu.multigpu.finite.verdict`).
+    (Every block task leaving the pool at once made a thread per task: 4225 tasks of a 65 x 65 product took
+    24-76 s on two workers, and hung in distributed's ``secede`` in 5 of 15 runs.)"""
     options = dict(options)
     if "device_block" in options:
         options["block"] = options.pop("device_block")
@@ -241,13 +229,21 @@ class BlockProduct:
 
 def _panels(client: Client, parts: list[Any], groups: list[list[str]]) -> list[Panel]:
     """The panels as tasks take them: handles of mapped ones, futures of the others (NumPy panels scattered
-    to each worker of their group, dask ones computed together)."""
+    to each worker of their group, in one call per worker; dask ones computed together)."""
     if isinstance(parts[0], da.Array):
         return client.compute(parts)
     handles = [mapped.locate(part) for part in parts]
     if all(h is not None for h in handles):
         return handles
-    return [{w: client.scatter(part, workers=[w], hash=False) for w in group} for part, group in zip(parts, groups)]
+    wanted: dict[str, list[int]] = {}
+    for i, group in enumerate(groups):
+        for w in group:
+            wanted.setdefault(w, []).append(i)
+    panels: list[dict[str, Future]] = [{} for _ in parts]
+    for w, indices in wanted.items():
+        for i, future in zip(indices, client.scatter([parts[i] for i in indices], workers=[w], hash=False)):
+            panels[i][w] = future
+    return panels
 
 
 def _on(panel: Panel, worker: str) -> Future | MappedMatrix:
@@ -317,7 +313,7 @@ def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | Non
     m, n = A.shape[0], B.shape[1]
     target = _output(out, (m, n), dtype, A, B)
     names = _workers(client, workers)
-    br, bc = _sides(block, m, n, len(names))
+    br, bc = block_sides(block, m, n, len(names))
     rows = [slice(r, min(r + br, m)) for r in range(0, m, br)]
     cols = [slice(c, min(c + bc, n)) for c in range(0, n, bc)]
     product = BlockProduct(client, (m, n), dtype, (1, 1), rows, cols, out=out,
@@ -325,6 +321,7 @@ def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | Non
     if not rows or not cols:
         return product
     pr, pc = product.grid = process_grid(len(names), len(rows), len(cols), m, n)
+    check_task_count(block, (m, A.shape[1], n), (min(br, m), min(bc, n)), len(rows) * len(cols), pr * pc)
     owner = {(i, j): names[(i % pr) * pc + j % pc] for i in range(len(rows)) for j in range(len(cols))}
     row_groups = [[names[(i % pr) * pc + q] for q in range(pc)] for i in range(len(rows))]
     col_groups = [[names[p * pc + j % pc] for p in range(pr)] for j in range(len(cols))]
@@ -339,17 +336,32 @@ def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | Non
     if engine_options.get("check_finite", True) and len(handles) == 2 and all(handles.values()):
         checks = finite.start(client, handles, names, token)
         engine_options = {**engine_options, "check_finite": False, "before_write": finite.gate(token)}
-    for (i, j), worker in owner.items():
-        block_out = target[rows[i], cols[j]] if target is not None else None
-        product.blocks[i, j] = client.submit(_block_product, _on(product.a_panels[i], worker),
-                                             _on(product.b_panels[j], worker), backend,
-                                             engine_options, block_out, bool(lock_pages), bool(report),
-                                             key=f"outofcore-block-{token}-{i}-{j}",
-                                             workers=[worker], allow_other_workers=False, pure=False)
+    product.blocks = _send_blocks(client, product, owner, target, token, backend, engine_options,
+                                  bool(lock_pages), bool(report))
     product.workers = owner
     if checks:
         finite.settle(client, checks, token, list(product.blocks.values()))
     return product
+
+
+def _send_blocks(client: Client, product: BlockProduct, owner: dict[tuple[int, int], str], target: Any, token: str,
+                 backend: str, options: dict[str, Any], lock_pages: bool,
+                 report: bool) -> dict[tuple[int, int], Future]:
+    """Send every block task, those of each worker in one message (``client.map``): one ``submit`` per
+    block made a message per task, 2-3 s of the client's time for 4225 tasks."""
+    mine: dict[str, list[tuple[int, int]]] = {}
+    for ij, worker in owner.items():
+        mine.setdefault(worker, []).append(ij)
+    blocks = {}
+    for worker, ijs in mine.items():
+        outs = [target[product.rows[i], product.cols[j]] if target is not None else None for i, j in ijs]
+        futures = client.map(_block_product, [_on(product.a_panels[i], worker) for i, _ in ijs],
+                             [_on(product.b_panels[j], worker) for _, j in ijs], outs,
+                             key=[f"outofcore-block-{token}-{i}-{j}" for i, j in ijs], workers=[worker],
+                             allow_other_workers=False, pure=False, backend=backend, options=options,
+                             lock_pages=lock_pages, report=report)
+        blocks.update(zip(ijs, futures))
+    return {ij: blocks[ij] for ij in owner}
 
 
 def matmul(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | None = None, backend: str = "auto",

@@ -6,14 +6,15 @@ times. On the two-H200 machine that check was 0.35-0.5 s of a 2.8 s block task a
 all of B per worker, both workers at once). Here the operands are instead cut into one band per worker along
 their contiguous axis, and each worker checks its bands (every element read once, by one worker): 0.14 s per
 worker at N = 32768 and 0.29 s at 49152 there. The checks and the block tasks are sent together, so the
-checks run beside the first products instead of before them. Each block task's engine runs with
+checks run beside the first products instead of before them (each check leaves its worker's thread pool, so
+that the worker's block task starts beside it). Each block task's engine runs with
 ``check_finite=False`` and a gate (``before_write``, :func:`verdict`) that waits for the client's verdict
 before the engine writes its first byte of C. :func:`settle` waits for the checks, publishes the verdict (a
-``distributed.Variable``: "" where every band is finite, else the first error) and raises that error; every
-block task then stops at its gate (one that had not started runs up to its first write, at most one engine
-block of work). C is untouched where a check fails, as with the engine's own check. (Block tasks that took
-the checks as arguments would wait for them, and fetch their results, a few bytes, from the other workers:
-transfers between workers that the mapped operands otherwise spare.)
+``distributed.Variable``: "" where every band is finite, else the first error; and an ``Event`` set once it is
+there) and raises that error; every block task then stops at its gate (one that had not started runs up to
+its first write, at most one engine block of work). C is untouched where a check fails, as with the engine's
+own check. (Block tasks that took the checks as arguments would wait for them, and fetch their results, a few
+bytes, from the other workers: transfers between workers that the mapped operands otherwise spare.)
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ import functools
 import threading
 from collections.abc import Callable
 
-from distributed import Client, Future, Variable, secede, wait
+from distributed import Client, Event, Future, Variable, secede, wait
 
 from ..backend import get_backend, require_finite
 from ..outofcore.api import NONFINITE
 from .mapped import MappedMatrix
 
+#: Priority of the check tasks over the block tasks (0) on their workers.
+CHECK_PRIORITY = 1
 #: Seconds a block task waits at its gate for the verdict before it gives up (the client that was to
 #: publish it has gone): far beyond a check of all the host memory there is.
 GATE_TIMEOUT = 600.0
@@ -51,15 +54,21 @@ def check_band(handle: MappedMatrix, name: str) -> None:
 
 
 def start(client: Client, operands: dict[str, MappedMatrix], workers: list[str], token: str) -> list[Future]:
-    """Send the check of every band of each operand, band i of each to ``workers[i]``; not waiting."""
+    """Send the check of every band of each operand, band i of each to ``workers[i]``; not waiting. They are
+    sent before the block tasks and with a higher priority, so that a worker starts its checks first (each
+    then leaves the pool, :func:`check_band`): a block task waiting for the engine lock holds its thread."""
     return [client.submit(check_band, band, name, key=f"outofcore-check-{token}-{name}-{i}",
-                          workers=[worker], allow_other_workers=False, pure=False)
+                          workers=[worker], allow_other_workers=False, pure=False, priority=CHECK_PRIORITY)
             for name, handle in operands.items()
             for i, (band, worker) in enumerate(zip(bands(handle, len(workers)), workers))]
 
 
 def _name(token: str) -> str:
     return f"outofcore-finite-{token}"
+
+
+def _published(token: str) -> str:
+    return f"outofcore-published-{token}"
 
 
 def gate(token: str) -> Callable[[], None]:
@@ -69,7 +78,16 @@ def gate(token: str) -> Callable[[], None]:
 
 def verdict(token: str) -> None:
     """On a worker: wait for the client's verdict on the checks ``token`` names; raise where one failed.
-    (Block tasks wait out of their worker's thread pool, so the checks queued there run meanwhile.)"""
+    A verdict not published yet (its event not set) is waited for out of the worker's thread pool
+    (``secede``), so that checks queued there (of this product, or of another one running at once) run
+    meanwhile; only the task holding the engine lock reaches this gate, so at most one task per process
+    leaves the pool at a time."""
+    published = Event(_published(token))
+    if not published.is_set():
+        secede()
+        if not published.wait(GATE_TIMEOUT):
+            raise TimeoutError(f"no verdict on the finite checks within {GATE_TIMEOUT:.0f} s (the client that was "
+                               "to publish it has gone): C was not written; run the product again")
     text = Variable(_name(token)).get(timeout=GATE_TIMEOUT)
     if text:
         raise ValueError(f"stopped before writing C: the finite check of the operands failed ({text})")
@@ -88,6 +106,7 @@ def settle(client: Client, checks: list[Future], token: str, blocks: list[Future
     except BaseException as interrupted:
         error = interrupted
     Variable(_name(token), client=client).set("" if error is None else f"{type(error).__name__}: {error}")
+    Event(_published(token), client=client).set()
     _forget_when_done(client, blocks, token)
     if error is not None:
         raise error
@@ -112,6 +131,7 @@ def _forget_when_done(client: Client, blocks: list[Future], token: str) -> None:
             last = left[0] == 0
         if last:
             Variable(_name(token), client=client).delete()
+            Event(_published(token), client=client).clear()
             held.clear()
 
     for block in held:

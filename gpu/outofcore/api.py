@@ -10,6 +10,11 @@ and host memory) but NaN and infinity (``check_finite=True``): operands of at le
 writes nothing into C before that check has passed (its ``gate``), so a refused product leaves C as it was.
 The check reads every byte of A and B on the host: on two H200s at N = 32768 it took 0.14-0.22 s of a
 0.85-1.6 s product when it ran before the product.
+
+Accuracy: each entry of C is the library GEMM's sum over its k-panels (each panel's product added to the
+block with beta = 1), a k-term sum in some order, so the library GEMM's bound holds:
+|C - AB| <= gamma_k |A||B| componentwise (:meth:`gpu.backend.Backend.gemm`). Non-finite inputs
+(``check_finite=False``) flow through those sums as through one GEMM.
 """
 
 from __future__ import annotations

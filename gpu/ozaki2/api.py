@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..backend import Array, Backend, check_output, get_backend
+from ..backend.checks import require_writeable
 from ..ozaki.api import (
     Lines,
     _operands,
@@ -154,7 +155,8 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
     ``"fast"`` (module notes). ``k_block``: most inner terms per INT8 GEMM (default and most 2**17 - 1;
     from 16 on rounded down to a multiple of 16, keeping the INT8 operands' views aligned). ``out``: a
     C-ordered float64 array of the backend for the result.
-    ``overwrite_a`` / ``overwrite_b``: accepted for symmetry with scheme I; A and B are only read.
+    ``overwrite_a`` / ``overwrite_b``: accepted for symmetry with scheme I; A and B are only read (a read-only
+    operand with its flag set is refused, as every method refuses it).
     ``check_finite``: refuse NaN and infinity (the default); with False, the rows and columns holding
     them are computed by the library GEMM (IEEE arithmetic) and the rest by scheme II. ``phases``: a
     dict that receives seconds per phase (``scaling``, ``residues``, ``gemm``, ``reduce``, ``crt``;
@@ -163,6 +165,7 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
     """
     be = get_backend(backend)
     A, B = _operands(be, A, B)
+    require_writeable({"A": (A, overwrite_a), "B": (B, overwrite_b)})
     (m, k), n = A.shape, B.shape[1]
     if scaling not in SCALINGS:
         raise ValueError(f"scaling must be one of {SCALINGS}, not {scaling!r}")

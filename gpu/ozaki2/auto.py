@@ -26,6 +26,7 @@ per term, as for scheme I's ``target``), ``"sgemm"`` 2**-24.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -75,5 +76,13 @@ def choose_moduli(A: Any, B: Any, bounds: Bounds, target: Any = "dgemm") -> int:
     for n, err in zip(counts, errors, strict=True):
         if err <= goal:
             return n
-    raise ValueError(f"no modulus count up to {MAX_MODULI} meets target {target!r} on these inputs "
-                     f"(bound with {MAX_MODULI} moduli: {errors[-1]:.3g})")
+    raise ValueError(f"no modulus count up to {MAX_MODULI} meets target {target!r} on these inputs (rows of A "
+                     "or columns of B whose entries span too many binary orders for the scaling to keep): pass "
+                     f"moduli={MAX_MODULI} (bound {errors[-1]:.3g} here) or a target they allow "
+                     f"(target={_above(errors[-1])}), or use the library GEMM")
+
+
+def _above(bound: float) -> str:
+    """A round target at or above ``bound``, two significant digits (1.21e-06 -> '1.3e-06')."""
+    text = f"{bound:.1e}"
+    return text if float(text) >= bound else f"{float(text) + 10 ** (math.floor(math.log10(bound)) - 1):.1e}"

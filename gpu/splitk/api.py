@@ -13,7 +13,23 @@ in one of two ways:
   so the last bits, vary from run to run on a GPU.
 
 Either way the error is that of a sum of ``width`` terms plus one of ``chunks``
-terms rather than one of k terms, so chunking tightens the usual bound.
+terms rather than one of k terms, so chunking tightens the usual bound:
+
+    |C - (alpha A B + beta C0)| <= gamma_(width + chunks + 2) (|alpha| |A| |B| + |beta| |C0|)
+
+componentwise, gamma_j = j u / (1 - j u), u the unit roundoff of the operands' dtype
+(2**-53 for float64, 2**-24 for float32), plus |alpha| k eta where products underflow
+(eta: the dtype's smallest subnormal).
+
+**alpha and beta** are applied in float64 whatever the operands' dtype, and the result
+is rounded once to it: float32 operands take any finite alpha and beta (1e39 overflows
+float32, 1e-46 vanishes in it; either gave infinity, NaN or zero where alpha A B + beta C
+fits). The deterministic mode sums the chunks unscaled and applies alpha once, to the
+total, as the library GEMM does; the atomic mode adds each chunk's alpha A_h B_h. The
+result is finite wherever |A| |B| and |alpha| |A| |B| + |beta| |C| are below the dtype's
+largest value (the library GEMM's own condition); the deterministic mode is also finite
+where chunks that cancel would overflow when scaled one by one. With alpha = 0, A and B
+are not read (beta C, as the BLAS gives it, even where they hold NaN or infinity).
 """
 
 from __future__ import annotations
@@ -87,13 +103,18 @@ def matmul(A: Any, B: Any, *, alpha: float = 1.0, beta: float = 0.0, out: Any = 
 
 
 def run(be: Backend, ops: Any, split: SplitPlan, A: Array, B: Array, C: Array, alpha: float, beta: float) -> None:
-    """The one executor of every plan: partials and reduction, or scaling and atomic accumulation."""
+    """The one executor of every plan: unscaled partials and a reduction that applies alpha and beta once, or
+    scaling by beta and atomic accumulation of each chunk's alpha A_h B_h; beta C alone where alpha is 0."""
     if not C.size:
         return
-    if split.deterministic:
-        P = be.xp.empty((split.chunks, split.m, split.n), dtype=C.dtype)
-        ops.partials(A, B, P, split, alpha)
-        ops.reduce(P, C, split, beta)
-    else:
+    if alpha == 0:                       # beta C, A and B not read: the BLAS's rule (no 0 * NaN or 0 * inf)
         ops.scale(C, beta)
-        ops.accumulate(A, B, C, split, alpha)
+        return
+    with np.errstate(over="ignore", invalid="ignore"):   # NaN and overflow flow on silently, as in a GEMM
+        if split.deterministic:
+            P = be.xp.empty((split.chunks, split.m, split.n), dtype=C.dtype)
+            ops.partials(A, B, P, split, 1.0)
+            ops.reduce(P, C, split, alpha, beta)
+        else:
+            ops.scale(C, beta)
+            ops.accumulate(A, B, C, split, alpha)

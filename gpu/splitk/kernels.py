@@ -7,7 +7,8 @@ compiled by NVRTC on first use (one instantiation per :class:`Variant`) and cach
 The chunk kernels share one signature: block (x, y, z) computes output tile (y, x) of
 chunk z, A_z B_z, reading A and B through their strides (row- or column-major views
 with a leading dimension: no copy), and either stores alpha A_z B_z in the chunk's slot
-of the workspace or adds it into C with ``atomicAdd`` (the paper's mode).
+of the workspace or adds it into C with ``atomicAdd`` (the paper's mode); alpha is a double
+for every dtype, the product alpha A_z B_z rounded once to it.
 
 * ``splitk_dmma`` (FP64, sm_80+): FP64 tensor cores (``mma.sync.m16n8k16.f64`` on sm_90,
   ``m8n8k4`` on sm_80: :data:`ATOMS`). Each of 4 warps owns a tile of up to 32 x 32 and loads
@@ -23,7 +24,8 @@ of the workspace or adds it into C with ``atomicAdd`` (the paper's mode).
   tiles 16 deep, one output per thread (the paper's kernel).
 * ``splitk_groups`` and ``splitk_finish``: the deterministic reduction in the plan's order
   (:class:`gpu.splitk.plan.SplitPlan`), with round-to-nearest intrinsics so that no
-  multiply-add is contracted: the same operations as the NumPy path. Their loops are
+  multiply-add is contracted: the same operations as the NumPy path; ``splitk_finish`` applies
+  alpha and beta in double and rounds once (the chunk kernels store unscaled partials there). Their loops are
   unrolled so that the loads of a chain are in flight together (the additions stay in order).
 * ``splitk_scale``: C = beta C before the atomic additions (a memset instead where beta is 0 and C
   is contiguous).
@@ -219,7 +221,7 @@ def launch(v: Variant, A: Array, B: Array, out: Array, strides: tuple, plan: Spl
     """Run chunk kernel ``v`` over the plan's grid (see the module notes)."""
     grid = (-(-plan.n // v.cols), -(-plan.m // v.rows), plan.chunks)
     args = (A, *_strides(A), B, *_strides(B), out, *strides, np.int32(plan.m), np.int32(plan.n),
-            np.int64(plan.base), np.int64(plan.extra), np.int64(plan.unit), A.dtype.type(alpha),
+            np.int64(plan.base), np.int64(plan.extra), np.int64(plan.unit), np.float64(alpha),
             np.int32(flags(v, A, B, plan, atomic)))
     _chunk_function(v)(grid, v.block, args, shared_mem=v.shared)
 
@@ -246,23 +248,27 @@ class CudaOps:
         strides = (np.int64(plan.n), np.int64(1), np.int64(plan.m * plan.n))
         launch(variant(A.dtype, plan.m, plan.n, plan.wide), A, B, P, strides, plan, alpha, False)
 
-    def reduce(self, P: Array, C: Array, plan: SplitPlan, beta: float) -> None:
+    def reduce(self, P: Array, C: Array, plan: SplitPlan, alpha: float, beta: float) -> None:
         outputs = plan.m * plan.n
         sizes = (np.int64(outputs), np.int64(plan.chunks), np.int64(plan.group))
         if plan.group > 1:
             _elementwise("splitk_groups", C.dtype)(_blocks(plan.groups * outputs), (_THREADS,), (P, *sizes))
         _elementwise("splitk_finish", C.dtype)(_blocks(outputs), (_THREADS,),
-                                               (P, *sizes, C, *_strides(C), np.int32(plan.n), C.dtype.type(beta)))
+                                               (P, *sizes, C, *_strides(C), np.int32(plan.n), np.float64(alpha),
+                                                np.float64(beta)))
 
     def scale(self, C: Array, beta: float) -> None:
         """C = beta C; zeros by one ``cudaMemsetAsync`` where beta is 0 and C is contiguous (on the H100 the
-        kernel's launch and run cost 1-3% of the copy's bandwidth at k = 2^20-2^21 beside it)."""
+        kernel's launch and run cost 1-3% of the copy's bandwidth at k = 2^20-2^21 beside it); nothing where
+        beta is 1."""
+        if beta == 1:
+            return
         if beta == 0 and (C.flags.c_contiguous or C.flags.f_contiguous):
             C.data.memset_async(0, C.nbytes)
             return
         _elementwise("splitk_scale", C.dtype)(
             _blocks(C.size), (_THREADS,), (C, *_strides(C), np.int32(C.shape[0]), np.int32(C.shape[1]),
-                                           C.dtype.type(beta)))
+                                           np.float64(beta)))
 
     def accumulate(self, A: Array, B: Array, C: Array, plan: SplitPlan, alpha: float) -> None:
         launch(variant(A.dtype, plan.m, plan.n, plan.wide), A, B, C, (*_strides(C), np.int64(0)), plan, alpha, True)

@@ -37,34 +37,50 @@ class HostOps:
         return Kernel(threads=1, shared_bytes=0, registers_per_thread=1, tile=TILE)
 
     def partials(self, A: Array, B: Array, P: Array, plan: SplitPlan, alpha: float) -> None:
-        """P[h] = alpha A_h B_h for every chunk h."""
+        """P[h] = alpha A_h B_h for every chunk h (:func:`gpu.splitk.run` passes alpha = 1: see
+        :meth:`reduce`)."""
         for h, (s, e) in enumerate(plan.bounds()):
             self.backend.gemm(A[:, s:e], B[s:e, :], P[h], alpha, 0.0)
 
-    def reduce(self, P: Array, C: Array, plan: SplitPlan, beta: float) -> None:
-        """C = sum of the partials in the plan's order, plus beta C (C ignored where beta is 0)."""
+    def reduce(self, P: Array, C: Array, plan: SplitPlan, alpha: float, beta: float) -> None:
+        """C = alpha (the sum of the partials in the plan's order) + beta C (C ignored where beta is 0),
+        the scalars applied in float64 (:func:`scaled`)."""
         p, g = plan.chunks, plan.group
         for first in range(0, p, g):
             for h in range(first + 1, min(first + g, p)):
                 P[first] += P[h]
         for first in range(g, p, g):
             P[0] += P[first]
-        if beta == 0:
-            C[...] = P[0]
-        else:
-            C[...] = P[0] + beta * C
+        C[...] = scaled(alpha, P[0], beta, C)
 
     def scale(self, C: Array, beta: float) -> None:
         """C = beta C before the atomic additions (zeros where beta is 0, whatever C held)."""
         if beta == 0:
             C.fill(0)
-        else:
-            np.multiply(C, beta, out=C)
+        elif beta != 1:
+            C[...] = scaled(beta, C)
 
     def accumulate(self, A: Array, B: Array, C: Array, plan: SplitPlan, alpha: float) -> None:
-        """C += alpha A_h B_h for every chunk (in chunk order here; in any order on a GPU)."""
+        """C += alpha A_h B_h for every chunk (in chunk order here; in any order on a GPU), each chunk's
+        alpha A_h B_h rounded once from float64 where alpha is not 1 (float32 cannot hold every alpha)."""
+        partial = None if alpha == 1 else np.empty(C.shape, dtype=C.dtype)
         for s, e in plan.bounds():
-            self.backend.gemm(A[:, s:e], B[s:e, :], C, alpha, 1.0)
+            if partial is None:
+                self.backend.gemm(A[:, s:e], B[s:e, :], C, 1.0, 1.0)
+            else:
+                self.backend.gemm(A[:, s:e], B[s:e, :], partial)
+                C += scaled(alpha, partial)
+
+
+def scaled(alpha: float, X: Array, beta: float = 0.0, C: Array | None = None) -> Array:
+    """alpha X + beta C computed in float64 and rounded once to X's dtype (C not read where beta is 0): a
+    float32 product takes any finite alpha and beta, as the CUDA kernels do, where float32 scalars would
+    overflow (1e39) or vanish (1e-46). Overflow of the result itself gives infinity silently, as in a GEMM."""
+    total = alpha * X.astype(np.float64, copy=False)
+    if beta != 0:
+        total = total + beta * C.astype(np.float64, copy=False)
+    with np.errstate(over="ignore"):
+        return total.astype(X.dtype, copy=False)
 
 
 register_ops(FAMILY, "numpy", HostOps)

@@ -10,6 +10,19 @@ __device__ inline float add_rn(float a, float b) { return __fadd_rn(a, b); }
 __device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
 __device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
 
+/* alpha x, and alpha s + beta c (c not read where beta is 0), computed in double and rounded once to the
+   operands' type: a float32 product takes any finite alpha and beta (1e39 overflows a float, 1e-46 vanishes). */
+__device__ inline double scale_rn(double a, double x) { return __dmul_rn(a, x); }
+__device__ inline float scale_rn(double a, float x) { return __double2float_rn(__dmul_rn(a, (double)x)); }
+__device__ inline double epilogue(double alpha, double s, double beta, double c)
+{
+    return beta == 0.0 ? __dmul_rn(alpha, s) : __dadd_rn(__dmul_rn(alpha, s), __dmul_rn(beta, c));
+}
+__device__ inline float epilogue(double alpha, float s, double beta, float c)
+{
+    return __double2float_rn(epilogue(alpha, (double)s, beta, (double)c));
+}
+
 /* Chunk z of the plan: ``base`` units of ``unit`` elements, one unit more for the first ``extra`` chunks. */
 __device__ inline void chunk_range(long long base, long long extra, long long unit, long long& start, long long& stop)
 {
@@ -37,7 +50,7 @@ __global__ void __launch_bounds__(__TILE__ * __TILE__)
 splitk_tile(const T* __restrict__ A, long long sa0, long long sa1,
             const T* __restrict__ B, long long sb0, long long sb1,
             T* __restrict__ out, long long so0, long long so1, long long so2,
-            int m, int n, long long base, long long extra, long long unit, T alpha, int flags)
+            int m, int n, long long base, long long extra, long long unit, double alpha, int flags)
 {
     constexpr int TILE = __TILE__;
     __shared__ T As[TILE][KT + 1];
@@ -59,7 +72,7 @@ splitk_tile(const T* __restrict__ A, long long sa0, long long sa1,
     }
     const int r = row0 + ty, c = col0 + tx;
     if (r < m && c < n)
-        emit(out, (flags & ATOMIC ? 0 : blockIdx.z * so2) + r * so0 + c * so1, mul_rn(alpha, acc), flags);
+        emit(out, (flags & ATOMIC ? 0 : blockIdx.z * so2) + r * so0 + c * so1, scale_rn(alpha, acc), flags);
 }
 
 template <int L2> __device__ inline double load(const double* p) { return __ldg(p); }
@@ -341,7 +354,8 @@ __global__ void splitk_groups(T* P, long long outputs, long long chunks, long lo
 
 template <typename T>
 __global__ void splitk_finish(const T* __restrict__ P, long long outputs, long long chunks,
-                              long long group, T* C, long long sc0, long long sc1, int n, T beta)
+                              long long group, T* C, long long sc0, long long sc1, int n, double alpha,
+                              double beta)
 {
     for (long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x; o < outputs;
          o += (long long)gridDim.x * blockDim.x) {
@@ -350,19 +364,19 @@ __global__ void splitk_finish(const T* __restrict__ P, long long outputs, long l
         for (long long first = group; first < chunks; first += group) s = add_rn(s, P[first * outputs + o]);
         const long long r = o / n, c = o - r * n;
         T* dst = C + r * sc0 + c * sc1;
-        *dst = beta == T(0) ? s : add_rn(s, mul_rn(beta, *dst));
+        *dst = epilogue(alpha, s, beta, beta == 0.0 ? T(0) : *dst);
     }
 }
 
 template <typename T>
-__global__ void splitk_scale(T* C, long long sc0, long long sc1, int m, int n, T beta)
+__global__ void splitk_scale(T* C, long long sc0, long long sc1, int m, int n, double beta)
 {
     const long long outputs = (long long)m * n;
     for (long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x; o < outputs;
          o += (long long)gridDim.x * blockDim.x) {
         const long long r = o / n, c = o - r * n;
         T* dst = C + r * sc0 + c * sc1;
-        *dst = beta == T(0) ? T(0) : mul_rn(beta, *dst);
+        *dst = beta == 0.0 ? T(0) : scale_rn(beta, *dst);
     }
 }
 """

@@ -4,8 +4,8 @@ A call that resolves to level 0 with ``out=`` given is the library GEMM, whose d
 about 50 us; the full call (conversions, layout and dtype checks, the output's checks, the schedule and
 level resolution, the memory estimate) cost the host 90 us more than the GEMM call on the H100's host, so
 ``level="auto"`` lost to DGEMM wherever the GEMM was short; at level 1 the same work held the first launch
-back 0.3 ms. A call's **signature** (backend, shapes, strides and dtypes of A, B and ``out``, and every
-option) is kept with its checked :class:`Plan` once the full call has passed every check, for
+back 0.3 ms. A call's **signature** (backend, shapes, strides, dtypes and writeability of A, B and ``out``, and
+every option) is kept with its checked :class:`Plan` once the full call has passed every check, for
 :data:`MAX_SIGNATURES` signatures. A repeated call then checks only what can change without changing the
 signature:
 
@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 
 from ..backend import Array, Backend, require_finite, require_memory
 from ..backend.blas import bytes_meet
+from ..backend.checks import writeable
 from ..backend.memo import LRU
 from ..profile import profile_stamp
 
@@ -72,7 +73,9 @@ def signature(be: Backend, A: Any, B: Any, out: Any, options: tuple) -> tuple | 
     array = be.xp.ndarray
     if out is None or type(A) is not array or type(B) is not array or type(out) is not array:
         return None
-    return (be, A.shape, A.strides, A.dtype, B.shape, B.strides, B.dtype, out.shape, out.strides, out.dtype, *options)
+    rights = tuple(writeable(x) for x in (A, B, out))     # a read-only one takes the full call's refusals
+    return (be, A.shape, A.strides, A.dtype, B.shape, B.strides, B.dtype, out.shape, out.strides, out.dtype,
+            *rights, *options)
 
 
 def _lookup(key: tuple | None) -> Kept | None:

@@ -244,17 +244,16 @@ def test_mapped_operands_are_checked_once_across_the_workers_beside_the_blocks(c
     out = np.lib.format.open_memmap(tmp_path / "c.npy", mode="w+", dtype=np.float64, shape=(40, 50))
     out[:] = 7.0
     blocks = []
-    submitted = client.submit
+    sent = client.map
 
     def noted(*args, **kwargs):
-        future = submitted(*args, **kwargs)
-        if "outofcore-block" in kwargs.get("key", ""):
-            blocks.append(future)
-        return future
+        futures = sent(*args, **kwargs)
+        blocks.extend(f for f in futures if "outofcore-block" in f.key)
+        return futures
 
     with (distributed.get_task_stream(client) as ts, pytest.MonkeyPatch.context() as mp,
           pytest.raises(ValueError, match="B contains NaN or infinity")):
-        mp.setattr(client, "submit", noted)
+        mp.setattr(client, "map", noted)
         submit(A, B, client=client, backend="numpy", out=out, block=(10, 50))
     assert _settled(blocks) == ["error"] * 4, "every block stopped at its gate"
     with pytest.raises(ValueError, match="stopped before writing C: .*B contains NaN"):

@@ -243,3 +243,15 @@ def test_int8_products_in_panels_give_the_same_bits(monkeypatch, backend, panel)
     assert np.array_equal(backend.to_numpy(ozaki2.matmul(A, B, moduli=14, backend=backend)), whole)
     rows, cols = panel
     assert len(calls) >= -(-13 // rows) * -(-11 // cols), "every output panel is its own INT8 GEMM"
+
+
+def test_auto_that_no_count_can_meet_says_the_way_out():
+    """Rows of A and columns of B spanning 2**60 (every product 2**-60): no count of moduli reaches DGEMM's
+    componentwise bound; the refusal gives the bound 20 moduli reach and the calls that work."""
+    A, B = np.array([[1.0, 2.0**-30, 2.0**-60]]), np.array([[2.0**-60], [2.0**-30], [1.0]])
+    out = np.full((1, 1), np.nan)
+    with pytest.raises(ValueError, match=r"no modulus count up to 20 meets target 'dgemm'.*pass moduli=20 "
+                                         r"\(bound 1\.2.e-06 here\).*target=1\.3e-06"):
+        host_matmul(A, B, out=out)
+    assert np.isnan(out).all()
+    assert abs(host_matmul(A, B, moduli=20)[0, 0] - 3 * 2.0**-60) <= 1.3e-6 * 3 * 2.0**-60
