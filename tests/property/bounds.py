@@ -90,6 +90,15 @@ def splitk(A, B, C, exact, options: dict[str, Any], C0=None) -> tuple[np.ndarray
     return want, _in_range(allowed, np.maximum(size, magnitude(A, B)), dtype)
 
 
+def ozaki(A, B, C, exact, options: dict[str, Any], C0=None) -> tuple[np.ndarray, np.ndarray]:
+    """Ozaki scheme I with a target t (``gpu.ozaki.api``): t |A||B| + 2**-53 |C|, and 2**-1074 more where C is
+    subnormal."""
+    E = target_value(options.get("target") or "dgemm")
+    size = magnitude(A, B)
+    allowed = E * size * (1 + 2.0**-40) + 2.0**-53 * np.abs(C) + 2.0**-1074 + REF * np.abs(exact)
+    return exact, _in_range(allowed, size, np.float64)
+
+
 def ozaki2(A, B, C, exact, options: dict[str, Any], C0=None) -> tuple[np.ndarray, np.ndarray]:
     """E |A||B| + 2**-53 |C|: E the target where the count was chosen for it, else the count's proven bound."""
     if "moduli" in options:

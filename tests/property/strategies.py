@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from accuracy.generate import phi_matrix
-from gpu import outofcore, ozaki2, splitk
+from gpu import outofcore, ozaki, ozaki2, splitk
 from gpu import strassen as strassen_pkg
 from gpu.backend import get_backend
 from gpu.strassen.api import deepest_level
@@ -209,6 +209,11 @@ def _ozaki2_options(shape, dtype):
         st.fixed_dictionaries({"scaling": st.sampled_from(ozaki2.SCALINGS), "moduli": st.integers(6, 20)}))
 
 
+def _ozaki_options(shape, dtype):
+    return st.fixed_dictionaries({"target": st.sampled_from(["dgemm", "sgemm", 1e-12]),
+                                  "slice_format": st.sampled_from(["fp32", "int8", "bf16"])})
+
+
 def _outofcore_options(shape, dtype):
     m, k, n = shape
     return st.fixed_dictionaries({
@@ -233,6 +238,9 @@ METHODS: dict[str, Method] = {
     "ozaki2": Method("ozaki2", lambda A, B, out=None, **o: ozaki2.matmul(A, B, out=out, backend="numpy", **o),
                      (F64,), small_shapes(48), _ozaki2_options, bounds.ozaki2,
                      refuses=r"^no modulus count up to \d+ meets target .* pass moduli="),
+    "ozaki": Method("ozaki", lambda A, B, out=None, **o: ozaki.matmul(A, B, out=out, backend="numpy", **o),
+                    (F64,), small_shapes(48), _ozaki_options, bounds.ozaki,
+                    refuses=r"^cannot meet target .* with at most \d+ slices"),
     "outofcore": Method("outofcore", lambda A, B, out=None, **o: outofcore.matmul(A, B, out=out, backend="numpy",
                                                                                  **o),
                         (F64, F32), small_shapes(), _outofcore_options, bounds.gemm),

@@ -76,3 +76,34 @@ def test_splitk_takes_any_finite_alpha_and_beta_where_the_result_fits(dtype, see
     want, allowed = splitk_bound(A.view, B.view, C, exact, options, C0)
     assert np.isfinite(C).all() or not np.isfinite(allowed).all()
     assert within(C, want, allowed).all()
+
+
+def _ozaki_finding(case: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The operands of Ozaki scheme I's findings: a tiny entry of A meeting a huge one of B (the exact product 1,
+    returned as 0 with 6 FP32 slices), 153 x 300 x 1 with entry exponents of +-300 (40 of 153 rows came out 0),
+    and the papers' phi = 4 inputs (the target missed by 10^2-10^4)."""
+    rng = np.random.default_rng(seed)
+    if case == "tiny-meets-huge":
+        return np.array([[1.0, 2.0**-200]]), np.array([[2.0**-200], [2.0**200]])
+    if case == "exponents-300":
+        return (np.ldexp(rng.uniform(-1, 1, (153, 300)), rng.integers(-300, 301, (153, 300))),
+                np.ldexp(rng.uniform(-1, 1, (300, 1)), rng.integers(-300, 301, (300, 1))))
+    from accuracy.generate import phi_matrix
+    return phi_matrix(128, 128, 4.0, (seed, 0)), phi_matrix(128, 128, 4.0, (seed, 1))
+
+
+@pytest.mark.parametrize("target", ["dgemm", "sgemm"])
+@pytest.mark.parametrize("case", ["tiny-meets-huge", "exponents-300", "phi-4"])
+@profiled(0.25)
+@given(seed=st.integers(0, 2**16))
+@example(seed=0)
+def test_ozaki_findings_meet_the_target_or_are_refused(case, target, seed):
+    """Ozaki scheme I on the inputs where its default call returned wrong values with no error: each result
+    meets t |A||B| + 2**-53 |C|, or the call refuses before any work as its docs say it may."""
+    A, B = _ozaki_finding(case, seed)
+    method, options = METHODS["ozaki"], {"target": target}
+    C = method.call(A, B, **options)
+    if C is None:
+        return
+    want, allowed = method.bound(A, B, C, exact_matmul(A, B, backend="numpy"), options)
+    assert within(C, want, allowed).all()
