@@ -164,7 +164,9 @@ def test_auto_level_follows_the_profile_written_from_the_stored_calibration(tmp_
         path = write_profile(db, "cpu", "test")
         model, _ = models.stored_predictor(db, "cpu", Config("rum"))
     assert backend_profile(backend)["env_key"] == "cpu" and path.is_file()
-    assert auto_level(4096, backend) == model.level(4096, range(MAX_LEVEL + 1)) > rule_level(4096, "numpy")
+    # Never deeper than bottom products of the smallest calibrated size (256): level 4 at 4096.
+    assert auto_level(4096, backend) == model.level(4096, range(5)) == 4 > rule_level(4096, "numpy")
+    assert model.level(4096, range(MAX_LEVEL + 1)) > 4
     with pytest.raises(ValueError, match="positive"):
         auto_level(0, backend)
 
