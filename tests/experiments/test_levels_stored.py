@@ -10,6 +10,7 @@ from experiments.core.database import ResultsDB
 from experiments.core.registry import FIGURES
 from experiments.levels import models
 from experiments.levels import validation as levels
+from experiments.levels.experiments import validation_summary
 from experiments.levels.profile import write_profile
 from experiments.strassen.bench import point_params
 from gpu.backend import get_backend
@@ -107,6 +108,25 @@ def test_verdict_time_lost_by_hand():
     right = levels.verdict("right", lambda n, lv: 0 if n < 1500 else 1, [1400.0], times, [1500.0])
     assert right.time_lost_pct == 0 and right.worst_size is None
     assert right.errors_pct == [pytest.approx(100 * (1400 - 1500) / 1500)]
+
+
+def test_a_sweep_that_crosses_no_level_boundary_is_not_judged():
+    """The quick CPU sweep (128-384, best level 0 throughout) said "met" for every predictor."""
+    flat = {n: {0: 1.0, 1: 1.2} for n in (128, 192, 256, 320, 384)}
+    verdicts = [levels.verdict("recursive", lambda n, lv: 0, [None], flat, [None]),
+                levels.verdict("always level 1", lambda n, lv: 1, [None], flat, [None])]
+    report = levels.Report(Config("rum"), flat, levels.measured_boundaries(flat, 1), verdicts)
+    summary = validation_summary({"points measured": 0, "points already stored": 0}, report, "profile")
+    recursive, always = summary.checks
+    assert recursive.met is None and "not judged: the sweep crosses no level boundary" in recursive.measured
+    assert always.met is False                                     # losing time is a failure all the same
+    assert "| not judged |" in "\n".join(summary.markdown())
+    crossing = {1000: {0: 1.0, 1: 1.2}, 2000: {0: 1.0, 1: 0.9}}
+    right = levels.verdict("recursive", lambda n, lv: int(n > 1500), [1500.0], crossing, [1500.0])
+    judged = validation_summary({"points measured": 0, "points already stored": 0},
+                                levels.Report(Config("rum"), crossing, levels.measured_boundaries(crossing, 1),
+                                              [right]), "profile")
+    assert judged.checks[0].met is True
 
 
 def test_judge_on_a_sweep_the_recursive_model_explains(db):
