@@ -4,8 +4,9 @@ The execution layer never opens the results database. What it needs from
 measurements (today: the best Strassen level per size for ``level="auto"``)
 is written, as plain data, into one file per (backend, device) by the
 commands that measure it (``gemmlab calibrate``, ``gemmlab levels``):
-calibration curves, launch overhead, and the level tables the predictor
-computed from them. The library only reads it.
+calibration curves, launch overhead, the level sweep's times, and the level
+tables the predictor computed from them within what those measurements support.
+The library only reads it.
 
 Files live in ``$GEMMLAB_PROFILES`` when that is set, else in
 ``results/profiles`` under the working directory, named after the backend and

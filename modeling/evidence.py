@@ -69,11 +69,12 @@ class Evidence:
         kept = {int(n): {int(lv): float(t) for lv, t in times.items()}
                 for n, times in sorted(self.sweep.items()) if len(times) >= 2}
         object.__setattr__(self, "sweep", kept)
+        object.__setattr__(self, "_best", {n: measured_best(t) for n, t in kept.items()})
 
     @property
     def best(self) -> dict[int, int]:
         """The measured best level of each swept size."""
-        return {n: measured_best(t) for n, t in self.sweep.items()}
+        return dict(self._best)
 
     def support(self, n: float, deepest: int) -> Support:
         """The levels (at most ``deepest``) the measurements allow at size n, before any model is asked."""
@@ -93,7 +94,7 @@ class Evidence:
         return max(0, min(deepest, math.floor(math.log2(n / lo) + 1e-12))) if n >= lo else 0
 
     def _swept(self, n: float, deepest: int) -> Support:
-        best = self.best
+        best = self._best
         sizes = list(best)
         if n in best:
             return Support(min(best[n], deepest), min(best[n], deepest), f"measured best at N = {n:.0f}")

@@ -2,7 +2,9 @@
 
 A device profile (:mod:`gpu.profile`, written by ``gemmlab calibrate`` and
 ``gemmlab levels``) holds, per configuration (``rum``, ``rum+fused``, ...), the
-level the recursive predictor chose from that device's measured curves, as a
+level the recursive predictor chose from that device's measured curves among the
+levels its measurements support (``modeling.evidence``: never one its level sweep
+measured slower, never deeper than the measurements beyond the measured sizes), as a
 table of sizes where the level changes: ``[[0, 0], [7432, 1], [14864, 2], ...]``.
 The level for a size is the last row at or below it, looked up with
 :func:`bisect.bisect_right`, so a call costs a file check and a search.

@@ -129,6 +129,22 @@ def test_a_sweep_that_crosses_no_level_boundary_is_not_judged():
     assert judged.checks[0].met is True
 
 
+def test_a_disturbed_group_is_left_out_of_the_judgement(db):
+    """On the loaded CPU the GEMM of the 128 group waited out a time slice: level 1 read 7x faster than it,
+    beyond the operation count's 8/7, and every predictor 'lost' 6.5% there."""
+    run = store_calibration(db)
+    sweep = {2048: {0: 1.0, 1: 0.15}, 4096: {0: 1.0, 1: 1.2}, 8192: {0: 1.0, 1: 1.1}}
+    for n, by_level in sweep.items():
+        for lv, t in by_level.items():
+            db.add(run, levels.EXPERIMENT, "rum", point_params(n, lv, levels.RUM), value=t, unit="s",
+                   meta={"speedup": 1 / t, "gemm_s": 1.0})
+    report = levels.judge(db, "gpu-key", levels.RUM)
+    assert list(report.times) == [4096, 8192] and report.left_out == [2048]
+    assert report.summary()["sizes left out"].startswith("2048: a level there ran faster than its operation count")
+    assert all(v.time_lost_pct == 0 for v in report.verdicts[:2])
+    assert levels.credible_sweep({1: {0: 1.0, 1: 0.88, 2: 0.77}}, levels.RUM) == ({1: {0: 1.0, 1: 0.88, 2: 0.77}}, [])
+
+
 def test_judge_on_a_sweep_the_recursive_model_explains(db):
     run = store_calibration(db)
     model = true_model(db, launch_ms=0.05)
