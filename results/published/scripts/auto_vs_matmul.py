@@ -3,9 +3,13 @@
 The check a user makes after ``make run`` (which calibrates the device and writes its profile): does the
 default call ever run slower than the plain product? Per size, one operand pair of uniform [0, 1) FP64
 matrices; then ``SAMPLES`` rounds, each timing one sample of both in alternating order (ABBA: drift and the
-second call's warm cache fall on both alike). A sample issues calls back to back until at least
-``SAMPLE_S`` seconds have passed (one call at the large sizes), synchronised at its end, and records the
-time per call. Reports per size the level auto resolves, both medians and ``A @ B`` over ``matmul``
+second call's warm cache fall on both alike). A sample makes one untimed call, then issues calls back
+to back until at least ``SAMPLE_S`` seconds have passed (one call at the large sizes), synchronised at its
+end, and records the time per call. The untimed call is there because the two run different BLAS
+libraries on the CPU (NumPy's OpenBLAS and SciPy's): after its last call one library's threads keep
+spinning for a while, and on two cores the first call of the other after a switch runs up to 15%
+slower (a 1024 GEMM: 45 against 39 ms), which measures the switch, not the method (``WARM=0`` keeps it).
+Reports per size the level auto resolves, both medians and ``A @ B`` over ``matmul``
 (1: as fast; above 1: auto faster), with the median and range of the per-round ratios (each round's two
 samples are neighbours in time, so its ratio is the least disturbed by a loaded machine's drift).
 
@@ -36,8 +40,14 @@ SAMPLES = int(os.environ.get("SAMPLES", "15"))
 SAMPLE_S = float(os.environ.get("SAMPLE_S", "0.2"))
 
 
-def sample(be, work, calls: int) -> float:
-    """Seconds per call of ``calls`` back-to-back calls, synchronised at the end."""
+WARM = os.environ.get("WARM", "1") != "0"
+
+
+def sample(be, work, calls: int, warm: bool = False) -> float:
+    """Seconds per call of ``calls`` back-to-back calls (after one untimed call where ``warm``), synchronised
+    at the end."""
+    if warm:
+        work()
     be.synchronize()
     start = time.perf_counter()
     for _ in range(calls):
@@ -57,7 +67,7 @@ def measure(be, n: int) -> dict:
     for i in range(SAMPLES):
         order = list(works) if i % 2 == 0 else list(works)[::-1]
         for name in order:
-            times[name].append(sample(be, works[name], calls))
+            times[name].append(sample(be, works[name], calls, WARM))
     ratios = [a / m for a, m in zip(times["A @ B"], times["matmul"])]
     med = {name: statistics.median(t) for name, t in times.items()}
     return {"size": n, "auto_level": resolve_auto_level(n, n, n, be), "calls_per_sample": calls,
@@ -71,6 +81,7 @@ def main() -> None:
     be = get_backend(os.environ.get("BACKEND", "numpy"))
     profile = backend_profile(be)
     out = {"device": device_name(be), "backend": be.name, "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
+           "warm_call_per_sample": WARM,
            "profile": str(profile_path(be.name, device_name(be))),
            "profile_env_key": (profile or {}).get("env_key"), "profile_table_rum": regime_levels(profile)[0].get("rum"),
            "points": []}
