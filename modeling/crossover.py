@@ -5,7 +5,8 @@
     P               : SpeedUp(P) = 1
     OptimLevel(x)   = 0 below P, 1 on [P, 2P), 2 on [2P, 4P), 3 on [4P, 8P), ...
 
-(``shared/spec/modeling.md`` section 3.) Also the root finder both predictors
+(``shared/spec/modeling.md`` section 3.) A speed-up is held to what the level's operation count
+allows (:func:`speedup_bound`), whatever the fitted curves say far from their data. Also the root finder both predictors
 use for a level boundary: where one time curve overtakes another for good.
 :func:`crossing` raises where there is none in the range; :func:`find_crossing`
 returns :class:`NoCrossover` instead, for callers to whom "no crossover up to
@@ -17,17 +18,33 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq
 
-from gpu.strassen.costs import level_counts
+from gpu.strassen.costs import level_counts, schedule_below
 
 from .fits import TimeModel
 
 #: Points of the scan that brackets a crossing before Brent's method refines it.
 SCAN_POINTS = 512
+#: Products one Strassen level replaces: a call of side x is eight half-size products' work.
+PRODUCTS_REPLACED = 8
+
+
+@cache
+def speedup_bound(schedule: str, level: int, fused: bool = False) -> float:
+    """The most a ``level``-level product of ``schedule`` can gain over the library GEMM, from its
+    operation count (:func:`gpu.strassen.costs.level_counts`): each level does ``a`` half-size
+    products (7) where the GEMM does the work of 8, so with the library no faster per operation on
+    smaller products, S_L <= prod 8 / a_l = (8/7)^L. Additions only lower it."""
+    bound, name = 1.0, schedule
+    for left in range(level, 0, -1):
+        bound *= PRODUCTS_REPLACED / level_counts(name, left, fused).products
+        name = schedule_below(name, left)
+    return bound
 
 
 def one_level_time(model: TimeModel, x: float, schedule: str = "rum", fused: bool = False) -> float:
@@ -37,8 +54,8 @@ def one_level_time(model: TimeModel, x: float, schedule: str = "rum", fused: boo
 
 
 def speedup(model: TimeModel, x: float, schedule: str = "rum", fused: bool = False) -> float:
-    """SpeedUp(x) = Gemm(x) / strassen(x) of one level."""
-    return float(model.gemm(x)) / one_level_time(model, x, schedule, fused)
+    """SpeedUp(x) = Gemm(x) / strassen(x) of one level, at most :func:`speedup_bound` (8/7)."""
+    return min(float(model.gemm(x)) / one_level_time(model, x, schedule, fused), speedup_bound(schedule, 1, fused))
 
 
 def last_upward_crossing(xs, gain) -> int | None:

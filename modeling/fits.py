@@ -137,17 +137,31 @@ def from_coefficients(doc: Mapping[str, Any], source: str = "coefficients") -> T
     return TimeModel(fits["gemm"], fits["geam"], source)
 
 
+#: Exponent of each call's work in its size (GEMM: 2x^3 FLOPs; GEAM: 3x^2 elements moved): beyond the
+#: largest measured size a curve keeps that size's rate, so its time grows as x to this power.
+WORK_EXPONENTS = {"gemm": 3.0, "geam": 2.0}
+
+
 @dataclass(frozen=True)
 class MeasuredCurve:
     """Times in ms through the measured points: piecewise power laws between neighbours
-    (straight lines in log-log), extended by the end segments' power laws.
+    (straight lines in log-log), extended past the ends.
 
     Unlike a fitted polynomial it reproduces every calibrated point, which the
     recursive predictor wants at x/2, x/4, ...; it inherits their noise too.
+    Past the ends nothing is measured, so the extension assumes no gain a measurement
+    has not shown: with ``work_exponent`` (the power of x the call's work grows as), the
+    largest size's rate holds above it, and below the smallest size the first segment's
+    law holds but never a steeper one (a smaller call no faster per unit of work than the
+    smallest measured). Without it, both end segments' laws are extended as they are, and a
+    noisy end segment carries its error far: on a loaded 2-core CPU, in-context GEMMs
+    measured at 128 and 256 only (exponent 0.18, both near a 20 ms time slice), extended to
+    4096, made the level-1 speed-up at 8192 read 71.
     """
 
     sizes: tuple[float, ...]
     ms: tuple[float, ...]
+    work_exponent: float | None = None
 
     def __post_init__(self) -> None:
         x = np.asarray(self.sizes, dtype=float)
@@ -156,8 +170,16 @@ class MeasuredCurve:
         if not all(t > 0 and np.isfinite(t) for t in self.ms):
             raise ValueError("times must be positive and finite")
         ls, lt = np.log(x), np.log(np.asarray(self.ms, dtype=float))
-        object.__setattr__(self, "_log", (ls, lt, (lt[1] - lt[0]) / (ls[1] - ls[0]),
-                                          (lt[-1] - lt[-2]) / (ls[-1] - ls[-2])))
+        low = (lt[1] - lt[0]) / (ls[1] - ls[0])
+        high = (lt[-1] - lt[-2]) / (ls[-1] - ls[-2])
+        if self.work_exponent is not None:
+            low, high = min(low, self.work_exponent), self.work_exponent
+        object.__setattr__(self, "_log", (ls, lt, low, high))
+
+    @property
+    def size_range(self) -> tuple[float, float]:
+        """The smallest and the largest measured size: outside them the curve extrapolates."""
+        return float(self.sizes[0]), float(self.sizes[-1])
 
     def __call__(self, x: Any) -> Any:
         ls, lt, low, high = self._log
@@ -167,7 +189,6 @@ class MeasuredCurve:
         inner = np.interp(lx, ls, lt)
         return np.exp(np.where(lx < ls[0], lt[0] + (lx - ls[0]) * low,
                                np.where(lx > ls[-1], lt[-1] + (lx - ls[-1]) * high, inner)))
-
 
     def _scalar(self, lx: float) -> float:
         """The same curve at one size, without arrays (the predictors call it thousands of times)."""
@@ -181,8 +202,44 @@ class MeasuredCurve:
         return math.exp(lt[i - 1] + w * (lt[i] - lt[i - 1]))
 
 
+@dataclass(frozen=True)
+class InContextCurve:
+    """The calls inside a Strassen level (``inner``, measured in context over a few sizes) where they
+    were measured, and elsewhere the plain curve scaled by the in-context/plain ratio at the nearer end
+    of ``inner``'s sizes: the plain calibration, not a two-point power law, says how a call grows
+    beyond the in-context sizes."""
+
+    inner: MeasuredCurve
+    plain: MeasuredCurve
+
+    @property
+    def size_range(self) -> tuple[float, float]:
+        """Sizes where one of the two curves is measured."""
+        (a, b), (c, d) = self.inner.size_range, self.plain.size_range
+        return min(a, c), max(b, d)
+
+    def __call__(self, x: Any) -> Any:
+        lo, hi = self.inner.size_range
+        if isinstance(x, (int, float)):
+            if lo <= x <= hi:
+                return self.inner(x)
+            edge = lo if x < lo else hi
+            return self.plain(x) * self.inner(edge) / self.plain(edge)
+        x = np.asarray(x, dtype=float)
+        edge = np.clip(x, lo, hi)
+        return np.where((x >= lo) & (x <= hi), self.inner(x), self.plain(x) * self.inner(edge) / self.plain(edge))
+
+
+def curve_range(curve: Any) -> tuple[float, float] | None:
+    """The measured sizes of a time curve (None for a model of no measurement: datasheet or transferred
+    curves, given coefficients)."""
+    found = getattr(curve, "size_range", None)
+    return tuple(found) if found else None
+
+
 def measured_curves(rows: Iterable[Mapping[str, Any]]) -> tuple[MeasuredCurve, MeasuredCurve]:
-    """Gemm and Geam through calibration rows (``size``, ``gemm_s``, ``geam_s``)."""
+    """Gemm and Geam through calibration rows (``size``, ``gemm_s``, ``geam_s``), each extended past its
+    ends as its work grows (:data:`WORK_EXPONENTS`)."""
     rows = sorted(rows, key=lambda r: r["size"])
     sizes = tuple(float(r["size"]) for r in rows)
-    return tuple(MeasuredCurve(sizes, tuple(1e3 * r[f"{m}_s"] for r in rows)) for m in DEGREES)
+    return tuple(MeasuredCurve(sizes, tuple(1e3 * r[f"{m}_s"] for r in rows), WORK_EXPONENTS[m]) for m in DEGREES)

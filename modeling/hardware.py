@@ -29,7 +29,7 @@ class GPU:
     bandwidth_gbs: float               # device memory, GB/s (10^9 bytes)
     sm_count: int
     registers_per_sm: int              # 32-bit registers
-    memory_gb: float
+    memory_gb: float                   # device memory as the datasheet gives it, GB (10^9 bytes)
     pattern: str                       # regular expression matching CUDA's device name
     fp32_tflops: float | None = None   # FP32 on the vector units (None: no source found)
 
@@ -47,6 +47,12 @@ class GPU:
     def bandwidth(self) -> float:
         """Bytes/s."""
         return 1e9 * self.bandwidth_gbs
+
+    @property
+    def memory_bytes(self) -> float:
+        """Device memory in bytes, from the datasheet's GB (10^9 bytes; CUDA reports a few per cent more on
+        the HBM parts, 85.5e9 bytes on the H100 80GB, so a product within that margin is judged not to fit)."""
+        return 1e9 * self.memory_gb
 
     def as_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if k != "pattern"}

@@ -8,9 +8,13 @@ into the recursive predictor:
   at measured sizes (the plain and the in-context sweeps), as columns;
 * ``launch_ms``: host time per library call, per configuration, with a
   ``default`` for the others, and where each came from;
+* ``level_sweep``: per configuration, the Strassen times the device was measured
+  at (size, level, time over the GEMM of its group), where a level sweep is stored;
 * ``levels``: for every schedule and fusion choice, the recursive predictor's
-  best level as a table of the sizes where it changes, found on a geometric
-  scan and refined to the integer by bisection.
+  best level among those the measurements support (:mod:`modeling.evidence`:
+  never a level the sweep measured slower, never deeper than the evidence beyond
+  the measured sizes), as a table of the sizes where it changes, found on a
+  geometric scan and refined to the integer by bisection.
 
 The library looks a level up in the table and never evaluates a model.
 """
@@ -27,7 +31,9 @@ import numpy as np
 from gpu.strassen import SCHEDULES, check_schedule
 from gpu.strassen.auto import MAX_LEVEL, profile_key
 
-from .fits import measured_curves
+from .crossover import speedup_bound
+from .evidence import RESOLUTION, Evidence
+from .fits import InContextCurve, measured_curves
 from .recursive import RecursiveModel
 
 #: Sizes the level tables cover: beyond the last change the deepest level found holds.
@@ -60,8 +66,37 @@ def predictor(profile: Mapping[str, Any], schedule: str = "rum", fused: bool = F
                            overlap=bool(profile.get("asynchronous", False)))
     if profile.get("context_calibration"):
         inner_gemm, inner_geam = measured_curves(_rows(profile["context_calibration"]))
-        model = replace(model, inner_gemm=inner_gemm, inner_geam=inner_geam)
+        model = replace(model, inner_gemm=InContextCurve(inner_gemm, gemm), inner_geam=InContextCurve(inner_geam, geam))
     return model
+
+
+def sweep_columns(points: Sequence[tuple[int, int, float]]) -> dict[str, list[float]]:
+    """Level-sweep points (size, level, time over the GEMM of the size's group) as a profile's columns."""
+    points = sorted(points)
+    return {"size": [int(p[0]) for p in points], "level": [int(p[1]) for p in points],
+            "over_gemm": [float(p[2]) for p in points]}
+
+
+def evidence(profile: Mapping[str, Any], schedule: str = "rum", fused: bool = False) -> Evidence:
+    """What the profile's measurements support for one configuration: its calibrated sizes and its
+    stored level sweep (level 0 at 1 wherever a level was timed against the GEMM of its group), less
+    the sizes whose group is not credible (:func:`credible`)."""
+    cal = profile.get("calibration") or {}
+    calibrated = (float(min(cal["size"])), float(max(cal["size"]))) if cal.get("size") else None
+    cols = (profile.get("level_sweep") or {}).get(profile_key(schedule, fused)) or {}
+    sweep: dict[int, dict[int, float]] = {}
+    for n, level, over in zip(cols.get("size", ()), cols.get("level", ()), cols.get("over_gemm", ())):
+        sweep.setdefault(int(n), {0: 1.0})[int(level)] = float(over)
+    return Evidence(calibrated, {n: t for n, t in sweep.items() if credible(t, schedule, fused)})
+
+
+def credible(times: Mapping[int, float], schedule: str, fused: bool) -> bool:
+    """Whether one size's measured group ({level: time over its GEMM}) is possible: no level faster than its
+    operation count allows (:func:`modeling.crossover.speedup_bound`, with :data:`modeling.evidence.RESOLUTION`
+    to spare). A group that breaks it was disturbed (on a loaded CPU, a 128 x 128 GEMM that waited out a
+    time slice read 19x a level-1 product's time), and says nothing about the levels."""
+    return all(times[0] / t <= (1 + RESOLUTION) * speedup_bound(schedule, level, fused)
+               for level, t in times.items() if level)
 
 
 def deepest_level(schedule: str) -> int:
@@ -76,44 +111,51 @@ def deepest_level(schedule: str) -> int:
     return level
 
 
-def _best(model: RecursiveModel, size: int, deepest: int) -> int:
-    return model.level(size, range(min(deepest, int(math.log2(size))) + 1))
+def _best(model: RecursiveModel, size: int, deepest: int, found: Evidence) -> int:
+    return found.level(model, size, min(deepest, int(math.log2(size))))
 
 
 def level_table(model: RecursiveModel, deepest: int, lo: int = TABLE_RANGE[0],
-                hi: int = TABLE_RANGE[1]) -> list[list[int]]:
-    """[[first size, level], ...]: the model's best level from each size on, over [lo, hi]."""
-    grid = sorted({int(x) for x in np.geomspace(lo, hi, SCAN_POINTS)})
-    levels = [_best(model, n, deepest) for n in grid]
+                hi: int = TABLE_RANGE[1], found: Evidence | None = None) -> list[list[int]]:
+    """[[first size, level], ...]: the model's best level from each size on, over [lo, hi], among the
+    levels ``found`` (the device's measurements) supports; every level where it is None."""
+    found = found or Evidence()
+    grid = sorted({int(x) for x in np.geomspace(lo, hi, SCAN_POINTS)} | {n for n in found.edges() if lo <= n <= hi})
+    levels = [_best(model, n, deepest, found) for n in grid]
     table = [[0, 0], [grid[0], levels[0]]] if levels[0] else [[0, 0]]
     for (a, la), (b, lb) in zip(zip(grid, levels), zip(grid[1:], levels[1:])):
         if la == lb:
             continue
         while b - a > 1:
             mid = (a + b) // 2
-            a, b = (mid, b) if _best(model, mid, deepest) == la else (a, mid)
+            a, b = (mid, b) if _best(model, mid, deepest, found) == la else (a, mid)
         table.append([b, lb])
     return table
 
 
 def level_tables(profile: Mapping[str, Any]) -> dict[str, list[list[int]]]:
-    """A level table per configuration key (``rum``, ``rum+fused``, ...) of every schedule."""
+    """A level table per configuration key (``rum``, ``rum+fused``, ...) of every schedule, within what
+    the profile's measurements support for that configuration (:func:`evidence`)."""
     tables = {}
     for schedule in SCHEDULES:
         deepest = deepest_level(schedule)
         for fused in (False, True):
-            tables[profile_key(schedule, fused)] = level_table(predictor(profile, schedule, fused), deepest)
+            tables[profile_key(schedule, fused)] = level_table(predictor(profile, schedule, fused), deepest,
+                                                               found=evidence(profile, schedule, fused))
     return tables
 
 
 def build_profile(backend: str, device: str, *, calibration: Sequence[Mapping[str, Any]],
                   context_calibration: Sequence[Mapping[str, Any]] = (), launch_ms: Mapping[str, float] | None = None,
                   launch_source: Mapping[str, str] | None = None, asynchronous: bool = False,
+                  level_sweep: Mapping[str, Sequence[tuple[int, int, float]]] | None = None,
                   **record: Any) -> dict[str, Any]:
-    """The content of a device profile (see the module notes); ``record``: provenance kept as is."""
+    """The content of a device profile (see the module notes); ``level_sweep``: per configuration key,
+    (size, level, time over the GEMM of its group) points; ``record``: provenance kept as is."""
     return complete_profile({"backend": backend, "device": device, **record, "asynchronous": bool(asynchronous),
                              "calibration": columns(calibration), "context_calibration": columns(context_calibration),
-                             "launch_ms": dict(launch_ms or {}), "launch_source": dict(launch_source or {})})
+                             "launch_ms": dict(launch_ms or {}), "launch_source": dict(launch_source or {}),
+                             "level_sweep": {k: sweep_columns(v) for k, v in (level_sweep or {}).items()}})
 
 
 def complete_profile(doc: Mapping[str, Any]) -> dict[str, Any]:

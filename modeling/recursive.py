@@ -38,6 +38,15 @@ L-2 at x/2, so the boundaries are P, 2P, 4P, ... with P the one-level
 crossover: over the same curves the recursion reproduces the thesis rule, and
 it departs from it only through the overhead, fused or copied additions, and
 the curves it is given (measured points rather than a fitted cubic).
+
+Two honesty rules hold whatever the curves say:
+
+* a level's speed-up never exceeds what its operation count allows
+  (:func:`speedup_bound`: (8/7)^L for seven products per level): a level runs at least its
+  products' share of the library work, so T_L(x) >= T_0(x) / bound. Curves that claim more
+  (noisy or extrapolated ones) are held to it, and :meth:`RecursiveModel.capped` says where;
+* :meth:`RecursiveModel.extrapolated` says whether a level's time at x rests on a curve
+  evaluated outside the sizes it was measured at.
 """
 
 from __future__ import annotations
@@ -48,7 +57,8 @@ from dataclasses import dataclass
 
 from gpu.strassen.costs import level_counts, schedule_below
 
-from .crossover import crossing
+from .crossover import crossing, speedup_bound
+from .fits import curve_range
 
 Curve = Callable[[float], float]  # size -> ms
 
@@ -73,8 +83,38 @@ class RecursiveModel:
             raise ValueError(f"launch_ms must be a non-negative time in ms, got {self.launch_ms}")
 
     def time(self, x: float, level: int) -> float:
-        """T_level(x) in ms."""
-        return self._time(self.schedule, float(x), level)
+        """T_level(x) in ms, never below T_0(x) over the level's :func:`speedup_bound`."""
+        raw = self._time(self.schedule, float(x), level)
+        if level == 0:
+            return raw
+        return max(raw, float(self.gemm(float(x))) / speedup_bound(self.schedule, level, self.fused))
+
+    def capped(self, x: float, level: int) -> bool:
+        """Whether the curves alone give ``level`` a larger speed-up at x than its operation count allows
+        (then :meth:`time` holds it to :func:`speedup_bound`)."""
+        return level > 0 and self._time(self.schedule, float(x), level) < self.time(x, level)
+
+    def evaluations(self, x: float, level: int) -> list[tuple[Curve, float]]:
+        """The (curve, size) pairs ``level``'s speed-up at x reads: the GEMM of x (the baseline), and for a
+        level its additions at x/2 .. x/2^level and its bottom products at x/2^level."""
+        out: list[tuple[Curve, float]] = [(self.gemm, float(x))]
+        if level == 0:
+            return out
+        geam = self.inner_geam or self.geam
+        out += [(geam, x / 2**d) for d in (1, level)]
+        out.append((self.inner_gemm or self.gemm, x / 2**level))
+        return out
+
+    def extrapolated(self, x: float, level: int) -> bool | None:
+        """Whether ``level``'s speed-up at x reads a curve outside its measured sizes (True), only inside
+        them (False), or curves that were never measured (None: datasheet, transferred or given curves)."""
+        outside = False
+        for curve, size in self.evaluations(x, level):
+            found = curve_range(curve)
+            if found is None:
+                return None
+            outside |= not found[0] * (1 - 1e-9) <= size <= found[1] * (1 + 1e-9)
+        return outside
 
     def _time(self, schedule: str, x: float, level: int, inner: bool = False) -> float:
         if level < 0:

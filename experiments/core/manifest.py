@@ -54,7 +54,8 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("reproduce", CORE, "run every registered experiment and render every figure"),
     Entry("calibrate", LEVELS, "measure Gemm(x) and Geam(x); writes the device profile"),
     Entry("fit", LEVELS, "fit Gemm (cubic) and Geam (quadratic) to a stored calibration"),
-    Entry("predict", LEVELS, "crossover P, level boundaries and the best Strassen level for a size"),
+    Entry("predict", LEVELS, "the best Strassen level for a size: one answer with the range of its models, marked "
+                             "where it extrapolates the measurements"),
     Entry("levels", LEVELS, "measure the best Strassen level over a size sweep and judge the predictors; writes "
                             "the device profile"),
     Entry("strassen", STRASSEN, "Strassen speed-up over the library GEMM at chosen sizes and levels"),

@@ -19,6 +19,7 @@ from ..core.database import ResultsDB
 from ..core.registry import FIGURES, load
 from ..core.summary import markdown_table
 from . import calibration, estimate, models, validation
+from .answer import answer_lines, speedup_line
 from .auto import AUTO_KEY, AutoJudgement, judge_auto, with_judgement
 from .experiments import validation_summary
 from .predict import Source, fit_report, predict
@@ -106,8 +107,12 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
                         help='JSON {"gemm": [p1, p2, p3, p4], "geam": [q1, q2, q3], "units": "ms"}, '
                              'highest power first')
     source.add_argument("--gpu", default=None, metavar="NAME",
-                        help=f"analytic model of a GPU from the hardware table ({', '.join(hardware.GPUS)}); "
-                             "no GPU needed")
+                        help=f"a GPU of the hardware table ({', '.join(hardware.GPUS)}), no measurement of it "
+                             "needed: the transfer model (Gemm and Geam learned from the calibrated GPUs, launch "
+                             "overhead the median of their measured ones) where no calibration of it is stored or "
+                             "bundled; for one that has one, Otsuka's analytic model from its peak rates, without "
+                             "launch overhead (--device predicts from the calibration itself). Says whether A, B and "
+                             "C fit in its memory")
     p.add_argument("--weighting", choices=fits.WEIGHTINGS, default="relative",
                    help="least-squares weighting of the thesis rule's fits (default: relative error)")
     p.add_argument("--max-level", type=int, default=4, help="deepest level to consider (default 4)")
@@ -117,8 +122,9 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
                    help="choose each level's schedule within this memory beyond RUM's (e.g. 40G; see "
                         "gpu.strassen.plans) and predict each level's plan; with --fused, where it pays")
     p.add_argument("--launch-us", type=float, default=None,
-                   help="host time per library call in microseconds (default: stored or fitted; 0 for --gpu "
-                        "and --coefficients unless the file gives launch_us)")
+                   help="host time per library call in microseconds (default: stored or fitted for a stored "
+                        "calibration; transferred for --gpu through the transfer model; 0 for the analytic model, "
+                        "and for --coefficients unless the file gives launch_us)")
 
 
 @command("predict", options=FIT_OPTIONS, arguments=_predict_arguments)
@@ -133,12 +139,13 @@ def cmd_predict(args: argparse.Namespace, db_path: Path) -> int:
         thesis = (f"thesis rule: {payload['no_crossover']['note']}" if payload["P"] is None else
                   f"thesis rule: P = {payload['P']:.0f}, boundaries (2P, 4P, ...) {fmt(payload['boundaries'])}, "
                   f"level {payload['level']}")
+        if payload["thesis_extrapolated"] and payload["P"] is not None:
+            thesis += f" (extrapolated: N = {args.size} lies outside the fitted sizes)"
         return "\n".join([
             f"{payload['source']}; N = {args.size}, {args.schedule}{' fused' if args.fused else ''}", thesis,
             f"recursive:   P = {fmt([payload['P_recursive']])}, boundaries {fmt(payload['boundaries_recursive'])}, "
             f"level {payload['level_recursive']}",
-            "predicted speed-up by level: " + ", ".join(f"L{lv} {s:.3f}" for lv, s in payload["speedups"].items()),
-            *_plan_lines(payload.get("workspace"))])
+            *speedup_line(payload), *_plan_lines(payload.get("workspace")), *answer_lines(payload)])
 
     emit(args, payload, text)
     return 0

@@ -27,8 +27,10 @@ from scipy.optimize import minimize_scalar
 
 from gpu.backend import backend_class
 from gpu.strassen import Config
+from gpu.strassen.auto import profile_key
+from modeling.evidence import Evidence
 from modeling.fits import TimeModel, fit_calibration
-from modeling.profile import columns, predictor
+from modeling.profile import columns, evidence, predictor, sweep_columns
 from modeling.recursive import RecursiveModel
 
 from ..core.database import ResultsDB
@@ -148,6 +150,24 @@ def default_overhead(db: ResultsDB, key: str, regime: str = "sustained") -> tupl
     return 0.0, "none stored (0): measure it with gemmlab levels"
 
 
+def level_sweeps(db: ResultsDB, key: str, regime: str = "sustained", dtype: str = DTYPE
+                 ) -> dict[str, list[tuple[int, int, float]]]:
+    """Per configuration key (:func:`gpu.strassen.auto.profile_key`), the stored Strassen times of ``key`` in
+    ``regime`` that ``level="auto"`` may rest on: (size, level, time over the GEMM of its group), from the
+    strassen-speedup points and the level sweep of each configuration run eagerly on one stream, as auto
+    runs it (the level sweep's where both hold a point, else the newest)."""
+    found: dict[str, dict[tuple[int, int], float]] = {}
+    for experiment in (SPEEDUP_EXPERIMENT, LEVELS_EXPERIMENT):
+        for m in sorted(of_regime(db.measurements(experiment, env_key=key), regime), key=lambda m: m.created_at):
+            p = m.params
+            if p.get("level", 0) < 1 or not m.meta.get("speedup") or p.get("dtype") != dtype:
+                continue
+            name = profile_key(p["schedule"], bool(p["fused"]))
+            if m.method == name:
+                found.setdefault(name, {})[(int(p["size"]), int(p["level"]))] = 1.0 / float(m.meta["speedup"])
+    return {name: [(n, level, over) for (n, level), over in sorted(points.items())] for name, points in found.items()}
+
+
 def profile_inputs(db: ResultsDB, key: str, configs: Sequence[Config] | None = None,
                    regime: str = "sustained") -> dict[str, Any]:
     """What a device profile holds besides its level tables, from the stored results of ``key``.
@@ -164,7 +184,8 @@ def profile_inputs(db: ResultsDB, key: str, configs: Sequence[Config] | None = N
     context = calibration_rows(db, key, experiment=calibration.CONTEXT_EXPERIMENT, regime=regime)
     return {"backend": env.get("backend"), "device": env.get("device"), "env_key": key, "regime": regime,
             "asynchronous": asynchronous(db, key), "calibration": columns(calibration_rows(db, key, regime=regime)),
-            "context_calibration": columns(context), "launch_ms": launch, "launch_source": source}
+            "context_calibration": columns(context), "launch_ms": launch, "launch_source": source,
+            "level_sweep": {name: sweep_columns(points) for name, points in level_sweeps(db, key, regime).items()}}
 
 
 def stored_predictor(db: ResultsDB, key: str, config: Config, regime: str = "sustained"
@@ -178,3 +199,11 @@ def stored_predictor(db: ResultsDB, key: str, config: Config, regime: str = "sus
     if inputs["context_calibration"]:
         source += f"; inner calls from {len(inputs['context_calibration']['size'])} in-context calibration points"
     return predictor(inputs, config.schedule, config.fused), source
+
+
+def stored_evidence(db: ResultsDB, key: str, config: Config, regime: str = "sustained") -> Evidence:
+    """What the stored measurements of ``key`` in ``regime`` support for ``config``: its calibrated sizes and
+    level sweep, as its device profile holds them (:func:`modeling.profile.evidence`)."""
+    doc = {"calibration": columns(calibration_rows(db, key, regime=regime)),
+           "level_sweep": {name: sweep_columns(points) for name, points in level_sweeps(db, key, regime).items()}}
+    return evidence(doc, config.schedule, config.fused)

@@ -3,16 +3,20 @@ level for a size by the thesis rule and the recursive predictor, from one of thr
 
 * a stored calibration (``--env``, ``--device`` or this machine's device);
 * the coefficients of a JSON file (``--coefficients``);
-* a hardware-table GPU (``--gpu``), no measurement needed: the transfer model
+* a hardware-table GPU (``--gpu``), no measurement of it needed: the transfer model
   (:mod:`modeling.transfer`) where the GPU has no calibration in the database (nor bundled in
-  ``results/published``), trained on every calibrated GPU the database holds, the bundled H100
-  calibration and the usable published fits; Otsuka's analytic model for a GPU that has one
-  (its ``--device`` prediction is the better one there).
+  ``results/published``): curves learned from every calibrated GPU the database holds, the bundled
+  H100 calibration and the usable published fits, with the median of their measured launch
+  overheads (tens of microseconds per call); for a GPU that has a calibration, Otsuka's analytic model
+  from its peak rates with no launch overhead (its ``--device`` prediction is the better one there).
 
-Where the thesis rule finds no crossover in the search range (Strassen never pays off for good
-there), that is its answer, level 0 throughout the range, not an error: ``P`` is None and
-``no_crossover`` holds the range, the largest gain and a note (:func:`no_crossover`). Stored
-results are read with the database opened read-only.
+Every speed-up is held to its level's operation-count bound (:func:`modeling.crossover.speedup_bound`),
+and each level is marked where its figures extrapolate the calibrated curves (``extrapolated``).
+The models' levels are brought to one answer with the range they span (:mod:`experiments.levels.answer`),
+with the GPU's memory checked where it is known. Where the thesis rule finds no crossover in the
+search range (Strassen never pays off for good there), that is its answer, level 0 throughout the
+range, not an error: ``P`` is None and ``no_crossover`` holds the range, the largest gain and a note
+(:func:`no_crossover`). Stored results are read with the database opened read-only.
 """
 
 from __future__ import annotations
@@ -27,11 +31,13 @@ from gpu.backend import get_backend
 from gpu.strassen import Config, choose_plan, deepest_level, level_schedules, plan_extra
 from modeling import crossover, fits, hardware, transfer
 from modeling.analytic import analytic_model
+from modeling.crossover import speedup_bound
 from modeling.recursive import RecursiveModel
 
 from ..core.csvio import ExportRow, read_export
 from ..core.database import ResultsDB
 from . import calibration, models
+from .answer import Memory, answer, levels_of
 
 #: Where predictions from given coefficients or the analytic model search their crossovers.
 DEFAULT_SEARCH = (64.0, 131072.0)
@@ -101,25 +107,30 @@ def prediction_models(db_path: Path, source: Source, config: Config, launch_ms: 
             return transfer_models(gpu, devices, source, config, launch_ms)
         model = replace(analytic_model(gpu, config.schedule, config.fused), launch_ms=launch_ms or 0.0)
         return (lambda x: model.speedup(x, 1)), model, {
-            "source": f"analytic model of {gpu.name}", "gpu": gpu.as_dict(),
-            "range": source.size_range or DEFAULT_SEARCH, "launch_overhead_us": 1e3 * model.launch_ms}
+            "source": f"analytic model of {gpu.name}", "kind": "analytic", "gpu": gpu.as_dict(),
+            "range": source.size_range or DEFAULT_SEARCH, "launch_overhead_us": 1e3 * model.launch_ms,
+            "launch_overhead_source": "given" if launch_ms is not None else "none (0): the analytic model has none",
+            "_memory": (gpu.name, gpu.memory_bytes, "datasheet")}
     if source.coefficients:
         doc = json.loads(source.coefficients.read_text())
         tm = fits.from_coefficients(doc, str(source.coefficients))
         h = launch_ms if launch_ms is not None else float(doc.get("launch_us", 0.0)) / 1e3
         model = RecursiveModel(tm.gemm, tm.geam, config.schedule, config.fused, h)
-        info = {"source": f"coefficients in {source.coefficients}", "range": source.size_range or DEFAULT_SEARCH,
-                "launch_overhead_us": 1e3 * h}
+        info = {"source": f"coefficients in {source.coefficients}", "kind": "coefficients",
+                "range": source.size_range or DEFAULT_SEARCH, "launch_overhead_us": 1e3 * h}
     else:
         with ResultsDB(db_path, readonly=True) as db:
             key = stored_key(db, source)
             tm = models.time_model(db, key, source.weighting, source.size_range, regime=source.regime)
             model, origin = models.stored_predictor(db, key, config, source.regime)
+            found = models.stored_evidence(db, key, config, source.regime)
+            env = db.environment(key)
         if launch_ms is not None:
             model, origin = replace(model, launch_ms=launch_ms), "given"
         lo, hi = crossover.search_range(tm, *(source.size_range or (None, None)))
-        info = {"source": tm.source, "env_key": key, "range": (lo, hi), "launch_overhead_us": 1e3 * model.launch_ms,
-                "launch_overhead_source": origin, "fits": tm.as_dict()}
+        info = {"source": tm.source, "kind": "stored", "env_key": key, "range": (lo, hi),
+                "launch_overhead_us": 1e3 * model.launch_ms, "launch_overhead_source": origin, "fits": tm.as_dict(),
+                "calibrated_range": found.calibrated, "_evidence": found, "_memory": env_memory(env)}
     return (lambda x: crossover.speedup(tm, x, config.schedule)), model, info
 
 
@@ -184,7 +195,8 @@ def transfer_models(gpu: hardware.GPU, devices: dict[str, transfer.Device], sour
     model = learned.central.model(gpu, config.schedule, config.fused, launch_ms)
     bare = replace(model, launch_ms=0.0)
     info = {"source": f"transfer model of {gpu.name} (trained on {', '.join(devices)}); no measurement of it",
-            "gpu": gpu.as_dict(), "range": source.size_range or DEFAULT_SEARCH,
+            "kind": "transfer", "gpu": gpu.as_dict(), "range": source.size_range or DEFAULT_SEARCH,
+            "_memory": (gpu.name, gpu.memory_bytes, "datasheet"),
             "launch_overhead_us": 1e3 * model.launch_ms,
             "launch_overhead_source": "given" if launch_ms is not None else "transferred",
             "_transfer": (learned, gpu)}
@@ -193,24 +205,20 @@ def transfer_models(gpu: hardware.GPU, devices: dict[str, transfer.Device], sour
 
 def predict(db_path: Path, source: Source, size: int, config: Config, max_level: int = 4,
             launch_ms: float | None = None, workspace: int | None = None) -> dict[str, Any]:
-    """Crossover P, level boundaries and the best level at ``size`` by both predictors; with
-    ``workspace``, each level's plan within that many bytes and its predicted time
-    (:func:`plan_prediction`)."""
+    """Crossover P, level boundaries and the best level at ``size`` by both predictors, each level's
+    speed-up (held to its operation-count bound, marked where it extrapolates the calibrated curves),
+    the GPU's memory where it is known, and one answer (:func:`experiments.levels.answer.answer`); with
+    ``workspace``, each level's plan within that many bytes and its predicted time (:func:`plan_prediction`)."""
     if size <= 0 or not 1 <= max_level <= 10:
         raise ValueError(f"need --size > 0 and --max-level in 1..10, got {size} and {max_level}")
     one_level, model, info = prediction_models(db_path, source, config, launch_ms)
-    learned = info.pop("_transfer", None)
+    learned, found_ev, held = info.pop("_transfer", None), info.pop("_evidence", None), info.pop("_memory", None)
     lo, hi = info["range"]
-    found = crossover.find_crossing(lambda x: one_level(x) - 1.0, lo, hi, "SpeedUp(x) = 1")
-    if isinstance(found, crossover.NoCrossover):
-        thesis = {"P": None, "boundaries": [None] * (max_level - 1), "level": 0,
-                  "no_crossover": no_crossover(found, size)}
-    else:
-        thesis = {"P": found, "boundaries": crossover.thesis_boundaries(found, max_level)[1:],
-                  "level": crossover.thesis_level(size, found, max_level), "no_crossover": None}
+    thesis = thesis_prediction(one_level, lo, hi, size, max_level)
     levels = range(max_level + 1)
     rec = model.boundaries(max_level, lo, 2 ** max_level * hi)
     extra: dict[str, Any] = {}
+    others = {"thesis rule": thesis["level"], "recursive": model.level(size, levels_of(size, max_level))}
     if learned is not None:
         found = learned[0].predict(learned[1], size, max_level, config.schedule, config.fused)
         spread = learned[0].boundaries(learned[1], max_level, lo, 2 ** max_level * hi, config.schedule, config.fused)
@@ -218,14 +226,47 @@ def predict(db_path: Path, source: Source, size: int, config: Config, max_level:
         extra = {"level_range": found["level_range"], "level_text": found["level_text"],
                  "transfer": {**found["transfer"], "levels_by_fit": found["by_member"],
                               "boundaries_recursive_range": [[min(e), max(e)] if e else None for e in ends]}}
+        others.update({f"transfer ensemble ({end})": lv for end, lv in zip(("shallowest", "deepest"),
+                                                                             found["level_range"])})
         if launch_ms is not None:
             extra["transfer"]["note"] = "the given launch overhead replaces the transferred one in every fit"
+    memory = Memory.of(*held, size, levels, config.schedule) if held else None
+    chosen = answer(info["kind"], model, size, max_level, others, found_ev, memory)
     return {"size": size, "schedule": config.schedule, "fused": config.fused, **info, **thesis,
+            "thesis_extrapolated": not lo <= size <= hi if info["kind"] == "stored" else None,
             "level_recursive": model.level(size, levels), "P_recursive": rec[0],
             "boundaries_recursive": rec[1:], "speedup_one_level": one_level(size),
             "times_ms": {lv: model.time(size, lv) for lv in levels},
             "speedups": {lv: model.speedup(size, lv) for lv in levels},
+            "speedup_bound": {lv: speedup_bound(config.schedule, lv, config.fused) for lv in levels},
+            "capped": [lv for lv in levels if model.capped(size, lv)],
+            "extrapolated": {lv: model.extrapolated(size, lv) for lv in levels},
+            "memory": None if memory is None else memory.as_dict(), "answer": chosen.as_dict(),
             "workspace": None if workspace is None else plan_prediction(model, size, max_level, workspace), **extra}
+
+
+def thesis_prediction(one_level: Callable[[float], float], lo: float, hi: float, size: int, max_level: int
+                      ) -> dict[str, Any]:
+    """The thesis rule: P where the one-level speed-up reaches 1 in [lo, hi], its boundaries 2P, 4P, ... and
+    the level at ``size``; level 0 throughout where there is no crossover in the range."""
+    found = crossover.find_crossing(lambda x: one_level(x) - 1.0, lo, hi, "SpeedUp(x) = 1")
+    if isinstance(found, crossover.NoCrossover):
+        return {"P": None, "boundaries": [None] * (max_level - 1), "level": 0,
+                "no_crossover": no_crossover(found, size)}
+    return {"P": found, "boundaries": crossover.thesis_boundaries(found, max_level)[1:],
+            "level": crossover.thesis_level(size, found, max_level), "no_crossover": None}
+
+
+def env_memory(env: dict[str, Any]) -> tuple[str, float, str] | None:
+    """A stored environment's GPU and its memory: as CUDA reported it, else its hardware-table row's;
+    None for a CPU or a GPU of neither."""
+    if env.get("backend") != "cupy":
+        return None
+    name = str(env.get("device", "GPU"))
+    if env.get("memory_bytes"):
+        return name, float(env["memory_bytes"]), "as CUDA reports it"
+    rows = hardware.matches(name)
+    return (name, rows[0].memory_bytes, "datasheet") if len(rows) == 1 else None
 
 
 def plan_prediction(model: RecursiveModel, size: int, max_level: int, workspace: int) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from modeling.crossover import (
     thesis_level,
 )
 from modeling.fits import TimeModel
+from modeling.profile import credible
 from modeling.recursive import RecursiveModel
 
 from ..core.database import ResultsDB
@@ -318,6 +319,7 @@ class Report:
     measured: list[float | None]
     verdicts: list[Verdict]
     unit: str = "s"       # of ``times``: seconds, or "gemm" for times relative to the GEMM of a group
+    left_out: list[int] = field(default_factory=list)   # sizes whose group is not credible (:func:`credible_sweep`)
 
     def summary(self) -> dict[str, Any]:
         best = best_levels(self.times)
@@ -325,6 +327,7 @@ class Report:
                 "sizes": f"{min(self.times)} to {max(self.times)} ({len(self.times)} sizes)" if self.times else "none",
                 "best level per size": " ".join(f"{n}:{lv}" for n, lv in best.items()),
                 "measured boundaries": [None if b is None else round(b) for b in self.measured],
+                **({"sizes left out": left_out_text(self.left_out)} if self.left_out else {}),
                 **{v.name: v.summary() for v in self.verdicts}}
 
     def rows(self) -> list[dict[str, Any]]:
@@ -364,6 +367,10 @@ def judge_times(db: ResultsDB, key: str, config: Config, times: dict[int, dict[i
     if not times:
         raise ValueError(f"no stored times of {config.name} for env {key}; run gemmlab levels "
                          "(or strassen) on that device, or import its results")
+    times, left_out = credible_sweep(times, config)
+    if not times:
+        raise ValueError(f"every stored group of {config.name} for env {key} has a level faster than its operation "
+                         "count allows (disturbed timings); measure again with gemmlab levels --force")
     max_level = max(max(t) for t in times.values())
     measured = measured_boundaries(times, max_level)
     fit_range = judged_range(db, key, times, regime)
@@ -371,4 +378,21 @@ def judge_times(db: ResultsDB, key: str, config: Config, times: dict[int, dict[i
                                measured, max_level) for w in ("relative", "absolute")]
     model, source = models.stored_predictor(db, key, config, regime)
     verdicts.append(recursive_verdict(model, source, times, measured, max_level))
-    return Report(config, times, measured, verdicts, unit)
+    return Report(config, times, measured, verdicts, unit, left_out)
+
+
+def credible_sweep(times: Mapping[int, Mapping[int, float]], config: Config
+                   ) -> tuple[dict[int, dict[int, float]], list[int]]:
+    """``times`` without the sizes whose group has a level faster than its operation count allows
+    (:func:`modeling.profile.credible`): such a group was disturbed (on a loaded CPU, a GEMM that
+    waited out a time slice), and judging predictors on it would blame them for the noise. The kept
+    times and the sizes left out."""
+    kept = {n: dict(t) for n, t in times.items()
+            if credible({lv: s / t[0] for lv, s in t.items()}, config.schedule, config.fused)}
+    return kept, [n for n in times if n not in kept]
+
+
+def left_out_text(sizes: Sequence[int]) -> str:
+    """Why sizes were left out of a judgement, in words."""
+    return (f"{', '.join(map(str, sizes))}: a level there ran faster than its operation count allows "
+            "((8/7)^L over the GEMM), so the group was disturbed")

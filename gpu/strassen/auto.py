@@ -2,7 +2,9 @@
 
 A device profile (:mod:`gpu.profile`, written by ``gemmlab calibrate`` and
 ``gemmlab levels``) holds, per configuration (``rum``, ``rum+fused``, ...), the
-level the recursive predictor chose from that device's measured curves, as a
+level the recursive predictor chose from that device's measured curves among the
+levels its measurements support (``modeling.evidence``: never one its level sweep
+measured slower, never deeper than the measurements beyond the measured sizes), as a
 table of sizes where the level changes: ``[[0, 0], [7432, 1], [14864, 2], ...]``.
 The level for a size is the last row at or below it, looked up with
 :func:`bisect.bisect_right`, so a call costs a file check and a search.
@@ -25,7 +27,7 @@ import warnings
 from typing import Any
 
 from ..backend import Backend
-from ..profile import DEFAULT_REGIME, ProfileError, backend_profile, check_regime, regime_levels
+from ..profile import DEFAULT_REGIME, ProfileError, check_regime, current_profile, regime_levels
 from .schedules import Config
 
 #: Bottom-product size of the fallback rule, per backend.
@@ -56,7 +58,7 @@ def profile_key(schedule: str, fused: bool) -> str:
 def auto_level(size: int, backend: Backend, *, schedule: str = "rum", fused: bool = False,
                profile: dict[str, Any] | None = None, regime: str = DEFAULT_REGIME) -> int:
     """Best level for an n x n x n product on ``backend`` in power ``regime``: from the regime's
-    tables in ``profile`` (default: the device's profile file, :func:`gpu.profile.backend_profile`;
+    tables in ``profile`` (default: the device's profile file, :func:`gpu.profile.current_profile`;
     another regime's, with a warning, where the profile lacks this one), else :func:`rule_level`.
     Never more levels than halvings of ``size``."""
     check_regime(regime)
@@ -64,7 +66,7 @@ def auto_level(size: int, backend: Backend, *, schedule: str = "rum", fused: boo
         raise ValueError(f"size must be positive, got {size}")
     if profile is None:
         try:
-            profile = backend_profile(backend)
+            profile = current_profile(backend)
         except ProfileError as exc:
             warnings.warn(f"{exc}; level='auto' uses the fixed rule", RuntimeWarning, stacklevel=3)
     tables, stand_in = regime_levels(profile, regime)

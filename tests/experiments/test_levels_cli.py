@@ -121,7 +121,10 @@ def test_levels_quick_sweep_on_the_cpu_resumes(run_json, tmp_path):
     args = ("levels", "--backend", "numpy", "--sizes", "128,192,256", "--max-level", "2", "--min-bottom", "32",
             "--db", db, "--no-progress")
     first = run_json(*args)
-    assert [r["size"] for r in first["rows"]] == [128, 192, 256]
+    judged = [r["size"] for r in first["rows"]]
+    left_out = [n for n in (128, 192, 256) if n not in judged]      # a group a loaded machine disturbed
+    assert judged == [n for n in (128, 192, 256) if n not in left_out] and len(judged) >= 1
+    assert not left_out or first["summary"]["sizes left out"].startswith(", ".join(map(str, left_out)))
     assert all(set(r["times_ms"]) == {"0", "1", "2"} for r in first["rows"])
     assert "measured (launch-overhead)" in first["summary"]["recursive"]["launch overhead"]
     again = run_json(*args)

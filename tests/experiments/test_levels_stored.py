@@ -10,6 +10,7 @@ from experiments.core.database import ResultsDB
 from experiments.core.registry import FIGURES
 from experiments.levels import models
 from experiments.levels import validation as levels
+from experiments.levels.experiments import validation_summary
 from experiments.levels.profile import write_profile
 from experiments.strassen.bench import point_params
 from gpu.backend import get_backend
@@ -109,6 +110,41 @@ def test_verdict_time_lost_by_hand():
     assert right.errors_pct == [pytest.approx(100 * (1400 - 1500) / 1500)]
 
 
+def test_a_sweep_that_crosses_no_level_boundary_is_not_judged():
+    """The quick CPU sweep (128-384, best level 0 throughout) said "met" for every predictor."""
+    flat = {n: {0: 1.0, 1: 1.2} for n in (128, 192, 256, 320, 384)}
+    verdicts = [levels.verdict("recursive", lambda n, lv: 0, [None], flat, [None]),
+                levels.verdict("always level 1", lambda n, lv: 1, [None], flat, [None])]
+    report = levels.Report(Config("rum"), flat, levels.measured_boundaries(flat, 1), verdicts)
+    summary = validation_summary({"points measured": 0, "points already stored": 0}, report, "profile")
+    recursive, always = summary.checks
+    assert recursive.met is None and "not judged: the sweep crosses no level boundary" in recursive.measured
+    assert always.met is False                                     # losing time is a failure all the same
+    assert "| not judged |" in "\n".join(summary.markdown())
+    crossing = {1000: {0: 1.0, 1: 1.2}, 2000: {0: 1.0, 1: 0.9}}
+    right = levels.verdict("recursive", lambda n, lv: int(n > 1500), [1500.0], crossing, [1500.0])
+    judged = validation_summary({"points measured": 0, "points already stored": 0},
+                                levels.Report(Config("rum"), crossing, levels.measured_boundaries(crossing, 1),
+                                              [right]), "profile")
+    assert judged.checks[0].met is True
+
+
+def test_a_disturbed_group_is_left_out_of_the_judgement(db):
+    """On the loaded CPU the GEMM of the 128 group waited out a time slice: level 1 read 7x faster than it,
+    beyond the operation count's 8/7, and every predictor 'lost' 6.5% there."""
+    run = store_calibration(db)
+    sweep = {2048: {0: 1.0, 1: 0.15}, 4096: {0: 1.0, 1: 1.2}, 8192: {0: 1.0, 1: 1.1}}
+    for n, by_level in sweep.items():
+        for lv, t in by_level.items():
+            db.add(run, levels.EXPERIMENT, "rum", point_params(n, lv, levels.RUM), value=t, unit="s",
+                   meta={"speedup": 1 / t, "gemm_s": 1.0})
+    report = levels.judge(db, "gpu-key", levels.RUM)
+    assert list(report.times) == [4096, 8192] and report.left_out == [2048]
+    assert report.summary()["sizes left out"].startswith("2048: a level there ran faster than its operation count")
+    assert all(v.time_lost_pct == 0 for v in report.verdicts[:2])
+    assert levels.credible_sweep({1: {0: 1.0, 1: 0.88, 2: 0.77}}, levels.RUM) == ({1: {0: 1.0, 1: 0.88, 2: 0.77}}, [])
+
+
 def test_judge_on_a_sweep_the_recursive_model_explains(db):
     run = store_calibration(db)
     model = true_model(db, launch_ms=0.05)
@@ -164,7 +200,9 @@ def test_auto_level_follows_the_profile_written_from_the_stored_calibration(tmp_
         path = write_profile(db, "cpu", "test")
         model, _ = models.stored_predictor(db, "cpu", Config("rum"))
     assert backend_profile(backend)["env_key"] == "cpu" and path.is_file()
-    assert auto_level(4096, backend) == model.level(4096, range(MAX_LEVEL + 1)) > rule_level(4096, "numpy")
+    # Never deeper than bottom products of the smallest calibrated size (256): level 4 at 4096.
+    assert auto_level(4096, backend) == model.level(4096, range(5)) == 4 > rule_level(4096, "numpy")
+    assert model.level(4096, range(MAX_LEVEL + 1)) > 4
     with pytest.raises(ValueError, match="positive"):
         auto_level(0, backend)
 

@@ -16,7 +16,7 @@ from gpu.backend import get_backend
 from gpu.profile import load_profile, save_profile
 from gpu.strassen import SCHEDULES, check_schedule
 from gpu.strassen.auto import MAX_LEVEL, auto_level, profile_key, table_level
-from modeling.fits import measured_curves
+from modeling.fits import InContextCurve, measured_curves
 from modeling.profile import (
     TABLE_RANGE,
     build_profile,
@@ -83,8 +83,9 @@ def test_predictor_is_the_recursive_model_of_the_measurements(h100):
     inner_gemm, inner_geam = measured_curves(ctx)
     for schedule, fused in CONFIGS:
         launch = LAUNCH["rum+fused"] if (schedule, fused) == ("rum", True) else LAUNCH["default"]
-        by_hand = RecursiveModel(gemm, geam, schedule, fused, launch, overlap=True, inner_gemm=inner_gemm,
-                                 inner_geam=inner_geam)
+        by_hand = RecursiveModel(gemm, geam, schedule, fused, launch, overlap=True,
+                                 inner_gemm=InContextCurve(inner_gemm, gemm),
+                                 inner_geam=InContextCurve(inner_geam, geam))
         model = predictor(doc, schedule, fused)
         assert (model.schedule, model.fused, model.launch_ms, model.overlap) == (schedule, fused, launch, True)
         for n in (300, 4096, 9000, 20000, 70000):
@@ -97,15 +98,26 @@ def test_predictor_is_the_recursive_model_of_the_measurements(h100):
 
 
 @pytest.mark.parametrize("schedule,fused", CONFIGS)
-def test_level_table_is_the_predictors_argmin_at_any_size(h100, schedule, fused):
-    *_, doc = h100
+def test_level_table_is_the_predictors_argmin_within_the_calibration_at_any_size(h100, schedule, fused):
+    """Inside the calibrated sizes (bottom products too) the table is the predictor's argmin; beyond the
+    largest calibrated size, no deeper than the argmin there; with bottoms below the smallest, shallower."""
+    cal, _, doc = h100
     model, table = predictor(doc, schedule, fused), doc["levels"][profile_key(schedule, fused)]
     deepest = deepest_level(schedule)
+    lo, hi = min(r["size"] for r in cal), max(r["size"] for r in cal)
     be = get_backend("numpy")
+    capped = 0
     for n in sizes_to_check(table, seed=len(table) + fused):
-        best = model.level(n, range(min(deepest, int(math.log2(n))) + 1))
-        assert table_level(table, n) == best, (n, table)
-        assert auto_level(n, be, schedule=schedule, fused=fused, profile=doc) == best, n
+        top = min(deepest, int(math.log2(n)))
+        best = model.level(n, range(top + 1))
+        bottoms = max(0, min(top, int(math.log2(n / lo)))) if n >= lo else 0
+        within = model.level(n, range(bottoms + 1))
+        if n > hi:
+            within = min(within, model.level(hi, range(min(deepest, int(math.log2(hi))) + 1)))
+        capped += within != best
+        assert table_level(table, n) == within, (n, table)
+        assert auto_level(n, be, schedule=schedule, fused=fused, profile=doc) == within, n
+    assert capped < len(sizes_to_check(table, seed=len(table) + fused)) / 2
 
 
 @pytest.mark.parametrize("schedule,fused", CONFIGS)
@@ -140,15 +152,26 @@ def test_deepest_level_matches_check_schedule():
     assert deepest_level("otsuka-low") == deepest_level("otsuka2-low") == 1
 
 
+def power_law_rows(sizes, c=1e-12, d=1e-9):
+    """Calibration rows of Gemm = c x^3 and Geam = d x^2 (ms): P = 30 d / c = 30000."""
+    return [{"size": n, "gemm_s": c * n**3 / 1e3, "geam_s": d * n**2 / 1e3} for n in sizes]
+
+
 def test_pure_power_laws_give_the_thesis_boundaries():
     """Gemm = c x^3 and Geam = d x^2 with no launch cost: level L starts at 2^(L-1) P, P = 30 d / c."""
-    c, d = 1e-12, 1e-9                                               # ms
-    rows = [{"size": n, "gemm_s": c * n**3 / 1e3, "geam_s": d * n**2 / 1e3} for n in (1000, 10**4, 10**5)]
-    table = build_profile("numpy", "cpu", calibration=rows)["levels"]["rum"]
-    P = 30 * d / c
+    table = build_profile("numpy", "cpu", calibration=power_law_rows((1000, 10**4, 10**5, 10**6)))["levels"]["rum"]
+    P = 30000
     assert [row[1] for row in table[:4]] == [0, 1, 2, 3]
     for level in (1, 2, 3):
         assert table[level][0] == pytest.approx(2 ** (level - 1) * P, rel=1e-6, abs=2)
+
+
+def test_a_table_goes_no_deeper_than_the_level_at_the_largest_calibrated_size():
+    """Calibrated to 10^5 (levels 1-3 start at 30000, 60000, 120000): past 10^5 nothing is measured,
+    so the table stays at level 2, where the old table went on to 3, 4, ... by extrapolation."""
+    table = build_profile("numpy", "cpu", calibration=power_law_rows((1000, 10**4, 10**5)))["levels"]["rum"]
+    assert [row[1] for row in table] == [0, 1, 2]
+    assert table_level(table, 2**20) == 2
 
 
 def test_level_table_by_hand_and_its_limits():
