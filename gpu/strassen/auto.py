@@ -11,8 +11,11 @@ The level for a size is the last row at or below it, looked up with
 
 Without a profile (or without a table for the configuration), the rule: split
 while the bottom products stay at least ``RULE_CROSSOVER`` (4096 on a GPU, from
-the H100 calibration; 1024 on a CPU). A profile that cannot be read is reported
-in a warning and the rule is used.
+the H100 calibration). On a CPU the rule splits nothing: measured on a 2-core
+machine with OpenBLAS, one level ran at 0.61x ``A @ B`` at N = 2048 and 0.70x at
+4096, and a calibration there found no crossover up to 2048; ``gemmlab calibrate``
+writes the profile that lets this CPU's own measurements decide. A profile that
+cannot be read is reported in a warning and the rule is used.
 
 Tables are kept per power regime (``sustained``, ``cold``: :data:`gpu.profile.REGIMES`),
 since the SM clock a calibration ran at moves the crossovers; ``matmul(regime=...)`` says
@@ -30,14 +33,16 @@ from ..backend import Backend
 from ..profile import DEFAULT_REGIME, ProfileError, check_regime, current_profile, regime_levels
 from .schedules import Config
 
-#: Bottom-product size of the fallback rule, per backend.
-RULE_CROSSOVER = {"cupy": 4096, "numpy": 1024}
+#: Bottom-product size of the fallback rule, per backend (None: level 0 at every size).
+RULE_CROSSOVER: dict[str, int | None] = {"cupy": 4096, "numpy": None}
 MAX_LEVEL = 10
 
 
 def rule_level(size: int, backend: str) -> int:
-    """Levels such that the bottom products stay at least the backend's crossover size."""
+    """Levels such that the bottom products stay at least the backend's crossover size (0 where it has none)."""
     crossover, level = RULE_CROSSOVER[backend], 0
+    if crossover is None:
+        return 0
     while size // 2 ** (level + 1) >= crossover and level < MAX_LEVEL:
         level += 1
     return level
