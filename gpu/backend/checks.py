@@ -80,7 +80,7 @@ def require_memory(be: Backend, need: int, what: str, advice: str) -> None:
     free = be.memory_info()[0]
     if need > free:
         raise MemoryPlanError(f"{what} needs {gib(need)} but {gib(free)} are free on the {be.name} device; {advice}")
-    if need > 0 and not be.can_allocate(need):
+    if need > 0 and not be.can_allocate(need, free):
         raise MemoryPlanError(f"{what} needs {gib(need)}: {gib(free)} are free on the {be.name} device, but not "
                               f"in one block (the memory pool's cached blocks are split); {advice}")
 

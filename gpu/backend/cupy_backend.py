@@ -262,14 +262,14 @@ class CupyBackend(Backend):
             free, total = min(free, max(0, limit - pool.total_bytes())), min(total, limit)
         return free + pool.free_bytes(), total
 
-    def can_allocate(self, nbytes: int) -> bool:
+    def can_allocate(self, nbytes: int, free: int | None = None) -> bool:
         """Whether one block of ``nbytes`` can be allocated now. Through CuPy's pool (the default) the pool is
         asked itself, by taking the block on the current stream and handing it back at once: a cached block
         that holds it serves it with no wait for the device, and it stays cached for the call that asked;
         otherwise the driver does, after the pool has handed back its wholly free chunks where the driver has
         too little (cudaFree waits for the device: the rare path). With raw allocations the driver's free
         memory decides, after the pool's cached chunks are handed back where that is needed."""
-        if nbytes > self.memory_info()[0]:
+        if nbytes > (self.memory_info()[0] if free is None else free):
             return False
         pool = self.xp.get_default_memory_pool()
         if self._policy == "pooled" and self.xp.cuda.get_allocator() in (pool.malloc, self._tracker):

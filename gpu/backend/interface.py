@@ -256,10 +256,11 @@ class Backend(abc.ABC):
     def memory_info(self) -> tuple[int, int]:
         """(free, total) bytes of device memory; free counts what a memory pool caches for reuse."""
 
-    def can_allocate(self, nbytes: int) -> bool:
+    def can_allocate(self, nbytes: int, free: int | None = None) -> bool:
         """Whether one block of ``nbytes`` can be allocated now (where there is no pool: whether they are
-        free); :meth:`memory_info`'s free bytes may lie in cached blocks too small to hold it."""
-        return nbytes <= self.memory_info()[0]
+        free); :meth:`memory_info`'s free bytes may lie in cached blocks too small to hold it. ``free``: the
+        free bytes :meth:`memory_info` just gave, where the caller has them (not read again)."""
+        return nbytes <= (self.memory_info()[0] if free is None else free)
 
     @abc.abstractmethod
     def release_memory(self) -> None:
