@@ -333,7 +333,7 @@ def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | Non
     token = uuid.uuid4().hex[:12]
     handles = {name: mapped.locate(x) for name, x in (("A", A), ("B", B)) if isinstance(x, np.ndarray)}
     checks = []
-    if engine_options.get("check_finite", True) and len(handles) == 2 and all(handles.values()):
+    if engine_options.get("check_finite", False) and len(handles) == 2 and all(handles.values()):
         checks = finite.start(client, handles, names, token)
         engine_options = {**engine_options, "check_finite": False, "before_write": finite.gate(token)}
     product.blocks = _send_blocks(client, product, owner, target, token, backend, engine_options,

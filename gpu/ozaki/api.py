@@ -147,7 +147,7 @@ def _configure(be: Backend, A: Array, B: Array, rows: Lines, cols: Lines, slices
 def matmul(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp32", target: Any = None,
            k_block: int | None = None, remainder: bool = False, backend: str | Backend = "auto",
            overwrite_a: bool = False, overwrite_b: bool = False, out: Any = None,
-           phases: dict[str, float] | None = None, check_finite: bool = True) -> Array:
+           phases: dict[str, float] | None = None, check_finite: bool = False) -> Array:
     """``A @ B`` in float64 by the Ozaki scheme (see :mod:`gpu.ozaki`).
 
     ``slices``: slices per operand (S(S+1)/2 slice-pair products; no error
@@ -177,8 +177,8 @@ def matmul(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp
     receives seconds per phase (``split``, ``gemm``, ``sum``; each phase
     synchronized, for breakdowns).
 
-    ``check_finite``: refuse NaN and infinity (the default). The check costs
-    nothing extra: the row maxima the scaling needs find them. With False,
+    ``check_finite=True``: refuse NaN and infinity. Finding them costs
+    nothing extra: the row maxima the scaling needs find them. By default (False)
     the rows of A and columns of B that hold them are computed by the library
     GEMM, so those entries are what ``A @ B`` gives (IEEE arithmetic), and
     the rest by the Ozaki scheme on copies of A and B with those lines zeroed.

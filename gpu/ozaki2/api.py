@@ -144,7 +144,7 @@ def workspace_bytes(m: int, k: int, n: int, count: int, scaling: str = "accurate
 
 def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling: str = "accurate",
            k_block: int | None = None, out: Any = None, overwrite_a: bool = False, overwrite_b: bool = False,
-           check_finite: bool = True, backend: str | Backend = "auto",
+           check_finite: bool = False, backend: str | Backend = "auto",
            phases: dict[str, float] | None = None) -> Array:
     """``A @ B`` in float64 by Ozaki scheme II (see :mod:`gpu.ozaki2` and this module).
 
@@ -157,7 +157,7 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
     C-ordered float64 array of the backend for the result.
     ``overwrite_a`` / ``overwrite_b``: accepted for symmetry with scheme I; A and B are only read (a read-only
     operand with its flag set is refused, as every method refuses it).
-    ``check_finite``: refuse NaN and infinity (the default); with False, the rows and columns holding
+    ``check_finite=True``: refuse NaN and infinity; by default (False) the rows and columns holding
     them are computed by the library GEMM (IEEE arithmetic) and the rest by scheme II. ``phases``: a
     dict that receives seconds per phase (``scaling``, ``residues``, ``gemm``, ``reduce``, ``crt``;
     each phase synchronized). Raises TypeError and ValueError before any product, and MemoryPlanError

@@ -82,7 +82,7 @@ def prepare(host: Backend, A: Any, B: Any, tasks: Sequence[Any], out: Any, tile:
 
 
 def segmented_matmul(A: Any, B: Any, tasks: Sequence[Any], *, out: Any = None, tile: int = TILE,
-                     backend: str | Backend = "auto", buffers: int = 2, check_finite: bool = True,
+                     backend: str | Backend = "auto", buffers: int = 2, check_finite: bool = False,
                      device_memory: int | None = None) -> np.ndarray:
     """``A @ B`` into ``out`` where given (a new NumPy array otherwise), task by task on the device.
 
@@ -156,14 +156,14 @@ def _device_call(mode: str, A: Any, B: Any, out: Any, tile: int, backend: str | 
 
 
 def whole_matmul(A: Any, B: Any, *, out: Any = None, tile: int = TILE, backend: str | Backend = "auto",
-                 check_finite: bool = True) -> Array:
+                 check_finite: bool = False) -> Array:
     """``A @ B`` by the plain kernel on whole device-resident arrays (the ``whole`` accessor: the unsplit
     baseline). A, B and ``out`` are C-contiguous N x N arrays of the backend (others are converted)."""
     return _device_call("whole", A, B, out, tile, backend, check_finite)
 
 
 def translated_matmul(A: Any, B: Any, *, out: Any = None, tile: int = TILE, backend: str | Backend = "auto",
-                      check_finite: bool = True) -> Array:
+                      check_finite: bool = False) -> Array:
     """``A @ B`` by the same kernel with the ``translated`` accessor, each whole array one segment (origin 0,
     width N): the index arithmetic of a segmented run with no transfer, against :func:`whole_matmul`."""
     return _device_call("translated", A, B, out, tile, backend, check_finite)

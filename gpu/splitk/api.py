@@ -75,7 +75,7 @@ def prepare(be: Backend, A: Any, B: Any, alpha: Any, beta: Any, out: Any, check_
 
 def matmul(A: Any, B: Any, *, alpha: float = 1.0, beta: float = 0.0, out: Any = None, chunks: int | str = "auto",
            chunk_width: int | None = None, deterministic: bool = True, backend: str | Backend = "auto",
-           check_finite: bool = True) -> Array:
+           check_finite: bool = False) -> Array:
     """``alpha * A @ B + beta * out`` by split-K, into ``out`` where given (a new array otherwise).
 
     A is m x k and B is k x n, float64 or float32, row- or column-major views with

@@ -49,8 +49,8 @@ def test_a_task_error_comes_back_from_the_worker(client, operands):
     A, B = operands(20, 10, 12)
     A[3, 4] = np.nan
     with pytest.raises(ValueError, match="NaN or infinity"):
-        matmul(A, B, client=client, block=8, backend="numpy")
-    C = matmul(A, B, client=client, block=8, backend="numpy", check_finite=False)
+        matmul(A, B, client=client, block=8, backend="numpy", check_finite=True)
+    C = matmul(A, B, client=client, block=8, backend="numpy")
     assert np.isnan(C[3]).all() and np.isfinite(np.delete(C, 3, axis=0)).all()
 
 

@@ -254,7 +254,7 @@ def test_mapped_operands_are_checked_once_across_the_workers_beside_the_blocks(c
     with (distributed.get_task_stream(client) as ts, pytest.MonkeyPatch.context() as mp,
           pytest.raises(ValueError, match="B contains NaN or infinity")):
         mp.setattr(client, "map", noted)
-        submit(A, B, client=client, backend="numpy", out=out, block=(10, 50))
+        submit(A, B, client=client, backend="numpy", out=out, block=(10, 50), check_finite=True)
     assert _settled(blocks) == ["error"] * 4, "every block stopped at its gate"
     with pytest.raises(ValueError, match="stopped before writing C: .*B contains NaN"):
         blocks[0].result()
@@ -265,10 +265,12 @@ def test_mapped_operands_are_checked_once_across_the_workers_beside_the_blocks(c
     assert _verdicts(client) == [], "the verdict went with its blocks"
     B0[17, 3] = 1.0
     B = npy(tmp_path / "b2.npy", B0)
-    assert len(_checked(client, lambda: matmul(A, B, client=client, backend="numpy", out=out))) == 4
+    assert len(_checked(client, lambda: matmul(A, B, client=client, backend="numpy", out=out,
+                                               check_finite=True))) == 4
     assert_product(np.load(tmp_path / "c.npy"), A0, B0)
-    assert not _checked(client, lambda: matmul(A, B, client=client, backend="numpy", check_finite=False))
-    assert not _checked(client, lambda: matmul(A0, B0, client=client, backend="numpy")), "the engine checks these"
+    assert not _checked(client, lambda: matmul(A, B, client=client, backend="numpy")), "no check by default"
+    assert not _checked(client, lambda: matmul(A0, B0, client=client, backend="numpy", check_finite=True)), \
+        "the engine checks these"
 
 
 def test_the_finite_checks_run_beside_the_block_products(client, tmp_path, operands, assert_product, npy,
@@ -281,7 +283,7 @@ def test_the_finite_checks_run_beside_the_block_products(client, tmp_path, opera
     A0, B0 = operands(40, 30, 50, seed=19)
     A, B = npy(tmp_path / "a.npy", A0), npy(tmp_path / "b.npy", B0)
     out = np.lib.format.open_memmap(tmp_path / "c.npy", mode="w+", dtype=np.float64, shape=(40, 50))
-    matmul(A, B, client=client, backend="numpy", out=out)
+    matmul(A, B, client=client, backend="numpy", out=out, check_finite=True)
     assert [waited for _, waited in seen] == [True] * 4
     assert_product(np.load(tmp_path / "c.npy"), A0, B0)
     time.sleep(0.2)

@@ -29,7 +29,7 @@ def test_non_finite_input_leaves_out_unwritten(monkeypatch, operands, threshold,
     out = np.full((13, 11), 7.0)
     with (page_locked(A, B, out, backend="numpy") if locked else contextlib.nullcontext()), \
             pytest.raises(ValueError, match=f"{where} contains NaN or infinity"):
-        matmul(A, B, out=out, block=block, panel=2, backend="numpy")
+        matmul(A, B, out=out, block=block, panel=2, backend="numpy", check_finite=True)
     assert (out == 7.0).all(), "C was written before the check refused the input"
 
 
@@ -71,14 +71,14 @@ def test_an_empty_product_still_refuses_non_finite_input(overlapped):
     A = np.ones((4, 5))
     A[1, 1] = np.nan
     with pytest.raises(ValueError, match="A contains NaN or infinity"):
-        matmul(A, np.ones((5, 0)), backend="numpy")
+        matmul(A, np.ones((5, 0)), backend="numpy", check_finite=True)
 
 
 def test_the_check_runs_beside_the_first_products(overlapped, held_checks, operands, assert_product):
     """The check (held until a product has run) runs on another thread while the engine multiplies."""
     seen = held_checks(outofcore_api)
     A, B = operands(13, 9, 11, seed=6)
-    C = matmul(A, B, block=(3, 4), panel=2, backend="numpy")
+    C = matmul(A, B, block=(3, 4), panel=2, backend="numpy", check_finite=True)
     assert seen == [(seen[0][0], True)] and seen[0][0] is not threading.current_thread()
     assert_product(C, A, B)
 
@@ -108,5 +108,5 @@ def test_the_gpu_engine_writes_nothing_before_the_check_passes(cupy_backend, ove
         B[150, 3] = np.nan
         out[:] = 7.0
         with pytest.raises(ValueError, match="B contains NaN or infinity"):
-            matmul(A, B, out=out, block=(64, 96), panel=64, backend=cupy_backend)
+            matmul(A, B, out=out, block=(64, 96), panel=64, backend=cupy_backend, check_finite=True)
         assert (out == 7.0).all()

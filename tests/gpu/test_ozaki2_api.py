@@ -93,12 +93,12 @@ def test_inputs_are_kept_and_out_is_honoured():
     assert np.array_equal(out, host_matmul(A, B, moduli=15))
 
 
-def test_nonfinite_lines_follow_ieee_with_check_finite_false():
+def test_nonfinite_lines_follow_ieee_by_default():
     A, B = operands(6, 10, 5, 1.0, 2)
     A[2, 3], B[4, 1] = np.nan, np.inf
     with pytest.raises(ValueError, match="check_finite"):
-        host_matmul(A, B, moduli=15)
-    got = host_matmul(A, B, moduli=15, check_finite=False)
+        host_matmul(A, B, moduli=15, check_finite=True)
+    got = host_matmul(A, B, moduli=15)
     ieee = A @ B
     assert np.array_equal(np.isnan(got), np.isnan(ieee)) and np.isnan(got[2]).all()
     fine = np.ones_like(got, dtype=bool)

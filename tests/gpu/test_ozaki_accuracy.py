@@ -138,8 +138,10 @@ def test_auto_meets_its_target_and_dgemm(phi):
 # --------------------------------------------------------------------------- errors
 
 @pytest.mark.parametrize("A,B,kw,error,match", [
-    (np.full((2, 2), np.nan), np.ones((2, 2)), {}, ValueError, "A has NaN or infinity in 2 rows and B in 0 columns"),
-    (np.ones((2, 2)), np.array([[1.0, np.inf], [0, 0]]), {}, ValueError, "in 0 rows and B in 1 columns"),
+    (np.full((2, 2), np.nan), np.ones((2, 2)), {"check_finite": True}, ValueError,
+     "A has NaN or infinity in 2 rows and B in 0 columns"),
+    (np.ones((2, 2)), np.array([[1.0, np.inf], [0, 0]]), {"check_finite": True}, ValueError,
+     "in 0 rows and B in 1 columns"),
     (np.ones((2, 2), np.float32), np.ones((2, 2)), {}, TypeError, "float64"),
     (np.ones((2, 2), np.int64), np.ones((2, 2)), {}, TypeError, "float64"),
     (np.ones((2, 3)), np.ones((2, 2)), {}, ValueError, "columns must equal"),
@@ -194,7 +196,7 @@ def test_gpu_strided_inputs_batched_fold_zeros_and_errors(cupy_backend, monkeypa
                                                                 backend="numpy"))
     monkeypatch.undo()
     with pytest.raises(ValueError, match="NaN or infinity in 3 rows"):
-        ozaki.matmul(cp.full((3, 3), cp.nan), cp.ones((3, 3)), slices=2, backend=cupy_backend)
+        ozaki.matmul(cp.full((3, 3), cp.nan), cp.ones((3, 3)), slices=2, backend=cupy_backend, check_finite=True)
     free = cupy_backend.memory_info()[0]
     n = int((free / 8) ** 0.5)
     with pytest.raises(ozaki.WorkspaceError):

@@ -248,8 +248,8 @@ def test_non_finite_lines_give_the_library_gemm_and_the_rest_meets_the_bound():
     A, B = phi_pair(30, 40, 20, 4.0, 6)
     A[3, 7], B[5, 2], B[9, 11] = np.nan, np.inf, -np.inf
     with pytest.raises(ValueError, match="NaN or infinity in 1 rows and B in 2 columns"):
-        ozaki.matmul(A, B, backend="numpy")
-    C = ozaki.matmul(A, B, check_finite=False, backend="numpy")
+        ozaki.matmul(A, B, backend="numpy", check_finite=True)
+    C = ozaki.matmul(A, B, backend="numpy")
     with np.errstate(invalid="ignore"):
         ieee = A @ B
     bad_rows, bad_cols = [3], [2, 11]

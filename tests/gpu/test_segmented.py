@@ -194,9 +194,9 @@ def test_bad_operands_and_arguments_are_refused_before_any_work(no_work):
         X = A.copy()
         X[5, 7] = bad
         with pytest.raises(ValueError, match=message):
-            segmented_matmul(X, B, tasks, backend="numpy")
+            segmented_matmul(X, B, tasks, backend="numpy", check_finite=True)
         with pytest.raises(ValueError, match=message):
-            translated_matmul(X, B, backend="numpy")
+            translated_matmul(X, B, backend="numpy", check_finite=True)
     with pytest.raises(TypeError, match="float32 or float64"):
         segmented_matmul(A.astype(np.int64), B.astype(np.int64), tasks, backend="numpy")
     with pytest.raises(TypeError, match="share one dtype"):

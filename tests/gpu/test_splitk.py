@@ -196,7 +196,7 @@ BAD = [
     (dict(chunks=0), ValueError, "chunks must be a positive"),
     (dict(chunks=4, chunk_width=1024), ValueError, "not both"),
     (dict(chunks=MAX_CHUNKS + 1, A=np.ones((4, 2**17)), B=np.ones((2**17, 4))), ValueError, "a CUDA grid holds"),
-    (dict(A=np.full((4, MIN_K), np.nan)), ValueError, "NaN or infinity"),
+    (dict(A=np.full((4, MIN_K), np.nan), check_finite=True), ValueError, "NaN or infinity"),
 ]
 
 
