@@ -263,25 +263,33 @@ class CupyBackend(Backend):
         return free + pool.free_bytes(), total
 
     def can_allocate(self, nbytes: int, free: int | None = None) -> bool:
-        """Whether one block of ``nbytes`` can be allocated now. Through CuPy's pool (the default) the pool is
-        asked itself, by taking the block on the current stream and handing it back at once: a cached block
-        that holds it serves it with no wait for the device, and it stays cached for the call that asked;
-        otherwise the driver does, after the pool has handed back its wholly free chunks where the driver has
-        too little (cudaFree waits for the device: the rare path). With raw allocations the driver's free
-        memory decides, after the pool's cached chunks are handed back where that is needed."""
+        """Whether one block of ``nbytes`` can be allocated now. Where the driver has the bytes (within the
+        pool's limit) a new block holds them, and nothing is taken: a trial block would stay in the pool's
+        cache, where the first small array to split it keeps it from the driver for good (one reference
+        product that sized its blocks by trial left 125 GiB cached that way on the H200). Where the driver
+        has too little, CuPy's pool (the default) is asked by taking the block and handing it back: a cached
+        block that holds it serves it with no wait for the device; otherwise the pool hands its wholly free
+        chunks back and asks the driver (cudaFree waits for the device: the rare path, where memory is
+        short). With raw allocations the driver's free memory decides, after the same hand-back."""
         if nbytes > (self.memory_info()[0] if free is None else free):
             return False
         pool = self.xp.get_default_memory_pool()
+        if nbytes <= self._driver_free(pool):
+            return True
         if self._policy == "pooled" and self.xp.cuda.get_allocator() in (pool.malloc, self._tracker):
             try:
                 pool.malloc(nbytes)
             except self.xp.cuda.memory.OutOfMemoryError:
                 return False
             return True
-        if self._policy == "raw" and nbytes > self.xp.cuda.runtime.memGetInfo()[0]:
-            pool.free_all_blocks()
-            return nbytes <= self.xp.cuda.runtime.memGetInfo()[0]
-        return True
+        pool.free_all_blocks()
+        return nbytes <= self._driver_free(pool)
+
+    def _driver_free(self, pool: Any) -> int:
+        """Bytes the driver can give a new block now, within the pool's limit where one is set."""
+        free = self.xp.cuda.runtime.memGetInfo()[0]
+        limit = pool.get_limit()
+        return min(free, max(0, limit - pool.total_bytes())) if limit else free
 
     def release_memory(self) -> None:
         """Wait for queued work, collect arrays kept only by reference cycles (their memory would reach
