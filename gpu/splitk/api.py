@@ -19,7 +19,10 @@ terms rather than one of k terms, so chunking tightens the usual bound:
 
 componentwise, gamma_j = j u / (1 - j u), u the unit roundoff of the operands' dtype
 (2**-53 for float64, 2**-24 for float32), plus |alpha| k eta where products underflow
-(eta: the dtype's smallest subnormal).
+(eta: the dtype's smallest subnormal). On the GPU the float32 kernels flush products and sums
+below float32's normal range to zero, as CuPy compiles them (seen on the H200 with CuPy 14.2,
+NVRTC's ``--ftz=false`` included), so there eta is 2**-126 for float32: operands whose products
+fall below about 1e-38 lose them.
 
 **alpha and beta** are applied in float64 whatever the operands' dtype, and the result
 is rounded once to it: float32 operands take any finite alpha and beta (1e39 overflows
