@@ -144,10 +144,6 @@ def test_the_h200_reference_fits_beside_a_52_gb_allocation():
     assert plan.peak <= blocking.SHARE * free
 
 
-#: Memory pools the GPU tests made, kept for the whole session.
-_POOLS = []
-
-
 @pytest.mark.gpu
 def test_gpu_reference_in_blocks_on_a_small_device(cupy_backend):
     """Under a fresh memory pool limited to a quarter of the unblocked reference's peak (the backend plans
@@ -162,7 +158,6 @@ def test_gpu_reference_in_blocks_on_a_small_device(cupy_backend):
         exact_matmul(dA, dB, backend=cupy_backend)
     room = whole.peak_bytes // 4
     small = cp.cuda.MemoryPool()
-    _POOLS.append(small)            # outlives whatever the call caches from it (a freed pool's blocks crash CuPy)
     small.set_limit(size=room)
     with cp.cuda.using_allocator(small.malloc):
         assert cupy_backend.pool() is small and cupy_backend.memory_info()[0] <= room
