@@ -65,7 +65,6 @@ class CupyBackend(Backend):
         self.xp, self._cublas = _import_cupy()
         self._policy = "pooled"
         self._tracker = None                    # the counting allocator of track_allocations, while one runs
-        self._tracked_pool = None               # the pool that allocator draws from
         self._flush_buffer = None
         self._flag = self.xp.zeros(1, dtype=np.int32)   # the finiteness check's result, allocated once
         self._streams = stream_blas(self.xp)
@@ -201,7 +200,7 @@ class CupyBackend(Backend):
                 cuda.runtime.free(ptr)
                 report.freed(live.pop(ptr))
         else:
-            pool = self.pool()
+            pool = self.xp.get_default_memory_pool()
 
             def malloc(size: int, device_id: int) -> int:
                 mem = pool.malloc(size)
@@ -212,14 +211,12 @@ class CupyBackend(Backend):
             def free(ptr: int, device_id: int) -> None:
                 report.freed(live.pop(ptr)[1])
         allocator = cuda.PythonFunctionAllocator(malloc, free)
-        previous = self._tracker, self._tracked_pool
-        self._tracker = allocator.malloc if self._policy == "pooled" else None
-        self._tracked_pool = pool if self._policy == "pooled" else None
+        previous, self._tracker = self._tracker, allocator.malloc if self._policy == "pooled" else None
         try:
             with cuda.using_allocator(allocator.malloc):
                 yield report
         finally:
-            self._tracker, self._tracked_pool = previous
+            self._tracker = previous
             self.synchronize()
             report.device_free, report.device_total = self.memory_info()
 
@@ -253,22 +250,12 @@ class CupyBackend(Backend):
                                                              np.int64(cs), self._flag))
         return int(self._flag.get()[0]) == 0
 
-    def pool(self) -> Any:
-        """The CuPy memory pool new arrays come from: the one whose ``malloc`` is the current allocator
-        (``cupy.cuda.set_allocator`` or ``using_allocator`` with another ``MemoryPool``), the pool that
-        :meth:`track_allocations` counts, else CuPy's default pool."""
-        allocator = self.xp.cuda.get_allocator()
-        if self._tracked_pool is not None and allocator == self._tracker:
-            return self._tracked_pool
-        owner = getattr(allocator, "__self__", None)
-        return owner if isinstance(owner, self.xp.cuda.MemoryPool) else self.xp.get_default_memory_pool()
-
     def memory_info(self) -> tuple[int, int]:
         """(free, total) bytes: the driver's free memory, within the pool's limit where one is set
-        (``MemoryPool.set_limit`` on :meth:`pool`), plus the blocks that pool caches. Those are free to
+        (``cupy.get_default_memory_pool().set_limit``), plus the blocks CuPy's pool caches. Those are free to
         the pool but may be split across sizes: whether one block of a size can be had is :meth:`can_allocate`'s
         question (at N = 32768 on the H200, 82 GiB held by the pool could not give one block of 60 GiB)."""
-        pool = self.pool()
+        pool = self.xp.get_default_memory_pool()
         free, total = self.xp.cuda.runtime.memGetInfo()
         limit = pool.get_limit()
         if limit:
@@ -286,7 +273,7 @@ class CupyBackend(Backend):
         short). With raw allocations the driver's free memory decides, after the same hand-back."""
         if nbytes > (self.memory_info()[0] if free is None else free):
             return False
-        pool = self.pool()
+        pool = self.xp.get_default_memory_pool()
         if nbytes <= self._driver_free(pool):
             return True
         if self._policy == "pooled" and self.xp.cuda.get_allocator() in (pool.malloc, self._tracker):
@@ -311,7 +298,6 @@ class CupyBackend(Backend):
         cached: CuPy returns whole chunks only (156 MiB of them stayed after the full GPU test run)."""
         self.synchronize()
         gc.collect()
-        self.pool().free_all_blocks()
         self.xp.get_default_memory_pool().free_all_blocks()
         self.xp.get_default_pinned_memory_pool().free_all_blocks()
 
