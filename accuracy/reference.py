@@ -173,6 +173,21 @@ def exact_matmul(A: Any, B: Any, *, backend: str | Backend = "auto", check_finit
         raise MemoryPlanError(f"the {m} x {n} reference product needs {gib(8 * m * n)} but {gib(free)} are free on "
                               f"the {be.name} device (at most {gib(budget)} of them in one block and to be used); "
                               "compute it in blocks of rows")
+    while True:
+        try:
+            return _planned(be, A, B, check_finite, budget)
+        except MemoryError:                        # CuPy's OutOfMemoryError too
+            if budget // 2 < 8 * m * n:
+                raise
+        be.release_memory()
+        budget //= 2
+
+
+def _planned(be: Backend, A: Array, B: Array, check_finite: bool, budget: int) -> Array:
+    """The reference within ``budget`` bytes. Where the blocks' model undercounts the device's own temporaries
+    (CuPy's, under a tight pool limit: a block then runs out of memory), :func:`exact_matmul` plans again at
+    half the budget, after handing the pool's cached blocks back (a wait, on that rare path only): blocks are
+    independent and exact, so the result has the same bits."""
     bad_rows = bad_cols = None
     if not check_finite:
         bad_rows, bad_cols = nonfinite_in_chunks(be.xp, A, budget), nonfinite_in_chunks(be.xp, B.T, budget)
