@@ -217,6 +217,10 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str | Sequenc
         flat_plan(schedule, level)                       # ValueError for a schedule that cannot run flat
     if level == 0 and C is not None:                     # the library GEMM: no workspace or new output to plan
         return _execute(be, A, B, C, shortcut.keep(be, key, asked, stamp, A, B, C, shortcut.GEMM), *how)
+    if level == 0:                                       # the library's own product, into a new array
+        require_memory(be, output, f"the {m} x {n} output", "pass out= (an array you allocated), or split the "
+                       "product into blocks of rows")
+        return be.product(A, B)
     check_level(m, k, n, level, fringe)
     level = level if min(m, k, n) else 0                 # an empty product multiplies nothing
     if workspace is not None and level:

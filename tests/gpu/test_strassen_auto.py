@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from experiments.core.regime import get_regime
-from gpu.backend import get_backend
+from gpu.backend import MemoryPlanError, get_backend
 from gpu.profile import FORMAT, REGIMES, VERSION, device_name, profile_path, save_profile, with_regime
 from gpu.strassen import api, auto, matmul
 from gpu.strassen.auto import MAX_LEVEL, RULE_CROSSOVER, auto_level, profile_key, rule_level, table_level
@@ -195,3 +195,18 @@ def test_writing_one_regime_keeps_the_other_and_a_bad_regime_is_refused():
 
 def test_the_library_and_the_protocol_name_the_same_regimes():
     assert all(get_regime(name).name == name for name in REGIMES)
+
+
+def test_level_zero_without_out_is_the_librarys_own_product(monkeypatch):
+    """At level 0 with no ``out`` the call is NumPy's own ``A @ B`` (one call on one layout: the same bits),
+    with no further GEMM of the backend's, and the memory check of its output still comes first."""
+    be = get_backend("numpy")
+    rng = np.random.default_rng(5)
+    A, B = rng.standard_normal((130, 70)), np.asfortranarray(rng.standard_normal((70, 90)))
+    calls = []
+    monkeypatch.setattr(type(be), "gemm", lambda self, *a, **k: calls.append(a))
+    assert np.array_equal(matmul(A, B, level=0, backend=be), A @ B) and calls == []
+    assert np.array_equal(matmul(A, B, backend=be), A @ B)                     # auto: level 0 on a CPU
+    monkeypatch.setattr(be, "memory_info", lambda: (8 * 130 * 90 - 1, 2**40))
+    with pytest.raises(MemoryPlanError, match=r"the 130 x 90 output needs .* pass out="):
+        matmul(A, B, level=0, backend=be)
