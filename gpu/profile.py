@@ -45,7 +45,7 @@ _DEFAULT_DIR = str(DEFAULT_DIR)
 
 #: Seconds a kept ``level="auto"`` decision trusts the profile's modification time before it looks at the file
 #: again (:func:`profile_stamp`); :func:`save_profile` makes this process look again at once. Reading the
-#: time on every call cost a repeated ``level="auto"`` call about 7 of its 40 us on the host (issue 13),
+#: time on every call cost a repeated ``level="auto"`` call about 7 of its 40 us on the host,
 #: where the level-0 GEMM it dispatches at N = 1024 runs about 45 us on the H100.
 STAMP_TTL_S = 1.0
 _STAMPS: dict[tuple[str, str, str], tuple[int, float, tuple[str, int | None]]] = {}

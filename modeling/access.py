@@ -2,7 +2,7 @@
 
 A task (a set of thread blocks) reads the elements ``f(l) = a0 + sum_i a_i l_i`` of an array, where
 the ``l_i`` are thread and block ids (and loop counters treated as ids), each over an inclusive range
-``[lo_i, hi_i]`` for the task, and the ``a_i`` are constant at launch (``shared/spec/decomposition.md``).
+``[lo_i, hi_i]`` for the task, and the ``a_i`` are constant at launch (the paper's access-range estimation).
 Segmenting the array needs, per dimension, an interval holding every index the task touches.
 
 * :class:`AffineMap` is the map as data, built once and analysed for many tasks (:meth:`AffineMap.over`).

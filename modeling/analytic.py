@@ -6,7 +6,7 @@
     t_L(N)  = a t_{L-1}(N/2) + b Fadd(N/2) + n_temp (malloc + free)(N/2)
     S_L(N)  = t_0(N) / t_L(N)
 
-(``shared/spec/modeling.md`` section 1.) It is the recursion of
+(Otsuka & Iguchi, "Optimizing Strassen's algorithm for GPUs", 2020: its analytic model.) It is the recursion of
 :mod:`modeling.recursive` over Fmul and Fadd instead of measured curves, with
 a, b and n_temp from the schedule tables (RUM allocates nothing) and no
 launch overhead. Published peaks are a little above what a device delivers:

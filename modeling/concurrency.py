@@ -2,7 +2,7 @@
 
 Concurrency is limited by registers. For one GEMM call the profiler reports
 its threads n_th and registers per thread r_th; with r_max registers per SM
-and SM_max SMs (``shared/spec/modeling.md`` section 2):
+and SM_max SMs (Otsuka & Iguchi 2020, its stream-concurrency model):
 
     threads per SM      n_th_SM = r_max / r_th
     SMs used by a call  n_SM    = n_th / n_th_SM

@@ -5,9 +5,10 @@
     P               : SpeedUp(P) = 1
     OptimLevel(x)   = 0 below P, 1 on [P, 2P), 2 on [2P, 4P), 3 on [4P, 8P), ...
 
-(``shared/spec/modeling.md`` section 3.) A speed-up is held to what the level's operation count
-allows (:func:`speedup_bound`), whatever the fitted curves say far from their data. Also the root finder both predictors
-use for a level boundary: where one time curve overtakes another for good.
+(Li, "Recursive Strassen algorithm focused on reusing memory space", master's thesis, JAIST, 2023.)
+A speed-up is held to what the level's operation count allows (:func:`speedup_bound`), whatever the
+fitted curves say far from their data. Also the root finder both predictors use for a level boundary:
+where one time curve overtakes another for good.
 :func:`crossing` raises where there is none in the range; :func:`find_crossing`
 returns :class:`NoCrossover` instead, for callers to whom "no crossover up to
 the end of the range" is an answer (level 0 throughout) rather than an error.

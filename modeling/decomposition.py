@@ -1,6 +1,6 @@
 """Segment sizes and plans of a matrix product cut into blocks (Sakai, Ino & Hagihara 2016).
 
-With M segments per matrix and N x N operands (``shared/spec/decomposition.md``):
+With M segments per matrix and N x N operands (the paper's 1-D and 2-D blocks):
 
     1-D blocks (rows of A and C; B whole):  itemsize N^2 (M + 2) / M
     2-D blocks (A, B and C all tiled):      itemsize N^2 (2 sqrt(M) + 1) / M

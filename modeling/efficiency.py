@@ -1,4 +1,4 @@
-"""Efficiency curves of the transfer model (issue 18): what a library call reaches of a datasheet peak,
+"""Efficiency curves of the transfer model: what a library call reaches of a datasheet peak,
 as a function of a size normalised by the hardware, and the weighted saturating fit that learns them.
 
 * GEMM's fraction of the FP64 peak, e = 2 x^3 / (t F), against u = x / (T sqrt(SMs)) with T = 128.

@@ -1,4 +1,4 @@
-"""DGEMM on a compute-starved GPU (issue 18, item 3): the wave-fill limit, not an extrapolated rise.
+"""DGEMM on a compute-starved GPU: the wave-fill limit, not an extrapolated rise.
 
 The transfer model (:mod:`modeling.transfer`) learns how DGEMM's fraction of the FP64 peak rises
 with u = x / (128 sqrt(SMs)) from its training devices. That rise has two causes, and only one of
@@ -128,7 +128,8 @@ def limit_text(gpu: GPU, rates: tuple[float, float], tile: str, extrapolated_p: 
 
 
 def baseline_note(gpu: GPU, p: float | None, p_range: tuple[float, float] | None) -> str:
-    """The answer to issue 18's item 3 for a part whose FP64 runs far below its FP32."""
+    """Where Strassen pays, and which baseline to compare with, for a part whose FP64 runs far below its
+    FP32."""
     ratio = round(1 / gpu.fp64_per_fp32) if gpu.fp64_per_fp32 else None
     head = f"FP64 runs at 1/{ratio} of FP32 on the {gpu.name}" if ratio else f"the {gpu.name}'s FP64 is slow"
     if p is None:

@@ -1,4 +1,4 @@
-"""The transfer model (issue 18): the recursive predictor for a GPU nobody has measured.
+"""The transfer model: the recursive predictor for a GPU nobody has measured.
 
 The recursive predictor (:mod:`modeling.recursive`) needs Gemm(x) and Geam(x) of the GPU it
 predicts for. This module learns them, as efficiencies against hardware parameters

@@ -50,8 +50,8 @@ def db_path(tmp_path):
 def h100_db(tmp_path_factory):
     """A database holding the published H100 calibration and the Strassen speed-ups measured in the
     same environment (real measurements, power regime not recorded): what the predictors are judged
-    on. Those Strassen rows left the published results when issue 13 re-measured them with the
-    regime recorded (in another environment, without a calibration yet); they are kept here,
+    on. Those Strassen rows left the published results when the Strassen speed-ups were re-measured with
+    the regime recorded (in another environment, without a calibration yet); they are kept here,
     in ``tests/data``, for the predictor tests only."""
     from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""``level="auto"`` timed as itself in the level sweep, and judged against issue 13's target.
+"""``level="auto"`` timed as itself in the level sweep, and judged against its targets (:data:`FLOOR`).
 
 ``gemmlab levels --auto`` times, at each size of the sweep, a call of
 ``gpu.strassen.matmul(A, B, level="auto", ...)`` with the sweep's configuration in
@@ -67,7 +67,8 @@ AUTO_EXPERIMENT = "level-auto"
 AUTO_KEY = "level='auto'"
 #: Names of the two works ``--auto`` adds to a size's group.
 AUTO, EXECUTOR = "auto", "auto-executor"
-#: Issue 13, item 4: never below 0.99x DGEMM, and within 2% of the best measured configuration at 90% of sizes.
+#: The targets of ``level="auto"``: never below 0.99x DGEMM, and within 2% of the best measured configuration
+#: at 90% of sizes.
 FLOOR, WITHIN, SHARE = 0.99, 0.02, 0.90
 #: A sample of the ``auto`` group issues calls back to back for about this much device time (a loop of
 #: products), so the host's dispatch counts only where it outlasts the device's work; at most MAX_CALLS
@@ -299,7 +300,8 @@ def auto_points(db: ResultsDB, key: str, config: Config, times: Mapping[int, Map
 
 @dataclass(frozen=True)
 class AutoJudgement:
-    """The two checks of issue 13 item 4 on a set of :class:`AutoPoint`."""
+    """The two checks of ``level="auto"``'s targets (:data:`FLOOR`, :data:`WITHIN`, :data:`SHARE`) on a set of
+    :class:`AutoPoint`."""
 
     points: list[AutoPoint]
 

@@ -1,4 +1,4 @@
-"""Leave-one-device-out validation of the transfer model (issue 18, item 4): for every device with a
+"""Leave-one-device-out validation of the transfer model: for every device with a
 measured level sweep, predict its best levels with that device's own measurements removed, and judge
 the prediction against the sweep.
 

@@ -1,4 +1,4 @@
-"""The out-of-core engine against the in-core DGEMM: the experiment ``outofcore`` (issue 15, item 4).
+"""The out-of-core engine against the in-core DGEMM: the experiment ``outofcore``.
 
 A, B and C are host arrays (NumPy), as the engine takes them; per size N
 (:mod:`experiments.outofcore.points`) one interleaved group times, on the same operands in the
@@ -12,8 +12,8 @@ same run:
   the library GEMM, C copied back, timed as a whole, so that both methods go from host memory to
   host memory. On NumPy it is ``A @ B`` into C;
 * ``dgemm``: the in-core DGEMM on A, B and C kept on the device (copied there before anything is
-  timed), where they fit beside the engine's buffers: the device's DGEMM rate, the bar the issue
-  sets the engine against. On NumPy it is ``A @ B`` into C too.
+  timed), where they fit beside the engine's buffers: the device's DGEMM rate, the bar the engine's
+  speed target is set against (:mod:`experiments.outofcore.report`). On NumPy it is ``A @ B`` into C too.
 
 TFLOP/s is 2 N^3 over the median time; ``vs_gemm`` and ``vs_dgemm`` the time of the GEMM (host to
 host) and of the DGEMM on resident operands over the method's (None where that one did not run).

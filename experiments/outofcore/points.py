@@ -2,7 +2,7 @@
 needs (points that do not fit are left out, and counted), and the engine's plan.
 
 Every point is a square FP64 product C = A B of side N, A, B and C in host memory. The GPU sweep
-is the issue's, N = 8192 .. 65536: the engine runs wherever A, B and C fit in :data:`HEADROOM` of
+is N = 8192 .. 65536: the engine runs wherever A, B and C fit in :data:`HEADROOM` of
 the host's available memory, the in-core DGEMM only where they also fit in that share of the
 device's free memory (up to N = 49152 on an 80 GB H100; N = 65536 is out-of-core only).
 

@@ -1,7 +1,7 @@
 """The ``outofcore`` experiment's result: every method by N as time, TFLOP/s and speed over the
-in-core DGEMM, and the verdict against the issue's H100 targets.
+in-core DGEMM, and the verdict against the engine's H100 targets.
 
-Targets (issue 15): the engine runs at >= 90% of the in-core DGEMM's TFLOP/s at N = 32768, measured
+Targets (on the H100): the engine runs at >= 90% of the in-core DGEMM's TFLOP/s at N = 32768, measured
 in the same group: the DGEMM on operands kept on the device (the device's DGEMM rate; the host-to-
 host GEMM, which waits for its copies, is a lower bar and is not judged); N = 65536 completes and is
 correct (its sampled rows within the check's tolerance, the square root of FP64's epsilon). A target
@@ -36,7 +36,7 @@ def method_table(title: str, rows: Sequence[OutofcoreRow], methods: Sequence[str
 
 
 def checks(rows: Sequence[OutofcoreRow]) -> list[Check]:
-    """The verdict against the issue's targets (see the module notes)."""
+    """The verdict against the engine's targets (see the module notes)."""
     engine = {r.n: r for r in rows if r.method == ENGINE}
     at = engine.get(TARGET_N)
     ratio = at.vs_dgemm if at else None

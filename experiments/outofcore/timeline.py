@@ -1,5 +1,5 @@
 """The experiment ``outofcore-timeline``: when each copy, product and host staging of one engine run
-ran (issue 15, item 4: "a time-line of copy and compute overlap for one run, from CUDA events").
+ran: a time-line of copy and compute overlap for one run, from CUDA events.
 
 Per size N (:data:`SIZES`) it draws A and B on the host, plans the engine as the ``outofcore``
 experiment does (:func:`~experiments.outofcore.points.engine_plan`), warms up as the power regime asks

@@ -1,4 +1,4 @@
-"""Ozaki scheme II against DGEMM (issue 17): the ``ozaki2-pareto`` and ``ozaki2-breakdown`` experiments,
+"""Ozaki scheme II against DGEMM: the ``ozaki2-pareto`` and ``ozaki2-breakdown`` experiments,
 their figures, and the ``ozaki2`` command (importing it registers them; the audit methods
 ``ozaki2-<scaling>-<moduli>`` and ``cublas-emul-<bits>`` are registered by :mod:`accuracy.methods`)."""
 

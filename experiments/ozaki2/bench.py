@@ -1,4 +1,4 @@
-"""Ozaki scheme II against DGEMM (issue 17): what the benchmark measures, its plans, inputs and method families.
+"""Ozaki scheme II against DGEMM: what the benchmark measures, its plans, inputs and method families.
 
 ``gemmlab ozaki2`` (:mod:`experiments.ozaki2.commands`) and the ``ozaki2-pareto`` experiment measure,
 for every product of a plan (N x N x N squares and rectangular m x k x n shapes) and every method
@@ -9,7 +9,7 @@ for every product of a plan (N x N x N squares and rectangular m x k x n shapes)
 * the time of every method in one interleaved group per product, DGEMM the baseline, on phi = 1 inputs
   (:mod:`experiments.ozaki2.timing`, stored in ``ozaki2-time`` with the speed-up over DGEMM);
 
-then the table and the verdict on issue 17's targets (:mod:`experiments.ozaki2.table`). The
+then the table and the verdict on scheme II's speed targets (:data:`TARGETS`, :mod:`experiments.ozaki2.table`). The
 ``ozaki2-breakdown`` experiment (:mod:`experiments.ozaki2.breakdown`) stores scheme II's seconds per phase.
 
 Methods come in families, each drawn in its own colour: DGEMM (``fp64``), SGEMM (``fp32``), scheme I
@@ -127,7 +127,7 @@ def squares(*sizes: int) -> tuple[Shape, ...]:
     return tuple((n, n, n) for n in sizes)
 
 
-#: Issue 17's targets: at phi = 1, the fastest scheme II configuration as accurate as DGEMM is at least
+#: Scheme II's speed targets: at phi = 1, the fastest scheme II configuration as accurate as DGEMM is at least
 #: this many times faster than DGEMM at N x N x N.
 TARGETS = {16384: 1.4, 8192: 1.05}
 GPU_METHODS = (DGEMM, SGEMM, *(f"ozaki-int8-{s}" for s in range(8, 13)), *scheme2(tuple(range(8, 21))),

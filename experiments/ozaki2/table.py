@@ -1,10 +1,10 @@
 """Scheme II's benchmark result: per product and method its time, speed-up over DGEMM and max relative
-error per phi (:class:`Row`), the verdict on issue 17's targets computed from those rows, and
+error per phi (:class:`Row`), the verdict on scheme II's speed targets computed from those rows, and
 :func:`run_bench` that measures and tabulates a plan (``gemmlab ozaki2`` and ``ozaki2-pareto``).
 
 The verdict, per product at phi = 1: among the scheme II configurations whose max relative error is
 at most DGEMM's on the same inputs, the one with the largest speed-up over DGEMM (:func:`best_scheme2`).
-Issue 17's targets (:data:`experiments.ozaki2.bench.TARGETS`) ask that speed-up to reach 1.4 at
+The targets (:data:`experiments.ozaki2.bench.TARGETS`) ask that speed-up to reach 1.4 at
 N = 16384 and 1.05 at N = 8192; a target whose product was not measured is not judged.
 """
 
@@ -95,7 +95,7 @@ def best_scheme2(rows: Sequence[Row], shape: Shape, phi: float = VERDICT_PHI) ->
 
 
 def verdict(rows: Sequence[Row], targets: Mapping[int, float] = TARGETS, phi: float = VERDICT_PHI) -> list[Check]:
-    """Issue 17's targets, one check per N (largest first), from the rows: met where the best scheme II
+    """Scheme II's speed targets, one check per N (largest first), from the rows: met where the best scheme II
     configuration as accurate as DGEMM at N x N x N reaches the speed-up; not judged where N was not
     measured (no DGEMM error or no time there)."""
     checks = []

@@ -1,5 +1,4 @@
-"""The segmented launcher against the same kernel on whole arrays: the experiment ``segmented`` (issue 15,
-item 2).
+"""The segmented launcher against the same kernel on whole arrays: the experiment ``segmented``.
 
 Per point (:mod:`experiments.segmented.points`) one interleaved group times, on the same operands:
 

@@ -1,6 +1,7 @@
-"""Split-K against the library GEMM and a device copy: the experiment ``splitk`` (issue 14).
+"""Split-K against the library GEMM and a device copy: the experiment ``splitk``.
 
-The problem is memory-bound (``shared/spec/splitk.md``): any method must read A and B,
+The problem is memory-bound (Hattori & Fujimoto, "Implementing GEMM on GPUs when the output is much
+smaller than the input", IPSJ SIG-HPC 2016): any method must read A and B,
 ``itemsize (m + n) k`` bytes (:func:`modeling.splitk.minimum_bytes`), so the question is how
 close each method gets to the device's bandwidth. Per (m, k) point (:mod:`experiments.splitk.points`)
 one interleaved group times, on the same operands in the same run:

@@ -2,7 +2,7 @@
 mode, and the memory a point needs (points that do not fit are left out, and counted).
 
 Every point is an output m x n with n = m and an inner dimension k. The GPU sweep is the
-issue's grid, m = n in {8, 16, 32, 64, 128} by k = 2^14 .. 2^24, plus shapes that are not
+grid m = n in {8, 16, 32, 64, 128} by k = 2^14 .. 2^24, plus shapes that are not
 multiples of the 16 x 16 output tile (m = n = 17 and 50) and an inner dimension that no chunk
 width divides (k = 10^6 + 3). The CPU sweeps are small: NumPy stands in for the device there
 so that the whole pipeline runs in tests.

@@ -1,7 +1,7 @@
 """The ``splitk`` experiment's result: every method by (m, k) as time, fraction of the copy's
-bandwidth and speed-up over the library GEMM, and the verdict against the issue's targets.
+bandwidth and speed-up over the library GEMM, and the verdict against split-K's targets.
 
-Targets (issue 14): where k >= 2^20 and m = n in {16, 32, 64}, the best split-K mode reaches at
+Targets (on the H100): where k >= 2^20 and m = n in {16, 32, 64}, the best split-K mode reaches at
 least 90% of the bandwidth the copy measured in the same group, and is never slower than the
 library GEMM; at m = n = 64, k = 2^24 it is at least 1.25 times as fast. A target whose points
 were not measured is reported as not judged (None).
@@ -36,7 +36,7 @@ def method_table(title: str, rows: Sequence[SplitkRow], methods: Sequence[str], 
 
 
 def checks(rows: Sequence[SplitkRow]) -> list[Check]:
-    """The verdict against the issue's targets (see the module notes)."""
+    """The verdict against split-K's targets (see the module notes)."""
     best = best_split(rows)
     targeted = [r for (m, k), r in best.items() if m in TARGET_SIZES and k >= TARGET_K]
     scope = f"m = n in {', '.join(map(str, TARGET_SIZES))}, k >= {k_text(TARGET_K)}"

@@ -1,4 +1,4 @@
-"""Issue 13's Strassen targets, judged on stored ``strassen-speedup`` rows (``gemmlab strassen --stored``).
+"""The Strassen speed-up targets, judged on stored ``strassen-speedup`` rows (``gemmlab strassen --stored``).
 
 Per regime, the best configuration at each size with its SM clock and power, and beside it the best
 configuration that needs no memory beyond A, B and C as the sweep times it (inputs overwritten; the
@@ -30,7 +30,8 @@ class Target:
     minimum: float
 
 
-#: Issue 13 on the H100: sustained >= 1.45x at 49152, 1.30x at 32768, 1.25x at 16384; cold >= 1.35x at 49152.
+#: The Strassen speed-up targets on the H100: sustained >= 1.45x at 49152, 1.30x at 32768, 1.25x at 16384;
+#: cold >= 1.35x at 49152.
 TARGETS = (Target("sustained", 49152, 1.45), Target("sustained", 32768, 1.30), Target("sustained", 16384, 1.25),
            Target("cold", 49152, 1.35))
 #: The smallest N at which the best configuration beats DGEMM is at most this (judged in every regime stored).
@@ -79,7 +80,7 @@ def crossover_check(regime: str, best: dict[int, SpeedupRow]) -> Check:
 
 
 def judge(rows: Sequence[SpeedupRow]) -> Summary:
-    """The tables and checks of issue 13's Strassen targets on ``rows`` (one environment, any regimes)."""
+    """The tables and checks of the Strassen speed-up targets on ``rows`` (one environment, any regimes)."""
     regimes = sorted({r.regime for r in rows}, key=lambda g: (g != "sustained", g))
     by_regime = {g: [r for r in rows if r.regime == g] for g in regimes}
     best = {g: best_by_size(mine) for g, mine in by_regime.items()}

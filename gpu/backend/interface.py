@@ -280,7 +280,7 @@ class Backend(abc.ABC):
     def flush_cache(self) -> None:
         """Evict operands from the last-level cache by reading a buffer twice its size. Reading leaves no
         written lines in the cache, so the next timed work owes no write-back: after a written flush (or a
-        copy) the H100's next kernel ran 7-8 us longer (issue 14)."""
+        copy) the H100's next kernel ran 7-8 us longer (in the split-K benchmark)."""
 
     @abc.abstractmethod
     def device_info(self) -> dict[str, Any]:

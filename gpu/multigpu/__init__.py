@@ -1,4 +1,4 @@
-"""Products across GPUs and machines, through Dask (issue 15, item 3).
+"""Products across GPUs and machines, through Dask.
 
 :mod:`gpu.multigpu.dask_matmul` cuts C into blocks, one Dask task per block, each running the single-device
 out-of-core engine (:func:`gpu.outofcore.matmul`) on its worker: on the worker's GPU where it has one

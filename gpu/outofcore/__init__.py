@@ -1,4 +1,4 @@
-"""Out-of-core GEMM: C = A B for host operands larger than the device (issue 15, item 1).
+"""Out-of-core GEMM: C = A B for host operands larger than the device.
 
 A block of C stays resident on the device while the k-panels of A's block rows and B's block columns stream
 through it from host memory, the copies of the next panels overlapping the products of the current ones,

@@ -23,9 +23,9 @@ Link traffic and arithmetic intensity, with a grid of gr x gc blocks::
     flops   = 2 m n k
     per block: 2 br bc k / (s k (br + bc)) = 2 br bc / (s (br + bc)) flop per byte: b / s for a square side b
 
-For FP64 that is b/8 flop per byte (b/4 counting one operand only; issue 15 names the two the other way
-round, but its figures are b/8's: 60 TFLOP/s over 55 GB/s needs b = 8 x 60e12 / 55e9, about 8,700, and
-b = 32768 needs 60e12 / 4096 = 14.6 GB/s). A larger block is the only way to a higher intensity, so:
+For FP64 that is b/8 flop per byte (b/4 counting one operand only): 60 TFLOP/s over 55 GB/s needs
+b = 8 x 60e12 / 55e9, about 8,700, and b = 32768 needs 60e12 / 4096 = 14.6 GB/s. A larger block is the
+only way to a higher intensity, so:
 
 * **block** (when not given): the largest square side whose device bytes fit in ``device_memory`` with the
   panels, capped by m and n (where one side is capped, the other takes the memory left); then, with the

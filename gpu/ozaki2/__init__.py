@@ -4,7 +4,9 @@ Scale A and B by powers of two into integers A', B' (:mod:`~gpu.ozaki2.scaling`,
 take their symmetric residues modulo each modulus (:mod:`~gpu.ozaki2.residues`), multiply the
 residues once per modulus (INT8 GEMMs; emulated exactly in :mod:`~gpu.ozaki2.reference`), recover
 A'B' with the double-double Chinese remainder theorem (:mod:`~gpu.ozaki2.crt`) and unscale. The
-moduli and the CRT constants are data (:mod:`~gpu.ozaki2.moduli`). Spec: ``shared/spec/ozaki2.md``.
+moduli and the CRT constants are data (:mod:`~gpu.ozaki2.moduli`). The method: Ozaki, Uchino & Imamura, "Ozaki
+Scheme II: a GEMM-oriented emulation of floating-point matrix multiplication using an integer modular
+technique" (2025), as GEMMul8 implements it (Uchino, Ozaki & Imamura, 2025).
 k beyond the INT32 range is cut into blocks whose residues are added modulo each modulus before
 one CRT (:mod:`~gpu.ozaki2.reference`); ``moduli="auto"`` picks the fewest moduli whose componentwise
 bound meets a target (:mod:`~gpu.ozaki2.auto`). :func:`matmul` (:mod:`~gpu.ozaki2.api`) runs both

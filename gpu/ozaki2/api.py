@@ -1,6 +1,6 @@
 """``matmul``: Ozaki scheme II on NumPy or CuPy, written once over the backend.
 
-Steps (spec ``shared/spec/ozaki2.md``): row and column exponents (the line maxima, which also find NaN and
+Steps (Ozaki, Uchino & Imamura 2025, as in GEMMul8): row and column exponents (the line maxima, which also find NaN and
 infinity, with one wait for the device; in fast mode read together with the sums of squared bars), the bars
 ``ceil(|x| 2**e) <= 64`` of A's rows and B's columns, the bounds of the scaling mode (:func:`bounds`), the
 modulus count (given, or ``"auto"``), the residues of the scaled integers, one INT8 GEMM per modulus and k

@@ -1,5 +1,6 @@
 """Segmented launcher: one single-GPU CuPy kernel run over data segments with index translation
-(issue 15, item 2; Sakai, Ino & Hagihara, ``shared/spec/decomposition.md``).
+(Sakai, Ino & Hagihara, "Multi-dimensional data decomposition for running single-GPU code on multi-GPU
+environments", IPSJ SIG, about 2016).
 
 * :mod:`~gpu.segmented.source`: the plain tiled matrix-product kernel, written once, and its index accessors
   (``whole``, ``translated``) as data: one formula gives the C macro and a Python evaluator;

@@ -1,4 +1,4 @@
-"""The segmented launcher: one single-GPU kernel run over segments with index translation (issue 15, item 2).
+"""The segmented launcher: one single-GPU kernel run over segments with index translation.
 
 :func:`segmented_matmul` takes host operands and a list of tasks (``modeling.decomposition.plan_segments``
 gives them, for 1-D or 2-D blocks and any M; gpu takes them as duck-typed data): for each task it copies

@@ -1,6 +1,6 @@
 """The CUDA source of the one plain matrix-product kernel, and its index accessors as data.
 
-The kernel (Sakai, Ino & Hagihara; ``shared/spec/decomposition.md``) is the textbook shared-memory
+The kernel (Sakai, Ino & Hagihara's decomposition paper; see the References in README.md) is the textbook shared-memory
 tiled product C = A B of square N x N row-major matrices, written once. Every global access goes
 through an accessor macro, ``A_AT(f)``, ``B_AT(f)``, ``C_AT(f)``, given the *full-array* flat index
 ``f = row * N + col`` that the unsplit kernel computes; block ids are offset by the kernel arguments

@@ -64,13 +64,13 @@ ATOMS = ((90, (2, 4)), (80, (1, 1)))
 #: Shared-memory stages of the pipelined kernel.
 STAGES = 3
 #: Stage depth (slices of 16 per warp that splits k) of the pipelined kernel per warp grid (tiles along m and
-#: n, warps along m and n), where a measurement beat the default (at least 32 deep). On the H100 (issue 14)
+#: n, warps along m and n), where a measurement beat the default (at least 32 deep). On the H100
 #: m = n = 32 ran 0.4-2% faster at k = 2^21-2^24 with 128-deep stages (one block per SM) than with 64-deep
 #: ones; with stages twice their default depth m = n = 16 gained 2% at k = 2^20 (one wave) but lost 3% at
 #: 2^24 (1024-wide chunks: hence :data:`WIDE_SLICES`), and m = n = 64 lost up to 11%.
 SLICES = {(2, 4, 1, 1): 2}
 #: Stage depth as in :data:`SLICES`, for a plan of one wave of wide chunks (:attr:`SplitPlan.wide`), where it
-#: differs: half the blocks per SM, each with stages twice as deep. Measured on the H100 (issue 14, cache flushed
+#: differs: half the blocks per SM, each with stages twice as deep. Measured on the H100 (cache flushed
 #: before every sample; results/published/h100-splitk-probes.json, "wide"): m = n = 16 in the atomic mode at
 #: 92.8% of the copy's bandwidth against 89.8% at k = 2^20, 98.2% against 97.1% at 2^21, the same from 2^22;
 #: the deterministic mode 0.8-0.9% faster at 2^20-2^21. With 1024-wide chunks the same depth lost 3% (SLICES).

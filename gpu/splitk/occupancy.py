@@ -1,7 +1,7 @@
 """How many chunks a split-K product needs: the occupancy formula of Hattori & Fujimoto (2016).
 
 C = sum_h A_h B_h over p chunks of the inner dimension, one grid layer per
-chunk. The GPU runs at once (``shared/spec/splitk.md``)
+chunk. The GPU runs at once (the paper's occupancy formula)
 
     M * min(floor(T / t), floor(S / s), floor(R / (r t)), B)
 

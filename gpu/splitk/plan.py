@@ -18,7 +18,7 @@ K_offset) in the atomic mode where that makes :data:`NARROW_WAVES` waves or more
 wave otherwise), and :data:`DETERMINISTIC_WIDTH` in the deterministic one,
 whose chunks each also write an m x n partial that the reduction reads back: on the
 H100, whole waves of 4096-wide chunks ran that mode 3-8% faster than 1024-wide ones at
-m = n = 16 to 64 (issue 14). Where k is a multiple of :data:`ALIGN`, the auto plan's unit
+m = n = 16 to 64. Where k is a multiple of :data:`ALIGN`, the auto plan's unit
 is :data:`ALIGN`, so that every chunk also starts aligned (see there).
 """
 
@@ -35,7 +35,7 @@ from .occupancy import Kernel, SMLimits
 #: :data:`NARROW_WAVES` waves or more.
 TARGET_WIDTH = 1024
 #: The atomic mode cuts :data:`TARGET_WIDTH`-wide chunks only where they make at least this many waves, and
-#: one wave of wider chunks otherwise. Measured on the H100 (issue 14, m = n = 16, 32, 64 by k = 2^20-2^24,
+#: one wave of wider chunks otherwise. Measured on the H100 (m = n = 16, 32, 64 by k = 2^20-2^24,
 #: two passes): one wave ran up to 5% faster than 2-16 waves of 1024-wide chunks (each block's pipeline
 #: fill and the last wave's tail cost more than they buy), while from 31 waves up the narrow chunks ran
 #: 0.3-1.6% faster (the blocks running at once read neighbouring stretches of each row). The comparisons

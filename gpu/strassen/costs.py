@@ -25,7 +25,8 @@ over depths (plus operand copies a level makes to protect values the level below
 would overwrite). Support quadrants that cannot alias inputs, and copies of inputs
 the schedule would overwrite, are added at the top. In units of one (N/2)^2
 quadrant this gives RUM 12, Lai 12 + 2 sum 4^-l -> 14.667 and Otsuka
-12 + 7 sum 4^-l -> 21.333 (``shared/spec/strassen.md``).
+12 + 7 sum 4^-l -> 21.333, as in Li's thesis ("Recursive Strassen algorithm focused on reusing memory
+space", JAIST, 2023).
 """
 
 from __future__ import annotations

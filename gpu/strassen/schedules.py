@@ -6,8 +6,9 @@ each on a stream. ``*`` is a product at the next level (a library GEMM at the
 bottom). Everything else is read from these tables: the temporaries a call
 allocates, the liveness analysis and the supports it lends, the cross-stream
 waits, the memory model and the operation counts. The tables are the
-corrected versions of ``shared/spec/strassen.md`` (checked numerically by the
-tests); steps are numbered from 1 as there.
+corrected versions of the schedules printed by Lai et al. (2013), Otsuka & Iguchi
+(2020) and Li's thesis (2023) (checked numerically by the tests); steps are numbered
+from 1 as there (see the References in README.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Arguments are never silently ignored (issue 12, item 7): a backwards or empty slice range is an
+"""Arguments are never silently ignored: a backwards or empty slice range is an
 argparse error, an option given but empty is an error rather than the default, and a prediction
 with no crossover in range is an answer (level 0 over that range), in text and in JSON."""
 

@@ -1,4 +1,4 @@
-"""Re-measured points (issue 12, item 7): the newest row of a point is its measurement, earlier rows
+"""Re-measured points: the newest row of a point is its measurement, earlier rows
 move to the history table in the same transaction, so exports and figures never mix them, while
 ``--history`` keeps them for provenance. Version-1 files migrate on their first write open. The
 import checks the whole file and adds nothing when any row is bad (item 6)."""

@@ -1,4 +1,4 @@
-"""The results database fails safely (issue 12, item 6): damaged, foreign, read-only or mistyped
+"""The results database fails safely: damaged, foreign, read-only or mistyped
 files give one line naming the file and the way out, read-only commands write nothing, nothing is
 overwritten, an import checks the whole file first."""
 

@@ -60,7 +60,7 @@ def test_key_uses_python_minor_version_only(env):
 
 
 def test_the_power_limit_identifies_a_gpu_environment_where_recorded(env):
-    """A GPU capped at 700 W and one at 500 W do not give comparable times (issue 13); a record
+    """A GPU capped at 700 W and one at 500 W do not give comparable times; a record
     without a power limit (the CPU, older GPU runs) keeps its key."""
     gpu = changed(env, backend="cupy", device="NVIDIA H100 80GB HBM3")
     assert env_key(changed(gpu, power_limit_w=None)) == env_key(gpu)

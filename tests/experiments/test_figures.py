@@ -1,4 +1,4 @@
-"""The figures as a reader opens them (issue 12): panels on a grid, a colour per series, no line
+"""The figures as a reader opens them: panels on a grid, a colour per series, no line
 across unordered categories, legends and titles that cover nothing and stay inside the canvas,
 tick labels that do not overlap, and under every figure the device, backend, regime and library
 versions of its measurements.
@@ -30,10 +30,10 @@ load()
 CPU_LINE = "CPU: Test EPYC · numpy · regime: sustained · BLAS scipy-openblas 0.3.30, NumPy 2.4.6, SciPy 1.17.1"
 H100_LINE = ("NVIDIA H100 80GB HBM3 · cupy · regime not recorded · cuBLAS 13.1.0, CUDA 13.2, CuPy 14.2.0, "
              "driver 580.159.04, NumPy 2.5.2")
-#: The Strassen speed-ups, re-measured with the power regime recorded (issue 13), with the power limit
+#: The Strassen speed-ups, re-measured with the power regime recorded, with the power limit
 #: in the environment.
 H100_REGIMES_LINE = H100_LINE.replace("regime not recorded", "regime: cold, sustained")
-#: Split-K's sweep (issue 14), measured in the sustained regime only.
+#: Split-K's sweep, measured in the sustained regime only.
 H100_SUSTAINED_LINE = H100_LINE.replace("regime not recorded", "regime: sustained")
 REGIME_LINES = {"strassen-speedup": H100_REGIMES_LINE, "strassen-level": H100_REGIMES_LINE,
                 "splitk-roofline": H100_SUSTAINED_LINE, "splitk-speedup": H100_SUSTAINED_LINE,

@@ -1,5 +1,5 @@
 """``level="auto"`` timed as itself in the level sweep (``gemmlab levels --auto``): its row, its
-resume, and the judgement of issue 13 item 4 (never below 0.99x DGEMM; within 2% of the best
+resume, and the judgement against its targets (never below 0.99x DGEMM; within 2% of the best
 measured configuration at 90% of sizes) from stored rows."""
 
 import json

@@ -1,4 +1,4 @@
-"""The out-of-core benchmark (issue 15, item 4): points and memory fitting, the engine's CPU plans,
+"""The out-of-core benchmark: points and memory fitting, the engine's CPU plans,
 checked works, stored rows, resuming, ``--json``, the figure and the registries, all on NumPy."""
 
 import numpy as np

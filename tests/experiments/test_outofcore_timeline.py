@@ -1,4 +1,4 @@
-"""The out-of-core time-line (issue 15, item 4): the engine's spans on NumPy, lane arithmetic, the
+"""The out-of-core time-line: the engine's spans on NumPy, lane arithmetic, the
 stored row, resuming and the figure, all without a GPU."""
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Ozaki scheme II's benchmark (issue 17) on NumPy: the ``gemmlab ozaki2`` command (rows, resume, --force,
+"""Ozaki scheme II's benchmark on NumPy: the ``gemmlab ozaki2`` command (rows, resume, --force,
 unknown and unavailable methods), the slow-method rule, the verdict computed from stored rows, the
 breakdown's phases and INT8 rate, the experiments through ``gemmlab reproduce``, and both figures drawn
 from synthetic stored rows."""

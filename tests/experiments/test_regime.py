@@ -1,4 +1,4 @@
-"""The power regimes of the protocol (issue 13), driven by a fake backend and a fake NVML reader:
+"""The power regimes of the protocol, driven by a fake backend and a fake NVML reader:
 sustained runs settling rounds until the SM clock settles and records it; cold idles before each
 sample; every sample stores its clock, power and throttle reasons; the record names the regime."""
 

@@ -1,4 +1,4 @@
-"""The segmented benchmark (issue 15, item 2): points and memory, the largest-N table against the paper's
+"""The segmented benchmark: points and memory, the largest-N table against the paper's
 K40, checked works, stored rows, resuming, ``--json`` and ``reproduce``, all on NumPy (the emulation)."""
 
 import numpy as np

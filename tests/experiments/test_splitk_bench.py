@@ -1,4 +1,4 @@
-"""The split-K benchmark (issue 14): planning, operands, checked works, stored rows, resuming,
+"""The split-K benchmark: planning, operands, checked works, stored rows, resuming,
 arguments, the summary and the figures, all on NumPy."""
 
 from functools import partial
@@ -28,7 +28,7 @@ def same_kernel(m, n):
 
 # --------------------------------------------------------------------------- planning
 
-def test_gpu_plan_is_the_issues_grid_with_shapes_that_are_not_tile_multiples():
+def test_gpu_plan_is_the_full_grid_with_shapes_that_are_not_tile_multiples():
     shapes = set(PLANS[("cupy", False)].shapes())
     assert {(m, 2**e) for m in (8, 16, 32, 64, 128) for e in range(14, 25)} <= shapes
     odd = {(m, k) for m, k in shapes if m % 16 or k % 1024}

@@ -1,4 +1,4 @@
-"""Issue 13's Strassen targets judged on stored rows: `experiments.strassen.targets`, `gemmlab strassen --stored`."""
+"""The Strassen speed-up targets judged on stored rows: `experiments.strassen.targets`, `gemmlab strassen --stored`."""
 
 from __future__ import annotations
 

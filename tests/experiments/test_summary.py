@@ -1,4 +1,4 @@
-"""What an experiment found, as tables (issue 12): the :class:`Summary` structure, and
+"""What an experiment found, as tables: the :class:`Summary` structure, and
 ``SUMMARY.md`` written by ``gemmlab reproduce`` as Markdown a researcher can paste, with headings
 that say what was measured (never a plan's promise) and each experiment's verdict and figures."""
 

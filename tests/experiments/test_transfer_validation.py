@@ -1,4 +1,4 @@
-"""Leave-one-device-out validation of the transfer model (issue 18, item 4): the sweeps it finds, that the
+"""Leave-one-device-out validation of the transfer model: the sweeps it finds, that the
 held-out device never trains its own prediction, the stored rows, the summary and the figure, on NumPy."""
 
 import pytest

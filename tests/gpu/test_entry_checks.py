@@ -1,4 +1,4 @@
-"""Issue 12, items 1-5: each finding reproduced, refused (or handled) now, on NumPy and CuPy.
+"""Bad inputs at the entry points: each case reproduced, refused (or handled) now, on NumPy and CuPy.
 
 1. ``np.matrix`` inputs: Ozaki gave a wrong product (max abs error 40.8 at N = 128), Strassen
    failed ten frames deep; masked arrays would silently use their hidden values.
@@ -126,7 +126,7 @@ def test_ozaki_read_only_or_aliasing_out_is_refused_before_any_work(monkeypatch)
 
 @pytest.mark.parametrize("method", METHODS)
 def test_an_output_larger_than_memory_is_refused_before_any_work(method, monkeypatch):
-    """The issue's 200000 x 1 @ 1 x 200000 product: 298 GiB of output, refused with both numbers."""
+    """Case 5's 200000 x 1 @ 1 x 200000 product: 298 GiB of output, refused with both numbers."""
     be = get_backend("numpy")
     monkeypatch.setattr(be, "memory_info", lambda: (16 * 2**30, 32 * 2**30))
     A, B = np.ones((200_000, 1)), np.ones((1, 200_000))

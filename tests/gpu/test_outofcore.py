@@ -214,7 +214,7 @@ def test_traffic_and_flops_count_what_the_schedule_moves():
 
 
 def test_the_copies_hide_where_the_block_reaches_s_f_over_l():
-    # FP64 at 60 TFLOP/s over 55 GB/s: b >= 8 x 60e12 / 55e9 = 8727 (issue 15's "roughly 9,000").
+    # FP64 at 60 TFLOP/s over 55 GB/s: b >= 8 x 60e12 / 55e9 = 8727 (the rule of thumb's "roughly 9,000").
     hidden = [predict(OutOfCorePlan(10**5, 10**5, 10**5, 8, (b, b), 4096), 55e9, 60e12).hidden for b in (8192, 9216)]
     assert hidden == [False, True]
 

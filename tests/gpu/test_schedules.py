@@ -1,4 +1,4 @@
-"""Schedules as data, checked against ``shared/spec/strassen.md`` without any arrays:
+"""Schedules as data, checked against the papers' schedules and memory analysis without any arrays:
 liveness (state table, supports, recursion blockers), temporaries, clobbers and protected
 operands, and the table parser. Stream hazards: ``test_strassen_hazards.py``; fusion:
 ``test_strassen_fusion.py``; the memory model: ``test_strassen_costs.py``; the ``gemmlab

@@ -203,8 +203,8 @@ def test_overwrite_gives_the_same_product(backend, name, operand, host, check):
 
 
 def test_levels_with_tiny_bottom_products_are_refused_not_ignored(backend, operand, host, check):
-    """Issue 12: level=7 at N = 256 recursed for a minute and levels 9 and 10 silently ran a plain
-    GEMM. Every level whose bottom products fall below MIN_BOTTOM is now refused at once."""
+    """level=7 at N = 256 once recursed for a minute and levels 9 and 10 silently ran a
+    plain GEMM. Every level whose bottom products fall below MIN_BOTTOM is now refused at once."""
     A, B = operand(backend, (3, 5), 1), operand(backend, (5, 2), 2)
     check(backend, matmul(A, B, level=0, backend=backend), host(backend, A), host(backend, B), 0)
     for level in (1, 4):

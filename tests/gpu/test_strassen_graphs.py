@@ -1,4 +1,4 @@
-"""CUDA-graph execution of Strassen products (issue 13): the mode's rules on NumPy (where
+"""CUDA-graph execution of Strassen products: the mode's rules on NumPy (where
 ``graph=True`` is a clear error and ``"auto"`` runs eagerly), the arena that lets a capture
 allocate nothing, the capture-and-replay bookkeeping with a stand-in backend, and on CuPy the
 graph bitwise equal to eager execution with no allocation inside a replay."""

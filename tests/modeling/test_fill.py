@@ -1,4 +1,4 @@
-"""Compute-starved parts (issue 18, item 3): DGEMM at the wave-fill limit, a crossover inside a bracket
+"""Compute-starved parts: DGEMM at the wave-fill limit, a crossover inside a bracket
 derived from the hardware alone, an output consistent with its own note, and the data-centre parts'
 predictions and leave-one-out numbers untouched."""
 

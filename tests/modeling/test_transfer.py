@@ -1,4 +1,4 @@
-"""The transfer model (issue 18): efficiency curves learned from measured devices, applied to a datasheet row."""
+"""The transfer model: efficiency curves learned from measured devices, applied to a datasheet row."""
 
 from collections.abc import Mapping
 from dataclasses import replace

@@ -1,4 +1,4 @@
-"""Issue 13 item 4: where ``level="auto"``'s 0.3% below DGEMM at level 0 goes (sweep of gemmlab 9e91dbd).
+"""The ``level="auto"`` validation: where its 0.3% below DGEMM at level 0 goes (sweep of gemmlab 9e91dbd).
 
 At level 0 ``matmul(level="auto", out=C)`` dispatches the same cuBLAS call as DGEMM, and the group's control
 (the executor at level 0, DGEMM under another name) reads 0.998-1.002; auto read 0.994-1.001 at 13 sizes.

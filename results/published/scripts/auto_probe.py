@@ -1,4 +1,4 @@
-"""Issue 13 item 4: where level="auto"'s 2% at N = 1024 goes (0.979x DGEMM in the H100 sweep).
+"""The ``level="auto"`` validation: where its 2% at N = 1024 goes (0.979x DGEMM in the H100 sweep).
 
 Per size: the host's loop time of 64 calls with no synchronisation inside, and the wall time to the end of
 their work, for DGEMM and for ``matmul(level="auto")`` as the sweep calls it; then three interleaved groups

@@ -1,4 +1,4 @@
-"""Issue 15: the 1-GPU Dask run (dask-cuda's LocalCUDACluster, one worker) against the out-of-core engine
+"""The 1-GPU Dask run (dask-cuda's LocalCUDACluster, one worker) against the out-of-core engine
 called directly, host memory to host memory, with where Dask's time goes.
 
 * ``direct``: :func:`gpu.outofcore.matmul` on NumPy operands in this process.

@@ -1,4 +1,4 @@
-"""Issue 16: the Dask front-end of the out-of-core engine on two GPUs of one host against one.
+"""The Dask front-end of the out-of-core engine on two GPUs of one host against one.
 
 One dask-cuda ``LocalCUDACluster`` runs a worker per GPU. A and B are ``.npy`` files in host memory (a tmpfs,
 ``/dev/shm`` by default) of uniform [-0.5, 0.5) values drawn by host threads; C is a third such file.

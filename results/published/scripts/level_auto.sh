@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13 item 4: level="auto" timed as itself, interleaved with DGEMM, over the 24 sizes of the published
+# The level="auto" validation: level="auto" timed as itself, interleaved with DGEMM, over the 24 sizes of the published
 # sustained H100 sweep (N = 1024-32768, rum+fused), judged against the best measured level.
 #
 # Starts from nothing on the device: imports results/published/sustained/h100-levels-sustained.csv (calibration,

@@ -1,4 +1,4 @@
-"""Issue 13, N = 16384: do Winograd's additions hide behind its products on a second stream?
+"""The Strassen speed-up at N = 16384: do Winograd's additions hide behind its products on a second stream?
 
 At N = 16384 (sustained) winograd+fused ran at 1.168x DGEMM against a products-alone bound of 1.306x:
 14.5 ms of its 138 ms were additions, run between the products. ``winograd2`` puts the sums and the

@@ -1,4 +1,4 @@
-"""Issue 14: does contention of the atomic additions on few L2 lines cost the atomic mode at one wave?
+"""Split-K: does contention of the atomic additions on few L2 lines cost the atomic mode at one wave?
 
 The same chunk kernel adds into C (m x n contiguous: m n / 16 lines of 128 bytes) or into a spread C (one
 128-byte line per output), for one wave, two waves and 1024-wide chunks; no scaling pass; device time,

@@ -1,4 +1,4 @@
-"""Issue 14: the pipelined split-K kernel's stage depth against the atomic mode's chunk width.
+"""The pipelined split-K kernel's stage depth against the atomic mode's chunk width.
 
 Per m = n and k, one interleaved group (device time, sustained) of cuBLAS, a device copy, and the atomic mode
 (C zeroed by a memset) with each kernel shape of :data:`SHAPES` (slices of 16 per warp that splits k, stages)

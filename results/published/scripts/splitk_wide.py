@@ -1,4 +1,4 @@
-"""Issue 14: one wave of wide chunks with the kernel's wide form (``gpu.splitk.kernels.WIDE_SLICES``: half the
+"""Split-K: one wave of wide chunks with the kernel's wide form (``gpu.splitk.kernels.WIDE_SLICES``: half the
 blocks, stages twice as deep) against its default form.
 
 Per m = n and k, one interleaved group (device time, sustained) of cuBLAS, a device copy, and each mode's auto

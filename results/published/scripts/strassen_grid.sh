@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13 item 5: the Strassen tables in both regimes, measured on the GPUs of one host side by side.
+# The Strassen speed-up tables in both power regimes, measured on the GPUs of one host side by side.
 #
 # Each line of the jobs file is `GPU REGIME SIZES LEVELS CONFIGS` (`gemmlab strassen`'s arguments) or
 # `GPU probe SCRIPT` (a Python script run with OUT set). Each GPU runs its lines in order, alone on its

@@ -1,4 +1,4 @@
-"""Issue 16 diagnostic: the out-of-core engine in one process per GPU, no Dask, on page-locked /dev/shm files.
+"""Two-GPU diagnostic: the out-of-core engine in one process per GPU, no Dask, on page-locked /dev/shm files.
 
 ``python3 engine_pair.py MODE PART PEERS TAG`` (run by ``engine_pair.sh``, one process per GPU with
 ``CUDA_VISIBLE_DEVICES``): maps ``/dev/shm/diag/{a,b,c}.npy``, takes the rows PART (``0``, ``1``: a half;

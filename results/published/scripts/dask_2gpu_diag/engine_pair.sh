@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 16 diagnostic (see engine_pair.py). From the repository root on the two-GPU machine:
+# A two-GPU diagnostic of the Dask front-end (see engine_pair.py). From the repository root on the two-GPU machine:
 #   PYTHONPATH=$PWD N=49152 REPS=5 bash results/published/scripts/dask_2gpu_diag/engine_pair.sh
 # draws A, B and C (uniform [0, 1): a constant fill draws less power and skips the 700 W cap), then runs
 # half 0 alone on GPU 0, both halves at once (one process per GPU), and the whole product on GPU 0.

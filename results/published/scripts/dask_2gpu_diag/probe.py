@@ -1,7 +1,7 @@
-"""Issue 16 diagnostic: inside the Dask workers, the engine's route, phases and time-line on the handles that
-block tasks get. ``N=49152 python3 probe.py`` (Dask wheels installed): two-worker, one-worker and two-worker
-products through ``submit`` (wall times), then twice a probe task on each worker at once on its half, then
-one on the first worker on the whole product; prints one line each."""
+"""Two-GPU diagnostic of the Dask front-end: inside the Dask workers, the engine's route, phases and time-line
+on the handles that block tasks get. ``N=49152 python3 probe.py`` (Dask wheels installed): two-worker,
+one-worker and two-worker products through ``submit`` (wall times), then twice a probe task on each worker
+at once on its half, then one on the first worker on the whole product; prints one line each."""
 import json
 import os
 import time
