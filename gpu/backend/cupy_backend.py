@@ -1,11 +1,9 @@
 """The GPU backend: CuPy arrays, cuBLAS called directly on views, exact allocation accounting.
 
-CuPy's own ``cupy.cublas.gemm`` and ``cupy.matmul(out=view)`` copy
-non-contiguous operands (see ``shared/notes``). Here ``gemm``/``geam`` call
-``cublas.dgemm``/``dgeam`` (``sgemm``/``sgeam`` for float32) with the view's
-pointer and leading dimension, on the current CuPy stream, so a product on a
-quadrant makes no copy and no allocation. ``gemm_ex`` calls ``cublas.gemmEx``
-the same way for TF32, FP16, BF16 and INT8 operands.
+CuPy's own ``cupy.cublas.gemm`` and ``cupy.matmul(out=view)`` copy non-contiguous operands. Here
+``gemm``/``geam`` call ``cublas.dgemm``/``dgeam`` (``sgemm``/``sgeam`` for float32) with the view's pointer and
+leading dimension, on the current CuPy stream, so a product on a quadrant makes no copy and no allocation;
+``gemm_ex`` calls ``cublas.gemmEx`` the same way for TF32, FP16, BF16 and INT8 operands.
 """
 
 from __future__ import annotations
@@ -251,8 +249,7 @@ class CupyBackend(Backend):
         return int(self._flag.get()[0]) == 0
 
     def product(self, A: Any, B: Any) -> Any:
-        """``A @ B`` into a new array by one cuBLAS call on the views as they are (``cupy.matmul`` would copy a
-        view that is not contiguous first)."""
+        """``A @ B`` into a new array by one cuBLAS call on the views as they are (``cupy.matmul`` copies)."""
         C = self.xp.empty((A.shape[0], B.shape[1]), dtype=A.dtype)
         self.gemm(A, B, C)
         return C
@@ -271,13 +268,10 @@ class CupyBackend(Backend):
 
     def can_allocate(self, nbytes: int, free: int | None = None) -> bool:
         """Whether one block of ``nbytes`` can be allocated now. Where the driver has the bytes (within the
-        pool's limit) a new block holds them, and nothing is taken: a trial block would stay in the pool's
-        cache, where the first small array to split it keeps it from the driver for good (one reference
-        product that sized its blocks by trial left 125 GiB cached that way on the H200). Where the driver
-        has too little, CuPy's pool (the default) is asked by taking the block and handing it back: a cached
-        block that holds it serves it with no wait for the device; otherwise the pool hands its wholly free
-        chunks back and asks the driver (cudaFree waits for the device: the rare path, where memory is
-        short). With raw allocations the driver's free memory decides, after the same hand-back."""
+        pool's limit), yes, with nothing taken: a trial block would stay cached, and the first small array to
+        split it keeps it from the driver for good (125 GiB stayed so on the H200). Else CuPy's pool is asked
+        by taking the block and handing it back (a cached block may hold it; otherwise the pool hands its
+        wholly free chunks back first, a wait: the rare path); with raw allocations, the driver decides."""
         if nbytes > (self.memory_info()[0] if free is None else free):
             return False
         pool = self.xp.get_default_memory_pool()

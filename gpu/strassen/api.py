@@ -218,9 +218,11 @@ def matmul(A: Any, B: Any, *, level: int | str = "auto", schedule: str | Sequenc
     if level == 0 and C is not None:                     # the library GEMM: no workspace or new output to plan
         return _execute(be, A, B, C, shortcut.keep(be, key, asked, stamp, A, B, C, shortcut.GEMM), *how)
     if level == 0:                                       # the library's own product, into a new array
-        require_memory(be, output, f"the {m} x {n} output", "pass out= (an array you allocated), or split the "
-                       "product into blocks of rows")
-        return be.product(A, B)
+        memory = (output, f"the {m} x {n} output", "pass out= (an array you allocated), or split the product "
+                  "into blocks of rows")
+        require_memory(be, *memory)
+        return _execute(be, A, B, None, shortcut.keep(be, key, asked, stamp, A, B, None, shortcut.product(memory)),
+                        *how)
     check_level(m, k, n, level, fringe)
     level = level if min(m, k, n) else 0                 # an empty product multiplies nothing
     if workspace is not None and level:
@@ -252,6 +254,8 @@ def _execute(be: Backend, A: Array, B: Array, C: Array, plan: shortcut.Plan, par
     """Run a checked ``plan``: the library GEMM at level 0, else its levels (eagerly or as a CUDA graph), whose
     non-finite entries are then recomputed by the library GEMM (:mod:`gpu.strassen.finite`)."""
     level, schedule, side = plan.level, plan.schedule, plan.side
+    if level == 0 and C is None:
+        return be.product(A, B)
     if level == 0:
         be.gemm(A, B, C)
         return C

@@ -17,10 +17,12 @@ signature:
   (:func:`gpu.profile.profile_stamp`); a profile written since makes the full call decide again (at once
   where this process wrote it, within :data:`gpu.profile.STAMP_TTL_S` where another did).
 
-Calls without ``out=``, with inputs that are not plain arrays of the backend, with options that are not
-keys (a list of schedules) or with ``workspace="auto"`` (a plan made from the free memory) always take the
-full call. Warnings the full call gave (an unreadable profile, another regime's table standing in) are not
-repeated, as Python shows a warning once per place by default anyway.
+A call without ``out=`` is kept where it resolves to level 0: the library's own product into a new array
+(:func:`product`, whose output's memory is checked on every call). Calls with inputs that are not plain
+arrays of the backend, with options that are not keys (a list of schedules) or with ``workspace="auto"``
+(a plan made from the free memory) always take the full call. Warnings the full call gave (an unreadable
+profile, another regime's table standing in) are not repeated, as Python shows a warning once per place by
+default anyway.
 """
 
 from __future__ import annotations
@@ -55,6 +57,12 @@ class Plan(NamedTuple):
 GEMM = Plan(0, "gemm")
 
 
+def product(memory: tuple[int, str, str]) -> Plan:
+    """The plan of a call with no ``out`` that is the library's own product into a new array, whose
+    ``memory`` (``require_memory``'s arguments: the output) is checked on every call."""
+    return Plan(0, "product", memory=memory)
+
+
 class Kept(NamedTuple):
     """A kept plan, the profile stamp its ``level="auto"`` read (None for a given level) and the byte extents
     of A, B and ``out`` for the overlap tests."""
@@ -71,11 +79,11 @@ def signature(be: Backend, A: Any, B: Any, out: Any, options: tuple) -> tuple | 
     """The key of a call, or None where it cannot be kept (no ``out``, or inputs that are not plain arrays
     of ``be``); a key holding an option that cannot be hashed (a list of schedules) is never kept."""
     array = be.xp.ndarray
-    if out is None or type(A) is not array or type(B) is not array or type(out) is not array:
+    if type(A) is not array or type(B) is not array or (out is not None and type(out) is not array):
         return None
-    rights = tuple(writeable(x) for x in (A, B, out))     # a read-only one takes the full call's refusals
-    return (be, A.shape, A.strides, A.dtype, B.shape, B.strides, B.dtype, out.shape, out.strides, out.dtype,
-            *rights, *options)
+    rights = tuple(writeable(x) for x in (A, B, out) if x is not None)   # a read-only one takes the full call
+    given = (None,) if out is None else (out.shape, out.strides, out.dtype)
+    return (be, A.shape, A.strides, A.dtype, B.shape, B.strides, B.dtype, *given, *rights, *options)
 
 
 def _lookup(key: tuple | None) -> Kept | None:
@@ -92,20 +100,26 @@ def kept(be: Backend, key: tuple | None, level: Any, A: Array, B: Array, C: Arra
     entry = _lookup(key)
     if entry is None or (level == "auto" and entry.stamp != profile_stamp(be)):
         return None
-    (ea, eb, ec), pa, pb, pc = entry.extents, be.pointer(A), be.pointer(B), be.pointer(C)
-    if bytes_meet(pc, ec, pa, ea) or bytes_meet(pc, ec, pb, eb) or (entry.plan.level and bytes_meet(pa, ea, pb, eb)):
-        return None
+    if C is not None or entry.plan.level:
+        (ea, eb, ec), pa, pb = entry.extents, be.pointer(A), be.pointer(B)
+        pc = None if C is None else be.pointer(C)
+        if pc is not None and (bytes_meet(pc, ec, pa, ea) or bytes_meet(pc, ec, pb, eb)):
+            return None
+        if entry.plan.level and bytes_meet(pa, ea, pb, eb):
+            return None
     require_finite(be, check_finite, {"A": A, "B": B}, nonfinite)
     if entry.plan.memory is not None:
         require_memory(be, *entry.plan.memory)
     return entry.plan
 
 
-def keep(be: Backend, key: tuple | None, level: Any, stamp: Any, A: Array, B: Array, C: Array, plan: Plan) -> Plan:
+def keep(be: Backend, key: tuple | None, level: Any, stamp: Any, A: Array, B: Array, C: Array | None,
+         plan: Plan) -> Plan:
     """Keep the plan of a full call that passed every check (``stamp``: the profile stamp read before
-    ``level="auto"`` was resolved); returns ``plan``."""
+    ``level="auto"`` was resolved; ``C`` None where the call has no ``out``); returns ``plan``."""
     if key is not None and _hashable(key):
-        _KEPT[key] = Kept(plan, stamp if level == "auto" else None, tuple(be.layout(x).extent for x in (A, B, C)))
+        extents = tuple(0 if x is None else be.layout(x).extent for x in (A, B, C))
+        _KEPT[key] = Kept(plan, stamp if level == "auto" else None, extents)
     return plan
 
 

@@ -103,6 +103,22 @@ def test_a_repeated_level0_call_is_one_gemm_with_the_same_bits(backend, monkeypa
         monkeypatch.undo()
 
 
+def test_a_repeated_level0_call_without_out_is_the_librarys_product_with_no_checks(backend, monkeypatch):
+    """With no out= a call that resolves to level 0 is kept too: a repeat runs the library's own product (on
+    NumPy, A @ B itself) with no schedule check, and still checks its output's memory."""
+    A, B, _ = operands(backend)
+    first = backend.to_numpy(matmul(A, B, level=0, backend=backend))
+    assert len(shortcut._KEPT) == 1
+    checks, memory = [], []
+    monkeypatch.setattr(api, "check_schedule", lambda *a: checks.append(a))
+    monkeypatch.setattr(shortcut, "require_memory", lambda *a: memory.append(a[1]))
+    again = matmul(A, B, level=0, backend=backend)
+    assert checks == [] and memory == [8 * N * N] and len(shortcut._KEPT) == 1
+    np.testing.assert_array_equal(backend.to_numpy(again), first)
+    if backend.name == "numpy":
+        np.testing.assert_array_equal(again, A @ B)
+
+
 def test_the_shortcut_still_refuses_nonfinite_inputs_and_outputs_over_inputs(backend):
     X = backend.random((3 * N, N), np.float64, seed=1)
     A, B, C = X[:N], X[N:2 * N], X[2 * N:]
@@ -130,7 +146,7 @@ def test_a_profile_written_since_changes_the_level_of_a_kept_signature(monkeypat
 
 def test_calls_that_cannot_take_the_shortcut_are_not_kept(backend):
     A, B, C = operands(backend)
-    matmul(A, B, backend=backend)                     # no out=
+    matmul(A, B, level=1, backend=backend)            # no out= beyond level 0
     matmul(A, B, schedule=["rum"], level=0, out=C, backend=backend)   # a list is no key
     matmul(A, B, level=1, workspace="auto", out=C, backend=backend)   # planned from the free memory
     matmul(A, A, level=1, overwrite_a=True, out=C, backend=backend)   # rights that depend on the addresses
