@@ -160,9 +160,7 @@ class NumpyBackend(Backend):
     def memory_info(self) -> tuple[int, int]:
         """(available, total) host bytes: the kernel's MemAvailable (free memory plus the caches it
         can drop), else the free pages."""
-        page = os.sysconf("SC_PAGE_SIZE")
-        total = os.sysconf("SC_PHYS_PAGES") * page
-        return _mem_available() or os.sysconf("SC_AVPHYS_PAGES") * page, total
+        return _mem_available() or os.sysconf("SC_AVPHYS_PAGES") * _PAGE, _TOTAL
 
     def release_memory(self) -> None:
         """Nothing to hand back: NumPy frees an array's memory with its last reference."""
@@ -252,6 +250,9 @@ def _finite_blocks(x: np.ndarray) -> bool:
     return all(bool(np.isfinite(flat[i:i + FINITE_BLOCK]).all()) for i in range(0, flat.size, FINITE_BLOCK))
 
 
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+#: The host's physical memory, bytes (fixed for the process).
+_TOTAL = os.sysconf("SC_PHYS_PAGES") * _PAGE
 #: Seconds a reading of MemAvailable is used again: every product that plans memory asks, and one reading
 #: costs 10 us, a tenth of a 128 x 128 product's time.
 MEMINFO_TTL = 0.01
