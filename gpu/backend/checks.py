@@ -77,12 +77,18 @@ def require_memory(be: Backend, need: int, what: str, advice: str) -> None:
     (:meth:`Backend.can_allocate`)? The second matters on CuPy, whose cached blocks may be split across
     sizes that cannot hold a large buffer; one block of ``need`` bytes holds every smaller buffer a call
     takes in turn up to that total."""
-    free = be.memory_info()[0]
-    if need > free:
-        raise MemoryPlanError(f"{what} needs {gib(need)} but {gib(free)} are free on the {be.name} device; {advice}")
+    free = _free_for(be, need, what, advice)
     if need > 0 and not be.can_allocate(need, free):
         raise MemoryPlanError(f"{what} needs {gib(need)}: {gib(free)} are free on the {be.name} device, but not "
                               f"in one block (the memory pool's cached blocks are split); {advice}")
+
+
+def _free_for(be: Backend, need: int, what: str, advice: str) -> int:
+    """The bytes free on ``be``'s device, or :class:`MemoryPlanError` where ``need`` exceeds them."""
+    free = be.memory_info()[0]
+    if need > free:
+        raise MemoryPlanError(f"{what} needs {gib(need)} but {gib(free)} are free on the {be.name} device; {advice}")
+    return free
 
 
 def reserve(be: Backend, nbytes: int, what: str, advice: str) -> Array:
@@ -90,9 +96,7 @@ def reserve(be: Backend, nbytes: int, what: str, advice: str) -> Array:
     :class:`MemoryPlanError` before any work. The block is the check: CuPy's pool serves it from a cached
     block where one holds it (no wait for the device), else from the driver, handing its wholly free cached
     chunks back first where the driver has too little (that waits for the device: the rare path)."""
-    free = be.memory_info()[0]
-    if nbytes > free:
-        raise MemoryPlanError(f"{what} needs {gib(nbytes)} but {gib(free)} are free on the {be.name} device; {advice}")
+    free = _free_for(be, nbytes, what, advice)
     try:
         return be.xp.empty(nbytes, dtype=np.uint8)
     except MemoryError as exc:           # CuPy's OutOfMemoryError is a MemoryError

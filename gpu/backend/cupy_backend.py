@@ -262,9 +262,7 @@ class CupyBackend(Backend):
         pool = self.xp.get_default_memory_pool()
         free, total = self.xp.cuda.runtime.memGetInfo()
         limit = pool.get_limit()
-        if limit:
-            free, total = min(free, max(0, limit - pool.total_bytes())), min(total, limit)
-        return free + pool.free_bytes(), total
+        return self._driver_free(pool, free) + pool.free_bytes(), min(total, limit) if limit else total
 
     def can_allocate(self, nbytes: int, free: int | None = None) -> bool:
         """Whether one block of ``nbytes`` can be allocated now. Where the driver has the bytes (within the
@@ -286,9 +284,10 @@ class CupyBackend(Backend):
         pool.free_all_blocks()
         return nbytes <= self._driver_free(pool)
 
-    def _driver_free(self, pool: Any) -> int:
-        """Bytes the driver can give a new block now, within the pool's limit where one is set."""
-        free = self.xp.cuda.runtime.memGetInfo()[0]
+    def _driver_free(self, pool: Any, free: int | None = None) -> int:
+        """Bytes the driver can give a new block now (``free``: its free memory, where just read), within the
+        pool's limit where one is set."""
+        free = self.xp.cuda.runtime.memGetInfo()[0] if free is None else free
         limit = pool.get_limit()
         return min(free, max(0, limit - pool.total_bytes())) if limit else free
 

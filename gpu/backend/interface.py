@@ -253,8 +253,8 @@ class Backend(abc.ABC):
         """Whether every entry of ``x`` is finite, read once with no temporary of x's size."""
 
     def product(self, A: Array, B: Array) -> Array:
-        """``A @ B`` by the array library's own product, into a new array (NumPy's ``matmul``, or CuPy's on
-        cuBLAS): level 0 of a method is then the very product its caller would write, bit for bit."""
+        """``A @ B`` by the array library's own product, into a new array (NumPy's ``matmul``; the CuPy backend
+        makes it one cuBLAS call on the views): level 0 of a method is then the product its caller would write."""
         return self.xp.matmul(A, B)
 
     @abc.abstractmethod

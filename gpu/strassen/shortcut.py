@@ -76,8 +76,8 @@ _KEPT = LRU(MAX_SIGNATURES)
 
 
 def signature(be: Backend, A: Any, B: Any, out: Any, options: tuple) -> tuple | None:
-    """The key of a call, or None where it cannot be kept (no ``out``, or inputs that are not plain arrays
-    of ``be``); a key holding an option that cannot be hashed (a list of schedules) is never kept."""
+    """The key of a call, or None where it cannot be kept (inputs or ``out`` that are not plain arrays of
+    ``be``); a key holding an option that cannot be hashed (a list of schedules) is never kept."""
     array = be.xp.ndarray
     if type(A) is not array or type(B) is not array or (out is not None and type(out) is not array):
         return None
