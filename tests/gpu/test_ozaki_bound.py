@@ -19,6 +19,7 @@ from accuracy.methods import get_method, method_names
 from accuracy.reference import exact_matmul
 from gpu import get_backend, ozaki
 from gpu.backend import MemoryPlanError
+from tests.gpu.ozaki_digits import digit_sums
 
 FORMATS = tuple(ozaki.FORMATS)
 NP = get_backend("numpy")
@@ -130,18 +131,6 @@ def exact_ratio(A, B):
         if P:
             best = max(best, min(nr[i], nc[j]) * Fraction(2) ** int(e[i] + f[j]) / P)
     return float(best) if best < 2**1023 else np.inf
-
-
-def digit_sums(A, B, slices, fmt):
-    """(exact int64 diagonal sums D_d from d = S + 1 down to 2, alpha, e, f)."""
-    p = ozaki.plan(A.shape[0], A.shape[1], B.shape[1], slices, fmt)
-    e = np.frexp(np.abs(A).max(axis=1))[1].astype(np.int32)
-    f = np.frexp(np.abs(B).max(axis=0))[1].astype(np.int32)
-    da = [d.astype(np.int64) for d in ozaki.split_values(np, A, e, p.alpha, slices)]
-    db = [d.astype(np.int64) for d in ozaki.split_values(np, B.T, f, p.alpha, slices)]
-    sums = [sum(da[s - 1] @ db[d - s - 1].T for s in range(max(1, d - slices), min(slices, d - 1) + 1))
-            for d in range(slices + 1, 1, -1)]
-    return sums, p.alpha, e, f
 
 
 def entries(draw, shape, spread):
