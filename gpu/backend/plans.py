@@ -1,0 +1,192 @@
+"""Plans: what a product decides once per operand signature, executed many times (after nvmath-python's ``Matmul``).
+
+A family's plan is built for an **operand signature**: the backend, the device, the stream, the shapes, dtypes,
+strides and writeability of A, B and ``out``, and the options. Building it runs every check that depends on
+the signature alone and makes every decision (the configuration, the kernels, the workspace, where one is
+used a CUDA graph); :meth:`MatmulPlan.execute` then does only the per-call work on the plan's stream, with
+no wait for the device. The pattern::
+
+    with strassen.Plan(A, B, options=strassen.Options(level=2)) as plan:
+        for A, B in pairs:
+            C = plan.execute(A, B)
+
+Each family's stateless ``matmul`` is a plan from a bounded, thread-safe :class:`PlanCache` plus ``execute``,
+so a loop of calls pays for the decisions once. A plan holds device memory (its workspace, its graphs) until
+:meth:`MatmulPlan.free` or the end of its ``with`` block; the cache frees what it evicts.
+
+Options are a frozen dataclass per family (:func:`resolve_options` accepts one, a dict of its fields, or
+keywords), so that a long keyword list is one object that can be kept, compared and printed.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
+
+from .checks import writeable
+from .interface import Array, Backend
+
+#: Plans a family's ``matmul`` keeps, least recently used evicted first.
+MAX_PLANS = 64
+
+O = TypeVar("O")
+
+
+def resolve_options(kind: type[O], options: Any = None, **given: Any) -> O:
+    """``options`` as a ``kind`` dataclass: an instance, a dict of its fields, or None (the defaults), with
+    ``given`` keywords (those not None) replacing fields; TypeError naming an unknown field."""
+    if options is None:
+        base = kind()
+    elif isinstance(options, kind):
+        base = options
+    elif isinstance(options, dict):
+        base = _build(kind, options)
+    else:
+        raise TypeError(f"options must be a {kind.__name__}, a dict of its fields or None, got "
+                        f"{type(options).__name__}")
+    given = {name: value for name, value in given.items() if value is not None}
+    return dataclasses.replace(base, **given) if given else base
+
+
+def _build(kind: type[O], fields: dict[str, Any]) -> O:
+    known = {f.name for f in dataclasses.fields(kind)}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        raise TypeError(f"{kind.__name__} has no option {', '.join(map(repr, unknown))}; its options are "
+                        f"{', '.join(sorted(known))}")
+    return kind(**fields)
+
+
+def stream_key(be: Backend, stream: Any = None) -> Any:
+    """What identifies the stream work goes to: ``stream``'s handle where given, else the current stream's
+    (None on NumPy, which has none)."""
+    if be.name != "cupy":
+        return None
+    return (stream if stream is not None else be.current_stream()).ptr
+
+
+def device_key(be: Backend, x: Array) -> Any:
+    """The device ``x`` lives on (None on NumPy)."""
+    device = getattr(x, "device", None)
+    return getattr(device, "id", None) if be.name == "cupy" else None
+
+
+def operand_signature(be: Backend, A: Any, B: Any, out: Any = None, stream: Any = None) -> tuple | None:
+    """The signature of (A, B, out) on ``be``: shapes, strides, dtypes, writeability, device and stream; None
+    where an operand is not a plain array of ``be`` (such a call converts it first and is not kept)."""
+    array = be.xp.ndarray
+    if type(A) is not array or type(B) is not array or (out is not None and type(out) is not array):
+        return None
+    given = (None,) if out is None else (out.shape, out.strides, out.dtype, writeable(out))
+    return (be.name, device_key(be, A), stream_key(be, stream), A.shape, A.strides, A.dtype, writeable(A),
+            B.shape, B.strides, B.dtype, writeable(B), *given)
+
+
+class PlanMismatch(ValueError):
+    """Operands given to :meth:`MatmulPlan.execute` that differ from the signature the plan was built for."""
+
+
+class MatmulPlan(abc.ABC):
+    """The base of every family's plan: built for one operand signature (see the module), executed per call.
+
+    Subclasses set :attr:`signature` (from :func:`operand_signature`) and implement :meth:`_execute`;
+    :meth:`free` releases what the plan holds (override :meth:`_release`)."""
+
+    backend: Backend
+    signature: tuple | None
+    stream: Any = None
+
+    def execute(self, A: Array, B: Array, out: Array | None = None, *, stream: Any = None) -> Array:
+        """``A @ B`` (or the family's product) by this plan, on ``stream`` (default: the plan's stream, else
+        the current one): only the per-call work. PlanMismatch where the operands differ from the plan's."""
+        if self.signature is None:
+            raise ValueError("this plan was freed; build a new one")
+        got = operand_signature(self.backend, A, B, out, stream if stream is not None else self.stream)
+        if got != self.signature:
+            raise PlanMismatch(self._mismatch(got))
+        if stream is None:
+            stream = self.stream
+        if stream is None:
+            return self._execute(A, B, out)
+        with stream:
+            return self._execute(A, B, out)
+
+    @abc.abstractmethod
+    def _execute(self, A: Array, B: Array, out: Array | None) -> Array:
+        """The per-call work, on the current stream, for operands of the plan's signature."""
+
+    def free(self) -> None:
+        """Release the plan's workspace and graphs; the plan cannot execute afterwards."""
+        self._release()
+        self.signature = None
+
+    def _release(self) -> None:
+        """Drop what the plan holds (subclasses with workspace or graphs override this)."""
+        return None
+
+    def __enter__(self) -> MatmulPlan:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.free()
+
+    def _mismatch(self, got: tuple | None) -> str:
+        if got is None:
+            return "execute takes plain arrays of the plan's backend (and out= where the plan was built with one)"
+        names = ("backend", "device", "stream", "A's shape", "A's strides", "A's dtype", "A's writeability",
+                 "B's shape", "B's strides", "B's dtype", "B's writeability", "out")
+        wrong = [name for name, a, b in zip(names, got, self.signature) if a != b]
+        if len(got) != len(self.signature):
+            wrong.append("out")
+        return (f"these operands differ from the plan's in {', '.join(dict.fromkeys(wrong))}; build a plan for "
+                f"them, or call the family's matmul, which keeps a plan per signature")
+
+
+P = TypeVar("P", bound=MatmulPlan)
+
+
+class PlanCache:
+    """At most ``size`` plans by key, least recently used freed first; safe across threads. A plan is built
+    outside the lock (building may compile kernels), so two threads may build the same key at once: the
+    second one's plan is kept, the first one's is still returned to its caller and used once."""
+
+    def __init__(self, size: int = MAX_PLANS) -> None:
+        self.size = size
+        self._plans: OrderedDict[Hashable, MatmulPlan] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable | None, build: Callable[[], P]) -> P:
+        """The kept plan of ``key``, else ``build()`` (kept where ``key`` is not None and hashes)."""
+        if key is None:
+            return build()
+        try:
+            with self._lock:
+                plan = self._plans.get(key)
+                if plan is not None:
+                    self._plans.move_to_end(key)
+                    return plan
+        except TypeError:                              # an option that is no key: never kept
+            return build()
+        plan = build()
+        evicted = []
+        with self._lock:
+            self._plans[key] = plan
+            while len(self._plans) > self.size:
+                evicted.append(self._plans.popitem(last=False)[1])
+        for old in evicted:
+            old.free()
+        return plan
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+    def clear(self) -> None:
+        """Free and drop every kept plan."""
+        with self._lock:
+            plans, self._plans = list(self._plans.values()), OrderedDict()
+        for plan in plans:
+            plan.free()

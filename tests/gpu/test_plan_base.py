@@ -1,0 +1,104 @@
+"""The plan base shared by every family: options, signatures, the bounded cache, execute and free."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import numpy as np
+import pytest
+
+from gpu.backend import get_backend
+from gpu.backend.plans import MatmulPlan, PlanCache, PlanMismatch, operand_signature, resolve_options
+
+
+@dataclasses.dataclass(frozen=True)
+class Opts:
+    level: int = 1
+    fused: bool = False
+
+
+class Doubling(MatmulPlan):
+    """A plan whose product is 2 A B, counting its executions."""
+
+    def __init__(self, A, B, out=None):
+        self.backend = get_backend("numpy")
+        self.signature = operand_signature(self.backend, A, B, out)
+        self.runs, self.freed = 0, False
+
+    def _execute(self, A, B, out):
+        self.runs += 1
+        C = A @ B if out is None else np.matmul(A, B, out=out)
+        C *= 2
+        return C
+
+    def _release(self):
+        self.freed = True
+
+
+def test_options_from_instance_dict_and_keywords():
+    assert resolve_options(Opts) == Opts()
+    assert resolve_options(Opts, {"level": 3}) == Opts(level=3)
+    assert resolve_options(Opts, Opts(level=2), fused=True) == Opts(level=2, fused=True)
+    assert resolve_options(Opts, None, level=None) == Opts()
+    with pytest.raises(TypeError, match="no option 'levels'"):
+        resolve_options(Opts, {"levels": 3})
+    with pytest.raises(TypeError, match="must be a Opts"):
+        resolve_options(Opts, 3)
+
+
+def test_signature_tells_layouts_apart():
+    be = get_backend("numpy")
+    A, B = np.ones((4, 3)), np.ones((3, 5))
+    assert operand_signature(be, A, B) == operand_signature(be, A.copy(), B.copy())
+    assert operand_signature(be, A, B) != operand_signature(be, np.asfortranarray(A), B)
+    assert operand_signature(be, A, B) != operand_signature(be, A, B, np.empty((4, 5)))
+    assert operand_signature(be, A.tolist(), B) is None
+    ro = A.copy()
+    ro.flags.writeable = False
+    assert operand_signature(be, A, B) != operand_signature(be, ro, B)
+
+
+def test_execute_checks_the_signature_and_free_ends_the_plan():
+    A, B = np.arange(12.0).reshape(4, 3), np.ones((3, 5))
+    with Doubling(A, B) as plan:
+        np.testing.assert_array_equal(plan.execute(A, B), 2 * (A @ B))
+        with pytest.raises(PlanMismatch, match="A's shape"):
+            plan.execute(np.ones((5, 3)), B)
+        with pytest.raises(PlanMismatch, match="out"):
+            plan.execute(A, B, np.empty((4, 5)))
+    assert plan.freed
+    with pytest.raises(ValueError, match="freed"):
+        plan.execute(A, B)
+
+
+def test_cache_keeps_bounded_plans_and_frees_evicted():
+    cache = PlanCache(2)
+    A, B = np.ones((2, 2)), np.ones((2, 2))
+    plans = [cache.get(key, lambda: Doubling(A, B)) for key in ("a", "b", "a", "c")]
+    assert plans[0] is plans[2] and len(cache) == 2
+    assert plans[1].freed and not plans[0].freed
+    assert cache.get(None, lambda: Doubling(A, B)) not in plans
+    assert cache.get(("x", [1]), lambda: Doubling(A, B)) is not None        # unhashable: built, not kept
+    cache.clear()
+    assert len(cache) == 0 and plans[0].freed
+
+
+def test_cache_is_safe_across_threads():
+    cache, built = PlanCache(8), []
+    A, B = np.ones((2, 2)), np.ones((2, 2))
+
+    def build():
+        built.append(1)
+        return Doubling(A, B)
+
+    def work(i):
+        for j in range(200):
+            cache.get((i + j) % 12, build).execute(A, B)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(cache) == 8 and len(built) >= 12
