@@ -132,6 +132,13 @@ class Backend(abc.ABC):
         if call is not None:
             self._gemm(np.dtype(C.dtype), call, alpha, beta)
 
+    def gemm_call(self, A: Array, B: Array, C: Array, alpha: float = 1.0, beta: float = 0.0) -> GemmCall:
+        """:meth:`gemm` checked once for operands of the signature of A, B and C: the returned
+        :class:`GemmCall` runs ``C = alpha A @ B + beta C`` on any operands of that signature with only
+        the overlap test of their addresses on the host (for plans, whose signature is checked already)."""
+        layouts, alpha, beta = self._prepare(A, B, C, alpha, beta)
+        return GemmCall(self, blas.GemmPlan.of(*layouts, blas.plan_gemm(*layouts)), np.dtype(C.dtype), alpha, beta)
+
     @functools.cached_property
     def _gemm_plans(self) -> LRU:
         return LRU(MAX_GEMM_PLANS)
@@ -295,6 +302,26 @@ class Backend(abc.ABC):
         """A reader of the device's SM clock, power and throttle reasons
         (:class:`gpu.backend.telemetry.NvmlTelemetry`), or None where there is none (the CPU)."""
         return None
+
+
+class GemmCall:
+    """One checked GEMM signature (:meth:`Backend.gemm_call`): per call, the addresses and the BLAS call.
+    Operands whose bytes meet take :meth:`Backend.gemm`'s full check, which refuses a real overlap."""
+
+    __slots__ = ("backend", "plan", "dtype", "alpha", "beta")
+
+    def __init__(self, backend: Backend, plan: blas.GemmPlan, dtype: np.dtype, alpha: float, beta: float) -> None:
+        self.backend, self.plan, self.dtype, self.alpha, self.beta = backend, plan, dtype, alpha, beta
+
+    def __call__(self, A: Array, B: Array, C: Array) -> None:
+        if self.plan.call is None:
+            return
+        be = self.backend
+        bound = self.plan.bind(be.pointer(A), be.pointer(B), be.pointer(C))
+        if bound is None:
+            be.gemm(A, B, C, self.alpha, self.beta)
+        else:
+            be._gemm(self.dtype, bound, self.alpha, self.beta)
 
 
 def _real(x: Any, name: str) -> float:

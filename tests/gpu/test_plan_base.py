@@ -102,3 +102,17 @@ def test_cache_is_safe_across_threads():
     for t in threads:
         t.join()
     assert len(cache) == 8 and len(built) >= 12
+
+
+def test_gemm_call_runs_the_checked_signature():
+    be = get_backend("numpy")
+    rng = np.random.default_rng(0)
+    A, B = rng.random((6, 4)), np.asfortranarray(rng.random((4, 5)))
+    C = np.full((6, 5), 3.0)
+    call = be.gemm_call(A, B, C, 2.0, 1.0)
+    A2, B2, C2 = rng.random((6, 4)), np.asfortranarray(rng.random((4, 5))), np.ones((6, 5))
+    call(A2, B2, C2)
+    np.testing.assert_allclose(C2, 2 * A2 @ B2 + 1, rtol=1e-14)
+    X = rng.random((6, 6))
+    with pytest.raises(ValueError, match="overlaps"):           # bytes that meet take the full check
+        be.gemm_call(X[:, :4], rng.random((4, 2)), X[:, 4:])(X[:, :4], X[:4, :2].copy(), X[:, :2])
