@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..backend import Array, Backend, blas, check_output, get_backend, matrix_pair, require_finite, require_memory
-from ..backend.checks import reserve
 from ..backend.plans import MatmulPlan, PlanMismatch, operand_signature, resolve_options
 from . import ops as _ops  # noqa: F401  (registers the "splitk" operations)
 from .executor import run
@@ -154,10 +153,10 @@ class Plan(MatmulPlan):
     def _workspace(self) -> Array:
         """The partials' buffer (chunks x m x n), or MemoryPlanError before any work."""
         s, (m, n) = self.split, self._shape
-        what = f"split-K's workspace for {m} x {s.k} x {n} in {s.chunks} chunks"
-        block = reserve(self.backend, s.workspace_elements() * self._dtype.itemsize, what,
-                        "use deterministic=False (no workspace) or fewer chunks")
-        return block.view(self._dtype).reshape(s.chunks, m, n)
+        require_memory(self.backend, s.workspace_elements() * self._dtype.itemsize,
+                       f"split-K of {m} x {s.k} x {n} in {s.chunks} chunks",
+                       "use deterministic=False (no workspace) or fewer chunks")
+        return self.backend.xp.empty((s.chunks, m, n), dtype=self._dtype)
 
     def _release(self) -> None:
         self.workspace = self._ops = None
