@@ -314,12 +314,12 @@ class CudaOps:
         narrow = variant(dtype, m, n)
         compile_names(narrow.name, *(reduction_names(dtype) if deterministic else ()))
         how = {"chunks": chunks, "chunk_width": chunk_width, "deterministic": deterministic}
-        kernel = resources(narrow)
-        split = split_plan(m, n, k, self.limits(), kernel, **how)
+        kernel, limits = resources(narrow), self.limits()
+        split = split_plan(m, n, k, limits, kernel, **how)
         if split.waves == 1 and chunks == "auto" and chunk_width is None:
             wide = variant(dtype, m, n, wide=True)
             if wide != narrow:
-                split = split_plan(m, n, k, self.limits(), replace(kernel, wide=resources(wide)), **how)
+                split = split_plan(m, n, k, limits, replace(kernel, wide=resources(wide)), **how)
         return split
 
     def bind(self, split: SplitPlan, A: Array, B: Array, out: Array | None = None) -> Launcher:
