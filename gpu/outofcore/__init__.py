@@ -8,14 +8,15 @@ and the finished block goes back to the host once.
   link and GEMM rates, with their memory, traffic and predicted time;
 * :mod:`~gpu.outofcore.ops` and :mod:`~gpu.outofcore.kernels`: the NumPy and CUDA operations (staging,
   streams, events, cuBLAS);
-* :mod:`~gpu.outofcore.api`: :func:`matmul`, the one executor :func:`run`, and :func:`page_locked`;
+* :mod:`~gpu.outofcore.api`: :class:`Plan` and :class:`Options` (what one operand signature decides once),
+  :func:`matmul` (a kept plan plus its execution), the one executor :func:`run`, and :func:`page_locked`;
 * :mod:`~gpu.outofcore.pagelock`: page-locked host ranges, copied in place instead of staged;
 * :mod:`~gpu.outofcore.timeline`: when each copy, product and staging of one run ran (:class:`Timeline`).
 """
 
-from .api import HEADROOM, matmul, page_locked, run
+from .api import HEADROOM, PLANS, Options, Plan, matmul, page_locked, run
 from .plan import ALIGN, DEFAULT_PANEL, OutOfCorePlan, Prediction, Step, flops, plan, predict, traffic_bytes
 from .timeline import LANES, Span, Timeline
 
-__all__ = ["ALIGN", "DEFAULT_PANEL", "HEADROOM", "LANES", "OutOfCorePlan", "Prediction", "Span", "Step", "Timeline",
-           "flops", "matmul", "page_locked", "plan", "predict", "run", "traffic_bytes"]
+__all__ = ["ALIGN", "DEFAULT_PANEL", "HEADROOM", "LANES", "PLANS", "Options", "OutOfCorePlan", "Plan", "Prediction",
+           "Span", "Step", "Timeline", "flops", "matmul", "page_locked", "plan", "predict", "run", "traffic_bytes"]

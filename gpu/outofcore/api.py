@@ -4,10 +4,13 @@ A, B and ``out`` live in host memory (NumPy arrays) whatever the backend; the ba
 run: CuPy with its operations in :mod:`gpu.outofcore.kernels`, or NumPy (:class:`gpu.outofcore.ops.HostOps`,
 the same schedule with NumPy buffers, for tests and machines without a GPU). The plan
 (:mod:`gpu.outofcore.plan`) sizes the block and the panels to the device memory; :func:`run` is the one
-executor of every plan. Everything is checked before any work (operands, output, the plan's device, pinned
-and host memory) but NaN and infinity, where the caller asks (``check_finite=True``): operands of at least
-:data:`OVERLAP_FINITE_BYTES` are checked by a thread beside the first loads and products, and :func:`run`
-writes nothing into C before that check has passed (its ``gate``), so a refused product leaves C as it was.
+executor of every plan; :class:`Plan` keeps the checks, the rates and that decision for one operand
+signature, and :func:`matmul` keeps a :class:`Plan` per signature. Unlike the other families' calls, this
+one waits for the device: it returns C complete in host memory (see :class:`Plan`). Everything is checked
+before any work (operands, output, the plan's device, pinned and host memory) but NaN and infinity, where
+the caller asks (``check_finite=True``): operands of at least :data:`OVERLAP_FINITE_BYTES` are checked by a
+thread beside the first loads and products, and :func:`run` writes nothing into C before that check has
+passed (its ``gate``), so a refused product leaves C as it was.
 The check reads every byte of A and B on the host: on two H200s at N = 32768 it took 0.14-0.22 s of a
 0.85-1.6 s product when it ran before the product.
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,6 +33,7 @@ import numpy as np
 from ..backend import (
     Array,
     Backend,
+    MemoryPlanError,
     blas,
     check_output,
     get_backend,
@@ -38,6 +43,7 @@ from ..backend import (
     require_memory,
 )
 from ..backend.checks import byte_count
+from ..backend.plans import MatmulPlan, PlanCache, PlanMismatch, operand_signature, resolve_options
 from ..profile import backend_profile
 from . import ops as _ops  # noqa: F401  (registers the "outofcore" operations)
 from . import rates
@@ -76,11 +82,137 @@ def prepare(host: Backend, A: Any, B: Any, out: Any) -> tuple[np.ndarray, np.nda
     return A, B, C
 
 
+@dataclass(frozen=True)
+class Options:
+    """How the engine cuts the product (see :func:`matmul`): ``block`` (a side, or (rows, cols)) and ``panel``,
+    else chosen from ``device_memory`` and the rates; ``buffers`` panel slots (2 or 3), ``c_buffers`` C blocks on
+    the device (1 or 2); ``check_finite``; the rates ``link_bytes_per_s``, ``gemm_flops_per_s`` and
+    ``hbm_bytes_per_s`` (those of the device profile where none is given)."""
+
+    block: int | tuple[int, int] | None = None
+    panel: int | None = None
+    device_memory: int | None = None
+    buffers: int = 2
+    c_buffers: int = 1
+    check_finite: bool = False
+    link_bytes_per_s: float | None = None
+    gemm_flops_per_s: float | None = None
+    hbm_bytes_per_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.block, list):                 # a (rows, cols) pair given as a list: one key
+            object.__setattr__(self, "block", tuple(self.block))
+
+
+class Plan(MatmulPlan):
+    """``A @ B`` of host operands by the out-of-core engine, for operands of the signature of (A, B, ``out``):
+    built once, executed per call (after nvmath-python's ``Matmul``; see :mod:`gpu.backend.plans`).
+
+    Building it checks the operands (host arrays, dtypes, layouts, ``out``), reads the link, GEMM and HBM
+    rates (the options', else the device profile's, once) and decides the blocks and panels
+    (:attr:`schedule`, a :class:`gpu.outofcore.OutOfCorePlan`) for the memory free then. A call
+    (:meth:`execute`) checks what can change between calls: ``out``'s overlap with A and B, which operands
+    are page-locked, the device and host memory the schedule needs (where it no longer fits and
+    ``device_memory`` was not given, the schedule is decided again for what is free now, and kept), and the
+    values where ``check_finite``. The device buffers and the pinned staging come from CuPy's pools per
+    call (the pools keep them for the next one), so a kept plan holds no device or pinned memory.
+
+    **This call waits for the device**, the one exception to the rule that a default call does not: its
+    result lives in host memory, and it hands C back complete, every block copied back and placed. So it
+    takes no ``stream``: the engine runs its own three (:mod:`gpu.outofcore.kernels`)."""
+
+    def __init__(self, A: Any, B: Any, *, out: Any = None, options: Options | dict | None = None,
+                 backend: str | Backend = "auto", stream: Any = None) -> None:
+        if stream is not None:
+            raise ValueError("the out-of-core engine runs on streams of its own and returns C complete in host "
+                             "memory: pass no stream")
+        host = get_backend("numpy")
+        self.device = get_backend(backend)
+        self.options = o = resolve_options(Options, options)
+        A, B, out = prepare(host, A, B, out)
+        self.ops = self.device.ops(FAMILY)
+        given = {"link_bytes_per_s": o.link_bytes_per_s, "gemm_flops_per_s": o.gemm_flops_per_s,
+                 "hbm_bytes_per_s": o.hbm_bytes_per_s}
+        self.rates = given if any(v is not None for v in given.values()) else rates.from_profile(
+            backend_profile(self.device))
+        self.backend, self.stream = host, None
+        self.schedule = self._decide(A, B, out)
+        self._require(self.schedule, self.ops.staged(A, B, out), out is None)
+        self.signature = operand_signature(host, A, B, out)
+
+    def execute(self, A: np.ndarray, B: np.ndarray, out: np.ndarray | None = None, *,
+                timeline: Timeline | None = None, before_write: Callable[[], None] | None = None,
+                stream: Any = None) -> np.ndarray:
+        """``A @ B`` into ``out`` (a new NumPy array where None) for operands of the plan's signature
+        (:class:`gpu.backend.plans.PlanMismatch` otherwise); ``timeline`` and ``before_write`` as in
+        :func:`matmul`. Returns once C is complete in host memory."""
+        if self.signature is None:
+            raise ValueError("this plan was freed; build a new one")
+        if stream is not None:
+            raise ValueError("the out-of-core engine runs on streams of its own: pass no stream")
+        got = operand_signature(self.backend, A, B, out)
+        if got != self.signature:
+            raise PlanMismatch(self._mismatch(got))
+        return self._run(A, B, out, timeline, before_write)
+
+    def _execute(self, A: np.ndarray, B: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+        return self._run(A, B, out, None, None)
+
+    def _run(self, A: np.ndarray, B: np.ndarray, out: np.ndarray | None, timeline: Timeline | None,
+             before_write: Callable[[], None] | None) -> np.ndarray:
+        """The per-call work for operands of the plan's signature (see the class notes)."""
+        (m, _), n = A.shape, B.shape[1]
+        if out is not None and (np.may_share_memory(out, A) or np.may_share_memory(out, B)):
+            check_output(self.backend, out, (m, n), A.dtype, {"A": A, "B": B})
+        p = self._fitting(A, B, out)
+        C = np.empty((m, n), dtype=A.dtype) if out is None else out
+        with finite_gate(self.backend, self.options.check_finite, A, B, before_write) as gate:
+            run(self.device, self.ops, p, A, B, C, timeline, gate)
+        return C
+
+    def _decide(self, A: np.ndarray, B: np.ndarray, out: np.ndarray | None) -> OutOfCorePlan:
+        """The blocks and panels for the memory free now (see :func:`gpu.outofcore.plan.plan`)."""
+        o, (m, k), n = self.options, A.shape, B.shape[1]
+        new_out = 0 if out is not None else m * n * A.itemsize
+        host_free = max(0, self.backend.memory_info()[0] - new_out)
+        memory = _device_memory(o.device_memory, self.ops, host_free, self.ops.staged(A, B, out))
+        return plan(m, k, n, A.itemsize, device_memory=memory, block=o.block, panel=o.panel, buffers=o.buffers,
+                    c_buffers=o.c_buffers, **self.rates)
+
+    def _fitting(self, A: np.ndarray, B: np.ndarray, out: np.ndarray | None) -> OutOfCorePlan:
+        """The kept schedule where the memory it needs is free now; else, where ``device_memory`` was not
+        given, one decided again for what is free (kept from then on); else MemoryPlanError."""
+        staged = self.ops.staged(A, B, out)
+        try:
+            self._require(self.schedule, staged, out is None)
+        except MemoryPlanError:
+            if self.options.device_memory is not None:
+                raise
+            fresh = self._decide(A, B, out)
+            self._require(fresh, staged, out is None)
+            self.schedule = fresh
+        return self.schedule
+
+    def _require(self, p: OutOfCorePlan, staged: tuple[bool, bool, bool], new_out: bool) -> None:
+        """MemoryPlanError unless the device buffers, the staging and a new ``out`` fit now."""
+        what = f"the out-of-core product {p.m} x {p.k} x {p.n} in {p.block[0]} x {p.block[1]} blocks and " \
+               f"{p.panel}-wide panels"
+        require_memory(self.device, p.device_bytes, what, "pass a smaller device_memory, block= or panel=")
+        require_memory(self.backend, new_out * p.m * p.n * p.itemsize + self.ops.host_bytes(p, staged),
+                       f"{what} (staging buffers{', out' if new_out else ''})",
+                       "pass out=, a smaller block= or panel=, or buffers=2")
+
+
+#: The plans :func:`matmul` keeps, one per operand signature and options.
+PLANS = PlanCache()
+
+
 def matmul(A: Any, B: Any, *, out: Any = None, block: int | tuple[int, int] | None = None, panel: int | None = None,
-           device_memory: int | None = None, buffers: int = 2, c_buffers: int = 1, backend: str | Backend = "auto",
-           check_finite: bool = False, link_bytes_per_s: float | None = None, gemm_flops_per_s: float | None = None,
-           hbm_bytes_per_s: float | None = None, timeline: Timeline | None = None,
-           before_write: Callable[[], None] | None = None) -> np.ndarray:
+           device_memory: int | None = None, buffers: int | None = None, c_buffers: int | None = None,
+           backend: str | Backend = "auto", check_finite: bool | None = None, link_bytes_per_s: float | None = None,
+           gemm_flops_per_s: float | None = None, hbm_bytes_per_s: float | None = None,
+           timeline: Timeline | None = None, before_write: Callable[[], None] | None = None,
+           options: Options | dict | None = None) -> np.ndarray:
     """``A @ B`` into ``out`` where given (a new NumPy array otherwise), C block by C block on the device.
 
     A (m x k) and B (k x n) are host NumPy arrays of float64 or float32, row- or column-major views with a
@@ -89,37 +221,37 @@ def matmul(A: Any, B: Any, *, out: Any = None, block: int | tuple[int, int] | No
     take: the free device memory, and no more than the host can pin beside ``out``) and the link, GEMM
     and HBM rates (:func:`gpu.outofcore.plan.plan`): those passed, else those measured
     once for the device and kept in its profile (:mod:`gpu.outofcore.rates`, ``gemmlab calibrate
-    --transfer``), else none (the plan is then sized by memory alone). ``buffers``: panel slots (2 or
-    3); ``c_buffers``: C blocks on the device (2 overlaps a block's write-back with the next one's products).
-    ``timeline``: a :class:`gpu.outofcore.Timeline` that records when each copy and product of the run
-    went (the checks before it are not in it). ``before_write``: called once before the first write into C
-    (after the NaN check has passed); an exception it raises stops the product with C unwritten (the Dask
-    front-end waits there for the checks made across its workers).
+    --transfer``), else none (the plan is then sized by memory alone). ``buffers``: panel slots (2, the
+    default, or 3); ``c_buffers``: C blocks on the device (1, the default; 2 overlaps a block's write-back with
+    the next one's products); ``check_finite`` (default False): refuse NaN and infinity before any write into
+    C. ``options``: the same fields as one :class:`Options` (or a dict of them); keywords given beside it
+    replace its fields. ``timeline``: a :class:`gpu.outofcore.Timeline` that records when each copy and product
+    of the run went (the checks before it are not in it). ``before_write``: called once before the first write
+    into C (after the NaN check has passed); an exception it raises stops the product with C unwritten (the
+    Dask front-end waits there for the checks made across its workers).
+
+    The call is a :class:`Plan` kept per operand signature and options (:data:`PLANS`) plus its execution, so a
+    repeated call reads no profile and makes no decision again. It returns once C is complete in host memory:
+    it waits for the device (see :class:`Plan`).
     Raises TypeError for device arrays and bad dtypes, ValueError for bad shapes, arguments or ``out``, and
     :class:`gpu.backend.MemoryPlanError` where the plan does not fit in device, pinned or host memory: all
     before any work; ValueError for non-finite input (``check_finite``) before any write into C.
     """
     be, host = get_backend(backend), get_backend("numpy")
-    A, B, C = prepare(host, A, B, out)
-    (m, k), n = A.shape, B.shape[1]
-    ops = be.ops(FAMILY)
-    staged = ops.staged(A, B, C)
-    new_out = 0 if C is not None else m * n * A.itemsize
-    host_free = max(0, host.memory_info()[0] - new_out)
-    given = {"link_bytes_per_s": link_bytes_per_s, "gemm_flops_per_s": gemm_flops_per_s,
-             "hbm_bytes_per_s": hbm_bytes_per_s}
-    model = given if any(v is not None for v in given.values()) else rates.from_profile(backend_profile(be))
-    p = plan(m, k, n, A.itemsize, device_memory=_device_memory(device_memory, ops, host_free, staged), block=block,
-             panel=panel, buffers=buffers, c_buffers=c_buffers, **model)
-    what = f"the out-of-core product {m} x {k} x {n} in {p.block[0]} x {p.block[1]} blocks and {p.panel}-wide panels"
-    require_memory(be, p.device_bytes, what, "pass a smaller device_memory, block= or panel=")
-    require_memory(host, new_out + ops.host_bytes(p, staged),
-                   f"{what} (staging buffers{'' if C is not None else ', out'})",
-                   "pass out=, a smaller block= or panel=, or buffers=2")
-    C = np.empty((m, n), dtype=A.dtype) if C is None else C
-    with finite_gate(host, check_finite, A, B, before_write) as gate:
-        run(be, ops, p, A, B, C, timeline, gate)
-    return C
+    signature = operand_signature(host, A, B, out)
+    if signature is None:                   # not plain NumPy arrays: checked and converted first
+        A, B, out = prepare(host, A, B, out)
+        signature = operand_signature(host, A, B, out)
+    if isinstance(block, list):
+        block = tuple(block)
+    key = None if signature is None else (be.name, signature, options, block, panel, device_memory, buffers,
+                                          c_buffers, check_finite, link_bytes_per_s, gemm_flops_per_s,
+                                          hbm_bytes_per_s)
+    plan_ = PLANS.get(key, lambda: Plan(A, B, out=out, backend=be, options=resolve_options(
+        Options, options, block=block, panel=panel, device_memory=device_memory, buffers=buffers,
+        c_buffers=c_buffers, check_finite=check_finite, link_bytes_per_s=link_bytes_per_s,
+        gemm_flops_per_s=gemm_flops_per_s, hbm_bytes_per_s=hbm_bytes_per_s)))
+    return plan_._run(A, B, out, timeline, before_write)
 
 
 @contextmanager

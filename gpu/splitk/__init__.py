@@ -8,13 +8,16 @@ default: bitwise reproducible), or atomically into C as the paper does.
 
 * :mod:`~gpu.splitk.occupancy`: the paper's formula for the blocks a device runs at once;
 * :mod:`~gpu.splitk.plan`: a split as data (chunk width, reduction grouping), chosen from it;
-* :mod:`~gpu.splitk.ops` and :mod:`~gpu.splitk.kernels`: the NumPy and CUDA operations;
-* :mod:`~gpu.splitk.api`: :func:`matmul` and the one executor.
+* :mod:`~gpu.splitk.ops`, :mod:`~gpu.splitk.variants` and :mod:`~gpu.splitk.kernels`: the NumPy and
+  CUDA operations;
+* :mod:`~gpu.splitk.executor`: :func:`run`, the one executor;
+* :mod:`~gpu.splitk.matmul_plan`: :class:`Plan` and :class:`Options`, what one operand signature decides once;
+* :mod:`~gpu.splitk.api`: :func:`matmul`, a kept plan per signature plus its execution.
 """
 
-from .api import matmul, run
+from .api import PLANS, Options, Plan, matmul, run
 from .occupancy import Kernel, SMLimits, chunk_width, chunks, resident_blocks
 from .plan import MAX_OUTPUTS, MIN_K, TARGET_WIDTH, SplitPlan, check_worth, plan
 
-__all__ = ["MAX_OUTPUTS", "MIN_K", "TARGET_WIDTH", "Kernel", "SMLimits", "SplitPlan", "check_worth", "chunk_width",
-           "chunks", "matmul", "plan", "resident_blocks", "run"]
+__all__ = ["MAX_OUTPUTS", "MIN_K", "PLANS", "TARGET_WIDTH", "Kernel", "Options", "Plan", "SMLimits", "SplitPlan",
+           "check_worth", "chunk_width", "chunks", "matmul", "plan", "resident_blocks", "run"]

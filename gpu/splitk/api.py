@@ -37,87 +37,47 @@ are not read (beta C, as the BLAS gives it, even where they hold NaN or infinity
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-import numpy as np
+from ..backend import Array, Backend, get_backend, matrix_pair
+from ..backend.plans import PlanCache, operand_signature, resolve_options
+from .executor import run
+from .matmul_plan import NONFINITE, Options, Plan, checked, scalar
 
-from ..backend import Array, Backend, blas, check_output, get_backend, matrix_pair, require_finite, require_memory
-from . import ops as _ops  # noqa: F401  (registers the "splitk" operations)
-from .plan import SplitPlan, check_worth, plan
+__all__ = ["NONFINITE", "PLANS", "Options", "Plan", "checked", "matmul", "run", "scalar"]
 
-NONFINITE = "NaN and infinity then flow through the chunk sums as through any GEMM"
-
-
-def _scalar(name: str, value: Any) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a real number, got {value!r}") from None
-    if not math.isfinite(x):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    return x
+#: The plans :func:`matmul` keeps, one per operand signature and options (each holds its workspace: clear
+#: it to hand that memory back).
+PLANS = PlanCache()
 
 
-def prepare(be: Backend, A: Any, B: Any, alpha: Any, beta: Any, out: Any, check_finite: bool
-            ) -> tuple[Array, Array, Array | None, float, float]:
-    """A, B, out, alpha and beta after every check, before any work."""
-    A, B, _, _ = matrix_pair(be, A, B)
-    blas.check_dtypes(("A", A), ("B", B))
-    be.layout(A, "A")
-    be.layout(B, "B")
-    alpha, beta = _scalar("alpha", alpha), _scalar("beta", beta)
-    C = check_output(be, out, (A.shape[0], B.shape[1]), A.dtype, {"A": A, "B": B})
-    if C is not None:
-        be.layout(C, "out")
-    if beta != 0 and C is None:
-        raise ValueError(f"beta = {beta} scales the C it is given: pass that C as out=")
-    require_finite(be, check_finite, {"A": A, "B": B, **({"out": C} if beta != 0 else {})}, NONFINITE)
-    return A, B, C, alpha, beta
-
-
-def matmul(A: Any, B: Any, *, alpha: float = 1.0, beta: float = 0.0, out: Any = None, chunks: int | str = "auto",
-           chunk_width: int | None = None, deterministic: bool = True, backend: str | Backend = "auto",
-           check_finite: bool = False) -> Array:
+def matmul(A: Any, B: Any, *, alpha: float = 1.0, beta: float = 0.0, out: Any = None, chunks: int | str | None = None,
+           chunk_width: int | None = None, deterministic: bool | None = None, backend: str | Backend = "auto",
+           check_finite: bool | None = None, options: Options | dict | None = None) -> Array:
     """``alpha * A @ B + beta * out`` by split-K, into ``out`` where given (a new array otherwise).
 
     A is m x k and B is k x n, float64 or float32, row- or column-major views with
     a leading dimension; m x n must be small and k large (:func:`gpu.splitk.plan.check_worth`
     says where, and why the library GEMM is the call elsewhere). ``chunks`` (a count, or
-    ``"auto"``: whole waves of the occupancy formula) or ``chunk_width`` cut k;
-    ``deterministic`` picks the reduction (see the module notes). A and B are never written.
+    ``"auto"``, the default: whole waves of the occupancy formula) or ``chunk_width`` cut k;
+    ``deterministic`` (default True) picks the reduction (see the module notes); ``check_finite``
+    (default False) refuses NaN and infinity before any work. ``options``: the same fields as one
+    :class:`Options` (or a dict of them); keywords given beside it replace its fields. A and B are
+    never written. alpha and beta are host numbers, per call; ``beta != 0`` needs ``out``.
+
+    The call is a :class:`Plan` kept per operand signature and options (:data:`PLANS`) plus its
+    execution: a repeated call checks alpha, beta and ``out``'s overlap with A and B, then launches,
+    with no wait for the device unless ``check_finite=True``.
     Raises TypeError and ValueError for bad operands, scalars, ``out``, chunking or shapes,
     and :class:`gpu.backend.MemoryPlanError` where the workspace would not fit: all before any work.
     """
     be = get_backend(backend)
-    A, B, C, alpha, beta = prepare(be, A, B, alpha, beta, out, check_finite)
-    (m, k), n = A.shape, B.shape[1]
-    check_worth(m, n, k)
-    ops = be.ops("splitk")
-    split = plan(m, n, k, ops.limits(), ops.kernel(A.dtype, m, n), chunks=chunks, chunk_width=chunk_width,
-                 deterministic=deterministic)
-    itemsize = np.dtype(A.dtype).itemsize
-    need = (split.workspace_elements() + (0 if C is not None else m * n)) * itemsize
-    require_memory(be, need, f"split-K of {m} x {k} x {n} in {split.chunks} chunks",
-                   "use deterministic=False (no workspace) or fewer chunks")
-    C = be.xp.empty((m, n), dtype=A.dtype) if C is None else C
-    run(be, ops, split, A, B, C, alpha, beta)
-    return C
-
-
-def run(be: Backend, ops: Any, split: SplitPlan, A: Array, B: Array, C: Array, alpha: float, beta: float) -> None:
-    """The one executor of every plan: unscaled partials and a reduction that applies alpha and beta once, or
-    scaling by beta and atomic accumulation of each chunk's alpha A_h B_h; beta C alone where alpha is 0."""
-    if not C.size:
-        return
-    if alpha == 0:                       # beta C, A and B not read: the BLAS's rule (no 0 * NaN or 0 * inf)
-        ops.scale(C, beta)
-        return
-    with np.errstate(over="ignore", invalid="ignore"):   # NaN and overflow flow on silently, as in a GEMM
-        if split.deterministic:
-            P = be.xp.empty((split.chunks, split.m, split.n), dtype=C.dtype)
-            ops.partials(A, B, P, split, 1.0)
-            ops.reduce(P, C, split, alpha, beta)
-        else:
-            ops.scale(C, beta)
-            ops.accumulate(A, B, C, split, alpha)
+    signature = operand_signature(be, A, B, out)
+    if signature is None:                 # not plain arrays of the backend: kept by their converted form
+        A, B, _, _ = matrix_pair(be, A, B)
+        signature = operand_signature(be, A, B, out)
+    key = None if signature is None else (signature, options, chunks, chunk_width, deterministic, check_finite)
+    plan = PLANS.get(key, lambda: Plan(A, B, out=out, backend=be, options=resolve_options(
+        Options, options, chunks=chunks, chunk_width=chunk_width, deterministic=deterministic,
+        check_finite=check_finite)))
+    return plan._run(A, B, out, alpha, beta)

@@ -1,8 +1,11 @@
 """CUDA kernels of split-K (CuPy only): the chunk products on a 3-D grid, and the fixed-order reduction.
 
 Loaded by :meth:`gpu.backend.Backend.ops` for the CuPy backend only (``"splitk"``):
-:class:`CudaOps` is the GPU twin of :class:`gpu.splitk.ops.HostOps`. Each kernel is
-compiled by NVRTC on first use (one instantiation per :class:`Variant`) and cached by CuPy.
+:class:`CudaOps` is the GPU twin of :class:`gpu.splitk.ops.HostOps`. A plan compiles the
+template instantiations it launches and no other, together in one NVRTC run
+(:meth:`CudaOps.split`, :func:`compile_names`; each chunk kernel is a :class:`Variant`), and
+binds them (:meth:`CudaOps.bind`: a :class:`Launcher` whose launches are sized once), so that a
+call only launches. CuPy keeps the compiled binaries on disk for the next process.
 
 The chunk kernels share one signature: block (x, y, z) computes output tile (y, x) of
 chunk z, A_z B_z, reading A and B through their strides (row- or column-major views
@@ -33,7 +36,7 @@ for every dtype, the product alpha A_z B_z rounded once to it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
@@ -45,129 +48,79 @@ from . import source
 from .occupancy import Kernel, SMLimits
 from .ops import TILE
 from .plan import SplitPlan
+from .plan import plan as split_plan
+from .variants import (  # noqa: F401  (the variants' names, re-exported for scripts and tests)
+    _CTYPES,
+    ATOMS,
+    DEPTH,
+    L2_FETCH,
+    PIPELINED,
+    SLICES,
+    STAGES,
+    WARP_TILE,
+    WARPS,
+    WIDE_SLICES,
+    Variant,
+    atom,
+    choose,
+)
 
-_CTYPES = {np.dtype(np.float64): "double", np.dtype(np.float32): "float"}
 #: Threads per block of the element-wise kernels, and the most blocks they launch (grid-stride loops).
 _THREADS, _MAX_BLOCKS = 256, 4096
-#: Warps per block of the tensor-core kernel, and how deep along k each warp loads before it multiplies.
-WARPS, DEPTH = 4, 16
-#: Side of the largest output tile one warp owns.
-WARP_TILE = 32
-#: L2 fetch size (bytes) of fragment loads where a block's warps split k, so that neighbouring warps read
-#: neighbouring 128-byte steps of a row: on the H100 it took m = n = 16 and 32 at k = 2^24 from 94-96% to
-#: 99-100% of the copy's bandwidth; where one warp owns each output tile (m, n > 32) it cost up to 10%,
-#: so those fragment loads keep the default (0).
-L2_FETCH = 256
-#: The FP64 tensor-core instruction per compute capability, as (row halves H, k quarters J): an 8 H x 8 x 4 J
-#: product (sm_90: ``mma.m16n8k16``, twice the m8n8k4 rate of sm_80).
-ATOMS = ((90, (2, 4)), (80, (1, 1)))
-#: Shared-memory stages of the pipelined kernel.
-STAGES = 3
-#: Stage depth (slices of 16 per warp that splits k) of the pipelined kernel per warp grid (tiles along m and
-#: n, warps along m and n), where a measurement beat the default (at least 32 deep). On the H100
-#: m = n = 32 ran 0.4-2% faster at k = 2^21-2^24 with 128-deep stages (one block per SM) than with 64-deep
-#: ones; with stages twice their default depth m = n = 16 gained 2% at k = 2^20 (one wave) but lost 3% at
-#: 2^24 (1024-wide chunks: hence :data:`WIDE_SLICES`), and m = n = 64 lost up to 11%.
-SLICES = {(2, 4, 1, 1): 2}
-#: Stage depth as in :data:`SLICES`, for a plan of one wave of wide chunks (:attr:`SplitPlan.wide`), where it
-#: differs: half the blocks per SM, each with stages twice as deep. Measured on the H100 (cache flushed
-#: before every sample; results/published/h100-splitk-probes.json, "wide"): m = n = 16 in the atomic mode at
-#: 92.8% of the copy's bandwidth against 89.8% at k = 2^20, 98.2% against 97.1% at 2^21, the same from 2^22;
-#: the deterministic mode 0.8-0.9% faster at 2^20-2^21. With 1024-wide chunks the same depth lost 3% (SLICES).
-WIDE_SLICES = {(1, 2, 1, 1): 2}
 #: Widest ``cp.async`` of the pipelined kernel, bytes: 16 copies two FP64 elements per instruction where the
 #: layout and alignment allow (:func:`flags`), 8 one.
 COPY_BYTES = 16
-#: Compute capability from which the pipelined kernel runs (its m16n8k16 is sm_90's). Measured on the H100
-#: (device time, k = 2^20-2^24): it took m = n = 64 from 85-92% to 95-102% of the copy's bandwidth and
-#: m = 8, 16, 32 up by 0-8%, but ran m = 17 at 68-75% against the register-fed kernel's 78-85%, so outputs
-#: with a side that is not a multiple of 8 keep that kernel.
-PIPELINED = 90
 
 _SOURCE = source.SOURCE.replace("__TILE__", str(TILE)).replace("__WARPS__", str(WARPS))
 
 
-def _warp_grid(m: int, n: int, rows: int, warp_tile: int) -> tuple[int, int, int, int]:
-    """Tiles of an mma of ``rows`` x 8 outputs per warp (up to ``warp_tile`` square) along m and n, and
-    warps along m and n: two along a side one warp's tiles do not cover."""
-    tm, tn = min(warp_tile // rows, -(-m // rows)), min(warp_tile // 8, -(-n // 8))
-    return tm, tn, 2 if m > rows * tm else 1, 2 if n > 8 * tn else 1
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One chunk kernel as data: its template instantiation, block shape, output tile and dynamic shared
-    memory (bytes)."""
-
-    name: str
-    block: tuple[int, ...]
-    rows: int
-    cols: int
-    shared: int = 0
-
-    @staticmethod
-    def tile(dtype: Any) -> Variant:
-        """The shared-memory kernel: 16 x 16 outputs per block, one per thread."""
-        return Variant(f"splitk_tile<{_CTYPES[np.dtype(dtype)]}>", (TILE, TILE), TILE, TILE)
-
-    @staticmethod
-    def dmma(m: int, n: int, atom: tuple[int, int], depth: int = DEPTH, warp_tile: int = WARP_TILE,
-             l2: int | None = None) -> Variant:
-        """The FP64 tensor-core kernel for an m x n output with instruction ``atom`` (see :data:`ATOMS`):
-        warp tiles up to ``warp_tile`` square, two warps along a side longer than one warp tile, the
-        block's other warps splitting k; ``depth`` k loaded per warp before it multiplies; ``l2``:
-        bytes the L2 fetches per miss of a fragment load (0: the default; None: :data:`L2_FETCH`
-        where the block's warps split k, else 0)."""
-        h, j = atom
-        tm, tn, wms, wns = _warp_grid(m, n, 8 * h, warp_tile)
-        l2 = (L2_FETCH if wms * wns < WARPS else 0) if l2 is None else l2
-        return Variant(f"splitk_dmma<{h}, {j}, {tm}, {tn}, {wms}, {wns}, {max(1, depth // (4 * j))}, {l2}>",
-                       (32 * WARPS,), 8 * h * tm * wms, 8 * tn * wns)
-
-    @staticmethod
-    def pipe(m: int, n: int, slices: int | None = None, stages: int = STAGES, warp_tile: int = WARP_TILE,
-             wide: bool = False) -> Variant:
-        """The pipelined FP64 tensor-core kernel (sm_90): the tile of :meth:`Variant.dmma` with m16n8k16,
-        fed through ``stages`` shared-memory buffers filled by ``cp.async``, each ``16 x slices`` deep per
-        warp that splits k (``slices`` default: :data:`WIDE_SLICES` for ``wide`` chunks, :data:`SLICES`,
-        else at least 32 deep per stage)."""
-        tm, tn, wms, wns = _warp_grid(m, n, 16, warp_tile)
-        kw = WARPS // (wms * wns)
-        grid = (tm, tn, wms, wns)
-        slices = slices or (wide and WIDE_SLICES.get(grid)) or SLICES.get(grid, max(1, 32 // (16 * kw)))
-        rows, cols, depth = 16 * tm * wms, 8 * tn * wns, 16 * kw * slices
-        stage = rows * (depth + 4) + depth * (cols + 4)
-        shared = 8 * max(stages * stage, kw * rows * (cols + 1))
-        return Variant(f"splitk_pipe<{tm}, {tn}, {wms}, {wns}, {slices}, {stages}>", (32 * WARPS,), rows, cols,
-                       shared)
-
-
-def atom(capability: int) -> tuple[int, int] | None:
-    """The FP64 tensor-core instruction of a compute capability (None before sm_80)."""
-    return next((a for since, a in ATOMS if capability >= since), None)
-
-
 def variant(dtype: Any, m: int, n: int, wide: bool = False) -> Variant:
-    """The chunk kernel for this dtype and output on the current device: tensor cores for FP64 on sm_80+,
-    through the cp.async pipeline on sm_90 where both sides of the output are multiples of 8 (see
-    :data:`PIPELINED`), in its ``wide`` form for one wave of wide chunks (see :data:`WIDE_SLICES`)."""
-    capability = int(cupy.cuda.Device().compute_capability)
-    a = atom(capability)
-    if np.dtype(dtype) != np.float64 or a is None:
-        return Variant.tile(dtype)
-    if capability >= PIPELINED and m % 8 == 0 and n % 8 == 0:
-        return Variant.pipe(m, n, wide=wide)
-    return Variant.dmma(m, n, a)
+    """The chunk kernel for this dtype and output on the current device (:func:`gpu.splitk.variants.choose`)."""
+    return choose(dtype, m, n, int(cupy.cuda.Device().compute_capability), wide)
 
 
-@cache
+#: The compiled kernels of this process, by (device, template instantiation) and (device, chunk variant).
+_FUNCTIONS: dict[tuple[int, str], Any] = {}
+_CHUNK_FUNCTIONS: dict[tuple[int, Variant], Any] = {}
+#: The ``flags`` bits of the chunk kernels (see the source).
+ATOMIC, A_PAIRS, B_PAIRS = 1, 2, 4
+
+
+def _compile(names: tuple[str, ...]) -> Any:
+    """One NVRTC run of the source for the template instantiations ``names`` (CuPy keeps the binary on disk,
+    so a new process finds it there)."""
+    return cupy.RawModule(code=_SOURCE, options=("--std=c++14",), name_expressions=names)
+
+
+def compile_names(*names: str) -> None:
+    """The kernels ``names`` compiled for the current device: those this process has not compiled yet, in one
+    NVRTC run. A plan asks for the kernels it launches only, so that a first call compiles no other."""
+    device = cupy.cuda.Device().id
+    missing = tuple(dict.fromkeys(name for name in names if (device, name) not in _FUNCTIONS))
+    if missing:
+        module = _compile(missing)
+        for name in missing:
+            _FUNCTIONS[(device, name)] = module.get_function(name)
+
+
 def _function(name: str) -> Any:
-    module = cupy.RawModule(code=_SOURCE, options=("--std=c++14",), name_expressions=(name,))
-    return module.get_function(name)
+    key = (cupy.cuda.Device().id, name)
+    if key not in _FUNCTIONS:
+        compile_names(name)
+    return _FUNCTIONS[key]
+
+
+def _ctype(dtype: Any) -> str:
+    return _CTYPES[np.dtype(dtype)]
 
 
 def _elementwise(name: str, dtype: Any) -> Any:
-    return _function(f"{name}<{_CTYPES[np.dtype(dtype)]}>")
+    return _function(f"{name}<{_ctype(dtype)}>")
+
+
+def reduction_names(dtype: Any) -> tuple[str, str]:
+    """The deterministic reduction's kernels for ``dtype``."""
+    return f"splitk_groups<{_ctype(dtype)}>", f"splitk_finish<{_ctype(dtype)}>"
 
 
 def _strides(X: Array) -> tuple[np.int64, np.int64]:
@@ -178,17 +131,25 @@ def _blocks(total: int) -> tuple[int]:
     return (max(1, min(_MAX_BLOCKS, -(-total // _THREADS))),)
 
 
-@cache
 def _chunk_function(v: Variant) -> Any:
     """The compiled chunk kernel, allowed the dynamic shared memory it needs."""
-    f = _function(v.name)
-    if v.shared:
-        limit = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["sharedMemPerBlockOptin"]
-        if v.shared + f.shared_size_bytes > limit:
-            raise ValueError(f"{v.name} needs {v.shared + f.shared_size_bytes} bytes of shared memory per block; "
-                             f"this device allows {limit}: use fewer stages or slices")
-        f.max_dynamic_shared_size_bytes = v.shared
+    key = (cupy.cuda.Device().id, v)
+    f = _CHUNK_FUNCTIONS.get(key)
+    if f is None:
+        f = _function(v.name)
+        if v.shared:
+            limit = _properties(key[0])["sharedMemPerBlockOptin"]
+            if v.shared + f.shared_size_bytes > limit:
+                raise ValueError(f"{v.name} needs {v.shared + f.shared_size_bytes} bytes of shared memory per "
+                                 f"block; this device allows {limit}: use fewer stages or slices")
+            f.max_dynamic_shared_size_bytes = v.shared
+        _CHUNK_FUNCTIONS[key] = f
     return f
+
+
+@cache
+def _properties(device: int) -> dict[str, Any]:
+    return cupy.cuda.runtime.getDeviceProperties(device)
 
 
 def resources(v: Variant) -> Kernel:
@@ -198,12 +159,21 @@ def resources(v: Variant) -> Kernel:
                   registers_per_thread=f.num_regs, tile=v.rows, tile_n=v.cols)
 
 
+def _pair_layout(strides: tuple[int, int], fast_axis: int) -> bool:
+    """Whether a view of these element strides has its rows along ``fast_axis`` in 16-byte pairs (wherever its
+    first element is 16-byte aligned): unit stride along that axis, an even stride along the other."""
+    return COPY_BYTES == 16 and strides[fast_axis] == 1 and strides[1 - fast_axis] % 2 == 0
+
+
+def _even_starts(plan: SplitPlan) -> bool:
+    """Whether every chunk of the plan starts on an even element along k."""
+    return plan.unit % 2 == 0 or (plan.base % 2 == 0 and plan.extra == 0)
+
+
 def _pairs(X: Array, fast_axis: int, even_starts: bool) -> bool:
     """Whether X's rows can be copied in 16-byte pairs along ``fast_axis``: that axis has unit stride, the
     pointer is 16-byte aligned, the other stride is even and each chunk's first element along it is even."""
-    s = _strides(X)
-    return (COPY_BYTES == 16 and s[fast_axis] == 1 and s[1 - fast_axis] % 2 == 0 and X.data.ptr % 16 == 0
-            and even_starts)
+    return _pair_layout(_strides(X), fast_axis) and X.data.ptr % 16 == 0 and even_starts
 
 
 def flags(v: Variant, A: Array, B: Array, plan: SplitPlan, atomic: bool) -> int:
@@ -211,19 +181,111 @@ def flags(v: Variant, A: Array, B: Array, plan: SplitPlan, atomic: bool) -> int:
     kernel's, where :func:`_pairs` allows them (A along k: every chunk starts on an even element; B along n)."""
     pairs = 0
     if v.name.startswith("splitk_pipe"):
-        even = plan.unit % 2 == 0 or (plan.base % 2 == 0 and plan.extra == 0)
-        pairs = 2 * _pairs(A, 1, even) + 4 * _pairs(B, 1, True)
+        pairs = A_PAIRS * _pairs(A, 1, _even_starts(plan)) + B_PAIRS * _pairs(B, 1, True)
     return int(atomic) | pairs
+
+
+class ChunkLaunch:
+    """Chunk kernel ``v`` over a plan's grid for operands of A's and B's strides, into ``out`` of element
+    strides ``out_strides`` (a chunk's slot, row, column): the compiled function, grid, block, shared memory
+    and every argument fixed once, but the addresses, alpha, and the pair flags that hang on the addresses'
+    alignment (:func:`flags`)."""
+
+    def __init__(self, v: Variant, plan: SplitPlan, A: Array, B: Array, out_strides: tuple, atomic: bool) -> None:
+        self.function = _chunk_function(v)
+        self.grid = (-(-plan.n // v.cols), -(-plan.m // v.rows), plan.chunks)
+        self.block, self.shared = v.block, v.shared
+        self.a_strides, self.b_strides = _strides(A), _strides(B)
+        self.sizes = (*out_strides, np.int32(plan.m), np.int32(plan.n), np.int64(plan.base), np.int64(plan.extra),
+                      np.int64(plan.unit))
+        pipe = v.name.startswith("splitk_pipe")
+        self.atomic = ATOMIC if atomic else 0
+        self.a_pairs = pipe and _even_starts(plan) and _pair_layout(self.a_strides, 1)
+        self.b_pairs = pipe and _pair_layout(self.b_strides, 1)
+
+    def __call__(self, A: Array, B: Array, out: Array, alpha: float) -> None:
+        flag = (self.atomic | (A_PAIRS if self.a_pairs and A.data.ptr % 16 == 0 else 0)
+                | (B_PAIRS if self.b_pairs and B.data.ptr % 16 == 0 else 0))
+        self.function(self.grid, self.block, (A, *self.a_strides, B, *self.b_strides, out, *self.sizes,
+                                              np.float64(alpha), np.int32(flag)), shared_mem=self.shared)
 
 
 def launch(v: Variant, A: Array, B: Array, out: Array, strides: tuple, plan: SplitPlan, alpha: float,
            atomic: bool) -> None:
     """Run chunk kernel ``v`` over the plan's grid (see the module notes)."""
-    grid = (-(-plan.n // v.cols), -(-plan.m // v.rows), plan.chunks)
-    args = (A, *_strides(A), B, *_strides(B), out, *strides, np.int32(plan.m), np.int32(plan.n),
-            np.int64(plan.base), np.int64(plan.extra), np.int64(plan.unit), np.float64(alpha),
-            np.int32(flags(v, A, B, plan, atomic)))
-    _chunk_function(v)(grid, v.block, args, shared_mem=v.shared)
+    ChunkLaunch(v, plan, A, B, strides, atomic)(A, B, out, alpha)
+
+
+class Reduction:
+    """The deterministic reduction of a plan's partials into C of element strides ``c_strides``: its kernels,
+    grids and sizes fixed once."""
+
+    def __init__(self, plan: SplitPlan, dtype: Any, c_strides: tuple) -> None:
+        outputs = plan.m * plan.n
+        self.sizes = (np.int64(outputs), np.int64(plan.chunks), np.int64(plan.group))
+        self.groups = _elementwise("splitk_groups", dtype) if plan.group > 1 else None
+        self.finish = _elementwise("splitk_finish", dtype)
+        self.groups_grid, self.finish_grid = _blocks(plan.groups * outputs), _blocks(outputs)
+        self.c_args = (*c_strides, np.int32(plan.n))
+
+    def __call__(self, P: Array, C: Array, alpha: float, beta: float) -> None:
+        if self.groups is not None:
+            self.groups(self.groups_grid, (_THREADS,), (P, *self.sizes))
+        self.finish(self.finish_grid, (_THREADS,), (P, *self.sizes, C, *self.c_args, np.float64(alpha),
+                                                    np.float64(beta)))
+
+
+class Scaling:
+    """C = beta C for C of one shape and strides: zeros by one ``cudaMemsetAsync`` where beta is 0 and C is
+    contiguous (on the H100 the kernel's launch and run cost 1-3% of the copy's bandwidth at k = 2^20-2^21
+    beside it); nothing where beta is 1; else a kernel, compiled on first need."""
+
+    def __init__(self, dtype: Any, shape: tuple[int, int], c_strides: tuple, contiguous: bool) -> None:
+        self.dtype, self.contiguous = dtype, contiguous
+        self.nbytes = shape[0] * shape[1] * np.dtype(dtype).itemsize
+        self.args = (*c_strides, np.int32(shape[0]), np.int32(shape[1]))
+        self.grid = _blocks(shape[0] * shape[1])
+        self.function = None
+
+    def __call__(self, C: Array, beta: float) -> None:
+        if beta == 1:
+            return
+        if beta == 0 and self.contiguous:
+            C.data.memset_async(0, self.nbytes)
+            return
+        if self.function is None:
+            self.function = _elementwise("splitk_scale", self.dtype)
+        self.function(self.grid, (_THREADS,), (C, *self.args, np.float64(beta)))
+
+
+def _contiguous(C: Array) -> bool:
+    return bool(C.flags.c_contiguous or C.flags.f_contiguous)
+
+
+class Launcher:
+    """:class:`CudaOps`' operations bound to one plan and one operand layout (:meth:`CudaOps.bind`): every
+    kernel looked up and every launch sized once, so that a call launches only. Each operation's ``plan``
+    argument is the plan it was bound to."""
+
+    def __init__(self, split: SplitPlan, A: Array, B: Array, c_strides: tuple, contiguous: bool) -> None:
+        v = variant(A.dtype, split.m, split.n, split.wide)
+        into = ((np.int64(split.n), np.int64(1), np.int64(split.m * split.n)) if split.deterministic
+                else (*c_strides, np.int64(0)))
+        self.chunks = ChunkLaunch(v, split, A, B, into, not split.deterministic)
+        self.reduction = Reduction(split, A.dtype, c_strides) if split.deterministic else None
+        self.scaling = Scaling(A.dtype, (split.m, split.n), c_strides, contiguous)
+
+    def partials(self, A: Array, B: Array, P: Array, plan: SplitPlan, alpha: float) -> None:
+        self.chunks(A, B, P, alpha)
+
+    def reduce(self, P: Array, C: Array, plan: SplitPlan, alpha: float, beta: float) -> None:
+        self.reduction(P, C, alpha, beta)
+
+    def scale(self, C: Array, beta: float) -> None:
+        self.scaling(C, beta)
+
+    def accumulate(self, A: Array, B: Array, C: Array, plan: SplitPlan, alpha: float) -> None:
+        self.chunks(A, B, C, alpha)
 
 
 class CudaOps:
@@ -233,7 +295,7 @@ class CudaOps:
         self.backend = backend
 
     def limits(self) -> SMLimits:
-        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        props = _properties(cupy.cuda.Device().id)
         return SMLimits(threads=props["maxThreadsPerMultiProcessor"], shared_bytes=props["sharedMemPerMultiprocessor"],
                         registers=props["regsPerMultiprocessor"], blocks=props["maxBlocksPerMultiProcessor"],
                         sm_count=props["multiProcessorCount"])
@@ -244,31 +306,39 @@ class CudaOps:
         v, wide = variant(dtype, m, n), variant(dtype, m, n, wide=True)
         return replace(resources(v), wide=resources(wide) if wide != v else None)
 
+    def split(self, dtype: Any, m: int, n: int, k: int, *, chunks: int | str = "auto", chunk_width: int | None = None,
+              deterministic: bool = True) -> SplitPlan:
+        """:func:`gpu.splitk.plan.plan` with this device's limits and kernels, compiling only the kernels the
+        split runs: the chunk kernel (whose resources size a wave) with, in the deterministic mode, the
+        reduction's, in one NVRTC run; its wide form only where the auto plan is one wave, which runs it."""
+        narrow = variant(dtype, m, n)
+        compile_names(narrow.name, *(reduction_names(dtype) if deterministic else ()))
+        how = {"chunks": chunks, "chunk_width": chunk_width, "deterministic": deterministic}
+        kernel, limits = resources(narrow), self.limits()
+        split = split_plan(m, n, k, limits, kernel, **how)
+        if split.waves == 1 and chunks == "auto" and chunk_width is None:
+            wide = variant(dtype, m, n, wide=True)
+            if wide != narrow:
+                split = split_plan(m, n, k, limits, replace(kernel, wide=resources(wide)), **how)
+        return split
+
+    def bind(self, split: SplitPlan, A: Array, B: Array, out: Array | None = None) -> Launcher:
+        """These operations for ``split`` and operands of A's, B's and ``out``'s layouts (a new C-ordered C where
+        ``out`` is None), with every kernel looked up once (:class:`Launcher`)."""
+        if out is None:
+            return Launcher(split, A, B, (np.int64(split.n), np.int64(1)), True)
+        return Launcher(split, A, B, _strides(out), _contiguous(out))
+
     def partials(self, A: Array, B: Array, P: Array, plan: SplitPlan, alpha: float) -> None:
         strides = (np.int64(plan.n), np.int64(1), np.int64(plan.m * plan.n))
         launch(variant(A.dtype, plan.m, plan.n, plan.wide), A, B, P, strides, plan, alpha, False)
 
     def reduce(self, P: Array, C: Array, plan: SplitPlan, alpha: float, beta: float) -> None:
-        outputs = plan.m * plan.n
-        sizes = (np.int64(outputs), np.int64(plan.chunks), np.int64(plan.group))
-        if plan.group > 1:
-            _elementwise("splitk_groups", C.dtype)(_blocks(plan.groups * outputs), (_THREADS,), (P, *sizes))
-        _elementwise("splitk_finish", C.dtype)(_blocks(outputs), (_THREADS,),
-                                               (P, *sizes, C, *_strides(C), np.int32(plan.n), np.float64(alpha),
-                                                np.float64(beta)))
+        Reduction(plan, C.dtype, _strides(C))(P, C, alpha, beta)
 
     def scale(self, C: Array, beta: float) -> None:
-        """C = beta C; zeros by one ``cudaMemsetAsync`` where beta is 0 and C is contiguous (on the H100 the
-        kernel's launch and run cost 1-3% of the copy's bandwidth at k = 2^20-2^21 beside it); nothing where
-        beta is 1."""
-        if beta == 1:
-            return
-        if beta == 0 and (C.flags.c_contiguous or C.flags.f_contiguous):
-            C.data.memset_async(0, C.nbytes)
-            return
-        _elementwise("splitk_scale", C.dtype)(
-            _blocks(C.size), (_THREADS,), (C, *_strides(C), np.int32(C.shape[0]), np.int32(C.shape[1]),
-                                           np.float64(beta)))
+        """C = beta C (see :class:`Scaling`)."""
+        Scaling(C.dtype, C.shape, _strides(C), _contiguous(C))(C, beta)
 
     def accumulate(self, A: Array, B: Array, C: Array, plan: SplitPlan, alpha: float) -> None:
         launch(variant(A.dtype, plan.m, plan.n, plan.wide), A, B, C, (*_strides(C), np.int64(0)), plan, alpha, True)

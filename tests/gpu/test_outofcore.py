@@ -261,6 +261,7 @@ def test_the_default_device_memory_leaves_room_for_out_and_the_staging(monkeypat
         return real(*args, **kwargs)
 
     monkeypatch.setattr(outofcore_api, "plan", spy)
+    outofcore_api.PLANS.clear()                      # a plan kept from another test would not decide again
     A, B = operands(300, 300, 300)
     assert_product(matmul(A, B, backend="numpy"), A, B)
     free = 8 * 10**6 - 300 * 300 * 8                 # less the new out; "device" buffers and staging halve the rest

@@ -1,0 +1,120 @@
+"""Split-K's chunk kernels as data (:class:`Variant`), and which one an output runs on a compute capability.
+
+Pure Python, importable without CuPy: :mod:`gpu.splitk.kernels` compiles and launches the variants (its
+module notes say what each kernel does), and tests and scripts name them without a device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .ops import TILE
+
+_CTYPES = {np.dtype(np.float64): "double", np.dtype(np.float32): "float"}
+#: Warps per block of the tensor-core kernel, and how deep along k each warp loads before it multiplies.
+WARPS, DEPTH = 4, 16
+#: Side of the largest output tile one warp owns.
+WARP_TILE = 32
+#: L2 fetch size (bytes) of fragment loads where a block's warps split k, so that neighbouring warps read
+#: neighbouring 128-byte steps of a row: on the H100 it took m = n = 16 and 32 at k = 2^24 from 94-96% to
+#: 99-100% of the copy's bandwidth; where one warp owns each output tile (m, n > 32) it cost up to 10%,
+#: so those fragment loads keep the default (0).
+L2_FETCH = 256
+#: The FP64 tensor-core instruction per compute capability, as (row halves H, k quarters J): an 8 H x 8 x 4 J
+#: product (sm_90: ``mma.m16n8k16``, twice the m8n8k4 rate of sm_80).
+ATOMS = ((90, (2, 4)), (80, (1, 1)))
+#: Shared-memory stages of the pipelined kernel.
+STAGES = 3
+#: Stage depth (slices of 16 per warp that splits k) of the pipelined kernel per warp grid (tiles along m and
+#: n, warps along m and n), where a measurement beat the default (at least 32 deep). On the H100
+#: m = n = 32 ran 0.4-2% faster at k = 2^21-2^24 with 128-deep stages (one block per SM) than with 64-deep
+#: ones; with stages twice their default depth m = n = 16 gained 2% at k = 2^20 (one wave) but lost 3% at
+#: 2^24 (1024-wide chunks: hence :data:`WIDE_SLICES`), and m = n = 64 lost up to 11%.
+SLICES = {(2, 4, 1, 1): 2}
+#: Stage depth as in :data:`SLICES`, for a plan of one wave of wide chunks (:attr:`SplitPlan.wide`), where it
+#: differs: half the blocks per SM, each with stages twice as deep. Measured on the H100 (cache flushed
+#: before every sample; results/published/h100-splitk-probes.json, "wide"): m = n = 16 in the atomic mode at
+#: 92.8% of the copy's bandwidth against 89.8% at k = 2^20, 98.2% against 97.1% at 2^21, the same from 2^22;
+#: the deterministic mode 0.8-0.9% faster at 2^20-2^21. With 1024-wide chunks the same depth lost 3% (SLICES).
+WIDE_SLICES = {(1, 2, 1, 1): 2}
+#: Compute capability from which the pipelined kernel runs (its m16n8k16 is sm_90's). Measured on the H100
+#: (device time, k = 2^20-2^24): it took m = n = 64 from 85-92% to 95-102% of the copy's bandwidth and
+#: m = 8, 16, 32 up by 0-8%, but ran m = 17 at 68-75% against the register-fed kernel's 78-85%, so outputs
+#: with a side that is not a multiple of 8 keep that kernel.
+PIPELINED = 90
+
+
+
+def _warp_grid(m: int, n: int, rows: int, warp_tile: int) -> tuple[int, int, int, int]:
+    """Tiles of an mma of ``rows`` x 8 outputs per warp (up to ``warp_tile`` square) along m and n, and
+    warps along m and n: two along a side one warp's tiles do not cover."""
+    tm, tn = min(warp_tile // rows, -(-m // rows)), min(warp_tile // 8, -(-n // 8))
+    return tm, tn, 2 if m > rows * tm else 1, 2 if n > 8 * tn else 1
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One chunk kernel as data: its template instantiation, block shape, output tile and dynamic shared
+    memory (bytes)."""
+
+    name: str
+    block: tuple[int, ...]
+    rows: int
+    cols: int
+    shared: int = 0
+
+    @staticmethod
+    def tile(dtype: Any) -> Variant:
+        """The shared-memory kernel: 16 x 16 outputs per block, one per thread."""
+        return Variant(f"splitk_tile<{_CTYPES[np.dtype(dtype)]}>", (TILE, TILE), TILE, TILE)
+
+    @staticmethod
+    def dmma(m: int, n: int, atom: tuple[int, int], depth: int = DEPTH, warp_tile: int = WARP_TILE,
+             l2: int | None = None) -> Variant:
+        """The FP64 tensor-core kernel for an m x n output with instruction ``atom`` (see :data:`ATOMS`):
+        warp tiles up to ``warp_tile`` square, two warps along a side longer than one warp tile, the
+        block's other warps splitting k; ``depth`` k loaded per warp before it multiplies; ``l2``:
+        bytes the L2 fetches per miss of a fragment load (0: the default; None: :data:`L2_FETCH`
+        where the block's warps split k, else 0)."""
+        h, j = atom
+        tm, tn, wms, wns = _warp_grid(m, n, 8 * h, warp_tile)
+        l2 = (L2_FETCH if wms * wns < WARPS else 0) if l2 is None else l2
+        return Variant(f"splitk_dmma<{h}, {j}, {tm}, {tn}, {wms}, {wns}, {max(1, depth // (4 * j))}, {l2}>",
+                       (32 * WARPS,), 8 * h * tm * wms, 8 * tn * wns)
+
+    @staticmethod
+    def pipe(m: int, n: int, slices: int | None = None, stages: int = STAGES, warp_tile: int = WARP_TILE,
+             wide: bool = False) -> Variant:
+        """The pipelined FP64 tensor-core kernel (sm_90): the tile of :meth:`Variant.dmma` with m16n8k16,
+        fed through ``stages`` shared-memory buffers filled by ``cp.async``, each ``16 x slices`` deep per
+        warp that splits k (``slices`` default: :data:`WIDE_SLICES` for ``wide`` chunks, :data:`SLICES`,
+        else at least 32 deep per stage)."""
+        tm, tn, wms, wns = _warp_grid(m, n, 16, warp_tile)
+        kw = WARPS // (wms * wns)
+        grid = (tm, tn, wms, wns)
+        slices = slices or (wide and WIDE_SLICES.get(grid)) or SLICES.get(grid, max(1, 32 // (16 * kw)))
+        rows, cols, depth = 16 * tm * wms, 8 * tn * wns, 16 * kw * slices
+        stage = rows * (depth + 4) + depth * (cols + 4)
+        shared = 8 * max(stages * stage, kw * rows * (cols + 1))
+        return Variant(f"splitk_pipe<{tm}, {tn}, {wms}, {wns}, {slices}, {stages}>", (32 * WARPS,), rows, cols,
+                       shared)
+
+
+def atom(capability: int) -> tuple[int, int] | None:
+    """The FP64 tensor-core instruction of a compute capability (None before sm_80)."""
+    return next((a for since, a in ATOMS if capability >= since), None)
+
+
+def choose(dtype: Any, m: int, n: int, capability: int, wide: bool = False) -> Variant:
+    """The chunk kernel for this dtype and output on a device of ``capability`` (90 for sm_90): tensor cores
+    for FP64 on sm_80+, through the cp.async pipeline on sm_90 where both sides of the output are multiples
+    of 8 (see :data:`PIPELINED`), in its ``wide`` form for one wave of wide chunks (see :data:`WIDE_SLICES`)."""
+    a = atom(capability)
+    if np.dtype(dtype) != np.float64 or a is None:
+        return Variant.tile(dtype)
+    if capability >= PIPELINED and m % 8 == 0 and n % 8 == 0:
+        return Variant.pipe(m, n, wide=wide)
+    return Variant.dmma(m, n, a)
