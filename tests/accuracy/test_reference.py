@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from accuracy import reference
+from accuracy import mpfr, reference
 from accuracy.generate import cancellation_pair, phi_matrix, wide_exponent_matrix
 from accuracy.reference import exact_matmul, mpfr_matmul, plan_exact, sample_entries
 
@@ -235,7 +235,7 @@ def test_without_gmpy2_only_mpfr_matmul_is_refused(monkeypatch):
     """gmpy2 is optional: exact_matmul needs none, mpfr_matmul says how to get it."""
     A, B = HARD["cancel-to-tiny"]
     want = exact_matmul(A, B, backend="numpy")
-    monkeypatch.setattr(reference, "gmpy2", None)
+    monkeypatch.setattr(mpfr, "gmpy2", None)
     assert_bitwise(exact_matmul(A, B, backend="numpy"), want)
     with pytest.raises(RuntimeError, match="mpfr_matmul needs gmpy2: pip install gmpy2"):
         mpfr_matmul(A, B)
