@@ -243,8 +243,8 @@ class Plan(MatmulPlan):
             if (overwrite_a or overwrite_b) and be.xp.may_share_memory(A, B):
                 overwrite_a = overwrite_b = False            # slicing A in place would change B (matmul(A, A.T))
             p = lay.p
-            family.split(A, erow, p, p.m, lay.a_layout, overwrite_a, work["a"])
-            family.split(B.T, ecol, p, p.n_pad, lay.b_layout, overwrite_b, work["b"])
+            family.split(A, erow, p, p.m, lay.a_layout, overwrite_a, work["a"], ecol)
+            family.split(B.T, ecol, p, p.n_pad, lay.b_layout, overwrite_b, work["b"], erow)
         _products_and_sum(be, lay, work, erow, ecol, C, A, B, phases)
         return C
 

@@ -149,7 +149,7 @@ class CudaOps:
         return out
 
     def split(self, X: Any, exps: Any, p: OzakiPlan, rows_pad: int, layout: dict[str, int], overwrite: bool,
-              out: Any) -> Any:
+              out: Any, other: Any = None) -> Any:
         """X's rows as concatenated slices into ``out`` in one kernel pass; X is only read."""
         slice_rows(core(p.format.storage, p.format.accumulator), X, exps, out, rows_pad=rows_pad, ldk=p.ldk,
                    alpha=p.alpha, slices=p.slices, bits=p.format.bits, tiny=p.format.tiny,

@@ -158,10 +158,11 @@ class HostOps:
         return np.array([encode_verdict(slices, bad, value)], dtype=np.int32)
 
     def split(self, X: np.ndarray, exps: np.ndarray, p: OzakiPlan, rows_pad: int, layout: dict[str, int],
-              overwrite: bool, out: np.ndarray) -> np.ndarray:
+              overwrite: bool, out: np.ndarray, other: np.ndarray | None = None) -> np.ndarray:
         """X's rows as concatenated slices into ``out`` (rows_pad x positions*ldk; see
         :func:`gpu.ozaki.slicing.slice_layout`); with ``overwrite`` X itself holds the scaled remainders (no
-        float64 copy), unless some rows are BAD (the fold then reads them)."""
+        float64 copy), unless a line of X or of the other operand (exponents ``other``) is BAD: the fold then
+        reads both operands."""
         fmt, rows, cols = p.format, *X.shape
         out[...] = 0
 
@@ -169,7 +170,8 @@ class HostOps:
             out[:rows, pos * p.ldk:pos * p.ldk + cols] = encode(np, values, fmt.storage)
 
         bad = exps == BAD
-        x = X if overwrite and X.flags.writeable and not bad.any() else X.copy()
+        clean = not bad.any() and (other is None or not (other == BAD).any())
+        x = X if overwrite and X.flags.writeable and clean else X.copy()
         x[bad] = 0.0
         np.ldexp(x, -np.where(bad, 0, exps)[:, None], out=x)
         radix, digit = 2.0**p.alpha, np.empty_like(x)

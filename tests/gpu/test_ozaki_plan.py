@@ -119,6 +119,14 @@ def test_nan_and_infinity_give_the_library_gemms_pattern_with_no_second_product(
     np.testing.assert_array_equal(C[np.ix_(rows, cols)], want)
 
 
+def test_overwrite_keeps_both_operands_where_a_line_is_not_finite():
+    """The last fold reads A and B for the lines with NaN or infinity: neither may hold remainders then."""
+    A, B = np.array([[np.inf], [-0.46]]), np.array([[0.27]])
+    C = ozaki.matmul(A.copy(), B.copy(), slices=3, overwrite_a=True, overwrite_b=True, backend="numpy")
+    assert_same_pattern(C, ieee(A, B))
+    assert C[0, 0] == np.inf
+
+
 def test_check_finite_refuses_before_any_product_with_the_counts(monkeypatch):
     A, B, _, _ = poisoned()
     monkeypatch.setattr(execution, "_products_and_sum", lambda *a, **kw: pytest.fail("a product started"))
