@@ -113,3 +113,22 @@ def tile(be: Any, rows: Split, cols: Split, I: slice, J: slice, block: int, limb
                        i64(2 - top * beta), C, i64(C.strides[0] // C.itemsize), overflow))
     if int(overflow.get()[0]):
         raise OverflowError("the top limb overflowed: too few limbs for these sums (a bug in the caller)")
+
+
+class CudaExact:
+    """The exact product's element-wise work on CuPy, for :func:`accuracy.reference.exact_matmul`."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+
+    def prepare(self) -> None:
+        """Compile (or load from CuPy's cache) the module, before a plan's first call."""
+        module().get_function("exact_round")
+
+    def spans(self, xp: Any, X: Any) -> Any:
+        return spans(X)[1]
+
+    def split(self, xp: Any, X: Any, beta: int) -> Split:
+        return split(X, beta)
+
+    tile = staticmethod(tile)

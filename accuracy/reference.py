@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu.backend import Array, Backend, MemoryPlanError, get_backend
+from gpu.backend import Array, Backend, MemoryPlanError, get_backend, register_ops
 from gpu.backend.checks import gib
 from gpu.backend.plans import MatmulPlan, PlanCache, operand_signature, resolve_options
 
@@ -47,6 +47,8 @@ TILE_BYTES = 2**30
 ADDS_PER_CARRY = 2**9 - 1
 #: Plans :func:`exact_matmul` keeps.
 PLANS = PlanCache(16)
+#: The backend operations of the exact product (:meth:`gpu.backend.Backend.ops`).
+FAMILY = "exact"
 
 
 # --------------------------------------------------------------------------- fast exact product
@@ -139,9 +141,7 @@ class ExactPlan(MatmulPlan):
         self.backend, self.stream, self.shape = be, stream, (A.shape[0], A.shape[1], B.shape[1])
         self.signature = operand_signature(be, A, B, None, stream)
         self._decided: tuple[Any, SplitPlan, Any] | None = None
-        if be.name == "cupy":
-            from . import exact_cuda
-            exact_cuda.module()
+        be.ops(FAMILY).prepare()
 
     def _execute(self, A: Array, B: Array, out: Array | None) -> Array:
         be, (m, _, n) = self.backend, self.shape
@@ -222,15 +222,12 @@ def _exact(be: Backend, A: Array, B: Array, bad_rows: Array | None, bad_cols: Ar
     """The correctly rounded product, in the blocks of :mod:`accuracy.blocking` (NaN and infinity in the
     given rows of A and columns of B: zeroed for the product, their entries then take IEEE values). On CuPy
     the spans, the splits and the tiles are :mod:`accuracy.exact_cuda`'s kernels."""
-    xp, cuda = be.xp, be.name == "cupy"
+    xp, family = be.xp, be.ops(FAMILY)
     m, k, n = A.shape[0], A.shape[1], B.shape[1]
     if not (m and n and k):
         return xp.zeros((m, n), dtype=np.float64)
-    if cuda:
-        from . import exact_cuda
-    spans = (lambda xp, X: exact_cuda.spans(X)[1]) if cuda else row_spans
-    split = (lambda xp, X, beta: exact_cuda.split(X, beta)) if cuda else split_rows
-    sa, sb = (be.to_numpy(spans_in_chunks(xp, X, bad, budget, spans)) for X, bad in ((A, bad_rows), (B.T, bad_cols)))
+    sa, sb = (be.to_numpy(spans_in_chunks(xp, X, bad, budget, family.spans))
+              for X, bad in ((A, bad_rows), (B.T, bad_cols)))
     nonfinite = any(x is not None and x.size for x in (bad_rows, bad_cols))
 
     def shape_of(p: SplitPlan) -> Shape:
@@ -240,9 +237,9 @@ def _exact(be: Backend, A: Array, B: Array, bad_rows: Array | None, bad_cols: Ar
     plan, blocks = decider.decide(sa, sb, k, shape_of, budget)
     C = xp.zeros((m, n), dtype=np.float64)
     for I in blocks.row_blocks(m):
-        rows = split(xp, lines(xp, A, I, bad_rows), plan.beta)
+        rows = family.split(xp, lines(xp, A, I, bad_rows), plan.beta)
         for J in blocks.col_blocks(n):
-            cols = split(xp, lines(xp, B.T, J, bad_cols), plan.beta)
+            cols = family.split(xp, lines(xp, B.T, J, bad_cols), plan.beta)
             if rows.count and cols.count:
                 _block(be, C, rows, cols, (I, J), plan, k, blocks.tile)
             del cols
@@ -258,11 +255,7 @@ def _block(be: Backend, C: Array, rows: Split, cols: Split, block: tuple[slice, 
     limbs = limb_count(rows.count, cols.count, plan.beta, k)
     for ti, tj in tiles(I.stop - I.start, J.stop - J.start, limbs, tile):
         part = C[I.start + ti.start:I.start + ti.stop, J.start + tj.start:J.start + tj.stop]
-        if be.name == "cupy":
-            from .exact_cuda import tile as cuda_tile
-            cuda_tile(be, rows, cols, ti, tj, plan.block, limbs, part, ADDS_PER_CARRY)
-        else:
-            part[...] = _tile(be, rows, cols, ti, tj, plan.block, limbs)
+        be.ops(FAMILY).tile(be, rows, cols, ti, tj, plan.block, limbs, part, ADDS_PER_CARRY)
 
 
 def _ieee(xp: Any, C: Array, A: Array, B: Array, I: slice, J: slice, bad_rows: Array | None,
@@ -339,6 +332,28 @@ def _tile(be: Backend, rows: Split, cols: Split, I: slice, J: slice, block: int,
     exponent = rows.exponent[I][:, None] + cols.exponent[J][None, :] + 2 - top * beta
     value = round_to_float64(xp, digits, beta, exponent)
     return xp.where(negative, -value, value)
+
+
+class HostExact:
+    """The exact product's element-wise work on NumPy (:mod:`accuracy.exact_cuda` is CuPy's twin)."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    def prepare(self) -> None:
+        """Nothing to compile on NumPy."""
+
+    spans = staticmethod(row_spans)
+    split = staticmethod(split_rows)
+
+    def tile(self, be: Backend, rows: Split, cols: Split, I: slice, J: slice, block: int, limbs: int, C: Array,
+             adds_per_carry: int) -> None:
+        """One output tile into ``C`` (:func:`_tile`; it reads :data:`ADDS_PER_CARRY` itself)."""
+        C[...] = _tile(be, rows, cols, I, J, block, limbs)
+
+
+register_ops(FAMILY, "numpy", HostExact)
+register_ops(FAMILY, "cupy", "accuracy.exact_cuda:CudaExact")
 
 
 __all__: Sequence[str] = ("NONFINITE", "ExactOptions", "ExactPlan", "SplitPlan", "check_operands", "exact_matmul",

@@ -10,17 +10,16 @@ operations (:mod:`gpu.ozaki.ops`) do the element-wise work. The line helpers her
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..backend import Array, Backend, get_backend, matrix_pair
+from ..backend import Array, Backend, get_backend
 from ..backend.checks import zeroed_copies
 from ..backend.plans import PlanCache, operand_signature
 from .bound import slice_ratio
+from .common import NONFINITE, _operands, _phase, _tiles
 from .execution import Options, Plan, request
 from .formats import get_format
 from .ops import ops
@@ -29,20 +28,6 @@ from .slicing import slice_layout
 
 #: The plans :func:`matmul` keeps (least recently used dropped first).
 PLANS = PlanCache()
-
-#: What ``check_finite=False`` does (ValueError messages point here).
-NONFINITE = ("rows of A and columns of B holding NaN or infinity then get the library GEMM's IEEE arithmetic "
-             "(NaN and infinity where A @ B has them), the rest the Ozaki scheme")
-
-
-def _operands(be: Backend, A: Any, B: Any) -> tuple[Array, Array]:
-    A, B, _, _ = matrix_pair(be, A, B)
-    for name, x in (("A", A), ("B", B)):
-        if x.dtype != np.float64:
-            raise TypeError(f"{name} has dtype {x.dtype}; the Ozaki scheme takes float64 inputs "
-                            "(convert with .astype(np.float64))")
-    return A, B
-
 
 @dataclass
 class Lines:
@@ -199,16 +184,6 @@ def _with_nonfinite(be: Backend, A: Array, B: Array, C: Array, bad_rows: Array, 
     return C
 
 
-@contextmanager
-def _phase(be: Backend, phases: dict[str, float] | None, name: str) -> Iterator[None]:
-    if phases is None:
-        yield
-        return
-    with be.timer() as t:
-        yield
-    phases[name] = phases.get(name, 0.0) + t.seconds
-
-
 def _split(be: Backend, X: Array, exps: Array, p: OzakiPlan, rows_pad: int, reverse: bool,
            overwrite: bool) -> Array:
     """X's rows as concatenated slices in the format's storage, rows_pad x positions*ldk:
@@ -219,8 +194,5 @@ def _split(be: Backend, X: Array, exps: Array, p: OzakiPlan, rows_pad: int, reve
     return ops(be).split(X, exps, p, rows_pad, layout, overwrite, out)
 
 
-def _tiles(m: int, n: int, tile: int | tuple[int, int] | None) -> list[tuple[slice, slice]]:
-    """Row and column ranges of the output tiles: ``tile`` square, or (rows, columns), or one tile (None)."""
-    step_m, step_n = (tile, tile) if isinstance(tile, int) else tile or (m, n)
-    return [(slice(i, min(i + step_m, m)), slice(j, min(j + step_n, n)))
-            for i in range(0, m, step_m) for j in range(0, n, step_n)]
+__all__ = ["NONFINITE", "PLANS", "Lines", "_operands", "_phase", "_refuse_nonfinite", "_split", "_tiles",
+           "_with_nonfinite", "configure", "line_pair", "lines_of", "located", "matmul"]

@@ -50,14 +50,10 @@ import numpy as np
 from ..backend import Array, Backend, require_memory
 from ..backend.blas import gemm_recipe
 from .formats import SliceFormat
-from .ops import BLOCK_ENTRIES, ops, screen_block
+from .ops import ADVICE, BLOCK_ENTRIES, ops
 
 #: Relative error per inner term allowed to the magnitude GEMM's FP32 accumulation.
 ACCUMULATION = 2.0**-20
-#: A float64 lower bound below this: no slice count reaches the entry (alpha S <= 640).
-UNREACHABLE = 2.0**-900
-#: Way out named when the bound's work would not fit in free memory.
-ADVICE = "pass slices= (a count, with no proven bound), or split the product into blocks of rows"
 
 
 def magnitude_recipe(fmt: SliceFormat) -> tuple[str, int]:
@@ -92,21 +88,6 @@ def magnitude_product(be: Backend, A: Array, B: Array, erow: Array, ecol: Array,
     be.gemm_ex(family.magnitudes(A, erow, 1, bits, rec.operands.name),
                family.magnitudes(B, ecol, 0, bits, rec.operands.name), P, recipe=recipe)
     return P
-
-
-def refine(be: Backend, A: Array, B: Array, erow: Array, ecol: Array, P: Array, nnz_rows: Array,
-           nnz_cols: Array, rows: Array, cols: Array) -> float:
-    """max K/L over the weak entries of rows x cols, L from a float64 product (inf: one is unreachable)."""
-    xp, k = be.xp, A.shape[1]
-    require_memory(be, 8 * (rows.size + cols.size) * k + 48 * rows.size * cols.size,
-                   f"the float64 bound of {rows.size} x {cols.size} entries for target=", ADVICE)
-    X = xp.ldexp(xp.abs(A[rows]), -erow[rows][:, None])
-    Y = xp.ldexp(xp.abs(B[:, cols]), -ecol[cols][None, :])
-    K, _, weak = screen_block(xp, P[rows][:, cols], nnz_rows[rows], nnz_cols[cols], lower_factor(k))
-    low = (X @ Y) * (1 - (k + 3) * 2.0**-53) - 2.0**-1020
-    if bool((weak & (low < UNREACHABLE)).any()):
-        return float("inf")
-    return float(xp.where(weak, K / xp.where(weak, low, 1.0), 0.0).max())
 
 
 def ratio_on_device(be: Backend, A: Array, B: Array, erow: Array, ecol: Array, nnz_rows: Array,

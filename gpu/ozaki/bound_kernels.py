@@ -23,6 +23,7 @@ from typing import Any
 import cupy
 import numpy as np
 
+from ..backend.blas import gemm_recipe
 from .bound import magnitude_recipe
 from .cuda_sources import bound_source
 
@@ -39,7 +40,6 @@ def _module(storage: str) -> Any:
 
 def bound_module(fmt: Any) -> Any:
     """The bound's module for slice format ``fmt`` (its magnitude storage), compiled on first use."""
-    from ..backend.blas import gemm_recipe
     return _module(gemm_recipe(magnitude_recipe(fmt)[0]).operands.name)
 
 

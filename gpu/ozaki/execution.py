@@ -37,6 +37,7 @@ from ..backend import Array, Backend, check_output, get_backend, require_memory
 from ..backend.checks import MemoryPlanError, reserve
 from ..backend.plans import MatmulPlan, operand_signature, resolve_options
 from .bound import ratio_on_device, require_bound_memory
+from .common import NONFINITE, _operands, _phase, _tiles
 from .formats import get_format
 from .ops import BAD, FINALIZE, LOAD_ACC, LOAD_OPEN, STORE_OPEN, decode, ops
 from .plan import (
@@ -146,7 +147,6 @@ class Plan(MatmulPlan):
                  stream: Any = None, hold: bool = True) -> None:
         be = get_backend(backend)
         opts = resolve_options(Options, options)
-        from .api import _operands
         A, B = _operands(be, A, B)
         (m, k), n = A.shape, B.shape[1]
         check_output(be, out, (m, n), np.float64, {"A": A, "B": B}, rows_contiguous=True)
@@ -210,7 +210,6 @@ class Plan(MatmulPlan):
 
     def run(self, A: Array, B: Array, out: Array | None, phases: dict[str, float] | None) -> Array:
         """The product of operands of the plan's signature (``phases``: seconds per phase, each synchronized)."""
-        from .api import _phase
         be = self.backend
         m, k, n = self.shape
         if out is not None:
@@ -263,7 +262,6 @@ def _output(be: Backend, m: int, n: int) -> Array:
 
 def _refuse(be: Backend, erow: Array, ecol: Array) -> None:
     """ValueError (``check_finite=True``) naming how many rows of A and columns of B hold NaN or infinity."""
-    from .api import NONFINITE
     rows, cols = (int((be.to_numpy(e) == BAD).sum()) for e in (erow, ecol))
     raise ValueError(f"A has NaN or infinity in {rows} rows and B in {cols} columns (check_finite=True); "
                      f"check the input, or pass check_finite=False: {NONFINITE}")
@@ -272,7 +270,6 @@ def _refuse(be: Backend, erow: Array, ecol: Array) -> None:
 def _products_and_sum(be: Backend, lay: Layout, work: dict[str, Array], erow: Array, ecol: Array, C: Array,
                       A: Array, B: Array, phases: dict[str, float] | None) -> None:
     """The GEMM calls of every chunk, batch by batch, each batch folded into C."""
-    from .api import _phase, _tiles
     p, fmt, family = lay.p, lay.p.format, ops(be)
     a_cat, b_cat, buffers = work["a"], work["b"], work["buffers"]
     tiles = _tiles(p.m, p.n_pad, fmt.tile)

@@ -39,6 +39,7 @@ import cupy
 import numpy as np
 
 from ..backend import Backend
+from .bound_kernels import bound_module, magnitudes, ratio
 from .cuda_sources import core_source
 from .ops import batch_scales
 from .plan import OzakiPlan
@@ -123,21 +124,14 @@ class CudaOps:
         """Compile (or load from CuPy's cache) the modules a call of ``fmt`` needs, before its first call."""
         core(fmt.storage, fmt.accumulator).get_function("ozaki_fold")
         if target:
-            from .bound_kernels import bound_module
             bound_module(fmt).get_function("ozaki_ratio")
 
     def line_exponents(self, X: Any, axis: int, count: bool, fmt: Any) -> tuple[Any, Any]:
         """Exponents of X's lines (:data:`BAD` where NaN or infinity) and, with ``count``, their nonzeros."""
         return line_exponents(core(fmt.storage, fmt.accumulator), X, axis, count)
 
-    def magnitudes(self, X: Any, exps: Any, axis: int, bits: int, storage: str) -> Any:
-        from .bound_kernels import magnitudes
-        return magnitudes(X, exps, axis, bits, storage)
-
-    def ratio(self, P: Any, nnz_rows: Any, nnz_cols: Any, factor: float, A: Any, B: Any, erow: Any, ecol: Any,
-              fmt: Any) -> Any:
-        from .bound_kernels import ratio
-        return ratio(P, nnz_rows, nnz_cols, factor, A, B, erow, ecol, fmt)
+    magnitudes = staticmethod(magnitudes)
+    ratio = staticmethod(ratio)
 
     def verdict(self, ratio: Any, erow: Any, ecol: Any, alpha: int, budget: float, fmt: Any) -> Any:
         """The 32-bit verdict (see the module) on the device: no wait."""

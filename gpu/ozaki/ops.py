@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import Array, Backend, register_ops
+from ..backend import Array, Backend, register_ops, require_memory
 from .plan import MAX_SLICES, OzakiPlan
 from .slicing import encode, magnitudes, round_significant
 
@@ -31,6 +31,10 @@ LOAD_ACC, LOAD_OPEN, STORE_OPEN, FINALIZE = 1, 2, 4, 8
 #: The bound of ``target=`` (:mod:`gpu.ozaki.bound`): what raising the magnitudes adds per term at most, and
 #: the lower bounds below K_ij times WEAK, which a float64 product recomputes.
 RAISED_TERM, WEAK = 2.0**-61, 2.0**-48
+#: A float64 lower bound below this: no slice count reaches the entry (alpha S <= 640).
+UNREACHABLE = 2.0**-900
+#: Way out named when the bound's work would not fit in free memory.
+ADVICE = "pass slices= (a count, with no proven bound), or split the product into blocks of rows"
 #: Entries screened per block on NumPy (float64 temporaries of this many entries).
 BLOCK_ENTRIES = 2**24
 #: The exponent of a line holding NaN or infinity (far below any real one: sums of two stay in 32 bits).
@@ -79,6 +83,22 @@ def screen_block(xp: Any, P: Array, nnz_rows: Array, nnz_cols: Array, factor: fl
     K = xp.minimum(nnz_rows[:, None], nnz_cols[None, :]).astype(np.float64)
     low = p * factor - K * RAISED_TERM
     return K, low, (p > 0) & (low < K * WEAK)
+
+
+def refine(be: Backend, A: Array, B: Array, erow: Array, ecol: Array, P: Array, nnz_rows: Array,
+           nnz_cols: Array, rows: Array, cols: Array, factor: float) -> float:
+    """max K/L over the weak entries of rows x cols (``factor``: :func:`gpu.ozaki.bound.lower_factor` of k), L from
+    a float64 product (inf: one is unreachable)."""
+    xp, k = be.xp, A.shape[1]
+    require_memory(be, 8 * (rows.size + cols.size) * k + 48 * rows.size * cols.size,
+                   f"the float64 bound of {rows.size} x {cols.size} entries for target=", ADVICE)
+    X = xp.ldexp(xp.abs(A[rows]), -erow[rows][:, None])
+    Y = xp.ldexp(xp.abs(B[:, cols]), -ecol[cols][None, :])
+    K, _, weak = screen_block(xp, P[rows][:, cols], nnz_rows[rows], nnz_cols[cols], factor)
+    low = (X @ Y) * (1 - (k + 3) * 2.0**-53) - 2.0**-1020
+    if bool((weak & (low < UNREACHABLE)).any()):
+        return float("inf")
+    return float(xp.where(weak, K / xp.where(weak, low, 1.0), 0.0).max())
 
 
 def two_sum(hi: Array, lo: Array, t: Array) -> Array:
@@ -141,9 +161,8 @@ class HostOps:
         float64 product of their rows' and columns' scaled magnitudes."""
         best, weak_rows, weak_cols = self.screen(P, nnz_rows, nnz_cols, factor)
         if weak_rows.any():
-            from .bound import refine
             rows, cols = np.flatnonzero(weak_rows), np.flatnonzero(weak_cols)
-            best = max(float(best), refine(self.backend, A, B, erow, ecol, P, nnz_rows, nnz_cols, rows, cols))
+            best = max(float(best), refine(self.backend, A, B, erow, ecol, P, nnz_rows, nnz_cols, rows, cols, factor))
         return np.array([best], dtype=np.float64)
 
     def verdict(self, ratio: np.ndarray | None, erow: np.ndarray, ecol: np.ndarray, alpha: int, budget: float,
