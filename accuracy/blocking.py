@@ -159,16 +159,19 @@ def one_block(be: Backend, budget: int, least: int) -> int:
     return budget
 
 
-def spans_in_chunks(xp: Any, X: Array, bad: Array | None, budget: int) -> Array:
-    """:func:`accuracy.slicing.row_spans` of X's rows (NaN and infinity zeroed) in chunks of rows whose
-    temporaries take at most ``budget`` bytes; MemoryPlanError where one row does not fit."""
+def spans_in_chunks(xp: Any, X: Array, bad: Array | None, budget: int, spans: Any = row_spans) -> Array:
+    """``spans`` (:func:`accuracy.slicing.row_spans`, or the CUDA kernel's twin) of X's rows (NaN and infinity
+    zeroed) in chunks of rows whose temporaries take at most ``budget`` bytes; MemoryPlanError where one row does
+    not fit."""
     rows, k = X.shape
     per_row = (SPANS + (8 if bad is not None and bad.size else 0)) * max(k, 1)
     chunk = min(rows, budget // per_row)
     if rows and chunk < 1:
         raise MemoryPlanError(f"reading the exponents of one row of {k} entries takes {gib(per_row)} but "
                               f"{gib(budget)} may be used; free memory")
-    parts = [row_spans(xp, lines(xp, X, part, bad)) for part in _cuts(rows, max(chunk, 1))]
+    parts = [spans(xp, lines(xp, X, part, bad)) for part in _cuts(rows, max(chunk, 1))]
+    if len(parts) == 1:
+        return parts[0]                          # no concatenation (on CuPy: no kernel to compile)
     return xp.concatenate(parts) if parts else xp.zeros(0, dtype=np.int64)
 
 

@@ -18,23 +18,20 @@ zero keeps its sign (-0.0 for a negative one), as IEEE 754 has it.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-try:
-    import gmpy2
-except ImportError:  # mpfr_matmul says so when called; exact_matmul needs no gmpy2
-    gmpy2 = None
-
-from gpu.backend import Array, Backend, MemoryPlanError, get_backend, matrix_pair, require_finite
+from gpu.backend import Array, Backend, MemoryPlanError, get_backend, register_ops
 from gpu.backend.checks import gib
+from gpu.backend.plans import MatmulPlan, PlanCache, operand_signature, resolve_options
 
 from .blocking import SHARE, Shape, lines, nonfinite_in_chunks, one_block, plan_blocks, spans_in_chunks, within
 from .limbs import carry, magnitude, round_to_float64
+from .mpfr import mpfr_matmul, sample_entries
+from .operands import NONFINITE, check_operands
 from .slicing import MAX_BETA, Split, row_spans, slice_counts, split_rows
 from .special import ieee_product
 
@@ -48,36 +45,16 @@ ACCUMULATE_COST = 256
 TILE_BYTES = 2**30
 #: A limb takes at most this many GEMM results (each below 2**53) between carries.
 ADDS_PER_CARRY = 2**9 - 1
-DEFAULT_PREC = 2048
-#: What ``check_finite=False`` does (ValueError messages point here).
-NONFINITE = ("rows of A and columns of B holding NaN or infinity then get the exact IEEE value of their "
-             "entries, NaN or +-infinity (accuracy.special)")
-_EXACT_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "uint8", "uint16", "uint32")
-
-
-# --------------------------------------------------------------------------- operands
-
-def check_operands(be: Backend, A: Any, B: Any, check_finite: bool = True) -> tuple[Array, Array]:
-    """A and B as float64 arrays of ``be`` with matching inner dimension (any 2-D array-likes; see
-    :mod:`gpu.backend.checks`), finite where ``check_finite``.
-
-    Accepts dtypes whose values float64 holds exactly. Never modifies the inputs.
-    """
-    A, B, _, _ = matrix_pair(be, A, B)
-    out = []
-    for name, arr in (("A", A), ("B", B)):
-        if arr.dtype.name not in _EXACT_DTYPES:
-            raise TypeError(f"{name} has dtype {arr.dtype}, which float64 may not hold exactly; "
-                            f"pass one of {', '.join(_EXACT_DTYPES)} (convert with .astype(np.float64))")
-        out.append(arr.astype(np.float64, copy=False))
-    require_finite(be, check_finite, {"A": out[0], "B": out[1]}, NONFINITE)
-    return out[0], out[1]
+#: Plans :func:`exact_matmul` keeps.
+PLANS = PlanCache(16)
+#: The backend operations of the exact product (:meth:`gpu.backend.Backend.ops`).
+FAMILY = "exact"
 
 
 # --------------------------------------------------------------------------- fast exact product
 
 @dataclass(frozen=True)
-class ExactPlan:
+class SplitPlan:
     """How :func:`exact_matmul` splits a product: digit width, inner block and slice counts.
 
     With digits |d| <= 2**(beta - 1), a GEMM over ``block`` inner terms sums
@@ -104,7 +81,7 @@ def max_block(beta: int) -> int:
     return 2 ** (55 - 2 * beta)
 
 
-def plan_exact(xp: Any, A: Array, B: Array) -> ExactPlan:
+def plan_exact(xp: Any, A: Array, B: Array) -> SplitPlan:
     """The digit width that minimises the estimated work for these operands.
 
     Work counts slice-row times slice-column pairs (each row of A and column of
@@ -114,7 +91,7 @@ def plan_exact(xp: Any, A: Array, B: Array) -> ExactPlan:
     return choose_plan(row_spans(xp, A), row_spans(xp, B.T), A.shape[1])
 
 
-def choose_plan(spans_a: Array, spans_b: Array, k: int) -> ExactPlan:
+def choose_plan(spans_a: Array, spans_b: Array, k: int) -> SplitPlan:
     """:func:`plan_exact` from the exponent spans of A's rows and B's columns (:func:`row_spans`)."""
     best = None
     for beta in range(1, MAX_BETA + 1):
@@ -123,7 +100,7 @@ def choose_plan(spans_a: Array, spans_b: Array, k: int) -> ExactPlan:
         pairs = int(counts_a.sum()) * int(counts_b.sum())
         work = pairs * (k + ACCUMULATE_COST * -(-k // block))
         if best is None or work < best.work:
-            best = ExactPlan(beta, block, _largest(counts_a), _largest(counts_b), work)
+            best = SplitPlan(beta, block, _largest(counts_a), _largest(counts_b), work)
     return best
 
 
@@ -140,6 +117,58 @@ def limb_count(slices_a: int, slices_b: int, beta: int, k: int) -> int:
     / beta) + 2 limbs above it hold that with room to spare, and one more the sign.
     """
     return slices_a + slices_b - 1 + 3 + -(-k.bit_length() // beta)
+
+
+@dataclass(frozen=True)
+class ExactOptions:
+    """The options of :func:`exact_matmul` (see there)."""
+
+    check_finite: bool = True
+
+
+class ExactPlan(MatmulPlan):
+    """:func:`exact_matmul` for one operand signature: the operands' checks, and on CuPy its kernels compiled
+    (:mod:`accuracy.exact_cuda`: one module). An audit tool, it waits for the device by nature: each execute
+    reads the exponent ranges of A's rows and B's columns, plans the digit width and the blocks from them
+    (:func:`choose_plan`, :mod:`accuracy.blocking`; kept while the ranges and the free memory stay the same),
+    and checks the inputs' finiteness where asked."""
+
+    def __init__(self, A: Any, B: Any, *, options: Any = None, backend: str | Backend = "auto",
+                 stream: Any = None) -> None:
+        be = get_backend(backend)
+        self.options = resolve_options(ExactOptions, options)
+        A, B = check_operands(be, A, B, check_finite=False)
+        self.backend, self.stream, self.shape = be, stream, (A.shape[0], A.shape[1], B.shape[1])
+        self.signature = operand_signature(be, A, B, None, stream)
+        self._decided: tuple[Any, SplitPlan, Any] | None = None
+        be.ops(FAMILY).prepare()
+
+    def _execute(self, A: Array, B: Array, out: Array | None) -> Array:
+        be, (m, _, n) = self.backend, self.shape
+        A, B = check_operands(be, A, B, self.options.check_finite)
+        free = be.memory_info()[0]
+        budget = one_block(be, int(SHARE * free), 8 * m * n)
+        if 8 * m * n > budget:
+            raise MemoryPlanError(f"the {m} x {n} reference product needs {gib(8 * m * n)} but {gib(free)} are free "
+                                  f"on the {be.name} device (at most {gib(budget)} of them in one block and to be "
+                                  "used); compute it in blocks of rows")
+        while True:
+            try:
+                return _planned(be, A, B, self.options.check_finite, budget, self)
+            except MemoryError:                        # CuPy's OutOfMemoryError too
+                if budget // 2 < 8 * m * n:
+                    raise
+            be.release_memory()
+            budget //= 2
+
+    def decide(self, spans_a: np.ndarray, spans_b: np.ndarray, k: int, shape_of: Any, budget: int
+               ) -> tuple[SplitPlan, Any]:
+        """(split plan, blocks) for these exponent spans (host arrays), kept while they and the budget repeat."""
+        key = (spans_a.tobytes(), spans_b.tobytes(), budget)
+        if self._decided is None or self._decided[0] != key:
+            plan = choose_plan(spans_a, spans_b, k)
+            self._decided = (key, plan, plan_blocks(shape_of(plan), budget))
+        return self._decided[1], self._decided[2]
 
 
 def exact_matmul(A: Any, B: Any, *, backend: str | Backend = "auto", check_finite: bool = True) -> Array:
@@ -163,27 +192,21 @@ def exact_matmul(A: Any, B: Any, *, backend: str | Backend = "auto", check_finit
     TypeError for dtypes float64 may not hold exactly, ValueError for bad
     shapes or non-finite inputs, and :class:`gpu.backend.MemoryPlanError` when
     even one row of A and one column of B cannot fit beside the output.
+
+    A call is a kept :class:`ExactPlan` (one per operand signature, :data:`PLANS`) and its execution. It is an
+    audit tool and waits for the device: it plans from the exponent ranges it reads.
     """
     be = get_backend(backend)
-    A, B = check_operands(be, A, B, check_finite)
-    m, n = A.shape[0], B.shape[1]
-    free = be.memory_info()[0]
-    budget = one_block(be, int(SHARE * free), 8 * m * n)
-    if 8 * m * n > budget:
-        raise MemoryPlanError(f"the {m} x {n} reference product needs {gib(8 * m * n)} but {gib(free)} are free on "
-                              f"the {be.name} device (at most {gib(budget)} of them in one block and to be used); "
-                              "compute it in blocks of rows")
-    while True:
-        try:
-            return _planned(be, A, B, check_finite, budget)
-        except MemoryError:                        # CuPy's OutOfMemoryError too
-            if budget // 2 < 8 * m * n:
-                raise
-        be.release_memory()
-        budget //= 2
+    options = ExactOptions(check_finite)
+    key = operand_signature(be, A, B)
+    if key is None:
+        A, B = check_operands(be, A, B, check_finite=False)
+        key = operand_signature(be, A, B)
+    plan = PLANS.get(None if key is None else (key, options), lambda: ExactPlan(A, B, options=options, backend=be))
+    return plan._execute(A, B, None)
 
 
-def _planned(be: Backend, A: Array, B: Array, check_finite: bool, budget: int) -> Array:
+def _planned(be: Backend, A: Array, B: Array, check_finite: bool, budget: int, plan: ExactPlan) -> Array:
     """The reference within ``budget`` bytes. Where the blocks' model undercounts the device's own temporaries
     (CuPy's, under a tight pool limit: a block then runs out of memory), :func:`exact_matmul` plans again at
     half the budget, after handing the pool's cached blocks back (a wait, on that rare path only): blocks are
@@ -191,26 +214,32 @@ def _planned(be: Backend, A: Array, B: Array, check_finite: bool, budget: int) -
     bad_rows = bad_cols = None
     if not check_finite:
         bad_rows, bad_cols = nonfinite_in_chunks(be.xp, A, budget), nonfinite_in_chunks(be.xp, B.T, budget)
-    return _exact(be, A, B, bad_rows, bad_cols, budget)
+    return _exact(be, A, B, bad_rows, bad_cols, budget, plan)
 
 
-def _exact(be: Backend, A: Array, B: Array, bad_rows: Array | None, bad_cols: Array | None, budget: int) -> Array:
+def _exact(be: Backend, A: Array, B: Array, bad_rows: Array | None, bad_cols: Array | None, budget: int,
+           decider: ExactPlan) -> Array:
     """The correctly rounded product, in the blocks of :mod:`accuracy.blocking` (NaN and infinity in the
-    given rows of A and columns of B: zeroed for the product, their entries then take IEEE values)."""
-    xp = be.xp
+    given rows of A and columns of B: zeroed for the product, their entries then take IEEE values). On CuPy
+    the spans, the splits and the tiles are :mod:`accuracy.exact_cuda`'s kernels."""
+    xp, family = be.xp, be.ops(FAMILY)
     m, k, n = A.shape[0], A.shape[1], B.shape[1]
     if not (m and n and k):
         return xp.zeros((m, n), dtype=np.float64)
-    plan = choose_plan(spans_in_chunks(xp, A, bad_rows, budget), spans_in_chunks(xp, B.T, bad_cols, budget), k)
-    limbs = limb_count(plan.slices_a, plan.slices_b, plan.beta, k)
+    sa, sb = (be.to_numpy(spans_in_chunks(xp, X, bad, budget, family.spans))
+              for X, bad in ((A, bad_rows), (B.T, bad_cols)))
     nonfinite = any(x is not None and x.size for x in (bad_rows, bad_cols))
-    shape = Shape(m, k, n, plan.slices_a, plan.slices_b, limbs, max(1, TILE_BYTES // (8 * limbs)), nonfinite)
-    blocks = plan_blocks(shape, budget)
+
+    def shape_of(p: SplitPlan) -> Shape:
+        limbs = limb_count(p.slices_a, p.slices_b, p.beta, k)
+        return Shape(m, k, n, p.slices_a, p.slices_b, limbs, max(1, TILE_BYTES // (8 * limbs)), nonfinite)
+
+    plan, blocks = decider.decide(sa, sb, k, shape_of, budget)
     C = xp.zeros((m, n), dtype=np.float64)
     for I in blocks.row_blocks(m):
-        rows = split_rows(xp, lines(xp, A, I, bad_rows), plan.beta)
+        rows = family.split(xp, lines(xp, A, I, bad_rows), plan.beta)
         for J in blocks.col_blocks(n):
-            cols = split_rows(xp, lines(xp, B.T, J, bad_cols), plan.beta)
+            cols = family.split(xp, lines(xp, B.T, J, bad_cols), plan.beta)
             if rows.count and cols.count:
                 _block(be, C, rows, cols, (I, J), plan, k, blocks.tile)
             del cols
@@ -219,14 +248,14 @@ def _exact(be: Backend, A: Array, B: Array, bad_rows: Array | None, bad_cols: Ar
     return C
 
 
-def _block(be: Backend, C: Array, rows: Split, cols: Split, block: tuple[slice, slice], plan: ExactPlan, k: int,
+def _block(be: Backend, C: Array, rows: Split, cols: Split, block: tuple[slice, slice], plan: SplitPlan, k: int,
            tile: int) -> None:
     """C[I, J] from the slices of A's rows I and B's columns J, in tiles of at most ``tile`` entries."""
     I, J = block
     limbs = limb_count(rows.count, cols.count, plan.beta, k)
     for ti, tj in tiles(I.stop - I.start, J.stop - J.start, limbs, tile):
-        C[I.start + ti.start:I.start + ti.stop, J.start + tj.start:J.start + tj.stop] = _tile(
-            be, rows, cols, ti, tj, plan.block, limbs)
+        part = C[I.start + ti.start:I.start + ti.stop, J.start + tj.start:J.start + tj.stop]
+        be.ops(FAMILY).tile(be, rows, cols, ti, tj, plan.block, limbs, part, ADDS_PER_CARRY)
 
 
 def _ieee(xp: Any, C: Array, A: Array, B: Array, I: slice, J: slice, bad_rows: Array | None,
@@ -305,78 +334,27 @@ def _tile(be: Backend, rows: Split, cols: Split, I: slice, J: slice, block: int,
     return xp.where(negative, -value, value)
 
 
-# --------------------------------------------------------------------------- gmpy2 reference
+class HostExact:
+    """The exact product's element-wise work on NumPy (:mod:`accuracy.exact_cuda` is CuPy's twin)."""
 
-def _entries(entries: Any, m: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Row and column indices of the requested entries (all, row-major, when None)."""
-    if entries is None:
-        return np.repeat(np.arange(m), n), np.tile(np.arange(n), m)
-    try:
-        rows, cols = (np.asarray(v, dtype=np.int64).reshape(-1) for v in entries)
-    except (TypeError, ValueError):
-        raise ValueError("entries must be a pair (rows, cols) of integer sequences of equal length, "
-                         "as numpy.nonzero returns") from None
-    if rows.shape != cols.shape:
-        raise ValueError(f"entries: {rows.size} rows but {cols.size} columns; give one column per row")
-    if rows.size and (rows.min() < 0 or rows.max() >= m or cols.min() < 0 or cols.max() >= n):
-        raise ValueError(f"entries must index a {m} x {n} product (0 <= row < {m}, 0 <= col < {n})")
-    return rows, cols
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
 
+    def prepare(self) -> None:
+        """Nothing to compile on NumPy."""
 
-def mpfr_matmul(A: Any, B: Any, *, prec: int = DEFAULT_PREC, entries: Any = None, mpfr_values: bool = False,
-                check_finite: bool = True) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
-    """``A @ B`` with gmpy2: every product exact, every sum correctly rounded.
+    spans = staticmethod(row_spans)
+    split = staticmethod(split_rows)
 
-    The products of two float64 values are exact at 106 bits. Their sum is
-    rounded once, by MPFR's correctly rounded ``fsum``: to binary64 (53 bits,
-    IEEE exponent range with subnormals) for the float64 result, and to ``prec``
-    bits for the MPFR values. The float64 result does not depend on ``prec``,
-    so it is never a rounding of a rounding.
-
-    ``entries``: None for the whole m x n product, or a pair ``(rows, cols)``
-    of index sequences (as ``numpy.nonzero`` returns), for which 1-D results
-    are returned in that order. With ``mpfr_values=True`` the result is a pair
-    (float64 array, object array of ``gmpy2.mpfr`` at ``prec`` bits). Inputs
-    go to the host; the loops run in Python, at about 0.2 microseconds per
-    multiply-add (3 s for a 256 x 256 x 256 product on one CPU core).
-    ``check_finite=False`` lets NaN and infinity through to MPFR, whose
-    arithmetic is IEEE's: an independent check of :mod:`accuracy.special`.
-    """
-    if gmpy2 is None:
-        raise RuntimeError("mpfr_matmul needs gmpy2: pip install gmpy2 (exact_matmul needs nothing more)")
-    if not isinstance(prec, (int, np.integer)) or not 53 <= prec <= gmpy2.get_max_precision():
-        raise ValueError(f"prec must be an integer number of bits from 53 to {gmpy2.get_max_precision()}, "
-                         f"got {prec!r}")
-    A, B = check_operands(get_backend("numpy"), A, B, check_finite)
-    (m, k), n = A.shape, B.shape[1]
-    rows, cols = _entries(entries, m, n)
-    exact, ieee, wide = (gmpy2.context(precision=2 * 53), gmpy2.ieee(64),
-                         gmpy2.context(precision=int(prec)))
-    with gmpy2.context(exact):
-        a_rows = {i: [gmpy2.mpfr(x) for x in A[i].tolist()] for i in np.unique(rows).tolist()}
-        b_cols = {j: [gmpy2.mpfr(x) for x in B[:, j].tolist()] for j in np.unique(cols).tolist()}
-    result = np.zeros(rows.size)
-    values = np.empty(rows.size, dtype=object) if mpfr_values else None
-    for e, (i, j) in enumerate(zip(rows.tolist(), cols.tolist())):
-        with gmpy2.context(exact):
-            products = list(map(operator.mul, a_rows[i], b_cols[j]))
-        with gmpy2.context(ieee):
-            result[e] = float(gmpy2.fsum(products))
-        if result[e] == 0 and not any(products):
-            result[e] = 0.0       # an exact zero is +0 (MPFR gives -0 when every product is -0)
-        if values is not None:
-            with gmpy2.context(wide):
-                values[e] = gmpy2.fsum(products) if k else gmpy2.mpfr(0)
-    if entries is None:
-        result = result.reshape(m, n)
-        values = values.reshape(m, n) if values is not None else None
-    return (result, values) if values is not None else result
+    def tile(self, be: Backend, rows: Split, cols: Split, I: slice, J: slice, block: int, limbs: int, C: Array,
+             adds_per_carry: int) -> None:
+        """One output tile into ``C`` (:func:`_tile`; it reads :data:`ADDS_PER_CARRY` itself)."""
+        C[...] = _tile(be, rows, cols, I, J, block, limbs)
 
 
-def sample_entries(m: int, n: int, count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """``count`` distinct entries of an m x n matrix, drawn reproducibly (for spot checks)."""
-    picks = np.random.default_rng(seed).choice(m * n, size=min(count, m * n), replace=False)
-    return np.unravel_index(np.sort(picks), (m, n))
+register_ops(FAMILY, "numpy", HostExact)
+register_ops(FAMILY, "cupy", "accuracy.exact_cuda:CudaExact")
 
 
-__all__: Sequence[str] = ("check_operands", "exact_matmul", "mpfr_matmul", "plan_exact", "sample_entries")
+__all__: Sequence[str] = ("NONFINITE", "ExactOptions", "ExactPlan", "SplitPlan", "check_operands", "exact_matmul",
+                          "mpfr_matmul", "plan_exact", "sample_entries")

@@ -47,10 +47,12 @@ NORMAL_EXPONENT_LIMIT = 1022
 
 @dataclass
 class Slice:
-    """One level of digits: ``digits[r]`` belongs to row ``rows[r]`` (``rows`` None: every row)."""
+    """One level of digits: ``digits[r]`` belongs to row ``rows[r]`` (``rows`` None: every row); ``host``: the
+    rows as a NumPy array too, where ``rows`` lives on a device."""
 
     rows: Array | None
     digits: Array
+    host: Any = None
 
 
 @dataclass

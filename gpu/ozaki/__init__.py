@@ -76,7 +76,8 @@ Layout
 (alpha, k_block, chunks, buffers, workspace, the slice count for a target),
 :mod:`~gpu.ozaki.slicing` (the digits), :mod:`~gpu.ozaki.ops` and
 :mod:`~gpu.ozaki.kernels` (the element-wise work on NumPy and CuPy),
-:mod:`~gpu.ozaki.api` (:func:`matmul`, :func:`configure`).
+:mod:`~gpu.ozaki.execution` (:class:`Plan`, :class:`Options`), :mod:`~gpu.ozaki.api`
+(:func:`matmul`, :func:`configure`).
 
 On NumPy the same algorithm runs with NumPy and the CPU BLAS: FP32 slices
 through SGEMM, the other formats emulated by a float64 GEMM of their integer
@@ -135,11 +136,23 @@ scale-ratio estimate, which missed its target on such entries) at phi = 0.1,
 missed 'dgemm' by up to 10**4; BF16 slices take one more at phi = 2 and three
 at 4. The bound assumes the worst case for every dropped digit; on random
 data the error is far below it. Choosing S from the data needs the device's
-answer: the call waits for it once (twice when the float64 product runs).
+answer, since the host launches the S(S+1)/2 products: the bound, the slice
+count and a NaN flag are made on the device into one 32-bit word, and the call
+reads those 4 bytes back, its one wait; with ``slices=`` a call never waits.
+
+Plans
+-----
+:class:`Plan` (options: :class:`Options`) is built once per operand signature
+and executed per call (after nvmath-python's ``Matmul``:
+:mod:`gpu.ozaki.execution`); :func:`matmul` keeps one per signature and options.
+NaN and infinity are handled on the device by default: their rows and columns
+are sliced as zeros and their entries of C are the IEEE dot products, so C
+has NaN and infinity where ``A @ B`` has them.
 """
 
-from .api import configure, matmul
+from .api import PLANS, configure, matmul
 from .bound import slice_ratio
+from .execution import Options, Plan
 from .formats import FORMATS, SliceFormat, get_format, parse_variant
 from .plan import (
     HEADROOM,
@@ -158,7 +171,7 @@ from .plan import (
 )
 from .slicing import encode, magnitudes, round_significant, split_values
 
-__all__ = ["FORMATS", "HEADROOM", "MAX_HELD", "MAX_SLICES", "SUM_ERROR", "TARGETS", "Chunk", "OzakiPlan",
-           "SliceFormat", "WorkspaceError", "auto_slices", "choose_alpha", "configure", "encode", "get_format",
-           "magnitudes", "matmul", "parse_variant", "plan", "predicted_error", "round_significant", "slice_ratio",
-           "split_values", "target_value"]
+__all__ = ["FORMATS", "HEADROOM", "MAX_HELD", "MAX_SLICES", "PLANS", "SUM_ERROR", "TARGETS", "Chunk", "Options",
+           "OzakiPlan", "Plan", "SliceFormat", "WorkspaceError", "auto_slices", "choose_alpha", "configure", "encode",
+           "get_format", "magnitudes", "matmul", "parse_variant", "plan", "predicted_error", "round_significant",
+           "slice_ratio", "split_values", "target_value"]

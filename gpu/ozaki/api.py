@@ -1,52 +1,33 @@
 """``matmul`` and ``configure``: the Ozaki scheme on NumPy or CuPy (see :mod:`gpu.ozaki` for the method).
 
-The steps are written once: line exponents, for ``target`` the data's bound
-(:mod:`gpu.ozaki.bound`), the plan, the slicing of A and of B^T, the GEMM
-calls of every chunk batch by batch through :meth:`gpu.backend.Backend.gemm_ex`,
-and the fold of each batch into C. The backend's ``"ozaki"`` operations
-(:mod:`gpu.ozaki.ops`) do the element-wise work.
+:func:`matmul` is a plan (:class:`gpu.ozaki.execution.Plan`) kept per operand signature and options in a
+bounded cache, then executed: the steps are written once there (line exponents, for ``target`` the data's
+bound, the slicing of A and of B^T, the GEMM calls of every chunk batch by batch through
+:meth:`gpu.backend.Backend.gemm_ex`, and the fold of each batch into C), and the backend's ``"ozaki"``
+operations (:mod:`gpu.ozaki.ops`) do the element-wise work. The line helpers here (:class:`Lines`,
+:func:`line_pair`, :func:`located`, :func:`_with_nonfinite`) also serve scheme II.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..backend import Array, Backend, check_output, get_backend, matrix_pair, require_memory
+from ..backend import Array, Backend, get_backend
 from ..backend.checks import zeroed_copies
+from ..backend.plans import PlanCache, operand_signature
 from .bound import slice_ratio
+from .common import NONFINITE, _operands, _phase, _tiles
+from .execution import Options, Plan, request
 from .formats import get_format
-from .ops import FINALIZE, LOAD_ACC, LOAD_OPEN, STORE_OPEN, ops
-from .plan import (
-    MAX_SLICES,
-    SUM_ERROR,
-    OzakiPlan,
-    _positive_int,
-    auto_slices,
-    choose_alpha,
-    plan,
-    predicted_error,
-    target_value,
-)
+from .ops import ops
+from .plan import SUM_ERROR, OzakiPlan, auto_slices, choose_alpha, plan, predicted_error
 from .slicing import slice_layout
 
-#: What ``check_finite=False`` does (ValueError messages point here).
-NONFINITE = ("rows of A and columns of B holding NaN or infinity are then computed by the library GEMM "
-             "(IEEE arithmetic, as A @ B), the rest by the Ozaki scheme")
-
-
-def _operands(be: Backend, A: Any, B: Any) -> tuple[Array, Array]:
-    A, B, _, _ = matrix_pair(be, A, B)
-    for name, x in (("A", A), ("B", B)):
-        if x.dtype != np.float64:
-            raise TypeError(f"{name} has dtype {x.dtype}; the Ozaki scheme takes float64 inputs "
-                            "(convert with .astype(np.float64))")
-    return A, B
-
+#: The plans :func:`matmul` keeps (least recently used dropped first).
+PLANS = PlanCache()
 
 @dataclass
 class Lines:
@@ -102,35 +83,15 @@ def _refuse_nonfinite(rows: Lines, cols: Lines) -> None:
 
 def configure(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp32", target: Any = None,
               k_block: int | None = None, remainder: bool = False, backend: str | Backend = "auto") -> OzakiPlan:
-    """The plan ``matmul`` would run on these operands (``target``: slices chosen from the data, and
+    """The configuration ``matmul`` would run on these operands (``target``: slices chosen from the data, and
     the proven bound in :attr:`OzakiPlan.bound`), with the workspace sized to the device's free memory;
-    raises as ``matmul`` would (NaN and infinity included)."""
+    raises where ``matmul`` would, and for NaN and infinity (an inspection: it waits for the device)."""
     be = get_backend(backend)
     A, B = _operands(be, A, B)
     rows, cols = line_pair(be, A, B)
     _refuse_nonfinite(rows, cols)
-    return _configure(be, A, B, rows, cols, slices, slice_format, target, k_block, remainder, out_given=False)
-
-
-def _request(slices: Any, target: Any, remainder: bool = False) -> tuple[int | None, Any]:
-    """(slices, target) after checks: exactly one of them, ``target="dgemm"`` when neither is given."""
-    if slices is not None and target is not None:
-        raise ValueError("give either slices (a count) or target (an error bound), not both")
-    if slices is None and remainder:
-        raise ValueError("target picks slices for exact digits only; with remainder=True give slices")
-    if slices is None:
-        target = "dgemm" if target is None else target
-        target_value(target)
-        return None, target
-    return _positive_int(slices, "slices", 1, MAX_SLICES), None
-
-
-def _configure(be: Backend, A: Array, B: Array, rows: Lines, cols: Lines, slices: Any, slice_format: str,
-               target: Any, k_block: int | None, remainder: bool, out_given: bool) -> OzakiPlan:
-    """The plan of a product whose lines (finite) are known, sized to the free memory; with ``target``,
-    the fewest slices whose proven bound meets it (:mod:`gpu.ozaki.bound`)."""
     fmt = get_format(slice_format)
-    slices, target = _request(slices, target, remainder)
+    slices, target = request(slices, target, remainder)
     (m, k), n = A.shape, B.shape[1]
     bound = None
     if slices is None:
@@ -138,8 +99,8 @@ def _configure(be: Backend, A: Array, B: Array, rows: Lines, cols: Lines, slices
         ratio = slice_ratio(be, A, B, rows.exps, cols.exps, fmt)
         slices = auto_slices(alpha, ratio, target)
         bound = predicted_error(alpha, slices, ratio) + SUM_ERROR
-    free = be.memory_info()[0] + (8 * m * n if out_given else 0)
-    return plan(m, k, n, slices, fmt, k_block=k_block, memory=free, remainder=remainder, bound=bound)
+    return plan(m, k, n, slices, fmt, k_block=k_block, memory=be.memory_info()[0], remainder=remainder,
+                bound=bound)
 
 
 # --------------------------------------------------------------------------- execution
@@ -158,10 +119,13 @@ def matmul(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp
 
     (and within 2**-1074 where C is subnormal), proven on these inputs: the
     fewest slices that prove it are chosen from the data (one more low-precision
-    GEMM, of magnitudes, and a wait for the device; see :mod:`gpu.ozaki.bound`),
-    and a ValueError, before any product, says so when no 64 slices can (rows
-    or columns whose entries span too many binades). Neither means
-    ``target="dgemm"``. ``slice_format``: ``fp32`` (SGEMM, the paper's method),
+    GEMM, of magnitudes, on the device; see :mod:`gpu.ozaki.bound`), and a
+    ValueError, before any product, says so when no 64 slices can (rows or
+    columns whose entries span too many binades). Neither means
+    ``target="dgemm"``. The host launches the slice products, so it must learn
+    the count: a ``target`` call reads back ONE 32-bit word from the device (a
+    4-byte read, the call's only wait for the device); a call with ``slices``
+    never waits. ``slice_format``: ``fp32`` (SGEMM, the paper's method),
     ``tf32``, ``fp16``, ``bf16`` (tensor cores, FP32 accumulation) or ``int8``
     (INT32 accumulation). ``k_block``: most inner terms per GEMM call (default:
     as many as the format's accumulator sums exactly). ``remainder``: the
@@ -171,63 +135,45 @@ def matmul(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp
     but those products are rounded, not exact, and CPU and GPU results then
     differ in the last bits. ``overwrite_a`` / ``overwrite_b``: on NumPy the
     input may hold the scaled remainders while slicing (saving a float64 copy;
-    ignored when A and B share memory); the GPU kernel needs no scratch and
-    ignores them. ``out``: a writeable C-ordered float64 array of the backend
-    for the result, sharing no memory with A or B. ``phases``: a dict that
-    receives seconds per phase (``split``, ``gemm``, ``sum``; each phase
-    synchronized, for breakdowns).
+    ignored when A and B share memory or hold NaN or infinity); the GPU kernel
+    needs no scratch and ignores them. ``out``: a writeable C-ordered float64
+    array of the backend for the result, sharing no memory with A or B.
+    ``phases``: a dict that receives seconds per phase (``split``, ``gemm``,
+    ``sum``; each phase synchronized, for breakdowns).
 
-    ``check_finite=True``: refuse NaN and infinity. Finding them costs
-    nothing extra: the row maxima the scaling needs find them. By default (False)
-    the rows of A and columns of B that hold them are computed by the library
-    GEMM, so those entries are what ``A @ B`` gives (IEEE arithmetic), and
-    the rest by the Ozaki scheme on copies of A and B with those lines zeroed.
+    NaN and infinity: by default (``check_finite=False``) the rows of A and
+    columns of B that hold them are found on the device, sliced as zeros, and
+    their entries of C computed as IEEE dot products by the last fold, so C
+    has NaN and infinity where ``A @ B`` has them, and the rest is the Ozaki
+    scheme's, with no wait. ``check_finite=True`` refuses them instead (a
+    ValueError before any product; it reads the verdict word, with ``slices``
+    too).
 
-    Inputs may be any 2-D array-likes of float64 values (``np.matrix``
-    included; masked arrays are refused). Raises TypeError for inputs or ``out``
-    of the wrong kind, ValueError for non-finite entries, bad shapes, ``out`` or
-    parameters, and :class:`WorkspaceError` or :class:`gpu.backend.MemoryPlanError`
-    (both ValueErrors) when the output or the workspace would not fit in free
-    memory: all before any product.
+    A call is a kept :class:`gpu.ozaki.Plan` (one per operand signature and
+    options, :data:`PLANS`) and its execution: build the plan yourself to hold
+    its workspace across calls. Inputs may be any 2-D array-likes of float64
+    values (``np.matrix`` included; masked arrays are refused). Raises
+    TypeError for inputs or ``out`` of the wrong kind, ValueError for bad shapes,
+    ``out`` or parameters, and :class:`WorkspaceError` or
+    :class:`gpu.backend.MemoryPlanError` (both ValueErrors) when the output or
+    the workspace would not fit in free memory: all before any product.
     """
     be = get_backend(backend)
-    A, B = _operands(be, A, B)
-    (m, k), n = A.shape, B.shape[1]
-    C = check_output(be, out, (m, n), np.float64, {"A": A, "B": B}, rows_contiguous=True)
-    get_format(slice_format)
-    _request(slices, target, remainder)
-    if C is None:
-        require_memory(be, 8 * m * n, f"the output of a {m} x {k} x {n} product",
-                       "pass out= (an array you allocated), or split the product into blocks of rows")
-    if m == 0 or n == 0:
-        return be.xp.empty((m, n)) if C is None else C
-    with _phase(be, phases, "split"):
-        rows, cols = line_pair(be, A, B)
-        if rows.bad or cols.bad:
-            if check_finite:
-                _refuse_nonfinite(rows, cols)
-            C = be.xp.empty((m, n)) if C is None else C
-            options = dict(slices=slices, slice_format=slice_format, target=target, k_block=k_block,
-                           remainder=remainder, backend=be, phases=phases)
-            return _with_nonfinite(be, A, B, C, rows.nonfinite, cols.nonfinite, options)
-        p = _configure(be, A, B, rows, cols, slices, slice_format, target, k_block, remainder, C is not None)
-        C = be.xp.empty((m, n)) if C is None else C
-        if k == 0:
-            C[...] = 0.0
-            return C
-        if (overwrite_a or overwrite_b) and be.xp.may_share_memory(A, B):
-            overwrite_a = overwrite_b = False            # slicing A in place would change B (matmul(A, A.T))
-        a_cat = _split(be, A, rows.exps, p, p.m, reverse=False, overwrite=overwrite_a)
-        b_cat = _split(be, B.T, cols.exps, p, p.n_pad, reverse=True, overwrite=overwrite_b)
-    _products_and_sum(be, p, a_cat, b_cat, rows.exps, cols.exps, C, phases)
-    return C
+    opts = Options(slices, slice_format, target, k_block, remainder, overwrite_a, overwrite_b, check_finite)
+    key = operand_signature(be, A, B, out)
+    if key is None:
+        A, B = _operands(be, A, B)
+        key = operand_signature(be, A, B, out)
+    plan = PLANS.get(None if key is None else (key, opts),
+                     lambda: Plan(A, B, out=out, options=opts, backend=be, hold=False))
+    return plan.run(A, B, out, phases)
 
 
 def _with_nonfinite(be: Backend, A: Array, B: Array, C: Array, bad_rows: Array, bad_cols: Array,
                     options: dict[str, Any], method: Any = None) -> Array:
-    """``check_finite=False`` with NaN or infinity: ``method`` (the Ozaki scheme by default, or scheme II)
-    on copies of A and B whose non-finite rows and columns are zeroed, then those rows and columns of C by
-    the library GEMM."""
+    """``check_finite=False`` with NaN or infinity, for a method that finds them on the host (scheme II):
+    ``method`` (the Ozaki scheme by default) on copies of A and B whose non-finite rows and columns are
+    zeroed, then those rows and columns of C by the library GEMM."""
     A2, B2 = zeroed_copies(be, A, B, bad_rows, bad_cols)
     (method or matmul)(A2, B2, out=C, overwrite_a=True, overwrite_b=True, check_finite=True, **options)
     xp = be.xp
@@ -238,50 +184,15 @@ def _with_nonfinite(be: Backend, A: Array, B: Array, C: Array, bad_rows: Array, 
     return C
 
 
-@contextmanager
-def _phase(be: Backend, phases: dict[str, float] | None, name: str) -> Iterator[None]:
-    if phases is None:
-        yield
-        return
-    with be.timer() as t:
-        yield
-    phases[name] = phases.get(name, 0.0) + t.seconds
-
-
 def _split(be: Backend, X: Array, exps: Array, p: OzakiPlan, rows_pad: int, reverse: bool,
            overwrite: bool) -> Array:
     """X's rows as concatenated slices in the format's storage, rows_pad x positions*ldk:
     [X_1 | ... | X_S] for A, B's digits reversed for B (see :func:`gpu.ozaki.plan.plan`), and with
     ``remainder`` the rounded tails: A's after S - 1 digits, each of B's T_j at 2S - 1 - j."""
-    return ops(be).split(X, exps, p, rows_pad, slice_layout(p, reverse), overwrite)
+    layout = slice_layout(p, reverse)
+    out = be.xp.empty((rows_pad, layout["positions"] * p.ldk), dtype=p.format.storage)
+    return ops(be).split(X, exps, p, rows_pad, layout, overwrite, out)
 
 
-def _tiles(m: int, n: int, tile: int | tuple[int, int] | None) -> list[tuple[slice, slice]]:
-    """Row and column ranges of the output tiles: ``tile`` square, or (rows, columns), or one tile (None)."""
-    step_m, step_n = (tile, tile) if isinstance(tile, int) else tile or (m, n)
-    return [(slice(i, min(i + step_m, m)), slice(j, min(j + step_n, n)))
-            for i in range(0, m, step_m) for j in range(0, n, step_n)]
-
-
-def _products_and_sum(be: Backend, p: OzakiPlan, a_cat: Array, b_cat: Array, erow: Array, ecol: Array,
-                      C: Array, phases: dict[str, float] | None) -> None:
-    """The GEMM calls of every chunk, batch by batch, each batch folded into C."""
-    xp, fmt = be.xp, p.format
-    buffers = xp.empty((p.held, p.m, p.n_pad), dtype=fmt.accumulator)
-    open_ = xp.zeros((p.m, p.n), dtype=np.float64) if p.needs_open else None
-    batches = p.batches
-    comp = xp.empty((p.m, p.n), dtype=np.float64) if len(batches) > 1 else None
-    for number, batch in enumerate(batches):
-        with _phase(be, phases, "gemm"):
-            for slot, index in enumerate(batch):
-                c = p.chunks[index]
-                a, b = a_cat[:, c.a_start:c.a_start + c.length], b_cat[:, c.b_start:c.b_start + c.length]
-                for rows, cols in _tiles(p.m, p.n_pad, fmt.tile):
-                    be.gemm_ex(a[rows], b[cols].T, buffers[slot, rows, cols], recipe=fmt.recipe)
-        chunks = [p.chunks[i] for i in batch]
-        flags = ((LOAD_ACC if number else 0) | (LOAD_OPEN if number and not p.chunks[batch[0] - 1].closes else 0)
-                 | (STORE_OPEN if not chunks[-1].closes else 0) | (FINALIZE if number == len(batches) - 1 else 0))
-        with _phase(be, phases, "sum"):
-            ops(be).fold([buffers[slot, :, :] for slot in range(len(batch))],
-                 [2.0 ** (-p.alpha * c.diagonal) for c in chunks], [c.closes for c in chunks],
-                 C, comp, open_, erow, ecol, flags)
+__all__ = ["NONFINITE", "PLANS", "Lines", "_operands", "_phase", "_refuse_nonfinite", "_split", "_tiles",
+           "_with_nonfinite", "configure", "line_pair", "lines_of", "located", "matmul"]

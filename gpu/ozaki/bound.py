@@ -37,7 +37,10 @@ any order, and the scaling's underflow, k < 2**48). An entry whose float64 bound
 needs alpha S > 900 > 640: no slice count reaches it, and G is infinite.
 
 The GEMM's rounding differs between the CPU (emulated in float64) and the GPU, so their P^ may differ in
-the last bits; the slice count then differs only where G sits that close to a threshold of the rule.
+the last bits, and so may their float64 lower bounds of weak entries (the BLAS on the CPU, a dot product per
+entry on the GPU, :mod:`gpu.ozaki.bound_kernels`); the slice count then differs only where G sits that close
+to a threshold of the rule. On the GPU G never leaves the device: the slice count is made from it there too
+(:func:`gpu.ozaki.ops.decode`), and a call reads back only that one 32-bit word.
 """
 
 from __future__ import annotations
@@ -47,14 +50,10 @@ import numpy as np
 from ..backend import Array, Backend, require_memory
 from ..backend.blas import gemm_recipe
 from .formats import SliceFormat
-from .ops import BLOCK_ENTRIES, ops, screen_block
+from .ops import ADVICE, BLOCK_ENTRIES, ops
 
 #: Relative error per inner term allowed to the magnitude GEMM's FP32 accumulation.
 ACCUMULATION = 2.0**-20
-#: A float64 lower bound below this: no slice count reaches the entry (alpha S <= 640).
-UNREACHABLE = 2.0**-900
-#: Way out named when the bound's work would not fit in free memory.
-ADVICE = "pass slices= (a count, with no proven bound), or split the product into blocks of rows"
 
 
 def magnitude_recipe(fmt: SliceFormat) -> tuple[str, int]:
@@ -65,6 +64,19 @@ def magnitude_recipe(fmt: SliceFormat) -> tuple[str, int]:
 def lower_factor(k: int) -> float:
     """(1 - 2**-20)**(k + 1), rounded down: the magnitude GEMM's accumulation at its worst."""
     return float(np.exp((k + 1) * np.log1p(-ACCUMULATION))) * (1 - 2.0**-40)
+
+
+def bound_bytes(m: int, k: int, n: int, fmt: SliceFormat) -> int:
+    """Device bytes of the bound's work on an m x k by k x n product: the magnitude operands and product, and
+    the NumPy screen's temporaries."""
+    operands = (m + n) * k * np.dtype(gemm_recipe(magnitude_recipe(fmt)[0]).operands).itemsize
+    return operands + 4 * m * n + 48 * min(m * n, BLOCK_ENTRIES)
+
+
+def require_bound_memory(be: Backend, m: int, k: int, n: int, fmt: SliceFormat) -> None:
+    """MemoryPlanError, before any work, where the bound's work would not fit in free memory."""
+    require_memory(be, bound_bytes(m, k, n, fmt),
+                   f"the bound for target= of a {m} x {k} x {n} product (a GEMM of magnitudes)", ADVICE)
 
 
 def magnitude_product(be: Backend, A: Array, B: Array, erow: Array, ecol: Array, fmt: SliceFormat) -> Array:
@@ -78,37 +90,23 @@ def magnitude_product(be: Backend, A: Array, B: Array, erow: Array, ecol: Array,
     return P
 
 
-def _refine(be: Backend, A: Array, B: Array, erow: Array, ecol: Array, P: Array, nnz_rows: Array,
-            nnz_cols: Array, rows: Array, cols: Array) -> float:
-    """max K/L over the weak entries of rows x cols, L from a float64 product (inf: one is unreachable)."""
-    xp, k = be.xp, A.shape[1]
-    require_memory(be, 8 * (rows.size + cols.size) * k + 48 * rows.size * cols.size,
-                   f"the float64 bound of {rows.size} x {cols.size} entries for target=", ADVICE)
-    X = xp.ldexp(xp.abs(A[rows]), -erow[rows][:, None])
-    Y = xp.ldexp(xp.abs(B[:, cols]), -ecol[cols][None, :])
-    K, _, weak = screen_block(xp, P[rows][:, cols], nnz_rows[rows], nnz_cols[cols], lower_factor(k))
-    low = (X @ Y) * (1 - (k + 3) * 2.0**-53) - 2.0**-1020
-    if bool((weak & (low < UNREACHABLE)).any()):
-        return float("inf")
-    return float(xp.where(weak, K / xp.where(weak, low, 1.0), 0.0).max())
+def ratio_on_device(be: Backend, A: Array, B: Array, erow: Array, ecol: Array, nnz_rows: Array,
+                    nnz_cols: Array, fmt: SliceFormat) -> Array:
+    """G (see the module) as a 1-element float64 array of the backend, with no wait for the device: the
+    magnitude GEMM and one pass over its product (weak entries recomputed in it, :mod:`gpu.ozaki.bound_kernels`).
+    Lines with exponent :data:`gpu.ozaki.ops.BAD` (NaN or infinity) are left out."""
+    P = magnitude_product(be, A, B, erow, ecol, fmt)
+    return ops(be).ratio(P, nnz_rows, nnz_cols, lower_factor(A.shape[1]), A, B, erow, ecol, fmt)
 
 
 def slice_ratio(be: Backend, A: Array, B: Array, erow: Array, ecol: Array, fmt: SliceFormat) -> float:
     """G = max_ij K_ij / P_ij over the entries of AB that are not exactly zero, bounded from above
     (see the module): 0 when AB is exactly zero, inf when some entry is beyond any slice count.
-    One magnitude GEMM and one wait for the device; a float64 product only for weak entries."""
+    :func:`ratio_on_device`, then one wait for its value."""
     xp = be.xp
     (m, k), n = A.shape, B.shape[1]
     if not (m and n and k):
         return 0.0
-    operands = (m + n) * k * np.dtype(gemm_recipe(magnitude_recipe(fmt)[0]).operands).itemsize
-    require_memory(be, operands + 4 * m * n + 48 * min(m * n, BLOCK_ENTRIES),
-                   f"the bound for target= of a {m} x {k} x {n} product (a GEMM of magnitudes)", ADVICE)
-    P = magnitude_product(be, A, B, erow, ecol, fmt)
+    require_bound_memory(be, m, k, n, fmt)
     nnz_rows, nnz_cols = (xp.count_nonzero(X, axis=axis).astype(np.int64) for X, axis in ((A, 1), (B, 0)))
-    best, weak_rows, weak_cols = ops(be).screen(P, nnz_rows, nnz_cols, lower_factor(k))
-    best, weak = (float(v) for v in be.to_numpy(xp.stack([best, weak_rows.any().astype(np.float64)])))
-    if not weak:
-        return best
-    rows, cols = xp.flatnonzero(weak_rows), xp.flatnonzero(weak_cols)
-    return max(best, _refine(be, A, B, erow, ecol, P, nnz_rows, nnz_cols, rows, cols))
+    return float(be.to_numpy(ratio_on_device(be, A, B, erow, ecol, nnz_rows, nnz_cols, fmt))[0])

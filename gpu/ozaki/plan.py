@@ -272,10 +272,15 @@ def auto_slices(alpha: int, ratio: float, target: Any) -> int:
     for s in range(1, MAX_SLICES + 1):
         if predicted_error(alpha, s, ratio) * (1 + 2.0**-40) <= budget:
             return s
-    spread = f"2^{np.log2(ratio):.0f}" if ratio < np.inf else "more than 2^900"
-    raise ValueError(
+    raise ValueError(out_of_reach(target, alpha, float(np.log2(ratio)) if ratio < np.inf else None))
+
+
+def out_of_reach(target: Any, alpha: int, spread: float | None) -> str:
+    """The message of a target no slice count reaches; ``spread``: log2 of the bound's ratio (None: infinite)."""
+    shown = f"2^{spread:.0f}" if spread is not None else "more than 2^900"
+    return (
         f"cannot meet target {target!r} with at most {MAX_SLICES} slices of {alpha} bits on these inputs: "
-        f"k times the largest |a| of a row times the largest |b| of a column exceeds (|A||B|)_ij by {spread} "
+        f"k times the largest |a| of a row times the largest |b| of a column exceeds (|A||B|)_ij by {shown} "
         "for some entry, and each row's slices carry its entries relative to its largest, so the proven bound "
         "stays above the target. To run anyway without this bound pass slices= (a count); or pass a looser "
         "target; or scale or split A's rows and B's columns so that each spans fewer binades (the library "

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from accuracy import reference
+from accuracy import mpfr, reference
 from accuracy.generate import cancellation_pair, phi_matrix, wide_exponent_matrix
 from accuracy.reference import exact_matmul, mpfr_matmul, plan_exact, sample_entries
 
@@ -235,7 +235,7 @@ def test_without_gmpy2_only_mpfr_matmul_is_refused(monkeypatch):
     """gmpy2 is optional: exact_matmul needs none, mpfr_matmul says how to get it."""
     A, B = HARD["cancel-to-tiny"]
     want = exact_matmul(A, B, backend="numpy")
-    monkeypatch.setattr(reference, "gmpy2", None)
+    monkeypatch.setattr(mpfr, "gmpy2", None)
     assert_bitwise(exact_matmul(A, B, backend="numpy"), want)
     with pytest.raises(RuntimeError, match="mpfr_matmul needs gmpy2: pip install gmpy2"):
         mpfr_matmul(A, B)
@@ -247,3 +247,38 @@ def test_cupy_and_numpy_give_the_same_bits(cupy_backend):
     A[3, 3] = 2.0**-1060
     got = host(cupy_backend, exact_matmul(A, B, backend=cupy_backend))
     assert_bitwise(got, exact_matmul(A, B, backend="numpy"))
+
+
+@pytest.mark.gpu
+def test_cupy_kernels_with_small_blocks_carries_and_tiles(cupy_backend, monkeypatch):
+    """The CUDA module's carries, row subsets of slices and tiles, forced small as on NumPy above, and a plan
+    kept across calls whose ranges differ."""
+    A = phi_matrix(9, 61, 2.0, 1)
+    B = phi_matrix(61, 7, 2.0, 2)
+    A[2, 5], A[6, 0], B[3, 4] = 2.0**-1000, 2.0**300, 2.0**-200
+    monkeypatch.setattr(reference, "max_block", lambda beta: min(8, 2 ** (55 - 2 * beta)))
+    monkeypatch.setattr(reference, "ADDS_PER_CARRY", 3)
+    monkeypatch.setattr(reference, "TILE_BYTES", 8 * 200 * 4)
+    reference.PLANS.clear()
+    a, b = cupy_backend.asarray(A), cupy_backend.asarray(B)
+    assert_bitwise(host(cupy_backend, exact_matmul(a, b, backend=cupy_backend)), fraction_matmul(A, B))
+    a[2, 5] = 1.0
+    want = fraction_matmul(host(cupy_backend, a), B)
+    assert_bitwise(host(cupy_backend, exact_matmul(a, b, backend=cupy_backend)), want)
+
+
+def test_exact_matmul_keeps_a_plan_per_signature(monkeypatch):
+    """A repeated call reuses its plan and its split decisions while the exponent ranges repeat."""
+    reference.PLANS.clear()
+    A, B = phi_matrix(12, 20, 2.0, 3), phi_matrix(20, 9, 2.0, 4)
+    decided = []
+    real = reference.choose_plan
+    monkeypatch.setattr(reference, "choose_plan", lambda *a: (decided.append(1), real(*a))[1])
+    first = exact_matmul(A, B, backend="numpy")
+    assert_bitwise(exact_matmul(A.copy(), B.copy(), backend="numpy"), first)
+    assert len(reference.PLANS) == 1 and len(decided) == 1
+    assert_bitwise(exact_matmul(2 * A, B, backend="numpy"), fraction_matmul(2 * A, B))    # the same ranges
+    assert len(decided) == 1
+    A[0, 0] = 2.0**-600
+    assert_bitwise(exact_matmul(A, B, backend="numpy"), fraction_matmul(A, B))
+    assert len(decided) == 2 and isinstance(next(iter(reference.PLANS._plans.values())), reference.ExactPlan)

@@ -178,11 +178,11 @@ def test_a_block_out_of_memory_is_planned_again_at_half_the_budget(monkeypatch):
     be = get_backend("numpy")
     budgets, released, real = [], [], reference._exact
 
-    def tight(be_, A_, B_, rows, cols, budget):
+    def tight(be_, A_, B_, rows, cols, budget, plan):
         budgets.append(budget)
         if len(budgets) < 3:
             raise MemoryError("out of memory allocating a block")
-        return real(be_, A_, B_, rows, cols, budget)
+        return real(be_, A_, B_, rows, cols, budget, plan)
 
     monkeypatch.setattr(reference, "_exact", tight)
     monkeypatch.setattr(be, "release_memory", lambda: released.append(True))

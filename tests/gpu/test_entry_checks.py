@@ -16,7 +16,8 @@ import pytest
 from accuracy.reference import exact_matmul, mpfr_matmul
 from gpu import ozaki
 from gpu.backend import MemoryPlanError, get_backend
-from gpu.ozaki import api as ozaki_api
+from gpu.ozaki import execution as ozaki_execution
+from gpu.ozaki.ops import HostOps
 from gpu.strassen import matmul as strassen
 
 N = 128
@@ -109,8 +110,8 @@ def test_ozaki_read_only_or_aliasing_out_is_refused_before_any_work(monkeypatch)
     def no_work(*args, **kwargs):
         raise AssertionError("work started before the refusal")
 
-    monkeypatch.setattr(ozaki_api, "_products_and_sum", no_work)
-    monkeypatch.setattr(ozaki_api, "_split", no_work)
+    monkeypatch.setattr(ozaki_execution, "_products_and_sum", no_work)
+    monkeypatch.setattr(HostOps, "split", no_work)
     out = np.zeros((N, N))
     out.flags.writeable = False
     with pytest.raises(ValueError, match="out is read-only"):

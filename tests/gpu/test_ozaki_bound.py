@@ -290,14 +290,28 @@ def test_gpu_magnitude_operands_are_numpys_bitwise(storage, bits, cupy_backend):
 
 
 @pytest.mark.gpu
-def test_gpu_screen_is_numpys_bitwise(cupy_backend):
+def test_gpu_ratio_is_numpys_bitwise_and_close_where_entries_are_weak(cupy_backend):
+    """The device's one-pass ratio equals NumPy's screen bit for bit where no entry is weak; where some are,
+    its per-entry float64 dot products give NumPy's BLAS bound to within the rounding of a dot product."""
     from gpu.ozaki.ops import HostOps
 
     P, nr, nc = screen_inputs()
-    want = HostOps(NP).screen(P, nr, nc, 0.75)
-    got = cupy_backend.ops("ozaki").screen(*(cupy_backend.asarray(x) for x in (P, nr, nc)), 0.75)
-    for w, g in zip(want, got):
-        np.testing.assert_array_equal(cupy_backend.to_numpy(g), w)
+    P[[2, 9, 17], [4, 4, 30]] = 0.5
+    dev = [cupy_backend.asarray(x) for x in (P, nr, nc)]
+    A, B = np.ones((23, 3)), np.ones((3, 31))
+    e, f = np.zeros(23, dtype=np.int32), np.zeros(31, dtype=np.int32)
+    want = HostOps(NP).ratio(P, nr, nc, 0.75, A, B, e, f, None)
+    got = cupy_backend.ops("ozaki").ratio(*dev, 0.75, *(cupy_backend.asarray(x) for x in (A, B, e, f)),
+                                           ozaki.FORMATS["int8"])
+    np.testing.assert_array_equal(cupy_backend.to_numpy(got), want)
+    for A, B in ((np.array([[1.0, 2.0**-200]]), np.array([[2.0**-200], [2.0**200]])),
+                 (wide_exponent_matrix(153, 300, 5, -300, 300), wide_exponent_matrix(300, 1, 6, -300, 300))):
+        e = np.frexp(np.abs(A).max(axis=1))[1].astype(np.int32)
+        f = np.frexp(np.abs(B).max(axis=0))[1].astype(np.int32)
+        want = ozaki.slice_ratio(NP, A, B, e, f, ozaki.FORMATS["fp32"])
+        got = ozaki.slice_ratio(cupy_backend, cupy_backend.asarray(A), cupy_backend.asarray(B),
+                                cupy_backend.asarray(e), cupy_backend.asarray(f), ozaki.FORMATS["fp32"])
+        assert got == want or abs(got - want) <= 2.0**-40 * want
 
 
 @pytest.mark.gpu

@@ -1,0 +1,94 @@
+"""The first call of each method in a new process, cold (empty kernel cache) and warm (the cache the cold run
+filled), against a repeat in the same process.
+
+Methods: DGEMM (``cupy.matmul``, N = 4096), ``strassen.matmul`` (defaults, 4096), ``ozaki.matmul`` (defaults,
+4096), ``ozaki2.matmul`` (defaults, 4096), ``splitk.matmul`` (defaults, 16 x 2^20 x 16), ``exact_matmul``
+(1024) and ``outofcore.matmul`` on host arrays (4096). Each runs in a NEW Python process (``python -c``) with
+``CUPY_CACHE_DIR`` set to a folder of its own: first with the folder empty (cold), then again with the folder the
+cold run filled (warm). The child times its imports, its operands (drawn on the device, or on the host for the
+out-of-core engine), the first call and one repeat, each synchronised, and prints them as JSON; the files the
+kernel cache holds after each run are counted (what compiled). Run from the repository root with
+``PYTHONPATH=$PWD``; writes $OUT/first-call.json.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import cupy, numpy as np
+from accuracy.reference import exact_matmul
+from gpu import outofcore, ozaki, ozaki2, splitk, strassen
+from gpu.backend import get_backend
+be = get_backend("cupy")
+t1 = time.perf_counter()
+name = sys.argv[1]
+rng = cupy.random.default_rng(0)
+dev = lambda m, k: (rng.random((m, k)) - 0.5) * cupy.exp(rng.standard_normal((m, k)))
+if name == "outofcore":
+    host = np.random.default_rng(0)
+    A, B = host.standard_normal((4096, 4096)), host.standard_normal((4096, 4096))
+elif name == "splitk":
+    A, B = dev(16, 2**20), dev(2**20, 16)
+elif name == "exact":
+    A, B = dev(1024, 1024), dev(1024, 1024)
+else:
+    A, B = dev(4096, 4096), dev(4096, 4096)
+call = {"dgemm": lambda: cupy.matmul(A, B), "strassen": lambda: strassen.matmul(A, B),
+        "ozaki": lambda: ozaki.matmul(A, B), "ozaki2": lambda: ozaki2.matmul(A, B),
+        "splitk": lambda: splitk.matmul(A, B), "exact": lambda: exact_matmul(A, B),
+        "outofcore": lambda: outofcore.matmul(A, B)}[name]
+cupy.cuda.Device().synchronize()
+t2 = time.perf_counter()
+call()
+cupy.cuda.Device().synchronize()
+t3 = time.perf_counter()
+call()
+cupy.cuda.Device().synchronize()
+t4 = time.perf_counter()
+print(json.dumps({"imports_s": t1 - t0, "operands_s": t2 - t1, "first_s": t3 - t2, "repeat_s": t4 - t3}))
+"""
+
+METHODS = ("dgemm", "strassen", "ozaki", "ozaki2", "splitk", "exact", "outofcore")
+
+
+def cached_files(folder: str) -> list[str]:
+    return sorted(os.path.relpath(os.path.join(root, f), folder) for root, _, files in os.walk(folder)
+                  for f in files)
+
+
+def run(method: str, cache: str) -> dict:
+    env = {**os.environ, "CUPY_CACHE_DIR": cache}
+    begin = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", CHILD, method], env=env, capture_output=True, text=True,
+                          timeout=600)
+    wall = time.perf_counter() - begin
+    if done.returncode:
+        return {"error": done.stderr[-4000:], "process_s": wall}
+    row = json.loads(done.stdout.strip().splitlines()[-1])
+    return {**row, "process_s": wall, "cache_files": len(cached_files(cache))}
+
+
+if __name__ == "__main__":
+    rows = {}
+    with tempfile.TemporaryDirectory(prefix="gemmlab-first-call-") as top:
+        for method in METHODS:
+            cache = os.path.join(top, method)
+            os.makedirs(cache)
+            cold, warm = run(method, cache), run(method, cache)
+            rows[method] = {"cold": cold, "warm": warm}
+            print(f"{method}: cold first {cold.get('first_s', float('nan')):.3f} s (repeat "
+                  f"{cold.get('repeat_s', float('nan')):.4f} s, {cold.get('cache_files')} cached kernels), "
+                  f"warm first {warm.get('first_s', float('nan')):.3f} s", flush=True)
+    from gpu.backend import get_backend
+    doc = {"script": "results/published/scripts/first_call.py", "device": get_backend("cupy").device_info(),
+           "python": sys.version.split()[0], "methods": rows}
+    out = os.path.join(os.environ.get("OUT", "."), "first-call.json")
+    with open(out, "w") as f:
+        json.dump(doc, f, indent=1)
+    print(f"wrote {out}")
