@@ -133,12 +133,10 @@ class CupyBackend(Backend):
         self.xp.cuda.Device().synchronize()
 
     def capture(self, work: Any) -> Any:
-        """Run ``work`` once, then capture it into a CUDA graph on a private stream; the graph
-        (``graph.launch()`` replays it on the current stream). The eager run comes first so that
-        kernels compile, side streams get their cuBLAS handles and every buffer the work needs is
-        allocated before the capture, which may allocate nothing. Nothing waits for the device: the eager run
-        waits for the caller's stream by an event (a non-blocking stream does not wait for the legacy one), the
-        capture records without running, and the caller's stream waits for the eager run by an event."""
+        """Run ``work`` once, then capture it into a CUDA graph on a private stream; the graph (``graph.launch()``
+        replays it on the current stream). The eager run comes first so that kernels compile, side streams get
+        their cuBLAS handles and every buffer is made before the capture, which may allocate nothing. The host
+        never waits: the eager run and the caller's stream wait for each other by events."""
         if not self.supports_graphs:
             raise BackendUnavailable("CUDA graphs need cuBLAS calls that can be captured: install "
                                      "nvmath-python (pip install 'gemmlab[gpu]')")

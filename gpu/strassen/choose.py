@@ -14,16 +14,17 @@ and the section reads::
                             "seconds": 0.130, "speedup": 1.301, "samples": 10}, ...]}, ...]}
 
 :func:`choose` takes, for an m x k by k x n product, the side Strassen recurses on (``s = min(m, k, n)`` with
-``fringe="peel"``) and estimates each configuration's speed-up there from the measured sizes around it:
+``fringe="peel"``) and estimates each configuration's speed-up there from the sizes it was measured at:
 
-* at a measured size, its measured speed-up;
-* between two measured sizes, the **lower** of its speed-ups at the two (a configuration measured at only one
-  of them is not taken): a level's gain grows with the size for a fixed configuration, so the lower
-  neighbour's is the usual bound, and taking the smaller of the two keeps a configuration that wins at one
-  side and loses at the other from being chosen where nothing says it wins; the speed-ups between levels
-  cross, so an interpolation could promise a configuration more than either neighbour measured;
-* below the smallest measured size, nothing (level 0): a level only loses more as products shrink;
-* above the largest, its speed-up there (deeper levels that may pay more were not measured).
+* at a size where it was measured, its measured speed-up;
+* between two sizes it was measured at, no more than :data:`SPAN` apart, the **lower** of its speed-ups at
+  the two: a level's gain grows with the size for a fixed configuration, so the lower neighbour's is the
+  usual bound, and taking the smaller of the two keeps a configuration that wins on one side and loses on the
+  other from being chosen where nothing says it wins (an interpolation could promise more than either
+  measurement, and the speed-ups of different levels cross between sizes); farther apart, or on one side
+  only, nothing;
+* below the smallest size measured at all, nothing (level 0): a level only loses more as products shrink;
+* above the largest, the speed-ups measured there (deeper levels that may pay more were not measured).
 
 Of the configurations whose memory fits (the caller's ``fits``: :func:`gpu.strassen.costs.matmul_memory`
 against the free memory) and that this backend can run (a graph needs nvmath-python: without it a graph
@@ -34,7 +35,6 @@ GEMM. Ties go to the eager form (no capture per address set).
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -44,6 +44,8 @@ from .schedules import Config
 #: Least measured gain over DGEMM for which a configuration is taken: a 10-sample median ratio moves by about
 #: 1% between runs, and a level that wins by less is within noise of losing.
 MARGIN = 0.02
+#: Widest ratio between two measured sizes a configuration's estimate spans.
+SPAN = 2.0
 FIELDS = ("level", "schedule", "fused", "flat", "graph")
 
 
@@ -73,12 +75,28 @@ class Configuration:
 
     @property
     def name(self) -> str:
-        """``L3 winograd+flat+graph``, or ``L0 (the library GEMM)``."""
+        """``L3:winograd+flat+graph`` (level, then the stored method name), or ``L0`` (the library GEMM);
+        :meth:`parse` reads it back."""
         if not self.level:
-            return "L0 (the library GEMM)"
-        return f"L{self.level} {Config(self.schedule, fused=self.fused, graph=self.graph, flat=self.flat).name}"
+            return "L0"
+        return f"L{self.level}:{Config(self.schedule, fused=self.fused, graph=self.graph, flat=self.flat).name}"
+
+    @classmethod
+    def parse(cls, text: str) -> Configuration:
+        """The configuration named ``text`` (``L4:lai7/winograd+fused``, ``L0``); ValueError saying the form."""
+        head, _, rest = text.strip().partition(":")
+        parts = rest.split("+") if rest else []
+        flags = set(parts[1:])
+        if not head.startswith("L") or not head[1:].isdigit() or (int(head[1:]) and not parts) or \
+                not flags <= {"fused", "flat", "graph"} or (parts and not parts[0]):
+            raise ValueError(f"a configuration reads L<level>:<schedule>[+fused][+flat][+graph], such as "
+                             f"L3:winograd+flat+graph or L4:lai7/winograd+fused (L0: the library GEMM); got {text!r}")
+        if not int(head[1:]):
+            return GEMM
+        return cls(int(head[1:]), parts[0], "fused" in flags, "flat" in flags, "graph" in flags)
 
 
+#: Level 0: the library GEMM.
 GEMM = Configuration()
 
 
@@ -104,19 +122,27 @@ def table(section: Mapping[str, Any] | None) -> Table:
     return out
 
 
-def estimates(measured: Table, size: int) -> tuple[dict[Configuration, float], str]:
-    """Each configuration's estimated speed-up at ``size`` (see the module notes), and the sizes it rests on."""
+def estimates(measured: Table, size: int) -> dict[Configuration, tuple[float, str]]:
+    """Each configuration's estimated speed-up at ``size`` and the sizes it rests on (see the module notes)."""
     sizes = sorted(measured)
     if not sizes or size < sizes[0]:
-        return {}, "below the smallest measured size" if sizes else "nothing measured"
+        return {}
     if size >= sizes[-1]:
-        return dict(measured[sizes[-1]]), f"N = {sizes[-1]}"
-    lo = sizes[bisect.bisect_right(sizes, size) - 1]
-    if lo == size:
-        return dict(measured[lo]), f"N = {lo}"
-    hi = sizes[bisect.bisect_right(sizes, size)]
-    both = {c: min(s, measured[hi][c]) for c, s in measured[lo].items() if c in measured[hi]}
-    return both, f"the lower of N = {lo} and {hi}"
+        return {c: (s, f"at N = {sizes[-1]}") for c, s in measured[sizes[-1]].items()}
+    at: dict[Configuration, dict[int, float]] = {}
+    for n in sizes:
+        for c, s in measured[n].items():
+            at.setdefault(c, {})[n] = s
+    out = {}
+    for c, points in at.items():
+        if size in points:
+            out[c] = (points[size], f"at N = {size}")
+            continue
+        lo = max((n for n in points if n < size), default=None)
+        hi = min((n for n in points if n > size), default=None)
+        if lo is not None and hi is not None and hi <= SPAN * lo:
+            out[c] = (min(points[lo], points[hi]), f"the lower of N = {lo} and {hi}")
+    return out
 
 
 def choose(section: Mapping[str, Any] | None, m: int, k: int, n: int, *, fits: Callable[[Configuration], bool],
@@ -124,17 +150,17 @@ def choose(section: Mapping[str, Any] | None, m: int, k: int, n: int, *, fits: C
     """The configuration of an m x k by k x n product (see the module notes): the highest estimate among
     those that ``fits`` accepts and this backend can run (``graphs``: CUDA graphs available), else level 0."""
     size = min(m, k, n) if fringe == "peel" else max(m, k, n)
-    found, where = estimates(table(section), size)
-    ranked = sorted(((s, c) for c, s in found.items() if c.level and (graphs or not c.graph)),
-                    key=lambda sc: (-sc[0], sc[1].graph, sc[1].level))
-    for speedup, config in ranked:
+    found = estimates(table(section), size)
+    ranked = sorted(((s, c, where) for c, (s, where) in found.items() if c.level and (graphs or not c.graph)),
+                    key=lambda scw: (-scw[0], scw[1].graph, scw[1].level))
+    for speedup, config, where in ranked:
         if speedup < 1 + MARGIN:
             break
         if fits(config):
-            return Choice(config, speedup, f"measured {speedup:.3f}x DGEMM ({where})")
-    best = next((f"; the fastest measured, {c.name}, {s:.3f}x" for s, c in ranked), "")
-    return Choice(GEMM, 1.0, f"no configuration that fits and runs here beats DGEMM by {MARGIN:.0%} "
-                             f"({where}{best})")
+            return Choice(config, speedup, f"{config.name} measured {speedup:.3f}x DGEMM ({where})")
+    best = next((f"; the fastest measured: {c.name}, {s:.3f}x ({w})" for s, c, w in ranked), "")
+    return Choice(GEMM, 1.0, f"no configuration that fits and runs here beats DGEMM by {MARGIN:.0%} at N = "
+                             f"{size}{best or ': none measured there'}")
 
 
 def candidates(section: Mapping[str, Any] | None) -> Sequence[Configuration]:
