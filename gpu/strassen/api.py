@@ -74,10 +74,10 @@ from ..backend import Array, Backend, get_backend, matrix_pair
 from ..backend.plans import PlanCache, operand_signature
 from .levels import MIN_BOTTOM, check_level, check_schedule, deepest_level, resolve_auto_level
 from .options import FRINGES, Options, options_of
-from .plan import NONFINITE, Plan, keep, top_support
+from .plan import NONFINITE, Plan, keep, kept_plans, top_support
 
 __all__ = ["FRINGES", "MIN_BOTTOM", "NONFINITE", "PLANS", "check_level", "check_schedule", "deepest_level",
-           "forget", "matmul", "resolve_auto_level", "top_support"]
+           "forget", "kept", "matmul", "resolve_auto_level", "top_support"]
 
 #: The plans ``matmul`` keeps, by signature and options (least recently used freed first).
 PLANS = PlanCache()
@@ -147,3 +147,8 @@ def matmul(A: Any, B: Any, *, level: int | str | None = None, schedule: str | Se
 def forget() -> None:
     """Free every plan ``matmul`` keeps (their workspaces and graphs hold device memory)."""
     PLANS.clear()
+
+
+def kept() -> list[Plan]:
+    """The plans ``matmul`` keeps now (what each runs: ``plan.configuration``, ``plan.decision.reason``)."""
+    return kept_plans()

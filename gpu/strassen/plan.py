@@ -61,6 +61,7 @@ NONFINITE = ("entries that NaN or infinity reach are then recomputed by the libr
              "gives (see gpu.strassen.api)")
 #: Plans ``matmul`` keeps (see :func:`held_elsewhere`): their workspaces may be handed back for a new product.
 _KEPT: weakref.WeakSet = weakref.WeakSet()
+_KEPT_LOCK = threading.Lock()
 
 
 class Plan(MatmulPlan):
@@ -115,7 +116,7 @@ class Plan(MatmulPlan):
     @property
     def workspace_bytes(self) -> int:
         """Bytes of scratch buffers the plan holds now (filled by its first execution)."""
-        return sum(x.nbytes for x in (self._arena or {}).values())
+        return sum(x.nbytes for x in list((self._arena or {}).values()))   # one read, whatever fills it
 
     def release_workspace(self, wait: bool = True) -> bool:
         """Hand the workspace and graphs back (the next execution makes them again, after a memory check);
@@ -133,7 +134,8 @@ class Plan(MatmulPlan):
 
     def _release(self) -> None:
         self.release_workspace()
-        _KEPT.discard(self)
+        with _KEPT_LOCK:
+            _KEPT.discard(self)
 
     # --------------------------------------------------------------------------- the per-call work
 
@@ -187,7 +189,7 @@ class Plan(MatmulPlan):
         try:
             require_memory(self.backend, *memory)
         except MemoryPlanError:
-            freed = [plan.release_workspace(wait=False) for plan in list(_KEPT) if plan is not self and plan._filled]
+            freed = [plan.release_workspace(wait=False) for plan in kept_plans() if plan is not self and plan._filled]
             if not any(freed):
                 raise
             require_memory(self.backend, *memory)
@@ -214,13 +216,20 @@ class Plan(MatmulPlan):
 def held_elsewhere(plan: Plan | None = None) -> int:
     """Bytes the workspaces of the plans ``matmul`` keeps hold (``plan``'s own left out): memory a new plan's
     choice may count on, since they are handed back where it is short (:meth:`Plan._require`)."""
-    return sum(p.workspace_bytes for p in list(_KEPT) if p is not plan)
+    return sum(p.workspace_bytes for p in kept_plans() if p is not plan)
 
 
 def keep(plan: Plan) -> Plan:
     """Mark ``plan`` as one ``matmul`` keeps (its workspace may be handed back for another); returns it."""
-    _KEPT.add(plan)
+    with _KEPT_LOCK:
+        _KEPT.add(plan)
     return plan
+
+
+def kept_plans() -> list[Plan]:
+    """The plans ``matmul`` keeps now."""
+    with _KEPT_LOCK:
+        return list(_KEPT)
 
 
 # --------------------------------------------------------------------------- the bodies

@@ -176,6 +176,27 @@ def test_a_new_product_gets_the_workspace_that_kept_plans_hold(monkeypatch):
     np.testing.assert_allclose(C3, A3 @ B3, rtol=1e-12, atol=1e-12)
 
 
+def test_threads_that_share_a_kept_plan_take_turns_with_its_workspace():
+    """One signature from four threads: one kept plan and one workspace, each product still right."""
+    import threading
+
+    be, wrong = get_backend("numpy"), []
+
+    def work(seed):
+        for i in range(15):
+            A, B, C = operands(be, seed=100 * seed + 2 * i)
+            matmul(A, B, level=2, schedule="winograd", out=C, backend=be)
+            if not np.allclose(C, A @ B, rtol=1e-12, atol=1e-12):
+                wrong.append((seed, i))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong and len(PLANS) == 1
+
+
 # --- the default call: the profile's fastest configuration ---------------------------------------------
 
 def configs(**points):
