@@ -65,9 +65,12 @@ def _timed(db: ResultsDB, key: str, regime: str) -> Iterable[Any]:
 
 def configuration_section(db: ResultsDB, key: str, regime: str = "sustained") -> dict[str, Any] | None:
     """The configurations section of env ``key``'s device in ``regime``: from the first environment of
-    :func:`same_device` with timed configurations, per size each configuration's newest time and speed-up
-    over the DGEMM of its own group, and the median of those DGEMMs; None where none is stored."""
-    for env in same_device(db, key):
+    :func:`same_device` with a configuration sweep (``gemmlab calibrate --configurations``), else with timed
+    configurations of any experiment, per size each configuration's newest time and speed-up over the DGEMM
+    of its own group, and the median of those DGEMMs; None where none is stored."""
+    envs = same_device(db, key)
+    swept = [env for env in envs if of_regime(db.measurements(configurations.EXPERIMENT, env_key=env), regime)]
+    for env in swept + [env for env in envs if env not in swept]:
         found: dict[int, dict[Configuration, Any]] = {}
         for m in sorted(_timed(db, env, regime), key=lambda m: m.created_at):
             config = configuration_of(m.method, m.params)

@@ -106,3 +106,26 @@ def test_the_bundled_h100_profile_is_built_from_the_published_measurements(run_j
 
     assert content(built) == content(bundled)
     assert built["configurations"]["env_key"] == "ff9b113d5690480d"
+
+
+def test_a_new_configuration_sweep_of_the_device_outranks_its_older_level_sweep(db_path, tmp_path):
+    """The H200 run: the published calibration and level sweep (one environment) imported beside a new
+    configuration sweep (another environment, same device): the profile takes the calibration from the first
+    and the configurations from the second."""
+    from experiments.levels.profile import write_profile
+
+    h200 = ROOT / "results" / "published" / "h200" / "h200-levels-sustained.csv"
+    with ResultsDB(db_path) as db:
+        db.import_csv(h200)
+        old = db.env_keys()[0]
+        env = {**db.environment(old), "cupy": "99.0"}
+        run = db.start_run("gemmlab calibrate --configurations", env, "new-stack")
+        flat = Configuration(3, "winograd", flat=True, graph=True)
+        for n, speedup in ((8192, 1.12), (16384, 1.30)):
+            for c, s in ((Configuration(), 1.0), (flat, speedup)):
+                db.add(run, cf.EXPERIMENT, c.name, cf.params(n, c, "sustained"), value=0.1 / s, unit="s",
+                       samples=[0.1 / s] * 10, meta={"speedup": s, "gemm_s": 0.1})
+        for asked in ("new-stack", old):                 # gemmlab calibrate's, and gemmlab profile --device's
+            doc = json.loads(Path(write_profile(db, asked, "test", "sustained", tmp_path / asked)).read_text())
+            assert doc["env_key"] == old and doc["configurations"]["env_key"] == "new-stack"
+            assert table(doc["configurations"]) == {8192: {flat: 1.12}, 16384: {flat: 1.30}}
