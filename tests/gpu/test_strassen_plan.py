@@ -261,28 +261,47 @@ def test_nothing_measured_beats_dgemm_clearly_so_the_default_call_is_the_library
 
 # --- no wait for the device --------------------------------------------------------------------------
 
+def host_seconds(be, call, repeats=5):
+    """The least host time of ``call`` issued to an idle stream."""
+    times = []
+    for _ in range(repeats):
+        be.synchronize()
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    be.synchronize()
+    return min(times)
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("options", [{}, {"level": 2}, {"level": 3, "flat": True}, {"level": 2, "graph": True}])
+@pytest.mark.parametrize("options", [{}, {"level": 2}, {"level": 3, "flat": True}, {"level": 2, "graph": True},
+                                     {"level": 3, "flat": True, "graph": True}])
 def test_a_call_returns_while_the_stream_is_busy(cupy_backend, options):
-    """Behind a 200 ms kernel on the stream, a call (its plan built and its kernels compiled by a first call)
-    returns within 1 ms: nothing in it waits for the device."""
+    """Behind a 200 ms kernel on the stream, a call (its plan built and its kernels compiled by earlier calls)
+    returns within 1 ms of its host time on an idle stream: nothing in it waits for the device. The default
+    call (level 0 at N = 1024) and a graph's replay issue one launch and return within 1 ms outright; eager
+    levels issue one launch per addition pass and GEMM (169 at level 2, 346 flat at level 3), which is host
+    time, not waiting."""
     be = cupy_backend
     if options.get("graph") and not be.supports_graphs:
         pytest.skip("graph=True needs nvmath-python")
     n = 1024
     A, B, C = operands(be, n)
-    for _ in range(3):
-        matmul(A, B, out=C, backend=be, **options)
-        matmul(A, B, backend=be, **options)
     busy(1)
-    be.synchronize()
     for out in (C, None):
+        call = lambda out=out: matmul(A, B, out=out, backend=be, **options)
+        for _ in range(3):
+            call()
+        idle = host_seconds(be, call)
         busy(200)
         start = time.perf_counter()
-        matmul(A, B, out=out, backend=be, **options)
+        call()
         took = time.perf_counter() - start
         be.synchronize()
-        assert took < 1e-3, f"the call took {1e3 * took:.2f} ms behind a 200 ms kernel (out={out is not None})"
+        assert took < idle + 1e-3, (f"behind a 200 ms kernel the call took {1e3 * took:.2f} ms, on an idle stream "
+                                    f"{1e3 * idle:.2f} ms (out={out is not None})")
+        if not options or (options.get("graph") and out is not None):     # a new C may be a new address set
+            assert took < 1e-3, f"{1e3 * took:.2f} ms for one launch"
 
 
 @pytest.mark.gpu
