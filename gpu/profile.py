@@ -14,6 +14,13 @@ the device (``cupy-nvidia-h100-80gb-hbm3.json``). A profile is read once per
 change of the file (its modification time), so a new calibration is seen by a
 running process: at once where this process wrote it, within :data:`STAMP_TTL_S`
 where another did.
+
+The package bundles the profiles measured on the GPUs the project ran on (``gpu/profiles``, installed with
+it: :data:`BUNDLED_DIR`), so a user of those GPUs gets their configurations without calibrating. A user's own
+profile comes first: its level tables replace the bundled ones, and so does its configurations section
+where it has one (a profile written by a plain ``gemmlab calibrate`` has none, and the bundled section of the
+same device is then read). For GPUs with no profile, ``gpu/profiles/transfer-levels.json`` holds level tables
+that the transfer model (``modeling.transfer``) predicted from each GPU's datasheet (:func:`transfer_levels`).
 """
 
 from __future__ import annotations
@@ -41,6 +48,10 @@ DEFAULT_REGIME = "sustained"
 ENV_VAR = "GEMMLAB_PROFILES"
 DEFAULT_DIR = Path("results") / "profiles"
 _DEFAULT_DIR = str(DEFAULT_DIR)
+#: The profiles installed with the package, and the transfer model's level tables for other GPUs.
+BUNDLED_DIR = Path(__file__).resolve().parent / "profiles"
+TRANSFER_FILE = "transfer-levels.json"
+TRANSFER_FORMAT = "gemmlab-transfer-levels"
 
 
 #: Seconds a kept ``level="auto"`` decision trusts the profile's modification time before it looks at the file
@@ -114,13 +125,67 @@ def backend_profile(backend: Backend, directory: str | os.PathLike | None = None
     return load_profile(profile_path(backend.name, device_name(backend), directory))
 
 
+def bundled_profile(backend: Backend) -> dict[str, Any] | None:
+    """The profile installed with the package for the device ``backend`` runs on, or None."""
+    return load_profile(_path(backend.name, device_name(backend), str(BUNDLED_DIR)))
+
+
 def current_profile(backend: Backend, directory: str | os.PathLike | None = None) -> dict[str, Any] | None:
-    """:func:`backend_profile` for ``level="auto"``, which asks on every call: the file's modification time as
-    :func:`profile_stamp` keeps it (read again after :data:`STAMP_TTL_S`, at once after this process saved a
-    profile), the content read once per time. Reading the time and resolving the path on every call cost
-    36 us of a call whose 256 x 256 GEMM takes 0.5-0.9 ms on a 2-core CPU."""
+    """The profile ``level="auto"`` reads: the user's own (:func:`backend_profile`), else the bundled one of
+    this device. The user's file is found by its modification time as :func:`profile_stamp` keeps it (read
+    again after :data:`STAMP_TTL_S`, at once after this process saved a profile), the content read once per
+    time. Reading the time and resolving the path on every call cost 36 us of a call whose 256 x 256 GEMM
+    takes 0.5-0.9 ms on a 2-core CPU."""
     path, stamp = profile_stamp(backend, directory)
-    return None if stamp is None else _read(path, stamp)
+    return bundled_profile(backend) if stamp is None else _read(path, stamp)
+
+
+def configurations(backend: Backend, regime: str = "sustained",
+                   directory: str | os.PathLike | None = None) -> tuple[dict[str, Any] | None, str | None]:
+    """The configurations section (:mod:`gpu.strassen.choose`) of ``regime`` for this device: the user's
+    profile's where it has one, else the bundled profile's; and which file it came from (None: none)."""
+    path, stamp = profile_stamp(backend, directory)
+    own = None if stamp is None else _read(path, stamp)
+    for doc, where in ((own, path), (bundled_profile(backend), str(_path(backend.name, device_name(backend),
+                                                                         str(BUNDLED_DIR))))):
+        section = regime_section(doc, regime, "configurations")
+        if section:
+            return section, where
+    return None, None
+
+
+def transfer_levels(backend: Backend) -> tuple[dict[str, Any], str | None]:
+    """The transfer model's level tables for the device ``backend`` runs on (the first GPU of
+    ``transfer-levels.json`` whose CUDA-name pattern matches it), and that GPU's name; ({}, None) where none
+    matches or on a backend that is not a GPU's."""
+    if backend.name != "cupy":
+        return {}, None
+    doc = load_profile_file(BUNDLED_DIR / TRANSFER_FILE, TRANSFER_FORMAT)
+    name = device_name(backend)
+    for gpu in (doc or {}).get("gpus", ()):
+        if re.search(gpu["pattern"], name, re.IGNORECASE):
+            return gpu["levels"], gpu["name"]
+    return {}, None
+
+
+def load_profile_file(path: Path, kind: str) -> dict[str, Any] | None:
+    """A bundled data file of format ``kind`` (None where it is missing or of another format)."""
+    try:
+        doc = _read_any(str(path), path.stat().st_mtime_ns)
+    except (FileNotFoundError, ProfileError):
+        return None
+    return doc if doc.get("format") == kind else None
+
+
+@lru_cache(maxsize=4)
+def _read_any(path: str, stamp: int) -> dict[str, Any]:
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProfileError(f"{path} is not readable ({exc})") from None
+    if not isinstance(doc, dict):
+        raise ProfileError(f"{path} is not a JSON object")
+    return doc
 
 
 def profile_stamp(backend: Backend, directory: str | os.PathLike | None = None) -> tuple[str, int | None]:
@@ -153,13 +218,27 @@ KEPT_SECTIONS = ("transfer",)
 
 
 def with_regime(old: dict[str, Any] | None, new: dict[str, Any], regime: str) -> dict[str, Any]:
-    """``new`` (a profile measured in ``regime``) with the level tables ``old`` kept for the other
-    regimes, so that writing a cold profile does not lose the sustained one (or the reverse)."""
+    """``new`` (a profile measured in ``regime``) with the level tables and configurations ``old`` kept for
+    the other regimes, so that writing a cold profile does not lose the sustained one (or the reverse); a
+    ``new`` without a configurations section keeps the regime's old one."""
     kept = dict((old or {}).get("regimes", {}))
-    kept[check_regime(regime)] = {"levels": new["levels"], "env_key": new.get("env_key"),
-                                  "written_at": new.get("written_at")}
+    previous = kept.get(check_regime(regime), {})
+    kept[regime] = {"levels": new["levels"], "env_key": new.get("env_key"), "written_at": new.get("written_at")}
+    section = new.get("configurations") or previous.get("configurations")
+    if section:
+        kept[regime]["configurations"] = section
     sections = {key: old[key] for key in KEPT_SECTIONS if old and key in old and key not in new}
     return {**new, **sections, "regime": regime, "regimes": kept}
+
+
+def regime_section(profile: dict[str, Any] | None, regime: str, name: str) -> Any:
+    """Section ``name`` of ``regime`` in ``profile`` (a version-1 profile's own), or None."""
+    if not profile:
+        return None
+    regimes = profile.get("regimes")
+    if not regimes:
+        return profile.get(name)
+    return regimes.get(check_regime(regime), {}).get(name)
 
 
 def regime_levels(profile: dict[str, Any] | None, regime: str = DEFAULT_REGIME) -> tuple[dict[str, Any], str | None]:

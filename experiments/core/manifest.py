@@ -52,7 +52,10 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("results import", RESULTS, "read a CSV export into the database"),
     Entry("figures", CORE, "render every figure from stored results"),
     Entry("reproduce", CORE, "run every registered experiment and render every figure"),
-    Entry("calibrate", LEVELS, "measure Gemm(x) and Geam(x); writes the device profile"),
+    Entry("calibrate", LEVELS, "measure Gemm(x) and Geam(x), or the Strassen configurations (--configurations); "
+                               "writes the device profile"),
+    Entry("profile", LEVELS, "write a device profile from stored results (into gpu/profiles to bundle it), or the "
+                             "transfer model's level tables"),
     Entry("fit", LEVELS, "fit Gemm (cubic) and Geam (quadratic) to a stored calibration"),
     Entry("predict", LEVELS, "the best Strassen level for a size: one answer with the range of its models, marked "
                              "where it extrapolates the measurements"),

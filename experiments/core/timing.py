@@ -44,6 +44,9 @@ Work = Callable[[], Any] | Sequence[Callable[[], Any]]
 ORDER = {True: "rotated each round", False: "fixed"}
 
 MIN_REPEATS = 10
+#: Fewest samples a caller may ask for instead (``least=``), for calls that last over a second each: three
+#: samples still give a median that one disturbed sample cannot move.
+FEWEST_REPEATS = 3
 #: Warm-up runs of each method, batches at most, and the timed seconds within which an unstable batch
 #: is measured again (see the module notes): the protocol's defaults.
 WARMUP, MAX_ATTEMPTS, RETRY_SECONDS = 2, 3, 120.0
@@ -149,6 +152,7 @@ def measure_interleaved(
     hide_launch: bool = False,
     calls: int = 1,
     rotate: bool = True,
+    least: int = MIN_REPEATS,
 ) -> dict[str, Timing]:
     """Time each method ``repeats`` times, one round of all methods after another, the order rotated by one
     method each round (see the module notes).
@@ -167,10 +171,13 @@ def measure_interleaved(
     device time only, the host's launch overhead left out (see the module notes); ``calls``: calls
     issued back to back in each sample (the rotation continued), the sample their time over ``calls``,
     as a loop of calls runs: the host's dispatch counts only where it outlasts the device's work;
-    ``rotate=False`` keeps the order of ``works`` in every round (to measure what the order does).
+    ``rotate=False`` keeps the order of ``works`` in every round (to measure what the order does);
+    ``least``: the fewest samples allowed, the protocol's :data:`MIN_REPEATS` unless a caller of calls that
+    last over a second lowers it (to :data:`FEWEST_REPEATS` at least; the record keeps the count).
     """
-    if repeats < MIN_REPEATS:
-        raise ValueError(f"repeats must be at least {MIN_REPEATS} (the protocol's minimum), got {repeats}")
+    least = max(FEWEST_REPEATS, min(least, MIN_REPEATS))
+    if repeats < least:
+        raise ValueError(f"repeats must be at least {least} (the protocol's minimum), got {repeats}")
     if calls < 1:
         raise ValueError(f"calls per sample must be at least 1, got {calls}")
     if max_attempts < 1 or warmup < 0 or not retry_seconds >= 0:

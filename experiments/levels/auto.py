@@ -50,7 +50,16 @@ import numpy as np
 from scipy import stats
 
 from gpu.backend import Backend
-from gpu.profile import ProfileError, backend_profile, device_name, profile_path, regime_levels
+from gpu.profile import (
+    BUNDLED_DIR,
+    ProfileError,
+    current_profile,
+    device_name,
+    profile_path,
+    profile_stamp,
+    regime_levels,
+    transfer_levels,
+)
 from gpu.strassen import Config, matmul, resolve_auto_level
 from gpu.strassen.auto import profile_key
 
@@ -110,7 +119,7 @@ def auto_choice(backend: Backend, n: int, config: Config, regime: str) -> dict[s
         warnings.simplefilter("always")
         level = resolve_auto_level(n, n, n, backend, schedule=config.schedule, fused=config.fused, regime=regime)
     try:
-        profile, problem = backend_profile(backend), None
+        profile, problem = current_profile(backend), None
     except ProfileError as exc:
         profile, problem = None, str(exc)
     tables, stand_in = regime_levels(profile, regime)
@@ -118,8 +127,11 @@ def auto_choice(backend: Backend, n: int, config: Config, regime: str) -> dict[s
     used = regime if regime in regimes else next(iter(regimes), regime)
     section = regimes.get(used) or profile or {}
     table = tables.get(profile_key(config.schedule, config.fused))
-    return {"level": int(level), "chosen_by": "profile" if table else "fixed rule",
-            "profile": str(profile_path(backend.name, device_name(backend))) if profile else None,
+    transferred = None if table else transfer_levels(backend)[1]
+    return {"level": int(level),
+            "chosen_by": "profile" if table else f"transfer model ({transferred})" if transferred else "fixed rule",
+            "profile": str(profile_path(backend.name, device_name(backend), None if profile_stamp(backend)[1] else
+                                        BUNDLED_DIR)) if profile else None,
             "profile_env_key": section.get("env_key"), "profile_written_at": section.get("written_at"),
             "profile_regime": used if table else None, "profile_table": table,
             "notes": [str(w.message) for w in caught] + [m for m in (problem, stand_in) if m]}

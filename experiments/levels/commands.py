@@ -18,12 +18,12 @@ from ..core.command import MEASURING, byte_size, command, emit, measuring_run, s
 from ..core.database import ResultsDB
 from ..core.registry import FIGURES, load
 from ..core.summary import markdown_table
-from . import calibration, estimate, models, validation
+from . import calibration, configurations, estimate, models, transfer_tables, validation
 from .answer import answer_lines, speedup_line
 from .auto import AUTO_KEY, AutoJudgement, judge_auto, with_judgement
 from .experiments import validation_summary
 from .predict import Source, fit_report, predict
-from .profile import update_profile
+from .profile import update_profile, write_profile
 
 CALIBRATION_COLUMNS = (("size", "N", "d"), ("gemm_s", "Gemm (s)", ".4e"), ("tflops", "TFLOP/s", ".3f"),
                        ("geam_s", "Geam (s)", ".4e"), ("gbs", "GB/s", ".1f"), ("samples", "samples", "d"),
@@ -42,6 +42,17 @@ def _calibrate_arguments(p: argparse.ArgumentParser) -> None:
                    help="instead, measure the out-of-core engine's rates (pinned copies each way, a device copy, "
                         "a GEMM) and keep them in the device profile, where gpu.outofcore.matmul sizes its "
                         "blocks and panels by them")
+    p.add_argument("--configurations", action="store_true",
+                   help="instead, time the Strassen configurations a default strassen.matmul call may choose, as "
+                        "called, beside DGEMM at each size (default sizes 2048-49152 on a GPU; the estimated time "
+                        "is printed first), and write the device profile's configurations section")
+    p.add_argument("--candidates", type=lambda text: [c for c in text.split(",") if c.strip()], default=None,
+                   metavar="NAMES",
+                   help="with --configurations: the configurations to time, comma-separated, such as "
+                        "L3:winograd+flat+graph,L4:lai7/winograd+fused (default: the catalogue, pruned per size "
+                        "by bottom size and memory)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="with --configurations: print the plan and its estimated time; measure nothing")
 
 
 @command("calibrate", options=MEASURING, arguments=_calibrate_arguments)
@@ -49,6 +60,8 @@ def cmd_calibrate(args: argparse.Namespace, db_path: Path) -> int:
     backend = get_backend(args.backend)
     if args.transfer:
         return transfer_rates(args, backend)
+    if args.configurations:
+        return calibrate_configurations(args, db_path, backend)
     if args.context:
         chosen = args.sizes
         calibration.plan_sizes(backend, [2 * n for n in chosen] if chosen else None, args.quick, args.dtype)
@@ -77,6 +90,56 @@ def transfer_rates(args: argparse.Namespace, backend: Backend) -> int:
     payload = {"backend": backend.name, "device": device_name(backend), "rates": measured, "profile": str(path)}
     emit(args, payload, lambda: f"{payload['device']} ({backend.name}): " + ", ".join(
         f"{key} {value:.4g}" for key, value in measured.items()) + f"\ndevice profile: {path}")
+    return 0
+
+
+def calibrate_configurations(args: argparse.Namespace, db_path: Path, backend: Backend) -> int:
+    """``gemmlab calibrate --configurations``: the plan and its estimate (printed before anything is
+    measured), the groups measured, and the device profile written with its configurations section."""
+    planned = configurations.plan(backend, args.sizes, args.candidates)
+    free = backend.memory_info()[0]
+    est = configurations.estimate(planned, free)
+    plan_text = configurations.describe(planned, est)
+    payload: dict[str, Any] = {"backend": backend.name, "plan": {n: [c.name for c in cs] for n, cs in planned.items()},
+                               "estimated_seconds": est.seconds, "estimate": est.how}
+    if args.dry_run:
+        emit(args, payload, lambda: plan_text)
+        return 0
+    if not args.json:
+        print(plan_text, flush=True)
+    with measuring_run(args, db_path, backend) as ctx:
+        rows = configurations.calibrate_configurations(ctx, planned)
+        payload["profile"] = update_profile(ctx)
+    payload["measured"] = rows
+    emit(args, payload, lambda: "\n".join(
+        [f"N = {r['size']}: DGEMM {1e3 * r['gemm_s']:.3f} ms ({r['samples']} samples); "
+         + ", ".join(f"{name} {s:.3f}x" for name, s in r["speedups"].items()) for r in rows]
+        + [f"device profile: {payload['profile']}"]))
+    return 0
+
+
+def _profile_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", type=Path, default=None, metavar="DIR",
+                   help="directory to write the profile into (default: $GEMMLAB_PROFILES or results/profiles); "
+                        "gpu/profiles is the one the package bundles")
+    p.add_argument("--transfer-levels", action="store_true",
+                   help="instead, write the transfer model's level tables for the GPUs of the hardware table "
+                        "that have no bundled profile (DIR/transfer-levels.json)")
+
+
+@command("profile", options=("common", "stored", "regime"), arguments=_profile_arguments)
+def cmd_profile(args: argparse.Namespace, db_path: Path) -> int:
+    """Write a device profile from stored results (the calibration, the level sweeps and the configurations
+    timed), or the transfer model's level tables, with no measurement."""
+    if args.transfer_levels:
+        path = transfer_tables.write(args.out or Path("gpu") / "profiles", db_path)
+        emit(args, {"path": str(path)}, lambda: f"transfer-model level tables: {path}")
+        return 0
+    with ResultsDB(db_path, readonly=True) as db:
+        key = models.select_env(db, args.env, args.device, None if args.env or args.device else
+                                get_backend("auto").device_info())
+        path = write_profile(db, key, args.command_line, args.regime, args.out)
+    emit(args, {"env_key": key, "profile": str(path)}, lambda: f"device profile of env {key}: {path}")
     return 0
 
 

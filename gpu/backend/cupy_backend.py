@@ -133,26 +133,27 @@ class CupyBackend(Backend):
         self.xp.cuda.Device().synchronize()
 
     def capture(self, work: Any) -> Any:
-        """Run ``work`` once, then capture it into a CUDA graph on a private stream; the graph
-        (``graph.launch()`` replays it on the current stream). The eager run comes first so that
-        kernels compile, side streams get their cuBLAS handles and every buffer the work needs is
-        allocated before the capture, which may allocate nothing."""
+        """Run ``work`` once, then capture it into a CUDA graph on a private stream; the graph (``graph.launch()``
+        replays it on the current stream). The eager run comes first so that kernels compile, side streams get
+        their cuBLAS handles and every buffer is made before the capture, which may allocate nothing. The host
+        never waits: the eager run and the caller's stream wait for each other by events."""
         if not self.supports_graphs:
             raise BackendUnavailable("CUDA graphs need cuBLAS calls that can be captured: install "
                                      "nvmath-python (pip install 'gemmlab[gpu]')")
         if self._capture_stream is None:
             self._capture_stream = self.xp.cuda.Stream(non_blocking=True)
-        stream = self._capture_stream
-        self.synchronize()                       # a non-blocking stream does not wait for the legacy one
+        stream, caller = self._capture_stream, self.current_stream()
+        stream.wait_event(caller.record())
         with stream:
             work()
-        stream.synchronize()
+        done = stream.record()
         stream.begin_capture()
         try:
             with stream:
                 work()
         finally:
             graph = stream.end_capture()
+        caller.wait_event(done)
         return graph
 
     @contextmanager

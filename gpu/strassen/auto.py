@@ -9,7 +9,10 @@ table of sizes where the level changes: ``[[0, 0], [7432, 1], [14864, 2], ...]``
 The level for a size is the last row at or below it, looked up with
 :func:`bisect.bisect_right`, so a call costs a file check and a search.
 
-Without a profile (or without a table for the configuration), the rule: split
+Without a profile (or without a table for the configuration), a GPU of the hardware table
+(``modeling.hardware``) gets the transfer model's table for it, bundled with the package
+(:func:`gpu.profile.transfer_levels`: predicted from its datasheet and the measured GPUs, for ``rum``
+and ``rum+fused``). Otherwise the rule: split
 while the bottom products stay at least ``RULE_CROSSOVER`` (4096 on a GPU, from
 the H100 calibration). On a CPU the rule splits nothing: measured on a 2-core
 machine with OpenBLAS, one level ran at 0.61x ``A @ B`` at N = 2048 and 0.70x at
@@ -30,7 +33,7 @@ import warnings
 from typing import Any
 
 from ..backend import Backend
-from ..profile import DEFAULT_REGIME, ProfileError, check_regime, current_profile, regime_levels
+from ..profile import DEFAULT_REGIME, ProfileError, check_regime, current_profile, regime_levels, transfer_levels
 from .schedules import Config
 
 #: Bottom-product size of the fallback rule, per backend (None: level 0 at every size).
@@ -64,11 +67,12 @@ def auto_level(size: int, backend: Backend, *, schedule: str = "rum", fused: boo
                profile: dict[str, Any] | None = None, regime: str = DEFAULT_REGIME) -> int:
     """Best level for an n x n x n product on ``backend`` in power ``regime``: from the regime's
     tables in ``profile`` (default: the device's profile file, :func:`gpu.profile.current_profile`;
-    another regime's, with a warning, where the profile lacks this one), else :func:`rule_level`.
-    Never more levels than halvings of ``size``."""
+    another regime's, with a warning, where the profile lacks this one), else (reading the device's) the
+    transfer model's table for this GPU, else :func:`rule_level`. Never more levels than halvings of ``size``."""
     check_regime(regime)
     if size <= 0:
         raise ValueError(f"size must be positive, got {size}")
+    given = profile is not None
     if profile is None:
         try:
             profile = current_profile(backend)
@@ -78,5 +82,7 @@ def auto_level(size: int, backend: Backend, *, schedule: str = "rum", fused: boo
     if stand_in:
         warnings.warn(stand_in, RuntimeWarning, stacklevel=3)
     table = tables.get(profile_key(schedule, fused))
+    if not table and not given:
+        table = transfer_levels(backend)[0].get(profile_key(schedule, fused))
     level = table_level(table, size) if table else rule_level(size, backend.name)
     return min(level, MAX_LEVEL, int(math.log2(size)))

@@ -12,7 +12,10 @@ protective copies, support quadrants) is kept in a slot named by its depth, its 
 the stream it serves: made on the first pass, handed out again on every later pass and
 shared by sibling calls at one depth on one stream (they run one after another), so the
 arena holds what an eager product's peak holds, and a CUDA graph capture, which may not
-allocate, finds every buffer made (:mod:`gpu.strassen.graphs`).
+allocate, finds every buffer made (:mod:`gpu.strassen.graphs`). After :meth:`Executor.begin` the stream a
+product is issued from is its *home*, whatever stream that is: an eager pass on the caller's stream and a
+capture on the backend's capture stream then use the same slots, so a plan's eager runs and its graphs
+share one workspace.
 """
 
 from __future__ import annotations
@@ -51,13 +54,19 @@ class Executor:
         self.fused = fused
         self.arena = arena
         self.flat = flat
+        self._home: Any = None
+
+    def begin(self) -> None:
+        """Make the current stream this product's home (see the module notes)."""
+        self._home = getattr(self.backend.current_stream(), "ptr", 0)
 
     def buffer(self, shape: tuple[int, ...], dtype: Any, slot: tuple) -> Array:
         """A scratch buffer: a new one, or with an arena the one of ``slot`` on the current stream
         (see the module notes)."""
         if self.arena is None:
             return self.backend.xp.empty(shape, dtype=dtype)
-        key = (*slot, getattr(self.backend.current_stream(), "ptr", 0))
+        ptr = getattr(self.backend.current_stream(), "ptr", 0)
+        key = (*slot, 0 if ptr == self._home else ptr)
         buf = self.arena.get(key)
         if buf is None:
             buf = self.arena[key] = self.backend.xp.empty(shape, dtype=dtype)

@@ -1,55 +1,39 @@
-"""Whole Strassen products as CUDA graphs: captured once per call signature, replayed after.
+"""Whole Strassen products as CUDA graphs: captured per address set by the plan that runs them, replayed after.
 
 A level-3 product issues hundreds of library calls; from Python each costs tens of microseconds
 of host time, which small and medium sizes cannot hide. Captured into one CUDA graph
 (``Backend.capture``: cuBLAS through per-stream handles that capture allows, fused kernels, event
 waits between streams), the product replays with one launch.
 
-A graph bakes in device addresses, so it is kept per **signature**: backend, schedule, levels,
-streams, fusion, fringe, overwrite rights, and the address, shape, strides and dtype of A, B and C.
-Its scratch buffers live in the executor's arena (slots per depth and stream) for as long as the
-graph does, so nothing is allocated while it is captured or replayed, and no buffer it uses is
-handed to anyone else. Replay computes exactly what the eager product computes (the same calls in
-the same order), bit for bit. At most :data:`MAX_GRAPHS` graphs are kept, the least recently used
-dropped first.
+A graph bakes in device addresses. A plan (:class:`gpu.strassen.Plan`) is built for an operand signature
+(shapes, strides, dtypes, stream, options), so its :class:`Graphs` keeps a graph per **address set** of A, B
+and C, at most :data:`MAX_GRAPHS` of them, the least recently used dropped first. Every graph of a plan runs
+on the plan's workspace (its executor's arena: slots per depth and stream, made on the first pass), so a
+capture allocates nothing and the graphs of one plan, replayed one after another on its stream, share it.
+Replay computes exactly what the eager product computes (the same calls in the same order), bit for bit.
 
-``graph="auto"`` captures a signature the second time it is called (the first call runs eagerly)
-where the product launches at least :data:`MIN_LAUNCHES` kernels, and only on a backend that
-supports graphs; everything else runs eagerly.
+Modes: ``True`` captures an address set on its first call; ``"auto"`` on its second, where the product
+launches at least :data:`MIN_LAUNCHES` kernels and the backend supports graphs (eagerly otherwise);
+``"repeat"`` (what a configuration chosen from the device profile runs) on its second whatever the launches:
+a loop that keeps its arrays replays from its second call, and arrays used once (a new output per call) run
+eagerly rather than pay a capture each.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from ..backend import Array, Backend
 from ..backend.memo import LRU
-from .executor import Executor
 
 #: Fewest kernels a product launches before ``graph="auto"`` captures it.
 MIN_LAUNCHES = 200
-MAX_GRAPHS = 16
-#: Signatures whose calls ``graph="auto"`` counts (least recently seen dropped first): a long run over ever
-#: new arrays must not grow the count table without bound.
-MAX_SEEN = 1024
+#: Graphs (address sets) one plan keeps.
+MAX_GRAPHS = 4
+#: Address sets whose calls a plan counts for ``"auto"`` and ``"repeat"`` (least recently seen dropped first).
+MAX_SEEN = 64
 MODES = (True, False, "auto")
-
-
-@dataclass
-class Captured:
-    """A captured product and what it needs kept alive: its executor's arena of buffers."""
-
-    graph: Any
-    executor: Executor
-
-    def replay(self) -> None:
-        self.graph.launch()
-
-
-_GRAPHS = LRU(MAX_GRAPHS)
-_SEEN = LRU(MAX_SEEN)
 
 
 def check_mode(be: Backend, graph: Any) -> None:
@@ -66,25 +50,31 @@ def array_key(x: Array, be: Backend) -> tuple:
     return be.pointer(x), x.shape, x.strides, str(x.dtype)
 
 
-def run(be: Backend, graph: Any, key: tuple, launches: int, make: Callable[[dict | None], Executor],
-        body: Callable[[Executor], None]) -> None:
-    """Run ``body(executor)`` eagerly or as the graph of ``key``, as ``graph`` and the signature's history say."""
-    if graph == "auto":
-        graph = be.supports_graphs and launches >= MIN_LAUNCHES and _SEEN.get(key, 0) >= 1
-        _SEEN[key] = _SEEN.get(key, 0) + 1
-    if not graph:
-        body(make(None))
-        return
-    captured = _GRAPHS.get(key)
-    if captured is None:
-        executor = make({})
-        captured = Captured(be.capture(lambda: body(executor)), executor)
-        _GRAPHS[key] = captured
-        return                                # the capture's eager pass computed the product
-    captured.replay()
+class Graphs:
+    """One plan's captured products by address set (see the module notes)."""
 
+    def __init__(self, be: Backend, mode: bool | str, launches: int) -> None:
+        self.backend = be
+        self.mode = mode if be.supports_graphs and (mode != "auto" or launches >= MIN_LAUNCHES) else False
+        self.captured = LRU(MAX_GRAPHS)
+        self.seen = LRU(MAX_SEEN)
 
-def forget() -> None:
-    """Drop every kept graph and its buffers (they hold device memory)."""
-    _GRAPHS.clear()
-    _SEEN.clear()
+    def run(self, key: tuple, body: Callable[[], None]) -> None:
+        """``body()`` (the product on the plan's operands) eagerly, or as the graph of address set ``key``."""
+        if not self.mode:
+            body()
+            return
+        graph = self.captured.get(key)
+        if graph is not None:
+            graph.launch()
+            return
+        if self.mode is True or self.seen.get(key, 0) >= 1:
+            self.captured[key] = self.backend.capture(body)      # its eager pass computes the product
+            return
+        self.seen[key] = self.seen.get(key, 0) + 1
+        body()
+
+    def clear(self) -> None:
+        """Drop every graph (their buffers belong to the plan's arena)."""
+        self.captured.clear()
+        self.seen.clear()

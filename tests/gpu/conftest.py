@@ -47,6 +47,17 @@ def _check(backend, C, A, B, level, side=None):
     return got
 
 
+@pytest.fixture(autouse=True)
+def _no_kept_strassen_plans():
+    """Each test starts with no Strassen plan kept by ``matmul`` (a kept plan holds its workspace, so a test
+    that counts allocations or memory checks would see another test's plan)."""
+    from gpu.strassen import forget
+
+    forget()
+    yield
+    forget()
+
+
 @pytest.fixture
 def operand():
     """``operand(backend, shape, seed, dtype=float64)``: uniform values in [-1, 1) on the device."""

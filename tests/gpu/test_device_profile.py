@@ -130,3 +130,63 @@ def test_level_auto_reads_the_file_once_per_stamp_not_per_call(monkeypatch):
     assert len(stats) <= 1
     save_profile({"backend": "numpy", "device": device_name(be), "levels": {"rum": [[0, 0], [100, 1]]}})
     assert auto_level(64, be) == 0                                   # this process's write: seen at once
+
+
+# --- the profiles the package bundles -----------------------------------------------------------------
+
+class FakeGPU:
+    """A CuPy backend as the profile lookup sees it: its name and its device's name."""
+
+    name, supports_graphs = "cupy", True
+
+    def __init__(self, device):
+        self.device = device
+
+    def device_info(self):
+        return {"device": self.device}
+
+
+H200 = "NVIDIA H200"
+
+
+def test_the_package_bundles_the_h100_and_h200_profiles_with_their_configurations():
+    from gpu.profile import BUNDLED_DIR, regime_section
+    from gpu.strassen.choose import table
+
+    for device in (H100, H200):
+        doc = load_profile(profile_path("cupy", device, BUNDLED_DIR))
+        assert doc["device"] == device and doc["regimes"]["sustained"]["levels"]["rum+fused"]
+        sizes = table(regime_section(doc, "sustained", "configurations"))
+        assert len(sizes) >= 5 and all(timed for timed in sizes.values()), device
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    assert 'gpu = ["profiles/*.json"]' in pyproject, "installed with the package"
+
+
+def test_a_users_own_profile_comes_first_and_the_bundled_one_fills_its_gaps():
+    from gpu.profile import BUNDLED_DIR, configurations, current_profile
+
+    be = FakeGPU(H100)
+    section, where = configurations(be)
+    assert section["points"] and where == str(profile_path("cupy", H100, BUNDLED_DIR))
+    assert current_profile(be)["env_key"] == load_profile(profile_path("cupy", H100, BUNDLED_DIR))["env_key"]
+    save_profile({"backend": "cupy", "device": H100, "levels": {"rum": [[0, 0], [100, 1]]}})
+    assert current_profile(be)["levels"] == {"rum": [[0, 0], [100, 1]]}, "the user's level tables"
+    assert configurations(be)[1] == where, "a profile without configurations: the bundled section"
+    own = {"points": [{"size": 4096, "gemm_s": 1.0, "timed": []}]}
+    save_profile({"backend": "cupy", "device": H100, "levels": {}, "configurations": own})
+    assert configurations(be) == (own, str(profile_path("cupy", H100)))
+    assert configurations(FakeGPU("NVIDIA A100-SXM4-80GB")) == (None, None)
+
+
+def test_other_gpus_get_the_transfer_models_level_tables():
+    from gpu.profile import transfer_levels
+    from gpu.strassen import auto_level
+    from gpu.strassen.auto import table_level
+
+    tables, gpu = transfer_levels(FakeGPU("NVIDIA A100-SXM4-80GB"))
+    assert gpu == "A100" and set(tables) == {"rum", "rum+fused"}
+    assert [auto_level(n, FakeGPU("NVIDIA A100-SXM4-80GB"), fused=True) for n in (2048, 16384, 65536)] == \
+        [table_level(tables["rum+fused"], n) for n in (2048, 16384, 65536)]
+    assert table_level(tables["rum+fused"], 2048) == 0 < table_level(tables["rum+fused"], 65536)
+    assert transfer_levels(FakeGPU(H100)) == ({}, None), "a GPU with a bundled profile has no transfer table"
+    assert transfer_levels(get_backend("numpy")) == ({}, None)

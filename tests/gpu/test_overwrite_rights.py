@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from gpu import ozaki2
-from gpu.strassen import api as strassen_api
+from gpu.strassen import forget
 from gpu.strassen import matmul as strassen
-from gpu.strassen import shortcut
+from gpu.strassen import plan as strassen_plan
 
 
 def _read_only(x):
@@ -25,7 +25,7 @@ def _pair(n=64, seed=0):
 def _no_work(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("work started before the refusal")
-    monkeypatch.setattr(strassen_api, "_execute", refuse)
+    monkeypatch.setattr(strassen_plan.Plan, "_execute", refuse)
 
 
 @pytest.mark.parametrize("which", ["A", "B"])
@@ -54,9 +54,9 @@ def test_strassen_refuses_overwrite_of_a_read_only_mapped_file(tmp_path):
 
 
 def test_a_kept_plan_is_not_reused_for_a_read_only_operand_or_out(monkeypatch):
-    """The kept signatures (gpu.strassen.shortcut) must not let a read-only A through a plan that was
+    """The kept plans (gpu.strassen.PLANS) must not let a read-only A through a plan that was
     checked on a writeable A of the same shape and strides, nor a read-only out."""
-    shortcut.forget()
+    forget()
     A, B = _pair(seed=2)
     out = np.empty((64, 64))
     strassen(A.copy(), B, level=1, overwrite_a=True, out=out, backend="numpy")      # kept

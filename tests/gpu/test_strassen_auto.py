@@ -12,7 +12,7 @@ import pytest
 from experiments.core.regime import get_regime
 from gpu.backend import MemoryPlanError, get_backend
 from gpu.profile import FORMAT, REGIMES, VERSION, device_name, profile_path, save_profile, with_regime
-from gpu.strassen import api, auto, matmul
+from gpu.strassen import auto, decide, matmul
 from gpu.strassen.auto import MAX_LEVEL, RULE_CROSSOVER, auto_level, profile_key, rule_level, table_level
 
 N = 64
@@ -27,8 +27,8 @@ def numpy_profile(levels, **extra):
 
 def levels_used(monkeypatch):
     """The levels ``matmul`` resolves and checks, recorded as it runs."""
-    seen, real = [], api.check_schedule
-    monkeypatch.setattr(api, "check_schedule", lambda schedule, level: (seen.append(level), real(schedule, level)))
+    seen, real = [], decide.check_schedule
+    monkeypatch.setattr(decide, "check_schedule", lambda schedule, level: (seen.append(level), real(schedule, level)))
     return seen
 
 
@@ -130,26 +130,32 @@ def test_a_broken_profile_warns_and_falls_back_to_the_rule(content):
 
 
 def test_matmul_auto_uses_the_saved_profile(backend, monkeypatch, operand, host, check):
-    """With a profile whose table says 2 levels at 128 and 1 level at 96, ``matmul(level="auto")``
-    runs those levels: bitwise the explicit-level products, which differ between levels."""
+    """With a profile whose table says 2 levels at 128 and 1 level at 96, ``matmul(level="auto", fused=False)``
+    runs those levels: bitwise the explicit-level products, which differ between levels. A default call (no
+    configuration given, no configurations measured) reads the table of its fallback configuration: RUM on
+    NumPy, RUM with fused additions on CuPy."""
     save_profile({"backend": backend.name, "device": device_name(backend),
                   "levels": {"rum": [[0, 0], [64, 1], [128, 2]], "rum+fused": [[0, 0], [32, 3]]}})
     seen = levels_used(monkeypatch)
     A, B = operand(backend, (2 * N, 2 * N), 1), operand(backend, (2 * N, 2 * N), 2)
     a0, b0 = host(backend, A), host(backend, B)
-    got = host(backend, matmul(A, B, level="auto", backend=backend))
+    got = host(backend, matmul(A, B, level="auto", fused=False, backend=backend))
     assert seen == [2]
     check(backend, got, a0, b0, 2)
     levels = {lv: host(backend, matmul(A, B, level=lv, backend=backend)) for lv in (1, 2, 3)}
     assert np.array_equal(got, levels[2])
     assert not np.array_equal(levels[1], levels[2]) and not np.array_equal(levels[3], levels[2])
     seen.clear()
-    matmul(A[:96, :96], B[:96, :96], backend=backend)
+    matmul(A[:96, :96], B[:96, :96], fused=False, backend=backend)
     matmul(A, B, fused=True, backend=backend)
     assert seen == [1, 3]
     seen.clear()
     matmul(A[:64, :64], B[:64, :64], fused=True, backend=backend)
     assert seen == [2], "a table's level beyond bottom products of 16 is capped, never refused"
+    assert matmul(A, B, backend=backend) is not None
+    from gpu.strassen import PLANS
+    chosen = [plan.configuration for plan in PLANS._plans.values()][-1]
+    assert (chosen.level, chosen.fused) == ((3, True) if backend.name == "cupy" else (2, False))
 
 
 # --- one set of tables per power regime ----------------------------------------------------------

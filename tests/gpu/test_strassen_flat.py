@@ -7,16 +7,9 @@ import numpy as np
 import pytest
 
 from gpu.backend import get_backend
-from gpu.strassen import Executor, graphs, matmul, strassen_memory, total_launches
+from gpu.strassen import Executor, matmul, strassen_memory, total_launches
 from gpu.strassen.flat import FAMILY, flat_blocker, flat_plan
 from gpu.strassen.schedules import SCHEDULES
-
-
-@pytest.fixture(autouse=True)
-def _no_kept_graphs():
-    graphs.forget()
-    yield
-    graphs.forget()
 
 
 def operands(be, m, k, n, seed=1, order="C", dtype=np.float64):

@@ -1,21 +1,15 @@
 """CUDA-graph execution of Strassen products: the mode's rules on NumPy (where
 ``graph=True`` is a clear error and ``"auto"`` runs eagerly), the arena that lets a capture
-allocate nothing, the capture-and-replay bookkeeping with a stand-in backend, and on CuPy the
-graph bitwise equal to eager execution with no allocation inside a replay."""
+allocate nothing, a plan's capture-and-replay bookkeeping per address set with a stand-in backend, and on
+CuPy the graph bitwise equal to eager execution with no allocation inside a replay, sharing the plan's
+workspace with its eager runs."""
 
 import numpy as np
 import pytest
 
 from gpu.backend import get_backend
-from gpu.strassen import graphs, matmul, top_support
+from gpu.strassen import Plan, graphs, matmul, top_support
 from gpu.strassen.executor import Executor
-
-
-@pytest.fixture(autouse=True)
-def _no_kept_graphs():
-    graphs.forget()
-    yield
-    graphs.forget()
 
 
 def operands(backend, n=128, seed=1):
@@ -87,38 +81,48 @@ class FakeGraphBackend:
         return Graph()
 
 
-def test_auto_counts_are_bounded():
-    """graph='auto' counts calls per signature; ever new signatures keep at most MAX_SEEN counts."""
-    be = FakeGraphBackend()
-    graphs.forget()
-    for k in range(graphs.MAX_SEEN + 50):
-        graphs.run(be, "auto", ("new arrays", k), 1000, lambda arena: arena, lambda arena: None)
-    assert len(graphs._SEEN) == graphs.MAX_SEEN and ("new arrays", 0) not in graphs._SEEN
-    graphs.forget()
-
-
-def test_run_captures_once_per_signature_replays_after_and_keeps_the_newest():
-    be = FakeGraphBackend()
-    ran = []
-
-    def go(key, mode=True, launches=1000):
-        graphs.run(be, mode, key, launches, lambda arena: arena, lambda arena: ran.append(arena))
-
-    go("a")
-    assert (be.captures, be.launches) == (1, 0) and ran[-1] == {}, "captured with an arena"
-    go("a")
-    go("a")
+def test_true_captures_an_address_set_once_replays_it_and_keeps_the_newest():
+    be, ran = FakeGraphBackend(), []
+    kept = graphs.Graphs(be, True, launches=1)
+    kept.run("a", lambda: ran.append("a"))
+    assert (be.captures, be.launches) == (1, 0) and ran == ["a"], "captured: its eager pass made the product"
+    kept.run("a", lambda: ran.append("a"))
+    kept.run("a", lambda: ran.append("a"))
     assert (be.captures, be.launches) == (1, 2)
     for k in range(graphs.MAX_GRAPHS):
-        go(("b", k))
-    assert "a" not in graphs._GRAPHS and len(graphs._GRAPHS) == graphs.MAX_GRAPHS
-    go("auto-key", "auto")
-    assert ran[-1] is None and be.captures == 1 + graphs.MAX_GRAPHS, "auto: the first call runs eagerly"
-    go("auto-key", "auto")
-    assert be.captures == 2 + graphs.MAX_GRAPHS, "auto: the second call captures"
-    go("small", "auto", launches=graphs.MIN_LAUNCHES - 1)
-    go("small", "auto", launches=graphs.MIN_LAUNCHES - 1)
-    assert ran[-1] is None and ran[-2] is None, "auto: few launches never capture"
+        kept.run(("b", k), lambda: None)
+    assert "a" not in kept.captured and len(kept.captured) == graphs.MAX_GRAPHS
+    kept.clear()
+    assert len(kept.captured) == 0
+
+
+@pytest.mark.parametrize("mode,launches,captured", [("auto", graphs.MIN_LAUNCHES, True),
+                                                    ("auto", graphs.MIN_LAUNCHES - 1, False),
+                                                    ("repeat", 1, True)])
+def test_auto_and_repeat_capture_an_address_set_on_its_second_call(mode, launches, captured):
+    """``"auto"`` where the product launches many kernels, ``"repeat"`` (a configuration chosen from the
+    profile) whatever it launches; an address set seen once (a new output each call) runs eagerly."""
+    be, ran = FakeGraphBackend(), []
+    kept = graphs.Graphs(be, mode, launches)
+    kept.run("x", lambda: ran.append(1))
+    assert be.captures == 0 and ran == [1]
+    kept.run("x", lambda: ran.append(2))
+    kept.run("x", lambda: ran.append(3))
+    assert (be.captures, be.launches) == ((1, 1) if captured else (0, 0))
+    assert ran == ([1, 2, 2] if captured else [1, 2, 3]), "a replay runs the captured work"
+
+
+def test_the_counts_of_address_sets_are_bounded():
+    be = FakeGraphBackend()
+    kept = graphs.Graphs(be, "repeat", 1)
+    for k in range(graphs.MAX_SEEN + 50):
+        kept.run(("new arrays", k), lambda: None)
+    assert len(kept.seen) == graphs.MAX_SEEN and ("new arrays", 0) not in kept.seen and be.captures == 0
+
+
+def test_graphs_never_run_where_the_backend_has_none():
+    be = get_backend("numpy")
+    assert not graphs.Graphs(be, "auto", 10**6).mode and not graphs.Graphs(be, "repeat", 1).mode
 
 
 CASES = [("rum", 3, False, False, "peel", 512), ("rum2", 2, True, True, "peel", 512),
@@ -148,3 +152,27 @@ def test_cupy_graph_is_bitwise_eager_and_replays_without_allocating(cupy_backend
     A[...], B[...] = A2, B2                                     # new values, same buffers: the graph sees them
     matmul(A, B, out=C, graph=True, **kw)
     assert np.array_equal(be.to_numpy(C), be.to_numpy(matmul(A2, B2, **kw)))
+
+
+@pytest.mark.gpu
+def test_a_plans_eager_runs_and_its_graphs_share_one_workspace(cupy_backend):
+    """A graph mode of ``"auto"`` runs the first call on an address set eagerly, captures the second: the
+    capture (on the backend's capture stream) takes the same arena slots as the eager run, so the workspace
+    does not grow; other address sets reuse it too."""
+    be = cupy_backend
+    if not be.supports_graphs:
+        pytest.skip("graphs need nvmath-python")
+    A, B = operands(be, 512)
+    C = be.xp.empty((512, 512))
+    with Plan(A, B, out=C, options={"level": 3, "schedule": "winograd", "fused": True, "graph": "auto"},
+              backend=be) as plan:
+        plan.execute(A, B, C)
+        eager = plan.workspace_bytes
+        plan.execute(A, B, C)                                       # captured
+        plan.execute(A, B, C)                                       # replayed
+        assert plan.workspace_bytes == eager > 0 and len(plan._graphs.captured) == 1
+        C2 = be.xp.empty((512, 512))
+        for _ in range(3):
+            plan.execute(A, B, C2)
+        assert plan.workspace_bytes == eager and len(plan._graphs.captured) == 2
+        assert np.array_equal(be.to_numpy(C), be.to_numpy(C2))

@@ -125,3 +125,26 @@ def test_the_gpu_repair_follows_streams_graphs_and_fusion(cupy_backend, options)
         R = _library(A, B)
         assert np.array_equal(np.isnan(got), np.isnan(R)) and np.array_equal(got[np.isinf(R)], R[np.isinf(R)])
         assert np.isfinite(got[np.isfinite(R)]).all()
+
+
+def test_one_huge_finite_entry_that_overflows_inside_a_level_gives_the_library_gemms_pattern(backend, monkeypatch):
+    """One entry of 1e308 in A: every entry of A @ B is finite (each term is below 1e308 in size), but a level's
+    sums (A11 + A22, B11 + B22 with entries up to 2) make 1e308 * 2 overflow in the products, so without the
+    repair 100-odd entries of C come out NaN or infinite. Repaired on the device (CuPy) or the host (NumPy),
+    C's non-finite entries are exactly A @ B's: none."""
+    from gpu.strassen import finite
+
+    A, B = _pair(seed=8)
+    A[5, 7] = 1e308
+    R = _library(A, B)
+    assert np.isfinite(R).all()
+    ops = type(backend.ops(finite.FAMILY))
+    real = ops.repair
+    monkeypatch.setattr(ops, "repair", lambda self, *a: None)
+    unrepaired = backend.to_numpy(strassen(backend.asarray(A), backend.asarray(B), level=2, backend=backend))
+    assert (~np.isfinite(unrepaired)).sum() > 0, "the level's sums overflow: the case the repair is for"
+    monkeypatch.setattr(ops, "repair", real)
+    C = backend.to_numpy(strassen(backend.asarray(A), backend.asarray(B), level=2, backend=backend))
+    assert np.array_equal(np.isfinite(C), np.isfinite(R)), f"{(~np.isfinite(C)).sum()} non-finite entries"
+    bad = ~np.isfinite(unrepaired)
+    np.testing.assert_allclose(C[bad], R[bad], rtol=1e-12)
