@@ -163,7 +163,7 @@ class HostOps:
     def count_buffers(be: Backend) -> None:
         return None
 
-    def prepare(self, table: ModuliTable, direct: bool) -> None:
+    def prepare(self, table: ModuliTable, planes: np.ndarray) -> None:
         """Nothing to compile or upload on NumPy (the GPU's kernels and tables for ``table``)."""
 
 

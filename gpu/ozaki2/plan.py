@@ -97,12 +97,12 @@ class Plan(MatmulPlan):
         """The views, table, kernels and panels of ``count`` moduli, made the first time they are asked for."""
         if count not in self._parts:
             table, work = moduli_table(count), self.work
-            ops(self.backend).prepare(table, work.direct)
             if work.direct:
                 products = work.view("products")[:count]
                 planes = products[:, :, :self.n]
             else:
                 products, planes = work.view("product"), work.view("planes")[:count]
+            ops(self.backend).prepare(table, planes)
             self._parts[count] = Part(table, work.view("res_a")[:count], work.view("res_b")[:count], products,
                                       planes, work.direct, panels(self.m, self.n_pad))
         return self._parts[count]
