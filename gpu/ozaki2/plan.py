@@ -21,6 +21,7 @@ sums of the products in IEEE arithmetic: NaN or infinity in any summation order,
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +35,7 @@ from ..ozaki.api import NONFINITE, _operands, _phase
 from ..ozaki.plan import _round_up
 from .auto import choose_moduli
 from .bounds import bounds
-from .gemms import blocks, int8_product, panels
+from .gemms import blocks, int8_product, panels, planned, run_planned
 from .memory import ADVICE, Carved, reserve_workspace
 from .moduli import ModuliTable, moduli_table
 from .normwise import LineStats, refusal, target_value
@@ -57,6 +58,7 @@ class Part:
     planes: Array
     direct: bool
     panels: list[tuple[slice, slice]]
+    gemms: list[Any]
 
 
 class Plan(MatmulPlan):
@@ -81,7 +83,9 @@ class Plan(MatmulPlan):
         self.ldk, self.n_pad, self.block = _round_up(max(k, 1)), _round_up(max(n, 1)), k_block_of(opts.k_block)
         self.work: Carved | None = None
         self._parts: dict[int, Part] = {}
-        if m and n and k:
+        self._lock = threading.Lock()
+        self.empty = not (m and n and k)
+        if not self.empty:
             self.work = reserve_workspace(be, m, k, n, self.fixed, opts.scaling, self.block, out is not None,
                                           opts.bound, make_room)
             family = ops(be)
@@ -103,23 +107,32 @@ class Plan(MatmulPlan):
             else:
                 products, planes = work.view("product"), work.view("planes")[:count]
             ops(self.backend).prepare(table, planes)
-            self._parts[count] = Part(table, work.view("res_a")[:count], work.view("res_b")[:count], products,
-                                      planes, work.direct, panels(self.m, self.n_pad))
+            res_a, res_b, tiles = work.view("res_a")[:count], work.view("res_b")[:count], panels(self.m, self.n_pad)
+            gemms = [c for t in range(count) for c in planned(self.backend, res_a[t], res_b[t], products[t], tiles)
+                     ] if work.direct else []
+            self._parts[count] = Part(table, res_a, res_b, products, planes, work.direct, tiles, gemms)
         return self._parts[count]
 
     def _release(self) -> None:
-        self.work = None
-        self._parts = {}
+        with self._lock:
+            self.work, self._parts, self.signature = None, {}, None
 
     def _execute(self, A: Array, B: Array, out: Array | None) -> Array:
         return self.run(A, B, out)
 
     def run(self, A: Array, B: Array, out: Array | None = None, phases: dict[str, float] | None = None) -> Array:
         """The per-call work on the current stream (operands of the plan's signature); ``phases``: a dict that
-        receives seconds per phase, each synchronized."""
+        receives seconds per phase, each synchronized. One call at a time issues its work (the plan's buffers are
+        shared by its calls, which the stream then orders)."""
+        with self._lock:
+            if self.signature is None:
+                raise ValueError("this plan was freed; build a new one")
+            return self._run(A, B, out, phases)
+
+    def _run(self, A: Array, B: Array, out: Array | None, phases: dict[str, float] | None) -> Array:
         be = self.backend
         C = self._output(A, B, out)
-        if self.work is None:
+        if self.empty:
             C[...] = 0.0
             return C
         family = ops(be)
@@ -185,8 +198,7 @@ class Plan(MatmulPlan):
         be = self.backend
         if part.direct:
             with _phase(be, phases, "gemm"):
-                for t in range(part.table.count):
-                    int8_product(be, part.res_a[t], part.res_b[t], part.products[t], part.panels)
+                run_planned(be, part.gemms)
             return
         for t, modulus in enumerate(part.table.moduli):
             for number, kb in enumerate(blocks(self.ldk, self.block)):

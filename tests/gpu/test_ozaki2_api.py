@@ -245,8 +245,8 @@ def test_int8_products_in_panels_give_the_same_bits(monkeypatch, backend, panel)
     monkeypatch.setattr(gemms, "PANEL", panel)
     ozaki2.PLANS.clear()                                    # a kept plan holds the panels it was made with
     calls = []
-    real = type(backend).gemm_ex
-    monkeypatch.setattr(backend, "gemm_ex", lambda *a, **k: (calls.append(1), real(backend, *a, **k))[1])
+    real = type(backend)._gemm_ex
+    monkeypatch.setattr(backend, "_gemm_ex", lambda *a, **k: (calls.append(1), real(backend, *a, **k))[1])
     assert np.array_equal(backend.to_numpy(ozaki2.matmul(A, B, moduli=14, backend=backend)), whole)
     rows, cols = panel
     assert len(calls) >= -(-13 // rows) * -(-11 // cols), "every output panel is its own INT8 GEMM"
