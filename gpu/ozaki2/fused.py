@@ -23,7 +23,7 @@ suffices, exactly for the maxima, exponents and R:
 Exact: for an entry of tile t, with d = e_t - e >= 0, ceil(|x| 2**e) = ceil(|x| 2**e_t / 2**d) =
 ceil(c / 2**d), since ceil(y / n) = ceil(ceil(y) / n) for a positive integer n; and for d >= 7,
 c / 2**d <= 1/2, so ceil(c / 2**d) is 1 for every nonzero entry and 0 for zero, which S_t[7] counts. So R
-equals the two-pass sum (:meth:`gpu.ozaki2.ops.HostOps.line_squares`) bit for bit. The maxima propagate
+equals the two-pass sum (:meth:`gpu.ozaki2.ops.HostOps.line_stats`) bit for bit. The maxima propagate
 NaN (a line holding NaN has maximum NaN), as :func:`gpu.ozaki.kernels.absmax` does; a line that is not finite gets
 R = 0, no norms and the bar exponent :data:`gpu.ozaki2.normwise.BAD_E`. Workspace: 56 bytes per line and
 32 entries of k (:func:`workspace_bytes`).

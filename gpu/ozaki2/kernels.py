@@ -128,11 +128,13 @@ template <int M> __device__ __forceinline__ unsigned int limbs4(const double* a,
     return __byte_perm(__byte_perm(r[0], r[1], 0x0040), __byte_perm(r[2], r[3], 0x0040), 0x5410);
 }
 
-/* A tile entry: its bar (BARS), or its scaled integer, to nearest where the shift is at least the bar exponent. */
+/* A tile entry: its bar (BARS), or its scaled integer, to nearest where the shift is at least the bar exponent;
+   0 for NaN and infinity (lines holding them get the library's IEEE values; the limbs and table paths below
+   take finite integers only). */
 __device__ __forceinline__ double scaled_integer(double x, int s, int e)
 {
     const double y = ldexp(x, s);
-    return s >= e ? rint(y) : trunc(y);
+    return isfinite(y) ? (s >= e ? rint(y) : trunc(y)) : 0.0;
 }
 #if BARS
 /* A line that is not finite has the bar exponent BAD_E: its finite entries scale to 0 and NaN or infinity fail

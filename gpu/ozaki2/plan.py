@@ -84,6 +84,7 @@ class Plan(MatmulPlan):
         self.work: Carved | None = None
         self._parts: dict[int, Part] = {}
         self._lock = threading.Lock()
+        self.last_count: int | None = self.fixed
         self.empty = not (m and n and k)
         if not self.empty:
             self.work = reserve_workspace(be, m, k, n, self.fixed, opts.scaling, self.block, out is not None,
@@ -168,7 +169,7 @@ class Plan(MatmulPlan):
             _refuse_nonfinite(be, rows, cols)
         found = None if opts.scaling == "fast" and opts.bound == "normwise" else bounds(
             be, A, B, rows, cols, opts.scaling, self.work)
-        count = self.fixed or self._count(family, A, B, rows, cols, found)
+        count = self.last_count = self.fixed or self._count(family, A, B, rows, cols, found)
         part = self.part(count)
         if opts.scaling == "fast":
             out_a, out_b = self.shift_buffers or (None, None)
