@@ -30,6 +30,7 @@ from . import fused
 from .moduli import MAX_MODULI, ModuliTable
 from .normwise import TERMS, LineStats, limits, safety
 from .scaling import bound_limit
+from .workspace import TILE_K, carve_tiles
 
 #: Threads per block of the count and shift kernels, blocks per count and side of the count's terms, and lines
 #: per block of the IEEE values' kernel.
@@ -198,12 +199,42 @@ def fix_nonfinite(A: Any, B: Any, C: Any, rows: LineStats, cols: LineStats) -> N
         i64(C.strides[0] // 8), i64(m), i64(k), i64(n), rows.mx, cols.mx, i64(FIX_LINES)))
 
 
+def line_stats(X: Any, scratch: Any = None, norms: bool = False, out: LineStats | None = None) -> LineStats:
+    """:class:`~gpu.ozaki2.normwise.LineStats` of X's rows (any strides with a unit stride on one axis, or a single
+    column), reading X once (:mod:`gpu.ozaki2.fused`): into ``out``'s vectors where given. ``scratch``: uint8
+    device bytes (at least :func:`gpu.ozaki2.fused.workspace_bytes`) for the tile sums, else they are allocated."""
+    rows, cols = X.shape
+    rs, cs = X.strides[0] // X.itemsize, X.strides[1] // X.itemsize
+    if cols == 1:
+        cs = 1
+    tiles = -(-cols // TILE_K)
+    if scratch is None:
+        scratch = cupy.empty(fused.workspace_bytes(rows, cols), dtype=np.uint8)
+    tmax, sums, tile_norms = carve_tiles(scratch, rows, cols)
+    out = out or line_buffers(rows, norms)
+    i64, null = np.int64, np.uint64(0)
+    kept = tile_norms if norms else null
+    kernel("ozaki2_tile_squares")((tiles, -(-rows // 32)), (32, 8),
+                                  (X, i64(rs), i64(cs), i64(rows), i64(cols), tmax, sums, kept))
+    kernel("ozaki2_line_squares")((-(-rows // 8),), (32, 8),
+                                  (tmax, sums, kept, i64(tiles), i64(rows), out.mx, out.e, out.R,
+                                   out.n1 if norms else null, out.n2sq if norms else null))
+    return out if norms else out._replace(n1=None, n2sq=None)
+
+
+def line_buffers(lines: int, norms: bool) -> LineStats:
+    """Device vectors for one side's line statistics."""
+    f64 = (lambda: cupy.empty(lines, dtype=np.float64))
+    return LineStats(f64(), cupy.empty(lines, dtype=np.int32), f64(), f64() if norms else None,
+                     f64() if norms else None)
+
+
 class DeviceOps:
     """The count-independent part of :class:`gpu.ozaki2.kernels.CudaOps` (see the module)."""
 
     @staticmethod
     def line_buffers(be: Backend, lines: int, norms: bool) -> LineStats:
-        return fused.line_buffers(lines, norms)
+        return line_buffers(lines, norms)
 
     @staticmethod
     def shift_buffers(be: Backend, m: int, n: int) -> tuple[Any, Any]:

@@ -31,13 +31,7 @@ R = 0, no norms and the bar exponent :data:`gpu.ozaki2.normwise.BAD_E`. Workspac
 
 from __future__ import annotations
 
-from typing import Any
-
-import cupy
-import numpy as np
-
-from .normwise import LineStats
-from .workspace import TILE_K, carve_tiles, tile_bytes
+from .workspace import tile_bytes
 
 #: The d of the last sum (d >= 7: every nonzero bar becomes 1); tiles of TILE_K entries of k.
 LAST_D = 7
@@ -158,35 +152,3 @@ SOURCE = _SOURCE
 def workspace_bytes(lines: int, k: int) -> int:
     """Device bytes of :func:`line_stats` on ``lines`` x ``k``: a maximum, eight int32 sums and two norms per tile."""
     return tile_bytes(lines, k)
-
-
-def line_stats(X: Any, scratch: Any = None, norms: bool = False, out: LineStats | None = None) -> LineStats:
-    """:class:`~gpu.ozaki2.normwise.LineStats` of X's rows (any strides with a unit stride on one axis, or a single
-    column), reading X once (see the module): into ``out``'s vectors where given. ``scratch``: uint8 device bytes
-    (at least :func:`workspace_bytes`) for the tile sums, else they are allocated."""
-    from .device import kernel
-
-    rows, cols = X.shape
-    rs, cs = X.strides[0] // X.itemsize, X.strides[1] // X.itemsize
-    if cols == 1:
-        cs = 1
-    tiles = -(-cols // TILE_K)
-    if scratch is None:
-        scratch = cupy.empty(workspace_bytes(rows, cols), dtype=np.uint8)
-    tmax, sums, tile_norms = carve_tiles(scratch, rows, cols)
-    out = out or line_buffers(rows, norms)
-    i64, null = np.int64, np.uint64(0)
-    kept = tile_norms if norms else null
-    kernel("ozaki2_tile_squares")((tiles, -(-rows // 32)), (32, 8),
-                                  (X, i64(rs), i64(cs), i64(rows), i64(cols), tmax, sums, kept))
-    kernel("ozaki2_line_squares")((-(-rows // 8),), (32, 8),
-                                  (tmax, sums, kept, i64(tiles), i64(rows), out.mx, out.e, out.R,
-                                   out.n1 if norms else null, out.n2sq if norms else null))
-    return out if norms else out._replace(n1=None, n2sq=None)
-
-
-def line_buffers(lines: int, norms: bool) -> LineStats:
-    """Device vectors for one side's line statistics."""
-    f64 = (lambda: cupy.empty(lines, dtype=np.float64))
-    return LineStats(f64(), cupy.empty(lines, dtype=np.int32), f64(), f64() if norms else None,
-                     f64() if norms else None)

@@ -378,7 +378,7 @@ class CudaOps(device.DeviceOps):
         return _scaled_max()(cbar, shifts_across(shifts, axis), axis=axis)
 
     def line_stats(self, X: Any, scratch: Any = None, norms: bool = False, out: LineStats | None = None) -> LineStats:
-        return fused.line_stats(X, scratch, norms, out)
+        return device.line_stats(X, scratch, norms, out)
 
     def prepare(self, table: ModuliTable, planes: Any) -> None:
         """Compile the residue kernel of ``table``'s moduli and the CRT kernel for ``planes`` and upload their
