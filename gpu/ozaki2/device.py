@@ -14,7 +14,12 @@ modulus count: the scaling's one read (:mod:`gpu.ozaki2.fused`), and here
   infinity), as sums of the products in IEEE arithmetic (NaN or infinity in any order, so the library GEMM's);
   blocks of 256 threads over 32 lines each return at once where their lines are finite.
 
-The per-count kernels (residues, CRT) are compiled per count (:mod:`gpu.ozaki2.kernels`).
+The per-count kernels (residues, CRT) are compiled per count, when a plan first takes the count
+(:mod:`gpu.ozaki2.kernels`). So the first call of the defaults compiles three modules (this one, and the
+residue and CRT kernels of the count it picks) and no CuPy element-wise kernel; the first version compiled,
+on the old default path (accurate scaling, the componentwise count), the maxima and bars kernels, the residue
+and CRT kernels, and about twenty CuPy element-wise and reduction kernels of the bound, the exponents, the
+finiteness test and the shifts (fast-15: the fused, residue and CRT kernels and about ten CuPy kernels).
 """
 
 from __future__ import annotations
