@@ -37,25 +37,30 @@ for k <= 2**43 every rounding of the norms and of E is covered by multiplying E 
 roundings follow). The count is the smallest N with E <= t.
 
 **The target.** ``"dgemm"`` is t = 2**-56 sqrt(k) (``"sgemm"``: 2**-27 sqrt(k)); a number is t itself. Why:
-the proof adds the k rounding errors of A' and B' in magnitude, so E exceeds the error it bounds by about
-sqrt(k) where the roundings have random signs, while the error itself, per ||a_i||_2 ||b_j||_2, does not grow
-with k for a given count, and neither does DGEMM's (each of its k additions rounds a partial sum whose size,
-for random signs, is about ||a_i||_2 ||b_j||_2 / sqrt(k) times the square root of its length). Measured on
-phi = 1 inputs (CPU, NumPy's OpenBLAS DGEMM, fast scaling, max over sampled rows of
-|C_ij - (AB)_ij| / (||a_i||_2 ||b_j||_2), against the exact product):
+the proof adds the k rounding errors of A' and B' in magnitude, so E exceeds the error it bounds by a factor
+that grows as sqrt(k) where the roundings have random signs (12, 20, 30 and 66 for 14 moduli below), while
+the error itself, per ||a_i||_2 ||b_j||_2, does not grow with k for a given count, and neither does DGEMM's
+(each of its k additions rounds a partial sum whose size, for random signs, is about ||a_i||_2 ||b_j||_2
+times the square root of its share of k). Measured on phi = 1 inputs (``accuracy.generate.phi_matrix``,
+seed 0; fast scaling; errors against the exact product on 256, 128, 64 and 32 sampled rows, as max over
+them of |C_ij - (AB)_ij| / (||a_i||_2 ||b_j||_2); DGEMM is NumPy's OpenBLAS on the CPU):
 
-    k = N      E of 14 / 15 moduli   error of 14 / 15 moduli   DGEMM's      t (dgemm)   count
-    1024       1.7e-15 / 1.1e-16     1.3e-16 / 6.0e-17         4.7e-16      4.4e-16     15
-    2048       2.5e-15 / 1.8e-16     1.2e-16 / 2.6e-17         5.8e-16      6.3e-16     15
-    4096       3.8e-15 / 3.0e-16     1.3e-16 / 1.9e-17         1.6e-16      8.9e-16     15
-    8192       7.6e-15 / 4.8e-16     1.2e-16 / 1.2e-17         1.1e-16      1.3e-15     15
+    k = N    E of 14 / 15 moduli   error of 14 / 15 moduli   DGEMM's    t (dgemm)   count   componentwise count
+    1024     1.7e-15 / 1.1e-16     1.3e-16 / 6.0e-17         4.7e-16    4.4e-16     15      16
+    2048     2.5e-15 / 1.8e-16     1.2e-16 / 2.6e-17         5.8e-16    6.3e-16     15      16
+    4096     3.8e-15 / 3.0e-16     1.3e-16 / 1.9e-17         1.6e-16    8.9e-16     15      16
+    8192     7.6e-15 / 4.8e-16     1.2e-16 / 1.2e-17         1.1e-16    1.3e-15     15      17
 
-So E <= t leaves the error near 2.6 t / sqrt(k) = 0.33 * 2**-53 of ||a_i||_2 ||b_j||_2, below DGEMM's
-(about 2**-53 of it and more); t sits between 15 moduli's E and 14's (2.6x below, 6x above at N = 8192),
-and the max relative errors agree: 15 moduli 2.1e-11, 4.8e-11, 9.5e-11, 1.2e-11 against DGEMM's 5.9e-11,
-8.2e-10, 2.3e-10, 1.4e-10 (14 moduli: 1.3e-10, 6.1e-9, 8.0e-10, 4.6e-10, larger than DGEMM's). On the H200
-(cuBLAS, N = 8192) 15 fast moduli gave 2.2e-9 against DGEMM's 3.8e-8. Where the roundings of A' and B' do not
-have random signs, the error approaches E itself, up to t; DGEMM's own error then grows with k too.
+(the last column: :func:`gpu.ozaki2.auto.choose_moduli`, the componentwise bound with t = 2**-53, in
+accurate scaling, the previous default). So E <= t leaves the error near 2.6 t / sqrt(k), a third of 2**-53
+of ||a_i||_2 ||b_j||_2, below DGEMM's (2**-53 of it and more); t lies between 15 moduli's E and 14's (2.6x
+above the one and 6x below the other at N = 8192). The max relative errors agree: 15 moduli 2.1e-11,
+4.8e-11, 9.5e-11, 1.2e-11 against DGEMM's 5.9e-11, 8.2e-10, 2.3e-10, 1.4e-10 (14 moduli: 1.3e-10, 6.1e-9,
+8.0e-10, 4.6e-10, above DGEMM's); on the H200 (cuBLAS, N = 8192) 15 fast moduli gave 2.2e-9 against
+DGEMM's 3.8e-8, 14 gave 3.9e-8. Where the roundings of A' and B' do not have random signs, the error
+approaches E itself, up to t (DGEMM's own error then grows with k too); and where (|A||B|)_ij is far below
+||a_i||_2 ||b_j||_2 (the large entries of a row meet the small ones of a column) this guarantee is weaker
+than DGEMM's componentwise one: ``bound="componentwise"`` holds the result to t |A||B| instead.
 """
 
 from __future__ import annotations
