@@ -22,7 +22,7 @@ names. Registered here:
   refuse inputs no 64 slices can bring within it;
 * ``ozaki2-<scaling>-<moduli>``: :func:`gpu.ozaki2.matmul` (Ozaki scheme II) in ``accurate`` or ``fast``
   scaling with that many moduli (1..20; ``ozaki2-fast-14``), or ``auto`` (the fewest whose proven bound
-  meets DGEMM's unit roundoff on the inputs);
+  meets DGEMM's level on the inputs: the library's default, normwise, :mod:`gpu.ozaki2.normwise`);
 * ``cublas-emul-<bits>`` and ``cublas-emul-auto``: cuBLAS's own FP64 emulation
   (:mod:`gpu.ozaki2.emulation`, CuPy with nvmath-python only): the EAGER strategy with the mantissa
   fixed at that many bits, or the strategy left to cuBLAS (DEFAULT, dynamic mantissa);

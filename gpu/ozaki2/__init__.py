@@ -8,23 +8,27 @@ moduli and the CRT constants are data (:mod:`~gpu.ozaki2.moduli`). The method: O
 Scheme II: a GEMM-oriented emulation of floating-point matrix multiplication using an integer modular
 technique" (2025), as GEMMul8 implements it (Uchino, Ozaki & Imamura, 2025).
 k beyond the INT32 range is cut into blocks whose residues are added modulo each modulus before
-one CRT (:mod:`~gpu.ozaki2.reference`); ``moduli="auto"`` picks the fewest moduli whose componentwise
-bound meets a target (:mod:`~gpu.ozaki2.auto`). :func:`matmul` (:mod:`~gpu.ozaki2.api`) runs both
-scaling modes on NumPy and CuPy with the same bits; :mod:`~gpu.ozaki2.emulation` reaches cuBLAS's own
+one CRT (:mod:`~gpu.ozaki2.reference`); ``moduli="auto"`` picks the fewest moduli whose bound meets a
+target: normwise, from the scaling's one read of each operand (:mod:`~gpu.ozaki2.normwise`, the default), or
+componentwise, from a float64 GEMM (:mod:`~gpu.ozaki2.auto`, for auditors). :func:`matmul`
+(:mod:`~gpu.ozaki2.api`) is a kept :class:`Plan` (:mod:`~gpu.ozaki2.plan`) with its :class:`Options`; it runs
+both scaling modes on NumPy and CuPy with the same bits; :mod:`~gpu.ozaki2.emulation` reaches cuBLAS's own
 FP64 emulation.
 """
 
 from . import emulation
-from .api import SCALINGS, matmul, workspace_bytes
+from .api import PLANS, SCALINGS, Options, Plan, matmul, workspace_bytes
 from .auto import choose_moduli, predicted_error
 from .crt import reconstruct, reconstruct_exact
 from .moduli import MAX_MODULI, MODULI, ModuliTable, greedy_moduli, moduli_table, residue_range
+from .normwise import LineStats
 from .reference import MAX_K, modular_product
 from .reference import matmul as reference_matmul
 from .residues import reduce, residues
 from .scaling import Bounds, Scaled, accurate_bounds, bound_limit, headroom, scale_accurate
 
-__all__ = ["MAX_K", "MAX_MODULI", "MODULI", "SCALINGS", "Bounds", "ModuliTable", "Scaled", "accurate_bounds",
+__all__ = ["MAX_K", "MAX_MODULI", "MODULI", "PLANS", "SCALINGS", "Bounds", "LineStats", "ModuliTable", "Options",
+           "Plan", "Scaled", "accurate_bounds",
            "bound_limit", "choose_moduli", "emulation", "greedy_moduli", "headroom", "matmul", "modular_product",
            "moduli_table", "predicted_error", "reconstruct", "reconstruct_exact", "reduce", "reference_matmul",
            "residue_range", "residues", "scale_accurate", "workspace_bytes"]

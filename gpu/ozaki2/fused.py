@@ -2,9 +2,10 @@
 
 Fast mode needs, per line (a row of A, or a column of B read as a row of B^T), its maximum |x| (whose
 exponent gives the bar exponent e = 6 - exp, and which finds NaN and infinity) and R = sum_k
-ceil(|x_k| 2**e)**2. Both by themselves read the operand once each, and the second needs e from the
+ceil(|x_k| 2**e)**2, and ``moduli="auto"`` the line's norms ||x 2**e||_1 and ||x 2**e||_2**2
+(:mod:`gpu.ozaki2.normwise`). Each by itself reads the operand once, and the others need e from the
 first: two reads of A and two of B, 1.08 ms of a 17.5 ms product at N = 8192 on the H100. Here one read
-suffices, exactly:
+suffices, exactly for the maxima, exponents and R:
 
 * ``ozaki2_tile_squares`` reads 32 x 32 tiles (coalesced whichever axis is contiguous, as the residue
   kernel) and takes, per line and tile t, the tile's maximum m_t, its bar exponent e_t = 6 - exp(m_t) and
@@ -15,25 +16,22 @@ suffices, exactly:
   a warp reads them contiguously. An all-zero tile is the exception to e <= e_t (frexp gives 0 the exponent
   0, so e_t = 6 falls below the e of a line whose maximum is under 1/2): its sums are 0 at every d, and d is
   clamped at 0 (unclamped, the kernel read the sum before the tile's, or before the buffer).
+* The norms: each tile's sums of y = |x| 2**e_t and of y**2, scaled by 2**(e - e_t) and 4**(e - e_t) and
+  added over the tiles, in float64 (no contraction into FMAs; the order is the kernels', not NumPy's, so the
+  last bits differ: the bound covers any order).
 
 Exact: for an entry of tile t, with d = e_t - e >= 0, ceil(|x| 2**e) = ceil(|x| 2**e_t / 2**d) =
 ceil(c / 2**d), since ceil(y / n) = ceil(ceil(y) / n) for a positive integer n; and for d >= 7,
 c / 2**d <= 1/2, so ceil(c / 2**d) is 1 for every nonzero entry and 0 for zero, which S_t[7] counts. So R
-equals the two-pass sum (:meth:`gpu.ozaki2.ops.HostOps.line_squares`) bit for bit. The maxima propagate
-NaN (a line holding NaN has maximum NaN), as :func:`gpu.ozaki.kernels.absmax` does; R is undefined for a
-line that is not finite, which the caller refuses or handles before using it. Workspace: 40 bytes per
-line and 32 entries of k (:func:`workspace_bytes`).
+equals the two-pass sum (:meth:`gpu.ozaki2.ops.HostOps.line_stats`) bit for bit. The maxima propagate
+NaN (a line holding NaN has maximum NaN), as :func:`gpu.ozaki.kernels.absmax` does; a line that is not finite gets
+R = 0, no norms and the bar exponent :data:`gpu.ozaki2.normwise.BAD_E`. Workspace: 56 bytes per line and
+32 entries of k (:func:`workspace_bytes`).
 """
 
 from __future__ import annotations
 
-from functools import cache
-from typing import Any
-
-import cupy
-import numpy as np
-
-from .workspace import TILE_K, carve_tiles, tile_bytes
+from .workspace import tile_bytes
 
 #: The d of the last sum (d >= 7: every nonzero bar becomes 1); tiles of TILE_K entries of k.
 LAST_D = 7
@@ -57,12 +55,15 @@ TILE_SOURCE = r"""
 
 _SOURCE = TILE_SOURCE + r"""
 #define ABS_ENTRY(r, c) fabs(x[(r) * rs + (c) * cs])
+#define BAD_E (-(1 << 20))
 __device__ __forceinline__ double nanmax(double a, double b) { return (a != a || a > b) ? a : b; }
 __device__ __forceinline__ int bar_exponent(double m) { int ex; frexp(m, &ex); return 6 - ex; }
 
+/* Per line and tile: the tile's maximum, the eight sums of squared bars at its own exponent and, where norms is
+   not null, the sums of the entries and of their squares scaled by 2**e_t (no contraction into FMAs). */
 extern "C" __global__ void ozaki2_tile_squares(
     const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
-    double* __restrict__ tmax, int* __restrict__ sums)
+    double* __restrict__ tmax, int* __restrict__ sums, double* __restrict__ norms)
 {
     LOAD_TILE(ABS_ENTRY)
     const int tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4;
@@ -71,18 +72,26 @@ extern "C" __global__ void ozaki2_tile_squares(
     for (int j = 1; j < 4; ++j) m = nanmax(m, tile[q][g + j]);
     for (int offset = 4; offset > 0; offset >>= 1) m = nanmax(m, __shfl_xor_sync(0xffffffffu, m, offset, 8));
     int s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    double n1 = 0.0, n2 = 0.0;
     if (isfinite(m)) {
         const int e = bar_exponent(m);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            const int c = (int)ceil(ldexp(tile[q][g + j], e));
+            const double y = ldexp(tile[q][g + j], e);
+            const int c = (int)ceil(y);
 #pragma unroll
             for (int d = 0; d < 8; ++d) { const int t = (c + (1 << d) - 1) >> d; s[d] += t * t; }
+            n1 = __dadd_rn(n1, y);
+            n2 = __dadd_rn(n2, __dmul_rn(y, y));
         }
     }
 #pragma unroll
     for (int d = 0; d < 8; ++d)
         for (int offset = 4; offset > 0; offset >>= 1) s[d] += __shfl_down_sync(0xffffffffu, s[d], offset, 8);
+    for (int offset = 4; offset > 0; offset >>= 1) {
+        n1 = __dadd_rn(n1, __shfl_down_sync(0xffffffffu, n1, offset, 8));
+        n2 = __dadd_rn(n2, __shfl_down_sync(0xffffffffu, n2, offset, 8));
+    }
     const long long line = r0 + q;
     if (g == 0 && line < rows) {
         const long long at = line * gridDim.x + blockIdx.x;
@@ -90,12 +99,16 @@ extern "C" __global__ void ozaki2_tile_squares(
         int4* out = (int4*)(sums + at * 8);
         out[0] = make_int4(s[0], s[1], s[2], s[3]);
         out[1] = make_int4(s[4], s[5], s[6], s[7]);
+        if (norms) { norms[2 * at] = n1; norms[2 * at + 1] = n2; }
     }
 }
 
+/* Per line (a warp, over its tiles): the maximum, the bar exponent (BAD_E where the line is not finite), R, and
+   where norms is not null the line's 1-norm and squared 2-norm at the line's exponent. */
 extern "C" __global__ void ozaki2_line_squares(
-    const double* __restrict__ tmax, const int* __restrict__ sums, long long tiles, long long rows,
-    double* __restrict__ mx, unsigned long long* __restrict__ squares)
+    const double* __restrict__ tmax, const int* __restrict__ sums, const double* __restrict__ norms,
+    long long tiles, long long rows, double* __restrict__ mx, int* __restrict__ exps, double* __restrict__ R,
+    double* __restrict__ n1, double* __restrict__ n2sq)
 {
     const long long line = (long long)blockIdx.x * blockDim.y + threadIdx.y;
     if (line >= rows) return;
@@ -105,44 +118,37 @@ extern "C" __global__ void ozaki2_line_squares(
     for (long long t = lane + 32; t < tiles; t += 32) m = nanmax(m, lt[t]);
     for (int offset = 16; offset > 0; offset >>= 1) m = nanmax(m, __shfl_xor_sync(0xffffffffu, m, offset));
     unsigned long long total = 0;
-    if (isfinite(m)) {
-        const int e = bar_exponent(m);
-        for (long long t = lane; t < tiles; t += 32)
-            total += (unsigned long long)sums[(line * tiles + t) * 8 + max(0, min(bar_exponent(lt[t]) - e, 7))];
+    double s1 = 0.0, s2 = 0.0;
+    const bool finite = isfinite(m);
+    const int e = finite ? bar_exponent(m) : BAD_E;
+    if (finite) {
+        for (long long t = lane; t < tiles; t += 32) {
+            const int d = bar_exponent(lt[t]) - e;
+            total += (unsigned long long)sums[(line * tiles + t) * 8 + max(0, min(d, 7))];
+            if (norms) {
+                s1 = __dadd_rn(s1, ldexp(norms[2 * (line * tiles + t)], -d));
+                s2 = __dadd_rn(s2, ldexp(norms[2 * (line * tiles + t) + 1], -2 * d));
+            }
+        }
     }
-    for (int offset = 16; offset > 0; offset >>= 1) total += __shfl_down_sync(0xffffffffu, total, offset);
-    if (lane == 0) { mx[line] = m; squares[line] = total; }
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        total += __shfl_down_sync(0xffffffffu, total, offset);
+        s1 = __dadd_rn(s1, __shfl_down_sync(0xffffffffu, s1, offset));
+        s2 = __dadd_rn(s2, __shfl_down_sync(0xffffffffu, s2, offset));
+    }
+    if (lane == 0) {
+        mx[line] = m;
+        exps[line] = e;
+        R[line] = (double)total;
+        if (norms) { n1[line] = s1; n2sq[line] = s2; }
+    }
 }
 """
 
-
-@cache
-def _kernels() -> tuple[Any, Any]:
-    module = cupy.RawModule(code=_SOURCE)
-    return module.get_function("ozaki2_tile_squares"), module.get_function("ozaki2_line_squares")
+#: The kernels' source, compiled in one module with the count's, shifts' and IEEE values' (:mod:`gpu.ozaki2.device`).
+SOURCE = _SOURCE
 
 
 def workspace_bytes(lines: int, k: int) -> int:
-    """Device bytes of :func:`line_squares` on ``lines`` x ``k``: a maximum and eight int32 sums per tile."""
+    """Device bytes of :func:`line_stats` on ``lines`` x ``k``: a maximum, eight int32 sums and two norms per tile."""
     return tile_bytes(lines, k)
-
-
-def line_squares(X: Any, scratch: Any = None) -> tuple[Any, Any]:
-    """Per row of X (any strides with a unit stride on one axis, or a single column): max |x| (NaN where the
-    row holds NaN) and the sum of its squared bars as uint64, reading X once (see the module). ``scratch``:
-    uint8 device bytes (at least :func:`workspace_bytes`) for the tile sums, else they are allocated."""
-    rows, cols = X.shape
-    rs, cs = X.strides[0] // X.itemsize, X.strides[1] // X.itemsize
-    if cols == 1:
-        cs = 1
-    tiles = -(-cols // TILE_K)
-    if scratch is None:
-        scratch = cupy.empty(workspace_bytes(rows, cols), dtype=np.uint8)
-    tmax, sums = carve_tiles(scratch, rows, cols)
-    tile_kernel, line_kernel = _kernels()
-    i64 = np.int64
-    tile_kernel((tiles, -(-rows // 32)), (32, 8), (X, i64(rs), i64(cs), i64(rows), i64(cols), tmax, sums))
-    mx = cupy.empty(rows, dtype=np.float64)
-    squares = cupy.empty(rows, dtype=np.uint64)
-    line_kernel((-(-rows // 8),), (32, 8), (tmax, sums, i64(tiles), i64(rows), mx, squares))
-    return mx, squares

@@ -55,8 +55,9 @@ import numpy as np
 
 from ..backend import Backend
 from ..ozaki.kernels import TILE, TILE_ROWS
-from . import fused
+from . import device, fused
 from .moduli import ModuliTable
+from .normwise import LineStats
 from .ops import shifts_across
 from .residues import powers_of_two
 
@@ -127,14 +128,23 @@ template <int M> __device__ __forceinline__ unsigned int limbs4(const double* a,
     return __byte_perm(__byte_perm(r[0], r[1], 0x0040), __byte_perm(r[2], r[3], 0x0040), 0x5410);
 }
 
-/* A tile entry: its bar (BARS), or its scaled integer, to nearest where the shift is at least the bar exponent. */
+/* A tile entry: its bar (BARS), or its scaled integer, to nearest where the shift is at least the bar exponent;
+   0 for NaN and infinity (lines holding them get the library's IEEE values; the limbs and table paths below
+   take finite integers only). */
 __device__ __forceinline__ double scaled_integer(double x, int s, int e)
 {
     const double y = ldexp(x, s);
-    return s >= e ? rint(y) : trunc(y);
+    return isfinite(y) ? (s >= e ? rint(y) : trunc(y)) : 0.0;
 }
 #if BARS
-#define ROWS_ENTRY(r, c) ceil(ldexp(fabs(x[(r) * rs + (c) * cs]), shifts[r]))
+/* A line that is not finite has the bar exponent BAD_E: its finite entries scale to 0 and NaN or infinity fail
+   the test, so its bars are 0 (as a zero line's). */
+__device__ __forceinline__ double bar(double x, int e)
+{
+    const double y = ceil(ldexp(fabs(x), e));
+    return y <= 64.0 ? y : 0.0;
+}
+#define ROWS_ENTRY(r, c) bar(x[(r) * rs + (c) * cs], shifts[r])
 #else
 #define ROWS_ENTRY(r, c) scaled_integer(x[(r) * rs + (c) * cs], shifts[r], exps[r])
 #endif
@@ -314,7 +324,13 @@ def _launch_rows(X: Any, shifts: Any, exps: Any, out: Any, rows_pad: int, ldk: i
          exps.astype(i32, copy=False), out, i64(rows_pad * ldk), pow2, i32(length)))
 
 
-class CudaOps:
+def _vec(planes: Any) -> int:
+    """Columns per vector load of the CRT: :data:`VEC` where the planes' start and strides allow it, else 1."""
+    plane, ld = planes.strides[0] // planes.itemsize, planes.strides[1] // planes.itemsize
+    return VEC if planes.data.ptr % (VEC * planes.itemsize) == 0 and plane % VEC == 0 and ld % VEC == 0 else 1
+
+
+class CudaOps(device.DeviceOps):
     """Scheme II's operations on CuPy arrays, as CUDA kernels (see the module)."""
 
     def __init__(self, backend: Backend) -> None:
@@ -339,7 +355,7 @@ class CudaOps:
         reduce = planes.dtype == np.int32
         w_hi, w_lo = _weights(table)
         plane, ld = planes.strides[0] // planes.itemsize, planes.strides[1] // planes.itemsize
-        vec = VEC if planes.data.ptr % (VEC * planes.itemsize) == 0 and plane % VEC == 0 and ld % VEC == 0 else 1
+        vec = _vec(planes)
         ldc = C.strides[0] // C.itemsize
         pairs = vec >= 2 and C.data.ptr % 16 == 0 and ldc % 2 == 0
         grid = (max(1, min(-(-n // (CRT_THREADS * vec)), 64)), max(1, min(m, 65535)))
@@ -361,8 +377,16 @@ class CudaOps:
     def scaled_max(self, cbar: Any, shifts: Any, axis: int) -> Any:
         return _scaled_max()(cbar, shifts_across(shifts, axis), axis=axis)
 
-    def line_squares(self, X: Any, scratch: Any = None) -> tuple[Any, Any]:
-        return fused.line_squares(X, scratch)
+    def line_stats(self, X: Any, scratch: Any = None, norms: bool = False, out: LineStats | None = None) -> LineStats:
+        return device.line_stats(X, scratch, norms, out)
+
+    def prepare(self, table: ModuliTable, planes: Any) -> None:
+        """Compile the residue kernel of ``table``'s moduli and the CRT kernel for ``planes`` and upload their
+        tables (each once per process)."""
+        _rows_kernel("residues", table.moduli)
+        _powers(table.moduli)
+        _weights(table)
+        _crt_kernel(planes.dtype == np.int32, table.moduli, _vec(planes))
 
     @staticmethod
     def scratch_bytes(m: int, k: int, n: int, count: int, scaling: str) -> int:

@@ -21,8 +21,9 @@ import numpy as np
 from ..backend import Backend, register_ops
 from .crt import reconstruct
 from .moduli import ModuliTable
+from .normwise import BAD_E, LineStats, first_meeting, predicted_error
 from .residues import residues, symmetric
-from .scaling import full_shift, half_shift, to_integers
+from .scaling import bound_limit, full_shift, half_shift, to_integers
 
 FAMILY = "ozaki2"
 
@@ -54,7 +55,9 @@ class HostOps:
              ) -> np.ndarray:
         """``ceil(|X| 2**e)`` per row (row maxima scale below 2**6, so entries are at most 64), as INT8."""
         out = _rows(X, rows_pad, ldk, out=out)
-        out[:X.shape[0], :X.shape[1]] = np.ceil(np.ldexp(np.abs(X), e[:, None].astype(np.int64)))
+        with np.errstate(invalid="ignore"):
+            bars = np.ceil(np.ldexp(np.abs(X), e[:, None].astype(np.int64)))
+            out[:X.shape[0], :X.shape[1]] = np.where(bars <= 64, bars, 0)   # a line that is not finite: 0
         return out
 
     def residues(self, X: np.ndarray, shifts: np.ndarray, exps: np.ndarray, table: ModuliTable, rows_pad: int,
@@ -63,7 +66,9 @@ class HostOps:
         is at least the row's bar exponent in ``exps``, toward zero elsewhere: :func:`to_integers`) modulo
         every modulus: INT8 ``(N, rows_pad, ldk)``, into ``out`` where given."""
         out = _rows(X, rows_pad, ldk, (table.count,), out)
-        scaled = to_integers(np.ldexp(X, shifts[:, None].astype(np.int64)), (shifts >= exps)[:, None])
+        with np.errstate(invalid="ignore"):
+            scaled = to_integers(np.ldexp(X, shifts[:, None].astype(np.int64)), (shifts >= exps)[:, None])
+        scaled[~np.isfinite(scaled)] = 0                 # lines that are not finite (replaced by the IEEE values)
         out[:, :X.shape[0], :X.shape[1]] = residues(scaled, table.moduli)
         return out
 
@@ -81,7 +86,8 @@ class HostOps:
         if planes.dtype == np.int32:
             planes = np.stack([symmetric(P.astype(np.int64) % m, m) for P, m in zip(planes, table.moduli, strict=True)])
         shifts = shift_a[:, None].astype(np.int64) + shift_b[None, :].astype(np.int64)
-        np.ldexp(reconstruct(planes, table), -shifts, out=C)
+        with np.errstate(over="ignore"):                 # lines that are not finite: replaced afterwards
+            np.ldexp(reconstruct(planes, table), -shifts, out=C)
 
     @staticmethod
     def scratch_bytes(m: int, k: int, n: int, count: int, scaling: str) -> int:
@@ -102,18 +108,63 @@ class HostOps:
         """max over ``axis`` of ``cbar * 2**shifts`` (shifts along the other axis), exact in float64."""
         return np.ldexp(cbar.astype(np.float64), shifts_across(shifts, axis)).max(axis=axis)
 
-    def line_squares(self, X: np.ndarray, scratch: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Per row of X: max |x| (NaN where the row holds NaN), and the sum of its squared bars
-        (:meth:`bars` with e = 6 - exp(max)), exactly (uint64; 0 for a row that is not finite). Two passes
-        here, with no use for the GPU's ``scratch``; its one pass gives the same integers
-        (:mod:`gpu.ozaki2.fused`)."""
+    def line_stats(self, X: np.ndarray, scratch: np.ndarray | None = None, norms: bool = False,
+                   out: LineStats | None = None) -> LineStats:
+        """:class:`~gpu.ozaki2.normwise.LineStats` of X's rows: the maximum |x| (NaN where the row holds NaN),
+        the bar exponent e = 6 - exp(max) (:data:`~gpu.ozaki2.normwise.BAD_E` where the row is not finite), R =
+        the sum of the squared bars (:meth:`bars`), exactly (0 for a row that is not finite), and with ``norms``
+        the row's 1-norm and squared 2-norm scaled by 2**e. Several passes here, with no use for the GPU's
+        ``scratch`` and ``out``; its one pass gives the same maxima, exponents and R (:mod:`gpu.ozaki2.fused`)."""
         mx = np.abs(X).max(axis=1) if X.shape[1] else np.zeros(X.shape[0])
         finite = np.isfinite(mx)
-        squares = np.zeros(X.shape[0], dtype=np.uint64)
-        e = (6 - np.frexp(mx[finite])[1]).astype(np.int64)
-        bars = self.bars(X[finite], e, int(finite.sum()), X.shape[1]).astype(np.int64)
-        squares[finite] = (bars**2).sum(axis=1)
-        return mx, squares
+        e = np.full(X.shape[0], BAD_E, dtype=np.int32)
+        e[finite] = 6 - np.frexp(mx[finite])[1]
+        R = np.zeros(X.shape[0])
+        bars = self.bars(X[finite], e[finite], int(finite.sum()), X.shape[1]).astype(np.int64)
+        R[finite] = (bars**2).sum(axis=1)
+        if not norms:
+            return LineStats(mx, e, R)
+        n1, n2sq = np.zeros(X.shape[0]), np.zeros(X.shape[0])
+        scaled = np.ldexp(np.abs(X[finite]), e[finite, None])
+        n1[finite], n2sq[finite] = scaled.sum(axis=1), (scaled * scaled).sum(axis=1)
+        return LineStats(mx, e, R, n1, n2sq)
+
+    def auto_count(self, rows: LineStats, cols: LineStats, k: int, goal: float, buffers: Any = None) -> int:
+        """The fewest moduli whose normwise bound meets ``goal`` (:mod:`gpu.ozaki2.normwise`; 0: none)."""
+        return first_meeting(predicted_error(rows, cols, k), goal)
+
+    def auto_errors(self, rows: LineStats, cols: LineStats, k: int, buffers: Any = None) -> np.ndarray:
+        """The normwise bound E for every count 1..20, as NumPy."""
+        return predicted_error(rows, cols, k)
+
+    def shifts(self, stats: LineStats, table: ModuliTable, out: np.ndarray | None = None) -> np.ndarray:
+        """Fast scaling's shifts e + u (u = :func:`half_shift` of R against the table's L_N), as int32."""
+        return (stats.e + half_shift(stats.R, bound_limit(table))).astype(np.int32)
+
+    def fix_nonfinite(self, A: np.ndarray, B: np.ndarray, C: np.ndarray, rows: LineStats, cols: LineStats) -> None:
+        """The entries of C in rows of A or columns of B holding NaN or infinity: the library GEMM's (IEEE)."""
+        bad_rows, bad_cols = np.flatnonzero(~np.isfinite(rows.mx)), np.flatnonzero(~np.isfinite(cols.mx))
+        with np.errstate(all="ignore"):
+            if bad_rows.size:
+                C[bad_rows] = A[bad_rows] @ B
+            if bad_cols.size:
+                C[:, bad_cols] = A @ B[:, bad_cols]
+
+    @staticmethod
+    def line_buffers(be: Backend, lines: int, norms: bool) -> None:
+        """NumPy makes its vectors per call (a plan on the GPU keeps them)."""
+        return None
+
+    @staticmethod
+    def shift_buffers(be: Backend, m: int, n: int) -> None:
+        return None
+
+    @staticmethod
+    def count_buffers(be: Backend) -> None:
+        return None
+
+    def prepare(self, table: ModuliTable, planes: np.ndarray) -> None:
+        """Nothing to compile or upload on NumPy (the GPU's kernels and tables for ``table``)."""
 
 
 def ops(backend: Backend) -> Any:

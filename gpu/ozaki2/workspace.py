@@ -3,10 +3,11 @@
 Beyond A, B and C a product needs the INT8 residues of A's rows and B's columns (N planes each), then either
 the INT32 products of every modulus (``direct``: one k block; the CRT reduces them as it reads them) or, per
 modulus, one INT32 product reduced into INT8 planes (added modulo m across k blocks), and before those the
-scaling's scratch: fast mode's tile sums (:func:`gpu.ozaki2.fused.workspace_bytes`), accurate mode's bars,
-their INT32 product and, where the bound's GEMM is blocked, its int64 sum Cbar. The scratch is dead before
-the first residue is written (one stream orders them), so it shares the start of the block with the
-residues: the block holds the larger of the two phases.
+scaling's scratch: the tile sums of the one read of each operand (:func:`gpu.ozaki2.fused.workspace_bytes`),
+and in accurate mode the bars, their INT32 product and, where the bound's GEMM is blocked, its int64 sum
+Cbar. The scratch is dead before the first residue is written (one stream orders them), so it shares the
+start of the block with the residues (and the tile sums, dead before the bars are written, with the bars):
+the block holds the largest of the phases.
 
 One block makes the memory check exact (:func:`gpu.backend.checks.reserve`): CuPy's pool serves a block of
 one size or refuses it, where separate buffers could find the pool's free bytes split across sizes that
@@ -96,28 +97,31 @@ def layout(m: int, k: int, n: int, count: int, scaling: str, direct: bool) -> Wo
         main.append(("products", (count, m, n_pad), np.int32))
     else:
         main += [("planes", (count, m, n), np.int8), ("product", (m, n_pad), np.int32)]
-    if scaling == "fast":
-        scratch = [("tiles", (tile_bytes(max(m, n), k),), np.uint8)]
-    else:
+    scratch = []
+    if scaling != "fast":
         scratch = [("bars_a", (m, ldk), np.int8), ("bars_b", (n_pad, ldk), np.int8),
                    ("bound_product", (m, n_pad), np.int32)]
         if bound_blocks(k) > 1:
             scratch.append(("cbar", (m, n_pad), np.int64))
     buffers = _stack(main)
     buffers.update(_stack(scratch))
+    buffers.update(_stack([("tiles", (tile_bytes(max(m, n), k),), np.uint8)]))
     return Workspace(direct, buffers)
 
 
 def tile_bytes(lines: int, k: int) -> int:
-    """Bytes of fast mode's tile sums for ``lines`` lines of k entries, as :func:`carve_tiles` lays them out."""
+    """Bytes of the scaling's tile sums for ``lines`` lines of k entries, as :func:`carve_tiles` lays them out."""
     tiles = -(-k // TILE_K)
-    return _round_up(8 * lines * tiles, ALIGNMENT) + 32 * lines * tiles
+    return _round_up(8 * lines * tiles, ALIGNMENT) + _round_up(16 * lines * tiles, ALIGNMENT) + 32 * lines * tiles
 
 
-def carve_tiles(region: Array, lines: int, k: int) -> tuple[Array, Array]:
-    """The tile maxima (float64, lines x tiles) and sums (int32, lines x tiles x 8) as views of ``region``."""
+def carve_tiles(region: Array, lines: int, k: int) -> tuple[Array, Array, Array]:
+    """The tile maxima (float64, lines x tiles), sums of squared bars (int32, lines x tiles x 8) and 1-norms and
+    squared 2-norms (float64, lines x tiles x 2) as views of ``region``."""
     tiles = -(-k // TILE_K)
-    start = _round_up(8 * lines * tiles, ALIGNMENT)
+    step = _round_up(8 * lines * tiles, ALIGNMENT)
     tmax = region[:8 * lines * tiles].view(np.float64).reshape(lines, tiles)
+    norms = region[step:step + 16 * lines * tiles].view(np.float64).reshape(lines, tiles, 2)
+    start = step + _round_up(16 * lines * tiles, ALIGNMENT)
     sums = region[start:start + 32 * lines * tiles].view(np.int32).reshape(lines, tiles, 8)
-    return tmax, sums
+    return tmax, sums, norms

@@ -14,8 +14,9 @@ from accuracy.reference import exact_matmul
 from gpu import ozaki2
 from gpu.backend import get_backend
 from gpu.ozaki.plan import target_value
-from gpu.ozaki2 import api as ozaki2_api
-from gpu.ozaki2.api import bounds
+from gpu.ozaki2 import gemms
+from gpu.ozaki2.bounds import bounds
+from gpu.ozaki2.normwise import LineStats
 from gpu.ozaki2.ops import HostOps
 from gpu.ozaki2.scaling import bound_limit, full_shift, half_shift, headroom, to_integers
 
@@ -31,7 +32,8 @@ def operands(m, k, n, phi, seed):
        phi=st.sampled_from([0.0, 1.0, 4.0]), seed=st.integers(0, 2**16))
 def test_numpy_backend_equals_the_reference_chain(m, k, n, count, phi, seed):
     A, B = operands(m, k, n, phi, seed)
-    assert np.array_equal(host_matmul(A, B, moduli=count), ozaki2.reference_matmul(A, B, moduli=count))
+    assert np.array_equal(host_matmul(A, B, moduli=count, scaling="accurate"),
+                          ozaki2.reference_matmul(A, B, moduli=count))
 
 
 def fast_scaled(A, B, count):
@@ -39,7 +41,9 @@ def fast_scaled(A, B, count):
     be = get_backend("numpy")
     e = 6 - np.frexp(np.abs(A).max(axis=1))[1]
     f = 6 - np.frexp(np.abs(B).max(axis=0))[1]
-    found = bounds(be, A, B, e, f, A.shape[1], B.shape[1], "fast")
+    rows, cols = HostOps(be).line_stats(A), HostOps(be).line_stats(B.T)
+    assert np.array_equal(rows.e, e) and np.array_equal(cols.e, f)
+    found = bounds(be, A, B, rows, cols, "fast")
     u, v = headroom(found, ozaki2.moduli_table(count))
     sa, sb = found.e + u, found.f + v
     Ai = to_integers(np.ldexp(A, sa[:, None]), (u >= 0)[:, None])
@@ -71,10 +75,10 @@ def test_fast_scaling_is_scale_invariant():
 
 @pytest.mark.parametrize("scaling", ozaki2.SCALINGS)
 @pytest.mark.parametrize("phi, target", [(0.1, "dgemm"), (1.0, "dgemm"), (4.0, 1e-13), (4.0, "sgemm")])
-def test_auto_meets_its_target_in_both_modes(scaling, phi, target):
+def test_componentwise_auto_meets_its_target_in_both_modes(scaling, phi, target):
     A, B = operands(40, 96, 36, phi, 3)
     C = exact_matmul(A, B, backend="numpy")
-    got = host_matmul(A, B, scaling=scaling, target=target)
+    got = host_matmul(A, B, scaling=scaling, target=target, bound="componentwise")
     bound = target_value(target) * (np.abs(A) @ np.abs(B)) + 2.0**-53 * np.abs(C)
     assert np.all(np.abs(got - C) <= bound * (1 + 1e-12))
 
@@ -152,6 +156,7 @@ def test_gpu_phases_and_views(cupy_backend):
     got = ozaki2.matmul(big[:300, 3:], cupy_backend.asarray(B), moduli=14, backend=cupy_backend, phases=phases)
     assert np.array_equal(cupy_backend.to_numpy(got), host_matmul(A, B, moduli=14))
     assert set(phases) == {"scaling", "residues", "gemm", "crt"} and all(v > 0 for v in phases.values())
+    assert np.array_equal(cupy_backend.to_numpy(got), host_matmul(A, B, moduli=14))
     blocked = {}
     got = ozaki2.matmul(big[:300, 3:], cupy_backend.asarray(B), moduli=14, k_block=64, backend=cupy_backend,
                         phases=blocked)
@@ -187,14 +192,14 @@ def test_one_pass_tile_sums_equal_the_two_pass_sums(m, k, spread, zeros, seed):
     rng = np.random.default_rng(seed)
     X = np.ldexp(rng.uniform(-1, 1, (m, k)), rng.integers(-spread, spread + 1, (m, k)))
     X[rng.uniform(size=(m, k)) < zeros] = 0.0
-    mx, squares = HostOps(get_backend("numpy")).line_squares(X)
-    assert np.array_equal(mx, np.abs(X).max(axis=1))
-    assert np.array_equal(squares.astype(np.int64), tile_squares(X))
+    stats = HostOps(get_backend("numpy")).line_stats(X)
+    assert np.array_equal(stats.mx, np.abs(X).max(axis=1))
+    assert np.array_equal(stats.R.astype(np.int64), tile_squares(X))
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(1, 1), (33, 70), (300, 4099), (5, 2 * 32 * 40 + 7)])
-def test_gpu_line_squares_equal_numpy_in_both_layouts(cupy_backend, shape):
+def test_gpu_line_stats_equal_numpy_in_both_layouts(cupy_backend, shape):
     """Fast mode's maxima and sums of squared bars in one read: rows of a C-ordered array and of a transpose,
     wide exponents, zero rows, rows holding NaN or infinity (maximum NaN or infinity as NumPy's), and an
     all-zero tile in a row whose maximum is under 1/2 (its tile exponent falls below the row's)."""
@@ -206,13 +211,14 @@ def test_gpu_line_squares_equal_numpy_in_both_layouts(cupy_backend, shape):
         X[3, 0] = -np.inf
         X[4] *= 2.0**-20 / max(np.abs(X[4]).max(), 1e-300)
         X[4, :32] = 0.0
-    mx, want = HostOps(get_backend("numpy")).line_squares(X)
+    want = HostOps(get_backend("numpy")).line_stats(X, norms=True)
     gpu_ops = cupy_backend.ops("ozaki2")
-    finite = np.isfinite(mx)
     for dev in (cupy_backend.asarray(X), cupy_backend.asarray(np.ascontiguousarray(X.T)).T):
-        got_mx, got = (cupy_backend.to_numpy(v) for v in gpu_ops.line_squares(dev))
-        np.testing.assert_array_equal(got_mx, mx)
-        assert np.array_equal(got[finite], want[finite])
+        got = LineStats(*(cupy_backend.to_numpy(v) for v in gpu_ops.line_stats(dev, norms=True)))
+        for name in ("mx", "e", "R"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+        for name in ("n1", "n2sq"):
+            np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=shape[1] * 2.0**-52)
 
 
 @pytest.mark.gpu
@@ -235,11 +241,12 @@ def test_int8_products_in_panels_give_the_same_bits(monkeypatch, backend, panel)
     A, B = operands(13, 30, 11, 1.0, 5)
     A, B = backend.asarray(A), backend.asarray(B)
     whole = backend.to_numpy(ozaki2.matmul(A, B, moduli=14, backend=backend))
-    monkeypatch.setattr(ozaki2_api, "PANEL_FROM", 1)
-    monkeypatch.setattr(ozaki2_api, "PANEL", panel)
+    monkeypatch.setattr(gemms, "PANEL_FROM", 1)
+    monkeypatch.setattr(gemms, "PANEL", panel)
+    ozaki2.PLANS.clear()                                    # a kept plan holds the panels it was made with
     calls = []
-    real = type(backend).gemm_ex
-    monkeypatch.setattr(backend, "gemm_ex", lambda *a, **k: (calls.append(1), real(backend, *a, **k))[1])
+    real = type(backend)._gemm_ex
+    monkeypatch.setattr(backend, "_gemm_ex", lambda *a, **k: (calls.append(1), real(backend, *a, **k))[1])
     assert np.array_equal(backend.to_numpy(ozaki2.matmul(A, B, moduli=14, backend=backend)), whole)
     rows, cols = panel
     assert len(calls) >= -(-13 // rows) * -(-11 // cols), "every output panel is its own INT8 GEMM"
@@ -252,6 +259,6 @@ def test_auto_that_no_count_can_meet_says_the_way_out():
     out = np.full((1, 1), np.nan)
     with pytest.raises(ValueError, match=r"no modulus count up to 20 meets target 'dgemm'.*pass moduli=20 "
                                          r"\(bound 1\.2.e-06 here\).*target=1\.3e-06"):
-        host_matmul(A, B, out=out)
+        host_matmul(A, B, out=out, bound="componentwise", scaling="accurate")
     assert np.isnan(out).all()
     assert abs(host_matmul(A, B, moduli=20)[0, 0] - 3 * 2.0**-60) <= 1.3e-6 * 3 * 2.0**-60

@@ -175,8 +175,9 @@ def test_split_k_refuses_a_workspace_the_pool_cannot_give():
 
 @pytest.fixture
 def small_device(cupy_backend):
-    """CuPy's pool limited (a small device), emptied first and restored after."""
+    """CuPy's pool limited (a small device), emptied first (scheme II's kept plans freed) and restored after."""
     pool = cupy_backend.xp.get_default_memory_pool()
+    ozaki2.PLANS.clear()
     cupy_backend.release_memory()
     before = pool.get_limit()
     yield pool
@@ -189,12 +190,13 @@ def small_device(cupy_backend):
 @pytest.mark.parametrize("shape, count, k_block", [((300, 500, 200), 15, None), ((256, 700, 129), 8, 256),
                                                    ((64, 64, 64), None, None)])
 def test_gpu_peak_within_the_plan_and_one_block(cupy_backend, scaling, shape, count, k_block):
-    """The counting allocator sees every CuPy allocation: the peak stays within the plan, and the largest one is
-    the workspace block itself (moduli given)."""
+    """The counting allocator sees every CuPy allocation of a call that makes its plan: the peak stays within
+    the plan, and the largest one is the workspace block itself (moduli given)."""
     m, k, n = shape
     A, B = (cupy_backend.asarray(x) for x in operands(m, k, n))
     kw = dict(moduli=count or "auto", scaling=scaling, k_block=k_block, backend=cupy_backend)
     ozaki2.matmul(A, B, **kw)                               # kernels compiled, tables cached
+    ozaki2.PLANS.clear()
     with cupy_backend.track_allocations() as report:
         ozaki2.matmul(A, B, **kw)
     direct = k_block is None or -(-k // 16) * 16 <= k_block

@@ -12,8 +12,9 @@ anything where the exact result is beyond the dtype's range (an overflow is the 
 * Strassen (``gpu.strassen.api``, "Accuracy"): normwise, max |C - AB| <= (18**L (n0**2 + 6 n0) + 2 k**2)
   u max|A| max|B| for L levels on a core of side s, n0 = s / 2**L (Higham sec. 23.2.2, Winograd's form);
 * split-K (``gpu.splitk.api``): gamma_(width + chunks + 2) (|alpha||A||B| + |beta||C0|) componentwise;
-* Ozaki scheme II (``gpu.ozaki2.api``, ``gpu.ozaki2.auto``): E |A||B| + 2**-53 |C|, E the target of
-  ``moduli="auto"`` or the proven bound of a given count (:func:`gpu.ozaki2.auto.predicted_error`).
+* Ozaki scheme II (``gpu.ozaki2.api``): with a count given, E |A||B| + 2**-53 |C|, E its proven componentwise
+  bound (:func:`gpu.ozaki2.auto.predicted_error`, which holds for any count); with ``moduli="auto"``,
+  t ||a_i||_2 ||b_j||_2 + 2**-53 |C_ij|, t the target (:mod:`gpu.ozaki2.normwise`, the default bound).
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ import numpy as np
 from accuracy.reference import exact_matmul
 from gpu import splitk as splitk_pkg
 from gpu.backend import get_backend
-from gpu.ozaki.plan import _round_up, target_value
-from gpu.ozaki2 import api as ozaki2_api
+from gpu.ozaki.plan import target_value
+from gpu.ozaki2 import normwise
+from gpu.ozaki2.api import line_stats
 from gpu.ozaki2.auto import predicted_error
+from gpu.ozaki2.bounds import bounds
 from gpu.strassen.costs import core_side
 
 HOST = get_backend("numpy")
@@ -100,21 +103,21 @@ def ozaki(A, B, C, exact, options: dict[str, Any], C0=None) -> tuple[np.ndarray,
 
 
 def ozaki2(A, B, C, exact, options: dict[str, Any], C0=None) -> tuple[np.ndarray, np.ndarray]:
-    """E |A||B| + 2**-53 |C|: E the target where the count was chosen for it, else the count's proven bound."""
+    """A given count: E |A||B| + 2**-53 |C|, E its componentwise bound; ``moduli="auto"``: the normwise target."""
     if "moduli" in options:
-        E = _ozaki2_bound(A, B, options["moduli"], options.get("scaling", "accurate"))
+        E = _ozaki2_bound(A, B, options["moduli"], options.get("scaling", "fast"))
+        size = magnitude(A, B)
     else:
-        E = target_value(options.get("target") or "dgemm")
-    size = magnitude(A, B)
+        E = normwise.target_value(options.get("target") or "dgemm", A.shape[1])
+        size = np.sqrt((A * A).sum(axis=1))[:, None] * np.sqrt((B * B).sum(axis=0))[None, :]
     allowed = E * size * (1 + 2.0**-40) + 2.0**-53 * np.abs(C) + REF * np.abs(exact)
-    return exact, _in_range(allowed, size, np.float64)
+    return exact, _in_range(allowed, np.maximum(size, magnitude(A, B)), np.float64)
 
 
 def _ozaki2_bound(A: np.ndarray, B: np.ndarray, count: int, scaling: str) -> float:
     """max_ij E_ij of ``count`` moduli on these operands, with the scaling the call runs."""
     if not (A.size and B.size):
         return 0.0
-    rows, cols, squares = ozaki2_api.scaled_lines(HOST, A, B, scaling)
-    e, f = 6 - rows.exps, 6 - cols.exps
-    found = ozaki2_api.bounds(HOST, A, B, e, f, _round_up(A.shape[1]), _round_up(B.shape[1]), scaling, squares)
+    rows, cols = line_stats(HOST, A, B)
+    found = bounds(HOST, A, B, rows, cols, scaling)
     return predicted_error(A, B, found, range(count, count + 1))[0]

@@ -1,0 +1,54 @@
+"""Scheme II's INT8 GEMMs: one per modulus and k block, through :meth:`gpu.backend.Backend.gemm_ex`, in output panels.
+
+Panels (rows, columns) from :data:`PANEL_FROM` rows of output up, whole products below. Measured on the H100
+(15 INT8 GEMMs of N x N x N, cuBLAS 13.1, interleaved rounds; results/published/h100-ozaki2-panels.json, made
+by results/published/scripts/ozaki2_panels.py): panels of 3072 rows and the full width ran 4-10% faster than
+whole products or scheme I's 8192 x 8192 tiles at N = 6144-12288 (N = 8192: 12.48 against 13.07-13.54 ms)
+and as fast at 16384 (98.9 against 97.5-105 ms); whole products at 16384 took 163 ms, and at N = 4096 panels
+of 2048 rows ran 1.5x slower than the whole product.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..backend import Array, Backend, blas
+from ..ozaki.api import _tiles
+
+PANEL_FROM, PANEL = 6144, (3072, 16384)
+
+
+def panels(m: int, n_pad: int) -> list[tuple[slice, slice]]:
+    """The output panels of an m x n_pad INT8 product (:data:`PANEL`, read when called)."""
+    return _tiles(m, n_pad, PANEL if m >= PANEL_FROM else None)
+
+
+def blocks(ldk: int, block: int) -> list[slice]:
+    """The k blocks of at most ``block`` terms."""
+    return [slice(lo, min(lo + block, ldk)) for lo in range(0, ldk, block)]
+
+
+def int8_product(be: Backend, a: Array, b: Array, P: Array, tiles: list[tuple[slice, slice]] | None = None) -> None:
+    """P = a @ b.T (INT8 rows, INT32 result), panel by panel (``tiles``, default :func:`panels`)."""
+    for rows, cols in tiles or panels(P.shape[0], P.shape[1]):
+        be.gemm_ex(a[rows], b[cols].T, P[rows, cols], recipe="int8")
+
+
+def planned(be: Backend, a: Array, b: Array, P: Array, tiles: list[tuple[slice, slice]]) -> list[tuple[Any, ...]]:
+    """:func:`int8_product`'s GEMMs with their checks made once: (recipe, call, operands) per panel, for
+    :func:`run_planned`. For a plan's own buffers only, whose addresses and layouts never change (the checks of
+    :meth:`gpu.backend.Backend.gemm_ex`, 17 us a call on a 2-core CPU, are then made once per plan)."""
+    recipe, out = blas.gemm_recipe("int8"), []
+    for rows, cols in tiles:
+        A, B, C = a[rows], b[cols].T, P[rows, cols]
+        blas.check_recipe_dtypes(recipe, ("A", A), ("B", B), ("C", C))
+        call = blas.plan_gemm(be.layout(A, "A"), be.layout(B, "B"), be.layout(C, "C"))
+        if call is not None:
+            out.append((recipe, call, (A, B, C)))
+    return out
+
+
+def run_planned(be: Backend, calls: list[tuple[Any, ...]]) -> None:
+    """The GEMMs of :func:`planned`, each straight to the backend's library call."""
+    for recipe, call, arrays in calls:
+        be._gemm_ex(recipe, call, 0.0, arrays)

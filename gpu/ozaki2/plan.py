@@ -1,0 +1,218 @@
+"""Scheme II's plan: everything that depends only on the operand signature, made once; each call the per-call work.
+
+:class:`Plan` (on :class:`gpu.backend.plans.MatmulPlan`) checks the operands and options, reserves the workspace
+block (:mod:`gpu.ozaki2.memory`: for the count given, or for the most moduli under ``moduli="auto"``), the
+line vectors, and for a given count its table, kernels and the INT8 GEMMs' panels; a count that ``"auto"``
+picks gets these the first time it is picked (its kernels compile then, once per process). A call then
+issues, on one stream: the one read of each operand that gives the line statistics (:mod:`gpu.ozaki2.fused`),
+under ``"auto"`` the count (:mod:`gpu.ozaki2.normwise`), the shifts, the residues, the INT8 GEMMs, the CRT and
+the library's IEEE values where a row of A or a column of B holds NaN or infinity.
+
+**No wait for the device**, except one: with a count given (and ``check_finite=False``) the call returns
+as soon as its work is queued. Under ``moduli="auto"`` the host reads the count the device computed (4 bytes),
+since it launches one INT8 GEMM per modulus: that read waits for the device to finish the work queued before
+it, the one exception. NaN and infinity need no wait: the scaling finds the lines holding them on the device
+(their maxima), gives them no weight in the count (and zero bars in accurate mode, so the other lines' shifts
+are those of the operands with those lines zeroed), and the last kernel replaces their entries of C by the
+sums of the products in IEEE arithmetic: NaN or infinity in any summation order, so exactly where
+``A @ B`` has them. ``check_finite=True`` reads the maxima and raises before the products (a wait).
+``bound="componentwise"`` (auditors) waits for its float64 GEMM.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..backend import Array, Backend, MemoryPlanError, check_output, get_backend
+from ..backend.checks import gib, require_writeable
+from ..backend.plans import MatmulPlan, operand_signature, resolve_options
+from ..ozaki.api import NONFINITE, _operands, _phase
+from ..ozaki.plan import _round_up
+from .auto import choose_moduli
+from .bounds import bounds
+from .gemms import blocks, int8_product, panels, planned, run_planned
+from .memory import ADVICE, Carved, reserve_workspace
+from .moduli import ModuliTable, moduli_table
+from .normwise import LineStats, refusal, target_value
+from .ops import ops
+from .options import Options
+from .options import k_block as k_block_of
+from .scaling import headroom
+
+
+@dataclass(frozen=True)
+class Part:
+    """What one modulus count needs: its table, the workspace's views for it (the residues, what the INT8 GEMMs
+    write: every modulus's INT32 product in the direct layout, else one, and the planes the CRT reads), and
+    the INT8 GEMMs' panels."""
+
+    table: ModuliTable
+    res_a: Array
+    res_b: Array
+    products: Array
+    planes: Array
+    direct: bool
+    panels: list[tuple[slice, slice]]
+    gemms: list[Any]
+
+
+class Plan(MatmulPlan):
+    """``A @ B`` in float64 by Ozaki scheme II for one operand signature (see the module and
+    :func:`gpu.ozaki2.matmul`): ``options`` an :class:`~gpu.ozaki2.options.Options`, a dict of its fields or
+    None; ``stream`` the CUDA stream to run on (default: the current one at each call). Raises TypeError,
+    ValueError or MemoryPlanError before any work. ``make_room``: called where the faster workspace does not
+    fit, to free other plans' blocks (returns whether it freed any)."""
+
+    def __init__(self, A: Any, B: Any, *, out: Any = None, options: Any = None, backend: str | Backend = "auto",
+                 stream: Any = None, make_room: Callable[[], bool] | None = None) -> None:
+        self.options = opts = resolve_options(Options, options)
+        be = self.backend = get_backend(backend)
+        self.stream = stream
+        A, B = _operands(be, A, B)
+        require_writeable({"A": (A, opts.overwrite_a), "B": (B, opts.overwrite_b)})
+        (m, k), n = A.shape, B.shape[1]
+        check_output(be, out, (m, n), np.float64, {"A": A, "B": B}, rows_contiguous=True)
+        self.m, self.k, self.n, self.fixed = m, k, n, opts.count
+        self.normwise = self.fixed is None and opts.bound == "normwise"
+        self.goal = target_value(opts.goal, k) if self.normwise else None
+        self.ldk, self.n_pad, self.block = _round_up(max(k, 1)), _round_up(max(n, 1)), k_block_of(opts.k_block)
+        self.work: Carved | None = None
+        self._parts: dict[int, Part] = {}
+        self._lock = threading.Lock()
+        self.last_count: int | None = self.fixed
+        self.empty = not (m and n and k)
+        if not self.empty:
+            self.work = reserve_workspace(be, m, k, n, self.fixed, opts.scaling, self.block, out is not None,
+                                          opts.bound, make_room)
+            family = ops(be)
+            self.lines_a = family.line_buffers(be, m, self.normwise)
+            self.lines_b = family.line_buffers(be, n, self.normwise)
+            self.shift_buffers = family.shift_buffers(be, m, n)
+            self.count_buffers = family.count_buffers(be) if self.normwise else None
+            if self.fixed:
+                self.part(self.fixed)
+        self.signature = operand_signature(be, A, B, out, stream)
+
+    def part(self, count: int) -> Part:
+        """The views, table, kernels and panels of ``count`` moduli, made the first time they are asked for."""
+        if count not in self._parts:
+            table, work = moduli_table(count), self.work
+            if work.direct:
+                products = work.view("products")[:count]
+                planes = products[:, :, :self.n]
+            else:
+                products, planes = work.view("product"), work.view("planes")[:count]
+            ops(self.backend).prepare(table, planes)
+            res_a, res_b, tiles = work.view("res_a")[:count], work.view("res_b")[:count], panels(self.m, self.n_pad)
+            gemms = [c for t in range(count) for c in planned(self.backend, res_a[t], res_b[t], products[t], tiles)
+                     ] if work.direct else []
+            self._parts[count] = Part(table, res_a, res_b, products, planes, work.direct, tiles, gemms)
+        return self._parts[count]
+
+    def _release(self) -> None:
+        with self._lock:
+            self.work, self._parts, self.signature = None, {}, None
+
+    def _execute(self, A: Array, B: Array, out: Array | None) -> Array:
+        return self.run(A, B, out)
+
+    def run(self, A: Array, B: Array, out: Array | None = None, phases: dict[str, float] | None = None) -> Array:
+        """The per-call work on the current stream (operands of the plan's signature); ``phases``: a dict that
+        receives seconds per phase, each synchronized. One call at a time issues its work (the plan's buffers are
+        shared by its calls, which the stream then orders)."""
+        with self._lock:
+            if self.signature is None:
+                raise ValueError("this plan was freed; build a new one")
+            return self._run(A, B, out, phases)
+
+    def _run(self, A: Array, B: Array, out: Array | None, phases: dict[str, float] | None) -> Array:
+        be = self.backend
+        C = self._output(A, B, out)
+        if self.empty:
+            C[...] = 0.0
+            return C
+        family = ops(be)
+        with _phase(be, phases, "scaling"):
+            part, shift_a, shift_b, rows, cols = self._scaling(family, A, B)
+        with _phase(be, phases, "residues"):
+            family.residues(A, shift_a, rows.e, part.table, self.m, self.ldk, out=part.res_a)
+            family.residues(B.T, shift_b, cols.e, part.table, self.n_pad, self.ldk, out=part.res_b)
+        self._products(family, part, phases)
+        with _phase(be, phases, "crt"):
+            family.crt(part.planes, part.table, shift_a, shift_b, C)
+            family.fix_nonfinite(A, B, C, rows, cols)
+        return C
+
+    def _output(self, A: Array, B: Array, out: Array | None) -> Array:
+        """C: ``out`` (its overlap with A and B checked, the addresses being the call's), or a new array."""
+        be = self.backend
+        if out is not None:
+            return check_output(be, out, (self.m, self.n), np.float64, {"A": A, "B": B}, rows_contiguous=True)
+        try:
+            return be.xp.empty((self.m, self.n), dtype=np.float64)
+        except MemoryError as exc:
+            raise MemoryPlanError(f"the {gib(8 * self.m * self.n)} output of Ozaki scheme II on {self.m} x {self.k} x "
+                                  f"{self.n} does not fit beside the plan's workspace; {ADVICE}") from exc
+
+    def _scaling(self, family: Any, A: Array, B: Array) -> tuple[Part, Array, Array, LineStats, LineStats]:
+        """The line statistics (one read of each operand), the count, and the shifts of A's rows and B's columns."""
+        opts, be = self.options, self.backend
+        tiles = self.work.region("tiles")
+        rows = family.line_stats(A, tiles, self.normwise, self.lines_a)
+        cols = family.line_stats(B.T, tiles, self.normwise, self.lines_b)
+        if opts.check_finite:
+            _refuse_nonfinite(be, rows, cols)
+        found = None if opts.scaling == "fast" and opts.bound == "normwise" else bounds(
+            be, A, B, rows, cols, opts.scaling, self.work)
+        count = self.last_count = self.fixed or self._count(family, A, B, rows, cols, found)
+        part = self.part(count)
+        if opts.scaling == "fast":
+            out_a, out_b = self.shift_buffers or (None, None)
+            return part, family.shifts(rows, part.table, out_a), family.shifts(cols, part.table, out_b), rows, cols
+        u, v = headroom(found, part.table)
+        return part, (rows.e + u).astype(np.int32), (cols.e + v).astype(np.int32), rows, cols
+
+    def _count(self, family: Any, A: Array, B: Array, rows: LineStats, cols: LineStats, found: Any) -> int:
+        """``moduli="auto"``: the normwise count (one 4-byte read on the GPU), or the componentwise one."""
+        opts = self.options
+        if not self.normwise:
+            xp = self.backend.xp
+            A0 = xp.where(xp.isfinite(rows.mx)[:, None], A, 0.0)
+            B0 = xp.where(xp.isfinite(cols.mx)[None, :], B, 0.0)
+            return choose_moduli(A0, B0, found, opts.goal)
+        if found is not None:
+            rows, cols = rows._replace(R=found.rows), cols._replace(R=found.cols)
+        count = family.auto_count(rows, cols, self.k, self.goal, self.count_buffers)
+        if count == 0:
+            raise refusal(opts.goal, float(family.auto_errors(rows, cols, self.k, self.count_buffers)[-1]))
+        return count
+
+    def _products(self, family: Any, part: Part, phases: dict[str, float] | None) -> None:
+        """A'B' modulo every modulus into ``part.planes``: in the direct layout the INT32 products themselves
+        (the CRT reduces them as it reads them); otherwise per modulus and k block one INT8 GEMM and its
+        reduction into INT8 residues, added modulo m across blocks."""
+        be = self.backend
+        if part.direct:
+            with _phase(be, phases, "gemm"):
+                run_planned(be, part.gemms)
+            return
+        for t, modulus in enumerate(part.table.moduli):
+            for number, kb in enumerate(blocks(self.ldk, self.block)):
+                with _phase(be, phases, "gemm"):
+                    int8_product(be, part.res_a[t][:, kb], part.res_b[t][:, kb], part.products, part.panels)
+                with _phase(be, phases, "reduce"):
+                    family.reduce(part.products[:, :self.n], part.planes[t], modulus, number > 0)
+
+
+def _refuse_nonfinite(be: Backend, rows: LineStats, cols: LineStats) -> None:
+    """ValueError (``check_finite=True``) naming how many rows of A and columns of B hold NaN or infinity."""
+    xp = be.xp
+    bad_rows, bad_cols = int((~xp.isfinite(rows.mx)).sum()), int((~xp.isfinite(cols.mx)).sum())
+    if bad_rows or bad_cols:
+        raise ValueError(f"A has NaN or infinity in {bad_rows} rows and B in {bad_cols} columns (check_finite=True); "
+                         f"check the input, or pass check_finite=False: {NONFINITE}")

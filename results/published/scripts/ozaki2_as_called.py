@@ -1,0 +1,138 @@
+"""Ozaki scheme II as a user calls it: ``gpu.ozaki2.matmul(A, B)`` with its defaults, beside fixed counts and DGEMM.
+
+At each N (``NS``, default 4096, 8192, 16384), phi = 1 operands drawn on the device (as the Ozaki benchmarks draw
+them above 4096), the runs are: the public call with defaults (``moduli="auto"``, fast scaling, normwise bound:
+one 4-byte read of the count per call), the public call with fast scaling and 14, 15 or 16 moduli, and
+``cupy.matmul`` (DGEMM). One sample of a run is a loop of ``LOOP`` back-to-back calls, then one synchronize: the
+wall time per call, host time included, as a user's loop makes them. The runs are interleaved round by round
+(``ROUNDS`` rounds, at least 10) after one warm-up round (plans built, kernels compiled), and each run's median
+and ratio to DGEMM's are kept, with NVML's SM clock and power read after each sample. Then each run's max
+relative error on 256 sampled rows against ``accuracy.reference.exact_matmul`` of those rows (DGEMM's too), and
+the count the defaults choose (``Plan.last_count``). Also the first call's time of the default in this process at
+the first N: cold where CuPy's kernel cache starts empty (``CUPY_CACHE_DIR=$(mktemp -d)``; the files the cache
+held at the start are recorded), warm otherwise.
+
+Writes ``$OUT/ozaki2-as-called.json`` and prints a summary. Run on the device from the repository root:
+``PYTHONPATH=$PWD python3 results/published/scripts/ozaki2_as_called.py`` (about 100 s on an H200).
+"""
+
+import json
+import os
+import statistics
+import time
+
+import cupy as cp
+import numpy as np
+
+from accuracy.metrics import error_report
+from accuracy.reference import exact_matmul
+from experiments.core.environment import environment
+from experiments.ozaki.bench import sample_rows
+from gpu import ozaki2
+from gpu.backend import get_backend
+
+SEED, ROWS = 0, 256
+
+
+def inputs(n: int, seed: int = SEED):
+    """phi = 1 operands, as the Ozaki benchmarks draw them on the device (``experiments.ozaki.bench``)."""
+    rng = cp.random.default_rng(seed)
+
+    def draw():
+        ru, rn = rng.random((n, n)), rng.standard_normal((n, n))
+        ru -= 0.5
+        cp.exp(rn, out=rn)
+        ru *= rn
+        return ru
+    return draw(), draw()
+
+
+def runs(be, A, B):
+    """The calls timed, by name."""
+    out = {"default": lambda: ozaki2.matmul(A, B, backend=be)}
+    for count in (14, 15, 16):
+        out[f"fast-{count}"] = (lambda c: lambda: ozaki2.matmul(A, B, moduli=c, scaling="fast", backend=be))(count)
+    out["dgemm"] = lambda: cp.matmul(A, B)
+    return out
+
+
+def sample(run, loop: int) -> float:
+    """Seconds per call of ``loop`` back-to-back calls and one synchronize."""
+    cp.cuda.Device().synchronize()
+    start = time.perf_counter()
+    for _ in range(loop):
+        C = run()
+    cp.cuda.Device().synchronize()
+    del C
+    return (time.perf_counter() - start) / loop
+
+
+def chosen_count(be, A, B) -> int:
+    """The count a default plan reads on these operands (a plan of its own, freed after)."""
+    with ozaki2.Plan(A, B, backend=be) as plan:
+        plan.execute(A, B)
+        return plan.last_count
+
+
+def errors(calls, picks, ref) -> dict:
+    """Max relative error of every run on the sampled rows, against their exact product ``ref``."""
+    out = {}
+    for name, run in calls.items():
+        C = run()[picks]
+        report = error_report(C, ref)
+        out[name] = {"max_rel": report.max_rel, "nrm": report.nrm, "correctly_rounded": report.correctly_rounded}
+        del C
+    return out
+
+
+def main() -> None:
+    be = get_backend("cupy")
+    telemetry = be.telemetry()
+    cache = os.environ.get("CUPY_CACHE_DIR", os.path.expanduser("~/.cupy/kernel_cache"))
+    result = {"environment": environment(be), "seed": SEED, "rows": ROWS, "points": [],
+              "kernel_cache_files_at_start": len(os.listdir(cache)) if os.path.isdir(cache) else 0}
+    rounds, first = max(10, int(os.environ.get("ROUNDS", 10))), True
+    for n in (int(x) for x in os.environ.get("NS", "4096,8192,16384").split(",")):
+        ozaki2.PLANS.clear()
+        cp.get_default_memory_pool().free_all_blocks()
+        A, B = inputs(n)
+        picks = cp.asarray(sample_rows(n, ROWS, SEED))
+        start = time.perf_counter()
+        ref = exact_matmul(A[picks], B, backend=be)
+        point = {"n": n, "reference_s": time.perf_counter() - start}
+        cp.get_default_memory_pool().free_all_blocks()
+        calls = runs(be, A, B)
+        if first:
+            start = time.perf_counter()
+            calls["default"]()
+            cp.cuda.Device().synchronize()
+            point["first_call_s"], first = time.perf_counter() - start, False
+        loop = int(os.environ.get("LOOP", {4096: 40, 8192: 10}.get(n, 3)))
+        for run in calls.values():
+            sample(run, 1)
+        samples = {name: [] for name in calls}
+        clocks = {name: [] for name in calls}
+        for _ in range(rounds):
+            for name, run in calls.items():
+                samples[name].append(sample(run, loop))
+                if telemetry is not None:
+                    clocks[name].append(telemetry.read().as_dict())
+        dgemm = statistics.median(samples["dgemm"])
+        point["loop"] = loop
+        point["runs"] = {name: {"ms_per_call": 1e3 * statistics.median(v), "min_ms": 1e3 * min(v),
+                                "max_ms": 1e3 * max(v), "x_dgemm": dgemm / statistics.median(v),
+                                "telemetry": clocks[name]} for name, v in samples.items()}
+        point["errors"] = errors(calls, picks, ref)
+        ozaki2.PLANS.clear()
+        point["default_count"] = chosen_count(be, A, B)
+        result["points"].append(point)
+        print(n, "count", point["default_count"], {k: (round(v["ms_per_call"], 3), round(v["x_dgemm"], 3),
+                                                       f"{point['errors'][k]['max_rel']:.2e}")
+                                                   for k, v in point["runs"].items()}, flush=True)
+        del A, B, calls, ref
+    with open(os.path.join(os.environ.get("OUT", "/tmp"), "ozaki2-as-called.json"), "w") as fh:
+        json.dump(result, fh, indent=1, default=lambda x: x.item() if isinstance(x, np.generic) else str(x))
+
+
+if __name__ == "__main__":
+    main()
