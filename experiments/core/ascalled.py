@@ -32,6 +32,7 @@ from typing import Any
 
 from gpu.backend import Backend
 
+from .lab import time_group
 from .timing import Comparison, Timing, measure_interleaved
 
 #: A stored method's name in a group, for its public call timed as called.
@@ -42,6 +43,8 @@ PIPELINE_S, MAX_CALLS = 0.1, 512
 #: Calls whose host time is taken (each on an idle device, so each costs a whole call): at most
 #: HOST_REPEATS, as many as fit in HOST_BUDGET_S, at least MIN_HOST_REPEATS.
 HOST_REPEATS, MIN_HOST_REPEATS, HOST_BUDGET_S = 21, 5, 2.0
+#: What a family's row class reads of a stored row's as-called record (:func:`as_called_fields`).
+FIELDS = ("call", "as_called_s", "host_s", "ratio_as_called")
 #: What a row keeps of the regime its as-called samples ran in.
 TELEMETRY = ("sm_clock_mhz", "power_w", "throttle_reasons")
 
@@ -54,6 +57,11 @@ class Call:
 
     text: str
     fn: Work
+
+
+def call_text(function: str, options: Mapping[str, Any], operands: str = "A, B, out=C") -> str:
+    """A call as a user writes it: ``splitk.matmul(A, B, out=C, deterministic=False)``."""
+    return f"{function}({', '.join([operands, *(f'{k}={v!r}' for k, v in options.items())])})"
 
 
 def calls_for(call_s: float, asynchronous: bool = True) -> int:
@@ -145,8 +153,6 @@ def time_called(ops: Any, works: Mapping[str, Work], baseline: str, public: Mapp
     a warm-up call. ``public`` may name configurations with no device work (a family's defaults: their
     ``device_s`` is None). ``ops``: the group's operands; ``protocol``: the options of
     :func:`experiments.core.lab.time_group` (``refill``, ``regime``, ``hide_launch``, ...)."""
-    from .lab import time_group
-
     if baseline in public or baseline not in works:
         raise ValueError(f"the baseline {baseline!r} must be among the works and its call given as the reference")
     be = ops.backend
@@ -164,4 +170,4 @@ def time_called(ops: Any, works: Mapping[str, Work], baseline: str, public: Mapp
 
 def as_called_fields(meta: Mapping[str, Any]) -> dict[str, Any]:
     """A stored row's as-called fields, None where the row has none (rows stored before these were)."""
-    return {key: meta.get(key) for key in ("call", "as_called_s", "host_s", "ratio_as_called", "reference_s")}
+    return {key: meta.get(key) for key in FIELDS}
