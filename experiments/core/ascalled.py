@@ -53,10 +53,13 @@ Work = Callable[[], Any]
 
 @dataclass(frozen=True)
 class Call:
-    """A public call as a user writes it (``text``, stored with the row) and the callable that makes it."""
+    """A public call as a user writes it (``text``, stored with the row) and the callable that makes it;
+    ``max_calls``: the most calls one sample may issue back to back (a call that uses its inputs as scratch
+    grows their values from one call to the next: a few calls stay finite, hundreds may not)."""
 
     text: str
     fn: Work
+    max_calls: int | None = None
 
 
 def call_text(function: str, options: Mapping[str, Any], operands: str = "A, B, out=C") -> str:
@@ -137,7 +140,8 @@ class Called:
         ref, device = self.result.timings[AS_CALLED + base], self.result.timings.get(name)
         call = self.reference if name == base else self.public[name]
         return {"call": call.text, "as_called_s": timed.median, "as_called_samples": timed.samples,
-                "as_called_calls": self.calls, "as_called_stable": timed.stable, "as_called_launch": timed.launch,
+                "as_called_calls": min(self.calls, call.max_calls or self.calls), "as_called_stable": timed.stable,
+                "as_called_launch": timed.launch,
                 "host_s": self.host[name], "device_s": device.median if device else None,
                 "reference_call": self.reference.text, "reference_s": ref.median,
                 "reference_host_s": self.host[base], "ratio_as_called": ref.median / timed.median,
@@ -149,9 +153,9 @@ def time_called(ops: Any, works: Mapping[str, Work], baseline: str, public: Mapp
                 calls: int | None = None, **protocol: Any) -> Called:
     """``works`` by the device's clock and, in the same interleaved rounds, the ``public`` calls and the
     ``reference`` (the library GEMM as a user calls it, the as-called baseline) as called, ``calls`` calls
-    per sample (default :func:`calls_for` the reference's time); each call's host time is taken first, after
-    a warm-up call. ``public`` may name configurations with no device work (a family's defaults: their
-    ``device_s`` is None). ``ops``: the group's operands; ``protocol``: the options of
+    per sample (default :func:`calls_for` the reference's time; a call's ``max_calls`` bounds its own); each
+    call's host time is taken first, after a warm-up call. ``public`` may name configurations with no device
+    work (a family's defaults: their ``device_s`` is None). ``ops``: the group's operands; ``protocol``: the options of
     :func:`experiments.core.lab.time_group` (``refill``, ``regime``, ``hide_launch``, ...)."""
     if baseline in public or baseline not in works:
         raise ValueError(f"the baseline {baseline!r} must be among the works and its call given as the reference")
@@ -163,8 +167,8 @@ def time_called(ops: Any, works: Mapping[str, Work], baseline: str, public: Mapp
     host = {name: host_seconds(be, call.fn, host_repeats(seconds[name])) for name, call in everyone.items()}
     count = calls or calls_for(seconds[baseline], be.asynchronous)
     named = {AS_CALLED + name: call.fn for name, call in everyone.items()}
-    result = time_group(ops, {**works, **named}, baseline, wall=set(named), calls=dict.fromkeys(named, count),
-                        **protocol)
+    per_call = {AS_CALLED + name: min(count, call.max_calls or count) for name, call in everyone.items()}
+    result = time_group(ops, {**works, **named}, baseline, wall=set(named), calls=per_call, **protocol)
     return Called(result, dict(public), reference, host, count)
 
 

@@ -31,7 +31,6 @@ FILES = {
     "h100-splitk": "h100-splitk.csv",
     "h100-segmented": "h100-segmented.csv",
     "h100-ozaki": "h100-ozaki.csv",
-    "h100-ozaki2": "h100-ozaki2.csv",
 }
 PAPER_BACKEND = "numbers transcribed from the paper"
 

@@ -21,6 +21,8 @@ from typing import Any
 from gpu.backend.telemetry import reason_names
 
 from ..core.ascalled import call_text
+from ..core.csvio import open_text, read_export
+from ..strassen.rows import DEFAULTS
 from .exports import Exports
 
 #: The documented record shape (the keys of one as-called record; every time in seconds, per call, a median).
@@ -212,7 +214,8 @@ def h100_documents(exports: Exports | None = None) -> list[Document]:
         _device_record("splitk", call_text("splitk.matmul", MODES[r.method]),
                        {"m": r.params["m"], "n": r.params["n"], "k": r.params["k"]}, r, "speedup", "gemm_s",
                        {"mode": r.method, **(r.meta.get("plan") or {})}) for _, r in sorted(best.items())]))
-    strassen = [r for r in _sustained(exports.rows("h100-strassen", "strassen-speedup")) if r.method != "gemm"]
+    strassen = [r for r in _sustained(exports.rows("h100-strassen", "strassen-speedup"))
+                if r.method not in ("gemm", DEFAULTS)]
     top: dict[int, Any] = {}
     for r in strassen:
         n = r.params["size"]
@@ -222,7 +225,9 @@ def h100_documents(exports: Exports | None = None) -> list[Document]:
         _device_record("strassen", f"executor: {r.method} at level {r.params['level']}", {"size": n}, r, "speedup",
                        "gemm_s", {"configuration": r.method, "level": r.params["level"]})
         for n, r in sorted(top.items())]))
-    ozaki2 = _sustained(r for r in exports.rows("h100-ozaki2", "ozaki2-time") if r.method == OZAKI2_METHOD)
+    with open_text(exports.root / "h100-ozaki2.csv", "r") as fh:
+        ozaki2 = _sustained(r for r in read_export(fh, "h100-ozaki2.csv")
+                            if r.experiment == "ozaki2-time" and r.method == OZAKI2_METHOD)
     docs.append(_document("h100-ozaki2.csv", ozaki2, [
         _device_record("ozaki2", OZAKI2_CALL, {"size": r.params["n"]}, r, "speedup_vs_dgemm", "dgemm_s",
                        {"moduli": 15, "scaling": "fast", "clock": "CUDA events, one call per sample"})

@@ -125,7 +125,7 @@ def test_time_called_gives_each_configuration_its_three_times_and_both_ratios():
     ops = Operands.uniform(be, 32)
     works = {"gemm": lambda: np.matmul(ops.A, ops.B, out=ops.C), "slow": lambda: (time.sleep(1e-3), ops.A @ ops.B)}
     public = {"slow": Call("slow(A, B)", lambda: (time.sleep(2e-3), ops.A @ ops.B)),
-              "defaults": Call("method(A, B)", lambda: time.sleep(1e-3))}
+              "defaults": Call("method(A, B)", lambda: time.sleep(1e-3), max_calls=2)}
     called = time_called(ops, works, "gemm", public, Call("numpy.matmul(A, B, out=C)", works["gemm"]), calls=3,
                          refill=False, **ONCE)
     assert set(called.device.timings) == {"gemm", "slow"}           # the device group, as stored before
@@ -139,4 +139,5 @@ def test_time_called_gives_each_configuration_its_three_times_and_both_ratios():
     assert slow["as_called_calls"] == called.calls and len(slow["as_called_samples"]) >= 10
     defaults = called.meta("defaults")
     assert defaults["device_s"] is None and defaults["ratio_device"] is None and defaults["as_called_s"] >= 1e-3
+    assert defaults["as_called_calls"] == 2 and "2 calls back to back" in defaults["as_called_launch"]
     assert called.meta("gemm")["ratio_as_called"] == 1.0
