@@ -120,7 +120,7 @@ class Called:
 
     result: Comparison
     public: Mapping[str, Call]
-    reference: Call
+    reference: Call | None
     host: dict[str, float]
     calls: int
 
@@ -137,35 +137,39 @@ class Called:
         if timed is None:
             return {}
         base = self.result.baseline
-        ref, device = self.result.timings[AS_CALLED + base], self.result.timings.get(name)
-        call = self.reference if name == base else self.public[name]
+        ref, device = self.result.timings.get(AS_CALLED + base), self.result.timings.get(name)
+        call = self.reference if name == base and self.reference else self.public[name]
         return {"call": call.text, "as_called_s": timed.median, "as_called_samples": timed.samples,
                 "as_called_calls": min(self.calls, call.max_calls or self.calls), "as_called_stable": timed.stable,
                 "as_called_launch": timed.launch,
                 "host_s": self.host[name], "device_s": device.median if device else None,
-                "reference_call": self.reference.text, "reference_s": ref.median,
-                "reference_host_s": self.host[base], "ratio_as_called": ref.median / timed.median,
+                "reference_call": self.reference.text if self.reference else None,
+                "reference_s": ref.median if ref else None, "reference_host_s": self.host.get(base),
+                "ratio_as_called": ref.median / timed.median if ref else None,
                 "ratio_device": self.result.ratio(name) if device else None,
                 **{f"as_called_{key}": timed.power[key] for key in TELEMETRY if key in timed.power}}
 
 
-def time_called(ops: Any, works: Mapping[str, Work], baseline: str, public: Mapping[str, Call], reference: Call, *,
-                calls: int | None = None, **protocol: Any) -> Called:
+def time_called(ops: Any, works: Mapping[str, Work], baseline: str, public: Mapping[str, Call],
+                reference: Call | None, *, calls: int | None = None, **protocol: Any) -> Called:
     """``works`` by the device's clock and, in the same interleaved rounds, the ``public`` calls and the
     ``reference`` (the library GEMM as a user calls it, the as-called baseline) as called, ``calls`` calls
     per sample (default :func:`calls_for` the reference's time; a call's ``max_calls`` bounds its own); each
     call's host time is taken first, after a warm-up call. ``public`` may name configurations with no device
-    work (a family's defaults: their ``device_s`` is None). ``ops``: the group's operands; ``protocol``: the options of
-    :func:`experiments.core.lab.time_group` (``refill``, ``regime``, ``hide_launch``, ...)."""
-    if baseline in public or baseline not in works:
+    work (a family's defaults: their ``device_s`` is None). ``reference`` None: nothing to compare the calls
+    with as called (their ratio None), the baseline's own time sizing the samples. ``ops``: the group's
+    operands; ``protocol``: the options of :func:`experiments.core.lab.time_group` (``refill``, ``regime``,
+    ``hide_launch``, ...)."""
+    if (reference and baseline in public) or baseline not in works:
         raise ValueError(f"the baseline {baseline!r} must be among the works and its call given as the reference")
     be = ops.backend
-    everyone = {baseline: reference, **public}
+    everyone = {**({baseline: reference} if reference else {}), **public}
     for call in everyone.values():
         call.fn()
     seconds = {name: wall_seconds(be, call.fn) for name, call in everyone.items()}
     host = {name: host_seconds(be, call.fn, host_repeats(seconds[name])) for name, call in everyone.items()}
-    count = calls or calls_for(seconds[baseline], be.asynchronous)
+    base_s = seconds[baseline] if reference else wall_seconds(be, works[baseline])
+    count = calls or calls_for(base_s, be.asynchronous)
     named = {AS_CALLED + name: call.fn for name, call in everyone.items()}
     per_call = {AS_CALLED + name: min(count, call.max_calls or count) for name, call in everyone.items()}
     result = time_group(ops, {**works, **named}, baseline, wall=set(named), calls=per_call, **protocol)

@@ -75,15 +75,15 @@ def launch(device: AsyncDevice, host_s: float, device_s: float, wait: bool = Fal
 def test_a_known_sleep_is_its_per_call_time_on_numpy():
     be = get_backend("numpy")
     t = as_called(lambda: time.sleep(3e-3), be, calls=4, **ONCE)
-    assert 3e-3 <= t.median < 4.5e-3
+    assert 3e-3 <= t.median < 6e-3               # a sleep can oversleep on a loaded machine, never undersleep
     assert len(t.samples) >= 10 and "4 calls back to back, then one synchronise" in t.launch
-    assert 3e-3 <= host_seconds(be, lambda: time.sleep(3e-3), repeats=5) < 4.5e-3
+    assert 3e-3 <= host_seconds(be, lambda: time.sleep(3e-3), repeats=5) < 6e-3
 
 
 def test_the_closing_synchronise_counts_the_device_work_a_loop_queued():
     device = AsyncDevice()
     t = as_called(launch(device, 0.2e-3, 4e-3), device, calls=5, **ONCE)
-    assert 3.9e-3 <= t.median < 5.5e-3          # device-bound: the host's 0.2 ms per call hides behind it
+    assert 3.9e-3 <= t.median < 6e-3            # device-bound: the host's 0.2 ms per call hides behind it
 
 
 def test_host_time_leaves_out_a_synchronise_the_call_does_not_make():
@@ -94,9 +94,9 @@ def test_host_time_leaves_out_a_synchronise_the_call_does_not_make():
 
 def test_a_call_that_waits_for_the_device_costs_its_host_work_on_top():
     device = AsyncDevice()
-    free = as_called(launch(device, 2e-3, 5e-3), device, calls=4, **ONCE).median
-    waits = as_called(launch(device, 2e-3, 5e-3, wait=True), device, calls=4, **ONCE).median
-    assert free < 6.2e-3 and waits >= 6.8e-3
+    free = as_called(launch(device, 2e-3, 10e-3), device, calls=4, **ONCE).median
+    waits = as_called(launch(device, 2e-3, 10e-3, wait=True), device, calls=4, **ONCE).median
+    assert 10e-3 <= free and waits >= 12e-3 and free < waits - 1e-3     # the host's 2 ms hide only where not waited
 
 
 def test_wall_and_device_clocks_share_the_rounds():
@@ -132,8 +132,8 @@ def test_time_called_gives_each_configuration_its_three_times_and_both_ratios():
     assert set(called.result.timings) == {"gemm", "slow", *(AS_CALLED + n for n in ("gemm", "slow", "defaults"))}
     slow = called.meta("slow")
     assert slow["call"] == "slow(A, B)" and slow["reference_call"] == "numpy.matmul(A, B, out=C)"
-    assert 2e-3 <= slow["as_called_s"] < 3.5e-3 and 2e-3 <= slow["host_s"] < 3.5e-3
-    assert 1e-3 <= slow["device_s"] < 2e-3 < slow["as_called_s"]
+    assert 2e-3 <= slow["as_called_s"] < 20e-3 and 2e-3 <= slow["host_s"] < 20e-3
+    assert 1e-3 <= slow["device_s"] < slow["as_called_s"]
     assert slow["ratio_as_called"] == pytest.approx(slow["reference_s"] / slow["as_called_s"])
     assert slow["ratio_device"] == pytest.approx(called.device.ratio("slow"))
     assert slow["as_called_calls"] == called.calls and len(slow["as_called_samples"]) >= 10
