@@ -25,17 +25,25 @@ With ``hide_launch`` the device is held until a sample's work is all issued
 (:mod:`gpu.backend.hold`), so a sample is device time only: for work of tens of
 microseconds, where the host's launch overhead would otherwise count. The
 stored record says which (``launch``).
+
+Methods named in ``wall`` are timed as a user's loop runs them: ``calls`` calls back to
+back, then one synchronise, by the host's clock (``time.perf_counter``), the sample their
+time over ``calls``; host work, launches and any wait inside a call all count
+(:mod:`experiments.core.ascalled`). They take their rounds beside the device-timed methods,
+so the ratios of both kinds come from the same rounds.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpu.backend import Backend
+from gpu.backend import Backend, Timer
 
 from .regime import Regime, get_regime, idle, reading, settle, summary
 
@@ -94,9 +102,9 @@ class Comparison:
     baseline: str
     timings: dict[str, Timing]
 
-    def ratio(self, method: str) -> float:
-        """Speed-up of ``method``: baseline median time over the method's median time."""
-        return self.timings[self.baseline].median / self.timings[method].median
+    def ratio(self, method: str, baseline: str | None = None) -> float:
+        """Speed-up of ``method``: the baseline's (``baseline`` where given) median time over the method's."""
+        return self.timings[baseline or self.baseline].median / self.timings[method].median
 
     def ratios(self) -> dict[str, float]:
         return {name: self.ratio(name) for name in self.timings}
@@ -118,11 +126,30 @@ def _rotation(work: Work) -> Sequence[Callable[[], Any]]:
     return rotation
 
 
+@contextmanager
+def wall_timer(backend: Backend) -> Iterator[Timer]:
+    """Host-clock seconds of the block from an idle device to the end of its work: one synchronise
+    before, one after, nothing in between (as a user's loop of calls runs)."""
+    t = Timer()
+    backend.synchronize()
+    start = time.perf_counter()
+    yield t
+    backend.synchronize()
+    t.seconds = time.perf_counter() - start
+
+
+def _clock(backend: Backend, hide_launch: bool, wall: bool) -> Any:
+    """The timer of one sample: the host's clock, or the backend's (launch held out where asked)."""
+    if wall:
+        return wall_timer(backend)
+    return backend.timer(hide_launch=True) if hide_launch else backend.timer()
+
+
 def _sample(backend: Backend, fns: Sequence[Callable[[], Any]], flush: bool, setup: Callable[[], Any] | None = None,
-            regime: Regime | None = None, telemetry: Any = None, hide_launch: bool = False
+            regime: Regime | None = None, telemetry: Any = None, hide_launch: bool = False, wall: bool = False
             ) -> tuple[float, dict | None]:
     """One timed run of ``fns`` back to back, per call, and the telemetry at its start and end (None
-    without telemetry)."""
+    without telemetry); ``wall``: by :func:`wall_timer`."""
     if setup is not None:
         setup()
     if flush:
@@ -130,7 +157,7 @@ def _sample(backend: Backend, fns: Sequence[Callable[[], Any]], flush: bool, set
     if regime is not None:
         idle(regime, backend)
     start = reading(telemetry)
-    with backend.timer(hide_launch=True) if hide_launch else backend.timer() as t:
+    with _clock(backend, hide_launch, wall) as t:
         for fn in fns:
             fn()
     return t.seconds / len(fns), None if start is None else {"start": start, "end": reading(telemetry)}
@@ -150,9 +177,10 @@ def measure_interleaved(
     regime: str | Regime = "sustained",
     telemetry: Any = "auto",
     hide_launch: bool = False,
-    calls: int = 1,
+    calls: int | Mapping[str, int] = 1,
     rotate: bool = True,
     least: int = MIN_REPEATS,
+    wall: Collection[str] = (),
 ) -> dict[str, Timing]:
     """Time each method ``repeats`` times, one round of all methods after another, the order rotated by one
     method each round (see the module notes).
@@ -170,16 +198,22 @@ def measure_interleaved(
     samples record (``"auto"``: the backend's, None: none); ``hide_launch``:
     device time only, the host's launch overhead left out (see the module notes); ``calls``: calls
     issued back to back in each sample (the rotation continued), the sample their time over ``calls``,
-    as a loop of calls runs: the host's dispatch counts only where it outlasts the device's work;
+    as a loop of calls runs: the host's dispatch counts only where it outlasts the device's work (a
+    mapping gives each method its own count, 1 where it names none);
     ``rotate=False`` keeps the order of ``works`` in every round (to measure what the order does);
     ``least``: the fewest samples allowed, the protocol's :data:`MIN_REPEATS` unless a caller of calls that
-    last over a second lowers it (to :data:`FEWEST_REPEATS` at least; the record keeps the count).
+    last over a second lowers it (to :data:`FEWEST_REPEATS` at least; the record keeps the count);
+    ``wall``: the methods timed by the host's clock, as called (see the module notes), ``hide_launch``
+    aside.
     """
     least = max(FEWEST_REPEATS, min(least, MIN_REPEATS))
     if repeats < least:
         raise ValueError(f"repeats must be at least {least} (the protocol's minimum), got {repeats}")
-    if calls < 1:
+    count = {name: int(calls.get(name, 1) if isinstance(calls, Mapping) else calls) for name in works}
+    if min(count.values(), default=1) < 1:
         raise ValueError(f"calls per sample must be at least 1, got {calls}")
+    if unknown := set(wall) - set(works):
+        raise ValueError(f"methods to time by the host's clock are not among those timed: {sorted(unknown)}")
     if max_attempts < 1 or warmup < 0 or not retry_seconds >= 0:
         raise ValueError(f"need max_attempts >= 1, warmup >= 0 and retry_seconds >= 0, got {max_attempts}, "
                          f"{warmup} and {retry_seconds}")
@@ -209,17 +243,25 @@ def measure_interleaved(
         for i in range(repeats):
             shift = i % len(names) if rotate else 0
             for name in names[shift:] + names[:shift]:
-                fns = rotations[name]
-                run = [fns[(i * calls + j) % len(fns)] for j in range(calls)]
-                batch[name].append(_sample(backend, run, flush, setup.get(name), regime, telemetry, hide_launch))
+                fns, c = rotations[name], count[name]
+                run = [fns[(i * c + j) % len(fns)] for j in range(c)]
+                batch[name].append(_sample(backend, run, flush, setup.get(name), regime, telemetry, hide_launch,
+                                           name in wall))
         batches.append(batch)
         if all(_spread([t for t, _ in s]) <= tolerance for s in batch.values()):
             break
-        if len(batches) >= attempts_within(_seconds(batches, calls) / len(batches), retry_seconds, max_attempts):
+        if len(batches) >= attempts_within(_seconds(batches, count) / len(batches), retry_seconds, max_attempts):
             break
-    launch = "hidden" if hide_launch and backend.asynchronous else "counted"
-    launch += f", {calls} calls back to back" if calls > 1 else ""
-    return _report(batches, tolerance, regime, settled, launch, ORDER[rotate], _seconds(batches, calls) / len(batches))
+    launch = {name: _launch(backend, hide_launch, count[name], name in wall) for name in names}
+    return _report(batches, tolerance, regime, settled, launch, ORDER[rotate], _seconds(batches, count) / len(batches))
+
+
+def _launch(backend: Backend, hide_launch: bool, calls: int, wall: bool) -> str:
+    """What a method's record says of its clock and of the host's launch overhead (``launch``)."""
+    if wall:
+        return f"as called: {calls} calls back to back, then one synchronise (host clock)"
+    launch = "hidden" if hide_launch and getattr(backend, "asynchronous", False) else "counted"
+    return launch + (f", {calls} calls back to back" if calls > 1 else "")
 
 
 def attempts_within(batch_s: float, retry_seconds: float = RETRY_SECONDS, max_attempts: int = MAX_ATTEMPTS) -> int:
@@ -230,13 +272,17 @@ def attempts_within(batch_s: float, retry_seconds: float = RETRY_SECONDS, max_at
     return max(1, min(max_attempts, math.floor(retry_seconds / batch_s)))
 
 
-def _seconds(batches: Sequence[Mapping[str, Sequence[tuple[float, Any]]]], calls: int) -> float:
-    """Timed seconds of ``batches`` (a sample is the time per call of ``calls`` calls); NaN samples count 0."""
-    return calls * sum(t for b in batches for s in b.values() for t, _ in s if math.isfinite(t))
+def _seconds(batches: Sequence[Mapping[str, Sequence[tuple[float, Any]]]], calls: int | Mapping[str, int]) -> float:
+    """Timed seconds of ``batches`` (a sample is the time per call of its method's ``calls`` calls); NaN samples
+    count 0."""
+    def count(name: str) -> int:
+        return calls.get(name, 1) if isinstance(calls, Mapping) else calls
+
+    return sum(count(name) * t for b in batches for name, s in b.items() for t, _ in s if math.isfinite(t))
 
 
 def _report(batches: list[dict[str, list[tuple[float, dict | None]]]], tolerance: float, regime: Regime,
-            settled: dict[str, Any], launch: str, order: str, batch_s: float) -> dict[str, Timing]:
+            settled: dict[str, Any], launch: Mapping[str, str], order: str, batch_s: float) -> dict[str, Timing]:
     times = [{name: [t for t, _ in s] for name, s in b.items()} for b in batches]
     worst = [max(_spread(s) for s in b.values()) for b in times]
     if math.isinf(min(worst)):
@@ -246,7 +292,7 @@ def _report(batches: list[dict[str, list[tuple[float, dict | None]]]], tolerance
     return {
         name: Timing(samples=samples, attempts=len(batches), stable=worst[chosen] <= tolerance,
                      tolerance=tolerance, rejected=[b[name] for b in rejected],
-                     power=summary(regime, [tel for _, tel in batches[chosen][name]], settled), launch=launch,
+                     power=summary(regime, [tel for _, tel in batches[chosen][name]], settled), launch=launch[name],
                      order=order, batch_s=batch_s)
         for name, samples in times[chosen].items()
     }

@@ -39,8 +39,6 @@ the target: never below :data:`FLOOR` x DGEMM at any swept size, and within
 from __future__ import annotations
 
 import math
-import statistics
-import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -63,6 +61,7 @@ from gpu.profile import (
 from gpu.strassen import Config, matmul, resolve_auto_level
 from gpu.strassen.auto import profile_key
 
+from ..core.ascalled import host_seconds
 from ..core.database import ResultsDB
 from ..core.lab import Operands, check_product, time_group
 from ..core.regime import of_regime
@@ -91,8 +90,6 @@ PIPELINE_S, MAX_CALLS, MAX_SETS = 20e-3, 512, 8
 #: FLOOR sits 1% below parity: 120 samples (about 0.26%) put it near four sigma, and cost seconds where a
 #: round is short (N <= 12288), as the 13 level-0 sizes of the sweep are.
 REPEATS, MAX_REPEATS, GROUP_S = 30, 120, 8.0
-#: Calls of ``auto`` and of DGEMM whose median host time is stored (:func:`host_seconds`).
-HOST_REPEATS = 21
 #: Confidence of the interval reported beside auto's speed-up (a percentile bootstrap of the ratio of medians).
 CONFIDENCE = 0.90
 
@@ -168,22 +165,6 @@ def repeats_for(call_s: float, methods: int) -> int:
     :data:`REPEATS`, at most :data:`MAX_REPEATS`."""
     round_s = methods * calls_for(call_s) * max(call_s, 1e-9)
     return min(MAX_REPEATS, max(REPEATS, math.ceil(GROUP_S / round_s)))
-
-
-def host_seconds(backend: Backend, work: Callable[[], Any], repeats: int | None = None) -> float:
-    """Median host time of one call of ``work`` issued to an idle device: what its dispatch costs the
-    host, which a loop of calls hides behind device work that lasts longer, and only there. After a long
-    wait it holds the host's wake-up too: on the H100 the same DGEMM dispatch read 19-26 us at N <= 2048
-    and 26-400 us above (``results/published/h100-auto-latency.json``), so compare the two calls of one
-    size, not sizes."""
-    times = []
-    for _ in range(HOST_REPEATS if repeats is None else repeats):
-        backend.synchronize()
-        start = time.perf_counter()
-        work()
-        times.append(time.perf_counter() - start)
-    backend.synchronize()
-    return statistics.median(times)
 
 
 def operand_sets(ops: Operands, calls: int) -> list[Operands]:

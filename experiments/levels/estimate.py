@@ -34,6 +34,7 @@ from modeling import hardware
 from modeling.analytic import analytic_model
 from modeling.recursive import RecursiveModel
 
+from ..core.ascalled import HOST_REPEATS
 from ..core.database import ResultsDB
 from ..core.environment import env_key, environment
 from ..core.regime import Regime, get_regime
@@ -149,7 +150,7 @@ def auto_seconds(model: RecursiveModel, n: int, level: int, regime: Regime, sett
     """Seconds of the ``auto`` group at n, ``auto`` running at ``level`` (one batch, and at most)."""
     gemm, chosen = model.time(n, 0) / 1e3, model.time(n, level) / 1e3
     times = [gemm, chosen, chosen]
-    host = auto.HOST_REPEATS * (gemm + chosen) + 2 * gemm       # host times, then call_seconds' two runs
+    host = HOST_REPEATS * (gemm + chosen) + 2 * gemm       # host times, then call_seconds' two runs
     repeats = auto.repeats_for(gemm, len(times))
     return tuple(s + host for s in group_seconds(times, regime, settles, auto.calls_for(gemm),
                                                  refill=model.geam(n) / 1e3, repeats=repeats))

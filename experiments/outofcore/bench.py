@@ -15,6 +15,12 @@ same run:
   timed), where they fit beside the engine's buffers: the device's DGEMM rate, the bar the engine's
   speed target is set against (:mod:`experiments.outofcore.report`). On NumPy it is ``A @ B`` into C too.
 
+In the same rounds ``outofcore.matmul(A, B, out=C)`` at its defaults (what the engine row's plan comes from) is
+timed as a user calls it (:mod:`experiments.core.ascalled`: a loop of calls, then one synchronise, by the
+host's clock), against the group's baseline called the same way: ``cupy.matmul`` on the resident operands, or
+the in-core GEMM host to host (none where neither fits: its ratio is then None); the engine's row keeps
+``call``, ``as_called_s``, ``host_s`` and ``device_s`` (the executor's time).
+
 TFLOP/s is 2 N^3 over the median time; ``vs_gemm`` and ``vs_dgemm`` the time of the GEMM (host to
 host) and of the DGEMM on resident operands over the method's (None where that one did not run).
 Each method's product is checked once before anything is timed, on a sample of rows against the
@@ -36,14 +42,15 @@ from typing import Any
 import numpy as np
 
 from accuracy.reference import exact_matmul
+from gpu import outofcore
 from gpu.backend import Backend
 from gpu.outofcore import OutOfCorePlan, run
 
-from ..core.lab import REFILL_CHUNK_BYTES, Operands, require_correct, row_error, sample_rows, time_group
+from ..core.ascalled import Call, Called, call_text, time_called
+from ..core.lab import REFILL_CHUNK_BYTES, Operands, require_correct, row_error, sample_rows
 from ..core.registry import Context, experiment
 from ..core.summary import Summary, spread
 from ..core.sweep import group_sweep, store_comparison
-from ..core.timing import Comparison
 from .points import DTYPE, PLANS, Point, engine_plan, fitting_points, host_available, point_params
 from .report import outofcore_summary
 from .rows import ENGINE, EXPERIMENT, GEMM, RESIDENT, OutofcoreRow, outofcore_rows
@@ -181,15 +188,31 @@ def group_meta(n: int, seconds: Mapping[str, float]) -> dict[str, dict]:
             for name, t in seconds.items()}
 
 
-def store_group(ctx: Context, ops: HostOperands, p: OutOfCorePlan, result: Comparison,
+def public_calls(ops: HostOperands, baseline: str, resident: Resident | None) -> tuple[dict[str, Call], Call | None]:
+    """The engine's public call at its defaults, and the group's baseline as a user calls it (None where the
+    engine is the only method)."""
+    be = ops.backend
+    engine = Call(call_text("outofcore.matmul", {}), partial(outofcore.matmul, ops.A, ops.B, out=ops.C, backend=be))
+    if baseline == RESIDENT and resident is not None:
+        xp = be.xp
+        return {ENGINE: engine}, Call(f"{xp.__name__}.matmul(A, B, out=C) on device-resident A, B and C",
+                                      partial(xp.matmul, resident.A, resident.B, out=resident.C))
+    if baseline == GEMM:
+        return {ENGINE: engine}, Call("in-core GEMM, host to host (A and B copied in, C copied back)",
+                                      partial(in_core, be, ops.A, ops.B, ops.C))
+    return {ENGINE: engine}, None
+
+
+def store_group(ctx: Context, ops: HostOperands, p: OutOfCorePlan, timed: Called,
                 errors: Mapping[str, float]) -> int:
-    """Every method of a timed group as a row, with its ratios within the group; how many."""
-    n = ops.size
+    """Every method of a timed group as a row, with its ratios within the group and the as-called records;
+    how many."""
+    n, result = ops.size, timed.device
     seconds = {name: t.median for name, t in result.timings.items()}
     derived, params = group_meta(n, seconds), point_params(n, DTYPE, ctx.regime)
     return store_comparison(ctx, EXPERIMENT, params, result, lambda name: {
         **derived[name], "check_error": errors[name], "check_rows": len(sample_rows(n)), "check_reference": REFERENCE,
-        "plan": p.as_dict() if name == ENGINE else None, "inputs": INPUTS})
+        "plan": p.as_dict() if name == ENGINE else None, "inputs": INPUTS, **timed.meta(name)})
 
 
 def measure_point(ctx: Context, point: Point) -> int:
@@ -201,8 +224,9 @@ def measure_point(ctx: Context, point: Point) -> int:
     resident = Resident.copy(ops) if point.dgemm else None
     works, errors = checked_works(ops, p, point, resident)
     baseline = next(m for m in (RESIDENT, GEMM, ENGINE) if m in works)
-    result = time_group(ops, works, baseline, refill=False, regime=ctx.regime)
-    return store_group(ctx, ops, p, result, errors)
+    public, reference = public_calls(ops, baseline, resident)
+    timed = time_called(ops, works, baseline, public, reference, refill=False, regime=ctx.regime)
+    return store_group(ctx, ops, p, timed, errors)
 
 
 def stored(ctx: Context, point: Point) -> bool:

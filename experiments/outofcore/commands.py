@@ -15,7 +15,8 @@ from .report import checks
 
 COLUMNS = (("n", "N", "d"), ("method", "method", ""), ("time_s", "seconds", ".4g"), ("tflops", "TFLOP/s", ".3f"),
            ("vs_dgemm", "vs dgemm", ".3f"), ("vs_gemm", "vs gemm", ".3f"), ("block", "block", ""),
-           ("panel", "panel", "d"))
+           ("panel", "panel", "d"), ("as_called_s", "as called (s)", ".4g"),
+           ("ratio_as_called", "vs baseline as called", ".3f"))
 
 
 def _outofcore_arguments(p: argparse.ArgumentParser) -> None:

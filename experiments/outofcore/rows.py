@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..core.ascalled import as_called_fields
 from ..core.database import Measurement, ResultsDB
 from ..core.regime import UNRECORDED, panel_group
 from ..core.rows import method_order as ordered
@@ -48,6 +49,10 @@ class OutofcoreRow:
     block: tuple[int, int] | None = None
     panel: int | None = None
     vs_dgemm: float | None = None
+    call: str | None = None                  # the public call timed as called (None: not timed so)
+    as_called_s: float | None = None         # its time per call in a loop of calls, host time included
+    host_s: float | None = None              # host time of one such call
+    ratio_as_called: float | None = None     # the group's baseline as called over it, in the same rounds
 
     @classmethod
     def read(cls, m: Measurement) -> OutofcoreRow:
@@ -56,7 +61,8 @@ class OutofcoreRow:
         block = tuple(plan["block"]) if plan.get("block") else None
         return cls(m.method, p["n"], p["dtype"], m.value, meta["tflops"], meta.get("vs_gemm"),
                    bool(meta.get("stable", True)), meta.get("check_error", float("nan")),
-                   p.get("regime", UNRECORDED), block, plan.get("panel"), meta.get("vs_dgemm"))
+                   p.get("regime", UNRECORDED), block, plan.get("panel"), meta.get("vs_dgemm"),
+                   **as_called_fields(meta))
 
     @property
     def group(self) -> str:

@@ -12,12 +12,13 @@ from typing import Any
 
 from accuracy.methods import parse_ozaki_method
 
+from ..core.ascalled import FIELDS, as_called_fields
 from ..core.database import ResultsDB
 from ..core.registry import Context
 from ..core.sweep import SweepOutcome
-from .bench import DGEMM, LABELS, SEED, SGEMM, BenchPlan
+from .bench import DGEMM, LABELS, SEED, SGEMM, TIME, BenchPlan
 from .errors import error_rows, run_errors
-from .timing import run_timing, time_rows
+from .timing import DEFAULTS, run_timing, time_rows
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,10 @@ class BenchRow:
     slowdown_vs_sgemm: float | None = None
     protocol: str | None = None
     max_rel: Mapping[float, float | None] = field(default_factory=dict)
+    call: str | None = None                  # the public call timed as called (None: not timed so)
+    as_called_s: float | None = None         # its time per call in a loop of calls, host time included
+    host_s: float | None = None              # host time of one such call
+    ratio_as_called: float | None = None     # the library GEMM as called over it, in the same rounds
 
     @property
     def label(self) -> str:
@@ -42,12 +47,15 @@ class BenchRow:
         """The row as ``gemmlab ozaki`` prints it: errors as ``max_rel_phi<phi>`` keys."""
         return {"n": self.n, "method": self.method, "label": self.label, "time_s": self.time_s,
                 "speedup_vs_dgemm": self.speedup_vs_dgemm, "slowdown_vs_sgemm": self.slowdown_vs_sgemm,
-                "protocol": self.protocol, **{f"max_rel_phi{phi:g}": e for phi, e in self.max_rel.items()}}
+                "protocol": self.protocol, "call": self.call, "as_called_s": self.as_called_s,
+                "host_s": self.host_s, "ratio_as_called": self.ratio_as_called,
+                **{f"max_rel_phi{phi:g}": e for phi, e in self.max_rel.items()}}
 
 
 def bench_table(db: ResultsDB, env_key: str, plan: BenchPlan) -> list[BenchRow]:
     """Per size and method of the plan: time, ratios and max relative error per phi (DGEMM and SGEMM first)."""
     times = {(r.n, r.method): r for r in time_rows(db, env_key)}
+    defaults = {(m.params["n"], m.method): m for m in db.measurements(TIME, method=DEFAULTS, env_key=env_key)}
     errors: dict[tuple[int, str], dict[float, float | None]] = defaultdict(dict)
     for r in error_rows(db, env_key):
         if r.seed == SEED and r.rows == plan.rows_for(r.n):
@@ -65,7 +73,12 @@ def bench_table(db: ResultsDB, env_key: str, plan: BenchPlan) -> list[BenchRow]:
                 speedup_vs_dgemm=t.speedup_vs_dgemm if t else (base[DGEMM] / time_s if time_s else None),
                 slowdown_vs_sgemm=t.slowdown_vs_sgemm if t else (time_s / base[SGEMM] if time_s else None),
                 protocol=t.protocol if t else ("interleaved" if time_s else None),
-                max_rel={phi: errors[(n, name)].get(phi) for phi in plan.phis}))
+                max_rel={phi: errors[(n, name)].get(phi) for phi in plan.phis},
+                **({k: getattr(t, k) for k in FIELDS} if t else {})))
+        if (n, DEFAULTS) in defaults:
+            d = defaults[(n, DEFAULTS)]
+            out.append(BenchRow(n, DEFAULTS, d.value, d.meta["speedup_vs_dgemm"], protocol="as called",
+                                **as_called_fields(d.meta)))
     return out
 
 

@@ -8,6 +8,13 @@ once: DGEMM and SGEMM as library GEMMs (SGEMM on float32 copies made beforehand)
 and cuBLAS's emulation with ``out=``, any other audit method through its ``run``. So neither the
 allocation of C nor a dtype copy is timed.
 
+In the same rounds each method with a public call (scheme I, scheme II, cuBLAS's emulation) is timed as a
+user calls it (:mod:`experiments.core.ascalled`: the same call in a loop of calls, then one synchronise, by the
+host's clock), with ``ozaki2.matmul(A, B, out=C)`` at its defaults (:data:`DEFAULTS`, a row of its own whose
+time and speed-up are as called) and the library GEMM as called (``cupy.matmul(A, B, out=C)``) as their
+reference; each row keeps ``call``, ``as_called_s``, ``host_s`` and ``device_s`` (the call by CUDA events, one
+call per sample, as every row's time has been).
+
 Every method runs once untimed (first-use costs: kernel compilation per modulus count, cuBLAS
 handles, workspaces), then once timed. As in :mod:`experiments.ozaki.timing`, a method slower than
 ``slow_factor`` DGEMMs there cannot beat DGEMM and would make the interleaved batches take minutes:
@@ -32,8 +39,9 @@ from gpu import ozaki, ozaki2
 from gpu.backend import Array, Backend
 
 from ..audit.bench import Shape
+from ..core.ascalled import AS_CALLED, Call, as_called_fields, call_text, time_called
 from ..core.database import Measurement, ResultsDB
-from ..core.lab import Operands, free_memory, time_group
+from ..core.lab import Operands, free_memory
 from ..core.registry import Context
 from ..core.sweep import SweepOutcome
 from ..core.timing import Timing, single_run
@@ -53,6 +61,8 @@ from .bench import (
 )
 
 Work = Callable[[], Any]
+#: ``ozaki2.matmul(A, B, out=C)`` with every option at its default, timed as called only.
+DEFAULTS = "ozaki2-defaults"
 
 
 def time_params(shape: Shape, regime: str) -> dict[str, Any]:
@@ -60,23 +70,34 @@ def time_params(shape: Shape, regime: str) -> dict[str, Any]:
     return shape_params(shape, regime=regime)
 
 
+def public_call(be: Backend, ops: Operands, out: Array, name: str) -> Call | None:
+    """The public call of the method ``name`` on the group's operands into ``out`` as a user writes it (None for
+    a method with none: the library GEMMs, a method run through its audit entry)."""
+    A, B = ops.A, ops.B
+    if name == DEFAULTS:
+        return Call(call_text("ozaki2.matmul", {}), partial(ozaki2.matmul, A, B, out=out, backend=be))
+    if (two := parse_ozaki2_method(name)) is not None:
+        options: dict[str, Any] = {"moduli": two[1], "scaling": two[0]}
+        return Call(call_text("ozaki2.matmul", options), partial(ozaki2.matmul, A, B, out=out, backend=be, **options))
+    if (one := parse_ozaki_method(name)) is not None:
+        fmt, remainder = ozaki.parse_variant(one[0])
+        options = {"slices": one[1], "slice_format": fmt.name, "remainder": remainder}
+        return Call(call_text("ozaki.matmul", options), partial(ozaki.matmul, A, B, out=out, backend=be, **options))
+    if (bits := parse_cublas_emulation_method(name)) != "":
+        return Call(call_text("ozaki2.emulation.matmul", {"mantissa_bits": bits}),
+                    partial(ozaki2.emulation.matmul, A, B, mantissa_bits=bits, out=out, backend=be))
+    return None
+
+
 def timed_work(be: Backend, ops: Operands, out: Array, name: str) -> Work:
     """The computation of the audit method ``name`` on the group's operands, into made outputs."""
-    A, B = ops.A, ops.B
     if name == DGEMM:
-        return partial(be.gemm, A, B, ops.C)
+        return partial(be.gemm, ops.A, ops.B, ops.C)
     if name == SGEMM:
         single = ops.astype(np.float32)
         return partial(be.gemm, single.A, single.B, single.C)
-    if (two := parse_ozaki2_method(name)) is not None:
-        return partial(ozaki2.matmul, A, B, moduli=two[1], scaling=two[0], out=out, backend=be)
-    if (one := parse_ozaki_method(name)) is not None:
-        fmt, remainder = ozaki.parse_variant(one[0])
-        return partial(ozaki.matmul, A, B, slices=one[1], slice_format=fmt.name, remainder=remainder, out=out,
-                       backend=be)
-    if (bits := parse_cublas_emulation_method(name)) != "":
-        return partial(ozaki2.emulation.matmul, A, B, mantissa_bits=bits, out=out, backend=be)
-    return partial(get_method(name).run, be, A, B)
+    call = public_call(be, ops, out, name)
+    return call.fn if call else partial(get_method(name).run, be, ops.A, ops.B)
 
 
 def timing_operands(ctx: Context, shape: Shape, methods: Sequence[str]) -> tuple[Operands, Array]:
@@ -105,18 +126,26 @@ def measure_group(ctx: Context, shape: Shape, ops: Operands, out: Array, methods
     first = first_runs(be, works)
     slow = {name for name in names if name != DGEMM and first[name] > plan.slow_factor * first[DGEMM]}
     flush = ops.needs_flush()
-    result = time_group(ops, {k: w for k, w in works.items() if k not in slow}, DGEMM, refill=False,
-                        regime=ctx.regime, **PROTOCOL)
-    timings = {**result.timings, **{name: Timing(samples=[first[name]], stable=False) for name in slow}}
+    public = {name: call for name in (*names, DEFAULTS) if name not in slow
+              and (call := public_call(be, ops, out, name)) is not None}
+    reference = Call(f"{be.xp.__name__}.matmul(A, B, out=C)", partial(be.xp.matmul, ops.A, ops.B, out=ops.C))
+    called = time_called(ops, {k: w for k, w in works.items() if k not in slow}, DGEMM, public, reference,
+                         refill=False, regime=ctx.regime, **PROTOCOL)
+    timings = {**called.device.timings, **{name: Timing(samples=[first[name]], stable=False) for name in slow}}
     dgemm_s = timings[DGEMM].median
     extra = {"sgemm_s": timings[SGEMM].median} if SGEMM in timings else {}
     for name in names:
         t = timings[name]
         meta = {"regime": ctx.regime, **t.meta(), "protocol": "single run" if name in slow else "interleaved",
                 "dgemm_s": dgemm_s, "speedup_vs_dgemm": dgemm_s / t.median, "family": family(name)[0],
-                "slow_factor": plan.slow_factor, "flush": flush, **extra}
+                "slow_factor": plan.slow_factor, "flush": flush, **extra, **called.meta(name)}
         ctx.db.add(ctx.run_id, TIME, name, time_params(shape, ctx.regime), value=t.median, unit="s",
                    samples=t.samples, meta=meta)
+    t, defaults = called.result.timings[AS_CALLED + DEFAULTS], called.meta(DEFAULTS)
+    ctx.db.add(ctx.run_id, TIME, DEFAULTS, time_params(shape, ctx.regime), value=t.median, unit="s", samples=t.samples,
+               meta={"regime": ctx.regime, **t.meta(), "protocol": "as called", "dgemm_s": defaults["reference_s"],
+                     "speedup_vs_dgemm": defaults["ratio_as_called"], "family": family(DEFAULTS)[0], "flush": flush,
+                     **defaults})
 
 
 def run_timing(ctx: Context, plan: Plan) -> SweepOutcome:
@@ -156,6 +185,10 @@ class TimeRow:
     speedup_vs_dgemm: float
     stable: bool
     protocol: str
+    call: str | None = None                  # the public call timed as called (None: not timed so)
+    as_called_s: float | None = None         # its time per call in a loop of calls, host time included
+    host_s: float | None = None              # host time of one such call
+    ratio_as_called: float | None = None     # the library GEMM as called over it, in the same rounds
 
     @property
     def shape(self) -> Shape:
@@ -165,7 +198,7 @@ class TimeRow:
     def read(cls, m: Measurement) -> TimeRow:
         p, meta = m.params, m.meta
         return cls(m.method, p["m"], p["k"], p["n"], p["regime"], m.value, meta["dgemm_s"], meta["speedup_vs_dgemm"],
-                   bool(meta.get("stable", True)), meta.get("protocol", "interleaved"))
+                   bool(meta.get("stable", True)), meta.get("protocol", "interleaved"), **as_called_fields(meta))
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

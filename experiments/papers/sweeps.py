@@ -12,6 +12,7 @@ from modeling import hardware
 from modeling.crossover import interpolated_crossing, last_upward_crossing
 
 from ..core.csvio import ExportRow
+from ..strassen.rows import DEFAULTS
 from .exports import device, regime
 
 QUADRANT_BYTES = 8     # FP64: one (N/2)^2 quadrant holds N^2 / 4 elements of 8 bytes
@@ -79,7 +80,7 @@ def best_configurations(rows: Sequence[ExportRow], regime_name: str = "sustained
     out: dict[int, Best] = {}
     for r in rows:
         p = r.params
-        if r.experiment != "strassen-speedup" or r.method == "gemm" or p.get("regime") != regime_name:
+        if r.experiment != "strassen-speedup" or r.method in ("gemm", DEFAULTS) or p.get("regime") != regime_name:
             continue
         s = r.meta.get("speedup")
         if s is not None and (p["size"] not in out or s > out[p["size"]].speedup):

@@ -16,6 +16,13 @@ one interleaved group times, on the same operands in the same run:
   time) as a fraction of that, and ``floor_fraction_spec`` the fraction of
   :data:`SPEC_BANDWIDTH`, the H100 SXM's nominal figure.
 
+Beside them, in the same rounds, each mode's public call is timed as a user makes it
+(:mod:`experiments.core.ascalled`: ``splitk.matmul(A, B, out=C, ...)`` with the mode's options, calls back to
+back, one synchronise, by the host's clock), with ``splitk.matmul(A, B, out=C)`` at its defaults
+(:data:`~experiments.splitk.rows.DEFAULTS`, stored as its own row) and ``cupy.matmul(A, B, out=C)``, the
+reference of the as-called speed-ups; each row keeps ``as_called_s``, ``host_s`` (one call's host time) and
+``device_s`` (the executor's).
+
 A and B are views of one buffer (B aligned to 256 bytes), so that the copy is one launch of
 exactly their bytes. No method writes A or B, so inputs are drawn once per point and never
 re-drawn; the cache is flushed before every sample (:meth:`SplitOperands.needs_flush` says
@@ -35,18 +42,19 @@ from typing import Any
 
 import numpy as np
 
+from gpu import splitk
 from gpu.backend import Array, Backend
 from gpu.splitk import SplitPlan, run
 from modeling.splitk import minimum_bytes
 
-from ..core.lab import REFILL_CHUNK_BYTES, Operands, check_product, time_group
+from ..core.ascalled import AS_CALLED, Call, Called, call_text, time_called
+from ..core.lab import REFILL_CHUNK_BYTES, Operands, check_product
 from ..core.registry import Context, experiment
 from ..core.summary import Summary, spread
 from ..core.sweep import group_sweep, store_comparison
-from ..core.timing import Comparison
-from .points import DTYPE, PLANS, b_offset, fitting_points, mode_splits, point_params
+from .points import DTYPE, MODES, PLANS, b_offset, fitting_points, mode_splits, point_params
 from .report import splitk_summary
-from .rows import COPY, EXPERIMENT, GEMM, METHODS, SplitkRow, splitk_rows
+from .rows import COPY, DEFAULTS, EXPERIMENT, GEMM, STORED, SplitkRow, splitk_rows
 
 #: Nominal device-memory bandwidth of the H100 SXM (HBM3), bytes/s: ``floor_fraction_spec``'s unit.
 SPEC_BANDWIDTH = 3.35e12
@@ -133,30 +141,53 @@ def group_meta(m: int, k: int, itemsize: int, moved: int, seconds: Mapping[str, 
     return out
 
 
+def public_calls(ops: SplitOperands) -> tuple[dict[str, Call], Call]:
+    """Each mode's public call with its options, the defaults' call (:data:`DEFAULTS`), and the library GEMM as
+    a user calls it (the reference), on the group's operands."""
+    be = ops.backend
+    calls = {name: Call(call_text("splitk.matmul", options),
+                        partial(splitk.matmul, ops.A, ops.B, out=ops.C, backend=be, **options))
+             for name, options in {**MODES, DEFAULTS: {}}.items()}
+    return calls, Call(f"{be.xp.__name__}.matmul(A, B, out=C)", partial(be.xp.matmul, ops.A, ops.B, out=ops.C))
+
+
 def store_group(ctx: Context, ops: SplitOperands, m: int, k: int, splits: Mapping[str, SplitPlan],
-                result: Comparison, errors: Mapping[str, float]) -> int:
-    """Every method of a timed group as a row, with its ratios within the group; how many."""
+                called: Called, errors: Mapping[str, float]) -> int:
+    """Every method of a timed group as a row, with its ratios within the group and its as-called record, and
+    the defaults' row (its time and ratios as called); how many."""
+    result = called.device
     seconds = {name: t.median for name, t in result.timings.items()}
-    derived = group_meta(m, k, ops.A.itemsize, 2 * ops.shared.nbytes, seconds)
+    defaults = called.meta(DEFAULTS)
+    derived = group_meta(m, k, ops.A.itemsize, 2 * ops.shared.nbytes, {**seconds, DEFAULTS: defaults["as_called_s"]})
+    derived[DEFAULTS].update(speedup=defaults["ratio_as_called"], gemm_s=defaults["reference_s"])
     params, flush = point_params(m, k, DTYPE, ctx.regime), ops.needs_flush()
-    return store_comparison(ctx, EXPERIMENT, params, result, lambda name: {
+    rows = store_comparison(ctx, EXPERIMENT, params, result, lambda name: {
         **derived[name], "spec_bandwidth": SPEC_BANDWIDTH, "check_error": errors[name],
-        "plan": splits[name].as_dict() if name in splits else None, "flush": flush, "inputs": INPUTS})
+        "plan": splits[name].as_dict() if name in splits else None, "flush": flush, "inputs": INPUTS,
+        **called.meta(name)})
+    timed = called.result.timings[AS_CALLED + DEFAULTS]
+    ctx.db.add(ctx.run_id, EXPERIMENT, DEFAULTS, params, value=timed.median, unit="s", samples=timed.samples,
+               meta={**timed.meta(), **derived[DEFAULTS], "spec_bandwidth": SPEC_BANDWIDTH, "flush": flush,
+                     "inputs": INPUTS, "check_error": errors[DEFAULTS], "plan": None, **defaults})
+    return rows + 1
 
 
 def measure_point(ctx: Context, m: int, k: int, splits: Mapping[str, SplitPlan]) -> int:
-    """Draw the operands of (m, k), check every method, time them interleaved (baseline: the
-    library GEMM) and store the group; rows stored."""
-    ops = SplitOperands.draw(ctx.backend, m, k, DTYPE)
-    works, errors = checked_works(ops, splits, f"m = n = {m}, k = {k}")
-    result = time_group(ops, works, GEMM, refill=False, regime=ctx.regime, hide_launch=True)
-    return store_group(ctx, ops, m, k, splits, result, errors)
+    """Draw the operands of (m, k), check every method, time them interleaved with the public calls as called
+    (baseline: the library GEMM) and store the group; rows stored."""
+    ops, where = SplitOperands.draw(ctx.backend, m, k, DTYPE), f"m = n = {m}, k = {k}"
+    works, errors = checked_works(ops, splits, where)
+    public, reference = public_calls(ops)
+    errors[DEFAULTS] = check_product(ops, public[DEFAULTS].fn, f"{public[DEFAULTS].text} at {where}")
+    called = time_called(ops, works, GEMM, public, reference, refill=False,
+                         regime=ctx.regime, hide_launch=True)
+    return store_group(ctx, ops, m, k, splits, called, errors)
 
 
 def stored(ctx: Context, m: int, k: int) -> bool:
-    """Whether every method of the point is stored in this environment and regime."""
+    """Whether every row of the point is stored in this environment and regime."""
     params = point_params(m, k, DTYPE, ctx.regime)
-    return all(ctx.db.has(EXPERIMENT, name, params, ctx.env_key) for name in METHODS)
+    return all(ctx.db.has(EXPERIMENT, name, params, ctx.env_key) for name in STORED)
 
 
 def run_points(ctx: Context, points: Sequence[tuple[int, int]], skipped: int

@@ -16,7 +16,9 @@ from .report import checks
 
 COLUMNS = (("m", "m = n", "d"), ("k", "k", "d"), ("method", "method", ""), ("time_ms", "time (ms)", ""),
            ("gbs", "GB/s", ".1f"), ("roofline_pct", "% copy bw", ".1f"), ("speedup", "vs GEMM", ".3f"),
-           ("chunks", "chunks", "d"), ("width", "width", "d"), ("stable", "stable", ""))
+           ("as_called_ms", "as called (ms)", ""), ("host_us", "host (us)", ".1f"),
+           ("ratio_as_called", "vs GEMM as called", ".3f"), ("chunks", "chunks", "d"), ("width", "width", "d"),
+           ("stable", "stable", ""))
 
 
 def _splitk_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,5 +37,6 @@ def cmd_splitk(args: argparse.Namespace, db_path: Path) -> int:
     with measuring_run(args, db_path, backend) as ctx:
         counts, rows = run_points(ctx, points, skipped)
     emit_sweep(args, backend.name, ctx.env_key, counts, rows, checks(rows), COLUMNS,
-               lambda r: {**r, "time_ms": ms(r["time_s"]), "roofline_pct": 100 * r["roofline"]})
+               lambda r: {**r, "time_ms": ms(r["time_s"]), "roofline_pct": 100 * r["roofline"],
+                          "as_called_ms": ms(r["as_called_s"]), "host_us": r["host_s"] and 1e6 * r["host_s"]})
     return 0

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..core.ascalled import as_called_fields
 from ..core.database import Measurement, ResultsDB
 from ..core.regime import UNRECORDED, panel_group
 from ..core.rows import method_order as ordered
@@ -22,13 +23,18 @@ EXPERIMENT = "splitk"
 GEMM, COPY = "gemm", "copy"
 #: The split-K modes: auto chunks (whole waves of the occupancy formula), or the paper's 1024-wide chunks.
 SPLITK_METHODS = ("splitk-det", "splitk-atomic", "splitk-det-w1024", "splitk-atomic-w1024")
-#: Every method of a group, in the order tables and legends show them.
+#: Every method of a group timed by the device's clock, in the order tables and legends show them.
 METHODS = (GEMM, *SPLITK_METHODS, COPY)
+#: ``splitk.matmul(A, B, out=C)`` with every option at its default, timed as called only (its row's time is the
+#: as-called time, its speed-up that over the library GEMM as called).
+DEFAULTS = "splitk-defaults"
+#: Every stored row of a point.
+STORED = (*METHODS, DEFAULTS)
 
 
 def method_order(methods: Iterable[str]) -> list[str]:
     """Methods in :data:`METHODS` order, unknown ones last."""
-    return ordered(methods, METHODS)
+    return ordered(methods, STORED)
 
 
 def k_text(k: int) -> str:
@@ -53,6 +59,11 @@ class SplitkRow:
     regime: str = UNRECORDED
     chunks: int | None = None
     width: int | None = None
+    call: str | None = None                  # the public call timed as called (None: rows stored before it was)
+    as_called_s: float | None = None         # that call's time per call in a loop of calls, host time included
+    host_s: float | None = None              # host time of one such call
+    ratio_as_called: float | None = None     # the library GEMM as called over it, in the same rounds
+    device_s: float | None = None            # the executor by the device's clock (None for the defaults)
 
     @classmethod
     def read(cls, m: Measurement) -> SplitkRow:
@@ -60,7 +71,8 @@ class SplitkRow:
         plan = meta.get("plan") or {}
         return cls(m.method, p["m"], p["n"], p["k"], p["dtype"], m.value, meta["gbs"], meta["roofline"],
                    meta["speedup"], bool(meta.get("stable", True)), p.get("regime", UNRECORDED),
-                   plan.get("chunks"), plan.get("width"))
+                   plan.get("chunks"), plan.get("width"), **as_called_fields(meta),
+                   device_s=meta.get("device_s", None if m.method == DEFAULTS else m.value))
 
     @property
     def group(self) -> str:
@@ -75,7 +87,7 @@ def splitk_rows(db: ResultsDB, env_key: str, dtype: str | None = None, regime: s
                 ) -> list[SplitkRow]:
     """Stored split-K points of one environment, by m, k and method; of one ``regime`` (or, where
     none was measured in it, those stored before regimes were recorded)."""
-    return stored_rows(db, EXPERIMENT, env_key, SplitkRow.read, METHODS, lambda r: (r.m, r.k), dtype, regime)
+    return stored_rows(db, EXPERIMENT, env_key, SplitkRow.read, STORED, lambda r: (r.m, r.k), dtype, regime)
 
 
 def best_split(rows: Iterable[SplitkRow]) -> dict[tuple[int, int], SplitkRow]:

@@ -47,12 +47,14 @@ from gpu.backend import Backend
 from gpu.strassen import Config, Executor, choose_plan, strassen_memory, top_support
 from gpu.strassen.schedules import PLAN_SEPARATOR
 
+from ..core.ascalled import time_called
 from ..core.lab import HEADROOM, Operands, check_product, free_memory, time_group
 from ..core.registry import Context, experiment
 from ..core.summary import Check, Summary, Table, spread
 from ..core.sweep import SweepOutcome
 from ..core.timing import Comparison
-from .rows import EXPERIMENT, SpeedupRow, best_by_size, best_per_size, rum_crossover, speedup_table
+from . import called
+from .rows import DEFAULTS, EXPERIMENT, SpeedupRow, best_by_size, best_per_size, rum_crossover, speedup_table
 
 DTYPE = "float64"
 
@@ -221,16 +223,24 @@ def time_strassen(ops: Operands, works: Mapping[str, Any], regime: str = "sustai
 SAMPLE_INPUTS = "re-drawn before every sample"
 
 
-def measure_level(ctx: Context, ops: Operands, level: int, configs: Sequence[Config], dtype: str = DTYPE) -> int:
-    """Time GEMM and every configuration at one (size, level), interleaved in one group,
-    and store each configuration with its speed-up over the GEMM of the same group."""
-    n = ops.size
-    works, errors = checked_works(ops, {c.name: (c, level) for c in configs})
-    result = time_strassen(ops, works, ctx.regime)
+def measure_level(ctx: Context, ops: Operands, level: int, configs: Sequence[Config], dtype: str = DTYPE,
+                  defaults: bool = False) -> int:
+    """Time GEMM and every configuration at one (size, level), interleaved in one group with their public
+    calls as called (:mod:`experiments.strassen.called`; with ``defaults``, the defaults' call too), and store
+    each configuration with its speed-up over the GEMM of the same group and its as-called record."""
+    n, entries = ops.size, {c.name: (c, level) for c in configs}
+    works, errors = checked_works(ops, entries)
+    public, reference = called.public_calls(ops, entries, defaults)
+    if defaults:
+        errors[DEFAULTS] = check_product(ops, public[DEFAULTS].fn, f"{public[DEFAULTS].text} on N = {n}")
+    timed = time_called(ops, works, "gemm", public, reference, regime=ctx.regime, **protocol(n))
+    result = timed.device
     gemm = result.timings["gemm"]
     ctx.db.add(ctx.run_id, EXPERIMENT, "gemm", point_params(n, level, Config("gemm"), dtype, ctx.regime),
                value=gemm.median, unit="s", samples=gemm.samples,
-               meta={**gemm.meta(), "inputs": SAMPLE_INPUTS, "group_level": level})
+               meta={**gemm.meta(), "inputs": SAMPLE_INPUTS, "group_level": level, **timed.meta("gemm")})
+    if defaults:
+        called.store_defaults(ctx, n, timed, dtype, errors[DEFAULTS])
     for config in configs:
         timing = result.timings[config.name]
         ctx.db.add(ctx.run_id, EXPERIMENT, config.name, point_params(n, level, config, dtype, ctx.regime),
@@ -238,7 +248,7 @@ def measure_level(ctx: Context, ops: Operands, level: int, configs: Sequence[Con
                    meta={**timing.meta(), "speedup": result.ratio(config.name), "gemm_s": gemm.median,
                          "gemm_samples": gemm.samples, "gemm_stable": gemm.stable,
                          "check_error": errors[config.name], "inputs": SAMPLE_INPUTS,
-                         "allocation_policy": "pooled"})
+                         "allocation_policy": "pooled", **timed.meta(config.name)})
     return len(configs)
 
 
@@ -250,7 +260,7 @@ def sweep_size(ctx: Context, n: int, points: Sequence[Point], dtype: str = DTYPE
     at N = 16384 the level-3 group died with an illegal address when it ran after the level-2 one in the
     same process (with about 40 GiB of that group's blocks cached), and ran when measured alone. Each
     group is stored as soon as it is measured, so an interrupted sweep resumes at the next missing group."""
-    be, outcome, ops = ctx.backend, SweepOutcome(), None
+    be, outcome, ops, done = ctx.backend, SweepOutcome(), None, False
     levels = sorted({p.level for p in points if p.size == n})
     try:
         for level in tqdm(levels, desc=f"{EXPERIMENT} N={n}", unit="level", disable=not ctx.progress,
@@ -262,7 +272,10 @@ def sweep_size(ctx: Context, n: int, points: Sequence[Point], dtype: str = DTYPE
             for group in groups_within(missing, n, level, budget, np.dtype(dtype).itemsize):
                 be.release_memory()
                 ops = ops or Operands.uniform(be, n, dtype)
-                outcome.measured += measure_level(ctx, ops, level, group, dtype)
+                first = not done and (ctx.force or not ctx.db.has(
+                    EXPERIMENT, DEFAULTS, called.defaults_params(n, dtype, ctx.regime), ctx.env_key))
+                outcome.measured += measure_level(ctx, ops, level, group, dtype, defaults=first)
+                done = True
     finally:
         ops = None
         free_memory(be)

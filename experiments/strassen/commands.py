@@ -15,11 +15,12 @@ from ..core.database import ResultsDB
 from ..core.environment import choose_env
 from ..core.summary import Summary
 from . import bench, targets
-from .rows import EXPERIMENT, speedup_table
+from .rows import EXPERIMENT, defaults_rows, speedup_table
 
 STRASSEN_COLUMNS = (("size", "N", "d"), ("level", "L", "d"), ("method", "configuration", ""),
                     ("speedup", "speed-up", ".4f"), ("time_s", "time (s)", ".4e"), ("gemm_s", "GEMM (s)", ".4e"),
-                    ("stable", "stable", ""))
+                    ("as_called_s", "as called (s)", ".4e"), ("ratio_as_called", "vs GEMM as called", ".4f"),
+                    ("host_s", "host (s)", ".2e"), ("stable", "stable", ""))
 
 
 def _strassen_arguments(p: argparse.ArgumentParser) -> None:
@@ -62,12 +63,14 @@ def cmd_strassen(args: argparse.Namespace, db_path: Path) -> int:
     if args.stored:
         with ResultsDB(db_path, readonly=True) as db:
             key = stored_env(db, args.env, args.device, {} if args.env or args.device else backend.device_info())
-            rows = speedup_table(db, key)
-        return _emit_stored(args, key, targets.judge(rows))
+            rows, defaults = speedup_table(db, key), defaults_rows(db, key)
+        return _emit_stored(args, key, targets.judge(rows, defaults))
     names = None if args.configs is None else [c for c in args.configs.replace(",", " ").split()]
     sweep_plan = bench.custom_plan(backend, args.sizes, args.levels, names)
     with measuring_run(args, db_path, backend) as ctx:
         summary, rows = bench.run_plan(ctx, sweep_plan)
+        sizes_run = {r.size for r in rows}
+        rows += [r for r in defaults_rows(ctx.db, ctx.env_key, regime=ctx.regime) if r.size in sizes_run]
     shown = [r.as_dict() for r in rows]
     emit(args, {"backend": backend.name, "env_key": ctx.env_key, "summary": summary, "rows": shown},
          lambda: "\n".join(f"{k}: {v}" for k, v in summary.items()) + "\n" + table(shown, STRASSEN_COLUMNS))

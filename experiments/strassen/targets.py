@@ -6,6 +6,11 @@ memory model of :func:`gpu.strassen.strassen_memory` says which). Speed-ups are 
 configuration's own interleaved group, so groups measured at other times stay comparable. The targets
 are data (:data:`TARGETS`, :data:`CROSSOVER`); a target whose size or regime has no stored row is
 reported as not judged, never as met.
+
+The call a user makes, ``strassen.matmul(A, B, out=C)`` at its defaults, is judged as called (a loop of calls,
+host time included, against ``cupy.matmul`` called the same way in the same rounds), sustained: never below
+:data:`DEFAULTS_FLOOR` x DGEMM at any stored size, at least :data:`DEFAULTS_TARGETS` where given, and within
+:data:`DEFAULTS_WITHIN` of the best configuration as called at each N >= :data:`WITHIN_FROM`.
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ TARGETS = (Target("sustained", 49152, 1.45), Target("sustained", 32768, 1.30), T
 CROSSOVER = 6144
 COLUMNS = ("N", "speed-up", "configuration", "level", "SM MHz", "W", "zero-memory speed-up",
            "zero-memory configuration")
+#: The defaults as called: their floor over DGEMM, their targets by size, and how close to the best configuration
+#: as called they stay from WITHIN_FROM on.
+DEFAULTS_FLOOR, DEFAULTS_TARGETS, DEFAULTS_WITHIN, WITHIN_FROM = 0.99, {16384: 1.28, 49152: 1.45}, 0.03, 8192
 
 
 def zero_memory(row: SpeedupRow) -> bool:
@@ -79,8 +87,53 @@ def crossover_check(regime: str, best: dict[int, SpeedupRow]) -> Check:
     return Check(text, measured, bool(wins) and wins[0] <= CROSSOVER)
 
 
-def judge(rows: Sequence[SpeedupRow]) -> Summary:
-    """The tables and checks of the Strassen speed-up targets on ``rows`` (one environment, any regimes)."""
+def best_as_called(rows: Sequence[SpeedupRow]) -> dict[int, SpeedupRow]:
+    """Per size, the configuration with the highest speed-up as called (rows with one only)."""
+    best: dict[int, SpeedupRow] = {}
+    for r in rows:
+        if r.ratio_as_called is not None and (r.size not in best or r.ratio_as_called > best[r.size].ratio_as_called):
+            best[r.size] = r
+    return best
+
+
+def defaults_checks(defaults: Sequence[SpeedupRow], rows: Sequence[SpeedupRow]) -> list[Check]:
+    """The defaults as called, sustained (see the module notes); not judged where not measured as called."""
+    mine = {r.size: r for r in defaults if r.regime == "sustained" and r.ratio_as_called is not None}
+    best = best_as_called([r for r in rows if r.regime == "sustained"])
+    low = min(mine.values(), key=lambda r: r.ratio_as_called, default=None)
+    call, none = "strassen.matmul(A, B) at its defaults", "not measured as called"
+    checks = [Check(f"{call}, as called, >= {DEFAULTS_FLOOR}x DGEMM as called at every stored size, sustained",
+                    f"lowest {low.ratio_as_called:.3f}x at N = {low.size} over {len(mine)} sizes" if low else none,
+                    low.ratio_as_called >= DEFAULTS_FLOOR if low else None)]
+    for n, goal in sorted(DEFAULTS_TARGETS.items()):
+        r = mine.get(n)
+        checks.append(Check(f"{call}, as called, >= {goal}x DGEMM as called at N = {n}, sustained",
+                            f"{r.ratio_as_called:.3f}x" if r else none, r.ratio_as_called >= goal if r else None))
+    judged = [(n, r.ratio_as_called / best[n].ratio_as_called, best[n]) for n, r in sorted(mine.items())
+              if n >= WITHIN_FROM and n in best]
+    worst = min(judged, key=lambda t: t[1], default=None)
+    checks.append(Check(f"{call} within {DEFAULTS_WITHIN:.0%} of the best configuration, both as called, at every "
+                        f"N >= {WITHIN_FROM}, sustained",
+                        f"lowest {worst[1]:.3f} of the best ({_name(worst[2])}) at N = {worst[0]}" if worst else none,
+                        worst[1] >= 1 - DEFAULTS_WITHIN if worst else None))
+    return checks
+
+
+def defaults_table(defaults: Sequence[SpeedupRow], rows: Sequence[SpeedupRow]) -> Table:
+    """Per size: the defaults as called, their host time, and the best configuration as called beside them."""
+    best = best_as_called(rows)
+    cells = [(r.size, r.regime, r.ratio_as_called, None if r.host_s is None else 1e6 * r.host_s,
+              best[r.size].ratio_as_called if r.size in best else None, _name(best.get(r.size)))
+             for r in sorted(defaults, key=lambda r: (r.regime, r.size))]
+    best_x = "best configuration as called x DGEMM"
+    return Table("strassen.matmul(A, B) at its defaults, as called",
+                 ("N", "regime", "as called x DGEMM", "host (us)", best_x, "best configuration"), cells,
+                 formats={"as called x DGEMM": ".3f", "host (us)": ".0f", best_x: ".3f"})
+
+
+def judge(rows: Sequence[SpeedupRow], defaults: Sequence[SpeedupRow] = ()) -> Summary:
+    """The tables and checks of the Strassen speed-up targets on ``rows`` (one environment, any regimes), and
+    those of the defaults as called on ``defaults`` (:func:`~experiments.strassen.rows.defaults_rows`)."""
     regimes = sorted({r.regime for r in rows}, key=lambda g: (g != "sustained", g))
     by_regime = {g: [r for r in rows if r.regime == g] for g in regimes}
     best = {g: best_by_size(mine) for g, mine in by_regime.items()}
@@ -88,6 +141,8 @@ def judge(rows: Sequence[SpeedupRow]) -> Summary:
     return Summary(
         scope=f"{len(rows)} stored points; regimes {', '.join(regimes) or 'none'}; "
               f"N = {spread(sorted({r.size for r in rows}))}",
-        tables=[regime_table(g, by_regime[g]) for g in regimes], checks=checks,
-        notes=["speed-ups over the DGEMM of each configuration's own interleaved group; zero-memory: no bytes "
-               "beyond A, B and C with the inputs overwritten, as timed (the memory model)"])
+        tables=[regime_table(g, by_regime[g]) for g in regimes] + [defaults_table(defaults, rows)] * bool(defaults),
+        checks=checks + defaults_checks(defaults, rows),
+        notes=["speed-ups over the DGEMM of each configuration's own interleaved group (the configurations' "
+               "targets by the device's clock: the executor); zero-memory: no bytes beyond A, B and C with the "
+               "inputs overwritten, as timed (the memory model); the defaults' targets as called"])

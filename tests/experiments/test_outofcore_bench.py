@@ -96,6 +96,9 @@ def test_command_stores_both_methods_resumes_and_prints_json(run_json, db_path):
     for r in out["rows"]:
         assert r["tflops"] == pytest.approx(2 * r["n"] ** 3 / r["time_s"] / 1e12) and r["check_error"] < 1e-12
         assert (r["block"] is None) == (r["method"] != "outofcore")
+        assert (r["as_called_s"] is None) == (r["method"] == "gemm"), "the engine's call and the baseline's as called"
+    engine = next(r for r in out["rows"] if r["method"] == "outofcore")
+    assert engine["call"] == "outofcore.matmul(A, B, out=C)" and engine["host_s"] > 0 and engine["ratio_as_called"] > 0
     with ResultsDB(db_path) as db:
         stored = db.measurements("outofcore")
     assert len(stored) == 6
@@ -105,6 +108,9 @@ def test_command_stores_both_methods_resumes_and_prints_json(run_json, db_path):
         assert m.meta["vs_dgemm"] == pytest.approx(m.meta["dgemm_s"] / m.value)
         plan = m.meta["plan"]
         assert (plan is None) == (m.method != "outofcore")
+        if m.method == "outofcore":
+            assert m.meta["device_s"] == m.value and m.meta["reference_call"].startswith("numpy.matmul(A, B, out=C)")
+            assert m.meta["ratio_as_called"] == pytest.approx(m.meta["reference_s"] / m.meta["as_called_s"])
         if plan:
             assert plan["flops"] == 2 * m.params["n"] ** 3 and plan["c_buffers"] == 2 and plan["block"] == [256, 256]
     again = run_json(*argv)

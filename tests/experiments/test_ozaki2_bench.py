@@ -11,12 +11,14 @@ from matplotlib.text import Text
 
 from experiments.cli import main
 from experiments.core.database import ResultsDB
+from experiments.core.lab import Operands
 from experiments.core.registry import EXPERIMENTS, FIGURES, load, recorded_run
 from experiments.ozaki import bench as scheme1
 from experiments.ozaki2 import bench as b2
 from experiments.ozaki2 import breakdown as bd
 from experiments.ozaki2 import figures as f2
 from experiments.ozaki2 import table as t2
+from experiments.ozaki2 import timing as tm
 from experiments.ozaki2.timing import run_timing, time_rows
 from gpu.backend import get_backend
 
@@ -49,11 +51,17 @@ def test_plan_names_and_defaults():
 
 def test_cli_measures_stores_resumes_and_forces(run_json, db_path):
     out = run_json(*ARGV, "--db", db_path)
-    names = ["fp64", "fp32", "ozaki-int8-3", "ozaki2-accurate-8", "ozaki2-fast-20"]
+    names = ["fp64", "fp32", "ozaki-int8-3", "ozaki2-accurate-8", "ozaki2-fast-20", t2.DEFAULTS]
     assert [(r["shape"], r["method"]) for r in out["rows"]] == list(itertools.product(["N = 24", "8 x 40 x 12"], names))
     rows = {(r["shape"], r["method"]): r for r in out["rows"]}
     assert all(r["time_s"] > 0 and r["max_rel_phi0.1"] is not None and r["max_rel_phi1"] is not None
-               for r in out["rows"])
+               for r in out["rows"] if r["method"] != t2.DEFAULTS)
+    for r in out["rows"]:       # every row but SGEMM's and the slow ones' (timed by one run) has its call as called
+        untimed = r["method"] == "fp32" or r["protocol"] == "single run"
+        assert (r["as_called_s"] is None) == untimed and (r["host_s"] is None) == untimed
+    defaults = rows[("N = 24", t2.DEFAULTS)]
+    assert defaults["time_s"] == defaults["as_called_s"] and defaults["max_rel_phi1"] is None
+    assert defaults["speedup_vs_dgemm"] == defaults["ratio_as_called"] and defaults["protocol"] == "as called"
     for shape in ("N = 24", "8 x 40 x 12"):
         dgemm = rows[(shape, "fp64")]
         assert dgemm["speedup_vs_dgemm"] == 1.0
@@ -62,7 +70,7 @@ def test_cli_measures_stores_resumes_and_forces(run_json, db_path):
     assert out["summary"] == {"error points measured": 20, "error points already stored": 0, "times measured": 10,
                               "times already stored": 0}
     assert [b["best"] for b in out["best"]] == ["ozaki2-fast-20", "ozaki2-fast-20"]
-    assert [c["met"] for c in out["verdict"]] == [None, None], "N = 16384 and 8192 were not measured"
+    assert [c["met"] for c in out["verdict"]] == [None] * 4, "N = 16384 and 8192 were not measured"
     again = run_json(*ARGV, "--db", db_path)
     assert again["summary"] == {"error points measured": 0, "error points already stored": 20, "times measured": 0,
                                 "times already stored": 10}
@@ -73,12 +81,31 @@ def test_cli_measures_stores_resumes_and_forces(run_json, db_path):
         current = db.measurements(b2.TIME) + db.measurements(b2.ERROR)
         everything = db.measurements(b2.TIME, latest=False) + db.measurements(b2.ERROR, latest=False)
         newest = max(run["id"] for run in db.runs())
-    assert len(current) == 30 and len(everything) == 60 and {m.run_id for m in current} == {newest}
+    assert len(current) == 32 and len(everything) == 64 and {m.run_id for m in current} == {newest}
     time = next(m for m in current if m.experiment == b2.TIME and m.method == "ozaki2-fast-20")
     assert time.params == {"m": 24, "k": 24, "n": 24, "regime": "sustained"} and time.meta["regime"] == "sustained"
+    dgemm = next(m for m in current if m.experiment == b2.TIME and m.method == "fp64" and m.params["m"] == 24)
+    assert dgemm.meta["call"] == dgemm.meta["reference_call"] == "numpy.matmul(A, B, out=C)"
+    assert dgemm.meta["device_s"] == dgemm.value and dgemm.meta["ratio_as_called"] == 1.0
+    defaults = next(m for m in current if m.method == t2.DEFAULTS and m.params["m"] == 24)
+    assert defaults.meta["call"] == "ozaki2.matmul(A, B, out=C)" and defaults.meta["device_s"] is None
+    assert defaults.meta["ratio_as_called"] == pytest.approx(dgemm.meta["as_called_s"] / defaults.value)
     err = next(m for m in current if m.experiment == b2.ERROR and m.params["m"] == 8)
     assert err.params == {"m": 8, "k": 40, "n": 12, "phi": err.params["phi"], "seed": 1, "rows": 8}
     assert err.meta["inputs"] == scheme1.HOST_INPUTS
+
+
+def test_each_method_is_timed_as_called_through_its_public_call():
+    be = get_backend("numpy")
+    ops = Operands.given(be, np.eye(4), np.eye(4))
+    texts = {name: tm.public_call(be, ops, ops.C, name) for name in
+             ("ozaki2-fast-20", "ozaki-int8-3", "cublas-emul-55", t2.DEFAULTS, "fp64", "fp32")}
+    assert texts["ozaki2-fast-20"].text == "ozaki2.matmul(A, B, out=C, moduli=20, scaling='fast')"
+    assert texts["ozaki-int8-3"].text == "ozaki.matmul(A, B, out=C, slices=3, slice_format='int8', remainder=False)"
+    assert texts["cublas-emul-55"].text == "ozaki2.emulation.matmul(A, B, out=C, mantissa_bits=55)"
+    assert texts[t2.DEFAULTS].text == "ozaki2.matmul(A, B, out=C)" and texts["fp64"] is texts["fp32"] is None
+    texts["ozaki2-fast-20"].fn()
+    assert np.allclose(ops.C, np.eye(4))
 
 
 def test_unknown_and_unavailable_methods(capsys, db_path):
@@ -122,18 +149,27 @@ def test_methods_slower_than_the_slow_factor_are_timed_by_one_run(slow_factor, p
         assert rows[name].speedup_vs_dgemm == pytest.approx(rows[name].dgemm_s / rows[name].time_s)
 
 
-def store_synthetic(db, shapes=((8192,) * 3, (16384,) * 3), phis=(1.0, 4.0)):
+def store_synthetic(db, shapes=((8192,) * 3, (16384,) * 3), phis=(1.0, 4.0), as_called=True):
     """Stored times and errors (the targets' sizes, made-up numbers): at N = 16384 ozaki2-fast-14 is as
-    accurate as DGEMM at 1.5x, at N = 8192 the only one as accurate is 1.02x; the best at phi = 4 differs."""
+    accurate as DGEMM at 1.5x (1.45x as called), at N = 8192 the only one as accurate is 1.02x; the best at
+    phi = 4 differs; the defaults, as called, 1.41x at N = 16384 and 1.1x at 8192. ``as_called=False``: rows
+    as stored before the as-called times were."""
     run = db.start_run("synthetic", ENV, "cpu-test")
     speed = {"fp64": 1.0, "fp32": 2.0, "ozaki-int8-8": 0.9, "ozaki2-fast-10": 2.5, "ozaki2-fast-14": 1.5,
              "ozaki2-accurate-15": 1.3, "cublas-emul-55": 1.1}
     for (m, k, n), (name, s) in itertools.product(shapes, speed.items()):
         s = 1.02 if n == 8192 and name == "ozaki2-accurate-15" else s
+        called = {"as_called_s": 1.0 / (s - 0.05), "host_s": 1e-4, "ratio_as_called": s - 0.05} if as_called else {}
         db.add(run, b2.TIME, name, {"m": m, "k": k, "n": n, "regime": "sustained"}, value=1.0 / s, unit="s",
                samples=[1.0 / s], meta={"regime": "sustained", "dgemm_s": 1.0, "speedup_vs_dgemm": s,
-                                        "stable": name != "ozaki-int8-8",
+                                        "stable": name != "ozaki-int8-8", **called,
                                         "protocol": "single run" if name == "ozaki-int8-8" else "interleaved"})
+        if as_called and name == "fp64":
+            r = 1.41 if n == 16384 else 1.1
+            db.add(run, b2.TIME, t2.DEFAULTS, {"m": m, "k": k, "n": n, "regime": "sustained"}, value=1.0 / r,
+                   unit="s", samples=[1.0 / r], meta={"regime": "sustained", "dgemm_s": 1.0, "speedup_vs_dgemm": r,
+                                                      "as_called_s": 1.0 / r, "host_s": 1e-3, "ratio_as_called": r,
+                                                      "protocol": "as called"})
     errors = {"fp64": 1e-15, "fp32": 1e-5, "ozaki-int8-8": 1e-14, "ozaki2-fast-10": 1e-12, "ozaki2-fast-14": 9e-16,
               "ozaki2-accurate-15": 0.0, "cublas-emul-55": 2e-16}
     for (m, k, n), phi, (name, e) in itertools.product(shapes, phis, errors.items()):
@@ -158,12 +194,27 @@ def test_the_verdict_is_computed_from_stored_rows(db_path):
     assert small["best"] == "ozaki2-accurate-15" and small["best_speedup_vs_dgemm"] == pytest.approx(1.02)
     assert "note" in t2.best_scheme2(rows, (64,) * 3), "N = 64 has no DGEMM error"
     checks = t2.verdict(rows)
-    assert [c.met for c in checks] == [True, False]
-    assert "ozaki2-fast-14: 1.500x DGEMM" in checks[0].measured and "N = 16384" in checks[0].target
-    assert "ozaki2-accurate-15: 1.020x DGEMM" in checks[1].measured and ">= 1.05x" in checks[1].target
+    assert [c.met for c in checks] == [True, False, True, False]
+    assert "ozaki2-fast-14: 1.450x DGEMM as called (1.500x by the device's clock)" in checks[0].measured
+    assert "N = 16384" in checks[0].target
+    assert "ozaki2-accurate-15: 0.970x DGEMM as called" in checks[1].measured and ">= 1.05x" in checks[1].target
+    assert checks[2].measured == "1.410x" and "at its defaults, as called, >= 1.4x DGEMM" in checks[2].target
+    assert checks[3].measured == "1.100x" and ">= 1.2x" in checks[3].target
     assert t2.verdict(rows, {16384: 1.6})[0].met is False and t2.verdict(rows, {4096: 1.0})[0].met is None
     table = t2.best_table(rows)
     assert table.column("configuration") == ["ozaki2-accurate-15", "ozaki2-fast-14", None]
+
+
+def test_rows_stored_before_the_as_called_times_are_not_judged_as_called(db_path):
+    with ResultsDB(db_path) as db:
+        key = store_synthetic(db, as_called=False)
+        plan = b2.Plan(((8192,) * 3, (16384,) * 3), ("ozaki2-fast-14", "ozaki2-accurate-15"), phis=(1.0,))
+        rows = t2.bench_table(db, key, plan, "sustained")
+    assert all(r.as_called_s is None and r.ratio_as_called is None for r in rows)
+    checks = t2.verdict(rows)
+    assert [c.met for c in checks] == [None] * 4
+    assert checks[0].measured == "not measured as called (ozaki2-fast-14: 1.500x DGEMM by the device's clock)"
+    assert checks[2].measured == "not measured as called"
 
 
 SMALL_PARETO = b2.Plan(((16, 16, 16),), ("fp32", "ozaki-int8-3", "ozaki2-accurate-8", "ozaki2-fast-12"),
@@ -179,7 +230,7 @@ def test_experiments_through_reproduce_store_phases_and_draw(run_json, monkeypat
                    "--out", tmp_path)
     pareto, phases = out["experiments"][b2.PARETO], out["experiments"][b2.BREAKDOWN]
     assert pareto["error points measured"] == 10 and pareto["times measured"] == 5
-    assert len(pareto["time and error per product and method"]) == 5 and len(pareto["verdict"]) == 2
+    assert len(pareto["time and error per product and method"]) == 6 and len(pareto["verdict"]) == 4
     assert {(r["configuration"], r["product"]) for r in phases["share of time per phase"]} == set(
         itertools.product(SMALL_BREAKDOWN[1], ("N = 16", "2 x 140000 x 3")))
     with ResultsDB(db_path) as db:

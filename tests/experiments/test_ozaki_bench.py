@@ -63,9 +63,15 @@ def test_bench_cli_measures_stores_and_resumes(run_json, capsys, db_path):
             "--phi", "0.1,1", "--db", str(db_path))
     out = run_json(*argv)
     rows = {r["method"]: r for r in out["rows"]}
-    assert list(rows) == ["fp64", "fp32", "ozaki-fp32r-2", "ozaki-fp32r-3", "ozaki-int8-2", "ozaki-int8-3"]
+    assert list(rows) == ["fp64", "fp32", "ozaki-fp32r-2", "ozaki-fp32r-3", "ozaki-int8-2", "ozaki-int8-3",
+                          otm.DEFAULTS]
     assert all(r["time_s"] > 0 and r["max_rel_phi0.1"] is not None and r["max_rel_phi1"] is not None
-               for r in rows.values())
+               for r in rows.values() if r["method"] != otm.DEFAULTS)
+    defaults = rows[otm.DEFAULTS]
+    assert defaults["call"] == "ozaki.matmul(A, B, out=C)" and defaults["time_s"] == defaults["as_called_s"] > 0
+    assert defaults["host_s"] > 0 and defaults["speedup_vs_dgemm"] == defaults["ratio_as_called"]
+    for r in (r for r in rows.values() if r["method"].startswith("ozaki-") and r["method"] != otm.DEFAULTS):
+        assert (r["as_called_s"] is not None) == (r["protocol"] == "interleaved"), "timed by one run: not as called"
     assert rows["fp64"]["speedup_vs_dgemm"] == 1.0 and rows["ozaki-int8-3"]["max_rel_phi0.1"] < \
         rows["ozaki-int8-2"]["max_rel_phi0.1"]
     assert out["summary"]["error points measured"] == 12 and out["summary"]["timed configurations"] == 4
@@ -76,6 +82,9 @@ def test_bench_cli_measures_stores_and_resumes(run_json, capsys, db_path):
         times = db.measurements(ob.TIME)
     meta = next(m.meta for m in times if m.method == "ozaki-int8-3")
     assert meta["plan"]["pairs"] == 6 and meta["protocol"] in ("interleaved", "single run")
+    dgemm = next(m for m in times if m.method == "fp64" and m.params["format"] == "int8")
+    assert dgemm.meta["call"] == "numpy.matmul(A, B, out=C)" and dgemm.meta["as_called_s"] > 0
+    assert [m.params for m in times if m.method == otm.DEFAULTS] == [{"n": 48, "format": "defaults", "slices": 0}]
     assert main(["ozaki", "--backend", "numpy", "--sizes", "48", "--formats", "int8r", "--db", str(db_path)]) == 2
     assert "unknown slice format" in capsys.readouterr().err
     text = main(["ozaki", "--backend", "numpy", "--sizes", "48", "--formats", "fp32r,int8", "--slices", "2-3",

@@ -12,7 +12,7 @@ from experiments.core.registry import FIGURES, load
 from experiments.splitk import bench, figures, points
 from experiments.splitk.points import ODD_K, PLANS, Plan, b_offset, mode_splits, plan_points, point_bytes
 from experiments.splitk.report import splitk_summary
-from experiments.splitk.rows import METHODS, SPLITK_METHODS, SplitkRow
+from experiments.splitk.rows import DEFAULTS, METHODS, SPLITK_METHODS, STORED, SplitkRow
 from gpu.backend import get_backend
 from gpu.splitk import Kernel, SMLimits
 
@@ -127,10 +127,10 @@ def test_command_stores_every_method_resumes_and_forces(run_json, db_path):
     argv = ("splitk", "--backend", "numpy", "--m", "8,17", "--k", "4099", "--db", str(db_path))
     out = run_json(*argv)
     assert out["summary"]["points measured"] == 2 and out["summary"]["points already stored"] == 0
-    assert [(r["m"], r["method"]) for r in out["rows"]] == [(m, name) for m in (8, 17) for name in METHODS]
-    assert [c["met"] for c in out["verdict"]] == [None, None, None], "no k >= 2^20 measured"
+    assert [(r["m"], r["method"]) for r in out["rows"]] == [(m, name) for m in (8, 17) for name in STORED]
+    assert [c["met"] for c in out["verdict"]] == [None] * 4, "no k >= 2^20 measured"
     rows, _, _ = stored_rows(db_path)
-    assert len(rows) == 12
+    assert len(rows) == 14
     for r in rows:
         assert r.params == {"m": r.params["m"], "n": r.params["m"], "k": 4099, "dtype": "float64",
                             "regime": "sustained"}
@@ -140,7 +140,12 @@ def test_command_stores_every_method_resumes_and_forces(run_json, db_path):
         assert meta["roofline"] == pytest.approx(meta["gbs"] / meta["copy_gbs"])
         assert meta["floor_fraction_spec"] == pytest.approx(meta["gbs"] * 1e9 / 3.35e12)
         assert meta["check_error"] < 1e-13 and meta["flush"] is True
+        if r.method != "copy":
+            assert meta["as_called_s"] > 0 and meta["host_s"] > 0 and len(meta["as_called_samples"]) >= 10
+            assert meta["ratio_as_called"] == pytest.approx(meta["reference_s"] / meta["as_called_s"])
+            assert meta["call"].startswith("numpy.matmul(A, B" if r.method == "gemm" else "splitk.matmul(A, B, out=C")
         if r.method in SPLITK_METHODS:
+            assert meta["device_s"] == r.value and meta["ratio_device"] == pytest.approx(meta["speedup"])
             plan = meta["plan"]
             assert plan["deterministic"] == ("det" in r.method) and plan["k"] == 4099
             assert {"chunks", "width", "waves", "group"} <= set(plan)
@@ -148,6 +153,12 @@ def test_command_stores_every_method_resumes_and_forces(run_json, db_path):
                 assert plan["chunks"] == 5 and plan["width"] <= 1024
         else:
             assert meta["plan"] is None
+    for r in (r for r in rows if r.method == DEFAULTS):
+        assert r.meta["call"] == "splitk.matmul(A, B, out=C)" and r.value == r.meta["as_called_s"]
+        assert r.meta["device_s"] is None and r.meta["speedup"] == r.meta["ratio_as_called"]
+    shown = {(r["m"], r["method"]): r for r in out["rows"]}
+    assert shown[(8, DEFAULTS)]["device_s"] is None and shown[(8, "copy")]["as_called_s"] is None
+    assert shown[(8, "splitk-atomic")]["call"] == "splitk.matmul(A, B, out=C, deterministic=False)"
     for r in (r for r in rows if r.method == "copy"):
         m = r.params["m"]
         assert r.meta["roofline"] == 1.0 and r.meta["bytes"] == 2 * 8 * (b_offset(m, 4099, 8) + 4099 * m)
@@ -158,7 +169,7 @@ def test_command_stores_every_method_resumes_and_forces(run_json, db_path):
     forced = run_json("splitk", "--backend", "numpy", "--m", "8", "--k", "4099", "--db", str(db_path), "--force")
     assert (forced["summary"]["points measured"], forced["summary"]["points already stored"]) == (1, 0)
     current, every, runs = stored_rows(db_path)
-    assert len(current) == 12 and len(every) == 18 and [r["status"] for r in runs] == ["finished"] * 3
+    assert len(current) == 14 and len(every) == 21 and [r["status"] for r in runs] == ["finished"] * 3
     newest = {r.method: r.value for r in current if r.params["m"] == 8}
     assert newest == {r["method"]: r["time_s"] for r in forced["rows"]}
 
@@ -213,8 +224,9 @@ def test_figures_without_data_draw_nothing(db_path):
 
 # --------------------------------------------------------------------------- the verdict
 
-def row(method, m, k, roofline, speedup):
-    return SplitkRow(method, m, m, k, "float64", 1e-3, 100.0, roofline, speedup, True, "sustained")
+def row(method, m, k, roofline, speedup, as_called=None):
+    return SplitkRow(method, m, m, k, "float64", 1e-3, 100.0, roofline, speedup, True, "sustained",
+                     ratio_as_called=as_called, as_called_s=None if as_called is None else 1e-3 / as_called)
 
 
 def verdict(rows):
@@ -222,21 +234,38 @@ def verdict(rows):
     return splitk_summary(counts, rows)
 
 
-def test_the_verdict_takes_each_points_best_mode():
-    rows = [row("gemm", 16, 2**20, 0.5, 1.0), row("splitk-det", 16, 2**20, 0.8, 1.2),
-            row("splitk-atomic", 16, 2**20, 0.95, 1.4), row("splitk-atomic", 64, 2**24, 0.93, 1.3),
-            row("splitk-det", 8, 2**20, 0.2, 0.5), row("splitk-det", 32, 2**18, 0.3, 0.7)]
+def test_the_verdict_takes_each_points_best_mode_and_judges_speed_as_called():
+    rows = [row("gemm", 16, 2**20, 0.5, 1.0, 1.0), row("splitk-det", 16, 2**20, 0.8, 1.2, 1.1),
+            row("splitk-atomic", 16, 2**20, 0.95, 1.4, 1.3), row("splitk-atomic", 64, 2**24, 0.93, 1.3, 1.26),
+            row(DEFAULTS, 16, 2**20, 0.9, 1.25, 1.25), row(DEFAULTS, 64, 2**24, 0.9, 1.01, 1.01),
+            row("splitk-det", 8, 2**20, 0.2, 0.5, 0.5), row(DEFAULTS, 32, 2**18, 0.3, 0.7, 0.7)]
     summary = verdict(rows)
-    assert [c.met for c in summary.checks] == [True, True, True], "m = 8 and k = 2^18 are outside the targets"
+    assert [c.met for c in summary.checks] == [True] * 4, "m = 8 and k = 2^18 are outside the targets"
     assert "lowest 93.0% (splitk-atomic at m = n = 64, k = 2^24) over 2 points" == summary.checks[0].measured
+    assert summary.checks[1].measured == "lowest 1.010x (m = n = 64, k = 2^24)"
+    assert summary.checks[2].measured == "1.250x" and summary.checks[3].measured == "1.260x (splitk-atomic)"
     assert summary.facts["best split-K speed-up over the library GEMM"].startswith("1.400x (splitk-atomic")
     assert summary.table("speed-up over the library GEMM").records()[1] == {
         "m": 16, "k": 2**20, "splitk-det": 1.2, "splitk-atomic": 1.4}
-    slow = verdict([*rows, row("splitk-det", 32, 2**22, 0.85, 0.95)])
-    assert [c.met for c in slow.checks] == [False, False, True]
-    assert "0.950x (splitk-det at m = n = 32, k = 2^22)" in slow.checks[1].measured
-    short = verdict([row("splitk-det", 64, 2**24, 0.95, 1.2)])
-    assert [c.met for c in short.checks] == [True, True, False]
+    assert summary.table("as called: speed-up over the library GEMM as called").records()[1] == {
+        "m": 16, "k": 2**20, "splitk-det": 1.1, "splitk-atomic": 1.3, DEFAULTS: 1.25}
+    slow = verdict([*rows, row(DEFAULTS, 32, 2**22, 0.85, 1.05, 0.95)])
+    assert [c.met for c in slow.checks] == [True, False, True, True], "fast by the device's clock, slow as called"
+    assert "0.950x (m = n = 32, k = 2^22)" in slow.checks[1].measured
+    device_only = verdict([row("splitk-det", 64, 2**24, 0.95, 1.3), row(DEFAULTS, 16, 2**20, 0.9, 1.3)])
+    assert [c.met for c in device_only.checks] == [True, None, None, None], "rows stored before as-called times"
+    assert device_only.checks[3].measured == "not measured as called"
     empty = verdict([row("splitk-det", 8, 2**16, 0.5, 2.0)])
-    assert [c.met for c in empty.checks] == [None, None, None]
+    assert [c.met for c in empty.checks] == [None] * 4
     assert empty.table("time (ms)").records() == [{"m": 8, "k": 2**16, "splitk-det": 1.0}]
+
+
+def test_rows_stored_before_the_as_called_times_read_as_not_measured(db_path):
+    with ResultsDB(db_path) as db:
+        run = db.start_run("old", {"backend": "numpy", "device": "CPU"}, "old")
+        params = {"m": 16, "n": 16, "k": 2**20, "dtype": "float64", "regime": "sustained"}
+        db.add(run, "splitk", "splitk-atomic", params, value=1e-4, unit="s", samples=[1e-4] * 10,
+               meta={"gbs": 1.0, "roofline": 0.9, "speedup": 1.2})
+        (old,) = [SplitkRow.read(m) for m in db.measurements("splitk")]
+    assert (old.call, old.as_called_s, old.host_s, old.ratio_as_called) == (None, None, None, None)
+    assert old.device_s == 1e-4 and old.as_dict()["as_called_s"] is None

@@ -7,8 +7,9 @@ from experiments.cli import main
 from experiments.core.database import ResultsDB
 from experiments.core.lab import Operands, product_error
 from experiments.strassen import bench as sb
-from experiments.strassen import figures, memory
+from experiments.strassen import called, figures, memory
 from experiments.strassen.bench import CONFIGS, Plan
+from experiments.strassen.rows import DEFAULTS
 from gpu.backend import get_backend
 from gpu.strassen import Config, top_support
 
@@ -131,7 +132,7 @@ def test_both_experiments_store_resume_and_draw(run_json, db_path, tmp_path, mon
     gemm = [r for r in rows if r.method == "gemm"]
     assert sorted((r.params["size"], r.params["level"]) for r in gemm) == [(64, 1), (64, 2), (128, 1), (128, 2)]
     assert all(r.value > 0 for r in gemm)
-    strassen = [r for r in rows if r.method != "gemm"]
+    strassen = [r for r in rows if r.method not in ("gemm", DEFAULTS)]
     assert {r.method for r in strassen} == {c.name for c in single}
     for r in strassen:
         assert set(r.params) == {"size", "level", "schedule", "parallel", "fused", "dtype", "regime"}
@@ -139,6 +140,16 @@ def test_both_experiments_store_resume_and_draw(run_json, db_path, tmp_path, mon
         assert r.meta["speedup"] > 0 and r.meta["gemm_s"] > 0 and r.unit == "s"
         assert r.meta["speedup"] == pytest.approx(r.meta["gemm_s"] / r.value)
         assert len(r.samples) >= 10 and "stable" in r.meta
+        assert r.meta["call"].startswith(f"strassen.matmul(A, B, out=C, level={r.params['level']}, schedule=")
+        assert r.meta["call"].endswith("overwrite_a=True, overwrite_b=True)") and r.meta["device_s"] == r.value
+        assert r.meta["as_called_s"] > 0 and r.meta["host_s"] > 0 and r.meta["as_called_calls"] <= called.MAX_CALLS
+    defaults = [r for r in rows if r.method == DEFAULTS]
+    assert [r.params for r in defaults] == [called.defaults_params(n, "float64", "sustained") for n in (64, 128)]
+    for r in defaults:      # timed in the first group of its size, its time and speed-up as called
+        assert r.meta["call"] == "strassen.matmul(A, B, out=C)" and r.value == r.meta["as_called_s"]
+        assert r.meta["speedup"] == r.meta["ratio_as_called"] and r.meta["device_s"] is None
+        assert r.meta["check_error"] < 1e-12
+    assert all(r.meta["call"] == "numpy.matmul(A, B, out=C)" for r in gemm)
 
     assert len(peaks) == 5 * 2
     for r in peaks:
@@ -169,7 +180,8 @@ def test_figures_without_data_draw_nothing(tmp_path, db_path):
 def test_chosen_configurations_only_and_graph_ones_need_graphs(run_json, capsys, db_path):
     out = run_json("strassen", "--backend", "numpy", "--sizes", "64", "--levels", "1", "--configs",
                    "rum+fused,winograd+fused", "--db", str(db_path))
-    assert {r["method"] for r in out["rows"]} == {"rum+fused", "winograd+fused"}
+    assert {r["method"] for r in out["rows"]} == {"rum+fused", "winograd+fused", DEFAULTS}
+    assert all(r["as_called_s"] > 0 and r["ratio_as_called"] > 0 for r in out["rows"])
     assert all(r["regime"] == "sustained" for r in out["rows"])
     assert main(["strassen", "--backend", "numpy", "--sizes", "64", "--levels", "1", "--configs", "rum+fused+graph",
                  "--db", str(db_path)]) == 2

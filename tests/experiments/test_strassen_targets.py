@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from experiments.cli import main
 from experiments.core.database import ResultsDB
 from experiments.strassen import targets
-from experiments.strassen.rows import SpeedupRow, best_by_size
+from experiments.strassen.rows import DEFAULTS, SpeedupRow, best_by_size
 
 
 def row(size: int, level: int, schedule: str, speedup: float, regime: str = "sustained", graph: bool = False):
@@ -53,10 +55,37 @@ def test_the_crossover_is_judged_on_stored_sizes_only(points, met):
     assert targets.crossover_check("sustained", best).met is met
 
 
+def called(r: SpeedupRow, ratio: float) -> SpeedupRow:
+    return replace(r, as_called_s=r.gemm_s / ratio, ratio_as_called=ratio, host_s=1e-4)
+
+
+def defaults(size: int, ratio: float) -> SpeedupRow:
+    return called(SpeedupRow(DEFAULTS, size, 0, "defaults", False, "float64", 1.0 / ratio, ratio, 1.0, True,
+                             "sustained"), ratio)
+
+
+def test_the_defaults_are_judged_as_called_against_the_best_configuration_as_called():
+    rows = [called(row(8192, 2, "winograd", 1.10), 1.08), called(row(16384, 3, "winograd", 1.30, graph=True), 1.29),
+            called(row(49152, 4, "rum/rum/winograd", 1.50), 1.49), row(4096, 1, "rum", 1.0)]
+    good = [defaults(4096, 0.995), defaults(8192, 1.06), defaults(16384, 1.28), defaults(49152, 1.46)]
+    checks = targets.defaults_checks(good, rows)
+    assert [c.met for c in checks] == [True] * 4
+    assert checks[0].measured == "lowest 0.995x at N = 4096 over 4 sizes"
+    assert checks[3].measured == "lowest 0.980 of the best (rum/rum/winograd+fused, level 4) at N = 49152"
+    slow = [defaults(4096, 0.98), defaults(8192, 1.03), defaults(16384, 1.28), defaults(49152, 1.46)]
+    assert [c.met for c in targets.defaults_checks(slow, rows)] == [False, True, True, False]
+    device_only = [replace(d, ratio_as_called=None, as_called_s=None) for d in good]
+    assert [c.met for c in targets.defaults_checks(device_only, rows)] == [None] * 4
+    table = targets.judge(rows, good).table("strassen.matmul(A, B) at its defaults, as called")
+    assert table.rows[2] == (16384, "sustained", 1.28, 100.0, 1.29, "winograd+fused+graph, level 3")
+
+
 def test_stored_judges_the_published_h100_rows(run_json, published_db):
     out = run_json("strassen", "--stored", "--device", "H100", "--db", published_db)
     checks = {c["target"]: c for c in out["verdict"]}
-    assert len(checks) == len(targets.TARGETS) + 2
+    assert len(checks) == len(targets.TARGETS) + 2 + 2 + len(targets.DEFAULTS_TARGETS)
+    assert [c["met"] for c in out["verdict"][-2 - len(targets.DEFAULTS_TARGETS):]] == [None] * 4, \
+        "the H100's defaults were never timed as called: not judged"
     assert out["best configuration per size, cold"][-1]["N"] == 49152 and out["env_key"]
     assert checks["best configuration >= 1.25x DGEMM at N = 16384, sustained"]["met"] is True
     assert "winograd+flat+graph, level 3" in checks["best configuration >= 1.25x DGEMM at N = 16384, sustained"][
