@@ -143,9 +143,14 @@ def current_profile(backend: Backend, directory: str | os.PathLike | None = None
 def configurations(backend: Backend, regime: str = "sustained",
                    directory: str | os.PathLike | None = None) -> tuple[dict[str, Any] | None, str | None]:
     """The configurations section (:mod:`gpu.strassen.choose`) of ``regime`` for this device: the user's
-    profile's where it has one, else the bundled profile's; and which file it came from (None: none)."""
+    profile's where it has one, else the bundled profile's; and which file it came from (None: none). A user's
+    profile with level tables and no configurations (a plain ``gemmlab calibrate``) gives none: its level
+    tables, measured on this machine, decide instead of the bundled configurations."""
     path, stamp = profile_stamp(backend, directory)
     own = None if stamp is None else _read(path, stamp)
+    if own is not None and not regime_section(own, regime, "configurations") and regime_section(own, regime,
+                                                                                                  "levels"):
+        return None, None                     # the user's own level tables are this device's measurement
     for doc, where in ((own, path), (bundled_profile(backend), str(_path(backend.name, device_name(backend),
                                                                          str(BUNDLED_DIR))))):
         section = regime_section(doc, regime, "configurations")

@@ -171,7 +171,9 @@ def test_a_users_own_profile_comes_first_and_the_bundled_one_fills_its_gaps():
     assert current_profile(be)["env_key"] == load_profile(profile_path("cupy", H100, BUNDLED_DIR))["env_key"]
     save_profile({"backend": "cupy", "device": H100, "levels": {"rum": [[0, 0], [100, 1]]}})
     assert current_profile(be)["levels"] == {"rum": [[0, 0], [100, 1]]}, "the user's level tables"
-    assert configurations(be)[1] == where, "a profile without configurations: the bundled section"
+    assert configurations(be) == (None, None), "a profile with level tables and no configurations: its tables"
+    save_profile({"backend": "cupy", "device": H100, "levels": {}})
+    assert configurations(be)[1] == where, "a profile with neither: the bundled section"
     own = {"points": [{"size": 4096, "gemm_s": 1.0, "timed": []}]}
     save_profile({"backend": "cupy", "device": H100, "levels": {}, "configurations": own})
     assert configurations(be) == (own, str(profile_path("cupy", H100)))
