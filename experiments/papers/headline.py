@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpu.backend.telemetry import reason_names
+from gpu.backend.telemetry import REASONS, reason_names
 
 from ..core.ascalled import call_text
 from ..core.csvio import open_text, read_export
@@ -69,6 +70,68 @@ def check_record(record: Mapping[str, Any], where: str) -> dict[str, Any]:
     return dict(record)
 
 
+def _where(size: int | None, m: int | None, n: int | None, k: int | None) -> dict[str, int]:
+    if (size is None) == (m is None or n is None or k is None):
+        raise ValueError("give a record either size (a square product) or all of m, n and k")
+    return {"size": size} if size is not None else {"m": m, "n": n, "k": k}
+
+
+def _over(num: float | None, den: float | None) -> float | None:
+    return None if num is None or not den else num / den
+
+
+def record(family: str, call: str, *, size: int | None = None, m: int | None = None, n: int | None = None,
+           k: int | None = None, as_called_s: float | None, host_s: float | None, device_s: float | None,
+           reference_s: float | None, reference_device_s: float | None = None,
+           config: Mapping[str, Any] | None = None, telemetry: Mapping[str, Any] | None = None,
+           **extra: Any) -> dict[str, Any]:
+    """One as-called record of the documented shape, both ratios computed from the medians given:
+    ``ratio_as_called`` = reference_s / as_called_s, ``ratio_device`` = reference_device_s / device_s (None
+    where either is not measured). ``extra`` keys (``reference_call``, ``calls``, ...) are kept as given."""
+    clash = {"ratio_as_called", "ratio_device", "family", "call"} & extra.keys()
+    if clash:
+        raise ValueError(f"{', '.join(sorted(clash))} is computed by record(), not passed to it")
+    out = {"family": family, "call": call, **_where(size, m, n, k), "as_called_s": as_called_s, "host_s": host_s,
+           "device_s": device_s, "reference_s": reference_s, "reference_device_s": reference_device_s,
+           "ratio_as_called": _over(reference_s, as_called_s), "ratio_device": _over(reference_device_s, device_s),
+           "config": dict(config or {}), "telemetry": dict(telemetry or {}), **extra}
+    return check_record(out, f"record of {call}")
+
+
+def first_call_record(family: str, call: str, *, size: int | None = None, m: int | None = None,
+                      n: int | None = None, k: int | None = None, cold_s: float | None, warm_s: float | None,
+                      repeat_s: float | None = None, **extra: Any) -> dict[str, Any]:
+    """One first-call record: the first call in a new process with an empty kernel cache (``cold_s``), with a
+    filled one (``warm_s``), and a repeat in the warm process (``repeat_s``; ``cold_repeat_s`` in ``extra``)."""
+    out = {"family": family, "call": call, **_where(size, m, n, k), "cold_s": cold_s, "warm_s": warm_s,
+           "repeat_s": repeat_s, **extra}
+    return check_record(out, f"first-call record of {call}")
+
+
+def _mask(reasons: Any) -> int:
+    if isinstance(reasons, (int, float)):
+        return int(reasons)
+    bits = {name: bit for bit, name in REASONS.items()}
+    return sum(bits[r] if r in bits else int(r, 16) for r in reasons)
+
+
+def telemetry_summary(readings: Iterable[Mapping[str, Any] | None]) -> dict[str, Any]:
+    """The regime of a record's samples from NVML readings (``Reading.as_dict()`` or ``sm_mhz``/``power_w``/
+    ``reasons`` as names): the median SM clock and power, the throttle reasons seen in any (a mask)."""
+    seen = [r for r in readings if r]
+    if not seen:
+        return {}
+    clocks = [r.get("sm_clock_mhz", r.get("sm_mhz")) for r in seen]
+    power = [r["power_w"] for r in seen if r.get("power_w") is not None]
+    mask = 0
+    for r in seen:
+        mask |= _mask(r.get("throttle_reasons", r.get("reasons")) or 0)
+    clocks = [c for c in clocks if c is not None]
+    return {"sm_clock_mhz": statistics.median(clocks) if clocks else None,
+            "power_w": statistics.median(power) if power else None, "throttle_reasons": mask,
+            "readings": len(seen)}
+
+
 def load(path: str | Path) -> Document:
     """The records of one JSON file (``{"environment", "regime", "records": [...]}``), each checked."""
     path = Path(path)
@@ -76,8 +139,13 @@ def load(path: str | Path) -> Document:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path}: cannot read it as JSON ({exc})") from None
+    if isinstance(data, Mapping) and "records" not in data:
+        from .as_called_formats import convert  # it builds on record(): imported late
+
+        data = convert(data, path.name)
     if not isinstance(data, Mapping) or not isinstance(data.get("records"), list):
-        raise ValueError(f"{path}: expected an object with a list 'records' (see the renderer's docstring)")
+        raise ValueError(f"{path}: expected an object with a list 'records' (see the renderer's docstring), "
+                         "or the JSON of one of the device scripts that the renderer converts")
     records = [check_record(r, f"{path}: record {i}") for i, r in enumerate(data["records"])]
     return Document(str(path), dict(data.get("environment") or {}), data.get("regime"), records)
 
@@ -146,26 +214,33 @@ def as_called_row(r: Mapping[str, Any]) -> list[str]:
             *regime_text(r.get("telemetry"))]
 
 
+FIRST_CALL_HEADER = ("method", "call", "size", "cold first call (s)", "cold repeat (s)", "warm first call (s)",
+                     "warm repeat (s)")
+
+
+def first_call_row(r: Mapping[str, Any]) -> list[str]:
+    """One first-call record as a table row (see :data:`FIRST_CALL_HEADER`): ``repeat_s`` is the warm process's
+    repeat, ``cold_repeat_s`` the cold one's."""
+    return [str(r["family"]), f"`{r['call']}`", size_text(r), _seconds(r.get("cold_s")),
+            _seconds(r.get("cold_repeat_s")), _seconds(r.get("warm_s")), _seconds(r.get("repeat_s"))]
+
+
 def markdown(docs: Sequence[Document]) -> str:
-    """Every document's records as Markdown: per document and family one table (first-call records in a
-    table of their own), headed by the stack and the reference calls."""
+    """Every document's records as Markdown: per document and family one table of as-called records, headed by
+    the stack and the reference calls, then one table of the document's first-call records."""
     out: list[str] = []
     for doc in docs:
-        families = list(dict.fromkeys(r["family"] for r in doc.records))
-        for family in families:
-            records = [r for r in doc.records if r["family"] == family]
-            first = [r for r in records if "cold_s" in r or "warm_s" in r]
-            timed = [r for r in records if r not in first]
+        first = [r for r in doc.records if "cold_s" in r or "warm_s" in r]
+        timed = [r for r in doc.records if r not in first]
+        for family in dict.fromkeys(r["family"] for r in timed):
+            records = [r for r in timed if r["family"] == family]
             out += [f"#### {family}: {stack_text(doc)}", "", f"Source: `{doc.source}`."]
-            refs = sorted({str(r["reference_call"]) for r in timed if r.get("reference_call")})
+            refs = sorted({str(r["reference_call"]) for r in records if r.get("reference_call")})
             out += [f"Reference (x ref.): {', '.join(f'`{c}`' for c in refs)}."] if refs else []
-            out.append("")
-            if timed:
-                out += [*_table(AS_CALLED_HEADER, (as_called_row(r) for r in timed)), ""]
-            if first:
-                out += [*_table(("call", "size", "first call, cold (s)", "first call, warm (s)", "repeat (s)"),
-                                ([f"`{r['call']}`", size_text(r), _seconds(r.get("cold_s")), _seconds(r.get("warm_s")),
-                                  _seconds(r.get("repeat_s"))] for r in first)), ""]
+            out += ["", *_table(AS_CALLED_HEADER, (as_called_row(r) for r in records)), ""]
+        if first:
+            out += [f"#### first call: {stack_text(doc)}", "", f"Source: `{doc.source}`.", "",
+                    *_table(FIRST_CALL_HEADER, (first_call_row(r) for r in first)), ""]
     return "\n".join(out).rstrip() + "\n"
 
 

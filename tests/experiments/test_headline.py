@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from experiments.papers.headline import h100_documents, load, markdown
+from experiments.papers.as_called_formats import ADAPTERS, FIRST_CALLS, written
+from experiments.papers.headline import h100_documents, load, markdown, record, telemetry_summary
 
 ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).resolve().parent / "data"
 ENV = {"device": "NVIDIA H200", "power_limit_w": 700.0, "driver": "580.159.04", "cuda_runtime": "13.2",
        "cublas": "13.1.0", "cupy": "14.2.0", "numpy": "2.5.2", "git_commit": "abc1234"}
 SPLITK = {"family": "splitk", "call": "splitk.matmul(A, B, out=C)", "m": 16, "n": 16, "k": 2**20,
@@ -39,8 +41,8 @@ def test_records_render_with_both_columns_and_nothing_filled_in(tmp_path):
             "1100.0 | 31.0 | 1980 | 515 | sw_power_cap |") in text
     assert ("| `strassen.matmul(A, B, out=C)` | N = 4096 | 2.79 | 0.892x | not measured | not measured | 2.49 | "
             "1400.0 | not measured | - | - | - |") in text
-    assert "| `strassen.matmul(A, B)` | N = 4096 | 0.37 | 0.05 | not measured |" in text
-    assert text.count("#### ") == 2, "one table head per family, first-call records under their family"
+    assert "| strassen | `strassen.matmul(A, B)` | N = 4096 | 0.37 | not measured | 0.05 | not measured |" in text
+    assert text.count("#### ") == 3, "one table head per family, and one for the file's first-call records"
 
 
 def test_a_record_without_a_documented_key_or_with_a_bad_time_is_refused_by_name(tmp_path):
@@ -85,3 +87,125 @@ def test_the_published_readme_holds_the_h100_tables_as_the_renderer_prints_them(
     readme = (ROOT / "results/published/README.md").read_text()
     assert markdown(h100_documents()).replace("#### ", "### H100, ") in readme
     assert "### H200\n\nNot measured yet." in readme
+
+
+# --------------------------------------------------------------------------- records and the scripts' formats
+
+def test_record_computes_both_ratios_and_keeps_null_as_not_measured():
+    r = record("splitk", "splitk.matmul(A, B)", m=16, n=16, k=2**20, as_called_s=8e-5, host_s=3e-5, device_s=None,
+               reference_s=1e-4, reference_device_s=9e-5, config={"chunks": 264}, calls=40)
+    assert r["ratio_as_called"] == pytest.approx(1.25) and r["ratio_device"] is None and r["calls"] == 40
+    assert record("strassen", "s", size=4096, as_called_s=2e-3, host_s=None, device_s=1e-3, reference_s=None,
+                  reference_device_s=1.5e-3)["ratio_device"] == pytest.approx(1.5)
+    with pytest.raises(ValueError, match="either size .* or all of m, n and k"):
+        record("splitk", "s", size=4, m=1, n=1, k=1, as_called_s=1, host_s=1, device_s=1, reference_s=1)
+    with pytest.raises(ValueError, match="ratio_device is computed by record"):
+        record("splitk", "s", size=4, as_called_s=1, host_s=1, device_s=1, reference_s=1, ratio_device=2.0)
+    with pytest.raises(ValueError, match="as_called_s must be a non-negative number"):
+        record("splitk", "s", size=4, as_called_s=-1.0, host_s=1, device_s=1, reference_s=1)
+
+
+def test_telemetry_summary_reads_masks_and_names_alike():
+    got = telemetry_summary([{"sm_mhz": 1980, "power_w": 120.0, "reasons": []}, None,
+                             {"sm_mhz": 1500, "power_w": 700.0, "reasons": ["sw_power_cap"]},
+                             {"sm_clock_mhz": 1600, "power_w": 690.0, "throttle_reasons": 0x20}])
+    assert got == {"sm_clock_mhz": 1600, "power_w": 690.0, "throttle_reasons": 0x24, "readings": 3}
+
+
+def test_a_splitk_file_of_a_real_run_without_records_renders_through_its_adapter():
+    doc = load(DATA / "splitk-as-called.json")
+    default, atomic = doc.records
+    assert default["call"] == "splitk.matmul(A, B)" and (default["m"], default["k"]) == (16, 2**20)
+    assert default["as_called_s"] == pytest.approx(8.035036e-5) and default["device_s"] == pytest.approx(8.06012e-5)
+    assert default["ratio_as_called"] == pytest.approx(9.236824e-5 / 8.035036e-5)
+    assert atomic["device_s"] is None and atomic["config"] == {"deterministic": False}
+    assert doc.environment["git_commit"] == "53815d7ab20a" and doc.regime == "sustained"
+    text = markdown([doc])
+    assert "| `splitk.matmul(A, B)` | m = n = 16, k = 2^20 | 0.08035 | 1.150x | 0.0806 | 1.143x | 0.09237 | " \
+           "32.9 | 20.1 | 1980 | 127 | none |" in text
+    assert "| `splitk.matmul(A, B, deterministic=False)` | m = n = 16, k = 2^20 | 0.07377 | 1.252x | not measured" \
+        in text
+
+
+def _reading(mhz=1700, w=650.0, mask=4):
+    return {"sm_mhz": mhz, "power_w": w, "reasons": mask}
+
+
+OZAKI1 = {"script": "results/published/scripts/ozaki1_as_called.py", "device": {"device": "NVIDIA H200"},
+          "numpy": "2.5.2", "rounds": 10, "points": [
+              {"n": 4096, "slice_format": "fp32", "slices": 7, "bound": 1.0, "calls_per_loop": 5,
+               "median_ms": {"as_called": 20.0, "fixed": 16.0, "dgemm": 2.5},
+               "samples_ms": {"as_called": [20.0] * 10, "fixed": [16.0] * 10, "dgemm": [2.5] * 10},
+               "telemetry": {"before": _reading(), "after": _reading(1600)}}]}
+OZAKI2 = {"environment": ENV, "kernel_cache_files_at_start": 0, "points": [
+    {"n": 4096, "first_call_s": 1.7, "loop": 40, "default_count": 15,
+     "runs": {"default": {"ms_per_call": 5.0, "telemetry": [_reading()] * 10},
+              "fast-14": {"ms_per_call": 4.0, "telemetry": [_reading()] * 10},
+              "dgemm": {"ms_per_call": 2.5, "telemetry": [_reading()] * 10}},
+     "errors": {"default": {"max_rel": 1e-16}, "fast-14": {"max_rel": 3e-16}, "dgemm": {"max_rel": 2e-16}}}]}
+STRASSEN_DOC = {"script": "results/published/scripts/strassen_as_called.py", "environment": ENV,
+                "regime": "sustained: sizes back to back, one warm-up round each", "points": [
+                    {"size": 8192, "calls_per_sample": 1, "samples": 10, "device_time": "stream hold, CUDA events",
+                     "chosen": {"strassen": {"configuration": "flat-1"}, "strassen_out": {"configuration": "flat-1"}},
+                     "median_s": {"dgemm": {"wall": 0.022, "event": 0.021, "device": 0.021},
+                                  "strassen_out": {"wall": 0.020, "event": 0.019, "device": 0.0175},
+                                  "strassen": {"wall": 0.025, "event": 0.024, "device": 0.018}},
+                     "telemetry": {"start": _reading(), "end": _reading()}}]}
+FIRST_DOC = {"script": "results/published/scripts/first_call.py", "device": {"device": "NVIDIA H200"},
+             "methods": {"strassen": {"cold": {"first_s": 0.37, "repeat_s": 0.004}, "warm": {"first_s": 0.05,
+                                                                                              "repeat_s": 0.0025}},
+                         "splitk": {"cold": {"error": "boom", "process_s": 1.0}, "warm": {"first_s": 0.02}}}}
+
+
+def test_each_scripts_format_converts_to_records_nothing_filled_in(tmp_path):
+    (o1,) = load(_json(tmp_path, OZAKI1, "a.json")).records
+    assert o1["call"] == "ozaki.matmul(A, B)" and o1["reference_s"] is None and o1["ratio_as_called"] is None
+    assert o1["device_s"] == 0.016 and o1["ratio_device"] == pytest.approx(2.5 / 16.0) and o1["host_s"] is None
+    assert o1["telemetry"]["sm_clock_mhz"] == 1650 and o1["config"]["slices"] == 7
+    with_dgemm = dict(OZAKI1, points=[dict(OZAKI1["points"][0], median_ms={**OZAKI1["points"][0]["median_ms"],
+                                                                           "dgemm_as_called": 3.0})])
+    assert load(_json(tmp_path, with_dgemm, "b.json")).records[0]["ratio_as_called"] == pytest.approx(0.15)
+    default, fast, first = load(_json(tmp_path, OZAKI2, "ozaki2-as-called.json")).records
+    assert default["call"] == "ozaki2.matmul(A, B)" and default["config"]["count_chosen"] == 15
+    assert fast["call"] == "ozaki2.matmul(A, B, moduli=14, scaling='fast')"
+    assert fast["ratio_as_called"] == pytest.approx(2.5 / 4.0) and fast["device_s"] is None
+    assert first["cold_s"] == 1.7 and first["warm_s"] is None
+    out, new = load(_json(tmp_path, STRASSEN_DOC, "c.json")).records
+    assert out["call"] == "strassen.matmul(A, B, out=C)" and out["ratio_device"] == pytest.approx(0.021 / 0.0175)
+    assert new["ratio_as_called"] == pytest.approx(0.022 / 0.025) and new["config"] == {"configuration": "flat-1"}
+    text = markdown([load(_json(tmp_path, FIRST_DOC, "d.json"))])
+    assert "#### first call: NVIDIA H200; versions not recorded" in text
+    assert "| method | call | size | cold first call (s) | cold repeat (s) | warm first call (s) | warm repeat (s) |" \
+        in text
+    assert "| strassen | `strassen.matmul(A, B)` | N = 4096 | 0.37 | 0.004 | 0.05 | 0.0025 |" in text
+    assert "| splitk | `splitk.matmul(A, B)` | m = n = 16, k = 2^20 | not measured | not measured | 0.02 | " \
+           "not measured |" in text
+
+
+def test_a_file_claiming_a_scripts_format_it_does_not_have_is_refused_by_name(tmp_path):
+    with pytest.raises(ValueError, match="not the format strassen_as_called.py writes"):
+        load(_json(tmp_path, {"script": "results/published/scripts/strassen_as_called.py", "points": [{}]}, "e.json"))
+    with pytest.raises(ValueError, match="expected an object with a list 'records'"):
+        load(_json(tmp_path, {"points": []}, "unknown.json"))
+    point = STRASSEN_DOC["points"][0]
+    nan = dict(STRASSEN_DOC, points=[dict(point, median_s={**point["median_s"], "strassen": {
+        "wall": float("nan"), "event": 0.024, "device": 0.018}})])
+    added = written(nan, "strassen_as_called.py")
+    assert "records" not in added and "as_called_s must be a non-negative number" in added["records_error"]
+    assert len(written(STRASSEN_DOC, "strassen_as_called.py")["records"]) == 2
+
+
+def test_the_scripts_write_records_through_the_adapters_and_first_call_knows_every_method():
+    for name in ADAPTERS:
+        text = (ROOT / "results/published/scripts" / name).read_text()
+        assert 'written(' in text and f'"{name}"' in text, name
+    spec = importlib.util.spec_from_file_location("first_call", ROOT / "results/published/scripts/first_call.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert set(script.METHODS) == set(FIRST_CALLS)
+
+
+def _json(tmp_path: Path, doc: dict, name: str) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path

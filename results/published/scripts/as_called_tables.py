@@ -43,8 +43,14 @@ The shape of a file (one JSON object; every time in seconds, per call, a median;
 
 A first-call record has the same envelope and ``family``, ``call``, ``size`` (or m, n, k), ``cold_s`` (first call in
 a new process with an empty kernel cache), ``warm_s`` (first call in a new process, cache filled) and optionally
-``repeat_s`` (a repeated call). ``experiments.core.ascalled`` times calls this way (``as_called``,
-``host_seconds``, ``time_called``).
+``repeat_s`` (a repeated call in the warm process; ``cold_repeat_s``: in the cold one); a file's first-call records
+print as one table (method, call, size, cold first call, cold repeat, warm first call, warm repeat).
+``experiments.core.ascalled`` times calls this way (``as_called``, ``host_seconds``, ``time_called``);
+``experiments.papers.headline.record`` builds a record with both ratios.
+
+A file without ``records`` that one of the device scripts wrote (``splitk_as_called.py``, ``ozaki1_as_called.py``,
+``ozaki2_as_called.py``, ``strassen_as_called.py``, ``first_call.py``: named by its ``script`` field or its file
+name) is converted on reading by the adapter the script itself uses (``experiments.papers.as_called_formats``).
 """
 import argparse
 import sys

@@ -8,7 +8,8 @@ Methods: DGEMM (``cupy.matmul``, N = 4096), ``strassen.matmul`` (defaults, 4096)
 cold run filled (warm). The child times its imports, its operands (drawn on the device, or on the host for the
 out-of-core engine), the first call and one repeat, each synchronised, and prints them as JSON; the files the
 kernel cache holds after each run are counted (what compiled). Run from the repository root with
-``PYTHONPATH=$PWD``; writes $OUT/first-call.json.
+``PYTHONPATH=$PWD``; writes $OUT/first-call.json (with ``records`` of the
+shape ``as_called_tables.py`` renders as its first-call table).
 """
 
 import json
@@ -85,9 +86,13 @@ if __name__ == "__main__":
             print(f"{method}: cold first {cold.get('first_s', float('nan')):.3f} s (repeat "
                   f"{cold.get('repeat_s', float('nan')):.4f} s, {cold.get('cache_files')} cached kernels), "
                   f"warm first {warm.get('first_s', float('nan')):.3f} s", flush=True)
+    from experiments.core.environment import environment
+    from experiments.papers.as_called_formats import written
     from gpu.backend import get_backend
-    doc = {"script": "results/published/scripts/first_call.py", "device": get_backend("cupy").device_info(),
-           "python": sys.version.split()[0], "methods": rows}
+    be = get_backend("cupy")
+    doc = {"script": "results/published/scripts/first_call.py", "device": be.device_info(),
+           "environment": environment(be), "python": sys.version.split()[0], "methods": rows}
+    doc.update(written(doc, "first_call.py"))
     out = os.path.join(os.environ.get("OUT", "."), "first-call.json")
     with open(out, "w") as f:
         json.dump(doc, f, indent=1)

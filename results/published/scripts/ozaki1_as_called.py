@@ -8,11 +8,13 @@ Per N in 2048, 4096, 8192 (phi = 1 operands drawn on the device), interleaved ro
   (host time included, as a user's loop pays it);
 * ``fixed``: ``ozaki.matmul(A, B, slices=S)`` with the S the default chose (``ozaki.configure``), device time by
   CUDA events around one call;
-* ``dgemm``: ``cupy.matmul(A, B)``, device time by CUDA events;
+* ``dgemm``: ``cupy.matmul(A, B)``, device time by CUDA events, and as called (``dgemm_as_called``: the same
+  loop as ``as_called``);
 
 at least 10 rounds (medians reported), with NVML telemetry (SM clock, power, throttle reasons) around each N and
 the versions. ``--slice-format int8`` times ``slice_format="int8"`` instead of the default FP32 slices. Run from
-the repository root with ``PYTHONPATH=$PWD``; writes $OUT/ozaki1-as-called.json (under 60 s on an H200 with the
+the repository root with ``PYTHONPATH=$PWD``; writes $OUT/ozaki1-as-called.json (with ``records`` of the shape
+``as_called_tables.py`` renders) (under 60 s on an H200 with the
 defaults: FP32 slices at N = 8192 take about a second a call).
 """
 
@@ -25,6 +27,8 @@ import time
 import cupy
 import numpy as np
 
+from experiments.core.environment import environment
+from experiments.papers.as_called_formats import written
 from gpu import ozaki
 from gpu.backend import get_backend
 
@@ -72,11 +76,12 @@ def point(n: int, fmt: str) -> dict:
     fixed(), dgemm()
     calls = max(1, round(LOOP_SECONDS / max(device_ms(fixed) / 1e3, 1e-6)))
     before = reading()
-    samples = {"as_called": [], "fixed": [], "dgemm": []}
+    samples = {"as_called": [], "fixed": [], "dgemm": [], "dgemm_as_called": []}
     for _ in range(ROUNDS):
         samples["as_called"].append(wall_ms(default, calls))
         samples["fixed"].append(device_ms(fixed))
         samples["dgemm"].append(device_ms(dgemm))
+        samples["dgemm_as_called"].append(wall_ms(dgemm, calls))
     median = {name: statistics.median(v) for name, v in samples.items()}
     row = {"n": n, "slice_format": fmt, "slices": config.slices, "bound": config.bound, "calls_per_loop": calls,
            "first_call_ms": first, "median_ms": median, "samples_ms": samples,
@@ -96,7 +101,9 @@ if __name__ == "__main__":
     started = time.perf_counter()
     rows = [point(int(n), args.slice_format) for n in args.sizes.split(",")]
     doc = {"script": "results/published/scripts/ozaki1_as_called.py", "device": be.device_info(),
-           "numpy": np.__version__, "rounds": ROUNDS, "seconds": time.perf_counter() - started, "points": rows}
+           "numpy": np.__version__,
+           "environment": environment(be), "rounds": ROUNDS, "seconds": time.perf_counter() - started, "points": rows}
+    doc.update(written(doc, "ozaki1_as_called.py"))
     out = os.path.join(os.environ.get("OUT", "."), "ozaki1-as-called.json")
     with open(out, "w") as f:
         json.dump(doc, f, indent=1)

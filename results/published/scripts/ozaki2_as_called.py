@@ -12,7 +12,8 @@ the count the defaults choose (``Plan.last_count``). Also the first call's time 
 the first N: cold where CuPy's kernel cache starts empty (``CUPY_CACHE_DIR=$(mktemp -d)``; the files the cache
 held at the start are recorded), warm otherwise.
 
-Writes ``$OUT/ozaki2-as-called.json`` and prints a summary. Run on the device from the repository root:
+Writes ``$OUT/ozaki2-as-called.json`` (with ``records`` of the shape ``as_called_tables.py`` renders) and prints
+a summary. Run on the device from the repository root:
 ``PYTHONPATH=$PWD python3 results/published/scripts/ozaki2_as_called.py`` (about 100 s on an H200).
 """
 
@@ -28,6 +29,7 @@ from accuracy.metrics import error_report
 from accuracy.reference import exact_matmul
 from experiments.core.environment import environment
 from experiments.ozaki.bench import sample_rows
+from experiments.papers.as_called_formats import written
 from gpu import ozaki2
 from gpu.backend import get_backend
 
@@ -89,7 +91,8 @@ def main() -> None:
     be = get_backend("cupy")
     telemetry = be.telemetry()
     cache = os.environ.get("CUPY_CACHE_DIR", os.path.expanduser("~/.cupy/kernel_cache"))
-    result = {"environment": environment(be), "seed": SEED, "rows": ROWS, "points": [],
+    result = {"script": "results/published/scripts/ozaki2_as_called.py", "environment": environment(be),
+              "seed": SEED, "rows": ROWS, "points": [],
               "kernel_cache_files_at_start": len(os.listdir(cache)) if os.path.isdir(cache) else 0}
     rounds, first = max(10, int(os.environ.get("ROUNDS", 10))), True
     for n in (int(x) for x in os.environ.get("NS", "4096,8192,16384").split(",")):
@@ -130,6 +133,7 @@ def main() -> None:
                                                        f"{point['errors'][k]['max_rel']:.2e}")
                                                    for k, v in point["runs"].items()}, flush=True)
         del A, B, calls, ref
+    result.update(written(result, "ozaki2_as_called.py"))
     with open(os.path.join(os.environ.get("OUT", "/tmp"), "ozaki2-as-called.json"), "w") as fh:
         json.dump(result, fh, indent=1, default=lambda x: x.item() if isinstance(x, np.generic) else str(x))
 

@@ -20,7 +20,8 @@ the device (events); before any timing, each method's product is checked against
     PYTHONPATH=$PWD python results/published/scripts/splitk_as_called.py
 
 ``SIZES`` (default 16,32,64), ``KS`` (default 1048576,4194304,16777216), ``ROUNDS`` (default 10) and
-``CALLS`` (default 40) override; the JSON goes to ``$OUT/splitk-as-called.json`` (stdout without ``$OUT``).
+``CALLS`` (default 40) override; the JSON goes to ``$OUT/splitk-as-called.json`` (stdout without ``$OUT``), with
+``records`` of the shape ``as_called_tables.py`` renders (``experiments.papers.as_called_formats``).
 About 30 s of timing on an H200 with the defaults (1760 calls per point), well under 90 s with compilation.
 """
 import json
@@ -33,6 +34,7 @@ import time
 import cupy
 import numpy as np
 
+from experiments.papers.as_called_formats import written
 from gpu import splitk
 from gpu.backend import get_backend
 from gpu.backend.telemetry import reason_names
@@ -142,6 +144,7 @@ def main() -> None:
                   f"({r['run']['device']:.3f}x device), cuBLAS {1e3 * med['cupy_matmul']['wall_s']:.3f} ms",
                   flush=True)
     out["seconds"] = time.perf_counter() - started
+    out.update(written(out, "splitk_as_called.py"))
     text = json.dumps(out, indent=1)
     if os.environ.get("OUT"):
         os.makedirs(os.environ["OUT"], exist_ok=True)

@@ -26,7 +26,8 @@ Run on the GPU from the repository root::
 
     PYTHONPATH=$PWD python results/published/scripts/strassen_as_called.py
 
-``SIZES`` (comma-separated) overrides the sizes; the JSON goes to ``$OUT/strassen-as-called.json`` (or stdout).
+``SIZES`` (comma-separated) overrides the sizes; the JSON goes to ``$OUT/strassen-as-called.json`` (or stdout), with
+``records`` of the shape ``as_called_tables.py`` renders.
 """
 import json
 import math
@@ -38,6 +39,7 @@ import time
 import numpy as np
 
 from experiments.core.environment import environment
+from experiments.papers.as_called_formats import written
 from gpu.backend import get_backend
 from gpu.strassen import forget, matmul
 from gpu.strassen.api import kept
@@ -162,6 +164,7 @@ def main() -> None:
         forget()                                  # the plans of this size hold their workspaces
         be.release_memory()
     out["elapsed_s"] = time.perf_counter() - began
+    out.update(written(out, "strassen_as_called.py"))
     text = json.dumps(out, indent=1, default=str)
     if os.environ.get("OUT"):
         os.makedirs(os.environ["OUT"], exist_ok=True)
