@@ -57,7 +57,7 @@ class CupyBackend(Backend):
     """Runs on the current CUDA device through CuPy and cuBLAS."""
 
     name = "cupy"
-    asynchronous = True
+    asynchronous = matmul_is_gemm = True
 
     def __init__(self) -> None:
         self.xp, self._cublas = _import_cupy()

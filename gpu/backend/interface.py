@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from . import blas
+from . import blas, calls
 from .memo import LRU
 
 #: A NumPy or CuPy array, as the backend in use expects.
@@ -82,13 +82,15 @@ class Backend(abc.ABC):
 
     ``asynchronous``: library calls return before the device has finished
     (host time can hide behind device time); False where every call is
-    synchronous (the CPU).
+    synchronous (the CPU). ``matmul_is_gemm``: ``xp.matmul`` on C- or F-contiguous operands is one call of
+    the library GEMM (:mod:`gpu.backend.calls`).
     """
 
     name: str
     xp: Any
     asynchronous: bool = False
     supports_graphs: bool = False
+    matmul_is_gemm: bool = False
 
     def ops(self, family: str) -> Any:
         """The operations object that method ``family`` registered for this backend (made once)."""
@@ -132,12 +134,19 @@ class Backend(abc.ABC):
         if call is not None:
             self._gemm(np.dtype(C.dtype), call, alpha, beta)
 
-    def gemm_call(self, A: Array, B: Array, C: Array, alpha: float = 1.0, beta: float = 0.0) -> GemmCall:
+    def gemm_call(self, A: Array, B: Array, C: Array, alpha: float = 1.0, beta: float = 0.0) -> calls.GemmCall:
         """:meth:`gemm` checked once for operands of the signature of A, B and C: the returned
-        :class:`GemmCall` runs ``C = alpha A @ B + beta C`` on any operands of that signature with only
-        the overlap test of their addresses on the host (for plans, whose signature is checked already)."""
+        :class:`gpu.backend.calls.GemmCall` runs ``C = alpha A @ B + beta C`` on any operands of that signature
+        with only the overlap test of their addresses on the host (for plans, whose signature is checked)."""
         layouts, alpha, beta = self._prepare(A, B, C, alpha, beta)
-        return GemmCall(self, blas.GemmPlan.of(*layouts, blas.plan_gemm(*layouts)), np.dtype(C.dtype), alpha, beta)
+        return calls.GemmCall(self, blas.GemmPlan.of(*layouts, blas.plan_gemm(*layouts)), np.dtype(C.dtype),
+                              alpha, beta)
+
+    def product_call(self, A: Array, B: Array, out: Array | None = None) -> Callable[[Array, Array, Any], Array]:
+        """The library GEMM for operands of the signature of A, B and ``out``, checked once: a callable
+        ``(A, B, out) -> C`` (a new C where ``out`` is None) for a plan's level-0 product
+        (:func:`gpu.backend.calls.product_call`)."""
+        return calls.product_call(self, A, B, out)
 
     @functools.cached_property
     def _gemm_plans(self) -> LRU:
@@ -302,26 +311,6 @@ class Backend(abc.ABC):
         """A reader of the device's SM clock, power and throttle reasons
         (:class:`gpu.backend.telemetry.NvmlTelemetry`), or None where there is none (the CPU)."""
         return None
-
-
-class GemmCall:
-    """One checked GEMM signature (:meth:`Backend.gemm_call`): per call, the addresses and the BLAS call.
-    Operands whose bytes meet take :meth:`Backend.gemm`'s full check, which refuses a real overlap."""
-
-    __slots__ = ("backend", "plan", "dtype", "alpha", "beta")
-
-    def __init__(self, backend: Backend, plan: blas.GemmPlan, dtype: np.dtype, alpha: float, beta: float) -> None:
-        self.backend, self.plan, self.dtype, self.alpha, self.beta = backend, plan, dtype, alpha, beta
-
-    def __call__(self, A: Array, B: Array, C: Array) -> None:
-        if self.plan.call is None:
-            return
-        be = self.backend
-        bound = self.plan.bind(be.pointer(A), be.pointer(B), be.pointer(C))
-        if bound is None:
-            be.gemm(A, B, C, self.alpha, self.beta)
-        else:
-            be._gemm(self.dtype, bound, self.alpha, self.beta)
 
 
 def _real(x: Any, name: str) -> float:

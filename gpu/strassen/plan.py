@@ -12,8 +12,8 @@ nothing beyond a new output) and, where a graph mode is on, its CUDA graphs (:mo
   rights, A's must not meet B's (such a call runs once without the rights);
 * the values, only with ``check_finite=True`` (which reads A and B and waits for the device);
 * the free memory, where the plan allocates: its output and workspace before the first execution, a new
-  output (no ``out=``) on every call; a product that no longer fits gets :class:`gpu.backend.MemoryPlanError`
-  before any work, after the workspaces of the plans ``matmul`` keeps are handed back where that makes room;
+  output (no ``out=``) on every call (on a GPU at level 0, the allocation of C, which fails before the GEMM);
+  a product that no longer fits gets :class:`gpu.backend.MemoryPlanError` before any work, after the workspaces of the plans ``matmul`` keeps are handed back where that makes room;
 * for ``level="auto"``, the device profile's file and modification time (:func:`gpu.profile.profile_stamp`):
   a profile written since makes the plan decide again (at once where this process wrote it, within
   :data:`gpu.profile.STAMP_TTL_S` where another did).
@@ -93,6 +93,7 @@ class Plan(MatmulPlan):
         self._stamp = profile_stamp(be) if o.level == "auto" else None
         self._lock = threading.Lock()
         self._decide()
+        self._gemm = be.product_call(A, B, out)             # the level-0 product, checked once
         self.signature = operand_signature(be, A, B, out, stream)
 
     # --------------------------------------------------------------------------- what the plan holds
@@ -152,11 +153,7 @@ class Plan(MatmulPlan):
         if self.options.check_finite:
             require_finite(be, True, {"A": A, "B": B}, NONFINITE)
         if not d.level:
-            if out is None:
-                require_memory(be, *self._output)
-                return be.product(A, B)
-            be.gemm(A, B, out)
-            return out
+            return self._gemm(A, B, out)
         with self._lock:
             if not self._filled:
                 self._require(d.memory)
