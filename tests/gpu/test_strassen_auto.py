@@ -57,7 +57,9 @@ def test_without_a_profile_auto_is_the_rule_and_says_nothing():
         auto_level(0, be)
 
 
-def test_auto_level_recurses_above_the_crossover(backend, monkeypatch, operand, host, check):
+def test_auto_level_recurses_above_the_crossover(backend, monkeypatch, operand, host, check, tmp_path):
+    import gpu.profile
+    monkeypatch.setattr(gpu.profile, "BUNDLED_DIR", tmp_path)   # no bundled profile: the rule decides
     monkeypatch.setitem(auto.RULE_CROSSOVER, backend.name, 16)
     assert auto_level(N, backend) == 2
     assert auto_level(N - 1, backend) == 1
