@@ -57,7 +57,7 @@ class CupyBackend(Backend):
     """Runs on the current CUDA device through CuPy and cuBLAS."""
 
     name = "cupy"
-    asynchronous = matmul_is_gemm = True
+    asynchronous = True
 
     def __init__(self) -> None:
         self.xp, self._cublas = _import_cupy()

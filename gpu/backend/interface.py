@@ -82,15 +82,13 @@ class Backend(abc.ABC):
 
     ``asynchronous``: library calls return before the device has finished
     (host time can hide behind device time); False where every call is
-    synchronous (the CPU). ``matmul_is_gemm``: ``xp.matmul`` on C- or F-contiguous operands is one call of
-    the library GEMM (:mod:`gpu.backend.calls`).
+    synchronous (the CPU).
     """
 
     name: str
     xp: Any
     asynchronous: bool = False
     supports_graphs: bool = False
-    matmul_is_gemm: bool = False
 
     def ops(self, family: str) -> Any:
         """The operations object that method ``family`` registered for this backend (made once)."""

@@ -12,7 +12,7 @@ nothing beyond a new output) and, where a graph mode is on, its CUDA graphs (:mo
   rights, A's must not meet B's (such a call runs once without the rights);
 * the values, only with ``check_finite=True`` (which reads A and B and waits for the device);
 * the free memory, where the plan allocates: its output and workspace before the first execution, a new
-  output (no ``out=``) on every call (on a GPU at level 0, the allocation of C, which fails before the GEMM);
+  output (no ``out=``) on every call;
   a product that no longer fits gets :class:`gpu.backend.MemoryPlanError` before any work, after the
   workspaces of the plans ``matmul`` keeps are handed back where that makes room;
 * for ``level="auto"``, the device profile's file and modification time (:func:`gpu.profile.profile_stamp`):
