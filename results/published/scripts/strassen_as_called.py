@@ -152,7 +152,7 @@ def main() -> None:
     tel = be.telemetry()
     out = {"script": "results/published/scripts/strassen_as_called.py", "environment": env,
            "limits": tel.limits() if tel else None, "regime": "sustained: sizes back to back, one warm-up round each",
-           "estimated_s": estimate(sizes), "points": []}
+           "estimated_s": estimate(sizes), "sizes": len(sizes), "points": []}
     began = time.perf_counter()
     for n in sizes:
         point = measure(be, n)
@@ -163,6 +163,13 @@ def main() -> None:
               f"({time.perf_counter() - began:.0f} s)", file=sys.stderr, flush=True)
         forget()                                  # the plans of this size hold their workspaces
         be.release_memory()
+        if os.environ.get("OUT"):
+            save(out, began)
+    save(out, began)
+
+
+def save(out: dict, began: float) -> None:
+    """Write the document so far (after every size: a run cut short by its time limit keeps what it measured)."""
     out["elapsed_s"] = time.perf_counter() - began
     out.update(written(out, "strassen_as_called.py"))
     text = json.dumps(out, indent=1, default=str)
@@ -170,7 +177,7 @@ def main() -> None:
         os.makedirs(os.environ["OUT"], exist_ok=True)
         with open(os.path.join(os.environ["OUT"], "strassen-as-called.json"), "w") as fh:
             fh.write(text)
-    else:
+    elif out["points"] and len(out["points"]) == out.get("sizes", len(out["points"])):
         print(text)
 
 
