@@ -140,12 +140,6 @@ class Backend(abc.ABC):
         return calls.GemmCall(self, blas.GemmPlan.of(*layouts, blas.plan_gemm(*layouts)), np.dtype(C.dtype),
                               alpha, beta)
 
-    def product_call(self, A: Array, B: Array, out: Array | None = None) -> Callable[[Array, Array, Any], Array]:
-        """The library GEMM for operands of the signature of A, B and ``out``, checked once: a callable
-        ``(A, B, out) -> C`` (a new C where ``out`` is None) for a plan's level-0 product
-        (:func:`gpu.backend.calls.product_call`)."""
-        return calls.product_call(self, A, B, out)
-
     @functools.cached_property
     def _gemm_plans(self) -> LRU:
         return LRU(MAX_GEMM_PLANS)

@@ -94,7 +94,7 @@ class Plan(MatmulPlan):
         self._stamp = profile_stamp(be) if o.level == "auto" else None
         self._lock = threading.Lock()
         self._decide()
-        self._gemm = be.product_call(A, B, out)             # the level-0 product, checked once
+        self._gemm = self._level0(A, B, out)
         self.signature = operand_signature(be, A, B, out, stream)
 
     # --------------------------------------------------------------------------- what the plan holds
@@ -138,6 +138,20 @@ class Plan(MatmulPlan):
         self.release_workspace()
         with _KEPT_LOCK:
             _KEPT.discard(self)
+
+    def _level0(self, A: Array, B: Array, out: Array | None) -> Any:
+        """The level-0 product ``(A, B, out) -> C``, checked once: into ``out`` by a
+        :class:`gpu.backend.calls.GemmCall`; without ``out`` the backend's own product into a new C, after the
+        memory check of C."""
+        be = self.backend
+        if out is not None:
+            call = be.gemm_call(A, B, out)
+            return lambda A, B, out: (call(A, B, out), out)[1]
+
+        def new(A: Array, B: Array, out: Any = None) -> Array:
+            require_memory(be, *self._output)
+            return be.product(A, B)
+        return new
 
     # --------------------------------------------------------------------------- the per-call work
 
