@@ -63,7 +63,8 @@ def ozaki1(doc: Doc) -> list[dict[str, Any]]:
 
 
 def ozaki2(doc: Doc) -> list[dict[str, Any]]:
-    """``ozaki2_as_called.py``: each public call and DGEMM as called (no device or host time), the count the
+    """``ozaki2_as_called.py``: each public call and DGEMM as called (no device time; one call's host time where
+    the file has it, ``host_ms``), the count the
     defaults chose and each call's error; the first call of the default, cold or warm by the kernel cache."""
     out = []
     for p in doc["points"]:
@@ -78,8 +79,9 @@ def ozaki2(doc: Doc) -> list[dict[str, Any]]:
                 config["count_chosen"] = p["default_count"]
             out.append(record(
                 "ozaki2", call_text("ozaki2.matmul", options, "A, B"), size=p["n"],
-                as_called_s=_ms(run["ms_per_call"]), host_s=None, device_s=None,
-                reference_s=_ms(dgemm["ms_per_call"]), reference_call="cupy.matmul(A, B)", config=config,
+                as_called_s=_ms(run["ms_per_call"]), host_s=_ms(run.get("host_ms")), device_s=None,
+                reference_s=_ms(dgemm["ms_per_call"]), reference_host_s=_ms(dgemm.get("host_ms")),
+                reference_call="cupy.matmul(A, B)", config=config,
                 telemetry=telemetry_summary(run.get("telemetry") or []), calls=p.get("loop"),
                 samples=len(run.get("telemetry") or []) or None,
                 max_rel_error=(p.get("errors", {}).get(name) or {}).get("max_rel")))

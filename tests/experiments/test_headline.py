@@ -143,9 +143,9 @@ OZAKI1 = {"script": "results/published/scripts/ozaki1_as_called.py", "device": {
                "telemetry": {"before": _reading(), "after": _reading(1600)}}]}
 OZAKI2 = {"environment": ENV, "kernel_cache_files_at_start": 0, "points": [
     {"n": 4096, "first_call_s": 1.7, "loop": 40, "default_count": 15,
-     "runs": {"default": {"ms_per_call": 5.0, "telemetry": [_reading()] * 10},
+     "runs": {"default": {"ms_per_call": 5.0, "host_ms": 0.04, "telemetry": [_reading()] * 10},
               "fast-14": {"ms_per_call": 4.0, "telemetry": [_reading()] * 10},
-              "dgemm": {"ms_per_call": 2.5, "telemetry": [_reading()] * 10}},
+              "dgemm": {"ms_per_call": 2.5, "host_ms": 0.02, "telemetry": [_reading()] * 10}},
      "errors": {"default": {"max_rel": 1e-16}, "fast-14": {"max_rel": 3e-16}, "dgemm": {"max_rel": 2e-16}}}]}
 STRASSEN_DOC = {"script": "results/published/scripts/strassen_as_called.py", "environment": ENV,
                 "regime": "sustained: sizes back to back, one warm-up round each", "points": [
@@ -171,6 +171,7 @@ def test_each_scripts_format_converts_to_records_nothing_filled_in(tmp_path):
     assert load(_json(tmp_path, with_dgemm, "b.json")).records[0]["ratio_as_called"] == pytest.approx(0.15)
     default, fast, first = load(_json(tmp_path, OZAKI2, "ozaki2-as-called.json")).records
     assert default["call"] == "ozaki2.matmul(A, B)" and default["config"]["count_chosen"] == 15
+    assert default["host_s"] == pytest.approx(4e-5) and default["reference_host_s"] == pytest.approx(2e-5)
     assert fast["call"] == "ozaki2.matmul(A, B, moduli=14, scaling='fast')"
     assert fast["ratio_as_called"] == pytest.approx(2.5 / 4.0) and fast["device_s"] is None
     assert first["cold_s"] == 1.7 and first["warm_s"] is None

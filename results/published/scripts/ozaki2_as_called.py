@@ -27,6 +27,7 @@ import numpy as np
 
 from accuracy.metrics import error_report
 from accuracy.reference import exact_matmul
+from experiments.core.ascalled import host_seconds
 from experiments.core.environment import environment
 from experiments.ozaki.bench import sample_rows
 from experiments.papers.as_called_formats import written
@@ -121,9 +122,11 @@ def main() -> None:
                 if telemetry is not None:
                     clocks[name].append(telemetry.read().as_dict())
         dgemm = statistics.median(samples["dgemm"])
+        hosts = {name: host_seconds(be, run) for name, run in calls.items()}
         point["loop"] = loop
         point["runs"] = {name: {"ms_per_call": 1e3 * statistics.median(v), "min_ms": 1e3 * min(v),
                                 "max_ms": 1e3 * max(v), "x_dgemm": dgemm / statistics.median(v),
+                                "host_ms": 1e3 * hosts[name],
                                 "telemetry": clocks[name]} for name, v in samples.items()}
         point["errors"] = errors(calls, picks, ref)
         ozaki2.PLANS.clear()
