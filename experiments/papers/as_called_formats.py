@@ -102,7 +102,8 @@ def strassen(doc: Doc) -> list[dict[str, Any]]:
         med, ref, tel = p["median_s"], p["median_s"]["dgemm"], p.get("telemetry") or {}
         for name, call in calls.items():
             out.append(record(
-                "strassen", call, size=p["size"], as_called_s=med[name]["wall"], host_s=None,
+                "strassen", call, size=p["size"], as_called_s=med[name]["wall"],
+                host_s=(p.get("host_s") or {}).get(name), reference_host_s=(p.get("host_s") or {}).get("dgemm"),
                 device_s=med[name]["device"], reference_s=ref["wall"], reference_device_s=ref["device"],
                 reference_call="cupy.matmul(A, B, out=C)", config=dict(p.get("chosen", {}).get(name) or {}),
                 telemetry=telemetry_summary((tel.get("start"), tel.get("end"))), device_clock=p.get("device_time"),

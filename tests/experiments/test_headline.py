@@ -154,6 +154,7 @@ STRASSEN_DOC = {"script": "results/published/scripts/strassen_as_called.py", "en
                      "median_s": {"dgemm": {"wall": 0.022, "event": 0.021, "device": 0.021},
                                   "strassen_out": {"wall": 0.020, "event": 0.019, "device": 0.0175},
                                   "strassen": {"wall": 0.025, "event": 0.024, "device": 0.018}},
+                     "host_s": {"dgemm": 2e-5, "strassen_out": 3e-5, "strassen": 4e-5},
                      "telemetry": {"start": _reading(), "end": _reading()}}]}
 FIRST_DOC = {"script": "results/published/scripts/first_call.py", "device": {"device": "NVIDIA H200"},
              "methods": {"strassen": {"cold": {"first_s": 0.37, "repeat_s": 0.004}, "warm": {"first_s": 0.05,
@@ -178,6 +179,7 @@ def test_each_scripts_format_converts_to_records_nothing_filled_in(tmp_path):
     out, new = load(_json(tmp_path, STRASSEN_DOC, "c.json")).records
     assert out["call"] == "strassen.matmul(A, B, out=C)" and out["ratio_device"] == pytest.approx(0.021 / 0.0175)
     assert new["ratio_as_called"] == pytest.approx(0.022 / 0.025) and new["config"] == {"configuration": "flat-1"}
+    assert (new["host_s"], new["reference_host_s"], out["host_s"]) == (4e-5, 2e-5, 3e-5)
     text = markdown([load(_json(tmp_path, FIRST_DOC, "d.json"))])
     assert "#### first call: NVIDIA H200; versions not recorded" in text
     assert "| method | call | size | cold first call (s) | cold repeat (s) | warm first call (s) | warm repeat (s) |" \

@@ -38,6 +38,7 @@ import time
 
 import numpy as np
 
+from experiments.core.ascalled import host_seconds
 from experiments.core.environment import environment
 from experiments.papers.as_called_formats import written
 from gpu.backend import get_backend
@@ -132,12 +133,13 @@ def measure(be, n: int) -> dict:
                 times[name]["event"].append(event)
                 times[name]["device"].append(dev)
     med = {name: {k: statistics.median(v) for k, v in t.items()} for name, t in times.items()}
+    host = {name: host_seconds(be, fns[name][0]) for name in names}
     plans = {("strassen" if p.product.output else "strassen_out"): p for p in kept() if p.product.m == n}
     point = {"size": n, "calls_per_sample": calls, "samples": samples, "operand_sets": len(sets), "l2_flush": flush,
              "device_time": "stream hold, CUDA events" if device else "CUDA events around the wall loop",
              "chosen": {name: {"configuration": p.configuration.name, "reason": p.decision.reason,
                                "workspace_bytes": p.workspace_bytes} for name, p in plans.items()},
-             "median_s": med, "samples_s": times, "telemetry": {"start": start, "end": reading(be)}}
+             "median_s": med, "host_s": host, "samples_s": times, "telemetry": {"start": start, "end": reading(be)}}
     for name in ("strassen_out", "strassen"):
         point[f"{name}_x_dgemm"] = {k: med["dgemm"][k] / med[name][k] for k in ("wall", "device")}
     return point
