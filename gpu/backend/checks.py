@@ -204,3 +204,17 @@ def check_output(be: Backend, out: Any, shape: tuple[int, int], dtype: Any, oper
         if _overlap(be, out, x):
             raise ValueError(f"out overlaps {name}; pass a separate output array")
     return out
+
+
+def gemm_operands(be: Backend, A: Any, B: Any, out: Any) -> tuple[Array, Array, Array | None]:
+    """A, B and ``out`` of a product ``out = A @ B`` after every check of their own, before any work: 2-D arrays
+    of ``be`` with matching inner dimensions, one supported dtype, BLAS layouts (a unit stride along one axis),
+    and ``out`` (None where not given) of the product's shape and dtype, overlapping neither."""
+    A, B, _, _ = matrix_pair(be, A, B)
+    blas.check_dtypes(("A", A), ("B", B))
+    be.layout(A, "A")
+    be.layout(B, "B")
+    C = check_output(be, out, (A.shape[0], B.shape[1]), A.dtype, {"A": A, "B": B})
+    if C is not None:
+        be.layout(C, "out")
+    return A, B, C

@@ -34,15 +34,13 @@ from ..backend import (
     Array,
     Backend,
     MemoryPlanError,
-    blas,
     check_output,
     get_backend,
-    matrix_pair,
     require_finite,
     require_host,
     require_memory,
 )
-from ..backend.checks import byte_count
+from ..backend.checks import byte_count, gemm_operands
 from ..backend.plans import MatmulPlan, PlanCache, PlanMismatch, operand_signature, resolve_options
 from ..profile import backend_profile
 from . import ops as _ops  # noqa: F401  (registers the "outofcore" operations)
@@ -72,14 +70,7 @@ def prepare(host: Backend, A: Any, B: Any, out: Any) -> tuple[np.ndarray, np.nda
     for name, x in (("A", A), ("B", B), ("out", out)):
         require_host(x, name, "the out-of-core engine streams host memory",
                      ", or use the in-core GEMM for operands already on the device")
-    A, B, _, _ = matrix_pair(host, A, B)
-    blas.check_dtypes(("A", A), ("B", B))
-    host.layout(A, "A")
-    host.layout(B, "B")
-    C = check_output(host, out, (A.shape[0], B.shape[1]), A.dtype, {"A": A, "B": B})
-    if C is not None:
-        host.layout(C, "out")
-    return A, B, C
+    return gemm_operands(host, A, B, out)
 
 
 @dataclass(frozen=True)

@@ -42,9 +42,9 @@ from typing import Any
 from ..backend import Array, Backend, get_backend, matrix_pair
 from ..backend.plans import PlanCache, operand_signature, resolve_options
 from .executor import run
-from .matmul_plan import NONFINITE, Options, Plan, checked, scalar
+from .matmul_plan import NONFINITE, Options, Plan, scalar
 
-__all__ = ["NONFINITE", "PLANS", "Options", "Plan", "checked", "matmul", "run", "scalar"]
+__all__ = ["NONFINITE", "PLANS", "Options", "Plan", "matmul", "run", "scalar"]
 
 #: The plans :func:`matmul` keeps, one per operand signature and options (each holds its workspace: clear
 #: it to hand that memory back).

@@ -19,7 +19,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from ..backend import Array, Backend, blas, check_output, get_backend, matrix_pair, require_finite, require_memory
+from ..backend import Array, Backend, get_backend, require_finite, require_memory
+from ..backend.checks import check_output, gemm_operands
 from ..backend.plans import MatmulPlan, PlanMismatch, operand_signature, resolve_options
 from . import ops as _ops  # noqa: F401  (registers the "splitk" operations)
 from .executor import run
@@ -59,18 +60,6 @@ def scalar(name: str, value: Any) -> float:
     return x
 
 
-def checked(be: Backend, A: Any, B: Any, out: Any) -> tuple[Array, Array, Array | None]:
-    """A, B and ``out`` after every check of their own, before any work (see :mod:`gpu.backend.checks`)."""
-    A, B, _, _ = matrix_pair(be, A, B)
-    blas.check_dtypes(("A", A), ("B", B))
-    be.layout(A, "A")
-    be.layout(B, "B")
-    C = check_output(be, out, (A.shape[0], B.shape[1]), A.dtype, {"A": A, "B": B})
-    if C is not None:
-        be.layout(C, "out")
-    return A, B, C
-
-
 class Plan(MatmulPlan):
     """``alpha A @ B + beta out`` by split-K for operands of the signature of (A, B, ``out``) on ``stream`` (the
     current one where None): built once (see the module notes), executed per call. Holds :attr:`split` (the
@@ -83,7 +72,7 @@ class Plan(MatmulPlan):
                  backend: str | Backend = "auto", stream: Any = None) -> None:
         be = get_backend(backend)
         self.options = opts = resolve_options(Options, options)
-        A, B, out = checked(be, A, B, out)
+        A, B, out = gemm_operands(be, A, B, out)
         (m, k), n = A.shape, B.shape[1]
         check_worth(m, n, k)
         ops = be.ops("splitk")
