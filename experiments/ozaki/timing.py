@@ -96,7 +96,8 @@ def measure_group(ctx: Context, ops: Operands, out: Array, fmt: str, slices: Seq
     """DGEMM, SGEMM and the Ozaki configurations of one format (writing into ``out``), interleaved;
     stored with ratios.
 
-    Every method runs once first (warm-up), by increasing slice count. A
+    Every method runs once first (warm-up), by increasing slice count, and twice where that is short (a first
+    call builds its plan and kernels, which the extrapolation below must not count). A
     configuration slower than ``plan.slow_factor`` DGEMMs keeps a single run;
     one whose time, extrapolated from the previous slice count by the number
     of slice pairs, exceeds ``plan.max_ratio`` DGEMMs is not run at all and is
@@ -123,6 +124,8 @@ def measure_group(ctx: Context, ops: Operands, out: Array, fmt: str, slices: Seq
                 predicted[name] = guess
                 continue
         first[name] = single_run(be, work)
+        if first[name] < SINGLE_RUN_SECONDS:     # a first call builds its plan (and kernels): time it warm too
+            first[name] = min(first[name], single_run(be, work))
         previous = name if name in plans else previous
     slow = {name for name in plans if name in first and first[name] > plan.slow_factor * first[DGEMM]}
     for name in slow:      # a warm-up run of seconds is its own sample: first-use costs are negligible there
