@@ -1,0 +1,108 @@
+"""Where a default ``strassen.matmul`` at level 0 loses to ``cupy.matmul`` at N <= 1024 (CuPy).
+
+On the H200 the default call ran at 0.76x ``cupy.matmul`` as called at N = 512 with ``out=C`` (and 0.735x by the
+device's clock alone), at 0.54x without ``out``. This probe separates the two clocks and the handles, interleaved
+in rounds at each size of :data:`SIZES`, on one set of uniform [0, 1) FP64 operands:
+
+* ``cupy.matmul``: ``cupy.matmul(A, B, out=C)``, CuPy's cuBLAS handle;
+* ``cupy.cublas``: CuPy's ``cublas.dgemm`` on CuPy's handle, called directly with the backend's arguments;
+* ``backend.gemm``: ``Backend.gemm`` (nvmath-python's per-stream handle with its own workspace, where installed);
+* ``gemm_call``: ``Backend.gemm_call`` (the same call, checked once), what a level-0 plan runs;
+* ``strassen``: ``gpu.strassen.matmul(A, B, out=C)`` at its defaults; ``strassen_new``: without ``out``.
+
+For each: **wall**, a loop of back-to-back calls then one synchronise, per call (as a user's loop makes them);
+**device**, the same loop issued behind a stream hold (``gpu.backend.hold``) and timed by CUDA events (the
+device alone); **host**, one call's host time on an idle device. Medians of :data:`ROUNDS` rounds. Writes
+``$OUT/level0-probe.json``; about 20 s on an H200. Run from the repository root with ``PYTHONPATH=$PWD``.
+"""
+
+import json
+import os
+import statistics
+import time
+
+import cupy as cp
+import numpy as np
+
+from experiments.core.ascalled import host_seconds
+from experiments.core.environment import environment
+from gpu.backend import get_backend
+from gpu.backend.blas import plan_gemm
+from gpu.backend.hold import stream_hold
+from gpu.strassen import matmul
+
+SIZES = (512, 768, 1024, 2048)
+ROUNDS, CALLS = 15, 50
+
+
+def calls(be, A, B, C) -> dict:
+    """The calls compared, by name (see the module)."""
+    from cupy_backends.cuda.libs import cublas
+
+    call = plan_gemm(be.layout(A), be.layout(B), be.layout(C))
+    one, zero = np.array(1.0), np.array(0.0)
+
+    def cupy_cublas():
+        handle = cp.cuda.device.get_cublas_handle()
+        cublas.dgemm(handle, call.transa, call.transb, call.m, call.n, call.k, one.ctypes.data, call.a, call.lda,
+                     call.b, call.ldb, zero.ctypes.data, call.c, call.ldc)
+
+    gemm_call = be.gemm_call(A, B, C)
+    return {"cupy.matmul": lambda: cp.matmul(A, B, out=C), "cupy.cublas": cupy_cublas,
+            "backend.gemm": lambda: be.gemm(A, B, C), "gemm_call": lambda: gemm_call(A, B, C),
+            "strassen": lambda: matmul(A, B, out=C), "strassen_new": lambda: matmul(A, B)}
+
+
+def wall(work) -> float:
+    cp.cuda.Device().synchronize()
+    start = time.perf_counter()
+    for _ in range(CALLS):
+        work()
+    cp.cuda.Device().synchronize()
+    return (time.perf_counter() - start) / CALLS
+
+
+def device(hold, work) -> float:
+    stream = cp.cuda.get_current_stream()
+    begin, end = cp.cuda.Event(), cp.cuda.Event()
+    with hold.held(stream):
+        begin.record()
+        for _ in range(CALLS):
+            work()
+        end.record()
+    end.synchronize()
+    hold.check()
+    return cp.cuda.get_elapsed_time(begin, end) / 1e3 / CALLS
+
+
+def main() -> None:
+    be = get_backend("cupy")
+    hold = stream_hold(cp)
+    out = {"script": "results/published/scripts/level0_probe.py", "environment": environment(be),
+           "nvmath_handle": be.supports_graphs, "calls_per_sample": CALLS, "rounds": ROUNDS, "points": []}
+    for n in SIZES:
+        rng = cp.random.default_rng(n)
+        A, B, C = rng.random((n, n)), rng.random((n, n)), cp.empty((n, n))
+        works = calls(be, A, B, C)
+        for work in works.values():
+            work()
+        samples = {name: {"wall": [], "device": []} for name in works}
+        names = list(works)
+        for r in range(ROUNDS):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                samples[name]["wall"].append(wall(works[name]))
+                samples[name]["device"].append(device(hold, works[name]))
+        point = {"n": n, "median_s": {name: {k: statistics.median(v) for k, v in s.items()}
+                                      for name, s in samples.items()},
+                 "host_s": {name: host_seconds(be, work) for name, work in works.items()}}
+        ref = point["median_s"]["cupy.matmul"]
+        point["x_cupy_matmul"] = {name: {k: ref[k] / m[k] for k in m} for name, m in point["median_s"].items()}
+        out["points"].append(point)
+        print(n, {name: (round(x["wall"], 3), round(x["device"], 3), round(1e6 * point["host_s"][name], 1))
+                  for name, x in point["x_cupy_matmul"].items()}, flush=True)
+    with open(os.path.join(os.environ.get("OUT", "/tmp"), "level0-probe.json"), "w") as fh:
+        json.dump(out, fh, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main()
