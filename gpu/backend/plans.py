@@ -100,20 +100,21 @@ class MatmulPlan(abc.ABC):
     signature: tuple | None
     stream: Any = None
 
-    def execute(self, A: Array, B: Array, out: Array | None = None, *, stream: Any = None) -> Array:
+    def execute(self, A: Array, B: Array, out: Array | None = None, *, stream: Any = None, **per_call: Any) -> Array:
         """``A @ B`` (or the family's product) by this plan, on ``stream`` (default: the plan's stream, else
-        the current one): only the per-call work. PlanMismatch where the operands differ from the plan's."""
+        the current one): only the per-call work. PlanMismatch where the operands differ from the plan's.
+        ``per_call``: a family's per-call arguments (split-K's alpha and beta), passed to :meth:`_execute`."""
         if self.signature is None:
             raise ValueError("this plan was freed; build a new one")
-        got = operand_signature(self.backend, A, B, out, stream if stream is not None else self.stream)
+        if stream is None:
+            stream = self.stream
+        got = operand_signature(self.backend, A, B, out, stream)
         if got != self.signature:
             raise PlanMismatch(self._mismatch(got))
         if stream is None:
-            stream = self.stream
-        if stream is None:
-            return self._execute(A, B, out)
+            return self._execute(A, B, out, **per_call)
         with stream:
-            return self._execute(A, B, out)
+            return self._execute(A, B, out, **per_call)
 
     @abc.abstractmethod
     def _execute(self, A: Array, B: Array, out: Array | None) -> Array:

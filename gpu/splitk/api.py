@@ -80,4 +80,4 @@ def matmul(A: Any, B: Any, *, alpha: float = 1.0, beta: float = 0.0, out: Any = 
     plan = PLANS.get(key, lambda: Plan(A, B, out=out, backend=be, options=resolve_options(
         Options, options, chunks=chunks, chunk_width=chunk_width, deterministic=deterministic,
         check_finite=check_finite)))
-    return plan._run(A, B, out, alpha, beta)
+    return plan._execute(A, B, out, alpha, beta)

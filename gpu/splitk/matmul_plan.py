@@ -21,7 +21,7 @@ from typing import Any
 
 from ..backend import Array, Backend, get_backend, require_finite, require_memory
 from ..backend.checks import check_output, gemm_operands
-from ..backend.plans import MatmulPlan, PlanMismatch, operand_signature, resolve_options
+from ..backend.plans import MatmulPlan, operand_signature, resolve_options
 from . import ops as _ops  # noqa: F401  (registers the "splitk" operations)
 from .executor import run
 from .plan import check_worth
@@ -90,21 +90,9 @@ class Plan(MatmulPlan):
         """``alpha A @ B + beta out`` into ``out`` (a new array where None, which needs ``beta = 0``) on ``stream``
         (default: the plan's), for operands of the plan's signature (:class:`gpu.backend.plans.PlanMismatch`
         otherwise); alpha and beta are host numbers, any finite ones, per call."""
-        if self.signature is None:
-            raise ValueError("this plan was freed; build a new one")
-        stream = self.stream if stream is None else stream
-        got = operand_signature(self.backend, A, B, out, stream)
-        if got != self.signature:
-            raise PlanMismatch(self._mismatch(got))
-        if stream is None:
-            return self._run(A, B, out, alpha, beta)
-        with stream:
-            return self._run(A, B, out, alpha, beta)
+        return super().execute(A, B, out, stream=stream, alpha=alpha, beta=beta)
 
-    def _execute(self, A: Array, B: Array, out: Array | None) -> Array:
-        return self._run(A, B, out, 1.0, 0.0)
-
-    def _run(self, A: Array, B: Array, out: Array | None, alpha: Any, beta: Any) -> Array:
+    def _execute(self, A: Array, B: Array, out: Array | None, alpha: Any = 1.0, beta: Any = 0.0) -> Array:
         """The per-call work for operands of the plan's signature, on the current stream."""
         alpha, beta = scalar("alpha", alpha), scalar("beta", beta)
         if out is None and beta != 0:
