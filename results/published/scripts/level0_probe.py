@@ -75,6 +75,37 @@ def device(hold, work) -> float:
     return cp.cuda.get_elapsed_time(begin, end) / 1e3 / CALLS
 
 
+def pieces(be, A, B, C) -> dict:
+    """Host microseconds per call of the pieces of a default level-0 call with ``out=C`` (the device left to
+    queue; one synchronise per 200 calls so the queue stays short)."""
+    from gpu.backend.plans import operand_signature
+    from gpu.profile import profile_stamp
+    from gpu.strassen.api import PLANS
+    from gpu.strassen.options import options_of
+
+    matmul(A, B, out=C)
+    o = options_of(None, {})
+    key = operand_signature(be, A, B, C)
+    plan = PLANS.get((key, o), None)
+    parts = {"options_of": lambda: options_of(None, {"level": None, "schedule": None, "graph": None}),
+             "signature": lambda: operand_signature(be, A, B, C), "cache_get": lambda: PLANS.get((key, o), None),
+             "profile_stamp": lambda: profile_stamp(be), "meet": lambda: plan._meet(A, B, C),
+             "pointer": lambda: be.pointer(A), "level0": lambda: plan._gemm(A, B, C),
+             "execute": lambda: plan._execute(A, B, C), "matmul": lambda: matmul(A, B, out=C),
+             "cupy.matmul": lambda: cp.matmul(A, B, out=C)}
+    out = {}
+    for name, work in parts.items():
+        best = float("inf")
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(200):
+                work()
+            best = min(best, (time.perf_counter() - start) / 200)
+            cp.cuda.Device().synchronize()
+        out[name] = best * 1e6
+    return out
+
+
 def main() -> None:
     be = get_backend("cupy")
     hold = stream_hold(cp)
@@ -97,6 +128,9 @@ def main() -> None:
                  "host_s": {name: host_seconds(be, work) for name, work in works.items()}}
         ref = point["median_s"]["cupy.matmul"]
         point["x_cupy_matmul"] = {name: {k: ref[k] / m[k] for k in m} for name, m in point["median_s"].items()}
+        if n == SIZES[0]:
+            point["pieces_us"] = pieces(be, A, B, C)
+            print("pieces (us)", {k: round(v, 2) for k, v in point["pieces_us"].items()}, flush=True)
         out["points"].append(point)
         print(n, {name: (round(x["wall"], 3), round(x["device"], 3), round(1e6 * point["host_s"][name], 1))
                   for name, x in point["x_cupy_matmul"].items()}, flush=True)

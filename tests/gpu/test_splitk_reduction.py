@@ -1,0 +1,36 @@
+"""Split-K's deterministic reduction on the GPU: the one-launch kernel (``splitk_reduce``) and the two-launch
+pair (``splitk_groups``, ``splitk_finish``) add the partials in the plan's order, so both give the bits of the
+NumPy reduction (:meth:`gpu.splitk.ops.HostOps.reduce`) for the same partials."""
+
+import math
+
+import numpy as np
+import pytest
+
+from gpu.backend import get_backend
+from gpu.splitk.plan import SplitPlan
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("chunks", [1, 2, 7, 64, 65, 300, 4097])
+@pytest.mark.parametrize("m, n", [(3, 5), (16, 16), (33, 7)])
+@pytest.mark.parametrize("beta", [0.0, -0.75])
+def test_both_device_reductions_give_the_host_bits(cupy_backend, chunks, m, n, beta):
+    import cupy as cp
+
+    from gpu.splitk import kernels
+
+    rng = np.random.default_rng(chunks * 1000 + m)
+    plan = SplitPlan(m, n, chunks * 4, chunks, math.isqrt(chunks - 1) + 1)
+    partials = rng.standard_normal((chunks, m, n)) * np.exp2(rng.integers(-30, 30, (chunks, m, n)))
+    partials[0, 0, 0] = -0.0 if chunks == 1 else partials[0, 0, 0]
+    c0 = rng.standard_normal((n, m)).T                            # a column-major C
+    host_c = c0.copy()
+    get_backend("numpy").ops("splitk").reduce(partials.copy(), host_c, plan, 1.5, beta)
+    for fused in (True, False):
+        P, C = cp.asarray(partials), cp.asarray(c0, order="F")
+        kernels.Reduction(plan, np.float64, kernels._strides(C), fused=fused)(P, C, 1.5, beta)
+        got = cp.asnumpy(C)
+        assert np.array_equal(got, host_c), f"fused={fused}"
+        assert np.array_equal(np.signbit(got), np.signbit(host_c))
