@@ -144,6 +144,14 @@ class Backend(abc.ABC):
     def _gemm_plans(self) -> LRU:
         return LRU(MAX_GEMM_PLANS)
 
+    def device_key(self, x: Array) -> Any:
+        """The device ``x`` lives on, for plan signatures (None where the backend has one device: NumPy)."""
+        return None
+
+    def stream_key(self, stream: Any = None) -> Any:
+        """The handle of ``stream``, else of the current stream, for plan signatures (None without streams)."""
+        return None
+
     def _writeable(self, x: Array) -> bool:
         """Whether ``x`` may be written (False for NumPy's read-only views and broadcasts)."""
         return getattr(getattr(x, "flags", None), "writeable", True)
@@ -264,6 +272,18 @@ class Backend(abc.ABC):
         """``A @ B`` by the array library's own product, into a new array (NumPy's ``matmul``; the CuPy backend
         makes it one cuBLAS call on the views): level 0 of a method is then the product its caller would write."""
         return self.xp.matmul(A, B)
+
+    def product_call(self, A: Array, B: Array, check: Callable[[], None]) -> Callable[[Array, Array], Array]:
+        """``(A, B) -> A @ B`` into a new array for operands of A's and B's signature, checked once (a plan's
+        level 0 without ``out``). ``check`` raises where the output does not fit (a
+        :class:`gpu.backend.MemoryPlanError`): here it runs before each :meth:`product`, since host memory is
+        promised before it is touched."""
+        product = self.product
+
+        def new(A: Array, B: Array) -> Array:
+            check()
+            return product(A, B)
+        return new
 
     @abc.abstractmethod
     def memory_info(self) -> tuple[int, int]:

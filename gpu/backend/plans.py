@@ -23,11 +23,11 @@ from __future__ import annotations
 import abc
 import dataclasses
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
-from .checks import writeable
 from .interface import Array, Backend
 
 #: Plans a family's ``matmul`` keeps, least recently used evicted first.
@@ -64,26 +64,25 @@ def _build(kind: type[O], fields: dict[str, Any]) -> O:
 def stream_key(be: Backend, stream: Any = None) -> Any:
     """What identifies the stream work goes to: ``stream``'s handle where given, else the current stream's
     (None on NumPy, which has none)."""
-    if be.name != "cupy":
-        return None
-    return (stream if stream is not None else be.current_stream()).ptr
+    return be.stream_key(stream)
 
 
 def device_key(be: Backend, x: Array) -> Any:
     """The device ``x`` lives on (None on NumPy)."""
-    device = getattr(x, "device", None)
-    return getattr(device, "id", None) if be.name == "cupy" else None
+    return be.device_key(x)
 
 
 def operand_signature(be: Backend, A: Any, B: Any, out: Any = None, stream: Any = None) -> tuple | None:
     """The signature of (A, B, out) on ``be``: shapes, strides, dtypes, writeability, device and stream; None
-    where an operand is not a plain array of ``be`` (such a call converts it first and is not kept)."""
+    where an operand is not a plain array of ``be`` (such a call converts it first and is not kept). Asked on
+    every call of a family's ``matmul``: each attribute is read once, through the backend's cheapest way."""
     array = be.xp.ndarray
     if type(A) is not array or type(B) is not array or (out is not None and type(out) is not array):
         return None
-    given = (None,) if out is None else (out.shape, out.strides, out.dtype, writeable(out))
-    return (be.name, device_key(be, A), stream_key(be, stream), A.shape, A.strides, A.dtype, writeable(A),
-            B.shape, B.strides, B.dtype, writeable(B), *given)
+    w = be._writeable
+    given = (None,) if out is None else (out.shape, out.strides, out.dtype, w(out))
+    return (be.name, be.device_key(A), be.stream_key(stream), A.shape, A.strides, A.dtype, w(A),
+            B.shape, B.strides, B.dtype, w(B), *given)
 
 
 class PlanMismatch(ValueError):
@@ -159,19 +158,22 @@ class PlanCache:
         self.size = size
         self._plans: OrderedDict[Hashable, MatmulPlan] = OrderedDict()
         self._lock = threading.Lock()
+        _CACHES.add(self)
 
     def get(self, key: Hashable | None, build: Callable[[], P]) -> P:
         """The kept plan of ``key``, else ``build()`` (kept where ``key`` is not None and hashes)."""
         if key is None:
             return build()
         try:
-            with self._lock:
-                plan = self._plans.get(key)
-                if plan is not None:
-                    self._plans.move_to_end(key)
-                    return plan
+            plan = self._plans.get(key)                # a hit takes no lock: one dict read under the GIL
         except TypeError:                              # an option that is no key: never kept
             return build()
+        if plan is not None:
+            try:                                       # noqa: SIM105  (suppress() costs a call's host time)
+                self._plans.move_to_end(key)
+            except KeyError:                           # evicted by another thread meanwhile: still usable once
+                pass
+            return plan
         plan = build()
         evicted = []
         with self._lock:
@@ -191,3 +193,14 @@ class PlanCache:
             plans, self._plans = list(self._plans.values()), OrderedDict()
         for plan in plans:
             plan.free()
+
+
+_CACHES: weakref.WeakSet[PlanCache] = weakref.WeakSet()
+
+
+def free_kept_plans() -> None:
+    """Free the plans every family's ``matmul`` keeps (their workspaces, graphs and kernels' buffers): the
+    device memory they hold returns to the pool, and the next call of each signature plans again."""
+    for cache in list(_CACHES):
+        cache.clear()
+

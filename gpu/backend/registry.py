@@ -30,6 +30,9 @@ def get_backend(name: str | Backend = "auto") -> Backend:
     otherwise try CuPy again each time: 2 us of host time a call on a CPU). Asking for ``"cupy"`` where no
     GPU is usable raises :class:`BackendUnavailable` with the reason.
     """
+    kept = _instances.get(name) if type(name) is str else None
+    if kept is not None:                   # every call asks: a dict read, not an ABC isinstance test
+        return kept
     if isinstance(name, Backend):
         return name
     if name == "auto":

@@ -55,8 +55,8 @@ from .variants import (  # noqa: F401  (the variants' names, re-exported for scr
     DEPTH,
     L2_FETCH,
     PIPELINED,
-    SLICES,
     STAGES,
+    TUNED,
     WARP_TILE,
     WARPS,
     WIDE_SLICES,
@@ -71,13 +71,7 @@ _THREADS, _MAX_BLOCKS = 256, 4096
 #: layout and alignment allow (:func:`flags`), 8 one.
 COPY_BYTES = 16
 
-#: Rows of a block of the one-launch reduction (``splitk_reduce``): groups summed at once per 32 outputs.
-REDUCE_LANES = 8
-#: Whether the deterministic reduction is one launch (``splitk_reduce``) or two (``splitk_groups``, ``splitk_finish``).
-FUSED_REDUCTION = True
-
-_SOURCE = (source.SOURCE.replace("__TILE__", str(TILE)).replace("__WARPS__", str(WARPS))
-           .replace("__LANES__", str(REDUCE_LANES)))
+_SOURCE = source.SOURCE.replace("__TILE__", str(TILE)).replace("__WARPS__", str(WARPS))
 
 
 def variant(dtype: Any, m: int, n: int, wide: bool = False) -> Variant:
@@ -124,10 +118,8 @@ def _elementwise(name: str, dtype: Any) -> Any:
     return _function(f"{name}<{_ctype(dtype)}>")
 
 
-def reduction_names(dtype: Any) -> tuple[str, ...]:
+def reduction_names(dtype: Any) -> tuple[str, str]:
     """The deterministic reduction's kernels for ``dtype``."""
-    if FUSED_REDUCTION:
-        return (f"splitk_reduce<{_ctype(dtype)}>",)
     return f"splitk_groups<{_ctype(dtype)}>", f"splitk_finish<{_ctype(dtype)}>"
 
 
@@ -228,24 +220,15 @@ class Reduction:
     """The deterministic reduction of a plan's partials into C of element strides ``c_strides``: its kernels,
     grids and sizes fixed once."""
 
-    def __init__(self, plan: SplitPlan, dtype: Any, c_strides: tuple, fused: bool | None = None) -> None:
+    def __init__(self, plan: SplitPlan, dtype: Any, c_strides: tuple) -> None:
         outputs = plan.m * plan.n
         self.sizes = (np.int64(outputs), np.int64(plan.chunks), np.int64(plan.group))
-        self.c_args = (*c_strides, np.int32(plan.n))
-        self.fused = FUSED_REDUCTION if fused is None else fused
-        if self.fused:
-            self.reduce = _elementwise("splitk_reduce", dtype)
-            self.reduce_grid = (max(1, min(_MAX_BLOCKS, -(-outputs // 32))),)
-            return
         self.groups = _elementwise("splitk_groups", dtype) if plan.group > 1 else None
         self.finish = _elementwise("splitk_finish", dtype)
         self.groups_grid, self.finish_grid = _blocks(plan.groups * outputs), _blocks(outputs)
+        self.c_args = (*c_strides, np.int32(plan.n))
 
     def __call__(self, P: Array, C: Array, alpha: float, beta: float) -> None:
-        if self.fused:
-            self.reduce(self.reduce_grid, (32, REDUCE_LANES), (P, *self.sizes, C, *self.c_args, np.float64(alpha),
-                                                              np.float64(beta)))
-            return
         if self.groups is not None:
             self.groups(self.groups_grid, (_THREADS,), (P, *self.sizes))
         self.finish(self.finish_grid, (_THREADS,), (P, *self.sizes, C, *self.c_args, np.float64(alpha),

@@ -1,7 +1,7 @@
 """The CUDA source of split-K's kernels (see :mod:`gpu.splitk.kernels` for what each does).
 
 Kept apart from the launching code so that it can be compiled and checked without CuPy.
-``__TILE__``, ``__WARPS__`` and ``__LANES__`` are filled in by :mod:`gpu.splitk.kernels`.
+``__TILE__`` and ``__WARPS__`` are filled in by :mod:`gpu.splitk.kernels`.
 """
 
 SOURCE = r"""
@@ -365,45 +365,6 @@ __global__ void splitk_finish(const T* __restrict__ P, long long outputs, long l
         const long long r = o / n, c = o - r * n;
         T* dst = C + r * sc0 + c * sc1;
         *dst = epilogue(alpha, s, beta, beta == 0.0 ? T(0) : *dst);
-    }
-}
-
-/* The same reduction in one launch: a block of 32 x __LANES__ threads owns 32 outputs; its rows sum the
-   groups in rounds of __LANES__ (each group in chunk order) and its first row adds each round's group sums
-   in group order, then applies alpha and beta: the operations of splitk_groups and splitk_finish, in their
-   order, with one launch fewer. */
-template <typename T>
-__global__ void splitk_reduce(const T* __restrict__ P, long long outputs, long long chunks, long long group,
-                              T* C, long long sc0, long long sc1, int n, double alpha, double beta)
-{
-    __shared__ T part[__LANES__][32];
-    const long long groups = (chunks + group - 1) / group;
-    for (long long base = (long long)blockIdx.x * 32; base < outputs; base += (long long)gridDim.x * 32) {
-        const long long o = base + threadIdx.x;
-        const bool live = o < outputs;
-        T total = T(0);
-        for (long long round = 0; round < groups; round += __LANES__) {
-            const long long g = round + threadIdx.y;
-            if (live && g < groups) {
-                const long long first = g * group, last = min(chunks, first + group);
-                T s = P[first * outputs + o];
-#pragma unroll 8
-                for (long long h = first + 1; h < last; ++h) s = add_rn(s, P[h * outputs + o]);
-                part[threadIdx.y][threadIdx.x] = s;
-            }
-            __syncthreads();
-            if (threadIdx.y == 0 && live) {
-                const int count = (int)min((long long)__LANES__, groups - round);
-                for (int j = 0; j < count; ++j)
-                    total = round == 0 && j == 0 ? part[0][threadIdx.x] : add_rn(total, part[j][threadIdx.x]);
-            }
-            __syncthreads();
-        }
-        if (threadIdx.y == 0 && live) {
-            const long long r = o / n, c = o - r * n;
-            T* dst = C + r * sc0 + c * sc1;
-            *dst = epilogue(alpha, total, beta, beta == 0.0 ? T(0) : *dst);
-        }
     }
 }
 

@@ -28,17 +28,24 @@ L2_FETCH = 256
 ATOMS = ((90, (2, 4)), (80, (1, 1)))
 #: Shared-memory stages of the pipelined kernel.
 STAGES = 3
-#: Stage depth (slices of 16 per warp that splits k) of the pipelined kernel per warp grid (tiles along m and
-#: n, warps along m and n), where a measurement beat the default (at least 32 deep). On the H100
-#: m = n = 32 ran 0.4-2% faster at k = 2^21-2^24 with 128-deep stages (one block per SM) than with 64-deep
-#: ones; with stages twice their default depth m = n = 16 gained 2% at k = 2^20 (one wave) but lost 3% at
-#: 2^24 (1024-wide chunks: hence :data:`WIDE_SLICES`), and m = n = 64 lost up to 11%.
-SLICES = {(2, 4, 1, 1): 2}
-#: Stage depth as in :data:`SLICES`, for a plan of one wave of wide chunks (:attr:`SplitPlan.wide`), where it
-#: differs: half the blocks per SM, each with stages twice as deep. Measured on the H100 (cache flushed
-#: before every sample; results/published/h100-splitk-probes.json, "wide"): m = n = 16 in the atomic mode at
-#: 92.8% of the copy's bandwidth against 89.8% at k = 2^20, 98.2% against 97.1% at 2^21, the same from 2^22;
-#: the deterministic mode 0.8-0.9% faster at 2^20-2^21. With 1024-wide chunks the same depth lost 3% (SLICES).
+#: The pipelined kernel's shape per output class, where a measurement beat the default (16 deep per warp that
+#: splits k, at least 32 per stage; :data:`STAGES`; :data:`WARP_TILE`), keyed by the class's warp grid at the
+#: default warp tile (tiles along m and n, warps along m and n). Measured on the H200 (device time against
+#: cuBLAS, cache flushed before every sample, deterministic mode; results/published/h200/h200-splitk-tune.json,
+#: from results/published/scripts/splitk_tune.py): m = n = 32 (grid (2, 4, 1, 1)) with 16-wide warp tiles
+#: (four warps each owning a quarter of the output, none splitting k), 16 deep and 4 stages ran at 0.910x and
+#: 0.938x cuBLAS at k = 2^22 and 2^24 against 0.890x and 0.877x for the H100's choice (32-wide, 128-deep
+#: stages), which kept a 1.5% lead at 2^20 only; m = n = 64 (grid (2, 4, 2, 2)) 16 deep ran at 0.883x, 0.878x
+#: and 0.916x at k = 2^20, 2^22 and 2^24 against 0.878x, 0.863x and 0.864x for 32 deep. (On the H100 the
+#: 128-deep stages had run m = n = 32 0.4-2% faster than 64-deep ones at k = 2^21-2^24.)
+TUNED = {(2, 4, 1, 1): {"warp_tile": 16, "slices": 1, "stages": 4}, (2, 4, 2, 2): {"slices": 1}}
+#: Stage depth (slices of 16 per warp that splits k), for a plan of one wave of wide chunks
+#: (:attr:`SplitPlan.wide`), where it differs: half the blocks per SM, each with stages twice as deep.
+#: Measured on the H100 (cache flushed before every sample; results/published/h100-splitk-probes.json, "wide"):
+#: m = n = 16 in the atomic mode at 92.8% of the copy's bandwidth against 89.8% at k = 2^20, 98.2% against
+#: 97.1% at 2^21, the same from 2^22; the deterministic mode 0.8-0.9% faster at 2^20-2^21. With 1024-wide
+#: chunks the same depth lost 3%. On the H200 the wide form ran m = n = 16 at 1.179x cuBLAS at k = 2^20
+#: against 1.088x for the narrow one (splitk_tune.py).
 WIDE_SLICES = {(1, 2, 1, 1): 2}
 #: Compute capability from which the pipelined kernel runs (its m16n8k16 is sm_90's). Measured on the H100
 #: (device time, k = 2^20-2^24): it took m = n = 64 from 85-92% to 95-102% of the copy's bandwidth and
@@ -90,17 +97,22 @@ class Variant:
              wide: bool = False) -> Variant:
         """The pipelined FP64 tensor-core kernel (sm_90): the tile of :meth:`Variant.dmma` with m16n8k16,
         fed through ``stages`` shared-memory buffers filled by ``cp.async``, each ``16 x slices`` deep per
-        warp that splits k (``slices`` default: :data:`WIDE_SLICES` for ``wide`` chunks, :data:`SLICES`,
-        else at least 32 deep per stage)."""
+        warp that splits k (``slices`` default: :data:`WIDE_SLICES` for ``wide`` chunks, else at least 32 deep
+        per stage)."""
         tm, tn, wms, wns = _warp_grid(m, n, 16, warp_tile)
         kw = WARPS // (wms * wns)
         grid = (tm, tn, wms, wns)
-        slices = slices or (wide and WIDE_SLICES.get(grid)) or SLICES.get(grid, max(1, 32 // (16 * kw)))
+        slices = slices or (wide and WIDE_SLICES.get(grid)) or max(1, 32 // (16 * kw))
         rows, cols, depth = 16 * tm * wms, 8 * tn * wns, 16 * kw * slices
         stage = rows * (depth + 4) + depth * (cols + 4)
         shared = 8 * max(stages * stage, kw * rows * (cols + 1))
         return Variant(f"splitk_pipe<{tm}, {tn}, {wms}, {wns}, {slices}, {stages}>", (32 * WARPS,), rows, cols,
                        shared)
+
+    @staticmethod
+    def tuned(m: int, n: int, wide: bool = False) -> Variant:
+        """:meth:`pipe` in the shape :data:`TUNED` gives the output's class, else the default one."""
+        return Variant.pipe(m, n, wide=wide, **TUNED.get(_warp_grid(m, n, 16, WARP_TILE), {}))
 
 
 def atom(capability: int) -> tuple[int, int] | None:
@@ -116,5 +128,5 @@ def choose(dtype: Any, m: int, n: int, capability: int, wide: bool = False) -> V
     if np.dtype(dtype) != np.float64 or a is None:
         return Variant.tile(dtype)
     if capability >= PIPELINED and m % 8 == 0 and n % 8 == 0:
-        return Variant.pipe(m, n, wide=wide)
+        return Variant.tuned(m, n, wide=wide)
     return Variant.dmma(m, n, a)

@@ -73,11 +73,15 @@ from typing import Any
 from ..backend import Array, Backend, get_backend, matrix_pair
 from ..backend.plans import PlanCache, operand_signature
 from .levels import MIN_BOTTOM, check_level, check_schedule, deepest_level, resolve_auto_level
-from .options import FRINGES, Options, options_of
+from .options import DEFAULT, FRINGES, Options, options_of
 from .plan import NONFINITE, Plan, keep, kept_plans, top_support
 
 __all__ = ["FRINGES", "MIN_BOTTOM", "NONFINITE", "PLANS", "check_level", "check_schedule", "deepest_level",
            "forget", "kept", "matmul", "resolve_auto_level", "top_support"]
+
+_KEYWORDS = ("level", "schedule", "parallel", "fused", "overwrite_a", "overwrite_b", "fringe", "check_finite", "graph",
+             "workspace", "regime", "flat")
+_NONE_GIVEN = (None,) * len(_KEYWORDS)
 
 #: The plans ``matmul`` keeps, by signature and options (least recently used freed first).
 PLANS = PlanCache()
@@ -131,10 +135,9 @@ def matmul(A: Any, B: Any, *, level: int | str | None = None, schedule: str | Se
     for a product predicted not to fit in free memory: all before any work.
     """
     be = get_backend(backend)
-    o = options_of(options, {"level": level, "schedule": schedule, "parallel": parallel, "fused": fused,
-                             "overwrite_a": overwrite_a, "overwrite_b": overwrite_b, "fringe": fringe,
-                             "check_finite": check_finite, "graph": graph, "workspace": workspace, "regime": regime,
-                             "flat": flat})
+    given = (level, schedule, parallel, fused, overwrite_a, overwrite_b, fringe, check_finite, graph, workspace,
+             regime, flat)
+    o = DEFAULT if options is None and given == _NONE_GIVEN else options_of(options, dict(zip(_KEYWORDS, given)))
     key = operand_signature(be, A, B, out)
     if key is None:                        # converted inputs: planned for this call, their copies its scratch
         A, B, own_a, own_b = matrix_pair(be, A, B)

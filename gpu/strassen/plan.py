@@ -47,7 +47,7 @@ from ..backend import (
 from ..backend.blas import bytes_meet
 from ..backend.checks import require_writeable
 from ..backend.plans import MatmulPlan, operand_signature, resolve_options
-from ..profile import profile_stamp
+from ..profile import ProfileWatch
 from . import finite
 from .choose import Configuration
 from .costs import total_launches
@@ -91,7 +91,7 @@ class Plan(MatmulPlan):
         self.product = Product(m, k, n, A.dtype, 0 if out is not None else m * n * A.itemsize,
                                apart and (o.overwrite_a or _owned[0]), apart and (o.overwrite_b or _owned[1]))
         self._extents = (la.extent, lb.extent, 0 if out is None else be.layout(out).extent)
-        self._stamp = profile_stamp(be) if o.level == "auto" else None
+        self._watch = ProfileWatch(be) if o.level == "auto" else None
         self._lock = threading.Lock()
         self._decide()
         self._gemm = self._level0(A, B, out)
@@ -141,34 +141,41 @@ class Plan(MatmulPlan):
 
     def _level0(self, A: Array, B: Array, out: Array | None) -> Any:
         """The level-0 product ``(A, B, out) -> C``, checked once: into ``out`` by a
-        :class:`gpu.backend.calls.GemmCall`; without ``out`` the backend's own product into a new C, after the
-        memory check of C."""
+        :class:`gpu.backend.calls.GemmCall` (whose address test refuses an ``out`` that overlaps A or B); without
+        ``out`` by the backend's :meth:`~gpu.backend.Backend.product_call` into a new C, whose memory check
+        says why where C does not fit."""
         be = self.backend
         if out is not None:
             call = be.gemm_call(A, B, out)
-            return lambda A, B, out: (call(A, B, out), out)[1]
 
-        def new(A: Array, B: Array, out: Any = None) -> Array:
-            require_memory(be, *self._output)
-            return be.product(A, B)
-        return new
+            def into(A: Array, B: Array, out: Array) -> Array:
+                try:
+                    call(A, B, out)
+                except ValueError:
+                    self._meet(A, B, out)                  # names the overlap in the caller's terms
+                    raise
+                return out
+            return into
+        new = be.product_call(A, B, lambda: require_memory(be, *self._output))
+        return lambda A, B, out: new(A, B)
 
     # --------------------------------------------------------------------------- the per-call work
 
     def _execute(self, A: Array, B: Array, out: Array | None) -> Array:
-        be, d = self.backend, self.decision
-        if self._stamp is not None and profile_stamp(be) != self._stamp:
+        be = self.backend
+        if self._watch is not None and self._watch.changed():
             self.release_workspace()
-            self._stamp = profile_stamp(be)
             self._decide()
-            d = self.decision
+        d = self.decision
+        if not d.level:
+            if self.options.check_finite:
+                require_finite(be, True, {"A": A, "B": B}, NONFINITE)
+            return self._gemm(A, B, out)
         if self._meet(A, B, out):
             with Plan(A, B, out=out, options=self.options, backend=be) as once:   # no rights over shared bytes
                 return once._execute(A, B, out)
         if self.options.check_finite:
             require_finite(be, True, {"A": A, "B": B}, NONFINITE)
-        if not d.level:
-            return self._gemm(A, B, out)
         with self._lock:
             if not self._filled:
                 self._require(d.memory)
