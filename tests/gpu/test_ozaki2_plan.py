@@ -155,18 +155,50 @@ def _device_operands(be, N, seed=1):
 
 @pytest.mark.gpu
 def test_gpu_fixed_count_returns_while_the_stream_is_busy(cupy_backend, busy):
-    """With a count given the call only queues work: it returns within 1 ms while a 200 ms kernel holds the
-    stream (NaN handling included: it is found on the device)."""
+    """With a count given the call only queues work (NaN handling included: it is found on the device): eagerly
+    (a new output, first seen) it returns long before a 200 ms kernel that holds the stream ends, and replayed
+    as a graph (``out=`` kept, from the second call) within 1 ms."""
     dA, dB = _device_operands(cupy_backend, 512)
     want = ozaki2.matmul(dA, dB, moduli=15, scaling="fast", backend=cupy_backend)      # plan and kernels made
-    cupy_backend.synchronize()
-    busy(200)
-    start = time.perf_counter()
-    C = ozaki2.matmul(dA, dB, moduli=15, scaling="fast", backend=cupy_backend)
-    seconds = time.perf_counter() - start
-    cupy_backend.synchronize()
-    assert seconds < 1e-3, f"the call took {seconds * 1e3:.2f} ms while the stream was busy"
-    assert bool((C == want).all())
+    C = cupy_backend.xp.empty_like(want)
+    for _ in range(2):                                                                 # seen, then captured
+        ozaki2.matmul(dA, dB, moduli=15, scaling="fast", out=C, backend=cupy_backend)
+    times = {}
+    for name, call in (("eager", lambda: ozaki2.matmul(dA, dB, moduli=15, scaling="fast", backend=cupy_backend)),
+                       ("replay", lambda: ozaki2.matmul(dA, dB, moduli=15, scaling="fast", out=C,
+                                                        backend=cupy_backend))):
+        cupy_backend.synchronize()
+        busy(200)
+        start = time.perf_counter()
+        got = call()
+        times[name] = time.perf_counter() - start
+        cupy_backend.synchronize()
+        assert bool((got == want).all()), name
+    assert times["eager"] < 0.05, f"the eager call took {times['eager'] * 1e3:.2f} ms while the stream was busy"
+    assert times["replay"] < 1e-3, f"the replayed call took {times['replay'] * 1e3:.2f} ms while the stream was busy"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("moduli", ["auto", 14])
+def test_gpu_replayed_calls_give_the_eager_bits_for_new_values(cupy_backend, moduli):
+    """A kept plan replays its work as a graph per address set from the second call: new values at the same
+    addresses (NaN and infinity included, and a count that "auto" picks anew) give the bits of the eager plan
+    (NumPy's), and the graphs are kept per address set and count."""
+    A, B = operands(320, 300, 260, seed=8)
+    dA, dB = cupy_backend.asarray(A), cupy_backend.asarray(B)
+    C = cupy_backend.xp.empty((320, 260))
+    with ozaki2.Plan(dA, dB, out=C, options={"moduli": moduli}, backend=cupy_backend) as plan:
+        for step in range(5):
+            A2, B2 = operands(320, 300, 260, phi=1.0 + 2 * (step % 2), seed=20 + step)
+            if step == 3:
+                A2[7, 8], B2[9, 100] = np.nan, -np.inf
+            dA.set(A2)
+            dB.set(B2)
+            got = cupy_backend.to_numpy(plan.execute(dA, dB, C))
+            want = ozaki2.matmul(A2, B2, moduli=moduli, backend=host)
+            assert np.array_equal(np.isnan(got), np.isnan(want)), step
+            assert np.array_equal(got[~np.isnan(want)], want[~np.isnan(want)]), step
+        assert len(plan._graphs.captured) >= 1
 
 
 @pytest.mark.gpu
