@@ -8,29 +8,50 @@ place was measured on the H200 and lost: 0.54-0.73x DGEMM as called at N = 768-1
 
 from __future__ import annotations
 
+import math
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
+
+from .blas import bytes_meet
 
 Array = Any
 
 
 class GemmCall:
     """One checked GEMM signature (:meth:`gpu.backend.Backend.gemm_call`): per call, the addresses and the BLAS
-    call. Operands whose bytes meet take :meth:`~gpu.backend.Backend.gemm`'s full check, which refuses a real
+    call, issued by the backend's :meth:`~gpu.backend.Backend.gemm_issuer` (its scalars and function looked up
+    once). Operands whose bytes meet take :meth:`~gpu.backend.Backend.gemm`'s full check, which refuses a real
     overlap."""
 
-    __slots__ = ("backend", "plan", "dtype", "alpha", "beta")
+    __slots__ = ("backend", "plan", "dtype", "alpha", "beta", "issue")
 
     def __init__(self, backend: Any, plan: Any, dtype: np.dtype, alpha: float, beta: float) -> None:
         self.backend, self.plan, self.dtype, self.alpha, self.beta = backend, plan, dtype, alpha, beta
+        self.issue = None if plan.call is None else backend.gemm_issuer(dtype, plan.call, alpha, beta)
 
     def __call__(self, A: Array, B: Array, C: Array) -> None:
-        if self.plan.call is None:
+        if self.issue is None:
             return
-        be = self.backend
-        bound = self.plan.bind(be.pointer(A), be.pointer(B), be.pointer(C))
-        if bound is None:
+        be, plan = self.backend, self.plan
+        pa, pb, pc = be.pointer(A), be.pointer(B), be.pointer(C)
+        ea, eb, ec = plan.extents
+        if bytes_meet(pc, ec, pa, ea) or bytes_meet(pc, ec, pb, eb):
             be.gemm(A, B, C, self.alpha, self.beta)
+        elif plan.swap:
+            self.issue(pb, pa, pc)
         else:
-            be._gemm(self.dtype, bound, self.alpha, self.beta)
+            self.issue(pa, pb, pc)
+
+
+def host_scalars(dtype: np.dtype, alpha: float, beta: float) -> tuple[int, int]:
+    """Host addresses of alpha and beta as ``dtype`` for a cuBLAS call (read by the call itself, or by
+    value when captured), kept per value: making two NumPy scalars cost a few microseconds a call."""
+    return _scalar(dtype, alpha, math.copysign(1.0, alpha))[1], _scalar(dtype, beta, math.copysign(1.0, beta))[1]
+
+
+@lru_cache(maxsize=64)
+def _scalar(dtype: np.dtype, value: float, sign: float) -> tuple[np.ndarray, int]:
+    held = np.array(value, dtype)
+    return held, held.ctypes.data

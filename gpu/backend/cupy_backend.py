@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import gc
 import math
-import shutil
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from functools import cache, lru_cache
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -27,10 +25,11 @@ except ImportError as _missing:  # the backend is then unavailable, with the rea
     _IMPORT_ERROR: ImportError | None = _missing
 else:
     _IMPORT_ERROR = None
+from .calls import _scalar, host_scalars
 from .hold import stream_hold
 from .interface import AllocationReport, Backend, BackendUnavailable, Timer, check_policy
 from .stream_blas import stream_blas
-from .telemetry import nvml_telemetry, pynvml
+from .telemetry import cublas_version, cuda_version, driver_release, nvml_telemetry
 
 #: cublasGemmAlgo_t CUBLAS_GEMM_DEFAULT: cuBLAS picks the kernel (tensor cores where the types allow).
 _GEMM_DEFAULT = -1
@@ -100,6 +99,17 @@ class CupyBackend(Backend):
         al, be = host_scalars(dtype, alpha, beta)
         self._gemm_fn[dtype](self._handle(), call.transa, call.transb, call.m, call.n, call.k,
                              al, call.a, call.lda, call.b, call.ldb, be, call.c, call.ldc)
+
+    def gemm_issuer(self, dtype, call, alpha, beta):
+        """The cuBLAS call with its function and host scalars held (what :meth:`_gemm` looks up per call): per
+        call only the current stream's handle."""
+        (al, pa), (be, pb) = _scalar(dtype, alpha, math.copysign(1.0, alpha)), _scalar(dtype, beta,
+                                                                                        math.copysign(1.0, beta))
+        fn, handle, (ta, tb, m, n, k, _, lda, _, ldb, _, ldc) = self._gemm_fn[dtype], self._handle, call
+
+        def issue(a: int, b: int, c: int, held=(al, be)) -> None:
+            fn(handle(), ta, tb, m, n, k, pa, a, lda, b, ldb, pb, c, ldc)
+        return issue
 
     def _gemm_ex(self, recipe, call, beta, arrays) -> None:
         al, be = np.array(1, recipe.scalar), np.array(beta, recipe.scalar)
@@ -355,9 +365,9 @@ class CupyBackend(Backend):
             "memory_bytes": props["totalGlobalMem"],
             "l2_bytes": props["l2CacheSize"],
             "driver": driver_release(),
-            "cuda_driver_api": _cuda_version(rt.driverGetVersion()),
-            "cuda_runtime": _cuda_version(rt.runtimeGetVersion()),
-            "cublas": _cublas_version(self._cublas.getVersion(self._handle())),
+            "cuda_driver_api": cuda_version(rt.driverGetVersion()),
+            "cuda_runtime": cuda_version(rt.runtimeGetVersion()),
+            "cublas": cublas_version(self._cublas.getVersion(self._handle())),
             "cupy": self.xp.__version__,
             **limits,
         }
@@ -378,47 +388,7 @@ extern "C" __global__ void gemmlab_nonfinite(const T* __restrict__ x, long long 
 _CTYPES = {"float64": "double", "float32": "float"}
 
 
-def host_scalars(dtype: np.dtype, alpha: float, beta: float) -> tuple[int, int]:
-    """Host addresses of alpha and beta as ``dtype`` for a cuBLAS call (read by the call itself, or by
-    value when captured), kept per value: making two NumPy scalars cost a few microseconds a call."""
-    return _scalar(dtype, alpha, math.copysign(1.0, alpha))[1], _scalar(dtype, beta, math.copysign(1.0, beta))[1]
-
-
-@lru_cache(maxsize=64)
-def _scalar(dtype: np.dtype, value: float, sign: float) -> tuple[np.ndarray, int]:
-    held = np.array(value, dtype)
-    return held, held.ctypes.data
-
-
 @cache
 def _nonfinite_kernel(dtype: str):
     """Raises ``flag`` when any entry of a strided 2-D view is NaN or infinite (T: the dtype's C type)."""
     return cupy.RawKernel(f"#define T {_CTYPES[dtype]}\n" + _NONFINITE_SOURCE, "gemmlab_nonfinite")
-
-
-def _cuda_version(v: int) -> str:
-    return f"{v // 1000}.{(v % 1000) // 10}"
-
-
-def _cublas_version(v: int) -> str:
-    return f"{v // 10000}.{(v % 10000) // 100}.{v % 100}"
-
-
-def driver_release() -> str:
-    """The NVIDIA driver release (for example 580.159.04), from NVML or nvidia-smi."""
-    if pynvml is not None:
-        try:
-            pynvml.nvmlInit()
-            version = pynvml.nvmlSystemGetDriverVersion()
-            return version.decode() if isinstance(version, bytes) else str(version)
-        except pynvml.NVMLError:
-            pass
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        try:
-            out = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
-                                 capture_output=True, text=True, timeout=20, check=True)
-            return out.stdout.strip().splitlines()[0]
-        except (subprocess.SubprocessError, OSError, IndexError):
-            pass
-    return "unknown"

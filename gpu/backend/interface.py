@@ -140,6 +140,12 @@ class Backend(abc.ABC):
         return calls.GemmCall(self, blas.GemmPlan.of(*layouts, blas.plan_gemm(*layouts)), np.dtype(C.dtype),
                               alpha, beta)
 
+    def gemm_issuer(self, dtype: np.dtype, call: blas.BlasCall, alpha: float, beta: float
+                    ) -> Callable[[int, int, int], None]:
+        """``(a, b, c) -> None``: ``call`` (a checked GEMM's arguments) on the addresses a, b and c, with alpha and
+        beta fixed: what a :class:`gpu.backend.calls.GemmCall` issues per call."""
+        return lambda a, b, c: self._gemm(dtype, call._replace(a=a, b=b, c=c), alpha, beta)
+
     @functools.cached_property
     def _gemm_plans(self) -> LRU:
         return LRU(MAX_GEMM_PLANS)

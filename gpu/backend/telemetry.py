@@ -10,6 +10,8 @@ no telemetry (``Backend.telemetry()`` returns None) and samples carry none.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -72,3 +74,33 @@ def nvml_telemetry(pci_bus_id: str) -> NvmlTelemetry | None:
         return NvmlTelemetry(pci_bus_id)
     except pynvml.NVMLError:
         return None
+
+
+def cuda_version(v: int) -> str:
+    """A CUDA version number (13020) as text (13.2)."""
+    return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+def cublas_version(v: int) -> str:
+    """A cuBLAS version number (130100) as text (13.1.0)."""
+    return f"{v // 10000}.{(v % 10000) // 100}.{v % 100}"
+
+
+def driver_release() -> str:
+    """The NVIDIA driver release (for example 580.159.04), from NVML or nvidia-smi."""
+    if pynvml is not None:
+        try:
+            pynvml.nvmlInit()
+            version = pynvml.nvmlSystemGetDriverVersion()
+            return version.decode() if isinstance(version, bytes) else str(version)
+        except pynvml.NVMLError:
+            pass
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=20, check=True)
+            return out.stdout.strip().splitlines()[0]
+        except (subprocess.SubprocessError, OSError, IndexError):
+            pass
+    return "unknown"

@@ -53,6 +53,14 @@ class Options:
                 raise ValueError(f"schedule must be a schedule name or a list of them, got {self.schedule!r}")
             object.__setattr__(self, "schedule", plan_name(self.schedule))
 
+    def __hash__(self) -> int:
+        """The fields' hash, kept after the first ask: every call of ``matmul`` looks its plan up by the options."""
+        kept = self.__dict__.get("_hash")
+        if kept is None:
+            kept = hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
+            object.__setattr__(self, "_hash", kept)
+        return kept
+
     @property
     def chooses(self) -> bool:
         """Whether the device profile chooses the whole configuration (see the module notes)."""
