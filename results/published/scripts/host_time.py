@@ -1,6 +1,6 @@
 """Host time of each family's default call at its smallest benchmarked size, against ``cupy.matmul``'s.
 
-Issue 38's rule: a repeated call's host time is at most 60 us more than ``cupy.matmul``'s on the same operands,
+The host-time rule of a plan's call: a repeated call's host time is at most 60 us more than ``cupy.matmul``'s on the same operands,
 or at most a tenth of the call's device time, whichever is larger. For each family's public call with its
 defaults: the **host** time of one repeated call on an idle device (``experiments.core.ascalled.host_seconds``:
 median of 21, no synchronise after the call), ``cupy.matmul``'s on the same operands (into a C of its own), and
