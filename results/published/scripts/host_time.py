@@ -1,14 +1,14 @@
 """Host time of each family's default call at its smallest benchmarked size, against ``cupy.matmul``'s.
 
-The host-time rule of a plan's call: a repeated call's host time is at most 60 us more than ``cupy.matmul``'s on the same operands,
-or at most a tenth of the call's device time, whichever is larger. For each family's public call with its
-defaults: the **host** time of one repeated call on an idle device (``experiments.core.ascalled.host_seconds``:
-median of 21, no synchronise after the call), ``cupy.matmul``'s on the same operands (into a C of its own), and
-the **device** time of one call (a loop of calls issued behind a stream hold, timed by CUDA events: the device
-alone); then, **busy**: the host time of one call issued while a 200 ms kernel holds the stream (a call that
-waits for the device takes the kernel's time). The out-of-core engine hands back host memory complete, so its
-host time is its whole time (its docstring says so); it is listed, not judged. Run from the repository root
-with ``PYTHONPATH=$PWD``; writes ``$OUT/host-time.json``; about a minute on an H200.
+The host-time rule of a plan's call: a repeated call's host time is at most 60 us more than ``cupy.matmul``'s on
+the same operands, or at most a tenth of the call's device time, whichever is larger. For each family's public call
+with its defaults: the **host** time of one repeated call on an idle device
+(``experiments.core.ascalled.host_seconds``: median of 21, no synchronise after the call), ``cupy.matmul``'s on the
+same operands (into a C of its own), and the **device** time of one call (a loop of calls issued behind a stream
+hold, timed by CUDA events: the device alone); then, **busy**: the host time of one call issued while a 200 ms
+kernel holds the stream (a call that waits for the device takes the kernel's time). The out-of-core engine hands
+back host memory complete, so its host time is its whole time (its docstring says so); it is listed, not judged.
+Run from the repository root with ``PYTHONPATH=$PWD``; writes ``$OUT/host-time.json``; about a minute on an H200.
 """
 
 import json
