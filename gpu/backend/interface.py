@@ -279,14 +279,14 @@ class Backend(abc.ABC):
         makes it one cuBLAS call on the views): level 0 of a method is then the product its caller would write."""
         return self.xp.matmul(A, B)
 
-    def product_call(self, A: Array, B: Array, check: Callable[[], None]) -> Callable[[Array, Array], Array]:
-        """``(A, B) -> A @ B`` into a new array for operands of A's and B's signature, checked once (a plan's
-        level 0 without ``out``). ``check`` raises where the output does not fit (a
-        :class:`gpu.backend.MemoryPlanError`): here it runs before each :meth:`product`, since host memory is
-        promised before it is touched."""
+    def product_call(self, A: Array, B: Array, check: Callable[[], None]) -> Callable[..., Array]:
+        """``(A, B, out=None) -> A @ B`` into a new array for operands of A's and B's signature, checked once (a
+        plan's level 0 without ``out``; ``out`` is ignored, so that it takes a plan's call as it comes).
+        ``check`` raises where the output does not fit (a :class:`gpu.backend.MemoryPlanError`): here it runs
+        before each :meth:`product`, since host memory is promised before it is touched."""
         product = self.product
 
-        def new(A: Array, B: Array) -> Array:
+        def new(A: Array, B: Array, out: Array = None) -> Array:
             check()
             return product(A, B)
         return new

@@ -156,8 +156,7 @@ class Plan(MatmulPlan):
                     raise
                 return out
             return into
-        new = be.product_call(A, B, lambda: require_memory(be, *self._output))
-        return lambda A, B, out: new(A, B)
+        return be.product_call(A, B, lambda: require_memory(be, *self._output))
 
     # --------------------------------------------------------------------------- the per-call work
 
