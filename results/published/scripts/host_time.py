@@ -23,35 +23,26 @@ from experiments.core.ascalled import host_seconds
 from experiments.core.environment import environment
 from gpu import outofcore, ozaki, ozaki2, splitk, strassen
 from gpu.backend import get_backend
-from gpu.backend.hold import stream_hold
 from tests.gpu.busy import busy
 
 CALLS = 20
 
 
-def device_seconds(hold, work, calls: int = CALLS) -> tuple[float, str]:
-    """One call's device time and how it was taken: ``calls`` calls queued behind a hold, timed by events; for a
-    call that waits for the device itself (a count read back), which a hold would stall, events around the loop
-    without one (its host work then counts where the device idles)."""
-    stream = cp.cuda.get_current_stream()
-    begin, end = cp.cuda.Event(), cp.cuda.Event()
-    try:
-        with hold.held(stream):
-            begin.record()
+def device_seconds(be, work, calls: int = CALLS) -> tuple[float, str]:
+    """One call's device time and how it was taken: ``calls`` calls queued behind a stream hold
+    (``Backend.timer(hide_launch=True)``); for a call that waits for the device itself (a count read back), which
+    a hold would stall, the same events without one (its host work then counts where the device idles)."""
+    def timed(hide: bool) -> float:
+        with be.timer(hide_launch=hide) as t:
             for _ in range(calls):
                 work()
-            end.record()
-        end.synchronize()
-        hold.check()
-        return cp.cuda.get_elapsed_time(begin, end) / 1e3 / calls, "stream hold, CUDA events"
-    except RuntimeError:
-        cp.cuda.Device().synchronize()
-    begin.record()
-    for _ in range(calls):
-        work()
-    end.record()
-    end.synchronize()
-    return cp.cuda.get_elapsed_time(begin, end) / 1e3 / calls, "CUDA events, no hold (the call waits for the device)"
+        return t.seconds / calls
+
+    try:
+        return timed(True), "stream hold, CUDA events"
+    except RuntimeError:                                  # the hold timed out: the call waited for the device
+        be.synchronize()
+    return timed(False), "CUDA events, no hold (the call waits for the device)"
 
 
 def busy_seconds(be, work) -> float:
@@ -84,7 +75,6 @@ def cases(rng):
 
 def main() -> None:
     be = get_backend("cupy")
-    hold = stream_hold(cp)
     out = {"script": "results/published/scripts/host_time.py", "environment": environment(be), "rows": []}
     for name, ((A, B), call, judged) in cases(cp.random.default_rng(0)).items():
         C = cp.empty((A.shape[0], B.shape[1]))
@@ -100,7 +90,7 @@ def main() -> None:
             work(), ref()
         be.synchronize()
         host, host_ref = host_seconds(be, work), host_seconds(be, ref)
-        device, clock = device_seconds(hold, work) if judged else (None, None)
+        device, clock = device_seconds(be, work) if judged else (None, None)
         row = {"call": name, "shape": [A.shape[0], A.shape[1], B.shape[1]], "host_s": host,
                "cupy_matmul_host_s": host_ref, "device_s": device, "device_clock": clock,
                "busy_return_s": statistics.median(busy_seconds(be, work) for _ in range(3)) if judged else None}

@@ -28,7 +28,6 @@ from experiments.core.ascalled import host_seconds
 from experiments.core.environment import environment
 from gpu.backend import get_backend
 from gpu.backend.blas import plan_gemm
-from gpu.backend.hold import stream_hold
 from gpu.strassen import matmul
 
 SIZES = (512, 768, 1024, 2048)
@@ -62,17 +61,11 @@ def wall(work) -> float:
     return (time.perf_counter() - start) / CALLS
 
 
-def device(hold, work) -> float:
-    stream = cp.cuda.get_current_stream()
-    begin, end = cp.cuda.Event(), cp.cuda.Event()
-    with hold.held(stream):
-        begin.record()
+def device(be, work) -> float:
+    with be.timer(hide_launch=True) as t:
         for _ in range(CALLS):
             work()
-        end.record()
-    end.synchronize()
-    hold.check()
-    return cp.cuda.get_elapsed_time(begin, end) / 1e3 / CALLS
+    return t.seconds / CALLS
 
 
 def pieces(be, A, B, C) -> dict:
@@ -108,7 +101,6 @@ def pieces(be, A, B, C) -> dict:
 
 def main() -> None:
     be = get_backend("cupy")
-    hold = stream_hold(cp)
     out = {"script": "results/published/scripts/level0_probe.py", "environment": environment(be),
            "nvmath_handle": be.supports_graphs, "calls_per_sample": CALLS, "rounds": ROUNDS, "points": []}
     for n in SIZES:
@@ -122,7 +114,7 @@ def main() -> None:
         for r in range(ROUNDS):
             for name in names[r % len(names):] + names[:r % len(names)]:
                 samples[name]["wall"].append(wall(works[name]))
-                samples[name]["device"].append(device(hold, works[name]))
+                samples[name]["device"].append(device(be, works[name]))
         point = {"n": n, "median_s": {name: {k: statistics.median(v) for k, v in s.items()}
                                       for name, s in samples.items()},
                  "host_s": {name: host_seconds(be, work) for name, work in works.items()}}
