@@ -192,3 +192,31 @@ def test_other_gpus_get_the_transfer_models_level_tables():
     assert table_level(tables["rum+fused"], 2048) == 0 < table_level(tables["rum+fused"], 65536)
     assert transfer_levels(FakeGPU(H100)) == ({}, None), "a GPU with a bundled profile has no transfer table"
     assert transfer_levels(get_backend("numpy")) == ({}, None)
+
+
+def test_a_plans_watch_sees_this_process_writes_at_once_and_others_after_the_ttl(tmp_path, monkeypatch):
+    """``ProfileWatch`` (what a kept ``level="auto"`` plan asks per call) reads the stamp only after this process
+    saved a profile, after the folder's variable changed, or after the TTL; it reports a change once."""
+    from gpu import profile
+
+    be = get_backend("numpy")
+    clock = [5000.0]
+    monkeypatch.setattr(profile.time, "monotonic", lambda: clock[0])
+    monkeypatch.setenv(profile.ENV_VAR, str(tmp_path))
+    reads = []
+    real = profile.profile_stamp
+    monkeypatch.setattr(profile, "profile_stamp", lambda *a, **k: reads.append(1) or real(*a, **k))
+    watch = profile.ProfileWatch(be)
+    assert watch.stamp[1] is None and not watch.changed() and len(reads) == 1      # within the TTL: no read
+    path = save_profile({"backend": "numpy", "device": device_name(be), "levels": {}}, tmp_path)
+    assert watch.changed() and watch.stamp == (str(path), path.stat().st_mtime_ns)  # this process wrote it
+    assert not watch.changed()                                                     # reported once
+    os.utime(path, ns=(watch.stamp[1] + 10**9,) * 2)                               # another writer
+    before = len(reads)
+    assert not watch.changed() and len(reads) == before                            # not looked at yet
+    clock[0] += 2 * profile.STAMP_TTL_S
+    assert watch.changed() and watch.stamp[1] == path.stat().st_mtime_ns
+    other = tmp_path / "other"
+    other.mkdir()
+    monkeypatch.setenv(profile.ENV_VAR, str(other))                                 # another folder: at once
+    assert watch.changed() and watch.stamp[1] is None

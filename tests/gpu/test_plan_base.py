@@ -116,3 +116,50 @@ def test_gemm_call_runs_the_checked_signature():
     X = rng.random((6, 6))
     with pytest.raises(ValueError, match="overlaps"):           # bytes that meet take the full check
         be.gemm_call(X[:, :4], rng.random((4, 2)), X[:, 4:])(X[:, :4], X[:4, :2].copy(), X[:, :2])
+
+
+def test_free_kept_plans_frees_every_cache():
+    from gpu.backend.plans import free_kept_plans
+
+    A, B = np.ones((2, 2)), np.ones((2, 2))
+    first, second = PlanCache(4), PlanCache(4)
+    plans = [first.get("a", lambda: Doubling(A, B)), second.get("b", lambda: Doubling(A, B))]
+    free_kept_plans()
+    assert len(first) == len(second) == 0 and all(p.freed for p in plans)
+
+
+def test_signatures_read_the_backends_device_stream_and_writeability():
+    """Two operands that differ only in writeability have two signatures (NumPy's read-only views); the device
+    and stream parts are the backend's (None on NumPy)."""
+    be = get_backend("numpy")
+    A, B = np.ones((3, 4)), np.ones((4, 2))
+    R = A.view()
+    R.flags.writeable = False
+    sig, ro = operand_signature(be, A, B), operand_signature(be, R, B)
+    assert sig != ro and sig[1:3] == (None, None) and (sig[6], ro[6]) == (True, False)
+    assert be.device_key(A) is None and be.stream_key() is None
+
+
+def test_a_product_call_checks_the_memory_before_each_product_on_the_host(monkeypatch):
+    be = get_backend("numpy")
+    rng = np.random.default_rng(3)
+    A, B = rng.random((5, 3)), rng.random((3, 4))
+    checks = []
+    new = be.product_call(A, B, lambda: checks.append(1))
+    A2 = rng.random((5, 3))
+    assert np.array_equal(new(A2, B), A2 @ B) and np.array_equal(new(A, B, None), A @ B) and len(checks) == 2
+
+    def short():
+        raise MemoryError("short")
+    with pytest.raises(MemoryError, match="short"):
+        be.product_call(A, B, short)(A, B)
+
+
+def test_the_default_gemm_issuer_runs_the_call_on_new_addresses():
+    be = get_backend("numpy")
+    rng = np.random.default_rng(4)
+    A, B, C = rng.random((4, 3)), rng.random((3, 5)), np.zeros((4, 5))
+    call = be.gemm_call(A, B, C, 1.0, 0.0)
+    A2, B2, C2 = rng.random((4, 3)), rng.random((3, 5)), np.full((4, 5), np.nan)
+    call(A2, B2, C2)
+    np.testing.assert_allclose(C2, A2 @ B2, rtol=1e-14)

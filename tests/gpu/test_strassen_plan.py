@@ -44,6 +44,8 @@ def test_options_are_one_frozen_value_and_matmul_takes_them_or_their_keywords(ba
     A, B, _ = operands(backend)
     o = Options(level=2, schedule=["rum", "winograd", "winograd"])
     assert o.schedule == "rum/winograd" and hash(o) == hash(Options(level=2, schedule="rum/winograd"))
+    assert hash(o) == hash(o) and hash(dataclasses.replace(o, level=3)) == hash(Options(level=3, schedule=o.schedule))
+    assert dataclasses.replace(o, level=3) != o and Options(level=2, schedule="rum/winograd") == o
     with pytest.raises(dataclasses.FrozenInstanceError):
         o.level = 3
     by_keywords = backend.to_numpy(matmul(A, B, level=2, schedule="rum/winograd", backend=backend))
