@@ -12,12 +12,14 @@ nothing beyond a new output) and, where a graph mode is on, its CUDA graphs (:mo
   rights, A's must not meet B's (such a call runs once without the rights);
 * the values, only with ``check_finite=True`` (which reads A and B and waits for the device);
 * the free memory, where the plan allocates: its output and workspace before the first execution, a new
-  output (no ``out=``) on every call;
+  output (no ``out=``) on every call at level 1 and deeper (at level 0 on CuPy only where the pool cannot
+  hand the output out, :meth:`gpu.backend.Backend.product_call`);
   a product that no longer fits gets :class:`gpu.backend.MemoryPlanError` before any work, after the
   workspaces of the plans ``matmul`` keeps are handed back where that makes room;
-* for ``level="auto"``, the device profile's file and modification time (:func:`gpu.profile.profile_stamp`):
-  a profile written since makes the plan decide again (at once where this process wrote it, within
-  :data:`gpu.profile.STAMP_TTL_S` where another did).
+* for ``level="auto"``, the device profile's file and modification time, through a
+  :class:`gpu.profile.ProfileWatch`: a profile written since makes the plan decide again (at once where this
+  process wrote it or the profile folder's variable changed, within :data:`gpu.profile.STAMP_TTL_S` where
+  another process wrote it).
 
 Then the product: the library GEMM at level 0 (the library's own product where there is no ``out``), else the
 levels, eagerly or as a graph, whose non-finite entries are recomputed by the library GEMM on the device
