@@ -309,7 +309,8 @@ def _ozaki2(match: re.Match) -> Method:
     def run(be: Backend, A: Array, B: Array) -> Array:
         return ozaki2.matmul(A, B, moduli=moduli, scaling=scaling, backend=be)
 
-    count = "the fewest moduli meeting DGEMM's bound" if moduli == "auto" else f"{moduli} moduli"
+    count = ("the fewest moduli whose normwise bound meets the 'dgemm' target" if moduli == "auto"
+             else f"{moduli} moduli")
     return Method(match.group(0), f"Ozaki scheme II, {scaling} scaling, {count} (INT8 GEMMs)", run)
 
 

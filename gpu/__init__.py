@@ -7,7 +7,9 @@ written against it, one sub-package per family.
   and ``matmul``;
 * :mod:`gpu.ozaki`: the Ozaki scheme (slice formats, plans, slicing, ``matmul``);
 * :mod:`gpu.splitk`: split-K for a tiny output and a huge inner dimension (``matmul``);
-* :mod:`gpu.profile`: the per-device profile file that ``level="auto"`` reads.
+* :mod:`gpu.profile`: the per-device profile file that ``level="auto"`` reads;
+* :mod:`gpu.frontdoor`: the accuracy contract (what ``"dgemm"``, ``"sgemm"``, a number and ``"exact"``
+  promise, and which methods' proven bounds keep each).
 
 This layer imports nothing from ``modeling``, ``accuracy`` or ``experiments``.
 """
