@@ -140,6 +140,12 @@ def splitk(width: int, chunks: int) -> Guarantee:
     return Guarantee("entry", gamma(width + chunks + 2), "gpu.splitk.api")
 
 
+def splitk_any(k: int) -> Guarantee:
+    """Split-K whatever its split: gamma_(width + chunks + 2) is at most gamma_k for any split of k >= 4096 into
+    at least two chunks, each at least two wide, so the library GEMM's bound holds."""
+    return Guarantee("entry", gamma(k), "gpu.splitk.api: gamma_(width + chunks + 2) <= gamma_k")
+
+
 def strassen_constant(level: int, core: int, k: int) -> float:
     """c_S = 18^L (n0^2 + 6 n0) + 2 k^2 of an L-level product whose Strassen core has side ``core`` (n0 = core /
     2^L): max |C - AB| <= c_S u max|A| max|B| (:mod:`gpu.strassen.api`, after Higham sec. 23.2.2)."""

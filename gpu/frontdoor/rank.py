@@ -1,0 +1,184 @@
+"""The front door's choice as data: every candidate for a product, its measured time and its proven error, ranked.
+
+:func:`rank` is pure (no backend, no device): from the shape, the accuracy asked for (:mod:`gpu.frontdoor.contract`)
+and a device profile's tables (Strassen's ``configurations``, the ``methods`` of :mod:`gpu.frontdoor.table`) it
+lists every candidate (the library GEMM; each Strassen configuration measured; each method measured: Ozaki
+scheme II and I at an accuracy target, split-K deterministic or atomic) with
+
+* its estimated ratio to the library GEMM (above 1: faster) and what the estimate rests on, or none;
+* its proven guarantee, and whether that keeps the accuracy asked for, with the reason in words;
+* whether it runs on this product at all (split-K's own test, a graph without CUDA graphs, atomic additions
+  under ``deterministic=True``) and whether it fits (the caller's ``fits``: memory).
+
+**The rule.** Among the candidates that run, keep the accuracy, fit and have an estimate, the library GEMM is
+the default and a challenger takes its place only where it is at least :data:`MARGIN` faster (Strassen's
+default follows the same rule, :data:`gpu.strassen.choose.MARGIN`); among challengers the fastest wins, and
+within :data:`TIE` of it one that does not wait for the device, then the one with the smaller bound. Where the
+library GEMM does not keep the accuracy (a tight bound on a long inner dimension), the fastest candidate that
+keeps it wins, and where none has an estimate, the one with the strongest guarantee. :meth:`Ranking.explain`
+prints all of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..splitk.plan import check_worth
+from ..strassen.choose import MARGIN, Configuration, estimates
+from ..strassen.choose import table as configuration_table
+from . import contract
+from .contract import Accuracy, Guarantee, as_accuracy
+from .table import Estimate, Timed, estimate_all
+
+#: Ratios within this of the fastest count as a tie (then: no wait first, then the smaller bound).
+TIE = 0.01
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One candidate (see the module notes): ``family`` and the ``options`` its plan takes."""
+
+    name: str
+    family: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    ratio: float | None = None
+    basis: str = "not measured on this device"
+    guarantee: Guarantee | None = None
+    keeps: bool = False
+    runs: bool = True
+    fits: bool = True
+    waits: bool = False
+    why: str = ""
+
+    @property
+    def eligible(self) -> bool:
+        return self.runs and self.keeps and self.fits
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The candidates in order (the winner first), the accuracy asked for and why the winner won."""
+
+    shape: tuple[int, int, int]
+    accuracy: Accuracy
+    entries: tuple[Ranked, ...]
+    reason: str
+
+    @property
+    def winner(self) -> Ranked:
+        return self.entries[0]
+
+    def explain(self) -> str:
+        """Every candidate with its estimate, its guarantee, whether it keeps the accuracy, and the reason."""
+        m, k, n = self.shape
+        need = self.accuracy.required(k)
+        promise = "correctly rounded" if need is None else need.describe()
+        lines = [f"{m} x {k} x {n} float64, accuracy {self.accuracy.level!r}: {promise}",
+                 f"{'':2} {'candidate':44} {'x GEMM':>7}  {'proven bound':16} keeps  notes"]
+        for i, r in enumerate(self.entries):
+            mark = "1" if i == 0 else ("-" if not r.eligible else str(i + 1))
+            ratio = f"{r.ratio:.3f}" if r.ratio is not None else "-"
+            bound = f"{r.guarantee.t:.2g} {r.guarantee.scale}" if r.guarantee else "none"
+            lines.append(f"{mark:2} {r.name:44} {ratio:>7}  {bound:16} {'yes' if r.keeps else 'no':5}  "
+                         f"{r.basis}; {r.why}" + ("" if r.runs and r.fits else " [not run]"))
+        lines.append(f"winner: {self.winner.name}: {self.reason}")
+        return "\n".join(lines)
+
+
+def rank(m: int, k: int, n: int, accuracy: Any = "dgemm", *, configurations: Mapping[str, Any] | None = None,
+         methods: Mapping[str, Any] | None = None, deterministic: bool = False, graphs: bool = True,
+         fits: Callable[[Ranked], bool] = lambda r: True) -> Ranking:
+    """The candidates of an m x k by k x n float64 product for ``accuracy``, ranked (see the module notes).
+    ValueError where no candidate keeps the accuracy (the reasons named)."""
+    want = as_accuracy(accuracy)
+    if want.exact:
+        raise ValueError("accuracy 'exact' has one method, accuracy.reference.exact_matmul: call it directly")
+    found = [_gemm(k, want)] + _strassen(m, k, n, want, configurations, graphs) + \
+        [_method(t, e, m, k, n, want, deterministic) for t, e in estimate_all(methods, m, k, n).items()]
+    found = [r if not r.eligible or fits(r) else replace(r, fits=False, why=r.why + "; does not fit in memory")
+             for r in found]
+    eligible = [r for r in found if r.eligible]
+    if not eligible:
+        raise ValueError(f"no method keeps accuracy {want.level!r} on a {m} x {k} x {n} product: "
+                         + "; ".join(f"{r.name}: {r.why}" for r in found))
+    winner, reason = _choose(eligible, want)
+    rest = sorted((r for r in found if r is not winner), key=lambda r: (not r.eligible, -(r.ratio or 0.0)))
+    return Ranking((m, k, n), want, (winner, *rest), reason)
+
+
+def _choose(eligible: list[Ranked], want: Accuracy) -> tuple[Ranked, str]:
+    timed = [r for r in eligible if r.ratio is not None]
+    gemm = next((r for r in eligible if r.family == "gemm"), None)
+    challengers = [r for r in timed if r.family != "gemm" and (gemm is None or r.ratio >= 1 + MARGIN)]
+    if challengers:
+        top = max(r.ratio for r in challengers)
+        tied = [r for r in challengers if r.ratio >= top - TIE]
+        best = min(tied, key=lambda r: (r.waits, r.guarantee.t, -r.ratio))
+        over = f"at least {MARGIN:.0%} faster than the library GEMM" if gemm else "the library GEMM does not keep it"
+        return best, f"{best.ratio:.3f}x the library GEMM ({best.basis}), {over}; it keeps {want.level!r}"
+    if gemm is not None:
+        fastest = max((r for r in timed if r.family != "gemm"), key=lambda r: r.ratio, default=None)
+        beside = f"; the fastest other: {fastest.name}, {fastest.ratio:.3f}x" if fastest else ""
+        return gemm, f"nothing that keeps {want.level!r} beats it by {MARGIN:.0%}{beside}"
+    best = min(eligible, key=lambda r: (r.guarantee.t, r.name))
+    return best, f"the library GEMM does not keep {want.level!r} and no candidate that does was measured: the " \
+                 f"strongest guarantee"
+
+
+def _kept(guarantee: Guarantee | None, want: Accuracy, k: int) -> tuple[bool, str]:
+    if guarantee is None:
+        return False, "no bound before the data are seen (a fixed count or slices): give a target"
+    return contract.keeps(guarantee, want, k)
+
+
+def _gemm(k: int, want: Accuracy) -> Ranked:
+    g = contract.library(k)
+    keeps, why = _kept(g, want, k)
+    return Ranked("gemm (the library GEMM)", "gemm", {}, 1.0, "the reference", g, keeps, why=why)
+
+
+def _strassen(m: int, k: int, n: int, want: Accuracy, section: Mapping[str, Any] | None,
+              graphs: bool) -> list[Ranked]:
+    side = min(m, k, n)
+    out = []
+    for config, (ratio, basis) in estimates(configuration_table(section), side).items():
+        if not config.level:
+            continue
+        core = side // 2**config.level * 2**config.level
+        g = contract.strassen(config.level, core, k)
+        keeps, why = _kept(g, want, k)
+        runs = graphs or not config.graph
+        out.append(Ranked(f"strassen {config.name}", "strassen", config.as_dict(), ratio,
+                          f"measured (Strassen's configurations; {basis})", g, keeps, runs,
+                          why=why if runs else "a CUDA graph, which needs nvmath-python"))
+    return out
+
+
+def _method(timed: Timed, est: Estimate, m: int, k: int, n: int, want: Accuracy, deterministic: bool) -> Ranked:
+    options, runs, note = timed.options, True, ""
+    if timed.method == "ozaki2":
+        auto = options.get("moduli", "auto") == "auto"
+        g = contract.ozaki2(options.get("target", "dgemm"), k, options.get("bound", "normwise")) if auto else None
+    elif timed.method == "ozaki":
+        g = contract.ozaki1(options["target"]) if "target" in options else None
+    elif timed.method == "splitk":
+        g = contract.splitk_any(k)
+        try:
+            check_worth(m, n, k)
+        except ValueError as err:
+            runs, note = False, str(err)
+        if deterministic and not options.get("deterministic", True):
+            runs, note = False, "atomic additions: not deterministic"
+    else:
+        return Ranked(timed.name, timed.method, options, est.ratio, est.basis, None, False, False,
+                      why=f"{timed.method!r} is no front-door candidate")
+    keeps, why = _kept(g, want, k)
+    return Ranked(timed.name, timed.method, options, est.ratio, est.basis, g, keeps, runs, waits=est.waits,
+                  why=note or why)
+
+
+def configuration_of(r: Ranked) -> Configuration | None:
+    """The Strassen configuration a ranked candidate runs (None for other families)."""
+    return Configuration.of(r.options) if r.family == "strassen" else None

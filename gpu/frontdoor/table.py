@@ -1,0 +1,101 @@
+"""The measured time of each method per class of shape, from a device profile's ``methods`` section.
+
+A profile (:mod:`gpu.profile`) may hold, per power regime, beside Strassen's ``configurations``, a **methods**
+section: per measured shape, each public call timed as called beside the library GEMM in one interleaved
+group, and the ratio of their times (the GEMM's over the method's: above 1, faster)::
+
+    {"points": [{"shape": [16384, 16384, 16384], "gemm_s": 0.166,
+                 "timed": [{"method": "ozaki2", "config": {"moduli": "auto", "target": "dgemm"},
+                            "ratio": 1.480, "waits": true, "source": "results/published/h200/..."}]},
+                {"shape": [16, 1048576, 16], "gemm_s": 9.6e-5,
+                 "timed": [{"method": "splitk", "config": {"deterministic": false}, "ratio": 1.285}]}]}
+
+Shapes fall in **classes** (:func:`classify`): ``"tiny"`` outputs over a long inner dimension (m n at most
+512^2 and k at least 4096: split-K's domain), keyed by k among the points whose output has the same m and n;
+``"square"`` products (every side within 2x of the others), keyed by the cube root of m k n; ``"rect"``, the
+rest, measured shapes only. Within a class a method's ratio at a size comes from
+:func:`gpu.strassen.choose.estimates`, the rule Strassen's default already follows: the measured ratio where it
+was measured, the lower of two measured neighbours no more than 2x apart, the largest size's above it, and
+nothing below the smallest or across a wider gap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..splitk.plan import MAX_OUTPUTS, MIN_K
+from ..strassen.choose import estimates
+
+#: Widest ratio between the sides of a product in the "square" class.
+SQUARE_SPREAD = 2.0
+
+
+@dataclass(frozen=True)
+class Timed:
+    """One method and its configuration, as a profile entry names them (the configuration as sorted pairs)."""
+
+    method: str
+    config: tuple[tuple[str, Any], ...] = ()
+
+    @classmethod
+    def of(cls, method: str, config: Mapping[str, Any] | None = None) -> Timed:
+        return cls(method, tuple(sorted((config or {}).items())))
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return dict(self.config)
+
+    @property
+    def name(self) -> str:
+        """``ozaki2(moduli='auto', target='dgemm')``."""
+        return f"{self.method}({', '.join(f'{k}={v!r}' for k, v in self.config)})"
+
+
+def classify(m: int, k: int, n: int) -> tuple[str, Any, int]:
+    """(class, what points of the class must share, the size a ratio is estimated along) of an m x k by k x n
+    product (see the module notes)."""
+    if m * n <= MAX_OUTPUTS and k >= MIN_K:
+        return "tiny", (m, n), k
+    sides = (m, k, n)
+    if max(sides) <= SQUARE_SPREAD * min(sides):
+        return "square", None, round((m * k * n) ** (1 / 3))
+    return "rect", (m, k, n), 0
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A method's estimated ratio to the library GEMM at a shape, what it rests on, and whether it waits."""
+
+    ratio: float
+    basis: str
+    waits: bool = False
+
+
+def estimate_all(section: Mapping[str, Any] | None, m: int, k: int, n: int) -> dict[Timed, Estimate]:
+    """Every measured method's estimate for an m x k by k x n product (see the module notes)."""
+    kind, shared, size = classify(m, k, n)
+    measured: dict[int, dict[Timed, float]] = {}
+    waits: dict[Timed, bool] = {}
+    for point in (section or {}).get("points", ()):
+        pm, pk, pn = (int(x) for x in point["shape"])
+        p_kind, p_shared, p_size = classify(pm, pk, pn)
+        if p_kind != kind or p_shared != shared:
+            continue
+        row = measured.setdefault(p_size, {})
+        for entry in point.get("timed", ()):
+            if entry.get("ratio") is None:
+                continue
+            key = Timed.of(entry["method"], entry.get("config"))
+            row[key] = float(entry["ratio"])
+            waits[key] = waits.get(key, False) or bool(entry.get("waits", False))
+    found = estimates(measured, size)
+    along = "k" if kind == "tiny" else "N"
+    where = {"tiny": f"m = {m}, n = {n}", "square": "square products", "rect": "this shape"}[kind]
+
+    def said(basis: str) -> str:
+        if kind == "rect":
+            return "measured at this shape"
+        return f"measured ({where}; {basis.replace('N = ', along + ' = ')})"
+    return {key: Estimate(ratio, said(basis), waits[key]) for key, (ratio, basis) in found.items()}

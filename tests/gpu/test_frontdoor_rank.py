@@ -1,0 +1,104 @@
+"""The front door's ranking on a synthetic profile: the choice for each class of shape and accuracy, the margin
+over the library GEMM, the candidates that do not run or fit, and what explain() says."""
+
+import pytest
+
+from gpu.frontdoor.rank import MARGIN, rank
+from gpu.frontdoor.table import classify, estimate_all
+
+CONFIGURATIONS = {"points": [
+    {"size": 8192, "gemm_s": 0.02, "timed": [
+        {"config": {"level": 2, "schedule": "winograd", "flat": True, "graph": True}, "speedup": 1.03}]},
+    {"size": 16384, "gemm_s": 0.169, "timed": [
+        {"config": {"level": 3, "schedule": "winograd", "flat": True}, "speedup": 1.304},
+        {"config": {"level": 2, "schedule": "winograd", "flat": True, "graph": True}, "speedup": 1.199}]}]}
+METHODS = {"points": [
+    {"shape": [4096, 4096, 4096], "gemm_s": 0.0026, "timed": [
+        {"method": "ozaki2", "config": {"moduli": "auto", "target": "dgemm"}, "ratio": 1.010, "waits": True}]},
+    {"shape": [16384, 16384, 16384], "gemm_s": 0.166, "timed": [
+        {"method": "ozaki2", "config": {"moduli": "auto", "target": "dgemm"}, "ratio": 1.480, "waits": True},
+        {"method": "ozaki2", "config": {"moduli": 14}, "ratio": 1.586},
+        {"method": "ozaki", "config": {"target": "dgemm", "slice_format": "int8"}, "ratio": 0.38, "waits": True}]},
+    {"shape": [16, 1048576, 16], "gemm_s": 9.6e-5, "timed": [
+        {"method": "splitk", "config": {"deterministic": False}, "ratio": 1.285},
+        {"method": "splitk", "config": {"deterministic": True}, "ratio": 1.173}]},
+    {"shape": [64, 1048576, 64], "gemm_s": 2.6e-4, "timed": [
+        {"method": "splitk", "config": {"deterministic": False}, "ratio": 0.826},
+        {"method": "splitk", "config": {"deterministic": True}, "ratio": 0.800}]}]}
+
+
+def ranked(m, k, n, accuracy="dgemm", **kw):
+    return rank(m, k, n, accuracy, configurations=CONFIGURATIONS, methods=METHODS, **kw)
+
+
+def test_shapes_fall_in_classes():
+    assert classify(16, 2**20, 16) == ("tiny", (16, 16), 2**20)
+    assert classify(4096, 8192, 4096)[0] == "square" and classify(4096, 65536, 4096)[0] == "rect"
+    assert classify(2048, 4096, 2048)[0] == "square"        # an output above split-K's is no tiny one
+
+
+def test_estimates_follow_strassens_rule_within_a_class():
+    def auto(n):
+        return {t.method: e.ratio for t, e in estimate_all(METHODS, n, n, n).items()
+                if t.options.get("moduli") == "auto"}
+    assert auto(12288) == {}                                 # between 4096 and 16384: a gap over 2x
+    assert auto(16384) == auto(24576) == {"ozaki2": 1.480}   # measured; above the largest: its ratio
+    assert estimate_all(METHODS, 2048, 2048, 2048) == {}     # below the smallest: nothing
+    assert {t.name for t in estimate_all(METHODS, 16, 2**21, 16)} == {"splitk(deterministic=False)",
+                                                                      "splitk(deterministic=True)"}
+    assert estimate_all(METHODS, 32, 2**20, 32) == {}        # another output: nothing measured
+
+
+def test_dgemm_takes_ozaki2_where_it_is_measured_faster_and_never_strassen():
+    r = ranked(16384, 16384, 16384)
+    assert r.winner.family == "ozaki2" and r.winner.ratio == 1.480
+    strassen = [e for e in r.entries if e.family == "strassen"]
+    assert strassen and not any(e.keeps for e in strassen)
+    assert next(e for e in r.entries if e.options.get("moduli") == 14).keeps is False   # a fixed count: no bound
+
+
+def test_a_challenger_needs_the_margin_over_the_library_gemm():
+    r = ranked(4096, 4096, 4096)
+    assert 1.010 < 1 + MARGIN and r.winner.family == "gemm" and "beats it by 2%" in r.reason
+
+
+def test_a_number_admits_strassen_levels_within_their_bound():
+    r = ranked(16384, 16384, 16384, 1e-10)
+    keeps = {e.name: e.keeps for e in r.entries if e.family == "strassen"}
+    assert keeps == {"strassen L3:winograd+flat": False, "strassen L2:winograd+flat+graph": True}
+    r = ranked(16384, 16384, 16384, 1e-10, fits=lambda e: e.family != "ozaki2")
+    assert r.winner.name == "strassen L2:winograd+flat+graph"
+    assert any(not e.fits and "does not fit" in e.why for e in r.entries)
+    assert ranked(16384, 16384, 16384, "sgemm", fits=lambda e: e.family != "ozaki2").winner.name == \
+        "strassen L3:winograd+flat"
+
+
+def test_graphs_need_the_backend_that_captures_them():
+    r = ranked(16384, 16384, 16384, 1e-10, graphs=False, fits=lambda e: e.family != "ozaki2")
+    graph = next(e for e in r.entries if e.name == "strassen L2:winograd+flat+graph")
+    assert not graph.runs and "nvmath-python" in graph.why and r.winner.family == "gemm"
+
+
+def test_tiny_outputs_take_splitk_where_it_wins_and_deterministic_drops_atomics():
+    assert ranked(16, 2**20, 16).winner.name == "splitk(deterministic=False)"
+    det = ranked(16, 2**20, 16, deterministic=True)
+    assert det.winner.name == "splitk(deterministic=True)"
+    assert "not deterministic" in next(e.why for e in det.entries if e.name == "splitk(deterministic=False)")
+    assert ranked(64, 2**20, 64).winner.family == "gemm"                    # split-K measured slower there
+
+
+def test_no_method_that_keeps_the_accuracy_is_an_error_naming_each_reason():
+    with pytest.raises(ValueError, match=r"no method keeps accuracy 1e-10 on a 64 x 1048576 x 64 product: gemm "
+                                         r"\(the library GEMM\): proven 1.2e-10 exceeds 1e-10"):
+        ranked(64, 2**20, 64, 1e-10)
+    with pytest.raises(ValueError, match="exact_matmul"):
+        ranked(64, 64, 64, "exact")
+
+
+def test_without_tables_the_library_gemm_runs_and_explain_names_every_candidate():
+    r = rank(512, 512, 512)
+    assert [e.family for e in r.entries] == ["gemm"] and "nothing that keeps 'dgemm'" in r.reason
+    text = ranked(16384, 16384, 16384).explain()
+    assert text.splitlines()[0].startswith("16384 x 16384 x 16384 float64, accuracy 'dgemm': 1.8e-12 in the rowcol")
+    assert "winner: ozaki2(moduli='auto', target='dgemm'): 1.480x the library GEMM" in text
+    assert "strassen L3:winograd+flat" in text and "coarser than the rowcol one asked for" in text
