@@ -8,12 +8,14 @@ written against it, one sub-package per family.
 * :mod:`gpu.ozaki`: the Ozaki scheme (slice formats, plans, slicing, ``matmul``);
 * :mod:`gpu.splitk`: split-K for a tiny output and a huge inner dimension (``matmul``);
 * :mod:`gpu.profile`: the per-device profile file that ``level="auto"`` reads;
-* :mod:`gpu.frontdoor`: the accuracy contract (what ``"dgemm"``, ``"sgemm"``, a number and ``"exact"``
-  promise, and which methods' proven bounds keep each).
+* :mod:`gpu.frontdoor`: the front door, ``gpu.matmul`` and ``gpu.plan`` (the fastest method that keeps the
+  caller's accuracy on this device, chosen from the profile's measurements), and the accuracy contract.
 
 This layer imports nothing from ``modeling``, ``accuracy`` or ``experiments``.
 """
 
 from .backend import AllocationReport, Backend, BackendUnavailable, get_backend, gpu_available
+from .frontdoor import Accuracy, matmul, plan
 
-__all__ = ["AllocationReport", "Backend", "BackendUnavailable", "get_backend", "gpu_available"]
+__all__ = ["Accuracy", "AllocationReport", "Backend", "BackendUnavailable", "get_backend", "gpu_available", "matmul",
+           "plan"]

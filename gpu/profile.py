@@ -159,6 +159,21 @@ def configurations(backend: Backend, regime: str = "sustained",
     return None, None
 
 
+def methods(backend: Backend, regime: str = "sustained",
+            directory: str | os.PathLike | None = None) -> tuple[dict[str, Any] | None, str | None]:
+    """The methods section (:mod:`gpu.frontdoor.table`: each method's measured ratio to the library GEMM per
+    shape) of ``regime`` for this device: the user's profile's where it has one, else the bundled profile's; and
+    which file it came from (None: none)."""
+    path, stamp = profile_stamp(backend, directory)
+    own = None if stamp is None else _read(path, stamp)
+    for doc, where in ((own, path), (bundled_profile(backend), str(_path(backend.name, device_name(backend),
+                                                                         str(BUNDLED_DIR))))):
+        section = regime_section(doc, regime, "methods")
+        if section:
+            return section, where
+    return None, None
+
+
 def transfer_levels(backend: Backend) -> tuple[dict[str, Any], str | None]:
     """The transfer model's level tables for the device ``backend`` runs on (the first GPU of
     ``transfer-levels.json`` whose CUDA-name pattern matches it), and that GPU's name; ({}, None) where none
@@ -248,15 +263,16 @@ KEPT_SECTIONS = ("transfer",)
 
 
 def with_regime(old: dict[str, Any] | None, new: dict[str, Any], regime: str) -> dict[str, Any]:
-    """``new`` (a profile measured in ``regime``) with the level tables and configurations ``old`` kept for
-    the other regimes, so that writing a cold profile does not lose the sustained one (or the reverse); a
-    ``new`` without a configurations section keeps the regime's old one."""
+    """``new`` (a profile measured in ``regime``) with the level tables, configurations and methods ``old`` kept
+    for the other regimes, so that writing a cold profile does not lose the sustained one (or the reverse); a
+    ``new`` without a configurations or methods section keeps the regime's old one."""
     kept = dict((old or {}).get("regimes", {}))
     previous = kept.get(check_regime(regime), {})
     kept[regime] = {"levels": new["levels"], "env_key": new.get("env_key"), "written_at": new.get("written_at")}
-    section = new.get("configurations") or previous.get("configurations")
-    if section:
-        kept[regime]["configurations"] = section
+    for name in ("configurations", "methods"):
+        section = new.get(name) or previous.get(name)
+        if section:
+            kept[regime][name] = section
     sections = {key: old[key] for key in KEPT_SECTIONS if old and key in old and key not in new}
     return {**new, **sections, "regime": regime, "regimes": kept}
 

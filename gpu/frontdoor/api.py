@@ -1,0 +1,52 @@
+"""``gpu.matmul`` and ``gpu.plan``: one front door that runs the fastest method keeping the caller's accuracy.
+
+``matmul(A, B, accuracy="dgemm")`` is a kept :class:`gpu.frontdoor.frontplan.Plan` plus its execution: the plan of
+the call's signature (backend, device, stream, shapes, strides, dtypes, writeability of A, B and ``out``, the
+accuracy and ``deterministic``) comes from a bounded cache safe across threads (:data:`PLANS`), so a loop of
+calls ranks and plans once. ``plan(A, B, ...)`` builds one to keep, run with ``execute`` and ask ``explain()``.
+
+Accuracy (:mod:`gpu.frontdoor.contract`): ``"dgemm"`` (the default) is the library GEMM's bound gamma_k per
+row of A and column of B; ``"sgemm"`` and a number t in (0, 1) are bounds over the whole matrix
+(t k max|A| max|B|); ``Accuracy(level, scale=...)`` asks for a finer scale. Only proven bounds count: so
+Strassen runs only under ``"sgemm"`` or a number its bound meets, Ozaki scheme II under ``"dgemm"`` with the
+count its normwise bound picks, and ``"exact"`` is ``accuracy.reference.exact_matmul``'s alone (call it).
+The candidates' times come from this device's profile (its ``configurations`` and ``methods`` sections, the
+user's own first, then the one bundled for the H100 or H200); where none was measured the library GEMM runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..backend import Array, Backend, get_backend
+from ..backend.plans import PlanCache, operand_signature
+from .contract import as_accuracy
+from .frontplan import Plan
+
+#: The plans ``matmul`` keeps, by signature, accuracy and ``deterministic`` (least recently used freed first).
+PLANS = PlanCache()
+
+
+def plan(A: Any, B: Any, *, out: Any = None, accuracy: Any = "dgemm", deterministic: bool = False,
+         backend: str | Backend = "auto", stream: Any = None) -> Plan:
+    """The front door's plan for (A, B, ``out``): see :class:`gpu.frontdoor.frontplan.Plan` (``explain()`` says what it
+    chose and why). Raises TypeError or ValueError for bad operands or accuracy, and ValueError where no method
+    keeps the accuracy on this shape, naming each reason; all before any work."""
+    return Plan(A, B, out=out, accuracy=accuracy, deterministic=deterministic, backend=backend, stream=stream)
+
+
+def matmul(A: Any, B: Any, *, accuracy: Any = "dgemm", out: Any = None, deterministic: bool = False,
+           backend: str | Backend = "auto") -> Array:
+    """``A @ B`` in float64 by the fastest method that keeps ``accuracy`` on this device (see the module notes):
+    into ``out`` where given, else a new array. ``deterministic=True`` leaves out methods whose bits may change
+    between runs (split-K's atomic additions)."""
+    be = get_backend(backend)
+    key = operand_signature(be, A, B, out)
+    want = as_accuracy(accuracy)
+    if key is None:
+        with Plan(A, B, out=out, accuracy=want, deterministic=deterministic, backend=be) as once:
+            A, B = be.asarray(A), be.asarray(B)
+            return once._execute(A, B, out)
+    chosen = PLANS.get((key, want, deterministic), lambda: Plan(A, B, out=out, accuracy=want,
+                                                                deterministic=deterministic, backend=be))
+    return chosen._execute(A, B, out)

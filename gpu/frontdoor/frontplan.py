@@ -1,0 +1,95 @@
+"""The front door as a plan: the ranked choice (:mod:`gpu.frontdoor.rank`) made once per operand signature, and
+the winner's own family plan executed per call.
+
+:class:`Plan` checks the operands (float64, shapes, ``out``), reads this device's tables (the profile's
+Strassen ``configurations`` and ``methods``, :mod:`gpu.profile`), ranks the candidates for the accuracy asked
+for, and builds the first eligible candidate's plan: the library GEMM (one checked GEMM call), a
+:class:`gpu.strassen.Plan` with the configuration's options, a :class:`gpu.ozaki2.Plan` or
+:class:`gpu.ozaki.Plan` at the candidate's target, or a :class:`gpu.splitk.Plan`. A family that refuses the
+product (its own checks, or :class:`gpu.backend.MemoryPlanError` where its workspace does not fit) hands on to
+the next eligible candidate, and :meth:`Plan.explain` says so. A call then runs the chosen plan: what it waits
+for is that family's (Ozaki II's ``moduli="auto"`` and Ozaki I's ``target=`` read one 4-byte word each).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import ozaki, ozaki2, splitk, strassen
+from ..backend import Array, Backend, MemoryPlanError, get_backend
+from ..backend.checks import gemm_operands
+from ..backend.plans import MatmulPlan, operand_signature
+from ..profile import configurations, methods
+from .contract import as_accuracy
+from .rank import Ranked, Ranking, rank
+
+
+class LibraryPlan(MatmulPlan):
+    """The library GEMM as a plan: one checked GEMM call into ``out``, or into a new C per call."""
+
+    def __init__(self, A: Array, B: Array, out: Array | None, backend: Backend) -> None:
+        self.backend = be = backend
+        self._call = be.gemm_call(A, B, out) if out is not None else None
+        self._new = None if out is not None else be.product_call(A, B, lambda: None)
+        self.signature = operand_signature(be, A, B, out)
+
+    def _execute(self, A: Array, B: Array, out: Array | None) -> Array:
+        if out is None:
+            return self._new(A, B)
+        self._call(A, B, out)
+        return out
+
+
+def family_plan(r: Ranked, A: Array, B: Array, out: Array | None, be: Backend, stream: Any) -> MatmulPlan:
+    """The plan of ranked candidate ``r`` for these operands (its family's checks run here)."""
+    if r.family == "gemm":
+        return LibraryPlan(A, B, out, be)
+    builders = {"strassen": strassen.Plan, "ozaki2": ozaki2.Plan, "ozaki": ozaki.Plan, "splitk": splitk.Plan}
+    return builders[r.family](A, B, out=out, options=dict(r.options), backend=be, stream=stream)
+
+
+class Plan(MatmulPlan):
+    """``A @ B`` by the fastest method that keeps ``accuracy`` on this device (see the module notes), for the
+    signature of (A, B, ``out``). :attr:`ranking` holds every candidate; :attr:`chosen` the one that runs;
+    :attr:`refused` the candidates ranked above it whose families refused the product, with their messages."""
+
+    def __init__(self, A: Any, B: Any, *, out: Any = None, accuracy: Any = "dgemm", deterministic: bool = False,
+                 backend: str | Backend = "auto", stream: Any = None, regime: str = "sustained") -> None:
+        be = self.backend = get_backend(backend)
+        self.accuracy, self.stream = as_accuracy(accuracy), stream
+        A, B, out = gemm_operands(be, A, B, out)
+        if A.dtype != "float64" or B.dtype != "float64":
+            raise TypeError(f"the front door multiplies float64 matrices; A is {A.dtype} and B is {B.dtype}: "
+                            "convert them, or call the library GEMM (A @ B) for other dtypes")
+        (m, k), n = A.shape, B.shape[1]
+        self.ranking: Ranking = rank(m, k, n, self.accuracy, configurations=configurations(be, regime)[0],
+                                     methods=methods(be, regime)[0], deterministic=deterministic,
+                                     graphs=be.supports_graphs)
+        self.refused: list[tuple[Ranked, str]] = []
+        for candidate in (r for r in self.ranking.entries if r.eligible):
+            try:
+                self._inner = family_plan(candidate, A, B, out, be, stream)
+            except (MemoryPlanError, ValueError, TypeError) as err:
+                self.refused.append((candidate, str(err)))
+                continue
+            self.chosen = candidate
+            break
+        else:
+            raise ValueError(f"every method that keeps accuracy {self.accuracy.level!r} refused this product: "
+                             + "; ".join(f"{r.name}: {why}" for r, why in self.refused))
+        self.signature = operand_signature(be, A, B, out, stream)
+
+    def _execute(self, A: Array, B: Array, out: Array | None) -> Array:
+        return self._inner._execute(A, B, out)
+
+    def _release(self) -> None:
+        self._inner.free()
+
+    def explain(self) -> str:
+        """The ranking (every candidate, its estimate, its bound, why the winner won), then the candidates
+        ranked above the one that runs whose families refused the product."""
+        lines = [self.ranking.explain()]
+        lines += [f"refused by its family: {r.name}: {why}" for r, why in self.refused]
+        if self.refused:
+            lines.append(f"runs: {self.chosen.name}")
+        return "\n".join(lines)

@@ -1,0 +1,100 @@
+"""The front door on NumPy: gpu.matmul and gpu.plan run the candidate the device's profile ranks first (the library
+GEMM without one), hand on to the next where a family refuses, keep their plans, and refuse bad input first."""
+
+import numpy as np
+import pytest
+
+import gpu
+from accuracy.reference import exact_matmul
+from gpu.backend import MemoryPlanError, get_backend
+from gpu.frontdoor import PLANS, contract
+from gpu.profile import device_name, save_profile
+
+N = 256
+
+
+@pytest.fixture
+def profile():
+    """A NumPy device profile (in the test's private profile folder) whose tables rank Strassen L1 and Ozaki II
+    over the library GEMM at N = 256."""
+    be = get_backend("numpy")
+    doc = {"backend": "numpy", "device": device_name(be), "levels": {},
+           "configurations": {"points": [{"size": N, "gemm_s": 1e-3, "timed": [
+               {"config": {"level": 1, "schedule": "winograd"}, "speedup": 1.10}]}]},
+           "methods": {"points": [{"shape": [N, N, N], "gemm_s": 1e-3, "timed": [
+               {"method": "ozaki2", "config": {"moduli": "auto", "target": "dgemm"}, "ratio": 1.50, "waits": True}]}]}}
+    save_profile(doc)
+    PLANS.clear()
+    yield be
+    PLANS.clear()
+
+
+def operands(m=N, k=N, n=N, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((m, k)), rng.standard_normal((k, n))
+
+
+def test_without_a_profile_the_library_gemm_runs_with_its_bits():
+    A, B = operands(130, 70, 90)
+    assert np.array_equal(gpu.matmul(A, B, backend="numpy"), A @ B)
+    C = np.empty((130, 90))
+    assert gpu.matmul(A, B, out=C, backend="numpy") is C and np.array_equal(C, A @ B)
+    assert gpu.plan(A, B, backend="numpy").chosen.family == "gemm"
+
+
+def test_dgemm_runs_ozaki2_from_the_profile_within_its_bound(profile):
+    A, B = operands()
+    p = gpu.plan(A, B, backend=profile)
+    assert p.chosen.family == "ozaki2" and "winner: ozaki2" in p.explain()
+    C, exact = p.execute(A, B), exact_matmul(A, B, backend="numpy")
+    t = contract.ozaki2("dgemm", N).t
+    rowcol = np.linalg.norm(A, axis=1)[:, None] * np.linalg.norm(B, axis=0)[None, :]
+    assert (np.abs(C - exact) <= t * rowcol + 2.0**-53 * np.abs(exact)).all()
+
+
+def test_under_a_number_the_fastest_candidate_that_keeps_it_runs_and_keeps_the_promise(profile):
+    A, B = operands(seed=1)
+    p = gpu.plan(A, B, accuracy=1e-10, backend=profile)
+    order = [(r.name, r.eligible) for r in p.ranking.entries]
+    assert order[:3] == [("ozaki2(moduli='auto', target='dgemm')", True), ("strassen L1:winograd", True),
+                         ("gemm (the library GEMM)", True)]
+    C, exact = p.execute(A, B), exact_matmul(A, B, backend="numpy")
+    promise = 1e-10 * N * np.abs(A).max() * np.abs(B).max() + 2.0**-53 * np.abs(exact)
+    assert (np.abs(C - exact) <= promise).all()
+
+
+def test_a_family_that_refuses_hands_on_to_the_next_candidate(profile, monkeypatch):
+    from gpu.frontdoor import frontplan as plan_module
+
+    real = plan_module.family_plan
+
+    def refusing(r, *args):
+        if r.family == "ozaki2":
+            raise MemoryPlanError("the workspace does not fit (a test)")
+        return real(r, *args)
+    monkeypatch.setattr(plan_module, "family_plan", refusing)
+    A, B = operands(seed=2)
+    p = gpu.plan(A, B, accuracy=1e-10, backend=profile)
+    assert p.chosen.name == "strassen L1:winograd" and "refused by its family: ozaki2" in p.explain()
+    np.testing.assert_allclose(p.execute(A, B), A @ B, rtol=0, atol=1e-12 * N)
+
+
+def test_matmul_keeps_one_plan_per_signature_accuracy_and_determinism(profile):
+    A, B = operands(seed=3)
+    for _ in range(3):
+        gpu.matmul(A, B, backend=profile)
+    gpu.matmul(A, B, accuracy="sgemm", backend=profile)
+    gpu.matmul(A, B, deterministic=True, backend=profile)
+    assert len(PLANS) == 3
+
+
+def test_bad_input_is_refused_before_any_work():
+    A, B = operands(8, 5, 4)
+    with pytest.raises(ValueError, match="A's columns must equal B's rows"):
+        gpu.matmul(A, A, backend="numpy")
+    with pytest.raises(TypeError, match="the front door multiplies float64"):
+        gpu.matmul(A.astype(np.float32), B.astype(np.float32), backend="numpy")
+    with pytest.raises(ValueError, match="accuracy must be one of"):
+        gpu.matmul(A, B, accuracy="fp64", backend="numpy")
+    with pytest.raises(ValueError, match="exact_matmul"):
+        gpu.matmul(A, B, accuracy="exact", backend="numpy")
