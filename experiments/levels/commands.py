@@ -18,6 +18,7 @@ from ..core.command import MEASURING, byte_size, command, emit, measuring_run, s
 from ..core.database import ResultsDB
 from ..core.registry import FIGURES, load
 from ..core.summary import markdown_table
+from ..frontdoor.methods import add_methods
 from . import calibration, configurations, estimate, models, transfer_tables, validation
 from .answer import answer_lines, speedup_line
 from .auto import AUTO_KEY, AutoJudgement, judge_auto, with_judgement
@@ -125,6 +126,10 @@ def _profile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--transfer-levels", action="store_true",
                    help="instead, write the transfer model's level tables for the GPUs of the hardware table "
                         "that have no bundled profile (DIR/transfer-levels.json)")
+    p.add_argument("--methods", nargs="+", type=Path, default=None, metavar="FILE",
+                   help="instead, add to the profile of the files' device (in DIR) the methods section the front "
+                        "door (gpu.matmul) ranks by, from as-called result files (results/published/h200/"
+                        "h200-*-as-called.json)")
 
 
 @command("profile", options=("common", "stored", "regime"), arguments=_profile_arguments)
@@ -134,6 +139,10 @@ def cmd_profile(args: argparse.Namespace, db_path: Path) -> int:
     if args.transfer_levels:
         path = transfer_tables.write(args.out or Path("gpu") / "profiles", db_path)
         emit(args, {"path": str(path)}, lambda: f"transfer-model level tables: {path}")
+        return 0
+    if args.methods:
+        path = add_methods(args.methods, args.regime, args.out)
+        emit(args, {"profile": str(path)}, lambda: f"methods section from {len(args.methods)} files: {path}")
         return 0
     with ResultsDB(db_path, readonly=True) as db:
         key = models.select_env(db, args.env, args.device, None if args.env or args.device else

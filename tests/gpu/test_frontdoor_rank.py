@@ -102,3 +102,18 @@ def test_without_tables_the_library_gemm_runs_and_explain_names_every_candidate(
     assert text.splitlines()[0].startswith("16384 x 16384 x 16384 float64, accuracy 'dgemm': 1.8e-12 in the rowcol")
     assert "winner: ozaki2(moduli='auto', target='dgemm'): 1.480x the library GEMM" in text
     assert "strassen L3:winograd+flat" in text and "coarser than the rowcol one asked for" in text
+
+
+def test_the_bundled_h200_profile_ranks_ozaki2_at_16384_and_splitk_at_16_by_2_20():
+    """The H200 tables the package ships (methods from results/published/h200/*-as-called.json through
+    ``gemmlab profile --methods``): the front door's choices there, by the measurements alone."""
+    from gpu.profile import BUNDLED_DIR, load_profile, regime_section
+
+    doc = load_profile(BUNDLED_DIR / "cupy-nvidia-h200.json")
+    tables = {name: regime_section(doc, "sustained", name) for name in ("configurations", "methods")}
+    assert rank(16384, 16384, 16384, "dgemm", **tables).winner.name == "ozaki2(moduli='auto', target='dgemm')"
+    assert rank(49152, 49152, 49152, "sgemm", **tables, fits=lambda r: r.family != "ozaki2").winner.name == \
+        "strassen L4:rum/rum/winograd+fused"
+    assert rank(16, 2**20, 16, "dgemm", **tables).winner.name == "splitk(deterministic=False)"
+    assert rank(32, 2**22, 32, "dgemm", **tables).winner.family == "gemm"
+    assert rank(1024, 1024, 1024, "dgemm", **tables).winner.family == "gemm"

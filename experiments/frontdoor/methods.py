@@ -1,0 +1,80 @@
+"""A device profile's ``methods`` section (:mod:`gpu.frontdoor.table`) from as-called result files.
+
+The device scripts write their as-called measurements as ``records`` (``results/published/scripts``:
+``splitk_as_called.py``, ``ozaki2_as_called.py``, ``ozaki1_as_called.py``; the shape is in
+``as_called_tables.py``): each public call timed in loops of back-to-back calls beside ``cupy.matmul`` in the
+same rounds, with the ratio of their times. The calls a front-door candidate makes become its entries:
+
+* ``ozaki2.matmul(A, B)`` (the default: ``moduli="auto"``, target ``"dgemm"``; it reads the count back);
+* ``splitk.matmul(A, B)`` (deterministic) and ``splitk.matmul(A, B, deterministic=False)``;
+* ``ozaki.matmul(A, B, slice_format='int8')`` (target ``"dgemm"``; it reads its verdict back).
+
+Calls with a fixed count or slices are left out: they carry no bound before the data are seen, so the front door
+never runs them. Each entry keeps the file and the commit it came from.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from gpu.profile import load_profile, profile_path, save_profile
+
+#: The public calls the front door's candidates make, as the records name them: (method, config, waits).
+CALLS = {
+    "ozaki2.matmul(A, B)": ("ozaki2", {"moduli": "auto", "target": "dgemm"}, True),
+    "splitk.matmul(A, B)": ("splitk", {"deterministic": True}, False),
+    "splitk.matmul(A, B, deterministic=False)": ("splitk", {"deterministic": False}, False),
+    "ozaki.matmul(A, B, slice_format='int8')": ("ozaki", {"slice_format": "int8", "target": "dgemm"}, True),
+}
+
+
+def shape_of(record: Mapping[str, Any]) -> tuple[int, int, int]:
+    if "size" in record:
+        return (int(record["size"]),) * 3
+    return int(record["m"]), int(record["k"]), int(record["n"])
+
+
+def section(documents: Iterable[tuple[str, Mapping[str, Any]]], regime: str = "sustained") -> dict[str, Any]:
+    """The methods section of (file name, as-called document) pairs (see the module notes)."""
+    points: dict[tuple[int, int, int], dict[str, Any]] = {}
+    for name, doc in documents:
+        commit = (doc.get("environment") or {}).get("git_commit")
+        for record in doc.get("records", ()):
+            if record.get("call") not in CALLS or record.get("ratio_as_called") is None:
+                continue
+            method, config, waits = CALLS[record["call"]]
+            shape = shape_of(record)
+            point = points.setdefault(shape, {"shape": list(shape), "gemm_s": record.get("reference_s"),
+                                              "reference": record.get("reference_call"), "timed": []})
+            point["timed"].append({"method": method, "config": config, "ratio": round(record["ratio_as_called"], 4),
+                                   "seconds": record.get("as_called_s"), "host_s": record.get("host_s"),
+                                   "waits": waits, "samples": record.get("samples"),
+                                   "source": f"{name} ({commit})" if commit else name})
+    return {"regime": regime, "written_by": "gemmlab profile --methods",
+            "points": [points[s] for s in sorted(points)]}
+
+
+def device_of(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> tuple[str, str]:
+    """(backend, device) the documents were measured on; ValueError where they differ or say none."""
+    seen = {((doc.get("environment") or {}).get("backend"), (doc.get("environment") or {}).get("device"))
+            for _, doc in documents}
+    if len(seen) != 1 or None in next(iter(seen)):
+        raise ValueError(f"the files must come from one device, and say which; they name {sorted(map(str, seen))}")
+    return next(iter(seen))
+
+
+def add_methods(files: Iterable[Path], regime: str = "sustained", directory: Path | None = None) -> Path:
+    """Write the methods section of ``files`` into their device's profile in ``directory`` (the user's profile
+    folder where None), keeping everything else the profile holds; the profile's path."""
+    documents = [(Path(f).name, json.loads(Path(f).read_text())) for f in files]
+    backend, device = device_of(documents)
+    doc = load_profile(profile_path(backend, device, directory))
+    if doc is None:
+        raise ValueError(f"no profile of {device} ({backend}) in {directory or 'the profile folder'}: write one "
+                         "first (gemmlab calibrate, or gemmlab profile from stored results)")
+    regimes = doc.setdefault("regimes", {regime: {"levels": doc.get("levels", {})}})
+    regimes.setdefault(regime, {"levels": doc.get("levels", {})})["methods"] = section(documents, regime)
+    return save_profile(doc, directory)

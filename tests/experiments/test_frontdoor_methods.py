@@ -1,0 +1,48 @@
+"""The methods section of a device profile from as-called result files (``gemmlab profile --methods``)."""
+
+import json
+
+import pytest
+
+from experiments.frontdoor.methods import add_methods, section
+from gpu.profile import load_profile, profile_path, save_profile
+
+ENV = {"backend": "cupy", "device": "NVIDIA H200", "git_commit": "abc1234"}
+
+
+def record(call, ratio, **shape):
+    return {"call": call, "ratio_as_called": ratio, "reference_s": 0.01, "as_called_s": 0.01 / ratio,
+            "reference_call": "cupy.matmul(A, B)", "samples": 10, **shape}
+
+
+DOC = {"environment": ENV, "records": [
+    record("ozaki2.matmul(A, B)", 1.48, size=16384),
+    record("ozaki2.matmul(A, B, moduli=14, scaling='fast')", 1.59, size=16384),
+    record("splitk.matmul(A, B)", 1.17, m=16, n=16, k=2**20),
+    record("splitk.matmul(A, B, deterministic=False)", 1.29, m=16, n=16, k=2**20)]}
+
+
+def test_the_section_keeps_the_candidates_calls_only_with_their_source():
+    out = section([("h200-x.json", DOC)])
+    timed = {tuple(p["shape"]): [(t["method"], t["config"], t["ratio"]) for t in p["timed"]] for p in out["points"]}
+    assert timed == {(16, 2**20, 16): [("splitk", {"deterministic": True}, 1.17),
+                                      ("splitk", {"deterministic": False}, 1.29)],
+                     (16384, 16384, 16384): [("ozaki2", {"moduli": "auto", "target": "dgemm"}, 1.48)]}
+    assert out["points"][1]["timed"][0]["source"] == "h200-x.json (abc1234)"
+    assert out["points"][1]["timed"][0]["waits"] is True
+
+
+def test_add_methods_writes_into_the_devices_profile_and_refuses_what_it_cannot(tmp_path):
+    files = tmp_path / "a.json"
+    files.write_text(json.dumps(DOC))
+    with pytest.raises(ValueError, match="no profile of NVIDIA H200"):
+        add_methods([files], directory=tmp_path)
+    save_profile({"backend": "cupy", "device": "NVIDIA H200", "levels": {"x": 1}}, tmp_path)
+    path = add_methods([files], directory=tmp_path)
+    doc = load_profile(path)
+    assert path == profile_path("cupy", "NVIDIA H200", tmp_path) and doc["levels"] == {"x": 1}
+    assert len(doc["regimes"]["sustained"]["methods"]["points"]) == 2
+    other = tmp_path / "b.json"
+    other.write_text(json.dumps({**DOC, "environment": {**ENV, "device": "NVIDIA H100"}}))
+    with pytest.raises(ValueError, match="one device"):
+        add_methods([files, other], directory=tmp_path)
