@@ -61,6 +61,9 @@ ENTRIES: tuple[Entry, ...] = (
                              "where it extrapolates the measurements"),
     Entry("levels", LEVELS, "measure the best Strassen level over a size sweep and judge the predictors; writes "
                             "the device profile"),
+    Entry("choose", "experiments.frontdoor.commands",
+          "the front door's choice for a product and an accuracy (gpu.matmul): every candidate, its measured "
+          "speed-up, its proven bound, and why the winner won"),
     Entry("strassen", STRASSEN, "Strassen speed-up over the library GEMM at chosen sizes and levels"),
     Entry("schedule list", STRASSEN, "the registered schedules"),
     Entry("schedule analyze", STRASSEN, "free spaces, supports and recursion (state table)"),

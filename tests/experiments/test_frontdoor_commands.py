@@ -1,0 +1,40 @@
+"""``gemmlab choose``: the front door's choice for a shape and an accuracy, from a device profile's tables."""
+
+import json
+
+from experiments.cli import main
+
+
+def run(capsys, *words):
+    try:
+        code = main(["choose", *words])
+    except SystemExit as done:                           # argparse refuses an argument by exiting with 2
+        code = done.code
+    return code, capsys.readouterr()
+
+
+def test_the_h200s_bundled_tables_choose_ozaki2_at_dgemm_and_say_why(capsys, tmp_path):
+    code, out = run(capsys, "--shape", "16384:16384:16384", "--gpu", "H200", "--json", "--db", str(tmp_path / "d"))
+    doc = json.loads(out.out)
+    assert code == 0 and doc["winner"] == "ozaki2(moduli='auto', target='dgemm')"
+    assert doc["tables"].endswith("cupy-nvidia-h200.json")
+    strassen = [c for c in doc["candidates"] if c["family"] == "strassen"]
+    assert strassen and not any(c["keeps"] for c in strassen) and strassen[0]["bound"]["scale"] == "matrix"
+    code, out = run(capsys, "--shape", "16384:16384:16384", "--accuracy", "sgemm", "--gpu", "h200",
+                    "--db", str(tmp_path / "d"))
+    assert code == 0 and "winner: ozaki2" in out.out and "strassen L3:winograd+flat" in out.out
+
+
+def test_a_gpu_without_measurements_gets_the_library_gemm(capsys, tmp_path):
+    code, out = run(capsys, "--shape", "4096:4096:4096", "--gpu", "RTX 4090", "--db", str(tmp_path / "d"))
+    assert code == 0 and "nothing measured" in out.out and "winner: gemm (the library GEMM)" in out.out
+
+
+def test_bad_shapes_and_accuracies_are_refused_saying_the_form(capsys, tmp_path):
+    code, out = run(capsys, "--shape", "10:10", "--db", str(tmp_path / "d"))
+    assert code == 2 and "a shape reads M:K:N" in out.err
+    code, out = run(capsys, "--shape", "8:8:8", "--accuracy", "fp64", "--db", str(tmp_path / "d"))
+    assert code == 2 and "accuracy must be one of" in out.err
+    code, out = run(capsys, "--shape", "64:1048576:64", "--accuracy", "1e-10", "--gpu", "H200",
+                    "--db", str(tmp_path / "d"))
+    assert code != 0 and "no method keeps accuracy 1e-10" in out.err
