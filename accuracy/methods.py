@@ -47,6 +47,8 @@ import numpy as np
 
 from gpu import ozaki, ozaki2, splitk
 from gpu.backend import Array, Backend, BackendUnavailable
+from gpu.frontdoor import Accuracy
+from gpu.frontdoor import matmul as front_matmul
 from gpu.strassen import SCHEDULES, check_schedule, matmul
 from gpu.strassen.api import check_level
 
@@ -355,3 +357,20 @@ def _splitk(match: re.Match) -> Method:
     order = "fixed-order reduction" if deterministic else "atomic accumulation"
     return Method(match.group(0), f"split-K, {chunks}, {order} (float64)", run,
                   check=lambda m, k, n: splitk.check_worth(m, n, k))
+
+
+def auto_names() -> list[str]:
+    return ["auto", "auto-sgemm", "auto-1e-10"]
+
+
+@family(r"auto(?:-(?P<level>dgemm|sgemm|[0-9.]+e-[0-9]+))?", "auto[-<dgemm|sgemm|bound>]", auto_names)
+def _auto(match: re.Match) -> Method:
+    level = match["level"] or "dgemm"
+    accuracy = level if level in ("dgemm", "sgemm") else float(level)
+    Accuracy(accuracy)                                 # a bound outside (0, 1) is refused by its name
+
+    def run(be: Backend, A: Array, B: Array) -> Array:
+        return front_matmul(A, B, accuracy=accuracy, backend=be)
+
+    return Method(match.group(0), f"the front door, gpu.matmul(accuracy={accuracy!r}): the fastest method this "
+                                  "device's profile measured that keeps the accuracy (float64)", run)
