@@ -27,6 +27,7 @@ import numpy as np
 from gpu.backend import Array, Backend, MemoryPlanError, get_backend, register_ops
 from gpu.backend.checks import gib
 from gpu.backend.plans import MatmulPlan, PlanCache, operand_signature, resolve_options
+from gpu.frontdoor.frontplan import register_exact
 
 from .blocking import SHARE, Shape, lines, nonfinite_in_chunks, one_block, plan_blocks, spans_in_chunks, within
 from .limbs import carry, magnitude, round_to_float64
@@ -354,6 +355,27 @@ class HostExact:
 
 register_ops(FAMILY, "numpy", HostExact)
 register_ops(FAMILY, "cupy", "accuracy.exact_cuda:CudaExact")
+
+
+class ExactInto(MatmulPlan):
+    """An :class:`ExactPlan` that writes into ``out`` where given: the front door's ``accuracy="exact"``
+    (:func:`gpu.frontdoor.frontplan.register_exact`). NaN and infinity give their IEEE entries, as every front-door
+    method gives the library GEMM's pattern (``check_finite=False``)."""
+
+    def __init__(self, A: Any, B: Any, out: Any, backend: Backend, stream: Any = None) -> None:
+        self.backend, self.stream = backend, stream
+        self._plan = ExactPlan(A, B, options=ExactOptions(check_finite=False), backend=backend, stream=stream)
+        self.signature = operand_signature(backend, *check_operands(backend, A, B, check_finite=False), out, stream)
+
+    def _execute(self, A: Array, B: Array, out: Array | None) -> Array:
+        C = self._plan._execute(A, B, None)
+        if out is None:
+            return C
+        out[...] = C
+        return out
+
+
+register_exact(ExactInto)
 
 
 __all__: Sequence[str] = ("NONFINITE", "ExactOptions", "ExactPlan", "SplitPlan", "check_operands", "exact_matmul",

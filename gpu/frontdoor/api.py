@@ -9,7 +9,8 @@ Accuracy (:mod:`gpu.frontdoor.contract`): ``"dgemm"`` (the default) is the libra
 row of A and column of B; ``"sgemm"`` and a number t in (0, 1) are bounds over the whole matrix
 (t k max|A| max|B|); ``Accuracy(level, scale=...)`` asks for a finer scale. Only proven bounds count: so
 Strassen runs only under ``"sgemm"`` or a number its bound meets, Ozaki scheme II under ``"dgemm"`` with the
-count its normwise bound picks, and ``"exact"`` is ``accuracy.reference.exact_matmul``'s alone (call it).
+count its normwise bound picks, and ``"exact"`` is the correctly rounded product of
+``accuracy.reference.exact_matmul`` alone (which registers itself here when ``accuracy`` is imported).
 The candidates' times come from this device's profile (its ``configurations`` and ``methods`` sections, the
 user's own first, then the one bundled for the H100 or H200); where none was measured the library GEMM runs.
 """

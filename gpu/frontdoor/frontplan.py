@@ -13,6 +13,7 @@ for is that family's (Ozaki II's ``moduli="auto"`` and Ozaki I's ``target=`` rea
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .. import ozaki, ozaki2, splitk, strassen
@@ -20,8 +21,19 @@ from ..backend import Array, Backend, MemoryPlanError, get_backend
 from ..backend.checks import gemm_operands
 from ..backend.plans import MatmulPlan, operand_signature
 from ..profile import configurations, methods
+from . import contract
 from .contract import as_accuracy
 from .rank import Ranked, Ranking, rank
+
+#: The builder of the correctly rounded product's plan, ``(A, B, out, backend, stream) -> plan``: registered by
+#: :mod:`accuracy.reference` when it is imported (this layer imports nothing above it), so ``accuracy="exact"``
+#: needs ``import accuracy`` first.
+EXACT: list[Callable[..., MatmulPlan]] = []
+
+
+def register_exact(build: Callable[..., MatmulPlan]) -> None:
+    """Make ``build`` the plan of ``accuracy="exact"`` (see :data:`EXACT`)."""
+    EXACT[:] = [build]
 
 
 class LibraryPlan(MatmulPlan):
@@ -62,10 +74,13 @@ class Plan(MatmulPlan):
             raise TypeError(f"the front door multiplies float64 matrices; A is {A.dtype} and B is {B.dtype}: "
                             "convert them, or call the library GEMM (A @ B) for other dtypes")
         (m, k), n = A.shape, B.shape[1]
+        self.refused: list[tuple[Ranked, str]] = []
+        if self.accuracy.exact:
+            self._exact(A, B, out, stream)
+            return
         self.ranking: Ranking = rank(m, k, n, self.accuracy, configurations=configurations(be, regime)[0],
                                      methods=methods(be, regime)[0], deterministic=deterministic,
                                      graphs=be.supports_graphs)
-        self.refused: list[tuple[Ranked, str]] = []
         for candidate in (r for r in self.ranking.entries if r.eligible):
             try:
                 self._inner = family_plan(candidate, A, B, out, be, stream)
@@ -78,6 +93,19 @@ class Plan(MatmulPlan):
             raise ValueError(f"every method that keeps accuracy {self.accuracy.level!r} refused this product: "
                              + "; ".join(f"{r.name}: {why}" for r, why in self.refused))
         self.signature = operand_signature(be, A, B, out, stream)
+
+    def _exact(self, A: Array, B: Array, out: Array | None, stream: Any) -> None:
+        """The correctly rounded product: the one candidate of ``"exact"``, registered from above."""
+        if not EXACT:
+            raise ValueError("accuracy 'exact' is accuracy.reference.exact_matmul's: import accuracy (or call "
+                             "accuracy.reference.exact_matmul) first")
+        self._inner = EXACT[0](A, B, out, self.backend, stream)
+        self.chosen = Ranked("exact (accuracy.reference.exact_matmul)", "exact", {}, None,
+                             "not timed: an audit tool that waits for the device", contract.exact(), True,
+                             why="every entry correctly rounded")
+        self.ranking = Ranking((A.shape[0], A.shape[1], B.shape[1]), self.accuracy, (self.chosen,),
+                               "the one method that keeps 'exact'")
+        self.signature = operand_signature(self.backend, A, B, out, stream)
 
     def _execute(self, A: Array, B: Array, out: Array | None) -> Array:
         return self._inner._execute(A, B, out)

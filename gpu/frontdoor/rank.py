@@ -94,7 +94,7 @@ def rank(m: int, k: int, n: int, accuracy: Any = "dgemm", *, configurations: Map
     ValueError where no candidate keeps the accuracy (the reasons named)."""
     want = as_accuracy(accuracy)
     if want.exact:
-        raise ValueError("accuracy 'exact' has one method, accuracy.reference.exact_matmul: call it directly")
+        raise ValueError("accuracy 'exact' has one method, accuracy.reference.exact_matmul: nothing to rank")
     found = [_gemm(k, want)] + _strassen(m, k, n, want, configurations, graphs) + \
         [_method(t, e, m, k, n, want, deterministic) for t, e in estimate_all(methods, m, k, n).items()]
     found = [r if not r.eligible or fits(r) else replace(r, fits=False, why=r.why + "; does not fit in memory")

@@ -96,5 +96,20 @@ def test_bad_input_is_refused_before_any_work():
         gpu.matmul(A.astype(np.float32), B.astype(np.float32), backend="numpy")
     with pytest.raises(ValueError, match="accuracy must be one of"):
         gpu.matmul(A, B, accuracy="fp64", backend="numpy")
-    with pytest.raises(ValueError, match="exact_matmul"):
-        gpu.matmul(A, B, accuracy="exact", backend="numpy")
+    with pytest.raises(ValueError, match="must be one of"):
+        gpu.matmul(A, B, accuracy=gpu.Accuracy("dgemm", scale="row"), backend="numpy")
+
+
+def test_exact_runs_the_correctly_rounded_product_that_accuracy_registers():
+    """``accuracy.reference`` (imported here) registers the exact product: its bits, into ``out`` too, with the
+    IEEE entries of rows and columns that hold NaN or infinity."""
+    A, B = operands(40, 30, 20, seed=5)
+    A[3, 4] = np.nan
+    want = exact_matmul(A, B, check_finite=False, backend="numpy")
+    got = gpu.matmul(A, B, accuracy="exact", backend="numpy")
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    assert np.array_equal(got[ok], want[ok])
+    C = np.empty((40, 20))
+    assert gpu.matmul(A, B, accuracy="exact", out=C, backend="numpy") is C and np.array_equal(C[ok], want[ok])
+    assert "the one method that keeps 'exact'" in gpu.plan(A, B, accuracy="exact", backend="numpy").explain()
