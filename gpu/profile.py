@@ -146,17 +146,7 @@ def configurations(backend: Backend, regime: str = "sustained",
     profile's where it has one, else the bundled profile's; and which file it came from (None: none). A user's
     profile with level tables and no configurations (a plain ``gemmlab calibrate``) gives none: its level
     tables, measured on this machine, decide instead of the bundled configurations."""
-    path, stamp = profile_stamp(backend, directory)
-    own = None if stamp is None else _read(path, stamp)
-    if own is not None and not regime_section(own, regime, "configurations") and regime_section(own, regime,
-                                                                                                  "levels"):
-        return None, None                     # the user's own level tables are this device's measurement
-    for doc, where in ((own, path), (bundled_profile(backend), str(_path(backend.name, device_name(backend),
-                                                                         str(BUNDLED_DIR))))):
-        section = regime_section(doc, regime, "configurations")
-        if section:
-            return section, where
-    return None, None
+    return _section(backend, regime, "configurations", directory, own_levels_decide=True)
 
 
 def methods(backend: Backend, regime: str = "sustained",
@@ -164,11 +154,21 @@ def methods(backend: Backend, regime: str = "sustained",
     """The methods section (:mod:`gpu.frontdoor.table`: each method's measured ratio to the library GEMM per
     shape) of ``regime`` for this device: the user's profile's where it has one, else the bundled profile's; and
     which file it came from (None: none)."""
+    return _section(backend, regime, "methods", directory)
+
+
+def _section(backend: Backend, regime: str, name: str, directory: str | os.PathLike | None,
+             own_levels_decide: bool = False) -> tuple[dict[str, Any] | None, str | None]:
+    """Section ``name`` of the user's profile, else of the bundled one, and its file; with
+    ``own_levels_decide``, none where the user's profile has level tables but not this section."""
     path, stamp = profile_stamp(backend, directory)
     own = None if stamp is None else _read(path, stamp)
-    for doc, where in ((own, path), (bundled_profile(backend), str(_path(backend.name, device_name(backend),
-                                                                         str(BUNDLED_DIR))))):
-        section = regime_section(doc, regime, "methods")
+    if own_levels_decide and own is not None and not regime_section(own, regime, name) and \
+            regime_section(own, regime, "levels"):
+        return None, None                     # the user's own level tables are this device's measurement
+    bundled = str(_path(backend.name, device_name(backend), str(BUNDLED_DIR)))
+    for doc, where in ((own, path), (bundled_profile(backend), bundled)):
+        section = regime_section(doc, regime, name)
         if section:
             return section, where
     return None, None
