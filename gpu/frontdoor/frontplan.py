@@ -81,7 +81,7 @@ class Plan(MatmulPlan):
         self.ranking: Ranking = rank(m, k, n, self.accuracy, configurations=configurations(be, regime)[0],
                                      methods=methods(be, regime)[0], deterministic=deterministic,
                                      graphs=be.supports_graphs)
-        for candidate in (r for r in self.ranking.entries if r.eligible):
+        for candidate in self.ranking.fallbacks():
             try:
                 self._inner = family_plan(candidate, A, B, out, be, stream)
             except (MemoryPlanError, ValueError, TypeError) as err:

@@ -70,6 +70,16 @@ class Ranking:
     def winner(self) -> Ranked:
         return self.entries[0]
 
+    def fallbacks(self) -> list[Ranked]:
+        """The eligible candidates in the order the rule would take them were each one before refused: the
+        winner, then the winner among the rest, and so on (what a plan tries where a family refuses)."""
+        left, order = [r for r in self.entries if r.eligible], []
+        while left:
+            best, _ = _choose(left, self.accuracy)
+            order.append(best)
+            left.remove(best)
+        return order
+
     def explain(self) -> str:
         """Every candidate with its estimate, its guarantee, whether it keeps the accuracy, and the reason."""
         m, k, n = self.shape

@@ -62,6 +62,14 @@ def test_a_challenger_needs_the_margin_over_the_library_gemm():
     assert 1.010 < 1 + MARGIN and r.winner.family == "gemm" and "beats it by 2%" in r.reason
 
 
+def test_fallbacks_apply_the_rule_again_to_what_is_left():
+    """Were Ozaki II refused at 16384 (its workspace, say), the library GEMM runs next, not Ozaki I (0.38x), and
+    under a number Strassen L2 (1.199x) comes before the library GEMM."""
+    assert [r.family for r in ranked(16384, 16384, 16384).fallbacks()] == ["ozaki2", "gemm", "ozaki"]
+    assert [r.name for r in ranked(16384, 16384, 16384, 1e-10).fallbacks()][:3] == [
+        "ozaki2(moduli='auto', target='dgemm')", "strassen L2:winograd+flat+graph", "gemm (the library GEMM)"]
+
+
 def test_a_number_admits_strassen_levels_within_their_bound():
     r = ranked(16384, 16384, 16384, 1e-10)
     keeps = {e.name: e.keeps for e in r.entries if e.family == "strassen"}
