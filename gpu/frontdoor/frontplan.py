@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import ozaki, ozaki2, splitk, strassen
-from ..backend import Array, Backend, MemoryPlanError, get_backend
+from ..backend import Array, Backend, MemoryPlanError, get_backend, require_memory
 from ..backend.checks import gemm_operands
 from ..backend.plans import MatmulPlan, operand_signature
 from ..profile import configurations, methods
@@ -42,7 +42,9 @@ class LibraryPlan(MatmulPlan):
     def __init__(self, A: Array, B: Array, out: Array | None, backend: Backend) -> None:
         self.backend = be = backend
         self._call = be.gemm_call(A, B, out) if out is not None else None
-        self._new = None if out is not None else be.product_call(A, B, lambda: None)
+        m, n = A.shape[0], B.shape[1]
+        output = (m * n * A.itemsize, f"the {m} x {n} output", "pass out= (an array you allocated), or free memory")
+        self._new = None if out is not None else be.product_call(A, B, lambda: require_memory(be, *output))
         self.signature = operand_signature(be, A, B, out)
 
     def _execute(self, A: Array, B: Array, out: Array | None) -> Array:
