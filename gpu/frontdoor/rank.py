@@ -28,6 +28,7 @@ from typing import Any
 from ..splitk.plan import check_worth
 from ..strassen.choose import MARGIN, Configuration, estimates
 from ..strassen.choose import table as configuration_table
+from ..strassen.decide import Product, runs
 from . import contract
 from .contract import Accuracy, Guarantee, as_accuracy
 from .table import Estimate, Timed, estimate_all
@@ -159,10 +160,16 @@ def _strassen(m: int, k: int, n: int, want: Accuracy, section: Mapping[str, Any]
         core = side // 2**config.level * 2**config.level
         g = contract.strassen(config.level, core, k)
         keeps, why = _kept(g, want, k)
-        runs = graphs or not config.graph
+        if not runs(config, Product(m, k, n, "float64", 0, False, False), "peel"):
+            why = f"{config.name} cannot run {m} x {k} x {n} (bottom products under 16, or a schedule that cannot " \
+                  "recurse so deep)"
+            out.append(Ranked(f"strassen {config.name}", "strassen", config.as_dict(), ratio,
+                              f"measured (Strassen's configurations; {basis})", g, keeps, False, why=why))
+            continue
+        ok = graphs or not config.graph
         out.append(Ranked(f"strassen {config.name}", "strassen", config.as_dict(), ratio,
-                          f"measured (Strassen's configurations; {basis})", g, keeps, runs,
-                          why=why if runs else "a CUDA graph, which needs nvmath-python"))
+                          f"measured (Strassen's configurations; {basis})", g, keeps, ok,
+                          why=why if ok else "a CUDA graph, which needs nvmath-python"))
     return out
 
 

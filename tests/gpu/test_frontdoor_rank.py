@@ -125,3 +125,13 @@ def test_the_bundled_h200_profile_ranks_ozaki2_at_16384_and_splitk_at_16_by_2_20
     assert rank(16, 2**20, 16, "dgemm", **tables).winner.name == "splitk(deterministic=False)"
     assert rank(32, 2**22, 32, "dgemm", **tables).winner.family == "gemm"
     assert rank(1024, 1024, 1024, "dgemm", **tables).winner.family == "gemm"
+
+
+def test_a_configuration_that_cannot_recurse_so_deep_does_not_run():
+    """A configuration the table holds but Strassen's own rule refuses at this size (bottom products under 16)
+    is listed and never run."""
+    deep = {"points": [{"size": 16384, "gemm_s": 0.169, "timed": [
+        {"config": {"level": 11, "schedule": "winograd"}, "speedup": 9.0}]}]}
+    r = rank(16384, 16384, 16384, "sgemm", configurations=deep)
+    entry = next(e for e in r.entries if e.family == "strassen")
+    assert not entry.runs and "cannot run" in entry.why and r.winner.family == "gemm"
