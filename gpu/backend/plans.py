@@ -61,17 +61,6 @@ def _build(kind: type[O], fields: dict[str, Any]) -> O:
     return kind(**fields)
 
 
-def stream_key(be: Backend, stream: Any = None) -> Any:
-    """What identifies the stream work goes to: ``stream``'s handle where given, else the current stream's
-    (None on NumPy, which has none)."""
-    return be.stream_key(stream)
-
-
-def device_key(be: Backend, x: Array) -> Any:
-    """The device ``x`` lives on (None on NumPy)."""
-    return be.device_key(x)
-
-
 def operand_signature(be: Backend, A: Any, B: Any, out: Any = None, stream: Any = None) -> tuple | None:
     """The signature of (A, B, out) on ``be``: shapes, strides, dtypes, writeability, device and stream; None
     where an operand is not a plain array of ``be`` (such a call converts it first and is not kept). Asked on
