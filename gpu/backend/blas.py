@@ -293,15 +293,21 @@ class GemmPlan(NamedTuple):
     def of(cls, A: Layout, B: Layout, C: Layout, call: BlasCall | None) -> GemmPlan:
         return cls(call, C.order == "C", (A.extent, B.extent, C.extent))
 
-    def bind(self, pa: int, pb: int, pc: int) -> BlasCall | None:
-        """The call on these addresses; None where C's byte range meets A's or B's (the caller then runs
-        the full check, which tells a real overlap from views interleaved on one grid)."""
+    def addresses(self, pa: int, pb: int, pc: int) -> tuple[int, int] | None:
+        """The call's first and second operand addresses; None where C's byte range meets A's or B's (the
+        caller then runs the full check, which tells a real overlap from views interleaved on one grid)."""
         ea, eb, ec = self.extents
         if bytes_meet(pc, ec, pa, ea) or bytes_meet(pc, ec, pb, eb):
             return None
-        first, second = (pb, pa) if self.swap else (pa, pb)
+        return (pb, pa) if self.swap else (pa, pb)
+
+    def bind(self, pa: int, pb: int, pc: int) -> BlasCall | None:
+        """The call on these addresses; None where C's byte range meets A's or B's (see :meth:`addresses`)."""
+        operands = self.addresses(pa, pb, pc)
+        if operands is None:
+            return None
         c = self.call
-        return BlasCall(c.transa, c.transb, c.m, c.n, c.k, first, c.lda, second, c.ldb, pc, c.ldc)
+        return BlasCall(c.transa, c.transb, c.m, c.n, c.k, operands[0], c.lda, operands[1], c.ldb, pc, c.ldc)
 
 
 def plan_geam(A: Layout, B: Layout, C: Layout) -> BlasCall | None:

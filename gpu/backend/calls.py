@@ -14,8 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from .blas import bytes_meet
-
 Array = Any
 
 
@@ -34,15 +32,13 @@ class GemmCall:
     def __call__(self, A: Array, B: Array, C: Array) -> None:
         if self.issue is None:
             return
-        be, plan = self.backend, self.plan
-        pa, pb, pc = be.pointer(A), be.pointer(B), be.pointer(C)
-        ea, eb, ec = plan.extents
-        if bytes_meet(pc, ec, pa, ea) or bytes_meet(pc, ec, pb, eb):
+        be = self.backend
+        pc = be.pointer(C)
+        operands = self.plan.addresses(be.pointer(A), be.pointer(B), pc)
+        if operands is None:
             be.gemm(A, B, C, self.alpha, self.beta)
-        elif plan.swap:
-            self.issue(pb, pa, pc)
         else:
-            self.issue(pa, pb, pc)
+            self.issue(*operands, pc)
 
 
 def host_scalars(dtype: np.dtype, alpha: float, beta: float) -> tuple[int, int]:
