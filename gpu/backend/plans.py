@@ -28,6 +28,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
+from .checks import check_output, require_memory
 from .interface import Array, Backend
 
 #: Plans a family's ``matmul`` keeps, least recently used evicted first.
@@ -59,6 +60,27 @@ def _build(kind: type[O], fields: dict[str, Any]) -> O:
         raise TypeError(f"{kind.__name__} has no option {', '.join(map(repr, unknown))}; its options are "
                         f"{', '.join(sorted(known))}")
     return kind(**fields)
+
+
+def library_product(be: Backend, A: Array, B: Array, out: Array | None,
+                    output: tuple[int, str, str]) -> Callable[[Array, Array, Array | None], Array]:
+    """The library GEMM as a plan's product ``(A, B, out) -> C``, checked once for the signature of (A, B, ``out``):
+    into ``out`` by a :class:`gpu.backend.calls.GemmCall` (an ``out`` that overlaps A or B refused in the
+    caller's terms, :func:`gpu.backend.check_output`'s); without ``out`` by the backend's
+    :meth:`~gpu.backend.Backend.product_call` into a new C, whose memory check (``output``: the bytes, what and
+    advice of :func:`gpu.backend.require_memory`) says why where C does not fit."""
+    if out is None:
+        return be.product_call(A, B, lambda: require_memory(be, *output))
+    call, shape, dtype = be.gemm_call(A, B, out), out.shape, out.dtype
+
+    def into(A: Array, B: Array, out: Array) -> Array:
+        try:
+            call(A, B, out)
+        except ValueError:
+            check_output(be, out, shape, dtype, {"A": A, "B": B})     # names the overlap
+            raise
+        return out
+    return into
 
 
 def operand_signature(be: Backend, A: Any, B: Any, out: Any = None, stream: Any = None) -> tuple | None:

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import ozaki, ozaki2, splitk, strassen
-from ..backend import Array, Backend, MemoryPlanError, get_backend, require_memory
+from ..backend import Array, Backend, MemoryPlanError, get_backend
 from ..backend.checks import gemm_operands
-from ..backend.plans import MatmulPlan, operand_signature
+from ..backend.plans import MatmulPlan, library_product, operand_signature
 from ..profile import configurations, methods
 from . import contract
 from .contract import as_accuracy
@@ -37,21 +37,18 @@ def register_exact(build: Callable[..., MatmulPlan]) -> None:
 
 
 class LibraryPlan(MatmulPlan):
-    """The library GEMM as a plan: one checked GEMM call into ``out``, or into a new C per call."""
+    """The library GEMM as a plan: one checked GEMM call into ``out``, or into a new C per call
+    (:func:`gpu.backend.plans.library_product`)."""
 
     def __init__(self, A: Array, B: Array, out: Array | None, backend: Backend) -> None:
-        self.backend = be = backend
-        self._call = be.gemm_call(A, B, out) if out is not None else None
+        self.backend = backend
         m, n = A.shape[0], B.shape[1]
         output = (m * n * A.itemsize, f"the {m} x {n} output", "pass out= (an array you allocated), or free memory")
-        self._new = None if out is not None else be.product_call(A, B, lambda: require_memory(be, *output))
-        self.signature = operand_signature(be, A, B, out)
+        self._product = library_product(backend, A, B, out, output)
+        self.signature = operand_signature(backend, A, B, out)
 
     def _execute(self, A: Array, B: Array, out: Array | None) -> Array:
-        if out is None:
-            return self._new(A, B)
-        self._call(A, B, out)
-        return out
+        return self._product(A, B, out)
 
 
 def family_plan(r: Ranked, A: Array, B: Array, out: Array | None, be: Backend, stream: Any) -> MatmulPlan:

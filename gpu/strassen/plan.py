@@ -48,7 +48,7 @@ from ..backend import (
 )
 from ..backend.blas import bytes_meet
 from ..backend.checks import require_writeable
-from ..backend.plans import MatmulPlan, operand_signature, resolve_options
+from ..backend.plans import MatmulPlan, library_product, operand_signature, resolve_options
 from ..profile import ProfileWatch
 from . import finite
 from .choose import Configuration
@@ -142,23 +142,8 @@ class Plan(MatmulPlan):
             _KEPT.discard(self)
 
     def _level0(self, A: Array, B: Array, out: Array | None) -> Any:
-        """The level-0 product ``(A, B, out) -> C``, checked once: into ``out`` by a
-        :class:`gpu.backend.calls.GemmCall` (whose address test refuses an ``out`` that overlaps A or B); without
-        ``out`` by the backend's :meth:`~gpu.backend.Backend.product_call` into a new C, whose memory check
-        says why where C does not fit."""
-        be = self.backend
-        if out is not None:
-            call = be.gemm_call(A, B, out)
-
-            def into(A: Array, B: Array, out: Array) -> Array:
-                try:
-                    call(A, B, out)
-                except ValueError:
-                    self._meet(A, B, out)                  # names the overlap in the caller's terms
-                    raise
-                return out
-            return into
-        return be.product_call(A, B, lambda: require_memory(be, *self._output))
+        """The level-0 product ``(A, B, out) -> C``, checked once (:func:`gpu.backend.plans.library_product`)."""
+        return library_product(self.backend, A, B, out, self._output)
 
     # --------------------------------------------------------------------------- the per-call work
 
