@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..backend import Array, Backend, get_backend
+from ..backend.checks import gemm_operands
 from ..backend.plans import PlanCache, operand_signature
 from .contract import as_accuracy
 from .frontplan import Plan
@@ -43,11 +44,10 @@ def matmul(A: Any, B: Any, *, accuracy: Any = "dgemm", out: Any = None, determin
     between runs (split-K's atomic additions)."""
     be = get_backend(backend)
     key = operand_signature(be, A, B, out)
+    if key is None:                                  # array-likes: converted once, then planned like arrays
+        A, B, out = gemm_operands(be, A, B, out)
+        key = operand_signature(be, A, B, out)
     want = as_accuracy(accuracy)
-    if key is None:
-        with Plan(A, B, out=out, accuracy=want, deterministic=deterministic, backend=be) as once:
-            A, B = be.asarray(A), be.asarray(B)
-            return once._execute(A, B, out)
     chosen = PLANS.get((key, want, deterministic), lambda: Plan(A, B, out=out, accuracy=want,
                                                                 deterministic=deterministic, backend=be))
     return chosen._execute(A, B, out)
