@@ -144,15 +144,23 @@ def test_any_finite_inputs_round_correctly(ops):
     assert_bitwise(exact_matmul(A, B, backend="numpy"), fraction_matmul(A, B))
 
 
-def test_blocks_carries_and_tiles(monkeypatch):
-    """Inner blocks of 8 terms, a carry every 3 additions and tiles of a few entries; rows with a
-    wide exponent range get more slices than the others (row subsets in the tiles)."""
+@pytest.fixture
+def small_blocks(monkeypatch):
+    """Inner blocks of 8 terms, a carry every 3 additions and tiles of a few entries, and operands (A, B) whose
+    rows and columns span wide exponent ranges (row subsets of slices in the tiles)."""
     A = phi_matrix(9, 61, 2.0, 1)
     B = phi_matrix(61, 7, 2.0, 2)
     A[2, 5], A[6, 0], B[3, 4] = 2.0**-1000, 2.0**300, 2.0**-200
     monkeypatch.setattr(reference, "max_block", lambda beta: min(8, 2 ** (55 - 2 * beta)))
     monkeypatch.setattr(reference, "ADDS_PER_CARRY", 3)
     monkeypatch.setattr(reference, "TILE_BYTES", 8 * 200 * 4)
+    return A, B
+
+
+def test_blocks_carries_and_tiles(small_blocks):
+    """Inner blocks of 8 terms, a carry every 3 additions and tiles of a few entries; rows with a
+    wide exponent range get more slices than the others (row subsets in the tiles)."""
+    A, B = small_blocks
     plan = plan_exact(np, A, B)
     assert plan.block == 8
     assert len(reference.tiles(9, 7, 200)) > 1
@@ -250,15 +258,10 @@ def test_cupy_and_numpy_give_the_same_bits(cupy_backend):
 
 
 @pytest.mark.gpu
-def test_cupy_kernels_with_small_blocks_carries_and_tiles(cupy_backend, monkeypatch):
+def test_cupy_kernels_with_small_blocks_carries_and_tiles(cupy_backend, small_blocks):
     """The CUDA module's carries, row subsets of slices and tiles, forced small as on NumPy above, and a plan
     kept across calls whose ranges differ."""
-    A = phi_matrix(9, 61, 2.0, 1)
-    B = phi_matrix(61, 7, 2.0, 2)
-    A[2, 5], A[6, 0], B[3, 4] = 2.0**-1000, 2.0**300, 2.0**-200
-    monkeypatch.setattr(reference, "max_block", lambda beta: min(8, 2 ** (55 - 2 * beta)))
-    monkeypatch.setattr(reference, "ADDS_PER_CARRY", 3)
-    monkeypatch.setattr(reference, "TILE_BYTES", 8 * 200 * 4)
+    A, B = small_blocks
     reference.PLANS.clear()
     a, b = cupy_backend.asarray(A), cupy_backend.asarray(B)
     assert_bitwise(host(cupy_backend, exact_matmul(a, b, backend=cupy_backend)), fraction_matmul(A, B))
