@@ -174,24 +174,23 @@ class Plan(MatmulPlan):
         count's read (the line statistics and the count stay eager, since the count picks the graph). Only where
         the INT32 products are kept whole (the direct layout), whose work allocates nothing."""
         be = self.backend
-        where = (be.pointer(A), be.pointer(B), be.pointer(C))
         if self.fixed:
-            def whole() -> None:
+            count = self.fixed
+
+            def work() -> None:
                 part, shift_a, shift_b, rows, cols = self._scaling(family, A, B)
                 self._rest(family, part, A, B, C, shift_a, shift_b, rows, cols)
-            run = self._graphs.run if self.part(self.fixed).direct else (lambda key, body: body())
-            run((*where, self.fixed), whole)
-            return
-        rows, cols, found, count = self._lines(family, A, B)
-        part = self.part(count)
-
-        def rest() -> None:
-            shift_a, shift_b = self._shifts(family, part, rows, cols, found)
-            self._rest(family, part, A, B, C, shift_a, shift_b, rows, cols)
-        if part.direct:
-            self._graphs.run((*where, count), rest)
         else:
-            rest()
+            rows, cols, found, count = self._lines(family, A, B)
+
+            def work() -> None:
+                shift_a, shift_b = self._shifts(family, part, rows, cols, found)
+                self._rest(family, part, A, B, C, shift_a, shift_b, rows, cols)
+        part = self.part(count)
+        if part.direct:
+            self._graphs.run((be.pointer(A), be.pointer(B), be.pointer(C), count), work)
+        else:
+            work()
 
     def _output(self, A: Array, B: Array, out: Array | None) -> Array:
         """C: ``out`` (its overlap with A and B checked, the addresses being the call's), or a new array."""
