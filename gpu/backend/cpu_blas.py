@@ -1,6 +1,8 @@
 """The CPU BLAS that SciPy ships, called on raw pointers.
 
-SciPy exports its BLAS as Cython capsules (``scipy.linalg.cython_blas``).
+SciPy exports its BLAS as Cython capsules (``scipy.linalg.cython_blas``), loaded on the first BLAS call:
+importing ``scipy.linalg`` takes 0.3-0.7 s in a new process, which a caller of the NumPy backend's host
+operations alone (the out-of-core engine's staging) should not pay.
 Calling them through ctypes hands BLAS a view's pointer and leading dimension,
 so a GEMM on a quadrant of a larger matrix runs with no copy and with a real
 ``beta`` (accumulate into C), as cuBLAS does on the GPU. ``np.matmul`` cannot
@@ -13,9 +15,8 @@ import ctypes
 from functools import cache
 
 import numpy as np
-from scipy.linalg import cython_blas
-
 from .blas import BlasCall
+from .interface import load
 
 _P = ctypes.c_void_p
 _SCALAR = {np.dtype(np.float64): ctypes.c_double, np.dtype(np.float32): ctypes.c_float}
@@ -32,7 +33,7 @@ _capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.p
 def _routine(name: str, n_args: int, n_chars: int = 0):
     """A ctypes function for BLAS routine ``name`` (all arguments by pointer)."""
     try:
-        capsule = cython_blas.__pyx_capi__[name]
+        capsule = load("scipy.linalg.cython_blas:__pyx_capi__")[name]
     except (AttributeError, KeyError) as exc:  # pragma: no cover - depends on the SciPy build
         raise RuntimeError(f"SciPy's cython_blas does not export {name}; upgrade SciPy") from exc
     pointer = _capsule_pointer(capsule, _capsule_name(capsule))
