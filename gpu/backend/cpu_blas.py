@@ -15,6 +15,7 @@ import ctypes
 from functools import cache
 
 import numpy as np
+
 from .blas import BlasCall
 from .interface import load
 

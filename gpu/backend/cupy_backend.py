@@ -289,6 +289,15 @@ class CupyBackend(Backend):
             return C
         return new
 
+    def new_output(self, shape: tuple[int, ...], dtype: Any, check: Any) -> Any:
+        """A new array from the pool; ``check`` (which asks the device) runs only where the pool cannot give it,
+        to say why before any work (a free-memory query each call cost about 0.1 ms of host time)."""
+        try:
+            return self.xp.empty(shape, dtype=dtype)
+        except MemoryError:
+            check()
+            raise
+
     def memory_info(self) -> tuple[int, int]:
         """(free, total) bytes: the driver's free memory, within the pool's limit where one is set
         (``cupy.get_default_memory_pool().set_limit``), plus the blocks CuPy's pool caches. Those are free to

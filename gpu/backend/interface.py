@@ -291,6 +291,13 @@ class Backend(abc.ABC):
             return product(A, B)
         return new
 
+    def new_output(self, shape: tuple[int, ...], dtype: Any, check: Callable[[], None]) -> Array:
+        """A new array for a plan's output. ``check`` raises where it does not fit (a
+        :class:`gpu.backend.MemoryPlanError`): here it runs first, since host memory is promised before it is
+        touched; a device backend may ask its allocator first and check only where that fails."""
+        check()
+        return self.xp.empty(shape, dtype=dtype)
+
     @abc.abstractmethod
     def memory_info(self) -> tuple[int, int]:
         """(free, total) bytes of device memory; free counts what a memory pool caches for reuse."""

@@ -165,12 +165,15 @@ class Plan(MatmulPlan):
         with self._lock:
             if not self._filled:
                 self._require(d.memory)
-            elif out is None:
-                require_memory(be, *self._output)
-            C = be.xp.empty((self.product.m, self.product.n), dtype=A.dtype) if out is None else out
+            C = self._new_output(A.dtype) if out is None else out
             self._run(A, B, C)
             self._filled = True
         return C
+
+    def _new_output(self, dtype: Any) -> Array:
+        """A new C (:meth:`gpu.backend.Backend.new_output`: its memory check says why where it does not fit)."""
+        return self.backend.new_output((self.product.m, self.product.n), dtype,
+                                       lambda: require_memory(self.backend, *self._output))
 
     def _meet(self, A: Array, B: Array, out: Array | None) -> bool:
         """ValueError where ``out`` overlaps A or B; whether A and B overlap where the plan holds overwrite

@@ -1,0 +1,122 @@
+"""``gpu.matmul`` as called against the library GEMM and against every candidate it ranked, on a small grid (CuPy).
+
+For each shape and accuracy of :data:`GRID` (override with ``SHAPES=m:k:n,...`` and ``ACCURACIES=dgemm,1e-10``):
+the front door's plan and its ``explain()``; then, interleaved in rounds (the order rotated each round), the
+calls ``gpu.matmul(A, B)`` (a new output, as a user calls it), ``cupy.matmul(A, B)``, and each candidate that
+keeps the accuracy and fits, run through its own family plan (``gpu.frontdoor.frontplan.family_plan``) into a
+new output. Each sample is a loop of back-to-back calls then one synchronisation (wall time per call), and the
+same loop behind a stream hold timed by CUDA events (device time), medians of :data:`SAMPLES`. Operands are
+uniform [0, 1) FP64. The front door's result is compared with the library GEMM's (normwise relative
+difference). NVML readings at the start and end of each shape. Writes ``$OUT/frontdoor-probe.json``.
+This is a probe of the first front-door run on a GPU, not the issue's grid (``gemmlab frontdoor``).
+"""
+import json
+import math
+import os
+import statistics
+import time
+
+import numpy as np
+
+import gpu
+from experiments.core.environment import environment
+from gpu.backend import get_backend
+from gpu.backend.plans import free_kept_plans
+from gpu.frontdoor.frontplan import family_plan
+
+GRID = [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (16384, 16384, 16384),
+        (16, 1 << 20, 16), (64, 1 << 20, 64), (4096, 65536, 4096)]
+ACCURACIES = ("dgemm", 1e-10, "sgemm")
+SAMPLES, LOOP_S, MAX_CALLS = 10, 0.02, 64
+
+
+def accuracy_of(text: str):
+    return text if text in ("dgemm", "sgemm") else float(text)
+
+
+def loop(be, f, calls: int, hold: bool) -> float:
+    be.synchronize()
+    if hold:
+        with be.timer(hide_launch=True) as t:
+            for _ in range(calls):
+                f()
+        return t.seconds / calls
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        f()
+    be.synchronize()
+    return (time.perf_counter() - t0) / calls
+
+
+def reading(be):
+    tel = be.telemetry()
+    return None if tel is None else tel.read().as_dict()
+
+
+def point(be, A, B, accuracy) -> dict:
+    plan = gpu.plan(A, B, accuracy=accuracy)
+    works = {"frontdoor": lambda: gpu.matmul(A, B, accuracy=accuracy), "library": lambda: be.xp.matmul(A, B)}
+    for r in plan.ranking.entries:
+        if r.eligible and r.family != "gemm":
+            try:
+                p = family_plan(r, A, B, None, be, None)
+            except (ValueError, TypeError) as err:
+                works[f"refused: {r.name}"] = str(err)
+                continue
+            works[r.name] = (lambda p=p: p._execute(A, B, None))
+    refused = {k: v for k, v in works.items() if isinstance(v, str)}
+    works = {k: v for k, v in works.items() if not isinstance(v, str)}
+    for f in works.values():
+        f()
+        f()
+    gemm_s = loop(be, works["library"], 1, False)
+    calls = min(MAX_CALLS, max(1, math.ceil(LOOP_S / gemm_s)))
+    names, t = list(works), {k: {"wall": [], "device": []} for k in works}
+    for s in range(SAMPLES):
+        for name in names[s % len(names):] + names[:s % len(names)]:
+            t[name]["wall"].append(loop(be, works[name], calls, False))
+            t[name]["device"].append(loop(be, works[name], calls, True))
+    med = {k: {c: statistics.median(v) for c, v in x.items()} for k, x in t.items()}
+    xp = be.xp
+    C, R = gpu.matmul(A, B, accuracy=accuracy), xp.matmul(A, B)
+    diff = float(xp.linalg.norm(C - R) / xp.linalg.norm(R))
+    best = min((k for k in med if k != "frontdoor"), key=lambda k: med[k]["wall"])
+    return {"accuracy": str(accuracy), "chosen": plan.chosen.name, "explain": plan.explain(), "calls": calls,
+            "median_s": med, "samples_s": t, "refused": refused, "normwise_difference_from_library": diff,
+            "x_library": {k: {c: med["library"][c] / v[c] for c in v} for k, v in med.items()},
+            "fastest_other": best, "frontdoor_over_fastest": med[best]["wall"] / med["frontdoor"]["wall"]}
+
+
+def main() -> None:
+    be = get_backend(os.environ.get("BACKEND", "cupy"))
+    shapes = [tuple(int(x) for x in s.split(":")) for s in os.environ["SHAPES"].split(",")] \
+        if os.environ.get("SHAPES") else GRID
+    accs = [accuracy_of(a) for a in os.environ["ACCURACIES"].split(",")] if os.environ.get("ACCURACIES") \
+        else ACCURACIES
+    records, started = [], time.perf_counter()
+    for m, k, n in shapes:
+        rng = np.random.default_rng(m + k + n)
+        A, B = be.xp.asarray(rng.random((m, k))), be.xp.asarray(rng.random((k, n)))
+        start = reading(be)
+        for acc in accs:
+            try:
+                rec = point(be, A, B, acc)
+            except Exception as err:  # noqa: BLE001 - a probe records what failed and goes on
+                rec = {"accuracy": str(acc), "error": f"{type(err).__name__}: {err}"}
+            rec.update(shape=[m, k, n], telemetry={"start": start, "end": reading(be)})
+            records.append(rec)
+            x = rec.get("x_library", {})
+            print(m, k, n, acc, rec.get("chosen", rec.get("error")), {k2: round(v["wall"], 3) for k2, v in x.items()},
+                  "over fastest", round(rec.get("frontdoor_over_fastest", 0), 3), flush=True)
+        del A, B
+        free_kept_plans()
+        be.release_memory()
+    doc = {"script": "results/published/scripts/frontdoor_probe.py", "environment": environment(be),
+           "elapsed_s": time.perf_counter() - started, "records": records}
+    path = os.path.join(os.environ.get("OUT", "."), "frontdoor-probe.json")
+    with open(path, "w") as fh:
+        json.dump(doc, fh, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main()
