@@ -4,8 +4,9 @@ For each shape and accuracy of :data:`GRID` (override with ``SHAPES=m:k:n,...`` 
 the front door's plan and its ``explain()``; then, interleaved in rounds (the order rotated each round), the
 calls ``gpu.matmul(A, B)`` (a new output, as a user calls it), ``cupy.matmul(A, B)``, and each candidate that
 keeps the accuracy and fits, run through its own family plan (``gpu.frontdoor.frontplan.family_plan``) into a
-new output. Each sample is a loop of back-to-back calls then one synchronisation (wall time per call), and the
-same loop behind a stream hold timed by CUDA events (device time), medians of :data:`SAMPLES`. Operands are
+new output (the best :data:`OTHERS` besides the winner, so that their workspaces fit beside it). Each sample is a
+loop of back-to-back calls then one synchronisation: wall time per call, and CUDA events around the loop, medians
+of :data:`SAMPLES`. Operands are
 uniform [0, 1) FP64. The front door's result is compared with the library GEMM's (normwise relative
 difference). NVML readings at the start and end of each shape. Writes ``$OUT/frontdoor-probe.json``.
 This is a probe of the first front-door run on a GPU, not the issue's grid (``gemmlab frontdoor``).
@@ -27,25 +28,23 @@ from gpu.frontdoor.frontplan import family_plan
 GRID = [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (16384, 16384, 16384),
         (16, 1 << 20, 16), (64, 1 << 20, 64), (4096, 65536, 4096)]
 ACCURACIES = ("dgemm", 1e-10, "sgemm")
-SAMPLES, LOOP_S, MAX_CALLS = 10, 0.02, 64
+SAMPLES, LOOP_S, MAX_CALLS, OTHERS = 10, 0.02, 64, 2
 
 
 def accuracy_of(text: str):
     return text if text in ("dgemm", "sgemm") else float(text)
 
 
-def loop(be, f, calls: int, hold: bool) -> float:
+def loop(be, f, calls: int) -> tuple[float, float]:
+    """(wall, CUDA-event) seconds per call of ``calls`` back-to-back calls, then one synchronisation. No stream
+    hold: the front door's Ozaki II ``moduli="auto"`` reads 4 bytes from the device per call."""
     be.synchronize()
-    if hold:
-        with be.timer(hide_launch=True) as t:
-            for _ in range(calls):
-                f()
-        return t.seconds / calls
     t0 = time.perf_counter()
-    for _ in range(calls):
-        f()
+    with be.timer() as t:
+        for _ in range(calls):
+            f()
     be.synchronize()
-    return (time.perf_counter() - t0) / calls
+    return (time.perf_counter() - t0) / calls, t.seconds / calls
 
 
 def reading(be):
@@ -54,34 +53,35 @@ def reading(be):
 
 
 def point(be, A, B, accuracy) -> dict:
-    plan = gpu.plan(A, B, accuracy=accuracy)
+    probe = gpu.plan(A, B, accuracy=accuracy)
+    chosen, text, entries = probe.chosen.name, probe.explain(), probe.ranking.entries
+    probe.free()
     works = {"frontdoor": lambda: gpu.matmul(A, B, accuracy=accuracy), "library": lambda: be.xp.matmul(A, B)}
-    for r in plan.ranking.entries:
-        if r.eligible and r.family != "gemm":
-            try:
-                p = family_plan(r, A, B, None, be, None)
-            except (ValueError, TypeError) as err:
-                works[f"refused: {r.name}"] = str(err)
-                continue
-            works[r.name] = (lambda p=p: p._execute(A, B, None))
-    refused = {k: v for k, v in works.items() if isinstance(v, str)}
-    works = {k: v for k, v in works.items() if not isinstance(v, str)}
+    refused = {}
+    for r in [r for r in entries if r.eligible and r.family != "gemm" and r.name != chosen][:OTHERS]:
+        try:
+            p = family_plan(r, A, B, None, be, None)
+        except (ValueError, TypeError) as err:
+            refused[r.name] = str(err)
+            continue
+        works[r.name] = (lambda p=p: p._execute(A, B, None))
     for f in works.values():
         f()
         f()
-    gemm_s = loop(be, works["library"], 1, False)
+    gemm_s = loop(be, works["library"], 1)[0]
     calls = min(MAX_CALLS, max(1, math.ceil(LOOP_S / gemm_s)))
     names, t = list(works), {k: {"wall": [], "device": []} for k in works}
     for s in range(SAMPLES):
         for name in names[s % len(names):] + names[:s % len(names)]:
-            t[name]["wall"].append(loop(be, works[name], calls, False))
-            t[name]["device"].append(loop(be, works[name], calls, True))
+            wall, device = loop(be, works[name], calls)
+            t[name]["wall"].append(wall)
+            t[name]["device"].append(device)
     med = {k: {c: statistics.median(v) for c, v in x.items()} for k, x in t.items()}
     xp = be.xp
     C, R = gpu.matmul(A, B, accuracy=accuracy), xp.matmul(A, B)
     diff = float(xp.linalg.norm(C - R) / xp.linalg.norm(R))
     best = min((k for k in med if k != "frontdoor"), key=lambda k: med[k]["wall"])
-    return {"accuracy": str(accuracy), "chosen": plan.chosen.name, "explain": plan.explain(), "calls": calls,
+    return {"accuracy": str(accuracy), "chosen": chosen, "explain": text, "calls": calls,
             "median_s": med, "samples_s": t, "refused": refused, "normwise_difference_from_library": diff,
             "x_library": {k: {c: med["library"][c] / v[c] for c in v} for k, v in med.items()},
             "fastest_other": best, "frontdoor_over_fastest": med[best]["wall"] / med["frontdoor"]["wall"]}
