@@ -12,7 +12,8 @@ in rounds at each size of :data:`SIZES`, on one set of uniform [0, 1) FP64 opera
 
 For each: **wall**, a loop of back-to-back calls then one synchronise, per call (as a user's loop makes them);
 **device**, the same loop issued behind a stream hold (``gpu.backend.hold``) and timed by CUDA events (the
-device alone); **host**, one call's host time on an idle device. Medians of :data:`ROUNDS` rounds. Writes
+device alone); **host**, one call's host time on an idle device. Medians of :data:`ROUNDS` rounds (``SIZES`` and
+``CALLS`` in the environment override the sizes and the calls per sample). Writes
 ``$OUT/level0-probe.json``; about 20 s on an H200. Run from the repository root with ``PYTHONPATH=$PWD``.
 """
 
@@ -30,8 +31,8 @@ from gpu.backend import get_backend
 from gpu.backend.blas import plan_gemm
 from gpu.strassen import matmul
 
-SIZES = (512, 768, 1024, 2048)
-ROUNDS, CALLS = 15, 50
+SIZES = tuple(int(n) for n in os.environ.get("SIZES", "512,768,1024,2048").split(","))
+ROUNDS, CALLS = 15, int(os.environ.get("CALLS", 50))
 
 
 def calls(be, A, B, C) -> dict:
