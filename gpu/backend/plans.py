@@ -198,20 +198,23 @@ class PlanCache:
     def __len__(self) -> int:
         return len(self._plans)
 
-    def clear(self) -> None:
-        """Free and drop every kept plan."""
+    def clear(self, keep: tuple[MatmulPlan, ...] = ()) -> int:
+        """Free and drop every kept plan but those of ``keep``; how many were freed."""
         with self._lock:
-            plans, self._plans = list(self._plans.values()), OrderedDict()
+            held = self._plans
+            self._plans = OrderedDict((k, p) for k, p in held.items() if any(p is q for q in keep))
+            plans = [p for p in held.values() if not any(p is q for q in keep)]
         for plan in plans:
             plan.free()
+        return len(plans)
 
 
 _CACHES: weakref.WeakSet[PlanCache] = weakref.WeakSet()
 
 
-def free_kept_plans() -> None:
-    """Free the plans every family's ``matmul`` keeps (their workspaces, graphs and kernels' buffers): the
-    device memory they hold returns to the pool, and the next call of each signature plans again."""
-    for cache in list(_CACHES):
-        cache.clear()
+def free_kept_plans(keep: tuple[MatmulPlan, ...] = ()) -> int:
+    """Free the plans every family's ``matmul`` keeps (their workspaces, graphs and kernels' buffers), but those
+    of ``keep``: the device memory they hold returns to the pool, and the next call of each signature plans
+    again. Returns how many were freed."""
+    return sum(cache.clear(keep) for cache in list(_CACHES))
 

@@ -19,7 +19,7 @@ from typing import Any
 from .. import ozaki, ozaki2, splitk, strassen
 from ..backend import Array, Backend, MemoryPlanError, get_backend
 from ..backend.checks import gemm_operands
-from ..backend.plans import MatmulPlan, library_product, operand_signature
+from ..backend.plans import MatmulPlan, free_kept_plans, library_product, operand_signature
 from ..profile import configurations, methods
 from . import contract
 from .contract import as_accuracy
@@ -107,6 +107,14 @@ class Plan(MatmulPlan):
         self.signature = operand_signature(self.backend, A, B, out, stream)
 
     def _execute(self, A: Array, B: Array, out: Array | None) -> Array:
+        """The chosen plan's product; where its memory is short before any work (a workspace filled on the
+        first call), once more after freeing the plans every family's ``matmul`` keeps (another accuracy's
+        Ozaki II plan holds a workspace of about 8 matrices, say)."""
+        try:
+            return self._inner._execute(A, B, out)
+        except MemoryPlanError:
+            if not free_kept_plans(keep=(self,)):
+                raise
         return self._inner._execute(A, B, out)
 
     def _release(self) -> None:

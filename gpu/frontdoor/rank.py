@@ -31,7 +31,7 @@ from ..strassen.choose import table as configuration_table
 from ..strassen.decide import Product, runs
 from . import contract
 from .contract import Accuracy, Guarantee, as_accuracy
-from .table import Estimate, Timed, estimate_all
+from .table import PROVEN, Estimate, Timed, elsewhere, estimate_all
 
 #: Ratios within this of the fastest count as a tie (then: no wait first, then the smaller bound).
 TIE = 0.01
@@ -52,6 +52,7 @@ class Ranked:
     fits: bool = True
     waits: bool = False
     why: str = ""
+    elsewhere: float | None = None
 
     @property
     def eligible(self) -> bool:
@@ -106,8 +107,10 @@ def rank(m: int, k: int, n: int, accuracy: Any = "dgemm", *, configurations: Map
     want = as_accuracy(accuracy)
     if want.exact:
         raise ValueError("accuracy 'exact' has one method, accuracy.reference.exact_matmul: nothing to rank")
+    timed = estimate_all(methods, m, k, n)
     found = [_gemm(k, want)] + _strassen(m, k, n, want, configurations, graphs) + \
-        [_method(t, e, m, k, n, want, deterministic) for t, e in estimate_all(methods, m, k, n).items()]
+        [_method(t, e, m, k, n, want, deterministic) for t, e in timed.items()] + \
+        _unmeasured([t for t in PROVEN if not _measured(t, timed)], elsewhere(methods), m, k, n, want)
     found = [r if not r.eligible or fits(r) else replace(r, fits=False, why=r.why + "; does not fit in memory")
              for r in found]
     eligible = [r for r in found if r.eligible]
@@ -133,7 +136,10 @@ def _choose(eligible: list[Ranked], want: Accuracy) -> tuple[Ranked, str]:
         fastest = max((r for r in timed if r.family != "gemm"), key=lambda r: r.ratio, default=None)
         beside = f"; the fastest other: {fastest.name}, {fastest.ratio:.3f}x" if fastest else ""
         return gemm, f"nothing that keeps {want.level!r} beats it by {MARGIN:.0%}{beside}"
-    best = min(eligible, key=lambda r: (r.guarantee.t, r.name))
+    best = min(eligible, key=lambda r: (-(r.elsewhere or 0.0), r.guarantee.t, r.name))
+    if best.elsewhere is not None:
+        return best, f"the library GEMM does not keep {want.level!r} and no candidate that does was measured on " \
+                     f"this class of shape: the fastest on the shapes measured ({best.elsewhere:.3f}x, a median)"
     return best, f"the library GEMM does not keep {want.level!r} and no candidate that does was measured: the " \
                  f"strongest guarantee"
 
@@ -194,6 +200,25 @@ def _method(timed: Timed, est: Estimate, m: int, k: int, n: int, want: Accuracy,
     keeps, why = _kept(g, want, k)
     return Ranked(timed.name, timed.method, options, est.ratio, est.basis, g, keeps, runs, waits=est.waits,
                   why=note or why)
+
+
+def _measured(method: Timed, timed: Mapping[Timed, Estimate]) -> bool:
+    """Whether this class of shape measured ``method`` at its target (in any other form: a slice format, say)."""
+    target = method.options.get("target")
+    return any(t.method == method.method and t.options.get("target") == target for t in timed)
+
+
+def _unmeasured(methods: list[Timed], ratios: Mapping[tuple[str, Any], float], m: int, k: int, n: int,
+                want: Accuracy) -> list[Ranked]:
+    """The proven-accuracy methods with no estimate for this class of shape (see :mod:`gpu.frontdoor.table`)."""
+    out = []
+    for t in methods:
+        r = _method(t, Estimate(1.0, ""), m, k, n, want, False)
+        where = ratios.get((t.method, t.options.get("target")))
+        basis = "not measured for this class of shape" + \
+            (f" ({where:.3f}x the library GEMM, a median over the shapes measured)" if where is not None else "")
+        out.append(replace(r, ratio=None, basis=basis, waits=True, elsewhere=where))
+    return out
 
 
 def configuration_of(r: Ranked) -> Configuration | None:

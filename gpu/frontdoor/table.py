@@ -17,10 +17,16 @@ rest, measured shapes only. Within a class a method's ratio at a size comes from
 :func:`gpu.strassen.choose.estimates`, the rule Strassen's default already follows: the measured ratio where it
 was measured, the lower of two measured neighbours no more than 2x apart, the largest size's above it, and
 nothing below the smallest or across a wider gap.
+
+The methods whose bound is proven on the data (Ozaki scheme II under ``moduli="auto"`` and Ozaki I at a
+target: :data:`PROVEN`) stay candidates where their class was never measured, with no estimate: where the
+library GEMM cannot prove the accuracy asked for (a tight bound over a long inner dimension) they are what
+keeps it. :func:`elsewhere` gives each one's median ratio over every shape measured, which orders them then.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +57,10 @@ class Timed:
     def name(self) -> str:
         """``ozaki2(moduli='auto', target='dgemm')``."""
         return f"{self.method}({', '.join(f'{k}={v!r}' for k, v in self.config)})"
+
+
+#: The methods a product may take unmeasured (see the module notes), as a profile entry names them.
+PROVEN = (Timed.of("ozaki2", {"moduli": "auto", "target": "dgemm"}), Timed.of("ozaki", {"target": "dgemm"}))
 
 
 def classify(m: int, k: int, n: int) -> tuple[str, Any, int]:
@@ -99,3 +109,15 @@ def estimate_all(section: Mapping[str, Any] | None, m: int, k: int, n: int) -> d
             return "measured at this shape"
         return f"measured ({where}; {basis.replace('N = ', along + ' = ')})"
     return {key: Estimate(ratio, said(basis), waits[key]) for key, (ratio, basis) in found.items()}
+
+
+def elsewhere(section: Mapping[str, Any] | None) -> dict[tuple[str, Any], float]:
+    """Each method's median ratio at each target over every shape the ``methods`` section measured it at (any
+    class, any other option), by (method, target)."""
+    seen: dict[tuple[str, Any], list[float]] = {}
+    for point in (section or {}).get("points", ()):
+        for entry in point.get("timed", ()):
+            if entry.get("ratio") is not None:
+                key = (entry["method"], (entry.get("config") or {}).get("target"))
+                seen.setdefault(key, []).append(float(entry["ratio"]))
+    return {key: statistics.median(ratios) for key, ratios in seen.items()}

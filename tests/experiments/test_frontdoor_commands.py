@@ -35,6 +35,6 @@ def test_bad_shapes_and_accuracies_are_refused_saying_the_form(capsys, tmp_path)
     assert code == 2 and "a shape reads M:K:N" in out.err
     code, out = run(capsys, "--shape", "8:8:8", "--accuracy", "fp64", "--db", str(tmp_path / "d"))
     assert code == 2 and "accuracy must be one of" in out.err
-    code, out = run(capsys, "--shape", "64:1048576:64", "--accuracy", "1e-10", "--gpu", "H200",
+    code, out = run(capsys, "--shape", "64:1048576:64", "--accuracy", "1e-16", "--gpu", "H200",
                     "--db", str(tmp_path / "d"))
-    assert code != 0 and "no method keeps accuracy 1e-10" in out.err
+    assert code != 0 and "no method keeps accuracy 1e-16" in out.err

@@ -63,6 +63,17 @@ def test_under_a_number_the_fastest_candidate_that_keeps_it_runs_and_keeps_the_p
     assert (np.abs(C - exact) <= promise).all()
 
 
+def test_a_bound_the_library_gemm_cannot_prove_runs_a_proven_method_and_keeps_it():
+    """k = 1027: the library GEMM's gamma_k (1.14e-13) cannot prove 1e-13, and nothing was measured here, so the
+    strongest guarantee runs (Ozaki I, entrywise), and its result keeps the promise against the exact one."""
+    A, B = operands(40, 1027, 30, seed=2)
+    p = gpu.plan(A, B, accuracy=1e-13, backend="numpy")
+    assert p.chosen.family == "ozaki" and "the library GEMM does not keep 1e-13" in p.explain()
+    C, exact = p.execute(A, B), exact_matmul(A, B, backend="numpy")
+    promise = 1e-13 * A.shape[1] * np.abs(A).max() * np.abs(B).max() + 2.0**-53 * np.abs(exact)
+    assert (np.abs(C - exact) <= promise).all() and not np.array_equal(C, A @ B)
+
+
 def test_a_family_that_refuses_hands_on_to_the_next_candidate(profile, monkeypatch):
     from gpu.frontdoor import frontplan as plan_module
 
@@ -77,6 +88,27 @@ def test_a_family_that_refuses_hands_on_to_the_next_candidate(profile, monkeypat
     p = gpu.plan(A, B, accuracy=1e-10, backend=profile)
     assert p.chosen.name == "strassen L1:winograd" and "refused by its family: ozaki2" in p.explain()
     np.testing.assert_allclose(p.execute(A, B), A @ B, rtol=0, atol=1e-12 * N)
+
+
+def test_a_plan_short_of_memory_frees_the_other_kept_plans_and_runs(profile, monkeypatch):
+    """A MemoryPlanError comes before any work: the front door frees the plans every family keeps (another
+    accuracy's Ozaki II workspace) and runs once more; where none was kept the error stands."""
+    A, B = operands(seed=3)
+    gpu.matmul(A, B, backend=profile)                                   # an Ozaki II plan, kept
+    p = gpu.plan(A, B, accuracy="sgemm", backend=profile)
+    inner, calls = p._inner, []
+
+    def short_once(*args):
+        calls.append(1)
+        if len(calls) == 1:
+            raise MemoryPlanError("the workspace needs 1 GiB but 0.5 GiB are free")
+        return inner.__class__._execute(inner, *args)
+    monkeypatch.setattr(inner, "_execute", short_once)
+    assert np.allclose(p.execute(A, B), A @ B) and len(calls) == 2 and len(PLANS) == 0
+    calls.clear()
+    monkeypatch.setattr(inner, "_execute", lambda *a: (_ for _ in ()).throw(MemoryPlanError("short")))
+    with pytest.raises(MemoryPlanError, match="short"):
+        p.execute(A, B)
 
 
 def test_matmul_keeps_one_plan_per_signature_accuracy_and_determinism(profile):

@@ -96,16 +96,31 @@ def test_tiny_outputs_take_splitk_where_it_wins_and_deterministic_drops_atomics(
 
 
 def test_no_method_that_keeps_the_accuracy_is_an_error_naming_each_reason():
-    with pytest.raises(ValueError, match=r"no method keeps accuracy 1e-10 on a 64 x 1048576 x 64 product: gemm "
-                                         r"\(the library GEMM\): proven 1.2e-10 exceeds 1e-10"):
-        ranked(64, 2**20, 64, 1e-10)
+    with pytest.raises(ValueError, match=r"no method keeps accuracy 1e-16 on a 64 x 1048576 x 64 product: gemm "
+                                         r"\(the library GEMM\): proven 1.2e-10 exceeds 1e-16 .*; "
+                                         r"ozaki2\(moduli='auto', target='dgemm'\): proven 1.4e-14 exceeds 1e-16"):
+        ranked(64, 2**20, 64, 1e-16)
     with pytest.raises(ValueError, match="exact_matmul"):
         ranked(64, 64, 64, "exact")
 
 
+def test_a_tight_bound_over_a_long_k_takes_a_proven_method_never_measured_on_that_class():
+    """The library GEMM cannot prove 1e-10 at k = 2^20 (gamma_k = 1.2e-10) and no tiny shape measured Ozaki
+    II or I: they stay candidates, ordered by their ratio on the shapes measured (Ozaki II's median 1.245x
+    against Ozaki I's 0.38x); with no table at all, the strongest guarantee (Ozaki I's, entrywise)."""
+    r = ranked(64, 2**20, 64, 1e-10)
+    assert r.winner.name == "ozaki2(moduli='auto', target='dgemm')" and r.winner.ratio is None
+    assert "measured on this class of shape: the fastest on the shapes measured (1.245x" in r.reason
+    assert [e.name for e in r.fallbacks()] == ["ozaki2(moduli='auto', target='dgemm')",
+                                                "ozaki(target='dgemm')"]
+    assert rank(64, 2**20, 64, 1e-10).winner.name == "ozaki(target='dgemm')"
+    assert "not measured for this class of shape" in r.explain()
+
+
 def test_without_tables_the_library_gemm_runs_and_explain_names_every_candidate():
     r = rank(512, 512, 512)
-    assert [e.family for e in r.entries] == ["gemm"] and "nothing that keeps 'dgemm'" in r.reason
+    assert [e.family for e in r.entries] == ["gemm", "ozaki2", "ozaki"] and "nothing that keeps 'dgemm'" in r.reason
+    assert [e.ratio for e in r.entries[1:]] == [None, None] and r.fallbacks()[0].family == "gemm"
     text = ranked(16384, 16384, 16384).explain()
     assert text.splitlines()[0].startswith("16384 x 16384 x 16384 float64, accuracy 'dgemm': 1.8e-12 in the rowcol")
     assert "winner: ozaki2(moduli='auto', target='dgemm'): 1.480x the library GEMM" in text
