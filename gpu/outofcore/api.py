@@ -57,6 +57,8 @@ HEADROOM = 0.9
 #: Operands (A and B together) from this many bytes are checked for NaN beside the first products; smaller
 #: ones before any work, where a thread would cost more than the check.
 OVERLAP_FINITE_BYTES = 2**26
+#: The ways pageable operands reach the device (see :class:`Options`).
+STAGING = ("auto", "pinned", "direct")
 
 
 def _device_memory(value: Any, ops: Any, host_free: int, staged: tuple[bool, bool, bool]) -> int:
@@ -78,7 +80,11 @@ class Options:
     """How the engine cuts the product (see :func:`matmul`): ``block`` (a side, or (rows, cols)) and ``panel``,
     else chosen from ``device_memory`` and the rates; ``buffers`` panel slots (2 or 3), ``c_buffers`` C blocks on
     the device (1 or 2); ``check_finite``; the rates ``link_bytes_per_s``, ``gemm_flops_per_s`` and
-    ``hbm_bytes_per_s`` (those of the device profile where none is given)."""
+    ``hbm_bytes_per_s`` (those of the device profile where none is given); ``staging`` (:data:`STAGING`):
+    ``"pinned"`` copies pageable operands through pinned staging buffers, ``"direct"`` straight from and to
+    them (the driver stages them itself: no pinned memory to allocate, which took 0.42 s of a first call's
+    0.57 s at N = 4096 on the H200), ``"auto"`` direct where the whole product is one block, pinned
+    otherwise."""
 
     block: int | tuple[int, int] | None = None
     panel: int | None = None
@@ -89,10 +95,13 @@ class Options:
     link_bytes_per_s: float | None = None
     gemm_flops_per_s: float | None = None
     hbm_bytes_per_s: float | None = None
+    staging: str = "auto"
 
     def __post_init__(self) -> None:
         if isinstance(self.block, list):                 # a (rows, cols) pair given as a list: one key
             object.__setattr__(self, "block", tuple(self.block))
+        if self.staging not in STAGING:
+            raise ValueError(f"staging must be one of {STAGING}, got {self.staging!r}")
 
 
 class Plan(MatmulPlan):
@@ -128,7 +137,7 @@ class Plan(MatmulPlan):
             backend_profile(self.device))
         self.backend, self.stream = host, None
         self.schedule = self._decide(A, B, out)
-        self._require(self.schedule, self.ops.staged(A, B, out), out is None)
+        self._require(self.schedule, self._staged(A, B, out, self.schedule), out is None)
         self.signature = operand_signature(host, A, B, out)
 
     def execute(self, A: np.ndarray, B: np.ndarray, out: np.ndarray | None = None, *,
@@ -158,8 +167,17 @@ class Plan(MatmulPlan):
         p = self._fitting(A, B, out)
         C = np.empty((m, n), dtype=A.dtype) if out is None else out
         with finite_gate(self.backend, self.options.check_finite, A, B, before_write) as gate:
-            run(self.device, self.ops, p, A, B, C, timeline, gate)
+            run(self.device, self.ops, p, A, B, C, timeline, gate, self._direct(p))
         return C
+
+    def _direct(self, p: OutOfCorePlan) -> bool:
+        """Whether schedule ``p`` copies pageable operands without staging (``staging``, see :class:`Options`)."""
+        staging = self.options.staging
+        return staging == "direct" or (staging == "auto" and p.grid == (1, 1))
+
+    def _staged(self, A: np.ndarray, B: np.ndarray, out: np.ndarray | None,
+                p: OutOfCorePlan) -> tuple[bool, bool, bool]:
+        return self.ops.staged(A, B, out, self._direct(p))
 
     def _decide(self, A: np.ndarray, B: np.ndarray, out: np.ndarray | None) -> OutOfCorePlan:
         """The blocks and panels for the memory free now (see :func:`gpu.outofcore.plan.plan`)."""
@@ -173,14 +191,13 @@ class Plan(MatmulPlan):
     def _fitting(self, A: np.ndarray, B: np.ndarray, out: np.ndarray | None) -> OutOfCorePlan:
         """The kept schedule where the memory it needs is free now; else, where ``device_memory`` was not
         given, one decided again for what is free (kept from then on); else MemoryPlanError."""
-        staged = self.ops.staged(A, B, out)
         try:
-            self._require(self.schedule, staged, out is None)
+            self._require(self.schedule, self._staged(A, B, out, self.schedule), out is None)
         except MemoryPlanError:
             if self.options.device_memory is not None:
                 raise
             fresh = self._decide(A, B, out)
-            self._require(fresh, staged, out is None)
+            self._require(fresh, self._staged(A, B, out, fresh), out is None)
             self.schedule = fresh
         return self.schedule
 
@@ -203,7 +220,7 @@ def matmul(A: Any, B: Any, *, out: Any = None, block: int | tuple[int, int] | No
            backend: str | Backend = "auto", check_finite: bool | None = None, link_bytes_per_s: float | None = None,
            gemm_flops_per_s: float | None = None, hbm_bytes_per_s: float | None = None,
            timeline: Timeline | None = None, before_write: Callable[[], None] | None = None,
-           options: Options | dict | None = None) -> np.ndarray:
+           staging: str | None = None, options: Options | dict | None = None) -> np.ndarray:
     """``A @ B`` into ``out`` where given (a new NumPy array otherwise), C block by C block on the device.
 
     A (m x k) and B (k x n) are host NumPy arrays of float64 or float32, row- or column-major views with a
@@ -219,7 +236,8 @@ def matmul(A: Any, B: Any, *, out: Any = None, block: int | tuple[int, int] | No
     replace its fields. ``timeline``: a :class:`gpu.outofcore.Timeline` that records when each copy and product
     of the run went (the checks before it are not in it). ``before_write``: called once before the first write
     into C (after the NaN check has passed); an exception it raises stops the product with C unwritten (the
-    Dask front-end waits there for the checks made across its workers).
+    Dask front-end waits there for the checks made across its workers). ``staging``: how pageable operands
+    reach the device, ``"auto"`` (the default), ``"pinned"`` or ``"direct"`` (see :class:`Options`).
 
     The call is a :class:`Plan` kept per operand signature and options (:data:`PLANS`) plus its execution, so a
     repeated call reads no profile and makes no decision again. It returns once C is complete in host memory:
@@ -237,11 +255,11 @@ def matmul(A: Any, B: Any, *, out: Any = None, block: int | tuple[int, int] | No
         block = tuple(block)
     key = None if signature is None else (be.name, signature, options, block, panel, device_memory, buffers,
                                           c_buffers, check_finite, link_bytes_per_s, gemm_flops_per_s,
-                                          hbm_bytes_per_s)
+                                          hbm_bytes_per_s, staging)
     plan_ = PLANS.get(key, lambda: Plan(A, B, out=out, backend=be, options=resolve_options(
         Options, options, block=block, panel=panel, device_memory=device_memory, buffers=buffers,
         c_buffers=c_buffers, check_finite=check_finite, link_bytes_per_s=link_bytes_per_s,
-        gemm_flops_per_s=gemm_flops_per_s, hbm_bytes_per_s=hbm_bytes_per_s)))
+        gemm_flops_per_s=gemm_flops_per_s, hbm_bytes_per_s=hbm_bytes_per_s, staging=staging)))
     return plan_._run(A, B, out, timeline, before_write)
 
 
@@ -269,7 +287,7 @@ def finite_gate(host: Backend, check_finite: bool, A: np.ndarray, B: np.ndarray,
 
 
 def run(be: Backend, ops: Any, p: OutOfCorePlan, A: Array, B: Array, C: Array,
-        timeline: Timeline | None = None, gate: Callable[[], None] | None = None) -> None:
+        timeline: Timeline | None = None, gate: Callable[[], None] | None = None, direct: bool = False) -> None:
     """The one executor of every plan: for each step of ``p.steps()``, load the panels of A and B into their
     slot where the step loads, multiply them into the block's C buffer (its strip of rows where the step has
     one; beta = 0 on the block's first panel, 1 after), and store a finished block (or strip) into its place
@@ -277,7 +295,8 @@ def run(be: Backend, ops: Any, p: OutOfCorePlan, A: Array, B: Array, C: Array,
     released even on error. ``be`` is the backend ``ops`` runs on. An empty inner dimension gives zeros, the
     sum of no products, as ``A @ B`` does; C is a host array on every backend. With a ``timeline``, the
     operations record into it when each copy, product and host staging ran. ``gate`` is called once before
-    the first write into C; what it raises stops the run with C unwritten."""
+    the first write into C; what it raises stops the run with C unwritten. ``direct``: copy pageable operands
+    without staging (:class:`Options`)."""
     if not C.size:
         return
     if not p.k:
@@ -285,7 +304,7 @@ def run(be: Backend, ops: Any, p: OutOfCorePlan, A: Array, B: Array, C: Array,
             gate()
         C.fill(0)
         return
-    ops.begin(p, A, B, C, timeline)
+    ops.begin(p, A, B, C, timeline, direct)
     try:
         for step in p.steps():
             if step.load:

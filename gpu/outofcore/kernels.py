@@ -128,16 +128,18 @@ class CudaOps(PageLocking):
         """Host memory the operations allocate: the pinned staging buffers."""
         return plan.staging_bytes(staged)
 
-    def begin(self, plan: OutOfCorePlan, A: Array, B: Array, C: Array, timeline: Timeline | None = None) -> None:
-        """The call's device buffers and pinned staging, and no event yet (nothing to wait for); with a
-        time-line, its origin: an event on the idle device, and the host clock once it has passed."""
+    def begin(self, plan: OutOfCorePlan, A: Array, B: Array, C: Array, timeline: Timeline | None = None,
+              direct: bool = False) -> None:
+        """The call's device buffers and pinned staging (none where ``direct``: copies from and to the pageable
+        operands), and no event yet (nothing to wait for); with a time-line, its origin: an event on the idle
+        device, and the host clock once it has passed."""
         self.timeline = timeline
         if timeline is not None:
             self.origin = self.compute_stream.record()
             self.origin.synchronize()
             timeline.start()
         layout = orders(A, B, C)
-        self.route = self.staged(A, B, C)
+        self.route = self.staged(A, B, C, direct)
         self.device = Buffers(cupy.empty, plan, A.dtype, layout, plan.c_buffers)
         self.staging = Buffers(pinned_empty, plan, A.dtype, layout, 1, self.route)
         self.slots = [None] * plan.buffers

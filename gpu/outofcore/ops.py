@@ -180,9 +180,12 @@ class PageLocking:
         """Unlock the locked ranges that meet a host range (before it is unmapped or freed)."""
         self.ranges.unlock(address, nbytes)
 
-    def staged(self, A: Array, B: Array, C: Array | None) -> tuple[bool, bool, bool]:
+    def staged(self, A: Array, B: Array, C: Array | None, direct: bool = False) -> tuple[bool, bool, bool]:
         """Which of A, B and C (None: not allocated yet) go through staging: those not inside a locked range
-        (one the device may write, for C)."""
+        (one the device may write, for C); none where ``direct`` (copies straight from and to pageable
+        memory, which the driver stages itself: no pinned buffers to allocate)."""
+        if direct:
+            return False, False, False
         return tuple(x is None or not self.pages_locked(*extent(x), writeable)
                      for x, writeable in ((A, False), (B, False), (C, True)))
 
@@ -231,13 +234,15 @@ class HostOps(PageLocking):
         """Host memory the operations allocate: the "device" buffers and the staging buffers."""
         return plan.device_bytes + plan.staging_bytes(staged)
 
-    def begin(self, plan: OutOfCorePlan, A: Array, B: Array, C: Array, timeline: Timeline | None = None) -> None:
-        """The call's "device" buffers and their staging twins (one C staging buffer: see ``store``)."""
+    def begin(self, plan: OutOfCorePlan, A: Array, B: Array, C: Array, timeline: Timeline | None = None,
+              direct: bool = False) -> None:
+        """The call's "device" buffers and their staging twins (one C staging buffer: see ``store``; none where
+        ``direct``)."""
         self.timeline = timeline
         if timeline is not None:
             timeline.start()
         layout = orders(A, B, C)
-        self.route = self.staged(A, B, C)
+        self.route = self.staged(A, B, C, direct)
         self.device = Buffers(np.empty, plan, A.dtype, layout, plan.c_buffers)
         self.staging = Buffers(np.empty, plan, A.dtype, layout, 1, self.route)
         self.slots = [None] * plan.buffers

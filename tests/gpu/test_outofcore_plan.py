@@ -90,16 +90,33 @@ def test_a_kept_decision_that_no_longer_fits_is_made_again(monkeypatch, decision
     host = get_backend("numpy")
     A, B = operands(300, 300, 300, seed=5)
     monkeypatch.setattr(host, "memory_info", lambda: (10**9, 10**10))
-    big = Plan(A, B, backend="numpy")
-    C = matmul(A, B, backend="numpy")
+    big = Plan(A, B, backend="numpy", options=Options(staging="pinned"))
+    C = matmul(A, B, backend="numpy", staging="pinned")
     np.testing.assert_allclose(C, A @ B, rtol=1e-12, atol=1e-12)
     kept = len(decisions["plans"])
     monkeypatch.setattr(host, "memory_info", lambda: (7 * 10**6, 10**10))
-    np.testing.assert_allclose(matmul(A, B, backend="numpy"), A @ B, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(matmul(A, B, backend="numpy", staging="pinned"), A @ B, rtol=1e-12, atol=1e-12)
     assert len(decisions["plans"]) == kept + 1
     assert decisions["plans"][-1]["device_memory"] < decisions["plans"][kept - 1]["device_memory"]
     np.testing.assert_allclose(big.execute(A, B), A @ B, rtol=1e-12, atol=1e-12)
     assert big.schedule.device_bytes <= 7 * 10**6 // 2
+
+
+def test_staging_is_direct_for_one_block_and_pinned_for_more_by_default_with_the_same_bits():
+    """``staging="auto"`` copies a one-block product straight from its pageable operands (no staging buffers to
+    allocate on a first call), and stages a product of several blocks; every route sums the same panels in the
+    same order, so C is the same bits."""
+    A, B = operands(300, 200, 260, seed=9)
+    one = Plan(A, B, backend="numpy")
+    several = Plan(A, B, backend="numpy", options=Options(block=100, panel=100))
+    assert one.schedule.grid == (1, 1) and one._direct(one.schedule)
+    assert several.schedule.grid == (3, 3) and not several._direct(several.schedule)
+    assert one.ops.staged(A, B, None, one._direct(one.schedule)) == (False, False, False)
+    want = matmul(A, B, backend="numpy", staging="pinned")
+    for staging in ("auto", "direct"):
+        assert np.array_equal(matmul(A, B, backend="numpy", staging=staging), want)
+    with pytest.raises(ValueError, match="staging must be one of"):
+        matmul(A, B, backend="numpy", staging="paged")
 
 
 def test_a_given_device_memory_that_no_longer_fits_is_refused(monkeypatch):
