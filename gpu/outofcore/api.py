@@ -82,9 +82,12 @@ class Options:
     the device (1 or 2); ``check_finite``; the rates ``link_bytes_per_s``, ``gemm_flops_per_s`` and
     ``hbm_bytes_per_s`` (those of the device profile where none is given); ``staging`` (:data:`STAGING`):
     ``"pinned"`` copies pageable operands through pinned staging buffers, ``"direct"`` straight from and to
-    them (the driver stages them itself: no pinned memory to allocate, which took 0.42 s of a first call's
-    0.57 s at N = 4096 on the H200), ``"auto"`` direct where the whole product is one block, pinned
-    otherwise."""
+    them (the driver stages them itself: no pinned memory to allocate), ``"auto"`` direct on a plan's first
+    call where the whole product is one block, pinned otherwise: pinned staging is for operands read again.
+    On the H200 (``results/published/h200/h200-outofcore-staging.json``), one-block products at N = 4096,
+    8192 and 16384 took 0.33, 0.65 and 1.63 s for a first call direct against 0.71, 1.02 and 3.13 s pinned
+    (the pinned buffers' allocation), and 0.11, 0.43 and 1.5 s a repeat direct against 0.055, 0.10 and 0.32 s
+    pinned; products of several blocks were not measured direct."""
 
     block: int | tuple[int, int] | None = None
     panel: int | None = None
@@ -135,7 +138,7 @@ class Plan(MatmulPlan):
                  "hbm_bytes_per_s": o.hbm_bytes_per_s}
         self.rates = given if any(v is not None for v in given.values()) else rates.from_profile(
             backend_profile(self.device))
-        self.backend, self.stream = host, None
+        self.backend, self.stream, self._runs = host, None, 0
         self.schedule = self._decide(A, B, out)
         self._require(self.schedule, self._staged(A, B, out, self.schedule), out is None)
         self.signature = operand_signature(host, A, B, out)
@@ -168,12 +171,14 @@ class Plan(MatmulPlan):
         C = np.empty((m, n), dtype=A.dtype) if out is None else out
         with finite_gate(self.backend, self.options.check_finite, A, B, before_write) as gate:
             run(self.device, self.ops, p, A, B, C, timeline, gate, self._direct(p))
+        self._runs += 1
         return C
 
     def _direct(self, p: OutOfCorePlan) -> bool:
-        """Whether schedule ``p`` copies pageable operands without staging (``staging``, see :class:`Options`)."""
+        """Whether schedule ``p`` copies pageable operands without staging now (``staging``, see
+        :class:`Options`)."""
         staging = self.options.staging
-        return staging == "direct" or (staging == "auto" and p.grid == (1, 1))
+        return staging == "direct" or (staging == "auto" and not self._runs and p.grid == (1, 1))
 
     def _staged(self, A: np.ndarray, B: np.ndarray, out: np.ndarray | None,
                 p: OutOfCorePlan) -> tuple[bool, bool, bool]:

@@ -103,9 +103,9 @@ def test_a_kept_decision_that_no_longer_fits_is_made_again(monkeypatch, decision
 
 
 def test_staging_is_direct_for_one_block_and_pinned_for_more_by_default_with_the_same_bits():
-    """``staging="auto"`` copies a one-block product straight from its pageable operands (no staging buffers to
-    allocate on a first call), and stages a product of several blocks; every route sums the same panels in the
-    same order, so C is the same bits."""
+    """``staging="auto"`` copies a one-block product straight from its pageable operands on the plan's first call
+    (no staging buffers to allocate), and stages from the second call on and for a product of several blocks;
+    every route sums the same panels in the same order, so C is the same bits."""
     A, B = operands(300, 200, 260, seed=9)
     one = Plan(A, B, backend="numpy")
     several = Plan(A, B, backend="numpy", options=Options(block=100, panel=100))
@@ -113,6 +113,8 @@ def test_staging_is_direct_for_one_block_and_pinned_for_more_by_default_with_the
     assert several.schedule.grid == (3, 3) and not several._direct(several.schedule)
     assert one.ops.staged(A, B, None, one._direct(one.schedule)) == (False, False, False)
     want = matmul(A, B, backend="numpy", staging="pinned")
+    assert np.array_equal(one.execute(A, B), want) and not one._direct(one.schedule), "pinned once read again"
+    assert np.array_equal(one.execute(A, B), want)
     for staging in ("auto", "direct"):
         assert np.array_equal(matmul(A, B, backend="numpy", staging=staging), want)
     with pytest.raises(ValueError, match="staging must be one of"):
