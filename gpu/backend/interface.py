@@ -1,13 +1,11 @@
 """One small execution interface over NumPy (CPU) and CuPy (GPU).
 
-Schedules, sweeps and benchmarks are written once against :class:`Backend`:
-BLAS ``gemm``/``geam`` on 2-D views with a leading dimension, streams and
-events, a timer, an allocation tracker, an allocation policy and memory
-release. What a method family needs beyond that (the Ozaki scheme's slicing
-kernels, Strassen's fused additions) is an *operations object* per backend,
-registered by the family with :func:`register_ops` and fetched with
-:meth:`Backend.ops`: code above the backends never asks which backend it runs
-on. A backend is chosen by name with :func:`gpu.backend.get_backend`.
+Schedules, sweeps and benchmarks are written once against :class:`Backend`: BLAS ``gemm``/``geam`` on 2-D
+views with a leading dimension, streams and events, a timer, an allocation tracker, an allocation policy and
+memory release. What a method family needs beyond that (the Ozaki scheme's slicing kernels, Strassen's fused
+additions) is an *operations object* per backend, registered by the family with :func:`register_ops` and
+fetched with :meth:`Backend.ops`: code above the backends never asks which backend it runs on. A backend is
+chosen by name with :func:`gpu.backend.get_backend`.
 """
 
 from __future__ import annotations
@@ -280,10 +278,8 @@ class Backend(abc.ABC):
         return self.xp.matmul(A, B)
 
     def product_call(self, A: Array, B: Array, check: Callable[[], None]) -> Callable[..., Array]:
-        """``(A, B, out=None) -> A @ B`` into a new array for operands of A's and B's signature, checked once (a
-        plan's level 0 without ``out``; ``out`` is ignored, so that it takes a plan's call as it comes).
-        ``check`` raises where the output does not fit (a :class:`gpu.backend.MemoryPlanError`): here it runs
-        before each :meth:`product`, since host memory is promised before it is touched."""
+        """``(A, B, out=None) -> A @ B`` into a new array for operands of A's and B's signature (a plan's level 0
+        without ``out``, which it ignores); ``check`` as in :meth:`new_output`."""
         product = self.product
 
         def new(A: Array, B: Array, out: Array = None) -> Array:
@@ -292,9 +288,8 @@ class Backend(abc.ABC):
         return new
 
     def new_output(self, shape: tuple[int, ...], dtype: Any, check: Callable[[], None]) -> Array:
-        """A new array for a plan's output. ``check`` raises where it does not fit (a
-        :class:`gpu.backend.MemoryPlanError`): here it runs first, since host memory is promised before it is
-        touched; a device backend may ask its allocator first and check only where that fails."""
+        """A plan's new output. ``check`` raises :class:`gpu.backend.MemoryPlanError` where it does not fit: first
+        on the host (memory promised before it is touched); on a device only where its allocator fails."""
         check()
         return self.xp.empty(shape, dtype=dtype)
 

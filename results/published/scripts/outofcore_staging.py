@@ -5,8 +5,8 @@ For each N of ``SIZES`` (default 4096, 8192, 16384) and each ``staging`` of ``gp
 ``"direct"``: straight from and to the pageable arrays, staged by the driver; ``"auto"``: the default), a NEW
 process draws uniform [0, 1) FP64 operands in host memory, makes the CUDA context and CuPy's cuBLAS handle (as
 a user's earlier GPU work would have), then times ``outofcore.matmul(A, B, staging=...)``: its first call, and
-:data:`REPEATS` repeats (each returns C complete in host memory). The first call is the one-shot time issue 41
-is about; the repeats the steady one. Run from the repository root with ``PYTHONPATH=$PWD``; writes
+:data:`REPEATS` repeats (each returns C complete in host memory). The first call is the one-shot time; the repeats
+the steady one. Run from the repository root with ``PYTHONPATH=$PWD``; writes
 ``$OUT/outofcore-staging.json``.
 """
 
