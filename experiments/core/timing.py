@@ -298,12 +298,23 @@ def _report(batches: list[dict[str, list[tuple[float, dict | None]]]], tolerance
     }
 
 
+#: Runs :func:`call_seconds` times at most, and the length from which one run is enough.
+CALL_RUNS, CALL_LONG_S = 3, 0.1
+
+
 def call_seconds(backend: Backend, work: Callable[[], Any]) -> float:
-    """Seconds of one run of ``work``, timed after one warm-up run."""
+    """Seconds of one run of ``work``: the least of up to :data:`CALL_RUNS` runs after one warm-up (one where it
+    lasts :data:`CALL_LONG_S` or more), so that a run the machine preempted does not size a sample's loop (a
+    64 x 64 GEMM timed once on a loaded 2-core machine gave 1 call per sample instead of more than 10)."""
     work()
-    with backend.timer() as t:
-        work()
-    return t.seconds
+    best = math.inf
+    for _ in range(CALL_RUNS):
+        with backend.timer() as t:
+            work()
+        best = min(best, t.seconds)
+        if best >= CALL_LONG_S:
+            break
+    return best
 
 
 def repeats_lasting(backend: Backend, work: Callable[[], Any], seconds: float, most: int | None = None) -> int:
