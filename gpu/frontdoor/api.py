@@ -24,26 +24,39 @@ from ..backend.checks import gemm_operands
 from ..backend.plans import PlanCache, operand_signature
 from .contract import as_accuracy
 from .frontplan import Plan
+from .routes import dask_product, host_route, is_dask
 
 #: The plans ``matmul`` keeps, by signature, accuracy and ``deterministic`` (least recently used freed first).
 PLANS = PlanCache()
 
 
 def plan(A: Any, B: Any, *, out: Any = None, accuracy: Any = "dgemm", deterministic: bool = False,
-         backend: str | Backend = "auto", stream: Any = None) -> Plan:
+         memory: Any = None, backend: str | Backend = "auto", stream: Any = None) -> Plan:
     """The front door's plan for (A, B, ``out``): see :class:`gpu.frontdoor.frontplan.Plan` (``explain()`` says what it
     chose and why). Raises TypeError or ValueError for bad operands or accuracy, and ValueError where no method
     keeps the accuracy on this shape, naming each reason; all before any work."""
-    return Plan(A, B, out=out, accuracy=accuracy, deterministic=deterministic, backend=backend, stream=stream)
+    return Plan(A, B, out=out, accuracy=accuracy, deterministic=deterministic, memory=memory, backend=backend,
+                stream=stream)
 
 
 def matmul(A: Any, B: Any, *, accuracy: Any = "dgemm", out: Any = None, deterministic: bool = False,
-           backend: str | Backend = "auto") -> Array:
+           memory: Any = None, client: Any = None, backend: str | Backend = "auto") -> Array:
     """``A @ B`` in float64 by the fastest method that keeps ``accuracy`` on this device (see the module notes):
     into ``out`` where given, else a new array. ``deterministic=True`` leaves out methods whose bits may change
-    between runs (split-K's atomic additions)."""
+    between runs (split-K's atomic additions). ``memory``: the bytes of device memory the product may take; host
+    (NumPy) operands whose A, B and C need more than that (by default: more than the device has free) stream
+    through the out-of-core engine and C comes back in host memory (:mod:`gpu.frontdoor.routes`). ``client``, or
+    ``dask.array`` operands: the product runs on a Dask cluster's workers (the current client where none is
+    given). Both routes sum with the library GEMM and wait for the device."""
+    if client is not None or is_dask(A) or is_dask(B):
+        return dask_product(A, B, out, client, as_accuracy(accuracy), backend)
     be = get_backend(backend)
     key = operand_signature(be, A, B, out)
+    if (key is None or memory is not None) and host_route(be, A, B, out, memory):
+        want = as_accuracy(accuracy)
+        host = ("outofcore", operand_signature(get_backend("numpy"), A, B, out), want, memory)
+        return PLANS.get(host, lambda: Plan(A, B, out=out, accuracy=want, memory=memory, backend=be))._execute(
+            A, B, out)
     if key is None:                                  # array-likes: converted once, then planned like arrays
         A, B, out = gemm_operands(be, A, B, out)
         key = operand_signature(be, A, B, out)

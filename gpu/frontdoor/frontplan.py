@@ -24,6 +24,7 @@ from ..profile import configurations, methods
 from . import contract
 from .contract import as_accuracy
 from .rank import Ranked, Ranking, rank
+from .routes import OutOfCoreRoute, host_route
 
 #: The builder of the correctly rounded product's plan, ``(A, B, out, backend, stream) -> plan``: registered by
 #: :mod:`accuracy.reference` when it is imported (this layer imports nothing above it), so ``accuracy="exact"``
@@ -65,15 +66,20 @@ class Plan(MatmulPlan):
     :attr:`refused` the candidates ranked above it whose families refused the product, with their messages."""
 
     def __init__(self, A: Any, B: Any, *, out: Any = None, accuracy: Any = "dgemm", deterministic: bool = False,
-                 backend: str | Backend = "auto", stream: Any = None, regime: str = "sustained") -> None:
+                 memory: Any = None, backend: str | Backend = "auto", stream: Any = None,
+                 regime: str = "sustained") -> None:
         be = self.backend = get_backend(backend)
         self.accuracy, self.stream = as_accuracy(accuracy), stream
+        self.refused: list[tuple[Ranked, str]] = []
+        if host_route(be, A, B, out, memory):
+            self._inner = route = OutOfCoreRoute(A, B, out, be, self.accuracy, memory)
+            self.chosen, self.ranking, self.signature = route.chosen, route.ranking, route.signature
+            return
         A, B, out = gemm_operands(be, A, B, out)
         if A.dtype != "float64" or B.dtype != "float64":
             raise TypeError(f"the front door multiplies float64 matrices; A is {A.dtype} and B is {B.dtype}: "
                             "convert them, or call the library GEMM (A @ B) for other dtypes")
         (m, k), n = A.shape, B.shape[1]
-        self.refused: list[tuple[Ranked, str]] = []
         if self.accuracy.exact:
             self._exact(A, B, out, stream)
             return
