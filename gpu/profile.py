@@ -20,7 +20,9 @@ it: :data:`BUNDLED_DIR`), so a user of those GPUs gets their configurations with
 profile comes first: its level tables replace the bundled ones, and so does its configurations section
 where it has one (a profile written by a plain ``gemmlab calibrate`` has none, and the bundled section of the
 same device is then read). For GPUs with no profile, ``gpu/profiles/transfer-levels.json`` holds level tables
-that the transfer model (``modeling.transfer``) predicted from each GPU's datasheet (:func:`transfer_levels`).
+that the transfer model (``modeling.transfer``) predicted from each GPU's datasheet (:func:`transfer_levels`), and
+``gpu/profiles/transfer-methods.json`` the front door's methods sections predicted by ``modeling.methods_transfer``
+(:func:`transfer_methods`, read by :func:`methods`).
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ _DEFAULT_DIR = str(DEFAULT_DIR)
 BUNDLED_DIR = Path(__file__).resolve().parent / "profiles"
 TRANSFER_FILE = "transfer-levels.json"
 TRANSFER_FORMAT = "gemmlab-transfer-levels"
+#: The transfer model's predicted ``methods`` sections for other GPUs (``modeling.methods_transfer``).
+TRANSFER_METHODS_FILE = "transfer-methods.json"
+TRANSFER_METHODS_FORMAT = "gemmlab-transfer-methods"
 
 
 #: Seconds a kept ``level="auto"`` decision trusts the profile's modification time before it looks at the file
@@ -152,9 +157,16 @@ def configurations(backend: Backend, regime: str = "sustained",
 def methods(backend: Backend, regime: str = "sustained",
             directory: str | os.PathLike | None = None) -> tuple[dict[str, Any] | None, str | None]:
     """The methods section (:mod:`gpu.frontdoor.table`: each method's measured ratio to the library GEMM per
-    shape) of ``regime`` for this device: the user's profile's where it has one, else the bundled profile's; and
-    which file it came from (None: none)."""
-    return _section(backend, regime, "methods", directory)
+    shape) of ``regime`` for this device: the user's profile's where it has one, else the bundled profile's; for a
+    device with neither a profile of its own nor a bundled one, the transfer model's predicted section
+    (:func:`transfer_methods`; its points say ``"basis": "predicted ..."``); and where it came from (None: none)."""
+    found = _section(backend, regime, "methods", directory)
+    if found[0] is not None or profile_stamp(backend, directory)[1] is not None or bundled_profile(backend):
+        return found
+    section, gpu = transfer_methods(backend, regime)
+    if section is None:
+        return None, None
+    return section, f"{BUNDLED_DIR / TRANSFER_METHODS_FILE} ({gpu}: predicted by the transfer model)"
 
 
 def _section(backend: Backend, regime: str, name: str, directory: str | os.PathLike | None,
@@ -186,6 +198,28 @@ def transfer_levels(backend: Backend) -> tuple[dict[str, Any], str | None]:
         if re.search(gpu["pattern"], name, re.IGNORECASE):
             return gpu["levels"], gpu["name"]
     return {}, None
+
+
+def transfer_methods(backend: Backend, regime: str = "sustained") -> tuple[dict[str, Any] | None, str | None]:
+    """The transfer model's predicted methods section of ``regime`` for the device ``backend`` runs on (the first
+    GPU of ``transfer-methods.json`` whose CUDA-name pattern matches it; the model is fitted on sustained
+    measurements, so only that regime has one), and that GPU's name; (None, None) where none matches or on a
+    backend that is not a GPU's."""
+    if backend.name != "cupy":
+        return None, None
+    return transfer_methods_of(device_name(backend), regime)
+
+
+def transfer_methods_of(device: str, regime: str = "sustained") -> tuple[dict[str, Any] | None, str | None]:
+    """:func:`transfer_methods` for a CUDA device name (or a hardware-table GPU's short name)."""
+    doc = load_profile_file(BUNDLED_DIR / TRANSFER_METHODS_FILE, TRANSFER_METHODS_FORMAT)
+    for gpu in (doc or {}).get("gpus", ()):
+        if re.search(gpu["pattern"], device, re.IGNORECASE) or device.strip().lower() == gpu["name"].lower():
+            section = gpu.get("methods")
+            if section and section.get("points") and section.get("regime", DEFAULT_REGIME) == check_regime(regime):
+                return section, gpu["name"]
+            return None, gpu["name"]
+    return None, None
 
 
 def load_profile_file(path: Path, kind: str) -> dict[str, Any] | None:

@@ -2,7 +2,10 @@
 
 The tables are the device profile's (the user's own first, then the bundled one): of the device in use, or with
 ``--gpu NAME`` of a GPU whose bundled profile's device name contains NAME (the H100 and H200 ship with one). A
-GPU with no profile has no measurements, so the library GEMM is its answer, and the command says so.
+GPU of the hardware table with no bundled profile gets the methods section the transfer model predicted from its
+datasheet (``gpu/profiles/transfer-methods.json``, :mod:`modeling.methods_transfer`), and the command says that
+its tables are predicted; it has no Strassen configurations. Any other GPU has no tables: the library GEMM is its
+answer, and the command says so.
 """
 
 from __future__ import annotations
@@ -13,7 +16,15 @@ from typing import Any
 
 from gpu.backend import get_backend
 from gpu.frontdoor import Accuracy, rank
-from gpu.profile import BUNDLED_DIR, configurations, load_profile, methods, regime_section
+from gpu.profile import (
+    BUNDLED_DIR,
+    TRANSFER_METHODS_FILE,
+    configurations,
+    load_profile,
+    methods,
+    regime_section,
+    transfer_methods_of,
+)
 
 from ..core.command import command, emit
 
@@ -44,7 +55,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--accuracy", type=accuracy, default=Accuracy("dgemm"), metavar="LEVEL",
                    help="dgemm (the library GEMM's bound, the default), sgemm, or a bound in (0, 1)")
     p.add_argument("--gpu", default=None, metavar="NAME",
-                   help="rank with the bundled profile of the GPU whose name contains NAME (default: this device's)")
+                   help="rank with the bundled profile of the GPU whose name contains NAME, or for a GPU of the "
+                        "hardware table without one (its short or CUDA name) with the methods section the transfer "
+                        "model predicted (default: this device's)")
     p.add_argument("--deterministic", action="store_true", help="leave out split-K's atomic additions")
 
 
@@ -58,7 +71,21 @@ def tables(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         doc = load_profile(path) if path.name.startswith(("cupy-", "numpy-")) else None
         if doc and args.gpu.lower() in str(doc.get("device", "")).lower():
             return {name: regime_section(doc, args.regime, name) for name in ("configurations", "methods")}, str(path)
+    predicted, gpu = transfer_methods_of(args.gpu, args.regime)
+    if predicted is not None:
+        return {"configurations": None, "methods": predicted}, \
+            f"{BUNDLED_DIR / TRANSFER_METHODS_FILE}: the {gpu}'s methods section, predicted from its datasheet by " \
+            f"the {_model(predicted)}; no Strassen configurations; nothing of the {gpu} was measured"
+    if gpu is not None:
+        return {"configurations": None, "methods": None}, \
+            f"no bundled profile names {args.gpu!r} and the transfer model predicts no {args.regime} methods " \
+            f"section for the {gpu}: nothing measured"
     return {"configurations": None, "methods": None}, f"no bundled profile names {args.gpu!r}: nothing measured"
+
+
+def _model(section: dict[str, Any]) -> str:
+    """``transfer model from H100, H200``: what a predicted section's points say they rest on."""
+    return str(section["points"][0].get("basis", "predicted (transfer model)")).partition(" (")[2].rstrip(")")
 
 
 @command("choose", options=("common", "backend", "regime"), arguments=_arguments)

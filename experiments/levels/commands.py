@@ -126,6 +126,10 @@ def _profile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--transfer-levels", action="store_true",
                    help="instead, write the transfer model's level tables for the GPUs of the hardware table "
                         "that have no bundled profile (DIR/transfer-levels.json)")
+    p.add_argument("--transfer-methods", action="store_true",
+                   help="instead, write the methods sections the transfer model predicts for the GPUs of the "
+                        "hardware table that have no bundled profile, trained on the bundled methods sections and "
+                        "the H100's published runs (DIR/transfer-methods.json)")
     p.add_argument("--methods", nargs="+", type=Path, default=None, metavar="FILE",
                    help="instead, add to the profile of the files' device (in DIR) the methods section the front "
                         "door (gpu.matmul) ranks by, from as-called result files (results/published/h200/"
@@ -135,10 +139,16 @@ def _profile_arguments(p: argparse.ArgumentParser) -> None:
 @command("profile", options=("common", "stored", "regime"), arguments=_profile_arguments)
 def cmd_profile(args: argparse.Namespace, db_path: Path) -> int:
     """Write a device profile from stored results (the calibration, the level sweeps and the configurations
-    timed), or the transfer model's level tables, with no measurement."""
+    timed), or the transfer model's level tables or methods sections, with no measurement."""
     if args.transfer_levels:
         path = transfer_tables.write(args.out or Path("gpu") / "profiles", db_path)
         emit(args, {"path": str(path)}, lambda: f"transfer-model level tables: {path}")
+        return 0
+    if args.transfer_methods:
+        from ..frontdoor import transfer as transfer_methods  # the fit: only this option needs it
+
+        path = transfer_methods.write(args.out or Path("gpu") / "profiles")
+        emit(args, {"path": str(path)}, lambda: f"transfer-model methods sections: {path}")
         return 0
     if args.methods:
         path = add_methods(args.methods, args.regime, args.out)

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gpu.profile import BUNDLED_DIR, FORMAT, TRANSFER_FILE, TRANSFER_FORMAT, load_profile
+from gpu.profile import BUNDLED_DIR, FORMAT, TRANSFER_FILE, TRANSFER_FORMAT, TRANSFER_METHODS_FILE, load_profile
 from gpu.strassen.auto import profile_key
 from modeling import hardware, transfer
 from modeling.profile import deepest_level, level_table
@@ -33,7 +33,7 @@ def bundled_devices(directory: Path = BUNDLED_DIR) -> list[str]:
     """The CUDA device names of the profiles bundled in ``directory``."""
     names = []
     for path in sorted(directory.glob("*.json")):
-        doc = load_profile(path) if path.name != TRANSFER_FILE else None
+        doc = load_profile(path) if path.name not in (TRANSFER_FILE, TRANSFER_METHODS_FILE) else None
         if doc and doc.get("format") == FORMAT:
             names.append(str(doc.get("device")))
     return names

@@ -31,7 +31,7 @@ from ..strassen.choose import table as configuration_table
 from ..strassen.decide import Product, runs
 from . import contract
 from .contract import Accuracy, Guarantee, as_accuracy
-from .table import PROVEN, Estimate, Timed, elsewhere, estimate_all
+from .table import PROVEN, Estimate, Timed, elsewhere, estimate_all, label_of
 
 #: Ratios within this of the fastest count as a tie (then: no wait first, then the smaller bound).
 TIE = 0.01
@@ -110,7 +110,8 @@ def rank(m: int, k: int, n: int, accuracy: Any = "dgemm", *, configurations: Map
     timed = estimate_all(methods, m, k, n)
     found = [_gemm(k, want)] + _strassen(m, k, n, want, configurations, graphs) + \
         [_method(t, e, m, k, n, want, deterministic) for t, e in timed.items()] + \
-        _unmeasured([t for t in PROVEN if not _measured(t, timed)], elsewhere(methods), m, k, n, want)
+        _unmeasured([t for t in PROVEN if not _measured(t, timed)], elsewhere(methods), m, k, n, want,
+                    label_of(methods))
     found = [r if not r.eligible or fits(r) else replace(r, fits=False, why=r.why + "; does not fit in memory")
              for r in found]
     eligible = [r for r in found if r.eligible]
@@ -209,14 +210,15 @@ def _measured(method: Timed, timed: Mapping[Timed, Estimate]) -> bool:
 
 
 def _unmeasured(methods: list[Timed], ratios: Mapping[tuple[str, Any], float], m: int, k: int, n: int,
-                want: Accuracy) -> list[Ranked]:
-    """The proven-accuracy methods with no estimate for this class of shape (see :mod:`gpu.frontdoor.table`)."""
+                want: Accuracy, label: str = "measured") -> list[Ranked]:
+    """The proven-accuracy methods with no estimate for this class of shape (see :mod:`gpu.frontdoor.table`);
+    ``label``: whether the section's numbers were measured or predicted."""
     out = []
     for t in methods:
         r = _method(t, Estimate(1.0, ""), m, k, n, want, False)
         where = ratios.get((t.method, t.options.get("target")))
-        basis = "not measured for this class of shape" + \
-            (f" ({where:.3f}x the library GEMM, a median over the shapes measured)" if where is not None else "")
+        basis = f"not {label} for this class of shape" + \
+            (f" ({where:.3f}x the library GEMM, a median over the shapes {label})" if where is not None else "")
         out.append(replace(r, ratio=None, basis=basis, waits=True, elsewhere=where))
     return out
 

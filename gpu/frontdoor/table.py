@@ -18,6 +18,11 @@ rest, measured shapes only. Within a class a method's ratio at a size comes from
 was measured, the lower of two measured neighbours no more than 2x apart, the largest size's above it, and
 nothing below the smallest or across a wider gap.
 
+A point may say what its numbers rest on (``"basis"``): absent, they were measured; a section predicted for a GPU
+nobody measured (``gpu/profiles/transfer-methods.json``, :func:`gpu.profile.methods`) says ``"predicted
+(transfer model from H100, H200)"`` on every point, and the estimates built on such points say so instead of
+"measured" (:func:`basis_of`).
+
 The methods whose bound is proven on the data (Ozaki scheme II under ``moduli="auto"`` and Ozaki I at a
 target: :data:`PROVEN`) stay candidates where their class was never measured, with no estimate: where the
 library GEMM cannot prove the accuracy asked for (a tight bound over a long inner dimension) they are what
@@ -27,7 +32,7 @@ keeps it. :func:`elsewhere` gives each one's median ratio over every shape measu
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,16 +88,31 @@ class Estimate:
     waits: bool = False
 
 
+MEASURED = "measured"
+
+
+def basis_of(points: Iterable[Mapping[str, Any]]) -> str:
+    """What a set of points rests on: the first point's ``"basis"`` that is not "measured", else "measured"."""
+    return next((str(p["basis"]) for p in points if p.get("basis", MEASURED) != MEASURED), MEASURED)
+
+
+def label_of(section: Mapping[str, Any] | None) -> str:
+    """"measured" or "predicted": the first word of what the section's points rest on."""
+    return basis_of((section or {}).get("points", ())).partition(" ")[0]
+
+
 def estimate_all(section: Mapping[str, Any] | None, m: int, k: int, n: int) -> dict[Timed, Estimate]:
-    """Every measured method's estimate for an m x k by k x n product (see the module notes)."""
+    """Every measured (or predicted) method's estimate for an m x k by k x n product (see the module notes)."""
     kind, shared, size = classify(m, k, n)
     measured: dict[int, dict[Timed, float]] = {}
     waits: dict[Timed, bool] = {}
+    used = []
     for point in (section or {}).get("points", ()):
         pm, pk, pn = (int(x) for x in point["shape"])
         p_kind, p_shared, p_size = classify(pm, pk, pn)
         if p_kind != kind or p_shared != shared:
             continue
+        used.append(point)
         row = measured.setdefault(p_size, {})
         for entry in point.get("timed", ()):
             if entry.get("ratio") is None:
@@ -104,10 +124,13 @@ def estimate_all(section: Mapping[str, Any] | None, m: int, k: int, n: int) -> d
     along = "k" if kind == "tiny" else "N"
     where = {"tiny": f"m = {m}, n = {n}", "square": "square products", "rect": "this shape"}[kind]
 
+    label, _, detail = basis_of(used).partition(" (")
+    detail = detail.removesuffix(")")
+
     def said(basis: str) -> str:
         if kind == "rect":
-            return "measured at this shape"
-        return f"measured ({where}; {basis.replace('N = ', along + ' = ')})"
+            return f"{label} at this shape" + (f" ({detail})" if detail else "")
+        return f"{label} ({detail + '; ' if detail else ''}{where}; {basis.replace('N = ', along + ' = ')})"
     return {key: Estimate(ratio, said(basis), waits[key]) for key, (ratio, basis) in found.items()}
 
 

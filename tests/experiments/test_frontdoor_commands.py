@@ -26,8 +26,22 @@ def test_the_h200s_bundled_tables_choose_ozaki2_at_dgemm_and_say_why(capsys, tmp
 
 
 def test_a_gpu_without_measurements_gets_the_library_gemm(capsys, tmp_path):
-    code, out = run(capsys, "--shape", "4096:4096:4096", "--gpu", "RTX 4090", "--db", str(tmp_path / "d"))
-    assert code == 0 and "nothing measured" in out.out and "winner: gemm (the library GEMM)" in out.out
+    for gpu in ("GB200", "V100"):                      # no hardware row; a row without INT8 tensor cores
+        code, out = run(capsys, "--shape", "4096:4096:4096", "--gpu", gpu, "--db", str(tmp_path / "d"))
+        assert code == 0 and "nothing measured" in out.out and "winner: gemm (the library GEMM)" in out.out
+
+
+def test_a_gpu_without_a_bundled_profile_is_ranked_by_the_predicted_tables(capsys, tmp_path):
+    code, out = run(capsys, "--shape", "16384:16384:16384", "--gpu", "RTX 4090", "--db", str(tmp_path / "d"))
+    first = out.out.splitlines()[0]
+    assert code == 0 and "transfer-methods.json" in first and "predicted from its datasheet" in first
+    assert "nothing of the RTX 4090 was measured" in first and "winner: ozaki2" in out.out
+    assert "predicted (transfer model from H100, H200; square products" in out.out
+    code, out = run(capsys, "--shape", "16:1048576:16", "--gpu", "NVIDIA A100-SXM4-80GB", "--json",
+                    "--db", str(tmp_path / "d"))
+    doc = json.loads(out.out)
+    assert code == 0 and doc["winner"].startswith("splitk") and "A100" in doc["tables"]
+    assert all(c["basis"].startswith(("predicted", "not predicted", "the reference")) for c in doc["candidates"])
 
 
 def test_bad_shapes_and_accuracies_are_refused_saying_the_form(capsys, tmp_path):

@@ -194,6 +194,28 @@ def test_other_gpus_get_the_transfer_models_level_tables():
     assert transfer_levels(get_backend("numpy")) == ({}, None)
 
 
+def test_other_gpus_get_the_transfer_models_predicted_methods_section():
+    """A device with neither its own profile nor a bundled one reads the predicted section of its GPU
+    (``transfer-methods.json``, matched by CUDA-name pattern); one with either does not."""
+    from gpu.frontdoor import rank
+    from gpu.profile import BUNDLED_DIR, TRANSFER_METHODS_FILE, methods, transfer_methods
+
+    a100 = FakeGPU("NVIDIA A100-SXM4-80GB")
+    section, where = methods(a100)
+    assert where.startswith(str(BUNDLED_DIR / TRANSFER_METHODS_FILE)) and "A100: predicted" in where
+    assert section["points"] and all(p["basis"].startswith("predicted (transfer model from") for p in section["points"])
+    winner = rank(16384, 16384, 16384, "dgemm", methods=section).winner
+    assert winner.family == "ozaki2" and winner.basis.startswith("predicted (transfer model from")
+    assert methods(a100, "cold") == (None, None), "the model is fitted on sustained measurements"
+    assert transfer_methods(FakeGPU("NVIDIA H100 PCIe"))[1] == "H100-PCIe"
+    assert methods(FakeGPU("Tesla V100-SXM2-32GB")) == (None, None), "no INT8 tensor cores: nothing predicted"
+    assert methods(FakeGPU(H100)) == (None, None), "a bundled profile (without a methods section) is the H100's own"
+    assert methods(FakeGPU(H200))[1] == str(profile_path("cupy", H200, BUNDLED_DIR)), "measured, not predicted"
+    assert transfer_methods(get_backend("numpy")) == (None, None)
+    save_profile({"backend": "cupy", "device": "NVIDIA A100-SXM4-80GB", "levels": {}})
+    assert methods(a100) == (None, None), "a profile of its own: its measurements, none of methods"
+
+
 def test_a_plans_watch_sees_this_process_writes_at_once_and_others_after_the_ttl(tmp_path, monkeypatch):
     """``ProfileWatch`` (what a kept ``level="auto"`` plan asks per call) reads the stamp only after this process
     saved a profile, after the folder's variable changed, or after the TTL; it reports a change once."""
