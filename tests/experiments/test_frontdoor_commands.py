@@ -40,7 +40,8 @@ def test_a_gpu_without_a_bundled_profile_is_ranked_by_the_predicted_tables(capsy
     code, out = run(capsys, "--shape", "16:1048576:16", "--gpu", "NVIDIA A100-SXM4-80GB", "--json",
                     "--db", str(tmp_path / "d"))
     doc = json.loads(out.out)
-    assert code == 0 and doc["winner"].startswith("splitk") and "A100" in doc["tables"]
+    assert code == 0 and doc["winner"].startswith("gemm") and "A100" in doc["tables"]   # split-K: not transferred
+    assert not any(c["family"] == "splitk" for c in doc["candidates"])
     assert all(c["basis"].startswith(("predicted", "not predicted", "the reference")) for c in doc["candidates"])
 
 

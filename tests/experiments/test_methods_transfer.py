@@ -11,7 +11,7 @@ from experiments.frontdoor import transfer
 from gpu.profile import BUNDLED_DIR, TRANSFER_METHODS_FILE, TRANSFER_METHODS_FORMAT, load_profile_file
 from modeling import hardware
 from modeling.methods_transfer import features, reproduction
-from modeling.methods_validation import ACCURACIES, GRID, judge, table, worst
+from modeling.methods_validation import ACCURACIES, GRID, table, worst
 
 #: Stated tolerances of the cost model on its own training times (relative error of a call's or phase's seconds):
 #: scheme II over 51 calls and 8 phases on two GPUs and three code versions, Ozaki I over 29 calls.
@@ -62,14 +62,12 @@ def test_the_h200s_section_predicted_from_the_h100_alone_over_the_grid(capsys):
         m, k, n = j.shape
         if m == k == n >= 8192:
             assert j.same and j.measured.startswith("ozaki2"), j        # scheme II transfers on large squares
-    # where split-K's choice is wrong, the two GPUs' own measurements disagree there: a device difference (the
-    # H200's split-K gains less from its bandwidth than cuBLAS), which the H100 alone cannot show
-    h100 = transfer.measured("H100")
-    own = {(j.shape, j.accuracy): j for j in judge(transfer.measured("H200"), h100, [j.shape for j in judged
-                                                                                     if j.shape[0] <= 64])}
+    # split-K is not transferred (held out it read 1.164x predicted where the H200 measured 0.827x): where its
+    # gain is lost, the library GEMM runs, and no predicted choice is slower than the library GEMM
     for j in judged:
         if j.shape[0] <= 64 and j.lost:
-            assert not own[j.shape, j.accuracy].same, j
+            assert j.predicted.startswith("gemm") and j.measured.startswith("splitk"), j
+        assert j.predicted_measured is None or j.predicted_measured >= 0.98, j
 
 
 def test_the_h100_predicted_from_the_h200_where_its_data_allow(capsys):
@@ -107,7 +105,7 @@ def test_the_bundled_file_is_what_the_command_writes_and_reads_back(tmp_path, ca
         assert gpu["pattern"] == hardware.GPUS[gpu["name"]].pattern
         assert all(p["basis"] == "predicted (transfer model from H100, H200)" for p in gpu["methods"]["points"])
     a100 = next(g for g in doc["gpus"] if g["name"] == "A100")["methods"]
-    assert {e["method"] for p in a100["points"] for e in p["timed"]} == {"ozaki2", "ozaki", "splitk"}
+    assert {e["method"] for p in a100["points"] for e in p["timed"]} == {"ozaki2", "ozaki"}  # no split-K
     assert doc["model"]["cost"] and doc["model"]["splitk"]
     bundled = load_profile_file(BUNDLED_DIR / TRANSFER_METHODS_FILE, TRANSFER_METHODS_FORMAT)
 

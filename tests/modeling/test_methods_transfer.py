@@ -122,7 +122,8 @@ def test_split_k_moves_within_its_memory_family_by_bandwidth_per_sm():
 
 def test_the_front_door_reports_predicted_estimates_as_predictions():
     model = fit(synthetic() + _splitk({("H100", (16, 2**20, 16)): 1.3}), {"ozaki2": 15})
-    section = predict(model, GPUS["A100"])
+    assert not any(e["method"] == "splitk" for p in predict(model, GPUS["A100"])["points"] for e in p["timed"])
+    section = predict(model, GPUS["A100"], splitk=True)
     ranking = rank(16384, 16384, 16384, "dgemm", methods=section)
     assert ranking.winner.family == "ozaki2"
     assert ranking.winner.basis == "predicted (transfer model from H100, H200; square products; at N = 16384)"
