@@ -42,6 +42,9 @@ FAMILY_NAMES = {"gemm": "library GEMM", "strassen": "Strassen", "ozaki2": "Ozaki
                 "splitk": "split-K", "exact": "exact product"}
 #: A log y axis where the speed-ups drawn span more than this factor, else a linear one.
 LOG_SPAN = 4.0
+#: Candidates of different families stand this far apart around their shape's x (log2 units), so that two of
+#: equal speed stay in sight side by side.
+DODGE = 0.14
 Panel = tuple[str, str, str, list[FrontdoorRow]]
 
 
@@ -104,12 +107,14 @@ def shape_label(ax: Any, divider: float | None) -> None:
 
 
 def draw_panel(ax: Any, rows: Sequence[FrontdoorRow], x: dict[Shape, float], styles: dict) -> None:
-    """The candidates' markers by family, drawn over the front door's stars (by the family it ran), so that a
-    candidate as fast as the front door stays in sight."""
+    """The candidates' markers by family, side by side around their shape and drawn over the front door's stars
+    (by the family it ran), so that a candidate as fast as the front door, or as another, stays in sight."""
     ax.axhline(1.0, color="black", lw=0.8, ls=":", label="library GEMM as called (= 1)")
-    for family in [f for f in styles if any(r.family == f and r.method != FRONTDOOR for r in rows)]:
+    families = [f for f in styles if any(r.family == f and r.method != FRONTDOOR for r in rows)]
+    for i, family in enumerate(families):
         mine = sorted((r for r in rows if r.family == family and r.method != FRONTDOOR), key=lambda r: x[r.shape])
-        ax.plot([x[r.shape] for r in mine], [r.ratio_as_called for r in mine], linestyle="none", ms=6,
+        dodge = (i - (len(families) - 1) / 2) * DODGE
+        ax.plot([x[r.shape] + dodge for r in mine], [r.ratio_as_called for r in mine], linestyle="none", ms=6,
                 marker=styles[family]["marker"], color=styles[family]["color"], mec="white", mew=0.5, zorder=5,
                 label=f"{family_name(family)} (candidate)")
     for family in [f for f in styles if any(r.family == f and r.method == FRONTDOOR for r in rows)]:
