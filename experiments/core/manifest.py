@@ -78,6 +78,9 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("splitk", "experiments.splitk.commands",
           "split-K against the library GEMM and a device copy, by output size m = n and inner dimension k "
           "(resumes)"),
+    Entry("frontdoor", "experiments.frontdoor.commands",
+          "the front door (gpu.matmul) as called against the library GEMM and its best candidates, by shape and "
+          "accuracy, with its error on phi inputs against its bound (resumes)"),
     Entry("outofcore", "experiments.outofcore.commands",
           "the out-of-core engine against the in-core DGEMM (where it fits), host memory to host memory, by "
           "size N (resumes)"),

@@ -1,6 +1,8 @@
-"""``gemmlab choose``: what the front door (``gpu.matmul``) would run for a product and an accuracy, and why.
+"""``gemmlab choose``: what the front door (``gpu.matmul``) would run for a product and an accuracy, and why; and
+``gemmlab frontdoor``: the front door as called against the library GEMM and its candidates over a grid of
+shapes and accuracies (:mod:`experiments.frontdoor.bench`, resuming), printed as one row per point and call.
 
-The tables are the device profile's (the user's own first, then the bundled one): of the device in use, or with
+``choose``'s tables are the device profile's (the user's own first, then the bundled one): of the device in use, or with
 ``--gpu NAME`` of a GPU whose bundled profile's device name contains NAME (the H100 and H200 ship with one). A
 GPU of the hardware table with no bundled profile gets the methods section the transfer model predicted from its
 datasheet (``gpu/profiles/transfer-methods.json``, :mod:`modeling.methods_transfer`), and the command says that
@@ -26,7 +28,10 @@ from gpu.profile import (
     transfer_methods_of,
 )
 
-from ..core.command import command, emit
+from ..core.command import MEASURING, command, emit, emit_sweep, measuring_run, ms
+from .bench import run_points
+from .points import custom_plan, fitting_points
+from .report import checks
 
 
 def shape(text: str) -> tuple[int, int, int]:
@@ -48,6 +53,16 @@ def accuracy(text: str) -> Accuracy:
         return Accuracy(level)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def shapes(text: str) -> list[tuple[int, int, int]]:
+    """Comma-separated :func:`shape` values (none: refused by the command's planner)."""
+    return [shape(part.strip()) for part in text.split(",") if part.strip()]
+
+
+def accuracies(text: str) -> list[Accuracy]:
+    """Comma-separated :func:`accuracy` values (none: refused by the command's planner)."""
+    return [accuracy(part.strip()) for part in text.split(",") if part.strip()]
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
@@ -99,4 +114,35 @@ def cmd_choose(args: argparse.Namespace, db_path: Path) -> int:
                                {"scale": r.guarantee.scale, "t": r.guarantee.t, "source": r.guarantee.source},
                                "keeps": r.keeps, "runs": r.runs, "why": r.why} for r in ranking.entries]}
     emit(args, payload, lambda: f"tables: {source}\n{ranking.explain()}")
+    return 0
+
+
+COLUMNS = (("shape", "shape", ""), ("accuracy", "accuracy", ""), ("method", "call", ""), ("family", "family", ""),
+           ("runs", "runs", ""), ("as_called_ms", "as called (ms)", ""), ("host_us", "host (us)", ".1f"),
+           ("device_ms", "device (ms)", ""), ("ratio_as_called", "x library as called", ".3f"),
+           ("vs_fastest", "time / fastest's", ".3f"), ("error_max", "max error", ".2e"), ("bound_t", "bound", ".2e"))
+
+
+def _frontdoor_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--shape", type=shapes, default=None, metavar="M:K:N[,M:K:N...]",
+                   help="products, A is M x K and B is K x N (default: the backend's grid; on GPU squares 512 to "
+                        "49152, 16 and 64 x 2^16..2^24 x 16 and 64, 4096:65536:4096 and 32768:4096:32768)")
+    p.add_argument("--accuracy", type=accuracies, default=None, metavar="LEVEL[,LEVEL...]",
+                   help="accuracy levels: dgemm, sgemm or a bound in (0, 1) (default: dgemm,1e-10,sgemm)")
+
+
+def _shown(r: dict[str, Any]) -> dict[str, Any]:
+    m, k, n = r["m"], r["k"], r["n"]
+    return {**r, "shape": f"{m}:{k}:{n}", "as_called_ms": ms(r["as_called_s"]), "device_ms": ms(r["device_s"]),
+            "host_us": r["host_s"] and 1e6 * r["host_s"], "vs_fastest": r["over_fastest"] and 1 / r["over_fastest"],
+            "runs": r["runs"] or ", ".join(f"{k}: {v}" for k, v in r["refused"].items() if k == "frontdoor")}
+
+
+@command("frontdoor", options=MEASURING, arguments=_frontdoor_arguments)
+def cmd_frontdoor(args: argparse.Namespace, db_path: Path) -> int:
+    backend = get_backend(args.backend)
+    plan, left_out = fitting_points(backend, custom_plan(backend, args.shape, args.accuracy))
+    with measuring_run(args, db_path, backend) as ctx:
+        counts, rows = run_points(ctx, plan, left_out)
+    emit_sweep(args, backend.name, ctx.env_key, counts, rows, checks(rows), COLUMNS, _shown)
     return 0

@@ -3,7 +3,8 @@ them (``cpu_db``: 15 audited methods, 8 Strassen schedules on 9 (N, phi) panels 
 audit of one point, a CPU calibration from 128 to 2048, one Ozaki size and format; RUM timed at two sizes
 and flat Winograd at one point; scheme II's benchmark (12 methods of five families at N = 64 on phi = 0.1,
 1, 4) and its phases; split-K's six methods on four output sizes over k = 2^14 .. 2^24; the out-of-core
-engine and the in-core DGEMM at N = 384, 512, 768; a leave-one-device-out transfer validation of the H100
+engine and the in-core DGEMM at N = 384, 512, 768; the front door's GPU grid (19 shapes at three accuracies, the
+library GEMM, the front door and two candidates each); a leave-one-device-out transfer validation of the H100
 on two sweeps of 12 sizes, bundled in results/published), and each figure drawn once per database
 (``figure_of``)."""
 
@@ -19,6 +20,8 @@ from experiments.audit.bench import EXPERIMENT as AUDIT
 from experiments.audit.bench import point_params, strassen_methods
 from experiments.core.database import ResultsDB
 from experiments.core.registry import FIGURES, load
+from experiments.frontdoor import points as frontdoor
+from experiments.frontdoor.rows import EXPERIMENT as FRONTDOOR
 from experiments.levels.calibration import EXPERIMENT as CALIBRATION
 from experiments.levels.transfer_validation import EXPERIMENT as TRANSFER_VALIDATION
 from experiments.outofcore.rows import EXPERIMENT as OUTOFCORE
@@ -114,11 +117,33 @@ def store_cpu_rows(db: ResultsDB) -> None:
                 measured_boundaries=[11000.0, 19000.0, 27000.0], predicted_boundaries=[10000.0, 17500.0, 25000.0],
                 boundary_error_pct=[-9.1, -7.9, None], trained_on=["P100"], time_lost_sweep=0.004 * (1 + shift),
                 mispredicted=3 * shift, sweep_source=source, regime="sustained" if shift else None)
+    for i, (shape, accuracy) in enumerate(frontdoor.PLANS[("cupy", False)].points()):
+        store_frontdoor_point(add, i // 3, shape, accuracy)
     spans = [[lane, t % 2, 0.01 * t + 0.002 * i, 0.01 * t + 0.002 * i + 0.008] for t in range(12)
              for i, lane in enumerate(("staging", "H2D", "GEMM"))]
     spans += [["D2H", 0, 0.13, 0.14], ["placement", 0, 0.14, 0.15]]
     add(TIMELINE, "outofcore", {"n": 768, "dtype": "float64", "regime": "sustained"}, 0.15, "s", spans=spans,
         plan={"block": [256, 256], "panel": 256}, check_error=1e-15)
+
+
+def store_frontdoor_point(add, i, shape, accuracy):
+    """One front-door point: the library GEMM, two candidates and the front door (its choice by the kind of shape),
+    with its errors on four phi inputs against its bound."""
+    params, gemm_s = frontdoor.point_params(shape, accuracy), 1e-3 * (1 + i)
+    square, strict = shape[0] == shape[1] == shape[2], accuracy == "dgemm"
+    runs, family = (("ozaki2(moduli='auto', target='dgemm')", "ozaki2") if square and shape[0] >= 8192 and strict
+                    else ("strassen L2:winograd+flat", "strassen") if square and shape[0] >= 8192
+                    else ("gemm (the library GEMM)", "gemm"))
+    timed = {"ozaki(target='dgemm')": ("ozaki", 0.4 + 0.02 * i),
+             "splitk(deterministic=True)": ("splitk", 0.9 + 0.01 * i)}
+    door = 1.0 + (0.02 if family == "gemm" else 0.3) + 0.001 * i
+    for name, (fam, ratio) in {"library": ("gemm", 1.0), **timed, "frontdoor": (family, door)}.items():
+        extra = {} if name != "frontdoor" else dict(
+            runs=runs, timed=list(timed), candidates=[runs, *timed], fastest="library", frontdoor_over_fastest=door,
+            errors=[{"phi": p, "measured": 1e-17 * (1 + p) * (1 + i % 3), "rows": 16} for p in (0.1, 1.0, 2.0, 4.0)],
+            bound={"bound_t": 1e-15, "scale": "rowcol", "slack": 2.3e-16})
+        add(FRONTDOOR, name, params, gemm_s / ratio, "s", family=fam, call=name, as_called_s=gemm_s / ratio,
+            host_s=1e-5, ratio_as_called=ratio, device_s=gemm_s / ratio, **extra)
 
 
 @pytest.fixture(scope="session")

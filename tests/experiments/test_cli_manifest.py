@@ -22,7 +22,7 @@ from experiments.core.manifest import ENTRIES, GROUPS, chosen, entry
 ROOT = Path(__file__).resolve().parents[2]
 #: What the top level of the command line must not import (numerics, plotting, the GPU, the families).
 HEAVY = ("numpy", "scipy", "matplotlib", "cupy", "tqdm", "gmpy2", "gpu", "modeling", "accuracy")
-FAMILIES = ("levels", "strassen", "audit", "ozaki", "ozaki2", "splitk", "outofcore", "segmented")
+FAMILIES = ("levels", "strassen", "audit", "ozaki", "ozaki2", "splitk", "outofcore", "segmented", "frontdoor")
 ISSUE = re.compile(r"issue\s*#?\d", re.IGNORECASE)
 
 
