@@ -18,6 +18,8 @@ from ..core.command import MEASURING, byte_size, command, emit, measuring_run, s
 from ..core.database import ResultsDB
 from ..core.registry import FIGURES, load
 from ..core.summary import markdown_table
+from ..frontdoor import calibrate as methods_calibration
+from ..frontdoor.commands import shape
 from ..frontdoor.methods import add_methods
 from . import calibration, configurations, estimate, models, transfer_tables, validation
 from .answer import answer_lines, speedup_line
@@ -54,6 +56,12 @@ def _calibrate_arguments(p: argparse.ArgumentParser) -> None:
                         "by bottom size and memory)")
     p.add_argument("--dry-run", action="store_true",
                    help="with --configurations: print the plan and its estimated time; measure nothing")
+    p.add_argument("--methods", action="store_true",
+                   help="instead, time the front door's methods (Ozaki II and I at the DGEMM target, split-K) as "
+                        "called beside the library GEMM at a grid of shapes (--shapes M:K:N,... to choose), and "
+                        "write the device profile's methods section, which gpu.matmul ranks by")
+    p.add_argument("--shapes", type=lambda text: [shape(t) for t in text.split(",") if t.strip()], default=None,
+                   metavar="M:K:N,...", help="with --methods: the shapes (default: sized for the backend)")
 
 
 @command("calibrate", options=MEASURING, arguments=_calibrate_arguments)
@@ -63,6 +71,8 @@ def cmd_calibrate(args: argparse.Namespace, db_path: Path) -> int:
         return transfer_rates(args, backend)
     if args.configurations:
         return calibrate_configurations(args, db_path, backend)
+    if args.methods:
+        return calibrate_methods(args, db_path, backend)
     if args.context:
         chosen = args.sizes
         calibration.plan_sizes(backend, [2 * n for n in chosen] if chosen else None, args.quick, args.dtype)
@@ -81,6 +91,15 @@ def cmd_calibrate(args: argparse.Namespace, db_path: Path) -> int:
         f"{device} ({backend.name}, {args.dtype}): {outcome.measured} measured, "
         f"{outcome.skipped} already stored (use --force to measure again)\n"
         + table(points, CALIBRATION_COLUMNS) + f"\ndevice profile: {profile}"))
+    return 0
+
+
+def calibrate_methods(args: argparse.Namespace, db_path: Path, backend: Backend) -> int:
+    """``gemmlab calibrate --methods``: the front door's methods as called, into the profile's methods section."""
+    with measuring_run(args, db_path, backend) as ctx:
+        counts, path = methods_calibration.calibrate(ctx, args.shapes)
+    emit(args, {**counts, "profile": path}, lambda: "\n".join(f"{k}: {v}" for k, v in counts.items())
+         + f"\ndevice profile: {path}")
     return 0
 
 

@@ -1,0 +1,133 @@
+"""``gemmlab calibrate --methods``: every front-door method timed as called beside the library GEMM at a grid of
+shapes, stored, and written into this device's profile as its ``methods`` section (:mod:`gpu.frontdoor.table`).
+
+The front door ranks by that section: on a device the package ships no measurements for, a calibration is what
+lets it take Ozaki scheme II on large squares or split-K on tiny outputs (the transfer model leaves split-K out,
+and its Ozaki predictions are conservative). Each shape is one interleaved group (the library GEMM as called,
+the baseline; each method through its own family plan, ``plan.execute(A, B)`` as a kept plan runs; the timing
+of :func:`experiments.frontdoor.bench.time_point`): Ozaki II at ``moduli="auto"`` with the DGEMM target, Ozaki I
+at the DGEMM target on INT8 slices, split-K deterministic and atomic where its own test lets it run. A method
+whose family refuses the shape (split-K on a square, a workspace that does not fit) is left out of that point.
+Rows are stored per shape, the library GEMM's last, so an interrupted calibration measures only the shapes
+whose library row is missing; the profile's section is rebuilt from every stored row of this environment and
+regime, so a resumed run writes the same section a whole one would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+from gpu.frontdoor import Ranked
+from gpu.frontdoor.frontplan import family_plan
+from gpu.frontdoor.table import Timed
+from gpu.profile import device_name, load_profile, profile_path, save_profile
+
+from ..core.ascalled import Call
+from ..core.registry import Context
+from ..core.sweep import group_sweep
+from .bench import REFUSALS, FrontOperands, Group, check_calls, time_point
+from .errors import SEED, TIME_PHI, phi_inputs
+from .points import Plan, Shape, fitting_points, shape_text
+
+EXPERIMENT = "methods-calibration"
+LIBRARY = "library"
+#: The methods a calibration times: the calls the front door's candidates make, and whether each waits.
+METHODS = ((Timed.of("ozaki2", {"moduli": "auto", "target": "dgemm"}), True),
+           (Timed.of("ozaki", {"slice_format": "int8", "target": "dgemm"}), True),
+           (Timed.of("splitk", {"deterministic": True}), False),
+           (Timed.of("splitk", {"deterministic": False}), False))
+#: Shapes by backend: squares across the sizes where methods trade places, and split-K's tiny outputs.
+SHAPES = {"cupy": ((2048,) * 3, (4096,) * 3, (8192,) * 3, (16384,) * 3, (16, 2**20, 16), (64, 2**20, 64),
+                   (16, 2**24, 16), (64, 2**24, 64)),
+          "numpy": ((96,) * 3, (8, 4096, 8))}
+
+
+def params(shape: Shape, regime: str) -> dict[str, Any]:
+    m, k, n = shape
+    return {"m": m, "k": k, "n": n, "regime": regime}
+
+
+def method_group(be: Any, A: Any, B: Any) -> Group:
+    """The methods' calls on (A, B), each through its own family plan; those whose family refuses, with why."""
+    public, families, plans, refused = {}, {}, [], {}
+    for timed, _ in METHODS:
+        try:
+            plan = family_plan(Ranked(timed.name, timed.method, timed.options), A, B, None, be, None)
+        except REFUSALS as err:
+            refused[timed.name] = str(err)
+            continue
+        public[timed.name] = Call(f"{timed.method}.Plan(A, B, options={timed.options!r}).execute(A, B)",
+                                  partial(plan.execute, A, B))
+        families[timed.name] = timed.method
+        plans.append(plan)
+    return Group("dgemm", Ranked(LIBRARY, "gemm"), "", (), public, {LIBRARY: "gemm", **families}, plans, refused)
+
+
+def measure_shape(ctx: Context, shape: Shape) -> int:
+    """Time the methods at ``shape`` beside the library GEMM (phi = 1 operands) and store a row per call, the
+    library GEMM's last; rows stored."""
+    be = ctx.backend
+    A, B, _ = phi_inputs(be, shape, TIME_PHI, SEED)
+    ops = FrontOperands(be, A, B, be.xp.empty((0, 0)))
+    reference = Call(f"{be.xp.__name__}.matmul(A, B)", partial(be.xp.matmul, A, B))
+    group = method_group(be, A, B)
+    try:
+        check_calls(be, A, B, group, reference, shape_text(shape))
+        called = time_point(ctx, ops, group, reference) if group.public else None
+    finally:
+        group.free()
+    waits = {t.name: w for t, w in METHODS}
+    options = {t.name: t.options for t, _ in METHODS}
+    for name in group.public:
+        meta = called.meta(name)
+        ctx.db.add(ctx.run_id, EXPERIMENT, name, params(shape, ctx.regime), value=meta["as_called_s"], unit="s",
+                   meta={**meta, "method": group.families[name], "config": options[name], "waits": waits[name]})
+    ctx.db.add(ctx.run_id, EXPERIMENT, LIBRARY, params(shape, ctx.regime), value=0.0 if called is None else
+               called.meta(LIBRARY).get("as_called_s") or 0.0, unit="s", meta={"refused": group.refused})
+    return len(group.public) + 1
+
+
+def calibrate(ctx: Context, shapes: Sequence[Shape] | None = None) -> tuple[dict[str, Any], str]:
+    """Measure (or resume) the methods at ``shapes`` (default: :data:`SHAPES` for the backend, those that fit),
+    then write the profile's methods section from every stored row; (counts, the profile's path)."""
+    plan_shapes = list(shapes or SHAPES.get(ctx.backend.name, SHAPES["numpy"]))
+    fitting, left_out = fitting_points(ctx.backend, Plan(tuple(plan_shapes), ("dgemm",)))
+    todo = [s for s in fitting.shapes if ctx.force or not ctx.db.has(EXPERIMENT, LIBRARY, params(s, ctx.regime),
+                                                                        ctx.env_key)]
+    with ctx.backend.allocation_policy("pooled"):
+        group_sweep(ctx, EXPERIMENT, todo, lambda s: False, lambda s: measure_shape(ctx, s), shape_text)
+    section = methods_section(ctx)
+    path = write_section(ctx, section)
+    return {"shapes measured": len(todo), "shapes already stored": len(fitting.shapes) - len(todo),
+            "shapes left out (memory)": list(left_out), "points in the section": len(section["points"])}, path
+
+
+def methods_section(ctx: Context) -> dict[str, Any]:
+    """The methods section of every stored row of this environment and regime (see the module notes)."""
+    points: dict[Shape, dict[str, Any]] = {}
+    for m in ctx.db.measurements(EXPERIMENT):
+        p = m.params
+        if m.env_key != ctx.env_key or p.get("regime") != ctx.regime or m.method == LIBRARY:
+            continue
+        meta, shape = m.meta, (int(p["m"]), int(p["k"]), int(p["n"]))
+        point = points.setdefault(shape, {"shape": list(shape), "gemm_s": meta.get("reference_s"),
+                                          "reference": meta.get("reference_call"), "timed": []})
+        point["timed"] = [e for e in point["timed"] if (e["method"], e["config"]) != (meta["method"], meta["config"])]
+        point["timed"].append({"method": meta["method"], "config": meta["config"],
+                               "ratio": round(meta["ratio_as_called"], 4), "seconds": meta.get("as_called_s"),
+                               "host_s": meta.get("host_s"), "waits": meta["waits"],
+                               "source": f"gemmlab calibrate --methods (run {m.run_id})"})
+    return {"regime": ctx.regime, "written_by": "gemmlab calibrate --methods",
+            "points": [points[s] for s in sorted(points)]}
+
+
+def write_section(ctx: Context, section: dict[str, Any]) -> str:
+    """The section into this device's profile (a new profile holding only it where there is none); its path."""
+    be = ctx.backend
+    device = device_name(be)
+    doc = load_profile(profile_path(be.name, device)) or {"backend": be.name, "device": device, "levels": {}}
+    regimes = doc.setdefault("regimes", {})
+    regimes.setdefault(ctx.regime, {"levels": doc.get("levels", {})})["methods"] = section
+    return str(save_profile(doc))

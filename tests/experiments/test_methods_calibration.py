@@ -1,0 +1,57 @@
+"""``gemmlab calibrate --methods`` on NumPy: each front-door method timed as called beside the library GEMM,
+stored per shape, resumed, and written as the device profile's methods section that the front door ranks by."""
+
+import json
+
+import pytest
+
+from experiments.cli import main
+from experiments.core.database import ResultsDB
+from experiments.frontdoor.calibrate import EXPERIMENT, LIBRARY
+from gpu.backend import get_backend
+from gpu.frontdoor import rank
+from gpu.profile import methods
+
+SHAPES = "48:48:48,8:4096:8"
+
+
+def calibrate(capsys, db):
+    code = main(["calibrate", "--methods", "--backend", "numpy", "--shapes", SHAPES, "--db", str(db), "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_the_methods_are_timed_stored_and_written_as_the_profiles_section(capsys, tmp_path):
+    code, doc = calibrate(capsys, tmp_path / "m.sqlite")
+    assert code == 0 and doc["shapes measured"] == 2 and doc["points in the section"] == 2
+    section, where = methods(get_backend("numpy"))
+    assert where == doc["profile"]
+    by_shape = {tuple(p["shape"]): {(e["method"], json.dumps(e["config"], sort_keys=True)) for e in p["timed"]}
+                for p in section["points"]}
+    assert {m for m, _ in by_shape[(8, 4096, 8)]} == {"ozaki2", "ozaki", "splitk"}
+    assert {m for m, _ in by_shape[(48, 48, 48)]} == {"ozaki2", "ozaki"}, "split-K refuses a square"
+    for point in section["points"]:
+        assert point["gemm_s"] > 0 and point["reference"] == "numpy.matmul(A, B)"
+        for e in point["timed"]:
+            assert e["ratio"] > 0 and e["seconds"] > 0 and e["source"].startswith("gemmlab calibrate --methods")
+    ranking = rank(8, 4096, 8, "dgemm", methods=section)
+    assert any(r.family == "splitk" and r.ratio is not None and r.basis.startswith("measured")
+               for r in ranking.entries)
+    with ResultsDB(tmp_path / "m.sqlite") as db:
+        refused = [m.meta["refused"] for m in db.measurements(EXPERIMENT) if m.method == LIBRARY
+                   and m.params["m"] == 48]
+    assert refused and all("splitk" in name for name in refused[0]), "split-K's refusal is kept with its reason"
+
+
+def test_an_interrupted_or_repeated_calibration_measures_only_what_is_missing(capsys, tmp_path):
+    code, first = calibrate(capsys, tmp_path / "m.sqlite")
+    section = methods(get_backend("numpy"))[0]
+    code, again = calibrate(capsys, tmp_path / "m.sqlite")
+    assert code == 0 and again["shapes measured"] == 0 and again["shapes already stored"] == 2
+    assert methods(get_backend("numpy"))[0] == section
+
+
+def test_a_bad_shape_is_refused_before_any_work(capsys, tmp_path):
+    with pytest.raises(SystemExit) as done:              # argparse refuses an argument by exiting with 2
+        main(["calibrate", "--methods", "--backend", "numpy", "--shapes", "8:8", "--db", str(tmp_path / "m")])
+    assert done.value.code == 2 and "a shape reads M:K:N" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()
