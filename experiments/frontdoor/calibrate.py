@@ -15,6 +15,7 @@ regime, so a resumed run writes the same section a whole one would.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -22,7 +23,7 @@ from typing import Any
 from gpu.frontdoor import Ranked
 from gpu.frontdoor.frontplan import family_plan
 from gpu.frontdoor.table import Timed
-from gpu.profile import device_name, load_profile, profile_path, save_profile
+from gpu.profile import bundled_profile, device_name, load_profile, profile_path, save_profile
 
 from ..core.ascalled import Call
 from ..core.registry import Context
@@ -124,10 +125,13 @@ def methods_section(ctx: Context) -> dict[str, Any]:
 
 
 def write_section(ctx: Context, section: dict[str, Any]) -> str:
-    """The section into this device's profile (a new profile holding only it where there is none); its path."""
+    """The section into this device's profile; where the user has none, into a copy of the bundled one (so that
+    its level tables and configurations still decide), else into a new profile holding only it; its path."""
     be = ctx.backend
     device = device_name(be)
-    doc = load_profile(profile_path(be.name, device)) or {"backend": be.name, "device": device, "levels": {}}
+    doc = copy.deepcopy(load_profile(profile_path(be.name, device)) or bundled_profile(be)) or \
+        {"backend": be.name, "device": device, "levels": {}}
+    doc.update(backend=be.name, device=device)
     regimes = doc.setdefault("regimes", {})
     regimes.setdefault(ctx.regime, {"levels": doc.get("levels", {})})["methods"] = section
     return str(save_profile(doc))

@@ -15,6 +15,7 @@ never runs them. Each entry keeps the file and the commit it came from.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -71,7 +72,7 @@ def add_methods(files: Iterable[Path], regime: str = "sustained", directory: Pat
     folder where None), keeping everything else the profile holds; the profile's path."""
     documents = [(Path(f).name, json.loads(Path(f).read_text())) for f in files]
     backend, device = device_of(documents)
-    doc = load_profile(profile_path(backend, device, directory))
+    doc = copy.deepcopy(load_profile(profile_path(backend, device, directory)))   # the read is cached: no edits
     if doc is None:
         raise ValueError(f"no profile of {device} ({backend}) in {directory or 'the profile folder'}: write one "
                          "first (gemmlab calibrate, or gemmlab profile from stored results)")

@@ -2,6 +2,7 @@
 stored per shape, resumed, and written as the device profile's methods section that the front door ranks by."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -55,3 +56,18 @@ def test_a_bad_shape_is_refused_before_any_work(capsys, tmp_path):
         main(["calibrate", "--methods", "--backend", "numpy", "--shapes", "8:8", "--db", str(tmp_path / "m")])
     assert done.value.code == 2 and "a shape reads M:K:N" in capsys.readouterr().err
     assert not (tmp_path / "m").exists()
+
+
+def test_a_device_with_only_a_bundled_profile_keeps_its_tables_beside_the_new_section(capsys, tmp_path,
+                                                                                      monkeypatch):
+    """No user profile yet: the calibration writes a copy of the bundled one with the methods section added, so
+    that its level tables and configurations still decide, and the bundled document itself is left as read."""
+    bundled = {"backend": "numpy", "device": "x", "levels": {"rum": [[0, 0]]},
+               "regimes": {"sustained": {"levels": {"rum": [[0, 0]]}, "configurations": {"points": []}}}}
+    monkeypatch.setattr("experiments.frontdoor.calibrate.bundled_profile", lambda be: bundled)
+    code, doc = calibrate(capsys, tmp_path / "m.sqlite")
+    written = json.loads(Path(doc["profile"]).read_text())
+    sustained = written["regimes"]["sustained"]
+    assert sustained["levels"] == {"rum": [[0, 0]]} and sustained["configurations"] == {"points": []}
+    assert len(sustained["methods"]["points"]) == 2 and "methods" not in bundled["regimes"]["sustained"]
+    assert methods(get_backend("numpy"))[1] == doc["profile"], "written as this device's own profile"
