@@ -31,7 +31,7 @@ from ..strassen.choose import table as configuration_table
 from ..strassen.decide import Product, runs
 from . import contract
 from .contract import Accuracy, Guarantee, as_accuracy
-from .table import PROVEN, Estimate, Timed, elsewhere, estimate_all, label_of
+from .table import PROVEN, Estimate, Timed, elsewhere, estimate_all, label_of, library_seconds
 
 #: Ratios within this of the fastest count as a tie (then: no wait first, then the smaller bound).
 TIE = 0.01
@@ -67,6 +67,12 @@ class Ranking:
     accuracy: Accuracy
     entries: tuple[Ranked, ...]
     reason: str
+    gemm_s: float | None = None
+
+    def seconds(self, r: Ranked) -> float | None:
+        """A candidate's predicted time: the library GEMM's estimated time (:attr:`gemm_s`, from the tables'
+        nearest measured point) over its ratio; None where either is unknown."""
+        return None if self.gemm_s is None or not r.ratio else self.gemm_s / r.ratio
 
     @property
     def winner(self) -> Ranked:
@@ -88,12 +94,14 @@ class Ranking:
         need = self.accuracy.required(k)
         promise = "correctly rounded" if need is None else need.describe()
         lines = [f"{m} x {k} x {n} float64, accuracy {self.accuracy.level!r}: {promise}",
-                 f"{'':2} {'candidate':44} {'x GEMM':>7}  {'proven bound':16} keeps  notes"]
+                 f"{'':2} {'candidate':44} {'x GEMM':>7} {'time':>9}  {'proven bound':16} keeps  notes"]
         for i, r in enumerate(self.entries):
             mark = "1" if i == 0 else ("-" if not r.eligible else str(i + 1))
             ratio = f"{r.ratio:.3f}" if r.ratio is not None else "-"
+            seconds = self.seconds(r)
+            time = "-" if seconds is None else f"{seconds * 1e3:.3g} ms"
             bound = f"{r.guarantee.t:.2g} {r.guarantee.scale}" if r.guarantee else "none"
-            lines.append(f"{mark:2} {r.name:44} {ratio:>7}  {bound:16} {'yes' if r.keeps else 'no':5}  "
+            lines.append(f"{mark:2} {r.name:44} {ratio:>7} {time:>9}  {bound:16} {'yes' if r.keeps else 'no':5}  "
                          f"{r.basis}; {r.why}" + ("" if r.runs and r.fits else " [not run]"))
         lines.append(f"winner: {self.winner.name}: {self.reason}")
         return "\n".join(lines)
@@ -120,7 +128,7 @@ def rank(m: int, k: int, n: int, accuracy: Any = "dgemm", *, configurations: Map
                          + "; ".join(f"{r.name}: {r.why}" for r in found))
     winner, reason = _choose(eligible, want)
     rest = sorted((r for r in found if r is not winner), key=lambda r: (not r.eligible, -(r.ratio or 0.0)))
-    return Ranking((m, k, n), want, (winner, *rest), reason)
+    return Ranking((m, k, n), want, (winner, *rest), reason, library_seconds((methods, configurations), m, k, n))
 
 
 def _choose(eligible: list[Ranked], want: Accuracy) -> tuple[Ranked, str]:

@@ -31,6 +31,7 @@ keeps it. :func:`elsewhere` gives each one's median ratio over every shape measu
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -144,3 +145,21 @@ def elsewhere(section: Mapping[str, Any] | None) -> dict[tuple[str, Any], float]
                 key = (entry["method"], (entry.get("config") or {}).get("target"))
                 seen.setdefault(key, []).append(float(entry["ratio"]))
     return {key: statistics.median(ratios) for key, ratios in seen.items()}
+
+
+def library_seconds(sections: Iterable[Mapping[str, Any] | None], m: int, k: int, n: int) -> float | None:
+    """The library GEMM's time for an m x k by k x n product, estimated from the measured point of the sections
+    (``methods`` points by shape, Strassen ``configurations`` points by size) nearest in flops, scaled by the
+    ratio of flops (a GEMM's time grows with its flops wherever it is not launch-bound); None where no point
+    holds a time."""
+    known = []
+    for section in sections:
+        for point in (section or {}).get("points", ()):
+            shape = point.get("shape") or [point.get("size")] * 3
+            if point.get("gemm_s") and all(shape):
+                known.append((float(shape[0]) * shape[1] * shape[2], float(point["gemm_s"])))
+    if not known or not (m and k and n):
+        return None
+    flops = float(m) * k * n
+    near, seconds = min(known, key=lambda fs: abs(math.log(fs[0] / flops)))
+    return seconds * flops / near

@@ -150,3 +150,16 @@ def test_a_configuration_that_cannot_recurse_so_deep_does_not_run():
     r = rank(16384, 16384, 16384, "sgemm", configurations=deep)
     entry = next(e for e in r.entries if e.family == "strassen")
     assert not entry.runs and "cannot run" in entry.why and r.winner.family == "gemm"
+
+
+def test_explain_gives_each_candidates_predicted_time_from_the_nearest_measured_library_time():
+    """The library GEMM's time comes from the tables' point nearest in flops, scaled by flops (0.166 s at 16384;
+    the 8192 configurations point's 0.02 s, times 8, at 16384 would be farther); a candidate's is that over its
+    ratio. With no table there is no time to give."""
+    r = ranked(16384, 16384, 16384)
+    assert r.gemm_s == pytest.approx(0.166) and r.seconds(r.winner) == pytest.approx(0.166 / 1.480)
+    assert "x GEMM      time" in r.explain() and " 112 ms " in r.explain()
+    half = ranked(10000, 10000, 10000)                    # nearer 8192 in flops: 0.02 s scaled up
+    assert half.gemm_s == pytest.approx(0.02 * (10000 / 8192) ** 3)
+    bare = rank(512, 512, 512)
+    assert bare.gemm_s is None and bare.seconds(bare.winner) is None
