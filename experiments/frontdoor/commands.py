@@ -108,8 +108,9 @@ def cmd_choose(args: argparse.Namespace, db_path: Path) -> int:
     data, source = tables(args)
     ranking = rank(*args.shape, args.accuracy, deterministic=args.deterministic, **data)
     payload = {"shape": list(args.shape), "accuracy": args.accuracy.level, "tables": source,
-               "winner": ranking.winner.name, "reason": ranking.reason,
+               "winner": ranking.winner.name, "reason": ranking.reason, "library_seconds": ranking.gemm_s,
                "candidates": [{"name": r.name, "family": r.family, "options": dict(r.options), "ratio": r.ratio,
+                               "seconds": ranking.seconds(r),
                                "basis": r.basis, "bound": None if r.guarantee is None else
                                {"scale": r.guarantee.scale, "t": r.guarantee.t, "source": r.guarantee.source},
                                "keeps": r.keeps, "runs": r.runs, "why": r.why} for r in ranking.entries]}

@@ -18,6 +18,8 @@ def test_the_h200s_bundled_tables_choose_ozaki2_at_dgemm_and_say_why(capsys, tmp
     doc = json.loads(out.out)
     assert code == 0 and doc["winner"] == "ozaki2(moduli='auto', target='dgemm')"
     assert doc["tables"].endswith("cupy-nvidia-h200.json")
+    assert doc["library_seconds"] > 0 and doc["candidates"][0]["seconds"] == doc["library_seconds"] / \
+        doc["candidates"][0]["ratio"]
     strassen = [c for c in doc["candidates"] if c["family"] == "strassen"]
     assert strassen and not any(c["keeps"] for c in strassen) and strassen[0]["bound"]["scale"] == "matrix"
     code, out = run(capsys, "--shape", "16384:16384:16384", "--accuracy", "sgemm", "--gpu", "h200",
