@@ -48,10 +48,12 @@ def matmul(A: Any, B: Any, *, accuracy: Any = "dgemm", out: Any = None, determin
     through the out-of-core engine and C comes back in host memory (:mod:`gpu.frontdoor.routes`). ``client``, or
     ``dask.array`` operands: the product runs on a Dask cluster's workers (the current client where none is
     given). Both routes sum with the library GEMM and wait for the device."""
-    if client is not None or is_dask(A) or is_dask(B):
+    if client is not None:
         return dask_product(A, B, out, client, as_accuracy(accuracy), backend)
     be = get_backend(backend)
     key = operand_signature(be, A, B, out)
+    if key is None and (is_dask(A) or is_dask(B)):  # a backend's own arrays (the kept plans' calls) are no Dask's
+        return dask_product(A, B, out, client, as_accuracy(accuracy), backend)
     if (key is None or memory is not None) and host_route(be, A, B, out, memory):
         want = as_accuracy(accuracy)
         host = ("outofcore", operand_signature(get_backend("numpy"), A, B, out), want, memory)

@@ -38,20 +38,12 @@ def is_dask(x: Any) -> bool:
     return type(x).__module__.startswith("dask.array")
 
 
-def is_host(be: Backend, *arrays: Any) -> bool:
-    """Whether every given array is a NumPy array while ``be`` computes elsewhere (a device backend), or the
-    backend is NumPy's itself."""
-    given = [x for x in arrays if x is not None]
-    return all(isinstance(x, np.ndarray) for x in given) and (be.xp is np or not any(
-        isinstance(x, be.xp.ndarray) for x in given))
-
-
 def host_route(be: Backend, A: Any, B: Any, out: Any, memory: Any) -> bool:
-    """Whether (A, B, ``out``) go to the out-of-core engine: 2-D host arrays (:func:`is_host`) that outgrow the
-    device memory (:func:`outgrows`)."""
+    """Whether (A, B, ``out``) go to the out-of-core engine: 2-D NumPy arrays (host memory, whatever ``be`` computes
+    on) that outgrow the device memory (:func:`outgrows`)."""
     plain = all(isinstance(x, np.ndarray) and x.ndim == 2 for x in (A, B)) and (out is None or isinstance(
         out, np.ndarray))
-    return plain and A.shape[1] == B.shape[0] and is_host(be, A, B, out) and outgrows(be, A, B, out, memory)
+    return plain and A.shape[1] == B.shape[0] and outgrows(be, A, B, out, memory)
 
 
 def outgrows(be: Backend, A: np.ndarray, B: np.ndarray, out: np.ndarray | None, memory: Any) -> bool:
