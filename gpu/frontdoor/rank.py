@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..splitk.plan import check_worth
-from ..strassen.choose import MARGIN, Configuration, estimates
+from ..strassen.choose import MARGIN, estimates
 from ..strassen.choose import table as configuration_table
 from ..strassen.decide import Product, runs
 from . import contract
@@ -229,8 +229,3 @@ def _unmeasured(methods: list[Timed], ratios: Mapping[tuple[str, Any], float], m
             (f" ({where:.3f}x the library GEMM, a median over the shapes {label})" if where is not None else "")
         out.append(replace(r, ratio=None, basis=basis, waits=True, elsewhere=where))
     return out
-
-
-def configuration_of(r: Ranked) -> Configuration | None:
-    """The Strassen configuration a ranked candidate runs (None for other families)."""
-    return Configuration.of(r.options) if r.family == "strassen" else None
