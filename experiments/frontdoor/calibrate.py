@@ -26,6 +26,7 @@ from gpu.frontdoor.table import Timed
 from gpu.profile import bundled_profile, device_name, load_profile, profile_path, save_profile
 
 from ..core.ascalled import Call
+from ..core.regime import of_regime
 from ..core.registry import Context
 from ..core.sweep import group_sweep
 from .bench import REFUSALS, FrontOperands, Group, check_calls, time_point
@@ -95,24 +96,24 @@ def calibrate(ctx: Context, shapes: Sequence[Shape] | None = None) -> tuple[dict
     then write the profile's methods section from every stored row; (counts, the profile's path)."""
     plan_shapes = list(shapes or SHAPES.get(ctx.backend.name, SHAPES["numpy"]))
     fitting, left_out = fitting_points(ctx.backend, Plan(tuple(plan_shapes), ("dgemm",)))
-    todo = [s for s in fitting.shapes if ctx.force or not ctx.db.has(EXPERIMENT, LIBRARY, params(s, ctx.regime),
-                                                                        ctx.env_key)]
     with ctx.backend.allocation_policy("pooled"):
-        group_sweep(ctx, EXPERIMENT, todo, lambda s: False, lambda s: measure_shape(ctx, s), shape_text)
+        outcome = group_sweep(ctx, EXPERIMENT, fitting.shapes,
+                              lambda s: ctx.db.has(EXPERIMENT, LIBRARY, params(s, ctx.regime), ctx.env_key),
+                              lambda s: measure_shape(ctx, s), shape_text)
     section = methods_section(ctx)
     path = write_section(ctx, section)
-    return {"shapes measured": len(todo), "shapes already stored": len(fitting.shapes) - len(todo),
+    return {"shapes measured": outcome.measured, "shapes already stored": outcome.skipped,
             "shapes left out (memory)": list(left_out), "points in the section": len(section["points"])}, path
 
 
 def methods_section(ctx: Context) -> dict[str, Any]:
     """The methods section of every stored row of this environment and regime (see the module notes)."""
     points: dict[Shape, dict[str, Any]] = {}
-    for m in ctx.db.measurements(EXPERIMENT):
-        p = m.params
-        if m.env_key != ctx.env_key or p.get("regime") != ctx.regime or m.method == LIBRARY:
+    for m in of_regime(ctx.db.measurements(EXPERIMENT, env_key=ctx.env_key), ctx.regime):
+        if m.method == LIBRARY:
             continue
-        meta, shape = m.meta, (int(p["m"]), int(p["k"]), int(p["n"]))
+        p, meta = m.params, m.meta
+        shape = (int(p["m"]), int(p["k"]), int(p["n"]))
         point = points.setdefault(shape, {"shape": list(shape), "gemm_s": meta.get("reference_s"),
                                           "reference": meta.get("reference_call"), "timed": []})
         point["timed"] = [e for e in point["timed"] if (e["method"], e["config"]) != (meta["method"], meta["config"])]
