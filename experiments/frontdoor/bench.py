@@ -9,7 +9,8 @@ device's clock (:func:`experiments.core.ascalled.time_called`):
 * ``library``: ``cupy.matmul(A, B)`` (``numpy.matmul`` on the CPU), a new output per call: the reference;
 * ``frontdoor``: ``gpu.matmul(A, B, accuracy=...)``, a new output per call;
 * the best :data:`OTHERS` eligible candidates of the front door's ranking besides the one it runs and the library
-  GEMM (so that their workspaces fit beside it), each through its own family plan
+  GEMM (so that their workspaces fit beside it), and the front door's choice with this device's profile hidden
+  (:mod:`experiments.frontdoor.hidden`) where no other call runs it, each through its own family plan
   (:func:`gpu.frontdoor.frontplan.family_plan`) as a user runs a kept plan: ``plan.execute(A, B)``.
 
 Before anything is timed, :func:`gpu.plan` says what the front door runs and why (``explain()``), and every
@@ -47,6 +48,7 @@ from ..core.summary import Summary
 from ..core.sweep import group_sweep
 from ..core.timing import FEWEST_REPEATS
 from .errors import SEED, TIME_PHI, error_bound, measure_errors, phi_inputs
+from .hidden import hidden_choice
 from .points import (
     DTYPE,
     PLANS,
@@ -93,6 +95,7 @@ class Group:
     families: dict[str, str]
     plans: list[MatmulPlan] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)
+    hidden: tuple[str, str] | None = None      # the choice with the profile hidden, and the call timing it
 
     def free(self) -> None:
         for plan in self.plans:
@@ -124,15 +127,41 @@ def candidates(be: Backend, A: Array, B: Array, entries: Sequence[Ranked], chose
         if not r.eligible or r.family == "gemm" or r.name == chosen.name:
             continue
         try:
-            plan = family_plan(r, A, B, None, be, None)
+            calls[r.name], plan = family_call(be, A, B, r)
         except REFUSALS as err:
             refused[r.name] = str(err)
             continue
-        options = ", ".join(f"{k}={v!r}" for k, v in r.options.items())
-        calls[r.name] = Call(f"{r.family}.Plan(A, B, options={{{options}}}).execute(A, B)", partial(plan.execute, A, B))
         families[r.name] = r.family
         plans.append(plan)
     return calls, families, plans, refused
+
+
+def family_call(be: Backend, A: Array, B: Array, r: Ranked) -> tuple[Call, MatmulPlan]:
+    """Candidate ``r`` as a call of its own family plan, and the plan (refusals raise as the family's)."""
+    plan = family_plan(r, A, B, None, be, None)
+    options = ", ".join(f"{k}={v!r}" for k, v in r.options.items())
+    return Call(f"{r.family}.Plan(A, B, options={{{options}}}).execute(A, B)", partial(plan.execute, A, B)), plan
+
+
+def add_hidden(be: Backend, A: Array, B: Array, group: Group) -> None:
+    """Time what the front door would choose with this device's profile hidden (:mod:`.hidden`): the call of the
+    group that runs it already, or its family plan's call added to the group; ``group.hidden`` names it."""
+    m, k = A.shape
+    found = hidden_choice(be, m, k, B.shape[1], group.level)
+    if found is None:
+        return
+    if found.family == "gemm" or found.name == group.chosen.name or found.name in group.public:
+        key = {"gemm": LIBRARY}.get(found.family, FRONTDOOR if found.name == group.chosen.name else found.name)
+        group.hidden = (found.name, key)
+        return
+    try:
+        group.public[found.name], plan = family_call(be, A, B, found)
+    except REFUSALS as err:
+        group.refused[found.name] = str(err)
+        return
+    group.families[found.name] = found.family
+    group.plans.append(plan)
+    group.hidden = (found.name, found.name)
 
 
 def prepare(be: Backend, A: Array, B: Array, level: Any) -> Group:
@@ -148,8 +177,10 @@ def prepare(be: Backend, A: Array, B: Array, level: Any) -> Group:
                               partial(gpu.matmul, A, B, accuracy=level, backend=be))}
     calls, families, plans, refused = candidates(be, A, B, entries, chosen, OTHERS)
     refused.update({r.name: why for r, why in probe.refused})
-    return Group(level, chosen, text, tuple(r.name for r in entries), {**public, **calls},
-                 {FRONTDOOR: chosen.family, LIBRARY: "gemm", **families}, plans, refused)
+    group = Group(level, chosen, text, tuple(r.name for r in entries), {**public, **calls},
+                  {FRONTDOOR: chosen.family, LIBRARY: "gemm", **families}, plans, refused)
+    add_hidden(be, A, B, group)
+    return group
 
 
 def check_calls(be: Backend, A: Array, B: Array, group: Group, reference: Call, where: str) -> None:
@@ -193,7 +224,17 @@ def door_meta(group: Group, called: Called, errors: list[dict[str, Any]], k: int
     return {"runs": group.chosen.name, "explain": group.explain, "candidates": list(group.candidates),
             "timed": [n for n in group.public if n != FRONTDOOR], "refused": group.refused, "fastest": fastest,
             "frontdoor_over_fastest": seconds[fastest] / seconds[FRONTDOOR], "errors": errors,
-            "bound": error_bound(group.level, k, group.chosen.guarantee)}
+            "bound": error_bound(group.level, k, group.chosen.guarantee), **hidden_meta(group, seconds)}
+
+
+def hidden_meta(group: Group, seconds: dict[str, float]) -> dict[str, Any]:
+    """The choice with the profile hidden, the model it came from, and the time it loses against the front door's
+    call (0 where the same method runs; the hidden call's own time otherwise); nothing where nothing is hidden."""
+    if group.hidden is None:
+        return {}
+    name, key = group.hidden
+    lost = None if key not in seconds else seconds[key] / seconds[FRONTDOOR] - 1.0 if key != FRONTDOOR else 0.0
+    return {"hidden": {"runs": name, "timed_as": key, "lost": lost}}
 
 
 def store_point(ctx: Context, shape: Shape, group: Group, called: Called, errors: list[dict[str, Any]]) -> int:

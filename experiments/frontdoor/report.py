@@ -8,7 +8,9 @@ Checks, each judged on every point measured (a point the front door refused is l
 * it is within :data:`~experiments.frontdoor.rows.FASTEST_MARGIN` of the fastest call timed beside it (its time
   at most 1.05 times the fastest's);
 * every error it made on the phi inputs is within its bound (:mod:`experiments.frontdoor.errors`: the chosen
-  method's proven t, at most the accuracy's, plus the reference's resolution).
+  method's proven t, at most the accuracy's, plus the reference's resolution);
+* its choice with the device's profile hidden (:mod:`experiments.frontdoor.hidden`: the transfer model fitted on
+  the other GPUs) costs at most :data:`~experiments.frontdoor.rows.HIDDEN_MARGIN` more time than its own.
 
 Each check reads a pass, a miss with the numbers of every point that missed, or "not judged" (None) where
 nothing it needs was measured.
@@ -22,7 +24,7 @@ from typing import Any
 
 from ..core.summary import Check, Summary, Table
 from .points import shape_text
-from .rows import FASTEST_MARGIN, FRONTDOOR, LIBRARY_FLOOR, FrontdoorRow
+from .rows import FASTEST_MARGIN, FRONTDOOR, HIDDEN_MARGIN, LIBRARY_FLOOR, FrontdoorRow
 
 #: Misses a check names one by one, at most.
 LISTED = 6
@@ -102,9 +104,28 @@ def error_check(rows: Sequence[FrontdoorRow]) -> Check:
     return Check(target, text + note + refused_text(rows), not misses)
 
 
+def hidden_check(rows: Sequence[FrontdoorRow]) -> Check:
+    target = (f"with this device's profile hidden, the choice (transfer model) loses at most {HIDDEN_MARGIN:.0%} "
+              "of the front door's time, at every point")
+    ran = [r for r in doors(rows) if r.hidden is not None]
+    judged = [r for r in ran if r.hidden_lost is not None]
+    note = f"; {len(ran) - len(judged)} points whose hidden choice was not timed, not judged" \
+        if len(judged) < len(ran) else ""
+    if not judged:
+        return Check(target, "not measured (no profile hidden on this device)" + note, None)
+    worst = max(judged, key=lambda r: r.hidden_lost)
+    same = sum(r.hidden == r.runs for r in judged)
+    misses = [f"{r.hidden_lost:+.1%} at {where(r)} ({r.hidden} against {r.runs})" for r in judged
+              if r.hidden_lost > HIDDEN_MARGIN]
+    text = (f"the same choice at {same} of {len(judged)} points; worst {worst.hidden_lost:+.1%} ({worst.hidden} "
+            f"against {worst.runs}, {where(worst)})")
+    text += f"; beyond at {len(misses)}: {_listed(misses)}" if misses else ""
+    return Check(target, text + note, not misses)
+
+
 def checks(rows: Sequence[FrontdoorRow]) -> list[Check]:
     """The verdict (see the module notes)."""
-    return [floor_check(rows), fastest_check(rows), error_check(rows)]
+    return [floor_check(rows), fastest_check(rows), error_check(rows), hidden_check(rows)]
 
 
 def point_table(rows: Sequence[FrontdoorRow]) -> Table:
@@ -113,11 +134,13 @@ def point_table(rows: Sequence[FrontdoorRow]) -> Table:
     for r in (r for r in rows if r.method == FRONTDOOR):
         cells.append((shape_text(r.shape), r.accuracy, r.runs or "refused: " + r.refused.get(FRONTDOOR, ""),
                       None if r.as_called_s is None else 1e3 * r.as_called_s, r.ratio_as_called, r.fastest,
-                      None if not r.over_fastest else 1 / r.over_fastest, r.error_max, r.bound.get("bound_t")))
+                      None if not r.over_fastest else 1 / r.over_fastest, r.error_max, r.bound.get("bound_t"),
+                      r.hidden, r.hidden_lost))
     return Table("the front door as called", ("shape", "accuracy", "runs", "as called (ms)", "x library",
-                                              "fastest other", "time / fastest's", "max error", "bound"),
+                                              "fastest other", "time / fastest's", "max error", "bound",
+                                              "profile hidden: runs", "time lost"),
                  cells, formats={"as called (ms)": ".4g", "x library": ".3f", "time / fastest's": ".3f",
-                                 "max error": ".2e", "bound": ".2e"})
+                                 "max error": ".2e", "bound": ".2e", "time lost": "+.1%"})
 
 
 def call_table(rows: Sequence[FrontdoorRow]) -> Table:
@@ -157,8 +180,9 @@ def frontdoor_summary(counts: Mapping[str, Any], rows: Sequence[FrontdoorRow]) -
         notes=["as called: each call in a loop of calls back to back, then one synchronise, by the host's clock, "
                "interleaved in the same rounds; every call makes a new output; device: one call by the device's "
                "clock, its launch counted",
-               "candidates: the best two eligible ones of the front door's ranking besides the one it runs, each "
-               "through its own family plan (plan.execute(A, B))",
+               "candidates: the best two eligible ones of the front door's ranking besides the one it runs, and "
+               "its choice with this device's profile hidden, each through its own family plan "
+               "(plan.execute(A, B))",
                "errors: on sampled rows of C against exact_matmul of those rows, max over the entries of "
                "(|C - R| - eta)+ / S in the accuracy's scale S, on phi inputs; the timing operands are phi = 1",
                "the library GEMM is cuBLAS on a GPU and the CPU BLAS on NumPy"])

@@ -30,6 +30,8 @@ REFUSED = "refused"
 LIBRARY_FLOOR = 0.98
 #: ... and be within this fraction of the fastest call timed beside it.
 FASTEST_MARGIN = 0.05
+#: The choice made with the device's profile hidden may cost at most this fraction more time.
+HIDDEN_MARGIN = 0.03
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,8 @@ class FrontdoorRow:
     over_fastest: float | None = None        # front door: the fastest other call's time over its own
     errors: tuple[Mapping[str, Any], ...] = ()   # front door: per phi, the error in the contract's scale
     bound: Mapping[str, Any] = field(default_factory=dict)     # front door: the bound the errors are judged by
+    hidden: str | None = None                # front door: its choice with this device's profile hidden
+    hidden_lost: float | None = None         # ... that choice's time over the front door's, minus one
 
     @classmethod
     def read(cls, m: Measurement) -> FrontdoorRow:
@@ -70,7 +74,8 @@ class FrontdoorRow:
                    runs=meta.get("runs"), explain=meta.get("explain"), candidates=tuple(meta.get("candidates", ())),
                    timed=tuple(meta.get("timed", ())), refused=dict(meta.get("refused") or {}),
                    fastest=meta.get("fastest"), over_fastest=meta.get("frontdoor_over_fastest"),
-                   errors=tuple(meta.get("errors", ())), bound=dict(meta.get("bound") or {}))
+                   errors=tuple(meta.get("errors", ())), bound=dict(meta.get("bound") or {}),
+                   hidden=(meta.get("hidden") or {}).get("runs"), hidden_lost=(meta.get("hidden") or {}).get("lost"))
 
     @property
     def shape(self) -> Shape:

@@ -90,7 +90,7 @@ def test_a_front_door_that_breaks_its_bound_is_reported_as_a_miss(monkeypatch):
     assert [e["phi"] for e in found["dgemm"]] == [1.0] and found["dgemm"][0]["rows"] == 16
     bad, fine = (door_row(1.0, 1.0, accuracy=acc, shape=(16, 16, 16), bound=errors.error_bound(acc, 16, None),
                           errors=({"phi": 1.0, "measured": found[acc][0]["measured"]},)) for acc in ("dgemm", "sgemm"))
-    assert [c.met for c in checks([bad, fine])] == [True, True, False]
+    assert [c.met for c in checks([bad, fine])] == [True, True, False, None]
     assert "N = 16, accuracy dgemm, phi = 1" in checks([bad, fine])[2].measured
 
 
@@ -166,7 +166,7 @@ def test_a_point_the_front_door_refuses_is_stored_as_refused_and_not_judged(run_
     out = run_json(*argv)
     (row,) = out["rows"]
     assert row["method"] == FRONTDOOR and row["time_s"] is None and "no method keeps" in row["refused"][FRONTDOOR]
-    assert [c["met"] for c in out["verdict"]] == [None] * 3 and "1 points refused" in out["verdict"][0]["measured"]
+    assert [c["met"] for c in out["verdict"]] == [None] * 4 and "1 points refused" in out["verdict"][0]["measured"]
     assert stored(db_path)[0][0].unit == REFUSED
     assert run_json(*argv)["summary"]["points measured"] == 0
 
@@ -196,7 +196,7 @@ def test_the_experiment_summarises_its_points_and_draws_its_figure(run_json, db_
     assert point["runs"] == "gemm (the library GEMM)" and point["x library"] > 0
     assert {r["method"] for r in found["every call timed"]} == {LIBRARY, FRONTDOOR, "ozaki2(moduli='auto', "
                                                                                     "target='dgemm')"}
-    assert len(found["verdict"]) == 3 and (tmp_path / "frontdoor-choice.png").stat().st_size > 10_000
+    assert len(found["verdict"]) == 4 and (tmp_path / "frontdoor-choice.png").stat().st_size > 10_000
     assert "### frontdoor: N = 8" in (tmp_path / "SUMMARY.md").read_text()
 
 
@@ -211,17 +211,42 @@ def door_row(ratio, over, accuracy="dgemm", shape=(4096, 4096, 4096), **kw):
 def test_the_verdict_passes_misses_with_numbers_and_leaves_unmeasured_points_not_judged():
     bound = {"bound_t": 1e-15, "slack": 2.3e-16}
     good = door_row(1.3, 1.01, errors=({"phi": 1.0, "measured": 3e-16},), bound=bound)
-    assert [c.met for c in checks([good])] == [True, True, True]
+    assert [c.met for c in checks([good])] == [True, True, True, None]
     slow = door_row(0.97, 0.9, shape=(8192, 8192, 8192), errors=({"phi": 4.0, "measured": 2e-15},), bound=bound)
     verdict = checks([good, slow])
-    assert [c.met for c in verdict] == [False, False, False]
+    assert [c.met for c in verdict] == [False, False, False, None]
     assert "0.970x at N = 8192, accuracy dgemm" in verdict[0].measured
     assert "1.111x library's time at N = 8192" in verdict[1].measured
     assert "2e-15 > 1e-15 at N = 8192, accuracy dgemm, phi = 4" in verdict[2].measured
     unmeasured = door_row(1.0, 1.0, errors=({"phi": 1.0, "measured": None, "why": "short of memory"},), bound=bound)
-    assert [c.met for c in checks([unmeasured])] == [True, True, None]
+    assert [c.met for c in checks([unmeasured])] == [True, True, None, None]
     refused = replace(door_row(None, None), time_s=None, refused={FRONTDOOR: "no method keeps 1e-18"})
-    assert [c.met for c in checks([refused])] == [None, None, None] and [c.met for c in checks([])] == [None] * 3
+    assert [c.met for c in checks([refused])] == [None] * 4 and [c.met for c in checks([])] == [None] * 4
+
+
+def test_the_choice_with_the_profile_hidden_is_judged_by_its_measured_time():
+    same = door_row(1.3, 1.0, hidden="ozaki2", hidden_lost=0.0)
+    close = door_row(1.3, 1.0, shape=(8192, 8192, 8192), hidden="library", hidden_lost=0.02)
+    assert checks([same, close])[3].met is True
+    assert "the same choice at 1 of 2 points; worst +2.0%" in checks([same, close])[3].measured
+    far = door_row(1.3, 1.0, shape=(16384, 16384, 16384), hidden="library", hidden_lost=0.25)
+    untimed = door_row(1.3, 1.0, shape=(2048, 2048, 2048), hidden="ozaki2", hidden_lost=None)
+    verdict = checks([same, far, untimed])[3]
+    assert verdict.met is False and "+25.0% at N = 16384, accuracy dgemm (library against ozaki2)" in verdict.measured
+    assert "1 points whose hidden choice was not timed, not judged" in verdict.measured
+
+
+def test_the_hidden_choice_on_an_h200_comes_from_the_h100_alone_and_is_added_to_the_timed_calls(monkeypatch):
+    from experiments.frontdoor import hidden
+    be = get_backend("numpy")
+    assert hidden.hidden_section(be) == (None, None)
+    monkeypatch.setattr(hidden, "device_name", lambda b: "NVIDIA H200")
+    monkeypatch.setattr(type(be), "name", "cupy", raising=False)
+    section, model = hidden.hidden_section(be)
+    assert model == "H100" and section["points"] and "from H100)" in section["points"][0]["basis"]
+    big = hidden.hidden_choice(be, 16384, 16384, 16384, "dgemm")
+    assert big is not None and big.family in ("ozaki2", "gemm")
+    assert hidden.hidden_choice(be, 512, 512, 512, "dgemm").family == "gemm"
 
 
 def test_a_candidate_row_left_by_an_interrupted_group_is_not_its_points():
@@ -231,3 +256,19 @@ def test_a_candidate_row_left_by_an_interrupted_group_is_not_its_points():
     alone = replace(lib, m=2048, k=2048, n=2048)
     assert of_points([lib, door, kept, stale, alone]) == [lib, door, kept]
     assert json.loads(json.dumps(door.as_dict()))["over_fastest"] == 1.0
+
+
+def test_the_hidden_choice_is_timed_beside_the_front_door_and_its_loss_stored(run_json, db_path, monkeypatch):
+    be = get_backend("numpy")
+    A, B, _ = errors.phi_inputs(be, (16, 16, 16), errors.TIME_PHI)
+    other = next(r for r in gpu.plan(A, B, backend=be).ranking.entries if r.eligible and r.family != "gemm")
+    monkeypatch.setattr(bench, "OTHERS", 0)
+    monkeypatch.setattr(bench, "hidden_choice", lambda be, m, k, n, level: other)
+    out = run_json("frontdoor", "--backend", "numpy", "--shape", "16:16:16", "--accuracy", "dgemm", "--db",
+                   str(db_path))
+    mine = {r["method"]: r for r in out["rows"]}
+    door = mine[FRONTDOOR]
+    assert set(mine) == {LIBRARY, FRONTDOOR, other.name} and door["timed"] == [other.name]
+    assert door["hidden"] == other.name
+    assert door["hidden_lost"] == pytest.approx(mine[other.name]["as_called_s"] / door["as_called_s"] - 1)
+    assert out["verdict"][3]["met"] is (door["hidden_lost"] <= 0.03)
