@@ -27,7 +27,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpu.backend import Backend
@@ -123,6 +123,7 @@ class Called:
     reference: Call | None
     host: dict[str, float]
     calls: int
+    counts: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def device(self) -> Comparison:
@@ -140,7 +141,8 @@ class Called:
         ref, device = self.result.timings.get(AS_CALLED + base), self.result.timings.get(name)
         call = self.reference if name == base and self.reference else self.public[name]
         return {"call": call.text, "as_called_s": timed.median, "as_called_samples": timed.samples,
-                "as_called_calls": min(self.calls, call.max_calls or self.calls), "as_called_stable": timed.stable,
+                "as_called_calls": self.counts.get(name, min(self.calls, call.max_calls or self.calls)),
+                "as_called_stable": timed.stable,
                 "as_called_launch": timed.launch,
                 "host_s": self.host[name], "device_s": device.median if device else None,
                 "reference_call": self.reference.text if self.reference else None,
@@ -154,7 +156,9 @@ def time_called(ops: Any, works: Mapping[str, Work], baseline: str, public: Mapp
                 reference: Call | None, *, calls: int | None = None, **protocol: Any) -> Called:
     """``works`` by the device's clock and, in the same interleaved rounds, the ``public`` calls and the
     ``reference`` (the library GEMM as a user calls it, the as-called baseline) as called, ``calls`` calls
-    per sample (default :func:`calls_for` the reference's time; a call's ``max_calls`` bounds its own); each
+    per sample (default :func:`calls_for` the reference's time, and no more than :func:`calls_for` a call's own
+    time: a call 100 times slower than the reference fills the pipeline with fewer; a call's ``max_calls`` bounds
+    its own); each
     call's host time is taken first, after a warm-up call. ``public`` may name configurations with no device
     work (a family's defaults: their ``device_s`` is None). ``reference`` None: nothing to compare the calls
     with as called (their ratio None), the baseline's own time sizing the samples. ``ops``: the group's
@@ -171,9 +175,11 @@ def time_called(ops: Any, works: Mapping[str, Work], baseline: str, public: Mapp
     base_s = seconds[baseline] if reference else wall_seconds(be, works[baseline])
     count = calls or calls_for(base_s, be.asynchronous)
     named = {AS_CALLED + name: call.fn for name, call in everyone.items()}
-    per_call = {AS_CALLED + name: min(count, call.max_calls or count) for name, call in everyone.items()}
+    own = {name: min(count, call.max_calls or count, count if calls else calls_for(seconds[name], be.asynchronous))
+           for name, call in everyone.items()}
+    per_call = {AS_CALLED + name: n for name, n in own.items()}
     result = time_group(ops, {**works, **named}, baseline, wall=set(named), calls=per_call, **protocol)
-    return Called(result, dict(public), reference, host, count)
+    return Called(result, dict(public), reference, host, count, own)
 
 
 def as_called_fields(meta: Mapping[str, Any]) -> dict[str, Any]:

@@ -29,8 +29,9 @@ from ..core.ascalled import Call
 from ..core.regime import of_regime
 from ..core.registry import Context
 from ..core.sweep import group_sweep
-from .bench import REFUSALS, FrontOperands, Group, check_calls, time_point
+from .bench import time_point
 from .errors import SEED, TIME_PHI, phi_inputs
+from .groups import REFUSALS, FrontOperands, Group, check_calls
 from .points import Plan, Shape, fitting_points, shape_text
 
 EXPERIMENT = "methods-calibration"

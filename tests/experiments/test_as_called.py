@@ -152,3 +152,14 @@ def test_on_a_gpu_a_loop_of_library_gemms_as_called_is_its_device_time_and_one_c
     called = as_called(gemm, be, calls=calls_for(device), regime="cold", **ONCE).median
     assert called == pytest.approx(device, rel=0.1)          # dispatch hides behind 2-3 ms of device work
     assert host_seconds(be, gemm, repeats=5) < 0.2 * device  # no synchronise in one call's host time
+
+
+def test_by_default_a_slow_call_fills_the_pipeline_with_fewer_calls_than_the_reference(monkeypatch):
+    be = get_backend("numpy")
+    monkeypatch.setattr(type(be), "asynchronous", True, raising=False)
+    ops = Operands.uniform(be, 8)
+    fast = Call("numpy.matmul(A, B)", lambda: ops.A @ ops.B)
+    public = {"slow": Call("slow(A, B)", lambda: time.sleep(0.02))}
+    called = time_called(ops, {"gemm": fast.fn}, "gemm", public, fast, refill=False, **ONCE)
+    assert called.meta("gemm")["as_called_calls"] == called.calls > 50
+    assert called.meta("slow")["as_called_calls"] == calls_for(0.02) < 10

@@ -12,7 +12,7 @@ import gpu
 from experiments.cli import main
 from experiments.core.database import ResultsDB
 from experiments.core.registry import FIGURES, load
-from experiments.frontdoor import bench, errors, figures, points
+from experiments.frontdoor import bench, errors, figures, groups, points
 from experiments.frontdoor.points import PLANS, Plan, plan_points, point_bytes
 from experiments.frontdoor.report import checks
 from experiments.frontdoor.rows import FRONTDOOR, LIBRARY, REFUSED, FrontdoorRow, of_points
@@ -133,7 +133,7 @@ def test_the_command_stores_every_call_resumes_after_an_interruption_and_draws_t
             door, plan = mine[FRONTDOOR], gpu.plan(A, B, accuracy=acc, backend=be)
             assert door["runs"] == plan.chosen.name and door["explain"] == plan.explain()
             assert list(door["candidates"]) == [r.name for r in plan.ranking.entries]
-            assert set(mine) == {LIBRARY, FRONTDOOR, *door["timed"]} and len(door["timed"]) == bench.OTHERS
+            assert set(mine) == {LIBRARY, FRONTDOOR, *door["timed"]} and len(door["timed"]) == groups.OTHERS
             for r in mine.values():
                 assert r["time_s"] == r["as_called_s"] > 0 and r["host_s"] > 0 and r["device_s"] > 0
                 assert r["ratio_as_called"] == pytest.approx(mine[LIBRARY]["as_called_s"] / r["as_called_s"])
@@ -186,7 +186,7 @@ def test_bad_arguments_are_refused_before_any_work(capsys, db_path):
 
 def test_the_experiment_summarises_its_points_and_draws_its_figure(run_json, db_path, tmp_path, monkeypatch):
     monkeypatch.setitem(PLANS, ("numpy", True), Plan(((8, 8, 8),), ("dgemm",)))
-    monkeypatch.setattr(bench, "OTHERS", 1)
+    monkeypatch.setattr(groups, "OTHERS", 1)
     load()
     out = run_json("reproduce", "--quick", "--backend", "numpy", "--only", "frontdoor", "--db", str(db_path),
                    "--out", str(tmp_path))
@@ -262,8 +262,8 @@ def test_the_hidden_choice_is_timed_beside_the_front_door_and_its_loss_stored(ru
     be = get_backend("numpy")
     A, B, _ = errors.phi_inputs(be, (16, 16, 16), errors.TIME_PHI)
     other = next(r for r in gpu.plan(A, B, backend=be).ranking.entries if r.eligible and r.family != "gemm")
-    monkeypatch.setattr(bench, "OTHERS", 0)
-    monkeypatch.setattr(bench, "hidden_choice", lambda be, m, k, n, level: other)
+    monkeypatch.setattr(groups, "OTHERS", 0)
+    monkeypatch.setattr(groups, "hidden_choice", lambda be, m, k, n, level: other)
     out = run_json("frontdoor", "--backend", "numpy", "--shape", "16:16:16", "--accuracy", "dgemm", "--db",
                    str(db_path))
     mine = {r["method"]: r for r in out["rows"]}
@@ -272,3 +272,16 @@ def test_the_hidden_choice_is_timed_beside_the_front_door_and_its_loss_stored(ru
     assert door["hidden"] == other.name
     assert door["hidden_lost"] == pytest.approx(mine[other.name]["as_called_s"] / door["as_called_s"] - 1)
     assert out["verdict"][3]["met"] is (door["hidden_lost"] <= 0.03)
+
+
+def test_a_shapes_levels_are_timed_in_one_group_each_candidate_built_once(run_json, db_path, monkeypatch):
+    built = []
+    real = groups.family_call
+    monkeypatch.setattr(groups, "family_call", lambda be, A, B, r: (built.append(r.name), real(be, A, B, r))[1])
+    out = run_json("frontdoor", "--backend", "numpy", "--shape", "16:16:16", "--accuracy", "dgemm,1e-10,sgemm",
+                   "--db", str(db_path))
+    assert built and len(built) == len(set(built)), "a candidate named by several levels is built once"
+    library = {r["as_called_s"] for r in out["rows"] if r["method"] == LIBRARY}
+    doors = [r for r in out["rows"] if r["method"] == FRONTDOOR]
+    assert len(library) == 1 and len(doors) == 3, "one library timing for the shape, the front door per level"
+    assert {r["call"] for r in doors} == {f"gpu.matmul(A, B, accuracy={a!r})" for a in ("dgemm", 1e-10, "sgemm")}

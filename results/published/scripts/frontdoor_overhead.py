@@ -1,0 +1,118 @@
+"""Where ``gpu.matmul(A, B)`` loses to ``cupy.matmul(A, B)`` when the front door runs the library GEMM (CuPy).
+
+In the H200 grid the front door chose the library GEMM at N = 512 and 2048, and ran at 0.83-0.94x and 0.945x of
+``cupy.matmul`` as called. This probe times, interleaved in rounds at each size of ``SIZES`` on one set of
+uniform [0, 1) FP64 operands, every call making a new C:
+
+* ``cupy.matmul``: ``cupy.matmul(A, B)``;
+* ``product_call``: the backend's checked library call into a new C (:meth:`Backend.product_call`), what the front
+  door's library plan runs;
+* ``plan.execute``: ``gpu.plan(A, B)`` kept, ``execute(A, B)``;
+* ``gpu.matmul``: ``gpu.matmul(A, B)`` (the cached plan);
+* ``strassen``: ``gpu.strassen.matmul(A, B)`` at its defaults (level 0 at these sizes).
+
+For each: **wall**, a loop of ``CALLS`` back-to-back calls then one synchronise, per call; **device**, the same loop
+behind a stream hold timed by CUDA events; **host**, one call on an idle device; and the host microseconds of the
+front door's pieces at the first size. Medians of :data:`ROUNDS` rounds. Writes ``$OUT/frontdoor-overhead.json``.
+"""
+
+import json
+import os
+import statistics
+import time
+
+import cupy as cp
+
+import gpu
+from experiments.core.ascalled import host_seconds
+from experiments.core.environment import environment
+from gpu.backend import get_backend
+from gpu.backend.plans import operand_signature
+from gpu.frontdoor import as_accuracy
+from gpu.frontdoor.api import PLANS
+from gpu.strassen import matmul as strassen
+
+SIZES = tuple(int(n) for n in os.environ.get("SIZES", "512,1024,2048,4096").split(","))
+ROUNDS, CALLS = 15, int(os.environ.get("CALLS", 100))
+
+
+def calls(be, A, B) -> dict:
+    product = be.product_call(A, B, lambda: None)
+    kept = gpu.plan(A, B, backend=be)
+    return {"cupy.matmul": lambda: cp.matmul(A, B), "product_call": lambda: product(A, B),
+            "plan.execute": lambda: kept.execute(A, B), "gpu.matmul": lambda: gpu.matmul(A, B),
+            "strassen": lambda: strassen(A, B)}, kept
+
+
+def wall(work) -> float:
+    cp.cuda.Device().synchronize()
+    start = time.perf_counter()
+    for _ in range(CALLS):
+        work()
+    cp.cuda.Device().synchronize()
+    return (time.perf_counter() - start) / CALLS
+
+
+def device(be, work) -> float:
+    with be.timer(hide_launch=True) as t:
+        for _ in range(CALLS):
+            work()
+    return t.seconds / CALLS
+
+
+def pieces(be, A, B) -> dict:
+    """Host microseconds per call of the front door's pieces (one synchronise per 200 calls)."""
+    want = as_accuracy("dgemm")
+    key = operand_signature(be, A, B, None)
+    plan = PLANS.get((key, want, False), None)
+    parts = {"as_accuracy": lambda: as_accuracy("dgemm"), "get_backend": lambda: get_backend("auto"),
+             "signature": lambda: operand_signature(be, A, B, None), "cache_get": lambda: PLANS.get(
+                 (key, want, False), None), "plan._execute": lambda: plan._execute(A, B, None),
+             "gpu.matmul": lambda: gpu.matmul(A, B), "cupy.matmul": lambda: cp.matmul(A, B)}
+    out = {}
+    for name, work in parts.items():
+        best = float("inf")
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(200):
+                work()
+            best = min(best, (time.perf_counter() - start) / 200)
+            cp.cuda.Device().synchronize()
+        out[name] = best * 1e6
+    return out
+
+
+def main() -> None:
+    be = get_backend("cupy")
+    out = {"script": "results/published/scripts/frontdoor_overhead.py", "environment": environment(be),
+           "calls_per_sample": CALLS, "rounds": ROUNDS, "points": []}
+    for n in SIZES:
+        rng = cp.random.default_rng(n)
+        A, B = rng.random((n, n)), rng.random((n, n))
+        works, kept = calls(be, A, B)
+        for work in works.values():
+            work()
+        samples = {name: {"wall": [], "device": []} for name in works}
+        names = list(works)
+        for r in range(ROUNDS):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                samples[name]["wall"].append(wall(works[name]))
+                samples[name]["device"].append(device(be, works[name]))
+        point = {"n": n, "chosen": kept.chosen.name,
+                 "median_s": {name: {k: statistics.median(v) for k, v in s.items()} for name, s in samples.items()},
+                 "host_s": {name: host_seconds(be, work) for name, work in works.items()}}
+        ref = point["median_s"]["cupy.matmul"]
+        point["x_cupy_matmul"] = {name: {k: ref[k] / m[k] for k in m} for name, m in point["median_s"].items()}
+        if n == SIZES[0]:
+            point["pieces_us"] = pieces(be, A, B)
+            print("pieces (us)", {k: round(v, 2) for k, v in point["pieces_us"].items()}, flush=True)
+        out["points"].append(point)
+        print(n, kept.chosen.name, {name: (round(x["wall"], 3), round(x["device"], 3),
+                                           round(1e6 * point["host_s"][name], 1))
+                                    for name, x in point["x_cupy_matmul"].items()}, flush=True)
+    with open(os.path.join(os.environ.get("OUT", "/tmp"), "frontdoor-overhead.json"), "w") as fh:
+        json.dump(out, fh, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main()
