@@ -29,6 +29,11 @@ from .rows import FRONTDOOR, LIBRARY
 
 #: Candidates timed besides the one the front door runs and the library GEMM, at most.
 OTHERS = 2
+#: A candidate whose estimate (or, unmeasured on the shape, its median elsewhere) is below this ratio to the
+#: library GEMM is not timed: the
+#: library GEMM, always timed, is the faster by 2x on the profile's measurement (an Ozaki I call at N = 12288 took
+#: 5.1 s on the H200, 75 times the library GEMM, and its settling rounds took 33 s of one point).
+SLOWEST = 0.5
 #: Errors a family raises where it refuses a product before any work.
 REFUSALS = (MemoryPlanError, ValueError, TypeError)
 
@@ -112,13 +117,18 @@ def family_call(be: Backend, A: Array, B: Array, r: Ranked) -> tuple[Call, Matmu
 def candidates(be: Backend, A: Array, B: Array, entries: Sequence[Ranked], chosen: Ranked, built: Built,
                others: int = OTHERS) -> tuple[dict[str, Call], dict[str, str], dict[str, str]]:
     """The best ``others`` eligible candidates besides ``chosen`` and the library GEMM, each as a call of its
-    own family plan: (calls, families, refused with why). A candidate whose family refuses the product is
-    passed over for the next."""
+    own family plan: (calls, families, refused with why). A candidate whose family refuses the product, or
+    estimated below :data:`SLOWEST`, is passed over for the next."""
     calls, families, refused = {}, {}, {}
     for r in entries:
         if len(calls) >= others:
             break
         if not r.eligible or r.family == "gemm" or r.name == chosen.name:
+            continue
+        estimate = r.ratio if r.ratio is not None else r.elsewhere
+        if estimate is not None and estimate < SLOWEST:
+            refused[r.name] = f"not timed: estimated {estimate:.3g}x the library GEMM" + \
+                ("" if r.ratio is not None else " (its median over the shapes measured)") + f", below {SLOWEST}x"
             continue
         call = built.get(be, A, B, r)
         if call is None:

@@ -35,6 +35,7 @@ GEMM. Ties go to the eager form (no capture per address set).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -122,8 +123,9 @@ def table(section: Mapping[str, Any] | None) -> Table:
     return out
 
 
-def estimates(measured: Table, size: int) -> dict[Configuration, tuple[float, str]]:
-    """Each configuration's estimated speed-up at ``size`` and the sizes it rests on (see the module notes)."""
+def estimates(measured: Table, size: int, interpolate: bool = False) -> dict[Configuration, tuple[float, str]]:
+    """Each configuration's estimated speed-up at ``size`` and the sizes it rests on (see the module notes);
+    ``interpolate``: between two measured neighbours, linear in log size instead of the lower of the two."""
     sizes = sorted(measured)
     if not sizes or size < sizes[0]:
         return {}
@@ -141,7 +143,11 @@ def estimates(measured: Table, size: int) -> dict[Configuration, tuple[float, st
         lo = max((n for n in points if n < size), default=None)
         hi = min((n for n in points if n > size), default=None)
         if lo is not None and hi is not None and hi <= SPAN * lo:
-            out[c] = (min(points[lo], points[hi]), f"the lower of N = {lo} and {hi}")
+            if interpolate:
+                w = math.log(size / lo) / math.log(hi / lo)
+                out[c] = ((1 - w) * points[lo] + w * points[hi], f"between N = {lo} and {hi}, linear in log N")
+            else:
+                out[c] = (min(points[lo], points[hi]), f"the lower of N = {lo} and {hi}")
     return out
 
 

@@ -285,3 +285,19 @@ def test_a_shapes_levels_are_timed_in_one_group_each_candidate_built_once(run_js
     doors = [r for r in out["rows"] if r["method"] == FRONTDOOR]
     assert len(library) == 1 and len(doors) == 3, "one library timing for the shape, the front door per level"
     assert {r["call"] for r in doors} == {f"gpu.matmul(A, B, accuracy={a!r})" for a in ("dgemm", 1e-10, "sgemm")}
+
+
+def test_a_candidate_estimated_below_half_the_library_gemm_is_not_timed_and_says_why():
+    fast, slow, unknown, far = (gpu.frontdoor.Ranked(name, "ozaki2", {}, ratio, keeps=True, elsewhere=where)
+                                for name, ratio, where in (("fast", 1.2, None), ("slow", 0.2, None),
+                                                           ("unknown", None, None), ("far", None, 0.3)))
+    chosen = gpu.frontdoor.Ranked("chosen", "gemm")
+
+    class Everything(groups.Built):
+        def get(self, be, A, B, r):
+            return bench.Call(r.name, lambda: None)
+
+    calls, _, refused = groups.candidates(None, None, None, [fast, slow, unknown, far], chosen, Everything(), 3)
+    assert list(calls) == ["fast", "unknown"]
+    assert refused["slow"] == "not timed: estimated 0.2x the library GEMM, below 0.5x"
+    assert "0.3x the library GEMM (its median over the shapes measured)" in refused["far"]

@@ -1,6 +1,8 @@
 """The front door's ranking on a synthetic profile: the choice for each class of shape and accuracy, the margin
 over the library GEMM, the candidates that do not run or fit, and what explain() says."""
 
+import math
+
 import pytest
 
 from gpu.frontdoor.rank import MARGIN, rank
@@ -163,3 +165,12 @@ def test_explain_gives_each_candidates_predicted_time_from_the_nearest_measured_
     assert half.gemm_s == pytest.approx(0.02 * (10000 / 8192) ** 3)
     bare = rank(512, 512, 512)
     assert bare.gemm_s is None and bare.seconds(bare.winner) is None
+
+
+def test_between_two_measured_sizes_a_methods_ratio_is_linear_in_log_size():
+    timed = {"method": "ozaki2", "config": {"moduli": "auto", "target": "dgemm"}}
+    section = {"points": [{"shape": [n] * 3, "timed": [{**timed, "ratio": r}]} for n, r in ((4096, 1.0), (8192, 1.3))]}
+    (estimate,) = estimate_all(section, 6144, 6144, 6144).values()
+    assert estimate.ratio == pytest.approx(1.0 + 0.3 * math.log(1.5) / math.log(2))
+    assert "between N = 4096 and 8192, linear in log N" in estimate.basis
+    assert not estimate_all(section, 3072, 3072, 3072), "nothing below the smallest size measured"
