@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
+from gpu.backend import Backend
 from gpu.backend.plans import free_kept_plans
 
 from ..core.ascalled import AS_CALLED, Call, Called, time_called, wall_seconds
@@ -47,6 +48,7 @@ from .points import (
     Shape,
     accuracy_text,
     fitting_points,
+    point_bytes,
     point_params,
     shape_order,
     shape_text,
@@ -57,6 +59,8 @@ from .rows import EXPERIMENT, FRONTDOOR, LIBRARY, REFUSED, FrontdoorRow, frontdo
 
 #: Where one library GEMM call takes longer than this, a group takes the protocol's fewest samples.
 SLOW_CALL_S = 1.0
+#: A shape whose operands take at most this share of the device's memory times its levels in one group.
+TOGETHER = 1 / 16
 
 
 def time_point(ctx: Context, ops: FrontOperands, group: Group, reference: Call) -> Called:
@@ -123,21 +127,42 @@ def store_refused(ctx: Context, shape: Shape, level: Any, why: str) -> int:
 
 
 def measure_shape(ctx: Context, shape: Shape, levels: Sequence[Any]) -> int:
-    """Time the shape's points at ``levels`` in one group on one draw of phi = 1 operands, then take the front
-    door's errors on every phi, then store every point; rows stored."""
-    be, where = ctx.backend, shape_text(shape)
+    """Time the shape's points at ``levels`` on one draw of phi = 1 operands, in one group where the shape is
+    small beside the device (:func:`together`), else level by level with every plan freed between them; then
+    take the front door's errors on every phi, then store every point; rows stored."""
+    be = ctx.backend
     A, B, _ = phi_inputs(be, shape, TIME_PHI, SEED)
     ops = FrontOperands(be, A, B, be.xp.empty((0, 0)))
     reference = Call(f"{be.xp.__name__}.matmul(A, B)", partial(be.xp.matmul, A, B))
-    groups: list[Group] = []
+    timed: list[tuple[Group, Called]] = []
     refused: list[tuple[Any, str]] = []
+    for batch in ([list(levels)] if together(be, shape) else [[level] for level in levels]):
+        timed += time_batch(ctx, ops, shape, batch, reference, refused)
+    del ops, A, B
+    errors = measure_errors(be, shape, [g.level for g, _ in timed]) if timed else {}
+    stored = sum(store_refused(ctx, shape, level, why) for level, why in refused)
+    return stored + sum(store_point(ctx, shape, g, c, errors[accuracy_text(g.level)]) for g, c in timed)
+
+
+def together(be: Backend, shape: Shape) -> bool:
+    """Whether a shape's levels are timed in one group: its operands take at most :data:`TOGETHER` of the
+    device's memory (each level's front-door plan and each candidate's workspace are held at once)."""
+    return point_bytes(shape) <= TOGETHER * be.memory_info()[1]
+
+
+def time_batch(ctx: Context, ops: FrontOperands, shape: Shape, levels: Sequence[Any], reference: Call,
+               refused: list[tuple[Any, str]]) -> list[tuple[Group, Called]]:
+    """The points of ``levels`` built, checked and timed in one group, their plans freed after; the levels the
+    front door refused appended to ``refused``."""
+    be, A, B = ctx.backend, ops.A, ops.B
+    groups: list[Group] = []
     built = Built()
     try:
         for level in levels:
             try:
                 group = prepare(be, A, B, level, built)
                 groups.append(group)
-                check_calls(be, A, B, group, reference, f"{where}, accuracy {accuracy_text(level)}")
+                check_calls(be, A, B, group, reference, f"{shape_text(shape)}, accuracy {accuracy_text(level)}")
             except Refused as why:
                 groups = [g for g in groups if g.level is not level]
                 refused.append((level, str(why)))
@@ -145,10 +170,7 @@ def measure_shape(ctx: Context, shape: Shape, levels: Sequence[Any]) -> int:
     finally:
         built.free()
         free_kept_plans()
-    del ops, A, B
-    errors = measure_errors(be, shape, [g.level for g in groups]) if groups else {}
-    stored = sum(store_refused(ctx, shape, level, why) for level, why in refused)
-    return stored + sum(store_point(ctx, shape, g, called, errors[accuracy_text(g.level)]) for g in groups)
+    return [(g, called) for g in groups]
 
 
 def stored(ctx: Context, shape: Shape, level: Any) -> bool:

@@ -301,3 +301,15 @@ def test_a_candidate_estimated_below_half_the_library_gemm_is_not_timed_and_says
     assert list(calls) == ["fast", "unknown"]
     assert refused["slow"] == "not timed: estimated 0.2x the library GEMM, below 0.5x"
     assert "0.3x the library GEMM (its median over the shapes measured)" in refused["far"]
+
+
+def test_a_shape_large_beside_the_device_is_timed_level_by_level(run_json, db_path, monkeypatch):
+    monkeypatch.setattr(bench, "TOGETHER", 0.0)
+    freed = []
+    real = bench.free_kept_plans
+    monkeypatch.setattr(bench, "free_kept_plans", lambda *a, **k: (freed.append(1), real(*a, **k))[1])
+    out = run_json("frontdoor", "--backend", "numpy", "--shape", "16:16:16", "--accuracy", "dgemm,sgemm",
+                   "--db", str(db_path))
+    library = [r for r in out["rows"] if r["method"] == LIBRARY]
+    assert len(library) == 2 and len({r["as_called_s"] for r in library}) == 2, "one group per level"
+    assert len(freed) >= 2, "every plan freed between levels"
