@@ -146,7 +146,7 @@ def add_hidden(be: Backend, A: Array, B: Array, group: Group, built: Built) -> N
     if found is None:
         return
     if found.family == "gemm" or found.name == group.chosen.name or found.name in group.public:
-        key = {"gemm": LIBRARY}.get(found.family, FRONTDOOR if found.name == group.chosen.name else found.name)
+        key = FRONTDOOR if found.name == group.chosen.name else LIBRARY if found.family == "gemm" else found.name
         group.hidden = (found.name, key)
         return
     call = built.get(be, A, B, found)

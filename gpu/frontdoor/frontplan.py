@@ -14,7 +14,10 @@ for is that family's (Ozaki II's ``moduli="auto"`` and Ozaki I's ``target=`` rea
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
+
+import numpy as np
 
 from .. import ozaki, ozaki2, splitk, strassen
 from ..backend import Array, Backend, MemoryPlanError, get_backend
@@ -52,6 +55,16 @@ class LibraryPlan(MatmulPlan):
         return self._product(A, B, out)
 
 
+def split_of(be: Backend, m: int, k: int, n: int, deterministic: bool) -> tuple[int, int] | None:
+    """(chunk width, chunks) of split-K's default split of an m x k by k x n float64 product on this device:
+    what its proven bound rests on (:func:`gpu.frontdoor.contract.splitk`); None where it cannot split it."""
+    try:
+        split = be.ops("splitk").split(np.dtype("float64"), m, n, k, deterministic=deterministic)
+    except ValueError:
+        return None
+    return split.width, split.chunks
+
+
 def family_plan(r: Ranked, A: Array, B: Array, out: Array | None, be: Backend, stream: Any) -> MatmulPlan:
     """The plan of ranked candidate ``r`` for these operands (its family's checks run here)."""
     if r.family == "gemm":
@@ -85,7 +98,7 @@ class Plan(MatmulPlan):
             return
         self.ranking: Ranking = rank(m, k, n, self.accuracy, configurations=configurations(be, regime)[0],
                                      methods=methods(be, regime)[0], deterministic=deterministic,
-                                     graphs=be.supports_graphs)
+                                     graphs=be.supports_graphs, splits=partial(split_of, be, m, k, n))
         for candidate in self.ranking.fallbacks():
             try:
                 self._inner = family_plan(candidate, A, B, out, be, stream)

@@ -33,6 +33,10 @@ from . import contract
 from .contract import Accuracy, Guarantee, as_accuracy
 from .table import PROVEN, Estimate, Timed, elsewhere, estimate_all, label_of, library_seconds
 
+#: (chunk width, chunks) of split-K's own split of the product on this device, by mode (deterministic or not);
+#: None where it has none. Its bound gamma_(width + chunks + 2) is far tighter than gamma_k for a long k.
+Splits = Callable[[bool], "tuple[int, int] | None"]
+
 #: Ratios within this of the fastest count as a tie (then: no wait first, then the smaller bound).
 TIE = 0.01
 
@@ -109,7 +113,7 @@ class Ranking:
 
 def rank(m: int, k: int, n: int, accuracy: Any = "dgemm", *, configurations: Mapping[str, Any] | None = None,
          methods: Mapping[str, Any] | None = None, deterministic: bool = False, graphs: bool = True,
-         fits: Callable[[Ranked], bool] = lambda r: True) -> Ranking:
+         fits: Callable[[Ranked], bool] = lambda r: True, splits: Splits | None = None) -> Ranking:
     """The candidates of an m x k by k x n float64 product for ``accuracy``, ranked (see the module notes).
     ValueError where no candidate keeps the accuracy (the reasons named)."""
     want = as_accuracy(accuracy)
@@ -117,7 +121,7 @@ def rank(m: int, k: int, n: int, accuracy: Any = "dgemm", *, configurations: Map
         raise ValueError("accuracy 'exact' has one method, accuracy.reference.exact_matmul: nothing to rank")
     timed = estimate_all(methods, m, k, n)
     found = [_gemm(k, want)] + _strassen(m, k, n, want, configurations, graphs) + \
-        [_method(t, e, m, k, n, want, deterministic) for t, e in timed.items()] + \
+        [_method(t, e, m, k, n, want, deterministic, splits) for t, e in timed.items()] + \
         _unmeasured([t for t in PROVEN if not _measured(t, timed)], elsewhere(methods), m, k, n, want,
                     label_of(methods))
     found = [r if not r.eligible or fits(r) else replace(r, fits=False, why=r.why + "; does not fit in memory")
@@ -188,7 +192,8 @@ def _strassen(m: int, k: int, n: int, want: Accuracy, section: Mapping[str, Any]
     return out
 
 
-def _method(timed: Timed, est: Estimate, m: int, k: int, n: int, want: Accuracy, deterministic: bool) -> Ranked:
+def _method(timed: Timed, est: Estimate, m: int, k: int, n: int, want: Accuracy, deterministic: bool,
+            splits: Splits | None = None) -> Ranked:
     options, runs, note = timed.options, True, ""
     if timed.method == "ozaki2":
         auto = options.get("moduli", "auto") == "auto"
@@ -203,6 +208,9 @@ def _method(timed: Timed, est: Estimate, m: int, k: int, n: int, want: Accuracy,
             runs, note = False, str(err)
         if deterministic and not options.get("deterministic", True):
             runs, note = False, "atomic additions: not deterministic"
+        if runs and splits is not None and not _kept(g, want, k)[0]:
+            split = splits(bool(options.get("deterministic", True)))
+            g = g if split is None else contract.splitk(*split)
     else:
         return Ranked(timed.name, timed.method, options, est.ratio, est.basis, None, False, False,
                       why=f"{timed.method!r} is no front-door candidate")

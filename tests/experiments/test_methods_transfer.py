@@ -73,11 +73,12 @@ def test_the_h200s_section_predicted_from_the_h100_alone_over_the_grid(capsys):
 def test_the_h100_predicted_from_the_h200_where_its_data_allow(capsys):
     judged = transfer.held_out("H100")
     print("\nH100 predicted from the H200 alone:\n" + table(judged))
-    squares = [j for j in judged if j.shape[0] == j.shape[1] == j.shape[2]]
-    assert all(j.same for j in squares), [j for j in squares if not j.same]
+    measured = {tuple(p["shape"]) for p in transfer.measured("H100")["points"]}
+    squares = [j for j in judged if j.shape[0] == j.shape[1] == j.shape[2] and j.shape in measured]
+    assert squares and all(j.same for j in squares), [j for j in squares if not j.same]
     h200_ks = {p["shape"][1] for p in transfer.measured("H200")["points"] if p["shape"][0] <= 64}
     for j in judged:
-        if j.lost and j.shape[1] < min(h200_ks):
+        if j.lost and j.shape[0] <= 64 and j.shape[1] < min(h200_ks):
             assert "outside its training data" in j.note, j      # the H200 never timed split-K below k = 2^20
 
 

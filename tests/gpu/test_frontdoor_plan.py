@@ -145,3 +145,22 @@ def test_exact_runs_the_correctly_rounded_product_that_accuracy_registers():
     C = np.empty((40, 20))
     assert gpu.matmul(A, B, accuracy="exact", out=C, backend="numpy") is C and np.array_equal(C[ok], want[ok])
     assert "the one method that keeps 'exact'" in gpu.plan(A, B, accuracy="exact", backend="numpy").explain()
+
+
+def test_a_tight_bound_over_a_long_k_runs_splitk_on_its_own_split_where_it_is_measured():
+    """The library GEMM cannot prove 1e-10 at k = 2^20 (gamma_k = 1.2e-10); split-K's own split of the
+    product can (gamma of its chunk width plus its chunks), so the front door runs it and keeps the promise."""
+    be = get_backend("numpy")
+    m, k = 4, 2**20
+    doc = {"backend": "numpy", "device": device_name(be), "levels": {},
+           "methods": {"points": [{"shape": [m, k, m], "gemm_s": 1e-3, "timed": [
+               {"method": "splitk", "config": {"deterministic": True}, "ratio": 1.2}]}]}}
+    save_profile(doc)
+    A, B = (np.random.default_rng(3).standard_normal(s) for s in ((m, k), (k, m)))
+    plan = gpu.plan(A, B, accuracy=1e-10, backend=be)
+    split = be.ops("splitk").split(np.dtype("float64"), m, m, k, deterministic=True)
+    width, chunks = split.width, split.chunks
+    assert plan.chosen.family == "splitk" and plan.chosen.guarantee == contract.splitk(width, chunks)
+    C = plan.execute(A, B)
+    R = exact_matmul(A, B)
+    assert np.all(np.abs(C - R) <= plan.chosen.guarantee.t * (np.abs(A) @ np.abs(B)) + 1e-300)

@@ -5,6 +5,7 @@ import math
 
 import pytest
 
+from gpu.frontdoor import contract
 from gpu.frontdoor.rank import MARGIN, rank
 from gpu.frontdoor.table import classify, estimate_all
 
@@ -174,3 +175,22 @@ def test_between_two_measured_sizes_a_methods_ratio_is_linear_in_log_size():
     assert estimate.ratio == pytest.approx(1.0 + 0.3 * math.log(1.5) / math.log(2))
     assert "between N = 4096 and 8192, linear in log N" in estimate.basis
     assert not estimate_all(section, 3072, 3072, 3072), "nothing below the smallest size measured"
+
+
+def test_splitk_keeps_a_tight_bound_over_a_long_k_once_its_own_split_is_known():
+    k = 2**20
+    blind = rank(16, k, 16, 1e-10, methods=METHODS)
+    assert blind.winner.family == "ozaki2", "gamma_k (any split) is above 1e-10 at k = 2^20"
+    asked = []
+
+    def splits(deterministic):
+        asked.append(deterministic)
+        return (1024, 1024) if not deterministic else (4096, 256)
+
+    known = rank(16, k, 16, 1e-10, methods=METHODS, splits=splits)
+    assert known.winner.name == "splitk(deterministic=False)" and known.winner.keeps
+    assert known.winner.guarantee.t == pytest.approx(contract.gamma(1024 + 1024 + 2))
+    assert sorted(asked) == [False, True], "asked once per mode, only where gamma_k fell short"
+    asked.clear()
+    assert rank(16, k, 16, "sgemm", methods=METHODS, splits=splits).winner.family == "splitk" and not asked
+    assert rank(16, k, 16, 1e-10, methods=METHODS, splits=lambda d: None).winner.family == "ozaki2"
