@@ -8,7 +8,7 @@ import gpu
 from accuracy.reference import exact_matmul
 from gpu.backend import MemoryPlanError, get_backend
 from gpu.frontdoor import PLANS, contract
-from gpu.profile import device_name, save_profile
+from gpu.profile import bundled_profile, device_name, save_profile
 
 N = 256
 
@@ -164,3 +164,18 @@ def test_a_tight_bound_over_a_long_k_runs_splitk_on_its_own_split_where_it_is_me
     C = plan.execute(A, B)
     R = exact_matmul(A, B)
     assert np.all(np.abs(C - R) <= plan.chosen.guarantee.t * (np.abs(A) @ np.abs(B)) + 1e-300)
+
+
+@pytest.mark.gpu
+def test_on_the_h200_a_tight_bound_over_a_long_k_runs_splitk_not_ozaki2(cupy_backend):
+    """With the bundled H200 profile, 16 x 2^20 x 16 at 1e-10 runs split-K on its own split (the grid measured
+    Ozaki II at 0.004x the library GEMM there when split-K's bound was gamma_k), within that split's bound."""
+    if not bundled_profile(cupy_backend):
+        pytest.skip("no bundled profile for this GPU")
+    xp = cupy_backend.xp
+    A, B = xp.random.default_rng(1).standard_normal((16, 2**20)), xp.random.default_rng(2).standard_normal((2**20, 16))
+    plan = gpu.plan(A, B, accuracy=1e-10, backend=cupy_backend)
+    assert plan.chosen.family == "splitk" and plan.chosen.guarantee.t < 1e-11
+    R = exact_matmul(A, B)
+    scale = xp.abs(A) @ xp.abs(B)
+    assert bool(xp.all(xp.abs(plan.execute(A, B) - R) <= plan.chosen.guarantee.t * scale))
