@@ -13,11 +13,13 @@ answer, and the command says so.
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from gpu.backend import get_backend
 from gpu.frontdoor import Accuracy, rank
+from gpu.frontdoor.frontplan import split_of
 from gpu.profile import (
     BUNDLED_DIR,
     TRANSFER_METHODS_FILE,
@@ -106,7 +108,9 @@ def _model(section: dict[str, Any]) -> str:
 @command("choose", options=("common", "backend", "regime"), arguments=_arguments)
 def cmd_choose(args: argparse.Namespace, db_path: Path) -> int:
     data, source = tables(args)
-    ranking = rank(*args.shape, args.accuracy, deterministic=args.deterministic, **data)
+    m, k, n = args.shape
+    splits = partial(split_of, get_backend(args.backend), m, k, n) if args.gpu is None else None
+    ranking = rank(m, k, n, args.accuracy, deterministic=args.deterministic, splits=splits, **data)
     payload = {"shape": list(args.shape), "accuracy": args.accuracy.level, "tables": source,
                "winner": ranking.winner.name, "reason": ranking.reason, "library_seconds": ranking.gemm_s,
                "candidates": [{"name": r.name, "family": r.family, "options": dict(r.options), "ratio": r.ratio,

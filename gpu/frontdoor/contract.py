@@ -123,9 +123,23 @@ class Accuracy:
         return Guarantee(self.scale or "matrix", float(self.level), "the caller's bound")
 
 
+#: The levels asked for so far (``"dgemm"``, 1e-10, ...) and their :class:`Accuracy`: a call's level is read
+#: once, not checked again on every call of a kept plan (0.4 us of a 3.5 us call on a 2-core CPU).
+_SEEN: dict[tuple[type, Any], Accuracy] = {}
+
+
 def as_accuracy(accuracy: Any) -> Accuracy:
     """``accuracy`` as an :class:`Accuracy`: one already, or its level."""
-    return accuracy if isinstance(accuracy, Accuracy) else Accuracy(accuracy)
+    if isinstance(accuracy, Accuracy):
+        return accuracy
+    key = (type(accuracy), accuracy)
+    try:
+        return _SEEN[key]
+    except (KeyError, TypeError):
+        want = Accuracy(accuracy)
+    if len(_SEEN) < 256:
+        _SEEN[key] = want
+    return want
 
 
 # --------------------------------------------------------------------------- the methods' guarantees

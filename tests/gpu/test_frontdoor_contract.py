@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gpu.frontdoor import contract
-from gpu.frontdoor.contract import Accuracy, Guarantee, gamma, keeps
+from gpu.frontdoor.contract import Accuracy, Guarantee, as_accuracy, gamma, keeps
 
 U = 2.0**-53
 
@@ -87,3 +87,12 @@ def test_only_the_correctly_rounded_product_keeps_exact():
     assert keeps(contract.exact(), "exact", 100, correctly_rounded=True)[0]
     assert not keeps(contract.library(100), "exact", 100)[0]
     assert keeps(contract.exact(), "dgemm", 100)[0]
+
+
+def test_a_level_is_read_once_and_bad_levels_are_refused_every_time():
+    first = as_accuracy(1e-10)
+    assert as_accuracy(1e-10) is first and as_accuracy("dgemm") is as_accuracy("dgemm")
+    for bad in (2.0, "fp64", [1e-10], float("nan"), True):
+        for _ in range(2):
+            with pytest.raises(ValueError, match="accuracy must be"):
+                as_accuracy(bad)
