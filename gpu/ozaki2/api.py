@@ -73,7 +73,7 @@ def line_stats(be: Backend, A: Array, B: Array, norms: bool = False) -> tuple[Li
 
 def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling: str = "fast",
            bound: str = "normwise", k_block: int | None = None, out: Any = None, overwrite_a: bool = False,
-           overwrite_b: bool = False, check_finite: bool = False, backend: str | Backend = "auto",
+           overwrite_b: bool = False, check_finite: bool = False, level: int = 0, backend: str | Backend = "auto",
            phases: dict[str, float] | None = None) -> Array:
     """``A @ B`` in float64 by Ozaki scheme II (see :mod:`gpu.ozaki2` and this module): a kept
     :class:`~gpu.ozaki2.plan.Plan` per operand signature and options, executed.
@@ -89,7 +89,9 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
     (rows and columns whose large entries meet the other's small ones). ``scaling``: ``"fast"`` (the
     default) or ``"accurate"`` (module notes). ``k_block``: most inner terms per INT8 GEMM (default and most
     2**17 - 1; from 16 on rounded down to a multiple of 16, keeping the INT8 operands' views aligned).
-    ``out``: a C-ordered float64 array of the backend for the result.
+    ``out``: a C-ordered float64 array of the backend for the result. ``level``: Winograd levels over the
+    residues (0..4; :mod:`gpu.ozaki2.winograd`): each level does 7/8 of the INT8 work of the one above, and the
+    result is bitwise the plain product's (``level=0``, the default).
     ``overwrite_a`` / ``overwrite_b``: accepted for symmetry with scheme I; A and B are only read (a read-only
     operand with its flag set is refused, as every method refuses it).
     ``check_finite=True``: refuse NaN and infinity (reading the line maxima: a wait). By default (False) the
@@ -105,10 +107,10 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
         A, B = _operands(be, A, B)
         signature = operand_signature(be, A, B, out)
     key = None if signature is None else (be, signature, moduli, target, scaling, bound, k_block, check_finite,
-                                          overwrite_a, overwrite_b)
+                                          overwrite_a, overwrite_b, level)
 
     def build() -> Plan:
-        options = Options(moduli, target, scaling, bound, k_block, check_finite, overwrite_a, overwrite_b)
+        options = Options(moduli, target, scaling, bound, k_block, check_finite, overwrite_a, overwrite_b, level)
         return Plan(A, B, out=out, options=options, backend=be, make_room=_make_room)
 
     return PLANS.get(key, build).run(A, B, out, phases)

@@ -20,6 +20,8 @@ from ..backend.checks import gib, reserve
 from ..ozaki.plan import HEADROOM, _round_up
 from .moduli import MAX_MODULI
 from .ops import ops
+from .reference import MAX_K
+from .winograd import scratch_bytes as winograd_bytes
 from .workspace import Workspace, layout
 
 ADVICE = "pass fewer moduli, out=, or split the product into blocks of rows"
@@ -53,29 +55,34 @@ def auto_bytes(m: int, k: int, n: int) -> int:
 
 
 def beyond_bytes(be: Backend, m: int, k: int, n: int, count: int | None, scaling: str, out_given: bool,
-                 bound: str = "normwise") -> int:
+                 bound: str = "normwise", level: int = 0) -> int:
     """Bytes a call allocates outside its block: C unless ``out`` is given, the operations' vectors and
-    scratch, and the componentwise bound's arrays where ``moduli="auto"`` (``count`` None) takes it."""
+    scratch, the componentwise bound's arrays where ``moduli="auto"`` (``count`` None) takes it, and the
+    Winograd levels' sums and products (:func:`gpu.ozaki2.winograd.scratch_bytes`)."""
     counted = count or MAX_MODULI
     return ((0 if out_given else 8 * m * n) + ops(be).scratch_bytes(m, k, n, counted, scaling)
-            + (auto_bytes(m, k, n) if count is None and bound == "componentwise" else 0))
+            + (auto_bytes(m, k, n) if count is None and bound == "componentwise" else 0)
+            + winograd_bytes(m, min(k, MAX_K), n, level))
 
 
-def layouts(m: int, k: int, n: int, count: int, scaling: str, block: int) -> list[Workspace]:
-    """The layouts the call may take, fastest first: direct where the INT8 GEMMs take k in one block."""
+def layouts(m: int, k: int, n: int, count: int, scaling: str, block: int, level: int = 0) -> list[Workspace]:
+    """The layouts the call may take, fastest first: direct where the INT8 GEMMs take k in one block and no
+    Winograd level forms its products (which come out as residues, the planes' layout)."""
     planes = layout(m, k, n, count, scaling, direct=False)
-    return [layout(m, k, n, count, scaling, direct=True), planes] if _round_up(max(k, 1)) <= block else [planes]
+    one_block = _round_up(max(k, 1)) <= block and not level
+    return [layout(m, k, n, count, scaling, direct=True), planes] if one_block else [planes]
 
 
 def reserve_workspace(be: Backend, m: int, k: int, n: int, count: int | None, scaling: str, block: int,
-                      out_given: bool, bound: str = "normwise", make_room: Callable[[], bool] | None = None) -> Carved:
+                      out_given: bool, bound: str = "normwise", make_room: Callable[[], bool] | None = None,
+                      level: int = 0) -> Carved:
     """The workspace block of a plan (``count`` None: ``moduli="auto"``, sized for the most moduli), with room
     checked for the rest (C where ``out`` is not given, which each call allocates), or MemoryPlanError before
     any work (module). ``make_room``: called where the faster layout does not fit (a cache of plans frees the
     blocks it keeps, and says whether it freed any); the check is then made once more."""
     what = f"Ozaki scheme II on {m} x {k} x {n} with {count or f'up to {MAX_MODULI}'} moduli"
-    beyond = beyond_bytes(be, m, k, n, count, scaling, out_given, bound)
-    options = layouts(m, k, n, count or MAX_MODULI, scaling, block)
+    beyond = beyond_bytes(be, m, k, n, count, scaling, out_given, bound, level)
+    options = layouts(m, k, n, count or MAX_MODULI, scaling, block, level)
     for last in (make_room is None, True):
         free = be.memory_info()[0]
         faster, least = [ws for ws in options[:-1] if ws.nbytes + beyond <= HEADROOM * free], options[-1]

@@ -12,6 +12,7 @@ from ..ozaki.plan import target_value as componentwise_target
 from .moduli import MAX_MODULI
 from .normwise import target_value
 from .reference import MAX_K
+from .winograd import check_level
 
 SCALINGS = ("accurate", "fast")
 #: How ``moduli="auto"`` bounds the error: ``"normwise"`` on the device from the scaling's read (the default,
@@ -26,7 +27,8 @@ class Options:
     ``moduli``: a count in 1..20 or ``"auto"``; ``target``: the error ``"auto"`` aims at (``"dgemm"`` when
     None); ``scaling``: ``"fast"`` (the default) or ``"accurate"``; ``bound``: ``"normwise"`` (the default) or
     ``"componentwise"`` (:data:`BOUNDS`); ``k_block``: most inner terms per INT8 GEMM; ``check_finite``:
-    refuse NaN and infinity; ``overwrite_a`` / ``overwrite_b``: accepted for symmetry with scheme I."""
+    refuse NaN and infinity; ``overwrite_a`` / ``overwrite_b``: accepted for symmetry with scheme I; ``level``:
+    Winograd levels over the residues (0..4, :mod:`gpu.ozaki2.winograd`), bitwise the plain product's result."""
 
     moduli: Any = "auto"
     target: Any = None
@@ -36,8 +38,10 @@ class Options:
     check_finite: bool = False
     overwrite_a: bool = False
     overwrite_b: bool = False
+    level: int = 0
 
     def __post_init__(self) -> None:
+        check_level(self.level)
         if self.scaling not in SCALINGS:
             raise ValueError(f"scaling must be one of {SCALINGS}, not {self.scaling!r}")
         if self.bound not in BOUNDS:

@@ -51,6 +51,7 @@ from .ops import ops
 from .options import Options
 from .options import k_block as k_block_of
 from .scaling import headroom
+from .winograd import add, residue_product
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ class Plan(MatmulPlan):
         self.empty = not (m and n and k)
         if not self.empty:
             self.work = reserve_workspace(be, m, k, n, self.fixed, opts.scaling, self.block, out is not None,
-                                          opts.bound, make_room)
+                                          opts.bound, make_room, opts.level)
             family = ops(be)
             self.lines_a = family.line_buffers(be, m, self.normwise)
             self.lines_b = family.line_buffers(be, n, self.normwise)
@@ -255,12 +256,28 @@ class Plan(MatmulPlan):
             with _phase(be, phases, "gemm"):
                 run_planned(be, part.gemms)
             return
+        if self.options.level:
+            self._winograd_products(family, part, phases)
+            return
         for t, modulus in enumerate(part.table.moduli):
             for number, kb in enumerate(blocks(self.ldk, self.block)):
                 with _phase(be, phases, "gemm"):
                     int8_product(be, part.res_a[t][:, kb], part.res_b[t][:, kb], part.products, part.panels)
                 with _phase(be, phases, "reduce"):
                     family.reduce(part.products[:, :self.n], part.planes[t], modulus, number > 0)
+
+
+    def _winograd_products(self, family: Any, part: Part, phases: dict[str, float] | None) -> None:
+        """Per modulus and k block, the residues of the product by the options' Winograd levels
+        (:mod:`gpu.ozaki2.winograd`), added modulo m across blocks into ``part.planes``."""
+        be, level = self.backend, self.options.level
+        for t, modulus in enumerate(part.table.moduli):
+            for number, kb in enumerate(blocks(self.ldk, self.block)):
+                with _phase(be, phases, "gemm"):
+                    found = residue_product(be, part.res_a[t][:, kb], part.res_b[t][:, kb], modulus, level)
+                with _phase(be, phases, "reduce"):
+                    plane = part.planes[t]
+                    plane[...] = add(plane, found[:, :self.n], modulus) if number else found[:, :self.n]
 
 
 def _refuse_nonfinite(be: Backend, rows: LineStats, cols: LineStats) -> None:

@@ -1,0 +1,123 @@
+"""Strassen-Winograd over the residues: scheme II's products modulo m with 7/8 of the INT8 work per level.
+
+Arithmetic modulo m is a ring, so Winograd's form of Strassen's algorithm is exact on the residue planes: the
+operand sums are taken modulo m (symmetric residues, INT8 again), the 7 products of a level are exact INT8
+GEMMs (INT32 sums, each reduced modulo m), and the output blocks are combined modulo m. What comes out is the
+symmetric residue of A'B' modulo m, the one number the CRT reads (:mod:`gpu.ozaki2.crt`), so the product is
+**bitwise** the plain scheme II product with the same moduli and scaling: only the work differs.
+
+With A's residues ``a`` (rows x k) and B's read as rows ``b`` (cols x k, the layout of the INT8 GEMM
+``a @ b.T``), one level takes the even cores of the three sides in 2 x 2 blocks (B_ij = b's block of column
+block j and k block i, transposed) and forms
+
+* S1 = A21 + A22, S2 = S1 - A11, S3 = A11 - A21, S4 = A12 - S2;
+* T1 = B12 - B11, T2 = B22 - T1, T3 = B22 - B12, T4 = T2 - B21;
+* M1 = A11 B11, M2 = A12 B21, M3 = S4 B22, M4 = A22 T4, M5 = S1 T1, M6 = S2 T2, M7 = S3 T3;
+* C11 = M1 + M2, U2 = M1 + M6, U3 = U2 + M7, C12 = U2 + M5 + M3, C21 = U3 - M4, C22 = U3 + M5,
+
+every sum modulo m. An odd side peels its last line: that row or column of C, or the last term of k, comes from
+one thin INT8 GEMM. Sides below :data:`MIN_SIDE` after halving stop the recursion. The sums are array
+operations of the backend (NumPy or CuPy), each a pass of its own: this is the reference form, whose
+arithmetic the passes that already exist can take up later (the issue's fused form).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..backend import Array, Backend
+from .residues import symmetric
+
+#: The most levels a product takes (each halves the three sides).
+MAX_LEVEL = 4
+#: Halves below this many lines on any side are multiplied directly.
+MIN_SIDE = 16
+
+
+def check_level(level: Any) -> int:
+    """``level`` as a whole number in 0..MAX_LEVEL, or ValueError."""
+    if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 0 <= level <= MAX_LEVEL:
+        raise ValueError(f"level must be a whole number in 0..{MAX_LEVEL} (Winograd levels over the residues; "
+                         f"0 is the plain product), not {level!r}")
+    return int(level)
+
+
+def scratch_bytes(m: int, k: int, n: int, level: int) -> int:
+    """Bytes the sums and products of ``level`` levels take at their peak, beyond the plan's workspace: the
+    operand sums (a quarter of each operand, 8 of them per level: (m + n) k INT8 bytes), the 7 products' INT8
+    residues and one INT32 product at a time (11 m n / 4 bytes), each level below a quarter of the one above."""
+    if not level:
+        return 0
+    top = (m + n) * k + (11 * m * n) // 4 + 4 * m * n
+    return 2 * top
+
+
+def residue_product(be: Backend, a: Array, b: Array, modulus: int, level: int) -> Array:
+    """The symmetric residues (INT8, rows of ``a`` x rows of ``b``) of ``a @ b.T`` modulo ``modulus``, by
+    ``level`` Winograd levels (see the module)."""
+    rows, k = a.shape
+    cols = b.shape[0]
+    if level == 0 or min(rows, cols, k) // 2 < MIN_SIDE:
+        return _direct(be, a, b, modulus)
+    r2, c2, k2 = rows // 2 * 2, cols // 2 * 2, k // 2 * 2
+    C = be.xp.empty((rows, cols), dtype=np.int8)
+    C[:r2, :c2] = _level(be, a[:r2, :k2], b[:c2, :k2], modulus, level)
+    if k2 < k:
+        C[:r2, :c2] = add(C[:r2, :c2], _direct(be, a[:r2, k2:], b[:c2, k2:], modulus), modulus)
+    if r2 < rows:
+        C[r2:] = _direct(be, a[r2:], b, modulus)
+    if c2 < cols:
+        C[:r2, c2:] = _direct(be, a[:r2], b[c2:], modulus)
+    return C
+
+
+def _level(be: Backend, a: Array, b: Array, m: int, level: int) -> Array:
+    """One level on even sides, the 7 products by :func:`residue_product` one level down."""
+    h, w, d = a.shape[0] // 2, b.shape[0] // 2, a.shape[1] // 2
+    a11, a12, a21, a22 = a[:h, :d], a[:h, d:], a[h:, :d], a[h:, d:]
+    b11, b12, b21, b22 = b[:w, :d], b[w:, :d], b[:w, d:], b[w:, d:]
+    s1 = add(a21, a22, m)
+    s2 = _sub(s1, a11, m)
+    s3 = _sub(a11, a21, m)
+    s4 = _sub(a12, s2, m)
+    t1 = _sub(b12, b11, m)
+    t2 = _sub(b22, t1, m)
+    t3 = _sub(b22, b12, m)
+    t4 = _sub(t2, b21, m)
+
+    def down(x: Array, y: Array) -> Array:
+        return residue_product(be, x, y, m, level - 1)
+
+    m1, m2, m6 = down(a11, b11), down(a12, b21), down(s2, t2)
+    C = be.xp.empty((2 * h, 2 * w), dtype=np.int8)
+    C[:h, :w] = add(m1, m2, m)
+    del m2
+    u2 = add(m1, m6, m)
+    del m1, m6
+    m5, m7 = down(s1, t1), down(s3, t3)
+    u3 = add(u2, m7, m)
+    C[h:, w:] = add(u3, m5, m)
+    C[:h, w:] = add(add(u2, m5, m), down(s4, b22), m)
+    C[h:, :w] = _sub(u3, down(a22, t4), m)
+    return C
+
+
+def _direct(be: Backend, a: Array, b: Array, m: int) -> Array:
+    """``a @ b.T`` by one INT8 GEMM (INT32, exact), reduced to symmetric residues."""
+    P = be.xp.empty((a.shape[0], b.shape[0]), dtype=np.int32)
+    if P.size:
+        be.gemm_ex(a, b.T, P, recipe="int8")
+    else:
+        P[...] = 0
+    return symmetric(P % m, m)
+
+
+def add(x: Array, y: Array, m: int) -> Array:
+    """The symmetric residues of x + y modulo m (x and y symmetric residues, INT8)."""
+    return symmetric((x.astype(np.int16) + y) % m, m)
+
+
+def _sub(x: Array, y: Array, m: int) -> Array:
+    return symmetric((x.astype(np.int16) - y) % m, m)

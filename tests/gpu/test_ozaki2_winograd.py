@@ -1,0 +1,98 @@
+"""Scheme II over Winograd (``ozaki2.matmul(..., level=L)``): the residue products are exact, so levels 1 and 2
+are bitwise level 0 on odd shapes, both layouts, blocked k (beyond 2**17 too) and phi up to 4; each level takes
+7 products of the one below; bad levels are refused; on the GPU the levels equal NumPy bit for bit."""
+
+import functools
+
+import numpy as np
+import pytest
+
+from accuracy.generate import phi_matrix
+from gpu import ozaki2
+from gpu.backend import get_backend
+from gpu.ozaki2 import winograd
+from gpu.ozaki2.memory import layouts
+from gpu.ozaki2.reference import MAX_K
+
+host_matmul = functools.partial(ozaki2.matmul, backend="numpy")
+
+
+def residues(rng, rows, k, m):
+    return rng.integers(-(m // 2), (m - 1) // 2 + 1, (rows, k)).astype(np.int8)
+
+
+@pytest.mark.parametrize("m", [256, 255, 251, 7])
+@pytest.mark.parametrize("shape", [(67, 131, 45), (128, 256, 96), (97, 33, 160), (40, 1, 40)])
+def test_a_residue_product_is_the_plain_ones_at_every_level(m, shape):
+    be, rng = get_backend("numpy"), np.random.default_rng(m)
+    rows, k, cols = shape
+    a, b = residues(rng, rows, k, m), residues(rng, cols, k, m)
+    want = winograd._direct(be, a, b, m)
+    assert want.dtype == np.int8 and np.array_equal(want, ((a.astype(np.int64) @ b.T.astype(np.int64) + m // 2)
+                                                           % m - m // 2))
+    for level in (1, 2, 3):
+        assert np.array_equal(winograd.residue_product(be, a, b, m, level), want), level
+
+
+def test_each_level_takes_seven_products_of_the_level_below(monkeypatch):
+    be, rng = get_backend("numpy"), np.random.default_rng(1)
+    a, b = residues(rng, 128, 128, 251), residues(rng, 128, 128, 251)
+    calls = []
+    real = type(be).gemm_ex
+    monkeypatch.setattr(type(be), "gemm_ex", lambda self, A, B, C, **kw: (calls.append(C.shape), real(self, A, B, C,
+                                                                                                     **kw))[1])
+    for level, count, side in ((0, 1, 128), (1, 7, 64), (2, 49, 32)):
+        calls.clear()
+        winograd.residue_product(be, a, b, 251, level)
+        assert calls == [(side, side)] * count, level
+
+
+def operands(m, k, n, phi, seed):
+    return phi_matrix(m, k, phi, seed), phi_matrix(k, n, phi, seed + 1)
+
+
+@pytest.mark.parametrize("shape, phi, moduli, k_block", [
+    ((67, 131, 45), 1.0, 14, None), ((101, 257, 99), 4.0, 16, None), ((64, 160, 48), 0.1, "auto", 32),
+    ((99, 300, 70), 2.0, 20, 96), ((33, 65, 97), 4.0, "auto", None)])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_levels_one_and_two_are_bitwise_level_zero(shape, phi, moduli, k_block, order):
+    m, k, n = shape
+    A, B = (np.asarray(X, order=order) for X in operands(m, k, n, phi, 5))
+    want = host_matmul(A, B, moduli=moduli, k_block=k_block)
+    for level in (1, 2):
+        assert np.array_equal(host_matmul(A, B, moduli=moduli, k_block=k_block, level=level), want), level
+
+
+def test_k_beyond_one_int8_block_is_bitwise_too():
+    m, n, k = 33, 35, MAX_K + 48
+    A, B = operands(m, k, n, 1.0, 9)
+    want = host_matmul(A, B, moduli=8)
+    assert np.array_equal(host_matmul(A, B, moduli=8, level=1), want)
+
+
+def test_levels_take_the_planes_layout_and_count_their_scratch():
+    assert [ws.direct for ws in layouts(512, 512, 512, 15, "fast", 2**17 - 16)] == [True, False]
+    assert [ws.direct for ws in layouts(512, 512, 512, 15, "fast", 2**17 - 16, level=1)] == [False]
+    assert winograd.scratch_bytes(512, 512, 512, 0) == 0 < winograd.scratch_bytes(512, 512, 512, 1)
+
+
+@pytest.mark.parametrize("level", [-1, 5, 1.5, True, "1"])
+def test_bad_levels_are_refused_before_any_work(level):
+    A, B = operands(8, 8, 8, 1.0, 1)
+    with pytest.raises(ValueError, match="level must be a whole number in 0..4"):
+        host_matmul(A, B, moduli=4, level=level)
+    with pytest.raises(ValueError, match="level must be"):
+        ozaki2.Options(level=level)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape, moduli, k_block", [((257, 301, 129), 15, None), ((512, 512, 512), 14, None),
+                                                    ((300, 1000, 260), "auto", 256)])
+def test_on_the_gpu_the_levels_equal_numpy_bit_for_bit(cupy_backend, shape, moduli, k_block):
+    m, k, n = shape
+    A, B = operands(m, k, n, 1.0, 3)
+    want = host_matmul(A, B, moduli=moduli, k_block=k_block)
+    dA, dB = cupy_backend.asarray(A), cupy_backend.asarray(np.asfortranarray(B))
+    for level in (0, 1, 2):
+        got = ozaki2.matmul(dA, dB, moduli=moduli, k_block=k_block, level=level, backend=cupy_backend)
+        assert np.array_equal(cupy_backend.to_numpy(got), want), level
