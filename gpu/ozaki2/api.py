@@ -34,13 +34,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..backend import Array, Backend, get_backend
+import numpy as np
+
+from ..backend import Array, Backend, check_output, get_backend
 from ..backend.plans import PlanCache, operand_signature
 from ..ozaki.api import _operands
 from .normwise import LineStats
 from .ops import ops
 from .options import SCALINGS, Options
 from .plan import Plan
+from .tiled import panels, run_tiles
 from .workspace import layout
 
 __all__ = ["MAX_PLANS", "PLANS", "SCALINGS", "Options", "Plan", "line_stats", "matmul", "workspace_bytes"]
@@ -73,8 +76,8 @@ def line_stats(be: Backend, A: Array, B: Array, norms: bool = False) -> tuple[Li
 
 def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling: str = "fast",
            bound: str = "normwise", k_block: int | None = None, out: Any = None, overwrite_a: bool = False,
-           overwrite_b: bool = False, check_finite: bool = False, level: int = 0, backend: str | Backend = "auto",
-           phases: dict[str, float] | None = None) -> Array:
+           overwrite_b: bool = False, check_finite: bool = False, level: int = 0, workspace: int | None = None,
+           backend: str | Backend = "auto", phases: dict[str, float] | None = None) -> Array:
     """``A @ B`` in float64 by Ozaki scheme II (see :mod:`gpu.ozaki2` and this module): a kept
     :class:`~gpu.ozaki2.plan.Plan` per operand signature and options, executed.
 
@@ -91,7 +94,10 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
     2**17 - 1; from 16 on rounded down to a multiple of 16, keeping the INT8 operands' views aligned).
     ``out``: a C-ordered float64 array of the backend for the result. ``level``: Winograd levels over the
     residues (0..4; :mod:`gpu.ozaki2.winograd`): each level does 7/8 of the INT8 work of the one above, and the
-    result is bitwise the plain product's (``level=0``, the default).
+    result is bitwise the plain product's (``level=0``, the default). ``workspace``: the most bytes the call
+    takes beyond A, B and C (default: as the device allows); a product that needs more runs in tiles of C, each
+    a scheme II product of its panels (:mod:`gpu.ozaki2.tiled`: bitwise the untiled product with a count given
+    and the fast scaling; planned per call).
     ``overwrite_a`` / ``overwrite_b``: accepted for symmetry with scheme I; A and B are only read (a read-only
     operand with its flag set is refused, as every method refuses it).
     ``check_finite=True``: refuse NaN and infinity (reading the line maxima: a wait). By default (False) the
@@ -107,10 +113,18 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
         A, B = _operands(be, A, B)
         signature = operand_signature(be, A, B, out)
     key = None if signature is None else (be, signature, moduli, target, scaling, bound, k_block, check_finite,
-                                          overwrite_a, overwrite_b, level)
+                                          overwrite_a, overwrite_b, level, workspace)
+    options = Options(moduli, target, scaling, bound, k_block, check_finite, overwrite_a, overwrite_b, level,
+                      workspace)
+    if workspace is not None:
+        (m, k), n = A.shape, B.shape[1]
+        rows, cols = panels(be, m, k, n, options.count, scaling, bound, workspace, level)
+        if (rows, cols) != (m, n):
+            C = be.xp.empty((m, n)) if out is None else \
+                check_output(be, out, (m, n), np.float64, {"A": A, "B": B}, rows_contiguous=True)
+            return run_tiles(A, B, C, rows, cols, lambda a, b, c: Plan(a, b, out=c, options=options, backend=be))
 
     def build() -> Plan:
-        options = Options(moduli, target, scaling, bound, k_block, check_finite, overwrite_a, overwrite_b, level)
         return Plan(A, B, out=out, options=options, backend=be, make_room=_make_room)
 
     return PLANS.get(key, build).run(A, B, out, phases)

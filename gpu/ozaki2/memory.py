@@ -75,14 +75,21 @@ def layouts(m: int, k: int, n: int, count: int, scaling: str, block: int, level:
 
 def reserve_workspace(be: Backend, m: int, k: int, n: int, count: int | None, scaling: str, block: int,
                       out_given: bool, bound: str = "normwise", make_room: Callable[[], bool] | None = None,
-                      level: int = 0) -> Carved:
+                      level: int = 0, cap: int | None = None) -> Carved:
     """The workspace block of a plan (``count`` None: ``moduli="auto"``, sized for the most moduli), with room
     checked for the rest (C where ``out`` is not given, which each call allocates), or MemoryPlanError before
     any work (module). ``make_room``: called where the faster layout does not fit (a cache of plans frees the
-    blocks it keeps, and says whether it freed any); the check is then made once more."""
+    blocks it keeps, and says whether it freed any); the check is then made once more. ``cap``: the most bytes
+    beyond A, B and C (``workspace=``): layouts above it are not taken."""
     what = f"Ozaki scheme II on {m} x {k} x {n} with {count or f'up to {MAX_MODULI}'} moduli"
     beyond = beyond_bytes(be, m, k, n, count, scaling, out_given, bound, level)
     options = layouts(m, k, n, count or MAX_MODULI, scaling, block, level)
+    if cap is not None:
+        within = [ws for ws in options if ws.nbytes + beyond - (0 if out_given else 8 * m * n) <= cap]
+        if not within:
+            raise MemoryPlanError(f"{what} needs {gib(options[-1].nbytes + beyond)} beyond A, B and C, more than "
+                                  f"the workspace of {gib(cap)} allowed; {ADVICE}")
+        options = within
     for last in (make_room is None, True):
         free = be.memory_info()[0]
         faster, least = [ws for ws in options[:-1] if ws.nbytes + beyond <= HEADROOM * free], options[-1]
@@ -107,8 +114,8 @@ def _take(be: Backend, ws: Workspace, beyond: int, n: int, what: str) -> Carved:
 
 
 def peak_bytes(be: Backend, m: int, k: int, n: int, count: int | None, scaling: str, direct: bool,
-               out_given: bool = False, bound: str = "normwise") -> int:
+               out_given: bool = False, bound: str = "normwise", level: int = 0) -> int:
     """The most bytes a call allocates by this plan in the given layout: its block and everything beyond it
     (``count`` None: ``moduli="auto"``, whose block is sized for the most moduli)."""
     return (layout(m, k, n, count or MAX_MODULI, scaling, direct).nbytes
-            + beyond_bytes(be, m, k, n, count, scaling, out_given, bound))
+            + beyond_bytes(be, m, k, n, count, scaling, out_given, bound, level))

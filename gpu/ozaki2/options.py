@@ -28,7 +28,9 @@ class Options:
     None); ``scaling``: ``"fast"`` (the default) or ``"accurate"``; ``bound``: ``"normwise"`` (the default) or
     ``"componentwise"`` (:data:`BOUNDS`); ``k_block``: most inner terms per INT8 GEMM; ``check_finite``:
     refuse NaN and infinity; ``overwrite_a`` / ``overwrite_b``: accepted for symmetry with scheme I; ``level``:
-    Winograd levels over the residues (0..4, :mod:`gpu.ozaki2.winograd`), bitwise the plain product's result."""
+    Winograd levels over the residues (0..4, :mod:`gpu.ozaki2.winograd`), bitwise the plain product's result;
+    ``workspace``: the most bytes a call takes beyond A, B and C (None: as the device allows), the product cut
+    into tiles where it needs more (:mod:`gpu.ozaki2.tiled`)."""
 
     moduli: Any = "auto"
     target: Any = None
@@ -39,9 +41,11 @@ class Options:
     overwrite_a: bool = False
     overwrite_b: bool = False
     level: int = 0
+    workspace: int | None = None
 
     def __post_init__(self) -> None:
         check_level(self.level)
+        check_workspace(self.workspace)
         if self.scaling not in SCALINGS:
             raise ValueError(f"scaling must be one of {SCALINGS}, not {self.scaling!r}")
         if self.bound not in BOUNDS:
@@ -80,3 +84,12 @@ def k_block(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= MAX_K:
         raise ValueError(f"k_block must be an integer in 1..{MAX_K} (the INT8 GEMM's exact range), not {value!r}")
     return int(value) // ALIGN * ALIGN if value >= ALIGN else int(value)
+
+
+def check_workspace(value: Any) -> int | None:
+    """The workspace cap (None: no cap) as a positive number of bytes, or ValueError."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"workspace must be None or a positive number of bytes, not {value!r}")
+    return int(value)

@@ -97,7 +97,7 @@ class Plan(MatmulPlan):
         self.empty = not (m and n and k)
         if not self.empty:
             self.work = reserve_workspace(be, m, k, n, self.fixed, opts.scaling, self.block, out is not None,
-                                          opts.bound, make_room, opts.level)
+                                          opts.bound, make_room, opts.level, opts.workspace)
             family = ops(be)
             self.lines_a = family.line_buffers(be, m, self.normwise)
             self.lines_b = family.line_buffers(be, n, self.normwise)

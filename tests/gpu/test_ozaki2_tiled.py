@@ -1,0 +1,93 @@
+"""Scheme II in a bounded workspace (``ozaki2.matmul(..., workspace=bytes)``): the tiles fit the cap, a count given
+with the fast scaling is bitwise the untiled product, ``"auto"`` keeps its proven bound, ``out`` and odd shapes
+are honoured, a cap too small for the least tiles is refused before any work, and bad caps are refused."""
+
+import functools
+
+import numpy as np
+import pytest
+
+from accuracy.generate import phi_matrix
+from accuracy.reference import exact_matmul
+from gpu import ozaki2
+from gpu.backend import MemoryPlanError, get_backend
+from gpu.ozaki2 import tiled
+
+host_matmul = functools.partial(ozaki2.matmul, backend="numpy")
+BE = get_backend("numpy")
+
+
+def operands(m, k, n, phi=1.0, seed=1):
+    return phi_matrix(m, k, phi, seed), phi_matrix(k, n, phi, seed + 1)
+
+
+def test_tiles_are_the_largest_that_fit_and_cover_c_once():
+    m, k, n = 300, 200, 260
+    whole = tiled.tile_bytes(BE, m, k, n, 14, "fast", "normwise")
+    assert tiled.panels(BE, m, k, n, 14, "fast", "normwise", whole) == (m, n)
+    rows, cols = tiled.panels(BE, m, k, n, 14, "fast", "normwise", whole // 3)
+    assert (rows, cols) != (m, n) and tiled.tile_bytes(BE, rows, k, cols, 14, "fast", "normwise") <= whole // 3
+    bigger = min(m, 2 * rows), min(n, 2 * cols)
+    assert tiled.tile_bytes(BE, *bigger[:1], k, bigger[1], 14, "fast", "normwise") > whole // 3
+    seen = np.zeros((m, n), dtype=int)
+    shapes = []
+    for r, c in tiled.tiles(m, n, rows, cols):
+        seen[r, c] += 1
+        shapes.append((r.stop - r.start, c.stop - c.start))
+    assert (seen == 1).all()
+    assert shapes == sorted(shapes, key=shapes.index) and len(set(shapes)) <= 4
+    changes = sum(1 for a, b in zip(shapes, shapes[1:]) if a != b)
+    assert changes == len(set(shapes)) - 1, "the tiles of one shape come together (one plan per shape)"
+
+
+@pytest.mark.parametrize("shape", [(300, 200, 260), (129, 77, 301), (97, 50, 400)])
+@pytest.mark.parametrize("share", [2, 5])
+def test_a_count_given_with_the_fast_scaling_is_bitwise_the_untiled_product(shape, share):
+    m, k, n = shape
+    A, B = operands(m, k, n, 2.0)
+    cap = tiled.tile_bytes(BE, m, k, n, 15, "fast", "normwise") // share
+    want = host_matmul(A, B, moduli=15)
+    assert np.array_equal(host_matmul(A, B, moduli=15, workspace=cap), want)
+    out = np.full((m, n), np.nan)
+    assert host_matmul(A, B, moduli=15, workspace=cap, out=out) is out and np.array_equal(out, want)
+
+
+def test_auto_in_tiles_keeps_its_proven_bound(monkeypatch):
+    m, k, n = 200, 300, 180
+    A, B = operands(m, k, n, 1.0, 4)
+    built = []
+    real = ozaki2.Plan
+    monkeypatch.setattr("gpu.ozaki2.api.Plan", lambda *a, **kw: (built.append(a[0].shape), real(*a, **kw))[1])
+    cap = tiled.tile_bytes(BE, m, k, n, None, "fast", "normwise") // 3
+    C = host_matmul(A, B, workspace=cap)
+    assert len(built) >= 2, "the product ran in tiles"
+    R = exact_matmul(A, B)
+    t = 2.0**-56 * np.sqrt(k)
+    bound = t * np.linalg.norm(A, axis=1)[:, None] * np.linalg.norm(B, axis=0)[None, :] + 2.0**-53 * np.abs(C)
+    assert np.all(np.abs(C - R) <= bound)
+
+
+def test_a_cap_too_small_for_the_least_tiles_is_refused_before_any_work():
+    A, B = operands(300, 200, 260)
+    least = tiled.tile_bytes(BE, tiled.MIN_TILE, 200, tiled.MIN_TILE, 14, "fast", "normwise")
+    out = np.full((300, 260), 7.0)
+    with pytest.raises(MemoryPlanError, match="even in tiles of 64 x 64, more than the workspace"):
+        host_matmul(A, B, moduli=14, workspace=least - 1, out=out)
+    assert (out == 7.0).all(), "nothing written"
+
+
+@pytest.mark.parametrize("cap", [0, -5, 1.5, True, "1GiB"])
+def test_bad_caps_are_refused(cap):
+    A, B = operands(8, 8, 8)
+    with pytest.raises(ValueError, match="workspace must be None or a positive number of bytes"):
+        host_matmul(A, B, moduli=4, workspace=cap)
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_tiles_under_a_cap_equal_numpy_bit_for_bit(cupy_backend):
+    m, k, n = 1000, 700, 900
+    A, B = operands(m, k, n, 1.0, 8)
+    cap = tiled.tile_bytes(cupy_backend, m, k, n, 15, "fast", "normwise") // 3
+    got = ozaki2.matmul(cupy_backend.asarray(A), cupy_backend.asarray(B), moduli=15, workspace=cap,
+                        backend=cupy_backend)
+    assert np.array_equal(cupy_backend.to_numpy(got), host_matmul(A, B, moduli=15))
