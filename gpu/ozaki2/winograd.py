@@ -15,8 +15,9 @@ block j and k block i, transposed) and forms
 * M1 = A11 B11, M2 = A12 B21, M3 = S4 B22, M4 = A22 T4, M5 = S1 T1, M6 = S2 T2, M7 = S3 T3;
 * C11 = M1 + M2, U2 = M1 + M6, U3 = U2 + M7, C12 = U2 + M5 + M3, C21 = U3 - M4, C22 = U3 + M5,
 
-every sum modulo m. An odd side peels its last line: that row or column of C, or the last term of k, comes from
-one thin INT8 GEMM. Sides below :data:`MIN_SIDE` after halving stop the recursion. The sums are array
+every sum modulo m. Each side's core is its largest multiple of 2 :data:`ALIGN_SIDE`; the rest is peeled: those
+rows or columns of C, or the last terms of k, come from thin INT8 GEMMs. Halves below :data:`MIN_SIDE` stop the
+recursion. The sums are array
 operations of the backend (NumPy or CuPy), each a pass of its own: this is the reference form, whose
 arithmetic the passes that already exist can take up later (the issue's fused form).
 """
@@ -33,7 +34,11 @@ from .residues import symmetric
 #: The most levels a product takes (each halves the three sides).
 MAX_LEVEL = 4
 #: Halves below this many lines on any side are multiplied directly.
-MIN_SIDE = 16
+MIN_SIDE = 32
+#: Each level splits sides in halves of a multiple of this many lines (the rest peeled), so that every view and
+#: sum the INT8 GEMMs read starts 16-byte aligned with a leading dimension a multiple of 16, as the tensor
+#: cores' kernels want.
+ALIGN_SIDE = 16
 
 
 def check_level(level: Any) -> int:
@@ -59,9 +64,9 @@ def residue_product(be: Backend, a: Array, b: Array, modulus: int, level: int) -
     ``level`` Winograd levels (see the module)."""
     rows, k = a.shape
     cols = b.shape[0]
-    if level == 0 or min(rows, cols, k) // 2 < MIN_SIDE:
+    r2, c2, k2 = (side // (2 * ALIGN_SIDE) * 2 * ALIGN_SIDE for side in (rows, cols, k))
+    if level == 0 or min(r2, c2, k2) // 2 < MIN_SIDE:
         return _direct(be, a, b, modulus)
-    r2, c2, k2 = rows // 2 * 2, cols // 2 * 2, k // 2 * 2
     C = be.xp.empty((rows, cols), dtype=np.int8)
     C[:r2, :c2] = _level(be, a[:r2, :k2], b[:c2, :k2], modulus, level)
     if k2 < k:

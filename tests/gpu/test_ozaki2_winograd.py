@@ -22,7 +22,7 @@ def residues(rng, rows, k, m):
 
 
 @pytest.mark.parametrize("m", [256, 255, 251, 7])
-@pytest.mark.parametrize("shape", [(67, 131, 45), (128, 256, 96), (97, 33, 160), (40, 1, 40)])
+@pytest.mark.parametrize("shape", [(67, 131, 75), (128, 256, 96), (97, 65, 160), (40, 1, 40)])
 def test_a_residue_product_is_the_plain_ones_at_every_level(m, shape):
     be, rng = get_backend("numpy"), np.random.default_rng(m)
     rows, k, cols = shape
@@ -51,23 +51,34 @@ def operands(m, k, n, phi, seed):
     return phi_matrix(m, k, phi, seed), phi_matrix(k, n, phi, seed + 1)
 
 
+@pytest.fixture
+def levels_taken(monkeypatch):
+    """The Winograd levels taken (one entry per level formed), to show that a test's shapes use them."""
+    taken = []
+    real = winograd._level
+    monkeypatch.setattr(winograd, "_level", lambda be, a, b, m, level: (taken.append(level), real(be, a, b, m,
+                                                                                                   level))[1])
+    return taken
+
+
 @pytest.mark.parametrize("shape, phi, moduli, k_block", [
-    ((67, 131, 45), 1.0, 14, None), ((101, 257, 99), 4.0, 16, None), ((64, 160, 48), 0.1, "auto", 32),
-    ((99, 300, 70), 2.0, 20, 96), ((33, 65, 97), 4.0, "auto", None)])
+    ((67, 131, 75), 1.0, 14, None), ((101, 257, 99), 4.0, 16, None), ((64, 160, 96), 0.1, "auto", 64),
+    ((139, 300, 70), 2.0, 20, 96), ((65, 129, 131), 4.0, "auto", None)])
 @pytest.mark.parametrize("order", ["C", "F"])
-def test_levels_one_and_two_are_bitwise_level_zero(shape, phi, moduli, k_block, order):
+def test_levels_one_and_two_are_bitwise_level_zero(shape, phi, moduli, k_block, order, levels_taken):
     m, k, n = shape
     A, B = (np.asarray(X, order=order) for X in operands(m, k, n, phi, 5))
     want = host_matmul(A, B, moduli=moduli, k_block=k_block)
     for level in (1, 2):
         assert np.array_equal(host_matmul(A, B, moduli=moduli, k_block=k_block, level=level), want), level
+    assert levels_taken, "the shape takes a Winograd level"
 
 
-def test_k_beyond_one_int8_block_is_bitwise_too():
-    m, n, k = 33, 35, MAX_K + 48
+def test_k_beyond_one_int8_block_is_bitwise_too(levels_taken):
+    m, n, k = 65, 67, MAX_K + 48
     A, B = operands(m, k, n, 1.0, 9)
-    want = host_matmul(A, B, moduli=8)
-    assert np.array_equal(host_matmul(A, B, moduli=8, level=1), want)
+    want = host_matmul(A, B, moduli=6)
+    assert np.array_equal(host_matmul(A, B, moduli=6, level=1), want) and levels_taken
 
 
 def test_levels_take_the_planes_layout_and_count_their_scratch():
