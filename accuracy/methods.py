@@ -22,7 +22,8 @@ names. Registered here:
   refuse inputs no 64 slices can bring within it;
 * ``ozaki2-<scaling>-<moduli>``: :func:`gpu.ozaki2.matmul` (Ozaki scheme II) in ``accurate`` or ``fast``
   scaling with that many moduli (1..20; ``ozaki2-fast-14``), or ``auto`` (the fewest whose proven bound
-  meets DGEMM's level on the inputs: the library's default, normwise, :mod:`gpu.ozaki2.normwise`);
+  meets DGEMM's level on the inputs: the library's default, normwise, :mod:`gpu.ozaki2.normwise`); with
+  ``-w<level>`` (``ozaki2-fast-15-w1``), that many Winograd levels over the residues (bitwise the same C);
 * ``cublas-emul-<bits>`` and ``cublas-emul-auto``: cuBLAS's own FP64 emulation
   (:mod:`gpu.ozaki2.emulation`, CuPy with nvmath-python only): the EAGER strategy with the mantissa
   fixed at that many bits, or the strategy left to cuBLAS (DEFAULT, dynamic mantissa);
@@ -268,9 +269,10 @@ def _ozaki_target(match: re.Match) -> Method:
 OZAKI2_LISTED_MODULI = range(8, 21)
 
 
-def ozaki2_method_name(scaling: str, moduli: int | str) -> str:
-    """``ozaki2-<scaling>-<moduli>``, as the audit and the benchmarks store it."""
-    return f"ozaki2-{scaling}-{moduli}"
+def ozaki2_method_name(scaling: str, moduli: int | str, level: int = 0) -> str:
+    """``ozaki2-<scaling>-<moduli>`` (``-w<level>`` with Winograd levels), as the audit and the benchmarks store
+    it."""
+    return f"ozaki2-{scaling}-{moduli}" + (f"-w{level}" if level else "")
 
 
 def ozaki2_names() -> list[str]:
@@ -278,7 +280,7 @@ def ozaki2_names() -> list[str]:
 
 
 #: Name patterns of the scheme-II and cuBLAS-emulation families (read by their parsers too).
-OZAKI2_PATTERN = r"ozaki2-(?P<scaling>[a-z]+)-(?P<moduli>\d+|auto)"
+OZAKI2_PATTERN = r"ozaki2-(?P<scaling>[a-z]+)-(?P<moduli>\d+|auto)(?:-w(?P<level>\d+))?"
 CUBLAS_EMULATION_PATTERN = r"cublas-emul-(?P<bits>\d+|auto)"
 
 
@@ -291,6 +293,12 @@ def parse_ozaki2_method(name: str) -> tuple[str, int | str] | None:
     return match["scaling"], match["moduli"] if match["moduli"] == "auto" else int(match["moduli"])
 
 
+def ozaki2_level(name: str) -> int:
+    """The Winograd levels over the residues an ``ozaki2-...-w<level>`` name asks for (0 without ``-w``)."""
+    match = re.fullmatch(OZAKI2_PATTERN, name)
+    return int(match["level"]) if match and match["level"] else 0
+
+
 def parse_cublas_emulation_method(name: str) -> int | None | str:
     """The mantissa bits of a ``cublas-emul-<bits>`` name (None for ``auto``); ``""`` for any other name."""
     match = re.fullmatch(CUBLAS_EMULATION_PATTERN, name)
@@ -299,7 +307,7 @@ def parse_cublas_emulation_method(name: str) -> int | None | str:
     return None if match["bits"] == "auto" else int(match["bits"])
 
 
-@family(OZAKI2_PATTERN, "ozaki2-<scaling>-<moduli>", ozaki2_names)
+@family(OZAKI2_PATTERN, "ozaki2-<scaling>-<moduli>[-w<level>]", ozaki2_names)
 def _ozaki2(match: re.Match) -> Method:
     parsed = parse_ozaki2_method(match.group(0))
     if parsed is None:
@@ -308,12 +316,15 @@ def _ozaki2(match: re.Match) -> Method:
     if moduli != "auto" and not 1 <= moduli <= ozaki2.MAX_MODULI:
         raise ValueError(f"the modulus count must lie in 1..{ozaki2.MAX_MODULI}, got {moduli}")
 
+    level = ozaki2.winograd.check_level(int(match["level"] or 0))
+
     def run(be: Backend, A: Array, B: Array) -> Array:
-        return ozaki2.matmul(A, B, moduli=moduli, scaling=scaling, backend=be)
+        return ozaki2.matmul(A, B, moduli=moduli, scaling=scaling, level=level, backend=be)
 
     count = ("the fewest moduli whose normwise bound meets the 'dgemm' target" if moduli == "auto"
              else f"{moduli} moduli")
-    return Method(match.group(0), f"Ozaki scheme II, {scaling} scaling, {count} (INT8 GEMMs)", run)
+    levels = f", {level} Winograd level{'s' * (level > 1)} over the residues" if level else ""
+    return Method(match.group(0), f"Ozaki scheme II, {scaling} scaling, {count}{levels} (INT8 GEMMs)", run)
 
 
 def cublas_emulation_names() -> list[str]:

@@ -28,6 +28,7 @@ from typing import Any
 from accuracy.audit import audit_inputs
 from accuracy.methods import (
     get_method,
+    ozaki2_level,
     ozaki2_method_name,
     parse_cublas_emulation_method,
     parse_ozaki2_method,
@@ -54,7 +55,8 @@ def family(name: str) -> tuple[str, str]:
     if name in (DGEMM, SGEMM):
         return ("DGEMM" if name == DGEMM else "SGEMM"), ""
     if (two := parse_ozaki2_method(name)) is not None:
-        return f"scheme II {two[0]}", str(two[1])
+        level = ozaki2_level(name)
+        return f"scheme II {two[0]}", str(two[1]) + (f" w{level}" if level else "")
     if (one := parse_ozaki_method(name)) is not None:
         return "scheme I", f"{one[0]}-{one[1]}"
     bits = parse_cublas_emulation_method(name)
@@ -63,11 +65,12 @@ def family(name: str) -> tuple[str, str]:
     return "other", name
 
 
-def sort_key(name: str) -> tuple[int, str, float]:
-    """Methods by family, then by their parameter (counts numerically, ``auto`` last)."""
+def sort_key(name: str) -> tuple[int, str, float, int]:
+    """Methods by family, then by their parameter (counts numerically, ``auto`` last), then Winograd levels."""
     fam, param = family(name)
+    param, _, level = param.partition(" w")
     head, _, tail = param.rpartition("-")
-    return FAMILIES.index(fam), head, float(tail) if tail.isdigit() else math.inf
+    return FAMILIES.index(fam), head, float(tail) if tail.isdigit() else math.inf, int(level or 0)
 
 
 def scheme2(counts: tuple[int, ...], scalings: tuple[str, ...] = ("accurate", "fast")) -> tuple[str, ...]:

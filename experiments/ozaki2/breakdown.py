@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from accuracy.methods import parse_ozaki2_method
+from accuracy.methods import ozaki2_level, parse_ozaki2_method
 from gpu import ozaki2
 from gpu.backend import Backend
 
@@ -53,9 +53,10 @@ def breakdown_params(shape: Shape, phase: str, regime: str) -> dict[str, Any]:
 
 
 def gemm_ops(shape: Shape, config: str) -> float | None:
-    """Integer operations of the modulus GEMMs: 2 m n k per modulus (None for ``auto``: count unknown)."""
+    """Integer operations of the modulus GEMMs: 2 m n k per modulus, 7/8 of it per Winograd level (None for
+    ``auto``: count unknown)."""
     moduli = parse_ozaki2_method(config)[1]
-    return None if moduli == "auto" else moduli * flops(shape)
+    return None if moduli == "auto" else moduli * flops(shape) * (7 / 8) ** ozaki2_level(config)
 
 
 def measure_phases(be: Backend, shape: Shape, config: str, regime: str, runs: int = RUNS
@@ -64,7 +65,8 @@ def measure_phases(be: Backend, shape: Shape, config: str, regime: str, runs: in
     scaling, moduli = parse_ozaki2_method(config)
     A, B, _ = shape_inputs(be, shape, TIME_PHI, SEED)
     out = be.xp.empty((shape[0], shape[2]))
-    work = partial(ozaki2.matmul, A, B, moduli=moduli, scaling=scaling, out=out, backend=be)
+    work = partial(ozaki2.matmul, A, B, moduli=moduli, scaling=scaling, level=ozaki2_level(config), out=out,
+                   backend=be)
     work()
     chosen, telemetry = get_regime(regime), be.telemetry()
     settled = settle(chosen, work, be, telemetry)
@@ -87,7 +89,8 @@ def store_phases(ctx: Context, shape: Shape, config: str, samples: list[dict[str
     for phase in (p for p in PHASES if any(p in s for s in samples)):
         values = [s.get(phase, 0.0) for s in samples]
         median = statistics.median(values)
-        meta = {**regime_record, "runs": len(samples), "total_s": total, "scaling": scaling, "moduli": moduli}
+        meta = {**regime_record, "runs": len(samples), "total_s": total, "scaling": scaling, "moduli": moduli,
+                "level": ozaki2_level(config)}
         ops = gemm_ops(shape, config) if phase == "gemm" else None
         if ops:
             meta.update(int8_ops=ops, int8_ops_per_s=ops / median if median > 0 else None)
@@ -99,7 +102,7 @@ def run_breakdown(ctx: Context, shapes: tuple[Shape, ...], configs: tuple[str, .
     """Measure (or resume) every configuration at every product; a point is stored when its phases are."""
     for config in configs:
         if parse_ozaki2_method(config) is None:
-            raise ValueError(f"{config!r} is not a scheme II configuration ozaki2-<accurate|fast>-<moduli>")
+            raise ValueError(f"{config!r} is not a scheme II configuration ozaki2-<accurate|fast>-<moduli>[-w<level>]")
 
     def stored(point: tuple[Shape, str]) -> bool:
         """Whether every phase a run always has is stored for the point in this regime."""

@@ -16,7 +16,7 @@ both scaling modes on NumPy and CuPy with the same bits; :mod:`~gpu.ozaki2.emula
 FP64 emulation.
 """
 
-from . import emulation
+from . import emulation, tiled, winograd
 from .api import PLANS, SCALINGS, Options, Plan, matmul, workspace_bytes
 from .auto import choose_moduli, predicted_error
 from .crt import reconstruct, reconstruct_exact
@@ -31,4 +31,4 @@ __all__ = ["MAX_K", "MAX_MODULI", "MODULI", "PLANS", "SCALINGS", "Bounds", "Line
            "Plan", "Scaled", "accurate_bounds",
            "bound_limit", "choose_moduli", "emulation", "greedy_moduli", "headroom", "matmul", "modular_product",
            "moduli_table", "predicted_error", "reconstruct", "reconstruct_exact", "reduce", "reference_matmul",
-           "residue_range", "residues", "scale_accurate", "workspace_bytes"]
+           "residue_range", "residues", "scale_accurate", "tiled", "winograd", "workspace_bytes"]

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from accuracy.generate import phi_matrix
+from accuracy.methods import get_method, ozaki2_level, ozaki2_method_name
+from experiments.ozaki2.bench import family, sort_key
 from gpu import ozaki2
 from gpu.backend import get_backend
 from gpu.ozaki2 import winograd
@@ -107,3 +109,16 @@ def test_on_the_gpu_the_levels_equal_numpy_bit_for_bit(cupy_backend, shape, modu
     for level in (0, 1, 2):
         got = ozaki2.matmul(dA, dB, moduli=moduli, k_block=k_block, level=level, backend=cupy_backend)
         assert np.array_equal(cupy_backend.to_numpy(got), want), level
+
+
+def test_the_audit_names_levels_and_they_run_bitwise():
+    name = ozaki2_method_name("fast", 15, 2)
+    assert name == "ozaki2-fast-15-w2" and ozaki2_level(name) == 2 and ozaki2_level("ozaki2-fast-15") == 0
+    A, B = operands(70, 80, 90, 1.0, 2)
+    be = get_backend("numpy")
+    assert np.array_equal(get_method(name).run(be, A, B), get_method("ozaki2-fast-15").run(be, A, B))
+    assert family(name) == ("scheme II fast", "15 w2")
+    names = ["ozaki2-fast-15-w1", "ozaki2-fast-16", "ozaki2-fast-15", "ozaki2-fast-auto"]
+    assert sorted(names, key=sort_key) == ["ozaki2-fast-15", "ozaki2-fast-15-w1", "ozaki2-fast-16", "ozaki2-fast-auto"]
+    with pytest.raises(ValueError, match="level must be"):
+        get_method("ozaki2-fast-15-w9")
