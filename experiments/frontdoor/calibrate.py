@@ -5,7 +5,8 @@ The front door ranks by that section: on a device the package ships no measureme
 lets it take Ozaki scheme II on large squares or split-K on tiny outputs (the transfer model leaves split-K out,
 and its Ozaki predictions are conservative). Each shape is one interleaved group (the library GEMM as called,
 the baseline; each method through its own family plan, ``plan.execute(A, B)`` as a kept plan runs; the timing
-of :func:`experiments.frontdoor.bench.time_point`): Ozaki II at ``moduli="auto"`` with the DGEMM target, Ozaki I
+of :func:`experiments.frontdoor.bench.time_point`): Ozaki II at ``moduli="auto"`` with the DGEMM target (plain,
+and over one and two Winograd levels: the front door takes a level where it measured faster), Ozaki I
 at the DGEMM target on INT8 slices, split-K deterministic and atomic where its own test lets it run. A method
 whose family refuses the shape (split-K on a square, a workspace that does not fit) is left out of that point.
 Rows are stored per shape, the library GEMM's last, so an interrupted calibration measures only the shapes
@@ -38,6 +39,7 @@ EXPERIMENT = "methods-calibration"
 LIBRARY = "library"
 #: The methods a calibration times: the calls the front door's candidates make, and whether each waits.
 METHODS = ((Timed.of("ozaki2", {"moduli": "auto", "target": "dgemm"}), True),
+           *((Timed.of("ozaki2", {"moduli": "auto", "target": "dgemm", "level": level}), True) for level in (1, 2)),
            (Timed.of("ozaki", {"slice_format": "int8", "target": "dgemm"}), True),
            (Timed.of("splitk", {"deterministic": True}), False),
            (Timed.of("splitk", {"deterministic": False}), False))

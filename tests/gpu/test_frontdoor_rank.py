@@ -194,3 +194,12 @@ def test_splitk_keeps_a_tight_bound_over_a_long_k_once_its_own_split_is_known():
     asked.clear()
     assert rank(16, k, 16, "sgemm", methods=METHODS, splits=splits).winner.family == "splitk" and not asked
     assert rank(16, k, 16, 1e-10, methods=METHODS, splits=lambda d: None).winner.family == "ozaki2"
+
+
+def test_a_winograd_level_over_the_residues_wins_where_it_measured_faster():
+    level = {"method": "ozaki2", "config": {"moduli": "auto", "target": "dgemm", "level": 1}, "ratio": 1.62,
+             "waits": True}
+    points = [dict(p, timed=[*p["timed"], level]) if p["shape"] == [16384] * 3 else p for p in METHODS["points"]]
+    r = rank(16384, 16384, 16384, "dgemm", methods={"points": points})
+    assert r.winner.family == "ozaki2" and r.winner.options["level"] == 1 and r.winner.keeps
+    assert r.winner.guarantee == rank(16384, 16384, 16384, "dgemm", methods=METHODS).winner.guarantee
