@@ -30,6 +30,7 @@ from gpu.backend.plans import MatmulPlan, PlanCache, operand_signature, resolve_
 from gpu.frontdoor.frontplan import register_exact
 
 from .blocking import SHARE, Shape, lines, nonfinite_in_chunks, one_block, plan_blocks, spans_in_chunks, within
+from .complex_reference import exact_complex, is_complex
 from .limbs import carry, magnitude, round_to_float64
 from .mpfr import mpfr_matmul, sample_entries
 from .operands import NONFINITE, check_operands
@@ -173,7 +174,8 @@ class ExactPlan(MatmulPlan):
 
 
 def exact_matmul(A: Any, B: Any, *, backend: str | Backend = "auto", check_finite: bool = True) -> Array:
-    """The correctly rounded float64 product ``A @ B`` (round to nearest, ties to even).
+    """The correctly rounded float64 product ``A @ B`` (round to nearest, ties to even); for complex operands the
+    complex128 product with each part correctly rounded (:mod:`accuracy.complex_reference`).
 
     Exact for any finite inputs: any exponent range (rows needing more slices
     get them), any inner dimension (blocked so each GEMM stays exact),
@@ -197,6 +199,8 @@ def exact_matmul(A: Any, B: Any, *, backend: str | Backend = "auto", check_finit
     A call is a kept :class:`ExactPlan` (one per operand signature, :data:`PLANS`) and its execution. It is an
     audit tool and waits for the device: it plans from the exponent ranges it reads.
     """
+    if is_complex(A, B):
+        return exact_complex(A, B, exact_matmul, backend=backend, check_finite=check_finite)
     be = get_backend(backend)
     options = ExactOptions(check_finite)
     key = operand_signature(be, A, B)
