@@ -8,6 +8,7 @@ written against it, one sub-package per family.
 * :mod:`gpu.ozaki`: the Ozaki scheme (slice formats, plans, slicing, ``matmul``);
 * :mod:`gpu.splitk`: split-K for a tiny output and a huge inner dimension (``matmul``);
 * :mod:`gpu.profile`: the per-device profile file that ``level="auto"`` reads;
+* :mod:`gpu.zgemm`: complex products from real ones (4M and 3M over any real method);
 * :mod:`gpu.frontdoor`: the front door, ``gpu.matmul`` and ``gpu.plan`` (the fastest method that keeps the
   caller's accuracy on this device, chosen from the profile's measurements), and the accuracy contract.
 

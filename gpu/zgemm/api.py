@@ -1,0 +1,85 @@
+"""A complex128 product A B from real float64 products, in one of two schemes (:data:`SCHEMES`).
+
+* ``"4m"``: the four real products of the definition, taken as two real products over twice the inner
+  dimension, Re C = [Re A, -Im A] [Re B; Im B] and Im C = [Re A, Im A] [Im B; Re B]: each part is one real
+  inner product of 2k terms, so a real method's componentwise bound gamma_2k (|Re A||Re B| + |Im A||Im B|) is
+  the complex GEMM's own, and a scaled method (Ozaki scheme II) scales the real and imaginary parts of a row
+  together. It reads stacked copies of A and B (twice each operand's memory).
+* ``"3m"`` (Karatsuba, as cuBLAS's ZGEMM3M): T1 = Re A Re B, T2 = Im A Im B, T3 = (Re A + Im A)(Re B + Im B);
+  Re C = T1 - T2 and Im C = T3 - T1 - T2: three real products of k terms for four, at the cost of a weaker bound
+  on the imaginary part, which is bounded by (|Re A| + |Im A|)(|Re B| + |Im B|) rather than by the terms of its
+  own sum (Higham, *Accuracy and Stability*, sec. 23.2.4).
+
+``real`` is the real product: a callable ``real(A, B)`` of two float64 arrays of the backend returning their
+product as such an array (``functools.partial(gpu.ozaki2.matmul, moduli=15)``, ``gpu.strassen.matmul``...), by
+default the backend's library GEMM. Real operands count as complex with a zero imaginary part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..backend import Array, Backend, check_output, get_backend, matrix_pair
+
+SCHEMES = ("4m", "3m")
+#: The complex dtypes a product takes (complex64 operands are widened: their parts float64 holds exactly).
+DTYPES = ("complex64", "complex128")
+
+Real = Callable[[Array, Array], Array]
+
+
+def real_product(be: Backend) -> Real:
+    """The backend's library GEMM as a real product (a new C per call)."""
+    return lambda A, B: be.xp.matmul(A, B)
+
+
+def parts(be: Backend, X: Array, name: str) -> tuple[Array, Array]:
+    """(real, imaginary) parts of X as C-ordered float64 arrays (a zero imaginary part for a real X)."""
+    xp = be.xp
+    if X.dtype.kind == "c":
+        if X.dtype.name not in DTYPES:
+            raise TypeError(f"{name} has dtype {X.dtype}; a complex product takes complex64 or complex128")
+        return xp.ascontiguousarray(X.real, dtype=np.float64), xp.ascontiguousarray(X.imag, dtype=np.float64)
+    if X.dtype.kind not in "fiu":
+        raise TypeError(f"{name} has dtype {X.dtype}; a complex product takes complex or real numbers")
+    return xp.ascontiguousarray(X, dtype=np.float64), xp.zeros(X.shape)
+
+
+def matmul(A: Any, B: Any, *, scheme: str = "4m", real: Real | None = None, out: Array | None = None,
+           backend: str | Backend = "auto") -> Array:
+    """``A @ B`` in complex128 from real products (see the module): into ``out`` (a complex128 array of the
+    backend) where given, else a new array. TypeError and ValueError before any work for bad schemes, dtypes,
+    shapes and outputs."""
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme must be one of {', '.join(map(repr, SCHEMES))} (four or three real products), "
+                         f"not {scheme!r}")
+    be = get_backend(backend)
+    A, B, _, _ = matrix_pair(be, A, B)
+    (ar, ai), (br, bi) = parts(be, A, "A"), parts(be, B, "B")
+    m, n = A.shape[0], B.shape[1]
+    if out is not None:
+        check_output(be, out, (m, n), np.complex128, {"A": A, "B": B})
+    product = real or real_product(be)
+    re, im = (_four if scheme == "4m" else _three)(be, ar, ai, br, bi, product)
+    C = be.xp.empty((m, n), dtype=np.complex128) if out is None else out
+    C.real, C.imag = re, im
+    return C
+
+
+def _four(be: Backend, ar: Array, ai: Array, br: Array, bi: Array, product: Real) -> tuple[Array, Array]:
+    xp = be.xp
+    re = product(xp.concatenate([ar, -ai], axis=1), xp.concatenate([br, bi], axis=0))
+    im = product(xp.concatenate([ar, ai], axis=1), xp.concatenate([bi, br], axis=0))
+    return re, im
+
+
+def _three(be: Backend, ar: Array, ai: Array, br: Array, bi: Array, product: Real) -> tuple[Array, Array]:
+    t1, t2 = product(ar, br), product(ai, bi)
+    t3 = product(ar + ai, br + bi)
+    t3 -= t1
+    t3 -= t2
+    t1 -= t2
+    return t1, t3
