@@ -84,13 +84,13 @@ def _level(be: Backend, a: Array, b: Array, m: int, level: int) -> Array:
     a11, a12, a21, a22 = a[:h, :d], a[:h, d:], a[h:, :d], a[h:, d:]
     b11, b12, b21, b22 = b[:w, :d], b[w:, :d], b[:w, d:], b[w:, d:]
     s1 = add(a21, a22, m)
-    s2 = _sub(s1, a11, m)
-    s3 = _sub(a11, a21, m)
-    s4 = _sub(a12, s2, m)
-    t1 = _sub(b12, b11, m)
-    t2 = _sub(b22, t1, m)
-    t3 = _sub(b22, b12, m)
-    t4 = _sub(t2, b21, m)
+    s2 = sub(s1, a11, m)
+    s3 = sub(a11, a21, m)
+    s4 = sub(a12, s2, m)
+    t1 = sub(b12, b11, m)
+    t2 = sub(b22, t1, m)
+    t3 = sub(b22, b12, m)
+    t4 = sub(t2, b21, m)
 
     def down(x: Array, y: Array) -> Array:
         return residue_product(be, x, y, m, level - 1)
@@ -105,7 +105,7 @@ def _level(be: Backend, a: Array, b: Array, m: int, level: int) -> Array:
     u3 = add(u2, m7, m)
     C[h:, w:] = add(u3, m5, m)
     C[:h, w:] = add(add(u2, m5, m), down(s4, b22), m)
-    C[h:, :w] = _sub(u3, down(a22, t4), m)
+    C[h:, :w] = sub(u3, down(a22, t4), m)
     return C
 
 
@@ -124,5 +124,6 @@ def add(x: Array, y: Array, m: int) -> Array:
     return symmetric((x.astype(np.int16) + y) % m, m)
 
 
-def _sub(x: Array, y: Array, m: int) -> Array:
+def sub(x: Array, y: Array, m: int) -> Array:
+    """The symmetric residues of x - y modulo m (x and y symmetric residues, INT8)."""
     return symmetric((x.astype(np.int16) - y) % m, m)

@@ -1,0 +1,108 @@
+"""Ozaki scheme II for complex products: the residues of the real and imaginary parts share one scaling, and the
+INT8 products follow Karatsuba's 3M pattern (or the definition's 4M) modulo each modulus.
+
+Each part of C = A B is one real inner product of 2k terms (Re C = [Re A, -Im A] [Re B; Im B], Im C =
+[Re A, Im A] [Im B; Re B]), so a row of A is scaled by the statistics of its 2k entries [Re a_i, Im a_i] (its
+maximum, and the sum of its squared bars) and a column of B likewise, as scheme II scales a real product of 2k
+terms (:mod:`gpu.ozaki2.scaling`), and ``moduli="auto"`` takes the fewest moduli whose normwise bound holds for
+that product (:mod:`gpu.ozaki2.normwise`):
+
+    |Re C_ij - Re (AB)_ij| <= t ||[Re a_i, Im a_i]||_2 ||[Re b_j; Im b_j]||_2 + 2**-53 |Re C_ij|
+
+and the same for the imaginary part, t = 2**-56 sqrt(2k) for ``"dgemm"``. With the scaled integers A' = Ar' + i
+Ai' and B' = Br' + i Bi', modulo each modulus m:
+
+* ``"3m"``: T1 = Ar' Br', T2 = Ai' Bi', T3 = (Ar' + Ai')(Br' + Bi') (the sums taken modulo m, INT8 again), then
+  Re C' = T1 - T2 and Im C' = T3 - T1 - T2 modulo m: three INT8 products for four;
+* ``"4m"``: Re C' = Ar' Br' - Ai' Bi', Im C' = Ar' Bi' + Ai' Br'.
+
+Arithmetic modulo m is a ring, so both give the exact residues of Re C' and Im C', and the CRT recovers each part
+as a real product's: the two schemes give the same bits, and those of :func:`gpu.zgemm.matmul` 4M over
+:func:`gpu.ozaki2.matmul` at the same count (its real products have these rows, columns and inner sums). 3M in
+floating point loses accuracy on the imaginary part; over the residues it loses none. NaN and infinity give
+the real formula's IEEE values in their rows and columns, as the real scheme does.
+
+This is the reference form over the backend's array operations (the 3M sums are passes of their own, and the
+residues are held for the whole product); k is blocked as the real scheme blocks it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..backend import Array, Backend, get_backend, matrix_pair
+from ..ozaki.plan import _round_up
+from ..zgemm.api import parts
+from .gemms import blocks
+from .moduli import moduli_table
+from .normwise import LineStats, refusal, target_value
+from .ops import ops
+from .options import count as count_of
+from .options import k_block as block_of
+from .winograd import add, residue_product, sub
+
+SCHEMES = ("3m", "4m")
+
+
+def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scheme: str = "3m",
+           k_block: int | None = None, backend: str | Backend = "auto") -> Array:
+    """The complex128 product ``A @ B`` by Ozaki scheme II over the residues of both parts (see the module):
+    ``moduli`` a count in 1..20 or ``"auto"`` (``target``: ``"dgemm"`` by default, ``"sgemm"`` or a number in
+    (0, 1)); ``scheme`` ``"3m"`` or ``"4m"`` (the same bits); ``k_block``: most inner terms per INT8 GEMM, as
+    :func:`gpu.ozaki2.matmul`'s. Raises TypeError and ValueError before any work."""
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme must be one of {', '.join(map(repr, SCHEMES))}, not {scheme!r}")
+    fixed, block = count_of(moduli, target), block_of(k_block)
+    be = get_backend(backend)
+    A, B, _, _ = matrix_pair(be, A, B)
+    (ar, ai), (br, bi) = parts(be, A, "A"), parts(be, B, "B")
+    (m, k), n = A.shape, B.shape[1]
+    C = be.xp.zeros((m, n), dtype=np.complex128)
+    if not (m and n and k):
+        return C
+    family, xp = ops(be), be.xp
+    rows = family.line_stats(xp.concatenate([ar, ai], axis=1), None, fixed is None)
+    cols = family.line_stats(xp.concatenate([br.T, bi.T], axis=1), None, fixed is None)
+    count = fixed or _auto(be, family, rows, cols, 2 * k, "dgemm" if target is None else target)
+    table = moduli_table(count)
+    shift_a, shift_b = family.shifts(rows, table), family.shifts(cols, table)
+    ldk, n_pad = _round_up(k), _round_up(n)
+    res = [family.residues(X, shift_a, rows.e, table, m, ldk) for X in (ar, ai)] + \
+        [family.residues(X.T, shift_b, cols.e, table, n_pad, ldk) for X in (br, bi)]
+    planes = [xp.empty((count, m, n), dtype=np.int8) for _ in range(2)]
+    for t, modulus in enumerate(table.moduli):
+        for number, kb in enumerate(blocks(ldk, block)):
+            found = _parts(be, *(r[t][:, kb] for r in res), modulus, scheme)
+            for plane, part in zip(planes, found, strict=True):
+                plane[t] = add(plane[t], part[:, :n], modulus) if number else part[:, :n]
+    out = xp.empty((m, n))
+    family.prepare(table, planes[0])
+    for plane, stacked_a, stacked_b, target_part in (
+            (planes[0], (ar, -ai), (br, bi), "real"), (planes[1], (ar, ai), (bi, br), "imag")):
+        family.crt(plane, table, shift_a, shift_b, out)
+        family.fix_nonfinite(xp.concatenate(stacked_a, axis=1), xp.concatenate(stacked_b, axis=0), out, rows, cols)
+        setattr(C, target_part, out)
+    return C
+
+
+def _auto(be: Backend, family: Any, rows: LineStats, cols: LineStats, k2: int, target: Any) -> int:
+    """The fewest moduli whose normwise bound for a real product of ``k2`` terms meets ``target``."""
+    buffers = family.count_buffers(be)
+    count = family.auto_count(rows, cols, k2, target_value(target, k2), buffers)
+    if count == 0:
+        raise refusal(target, float(family.auto_errors(rows, cols, k2, buffers)[-1]))
+    return count
+
+
+def _parts(be: Backend, ar: Array, ai: Array, br: Array, bi: Array, m: int, scheme: str) -> tuple[Array, Array]:
+    """The symmetric residues of Re C' and Im C' over one k block, modulo m (see the module)."""
+    def product(x: Array, y: Array) -> Array:
+        return residue_product(be, x, y, m, 0)
+
+    if scheme == "4m":
+        return sub(product(ar, br), product(ai, bi), m), add(product(ar, bi), product(ai, br), m)
+    t1, t2 = product(ar, br), product(ai, bi)
+    t3 = product(add(ar, ai, m), add(br, bi, m))
+    return sub(t1, t2, m), sub(sub(t3, t1, m), t2, m)

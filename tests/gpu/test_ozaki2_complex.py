@@ -1,0 +1,86 @@
+"""Ozaki scheme II for complex products (``gpu.ozaki2.complex.matmul``): 3M and 4M over the residues give the
+same bits, and those of 4M over the real scheme at the same count, on odd shapes, phi up to 4 and blocked k; the
+error keeps the normwise bound against the exact complex reference; 3M takes three INT8 products per modulus;
+NaN rows follow the real formula; bad input is refused; on the GPU it equals NumPy bit for bit."""
+
+import functools
+
+import numpy as np
+import pytest
+
+from accuracy.generate import phi_matrix
+from accuracy.reference import exact_matmul
+from gpu import ozaki2, zgemm
+from gpu.backend import get_backend
+from gpu.ozaki2 import complex as zoz
+
+host = functools.partial(zoz.matmul, backend="numpy")
+
+
+def operands(m, k, n, phi=1.0, seed=1):
+    A = phi_matrix(m, k, phi, seed) + 1j * phi_matrix(m, k, phi, seed + 10)
+    B = phi_matrix(k, n, phi, seed + 1) + 1j * phi_matrix(k, n, phi, seed + 11)
+    return A, B
+
+
+CASES = [((37, 70, 45), 1.0, 15, None), ((20, 131, 9), 4.0, "auto", None), ((33, 200, 17), 0.1, 12, 64),
+         ((1, 1, 1), 2.0, "auto", None)]
+
+
+@pytest.mark.parametrize("shape, phi, moduli, k_block", CASES)
+def test_3m_and_4m_over_the_residues_are_4m_over_the_real_scheme_bit_for_bit(shape, phi, moduli, k_block):
+    A, B = operands(*shape, phi)
+    three = host(A, B, moduli=moduli, k_block=k_block)
+    assert np.array_equal(three, host(A, B, moduli=moduli, scheme="4m", k_block=k_block))
+    real = functools.partial(ozaki2.matmul, moduli=moduli, k_block=k_block, backend="numpy")
+    assert np.array_equal(three, zgemm.matmul(A, B, real=real, backend="numpy"))
+
+
+@pytest.mark.parametrize("phi", [0.1, 1.0, 4.0])
+def test_auto_keeps_the_normwise_bound_on_both_parts(phi):
+    A, B = operands(40, 90, 30, phi, 4)
+    C, R = host(A, B), exact_matmul(A, B, backend="numpy")
+    k2 = 2 * A.shape[1]
+    t = 2.0**-56 * np.sqrt(k2)
+    rows = np.sqrt((np.abs(A) ** 2).sum(axis=1))
+    cols = np.sqrt((np.abs(B) ** 2).sum(axis=0))
+    for got, want in ((C.real, R.real), (C.imag, R.imag)):
+        assert np.all(np.abs(got - want) <= t * rows[:, None] * cols[None, :] + 2.0**-53 * np.abs(got))
+
+
+def test_3m_takes_three_int8_products_per_modulus_and_block(monkeypatch):
+    be = get_backend("numpy")
+    calls = []
+    real = type(be).gemm_ex
+    monkeypatch.setattr(type(be), "gemm_ex", lambda self, A, B, C, **kw: (calls.append(1), real(self, A, B, C,
+                                                                                             **kw))[1])
+    A, B = operands(20, 40, 20)
+    host(A, B, moduli=9)
+    assert len(calls) == 3 * 9
+    calls.clear()
+    host(A, B, moduli=9, scheme="4m")
+    assert len(calls) == 4 * 9
+
+
+def test_nonfinite_rows_follow_the_real_formula_and_bad_input_is_refused():
+    A, B = operands(6, 8, 5)
+    A[2, 3] = complex(np.inf, 0.0)
+    C = host(A, B, moduli=10)
+    with np.errstate(invalid="ignore"):
+        want = zgemm.matmul(A, B, backend="numpy")
+    assert np.array_equal(np.isnan(C), np.isnan(want)) and np.array_equal(np.isinf(C), np.isinf(want))
+    assert np.all(np.isfinite(C[[0, 1, 3, 4, 5]]))
+    with pytest.raises(ValueError, match="scheme must be one of '3m', '4m'"):
+        host(A, B, scheme="karatsuba")
+    with pytest.raises(ValueError, match="moduli must be 'auto' or a count"):
+        host(A, B, moduli=0)
+    with pytest.raises(ValueError, match="A's columns must equal B's rows"):
+        host(A, A)
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_complex_scheme_ii_equals_numpy_bit_for_bit(cupy_backend):
+    A, B = operands(300, 500, 200, 1.0, 6)
+    for moduli in (15, "auto"):
+        got = zoz.matmul(cupy_backend.asarray(A), cupy_backend.asarray(B), moduli=moduli, backend=cupy_backend)
+        assert np.array_equal(cupy_backend.to_numpy(got), host(A, B, moduli=moduli))
