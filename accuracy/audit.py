@@ -24,11 +24,16 @@ from .metrics import ErrorReport, error_report
 from .reference import exact_matmul
 
 
-def audit_inputs(n: int, phi: float, seed: int, shape: tuple[int, int, int] | None = None
+def audit_inputs(n: int, phi: float, seed: int, shape: tuple[int, int, int] | None = None, complex: bool = False
                  ) -> tuple[np.ndarray, np.ndarray]:
-    """A and B of an audit point, on the host: n x n each, or m x k and k x n for ``shape`` (m, k, n)."""
+    """A and B of an audit point, on the host: n x n each, or m x k and k x n for ``shape`` (m, k, n); with
+    ``complex``, complex128 whose real parts are the real point's and whose imaginary parts are drawn likewise
+    from the seeds (seed, 2) and (seed, 3)."""
     m, k, n = shape or (n, n, n)
-    return phi_matrix(m, k, phi, (seed, 0)), phi_matrix(k, n, phi, (seed, 1))
+    A, B = phi_matrix(m, k, phi, (seed, 0)), phi_matrix(k, n, phi, (seed, 1))
+    if complex:
+        A, B = A + 1j * phi_matrix(m, k, phi, (seed, 2)), B + 1j * phi_matrix(k, n, phi, (seed, 3))
+    return A, B
 
 
 @dataclass(frozen=True)
@@ -50,8 +55,14 @@ def _timed(be: Backend, fn: Callable[[], Any]) -> tuple[Any, float]:
 def audit_point(be: Backend, methods: Sequence[Method], n: int, phi: float, seed: int,
                 shape: tuple[int, int, int] | None = None) -> dict[str, Audited]:
     """Every method's error at (n, phi, seed) against the correctly rounded product; ``shape``
-    (m, k, n): a rectangular product instead of n x n x n (split-K's tiny outputs)."""
-    a, b = audit_inputs(n, phi, seed, shape)
+    (m, k, n): a rectangular product instead of n x n x n (split-K's tiny outputs). Complex methods take
+    complex inputs (each part's error in the report, :func:`accuracy.metrics.as_real`); one point audits real
+    or complex methods, not both (ValueError before any work)."""
+    kinds = {m.complex for m in methods}
+    if len(kinds) > 1:
+        raise ValueError("complex methods (" + ", ".join(m.name for m in methods if m.complex) + ") and real ones "
+                         "take different inputs; audit them in separate runs")
+    a, b = audit_inputs(n, phi, seed, shape, complex=kinds == {True})
     for m in methods:
         m.check_shape(a.shape[0], a.shape[1], b.shape[1])
     A, B = be.asarray(a), be.asarray(b)

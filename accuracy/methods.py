@@ -67,6 +67,7 @@ class Method:
     default: bool = False
     check: Callable[[int, int, int], None] | None = None
     requires: Callable[[Backend], None] | None = None
+    complex: bool = False                   # multiplies complex operands (an audit draws complex inputs for it)
 
     def unavailable(self, be: Backend) -> str | None:
         """Why the method cannot run on ``be`` (its ``requires`` raised BackendUnavailable), else None."""
@@ -385,3 +386,6 @@ def _auto(match: re.Match) -> Method:
 
     return Method(match.group(0), f"the front door, gpu.matmul(accuracy={accuracy!r}): the fastest method this "
                                   "device's profile measured that keeps the accuracy (float64)", run)
+
+
+from . import methods_complex  # noqa: E402, F401  (the complex families build on the names above)

@@ -137,6 +137,7 @@ def error_report(C: Any, C_ref: Any, A: Any = None, B: Any = None) -> ErrorRepor
     power for the whole matrix), so no measure overflows or underflows on its
     own at the ends of the exponent range.
     """
+    C, C_ref, A, B = as_real(C, C_ref, A, B)
     xp, C, R = _operands(C, C_ref, A, B)
     ref_inf, ref_nan = xp.isinf(R), xp.isnan(R)
     finite_ref = ~(ref_inf | ref_nan)
@@ -168,6 +169,23 @@ def error_report(C: Any, C_ref: Any, A: Any = None, B: Any = None) -> ErrorRepor
             max_comp=None if A is None else componentwise(xp, diff, shift, A, B, finite_ref),
             max_ulps=max_ulps, median_ulps=_stat(xp, xp.median, ulps),
             bits=None if max_ulps is None else math.log2(1.0 + max_ulps), **common)
+
+
+def as_real(C: Any, C_ref: Any, A: Any = None, B: Any = None) -> tuple[Any, Any, Any, Any]:
+    """A complex product as a real one whose entries are the parts: C and C* as [Re | Im], A and B as the factors
+    [Re A, -Im A] and [[Re B, Im B], [Im B, -Re B]], so that |A||B| holds each part's own componentwise scale
+    (|Re A||Re B| + |Im A||Im B| for the real part, |Re A||Im B| + |Im A||Re B| for the imaginary part); real
+    operands as they are."""
+    xp = array_module(C_ref)
+    if not any(getattr(x, "dtype", np.dtype(float)).kind == "c" for x in (C, C_ref, A, B) if x is not None):
+        return C, C_ref, A, B
+    C, C_ref = (xp.asarray(x, dtype=np.complex128) for x in (C, C_ref))
+    C, C_ref = (xp.concatenate([x.real, x.imag], axis=1) for x in (C, C_ref))
+    if A is not None and B is not None:
+        A, B = xp.asarray(A, dtype=np.complex128), xp.asarray(B, dtype=np.complex128)
+        A = xp.concatenate([A.real, -A.imag], axis=1)
+        B = xp.concatenate([xp.concatenate([B.real, B.imag], axis=1), xp.concatenate([B.imag, -B.real], axis=1)])
+    return C, C_ref, A, B
 
 
 def normwise(xp: Any, C: Any, R: Any, where: Any) -> float | None:

@@ -146,10 +146,13 @@ def measure(backend: Backend, params: Mapping[str, Any], missing: Sequence[str])
 def check_methods(methods: Sequence[str], plan: AuditPlan) -> None:
     """ValueError before anything runs: an unknown method, or one that cannot run a product of the plan
     (one line naming the method and the m x k x n shape)."""
-    for name in methods:
-        method = get_method(name)
+    found = [get_method(name) for name in methods]
+    for method in found:
         for shape in plan.products():
             method.check_shape(*shape)
+    if len({m.complex for m in found}) > 1:
+        raise ValueError("complex methods (" + ", ".join(m.name for m in found if m.complex) + ") and real ones "
+                         "take different inputs; audit them in separate runs")
 
 
 def usable_methods(be: Backend, methods: Sequence[str]) -> list[str]:
