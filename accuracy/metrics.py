@@ -177,7 +177,10 @@ def as_real(C: Any, C_ref: Any, A: Any = None, B: Any = None) -> tuple[Any, Any,
     (|Re A||Re B| + |Im A||Im B| for the real part, |Re A||Im B| + |Im A||Re B| for the imaginary part); real
     operands as they are."""
     xp = array_module(C_ref)
-    if not any(getattr(x, "dtype", np.dtype(float)).kind == "c" for x in (C, C_ref, A, B) if x is not None):
+    kinds = [getattr(x, "dtype", np.dtype(float)).kind == "c" for x in (C, C_ref)]
+    if kinds[0] != kinds[1]:
+        raise TypeError(f"C ({C.dtype}) and the reference ({C_ref.dtype}) must both be real arrays or both complex")
+    if not kinds[0]:
         return C, C_ref, A, B
     C, C_ref = (xp.asarray(x, dtype=np.complex128) for x in (C, C_ref))
     C, C_ref = (xp.concatenate([x.real, x.imag], axis=1) for x in (C, C_ref))
