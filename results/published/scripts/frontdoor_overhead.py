@@ -19,9 +19,9 @@ front door's pieces at the first size. Medians of :data:`ROUNDS` rounds. Writes 
 import json
 import os
 import statistics
-import time
 
 import cupy as cp
+from level0_probe import CALLS, ROUNDS, device, host_us, wall  # this folder's probe: the same clocks
 
 import gpu
 from experiments.core.ascalled import host_seconds
@@ -33,7 +33,6 @@ from gpu.frontdoor.api import PLANS
 from gpu.strassen import matmul as strassen
 
 SIZES = tuple(int(n) for n in os.environ.get("SIZES", "512,1024,2048,4096").split(","))
-ROUNDS, CALLS = 15, int(os.environ.get("CALLS", 100))
 
 
 def calls(be, A, B) -> dict:
@@ -42,22 +41,6 @@ def calls(be, A, B) -> dict:
     return {"cupy.matmul": lambda: cp.matmul(A, B), "product_call": lambda: product(A, B),
             "plan.execute": lambda: kept.execute(A, B), "gpu.matmul": lambda: gpu.matmul(A, B),
             "strassen": lambda: strassen(A, B)}, kept
-
-
-def wall(work) -> float:
-    cp.cuda.Device().synchronize()
-    start = time.perf_counter()
-    for _ in range(CALLS):
-        work()
-    cp.cuda.Device().synchronize()
-    return (time.perf_counter() - start) / CALLS
-
-
-def device(be, work) -> float:
-    with be.timer(hide_launch=True) as t:
-        for _ in range(CALLS):
-            work()
-    return t.seconds / CALLS
 
 
 def pieces(be, A, B) -> dict:
@@ -69,17 +52,7 @@ def pieces(be, A, B) -> dict:
              "signature": lambda: operand_signature(be, A, B, None), "cache_get": lambda: PLANS.get(
                  (key, want, False), None), "plan._execute": lambda: plan._execute(A, B, None),
              "gpu.matmul": lambda: gpu.matmul(A, B), "cupy.matmul": lambda: cp.matmul(A, B)}
-    out = {}
-    for name, work in parts.items():
-        best = float("inf")
-        for _ in range(5):
-            start = time.perf_counter()
-            for _ in range(200):
-                work()
-            best = min(best, (time.perf_counter() - start) / 200)
-            cp.cuda.Device().synchronize()
-        out[name] = best * 1e6
-    return out
+    return host_us(parts)
 
 
 def main() -> None:
