@@ -35,6 +35,14 @@ guarantee's scale is as fine or finer and its t is no larger (:meth:`Guarantee.m
   this contract credits proven bounds only.
 * ``"exact"``: every entry correctly rounded (``accuracy.reference.exact_matmul``, t = 0 and the u |C| term).
 
+**Complex operands.** Each part of a complex product is a real inner product of 2k terms (Re C = [Re A, -Im A]
+[Re B; Im B], Im C = [Re A, Im A] [Im B; Re B]), and every level promises for each part what it promises for
+that real product: k becomes 2k, and the scales are the stacked operands' (entry: |Re A||Re B| + |Im A||Im B|
+for the real part, |Re A||Im B| + |Im A||Re B| for the imaginary part; rowcol: the 2-norms of A's complex rows
+and B's complex columns). The library's complex GEMM keeps entry gamma_2k; Ozaki scheme II over both parts
+keeps rowcol 2**-56 sqrt(2k) (:mod:`gpu.ozaki2.complex`), so it keeps ``"dgemm"``. The level ``"zgemm"`` asks
+for the complex library GEMM's own promise, componentwise: entry, gamma_2k (only complex operands take it).
+
 NaN and infinity are outside the promise: every family gives the library GEMM's pattern of non-finite entries.
 The float64 arithmetic of the bounds here is exact enough for a comparison (they are compared, not relied on
 for the last bit); a guarantee of t = inf is none (gamma_n where n u >= 1).
@@ -55,7 +63,7 @@ SCALES = ("entry", "rowcol", "matrix")
 #: Unit roundoff of float64 and float32.
 U64, U32 = 2.0**-53, 2.0**-24
 #: The named levels.
-LEVELS = ("dgemm", "sgemm", "exact")
+LEVELS = ("dgemm", "sgemm", "zgemm", "exact")
 
 
 def gamma(n: int, u: float = U64) -> float:
@@ -118,6 +126,8 @@ class Accuracy:
             return None
         if self.level == "dgemm":
             return Guarantee(self.scale or "rowcol", gamma(k), "the library GEMM's, gamma_k")
+        if self.level == "zgemm":
+            return Guarantee(self.scale or "entry", gamma(k), "the complex library GEMM's, gamma_2k on each part")
         if self.level == "sgemm":
             return Guarantee(self.scale or "matrix", gamma(k + 2, U32), "a float32 GEMM's, gamma_(k+2) at 2**-24")
         return Guarantee(self.scale or "matrix", float(self.level), "the caller's bound")

@@ -20,11 +20,12 @@ from typing import Any
 import numpy as np
 
 from .. import ozaki, ozaki2, splitk, strassen
-from ..backend import Array, Backend, MemoryPlanError, get_backend
+from ..backend import Array, Backend, MemoryPlanError, get_backend, matrix_pair
 from ..backend.checks import gemm_operands
 from ..backend.plans import MatmulPlan, free_kept_plans, library_product, operand_signature
 from ..profile import configurations, methods
 from . import contract
+from .complexmm import ComplexPlan, is_complex, rank_complex
 from .contract import as_accuracy
 from .rank import Ranked, Ranking, rank
 from .routes import OutOfCoreRoute, host_route
@@ -88,6 +89,9 @@ class Plan(MatmulPlan):
             self._inner = route = OutOfCoreRoute(A, B, out, be, self.accuracy, memory)
             self.chosen, self.ranking, self.signature = route.chosen, route.ranking, route.signature
             return
+        if is_complex(A, B):
+            self._complex(A, B, out, regime)
+            return
         A, B, out = gemm_operands(be, A, B, out)
         if A.dtype != "float64" or B.dtype != "float64":
             raise TypeError(f"the front door multiplies float64 matrices; A is {A.dtype} and B is {B.dtype}: "
@@ -99,18 +103,33 @@ class Plan(MatmulPlan):
         self.ranking: Ranking = rank(m, k, n, self.accuracy, configurations=configurations(be, regime)[0],
                                      methods=methods(be, regime)[0], deterministic=deterministic,
                                      graphs=be.supports_graphs, splits=partial(split_of, be, m, k, n))
+        self._first(lambda r: family_plan(r, A, B, out, be, stream))
+        self.signature = operand_signature(be, A, B, out, stream)
+
+    def _complex(self, A: Any, B: Any, out: Any, regime: str) -> None:
+        """Complex operands: the complex candidates (:mod:`gpu.frontdoor.complexmm`), the first that takes them."""
+        be = self.backend
+        A, B, _, _ = matrix_pair(be, A, B)
+        (m, k), n = A.shape, B.shape[1]
+        if self.accuracy.exact:
+            raise ValueError("accuracy 'exact' on complex operands: call accuracy.reference.exact_matmul, which "
+                             "rounds each part correctly")
+        self.ranking = rank_complex(m, k, n, self.accuracy, methods(be, regime)[0])
+        self._first(lambda r: ComplexPlan(r, A, B, out, be))
+        self.signature = operand_signature(be, A, B, out, self.stream)
+
+    def _first(self, build: Callable[[Ranked], MatmulPlan]) -> None:
+        """The plan of the first candidate of the ranking whose family takes the product (see the class)."""
         for candidate in self.ranking.fallbacks():
             try:
-                self._inner = family_plan(candidate, A, B, out, be, stream)
+                self._inner = build(candidate)
             except (MemoryPlanError, ValueError, TypeError) as err:
                 self.refused.append((candidate, str(err)))
                 continue
             self.chosen = candidate
-            break
-        else:
-            raise ValueError(f"every method that keeps accuracy {self.accuracy.level!r} refused this product: "
-                             + "; ".join(f"{r.name}: {why}" for r, why in self.refused))
-        self.signature = operand_signature(be, A, B, out, stream)
+            return
+        raise ValueError(f"every method that keeps accuracy {self.accuracy.level!r} refused this product: "
+                         + "; ".join(f"{r.name}: {why}" for r, why in self.refused))
 
     def _exact(self, A: Array, B: Array, out: Array | None, stream: Any) -> None:
         """The correctly rounded product: the one candidate of ``"exact"``, registered from above."""

@@ -31,7 +31,7 @@ from ..strassen.choose import table as configuration_table
 from ..strassen.decide import Product, runs
 from . import contract
 from .contract import Accuracy, Guarantee, as_accuracy
-from .table import PROVEN, Estimate, Timed, elsewhere, estimate_all, label_of, library_seconds
+from .table import COMPLEX_METHODS, PROVEN, Estimate, Timed, elsewhere, estimate_all, label_of, library_seconds
 
 #: (chunk width, chunks) of split-K's own split of the product on this device, by mode (deterministic or not);
 #: None where it has none. Its bound gamma_(width + chunks + 2) is far tighter than gamma_k for a long k.
@@ -72,6 +72,7 @@ class Ranking:
     entries: tuple[Ranked, ...]
     reason: str
     gemm_s: float | None = None
+    dtype: str = "float64"                   # complex128: each part a real product of 2k terms (the contract)
 
     def seconds(self, r: Ranked) -> float | None:
         """A candidate's predicted time: the library GEMM's estimated time (:attr:`gemm_s`, from the tables'
@@ -95,9 +96,9 @@ class Ranking:
     def explain(self) -> str:
         """Every candidate with its estimate, its guarantee, whether it keeps the accuracy, and the reason."""
         m, k, n = self.shape
-        need = self.accuracy.required(k)
+        need = self.accuracy.required(2 * k if self.dtype == "complex128" else k)
         promise = "correctly rounded" if need is None else need.describe()
-        lines = [f"{m} x {k} x {n} float64, accuracy {self.accuracy.level!r}: {promise}",
+        lines = [f"{m} x {k} x {n} {self.dtype}, accuracy {self.accuracy.level!r}: {promise}",
                  f"{'':2} {'candidate':44} {'x GEMM':>7} {'time':>9}  {'proven bound':16} keeps  notes"]
         for i, r in enumerate(self.entries):
             mark = "1" if i == 0 else ("-" if not r.eligible else str(i + 1))
@@ -119,7 +120,10 @@ def rank(m: int, k: int, n: int, accuracy: Any = "dgemm", *, configurations: Map
     want = as_accuracy(accuracy)
     if want.exact:
         raise ValueError("accuracy 'exact' has one method, accuracy.reference.exact_matmul: nothing to rank")
-    timed = estimate_all(methods, m, k, n)
+    if want.level == "zgemm":
+        raise ValueError("accuracy 'zgemm' is the complex library GEMM's promise: complex operands take it; for "
+                         "real ones ask for 'dgemm'")
+    timed = {t: e for t, e in estimate_all(methods, m, k, n).items() if t.method not in COMPLEX_METHODS}
     found = [_gemm(k, want)] + _strassen(m, k, n, want, configurations, graphs) + \
         [_method(t, e, m, k, n, want, deterministic, splits) for t, e in timed.items()] + \
         _unmeasured([t for t in PROVEN if not _measured(t, timed)], elsewhere(methods), m, k, n, want,

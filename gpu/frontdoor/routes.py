@@ -39,10 +39,10 @@ def is_dask(x: Any) -> bool:
 
 
 def host_route(be: Backend, A: Any, B: Any, out: Any, memory: Any) -> bool:
-    """Whether (A, B, ``out``) go to the out-of-core engine: 2-D NumPy arrays (host memory, whatever ``be`` computes
-    on) that outgrow the device memory (:func:`outgrows`)."""
-    plain = all(isinstance(x, np.ndarray) and x.ndim == 2 for x in (A, B)) and (out is None or isinstance(
-        out, np.ndarray))
+    """Whether (A, B, ``out``) go to the out-of-core engine: 2-D real NumPy arrays (host memory, whatever ``be``
+    computes on) that outgrow the device memory (:func:`outgrows`)."""
+    plain = all(isinstance(x, np.ndarray) and x.ndim == 2 and x.dtype.kind != "c" for x in (A, B)) and (
+        out is None or isinstance(out, np.ndarray))
     return plain and A.shape[1] == B.shape[0] and outgrows(be, A, B, out, memory)
 
 

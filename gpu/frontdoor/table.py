@@ -68,6 +68,8 @@ class Timed:
 
 #: The methods a product may take unmeasured (see the module notes), as a profile entry names them.
 PROVEN = (Timed.of("ozaki2", {"moduli": "auto", "target": "dgemm"}), Timed.of("ozaki", {"target": "dgemm"}))
+#: Methods of a section that multiply complex operands (:mod:`gpu.frontdoor.complexmm`): no real candidates.
+COMPLEX_METHODS = ("ozaki2c",)
 
 
 def classify(m: int, k: int, n: int) -> tuple[str, Any, int]:

@@ -1,0 +1,83 @@
+"""The front door for complex operands: the complex library GEMM, or Ozaki scheme II over both parts, by the
+contract's complex reading (:mod:`gpu.frontdoor.contract`: each part a real product of 2k terms).
+
+The candidates are the library's complex GEMM (``numpy.matmul`` or cuBLAS's ZGEMM: entry scale, gamma_2k, the
+reference) and :func:`gpu.ozaki2.complex.matmul` at ``moduli="auto"`` (rowcol, 2**-56 sqrt(2k): it keeps
+``"dgemm"`` and the looser levels, not ``"zgemm"``'s componentwise reading). A device profile's ``methods``
+section times the latter as method ``"ozaki2c"``; unmeasured, it is a candidate only where the library GEMM
+cannot prove the accuracy asked for, as for real products (:mod:`gpu.frontdoor.rank`). Complex operands go
+neither out of core nor to Dask: the front door refuses a complex product a route would take.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..backend import Array, Backend, check_output, matrix_pair
+from ..backend.plans import MatmulPlan, operand_signature
+from ..ozaki2 import complex as complex_ii
+from . import contract
+from .contract import Accuracy
+from .rank import Ranked, Ranking, _choose
+from .table import Timed, estimate_all
+
+LIBRARY = "zgemm (the library complex GEMM)"
+OZAKI2C = Timed.of("ozaki2c", {"moduli": "auto", "target": "dgemm"})
+#: The methods of a ``methods`` section that multiply complex operands (a real ranking leaves them out).
+METHODS = ("ozaki2c",)
+
+
+def is_complex(A: Any, B: Any) -> bool:
+    """Whether either operand has a complex dtype."""
+    return any(np.dtype(getattr(x, "dtype", np.asarray(x).dtype)).kind == "c" for x in (A, B))
+
+
+def rank_complex(m: int, k: int, n: int, want: Accuracy, methods: Mapping[str, Any] | None = None) -> Ranking:
+    """The complex candidates of an m x k by k x n product for ``want``, ranked as real ones are; ValueError where
+    none keeps it."""
+    k2 = 2 * k
+    lib = contract.library(k2)
+    keeps, why = contract.keeps(lib, want, k2)
+    found = [Ranked(LIBRARY, "gemm", {}, 1.0, "the reference (each part a real sum of 2k products)", lib, keeps,
+                    why=why)]
+    g = contract.ozaki2("dgemm", k2, "normwise")
+    timed = {t: e for t, e in estimate_all(methods, m, k, n).items() if t.method == OZAKI2C.method}
+    for t, e in timed.items() or [(OZAKI2C, None)]:
+        keeps, why = contract.keeps(g, want, k2)
+        basis = e.basis if e else "not measured for complex products on this device"
+        found.append(Ranked(t.name, "ozaki2c", dict(t.options), e.ratio if e else None, basis, g, keeps,
+                            waits=True, why=why))
+    eligible = [r for r in found if r.eligible]
+    if not eligible:
+        raise ValueError(f"no method keeps accuracy {want.level!r} on a complex {m} x {k} x {n} product: "
+                         + "; ".join(f"{r.name}: {r.why}" for r in found))
+    winner, reason = _choose(eligible, want)
+    rest = sorted((r for r in found if r is not winner), key=lambda r: (not r.eligible, -(r.ratio or 0.0)))
+    return Ranking((m, k, n), want, (winner, *rest), reason, dtype="complex128")
+
+
+class ComplexPlan(MatmulPlan):
+    """A complex candidate's product into ``out`` or a new complex128 C (its family's checks made here)."""
+
+    def __init__(self, r: Ranked, A: Array, B: Array, out: Array | None, be: Backend) -> None:
+        A, B, _, _ = matrix_pair(be, A, B)
+        for name, X in (("A", A), ("B", B)):
+            if X.dtype.kind == "c" and X.dtype.name not in ("complex64", "complex128"):
+                raise TypeError(f"{name} has dtype {X.dtype}; a complex product takes complex64 or complex128")
+        check_output(be, out, (A.shape[0], B.shape[1]), np.complex128, {"A": A, "B": B})
+        self.backend, self.family, self.options = be, r.family, dict(r.options)
+        self.signature = operand_signature(be, A, B, out)
+
+    def _execute(self, A: Array, B: Array, out: Array | None) -> Array:
+        xp = self.backend.xp
+        if self.family == "gemm":
+            A, B = (X.astype(np.complex128, copy=False) for X in (A, B))
+            return xp.matmul(A, B) if out is None else xp.matmul(A, B, out=out)
+        C = complex_ii.matmul(A, B, backend=self.backend, **self.options)
+        if out is None:
+            return C
+        out[...] = C
+        return out
