@@ -39,7 +39,7 @@ def test_levels_require_what_the_module_states():
 
 @pytest.mark.parametrize("bad", ["fp64", 0, 1, 1.5, -1e-3, True, None, [1e-10]])
 def test_a_bad_level_is_refused_naming_the_choices(bad):
-    with pytest.raises(ValueError, match="accuracy must be one of 'dgemm', 'sgemm', 'exact' or a number in"):
+    with pytest.raises(ValueError, match="accuracy must be one of 'dgemm', 'sgemm', 'zgemm', 'exact' or a number in"):
         Accuracy(bad)
 
 
