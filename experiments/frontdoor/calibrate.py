@@ -22,6 +22,9 @@ from functools import partial
 from typing import Any
 
 from gpu.frontdoor import Ranked
+from gpu.frontdoor.complexmm import DTYPE as COMPLEX_DTYPE
+from gpu.frontdoor.complexmm import METHODS as COMPLEX
+from gpu.frontdoor.complexmm import ComplexPlan
 from gpu.frontdoor.frontplan import family_plan
 from gpu.frontdoor.table import Timed
 from gpu.profile import bundled_profile, device_name, load_profile, profile_path, save_profile
@@ -47,19 +50,28 @@ METHODS = ((Timed.of("ozaki2", {"moduli": "auto", "target": "dgemm"}), True),
 SHAPES = {"cupy": ((2048,) * 3, (4096,) * 3, (8192,) * 3, (16384,) * 3, (16, 2**20, 16), (64, 2**20, 64),
                    (16, 2**24, 16), (64, 2**24, 64)),
           "numpy": ((96,) * 3, (8, 4096, 8))}
+#: The complex methods, timed beside the complex library GEMM on complex operands at :data:`COMPLEX_SHAPES`
+#: (their points say ``"dtype": "complex128"``).
+COMPLEX_METHODS = ((Timed.of("ozaki2c", {"moduli": "auto", "target": "dgemm"}), True),)
+COMPLEX_SHAPES = {"cupy": ((4096,) * 3, (8192,) * 3, (16384,) * 3), "numpy": ((64,) * 3,)}
 
 
-def params(shape: Shape, regime: str) -> dict[str, Any]:
+def params(shape: Shape, regime: str, dtype: str = "float64") -> dict[str, Any]:
     m, k, n = shape
-    return {"m": m, "k": k, "n": n, "regime": regime}
+    return {"m": m, "k": k, "n": n, "regime": regime, **({"dtype": dtype} if dtype != "float64" else {})}
 
 
-def method_group(be: Any, A: Any, B: Any) -> Group:
+def _plan(timed: Timed, A: Any, B: Any, be: Any) -> Any:
+    r = Ranked(timed.name, timed.method, timed.options)
+    return ComplexPlan(r, A, B, None, be) if timed.method in COMPLEX else family_plan(r, A, B, None, be, None)
+
+
+def method_group(be: Any, A: Any, B: Any, dtype: str = "float64") -> Group:
     """The methods' calls on (A, B), each through its own family plan; those whose family refuses, with why."""
     public, families, plans, refused = {}, {}, [], {}
-    for timed, _ in METHODS:
+    for timed, _ in COMPLEX_METHODS if dtype == COMPLEX_DTYPE else METHODS:
         try:
-            plan = family_plan(Ranked(timed.name, timed.method, timed.options), A, B, None, be, None)
+            plan = _plan(timed, A, B, be)
         except REFUSALS as err:
             refused[timed.name] = str(err)
             continue
@@ -70,26 +82,36 @@ def method_group(be: Any, A: Any, B: Any) -> Group:
     return Group("dgemm", Ranked(LIBRARY, "gemm"), "", (), public, {LIBRARY: "gemm", **families}, plans, refused)
 
 
-def measure_shape(ctx: Context, shape: Shape) -> int:
-    """Time the methods at ``shape`` beside the library GEMM (phi = 1 operands) and store a row per call, the
-    library GEMM's last; rows stored."""
-    be = ctx.backend
+def operands(be: Any, shape: Shape, dtype: str) -> tuple[Any, Any]:
+    """phi = 1 operands; complex ones take their imaginary parts from a second draw."""
     A, B, _ = phi_inputs(be, shape, TIME_PHI, SEED)
+    if dtype == COMPLEX_DTYPE:
+        Ai, Bi, _ = phi_inputs(be, shape, TIME_PHI, SEED + 1)
+        A, B = A + 1j * Ai, B + 1j * Bi
+    return A, B
+
+
+def measure_shape(ctx: Context, shape: Shape, dtype: str = "float64") -> int:
+    """Time the methods at ``shape`` beside the library GEMM (phi = 1 operands of ``dtype``) and store a row per
+    call, the library GEMM's last; rows stored."""
+    be = ctx.backend
+    A, B = operands(be, shape, dtype)
     ops = FrontOperands(be, A, B, be.xp.empty((0, 0)))
     reference = Call(f"{be.xp.__name__}.matmul(A, B)", partial(be.xp.matmul, A, B))
-    group = method_group(be, A, B)
+    group = method_group(be, A, B, dtype)
     try:
         check_calls(be, A, B, group, reference, shape_text(shape))
         called = time_point(ctx, ops, group, reference) if group.public else None
     finally:
         group.free()
-    waits = {t.name: w for t, w in METHODS}
-    options = {t.name: t.options for t, _ in METHODS}
+    waits = {t.name: w for t, w in (*METHODS, *COMPLEX_METHODS)}
+    options = {t.name: t.options for t, _ in (*METHODS, *COMPLEX_METHODS)}
+    where = params(shape, ctx.regime, dtype)
     for name in group.public:
         meta = called.meta(name)
-        ctx.db.add(ctx.run_id, EXPERIMENT, name, params(shape, ctx.regime), value=meta["as_called_s"], unit="s",
+        ctx.db.add(ctx.run_id, EXPERIMENT, name, where, value=meta["as_called_s"], unit="s",
                    meta={**meta, "method": group.families[name], "config": options[name], "waits": waits[name]})
-    ctx.db.add(ctx.run_id, EXPERIMENT, LIBRARY, params(shape, ctx.regime), value=0.0 if called is None else
+    ctx.db.add(ctx.run_id, EXPERIMENT, LIBRARY, where, value=0.0 if called is None else
                called.meta(LIBRARY).get("as_called_s") or 0.0, unit="s", meta={"refused": group.refused})
     return len(group.public) + 1
 
@@ -98,27 +120,36 @@ def calibrate(ctx: Context, shapes: Sequence[Shape] | None = None) -> tuple[dict
     """Measure (or resume) the methods at ``shapes`` (default: :data:`SHAPES` for the backend, those that fit),
     then write the profile's methods section from every stored row; (counts, the profile's path)."""
     plan_shapes = list(shapes or SHAPES.get(ctx.backend.name, SHAPES["numpy"]))
-    fitting, left_out = fitting_points(ctx.backend, Plan(tuple(plan_shapes), ("dgemm",)))
+    points = [(s, "float64") for s in plan_shapes] + \
+        ([] if shapes else [(s, COMPLEX_DTYPE) for s in COMPLEX_SHAPES.get(ctx.backend.name, COMPLEX_SHAPES["numpy"])])
+    fitting, left_out = fitting_points(ctx.backend, Plan(tuple(s for s, _ in points), ("dgemm",)))
+    todo = [(s, d) for s, d in points if s in fitting.shapes]
     with ctx.backend.allocation_policy("pooled"):
-        outcome = group_sweep(ctx, EXPERIMENT, fitting.shapes,
-                              lambda s: ctx.db.has(EXPERIMENT, LIBRARY, params(s, ctx.regime), ctx.env_key),
-                              lambda s: measure_shape(ctx, s), shape_text)
+        outcome = group_sweep(ctx, EXPERIMENT, todo,
+                              lambda p: ctx.db.has(EXPERIMENT, LIBRARY, params(p[0], ctx.regime, p[1]), ctx.env_key),
+                              lambda p: measure_shape(ctx, *p), point_text)
     section = methods_section(ctx)
     path = write_section(ctx, section)
     return {"shapes measured": outcome.measured, "shapes already stored": outcome.skipped,
             "shapes left out (memory)": list(left_out), "points in the section": len(section["points"])}, path
 
 
+def point_text(point: tuple[Shape, str]) -> str:
+    shape, dtype = point
+    return shape_text(shape) + ("" if dtype == "float64" else f" ({dtype})")
+
+
 def methods_section(ctx: Context) -> dict[str, Any]:
     """The methods section of every stored row of this environment and regime (see the module notes)."""
-    points: dict[Shape, dict[str, Any]] = {}
+    points: dict[tuple[Shape, str], dict[str, Any]] = {}
     for m in of_regime(ctx.db.measurements(EXPERIMENT, env_key=ctx.env_key), ctx.regime):
         if m.method == LIBRARY:
             continue
         p, meta = m.params, m.meta
-        shape = (int(p["m"]), int(p["k"]), int(p["n"]))
-        point = points.setdefault(shape, {"shape": list(shape), "gemm_s": meta.get("reference_s"),
-                                          "reference": meta.get("reference_call"), "timed": []})
+        shape, dtype = (int(p["m"]), int(p["k"]), int(p["n"])), p.get("dtype", "float64")
+        point = points.setdefault((shape, dtype), {"shape": list(shape), "gemm_s": meta.get("reference_s"),
+                                                   "reference": meta.get("reference_call"), "timed": [],
+                                                   **({"dtype": dtype} if dtype != "float64" else {})})
         point["timed"] = [e for e in point["timed"] if (e["method"], e["config"]) != (meta["method"], meta["config"])]
         point["timed"].append({"method": meta["method"], "config": meta["config"],
                                "ratio": round(meta["ratio_as_called"], 4), "seconds": meta.get("as_called_s"),

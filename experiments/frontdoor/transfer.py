@@ -57,9 +57,12 @@ PASSES = ("scaling", "residues", "crt")
 
 
 def section_observations(section: Mapping[str, Any] | None, gpu: str, source: str = "") -> list[Observation]:
-    """The whole-call times of a ``methods`` section measured on ``gpu`` (a hardware-table row's name)."""
+    """The whole-call times of a ``methods`` section measured on ``gpu`` (a hardware-table row's name): its real
+    products (the model prices float64 products; complex points are left out)."""
     out = []
     for point in (section or {}).get("points", ()):
+        if point.get("dtype", "float64") != "float64":
+            continue
         shape = tuple(int(x) for x in point["shape"])
         for entry in point.get("timed", ()):
             timed = Timed.of(entry["method"], entry.get("config"))

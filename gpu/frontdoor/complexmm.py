@@ -4,7 +4,8 @@ contract's complex reading (:mod:`gpu.frontdoor.contract`: each part a real prod
 The candidates are the library's complex GEMM (``numpy.matmul`` or cuBLAS's ZGEMM: entry scale, gamma_2k, the
 reference) and :func:`gpu.ozaki2.complex.matmul` at ``moduli="auto"`` (rowcol, 2**-56 sqrt(2k): it keeps
 ``"dgemm"`` and the looser levels, not ``"zgemm"``'s componentwise reading). A device profile's ``methods``
-section times the latter as method ``"ozaki2c"``; unmeasured, it is a candidate only where the library GEMM
+section times the latter as method ``"ozaki2c"`` in points that say ``"dtype": "complex128"`` (``gemmlab
+calibrate --methods``); unmeasured, it is a candidate only where the library GEMM
 cannot prove the accuracy asked for, as for real products (:mod:`gpu.frontdoor.rank`). Complex operands go
 neither out of core nor to Dask: the front door refuses a complex product a route would take.
 """
@@ -22,12 +23,13 @@ from ..ozaki2 import complex as complex_ii
 from . import contract
 from .contract import Accuracy
 from .rank import Ranked, Ranking, _choose
-from .table import Timed, estimate_all
+from .table import Timed, estimate_all, library_seconds
 
 LIBRARY = "zgemm (the library complex GEMM)"
 OZAKI2C = Timed.of("ozaki2c", {"moduli": "auto", "target": "dgemm"})
-#: The methods of a ``methods`` section that multiply complex operands (a real ranking leaves them out).
-METHODS = ("ozaki2c",)
+#: The methods of a ``methods`` section that multiply complex operands (a real ranking leaves them out), and the
+#: dtype their points say they timed.
+METHODS, DTYPE = ("ozaki2c",), "complex128"
 
 
 def is_complex(A: Any, B: Any) -> bool:
@@ -44,7 +46,7 @@ def rank_complex(m: int, k: int, n: int, want: Accuracy, methods: Mapping[str, A
     found = [Ranked(LIBRARY, "gemm", {}, 1.0, "the reference (each part a real sum of 2k products)", lib, keeps,
                     why=why)]
     g = contract.ozaki2("dgemm", k2, "normwise")
-    timed = {t: e for t, e in estimate_all(methods, m, k, n).items() if t.method == OZAKI2C.method}
+    timed = {t: e for t, e in estimate_all(methods, m, k, n, DTYPE).items() if t.method == OZAKI2C.method}
     for t, e in timed.items() or [(OZAKI2C, None)]:
         keeps, why = contract.keeps(g, want, k2)
         basis = e.basis if e else "not measured for complex products on this device"
@@ -56,7 +58,7 @@ def rank_complex(m: int, k: int, n: int, want: Accuracy, methods: Mapping[str, A
                          + "; ".join(f"{r.name}: {r.why}" for r in found))
     winner, reason = _choose(eligible, want)
     rest = sorted((r for r in found if r is not winner), key=lambda r: (not r.eligible, -(r.ratio or 0.0)))
-    return Ranking((m, k, n), want, (winner, *rest), reason, dtype="complex128")
+    return Ranking((m, k, n), want, (winner, *rest), reason, library_seconds((methods,), m, k, n, DTYPE), DTYPE)
 
 
 class ComplexPlan(MatmulPlan):

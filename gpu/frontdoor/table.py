@@ -105,13 +105,17 @@ def label_of(section: Mapping[str, Any] | None) -> str:
     return basis_of((section or {}).get("points", ())).partition(" ")[0]
 
 
-def estimate_all(section: Mapping[str, Any] | None, m: int, k: int, n: int) -> dict[Timed, Estimate]:
-    """Every measured (or predicted) method's estimate for an m x k by k x n product (see the module notes)."""
+def estimate_all(section: Mapping[str, Any] | None, m: int, k: int, n: int, dtype: str = "float64"
+                 ) -> dict[Timed, Estimate]:
+    """Every measured (or predicted) method's estimate for an m x k by k x n product of ``dtype`` (see the module
+    notes; a point says ``"dtype": "complex128"`` where it timed complex products, else it timed float64 ones)."""
     kind, shared, size = classify(m, k, n)
     measured: dict[int, dict[Timed, float]] = {}
     waits: dict[Timed, bool] = {}
     used = []
     for point in (section or {}).get("points", ()):
+        if point.get("dtype", "float64") != dtype:
+            continue
         pm, pk, pn = (int(x) for x in point["shape"])
         p_kind, p_shared, p_size = classify(pm, pk, pn)
         if p_kind != kind or p_shared != shared:
@@ -150,7 +154,8 @@ def elsewhere(section: Mapping[str, Any] | None) -> dict[tuple[str, Any], float]
     return {key: statistics.median(ratios) for key, ratios in seen.items()}
 
 
-def library_seconds(sections: Iterable[Mapping[str, Any] | None], m: int, k: int, n: int) -> float | None:
+def library_seconds(sections: Iterable[Mapping[str, Any] | None], m: int, k: int, n: int,
+                    dtype: str = "float64") -> float | None:
     """The library GEMM's time for an m x k by k x n product, estimated from the measured point of the sections
     (``methods`` points by shape, Strassen ``configurations`` points by size) nearest in flops, scaled by the
     ratio of flops (a GEMM's time grows with its flops wherever it is not launch-bound); None where no point
@@ -158,6 +163,8 @@ def library_seconds(sections: Iterable[Mapping[str, Any] | None], m: int, k: int
     known = []
     for section in sections:
         for point in (section or {}).get("points", ()):
+            if point.get("dtype", "float64") != dtype:
+                continue
             shape = point.get("shape") or [point.get("size")] * 3
             if point.get("gemm_s") and all(shape):
                 known.append((float(shape[0]) * shape[1] * shape[2], float(point["gemm_s"])))

@@ -11,6 +11,8 @@ from experiments.core.database import ResultsDB
 from experiments.frontdoor.calibrate import EXPERIMENT, LIBRARY
 from gpu.backend import get_backend
 from gpu.frontdoor import rank
+from gpu.frontdoor.complexmm import rank_complex
+from gpu.frontdoor.contract import Accuracy
 from gpu.profile import methods
 
 SHAPES = "48:48:48,8:4096:8"
@@ -71,3 +73,19 @@ def test_a_device_with_only_a_bundled_profile_keeps_its_tables_beside_the_new_se
     assert sustained["levels"] == {"rum": [[0, 0]]} and sustained["configurations"] == {"points": []}
     assert len(sustained["methods"]["points"]) == 2 and "methods" not in bundled["regimes"]["sustained"]
     assert methods(get_backend("numpy"))[1] == doc["profile"], "written as this device's own profile"
+
+
+def test_by_default_complex_products_are_calibrated_too_and_rank_complex_candidates(capsys, tmp_path):
+    code = main(["calibrate", "--methods", "--backend", "numpy", "--db", str(tmp_path / "c.sqlite"), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["points in the section"] == 3
+    section, _ = methods(get_backend("numpy"))
+    complex_points = [p for p in section["points"] if p.get("dtype") == "complex128"]
+    assert [p["shape"] for p in complex_points] == [[64, 64, 64]]
+    (point,) = complex_points
+    assert [e["method"] for e in point["timed"]] == ["ozaki2c"] and point["gemm_s"] > 0
+    assert all(p.get("dtype", "float64") == "float64" for p in section["points"] if p is not point)
+    ranked = rank_complex(64, 64, 64, Accuracy("dgemm"), section)
+    assert any(r.family == "ozaki2c" and r.ratio is not None and r.basis.startswith("measured")
+               for r in ranked.entries)
+    assert all(r.family != "ozaki2c" for r in rank(64, 64, 64, "dgemm", methods=section).entries)

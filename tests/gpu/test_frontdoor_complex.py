@@ -26,7 +26,7 @@ def measured():
     """A NumPy profile whose methods section measured Ozaki II over both parts at 1.9x the complex GEMM."""
     be = get_backend("numpy")
     save_profile({"backend": "numpy", "device": device_name(be), "levels": {}, "methods": {"points": [
-        {"shape": [M, K, N], "gemm_s": 1e-4, "timed": [
+        {"shape": [M, K, N], "dtype": "complex128", "gemm_s": 1e-4, "timed": [
             {"method": "ozaki2c", "config": {"moduli": "auto", "target": "dgemm"}, "ratio": 1.9, "waits": True}]}]}})
 
 
@@ -74,3 +74,11 @@ def test_bad_requests_are_refused_before_any_work():
         gpu.matmul(A, B, accuracy="exact", backend="numpy")
     with pytest.raises(ValueError, match="dtype complex128"):
         gpu.matmul(A, B, out=np.empty((M, N)), backend="numpy")
+
+
+def test_complex_points_price_complex_products_only(measured):
+    A, B = operands(4)
+    plan = gpu.plan(A, B, backend="numpy")
+    assert plan.ranking.gemm_s == pytest.approx(1e-4) and "0.0526 ms" in plan.explain()
+    real = gpu.plan(np.ascontiguousarray(A.real), np.ascontiguousarray(B.real), backend="numpy")
+    assert real.ranking.gemm_s is None and real.chosen.family == "gemm"
