@@ -1,0 +1,106 @@
+"""Complex products as called against ZGEMM (CuPy): the front door, Ozaki II over both parts, 3M and 4M over real
+methods, each with its error on phi inputs against the exact complex reference.
+
+At each N of ``NS`` (default 1024, 4096, 8192, 16384), on complex phi = 1 operands drawn on the device (real and
+imaginary parts from two draws), the calls are: ``cupy.matmul`` (ZGEMM, the reference), ``gpu.matmul`` at
+``"zgemm"`` and at ``"dgemm"`` (a new output each), ``gpu.ozaki2.complex.matmul`` (3M and 4M over the residues,
+``moduli="auto"``), and ``gpu.zgemm.matmul`` 3M over DGEMM and over Strassen at its defaults. One sample is a loop
+of ``LOOP`` back-to-back calls and one synchronize; runs interleaved over ``ROUNDS`` rounds (at least 10) after
+a warm-up round; medians and ratios to ZGEMM's. Then, per phi of ``PHIS`` (default 0.1, 1, 2, 4), each call's
+largest error over 16 sampled rows against ``exact_matmul`` of those rows, relative to each part's own
+componentwise scale (:func:`accuracy.metrics.error_report`'s ``max_comp``), and ZGEMM's beside it. Writes
+``$OUT/complex-as-called.json``; prints a line per N. Run from the repository root with ``PYTHONPATH=$PWD``.
+"""
+
+import functools
+import json
+import os
+import statistics
+
+import cupy as cp
+from ozaki2_as_called import sample  # this folder's script: the same loop
+
+import gpu
+from accuracy.metrics import error_report
+from accuracy.reference import exact_matmul
+from experiments.core.environment import environment
+from experiments.core.lab import sample_rows
+from gpu import strassen, zgemm
+from gpu.backend import get_backend
+from gpu.ozaki2 import complex as complex_ii
+
+ROWS = 16
+
+
+def inputs(n: int, phi: float, seed: int = 0):
+    rng = cp.random.default_rng(seed)
+
+    def draw():
+        ru, rn = rng.random((n, n)), rng.standard_normal((n, n))
+        ru -= 0.5
+        rn *= phi
+        cp.exp(rn, out=rn)
+        ru *= rn
+        return ru
+    return draw() + 1j * draw(), draw() + 1j * draw()
+
+
+def calls(be, A, B) -> dict:
+    return {"zgemm": lambda: cp.matmul(A, B),
+            "frontdoor-zgemm": lambda: gpu.matmul(A, B, accuracy="zgemm", backend=be),
+            "frontdoor-dgemm": lambda: gpu.matmul(A, B, backend=be),
+            "ozaki2c-3m": lambda: complex_ii.matmul(A, B, backend=be),
+            "ozaki2c-4m": lambda: complex_ii.matmul(A, B, scheme="4m", backend=be),
+            "3m-dgemm": lambda: zgemm.matmul(A, B, scheme="3m", real=cp.matmul, backend=be),
+            "3m-strassen": lambda: zgemm.matmul(A, B, scheme="3m",
+                                                real=functools.partial(strassen.matmul, backend=be), backend=be)}
+
+
+def errors(be, n: int, phis) -> dict:
+    out = {}
+    picks = cp.asarray(sample_rows(n, ROWS, 0))
+    for phi in phis:
+        A, B = inputs(n, phi, 1)
+        R = exact_matmul(A[picks], B, backend=be)
+        out[phi] = {name: error_report(run()[picks], R, A[picks], B).max_comp for name, run in calls(be, A, B).items()}
+        del A, B, R
+        cp.get_default_memory_pool().free_all_blocks()
+    return out
+
+
+def main() -> None:
+    be = get_backend("cupy")
+    telemetry = be.telemetry()
+    result = {"script": "results/published/scripts/complex_as_called.py", "environment": environment(be),
+              "points": []}
+    rounds = max(10, int(os.environ.get("ROUNDS", 10)))
+    phis = [float(p) for p in os.environ.get("PHIS", "0.1,1,2,4").split(",")]
+    for n in (int(x) for x in os.environ.get("NS", "1024,4096,8192,16384").split(",")):
+        A, B = inputs(n, 1.0)
+        runs = calls(be, A, B)
+        for run in runs.values():
+            run()
+        loop = int(os.environ.get("LOOP", {1024: 40, 4096: 10, 8192: 3}.get(n, 2)))
+        samples, clocks = {name: [] for name in runs}, {name: [] for name in runs}
+        for _ in range(rounds):
+            for name, run in runs.items():
+                samples[name].append(sample(run, loop))
+                if telemetry is not None:
+                    clocks[name].append(telemetry.read().as_dict())
+        ref = statistics.median(samples["zgemm"])
+        point = {"n": n, "loop": loop, "chosen": {level: gpu.plan(A, B, accuracy=level, backend=be).chosen.name
+                                                  for level in ("zgemm", "dgemm")},
+                 "runs": {name: {"ms_per_call": 1e3 * statistics.median(v), "x_zgemm": ref / statistics.median(v),
+                                 "samples_ms": [1e3 * x for x in v], "telemetry": clocks[name]}
+                          for name, v in samples.items()}}
+        del A, B, runs
+        cp.get_default_memory_pool().free_all_blocks()
+        point["max_comp"] = errors(be, n, phis)
+        result["points"].append(point)
+        print(n, point["chosen"], {k: round(v["x_zgemm"], 3) for k, v in point["runs"].items()}, flush=True)
+    with open(os.path.join(os.environ.get("OUT", "/tmp"), "complex-as-called.json"), "w") as fh:
+        json.dump(result, fh, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main()
