@@ -27,8 +27,10 @@ from . import contract
 from .contract import Accuracy
 from .rank import Ranked, Ranking
 
-#: Where the Dask front-end lives (loaded only when asked for: ``import gpu`` never loads Dask).
+#: Where the Dask front-end lives (loaded only when asked for: ``import gpu`` never loads Dask), and the product of
+#: ``dask.array`` operands whose chunks are on the workers' devices (C left there).
 DASK_MATMUL = "gpu.multigpu.dask_matmul:matmul"
+RESIDENT_MATMUL = "gpu.multigpu.resident:matmul"
 #: The client Dask's ``distributed`` gives where none is passed.
 CURRENT_CLIENT = "distributed:get_client"
 
@@ -89,11 +91,23 @@ class OutOfCoreRoute(MatmulPlan):
         self._inner.free()
 
 
-def dask_product(A: Any, B: Any, out: Any, client: Any, accuracy: Accuracy, backend: str | Backend) -> np.ndarray:
-    """``A @ B`` on ``client``'s workers (the current client where None) by the Dask front-end, after the accuracy
-    check; the workers' backend is ``backend``'s name."""
+def dask_product(A: Any, B: Any, out: Any, client: Any, accuracy: Accuracy, backend: str | Backend) -> Any:
+    """``A @ B`` on ``client``'s workers (the current client where None), after the accuracy check: ``dask.array``
+    operands whose chunks are device arrays stay where they are and C comes back as a ``dask.array`` left on the
+    workers (:mod:`gpu.multigpu.resident`, one library GEMM per block); any others go through the Dask
+    front-end of the out-of-core engine, C in host memory (the workers' backend is ``backend``'s name)."""
     k = A.shape[1]
-    _refuse_tighter("the Dask product (the out-of-core engine on each worker)", accuracy, k)
+    _refuse_tighter("the Dask product (one library GEMM or out-of-core engine call per block)", accuracy, k)
     client = load(CURRENT_CLIENT)() if client is None else client
+    if on_devices(A) and on_devices(B):
+        if out is not None:
+            raise ValueError("out= is a host array; device-resident dask arrays give C as a dask array left on the "
+                             "workers: leave out= out and call .compute() to gather it")
+        return load(RESIDENT_MATMUL)(A, B, client=client)
     name = backend if isinstance(backend, str) else get_backend(backend).name
     return load(DASK_MATMUL)(A, B, client=client, out=out, backend=name)
+
+
+def on_devices(x: Any) -> bool:
+    """Whether ``x`` is a ``dask.array`` whose chunks are device arrays (CuPy's)."""
+    return is_dask(x) and hasattr(getattr(x, "_meta", None), "__cuda_array_interface__")

@@ -9,6 +9,8 @@ column panels of B once. :mod:`gpu.multigpu.mapped` lets operands and output tha
 panels and writes its own C block, and no byte crosses between worker processes; each worker also
 page-locks what it maps, so its engine copies it in place. :mod:`gpu.multigpu.finite` checks such operands
 for NaN and infinity once across the workers, beside the block tasks, which write nothing before the checks pass.
+:mod:`gpu.multigpu.resident` multiplies ``dask.array`` operands whose chunks stay on the workers (CuPy chunks on
+their GPUs): one GEMM per C block, placed block-cyclically, C left there as a ``dask.array``.
 
 This package imports nothing, so ``import gpu`` (and ``import gpu.multigpu``) never loads Dask: import
 :mod:`gpu.multigpu.dask_matmul` itself, which needs ``dask[array]`` and ``distributed`` (the ``dist`` extra).
