@@ -19,6 +19,7 @@ from typing import Any
 
 from gpu.backend import get_backend
 from gpu.frontdoor import Accuracy, rank
+from gpu.frontdoor.complexmm import rank_complex
 from gpu.frontdoor.frontplan import split_of
 from gpu.profile import (
     BUNDLED_DIR,
@@ -76,6 +77,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
                         "hardware table without one (its short or CUDA name) with the methods section the transfer "
                         "model predicted (default: this device's)")
     p.add_argument("--deterministic", action="store_true", help="leave out split-K's atomic additions")
+    p.add_argument("--complex", action="store_true",
+                   help="a complex128 product (each part judged as a real product of 2k terms; accuracy zgemm is "
+                        "the complex GEMM's componentwise bound)")
 
 
 def tables(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
@@ -109,9 +113,12 @@ def _model(section: dict[str, Any]) -> str:
 def cmd_choose(args: argparse.Namespace, db_path: Path) -> int:
     data, source = tables(args)
     m, k, n = args.shape
-    splits = partial(split_of, get_backend(args.backend), m, k, n) if args.gpu is None else None
-    ranking = rank(m, k, n, args.accuracy, deterministic=args.deterministic, splits=splits, **data)
-    payload = {"shape": list(args.shape), "accuracy": args.accuracy.level, "tables": source,
+    if args.complex:
+        ranking = rank_complex(m, k, n, args.accuracy, data["methods"])
+    else:
+        splits = partial(split_of, get_backend(args.backend), m, k, n) if args.gpu is None else None
+        ranking = rank(m, k, n, args.accuracy, deterministic=args.deterministic, splits=splits, **data)
+    payload = {"shape": list(args.shape), "dtype": ranking.dtype, "accuracy": args.accuracy.level, "tables": source,
                "winner": ranking.winner.name, "reason": ranking.reason, "library_seconds": ranking.gemm_s,
                "candidates": [{"name": r.name, "family": r.family, "options": dict(r.options), "ratio": r.ratio,
                                "seconds": ranking.seconds(r),

@@ -55,3 +55,14 @@ def test_bad_shapes_and_accuracies_are_refused_saying_the_form(capsys, tmp_path)
     code, out = run(capsys, "--shape", "64:1048576:64", "--accuracy", "1e-16", "--gpu", "H200",
                     "--db", str(tmp_path / "d"))
     assert code != 0 and "no method keeps accuracy 1e-16" in out.err
+
+
+def test_a_complex_product_ranks_the_complex_candidates(capsys, tmp_path):
+    code, out = run(capsys, "--shape", "16384:16384:16384", "--gpu", "H200", "--complex", "--json",
+                    "--db", str(tmp_path / "d"))
+    doc = json.loads(out.out)
+    assert code == 0 and doc["dtype"] == "complex128" and doc["winner"] == "zgemm (the library complex GEMM)"
+    assert [c["family"] for c in doc["candidates"]] == ["gemm", "ozaki2c"]
+    code, out = run(capsys, "--shape", "512:512:512", "--complex", "--accuracy", "zgemm", "--backend", "numpy",
+                    "--db", str(tmp_path / "d"))
+    assert code == 0 and "complex128, accuracy 'zgemm'" in out.out and "coarser than the entry one" in out.out
