@@ -84,6 +84,9 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("outofcore", "experiments.outofcore.commands",
           "the out-of-core engine against the in-core DGEMM (where it fits), host memory to host memory, by "
           "size N (resumes)"),
+    Entry("multigpu", "experiments.multigpu.commands",
+          "products across 1, 2 and 4 workers of a Dask cluster, one shot and steady, for host operands and "
+          "device-resident dask arrays: speed-up over one worker (resumes)"),
     Entry("segmented", "experiments.segmented.commands",
           "the segmented launcher (1-D and 2-D segments, index translation) against the same kernel on whole "
           "arrays, by size N (resumes); the largest N of each decomposition"),

@@ -24,6 +24,7 @@ from experiments.frontdoor import points as frontdoor
 from experiments.frontdoor.rows import EXPERIMENT as FRONTDOOR
 from experiments.levels.calibration import EXPERIMENT as CALIBRATION
 from experiments.levels.transfer_validation import EXPERIMENT as TRANSFER_VALIDATION
+from experiments.multigpu.report import EXPERIMENT as MULTIGPU
 from experiments.outofcore.rows import EXPERIMENT as OUTOFCORE
 from experiments.outofcore.timeline import EXPERIMENT as TIMELINE
 from experiments.ozaki.bench import BREAKDOWN, TIME
@@ -119,6 +120,11 @@ def store_cpu_rows(db: ResultsDB) -> None:
                 mispredicted=3 * shift, sweep_source=source, regime="sustained" if shift else None)
     for i, (shape, accuracy) in enumerate(frontdoor.PLANS[("cupy", False)].points()):
         store_frontdoor_point(add, i // 3, shape, accuracy)
+    for kind, workers in itertools.product(("host", "resident"), (1, 2, 4)):
+        for method, seconds in (("oneshot", 2.0 / workers + 0.5), ("steady", 2.0 / workers * (1.1 if workers > 1
+                                                                                              else 1.0))):
+            add(MULTIGPU, method, {"n": 512, "kind": kind, "workers": workers, "regime": "sustained"}, seconds, "s",
+                check_error=1e-16, backend="numpy")
     spans = [[lane, t % 2, 0.01 * t + 0.002 * i, 0.01 * t + 0.002 * i + 0.008] for t in range(12)
              for i, lane in enumerate(("staging", "H2D", "GEMM"))]
     spans += [["D2H", 0, 0.13, 0.14], ["placement", 0, 0.14, 0.15]]

@@ -1,0 +1,139 @@
+"""Products across the workers of a Dask cluster, one shot and steady: the experiment ``multigpu``.
+
+Per point (N, kind, workers; :mod:`experiments.multigpu.points`) a **new cluster** of that many workers is made
+(dask-cuda's ``LocalCUDACluster`` on a GPU machine, one worker per GPU; single-thread ``LocalCluster`` workers
+in this process on the CPU), the operands put in place (the client's host memory; for ``resident``, chunks of row
+and column panels persisted on the workers, on their GPUs with CuPy), and the product timed by the host's clock
+until C is complete (gathered for ``host``, persisted on the workers for ``resident``): the first product is the
+one shot, then :data:`SAMPLES` more (:data:`FEW` where the first took over :data:`SLOW_S`) give the steady time.
+The first product's C is checked on sampled rows against a float64 product of those rows, within gamma_(N+2)
+(uniform [0, 1) inputs, so that bound holds entry by entry), so a wrong product is never stored. An NVML
+reading is kept where the client's device has telemetry.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
+
+import dask.array as da
+import numpy as np
+from distributed import Client, LocalCluster, wait
+
+from gpu.multigpu import dask_matmul, resident
+
+from ..core.lab import require_correct, row_error, sample_rows
+from ..core.registry import Context, experiment
+from ..core.summary import Summary
+from ..core.sweep import group_sweep
+from .points import PLANS, Plan, Point, fitting, point_params
+from .report import EXPERIMENT, ONESHOT, STEADY, MultigpuRow, multigpu_rows, multigpu_summary
+
+SAMPLES, FEW, SLOW_S = 10, 3, 20.0
+SEED = 11
+
+
+def new_cluster(backend: Any, workers: int) -> tuple[Any, Client]:
+    """A fresh cluster of ``workers`` workers and its client (see the module notes)."""
+    if backend.name == "cupy":
+        from dask_cuda import LocalCUDACluster  # a GPU run needs dask-cuda: imported then, not by the CPU tests
+        cluster = LocalCUDACluster(n_workers=workers, CUDA_VISIBLE_DEVICES=list(range(workers)), memory_limit=0,
+                                   dashboard_address=":0")
+    else:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=False, dashboard_address=":0")
+    return cluster, Client(cluster)
+
+
+def operands(n: int, seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.random((n, n)), rng.random((n, n))
+
+
+def in_place(backend: Any, client: Client, A: np.ndarray, B: np.ndarray, workers: int) -> tuple[Any, Any]:
+    """A's row panels and B's column panels persisted on the workers (on their GPUs with CuPy)."""
+    n = A.shape[0]
+    side = -(-n // workers)
+    dA, dB = da.from_array(A, chunks=(side, n)), da.from_array(B, chunks=(n, side))
+    if backend.name == "cupy":
+        dA, dB = dA.map_blocks(backend.xp.asarray), dB.map_blocks(backend.xp.asarray)
+    dA, dB = client.persist([dA, dB])
+    wait([dA, dB])
+    return dA, dB
+
+
+def product(kind: str, backend: Any, client: Client, A: Any, B: Any) -> Any:
+    """One product as a user makes it: C complete when it returns."""
+    if kind == "host":
+        return dask_matmul.matmul(A, B, client=client, backend=backend.name)
+    C = resident.matmul(A, B, client=client)
+    wait(C)
+    return C
+
+
+def timed(run: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    C = run()
+    return time.perf_counter() - start, C
+
+
+def check(backend: Any, C: Any, A: np.ndarray, B: np.ndarray, where: str) -> float:
+    """The largest relative error of C's sampled rows (RuntimeError beyond gamma_(N+2))."""
+    n = A.shape[0]
+    rows = sample_rows(n)
+    got = C[rows] if isinstance(C, np.ndarray) else C[rows].compute()
+    got = np.asarray(backend.to_numpy(got) if not isinstance(got, np.ndarray) else got, dtype=np.float64)
+    u = 2.0**-53
+    return require_correct(row_error(got, A[rows] @ B), where, (n + 2) * u / (1 - (n + 2) * u),
+                           f"on {len(rows)} sampled rows, largest relative error")
+
+
+def measure_point(ctx: Context, point: Point) -> int:
+    """A new cluster, the operands in place, the one shot (checked) and the steady samples; rows stored."""
+    be = ctx.backend
+    A, B = operands(point.n)
+    where = f"N = {point.n}, {point.kind}, {point.workers} workers"
+    cluster, client = new_cluster(be, point.workers)
+    with cluster, client:
+        a, b = (A, B) if point.kind == "host" else in_place(be, client, A, B, point.workers)
+        run = partial(product, point.kind, be, client, a, b)
+        first, C = timed(run)
+        error = check(be, C, A, B, where)
+        del C
+        samples = [timed(run)[0] for _ in range(FEW if first > SLOW_S else SAMPLES)]
+    telemetry = be.telemetry()
+    meta = {"check_error": error, "backend": be.name, "check_rows": len(sample_rows(point.n)),
+            "telemetry": None if telemetry is None else telemetry.read().as_dict()}
+    params = point_params(point, ctx.regime)
+    ctx.db.add(ctx.run_id, EXPERIMENT, ONESHOT, params, value=first, unit="s", samples=[first], meta=meta)
+    ctx.db.add(ctx.run_id, EXPERIMENT, STEADY, params, value=statistics.median(samples), unit="s", samples=samples,
+               meta=meta)
+    return 2
+
+
+def stored(ctx: Context, point: Point) -> bool:
+    return ctx.db.has(EXPERIMENT, STEADY, point_params(point, ctx.regime), ctx.env_key)
+
+
+def run_points(ctx: Context, points: Sequence[Point], left_out: Sequence[str]) -> tuple[dict[str, Any],
+                                                                                         list[MultigpuRow]]:
+    """Measure (or resume) the points, each stored as soon as measured; the counts and their stored rows."""
+    outcome = group_sweep(ctx, EXPERIMENT, points, partial(stored, ctx), partial(measure_point, ctx),
+                          lambda p: f"N={p.n} {p.kind} x{p.workers}")
+    wanted = {(p.n, p.kind, p.workers) for p in points}
+    rows = [r for r in multigpu_rows(ctx.db, ctx.env_key, ctx.regime) if (r.n, r.kind, r.workers) in wanted]
+    sizes = ", ".join(str(n) for n in sorted({p.n for p in points}))
+    workers = ", ".join(str(w) for w in sorted({p.workers for p in points}))
+    return {"scope": f"N = {sizes}; workers {workers}", "points measured": outcome.measured,
+            "points already stored": outcome.skipped, "left out": "; ".join(left_out) or "none"}, rows
+
+
+@experiment(EXPERIMENT, "Products across 1, 2 and 4 workers of a Dask cluster, one shot and steady, for host "
+                        "operands and device-resident dask arrays: speed-up over one worker")
+def run_multigpu(ctx: Context) -> Summary:
+    plan: Plan = PLANS[(ctx.backend.name, ctx.quick)]
+    points, left_out = fitting(ctx.backend, plan)
+    counts, rows = run_points(ctx, points, left_out)
+    return multigpu_summary(counts, rows)

@@ -1,0 +1,39 @@
+"""``gemmlab multigpu``: products across 1, 2 and 4 workers of a Dask cluster at chosen sizes (resuming), one shot
+and steady, for host operands and device-resident dask arrays, printed as one row per point and mode."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gpu.backend import get_backend
+
+from ..core.command import MEASURING, command, emit_sweep, measuring_run, numbers
+from .bench import run_points
+from .points import KINDS, PLANS, Plan, fitting
+from .report import checks
+
+COLUMNS = (("n", "N", "d"), ("kind", "operands", ""), ("workers", "workers", "d"), ("method", "mode", ""),
+           ("time_s", "seconds", ".4g"), ("check_error", "sampled rows' error", ".2e"))
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sizes", type=numbers(int, "sizes N"), default=None,
+                   help="sizes N (default: 65536 on GPUs, 512 on CPU workers)")
+    p.add_argument("--workers", type=numbers(int, "worker counts"), default=None,
+                   help="worker counts, one GPU each (default 1,2,4; counts above this machine's GPUs are left out)")
+    p.add_argument("--kinds", default=",".join(KINDS),
+                   help="where the operands are: host (NumPy in the client), resident (dask arrays on the workers)")
+
+
+@command("multigpu", options=MEASURING, arguments=_arguments)
+def cmd_multigpu(args: argparse.Namespace, db_path: Path) -> int:
+    backend = get_backend(args.backend)
+    default = PLANS[(backend.name, False)]
+    plan = Plan(tuple(args.sizes or default.sizes), tuple(args.workers or default.workers),
+                tuple(k.strip() for k in args.kinds.split(",") if k.strip()))
+    points, left_out = fitting(backend, plan)
+    with measuring_run(args, db_path, backend) as ctx:
+        counts, rows = run_points(ctx, points, left_out)
+    emit_sweep(args, backend.name, ctx.env_key, counts, rows, checks(rows), COLUMNS)
+    return 0

@@ -1,0 +1,55 @@
+"""The ``multigpu`` figure, drawn from stored rows only: steady and one-shot speed-up over one worker's steady
+time against the number of workers, one panel per N, a line per operand kind and mode, beside the ideal."""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+
+from ..core.database import ResultsDB
+from ..core.plotting import SMALL, finish, panel_devices, panel_grid, panel_title, series_styles, shared_legend
+from ..core.registry import figure
+from .report import EXPERIMENT, ONESHOT, STEADY, by_point, multigpu_rows
+
+NAME = "multigpu-speedup"
+
+
+@figure(NAME, "Speed-up over one worker's steady time against the number of workers (1, 2, 4), one shot and "
+              "steady, for host operands and device-resident dask arrays, one panel per N", experiments=(EXPERIMENT,))
+def render_speedup(db: ResultsDB) -> Figure | None:
+    panels = []
+    for key in db.env_keys():
+        rows = multigpu_rows(db, key)
+        for n in sorted({r.n for r in rows}):
+            panels.append((key, n, [r for r in rows if r.n == n]))
+    panels = [p for p in panels if len({r.workers for r in p[2]}) > 1]
+    if not panels:
+        return None
+    keys = list(dict.fromkeys(p[0] for p in panels))
+    devices = panel_devices(db, keys, [EXPERIMENT])
+    series = [(kind, mode) for kind in ("host", "resident") for mode in (STEADY, ONESHOT)]
+    styles = series_styles(series)
+    body, axes = panel_grid(len(panels))
+    for ax, (key, n, rows) in zip(axes, panels):
+        points = by_point(rows)
+        most = max(r.workers for r in rows)
+        ax.plot([1, most], [1, most], color="0.6", linestyle=":", label="ideal (linear)")
+        drawn: dict[tuple, list[tuple[str, str]]] = {}
+        for kind, mode in series:
+            base = points.get((n, kind, 1), {}).get(STEADY)
+            mine = sorted(((w, m[mode].time_s) for (nn, k, w), m in points.items() if nn == n and k == kind
+                           and mode in m), key=lambda wt: wt[0])
+            if base is not None and mine:
+                drawn.setdefault((tuple(w for w, _ in mine), tuple(base.time_s / t for _, t in mine)), []).append(
+                    (kind, mode))
+        for (xs, ys), names in drawn.items():          # series of identical data named together, drawn once
+            kinds = " = ".join(kind for kind, _ in names)
+            modes = " = ".join(dict.fromkeys(mode.replace("oneshot", "one shot") for _, mode in names))
+            ax.plot(xs, ys, **styles[names[0]], label=f"{kinds} operands, {modes}")
+        ax.set_xticks(sorted({r.workers for r in rows}))
+        ax.set_xlabel("workers (GPUs)", fontsize=SMALL + 1)
+        ax.set_ylabel("speed-up over one worker, steady", fontsize=SMALL + 1)
+        ax.grid(True, alpha=0.3)
+        ax.set_title(panel_title(f"N = {n}", devices[key]), fontsize=SMALL + 2)
+    shared_legend(body, axes)
+    return finish(body, db, keys, [EXPERIMENT], "Products across Dask workers: speed-up over one worker, one shot "
+                                                "and steady, host operands and device-resident dask arrays")

@@ -1,0 +1,66 @@
+"""What the ``multigpu`` experiment measures: points (N, kind, workers) and the plans of sizes and worker counts.
+
+A **kind** is where the operands are: ``"host"`` (NumPy arrays in the client's memory, multiplied by the Dask
+front-end of the out-of-core engine, :mod:`gpu.multigpu.dask_matmul`, C gathered back) or ``"resident"``
+(``dask.array``s whose chunks already sit on the workers, on their GPUs with CuPy, multiplied where they are,
+:mod:`gpu.multigpu.resident`, C left there). Worker counts above the devices this machine has are left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpu.backend import Backend
+
+KINDS = ("host", "resident")
+
+
+@dataclass(frozen=True)
+class Point:
+    n: int
+    kind: str
+    workers: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    sizes: tuple[int, ...]
+    workers: tuple[int, ...]
+    kinds: tuple[str, ...] = KINDS
+
+    def __post_init__(self) -> None:
+        if not self.sizes or any(n < 1 for n in self.sizes):
+            raise ValueError(f"sizes must be positive N, got {list(self.sizes)}")
+        if not self.workers or any(w < 1 for w in self.workers):
+            raise ValueError(f"worker counts must be positive, got {list(self.workers)}")
+        unknown = sorted(set(self.kinds) - set(KINDS))
+        if unknown or not self.kinds:
+            raise ValueError(f"kinds must be some of {', '.join(KINDS)}, got {list(self.kinds)}")
+
+    def points(self) -> list[Point]:
+        """Every point, each size's and kind's one-worker point first (the baseline of its speed-ups)."""
+        return [Point(n, kind, w) for n in self.sizes for kind in self.kinds for w in sorted(set(self.workers))]
+
+
+#: Plans by (backend, quick): the issue's N = 65536 on up to 4 GPUs; a small product on CPU workers.
+PLANS = {("cupy", False): Plan((65536,), (1, 2, 4)), ("cupy", True): Plan((16384,), (1, 2)),
+         ("numpy", False): Plan((512,), (1, 2)), ("numpy", True): Plan((256,), (1, 2))}
+
+
+def devices(backend: Backend) -> int | None:
+    """How many GPUs this machine has (None on the CPU, where workers are threads and any count runs)."""
+    if backend.name != "cupy":
+        return None
+    return int(backend.xp.cuda.runtime.getDeviceCount())
+
+
+def fitting(backend: Backend, plan: Plan) -> tuple[list[Point], list[str]]:
+    """The plan's points whose worker count this machine has, and why each other count is left out."""
+    have = devices(backend)
+    kept = [p for p in plan.points() if have is None or p.workers <= have]
+    out = sorted({p.workers for p in plan.points()} - {p.workers for p in kept})
+    return kept, [f"{w} workers: this machine has {have} GPUs" for w in out]
+
+
+def point_params(point: Point, regime: str) -> dict[str, object]:
+    return {"n": point.n, "kind": point.kind, "workers": point.workers, "regime": regime}

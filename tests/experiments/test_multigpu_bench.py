@@ -1,0 +1,75 @@
+"""``gemmlab multigpu`` on CPU workers: every point a new cluster, one shot and steady stored per kind and worker
+count, resumed; the verdict judged on GPU workers only; a wrong product stored nowhere; the figure drawn from
+the stored rows; bad plans refused before any work."""
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("distributed", reason="needs dask[array] and distributed (pip install -e '.[dist]')")
+
+from experiments.cli import main  # noqa: E402
+from experiments.core.database import ResultsDB  # noqa: E402
+from experiments.core.registry import FIGURES, load  # noqa: E402
+from experiments.multigpu import bench, figures  # noqa: E402
+from experiments.multigpu.points import Plan  # noqa: E402
+from experiments.multigpu.report import ONESHOT, STEADY, MultigpuRow, checks  # noqa: E402
+
+
+def test_the_command_stores_both_modes_of_every_point_and_resumes(run_json, db_path, tmp_path):
+    argv = ("multigpu", "--backend", "numpy", "--sizes", "64", "--workers", "1,2", "--db", str(db_path))
+    out = run_json(*argv)
+    assert out["summary"]["points measured"] == 4
+    found = {(r["kind"], r["workers"], r["method"]) for r in out["rows"]}
+    assert found == {(k, w, m) for k in ("host", "resident") for w in (1, 2) for m in (ONESHOT, STEADY)}
+    for r in out["rows"]:
+        assert r["time_s"] > 0 and r["check_error"] <= 1e-14 and r["backend"] == "numpy"
+        assert len(r["samples"]) == (1 if r["method"] == ONESHOT else bench.SAMPLES)
+    assert [c["met"] for c in out["verdict"]] == [None] * 3
+    again = run_json(*argv)
+    assert again["summary"]["points measured"] == 0 and again["summary"]["points already stored"] == 4
+    load()
+    with ResultsDB(db_path) as db:
+        paths = FIGURES[figures.NAME].render(db, tmp_path)
+    assert paths[0].suffix == ".png" and paths[0].stat().st_size > 10_000
+
+
+def row(kind, workers, method, seconds):
+    return MultigpuRow(method, 4096, kind, workers, seconds, backend="cupy")
+
+
+def test_the_verdict_on_gpu_workers():
+    rows = [row("host", 1, STEADY, 4.0), row("host", 4, STEADY, 1.01), row("host", 4, ONESHOT, 1.2),
+            row("resident", 1, STEADY, 4.0), row("resident", 4, STEADY, 1.1)]
+    host, resident, shot = checks(rows)
+    assert host.met is True and "3.960 at N = 4096" in host.measured
+    assert resident.met is False and "3.636" in resident.measured
+    assert shot.met is True and "1.188" in shot.measured
+    assert [c.met for c in checks([r.__class__(**{**r.as_dict(), "backend": "numpy"}) for r in rows])] == [None] * 3
+
+
+def test_a_wrong_product_is_stored_nowhere(capsys, db_path, monkeypatch):
+    monkeypatch.setattr(bench, "product", lambda kind, be, client, A, B: np.zeros((A.shape[0], B.shape[1])))
+    assert main(["multigpu", "--backend", "numpy", "--sizes", "32", "--workers", "1", "--kinds", "host",
+                 "--db", str(db_path)]) != 0
+    assert "computed a wrong product" in capsys.readouterr().err
+    with ResultsDB(db_path) as db:
+        assert db.measurements("multigpu") == []
+
+
+@pytest.mark.parametrize("argv, message", [(["--kinds", "gpu"], "kinds must be some of host, resident"),
+                                           (["--workers", "0"], "worker counts must be positive")])
+def test_bad_plans_are_refused_before_any_work(capsys, db_path, argv, message):
+    assert main(["multigpu", "--backend", "numpy", "--sizes", "32", *argv, "--db", str(db_path)]) == 2
+    assert message in capsys.readouterr().err
+    with ResultsDB(db_path) as db:
+        assert db.runs() == []
+    with pytest.raises(ValueError, match="sizes must be positive"):
+        Plan((), (1,))
+
+
+def test_json_rows_round_trip(run_json, db_path):
+    out = run_json("multigpu", "--backend", "numpy", "--sizes", "48", "--workers", "1", "--kinds", "resident",
+                   "--db", str(db_path))
+    assert json.loads(json.dumps(out))["rows"][0]["kind"] == "resident"
