@@ -5,7 +5,9 @@ Per point (N, kind, workers; :mod:`experiments.multigpu.points`) a **new cluster
 in this process on the CPU), the operands put in place (the client's host memory; for ``resident``, chunks of row
 and column panels persisted on the workers, on their GPUs with CuPy), and the product timed by the host's clock
 until C is complete (gathered for ``host``, persisted on the workers for ``resident``): the first product is the
-one shot, then :data:`SAMPLES` more (:data:`FEW` where the first took over :data:`SLOW_S`) give the steady time.
+one shot, then :data:`SAMPLES` more (:data:`FEW` where the first took over :data:`SLOW_S`) give the steady time,
+and one more is recorded from Dask's task stream (each task's transfers and compute on its worker: the
+``timeline`` row).
 The first product's C is checked on sampled rows against a float64 product of those rows, within gamma_(N+2)
 (uniform [0, 1) inputs, so that bound holds entry by entry), so a wrong product is never stored. An NVML
 reading is kept where the client's device has telemetry.
@@ -21,7 +23,7 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
-from distributed import Client, LocalCluster, wait
+from distributed import Client, LocalCluster, get_task_stream, wait
 
 from gpu.multigpu import dask_matmul, resident
 
@@ -30,7 +32,7 @@ from ..core.registry import Context, experiment
 from ..core.summary import Summary
 from ..core.sweep import group_sweep
 from .points import PLANS, Plan, Point, fitting, point_params
-from .report import EXPERIMENT, ONESHOT, STEADY, MultigpuRow, multigpu_rows, multigpu_summary
+from .report import EXPERIMENT, ONESHOT, STEADY, TIMELINE, MultigpuRow, multigpu_rows, multigpu_summary
 
 SAMPLES, FEW, SLOW_S = 10, 3, 20.0
 SEED = 11
@@ -103,6 +105,9 @@ def measure_point(ctx: Context, point: Point) -> int:
         error = check(be, C, A, B, where)
         del C
         samples = [timed(run)[0] for _ in range(FEW if first > SLOW_S else SAMPLES)]
+        with get_task_stream(client) as stream:
+            last, _ = timed(run)
+        spans = task_spans(stream.data, sorted(client.nthreads()))
     telemetry = be.telemetry()
     meta = {"check_error": error, "backend": be.name, "check_rows": len(sample_rows(point.n)),
             "telemetry": None if telemetry is None else telemetry.read().as_dict()}
@@ -110,7 +115,19 @@ def measure_point(ctx: Context, point: Point) -> int:
     ctx.db.add(ctx.run_id, EXPERIMENT, ONESHOT, params, value=first, unit="s", samples=[first], meta=meta)
     ctx.db.add(ctx.run_id, EXPERIMENT, STEADY, params, value=statistics.median(samples), unit="s", samples=samples,
                meta=meta)
-    return 2
+    ctx.db.add(ctx.run_id, EXPERIMENT, TIMELINE, params, value=last, unit="s", samples=[last],
+               meta={**meta, "spans": spans})
+    return 3
+
+
+def task_spans(records: Sequence[dict[str, Any]], workers: Sequence[str]) -> list[list[Any]]:
+    """The task stream of one product as [worker lane, action (compute or transfer), start, stop, task name]
+    spans, seconds from its first start (the lanes in ``workers``' order)."""
+    found = [(workers.index(r["worker"]) if r["worker"] in workers else -1, s["action"], s["start"], s["stop"],
+              str(r["key"][0] if isinstance(r["key"], tuple) else r["key"]).rsplit("-", 1)[0])
+             for r in records for s in r.get("startstops", ())]
+    t0 = min((start for _, _, start, _, _ in found), default=0.0)
+    return [[lane, action, start - t0, stop - t0, name] for lane, action, start, stop, name in found]
 
 
 def stored(ctx: Context, point: Point) -> bool:

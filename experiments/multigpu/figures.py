@@ -1,5 +1,7 @@
-"""The ``multigpu`` figure, drawn from stored rows only: steady and one-shot speed-up over one worker's steady
-time against the number of workers, one panel per N, a line per operand kind and mode, beside the ideal."""
+"""The ``multigpu`` figures, drawn from stored rows only: steady and one-shot speed-up over one worker's steady
+time against the number of workers, one panel per N, a line per operand kind and mode, beside the ideal
+(``multigpu-speedup``); and one product's task stream on the most workers measured, each worker's compute and
+transfers against time (``multigpu-timeline``)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from matplotlib.figure import Figure
 from ..core.database import ResultsDB
 from ..core.plotting import SMALL, finish, panel_devices, panel_grid, panel_title, series_styles, shared_legend
 from ..core.registry import figure
-from .report import EXPERIMENT, ONESHOT, STEADY, by_point, multigpu_rows
+from .report import EXPERIMENT, ONESHOT, STEADY, by_point, multigpu_rows, timelines
 
 NAME = "multigpu-speedup"
 
@@ -53,3 +55,37 @@ def render_speedup(db: ResultsDB) -> Figure | None:
     shared_legend(body, axes)
     return finish(body, db, keys, [EXPERIMENT], "Products across Dask workers: speed-up over one worker, one shot "
                                                 "and steady, host operands and device-resident dask arrays")
+
+
+TIMELINE_NAME = "multigpu-timeline"
+#: Colours of a span's action.
+ACTIONS = {"compute": "tab:blue", "transfer": "tab:orange"}
+
+
+@figure(TIMELINE_NAME, "The task stream of one product on the most workers measured, per N and kind of operands: "
+                       "each worker's compute and transfers against time", experiments=(EXPERIMENT,))
+def render_timeline(db: ResultsDB) -> Figure | None:
+    panels = []
+    for key in db.env_keys():
+        found = timelines(db, key)
+        for n, kind in sorted({(n, kind) for n, kind, _ in found}):
+            workers = max(w for nn, k, w in found if (nn, k) == (n, kind))
+            if found[(n, kind, workers)]:
+                panels.append((key, n, kind, workers, found[(n, kind, workers)]))
+    if not panels:
+        return None
+    keys = list(dict.fromkeys(p[0] for p in panels))
+    devices = panel_devices(db, keys, [EXPERIMENT])
+    body, axes = panel_grid(len(panels), max_cols=2)
+    for ax, (key, n, kind, workers, spans) in zip(axes, panels):
+        for action, colour in ACTIONS.items():
+            for lane in range(workers):
+                bars = [(start, max(stop - start, 1e-9)) for w, a, start, stop, _ in spans if w == lane and a == action]
+                ax.broken_barh(bars, (lane - 0.35, 0.7), color=colour, label=action if lane == 0 else None)
+        ax.set_yticks(range(workers), [f"worker {w}" for w in range(workers)])
+        ax.set_xlabel("seconds from the first task", fontsize=SMALL + 1)
+        ax.grid(True, axis="x", alpha=0.3)
+        ax.set_title(panel_title(f"N = {n}, {kind} operands, {workers} workers", devices[key]), fontsize=SMALL + 2)
+    shared_legend(body, axes)
+    return finish(body, db, keys, [EXPERIMENT], "One product's task stream across Dask workers: compute and "
+                                                "transfers per worker")

@@ -2,7 +2,8 @@
 steady speed-up over one worker, and the one-shot time over the steady one; the verdict on the GPU targets.
 
 Rows: method ``oneshot`` (the first product in a new cluster, operands in place: host memory, or already on
-the workers for ``resident``) and ``steady`` (the median of the products after it, in the same cluster), at
+the workers for ``resident``), ``steady`` (the median of the products after it, in the same cluster) and
+``timeline`` (one more product, its task stream's spans in the meta), at
 parameters (n, kind, workers, regime). On CPU workers (threads of one process sharing its cores) the times
 describe the machinery, not a speed-up: the checks are judged on GPU workers only.
 """
@@ -19,7 +20,7 @@ from ..core.rows import stored_rows
 from ..core.summary import Check, Summary, Table
 
 EXPERIMENT = "multigpu"
-ONESHOT, STEADY = "oneshot", "steady"
+ONESHOT, STEADY, TIMELINE = "oneshot", "steady", "timeline"
 MODES = (ONESHOT, STEADY)
 #: The targets: steady speed-up over one worker at 4 workers (host operands, device-resident ones) and the
 #: one-shot time over the steady one at 4 workers.
@@ -53,8 +54,16 @@ class MultigpuRow:
 
 
 def multigpu_rows(db: ResultsDB, env_key: str, regime: str | None = None) -> list[MultigpuRow]:
-    return stored_rows(db, EXPERIMENT, env_key, MultigpuRow.read, MODES,
-                       lambda r: (r.n, r.kind, r.workers), regime=regime)
+    """The one-shot and steady rows of one environment."""
+    rows = stored_rows(db, EXPERIMENT, env_key, MultigpuRow.read, MODES, lambda r: (r.n, r.kind, r.workers),
+                       regime=regime)
+    return [r for r in rows if r.method in MODES]
+
+
+def timelines(db: ResultsDB, env_key: str) -> dict[tuple[int, str, int], list[list[Any]]]:
+    """The task-stream spans of each point's recorded product, by (n, kind, workers)."""
+    return {(m.params["n"], m.params["kind"], m.params["workers"]): m.meta.get("spans") or []
+            for m in db.measurements(EXPERIMENT, env_key=env_key) if m.method == TIMELINE}
 
 
 def by_point(rows: Sequence[MultigpuRow]) -> dict[tuple[int, str, int], dict[str, MultigpuRow]]:

@@ -125,6 +125,10 @@ def store_cpu_rows(db: ResultsDB) -> None:
                                                                                               else 1.0))):
             add(MULTIGPU, method, {"n": 512, "kind": kind, "workers": workers, "regime": "sustained"}, seconds, "s",
                 check_error=1e-16, backend="numpy")
+        spans = [[w, action, 0.1 * w + 0.3 * (action == "compute"), 0.1 * w + 0.3 + 0.5 * (action == "compute"),
+                  "gemmlab-resident"] for w in range(workers) for action in ("transfer", "compute")]
+        add(MULTIGPU, "timeline", {"n": 512, "kind": kind, "workers": workers, "regime": "sustained"}, 1.0, "s",
+            check_error=1e-16, backend="numpy", spans=spans)
     spans = [[lane, t % 2, 0.01 * t + 0.002 * i, 0.01 * t + 0.002 * i + 0.008] for t in range(12)
              for i, lane in enumerate(("staging", "H2D", "GEMM"))]
     spans += [["D2H", 0, 0.13, 0.14], ["placement", 0, 0.14, 0.15]]

@@ -14,7 +14,7 @@ from experiments.core.database import ResultsDB  # noqa: E402
 from experiments.core.registry import FIGURES, load  # noqa: E402
 from experiments.multigpu import bench, figures  # noqa: E402
 from experiments.multigpu.points import Plan  # noqa: E402
-from experiments.multigpu.report import ONESHOT, STEADY, MultigpuRow, checks  # noqa: E402
+from experiments.multigpu.report import ONESHOT, STEADY, MultigpuRow, checks, timelines  # noqa: E402
 
 
 def test_the_command_stores_both_modes_of_every_point_and_resumes(run_json, db_path, tmp_path):
@@ -31,8 +31,13 @@ def test_the_command_stores_both_modes_of_every_point_and_resumes(run_json, db_p
     assert again["summary"]["points measured"] == 0 and again["summary"]["points already stored"] == 4
     load()
     with ResultsDB(db_path) as db:
-        paths = FIGURES[figures.NAME].render(db, tmp_path)
-    assert paths[0].suffix == ".png" and paths[0].stat().st_size > 10_000
+        paths = FIGURES[figures.NAME].render(db, tmp_path) + FIGURES[figures.TIMELINE_NAME].render(db, tmp_path)
+        spans = timelines(db, db.env_keys()[0])
+    assert [p.suffix for p in paths] == [".png", ".pdf"] * 2 and all(p.stat().st_size > 10_000 for p in paths[::2])
+    assert set(spans) == {(64, k, w) for k in ("host", "resident") for w in (1, 2)}
+    for (_, _, workers), found in spans.items():
+        assert found and {lane for lane, *_ in found} <= set(range(workers)) and min(s[2] for s in found) == 0
+        assert {action for _, action, *_ in found} <= {"compute", "transfer"} and all(s[3] >= s[2] for s in found)
 
 
 def row(kind, workers, method, seconds):
