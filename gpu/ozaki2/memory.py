@@ -68,7 +68,7 @@ def beyond_bytes(be: Backend, m: int, k: int, n: int, count: int | None, scaling
 def layouts(m: int, k: int, n: int, count: int, scaling: str, block: int, level: int = 0) -> list[Workspace]:
     """The layouts the call may take, fastest first: direct where the INT8 GEMMs take k in one block and no
     Winograd level forms its products (which come out as residues, the planes' layout)."""
-    planes = layout(m, k, n, count, scaling, direct=False)
+    planes = layout(m, k, n, count, scaling, direct=False, level=level)
     one_block = _round_up(max(k, 1)) <= block and not level
     return [layout(m, k, n, count, scaling, direct=True), planes] if one_block else [planes]
 
@@ -117,5 +117,5 @@ def peak_bytes(be: Backend, m: int, k: int, n: int, count: int | None, scaling: 
                out_given: bool = False, bound: str = "normwise", level: int = 0) -> int:
     """The most bytes a call allocates by this plan in the given layout: its block and everything beyond it
     (``count`` None: ``moduli="auto"``, whose block is sized for the most moduli)."""
-    return (layout(m, k, n, count or MAX_MODULI, scaling, direct).nbytes
+    return (layout(m, k, n, count or MAX_MODULI, scaling, direct, level).nbytes
             + beyond_bytes(be, m, k, n, count, scaling, out_given, bound, level))

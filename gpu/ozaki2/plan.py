@@ -63,7 +63,7 @@ class Part:
     table: ModuliTable
     res_a: Array
     res_b: Array
-    products: Array
+    products: Array | None         # None with Winograd levels (their products come out as residues)
     planes: Array
     direct: bool
     panels: list[tuple[slice, slice]]
@@ -117,7 +117,8 @@ class Plan(MatmulPlan):
                 products = work.view("products")[:count]
                 planes = products[:, :, :self.n]
             else:
-                products, planes = work.view("product"), work.view("planes")[:count]
+                products = None if self.options.level else work.view("product")
+                planes = work.view("planes")[:count]
             ops(self.backend).prepare(table, planes)
             res_a, res_b, tiles = work.view("res_a")[:count], work.view("res_b")[:count], panels(self.m, self.n_pad)
             gemms = [c for t in range(count) for c in planned(self.backend, res_a[t], res_b[t], products[t], tiles)

@@ -88,15 +88,16 @@ def bound_blocks(k: int) -> int:
     return -(-ldk // (MAX_K_BOUND_GEMM // ALIGN * ALIGN))
 
 
-def layout(m: int, k: int, n: int, count: int, scaling: str, direct: bool) -> Workspace:
+def layout(m: int, k: int, n: int, count: int, scaling: str, direct: bool, level: int = 0) -> Workspace:
     """The buffers of an m x k x n product with ``count`` moduli (see the module); ``direct``: the INT32
-    products of every modulus (one k block), else INT8 planes and one INT32 product."""
+    products of every modulus (one k block), else INT8 planes and one INT32 product (none with Winograd
+    ``level``s, whose products come out as residues and take their scratch beside the block)."""
     ldk, n_pad = _round_up(max(k, 1)), _round_up(max(n, 1))
     main = [("res_a", (count, m, ldk), np.int8), ("res_b", (count, n_pad, ldk), np.int8)]
     if direct:
         main.append(("products", (count, m, n_pad), np.int32))
     else:
-        main += [("planes", (count, m, n), np.int8), ("product", (m, n_pad), np.int32)]
+        main += [("planes", (count, m, n), np.int8)] + ([] if level else [("product", (m, n_pad), np.int32)])
     scratch = []
     if scaling != "fast":
         scratch = [("bars_a", (m, ldk), np.int8), ("bars_b", (n_pad, ldk), np.int8),

@@ -85,7 +85,10 @@ def test_k_beyond_one_int8_block_is_bitwise_too(levels_taken):
 
 def test_levels_take_the_planes_layout_and_count_their_scratch():
     assert [ws.direct for ws in layouts(512, 512, 512, 15, "fast", 2**17 - 16)] == [True, False]
-    assert [ws.direct for ws in layouts(512, 512, 512, 15, "fast", 2**17 - 16, level=1)] == [False]
+    (leveled,) = layouts(512, 512, 512, 15, "fast", 2**17 - 16, level=1)
+    plain = layouts(512, 512, 512, 15, "fast", 2**17 - 16)[1]
+    assert not leveled.direct and "product" not in leveled.buffers and "product" in plain.buffers
+    assert plain.nbytes - leveled.nbytes >= 4 * 512 * 512, "no INT32 product buffer: the levels make residues"
     assert winograd.scratch_bytes(512, 512, 512, 0) == 0 < winograd.scratch_bytes(512, 512, 512, 1)
 
 
