@@ -22,6 +22,7 @@ from typing import Any
 from ..backend import Array, Backend, get_backend
 from ..backend.checks import gemm_operands
 from ..backend.plans import PlanCache, operand_signature
+from .complexmm import is_complex, refuse_memory
 from .contract import as_accuracy
 from .frontplan import Plan
 from .routes import dask_product, host_route, is_dask
@@ -54,6 +55,8 @@ def matmul(A: Any, B: Any, *, accuracy: Any = "dgemm", out: Any = None, determin
     key = operand_signature(be, A, B, out)
     if key is None and (is_dask(A) or is_dask(B)):  # a backend's own arrays (the kept plans' calls) are no Dask's
         return dask_product(A, B, out, client, as_accuracy(accuracy), backend)
+    if memory is not None and is_complex(A, B):
+        refuse_memory(memory)
     if (key is None or memory is not None) and host_route(be, A, B, out, memory):
         want = as_accuracy(accuracy)
         host = ("outofcore", operand_signature(get_backend("numpy"), A, B, out), want, memory)

@@ -37,6 +37,13 @@ def is_complex(A: Any, B: Any) -> bool:
     return any(np.dtype(getattr(x, "dtype", np.asarray(x).dtype)).kind == "c" for x in (A, B))
 
 
+def refuse_memory(memory: Any) -> None:
+    """ValueError where ``memory=`` is given for complex operands: no route takes them out of core."""
+    if memory is not None:
+        raise ValueError("complex products take no out-of-core route, so memory= does not apply to them; leave it "
+                         "out (the operands must fit on the device)")
+
+
 def rank_complex(m: int, k: int, n: int, want: Accuracy, methods: Mapping[str, Any] | None = None) -> Ranking:
     """The complex candidates of an m x k by k x n product for ``want``, ranked as real ones are; ValueError where
     none keeps it."""

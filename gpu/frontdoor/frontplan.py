@@ -25,7 +25,7 @@ from ..backend.checks import gemm_operands
 from ..backend.plans import MatmulPlan, free_kept_plans, library_product, operand_signature
 from ..profile import configurations, methods
 from . import contract
-from .complexmm import ComplexPlan, is_complex, rank_complex
+from .complexmm import ComplexPlan, is_complex, rank_complex, refuse_memory
 from .contract import as_accuracy
 from .rank import Ranked, Ranking, rank
 from .routes import OutOfCoreRoute, host_route
@@ -90,6 +90,7 @@ class Plan(MatmulPlan):
             self.chosen, self.ranking, self.signature = route.chosen, route.ranking, route.signature
             return
         if is_complex(A, B):
+            refuse_memory(memory)
             self._complex(A, B, out, regime)
             return
         A, B, out = gemm_operands(be, A, B, out)

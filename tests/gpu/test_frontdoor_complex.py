@@ -82,3 +82,9 @@ def test_complex_points_price_complex_products_only(measured):
     assert plan.ranking.gemm_s == pytest.approx(1e-4) and "0.0526 ms" in plan.explain()
     real = gpu.plan(np.ascontiguousarray(A.real), np.ascontiguousarray(B.real), backend="numpy")
     assert real.ranking.gemm_s is None and real.chosen.family == "gemm"
+
+
+def test_memory_is_refused_for_complex_operands_rather_than_ignored():
+    A, B = operands(5)
+    with pytest.raises(ValueError, match="complex products take no out-of-core route"):
+        gpu.matmul(A, B, memory=2**20, backend="numpy")
