@@ -55,8 +55,11 @@ def devices(backend: Backend) -> int | None:
 
 
 def fitting(backend: Backend, plan: Plan) -> tuple[list[Point], list[str]]:
-    """The plan's points whose worker count this machine has, and why each other count is left out."""
+    """The plan's points whose worker count this machine has, and why each other count is left out (all of them on
+    a machine of one GPU: a speed-up needs two)."""
     have = devices(backend)
+    if have is not None and have < 2:
+        return [], [f"every point: this machine has {have} GPU, nothing to spread a product over"]
     kept = [p for p in plan.points() if have is None or p.workers <= have]
     out = sorted({p.workers for p in plan.points()} - {p.workers for p in kept})
     return kept, [f"{w} workers: this machine has {have} GPUs" for w in out]

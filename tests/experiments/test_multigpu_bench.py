@@ -12,7 +12,7 @@ pytest.importorskip("distributed", reason="needs dask[array] and distributed (pi
 from experiments.cli import main  # noqa: E402
 from experiments.core.database import ResultsDB  # noqa: E402
 from experiments.core.registry import FIGURES, load  # noqa: E402
-from experiments.multigpu import bench, figures  # noqa: E402
+from experiments.multigpu import bench, figures, points  # noqa: E402
 from experiments.multigpu.points import Plan  # noqa: E402
 from experiments.multigpu.report import ONESHOT, STEADY, MultigpuRow, checks, timelines  # noqa: E402
 
@@ -78,3 +78,13 @@ def test_json_rows_round_trip(run_json, db_path):
     out = run_json("multigpu", "--backend", "numpy", "--sizes", "48", "--workers", "1", "--kinds", "resident",
                    "--db", str(db_path))
     assert json.loads(json.dumps(out))["rows"][0]["kind"] == "resident"
+
+
+def test_gpu_machines_keep_the_worker_counts_they_have(monkeypatch):
+    plan = Plan((1024,), (1, 2, 4))
+    monkeypatch.setattr(points, "devices", lambda be: 2)
+    kept, left = points.fitting(None, plan)
+    assert {p.workers for p in kept} == {1, 2} and left == ["4 workers: this machine has 2 GPUs"]
+    monkeypatch.setattr(points, "devices", lambda be: 1)
+    assert points.fitting(None, plan) == ([], ["every point: this machine has 1 GPU, nothing to spread a product "
+                                                "over"])
