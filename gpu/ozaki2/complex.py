@@ -32,11 +32,11 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import Array, Backend, get_backend, matrix_pair
+from ..backend import Array, Backend, get_backend, matrix_pair, require_memory
 from ..ozaki.plan import _round_up
 from ..zgemm.api import parts
 from .gemms import blocks
-from .moduli import moduli_table
+from .moduli import MAX_MODULI, moduli_table
 from .normwise import LineStats, refusal, target_value
 from .ops import ops
 from .options import count as count_of
@@ -59,6 +59,9 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scheme: 
     A, B, _, _ = matrix_pair(be, A, B)
     (ar, ai), (br, bi) = parts(be, A, "A"), parts(be, B, "B")
     (m, k), n = A.shape, B.shape[1]
+    if m and n and k:
+        require_memory(be, peak_bytes(m, k, n, fixed or MAX_MODULI), f"Ozaki scheme II on a complex {m} x {k} x {n} "
+                       "product", "pass fewer moduli, or split the product into blocks of rows")
     C = be.xp.zeros((m, n), dtype=np.complex128)
     if not (m and n and k):
         return C
@@ -85,6 +88,20 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scheme: 
         family.fix_nonfinite(xp.concatenate(stacked_a, axis=1), xp.concatenate(stacked_b, axis=0), out, rows, cols)
         setattr(C, target_part, out)
     return C
+
+
+def peak_bytes(m: int, k: int, n: int, count: int) -> int:
+    """Bytes a product takes beyond A and B at its peak (an upper bound): the parts of A and B (float64), their
+    stacked copies for the statistics and the IEEE repair, the residues of the four parts and the two parts'
+    planes, one k block's three INT32 products and their INT8 sums and residues, C (complex128) and the
+    float64 part the CRT writes."""
+    ldk, n_pad = -(-k // 16) * 16, -(-n // 16) * 16
+    parts = 8 * 2 * (m * k + k * n)
+    stacked = 8 * 2 * (m * k + k * n)
+    residues = 2 * count * (m + n_pad) * ldk
+    planes = 2 * count * m * n
+    products = 3 * m * n_pad * (4 + 2) + (m + n_pad) * ldk
+    return parts + stacked + residues + planes + products + 16 * m * n + 8 * m * n
 
 
 def _auto(be: Backend, family: Any, rows: LineStats, cols: LineStats, k2: int, target: Any) -> int:

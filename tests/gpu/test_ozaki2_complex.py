@@ -11,7 +11,7 @@ import pytest
 from accuracy.generate import phi_matrix
 from accuracy.reference import exact_matmul
 from gpu import ozaki2, zgemm
-from gpu.backend import get_backend
+from gpu.backend import MemoryPlanError, get_backend
 from gpu.ozaki2 import complex as zoz
 
 host = functools.partial(zoz.matmul, backend="numpy")
@@ -84,3 +84,13 @@ def test_on_the_gpu_complex_scheme_ii_equals_numpy_bit_for_bit(cupy_backend):
     for moduli in (15, "auto"):
         got = zoz.matmul(cupy_backend.asarray(A), cupy_backend.asarray(B), moduli=moduli, backend=cupy_backend)
         assert np.array_equal(cupy_backend.to_numpy(got), host(A, B, moduli=moduli))
+
+
+def test_a_product_that_does_not_fit_is_refused_before_any_work(monkeypatch):
+    be = get_backend("numpy")
+    A, B = operands(30, 40, 20)
+    need = zoz.peak_bytes(30, 40, 20, 20)
+    assert need > 16 * 30 * 20 and zoz.peak_bytes(60, 40, 20, 20) > need
+    monkeypatch.setattr(type(be), "memory_info", lambda self: (need // 2, 10 * need))
+    with pytest.raises(MemoryPlanError, match="complex 30 x 40 x 20 product"):
+        host(A, B)
