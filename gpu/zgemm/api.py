@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import Array, Backend, check_output, get_backend, matrix_pair
+from ..backend import Array, Backend, check_output, get_backend, matrix_pair, require_memory
 
 SCHEMES = ("4m", "3m")
 #: The complex dtypes a product takes (complex64 operands are widened: their parts float64 holds exactly).
@@ -36,15 +36,20 @@ def real_product(be: Backend) -> Real:
     return lambda A, B: be.xp.matmul(A, B)
 
 
+def check_dtype(X: Array, name: str) -> None:
+    """TypeError unless X is complex64, complex128 or real."""
+    if X.dtype.kind == "c" and X.dtype.name not in DTYPES:
+        raise TypeError(f"{name} has dtype {X.dtype}; a complex product takes complex64 or complex128")
+    if X.dtype.kind not in "fiuc":
+        raise TypeError(f"{name} has dtype {X.dtype}; a complex product takes complex or real numbers")
+
+
 def parts(be: Backend, X: Array, name: str) -> tuple[Array, Array]:
     """(real, imaginary) parts of X as C-ordered float64 arrays (a zero imaginary part for a real X)."""
+    check_dtype(X, name)
     xp = be.xp
     if X.dtype.kind == "c":
-        if X.dtype.name not in DTYPES:
-            raise TypeError(f"{name} has dtype {X.dtype}; a complex product takes complex64 or complex128")
         return xp.ascontiguousarray(X.real, dtype=np.float64), xp.ascontiguousarray(X.imag, dtype=np.float64)
-    if X.dtype.kind not in "fiu":
-        raise TypeError(f"{name} has dtype {X.dtype}; a complex product takes complex or real numbers")
     return xp.ascontiguousarray(X, dtype=np.float64), xp.zeros(X.shape)
 
 
@@ -58,10 +63,17 @@ def matmul(A: Any, B: Any, *, scheme: str = "4m", real: Real | None = None, out:
                          f"not {scheme!r}")
     be = get_backend(backend)
     A, B, _, _ = matrix_pair(be, A, B)
-    (ar, ai), (br, bi) = parts(be, A, "A"), parts(be, B, "B")
-    m, n = A.shape[0], B.shape[1]
+    (m, k), n = A.shape, B.shape[1]
+    check_dtype(A, "A")
+    check_dtype(B, "B")
     if out is not None:
         check_output(be, out, (m, n), np.complex128, {"A": A, "B": B})
+    copies = 8 * 2 * (m * k + k * n) + (8 * 2 * (m * k + k * n) if scheme == "4m" else 8 * (m * k + k * n))
+    require_memory(be, copies + 8 * 3 * m * n + (0 if out is not None else 16 * m * n),
+                   f"the complex {m} x {k} x {n} product by {scheme.upper()} (the parts of A and B and their "
+                   "stacked copies, the real products and C), beside the real method's own workspace",
+                   "pass out=, use scheme='3m' (no stacked copies), or split the product into blocks of rows")
+    (ar, ai), (br, bi) = parts(be, A, "A"), parts(be, B, "B")
     product = real or real_product(be)
     re, im = (_four if scheme == "4m" else _three)(be, ar, ai, br, bi, product)
     C = be.xp.empty((m, n), dtype=np.complex128) if out is None else out

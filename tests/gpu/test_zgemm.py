@@ -10,6 +10,7 @@ import pytest
 from accuracy.generate import phi_matrix
 from accuracy.reference import exact_matmul
 from gpu import ozaki2, strassen, zgemm
+from gpu.backend import MemoryPlanError, get_backend
 from gpu.frontdoor.contract import gamma
 
 U = 2.0**-53
@@ -87,3 +88,12 @@ def test_on_the_gpu_4m_over_ozaki2_equals_numpy_bit_for_bit(cupy_backend):
     got = zgemm.matmul(cupy_backend.asarray(A), cupy_backend.asarray(B),
                        real=functools.partial(ozaki2.matmul, moduli=15, backend=cupy_backend), backend=cupy_backend)
     assert np.array_equal(cupy_backend.to_numpy(got), want)
+
+
+def test_a_product_that_does_not_fit_is_refused_before_any_work(monkeypatch):
+    be = get_backend("numpy")
+    A, B = operands(30, 40, 20)
+    monkeypatch.setattr(type(be), "memory_info", lambda self: (1000, 10**9))
+    for scheme in zgemm.SCHEMES:
+        with pytest.raises(MemoryPlanError, match=f"complex 30 x 40 x 20 product by {scheme.upper()}"):
+            zgemm.matmul(A, B, scheme=scheme, backend="numpy")
