@@ -34,7 +34,7 @@ import numpy as np
 
 from ..backend import Array, Backend, get_backend, matrix_pair, require_memory
 from ..ozaki.plan import _round_up
-from ..zgemm.api import parts
+from ..zgemm.api import check_dtype, parts
 from .gemms import blocks
 from .moduli import MAX_MODULI, moduli_table
 from .normwise import LineStats, refusal, target_value
@@ -57,11 +57,13 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scheme: 
     fixed, block = count_of(moduli, target), block_of(k_block)
     be = get_backend(backend)
     A, B, _, _ = matrix_pair(be, A, B)
-    (ar, ai), (br, bi) = parts(be, A, "A"), parts(be, B, "B")
+    check_dtype(A, "A")
+    check_dtype(B, "B")
     (m, k), n = A.shape, B.shape[1]
     if m and n and k:
         require_memory(be, peak_bytes(m, k, n, fixed or MAX_MODULI), f"Ozaki scheme II on a complex {m} x {k} x {n} "
                        "product", "pass fewer moduli, or split the product into blocks of rows")
+    (ar, ai), (br, bi) = parts(be, A, "A"), parts(be, B, "B")
     C = be.xp.zeros((m, n), dtype=np.complex128)
     if not (m and n and k):
         return C
