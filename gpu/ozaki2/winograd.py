@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import Array, Backend
+from ..backend import Array, Backend, get_backend, register_ops
 from .residues import symmetric
 
 #: The most levels a product takes (each halves the three sides).
@@ -116,14 +116,40 @@ def _direct(be: Backend, a: Array, b: Array, m: int) -> Array:
         be.gemm_ex(a, b.T, P, recipe="int8")
     else:
         P[...] = 0
-    return symmetric(P % m, m)
+    return be.ops(FAMILY).reduce(P, m)
 
 
 def add(x: Array, y: Array, m: int) -> Array:
     """The symmetric residues of x + y modulo m (x and y symmetric residues, INT8)."""
-    return symmetric((x.astype(np.int16) + y) % m, m)
+    return _ops_of(x).combine(x, y, m, 1)
 
 
 def sub(x: Array, y: Array, m: int) -> Array:
     """The symmetric residues of x - y modulo m (x and y symmetric residues, INT8)."""
-    return symmetric((x.astype(np.int16) - y) % m, m)
+    return _ops_of(x).combine(x, y, m, -1)
+
+
+class HostResidueOps:
+    """The residue sums and reductions on NumPy (CuPy's run as one CUDA pass each: ``gpu.ozaki2.winograd_kernels``)."""
+
+    def __init__(self, backend: Backend | None = None) -> None:
+        self.backend = backend
+
+    def combine(self, x: Array, y: Array, m: int, sign: int) -> Array:
+        """The symmetric residues of x + sign y modulo m."""
+        return symmetric((x.astype(np.int16) + sign * y.astype(np.int16)) % m, m)
+
+    def reduce(self, P: Array, m: int) -> Array:
+        """The symmetric residues of the INT32 products P modulo m."""
+        return symmetric(P % m, m)
+
+
+def _ops_of(x: Array) -> Any:
+    """The residue operations of the array module x belongs to (NumPy's, or CuPy's CUDA passes)."""
+    return _HOST if isinstance(x, np.ndarray) else get_backend("cupy").ops(FAMILY)
+
+
+FAMILY = "ozaki2-winograd"
+_HOST = HostResidueOps()
+register_ops(FAMILY, "numpy", HostResidueOps)
+register_ops(FAMILY, "cupy", "gpu.ozaki2.winograd_kernels:CudaResidueOps")

@@ -125,3 +125,32 @@ def test_the_audit_names_levels_and_they_run_bitwise():
     assert sorted(names, key=sort_key) == ["ozaki2-fast-15", "ozaki2-fast-15-w1", "ozaki2-fast-16", "ozaki2-fast-auto"]
     with pytest.raises(ValueError, match="level must be"):
         get_method("ozaki2-fast-15-w9")
+
+
+def test_the_residue_operations_are_the_modular_arithmetic_at_the_ends_of_the_range():
+    ops = winograd.HostResidueOps()
+    for m in (256, 255, 7):
+        lo, hi = -(m // 2), (m - 1) // 2
+        x = np.array([lo, lo, hi, hi, 0, lo], dtype=np.int8)
+        y = np.array([lo, hi, hi, lo, lo, 0], dtype=np.int8)
+        for sign in (1, -1):
+            want = (x.astype(np.int64) + sign * y.astype(np.int64) + m // 2) % m - m // 2
+            got = ops.combine(x, y, m, sign)
+            assert got.dtype == np.int8 and np.array_equal(got, want), (m, sign)
+        P = np.array([2**31 - 1, -(2**31), 0, m, -m - 1], dtype=np.int32)
+        assert np.array_equal(ops.reduce(P, m), (P.astype(np.int64) + m // 2) % m - m // 2)
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_residue_passes_equal_numpys(cupy_backend):
+    rng = np.random.default_rng(4)
+    gpu_ops = cupy_backend.ops(winograd.FAMILY)
+    for m in (256, 251):
+        x, y = (rng.integers(-(m // 2), (m - 1) // 2 + 1, (64, 48)).astype(np.int8) for _ in range(2))
+        P = rng.integers(-(2**31), 2**31, (64, 48)).astype(np.int32)
+        for sign in (1, -1):
+            got = gpu_ops.combine(cupy_backend.asarray(x)[:, 8:], cupy_backend.asarray(y)[:, 8:], m, sign)
+            assert np.array_equal(cupy_backend.to_numpy(got), winograd.HostResidueOps().combine(x[:, 8:], y[:, 8:],
+                                                                                                 m, sign))
+        assert np.array_equal(cupy_backend.to_numpy(gpu_ops.reduce(cupy_backend.asarray(P), m)),
+                              winograd.HostResidueOps().reduce(P, m))
