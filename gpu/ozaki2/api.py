@@ -114,9 +114,13 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
         signature = operand_signature(be, A, B, out)
     key = None if signature is None else (be, signature, moduli, target, scaling, bound, k_block, check_finite,
                                           overwrite_a, overwrite_b, level, workspace)
-    options = Options(moduli, target, scaling, bound, k_block, check_finite, overwrite_a, overwrite_b, level,
-                      workspace)
+
+    def checked() -> Options:
+        return Options(moduli, target, scaling, bound, k_block, check_finite, overwrite_a, overwrite_b, level,
+                       workspace)
+
     if workspace is not None:
+        options = checked()
         (m, k), n = A.shape, B.shape[1]
         rows, cols = panels(be, m, k, n, options.count, scaling, bound, workspace, level)
         if (rows, cols) != (m, n):
@@ -125,6 +129,6 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
             return run_tiles(A, B, C, rows, cols, lambda a, b, c: Plan(a, b, out=c, options=options, backend=be))
 
     def build() -> Plan:
-        return Plan(A, B, out=out, options=options, backend=be, make_room=_make_room)
+        return Plan(A, B, out=out, options=checked(), backend=be, make_room=_make_room)
 
     return PLANS.get(key, build).run(A, B, out, phases)
