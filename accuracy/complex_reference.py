@@ -18,30 +18,20 @@ from typing import Any
 import numpy as np
 
 from gpu.backend import Array, Backend, get_backend, matrix_pair
+from gpu.zgemm import is_complex, parts
 
 from .operands import EXACT_DTYPES
 
-#: The complex dtypes whose parts float64 holds exactly.
-COMPLEX = ("complex64", "complex128")
+__all__ = ["exact_complex", "is_complex"]
 
 
-def is_complex(A: Any, B: Any) -> bool:
-    """Whether either operand is complex (has a complex dtype)."""
-    return any(np.dtype(getattr(x, "dtype", np.asarray(x).dtype)).kind == "c" for x in (A, B))
-
-
-def parts(be: Backend, X: Array, name: str) -> tuple[Array, Array]:
-    """(real, imaginary) parts of X as float64 arrays of ``be`` (zeros for a real X)."""
-    xp = be.xp
-    if X.dtype.kind == "c":
-        if X.dtype.name not in COMPLEX:
-            raise TypeError(f"{name} has dtype {X.dtype}, which complex128 may not hold exactly; pass complex64 "
-                            "or complex128")
-        return xp.ascontiguousarray(X.real, dtype=np.float64), xp.ascontiguousarray(X.imag, dtype=np.float64)
-    if X.dtype.name not in EXACT_DTYPES:
+def exact_parts(be: Backend, X: Array, name: str) -> tuple[Array, Array]:
+    """(real, imaginary) parts of X as float64 arrays of ``be`` (:func:`gpu.zgemm.parts`), for a real X only of
+    the dtypes float64 holds exactly."""
+    if X.dtype.kind != "c" and X.dtype.name not in EXACT_DTYPES:
         raise TypeError(f"{name} has dtype {X.dtype}, which float64 may not hold exactly; pass one of "
                         f"{', '.join(EXACT_DTYPES)} or a complex dtype")
-    return X.astype(np.float64, copy=False), xp.zeros(X.shape)
+    return parts(be, X, name)
 
 
 def exact_complex(A: Any, B: Any, exact: Any, *, backend: str | Backend = "auto", check_finite: bool = True
@@ -50,7 +40,7 @@ def exact_complex(A: Any, B: Any, exact: Any, *, backend: str | Backend = "auto"
     (:func:`accuracy.reference.exact_matmul`), which checks the stacked operands as it checks real ones."""
     be = get_backend(backend)
     A, B, _, _ = matrix_pair(be, A, B)
-    (ar, ai), (br, bi) = parts(be, A, "A"), parts(be, B, "B")
+    (ar, ai), (br, bi) = exact_parts(be, A, "A"), exact_parts(be, B, "B")
     xp = be.xp
     re = exact(xp.concatenate([ar, -ai], axis=1), xp.concatenate([br, bi], axis=0), backend=be,
                check_finite=check_finite)

@@ -23,9 +23,9 @@ from typing import Any
 
 from gpu.frontdoor import Ranked
 from gpu.frontdoor.complexmm import DTYPE as COMPLEX_DTYPE
-from gpu.frontdoor.complexmm import METHODS as COMPLEX
 from gpu.frontdoor.complexmm import ComplexPlan
 from gpu.frontdoor.frontplan import family_plan
+from gpu.frontdoor.table import COMPLEX_METHODS as COMPLEX
 from gpu.frontdoor.table import Timed
 from gpu.profile import bundled_profile, device_name, load_profile, profile_path, save_profile
 

@@ -22,7 +22,8 @@ from typing import Any
 from ..backend import Array, Backend, get_backend
 from ..backend.checks import gemm_operands
 from ..backend.plans import PlanCache, operand_signature
-from .complexmm import is_complex, refuse_memory
+from ..zgemm.api import is_complex
+from .complexmm import refuse_memory
 from .contract import as_accuracy
 from .frontplan import Plan
 from .routes import dask_product, host_route, is_dask

@@ -20,21 +20,16 @@ import numpy as np
 from ..backend import Array, Backend, check_output, matrix_pair
 from ..backend.plans import MatmulPlan, operand_signature
 from ..ozaki2 import complex as complex_ii
+from ..zgemm.api import check_dtype
 from . import contract
 from .contract import Accuracy
-from .rank import Ranked, Ranking, _choose
+from .rank import Ranked, Ranking, ranking_of
 from .table import Timed, estimate_all, library_seconds
 
 LIBRARY = "zgemm (the library complex GEMM)"
 OZAKI2C = Timed.of("ozaki2c", {"moduli": "auto", "target": "dgemm"})
-#: The methods of a ``methods`` section that multiply complex operands (a real ranking leaves them out), and the
-#: dtype their points say they timed.
-METHODS, DTYPE = ("ozaki2c",), "complex128"
-
-
-def is_complex(A: Any, B: Any) -> bool:
-    """Whether either operand has a complex dtype."""
-    return any(np.dtype(getattr(x, "dtype", np.asarray(x).dtype)).kind == "c" for x in (A, B))
+#: The dtype the complex points of a ``methods`` section say they timed.
+DTYPE = "complex128"
 
 
 def refuse_memory(memory: Any) -> None:
@@ -53,19 +48,13 @@ def rank_complex(m: int, k: int, n: int, want: Accuracy, methods: Mapping[str, A
     found = [Ranked(LIBRARY, "gemm", {}, 1.0, "the reference (each part a real sum of 2k products)", lib, keeps,
                     why=why)]
     g = contract.ozaki2("dgemm", k2, "normwise")
+    keeps, why = contract.keeps(g, want, k2)
     timed = {t: e for t, e in estimate_all(methods, m, k, n, DTYPE).items() if t.method == OZAKI2C.method}
     for t, e in timed.items() or [(OZAKI2C, None)]:
-        keeps, why = contract.keeps(g, want, k2)
         basis = e.basis if e else "not measured for complex products on this device"
         found.append(Ranked(t.name, "ozaki2c", dict(t.options), e.ratio if e else None, basis, g, keeps,
                             waits=True, why=why))
-    eligible = [r for r in found if r.eligible]
-    if not eligible:
-        raise ValueError(f"no method keeps accuracy {want.level!r} on a complex {m} x {k} x {n} product: "
-                         + "; ".join(f"{r.name}: {r.why}" for r in found))
-    winner, reason = _choose(eligible, want)
-    rest = sorted((r for r in found if r is not winner), key=lambda r: (not r.eligible, -(r.ratio or 0.0)))
-    return Ranking((m, k, n), want, (winner, *rest), reason, library_seconds((methods,), m, k, n, DTYPE), DTYPE)
+    return ranking_of(found, want, (m, k, n), library_seconds((methods,), m, k, n, DTYPE), DTYPE)
 
 
 class ComplexPlan(MatmulPlan):
@@ -73,9 +62,8 @@ class ComplexPlan(MatmulPlan):
 
     def __init__(self, r: Ranked, A: Array, B: Array, out: Array | None, be: Backend) -> None:
         A, B, _, _ = matrix_pair(be, A, B)
-        for name, X in (("A", A), ("B", B)):
-            if X.dtype.kind == "c" and X.dtype.name not in ("complex64", "complex128"):
-                raise TypeError(f"{name} has dtype {X.dtype}; a complex product takes complex64 or complex128")
+        check_dtype(A, "A")
+        check_dtype(B, "B")
         check_output(be, out, (A.shape[0], B.shape[1]), np.complex128, {"A": A, "B": B})
         self.backend, self.family, self.options = be, r.family, dict(r.options)
         self.signature = operand_signature(be, A, B, out)

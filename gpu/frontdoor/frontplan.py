@@ -24,8 +24,9 @@ from ..backend import Array, Backend, MemoryPlanError, get_backend, matrix_pair
 from ..backend.checks import gemm_operands
 from ..backend.plans import MatmulPlan, free_kept_plans, library_product, operand_signature
 from ..profile import configurations, methods
+from ..zgemm.api import is_complex
 from . import contract
-from .complexmm import ComplexPlan, is_complex, rank_complex, refuse_memory
+from .complexmm import ComplexPlan, rank_complex, refuse_memory
 from .contract import as_accuracy
 from .rank import Ranked, Ranking, rank
 from .routes import OutOfCoreRoute, host_route

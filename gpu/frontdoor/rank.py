@@ -130,13 +130,22 @@ def rank(m: int, k: int, n: int, accuracy: Any = "dgemm", *, configurations: Map
                     label_of(methods))
     found = [r if not r.eligible or fits(r) else replace(r, fits=False, why=r.why + "; does not fit in memory")
              for r in found]
+    return ranking_of(found, want, (m, k, n), library_seconds((methods, configurations), m, k, n))
+
+
+def ranking_of(found: list[Ranked], want: Accuracy, shape: tuple[int, int, int], gemm_s: float | None,
+               dtype: str = "float64") -> Ranking:
+    """The candidates ``found`` for ``shape`` ranked: the winner by :func:`_choose`, then the rest, eligible ones
+    first by ratio; ValueError naming each one's reason where none keeps the accuracy."""
     eligible = [r for r in found if r.eligible]
     if not eligible:
-        raise ValueError(f"no method keeps accuracy {want.level!r} on a {m} x {k} x {n} product: "
+        m, k, n = shape
+        kind = "" if dtype == "float64" else f"{dtype} "
+        raise ValueError(f"no method keeps accuracy {want.level!r} on a {kind}{m} x {k} x {n} product: "
                          + "; ".join(f"{r.name}: {r.why}" for r in found))
     winner, reason = _choose(eligible, want)
     rest = sorted((r for r in found if r is not winner), key=lambda r: (not r.eligible, -(r.ratio or 0.0)))
-    return Ranking((m, k, n), want, (winner, *rest), reason, library_seconds((methods, configurations), m, k, n))
+    return Ranking(shape, want, (winner, *rest), reason, gemm_s, dtype)
 
 
 def _choose(eligible: list[Ranked], want: Accuracy) -> tuple[Ranked, str]:

@@ -36,10 +36,16 @@ def real_product(be: Backend) -> Real:
     return lambda A, B: be.xp.matmul(A, B)
 
 
+def is_complex(A: Any, B: Any) -> bool:
+    """Whether either operand has a complex dtype."""
+    return any(np.dtype(getattr(x, "dtype", np.asarray(x).dtype)).kind == "c" for x in (A, B))
+
+
 def check_dtype(X: Array, name: str) -> None:
     """TypeError unless X is complex64, complex128 or real."""
     if X.dtype.kind == "c" and X.dtype.name not in DTYPES:
-        raise TypeError(f"{name} has dtype {X.dtype}; a complex product takes complex64 or complex128")
+        raise TypeError(f"{name} has dtype {X.dtype}, which complex128 may not hold exactly; pass complex64 or "
+                        "complex128")
     if X.dtype.kind not in "fiuc":
         raise TypeError(f"{name} has dtype {X.dtype}; a complex product takes complex or real numbers")
 
