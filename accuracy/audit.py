@@ -52,17 +52,23 @@ def _timed(be: Backend, fn: Callable[[], Any]) -> tuple[Any, float]:
     return out, perf_counter() - start
 
 
+def complex_inputs(methods: Sequence[Method]) -> bool:
+    """Whether ``methods`` take complex inputs; ValueError where real and complex ones are mixed (they take
+    different inputs)."""
+    kinds = {m.complex for m in methods}
+    if len(kinds) > 1:
+        raise ValueError("complex methods (" + ", ".join(m.name for m in methods if m.complex) + ") and real ones "
+                         "take different inputs; audit them in separate runs")
+    return kinds == {True}
+
+
 def audit_point(be: Backend, methods: Sequence[Method], n: int, phi: float, seed: int,
                 shape: tuple[int, int, int] | None = None) -> dict[str, Audited]:
     """Every method's error at (n, phi, seed) against the correctly rounded product; ``shape``
     (m, k, n): a rectangular product instead of n x n x n (split-K's tiny outputs). Complex methods take
     complex inputs (each part's error in the report, :func:`accuracy.metrics.as_real`); one point audits real
     or complex methods, not both (ValueError before any work)."""
-    kinds = {m.complex for m in methods}
-    if len(kinds) > 1:
-        raise ValueError("complex methods (" + ", ".join(m.name for m in methods if m.complex) + ") and real ones "
-                         "take different inputs; audit them in separate runs")
-    a, b = audit_inputs(n, phi, seed, shape, complex=kinds == {True})
+    a, b = audit_inputs(n, phi, seed, shape, complex=complex_inputs(methods))
     for m in methods:
         m.check_shape(a.shape[0], a.shape[1], b.shape[1])
     A, B = be.asarray(a), be.asarray(b)

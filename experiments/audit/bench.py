@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from accuracy.audit import Audited, audit_point
+from accuracy.audit import Audited, audit_point, complex_inputs
 from accuracy.methods import default_methods, get_method, strassen_names
 from gpu.backend import Backend
 
@@ -150,9 +150,7 @@ def check_methods(methods: Sequence[str], plan: AuditPlan) -> None:
     for method in found:
         for shape in plan.products():
             method.check_shape(*shape)
-    if len({m.complex for m in found}) > 1:
-        raise ValueError("complex methods (" + ", ".join(m.name for m in found if m.complex) + ") and real ones "
-                         "take different inputs; audit them in separate runs")
+    complex_inputs(found)
 
 
 def usable_methods(be: Backend, methods: Sequence[str]) -> list[str]:
