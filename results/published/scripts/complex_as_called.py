@@ -18,13 +18,14 @@ import os
 import statistics
 
 import cupy as cp
-from ozaki2_as_called import sample  # this folder's script: the same loop
+from ozaki2_as_called import interleaved  # this folder's script: the same rounds
 
 import gpu
 from accuracy.metrics import error_report
 from accuracy.reference import exact_matmul
 from experiments.core.environment import environment
 from experiments.core.lab import sample_rows
+from experiments.frontdoor.errors import draw_phi
 from gpu import strassen, zgemm
 from gpu.backend import get_backend
 from gpu.ozaki2 import complex as complex_ii
@@ -32,17 +33,11 @@ from gpu.ozaki2 import complex as complex_ii
 ROWS = 16
 
 
-def inputs(n: int, phi: float, seed: int = 0):
+def inputs(be, n: int, phi: float, seed: int = 0):
+    """Complex phi operands, each part drawn on the device as the front door's errors draw them."""
     rng = cp.random.default_rng(seed)
-
-    def draw():
-        ru, rn = rng.random((n, n)), rng.standard_normal((n, n))
-        ru -= 0.5
-        rn *= phi
-        cp.exp(rn, out=rn)
-        ru *= rn
-        return ru
-    return draw() + 1j * draw(), draw() + 1j * draw()
+    A = draw_phi(be, n, n, phi, rng) + 1j * draw_phi(be, n, n, phi, rng)
+    return A, draw_phi(be, n, n, phi, rng) + 1j * draw_phi(be, n, n, phi, rng)
 
 
 def calls(be, A, B) -> dict:
@@ -60,7 +55,7 @@ def errors(be, n: int, phis) -> dict:
     out = {}
     picks = cp.asarray(sample_rows(n, ROWS, 0))
     for phi in phis:
-        A, B = inputs(n, phi, 1)
+        A, B = inputs(be, n, phi, 1)
         R = exact_matmul(A[picks], B, backend=be)
         out[phi] = {name: error_report(run()[picks], R, A[picks], B).max_comp for name, run in calls(be, A, B).items()}
         del A, B, R
@@ -76,17 +71,12 @@ def main() -> None:
     rounds = max(10, int(os.environ.get("ROUNDS", 10)))
     phis = [float(p) for p in os.environ.get("PHIS", "0.1,1,2,4").split(",")]
     for n in (int(x) for x in os.environ.get("NS", "1024,4096,8192,16384").split(",")):
-        A, B = inputs(n, 1.0)
+        A, B = inputs(be, n, 1.0)
         runs = calls(be, A, B)
         for run in runs.values():
             run()
         loop = int(os.environ.get("LOOP", {1024: 40, 4096: 10, 8192: 3}.get(n, 2)))
-        samples, clocks = {name: [] for name in runs}, {name: [] for name in runs}
-        for _ in range(rounds):
-            for name, run in runs.items():
-                samples[name].append(sample(run, loop))
-                if telemetry is not None:
-                    clocks[name].append(telemetry.read().as_dict())
+        samples, clocks = interleaved(runs, loop, rounds, telemetry)
         ref = statistics.median(samples["zgemm"])
         point = {"n": n, "loop": loop, "chosen": {level: gpu.plan(A, B, accuracy=level, backend=be).chosen.name
                                                   for level in ("zgemm", "dgemm")},

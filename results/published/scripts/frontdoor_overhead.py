@@ -18,13 +18,11 @@ front door's pieces at the first size. Medians of :data:`ROUNDS` rounds. Writes 
 
 import json
 import os
-import statistics
 
 import cupy as cp
-from level0_probe import CALLS, ROUNDS, device, host_us, wall  # this folder's probe: the same clocks
+from level0_probe import CALLS, ROUNDS, host_us, measured  # this folder's probe: the same clocks
 
 import gpu
-from experiments.core.ascalled import host_seconds
 from experiments.core.environment import environment
 from gpu.backend import get_backend
 from gpu.backend.plans import operand_signature
@@ -63,19 +61,7 @@ def main() -> None:
         rng = cp.random.default_rng(n)
         A, B = rng.random((n, n)), rng.random((n, n))
         works, kept = calls(be, A, B)
-        for work in works.values():
-            work()
-        samples = {name: {"wall": [], "device": []} for name in works}
-        names = list(works)
-        for r in range(ROUNDS):
-            for name in names[r % len(names):] + names[:r % len(names)]:
-                samples[name]["wall"].append(wall(works[name]))
-                samples[name]["device"].append(device(be, works[name]))
-        point = {"n": n, "chosen": kept.chosen.name,
-                 "median_s": {name: {k: statistics.median(v) for k, v in s.items()} for name, s in samples.items()},
-                 "host_s": {name: host_seconds(be, work) for name, work in works.items()}}
-        ref = point["median_s"]["cupy.matmul"]
-        point["x_cupy_matmul"] = {name: {k: ref[k] / m[k] for k in m} for name, m in point["median_s"].items()}
+        point = {"n": n, "chosen": kept.chosen.name, **measured(be, works)}
         if n == SIZES[0]:
             point["pieces_us"] = pieces(be, A, B)
             print("pieces (us)", {k: round(v, 2) for k, v in point["pieces_us"].items()}, flush=True)

@@ -106,6 +106,23 @@ def host_us(parts: dict) -> dict:
     return out
 
 
+def measured(be, works: dict) -> dict:
+    """``works`` (``cupy.matmul`` among them) warmed up, then each one's wall and device time (medians of
+    :data:`ROUNDS` rotated rounds), host time, and both ratios to ``cupy.matmul``."""
+    for work in works.values():
+        work()
+    samples = {name: {"wall": [], "device": []} for name in works}
+    names = list(works)
+    for r in range(ROUNDS):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            samples[name]["wall"].append(wall(works[name]))
+            samples[name]["device"].append(device(be, works[name]))
+    medians = {name: {k: statistics.median(v) for k, v in s.items()} for name, s in samples.items()}
+    ref = medians["cupy.matmul"]
+    return {"median_s": medians, "host_s": {name: host_seconds(be, work) for name, work in works.items()},
+            "x_cupy_matmul": {name: {k: ref[k] / m[k] for k in m} for name, m in medians.items()}}
+
+
 def main() -> None:
     be = get_backend("cupy")
     out = {"script": "results/published/scripts/level0_probe.py", "environment": environment(be),
@@ -113,20 +130,7 @@ def main() -> None:
     for n in SIZES:
         rng = cp.random.default_rng(n)
         A, B, C = rng.random((n, n)), rng.random((n, n)), cp.empty((n, n))
-        works = calls(be, A, B, C)
-        for work in works.values():
-            work()
-        samples = {name: {"wall": [], "device": []} for name in works}
-        names = list(works)
-        for r in range(ROUNDS):
-            for name in names[r % len(names):] + names[:r % len(names)]:
-                samples[name]["wall"].append(wall(works[name]))
-                samples[name]["device"].append(device(be, works[name]))
-        point = {"n": n, "median_s": {name: {k: statistics.median(v) for k, v in s.items()}
-                                      for name, s in samples.items()},
-                 "host_s": {name: host_seconds(be, work) for name, work in works.items()}}
-        ref = point["median_s"]["cupy.matmul"]
-        point["x_cupy_matmul"] = {name: {k: ref[k] / m[k] for k in m} for name, m in point["median_s"].items()}
+        point = {"n": n, **measured(be, calls(be, A, B, C))}
         if n == SIZES[0]:
             point["pieces_us"] = pieces(be, A, B, C)
             print("pieces (us)", {k: round(v, 2) for k, v in point["pieces_us"].items()}, flush=True)

@@ -70,6 +70,18 @@ def sample(run, loop: int) -> float:
     return (time.perf_counter() - start) / loop
 
 
+def interleaved(calls: dict, loop: int, rounds: int, telemetry) -> tuple[dict, dict]:
+    """``rounds`` rounds of one :func:`sample` of every call in turn: each call's seconds per call, and the NVML
+    reading after each sample (none without telemetry)."""
+    samples, clocks = {name: [] for name in calls}, {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, run in calls.items():
+            samples[name].append(sample(run, loop))
+            if telemetry is not None:
+                clocks[name].append(telemetry.read().as_dict())
+    return samples, clocks
+
+
 def chosen_count(be, A, B) -> int:
     """The count a default plan reads on these operands (a plan of its own, freed after)."""
     with ozaki2.Plan(A, B, backend=be) as plan:
@@ -114,13 +126,7 @@ def main() -> None:
         loop = int(os.environ.get("LOOP", {4096: 40, 8192: 10}.get(n, 3)))
         for run in calls.values():
             sample(run, 1)
-        samples = {name: [] for name in calls}
-        clocks = {name: [] for name in calls}
-        for _ in range(rounds):
-            for name, run in calls.items():
-                samples[name].append(sample(run, loop))
-                if telemetry is not None:
-                    clocks[name].append(telemetry.read().as_dict())
+        samples, clocks = interleaved(calls, loop, rounds, telemetry)
         dgemm = statistics.median(samples["dgemm"])
         hosts = {name: host_seconds(be, run) for name, run in calls.items()}
         point["loop"] = loop

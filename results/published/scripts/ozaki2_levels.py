@@ -16,7 +16,7 @@ import os
 import statistics
 
 import cupy as cp
-from ozaki2_as_called import inputs, sample  # this folder's script: the same inputs and loop
+from ozaki2_as_called import inputs, interleaved  # this folder's script: the same inputs and rounds
 
 from experiments.core.environment import environment
 from gpu import ozaki2
@@ -54,12 +54,7 @@ def main() -> None:
             point["phases"][L] = phases
             point["int8_tops"][L] = 2 * COUNT * n**3 * (7 / 8) ** L / phases.get("gemm", float("nan")) / 1e12
         loop = int(os.environ.get("LOOP", {8192: 5}.get(n, 2)))
-        samples, clocks = {name: [] for name in calls}, {name: [] for name in calls}
-        for _ in range(rounds):
-            for name, run in calls.items():
-                samples[name].append(sample(run, loop))
-                if telemetry is not None:
-                    clocks[name].append(telemetry.read().as_dict())
+        samples, clocks = interleaved(calls, loop, rounds, telemetry)
         dgemm = statistics.median(samples["dgemm"])
         point["loop"] = loop
         point["runs"] = {name: {"ms_per_call": 1e3 * statistics.median(v), "x_dgemm": dgemm / statistics.median(v),
