@@ -25,6 +25,7 @@ import dask.array as da
 import numpy as np
 from distributed import Client, LocalCluster, get_task_stream, wait
 
+from gpu.frontdoor.contract import gamma
 from gpu.multigpu import dask_matmul, resident
 
 from ..core.lab import require_correct, row_error, sample_rows
@@ -85,10 +86,9 @@ def check(backend: Any, C: Any, A: np.ndarray, B: np.ndarray, where: str) -> flo
     """The largest relative error of C's sampled rows (RuntimeError beyond gamma_(N+2))."""
     n = A.shape[0]
     rows = sample_rows(n)
-    got = C[rows] if isinstance(C, np.ndarray) else C[rows].compute()
-    got = np.asarray(backend.to_numpy(got) if not isinstance(got, np.ndarray) else got, dtype=np.float64)
-    u = 2.0**-53
-    return require_correct(row_error(got, A[rows] @ B), where, (n + 2) * u / (1 - (n + 2) * u),
+    got = C[rows]
+    got = np.asarray(backend.to_numpy(got.compute() if isinstance(got, da.Array) else got), dtype=np.float64)
+    return require_correct(row_error(got, A[rows] @ B), where, gamma(n + 2),
                            f"on {len(rows)} sampled rows, largest relative error")
 
 
