@@ -37,8 +37,9 @@ def real_product(be: Backend) -> Real:
 
 
 def is_complex(A: Any, B: Any) -> bool:
-    """Whether either operand has a complex dtype."""
-    return any(np.dtype(getattr(x, "dtype", np.asarray(x).dtype)).kind == "c" for x in (A, B))
+    """Whether either operand has a complex dtype (read from ``dtype`` where there is one: a device array refuses
+    conversion to NumPy)."""
+    return any(np.dtype(x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype).kind == "c" for x in (A, B))
 
 
 def check_dtype(X: Array, name: str) -> None:

@@ -97,3 +97,20 @@ def test_a_product_that_does_not_fit_is_refused_before_any_work(monkeypatch):
     for scheme in zgemm.SCHEMES:
         with pytest.raises(MemoryPlanError, match=f"complex 30 x 40 x 20 product by {scheme.upper()}"):
             zgemm.matmul(A, B, scheme=scheme, backend="numpy")
+
+
+class _DeviceLike:
+    """An operand that, like a CuPy array, has a dtype and refuses implicit conversion to NumPy."""
+
+    def __init__(self, dtype):
+        self.dtype = np.dtype(dtype)
+
+    def __array__(self, *args, **kwargs):
+        raise TypeError("Implicit conversion to a NumPy array is not allowed")
+
+
+@pytest.mark.parametrize("dtypes, expected", [(("float64", "float64"), False), (("float64", "complex128"), True),
+                                              (("complex64", "float32"), True)])
+def test_is_complex_reads_a_device_arrays_dtype_without_converting_it(dtypes, expected):
+    assert zgemm.is_complex(*(_DeviceLike(d) for d in dtypes)) is expected
+    assert zgemm.is_complex([[1.0]], [[1j]]) is True
