@@ -68,14 +68,14 @@ def judge(measured: Mapping[str, Any] | None, predicted: Mapping[str, Any] | Non
                 continue
             best, chosen = truth.winner, guess.winner
             priced = next((r for r in truth.entries if r.name == chosen.name), None)
-            at = priced.ratio if priced is not None else None
+            at = priced.ratio if priced is not None and priced.estimated else None
             if chosen.name == best.name:
                 lost, note = 0.0, "same choice"
-            elif at is None or best.ratio is None:
+            elif at is None or not best.estimated:
                 lost, note = None, "not judged: the measured section has no estimate for the predicted choice"
             else:
                 lost, note = best.ratio / at - 1, ""
-                if not any(r.name == best.name and r.ratio is not None for r in guess.entries):
+                if not any(r.name == best.name and r.estimated for r in guess.entries):
                     note = "the prediction has no estimate for the measured choice (outside its training data)"
             out.append(Judged(tuple(shape), accuracy, best.name, best.ratio, chosen.name, chosen.ratio, at, lost,
                               note))

@@ -31,11 +31,26 @@ from ..strassen.choose import table as configuration_table
 from ..strassen.decide import Product, runs
 from . import contract
 from .contract import Accuracy, Guarantee, as_accuracy
-from .table import COMPLEX_METHODS, PROVEN, Estimate, Timed, elsewhere, estimate_all, label_of, library_seconds
+from .table import (
+    COMPLEX_METHODS,
+    PROVEN,
+    Estimate,
+    Timed,
+    classify,
+    elsewhere,
+    estimate_all,
+    label_of,
+    library_seconds,
+)
 
 #: (chunk width, chunks) of split-K's own split of the product on this device, by mode (deterministic or not);
 #: None where it has none. Its bound gamma_(width + chunks + 2) is far tighter than gamma_k for a long k.
 Splits = Callable[[bool], "tuple[int, int] | None"]
+
+#: The ratio an unmeasured split-K is taken at in its own class (see the module notes).
+SPLITK_PRIOR = 1.0
+SPLITK_PRIOR_BASIS = ("not measured for this m and n: taken as the library GEMM's equal (both read A and B once, "
+                      "a product bound by that traffic)")
 
 #: Ratios within this of the fastest count as a tie (then: no wait first, then the smaller bound).
 TIE = 0.01
@@ -61,6 +76,11 @@ class Ranked:
     @property
     def eligible(self) -> bool:
         return self.runs and self.keeps and self.fits
+
+    @property
+    def estimated(self) -> bool:
+        """Whether its ratio rests on the tables (measured or predicted), not on the split-K prior."""
+        return self.ratio is not None and self.basis != SPLITK_PRIOR_BASIS
 
 
 @dataclass(frozen=True)
@@ -125,7 +145,8 @@ def rank(m: int, k: int, n: int, accuracy: Any = "dgemm", *, configurations: Map
                          "real ones ask for 'dgemm'")
     timed = {t: e for t, e in estimate_all(methods, m, k, n).items() if t.method not in COMPLEX_METHODS}
     found = [_gemm(k, want)] + _strassen(m, k, n, want, configurations, graphs) + \
-        [_method(t, e, m, k, n, want, deterministic, splits) for t, e in timed.items()] + \
+        [_method(t, e, m, k, n, want, deterministic, splits) for t, e in {**_splitk_prior(timed, m, k, n),
+                                                                          **timed}.items()] + \
         _unmeasured([t for t in PROVEN if not _measured(t, timed)], elsewhere(methods), m, k, n, want,
                     label_of(methods))
     found = [r if not r.eligible or fits(r) else replace(r, fits=False, why=r.why + "; does not fit in memory")
@@ -230,6 +251,13 @@ def _method(timed: Timed, est: Estimate, m: int, k: int, n: int, want: Accuracy,
     keeps, why = _kept(g, want, k)
     return Ranked(timed.name, timed.method, options, est.ratio, est.basis, g, keeps, runs, waits=est.waits,
                   why=note or why)
+
+
+def _splitk_prior(timed: Mapping[Timed, Estimate], m: int, k: int, n: int) -> dict[Timed, Estimate]:
+    """Split-K's modes at :data:`SPLITK_PRIOR` where its class of shape timed neither (see the module notes)."""
+    if classify(m, k, n)[0] != "tiny" or any(t.method == "splitk" for t in timed):
+        return {}
+    return {Timed.of("splitk", {"deterministic": d}): Estimate(SPLITK_PRIOR, SPLITK_PRIOR_BASIS) for d in (True, False)}
 
 
 def _measured(method: Timed, timed: Mapping[Timed, Estimate]) -> bool:

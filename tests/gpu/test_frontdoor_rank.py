@@ -203,3 +203,28 @@ def test_a_winograd_level_over_the_residues_wins_where_it_measured_faster():
     r = rank(16384, 16384, 16384, "dgemm", methods={"points": points})
     assert r.winner.family == "ozaki2" and r.winner.options["level"] == 1 and r.winner.keeps
     assert r.winner.guarantee == rank(16384, 16384, 16384, "dgemm", methods=METHODS).winner.guarantee
+
+
+def test_an_unmeasured_splitk_is_taken_at_the_library_gemms_speed_in_its_own_class():
+    """With no split-K in the tables (a GPU nobody measured), split-K's modes stand at the library GEMM's speed on
+    tiny outputs: never past the margin, but ahead of the emulation schemes where the library GEMM cannot prove a
+    tight bound, even where those were timed there (Ozaki II at 0.007x, as the H200 measured at 16 x 2^20)."""
+    def splits(deterministic):
+        return (4096, 256)
+
+    k = 2**20
+    plain = rank(16, k, 16, "dgemm", splits=splits)
+    assert plain.winner.family == "gemm"
+    assert {e.name: e.ratio for e in plain.entries if e.family == "splitk"} == {
+        "splitk(deterministic=True)": 1.0, "splitk(deterministic=False)": 1.0}
+    assert "taken as the library GEMM's equal" in plain.explain()
+    tight = rank(16, k, 16, 1e-10, splits=splits)
+    assert tight.winner.family == "splitk" and tight.winner.keeps
+    slow = {"points": [{"shape": [16, k, 16], "gemm_s": 9e-5, "timed": [
+        {"method": "ozaki2", "config": {"moduli": "auto", "target": "dgemm"}, "ratio": 0.007, "waits": True}]}]}
+    assert rank(16, k, 16, 1e-10, methods=slow, splits=splits).winner.family == "splitk"
+    assert rank(16, k, 16, 1e-10, methods=slow, splits=splits, deterministic=True).winner.name == \
+        "splitk(deterministic=True)"
+    assert all(e.family != "splitk" for e in rank(4096, 4096, 4096, splits=splits).entries), "squares: no prior"
+    measured = rank(64, k, 64, 1e-10, methods=METHODS, splits=splits)
+    assert measured.winner.ratio == 0.826, "a measured split-K keeps its own ratio"
