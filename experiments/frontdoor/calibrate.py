@@ -9,9 +9,18 @@ of :func:`experiments.frontdoor.bench.time_point`): Ozaki II at ``moduli="auto"`
 and over one and two Winograd levels: the front door takes a level where it measured faster), Ozaki I
 at the DGEMM target on INT8 slices, split-K deterministic and atomic where its own test lets it run. A method
 whose family refuses the shape (split-K on a square, a workspace that does not fit) is left out of that point.
+
+**Screening.** After each call's check, one more warm call of each method is timed beside one of the library
+GEMM's (:func:`screen`). A method slower than :data:`~experiments.frontdoor.groups.SLOWEST` of the library
+GEMM's speed there is recorded from that call (``"screened": true``, one sample) and left out of the interleaved
+group: the front door never takes it, and a finer ratio changes nothing. On the H200 the whole default grid did
+not finish in 470 s without it (Ozaki I took 1.4 s a call at 16 x 2^24 x 16, the library GEMM 1 ms).
+
 Rows are stored per shape, the library GEMM's last, so an interrupted calibration measures only the shapes
 whose library row is missing; the profile's section is rebuilt from every stored row of this environment and
-regime, so a resumed run writes the same section a whole one would.
+regime, so a resumed run writes the same section a whole one would. Entries the profile held for shapes or
+methods this database never timed are kept beside them (:func:`merged`): a calibration of a few more shapes
+adds to the profile, never takes from it.
 """
 
 from __future__ import annotations
@@ -29,13 +38,13 @@ from gpu.frontdoor.table import COMPLEX_METHODS as COMPLEX
 from gpu.frontdoor.table import Timed
 from gpu.profile import bundled_profile, device_name, load_profile, profile_path, save_profile
 
-from ..core.ascalled import Call
+from ..core.ascalled import Call, wall_seconds
 from ..core.regime import of_regime
 from ..core.registry import Context
 from ..core.sweep import group_sweep
 from .bench import time_point
 from .errors import SEED, TIME_PHI, phi_inputs
-from .groups import REFUSALS, FrontOperands, Group, check_calls
+from .groups import REFUSALS, SLOWEST, FrontOperands, Group, check_calls
 from .points import Plan, Shape, fitting_points, shape_text
 
 EXPERIMENT = "methods-calibration"
@@ -54,6 +63,21 @@ SHAPES = {"cupy": ((2048,) * 3, (4096,) * 3, (8192,) * 3, (16384,) * 3, (16, 2**
 #: (their points say ``"dtype": "complex128"``).
 COMPLEX_METHODS = ((Timed.of("ozaki2c", {"moduli": "auto", "target": "dgemm"}), True),)
 COMPLEX_SHAPES = {"cupy": ((4096,) * 3, (8192,) * 3, (16384,) * 3), "numpy": ((64,) * 3,)}
+
+
+def screen(be: Any, group: Group, reference: Call) -> dict[str, dict[str, Any]]:
+    """The methods of ``group`` slower than :data:`SLOWEST` of the library GEMM's speed on one warm call each
+    (the calls are warm: :func:`check_calls` made each once), taken out of ``group.public``, with the meta their
+    rows store (see the module notes)."""
+    library = wall_seconds(be, reference.fn)
+    out = {}
+    for name, call in list(group.public.items()):
+        seconds = wall_seconds(be, call.fn)
+        if library < SLOWEST * seconds:
+            out[name] = {"as_called_s": seconds, "ratio_as_called": library / seconds, "reference_s": library,
+                         "reference_call": reference.text, "call": call.text, "screened": True, "samples": 1}
+            del group.public[name]
+    return out
 
 
 def params(shape: Shape, regime: str, dtype: str = "float64") -> dict[str, Any]:
@@ -101,18 +125,21 @@ def measure_shape(ctx: Context, shape: Shape, dtype: str = "float64") -> int:
     group = method_group(be, A, B, dtype)
     try:
         check_calls(be, A, B, group, reference, shape_text(shape))
+        screened = screen(be, group, reference)
         called = time_point(ctx, ops, group, reference) if group.public else None
     finally:
         group.free()
     waits = {t.name: w for t, w in (*METHODS, *COMPLEX_METHODS)}
     options = {t.name: t.options for t, _ in (*METHODS, *COMPLEX_METHODS)}
     where = params(shape, ctx.regime, dtype)
-    for name in group.public:
-        meta = called.meta(name)
+    for name in [*group.public, *screened]:
+        meta = screened.get(name) or called.meta(name)
         ctx.db.add(ctx.run_id, EXPERIMENT, name, where, value=meta["as_called_s"], unit="s",
                    meta={**meta, "method": group.families[name], "config": options[name], "waits": waits[name]})
-    ctx.db.add(ctx.run_id, EXPERIMENT, LIBRARY, where, value=0.0 if called is None else
-               called.meta(LIBRARY).get("as_called_s") or 0.0, unit="s", meta={"refused": group.refused})
+    library = called.meta(LIBRARY).get("as_called_s") if called is not None else \
+        next((m["reference_s"] for m in screened.values()), None)
+    ctx.db.add(ctx.run_id, EXPERIMENT, LIBRARY, where, value=library or 0.0, unit="s",
+               meta={"refused": group.refused})
     return len(group.public) + 1
 
 
@@ -154,6 +181,7 @@ def methods_section(ctx: Context) -> dict[str, Any]:
         point["timed"].append({"method": meta["method"], "config": meta["config"],
                                "ratio": round(meta["ratio_as_called"], 4), "seconds": meta.get("as_called_s"),
                                "host_s": meta.get("host_s"), "waits": meta["waits"],
+                               **({"screened": True, "samples": 1} if meta.get("screened") else {}),
                                "source": f"gemmlab calibrate --methods (run {m.run_id})"})
     return {"regime": ctx.regime, "written_by": "gemmlab calibrate --methods",
             "points": [points[s] for s in sorted(points)]}
@@ -168,5 +196,20 @@ def write_section(ctx: Context, section: dict[str, Any]) -> str:
         {"backend": be.name, "device": device, "levels": {}}
     doc.update(backend=be.name, device=device)
     regimes = doc.setdefault("regimes", {})
-    regimes.setdefault(ctx.regime, {"levels": doc.get("levels", {})})["methods"] = section
+    held = regimes.setdefault(ctx.regime, {"levels": doc.get("levels", {})})
+    held["methods"] = merged(held.get("methods"), section)
     return str(save_profile(doc))
+
+
+def merged(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """``new`` with every entry of ``old`` whose (shape, dtype, method, config) ``new`` does not hold (see the
+    module notes); the points in order of shape."""
+    def key(point: dict[str, Any]) -> tuple[Any, ...]:
+        return (*point["shape"], point.get("dtype", "float64"))
+    points = {key(p): copy.deepcopy(p) for p in new["points"]}
+    for point in (old or {}).get("points", ()):
+        mine = points.setdefault(key(point), {**copy.deepcopy(point), "timed": []})
+        have = {(e["method"], repr(sorted(e["config"].items()))) for e in mine["timed"]}
+        mine["timed"] += [copy.deepcopy(e) for e in point.get("timed", ())
+                          if (e["method"], repr(sorted(e["config"].items()))) not in have]
+    return {**new, "points": [points[k] for k in sorted(points)]}

@@ -13,7 +13,7 @@ from gpu.backend import get_backend
 from gpu.frontdoor import rank
 from gpu.frontdoor.complexmm import rank_complex
 from gpu.frontdoor.contract import Accuracy
-from gpu.profile import methods
+from gpu.profile import device_name, methods, save_profile
 
 SHAPES = "48:48:48,8:4096:8"
 
@@ -89,3 +89,40 @@ def test_by_default_complex_products_are_calibrated_too_and_rank_complex_candida
     assert any(r.family == "ozaki2c" and r.ratio is not None and r.basis.startswith("measured")
                for r in ranked.entries)
     assert all(r.family != "ozaki2c" for r in rank(64, 64, 64, "dgemm", methods=section).entries)
+
+
+def test_a_method_far_slower_than_the_library_gemm_is_recorded_from_one_call_and_not_interleaved(
+        capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr("experiments.frontdoor.calibrate.SLOWEST", 1e9)       # every method "slower"
+    code, doc = calibrate(capsys, tmp_path / "s.sqlite")
+    section = methods(get_backend("numpy"))[0]
+    entries = [e for p in section["points"] for e in p["timed"]]
+    assert code == 0 and entries and all(e["screened"] and e["samples"] == 1 and e["ratio"] > 0 for e in entries)
+    with ResultsDB(tmp_path / "s.sqlite") as db:
+        library = [m.value for m in db.measurements(EXPERIMENT) if m.method == LIBRARY]
+    assert len(library) == 2 and all(v > 0 for v in library), "the library GEMM's screening call is its row"
+    monkeypatch.setattr("experiments.frontdoor.calibrate.SLOWEST", 0.0)       # none
+    code, doc = calibrate(capsys, tmp_path / "t.sqlite")
+    with ResultsDB(tmp_path / "t.sqlite") as db:
+        assert not any(m.meta.get("screened") for m in db.measurements(EXPERIMENT))
+
+
+def test_a_calibration_adds_to_the_profiles_methods_and_replaces_only_what_it_measured(capsys, tmp_path):
+    first = {"points": [
+        {"shape": [8, 8192, 8], "gemm_s": 1e-4, "timed": [
+            {"method": "splitk", "config": {"deterministic": True}, "ratio": 1.2, "source": "earlier"}]},
+        {"shape": [48, 48, 48], "gemm_s": 1e-5, "timed": [
+            {"method": "ozaki2", "config": {"moduli": 14}, "ratio": 0.5, "source": "earlier"},
+            {"method": "ozaki2", "config": {"moduli": "auto", "target": "dgemm"}, "ratio": 9.9, "source": "earlier"}]}]}
+    be = get_backend("numpy")
+    save_profile({"backend": "numpy", "device": device_name(be), "levels": {},
+                  "regimes": {"sustained": {"levels": {}, "methods": first}}})
+    code, doc = calibrate(capsys, tmp_path / "m.sqlite")
+    section = methods(be)[0]
+    by = {tuple(p["shape"]): {(e["method"], json.dumps(e["config"], sort_keys=True)): e for e in p["timed"]}
+          for p in section["points"]}
+    assert by[(8, 8192, 8)][("splitk", '{"deterministic": true}')]["source"] == "earlier", "never measured here"
+    assert by[(48, 48, 48)][("ozaki2", '{"moduli": 14}')]["source"] == "earlier"
+    auto = by[(48, 48, 48)][("ozaki2", '{"moduli": "auto", "target": "dgemm"}')]
+    assert auto["source"].startswith("gemmlab calibrate --methods") and auto["ratio"] != 9.9
+    assert [p["shape"] for p in section["points"]] == sorted(p["shape"] for p in section["points"])
