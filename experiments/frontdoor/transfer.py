@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gpu.frontdoor.table import Timed
+from gpu.frontdoor.table import Timed, classify
 from gpu.profile import BUNDLED_DIR, TRANSFER_METHODS_FILE, TRANSFER_METHODS_FORMAT, load_profile, regime_section
 from modeling import hardware
 from modeling.methods_transfer import MethodsModel, Observation, fit, predict
@@ -57,8 +57,8 @@ PASSES = ("scaling", "residues", "crt")
 
 
 def section_observations(section: Mapping[str, Any] | None, gpu: str, source: str = "") -> list[Observation]:
-    """The whole-call times of a ``methods`` section measured on ``gpu`` (a hardware-table row's name): its real
-    products (the model prices float64 products; complex points are left out)."""
+    """The whole-call times of a ``methods`` section measured on ``gpu`` (a hardware-table row's name) that the
+    model prices (:func:`priced`): real products (complex points are left out) of the calls it models."""
     out = []
     for point in (section or {}).get("points", ()):
         if point.get("dtype", "float64") != "float64":
@@ -66,12 +66,24 @@ def section_observations(section: Mapping[str, Any] | None, gpu: str, source: st
         shape = tuple(int(x) for x in point["shape"])
         for entry in point.get("timed", ()):
             timed = Timed.of(entry["method"], entry.get("config"))
-            if entry.get("ratio") is None or not point.get("gemm_s"):
+            if entry.get("ratio") is None or not point.get("gemm_s") or not priced(timed, shape, entry):
                 continue
             seconds = entry.get("seconds") or point["gemm_s"] / entry["ratio"]
             out.append(Observation(gpu, timed, shape, float(seconds), float(point["gemm_s"]),
                                    COUNTS.get(timed.method), source=entry.get("source") or source))
     return out
+
+
+def priced(timed: Timed, shape: tuple[int, int, int], entry: Mapping[str, Any]) -> bool:
+    """Whether the model prices this entry: the front door's calls it models (Ozaki II and I at their DGEMM
+    target with :data:`COUNTS`, so outside split-K's tiny outputs, where the counts differ and the passes over
+    k dominate; split-K's two modes), timed by the protocol (not a calibration's one-call screening), and no
+    Winograd level over the residues (the model has no term for their passes)."""
+    if entry.get("screened"):
+        return False
+    if timed.method == "splitk":
+        return True
+    return timed in (OZAKI2, OZAKI1) and classify(*shape)[0] != "tiny"
 
 
 def _paired(rows: Iterable[tuple[str, tuple[int, int, int], float]], reference: str, source: str) -> list[Observation]:

@@ -52,7 +52,8 @@ SPLITK_PRIOR = 1.0
 SPLITK_PRIOR_BASIS = ("not measured for this m and n: taken as the library GEMM's equal (both read A and B once, "
                       "a product bound by that traffic)")
 
-#: Ratios within this of the fastest count as a tie (then: no wait first, then the smaller bound).
+#: Ratios within this fraction of the fastest count as a tie (then: no wait first, then the smaller bound): a
+#: fraction, so that 0.0014x does not tie 0.0083x where everything is slow.
 TIE = 0.01
 
 
@@ -175,7 +176,7 @@ def _choose(eligible: list[Ranked], want: Accuracy) -> tuple[Ranked, str]:
     challengers = [r for r in timed if r.family != "gemm" and (gemm is None or r.ratio >= 1 + MARGIN)]
     if challengers:
         top = max(r.ratio for r in challengers)
-        tied = [r for r in challengers if r.ratio >= top - TIE]
+        tied = [r for r in challengers if r.ratio >= top * (1 - TIE)]
         best = min(tied, key=lambda r: (r.waits, r.guarantee.t, -r.ratio))
         over = f"at least {MARGIN:.0%} faster than the library GEMM" if gemm else "the library GEMM does not keep it"
         return best, f"{best.ratio:.3f}x the library GEMM ({best.basis}), {over}; it keeps {want.level!r}"
