@@ -55,12 +55,35 @@ def test_the_verdict_on_gpu_workers():
 
 
 def test_a_wrong_product_is_stored_nowhere(capsys, db_path, monkeypatch):
-    monkeypatch.setattr(bench, "product", lambda kind, be, client, A, B: np.zeros((A.shape[0], B.shape[1])))
+    monkeypatch.setattr(bench, "product", lambda kind, be, client, A, B, out: np.zeros((A.shape[0], B.shape[1])))
     assert main(["multigpu", "--backend", "numpy", "--sizes", "32", "--workers", "1", "--kinds", "host",
                  "--db", str(db_path)]) != 0
     assert "computed a wrong product" in capsys.readouterr().err
     with ResultsDB(db_path) as db:
         assert db.measurements("multigpu") == []
+
+
+def test_host_operands_are_mapped_files_the_workers_read_and_c_a_mapped_file_they_write(run_json, db_path,
+                                                                                         monkeypatch):
+    """The host setting is the issue's: A and B mapped .npy files in shared memory, C a mapped file written in
+    place (a NumPy array in the client's memory would be serialized to every worker on every call)."""
+    seen = []
+    real = bench.dask_matmul.matmul
+
+    def spy(A, B, **kw):
+        seen.append((type(A), type(B), type(kw.get("out")), A.filename, kw["out"].filename))
+        return real(A, B, **kw)
+
+    monkeypatch.setattr(bench.dask_matmul, "matmul", spy)
+    out = run_json("multigpu", "--backend", "numpy", "--sizes", "48", "--workers", "1", "--kinds", "host",
+                   "--db", str(db_path))
+    assert out["summary"]["points measured"] == 1 and len(seen) == 1 + bench.SAMPLES + 1
+    for a, b, c, fa, fc in seen:
+        assert a is b is c is np.memmap and fa.endswith("A.npy") and fc.endswith("C.npy")
+    folder = seen[0][3].rpartition("/")[0]
+    if bench.os.path.isdir(bench.SHARED_MEMORY):
+        assert folder.startswith(bench.SHARED_MEMORY)
+    assert not bench.os.path.exists(folder), "the operand files are removed after the point"
 
 
 @pytest.mark.parametrize("argv, message", [(["--kinds", "gpu"], "kinds must be some of host, resident"),
