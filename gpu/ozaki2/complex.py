@@ -14,20 +14,26 @@ Ai' and B' = Br' + i Bi', modulo each modulus m:
 
 * ``"3m"``: T1 = Ar' Br', T2 = Ai' Bi', T3 = (Ar' + Ai')(Br' + Bi') (the sums taken modulo m, INT8 again), then
   Re C' = T1 - T2 and Im C' = T3 - T1 - T2 modulo m: three INT8 products for four;
-* ``"4m"``: Re C' = Ar' Br' - Ai' Bi', Im C' = Ar' Bi' + Ai' Br'.
+* ``"4m"``: Re C = [Ar, -Ai] [Br; Bi] and Im C = [Ar, Ai] [Bi; Br], each one real scheme II product of 2k
+  terms through the real scheme's kept plans (:func:`gpu.ozaki2.matmul` under :func:`gpu.zgemm.matmul`): the
+  INT8 work of 4M, but in the real scheme's fast layout, with its fused passes and no pass of its own.
 
-Arithmetic modulo m is a ring, so both give the exact residues of Re C' and Im C', and the CRT recovers each part
-as a real product's: the two schemes give the same bits, and those of :func:`gpu.zgemm.matmul` 4M over
-:func:`gpu.ozaki2.matmul` at the same count (its real products have these rows, columns and inner sums). 3M in
+Arithmetic modulo m is a ring, so 3M gives the exact residues of Re C' and Im C', and the CRT recovers each part
+as a real product's: the two schemes give the same bits (the real products of 4M have these rows, columns and
+inner sums, so the same scaling and, under ``"auto"``, the same count). 3M in
 floating point loses accuracy on the imaginary part; over the residues it loses none. NaN and infinity give
 the real formula's IEEE values in their rows and columns, as the real scheme does.
 
-This is the reference form over the backend's array operations (the 3M sums are passes of their own, and the
-residues are held for the whole product); k is blocked as the real scheme blocks it.
+3M is the reference form over the backend's array operations (its sums and reductions are passes of their own,
+and the residues are held for the whole product); k is blocked as the real scheme blocks it. On the H200 at
+N = 8192 it ran at 1.04x ZGEMM as called (``results/published/h200/h200-complex-calls.json``), the residue
+form of 4M at 1.02x; 4M through the real plans is not yet measured. The front door takes the scheme its device
+profile measured faster (``gemmlab calibrate --methods`` times both).
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -35,6 +41,8 @@ import numpy as np
 from ..backend import Array, Backend, get_backend, matrix_pair, require_memory
 from ..ozaki.plan import _round_up
 from ..zgemm.api import check_dtype, parts
+from ..zgemm.api import matmul as zgemm_matmul
+from .api import matmul as real_matmul
 from .gemms import blocks
 from .moduli import MAX_MODULI, moduli_table
 from .normwise import LineStats, refusal, target_value
@@ -56,6 +64,9 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scheme: 
         raise ValueError(f"scheme must be one of {', '.join(map(repr, SCHEMES))}, not {scheme!r}")
     fixed, block = count_of(moduli, target), block_of(k_block)
     be = get_backend(backend)
+    if scheme == "4m":
+        real = partial(real_matmul, moduli=moduli, target=target, k_block=k_block, backend=be)
+        return zgemm_matmul(A, B, scheme="4m", real=real, backend=be)
     A, B, _, _ = matrix_pair(be, A, B)
     check_dtype(A, "A")
     check_dtype(B, "B")
@@ -79,7 +90,7 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scheme: 
     planes = [xp.empty((count, m, n), dtype=np.int8) for _ in range(2)]
     for t, modulus in enumerate(table.moduli):
         for number, kb in enumerate(blocks(ldk, block)):
-            found = _parts(be, *(r[t][:, kb] for r in res), modulus, scheme)
+            found = _parts(be, *(r[t][:, kb] for r in res), modulus)
             for plane, part in zip(planes, found, strict=True):
                 plane[t] = add(plane[t], part[:, :n], modulus) if number else part[:, :n]
     out = xp.empty((m, n))
@@ -115,13 +126,11 @@ def _auto(be: Backend, family: Any, rows: LineStats, cols: LineStats, k2: int, t
     return count
 
 
-def _parts(be: Backend, ar: Array, ai: Array, br: Array, bi: Array, m: int, scheme: str) -> tuple[Array, Array]:
-    """The symmetric residues of Re C' and Im C' over one k block, modulo m (see the module)."""
+def _parts(be: Backend, ar: Array, ai: Array, br: Array, bi: Array, m: int) -> tuple[Array, Array]:
+    """The symmetric residues of Re C' and Im C' over one k block, modulo m, by 3M (see the module)."""
     def product(x: Array, y: Array) -> Array:
         return residue_product(be, x, y, m, 0)
 
-    if scheme == "4m":
-        return sub(product(ar, br), product(ai, bi), m), add(product(ar, bi), product(ai, br), m)
     t1, t2 = product(ar, br), product(ai, bi)
     t3 = product(add(ar, ai, m), add(br, bi, m))
     return sub(t1, t2, m), sub(sub(t3, t1, m), t2, m)

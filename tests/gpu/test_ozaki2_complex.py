@@ -1,5 +1,5 @@
-"""Ozaki scheme II for complex products (``gpu.ozaki2.complex.matmul``): 3M and 4M over the residues give the
-same bits, and those of 4M over the real scheme at the same count, on odd shapes, phi up to 4 and blocked k; the
+"""Ozaki scheme II for complex products (``gpu.ozaki2.complex.matmul``): 3M over the residues and 4M through the
+real scheme's plans give the same bits, on odd shapes, phi up to 4 and blocked k; the
 error keeps the normwise bound against the exact complex reference; 3M takes three INT8 products per modulus;
 NaN rows follow the real formula; bad input is refused; on the GPU it equals NumPy bit for bit."""
 
@@ -48,18 +48,21 @@ def test_auto_keeps_the_normwise_bound_on_both_parts(phi):
         assert np.all(np.abs(got - want) <= t * rows[:, None] * cols[None, :] + 2.0**-53 * np.abs(got))
 
 
-def test_3m_takes_three_int8_products_per_modulus_and_block(monkeypatch):
+def test_3m_takes_three_int8_products_per_modulus_and_block_and_4m_the_work_of_four(monkeypatch):
+    """3M: three INT8 products per modulus; 4M: two real products of 2k terms through the real scheme's plans,
+    4/3 of 3M's INT8 work."""
     be = get_backend("numpy")
-    calls = []
-    real = type(be).gemm_ex
-    monkeypatch.setattr(type(be), "gemm_ex", lambda self, A, B, C, **kw: (calls.append(1), real(self, A, B, C,
-                                                                                             **kw))[1])
-    A, B = operands(20, 40, 20)
+    work = []
+    real = type(be)._gemm_ex
+    monkeypatch.setattr(type(be), "_gemm_ex", lambda self, rec, call, beta, arrays: (
+        work.append(arrays[0].shape[0] * arrays[0].shape[1] * arrays[1].shape[1]),
+        real(self, rec, call, beta, arrays))[1])
+    A, B = operands(32, 48, 32)
     host(A, B, moduli=9)
-    assert len(calls) == 3 * 9
-    calls.clear()
+    three, calls = sum(work), len(work)
+    work.clear()
     host(A, B, moduli=9, scheme="4m")
-    assert len(calls) == 4 * 9
+    assert calls == 3 * 9 and 3 * sum(work) == 4 * three
 
 
 def test_nonfinite_rows_follow_the_real_formula_and_bad_input_is_refused():
@@ -82,8 +85,11 @@ def test_nonfinite_rows_follow_the_real_formula_and_bad_input_is_refused():
 def test_on_the_gpu_complex_scheme_ii_equals_numpy_bit_for_bit(cupy_backend):
     A, B = operands(300, 500, 200, 1.0, 6)
     for moduli in (15, "auto"):
-        got = zoz.matmul(cupy_backend.asarray(A), cupy_backend.asarray(B), moduli=moduli, backend=cupy_backend)
-        assert np.array_equal(cupy_backend.to_numpy(got), host(A, B, moduli=moduli))
+        want = host(A, B, moduli=moduli)
+        for scheme in ("3m", "4m"):
+            got = zoz.matmul(cupy_backend.asarray(A), cupy_backend.asarray(B), moduli=moduli, scheme=scheme,
+                             backend=cupy_backend)
+            assert np.array_equal(cupy_backend.to_numpy(got), want), scheme
 
 
 def test_a_product_that_does_not_fit_is_refused_before_any_work(monkeypatch):
