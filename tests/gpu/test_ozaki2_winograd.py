@@ -142,15 +142,31 @@ def test_the_residue_operations_are_the_modular_arithmetic_at_the_ends_of_the_ra
 
 
 @pytest.mark.gpu
-def test_on_the_gpu_the_residue_passes_equal_numpys(cupy_backend):
+def test_on_the_gpu_the_residue_passes_equal_numpys_in_both_kernels(cupy_backend, monkeypatch):
+    """Aligned views take the 16-byte (sums) and 4-product (reductions) kernels, the others the one-element ones;
+    both give NumPy's residues, at the ends of the range too."""
+    from gpu.ozaki2 import winograd_kernels as kernels  # CuPy's module: imported where a GPU runs
+
+    launched = []
+    real = kernels._launch
+    monkeypatch.setattr(kernels, "_launch", lambda name, *a: (launched.append(name), real(name, *a))[1])
     rng = np.random.default_rng(4)
-    gpu_ops = cupy_backend.ops(winograd.FAMILY)
-    for m in (256, 251):
-        x, y = (rng.integers(-(m // 2), (m - 1) // 2 + 1, (64, 48)).astype(np.int8) for _ in range(2))
+    gpu_ops, host = cupy_backend.ops(winograd.FAMILY), winograd.HostResidueOps()
+    for m in (256, 251, 7):
+        lo, hi = -(m // 2), (m - 1) // 2
+        x, y = (rng.integers(lo, hi + 1, (64, 48)).astype(np.int8) for _ in range(2))
+        x[0, :4], y[0, :4] = [lo, lo, hi, hi], [lo, hi, lo, hi]
         P = rng.integers(-(2**31), 2**31, (64, 48)).astype(np.int32)
-        for sign in (1, -1):
-            got = gpu_ops.combine(cupy_backend.asarray(x)[:, 8:], cupy_backend.asarray(y)[:, 8:], m, sign)
-            assert np.array_equal(cupy_backend.to_numpy(got), winograd.HostResidueOps().combine(x[:, 8:], y[:, 8:],
-                                                                                                 m, sign))
-        assert np.array_equal(cupy_backend.to_numpy(gpu_ops.reduce(cupy_backend.asarray(P), m)),
-                              winograd.HostResidueOps().reduce(P, m))
+        P[0, :4] = [2**31 - 1, -(2**31), m, -m - 1]
+        for cols, vector in ((slice(16, None), True), (slice(8, None), False), (slice(None), True),
+                             (slice(0, 40), False)):
+            for sign in (1, -1):
+                launched.clear()
+                got = gpu_ops.combine(cupy_backend.asarray(x)[:, cols], cupy_backend.asarray(y)[:, cols], m, sign)
+                assert np.array_equal(cupy_backend.to_numpy(got), host.combine(x[:, cols], y[:, cols], m, sign))
+                assert bool(launched) is vector, (cols, launched)
+        for cols, vector in ((slice(None), True), (slice(4, None), True), (slice(1, None), False)):
+            launched.clear()
+            got = gpu_ops.reduce(cupy_backend.asarray(P)[:, cols], m)
+            assert np.array_equal(cupy_backend.to_numpy(got), host.reduce(P[:, cols], m))
+            assert bool(launched) is vector, (cols, launched)
