@@ -10,10 +10,11 @@ front door's, so the time it would lose is measured, not estimated.
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 from gpu.backend import Backend
+from gpu.frontdoor.frontplan import split_of
 from gpu.frontdoor.rank import Ranked, rank
 from gpu.profile import device_name
 from modeling import hardware
@@ -40,12 +41,14 @@ def hidden_section(be: Backend) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def hidden_choice(be: Backend, m: int, k: int, n: int, level: Any, deterministic: bool = False) -> Ranked | None:
-    """The front door's winner for the point with this device's profile hidden (see the module notes); None where
-    nothing is hidden or no candidate keeps the accuracy."""
+    """The front door's winner for the point with this device's profile hidden (see the module notes): the tables
+    are the prediction's, split-K's split (what its bound rests on) is this device's, as the front door's own
+    plan takes it; None where nothing is hidden or no candidate keeps the accuracy."""
     section, _ = hidden_section(be)
     if section is None:
         return None
     try:
-        return rank(m, k, n, level, configurations=None, methods=section, deterministic=deterministic).winner
+        return rank(m, k, n, level, configurations=None, methods=section, deterministic=deterministic,
+                    splits=partial(split_of, be, m, k, n)).winner
     except ValueError:
         return None
