@@ -6,11 +6,12 @@ in this process on the CPU), the operands put in place (for ``host``, mapped ``.
 ``/dev/shm`` where the host has it, read by the workers in place, with C a mapped file the workers write: the
 setting of the measurements the toolkit reproduces, and of a product too large for one device; for
 ``resident``, chunks of row and column panels persisted on the workers, on their GPUs with CuPy), and the
-product timed by the host's clock
-until C is complete (gathered for ``host``, persisted on the workers for ``resident``): the first product is the
-one shot, then :data:`SAMPLES` more (:data:`FEW` where the first took over :data:`SLOW_S`) give the steady time,
-and one more is recorded from Dask's task stream (each task's transfers and compute on its worker: the
-``timeline`` row).
+product timed by the host's clock until C is complete (written in its file for ``host``, persisted on the
+workers for ``resident``): the first product is the one shot, then :data:`SAMPLES` more (:data:`FEW` where the
+first took over :data:`SLOW_S`) give the steady time, and one more is recorded from Dask's task stream (each
+task's transfers and compute on its worker: the ``timeline`` row). Operands that neither ``/dev/shm`` nor the
+temporary folder has room for are refused before anything is written.
+
 NumPy arrays in the client's memory are not the ``host`` setting: Dask serializes them to every worker on
 every call (on an H200 pair, N = 16384 on one worker took 6.3 s a product, of which 0.29 s computing).
 The first product's C is checked on sampled rows against a float64 product of those rows, within gamma_(N+2)
@@ -73,10 +74,19 @@ def mapped_operands(folder: str, n: int, seed: int = SEED) -> tuple[np.memmap, n
     return A, B, C
 
 
-def operand_folder() -> tempfile.TemporaryDirectory:
-    """A new temporary folder for the mapped operands: in shared memory where the host has it."""
-    return tempfile.TemporaryDirectory(prefix="gemmlab-multigpu-",
-                                       dir=SHARED_MEMORY if os.path.isdir(SHARED_MEMORY) else None)
+def operand_folder(nbytes: int) -> tempfile.TemporaryDirectory:
+    """A new temporary folder for ``nbytes`` of mapped operands: in shared memory where the host has it and it has
+    room, else in the system's temporary folder; ValueError where neither has room (before anything is written)."""
+    for where in (SHARED_MEMORY, tempfile.gettempdir()):
+        if os.path.isdir(where) and _free_bytes(where) >= nbytes:
+            return tempfile.TemporaryDirectory(prefix="gemmlab-multigpu-", dir=where)
+    raise ValueError(f"the mapped operands need {nbytes / 2**30:.1f} GiB, more than {SHARED_MEMORY} or "
+                     f"{tempfile.gettempdir()} has free; choose smaller --sizes, or make room there")
+
+
+def _free_bytes(folder: str) -> int:
+    found = os.statvfs(folder)
+    return found.f_bavail * found.f_frsize
 
 
 def in_place(backend: Any, client: Client, A: np.ndarray, B: np.ndarray, workers: int) -> tuple[Any, Any]:
@@ -120,7 +130,7 @@ def measure_point(ctx: Context, point: Point) -> int:
     """A new cluster, the operands in place, the one shot (checked) and the steady samples; rows stored."""
     be = ctx.backend
     where = f"N = {point.n}, {point.kind}, {point.workers} workers"
-    with operand_folder() as folder:
+    with operand_folder(3 * 8 * point.n**2) as folder:
         A, B, out = mapped_operands(folder, point.n)
         cluster, client = new_cluster(be, point.workers)
         with cluster, client:

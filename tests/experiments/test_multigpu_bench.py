@@ -86,6 +86,13 @@ def test_host_operands_are_mapped_files_the_workers_read_and_c_a_mapped_file_the
     assert not bench.os.path.exists(folder), "the operand files are removed after the point"
 
 
+def test_operands_that_no_folder_has_room_for_are_refused_before_anything_is_written(monkeypatch):
+    monkeypatch.setattr(bench, "_free_bytes", lambda folder: 10)
+    with pytest.raises(ValueError, match=r"the mapped operands need 0.0 GiB, more than .* has free; choose smaller"):
+        bench.operand_folder(11)
+    assert bench.operand_folder(10).name
+
+
 @pytest.mark.parametrize("argv, message", [(["--kinds", "gpu"], "kinds must be some of host, resident"),
                                            (["--workers", "0"], "worker counts must be positive")])
 def test_bad_plans_are_refused_before_any_work(capsys, db_path, argv, message):
