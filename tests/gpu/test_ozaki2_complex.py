@@ -100,3 +100,26 @@ def test_a_product_that_does_not_fit_is_refused_before_any_work(monkeypatch):
     monkeypatch.setattr(type(be), "memory_info", lambda self: (need // 2, 10 * need))
     with pytest.raises(MemoryPlanError, match="complex 30 x 40 x 20 product"):
         host(A, B)
+
+
+def test_a_refusal_frees_the_kept_plans_and_asks_again(monkeypatch):
+    """Plans kept by earlier calls hold memory: the check asks again after freeing them, and refuses only if it
+    still does not fit."""
+    be = get_backend("numpy")
+    A, B = operands(30, 40, 20)
+    need = zoz.peak_bytes(30, 40, 20, 20)
+    freed = []
+
+    def free(keep=()):
+        freed.append(1)
+        return 1
+    monkeypatch.setattr(zoz, "free_kept_plans", free)
+    monkeypatch.setattr(type(be), "memory_info", lambda self: ((2 * need) if freed else need // 2, 10 * need))
+    assert np.array_equal(host(A, B, moduli=12), zoz.matmul(A, B, moduli=12, scheme="4m", backend="numpy"))
+    assert freed == [1]
+    monkeypatch.setattr(type(be), "memory_info", lambda self: (need // 2, 10 * need))
+    with pytest.raises(MemoryPlanError, match="complex 30 x 40 x 20 product"):
+        host(A, B)
+    monkeypatch.setattr(zoz, "free_kept_plans", lambda keep=(): 0)
+    with pytest.raises(MemoryPlanError, match="complex 30 x 40 x 20 product"):
+        host(A, B)
