@@ -11,7 +11,8 @@ names. Registered here:
 * ``fp64``: the library DGEMM;
 * ``strassen-<schedule>-L<level>``: :func:`gpu.strassen.matmul` in float64, for
   every schedule of :data:`gpu.strassen.SCHEDULES` and level 0..4 it can run
-  (level 0 is the library GEMM);
+  (level 0 is the library GEMM); ``strassen-defaults``: ``gpu.strassen.matmul(A, B)``, every option left to
+  the device profile (level and configuration);
 * ``ozaki-<format>-<slices>``: :func:`gpu.ozaki.matmul` with that many slices of
   a slice format (``ozaki-int8-8``); a float format with ``r`` appended
   (``ozaki-fp32r-3``) is the paper's form, whose last diagonal multiplies
@@ -207,6 +208,12 @@ def _strassen(match: re.Match) -> Method:
 
     return Method(match.group(0), f"Strassen-Winograd, schedule {schedule}, {level} levels (float64)", run,
                   check=partial(check_level, level=level))
+
+
+@method("strassen-defaults", "Strassen-Winograd at its defaults: the device profile chooses the level and the "
+                             "configuration, the library GEMM where none beats it (float64)")
+def _strassen_defaults(be: Backend, A: Array, B: Array) -> Array:
+    return matmul(A, B, backend=be)
 
 
 #: Every Ozaki slice variant: the formats, then the paper's rounded-tail form of the float ones.

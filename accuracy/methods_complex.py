@@ -6,7 +6,10 @@ and an audit draws complex inputs for it (:func:`accuracy.audit.audit_inputs`).
 * ``zgemm-<3m|4m>-<real method>``: :func:`gpu.zgemm.matmul` over any real audited method's product
   (``zgemm-4m-fp64``, ``zgemm-3m-strassen-winograd-L2``, ``zgemm-4m-ozaki2-fast-15``);
 * ``ozaki2c-<3m|4m>-<moduli>``: :func:`gpu.ozaki2.complex.matmul`, Ozaki scheme II over the residues of both
-  parts with that many moduli (1..20) or ``auto``.
+  parts with that many moduli (1..20) or ``auto``;
+* ``zauto[-<zgemm|dgemm|sgemm|bound>]``: the front door on complex operands, ``gpu.matmul(A, B, accuracy=...)``
+  (``zauto`` alone: its default, ``"dgemm"``), as the real ``auto[-<level>]`` family is on real ones; only complex
+  operands take ``"zgemm"``, the complex library GEMM's componentwise promise.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import re
 
 from gpu import ozaki2, zgemm
 from gpu.backend import Array, Backend
+from gpu.frontdoor import Accuracy
+from gpu.frontdoor import matmul as front_matmul
 from gpu.ozaki2 import complex as complex_ii
 
 from .methods import METHODS, Method, family, get_method
@@ -61,3 +66,21 @@ def _ozaki2c(match: re.Match) -> Method:
 
     return Method(match.group(0), f"Ozaki scheme II for complex128, {moduli} moduli, {scheme.upper()} over the "
                                   "residues (one scaling for both parts)", run, complex=True)
+
+
+def zauto_names() -> list[str]:
+    return ["zauto-zgemm", "zauto-dgemm", "zauto-sgemm", "zauto-1e-10"]
+
+
+@family(r"zauto(?:-(?P<level>zgemm|dgemm|sgemm|[0-9.]+e-[0-9]+))?", "zauto[-<zgemm|dgemm|sgemm|bound>]", zauto_names)
+def _zauto(match: re.Match) -> Method:
+    level = match["level"] or "dgemm"
+    accuracy = level if level in ("zgemm", "dgemm", "sgemm") else float(level)
+    Accuracy(accuracy)                                 # a bound outside (0, 1) is refused by its name
+
+    def run(be: Backend, A: Array, B: Array) -> Array:
+        return front_matmul(A, B, accuracy=accuracy, backend=be)
+
+    return Method(match.group(0), f"the front door on complex operands, gpu.matmul(accuracy={accuracy!r}): the "
+                                  "fastest complex method this device's profile measured that keeps the accuracy "
+                                  "(complex128)", run, complex=True)

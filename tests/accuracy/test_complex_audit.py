@@ -60,3 +60,20 @@ def test_the_command_audits_complex_methods_and_refuses_a_mix_before_any_run(run
     assert "audit them in separate runs" in capsys.readouterr().err
     with ResultsDB(db_path) as db:
         assert len(db.runs()) == 1
+
+
+def test_the_complex_front_door_is_named_as_the_real_one_is():
+    """``zauto-<level>`` is ``gpu.matmul(A, B, accuracy=level)`` on complex operands (``zauto``: its default,
+    "dgemm"), as ``auto-<level>`` is on real ones; a level the front door refuses is refused by its name."""
+    names = method_names()
+    assert {"zauto-zgemm", "zauto-dgemm"} <= set(names)
+    A, B = audit_inputs(24, 1.0, 3, complex=True)
+    R = exact_matmul(A, B, backend="numpy")
+    for name in ("zauto", "zauto-zgemm", "zauto-dgemm", "zauto-1e-10"):
+        method = get_method(name)
+        assert method.complex and "gpu.matmul(accuracy=" in method.description
+        assert error_report(method.run(BE, A, B), R, A, B).max_comp < 1e-14
+    assert "accuracy='dgemm'" in get_method("zauto").description
+    with pytest.raises(ValueError, match="a number in \\(0, 1\\)"):
+        get_method("zauto-2e-0")
+    assert not get_method("strassen-defaults").complex and get_method("zgemm-3m-strassen-defaults").complex

@@ -54,7 +54,7 @@ def test_parse_keeps_order_and_drops_repeats():
 
 @pytest.mark.parametrize("name,tol", [("fp32", 1e-6), ("fp64", 1e-15), ("strassen-rum-L2", 1e-14),
                                       ("strassen-otsuka-L3", 1e-14), ("strassen-winograd-L0", 1e-15),
-                                      ("auto", 1e-15), ("auto-1e-10", 1e-15)])
+                                      ("strassen-defaults", 1e-14), ("auto", 1e-15), ("auto-1e-10", 1e-15)])
 def test_methods_compute_the_product(backend, name, tol):
     A, B = phi_matrix(128, 128, 1.0, 1), phi_matrix(128, 128, 1.0, 2)
     R = exact_matmul(A, B, backend="numpy")
