@@ -75,6 +75,10 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("ozaki2", "experiments.ozaki2.commands",
           "Ozaki scheme II against DGEMM: max relative error per phi and speed-up per product and method, "
           "judged against its speed-up targets (resumes)"),
+    Entry("complex", "experiments.complex.commands",
+          "complex products (complex128) as called against ZGEMM: 3M and 4M over real methods, Ozaki scheme II over "
+          "both parts and the front door, with their componentwise errors per phi, judged against the complex "
+          "speed targets (resumes)"),
     Entry("splitk", "experiments.splitk.commands",
           "split-K against the library GEMM and a device copy, by output size m = n and inner dimension k "
           "(resumes)"),

@@ -6,7 +6,7 @@ only (``draw(db) -> Figure | None``) and names the experiments it shows, so that
 ``SUMMARY.md`` links each figure under its experiment. Each family of the lab (``experiments.strassen``,
 ``experiments.levels``, ``experiments.audit``, ``experiments.ozaki``, ``experiments.ozaki2``,
 ``experiments.splitk``, ``experiments.outofcore``, ``experiments.segmented``, ``experiments.frontdoor``,
-``experiments.multigpu``) registers
+``experiments.multigpu``, ``experiments.complex``) registers
 its experiments and figures with the decorators here when imported (and its commands, :mod:`experiments.core.command`);
 :data:`MODULES` lists them in run order and :func:`load` imports them, for the commands that need every
 experiment or figure (``reproduce``, ``figures``). This module imports no family and nothing of the GPU
@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 #: Modules whose import registers experiments and figures, in run order.
 MODULES = ("experiments.levels", "experiments.strassen", "experiments.audit",
            "experiments.ozaki", "experiments.ozaki2", "experiments.splitk", "experiments.outofcore",
-           "experiments.segmented", "experiments.frontdoor", "experiments.multigpu")
+           "experiments.segmented", "experiments.frontdoor", "experiments.multigpu",
+           "experiments.complex")
 
 
 @dataclass

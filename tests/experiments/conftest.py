@@ -3,7 +3,8 @@ them (``cpu_db``: 15 audited methods, 8 Strassen schedules on 9 (N, phi) panels 
 audit of one point, a CPU calibration from 128 to 2048, one Ozaki size and format; RUM timed at two sizes
 and flat Winograd at one point; scheme II's benchmark (12 methods of five families at N = 64 on phi = 0.1,
 1, 4) and its phases; split-K's six methods on four output sizes over k = 2^14 .. 2^24; the out-of-core
-engine and the in-core DGEMM at N = 384, 512, 768; the front door's GPU grid (19 shapes at three accuracies, the
+engine and the in-core DGEMM at N = 384, 512, 768; the complex benchmark's eight methods at N = 32 and 64 on phi =
+0.1, 1, 4; the front door's GPU grid (19 shapes at three accuracies, the
 library GEMM, the front door and two candidates each); a leave-one-device-out transfer validation of the H100
 on two sweeps of 12 sizes, bundled in results/published), and each figure drawn once per database
 (``figure_of``)."""
@@ -18,6 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from accuracy.methods import default_methods
 from experiments.audit.bench import EXPERIMENT as AUDIT
 from experiments.audit.bench import point_params, strassen_methods
+from experiments.complex import bench as complex_bench
 from experiments.core.database import ResultsDB
 from experiments.core.registry import FIGURES, load
 from experiments.frontdoor import points as frontdoor
@@ -94,6 +96,7 @@ def store_cpu_rows(db: ResultsDB) -> None:
             ("ozaki2-accurate-15", "ozaki2-fast-14"), ("scaling", "residues", "gemm", "crt"))):
         add(ozaki2.BREAKDOWN, method, {"m": n, "k": n, "n": n, "phase": phase, "regime": "sustained"},
             1e-4 * n / 64, "s", int8_ops_per_s=7e9 if phase == "gemm" else None)
+    store_complex_rows(add)
     for (i, method), m, k in itertools.product(enumerate(SPLITK_METHODS), SPLITK_SIZES, SPLITK_KS):
         share = 0.5 + 0.1 * i               # of a 200 GB/s copy: GEMM's half, the copy's all
         add(SPLITK, method, {"m": m, "n": m, "k": k, "dtype": "float64", "regime": "sustained"},
@@ -134,6 +137,19 @@ def store_cpu_rows(db: ResultsDB) -> None:
     spans += [["D2H", 0, 0.13, 0.14], ["placement", 0, 0.14, 0.15]]
     add(TIMELINE, "outofcore", {"n": 768, "dtype": "float64", "regime": "sustained"}, 0.15, "s", spans=spans,
         plan={"block": [256, 256], "panel": 256}, check_error=1e-15)
+
+
+def store_complex_rows(add):
+    """The complex benchmark's methods at N = 32 and 64: ZGEMM the fastest, the others slower by their place, the
+    last three timed by one call; errors on three phi, ZGEMM's beside each."""
+    for n, (i, method) in itertools.product((32, 64), enumerate(complex_bench.METHODS)):
+        speed = 1.0 if i == 0 else (0.95 - 0.1 * i) * n / 64
+        add(complex_bench.TIME, method, {"n": n, "regime": "sustained"}, 1e-5 * n / speed, "s", zgemm_s=1e-5 * n,
+            speedup_vs_zgemm=speed, stable=i < 4, protocol="interleaved" if i < 5 else "single run", backend="numpy")
+        for phi in (0.1, 1.0, 4.0):
+            err, zgemm = 10.0 ** -(14 + 0.3 * i) * (1 + phi), 1e-14 * (1 + phi)
+            add(complex_bench.ERROR, method, {"n": n, "phi": phi, "seed": 1, "rows": n}, err, "comp",
+                zgemm_max_comp=zgemm, nonfinite=0)
 
 
 def store_frontdoor_point(add, i, shape, accuracy):
