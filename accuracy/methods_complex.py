@@ -5,7 +5,8 @@ and an audit draws complex inputs for it (:func:`accuracy.audit.audit_inputs`).
   speed and accuracy;
 * ``zgemm-<3m|4m>-<real method>``: :func:`gpu.zgemm.matmul` over any real audited method's product
   (``zgemm-4m-fp64``, ``zgemm-3m-strassen-winograd-L2``, ``zgemm-4m-ozaki2-fast-15``);
-* ``ozaki2c-<3m|4m>-<moduli>``: :func:`gpu.ozaki2.complex.matmul`, Ozaki scheme II over the residues of both
+* ``ozaki2c-<3m|4m>-<moduli>``: :func:`gpu.ozaki2.complex.matmul` (3M over the residues, 4M through the real
+  plans), Ozaki scheme II over the residues of both
   parts with that many moduli (1..20) or ``auto``;
 * ``zauto[-<zgemm|dgemm|sgemm|bound>]``: the front door on complex operands, ``gpu.matmul(A, B, accuracy=...)``
   (``zauto`` alone: its default, ``"dgemm"``), as the real ``auto[-<level>]`` family is on real ones; only complex
@@ -64,8 +65,9 @@ def _ozaki2c(match: re.Match) -> Method:
     def run(be: Backend, A: Array, B: Array) -> Array:
         return complex_ii.matmul(A, B, moduli=moduli, scheme=scheme, backend=be)
 
-    return Method(match.group(0), f"Ozaki scheme II for complex128, {moduli} moduli, {scheme.upper()} over the "
-                                  "residues (one scaling for both parts)", run, complex=True)
+    how = "3M over the residues" if scheme == "3m" else "4M as two real products of 2k terms through the real plans"
+    return Method(match.group(0), f"Ozaki scheme II for complex128, {moduli} moduli, {how} (one scaling for both "
+                                  "parts)", run, complex=True)
 
 
 def zauto_names() -> list[str]:

@@ -15,7 +15,8 @@ then the table and the verdict on the complex speed targets (:mod:`experiments.c
 Methods come in families, each drawn in its own colour: ZGEMM (``zgemm``, the library complex GEMM and the
 baseline), 3M and 4M over a real method (``zgemm-<3m|4m>-<real method>``), Ozaki scheme II over both parts
 (``ozaki2c-<3m|4m>-<moduli>``) and the front door (``zauto-<level>``: ``gpu.matmul(A, B, accuracy=level)``).
-Inputs are the audit's host-drawn complex phi matrices (:func:`accuracy.audit.audit_inputs` with ``complex``).
+Inputs are the audit's host-drawn complex phi matrices (:func:`accuracy.audit.audit_inputs` with ``complex``)
+up to 2**25 entries, drawn on the device above (:func:`point_inputs`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from gpu.ozaki2 import MAX_MODULI
 from gpu.ozaki2 import complex as complex_ii
 
 from ..core.lab import HEADROOM, free_memory
+from ..frontdoor.errors import HOST_ELEMENTS, draw_phi
 from ..ozaki.bench import check_options
 
 ERROR, TIME, PARETO = "complex-error", "complex-time", "complex-pareto"
@@ -172,6 +174,13 @@ def check_memory(be: Backend, plan: Plan) -> None:
 
 
 def point_inputs(be: Backend, n: int, phi: float, seed: int = SEED) -> tuple[Array, Array]:
-    """Complex128 A and B (n x n) of one point on ``be``: the audit's phi matrices for both parts."""
-    a, b = audit_inputs(n, phi, seed, complex=True)
-    return be.asarray(a), be.asarray(b)
+    """Complex128 A and B (n x n) of one point on ``be``, each part a phi matrix: the audit's, drawn on the host,
+    where the four parts hold at most :data:`~experiments.frontdoor.errors.HOST_ELEMENTS` entries; above that
+    drawn on the device by its generator, as the front door's grid draws them (a host draw of N = 4096 took
+    3.6 s here, so the points at 16384 would spend minutes drawing)."""
+    if 4 * n * n <= HOST_ELEMENTS:
+        a, b = audit_inputs(n, phi, seed, complex=True)
+        return be.asarray(a), be.asarray(b)
+    rng = be.xp.random.default_rng(seed)
+    A = draw_phi(be, n, n, phi, rng) + 1j * draw_phi(be, n, n, phi, rng)
+    return A, draw_phi(be, n, n, phi, rng) + 1j * draw_phi(be, n, n, phi, rng)

@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 
+import numpy as np
 import pytest
 
 from accuracy.methods import get_method
@@ -175,3 +176,15 @@ def test_the_figure_draws_every_method_of_every_size(measured, tmp_path):
         assert sum(len(ln.get_xdata()) for ln in ax.get_lines() if ln.get_label() in cb.FAMILIES) == len(cb.METHODS)
     title = " ".join(sf._suptitle.get_text() for sf in fig.subfigs if sf._suptitle)
     assert "CPU" in title and "regime sustained" in title
+
+
+def test_large_points_draw_their_inputs_with_the_backends_generator(monkeypatch):
+    """Above HOST_ELEMENTS the parts are drawn by the backend's generator (on the device with CuPy), each a phi
+    matrix; below, the audit's host draw."""
+    be = get_backend("numpy")
+    small = cb.point_inputs(be, 8, 1.0)
+    monkeypatch.setattr(cb, "HOST_ELEMENTS", 4 * 8 * 8 - 1)
+    A, B = cb.point_inputs(be, 8, 1.0)
+    assert A.dtype == B.dtype == np.complex128 and A.shape == B.shape == (8, 8)
+    assert not np.array_equal(A, small[0]) and np.all(A.imag != 0)
+    assert np.array_equal(A, cb.point_inputs(be, 8, 1.0)[0]), "the same seed draws the same operands"
