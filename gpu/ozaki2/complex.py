@@ -50,7 +50,7 @@ from .normwise import LineStats, refusal, target_value
 from .ops import ops
 from .options import count as count_of
 from .options import k_block as block_of
-from .winograd import add, residue_product, sub
+from .winograd import FAMILY, add, int32_product
 
 SCHEMES = ("3m", "4m")
 
@@ -140,10 +140,8 @@ def _auto(be: Backend, family: Any, rows: LineStats, cols: LineStats, k2: int, t
 
 
 def _parts(be: Backend, ar: Array, ai: Array, br: Array, bi: Array, m: int) -> tuple[Array, Array]:
-    """The symmetric residues of Re C' and Im C' over one k block, modulo m, by 3M (see the module)."""
-    def product(x: Array, y: Array) -> Array:
-        return residue_product(be, x, y, m, 0)
-
-    t1, t2 = product(ar, br), product(ai, bi)
-    t3 = product(add(ar, ai, m), add(br, bi, m))
-    return sub(t1, t2, m), sub(sub(t3, t1, m), t2, m)
+    """The symmetric residues of Re C' and Im C' over one k block, modulo m, by 3M (see the module): three INT32
+    products, then both parts in one pass over them."""
+    t1, t2 = int32_product(be, ar, br), int32_product(be, ai, bi)
+    t3 = int32_product(be, add(ar, ai, m), add(br, bi, m))
+    return be.ops(FAMILY).karatsuba(t1, t2, t3, m)

@@ -111,12 +111,17 @@ def _level(be: Backend, a: Array, b: Array, m: int, level: int) -> Array:
 
 def _direct(be: Backend, a: Array, b: Array, m: int) -> Array:
     """``a @ b.T`` by one INT8 GEMM (INT32, exact), reduced to symmetric residues."""
+    return be.ops(FAMILY).reduce(int32_product(be, a, b), m)
+
+
+def int32_product(be: Backend, a: Array, b: Array) -> Array:
+    """``a @ b.T`` by one INT8 GEMM into a new INT32 array (exact)."""
     P = be.xp.empty((a.shape[0], b.shape[0]), dtype=np.int32)
     if P.size:
         be.gemm_ex(a, b.T, P, recipe="int8")
     else:
         P[...] = 0
-    return be.ops(FAMILY).reduce(P, m)
+    return P
 
 
 def add(x: Array, y: Array, m: int) -> Array:
@@ -142,6 +147,12 @@ class HostResidueOps:
     def reduce(self, P: Array, m: int) -> Array:
         """The symmetric residues of the INT32 products P modulo m."""
         return symmetric(P % m, m)
+
+    def karatsuba(self, P1: Array, P2: Array, P3: Array, m: int) -> tuple[Array, Array]:
+        """The symmetric residues of P1 - P2 and of P3 - P1 - P2 modulo m (INT32 products in, exact in int64): the
+        real and imaginary parts of a complex product by 3M over the residues, in one pass."""
+        P1, P2 = P1.astype(np.int64), P2.astype(np.int64)
+        return symmetric((P1 - P2) % m, m), symmetric((P3 - P1 - P2) % m, m)
 
 
 def _ops_of(x: Array) -> Any:

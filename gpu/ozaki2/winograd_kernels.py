@@ -10,9 +10,10 @@ time) ran at a tenth of the memory bandwidth: 0.39 ms for one sum of two 8192 x 
 4.8 TB/s take 0.04 ms (``results/published/h200/h200-ozaki2-winograd-probe.json``). So here no ``%`` is left:
 a sum of two symmetric residues lies in [-m, m), one comparison brings it to [0, m); a product p (|p| < 2**31)
 takes its quotient from ``rint(p * (1.0 / m))`` in float64, off by at most one, which two comparisons correct.
-Where the planes allow (rows starting on 16 bytes, widths of whole groups), a thread reads and writes 16 bytes
-of a sum, or 4 products, at once; other views (a plane's first n columns, say) take the one-element kernels,
-with the same arithmetic.
+Complex 3M's two parts come from its three INT32 products in one pass (:meth:`CudaResidueOps.karatsuba`: P1 - P2
+and P3 - P1 - P2, exact in 64 bits, then reduced the same way). Where the planes allow (rows starting on 16
+bytes, widths of whole groups), a thread reads and writes 16 bytes of a sum, or 4 products, at once; other
+views (a plane's first n columns, say) take the one-element kernels, with the same arithmetic.
 """
 
 from __future__ import annotations
@@ -36,13 +37,16 @@ __device__ __forceinline__ signed char residue_sum(int x, int y, int m, int sign
     if (r >= m) r -= m;
     return symmetric_of(r, m);
 }
-__device__ __forceinline__ signed char residue_reduce(int p, int m, double inverse) {
-    long long r = (long long)p - __double2ll_rn((double)p * inverse) * (long long)m;
+__device__ __forceinline__ signed char residue_reduce64(long long p, int m, double inverse) {
+    long long r = p - __double2ll_rn((double)p * inverse) * (long long)m;
     if (r < 0) r += m;
     if (r < 0) r += m;
     if (r >= m) r -= m;
     if (r >= m) r -= m;
     return symmetric_of((int)r, m);
+}
+__device__ __forceinline__ signed char residue_reduce(int p, int m, double inverse) {
+    return residue_reduce64((long long)p, m, inverse);
 }
 """
 
@@ -63,6 +67,31 @@ extern "C" __global__ void ozaki2_residue_sum16(
 #pragma unroll
             for (int i = 0; i < 16; ++i) pc[i] = residue_sum(pa[i], pb[i], m, sign);
             *reinterpret_cast<int4*>(z + r * ldz + 16 * g) = c;
+        }
+    }
+}
+
+extern "C" __global__ void ozaki2_karatsuba4(
+        const int* __restrict__ p1, long long ld1, const int* __restrict__ p2, long long ld2,
+        const int* __restrict__ p3, long long ld3, signed char* __restrict__ re, signed char* __restrict__ im,
+        long long ldz, long long rows, long long groups, int m, double inverse) {
+    for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
+        for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < groups;
+             g += (long long)gridDim.x * blockDim.x) {
+            int4 a = *reinterpret_cast<const int4*>(p1 + r * ld1 + 4 * g);
+            int4 b = *reinterpret_cast<const int4*>(p2 + r * ld2 + 4 * g);
+            int4 c = *reinterpret_cast<const int4*>(p3 + r * ld3 + 4 * g);
+            char4 x, y;
+            x.x = residue_reduce64((long long)a.x - b.x, m, inverse);
+            x.y = residue_reduce64((long long)a.y - b.y, m, inverse);
+            x.z = residue_reduce64((long long)a.z - b.z, m, inverse);
+            x.w = residue_reduce64((long long)a.w - b.w, m, inverse);
+            y.x = residue_reduce64((long long)c.x - a.x - b.x, m, inverse);
+            y.y = residue_reduce64((long long)c.y - a.y - b.y, m, inverse);
+            y.z = residue_reduce64((long long)c.z - a.z - b.z, m, inverse);
+            y.w = residue_reduce64((long long)c.w - a.w - b.w, m, inverse);
+            *reinterpret_cast<char4*>(re + r * ldz + 4 * g) = x;
+            *reinterpret_cast<char4*>(im + r * ldz + 4 * g) = y;
         }
     }
 }
@@ -107,6 +136,14 @@ def _reduce_kernel() -> Any:
                                   "ozaki2_residue_reduce", preamble=DEVICE)
 
 
+@cache
+def _karatsuba_kernel() -> Any:
+    return cupy.ElementwiseKernel(
+        "int32 p1, int32 p2, int32 p3, int32 m, float64 inverse", "int8 re, int8 im",
+        "long long a = p1, b = p2; re = residue_reduce64(a - b, m, inverse); "
+        "im = residue_reduce64((long long)p3 - a - b, m, inverse)", "ozaki2_karatsuba", preamble=DEVICE)
+
+
 def _aligned(a: Array, align: int, width: int) -> bool:
     """Whether 2-D ``a``'s rows are contiguous, start on ``align`` bytes and hold whole groups of ``width``."""
     return a.ndim == 2 and a.strides[1] == a.itemsize and a.shape[1] % width == 0 and a.data.ptr % align == 0 \
@@ -143,3 +180,14 @@ class CudaResidueOps:
                      np.int32(m), np.float64(1.0 / m)))
             return z
         return _reduce_kernel()(P, np.int32(m), np.float64(1.0 / m), z)
+
+    def karatsuba(self, P1: Array, P2: Array, P3: Array, m: int) -> tuple[Array, Array]:
+        re, im = cupy.empty(P1.shape, dtype=np.int8), cupy.empty(P1.shape, dtype=np.int8)
+        if re.size and all(_aligned(P, 16, 4) for P in (P1, P2, P3)) and _aligned(re, 4, 4):
+            rows, cols = P1.shape
+            _launch("ozaki2_karatsuba4", rows, cols // 4,
+                    (P1, np.int64(P1.strides[0] // 4), P2, np.int64(P2.strides[0] // 4), P3,
+                     np.int64(P3.strides[0] // 4), re, im, np.int64(re.strides[0]), np.int64(rows),
+                     np.int64(cols // 4), np.int32(m), np.float64(1.0 / m)))
+            return re, im
+        return _karatsuba_kernel()(P1, P2, P3, np.int32(m), np.float64(1.0 / m), re, im)

@@ -13,6 +13,7 @@ from accuracy.reference import exact_matmul
 from gpu import ozaki2, zgemm
 from gpu.backend import MemoryPlanError, get_backend
 from gpu.ozaki2 import complex as zoz
+from gpu.ozaki2 import winograd
 
 host = functools.partial(zoz.matmul, backend="numpy")
 
@@ -123,3 +124,28 @@ def test_a_refusal_frees_the_kept_plans_and_asks_again(monkeypatch):
     monkeypatch.setattr(zoz, "free_kept_plans", lambda keep=(): 0)
     with pytest.raises(MemoryPlanError, match="complex 30 x 40 x 20 product"):
         host(A, B)
+
+
+def test_the_karatsuba_pass_is_exact_at_the_ends_of_the_int32_range():
+    ends = np.array([2**31 - 1, -(2**31), -(2**31) + 1, 0, 1, -1], dtype=np.int32)
+    P1, P2, P3 = (X.ravel()[None, :] for X in np.meshgrid(ends, ends, ends, indexing="ij"))
+    for m in (256, 251, 7):
+        re, im = winograd.HostResidueOps().karatsuba(P1, P2, P3, m)
+        wide = [P.astype(object) for P in (P1, P2, P3)]
+        assert re.dtype == im.dtype == np.int8
+        assert np.array_equal(re, ((wide[0] - wide[1] + m // 2) % m - m // 2).astype(np.int8))
+        assert np.array_equal(im, ((wide[2] - wide[0] - wide[1] + m // 2) % m - m // 2).astype(np.int8))
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_karatsuba_pass_equals_numpys_in_both_kernels(cupy_backend):
+    rng = np.random.default_rng(9)
+    gpu_ops, host = cupy_backend.ops(winograd.FAMILY), winograd.HostResidueOps()
+    P = [rng.integers(-(2**31), 2**31, (40, 48)).astype(np.int32) for _ in range(3)]
+    P[0][0, :3], P[1][0, :3], P[2][0, :3] = [2**31 - 1, -(2**31), 0], [-(2**31), 2**31 - 1, 0], [-(2**31)] * 3
+    for m in (256, 251):
+        for cols in (slice(None), slice(4, None), slice(1, None), slice(0, 45)):
+            got = gpu_ops.karatsuba(*(cupy_backend.asarray(X)[:, cols] for X in P), m)
+            want = host.karatsuba(*(X[:, cols] for X in P), m)
+            for g, w in zip(got, want, strict=True):
+                assert np.array_equal(cupy_backend.to_numpy(g), w), (m, cols)
