@@ -24,10 +24,11 @@ inner sums, so the same scaling and, under ``"auto"``, the same count). 3M in
 floating point loses accuracy on the imaginary part; over the residues it loses none. NaN and infinity give
 the real formula's IEEE values in their rows and columns, as the real scheme does.
 
-3M is the reference form over the backend's array operations (its sums and reductions are passes of their own,
-and the residues are held for the whole product); k is blocked as the real scheme blocks it. On the H200 at
-N = 8192 it ran at 1.04x ZGEMM as called (``results/published/h200/h200-complex-calls.json``), the residue
-form of 4M at 1.02x; 4M through the real plans is not yet measured. The front door takes the scheme its device
+3M runs per modulus and k block: the operand sums (a pass each), three INT8 GEMMs into INT32, and both parts from
+those in one pass (:meth:`gpu.ozaki2.winograd.HostResidueOps.karatsuba`); the residues are held for the whole
+product, and k is blocked as the real scheme blocks it. On the H200 at N = 8192 an earlier form (a reduction per
+product and three residue sums) ran at 1.04x ZGEMM as called (``results/published/h200/h200-complex-calls.json``),
+the residue form of 4M at 1.02x; neither this 3M nor 4M through the real plans is measured yet. The front door takes the scheme its device
 profile measured faster (``gemmlab calibrate --methods`` times both).
 """
 
