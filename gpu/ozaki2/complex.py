@@ -29,8 +29,8 @@ those in one pass (:meth:`gpu.ozaki2.winograd.HostResidueOps.karatsuba`); the re
 product, and k is blocked as the real scheme blocks it. On the H200 at N = 8192 an earlier form (a reduction per
 product and three residue sums) ran at 1.04x ZGEMM as called, the residue form of 4M at 1.02x
 (``results/published/h200/h200-complex-calls.json``); neither this 3M nor 4M through the real plans is measured
-yet. The front door takes the scheme its device
-profile measured faster (``gemmlab calibrate --methods`` times both).
+yet. The front door takes the scheme its device profile measured faster (``gemmlab calibrate --methods`` times
+both).
 """
 
 from __future__ import annotations
