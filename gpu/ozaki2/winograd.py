@@ -17,9 +17,14 @@ block j and k block i, transposed) and forms
 
 every sum modulo m. Each side's core is its largest multiple of 2 :data:`ALIGN_SIDE`; the rest is peeled: those
 rows or columns of C, or the last terms of k, come from thin INT8 GEMMs. Halves below :data:`MIN_SIDE` stop the
-recursion. The sums are array
-operations of the backend (NumPy or CuPy), each a pass of its own: this is the reference form, whose
-arithmetic the passes that already exist can take up later (the issue's fused form).
+recursion.
+
+Each level makes three passes besides its 7 products (:class:`HostResidueOps` on NumPy, CUDA kernels on CuPy:
+``gpu.ozaki2.winograd_kernels``): one forms an operand's four sums from its four blocks (one for A, one for B),
+and one forms the four output blocks from the 7 products, the bottom level's straight from their INT32 values
+(exact in 64 bits, reduced once). On the H200 the first form, 23 passes of two operands each, cost more than the
+level saved (``results/published/h200/h200-ozaki2-winograd-probe.json``). The residue and CRT passes that the
+plain product already makes do not take these sums up yet (the fused form).
 """
 
 from __future__ import annotations
@@ -51,11 +56,12 @@ def check_level(level: Any) -> int:
 
 def scratch_bytes(m: int, k: int, n: int, level: int) -> int:
     """Bytes the sums and products of ``level`` levels take at their peak, beyond the plan's workspace: the
-    operand sums (a quarter of each operand, 8 of them per level: (m + n) k INT8 bytes), the 7 products' INT8
-    residues and one INT32 product at a time (11 m n / 4 bytes), each level below a quarter of the one above."""
+    operand sums (a quarter of each operand, 8 of them per level: (m + n) k INT8 bytes), the 7 products (INT32 at
+    the bottom level: 7 m n bytes; residues above) and the output's residues (m n), each level below a quarter of
+    the one above."""
     if not level:
         return 0
-    top = (m + n) * k + (11 * m * n) // 4 + 4 * m * n
+    top = (m + n) * k + 8 * m * n
     return 2 * top
 
 
@@ -79,33 +85,22 @@ def residue_product(be: Backend, a: Array, b: Array, modulus: int, level: int) -
 
 
 def _level(be: Backend, a: Array, b: Array, m: int, level: int) -> Array:
-    """One level on even sides, the 7 products by :func:`residue_product` one level down."""
+    """One level on even sides: each operand's four sums in one pass, the 7 products one level down (INT32
+    products at the bottom, residues above), and the four output blocks from them in one pass."""
     h, w, d = a.shape[0] // 2, b.shape[0] // 2, a.shape[1] // 2
+    ops = _ops_of(a)
     a11, a12, a21, a22 = a[:h, :d], a[:h, d:], a[h:, :d], a[h:, d:]
     b11, b12, b21, b22 = b[:w, :d], b[w:, :d], b[:w, d:], b[w:, d:]
-    s1 = add(a21, a22, m)
-    s2 = sub(s1, a11, m)
-    s3 = sub(a11, a21, m)
-    s4 = sub(a12, s2, m)
-    t1 = sub(b12, b11, m)
-    t2 = sub(b22, t1, m)
-    t3 = sub(b22, b12, m)
-    t4 = sub(t2, b21, m)
+    s1, s2, s3, s4 = ops.operand_sums(a11, a12, a21, a22, m, "a")
+    t1, t2, t3, t4 = ops.operand_sums(b11, b12, b21, b22, m, "b")
 
     def down(x: Array, y: Array) -> Array:
-        return residue_product(be, x, y, m, level - 1)
+        return int32_product(be, x, y) if level == 1 else residue_product(be, x, y, m, level - 1)
 
-    m1, m2, m6 = down(a11, b11), down(a12, b21), down(s2, t2)
+    products = (down(a11, b11), down(a12, b21), down(s4, b22), down(a22, t4), down(s1, t1), down(s2, t2),
+                down(s3, t3))
     C = be.xp.empty((2 * h, 2 * w), dtype=np.int8)
-    C[:h, :w] = add(m1, m2, m)
-    del m2
-    u2 = add(m1, m6, m)
-    del m1, m6
-    m5, m7 = down(s1, t1), down(s3, t3)
-    u3 = add(u2, m7, m)
-    C[h:, w:] = add(u3, m5, m)
-    C[:h, w:] = add(add(u2, m5, m), down(s4, b22), m)
-    C[h:, :w] = sub(u3, down(a22, t4), m)
+    ops.combine_products(products, m, (C[:h, :w], C[:h, w:], C[h:, :w], C[h:, w:]))
     return C
 
 
@@ -129,11 +124,6 @@ def add(x: Array, y: Array, m: int) -> Array:
     return _ops_of(x).combine(x, y, m, 1)
 
 
-def sub(x: Array, y: Array, m: int) -> Array:
-    """The symmetric residues of x - y modulo m (x and y symmetric residues, INT8)."""
-    return _ops_of(x).combine(x, y, m, -1)
-
-
 class HostResidueOps:
     """The residue sums and reductions on NumPy (CuPy's run as one CUDA pass each: ``gpu.ozaki2.winograd_kernels``)."""
 
@@ -147,6 +137,27 @@ class HostResidueOps:
     def reduce(self, P: Array, m: int) -> Array:
         """The symmetric residues of the INT32 products P modulo m."""
         return symmetric(P % m, m)
+
+    def operand_sums(self, x11: Array, x12: Array, x21: Array, x22: Array, m: int, side: str) -> tuple[Array, ...]:
+        """One operand's four Winograd sums modulo m from its blocks (see the module): S1..S4 of A's blocks for
+        ``side`` ``"a"``, T1..T4 of B's for ``"b"``."""
+        c = self.combine
+        if side == "a":
+            s1 = c(x21, x22, m, 1)
+            s2 = c(s1, x11, m, -1)
+            return s1, s2, c(x11, x21, m, -1), c(x12, s2, m, -1)
+        t1 = c(x12, x11, m, -1)
+        t2 = c(x22, t1, m, -1)
+        return t1, t2, c(x22, x12, m, -1), c(t2, x21, m, -1)
+
+    def combine_products(self, products: tuple[Array, ...], m: int, out: tuple[Array, ...]) -> None:
+        """C11, C12, C21, C22 modulo m into ``out`` from the 7 products M1..M7 (INT32 products or residues;
+        exact in int64): C11 = M1 + M2, C12 = M1 + M6 + M5 + M3, C21 = M1 + M6 + M7 - M4, C22 = M1 + M6 + M7 + M5."""
+        m1, m2, m3, m4, m5, m6, m7 = (x.astype(np.int64) for x in products)
+        u2 = m1 + m6
+        u3 = u2 + m7
+        for view, value in zip(out, (m1 + m2, u2 + m5 + m3, u3 - m4, u3 + m5), strict=True):
+            view[...] = symmetric(value % m, m)
 
     def karatsuba(self, P1: Array, P2: Array, P3: Array, m: int) -> tuple[Array, Array]:
         """The symmetric residues of P1 - P2 and of P3 - P1 - P2 modulo m (INT32 products in, exact in int64): the

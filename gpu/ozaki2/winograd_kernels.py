@@ -10,10 +10,12 @@ time) ran at a tenth of the memory bandwidth: 0.39 ms for one sum of two 8192 x 
 4.8 TB/s take 0.04 ms (``results/published/h200/h200-ozaki2-winograd-probe.json``). So here no ``%`` is left:
 a sum of two symmetric residues lies in [-m, m), one comparison brings it to [0, m); a product p (|p| < 2**31)
 takes its quotient from ``rint(p * (1.0 / m))`` in float64, off by at most one, which two comparisons correct.
-Complex 3M's two parts come from its three INT32 products in one pass (:meth:`CudaResidueOps.karatsuba`: P1 - P2
-and P3 - P1 - P2, exact in 64 bits, then reduced the same way). Where the planes allow (rows starting on 16
-bytes, widths of whole groups), a thread reads and writes 16 bytes of a sum, or 4 products, at once; other
-views (a plane's first n columns, say) take the one-element kernels, with the same arithmetic.
+A Winograd level forms each operand's four sums in one pass and its four output blocks from the 7 products in
+one more (:data:`SUMS`, :data:`COMBINE`). Complex 3M's two parts come from its three INT32 products in one pass
+(:meth:`CudaResidueOps.karatsuba`: P1 - P2 and P3 - P1 - P2, exact in 64 bits, then reduced the same way).
+Where the planes allow (rows starting on 16 bytes, widths of whole groups), a thread reads and writes 16 bytes
+of a sum, or 4 products, at once; other views (a plane's first n columns, say) take the one-element kernels, with
+the same arithmetic.
 """
 
 from __future__ import annotations
@@ -144,6 +146,32 @@ def _karatsuba_kernel() -> Any:
         "im = residue_reduce64((long long)p3 - a - b, m, inverse)", "ozaki2_karatsuba", preamble=DEVICE)
 
 
+#: The bodies of one Winograd level's passes (see :mod:`gpu.ozaki2.winograd`): A's sums S1..S4, B's T1..T4.
+SUMS = {"a": "signed char r1 = residue_sum(x21, x22, m, 1); signed char r2 = residue_sum(r1, x11, m, -1); "
+             "s1 = r1; s2 = r2; s3 = residue_sum(x11, x21, m, -1); s4 = residue_sum(x12, r2, m, -1)",
+        "b": "signed char r1 = residue_sum(x12, x11, m, -1); signed char r2 = residue_sum(x22, r1, m, -1); "
+             "s1 = r1; s2 = r2; s3 = residue_sum(x22, x12, m, -1); s4 = residue_sum(r2, x21, m, -1)"}
+#: The four output blocks from the 7 products, exact in 64 bits, each reduced once.
+COMBINE = ("long long a1 = p1, a2 = p2, a3 = p3, a4 = p4, a5 = p5, a6 = p6, a7 = p7; "
+           "long long u2 = a1 + a6, u3 = u2 + a7; "
+           "c11 = residue_reduce64(a1 + a2, m, inverse); c12 = residue_reduce64(u2 + a5 + a3, m, inverse); "
+           "c21 = residue_reduce64(u3 - a4, m, inverse); c22 = residue_reduce64(u3 + a5, m, inverse)")
+
+
+@cache
+def _sums_kernel(side: str) -> Any:
+    return cupy.ElementwiseKernel("int8 x11, int8 x12, int8 x21, int8 x22, int32 m",
+                                  "int8 s1, int8 s2, int8 s3, int8 s4", SUMS[side], f"ozaki2_winograd_sums_{side}",
+                                  preamble=DEVICE)
+
+
+@cache
+def _combine_kernel() -> Any:
+    return cupy.ElementwiseKernel("T p1, T p2, T p3, T p4, T p5, T p6, T p7, int32 m, float64 inverse",
+                                  "int8 c11, int8 c12, int8 c21, int8 c22", COMBINE, "ozaki2_winograd_combine",
+                                  preamble=DEVICE)
+
+
 def _aligned(a: Array, align: int, width: int) -> bool:
     """Whether 2-D ``a``'s rows are contiguous, start on ``align`` bytes and hold whole groups of ``width``."""
     return a.ndim == 2 and a.strides[1] == a.itemsize and a.shape[1] % width == 0 and a.data.ptr % align == 0 \
@@ -180,6 +208,12 @@ class CudaResidueOps:
                      np.int32(m), np.float64(1.0 / m)))
             return z
         return _reduce_kernel()(P, np.int32(m), np.float64(1.0 / m), z)
+
+    def operand_sums(self, x11: Array, x12: Array, x21: Array, x22: Array, m: int, side: str) -> tuple[Array, ...]:
+        return _sums_kernel(side)(x11, x12, x21, x22, np.int32(m))
+
+    def combine_products(self, products: tuple[Array, ...], m: int, out: tuple[Array, ...]) -> None:
+        _combine_kernel()(*products, np.int32(m), np.float64(1.0 / m), *out)
 
     def karatsuba(self, P1: Array, P2: Array, P3: Array, m: int) -> tuple[Array, Array]:
         re, im = cupy.empty(P1.shape, dtype=np.int8), cupy.empty(P1.shape, dtype=np.int8)

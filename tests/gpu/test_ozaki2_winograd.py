@@ -170,3 +170,30 @@ def test_on_the_gpu_the_residue_passes_equal_numpys_in_both_kernels(cupy_backend
             got = gpu_ops.reduce(cupy_backend.asarray(P)[:, cols], m)
             assert np.array_equal(cupy_backend.to_numpy(got), host.reduce(P[:, cols], m))
             assert bool(launched) is vector, (cols, launched)
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_a_levels_sums_and_combination_equal_numpys(cupy_backend):
+    """One pass per operand's four sums (on its blocks, views of the operand) and one for the four output blocks
+    from 7 INT32 products or 7 residues, written into views of C: NumPy's residues, bit for bit."""
+    rng = np.random.default_rng(12)
+    gpu_ops, host, be = cupy_backend.ops(winograd.FAMILY), winograd.HostResidueOps(), cupy_backend
+
+    def quadrants(rows, cols):
+        h, w = rows // 2, cols // 2
+        return ((slice(0, h), slice(0, w)), (slice(0, h), slice(w, cols)), (slice(h, rows), slice(0, w)),
+                (slice(h, rows), slice(w, cols)))
+
+    for m in (256, 251):
+        lo, hi = -(m // 2), (m - 1) // 2
+        x = rng.integers(lo, hi + 1, (64, 96)).astype(np.int8)
+        for side in ("a", "b"):
+            got = gpu_ops.operand_sums(*(be.asarray(x)[q] for q in quadrants(64, 96)), m, side)
+            for g, w in zip(got, host.operand_sums(*(x[q] for q in quadrants(64, 96)), m, side), strict=True):
+                assert np.array_equal(be.to_numpy(g), w), (m, side)
+        for products in ([rng.integers(-(2**31), 2**31, (32, 40)).astype(np.int32) for _ in range(7)],
+                         [rng.integers(lo, hi + 1, (32, 40)).astype(np.int8) for _ in range(7)]):
+            C, want = be.xp.zeros((64, 80), dtype=np.int8), np.zeros((64, 80), dtype=np.int8)
+            gpu_ops.combine_products(tuple(be.asarray(p) for p in products), m, tuple(C[q] for q in quadrants(64, 80)))
+            host.combine_products(tuple(products), m, tuple(want[q] for q in quadrants(64, 80)))
+            assert np.array_equal(be.to_numpy(C), want), (m, products[0].dtype)
