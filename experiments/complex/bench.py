@@ -31,7 +31,7 @@ from gpu.ozaki2 import MAX_MODULI
 from gpu.ozaki2 import complex as complex_ii
 
 from ..core.lab import HEADROOM, free_memory
-from ..frontdoor.errors import HOST_ELEMENTS, draw_phi
+from ..frontdoor.errors import DEVICE_INPUTS, HOST_ELEMENTS, HOST_INPUTS, draw_phi
 from ..ozaki.bench import check_options
 
 ERROR, TIME, PARETO = "complex-error", "complex-time", "complex-pareto"
@@ -173,14 +173,14 @@ def check_memory(be: Backend, plan: Plan) -> None:
                              f"{be.name} device has {free / 2**30:.1f} GiB free; choose smaller --sizes{fewer}")
 
 
-def point_inputs(be: Backend, n: int, phi: float, seed: int = SEED) -> tuple[Array, Array]:
+def point_inputs(be: Backend, n: int, phi: float, seed: int = SEED) -> tuple[Array, Array, str]:
     """Complex128 A and B (n x n) of one point on ``be``, each part a phi matrix: the audit's, drawn on the host,
     where the four parts hold at most :data:`~experiments.frontdoor.errors.HOST_ELEMENTS` entries; above that
     drawn on the device by its generator, as the front door's grid draws them (a host draw of N = 4096 took
-    3.6 s here, so the points at 16384 would spend minutes drawing)."""
+    3.6 s here, so the points at 16384 would spend minutes drawing); with where they were drawn."""
     if 4 * n * n <= HOST_ELEMENTS:
         a, b = audit_inputs(n, phi, seed, complex=True)
-        return be.asarray(a), be.asarray(b)
+        return be.asarray(a), be.asarray(b), HOST_INPUTS
     rng = be.xp.random.default_rng(seed)
     A = draw_phi(be, n, n, phi, rng) + 1j * draw_phi(be, n, n, phi, rng)
-    return A, draw_phi(be, n, n, phi, rng) + 1j * draw_phi(be, n, n, phi, rng)
+    return A, draw_phi(be, n, n, phi, rng) + 1j * draw_phi(be, n, n, phi, rng), DEVICE_INPUTS

@@ -55,24 +55,24 @@ def _report(be: Backend, name: str, A: Array, B: Array, picked: Array | None, re
     return error_report(C if picked is None else C[picked], ref, A_rows, B), seconds
 
 
-def to_record(report: ErrorReport, seconds: float, ref_seconds: float, zgemm: ErrorReport) -> Record:
+def to_record(report: ErrorReport, seconds: float, ref_seconds: float, zgemm: ErrorReport, inputs: str) -> Record:
     """The stored row of one method: ``max_comp`` (or the count of non-finite entries) and the whole report."""
     value, unit = (report.max_comp, COMP) if report.finite else (float(report.nonfinite), NONFINITE)
     return Record(value, unit, meta={**report.as_dict(), "seconds": seconds, "reference_seconds": ref_seconds,
                                      "zgemm_max_comp": zgemm.max_comp if zgemm.finite else None,
-                                     "inputs": "phi_matrix (host), complex"})
+                                     "inputs": f"{inputs}, complex"})
 
 
 def measure_errors(be: Backend, params: Mapping[str, Any], missing: Sequence[str]) -> dict[str, Record]:
     """Every missing method's error at one point, and ZGEMM's on the same inputs (one reference for all)."""
     n, rows, seed = params["n"], params["rows"], params["seed"]
-    A, B = point_inputs(be, n, params["phi"], seed)
+    A, B, inputs = point_inputs(be, n, params["phi"], seed)
     picks = sample_rows(n, rows, seed)
     picked = None if picks is None else be.asarray(picks)
     ref, ref_seconds = _timed(be, partial(exact_matmul, A if picked is None else A[picked], B, backend=be))
     reports = {name: _report(be, name, A, B, picked, ref) for name in dict.fromkeys((ZGEMM, *missing))}
     zgemm = reports[ZGEMM][0]
-    return {name: to_record(*reports[name], ref_seconds, zgemm) for name in missing}
+    return {name: to_record(*reports[name], ref_seconds, zgemm, inputs) for name in missing}
 
 
 def run_errors(ctx: Context, plan: Plan, seed: int = SEED) -> SweepOutcome:

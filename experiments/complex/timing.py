@@ -104,7 +104,7 @@ def run_timing(ctx: Context, plan: Plan) -> SweepOutcome:
             continue
         bar.set_postfix_str(f"N = {n}")
         free_memory(be)
-        A, B = point_inputs(be, n, TIME_PHI)
+        A, B, _ = point_inputs(be, n, TIME_PHI)
         try:
             measure_group(ctx, n, A, B, missing, plan)
         finally:
