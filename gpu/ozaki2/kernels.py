@@ -60,6 +60,7 @@ from .moduli import ModuliTable
 from .normwise import LineStats
 from .ops import shifts_across
 from .residues import powers_of_two
+from .winograd_kernels import DEVICE
 
 #: Threads per block of the CRT kernel (a grid-stride loop over rows and columns does the rest), and the
 #: columns each thread takes with one vector load per modulus where the planes are aligned for it.
@@ -274,10 +275,12 @@ def _crt_kernel(reduce: bool, moduli: tuple[int, ...], vec: int) -> Any:
 
 @cache
 def _reduce_kernel() -> Any:
+    """An INT32 product into its modulus's plane (added to it across k blocks), reduced once in 64 bits with no
+    run-time ``%`` (:data:`gpu.ozaki2.winograd_kernels.DEVICE`: such passes ran at a tenth of the bandwidth)."""
     return cupy.ElementwiseKernel(
-        "int32 p, int32 m, bool accumulate", "int8 plane",
-        "int r = p % m; if (accumulate) r += (int)plane; r %= m; if (r < 0) r += m;"
-        "plane = (signed char)(r > (m - 1) / 2 ? r - m : r)", "ozaki2_reduce")
+        "int32 p, int32 m, float64 inverse, bool accumulate", "int8 plane",
+        "long long v = p; if (accumulate) v += (long long)plane; plane = residue_reduce64(v, m, inverse)",
+        "ozaki2_reduce", preamble=DEVICE)
 
 
 _SHIFT = ("int ex; const double fr = frexp(x < 1.0 ? 1.0 : x, &ex);"
@@ -348,7 +351,7 @@ class CudaOps(device.DeviceOps):
         return out
 
     def reduce(self, P: Any, plane: Any, modulus: int, accumulate: bool) -> None:
-        _reduce_kernel()(P, np.int32(modulus), accumulate, plane)
+        _reduce_kernel()(P, np.int32(modulus), np.float64(1.0 / modulus), accumulate, plane)
 
     def crt(self, planes: Any, table: ModuliTable, shift_a: Any, shift_b: Any, C: Any) -> None:
         count, m, n = planes.shape
