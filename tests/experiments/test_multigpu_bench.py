@@ -65,7 +65,7 @@ def test_a_wrong_product_is_stored_nowhere(capsys, db_path, monkeypatch):
 
 def test_host_operands_are_mapped_files_the_workers_read_and_c_a_mapped_file_they_write(run_json, db_path,
                                                                                          monkeypatch):
-    """The host setting is the issue's: A and B mapped .npy files in shared memory, C a mapped file written in
+    """The host setting is the published runs': A and B mapped .npy files in shared memory, C a mapped file written in
     place (a NumPy array in the client's memory would be serialized to every worker on every call)."""
     seen = []
     real = bench.dask_matmul.matmul
