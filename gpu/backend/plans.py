@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
-from .checks import check_output, require_memory
+from .checks import MemoryPlanError, check_output, require_memory
 from .interface import Array, Backend
 
 #: Plans a family's ``matmul`` keeps, least recently used evicted first.
@@ -217,4 +217,16 @@ def free_kept_plans(keep: tuple[MatmulPlan, ...] = ()) -> int:
     of ``keep``: the device memory they hold returns to the pool, and the next call of each signature plans
     again. Returns how many were freed."""
     return sum(cache.clear(keep) for cache in list(_CACHES))
+
+
+def freeing_kept_plans(run: Callable[[], O], keep: tuple[MatmulPlan, ...] = ()) -> O:
+    """``run()``; where it raises :class:`MemoryPlanError` (refused before any work), once more after
+    :func:`free_kept_plans` (but ``keep``), whose workspaces may be what held the memory; the error stands where
+    no plan was kept."""
+    try:
+        return run()
+    except MemoryPlanError:
+        if not free_kept_plans(keep):
+            raise
+    return run()
 

@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import Array, Backend, MemoryPlanError, get_backend, matrix_pair, require_memory
-from ..backend.plans import free_kept_plans
+from ..backend import Array, Backend, get_backend, matrix_pair, require_memory
+from ..backend.plans import freeing_kept_plans
 from ..ozaki.plan import _round_up
 from ..zgemm.api import check_dtype, parts
 from ..zgemm.api import matmul as zgemm_matmul
@@ -109,13 +109,8 @@ def _require(be: Backend, need: int, what: str) -> None:
     """:func:`require_memory`, once more after freeing the plans every family's ``matmul`` keeps where it refuses
     (their workspaces held the memory: at N = 16384 on the H200 the check found 96.7 GiB free but not 57 in one
     block, after other calls in the same process), as the front door does."""
-    advice = "pass fewer moduli, or split the product into blocks of rows"
-    try:
-        require_memory(be, need, what, advice)
-    except MemoryPlanError:
-        if not free_kept_plans():
-            raise
-        require_memory(be, need, what, advice)
+    freeing_kept_plans(partial(require_memory, be, need, what, "pass fewer moduli, or split the product into "
+                               "blocks of rows"))
 
 
 def peak_bytes(m: int, k: int, n: int, count: int) -> int:

@@ -11,7 +11,7 @@ import pytest
 from accuracy.generate import phi_matrix
 from accuracy.reference import exact_matmul
 from gpu import ozaki2, zgemm
-from gpu.backend import MemoryPlanError, get_backend
+from gpu.backend import MemoryPlanError, get_backend, plans
 from gpu.ozaki2 import complex as zoz
 from gpu.ozaki2 import winograd
 
@@ -114,14 +114,14 @@ def test_a_refusal_frees_the_kept_plans_and_asks_again(monkeypatch):
     def free(keep=()):
         freed.append(1)
         return 1
-    monkeypatch.setattr(zoz, "free_kept_plans", free)
+    monkeypatch.setattr(plans, "free_kept_plans", free)
     monkeypatch.setattr(type(be), "memory_info", lambda self: ((2 * need) if freed else need // 2, 10 * need))
     assert np.array_equal(host(A, B, moduli=12), zoz.matmul(A, B, moduli=12, scheme="4m", backend="numpy"))
     assert freed == [1]
     monkeypatch.setattr(type(be), "memory_info", lambda self: (need // 2, 10 * need))
     with pytest.raises(MemoryPlanError, match="complex 30 x 40 x 20 product"):
         host(A, B)
-    monkeypatch.setattr(zoz, "free_kept_plans", lambda keep=(): 0)
+    monkeypatch.setattr(plans, "free_kept_plans", lambda keep=(): 0)
     with pytest.raises(MemoryPlanError, match="complex 30 x 40 x 20 product"):
         host(A, B)
 
