@@ -210,7 +210,7 @@ def merged(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
     points = {key(p): copy.deepcopy(p) for p in new["points"]}
     for point in (old or {}).get("points", ()):
         mine = points.setdefault(key(point), {**copy.deepcopy(point), "timed": []})
-        have = {(e["method"], repr(sorted(e["config"].items()))) for e in mine["timed"]}
+        have = {Timed.of(e["method"], e["config"]) for e in mine["timed"]}
         mine["timed"] += [copy.deepcopy(e) for e in point.get("timed", ())
-                          if (e["method"], repr(sorted(e["config"].items()))) not in have]
+                          if Timed.of(e["method"], e["config"]) not in have]
     return {**new, "points": [points[k] for k in sorted(points)]}

@@ -88,7 +88,7 @@ def _level(be: Backend, a: Array, b: Array, m: int, level: int) -> Array:
     """One level on even sides: each operand's four sums in one pass, the 7 products one level down (INT32
     products at the bottom, residues above), and the four output blocks from them in one pass."""
     h, w, d = a.shape[0] // 2, b.shape[0] // 2, a.shape[1] // 2
-    ops = _ops_of(a)
+    ops = be.ops(FAMILY)
     a11, a12, a21, a22 = a[:h, :d], a[:h, d:], a[h:, :d], a[h:, d:]
     b11, b12, b21, b22 = b[:w, :d], b[w:, :d], b[:w, d:], b[w:, d:]
     s1, s2, s3, s4 = ops.operand_sums(a11, a12, a21, a22, m, "a")
