@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from gpu.backend import Array, Backend
+from gpu.backend.plans import free_kept_plans
 
 from .timing import Comparison, compare
 
@@ -38,8 +39,10 @@ def operand_bytes(n: int, dtype: np.dtype | str = "float64") -> int:
 
 
 def free_memory(backend: Backend) -> int:
-    """Free device bytes, after the array library hands its cached blocks back (the pool's
-    blocks of an earlier sweep look used to the driver)."""
+    """Free device bytes, after the plans every family keeps are freed (their workspaces of an earlier point
+    would crowd the next one) and the array library hands its cached blocks back (the pool's blocks of an
+    earlier sweep look used to the driver)."""
+    free_kept_plans()
     backend.release_memory()
     return backend.memory_info()[0]
 

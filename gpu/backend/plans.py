@@ -172,7 +172,9 @@ class PlanCache:
         _CACHES.add(self)
 
     def get(self, key: Hashable | None, build: Callable[[], P]) -> P:
-        """The kept plan of ``key``, else ``build()`` (kept where ``key`` is not None and hashes)."""
+        """The kept plan of ``key``, else ``build()`` (kept where ``key`` is not None and hashes). A build refused
+        for memory (:class:`MemoryPlanError`) is tried once more after the kept plans of every family are freed:
+        the toolkit's own caches never refuse a caller's product."""
         if key is None:
             return build()
         try:
@@ -185,7 +187,7 @@ class PlanCache:
             except KeyError:                           # evicted by another thread meanwhile: still usable once
                 pass
             return plan
-        plan = build()
+        plan = freeing_kept_plans(build)
         evicted = []
         with self._lock:
             self._plans[key] = plan

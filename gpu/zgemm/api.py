@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..backend import Array, Backend, check_output, get_backend, matrix_pair, require_memory
+from ..backend.plans import freeing_kept_plans
 
 SCHEMES = ("4m", "3m")
 #: The complex dtypes a product takes (complex64 operands are widened: their parts float64 holds exactly).
@@ -75,17 +76,26 @@ def matmul(A: Any, B: Any, *, scheme: str = "4m", real: Real | None = None, out:
     check_dtype(B, "B")
     if out is not None:
         check_output(be, out, (m, n), np.complex128, {"A": A, "B": B})
-    copies = 8 * 2 * (m * k + k * n) + (8 * 2 * (m * k + k * n) if scheme == "4m" else 8 * (m * k + k * n))
-    require_memory(be, copies + 8 * 3 * m * n + (0 if out is not None else 16 * m * n),
-                   f"the complex {m} x {k} x {n} product by {scheme.upper()} (the parts of A and B and their "
-                   "stacked copies, the real products and C), beside the real method's own workspace",
-                   "pass out=, use scheme='3m' (no stacked copies), or split the product into blocks of rows")
+    _require_memory(be, m, k, n, scheme, out is not None)
     (ar, ai), (br, bi) = parts(be, A, "A"), parts(be, B, "B")
     product = real or real_product(be)
     re, im = (_four if scheme == "4m" else _three)(be, ar, ai, br, bi, product)
     C = be.xp.empty((m, n), dtype=np.complex128) if out is None else out
     C.real, C.imag = re, im
     return C
+
+
+def _require_memory(be: Backend, m: int, k: int, n: int, scheme: str, has_out: bool) -> None:
+    """:class:`~gpu.backend.MemoryPlanError` before any work where the parts, their sums or stacked copies, the
+    real products and C cannot be had, once more after freeing the plans every family keeps (the toolkit's own
+    caches must not refuse a caller's product)."""
+    copies = 8 * 2 * (m * k + k * n) + (8 * 2 * (m * k + k * n) if scheme == "4m" else 8 * (m * k + k * n))
+    what = (f"the complex {m} x {k} x {n} product by {scheme.upper()} (the parts of A and B, their "
+            f"{'stacked copies' if scheme == '4m' else 'sums'}, the real products and C), beside the real "
+            "method's own workspace")
+    advice = ("" if has_out else "pass out=, ") + ("use scheme='3m' (no stacked copies), " if scheme == "4m" else "")
+    freeing_kept_plans(lambda: require_memory(be, copies + 8 * 3 * m * n + (0 if has_out else 16 * m * n), what,
+                                              advice + "or split the product into blocks of rows"))
 
 
 def _four(be: Backend, ar: Array, ai: Array, br: Array, bi: Array, product: Real) -> tuple[Array, Array]:

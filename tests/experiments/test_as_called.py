@@ -163,3 +163,14 @@ def test_by_default_a_slow_call_fills_the_pipeline_with_fewer_calls_than_the_ref
     called = time_called(ops, {"gemm": fast.fn}, "gemm", public, fast, refill=False, **ONCE)
     assert called.meta("gemm")["as_called_calls"] == called.calls > 50
     assert called.meta("slow")["as_called_calls"] == calls_for(0.02) < 10
+
+
+def test_free_memory_between_points_frees_the_plans_every_family_keeps():
+    from experiments.core.lab import free_memory
+    from gpu.strassen import api as strassen_api
+
+    A = np.ones((64, 64))
+    strassen_api.matmul(A, A, backend="numpy")
+    assert len(strassen_api.PLANS) >= 1
+    assert free_memory(get_backend("numpy")) > 0
+    assert len(strassen_api.PLANS) == 0

@@ -163,3 +163,34 @@ def test_the_default_gemm_issuer_runs_the_call_on_new_addresses():
     A2, B2, C2 = rng.random((4, 3)), rng.random((3, 5)), np.full((4, 5), np.nan)
     call(A2, B2, C2)
     np.testing.assert_allclose(C2, A2 @ B2, rtol=1e-14)
+
+
+def test_a_build_refused_for_memory_is_tried_again_after_the_kept_plans_are_freed():
+    from gpu.backend import MemoryPlanError
+
+    A, B = np.ones((2, 2)), np.ones((2, 2))
+    other, cache = PlanCache(4), PlanCache(4)
+    held = other.get("held", lambda: Doubling(A, B))
+    tries = []
+
+    def build():
+        tries.append(held.freed)
+        if not held.freed:
+            raise MemoryPlanError("short")
+        return Doubling(A, B)
+
+    plan = cache.get("new", build)
+    assert tries == [False, True] and held.freed and len(other) == 0 and cache.get("new", build) is plan
+
+
+def test_a_build_refused_with_no_plan_kept_raises():
+    from gpu.backend import MemoryPlanError
+    from gpu.backend.plans import free_kept_plans
+
+    free_kept_plans()
+
+    def build():
+        raise MemoryPlanError("short")
+
+    with pytest.raises(MemoryPlanError, match="short"):
+        PlanCache(4).get("k", build)

@@ -99,6 +99,22 @@ def test_a_product_that_does_not_fit_is_refused_before_any_work(monkeypatch):
             zgemm.matmul(A, B, scheme=scheme, backend="numpy")
 
 
+@pytest.mark.parametrize("scheme, advice", [("3m", "pass out=, or split"), ("4m", "pass out=, use scheme='3m'")])
+def test_a_refusal_frees_the_kept_plans_first_and_gives_advice_that_applies(monkeypatch, scheme, advice):
+    be = get_backend("numpy")
+    A, B = operands(30, 40, 20)
+    freed = []
+    monkeypatch.setattr(type(be), "memory_info", lambda self: (1000, 10**9))
+    monkeypatch.setattr("gpu.backend.plans.free_kept_plans", lambda keep=(): freed.append(1) or 1)
+    with pytest.raises(MemoryPlanError) as err:
+        zgemm.matmul(A, B, scheme=scheme, backend="numpy")
+    assert freed == [1] and advice in str(err.value) and ("sums" if scheme == "3m" else "stacked") in str(err.value)
+    out = np.empty((30, 20), complex)
+    with pytest.raises(MemoryPlanError) as err:
+        zgemm.matmul(A, B, scheme=scheme, out=out, backend="numpy")
+    assert "pass out=" not in str(err.value)
+
+
 class _DeviceLike:
     """An operand that, like a CuPy array, has a dtype and refuses implicit conversion to NumPy."""
 
