@@ -116,6 +116,97 @@ extern "C" __global__ void ozaki2_residue_reduce4(
 }
 """
 
+#: A Winograd level's passes on aligned planes: each operand's four sums, 16 residues a thread, from four views with
+#: their own leading dimensions into four contiguous planes; the four output blocks from the 7 contiguous products
+#: of one shape, 4 a thread, into four views of C (``{T}``/``{V}``: the products' type and its 4-vector).
+LEVEL = DEVICE + r"""
+__device__ __forceinline__ void sums_of(int side, int m, int x11, int x12, int x21, int x22, signed char* s) {
+    if (side == 0) {
+        signed char r1 = residue_sum(x21, x22, m, 1), r2 = residue_sum(r1, x11, m, -1);
+        s[0] = r1; s[1] = r2; s[2] = residue_sum(x11, x21, m, -1); s[3] = residue_sum(x12, r2, m, -1);
+    } else {
+        signed char r1 = residue_sum(x12, x11, m, -1), r2 = residue_sum(x22, r1, m, -1);
+        s[0] = r1; s[1] = r2; s[2] = residue_sum(x22, x12, m, -1); s[3] = residue_sum(r2, x21, m, -1);
+    }
+}
+extern "C" __global__ void ozaki2_winograd_sums16(
+        const signed char* __restrict__ x11, long long ld11, const signed char* __restrict__ x12, long long ld12,
+        const signed char* __restrict__ x21, long long ld21, const signed char* __restrict__ x22, long long ld22,
+        signed char* __restrict__ s1, signed char* __restrict__ s2, signed char* __restrict__ s3,
+        signed char* __restrict__ s4, long long rows, long long groups, int m, int side) {
+    for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
+        for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < groups;
+             g += (long long)gridDim.x * blockDim.x) {
+            int4 a = *reinterpret_cast<const int4*>(x11 + r * ld11 + 16 * g);
+            int4 b = *reinterpret_cast<const int4*>(x12 + r * ld12 + 16 * g);
+            int4 c = *reinterpret_cast<const int4*>(x21 + r * ld21 + 16 * g);
+            int4 d = *reinterpret_cast<const int4*>(x22 + r * ld22 + 16 * g);
+            const signed char *pa = reinterpret_cast<const signed char*>(&a),
+                              *pb = reinterpret_cast<const signed char*>(&b),
+                              *pc = reinterpret_cast<const signed char*>(&c),
+                              *pd = reinterpret_cast<const signed char*>(&d);
+            int4 o1, o2, o3, o4;
+            signed char *q1 = reinterpret_cast<signed char*>(&o1), *q2 = reinterpret_cast<signed char*>(&o2),
+                        *q3 = reinterpret_cast<signed char*>(&o3), *q4 = reinterpret_cast<signed char*>(&o4);
+#pragma unroll
+            for (int i = 0; i < 16; ++i) {
+                signed char s[4];
+                sums_of(side, m, pa[i], pb[i], pc[i], pd[i], s);
+                q1[i] = s[0]; q2[i] = s[1]; q3[i] = s[2]; q4[i] = s[3];
+            }
+            long long at = r * groups * 16 + 16 * g;
+            *reinterpret_cast<int4*>(s1 + at) = o1;
+            *reinterpret_cast<int4*>(s2 + at) = o2;
+            *reinterpret_cast<int4*>(s3 + at) = o3;
+            *reinterpret_cast<int4*>(s4 + at) = o4;
+        }
+    }
+}
+"""
+COMBINE4 = r"""
+extern "C" __global__ void ozaki2_winograd_combine4_{name}(
+        const {T}* __restrict__ p1, const {T}* __restrict__ p2, const {T}* __restrict__ p3,
+        const {T}* __restrict__ p4, const {T}* __restrict__ p5, const {T}* __restrict__ p6,
+        const {T}* __restrict__ p7, signed char* __restrict__ c11, signed char* __restrict__ c12,
+        signed char* __restrict__ c21, signed char* __restrict__ c22, long long ldc, long long rows,
+        long long groups, int m, double inverse) {{
+    for (long long r = blockIdx.y; r < rows; r += gridDim.y) {{
+        for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < groups;
+             g += (long long)gridDim.x * blockDim.x) {{
+            long long at = r * groups * 4 + 4 * g;
+            {V} v1 = *reinterpret_cast<const {V}*>(p1 + at), v2 = *reinterpret_cast<const {V}*>(p2 + at),
+                v3 = *reinterpret_cast<const {V}*>(p3 + at), v4 = *reinterpret_cast<const {V}*>(p4 + at),
+                v5 = *reinterpret_cast<const {V}*>(p5 + at), v6 = *reinterpret_cast<const {V}*>(p6 + at),
+                v7 = *reinterpret_cast<const {V}*>(p7 + at);
+            const {T} *e1 = reinterpret_cast<const {T}*>(&v1), *e2 = reinterpret_cast<const {T}*>(&v2),
+                      *e3 = reinterpret_cast<const {T}*>(&v3), *e4 = reinterpret_cast<const {T}*>(&v4),
+                      *e5 = reinterpret_cast<const {T}*>(&v5), *e6 = reinterpret_cast<const {T}*>(&v6),
+                      *e7 = reinterpret_cast<const {T}*>(&v7);
+            char4 o11, o12, o21, o22;
+            signed char *q11 = reinterpret_cast<signed char*>(&o11), *q12 = reinterpret_cast<signed char*>(&o12),
+                        *q21 = reinterpret_cast<signed char*>(&o21), *q22 = reinterpret_cast<signed char*>(&o22);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {{
+                long long a1 = e1[i], a2 = e2[i], a3 = e3[i], a4 = e4[i], a5 = e5[i], a6 = e6[i], a7 = e7[i];
+                long long u2 = a1 + a6, u3 = u2 + a7;
+                q11[i] = residue_reduce64(a1 + a2, m, inverse);
+                q12[i] = residue_reduce64(u2 + a5 + a3, m, inverse);
+                q21[i] = residue_reduce64(u3 - a4, m, inverse);
+                q22[i] = residue_reduce64(u3 + a5, m, inverse);
+            }}
+            long long out = r * ldc + 4 * g;
+            *reinterpret_cast<char4*>(c11 + out) = o11;
+            *reinterpret_cast<char4*>(c12 + out) = o12;
+            *reinterpret_cast<char4*>(c21 + out) = o21;
+            *reinterpret_cast<char4*>(c22 + out) = o22;
+        }}
+    }}
+}}
+"""
+#: The products' dtypes the vector combine takes: INT32 products (the bottom level) and INT8 residues (above).
+VECTOR_TYPES = {np.dtype(np.int32): ("i32", "int", "int4", 16), np.dtype(np.int8): ("i8", "signed char", "char4", 4)}
+LEVEL_SOURCE = LEVEL + "".join(COMBINE4.format(name=name, T=t, V=v) for name, t, v, _ in VECTOR_TYPES.values())
+
 THREADS = 256
 #: The most blocks along a row and the most rows of blocks one launch takes (the grid-stride loops do the rest).
 MAX_X, MAX_Y = 1024, 65535
@@ -124,6 +215,11 @@ MAX_X, MAX_Y = 1024, 65535
 @cache
 def _module() -> Any:
     return cupy.RawModule(code=SOURCE)
+
+
+@cache
+def _level_module() -> Any:
+    return cupy.RawModule(code=LEVEL_SOURCE)
 
 
 @cache
@@ -178,9 +274,16 @@ def _aligned(a: Array, align: int, width: int) -> bool:
         and (a.shape[0] == 1 or a.strides[0] % align == 0)
 
 
-def _launch(name: str, rows: int, groups: int, args: tuple) -> None:
+def _launch(name: str, rows: int, groups: int, args: tuple, module: Any = _module) -> None:
     grid = (min(MAX_X, -(-groups // THREADS)), min(MAX_Y, rows))
-    _module().get_function(name)(grid, (THREADS,), args)
+    module().get_function(name)(grid, (THREADS,), args)
+
+
+def _contiguous(arrays: tuple[Array, ...], align: int, width: int) -> bool:
+    """Whether the arrays are C-contiguous planes of one shape whose rows start on ``align`` bytes and hold whole
+    groups of ``width``."""
+    return all(a.flags.c_contiguous and a.shape == arrays[0].shape and a.dtype == arrays[0].dtype
+               and _aligned(a, align, width) for a in arrays)
 
 
 class CudaResidueOps:
@@ -210,10 +313,27 @@ class CudaResidueOps:
         return _reduce_kernel()(P, np.int32(m), np.float64(1.0 / m), z)
 
     def operand_sums(self, x11: Array, x12: Array, x21: Array, x22: Array, m: int, side: str) -> tuple[Array, ...]:
-        return _sums_kernel(side)(x11, x12, x21, x22, np.int32(m))
+        blocks = (x11, x12, x21, x22)
+        if not x11.size or not all(x.shape == x11.shape and _aligned(x, 16, 16) for x in blocks):
+            return _sums_kernel(side)(*blocks, np.int32(m))
+        rows, cols = x11.shape
+        sums = cupy.empty((4, rows, cols), dtype=np.int8)
+        lds = [np.int64(x.strides[0]) for x in blocks]
+        _launch("ozaki2_winograd_sums16", rows, cols // 16,
+                (x11, lds[0], x12, lds[1], x21, lds[2], x22, lds[3], *sums, np.int64(rows), np.int64(cols // 16),
+                 np.int32(m), np.int32(side != "a")), _level_module)
+        return tuple(sums)
 
     def combine_products(self, products: tuple[Array, ...], m: int, out: tuple[Array, ...]) -> None:
-        _combine_kernel()(*products, np.int32(m), np.float64(1.0 / m), *out)
+        vector = VECTOR_TYPES.get(products[0].dtype)
+        if vector is None or not products[0].size or not _contiguous(products, vector[3], 4) \
+                or not _same_views(out, products[0].shape):
+            _combine_kernel()(*products, np.int32(m), np.float64(1.0 / m), *out)
+            return
+        rows, cols = products[0].shape
+        _launch(f"ozaki2_winograd_combine4_{vector[0]}", rows, cols // 4,
+                (*products, *out, np.int64(out[0].strides[0]), np.int64(rows), np.int64(cols // 4), np.int32(m),
+                 np.float64(1.0 / m)), _level_module)
 
     def karatsuba(self, P1: Array, P2: Array, P3: Array, m: int) -> tuple[Array, Array]:
         re, im = cupy.empty(P1.shape, dtype=np.int8), cupy.empty(P1.shape, dtype=np.int8)
@@ -225,3 +345,9 @@ class CudaResidueOps:
                      np.int64(cols // 4), np.int32(m), np.float64(1.0 / m)))
             return re, im
         return _karatsuba_kernel()(P1, P2, P3, np.int32(m), np.float64(1.0 / m), re, im)
+
+
+def _same_views(out: tuple[Array, ...], shape: tuple[int, ...]) -> bool:
+    """Whether the four output blocks are INT8 views of ``shape`` with one row stride, rows on 4 bytes."""
+    return all(o.dtype == np.int8 and o.shape == shape and o.strides == out[0].strides and _aligned(o, 4, 4)
+               for o in out)

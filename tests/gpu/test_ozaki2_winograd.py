@@ -173,27 +173,42 @@ def test_on_the_gpu_the_residue_passes_equal_numpys_in_both_kernels(cupy_backend
 
 
 @pytest.mark.gpu
-def test_on_the_gpu_a_levels_sums_and_combination_equal_numpys(cupy_backend):
+@pytest.mark.parametrize("rows, cols, vector", [(64, 96, True), (62, 90, False)])
+def test_on_the_gpu_a_levels_sums_and_combination_equal_numpys(cupy_backend, monkeypatch, rows, cols, vector):
     """One pass per operand's four sums (on its blocks, views of the operand) and one for the four output blocks
-    from 7 INT32 products or 7 residues, written into views of C: NumPy's residues, bit for bit."""
+    from 7 INT32 products or 7 residues, written into views of C: NumPy's residues, bit for bit, by the vector
+    kernels on aligned blocks and by the one-element ones on the others."""
+    from gpu.ozaki2 import winograd_kernels as kernels  # CuPy's module: imported where a GPU runs
+
+    launched = []
+    real = kernels._launch
+    monkeypatch.setattr(kernels, "_launch", lambda name, *a: (launched.append(name), real(name, *a))[1])
     rng = np.random.default_rng(12)
     gpu_ops, host, be = cupy_backend.ops(winograd.FAMILY), winograd.HostResidueOps(), cupy_backend
 
-    def quadrants(rows, cols):
-        h, w = rows // 2, cols // 2
-        return ((slice(0, h), slice(0, w)), (slice(0, h), slice(w, cols)), (slice(h, rows), slice(0, w)),
-                (slice(h, rows), slice(w, cols)))
+    def quadrants(r, c):
+        h, w = r // 2, c // 2
+        return ((slice(0, h), slice(0, w)), (slice(0, h), slice(w, 2 * w)), (slice(h, 2 * h), slice(0, w)),
+                (slice(h, 2 * h), slice(w, 2 * w)))
 
     for m in (256, 251):
         lo, hi = -(m // 2), (m - 1) // 2
-        x = rng.integers(lo, hi + 1, (64, 96)).astype(np.int8)
+        x = rng.integers(lo, hi + 1, (rows, cols)).astype(np.int8)
+        x[0, :4] = [lo, lo, hi, hi]
         for side in ("a", "b"):
-            got = gpu_ops.operand_sums(*(be.asarray(x)[q] for q in quadrants(64, 96)), m, side)
-            for g, w in zip(got, host.operand_sums(*(x[q] for q in quadrants(64, 96)), m, side), strict=True):
+            launched.clear()
+            got = gpu_ops.operand_sums(*(be.asarray(x)[q] for q in quadrants(rows, cols)), m, side)
+            for g, w in zip(got, host.operand_sums(*(x[q] for q in quadrants(rows, cols)), m, side), strict=True):
                 assert np.array_equal(be.to_numpy(g), w), (m, side)
-        for products in ([rng.integers(-(2**31), 2**31, (32, 40)).astype(np.int32) for _ in range(7)],
-                         [rng.integers(lo, hi + 1, (32, 40)).astype(np.int8) for _ in range(7)]):
-            C, want = be.xp.zeros((64, 80), dtype=np.int8), np.zeros((64, 80), dtype=np.int8)
-            gpu_ops.combine_products(tuple(be.asarray(p) for p in products), m, tuple(C[q] for q in quadrants(64, 80)))
-            host.combine_products(tuple(products), m, tuple(want[q] for q in quadrants(64, 80)))
+            assert bool(launched) is vector, (side, launched)
+        h, w = rows // 2, (cols - 16) // 2
+        for products in ([rng.integers(-(2**31), 2**31, (h, w)).astype(np.int32) for _ in range(7)],
+                         [rng.integers(lo, hi + 1, (h, w)).astype(np.int8) for _ in range(7)]):
+            products[0][0, :2], products[1][0, :2] = products[0].dtype.type(hi), products[0].dtype.type(lo)
+            C, want = be.xp.zeros((2 * h, 2 * w), dtype=np.int8), np.zeros((2 * h, 2 * w), dtype=np.int8)
+            launched.clear()
+            gpu_ops.combine_products(tuple(be.asarray(p) for p in products), m,
+                                     tuple(C[q] for q in quadrants(2 * h, 2 * w)))
+            host.combine_products(tuple(products), m, tuple(want[q] for q in quadrants(2 * h, 2 * w)))
             assert np.array_equal(be.to_numpy(C), want), (m, products[0].dtype)
+            assert bool(launched) is vector, (products[0].dtype, launched)
