@@ -23,8 +23,8 @@ Each level makes three passes besides its 7 products (:class:`HostResidueOps` on
 ``gpu.ozaki2.winograd_kernels``): one forms an operand's four sums from its four blocks (one for A, one for B),
 and one forms the four output blocks from the 7 products, the bottom level's straight from their INT32 values
 (exact in 64 bits, reduced once). On the H200 the first form, 23 passes of two operands each, cost more than the
-level saved (``results/published/h200/h200-ozaki2-winograd-probe.json``). The residue and CRT passes that the
-plain product already makes do not take these sums up yet (the fused form).
+level saved (``results/published/h200/h200-ozaki2-winograd-probe-23-passes.json``). The residue and CRT passes
+that the plain product already makes do not take these sums up yet (the fused form).
 """
 
 from __future__ import annotations

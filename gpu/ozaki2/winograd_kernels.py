@@ -5,17 +5,19 @@ Loaded by :meth:`gpu.backend.Backend.ops` for the CuPy backend only (``"ozaki2-w
 never imports CuPy. The arithmetic is the NumPy operations' (:class:`gpu.ozaki2.winograd.HostResidueOps`) in C:
 symmetric residues in, the symmetric residue of x + sign y (or of p) modulo m out.
 
-On the H200 the first form of these passes (one element a thread, C's ``%`` by a modulus known only at run
-time) ran at a tenth of the memory bandwidth: 0.39 ms for one sum of two 8192 x 8192 planes, where 201 MB at
-4.8 TB/s take 0.04 ms (``results/published/h200/h200-ozaki2-winograd-probe.json``). So here no ``%`` is left:
-a sum of two symmetric residues lies in [-m, m), one comparison brings it to [0, m); a product p (|p| < 2**31)
-takes its quotient from ``rint(p * (1.0 / m))`` in float64, off by at most one, which two comparisons correct.
-A Winograd level forms each operand's four sums in one pass and its four output blocks from the 7 products in
-one more (:data:`SUMS`, :data:`COMBINE`). Complex 3M's two parts come from its three INT32 products in one pass
-(:meth:`CudaResidueOps.karatsuba`: P1 - P2 and P3 - P1 - P2, exact in 64 bits, then reduced the same way).
-Where the planes allow (rows starting on 16 bytes, widths of whole groups), a thread reads and writes 16 bytes
-of a sum, or 4 products, at once; other views (a plane's first n columns, say) take the one-element kernels, with
-the same arithmetic.
+On the H200 the first form of these passes (one element a thread, C's ``%`` by a modulus known only at run time) ran
+at a tenth of the memory bandwidth: 0.39 ms for one sum of two 8192 x 8192 planes, where 201 MB at 4.8 TB/s take
+0.04 ms (``results/published/h200/h200-ozaki2-winograd-probe-23-passes.json``). So here no ``%`` is left: a sum of
+two symmetric residues lies in [-m, m), one comparison brings it to [0, m); a product p (|p| < 2**31) takes its
+quotient from ``rint(p * (1.0 / m))`` in float64, off by at most one, which two comparisons correct. A Winograd
+level forms each operand's four sums in one pass and its four output blocks from the 7 products in one more
+(:data:`LEVEL`, :data:`COMBINE4`; :data:`SUMS` and :data:`COMBINE` on unaligned blocks). As CuPy elementwise kernels
+on quadrant views these two ran at about a third of the bandwidth (2.4 ms of passes per modulus at N = 16384,
+``h200-ozaki2-winograd-probe-elementwise.json``); as vector kernels, about 0.9 ms. Complex 3M's two parts come from
+its three INT32 products in one pass (:meth:`CudaResidueOps.karatsuba`: P1 - P2 and P3 - P1 - P2, exact in 64 bits,
+then reduced the same way). Where the planes allow (rows starting on 16 bytes, widths of whole groups), a thread
+reads and writes 16 bytes of a sum, or 4 products, at once; other views (a plane's first n columns, say) take the
+one-element kernels, with the same arithmetic.
 """
 
 from __future__ import annotations
