@@ -141,7 +141,11 @@ def front_check(rows: Sequence[Row], floor: float = FRONT_FLOOR, sizes: tuple[in
     if not mine:
         return Check(target, f"no N from {lo} to {hi} measured", None)
     shown = "; ".join(f"{r.speedup_vs_zgemm:.3f}x at N = {r.n}" for r in mine)
-    return _judged(mine, target, shown, all(r.speedup_vs_zgemm >= floor for r in mine))
+    met = all(r.speedup_vs_zgemm >= floor for r in mine)
+    ends = [n for n in sizes if n not in {r.n for r in mine}]
+    if met and ends:
+        return Check(target, f"{shown}; N = {' and '.join(map(str, ends))} not measured", None)
+    return _judged(mine, target, shown, met)
 
 
 def verdict(rows: Sequence[Row]) -> list[Check]:

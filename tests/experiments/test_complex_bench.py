@@ -137,6 +137,10 @@ def test_the_verdict_on_gpu_rows():
     assert [c.met for c in cr.verdict(on_cpu)] == [None] * 3
     assert all("not judged" in c.measured for c in cr.verdict(on_cpu))
     assert [c.met for c in cr.verdict(rows[:1])] == [None] * 3, "nothing of the targets measured"
+    short = [row(1024, "zauto-zgemm", 1.0), row(16384, "zauto-zgemm", 0.99)]
+    front = cr.front_check(short)
+    assert front.met is None and front.measured.endswith("; N = 32768 not measured"), "an end of the range unmeasured"
+    assert cr.front_check([*short, row(32768, "zauto-zgemm", 1.01)]).met is True
 
 
 def test_the_front_door_at_zgemm_keeps_zgemms_componentwise_bound():
