@@ -1,0 +1,102 @@
+"""Where Ozaki II complex's 3M spends its time at one N (CuPy): each stage of
+:func:`gpu.ozaki2.complex.matmul` with ``scheme="3m"`` timed alone by CUDA events (median of 3 after a warm call),
+beside the whole call, 4M's whole call and ZGEMM.
+
+Stages: the parts and the line statistics with the modulus count; the shifts and the residues of the four parts;
+per modulus the two operand sums, the three INT32 products and the Karatsuba pass (one modulus, times the count);
+the two CRTs with their IEEE repair. Writes ``$OUT/ozaki2-complex-probe.json``; prints one line. Run from the
+repository root with ``PYTHONPATH=$PWD``; ``N`` (default 16384).
+"""
+
+import json
+import os
+import statistics
+
+import cupy as cp
+import numpy as np
+
+from experiments.core.environment import environment
+from gpu.backend import get_backend
+from gpu.backend.plans import free_kept_plans
+from gpu.ozaki.plan import _round_up
+from gpu.ozaki2 import complex as oc
+from gpu.ozaki2.moduli import moduli_table
+from gpu.ozaki2.ops import ops
+from gpu.ozaki2.winograd import FAMILY, add, int32_product
+from gpu.zgemm.api import parts
+
+
+def timed(fn, reps: int = 3) -> float:
+    """Device ms of ``fn()``, the median of ``reps`` calls after a warm one."""
+    fn()
+    cp.cuda.Device().synchronize()
+    out = []
+    for _ in range(reps):
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        out.append(cp.cuda.get_elapsed_time(start, end))
+    return statistics.median(out)
+
+
+def main() -> None:
+    n = int(os.environ.get("N", "16384"))
+    be = get_backend("cupy")
+    rng = cp.random.default_rng(1)
+    A = rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))
+    B = rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))
+    fam, xp = ops(be), cp
+    r = {"zgemm": timed(lambda: A @ B), "3m_call": timed(lambda: oc.matmul(A, B, scheme="3m")),
+         "4m_call": timed(lambda: oc.matmul(A, B, scheme="4m"))}
+    free_kept_plans()
+    cp.get_default_memory_pool().free_all_blocks()
+    (ar, ai), (br, bi) = parts(be, A, "A"), parts(be, B, "B")
+    r["parts"] = timed(lambda: (parts(be, A, "A"), parts(be, B, "B")))
+
+    def stats():
+        rows = fam.line_stats(xp.concatenate([ar, ai], axis=1), None, True)
+        cols = fam.line_stats(xp.concatenate([br.T, bi.T], axis=1), None, True)
+        return rows, cols, oc._auto(be, fam, rows, cols, 2 * n, "dgemm")
+    r["stats_and_count"] = timed(stats)
+    rows, cols, count = stats()
+    table = moduli_table(count)
+    ldk, n_pad = _round_up(n), _round_up(n)
+    shift_a, shift_b = fam.shifts(rows, table), fam.shifts(cols, table)
+
+    def residues():
+        return [fam.residues(X, shift_a, rows.e, table, n, ldk) for X in (ar, ai)] + \
+            [fam.residues(X.T, shift_b, cols.e, table, n_pad, ldk) for X in (br, bi)]
+    r["residues"] = timed(residues)
+    res = residues()
+    mod = table.moduli[0]
+    a, b, c, d = (x[0] for x in res)
+    r["sums_one_modulus"] = timed(lambda: (add(a, b, mod), add(c, d, mod)))
+    sa, sb = add(a, b, mod), add(c, d, mod)
+    r["gemms_one_modulus"] = timed(lambda: (int32_product(be, a, c), int32_product(be, b, d),
+                                            int32_product(be, sa, sb)))
+    t1, t2, t3 = int32_product(be, a, c), int32_product(be, b, d), int32_product(be, sa, sb)
+    r["karatsuba_one_modulus"] = timed(lambda: be.ops(FAMILY).karatsuba(t1, t2, t3, mod))
+    r["parts_one_modulus"] = timed(lambda: oc._parts(be, a, b, c, d, mod))
+    planes = cp.empty((count, n, n), dtype=np.int8)
+    r["plane_copy_one_modulus"] = timed(lambda: planes.__setitem__(0, t1.astype(np.int8)[:, :n]))
+    out = xp.empty((n, n))
+    fam.prepare(table, planes)
+
+    def crt():
+        fam.crt(planes, table, shift_a, shift_b, out)
+        fam.fix_nonfinite(xp.concatenate((ar, -ai), axis=1), xp.concatenate((br, bi), axis=0), out, rows, cols)
+    r["crt_and_repair_one_part"] = timed(crt)
+    r["count"] = count
+    r["estimate_3m"] = (r["parts"] + r["stats_and_count"] + r["residues"] + count * r["parts_one_modulus"]
+                        + 2 * r["crt_and_repair_one_part"])
+    print(n, {k: round(v, 2) for k, v in r.items()}, flush=True)
+    doc = {"script": "results/published/scripts/ozaki2_complex_probe.py", "environment": environment(be), "n": n,
+           "unit": "device ms", "points": r}
+    with open(os.path.join(os.environ.get("OUT", "/tmp"), "ozaki2-complex-probe.json"), "w") as fh:
+        json.dump(doc, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
