@@ -25,12 +25,15 @@ floating point loses accuracy on the imaginary part; over the residues it loses 
 the real formula's IEEE values in their rows and columns, as the real scheme does.
 
 3M runs per modulus and k block: the operand sums (a pass each), three INT8 GEMMs into INT32, and both parts from
-those in one pass (:meth:`gpu.ozaki2.winograd.HostResidueOps.karatsuba`); the residues are held for the whole
-product, and k is blocked as the real scheme blocks it. On the H200 at N = 8192 an earlier form (a reduction per
-product and three residue sums) ran at 1.04x ZGEMM as called, the residue form of 4M at 1.02x
-(``results/published/h200/h200-complex-calls.json``); neither this 3M nor 4M through the real plans is measured
-yet. The front door takes the scheme its device profile measured faster (``gemmlab calibrate --methods`` times
-both).
+those in one pass (:meth:`gpu.ozaki2.winograd.HostResidueOps.karatsuba`), written straight into the two parts'
+planes where k is one block and n a whole number of 16; the residues are held for the whole product, and k is
+blocked as the real scheme blocks it. A and B are copied once, into [Re A, Im A] and [Re B; Im B]
+(:func:`stacked`): the statistics read them whole, the residues their halves, and the IEEE repair A's whole. At
+N = 16384 on the H200 the three INT8 GEMMs took 319 of the 435 ms of a 3M call; the stacked copies of the
+statistics and the repair were six 4 GiB concatenations, now two
+(``results/published/h200/h200-ozaki2-complex-probe.json``, measured before this change). As called at 16384
+(``results/published/h200/h200-complex.csv``), 3M ran at 1.58x ZGEMM and 4M through the real plans at 1.63x;
+the front door takes the scheme its device profile measured faster (``gemmlab calibrate --methods`` times both).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ import numpy as np
 from ..backend import Array, Backend, get_backend, matrix_pair, require_memory
 from ..backend.plans import freeing_kept_plans
 from ..ozaki.plan import _round_up
-from ..zgemm.api import check_dtype, parts
+from ..zgemm.api import check_dtype
 from ..zgemm.api import matmul as zgemm_matmul
 from .api import matmul as real_matmul
 from .gemms import blocks
@@ -76,13 +79,14 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scheme: 
     (m, k), n = A.shape, B.shape[1]
     if m and n and k:
         _require(be, peak_bytes(m, k, n, fixed or MAX_MODULI), f"Ozaki scheme II on a complex {m} x {k} x {n} product")
-    (ar, ai), (br, bi) = parts(be, A, "A"), parts(be, B, "B")
+    SA, SB = stacked(be, A, "A", 1), stacked(be, B, "B", 0)
     C = be.xp.zeros((m, n), dtype=np.complex128)
     if not (m and n and k):
         return C
+    (ar, ai), (br, bi) = (SA[:, :k], SA[:, k:]), (SB[:k], SB[k:])
     family, xp = ops(be), be.xp
-    rows = family.line_stats(xp.concatenate([ar, ai], axis=1), None, fixed is None)
-    cols = family.line_stats(xp.concatenate([br.T, bi.T], axis=1), None, fixed is None)
+    rows = family.line_stats(SA, None, fixed is None)
+    cols = family.line_stats(SB.T, None, fixed is None)
     count = fixed or _auto(be, family, rows, cols, 2 * k, "dgemm" if target is None else target)
     table = moduli_table(count)
     shift_a, shift_b = family.shifts(rows, table), family.shifts(cols, table)
@@ -90,19 +94,36 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scheme: 
     res = [family.residues(X, shift_a, rows.e, table, m, ldk) for X in (ar, ai)] + \
         [family.residues(X.T, shift_b, cols.e, table, n_pad, ldk) for X in (br, bi)]
     planes = [xp.empty((count, m, n), dtype=np.int8) for _ in range(2)]
+    ks = blocks(ldk, block)
     for t, modulus in enumerate(table.moduli):
-        for number, kb in enumerate(blocks(ldk, block)):
-            found = _parts(be, *(r[t][:, kb] for r in res), modulus)
-            for plane, part in zip(planes, found, strict=True):
-                plane[t] = add(plane[t], part[:, :n], modulus) if number else part[:, :n]
+        for number, kb in enumerate(ks):
+            into = (planes[0][t], planes[1][t]) if len(ks) == 1 and n_pad == n else None
+            found = _parts(be, *(r[t][:, kb] for r in res), modulus, into)
+            if into is None:
+                for plane, part in zip(planes, found, strict=True):
+                    plane[t] = add(plane[t], part[:, :n], modulus) if number else part[:, :n]
     out = xp.empty((m, n))
     family.prepare(table, planes[0])
-    for plane, stacked_a, stacked_b, target_part in (
-            (planes[0], (ar, -ai), (br, bi), "real"), (planes[1], (ar, ai), (bi, br), "imag")):
+    for plane, second, target_part in ((planes[0], (br, -bi), "real"), (planes[1], (bi, br), "imag")):
         family.crt(plane, table, shift_a, shift_b, out)
-        family.fix_nonfinite(xp.concatenate(stacked_a, axis=1), xp.concatenate(stacked_b, axis=0), out, rows, cols)
+        family.fix_nonfinite(SA, xp.concatenate(second, axis=0), out, rows, cols)
         setattr(C, target_part, out)
     return C
+
+
+def stacked(be: Backend, X: Array, name: str, axis: int) -> Array:
+    """X's real and imaginary parts in one float64 array, side by side (``axis`` 1: [Re X, Im X], what A's rows
+    are scaled by) or one above the other (``axis`` 0: [Re X; Im X], B's columns): the statistics read it whole
+    and the residues read its halves, so the parts are copied out of X once (a zero imaginary part for a real X).
+    TypeError for a dtype a complex product does not take."""
+    check_dtype(X, name)
+    rows, cols = X.shape
+    S = be.xp.empty((rows, 2 * cols) if axis else (2 * rows, cols), dtype=np.float64)
+    re, im = (S[:, :cols], S[:, cols:]) if axis else (S[:rows], S[rows:])
+    complex_ = X.dtype.kind == "c"
+    re[...] = X.real if complex_ else X
+    im[...] = X.imag if complex_ else 0.0
+    return S
 
 
 def _require(be: Backend, need: int, what: str) -> None:
@@ -114,17 +135,17 @@ def _require(be: Backend, need: int, what: str) -> None:
 
 
 def peak_bytes(m: int, k: int, n: int, count: int) -> int:
-    """Bytes a product takes beyond A and B at its peak (an upper bound): the parts of A and B (float64), their
-    stacked copies for the statistics and the IEEE repair, the residues of the four parts and the two parts'
+    """Bytes a product takes beyond A and B at its peak (an upper bound): the parts of A and B (float64, stacked:
+    :func:`stacked`), one part's stacked B for the IEEE repair, the residues of the four parts and the two parts'
     planes, one k block's three INT32 products and their INT8 sums and residues, C (complex128) and the
     float64 part the CRT writes."""
     ldk, n_pad = -(-k // 16) * 16, -(-n // 16) * 16
     parts = 8 * 2 * (m * k + k * n)
-    stacked = 8 * 2 * (m * k + k * n)
+    repair = 8 * 2 * k * n
     residues = 2 * count * (m + n_pad) * ldk
     planes = 2 * count * m * n
     products = 3 * m * n_pad * (4 + 2) + (m + n_pad) * ldk
-    return parts + stacked + residues + planes + products + 16 * m * n + 8 * m * n
+    return parts + repair + residues + planes + products + 16 * m * n + 8 * m * n
 
 
 def _auto(be: Backend, family: Any, rows: LineStats, cols: LineStats, k2: int, target: Any) -> int:
@@ -136,9 +157,10 @@ def _auto(be: Backend, family: Any, rows: LineStats, cols: LineStats, k2: int, t
     return count
 
 
-def _parts(be: Backend, ar: Array, ai: Array, br: Array, bi: Array, m: int) -> tuple[Array, Array]:
+def _parts(be: Backend, ar: Array, ai: Array, br: Array, bi: Array, m: int,
+           into: tuple[Array, Array] | None = None) -> tuple[Array, Array]:
     """The symmetric residues of Re C' and Im C' over one k block, modulo m, by 3M (see the module): three INT32
-    products, then both parts in one pass over them."""
+    products, then both parts in one pass over them (written into ``into``'s two planes where given)."""
     t1, t2 = int32_product(be, ar, br), int32_product(be, ai, bi)
     t3 = int32_product(be, add(ar, ai, m), add(br, bi, m))
-    return be.ops(FAMILY).karatsuba(t1, t2, t3, m)
+    return be.ops(FAMILY).karatsuba(t1, t2, t3, m, into)

@@ -159,11 +159,18 @@ class HostResidueOps:
         for view, value in zip(out, (m1 + m2, u2 + m5 + m3, u3 - m4, u3 + m5), strict=True):
             view[...] = symmetric(value % m, m)
 
-    def karatsuba(self, P1: Array, P2: Array, P3: Array, m: int) -> tuple[Array, Array]:
+    def karatsuba(self, P1: Array, P2: Array, P3: Array, m: int,
+                  out: tuple[Array, Array] | None = None) -> tuple[Array, Array]:
         """The symmetric residues of P1 - P2 and of P3 - P1 - P2 modulo m (INT32 products in, exact in int64): the
-        real and imaginary parts of a complex product by 3M over the residues, in one pass."""
+        real and imaginary parts of a complex product by 3M over the residues, in one pass (into ``out``'s two
+        INT8 arrays where given)."""
         P1, P2 = P1.astype(np.int64), P2.astype(np.int64)
-        return symmetric((P1 - P2) % m, m), symmetric((P3 - P1 - P2) % m, m)
+        parts = symmetric((P1 - P2) % m, m), symmetric((P3 - P1 - P2) % m, m)
+        if out is None:
+            return parts
+        for view, value in zip(out, parts, strict=True):
+            view[...] = value
+        return out
 
 
 def _ops_of(x: Array) -> Any:

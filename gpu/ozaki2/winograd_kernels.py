@@ -337,9 +337,11 @@ class CudaResidueOps:
                 (*products, *out, np.int64(out[0].strides[0]), np.int64(rows), np.int64(cols // 4), np.int32(m),
                  np.float64(1.0 / m)), _level_module)
 
-    def karatsuba(self, P1: Array, P2: Array, P3: Array, m: int) -> tuple[Array, Array]:
-        re, im = cupy.empty(P1.shape, dtype=np.int8), cupy.empty(P1.shape, dtype=np.int8)
-        if re.size and all(_aligned(P, 16, 4) for P in (P1, P2, P3)) and _aligned(re, 4, 4):
+    def karatsuba(self, P1: Array, P2: Array, P3: Array, m: int,
+                  out: tuple[Array, Array] | None = None) -> tuple[Array, Array]:
+        re, im = (cupy.empty(P1.shape, dtype=np.int8), cupy.empty(P1.shape, dtype=np.int8)) if out is None else out
+        if re.size and all(_aligned(P, 16, 4) for P in (P1, P2, P3)) and _aligned(re, 4, 4) \
+                and re.strides == im.strides and _aligned(im, 4, 4):
             rows, cols = P1.shape
             _launch("ozaki2_karatsuba4", rows, cols // 4,
                     (P1, np.int64(P1.strides[0] // 4), P2, np.int64(P2.strides[0] // 4), P3,

@@ -24,8 +24,9 @@ def operands(m, k, n, phi=1.0, seed=1):
     return A, B
 
 
+#: The last two write each modulus's parts straight into the planes (one k block, n a multiple of 16).
 CASES = [((37, 70, 45), 1.0, 15, None), ((20, 131, 9), 4.0, "auto", None), ((33, 200, 17), 0.1, 12, 64),
-         ((1, 1, 1), 2.0, "auto", None)]
+         ((1, 1, 1), 2.0, "auto", None), ((40, 64, 48), 2.0, 14, None), ((9, 30, 16), 4.0, "auto", None)]
 
 
 @pytest.mark.parametrize("shape, phi, moduli, k_block", CASES)
@@ -67,13 +68,16 @@ def test_3m_takes_three_int8_products_per_modulus_and_block_and_4m_the_work_of_f
 
 
 def test_nonfinite_rows_follow_the_real_formula_and_bad_input_is_refused():
-    A, B = operands(6, 8, 5)
-    A[2, 3] = complex(np.inf, 0.0)
-    C = host(A, B, moduli=10)
-    with np.errstate(invalid="ignore"):
-        want = zgemm.matmul(A, B, backend="numpy")
-    assert np.array_equal(np.isnan(C), np.isnan(want)) and np.array_equal(np.isinf(C), np.isinf(want))
-    assert np.all(np.isfinite(C[[0, 1, 3, 4, 5]]))
+    for n in (5, 16):
+        A, B = operands(6, 8, n)
+        A[2, 3] = complex(np.inf, 0.0)
+        B[1, 4] = complex(0.0, -np.inf)
+        C = host(A, B, moduli=10)
+        with np.errstate(invalid="ignore"):
+            want = zgemm.matmul(A, B, backend="numpy")
+        assert np.array_equal(np.isnan(C), np.isnan(want)) and np.array_equal(np.isinf(C), np.isinf(want)), n
+        assert np.array_equal(C[~np.isfinite(C)], want[~np.isfinite(want)], equal_nan=True), n
+        assert np.all(np.isfinite(np.delete(np.delete(C, 2, axis=0), 4, axis=1))), n
     with pytest.raises(ValueError, match="scheme must be one of '3m', '4m'"):
         host(A, B, scheme="karatsuba")
     with pytest.raises(ValueError, match="moduli must be 'auto' or a count"):
@@ -84,13 +88,14 @@ def test_nonfinite_rows_follow_the_real_formula_and_bad_input_is_refused():
 
 @pytest.mark.gpu
 def test_on_the_gpu_complex_scheme_ii_equals_numpy_bit_for_bit(cupy_backend):
-    A, B = operands(300, 500, 200, 1.0, 6)
-    for moduli in (15, "auto"):
-        want = host(A, B, moduli=moduli)
-        for scheme in ("3m", "4m"):
-            got = zoz.matmul(cupy_backend.asarray(A), cupy_backend.asarray(B), moduli=moduli, scheme=scheme,
-                             backend=cupy_backend)
-            assert np.array_equal(cupy_backend.to_numpy(got), want), scheme
+    for shape in ((300, 500, 200), (256, 320, 192)):               # the second: parts straight into the planes
+        A, B = operands(*shape, 1.0, 6)
+        for moduli in (15, "auto"):
+            want = host(A, B, moduli=moduli)
+            for scheme in ("3m", "4m"):
+                got = zoz.matmul(cupy_backend.asarray(A), cupy_backend.asarray(B), moduli=moduli, scheme=scheme,
+                                 backend=cupy_backend)
+                assert np.array_equal(cupy_backend.to_numpy(got), want), (shape, scheme)
 
 
 def test_a_product_that_does_not_fit_is_refused_before_any_work(monkeypatch):
@@ -115,7 +120,7 @@ def test_a_refusal_frees_the_kept_plans_and_asks_again(monkeypatch):
         freed.append(1)
         return 1
     monkeypatch.setattr(plans, "free_kept_plans", free)
-    monkeypatch.setattr(type(be), "memory_info", lambda self: ((2 * need) if freed else need // 2, 10 * need))
+    monkeypatch.setattr(type(be), "memory_info", lambda self: ((10 * need) if freed else need // 2, 10 * need))
     assert np.array_equal(host(A, B, moduli=12), zoz.matmul(A, B, moduli=12, scheme="4m", backend="numpy"))
     assert freed == [1]
     monkeypatch.setattr(type(be), "memory_info", lambda self: (need // 2, 10 * need))
@@ -149,3 +154,8 @@ def test_on_the_gpu_the_karatsuba_pass_equals_numpys_in_both_kernels(cupy_backen
             want = host.karatsuba(*(X[:, cols] for X in P), m)
             for g, w in zip(got, want, strict=True):
                 assert np.array_equal(cupy_backend.to_numpy(g), w), (m, cols)
+            planes = cupy_backend.xp.zeros((2, 40, 48), dtype=np.int8)
+            into = (planes[0][:, cols], planes[1][:, cols])
+            assert gpu_ops.karatsuba(*(cupy_backend.asarray(X)[:, cols] for X in P), m, into) is into
+            for g, w in zip(into, want, strict=True):
+                assert np.array_equal(cupy_backend.to_numpy(g), w), (m, cols, "into")
