@@ -30,8 +30,12 @@ import numpy as np
 
 from ..backend import Array, Backend
 
-#: The device functions both forms share: ``residue_sum`` and ``residue_reduce`` give one symmetric residue.
+#: The device functions both forms share: ``residue_sum`` and ``residue_reduce`` give one symmetric residue;
+#: ``ROW_GROUPS`` is the vector kernels' loop, rows by ``blockIdx.y`` and groups of a row by threads (grid-stride).
 DEVICE = r"""
+#define ROW_GROUPS for (long long r = blockIdx.y; r < rows; r += gridDim.y) \
+    for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < groups; \
+         g += (long long)gridDim.x * blockDim.x)
 __device__ __forceinline__ signed char symmetric_of(int r, int m) {
     return (signed char)(r > (m - 1) / 2 ? r - m : r);
 }
@@ -59,19 +63,16 @@ SOURCE = DEVICE + r"""
 extern "C" __global__ void ozaki2_residue_sum16(
         const signed char* __restrict__ x, long long ldx, const signed char* __restrict__ y, long long ldy,
         signed char* __restrict__ z, long long ldz, long long rows, long long groups, int m, int sign) {
-    for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
-        for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < groups;
-             g += (long long)gridDim.x * blockDim.x) {
-            int4 a = *reinterpret_cast<const int4*>(x + r * ldx + 16 * g);
-            int4 b = *reinterpret_cast<const int4*>(y + r * ldy + 16 * g);
-            int4 c;
-            const signed char* pa = reinterpret_cast<const signed char*>(&a);
-            const signed char* pb = reinterpret_cast<const signed char*>(&b);
-            signed char* pc = reinterpret_cast<signed char*>(&c);
+    ROW_GROUPS {
+        int4 a = *reinterpret_cast<const int4*>(x + r * ldx + 16 * g);
+        int4 b = *reinterpret_cast<const int4*>(y + r * ldy + 16 * g);
+        int4 c;
+        const signed char* pa = reinterpret_cast<const signed char*>(&a);
+        const signed char* pb = reinterpret_cast<const signed char*>(&b);
+        signed char* pc = reinterpret_cast<signed char*>(&c);
 #pragma unroll
-            for (int i = 0; i < 16; ++i) pc[i] = residue_sum(pa[i], pb[i], m, sign);
-            *reinterpret_cast<int4*>(z + r * ldz + 16 * g) = c;
-        }
+        for (int i = 0; i < 16; ++i) pc[i] = residue_sum(pa[i], pb[i], m, sign);
+        *reinterpret_cast<int4*>(z + r * ldz + 16 * g) = c;
     }
 }
 
@@ -79,41 +80,35 @@ extern "C" __global__ void ozaki2_karatsuba4(
         const int* __restrict__ p1, long long ld1, const int* __restrict__ p2, long long ld2,
         const int* __restrict__ p3, long long ld3, signed char* __restrict__ re, signed char* __restrict__ im,
         long long ldz, long long rows, long long groups, int m, double inverse) {
-    for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
-        for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < groups;
-             g += (long long)gridDim.x * blockDim.x) {
-            int4 a = *reinterpret_cast<const int4*>(p1 + r * ld1 + 4 * g);
-            int4 b = *reinterpret_cast<const int4*>(p2 + r * ld2 + 4 * g);
-            int4 c = *reinterpret_cast<const int4*>(p3 + r * ld3 + 4 * g);
-            char4 x, y;
-            x.x = residue_reduce64((long long)a.x - b.x, m, inverse);
-            x.y = residue_reduce64((long long)a.y - b.y, m, inverse);
-            x.z = residue_reduce64((long long)a.z - b.z, m, inverse);
-            x.w = residue_reduce64((long long)a.w - b.w, m, inverse);
-            y.x = residue_reduce64((long long)c.x - a.x - b.x, m, inverse);
-            y.y = residue_reduce64((long long)c.y - a.y - b.y, m, inverse);
-            y.z = residue_reduce64((long long)c.z - a.z - b.z, m, inverse);
-            y.w = residue_reduce64((long long)c.w - a.w - b.w, m, inverse);
-            *reinterpret_cast<char4*>(re + r * ldz + 4 * g) = x;
-            *reinterpret_cast<char4*>(im + r * ldz + 4 * g) = y;
-        }
+    ROW_GROUPS {
+        int4 a = *reinterpret_cast<const int4*>(p1 + r * ld1 + 4 * g);
+        int4 b = *reinterpret_cast<const int4*>(p2 + r * ld2 + 4 * g);
+        int4 c = *reinterpret_cast<const int4*>(p3 + r * ld3 + 4 * g);
+        char4 x, y;
+        x.x = residue_reduce64((long long)a.x - b.x, m, inverse);
+        x.y = residue_reduce64((long long)a.y - b.y, m, inverse);
+        x.z = residue_reduce64((long long)a.z - b.z, m, inverse);
+        x.w = residue_reduce64((long long)a.w - b.w, m, inverse);
+        y.x = residue_reduce64((long long)c.x - a.x - b.x, m, inverse);
+        y.y = residue_reduce64((long long)c.y - a.y - b.y, m, inverse);
+        y.z = residue_reduce64((long long)c.z - a.z - b.z, m, inverse);
+        y.w = residue_reduce64((long long)c.w - a.w - b.w, m, inverse);
+        *reinterpret_cast<char4*>(re + r * ldz + 4 * g) = x;
+        *reinterpret_cast<char4*>(im + r * ldz + 4 * g) = y;
     }
 }
 
 extern "C" __global__ void ozaki2_residue_reduce4(
         const int* __restrict__ p, long long ldp, signed char* __restrict__ z, long long ldz, long long rows,
         long long groups, int m, double inverse) {
-    for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
-        for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < groups;
-             g += (long long)gridDim.x * blockDim.x) {
-            int4 v = *reinterpret_cast<const int4*>(p + r * ldp + 4 * g);
-            char4 c;
-            c.x = residue_reduce(v.x, m, inverse);
-            c.y = residue_reduce(v.y, m, inverse);
-            c.z = residue_reduce(v.z, m, inverse);
-            c.w = residue_reduce(v.w, m, inverse);
-            *reinterpret_cast<char4*>(z + r * ldz + 4 * g) = c;
-        }
+    ROW_GROUPS {
+        int4 v = *reinterpret_cast<const int4*>(p + r * ldp + 4 * g);
+        char4 c;
+        c.x = residue_reduce(v.x, m, inverse);
+        c.y = residue_reduce(v.y, m, inverse);
+        c.z = residue_reduce(v.z, m, inverse);
+        c.w = residue_reduce(v.w, m, inverse);
+        *reinterpret_cast<char4*>(z + r * ldz + 4 * g) = c;
     }
 }
 """
@@ -136,32 +131,29 @@ extern "C" __global__ void ozaki2_winograd_sums16(
         const signed char* __restrict__ x21, long long ld21, const signed char* __restrict__ x22, long long ld22,
         signed char* __restrict__ s1, signed char* __restrict__ s2, signed char* __restrict__ s3,
         signed char* __restrict__ s4, long long rows, long long groups, int m, int side) {
-    for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
-        for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < groups;
-             g += (long long)gridDim.x * blockDim.x) {
-            int4 a = *reinterpret_cast<const int4*>(x11 + r * ld11 + 16 * g);
-            int4 b = *reinterpret_cast<const int4*>(x12 + r * ld12 + 16 * g);
-            int4 c = *reinterpret_cast<const int4*>(x21 + r * ld21 + 16 * g);
-            int4 d = *reinterpret_cast<const int4*>(x22 + r * ld22 + 16 * g);
-            const signed char *pa = reinterpret_cast<const signed char*>(&a),
-                              *pb = reinterpret_cast<const signed char*>(&b),
-                              *pc = reinterpret_cast<const signed char*>(&c),
-                              *pd = reinterpret_cast<const signed char*>(&d);
-            int4 o1, o2, o3, o4;
-            signed char *q1 = reinterpret_cast<signed char*>(&o1), *q2 = reinterpret_cast<signed char*>(&o2),
-                        *q3 = reinterpret_cast<signed char*>(&o3), *q4 = reinterpret_cast<signed char*>(&o4);
+    ROW_GROUPS {
+        int4 a = *reinterpret_cast<const int4*>(x11 + r * ld11 + 16 * g);
+        int4 b = *reinterpret_cast<const int4*>(x12 + r * ld12 + 16 * g);
+        int4 c = *reinterpret_cast<const int4*>(x21 + r * ld21 + 16 * g);
+        int4 d = *reinterpret_cast<const int4*>(x22 + r * ld22 + 16 * g);
+        const signed char *pa = reinterpret_cast<const signed char*>(&a),
+                          *pb = reinterpret_cast<const signed char*>(&b),
+                          *pc = reinterpret_cast<const signed char*>(&c),
+                          *pd = reinterpret_cast<const signed char*>(&d);
+        int4 o1, o2, o3, o4;
+        signed char *q1 = reinterpret_cast<signed char*>(&o1), *q2 = reinterpret_cast<signed char*>(&o2),
+                    *q3 = reinterpret_cast<signed char*>(&o3), *q4 = reinterpret_cast<signed char*>(&o4);
 #pragma unroll
-            for (int i = 0; i < 16; ++i) {
-                signed char s[4];
-                sums_of(side, m, pa[i], pb[i], pc[i], pd[i], s);
-                q1[i] = s[0]; q2[i] = s[1]; q3[i] = s[2]; q4[i] = s[3];
-            }
-            long long at = r * groups * 16 + 16 * g;
-            *reinterpret_cast<int4*>(s1 + at) = o1;
-            *reinterpret_cast<int4*>(s2 + at) = o2;
-            *reinterpret_cast<int4*>(s3 + at) = o3;
-            *reinterpret_cast<int4*>(s4 + at) = o4;
+        for (int i = 0; i < 16; ++i) {
+            signed char s[4];
+            sums_of(side, m, pa[i], pb[i], pc[i], pd[i], s);
+            q1[i] = s[0]; q2[i] = s[1]; q3[i] = s[2]; q4[i] = s[3];
         }
+        long long at = r * groups * 16 + 16 * g;
+        *reinterpret_cast<int4*>(s1 + at) = o1;
+        *reinterpret_cast<int4*>(s2 + at) = o2;
+        *reinterpret_cast<int4*>(s3 + at) = o3;
+        *reinterpret_cast<int4*>(s4 + at) = o4;
     }
 }
 """
@@ -172,36 +164,33 @@ extern "C" __global__ void ozaki2_winograd_combine4_{name}(
         const {T}* __restrict__ p7, signed char* __restrict__ c11, signed char* __restrict__ c12,
         signed char* __restrict__ c21, signed char* __restrict__ c22, long long ldc, long long rows,
         long long groups, int m, double inverse) {{
-    for (long long r = blockIdx.y; r < rows; r += gridDim.y) {{
-        for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < groups;
-             g += (long long)gridDim.x * blockDim.x) {{
-            long long at = r * groups * 4 + 4 * g;
-            {V} v1 = *reinterpret_cast<const {V}*>(p1 + at), v2 = *reinterpret_cast<const {V}*>(p2 + at),
-                v3 = *reinterpret_cast<const {V}*>(p3 + at), v4 = *reinterpret_cast<const {V}*>(p4 + at),
-                v5 = *reinterpret_cast<const {V}*>(p5 + at), v6 = *reinterpret_cast<const {V}*>(p6 + at),
-                v7 = *reinterpret_cast<const {V}*>(p7 + at);
-            const {T} *e1 = reinterpret_cast<const {T}*>(&v1), *e2 = reinterpret_cast<const {T}*>(&v2),
-                      *e3 = reinterpret_cast<const {T}*>(&v3), *e4 = reinterpret_cast<const {T}*>(&v4),
-                      *e5 = reinterpret_cast<const {T}*>(&v5), *e6 = reinterpret_cast<const {T}*>(&v6),
-                      *e7 = reinterpret_cast<const {T}*>(&v7);
-            char4 o11, o12, o21, o22;
-            signed char *q11 = reinterpret_cast<signed char*>(&o11), *q12 = reinterpret_cast<signed char*>(&o12),
-                        *q21 = reinterpret_cast<signed char*>(&o21), *q22 = reinterpret_cast<signed char*>(&o22);
+    ROW_GROUPS {{
+        long long at = r * groups * 4 + 4 * g;
+        {V} v1 = *reinterpret_cast<const {V}*>(p1 + at), v2 = *reinterpret_cast<const {V}*>(p2 + at),
+            v3 = *reinterpret_cast<const {V}*>(p3 + at), v4 = *reinterpret_cast<const {V}*>(p4 + at),
+            v5 = *reinterpret_cast<const {V}*>(p5 + at), v6 = *reinterpret_cast<const {V}*>(p6 + at),
+            v7 = *reinterpret_cast<const {V}*>(p7 + at);
+        const {T} *e1 = reinterpret_cast<const {T}*>(&v1), *e2 = reinterpret_cast<const {T}*>(&v2),
+                  *e3 = reinterpret_cast<const {T}*>(&v3), *e4 = reinterpret_cast<const {T}*>(&v4),
+                  *e5 = reinterpret_cast<const {T}*>(&v5), *e6 = reinterpret_cast<const {T}*>(&v6),
+                  *e7 = reinterpret_cast<const {T}*>(&v7);
+        char4 o11, o12, o21, o22;
+        signed char *q11 = reinterpret_cast<signed char*>(&o11), *q12 = reinterpret_cast<signed char*>(&o12),
+                    *q21 = reinterpret_cast<signed char*>(&o21), *q22 = reinterpret_cast<signed char*>(&o22);
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {{
-                long long a1 = e1[i], a2 = e2[i], a3 = e3[i], a4 = e4[i], a5 = e5[i], a6 = e6[i], a7 = e7[i];
-                long long u2 = a1 + a6, u3 = u2 + a7;
-                q11[i] = residue_reduce64(a1 + a2, m, inverse);
-                q12[i] = residue_reduce64(u2 + a5 + a3, m, inverse);
-                q21[i] = residue_reduce64(u3 - a4, m, inverse);
-                q22[i] = residue_reduce64(u3 + a5, m, inverse);
-            }}
-            long long out = r * ldc + 4 * g;
-            *reinterpret_cast<char4*>(c11 + out) = o11;
-            *reinterpret_cast<char4*>(c12 + out) = o12;
-            *reinterpret_cast<char4*>(c21 + out) = o21;
-            *reinterpret_cast<char4*>(c22 + out) = o22;
+        for (int i = 0; i < 4; ++i) {{
+            long long a1 = e1[i], a2 = e2[i], a3 = e3[i], a4 = e4[i], a5 = e5[i], a6 = e6[i], a7 = e7[i];
+            long long u2 = a1 + a6, u3 = u2 + a7;
+            q11[i] = residue_reduce64(a1 + a2, m, inverse);
+            q12[i] = residue_reduce64(u2 + a5 + a3, m, inverse);
+            q21[i] = residue_reduce64(u3 - a4, m, inverse);
+            q22[i] = residue_reduce64(u3 + a5, m, inverse);
         }}
+        long long out = r * ldc + 4 * g;
+        *reinterpret_cast<char4*>(c11 + out) = o11;
+        *reinterpret_cast<char4*>(c12 + out) = o12;
+        *reinterpret_cast<char4*>(c21 + out) = o21;
+        *reinterpret_cast<char4*>(c22 + out) = o22;
     }}
 }}
 """
