@@ -34,6 +34,7 @@ from ..core.database import Measurement, ResultsDB
 from ..core.lab import Operands, free_memory
 from ..core.registry import Context
 from ..core.sweep import SweepOutcome
+from ..core.timing import first_calls, slower_than
 from ..ozaki.timing import PROTOCOL
 from .bench import TIME, TIME_PHI, ZGEMM, Plan, call_text, family, point_inputs, sort_key
 
@@ -48,14 +49,6 @@ def time_params(n: int, regime: str) -> dict[str, Any]:
 def public_calls(be: Backend, A: Array, B: Array, names: Sequence[str]) -> dict[str, Call]:
     """Each method's call on the group's operands, through its audit entry, with the text a user writes."""
     return {name: Call(call_text(name, be.xp.__name__), partial(get_method(name).run, be, A, B)) for name in names}
-
-
-def single_calls(be: Backend, calls: dict[str, Call]) -> dict[str, float]:
-    """Seconds of one call of each, from an idle device to the end of its work, after one untimed call of each."""
-    for call in calls.values():
-        call.fn()
-    be.synchronize()
-    return {name: wall_seconds(be, call.fn) for name, call in calls.items()}
 
 
 def interleaved_meta(called: Called, name: str) -> tuple[float, list[float], dict[str, Any]]:
@@ -78,8 +71,8 @@ def measure_group(ctx: Context, n: int, A: Array, B: Array, methods: Sequence[st
     """ZGEMM and ``methods`` timed as called (slow ones by one call, see the module), stored with the speed-up."""
     be, names = ctx.backend, list(dict.fromkeys((ZGEMM, *methods)))
     calls = public_calls(be, A, B, names)
-    single = single_calls(be, calls)
-    slow = {name for name in names if name != ZGEMM and single[name] > plan.slow_factor * single[ZGEMM]}
+    single = first_calls(be, {name: call.fn for name, call in calls.items()}, wall_seconds)
+    slow = slower_than(single, ZGEMM, plan.slow_factor)
     reference = calls[ZGEMM]
     public = {name: calls[name] for name in names if name != ZGEMM and name not in slow}
     called = time_called(Operands.given(be, A, B), {ZGEMM: reference.fn}, ZGEMM, public, reference, refill=False,

@@ -331,6 +331,23 @@ def single_run(backend: Backend, work: Callable[[], Any]) -> float:
     return _sample(backend, [work], flush=False)[0]
 
 
+def first_calls(backend: Backend, works: Mapping[str, Work],
+                clock: Callable[[Backend, Work], float] = single_run) -> dict[str, float]:
+    """Seconds of one timed run of each work, after one untimed run of each (first-use costs out: kernels,
+    plans, handles): what a benchmark screens slow methods by. ``clock``: :func:`single_run` (the device's
+    time), or the host's clock from an idle device (:func:`experiments.core.ascalled.wall_seconds`)."""
+    for work in works.values():
+        work()
+    backend.synchronize()
+    return {name: clock(backend, work) for name, work in works.items()}
+
+
+def slower_than(seconds: Mapping[str, float], reference: str, factor: float) -> set[str]:
+    """The names whose seconds exceed ``factor`` times the reference's: too slow to beat it, and too slow to
+    interleave (their batches would take minutes); a benchmark stores them from their one run."""
+    return {name for name, s in seconds.items() if name != reference and s > factor * seconds[reference]}
+
+
 def measure(work: Work, backend: Backend, **options: Any) -> Timing:
     """Time one method under the protocol (see :func:`measure_interleaved`)."""
     return measure_interleaved({"_": work}, backend, **options)["_"]

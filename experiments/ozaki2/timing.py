@@ -44,7 +44,7 @@ from ..core.database import Measurement, ResultsDB
 from ..core.lab import Operands, free_memory
 from ..core.registry import Context
 from ..core.sweep import SweepOutcome
-from ..core.timing import Timing, single_run
+from ..core.timing import Timing, first_calls, slower_than
 from ..ozaki.timing import PROTOCOL
 from .bench import (
     DGEMM,
@@ -110,21 +110,13 @@ def timing_operands(ctx: Context, shape: Shape, methods: Sequence[str]) -> tuple
     return ops, ctx.backend.xp.empty_like(ops.C)
 
 
-def first_runs(be: Backend, works: dict[str, Work]) -> dict[str, float]:
-    """Seconds of one timed run of each method, after one untimed run of each."""
-    for work in works.values():
-        work()
-    be.synchronize()
-    return {name: single_run(be, work) for name, work in works.items()}
-
-
 def measure_group(ctx: Context, shape: Shape, ops: Operands, out: Array, methods: Sequence[str], plan: Plan) -> None:
     """DGEMM and ``methods`` timed interleaved (slow ones by one run, see the module), stored with the
     speed-up over DGEMM."""
     be, names = ctx.backend, list(dict.fromkeys((DGEMM, *methods)))
     works = {name: timed_work(be, ops, out, name) for name in names}
-    first = first_runs(be, works)
-    slow = {name for name in names if name != DGEMM and first[name] > plan.slow_factor * first[DGEMM]}
+    first = first_calls(be, works)
+    slow = slower_than(first, DGEMM, plan.slow_factor)
     flush = ops.needs_flush()
     public = {name: call for name in (*names, DEFAULTS) if name not in slow
               and (call := public_call(be, ops, out, name)) is not None}

@@ -338,3 +338,15 @@ def test_a_fixed_order_is_kept_where_asked_and_recorded():
     res = measure_interleaved({k: work(fake, k) for k in "ab"}, fake, warmup=0, rotate=False)
     assert calls(fake, ("a", "b")) == ["a", "b"] * 10
     assert res["a"].meta()["order"] == "fixed"
+
+
+def test_first_calls_time_each_after_one_untimed_call_and_screen_the_slow():
+    from experiments.core.timing import first_calls, slower_than
+
+    runs = []
+    be = gpu.backend.get_backend("numpy")
+    seconds = first_calls(be, {"a": lambda: runs.append("a"), "b": lambda: runs.append("b")},
+                          clock=lambda backend, work: (work(), 2.0 if runs[-1] == "b" else 1.0)[1])
+    assert runs == ["a", "b", "a", "b"] and seconds == {"a": 1.0, "b": 2.0}
+    assert slower_than(seconds, "a", 1.5) == {"b"} and slower_than(seconds, "a", 3.0) == set()
+    assert slower_than({"ref": 1.0, "x": 0.5}, "ref", 1.0) == set()
