@@ -9,7 +9,10 @@ uniform [0, 1) FP64 operands, every call making a new C:
   door's library plan runs;
 * ``plan.execute``: ``gpu.plan(A, B)`` kept, ``execute(A, B)``;
 * ``gpu.matmul``: ``gpu.matmul(A, B)`` (the cached plan);
-* ``strassen``: ``gpu.strassen.matmul(A, B)`` at its defaults (level 0 at these sizes).
+* ``strassen``: ``gpu.strassen.matmul(A, B)`` at its defaults (level 0 at these sizes);
+* ``gemmEx``: the backend's cuBLAS call made as ``cupy.matmul`` makes it (``cublasGemmEx``, ``CUBLAS_COMPUTE_64F``,
+  ``CUBLAS_GEMM_DEFAULT_TENSOR_OP``) into a new C, where the backend calls ``cublasDgemm``: whether cuBLAS picks a
+  different kernel for the two at 2048 (the front door's library route ran at 0.945x there, device-bound).
 
 For each: **wall**, a loop of ``CALLS`` back-to-back calls then one synchronise, per call; **device**, the same loop
 behind a stream hold timed by CUDA events; **host**, one call on an idle device; and the host microseconds of the
@@ -20,6 +23,8 @@ import json
 import os
 
 import cupy as cp
+import numpy as np
+from cupy_backends.cuda.libs import cublas
 from level0_probe import CALLS, ROUNDS, host_us, measured  # this folder's probe: the same clocks
 
 import gpu
@@ -30,6 +35,7 @@ from gpu.frontdoor import as_accuracy
 from gpu.frontdoor.api import PLANS
 from gpu.strassen import matmul as strassen
 
+R_64F = cp.cuda.runtime.CUDA_R_64F
 SIZES = tuple(int(n) for n in os.environ.get("SIZES", "512,1024,2048,4096").split(","))
 
 
@@ -38,7 +44,21 @@ def calls(be, A, B) -> dict:
     kept = gpu.plan(A, B, backend=be)
     return {"cupy.matmul": lambda: cp.matmul(A, B), "product_call": lambda: product(A, B),
             "plan.execute": lambda: kept.execute(A, B), "gpu.matmul": lambda: gpu.matmul(A, B),
-            "strassen": lambda: strassen(A, B)}, kept
+            "strassen": lambda: strassen(A, B), "gemmEx": gemm_ex(A, B)}, kept
+
+
+def gemm_ex(A, B):
+    """C = A B (C-ordered, new each call) by ``cublasGemmEx`` as ``cupy.matmul`` calls it: C^T = B^T A^T."""
+    n, k, m = A.shape[0], A.shape[1], B.shape[1]
+    one, zero = np.ones(1), np.zeros(1)
+
+    def call():
+        C = cp.empty((n, m))
+        cublas.gemmEx(cp.cuda.device.get_cublas_handle(), cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_N, m, n, k,
+                      one.ctypes.data, B.data.ptr, R_64F, m, A.data.ptr, R_64F, k, zero.ctypes.data, C.data.ptr,
+                      R_64F, m, cublas.CUBLAS_COMPUTE_64F, cublas.CUBLAS_GEMM_DEFAULT_TENSOR_OP)
+        return C
+    return call
 
 
 def pieces(be, A, B) -> dict:
@@ -61,6 +81,7 @@ def main() -> None:
         rng = cp.random.default_rng(n)
         A, B = rng.random((n, n)), rng.random((n, n))
         works, kept = calls(be, A, B)
+        assert bool(cp.allclose(works["gemmEx"](), cp.matmul(A, B), rtol=1e-12)), "gemmEx's C"
         point = {"n": n, "chosen": kept.chosen.name, **measured(be, works)}
         if n == SIZES[0]:
             point["pieces_us"] = pieces(be, A, B)
