@@ -104,9 +104,14 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scheme: 
                     plane[t] = add(plane[t], part[:, :n], modulus) if number else part[:, :n]
     out = xp.empty((m, n))
     family.prepare(table, planes[0])
-    for plane, second, target_part in ((planes[0], (br, -bi), "real"), (planes[1], (bi, br), "imag")):
+    # Re C = [Re A, Im A] [Re B; -Im B] and Im C = [Re A, Im A] [Im B; Re B], in the IEEE repair's terms
+    for plane, second, negate, target_part in ((planes[0], (br, bi), True, "real"),
+                                               (planes[1], (bi, br), False, "imag")):
         family.crt(plane, table, shift_a, shift_b, out)
-        family.fix_nonfinite(SA, xp.concatenate(second, axis=0), out, rows, cols)
+        stacked_b = xp.concatenate(second, axis=0)
+        if negate:
+            xp.negative(stacked_b[k:], out=stacked_b[k:])
+        family.fix_nonfinite(SA, stacked_b, out, rows, cols)
         setattr(C, target_part, out)
     return C
 
