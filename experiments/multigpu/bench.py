@@ -9,8 +9,11 @@ setting of the measurements the toolkit reproduces, and of a product too large f
 product timed by the host's clock until C is complete (written in its file for ``host``, persisted on the
 workers for ``resident``): the first product is the one shot, then :data:`SAMPLES` more (:data:`FEW` where the
 first took over :data:`SLOW_S`) give the steady time, and one more is recorded from Dask's task stream (each
-task's transfers and compute on its worker: the ``timeline`` row). Operands that neither ``/dev/shm`` nor the
-temporary folder has room for are refused before anything is written.
+task's transfers and compute on its worker: the ``timeline`` row). The one shot keeps its own task stream and
+each worker's seconds and bytes of mapping the operands' pages in and locking them
+(:func:`gpu.multigpu.mapped.first_touch`, read after it and again after the steady calls): what splits a slow
+first call into page work, transfers and compute. Operands that neither ``/dev/shm`` nor the temporary folder
+has room for are refused before anything is written.
 
 NumPy arrays in the client's memory are not the ``host`` setting: Dask serializes them to every worker on
 every call (on an H200 pair, N = 16384 on one worker took 6.3 s a product, of which 0.29 s computing).
@@ -34,7 +37,7 @@ import numpy as np
 from distributed import Client, LocalCluster, get_task_stream, wait
 
 from gpu.frontdoor.contract import gamma
-from gpu.multigpu import dask_matmul, resident
+from gpu.multigpu import dask_matmul, mapped, resident
 
 from ..core.lab import require_correct, row_error, sample_rows
 from ..core.registry import Context, experiment
@@ -136,24 +139,37 @@ def measure_point(ctx: Context, point: Point) -> int:
         with cluster, client:
             a, b = (A, B) if point.kind == "host" else in_place(be, client, A, B, point.workers)
             run = partial(product, point.kind, be, client, a, b, out)
-            first, C = timed(run)
+            lanes = sorted(client.nthreads())
+            with get_task_stream(client) as stream:
+                first, C = timed(run)
+            one_shot = {"spans": task_spans(stream.data, lanes), "first_touch": touched(client, lanes)}
             error = check(be, C, A, B, where)
             del C
             samples = [timed(run)[0] for _ in range(FEW if first > SLOW_S else SAMPLES)]
             with get_task_stream(client) as stream:
                 last, _ = timed(run)
-            spans = task_spans(stream.data, sorted(client.nthreads()))
+            spans = task_spans(stream.data, lanes)
+            one_shot["later_touch"] = touched(client, lanes)
         del A, B, out, a, b
     telemetry = be.telemetry()
     meta = {"check_error": error, "backend": be.name, "check_rows": len(sample_rows(point.n)),
             "telemetry": None if telemetry is None else telemetry.read().as_dict()}
     params = point_params(point, ctx.regime)
-    ctx.db.add(ctx.run_id, EXPERIMENT, ONESHOT, params, value=first, unit="s", samples=[first], meta=meta)
+    ctx.db.add(ctx.run_id, EXPERIMENT, ONESHOT, params, value=first, unit="s", samples=[first],
+               meta={**meta, **one_shot})
     ctx.db.add(ctx.run_id, EXPERIMENT, STEADY, params, value=statistics.median(samples), unit="s", samples=samples,
                meta=meta)
     ctx.db.add(ctx.run_id, EXPERIMENT, TIMELINE, params, value=last, unit="s", samples=[last],
                meta={**meta, "spans": spans})
     return 3
+
+
+def touched(client: Client, workers: Sequence[str]) -> list[dict[str, float]]:
+    """Each worker's seconds and bytes spent so far mapping its operands' pages in and locking them
+    (:func:`gpu.multigpu.mapped.first_touch`), in ``workers``' order: read after the one shot, they split its
+    time; read again after the steady calls, the difference is what those calls paid."""
+    found = client.run(mapped.first_touch)
+    return [found.get(w, {}) for w in workers]
 
 
 def task_spans(records: Sequence[dict[str, Any]], workers: Sequence[str]) -> list[list[Any]]:

@@ -36,6 +36,7 @@ import contextlib
 import mmap
 import os
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -52,12 +53,16 @@ MAX_MAPPINGS = 8
 POPULATE = {False: getattr(mmap, "MADV_POPULATE_READ", 22), True: getattr(mmap, "MADV_POPULATE_WRITE", 23)}
 
 _LOCK = threading.Lock()
+#: What this process has spent making its mappings' pages ready (see :func:`first_touch`).
+_COSTS = {"populate_s": 0.0, "populate_bytes": 0, "lock_s": 0.0, "lock_bytes": 0}
 
 
 class PageLocker(Protocol):
     """What locks a mapping's pages for a device's copies: the out-of-core engine's operations."""
 
     def lock_pages(self, address: int, nbytes: int, writeable: bool) -> bool: ...
+
+    def pages_locked(self, address: int, nbytes: int, writeable: bool = False) -> bool: ...
 
     def unlock_pages(self, address: int, nbytes: int) -> None: ...
 
@@ -108,14 +113,33 @@ def _mapping(path: str, writeable: bool, lo: int = 0, hi: int = 0, locker: PageL
         _MAPPINGS.move_to_end(key)
         kept = _MAPPINGS[key]
         if hi > lo and not any(a <= lo and hi <= b for a, b in kept.populated):
-            start = lo - lo % mmap.PAGESIZE
+            start, began = lo - lo % mmap.PAGESIZE, time.perf_counter()
             with contextlib.suppress(OSError, ValueError):    # an older kernel: pages fault in as they are read
                 kept.region.madvise(POPULATE[writeable], start, hi - start)
             kept.populated.append((lo, hi))
+            _count("populate", began, hi - start)
+        fresh = locker is not None and hi > lo and not locker.pages_locked(kept.address + lo, hi - lo, writeable)
+        began = time.perf_counter()
         locked = locker is not None and hi > lo and locker.lock_pages(kept.address + lo, hi - lo, writeable)
+        if locked and fresh:
+            _count("lock", began, hi - lo)
         if locked and locker not in kept.lockers:
             kept.lockers.append(locker)
         return kept.region
+
+
+def _count(what: str, began: float, nbytes: int) -> None:
+    _COSTS[f"{what}_s"] += time.perf_counter() - began
+    _COSTS[f"{what}_bytes"] += nbytes
+
+
+def first_touch() -> dict[str, float]:
+    """What this process has spent, since it started, making its mappings' pages ready for the device: seconds
+    and bytes of mapping them in (``madvise`` populate) and of page-locking them (ranges not locked before). A
+    product's first call pays these and its later calls do not, so a benchmark reads them from every worker
+    (``client.run(first_touch)``) to split a one-shot product's time."""
+    with _LOCK:
+        return dict(_COSTS)
 
 
 @dataclass(frozen=True)

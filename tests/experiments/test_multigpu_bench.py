@@ -38,6 +38,14 @@ def test_the_command_stores_both_modes_of_every_point_and_resumes(run_json, db_p
     for (_, _, workers), found in spans.items():
         assert found and {lane for lane, *_ in found} <= set(range(workers)) and min(s[2] for s in found) == 0
         assert {action for _, action, *_ in found} <= {"compute", "transfer"} and all(s[3] >= s[2] for s in found)
+    with ResultsDB(db_path) as db:
+        shots = {(m.params["kind"], m.params["workers"]): m.meta for m in db.measurements("multigpu")
+                 if m.method == ONESHOT}
+    for (kind, workers), meta in shots.items():
+        assert meta["spans"] and len(meta["first_touch"]) == len(meta["later_touch"]) == workers, (kind, workers)
+    host = shots[("host", 2)]
+    assert all(t["populate_bytes"] > 0 for t in host["first_touch"]), "host operands were mapped in"
+    assert host["later_touch"] == host["first_touch"], "the steady calls mapped in and locked nothing again"
 
 
 def row(kind, workers, method, seconds):

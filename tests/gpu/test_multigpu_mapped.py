@@ -136,6 +136,9 @@ class _Locker:
         self.locked.append((address, nbytes, writeable))
         return True
 
+    def pages_locked(self, address, nbytes, writeable=False):
+        return any(a <= address and address + nbytes <= a + n and (w or not writeable) for a, n, w in self.locked)
+
     def unlock_pages(self, address, nbytes):
         self.unlocked.append((address, nbytes))
 
@@ -156,6 +159,23 @@ def test_an_opened_view_is_locked_and_unlocked_with_its_kept_mapping(tmp_path, n
     (tmp_path / "y.npy").replace(path)
     locate(npy(path, np.zeros((6, 10)))).open()
     assert locker.unlocked == [(kept.address, len(kept.region))], "the dropped mapping was unlocked whole"
+    mapped.release()
+
+
+def test_first_touch_counts_the_bytes_mapped_in_and_locked_once(tmp_path, npy):
+    from gpu.multigpu import mapped
+    mapped.release()
+    locker, path = _Locker(), tmp_path / "x.npy"
+    x = npy(path, np.arange(60.0).reshape(6, 10), mode="r+")
+    before = mapped.first_touch()
+    locate(x[2:4, 3:7]).open(locker)
+    once = mapped.first_touch()
+    locate(x[2:4, 3:7]).open(locker)
+    locate(x[2:3, 4:6]).open(locker)
+    again = mapped.first_touch()
+    assert once["lock_bytes"] - before["lock_bytes"] == (10 + 4) * 8 and once["lock_s"] >= before["lock_s"]
+    assert once["populate_bytes"] > before["populate_bytes"], "the view's pages were mapped in"
+    assert again == once, "a range mapped in and locked before costs nothing again"
     mapped.release()
 
 
