@@ -124,6 +124,7 @@ def measure_shape(ctx: Context, shape: Shape, dtype: str = "float64") -> int:
     ops = FrontOperands(be, A, B, be.xp.empty((0, 0)))
     reference = Call(f"{be.xp.__name__}.matmul(A, B)", partial(be.xp.matmul, A, B))
     group = method_group(be, A, B, dtype)
+    splits = recorded_splits(group)
     try:
         check_calls(be, A, B, group, reference, shape_text(shape))
         screened = screen(be, group, reference)
@@ -136,12 +137,21 @@ def measure_shape(ctx: Context, shape: Shape, dtype: str = "float64") -> int:
     for name in [*group.public, *screened]:
         meta = screened.get(name) or called.meta(name)
         ctx.db.add(ctx.run_id, EXPERIMENT, name, where, value=meta["as_called_s"], unit="s",
-                   meta={**meta, "method": group.families[name], "config": options[name], "waits": waits[name]})
+                   meta={**meta, "method": group.families[name], "config": options[name], "waits": waits[name],
+                         **({"split": splits[name]} if name in splits else {})})
     library = called.meta(LIBRARY).get("as_called_s") if called is not None else \
         next((m["reference_s"] for m in screened.values()), None)
     ctx.db.add(ctx.run_id, EXPERIMENT, LIBRARY, where, value=library or 0.0, unit="s",
                meta={"refused": group.refused})
     return len(group.public) + 1
+
+
+def recorded_splits(group: Group) -> dict[str, list[int]]:
+    """Each split-K call's split on this device, [chunk width, chunks]: what its proven bound rests on, stored with
+    its entry so that a ranking away from the device proves what the device's would (:mod:`gpu.frontdoor.table`).
+    Read as the group is built, while its calls and plans are still in step."""
+    return {name: [int(plan.split.width), int(plan.split.chunks)] for name, plan in zip(list(group.public), group.plans)
+            if group.families[name] == "splitk"}
 
 
 def calibrate(ctx: Context, shapes: Sequence[Shape] | None = None) -> tuple[dict[str, Any], str]:
@@ -183,6 +193,7 @@ def methods_section(ctx: Context) -> dict[str, Any]:
                                "ratio": round(meta["ratio_as_called"], 4), "seconds": meta.get("as_called_s"),
                                "host_s": meta.get("host_s"), "waits": meta["waits"],
                                **({"screened": True, "samples": 1} if meta.get("screened") else {}),
+                               **({"split": meta["split"]} if meta.get("split") else {}),
                                "source": f"gemmlab calibrate --methods (run {m.run_id})"})
     return {"regime": ctx.regime, "written_by": "gemmlab calibrate --methods",
             "points": [points[s] for s in sorted(points)]}

@@ -44,7 +44,8 @@ from .table import (
 )
 
 #: (chunk width, chunks) of split-K's own split of the product on this device, by mode (deterministic or not);
-#: None where it has none. Its bound gamma_(width + chunks + 2) is far tighter than gamma_k for a long k.
+#: None where it has none. Its bound gamma_(width + chunks + 2) is far tighter than gamma_k for a long k. Away
+#: from the device (no ``splits``), the split its profile recorded at this very shape stands in for it.
 Splits = Callable[[bool], "tuple[int, int] | None"]
 
 #: The ratio an unmeasured split-K is taken at in its own class (see the module notes).
@@ -243,8 +244,8 @@ def _method(timed: Timed, est: Estimate, m: int, k: int, n: int, want: Accuracy,
             runs, note = False, str(err)
         if deterministic and not options.get("deterministic", True):
             runs, note = False, "atomic additions: not deterministic"
-        if runs and splits is not None and not _kept(g, want, k)[0]:
-            split = splits(bool(options.get("deterministic", True)))
+        if runs and not _kept(g, want, k)[0]:
+            split = splits(bool(options.get("deterministic", True))) if splits is not None else est.split
             g = g if split is None else contract.splitk(*split)
     else:
         return Ranked(timed.name, timed.method, options, est.ratio, est.basis, None, False, False,

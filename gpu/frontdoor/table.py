@@ -22,7 +22,9 @@ Strassen's rule, said 1.03x), the largest size's above it, and nothing below the
 A point may say what its numbers rest on (``"basis"``): absent, they were measured; a section predicted for a GPU
 nobody measured (``gpu/profiles/transfer-methods.json``, :func:`gpu.profile.methods`) says ``"predicted
 (transfer model from H100, H200)"`` on every point, and the estimates built on such points say so instead of
-"measured" (:func:`basis_of`).
+"measured" (:func:`basis_of`). A split-K entry may record the split the measuring device took at its shape
+(``"split": [chunk width, chunks]``, written by ``gemmlab calibrate --methods``): its proven bound rests on that
+split, so a ranking made away from the device (``gemmlab choose --gpu``) proves what the device's would.
 
 The methods whose bound is proven on the data (Ozaki scheme II under ``moduli="auto"`` and Ozaki I at a
 target: :data:`PROVEN`) stay candidates where their class was never measured, with no estimate: where the
@@ -90,6 +92,7 @@ class Estimate:
     ratio: float
     basis: str
     waits: bool = False
+    split: tuple[int, int] | None = None   # split-K's (chunk width, chunks) on the measuring device, at this shape
 
 
 MEASURED = "measured"
@@ -112,6 +115,7 @@ def estimate_all(section: Mapping[str, Any] | None, m: int, k: int, n: int, dtyp
     kind, shared, size = classify(m, k, n)
     measured: dict[int, dict[Timed, float]] = {}
     waits: dict[Timed, bool] = {}
+    splits: dict[Timed, tuple[int, int]] = {}
     used = []
     for point in (section or {}).get("points", ()):
         if point.get("dtype", "float64") != dtype:
@@ -128,6 +132,8 @@ def estimate_all(section: Mapping[str, Any] | None, m: int, k: int, n: int, dtyp
             key = Timed.of(entry["method"], entry.get("config"))
             row[key] = float(entry["ratio"])
             waits[key] = waits.get(key, False) or bool(entry.get("waits", False))
+            if entry.get("split") and (pm, pk, pn) == (m, k, n):
+                splits[key] = (int(entry["split"][0]), int(entry["split"][1]))
     found = estimates(measured, size, interpolate=True)
     along = "k" if kind == "tiny" else "N"
     where = {"tiny": f"m = {m}, n = {n}", "square": "square products", "rect": "this shape"}[kind]
@@ -139,7 +145,7 @@ def estimate_all(section: Mapping[str, Any] | None, m: int, k: int, n: int, dtyp
         if kind == "rect":
             return f"{label} at this shape" + (f" ({detail})" if detail else "")
         return f"{label} ({detail + '; ' if detail else ''}{where}; {basis.replace('N = ', along + ' = ')})"
-    return {key: Estimate(ratio, said(basis), waits[key]) for key, (ratio, basis) in found.items()}
+    return {key: Estimate(ratio, said(basis), waits[key], splits.get(key)) for key, (ratio, basis) in found.items()}
 
 
 def elsewhere(section: Mapping[str, Any] | None) -> dict[tuple[str, Any], float]:

@@ -36,6 +36,9 @@ def test_the_methods_are_timed_stored_and_written_as_the_profiles_section(capsys
         assert point["gemm_s"] > 0 and point["reference"] == "numpy.matmul(A, B)"
         for e in point["timed"]:
             assert e["ratio"] > 0 and e["seconds"] > 0 and e["source"].startswith("gemmlab calibrate --methods")
+    splits = [e["split"] for p in section["points"] for e in p["timed"] if e["method"] == "splitk"]
+    assert splits and all(w * c >= 4096 and c >= 1 for w, c in splits), "split-K's split recorded with its entry"
+    assert not any("split" in e for p in section["points"] for e in p["timed"] if e["method"] != "splitk")
     ranking = rank(8, 4096, 8, "dgemm", methods=section)
     assert any(r.family == "splitk" and r.ratio is not None and r.basis.startswith("measured")
                for r in ranking.entries)

@@ -196,6 +196,21 @@ def test_splitk_keeps_a_tight_bound_over_a_long_k_once_its_own_split_is_known():
     assert rank(16, k, 16, 1e-10, methods=METHODS, splits=lambda d: None).winner.family == "ozaki2"
 
 
+def test_away_from_the_device_the_split_its_profile_recorded_proves_the_bound():
+    """``gemmlab choose --gpu`` ranks with no device to ask for split-K's split: the split the calibration recorded
+    at this very shape stands in for it, and a split recorded at another k proves nothing here."""
+    k = 2**20
+    recorded = {"points": [dict(p, timed=[dict(e, split=[4096, 256]) if e["method"] == "splitk" else e
+                                          for e in p["timed"]]) for p in METHODS["points"]]}
+    away = rank(16, k, 16, 1e-10, methods=recorded)
+    assert away.winner.family == "splitk" and away.winner.keeps
+    assert away.winner.guarantee.t == pytest.approx(contract.gamma(4096 + 256 + 2))
+    assert rank(16, k, 16, 1e-10, methods=recorded, splits=lambda d: None).winner.family == "ozaki2", \
+        "the device's own answer comes first"
+    other = rank(16, 2 * k, 16, 1e-10, methods=recorded)
+    assert not any(r.family == "splitk" and r.keeps for r in other.entries), "no split recorded at this k"
+
+
 def test_a_winograd_level_over_the_residues_wins_where_it_measured_faster():
     level = {"method": "ozaki2", "config": {"moduli": "auto", "target": "dgemm", "level": 1}, "ratio": 1.62,
              "waits": True}
