@@ -12,7 +12,7 @@ from accuracy.methods import parse_methods
 from gpu.backend import get_backend
 
 from ..audit.bench import usable_methods
-from ..core.command import MEASURING, command, emit, measuring_run, ms, numbers, sizes, table
+from ..core.command import MEASURING, command, emit, measuring_run, ms, numbers, run_header, sizes, table, verdict_lines
 from .bench import BENCH_DEFAULTS, FULL_ROWS_MAX, METHODS, PHIS, SAMPLED_ROWS, Plan, check_memory
 from .report import FRONT_FLOOR, OZAKI2C_TARGET, STRASSEN_TARGET, TARGET_N, run_bench, verdict
 
@@ -51,7 +51,7 @@ def _text(header: str, rows: list[dict[str, Any]], phis: tuple[float, ...], chec
     cols = [*COLUMNS, *((f"max_comp_phi{p:g}", f"max_comp phi={p:g}", ".2e") for p in phis)]
     shown = [{**r, "time_ms": ms(r["time_s"])} for r in rows]
     lines = [header, table(shown, cols)]
-    lines += [f"{c['target']}: {c['measured']} ({'not judged' if c['met'] is None else c['met']})" for c in checks]
+    lines += verdict_lines(checks)
     return "\n".join(lines)
 
 
@@ -76,6 +76,6 @@ def cmd_complex(args: argparse.Namespace, db_path: Path) -> int:
     checks = [c.as_dict() for c in verdict(rows)]
     payload = {"backend": backend.name, "device": device, "env_key": ctx.env_key, "regime": args.regime,
                "summary": counts, "verdict": checks, "rows": shown}
-    header = f"{device} ({backend.name}, regime {args.regime}): " + "; ".join(f"{k}: {v}" for k, v in counts.items())
+    header = run_header(device, backend.name, args.regime, counts)
     emit(args, payload, lambda: _text(header, shown, plan.phis, checks))
     return 0

@@ -193,6 +193,16 @@ def emit(args: argparse.Namespace, payload: Any, text: Callable[[], str]) -> Non
     print(json.dumps(payload, indent=2, default=str) if args.json else text())
 
 
+def verdict_lines(checks: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per check (each ``as_dict()``): its target, what was measured, and met, not met or not judged."""
+    return [f"{c['target']}: {c['measured']} ({'not judged' if c['met'] is None else c['met']})" for c in checks]
+
+
+def run_header(device: Any, backend: str, regime: str, counts: dict[str, Any]) -> str:
+    """A measuring command's first line: the device, backend and regime, then its counts."""
+    return f"{device} ({backend}, regime {regime}): " + "; ".join(f"{k}: {v}" for k, v in counts.items())
+
+
 def emit_sweep(args: argparse.Namespace, backend: str, env_key: str, counts: dict[str, Any], rows: Sequence[Any],
                checks: Sequence[Any], columns: Sequence[tuple[str, str, str]],
                shown: Callable[[dict[str, Any]], dict[str, Any]] = dict) -> None:
@@ -203,9 +213,7 @@ def emit_sweep(args: argparse.Namespace, backend: str, env_key: str, counts: dic
     verdict = [c.as_dict() for c in checks]
     emit(args, {"backend": backend, "env_key": env_key, "summary": counts, "verdict": verdict, "rows": stored},
          lambda: "\n".join([*(f"{key}: {value}" for key, value in counts.items()),
-                            table([shown(r) for r in stored], columns),
-                            *(f"{c['target']}: {c['measured']} ({'not judged' if c['met'] is None else c['met']})"
-                              for c in verdict)]))
+                            table([shown(r) for r in stored], columns), *verdict_lines(verdict)]))
 
 
 def table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str, str]]) -> str:

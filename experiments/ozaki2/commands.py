@@ -13,7 +13,7 @@ from gpu.backend import get_backend
 
 from ..audit.bench import usable_methods
 from ..audit.commands import shapes
-from ..core.command import MEASURING, command, emit, measuring_run, ms, numbers, sizes, table
+from ..core.command import MEASURING, command, emit, measuring_run, ms, numbers, run_header, sizes, table, verdict_lines
 from ..ozaki.bench import FULL_ROWS_MAX, SAMPLED_ROWS
 from .bench import BENCH_DEFAULTS, PHIS, TARGETS, Plan, check_memory, squares
 from .table import VERDICT_PHI, best_scheme2, run_bench, verdict
@@ -65,7 +65,7 @@ def _text(header: str, rows: list[dict[str, Any]], phis: tuple[float, ...], chec
               "protocol": f"{r['protocol']}, unstable batch" if r["stable"] is False and r["protocol"] == "interleaved"
               else r["protocol"]} for r in rows]
     lines = [header, table(shown, cols)]
-    lines += [f"{c['target']}: {c['measured']} ({'not judged' if c['met'] is None else c['met']})" for c in checks]
+    lines += verdict_lines(checks)
     return "\n".join(lines)
 
 
@@ -91,13 +91,12 @@ def cmd_ozaki2(args: argparse.Namespace, db_path: Path) -> int:
     best = [best_scheme2(rows, s) for s in plan.shapes]
     payload = {"backend": backend.name, "device": device, "env_key": ctx.env_key, "regime": args.regime,
                "summary": counts, "best": best, "verdict": checks, "rows": shown}
-    header = (f"{device} ({backend.name}, regime {args.regime}): " + "; ".join(f"{k}: {v}" for k, v in counts.items())
-              + "\n" + "\n".join(f"{b['shape']}: fastest scheme II as accurate as DGEMM (phi = 1): "
-                                 f"{b.get('best') or b.get('note') or 'none'}" + (
-                                     f" at {b['best_speedup_vs_dgemm']:.3f}x DGEMM" if b.get("best") else "") + (
-                                     f", {b['best_ratio_as_called']:.3f}x as called"
-                                     if b.get("best_ratio_as_called") else "")
-                                 for b in best))
+    header = "\n".join([run_header(device, backend.name, args.regime, counts),
+                        *(f"{b['shape']}: fastest scheme II as accurate as DGEMM (phi = 1): "
+                          f"{b.get('best') or b.get('note') or 'none'}"
+                          + (f" at {b['best_speedup_vs_dgemm']:.3f}x DGEMM" if b.get("best") else "")
+                          + (f", {b['best_ratio_as_called']:.3f}x as called" if b.get("best_ratio_as_called") else "")
+                          for b in best)])
     emit(args, payload, lambda: _text(header, shown, plan.phis, checks))
     return 0
 
