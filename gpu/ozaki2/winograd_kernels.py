@@ -336,8 +336,9 @@ class CudaResidueOps:
                     (P1, np.int64(P1.strides[0] // 4), P2, np.int64(P2.strides[0] // 4), P3,
                      np.int64(P3.strides[0] // 4), re, im, np.int64(re.strides[0]), np.int64(rows),
                      np.int64(cols // 4), np.int32(m), np.float64(1.0 / m)))
-            return re, im
-        return _karatsuba_kernel()(P1, P2, P3, np.int32(m), np.float64(1.0 / m), re, im)
+        else:
+            _karatsuba_kernel()(P1, P2, P3, np.int32(m), np.float64(1.0 / m), re, im)
+        return (re, im) if out is None else out
 
 
 def _same_views(out: tuple[Array, ...], shape: tuple[int, ...]) -> bool:
