@@ -244,7 +244,8 @@ def fits_memory(method: str, gpu: GPU, shape: tuple[int, int, int], count: int) 
 def predict(model: MethodsModel, gpu: GPU, regime: str = "sustained", splitk: bool = False) -> dict[str, Any]:
     """The predicted ``methods`` section of ``gpu`` (the format of :mod:`gpu.frontdoor.table`): per shape the
     training GPUs measured, each method the model transfers there, its ratio and predicted seconds; every point
-    says ``"basis": "predicted"``, so the front door reports its estimates as predictions. ``splitk``: also
+    says ``"basis": "predicted"``, so the front door reports its estimates as predictions; ``"sm_count"``, the
+    GPU's SMs, on which split-K's bound rests where no split was recorded. ``splitk``: also
     split-K's transferred ratios (left out by default; see the module notes)."""
     basis = f"predicted (transfer model from {', '.join(model.trained_on)})"
     points: dict[tuple[int, int, int], dict[str, Any]] = {}
@@ -272,7 +273,7 @@ def predict(model: MethodsModel, gpu: GPU, regime: str = "sustained", splitk: bo
         if ratio is not None and fits_memory(SPLITK, gpu, shape, 0):
             add(shape, None, timed, ratio)
     return {"regime": regime, "written_by": "gemmlab profile --transfer-methods", "basis": basis,
-            "points": [points[s] for s in sorted(points)]}
+            "sm_count": gpu.sm_count, "points": [points[s] for s in sorted(points)]}
 
 
 def reproduction(model: MethodsModel, observations: Iterable[Observation]) -> list[tuple[Observation, float]]:

@@ -195,8 +195,9 @@ def methods_section(ctx: Context) -> dict[str, Any]:
                                **({"screened": True, "samples": 1} if meta.get("screened") else {}),
                                **({"split": meta["split"]} if meta.get("split") else {}),
                                "source": f"gemmlab calibrate --methods (run {m.run_id})"})
+    sm_count = ctx.backend.device_info().get("sm_count")
     return {"regime": ctx.regime, "written_by": "gemmlab calibrate --methods",
-            "points": [points[s] for s in sorted(points)]}
+            **({"sm_count": int(sm_count)} if sm_count else {}), "points": [points[s] for s in sorted(points)]}
 
 
 def write_section(ctx: Context, section: dict[str, Any]) -> str:

@@ -52,11 +52,12 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..ozaki.plan import target_value as componentwise_target
 from ..ozaki2.normwise import target_value as rowcol_target
+from ..splitk.plan import widest
 
 #: The scales, finest first (see the module notes).
 SCALES = ("entry", "rowcol", "matrix")
@@ -168,6 +169,14 @@ def splitk_any(k: int) -> Guarantee:
     """Split-K whatever its split: gamma_(width + chunks + 2) is at most gamma_k for any split of k >= 4096 into
     at least two chunks, each at least two wide, so the library GEMM's bound holds."""
     return Guarantee("entry", gamma(k), "gpu.splitk.api: gamma_(width + chunks + 2) <= gamma_k")
+
+
+def splitk_auto(m: int, n: int, k: int, sm_count: int, deterministic: bool) -> Guarantee:
+    """Split-K's automatic split on some device of ``sm_count`` SMs, whatever its kernels: the bound of the split
+    with the largest width + chunks it could take (:func:`gpu.splitk.plan.widest`), so it holds for the split
+    the device will take. What a ranking made away from the device (``gemmlab choose --gpu``) proves."""
+    return replace(splitk(*widest(m, n, k, sm_count, deterministic)),
+                   source=f"gpu.splitk.plan.widest: any automatic split on {sm_count} SMs")
 
 
 def strassen_constant(level: int, core: int, k: int) -> float:

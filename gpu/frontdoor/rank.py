@@ -147,8 +147,8 @@ def rank(m: int, k: int, n: int, accuracy: Any = "dgemm", *, configurations: Map
                          "real ones ask for 'dgemm'")
     timed = {t: e for t, e in estimate_all(methods, m, k, n).items() if t.method not in COMPLEX_METHODS}
     found = [_gemm(k, want)] + _strassen(m, k, n, want, configurations, graphs) + \
-        [_method(t, e, m, k, n, want, deterministic, splits) for t, e in {**_splitk_prior(timed, m, k, n),
-                                                                          **timed}.items()] + \
+        [_method(t, e, m, k, n, want, deterministic, splits, (methods or {}).get("sm_count"))
+         for t, e in {**_splitk_prior(timed, m, k, n), **timed}.items()] + \
         _unmeasured([t for t in PROVEN if not _measured(t, timed)], elsewhere(methods), m, k, n, want,
                     label_of(methods))
     found = [r if not r.eligible or fits(r) else replace(r, fits=False, why=r.why + "; does not fit in memory")
@@ -229,7 +229,10 @@ def _strassen(m: int, k: int, n: int, want: Accuracy, section: Mapping[str, Any]
 
 
 def _method(timed: Timed, est: Estimate, m: int, k: int, n: int, want: Accuracy, deterministic: bool,
-            splits: Splits | None = None) -> Ranked:
+            splits: Splits | None = None, sm_count: int | None = None) -> Ranked:
+    """One timed method as a candidate: its proven bound, whether it keeps ``want`` and runs here. Split-K's
+    bound rests on its split: the device's (``splits``), else the one its profile recorded at this shape, else
+    the worst automatic split on the section's ``sm_count`` SMs (a predicted section says it), else any split."""
     options, runs, note = timed.options, True, ""
     if timed.method == "ozaki2":
         auto = options.get("moduli", "auto") == "auto"
@@ -245,8 +248,10 @@ def _method(timed: Timed, est: Estimate, m: int, k: int, n: int, want: Accuracy,
         if deterministic and not options.get("deterministic", True):
             runs, note = False, "atomic additions: not deterministic"
         if runs and not _kept(g, want, k)[0]:
-            split = splits(bool(options.get("deterministic", True))) if splits is not None else est.split
-            g = g if split is None else contract.splitk(*split)
+            mode = bool(options.get("deterministic", True))
+            split = splits(mode) if splits is not None else est.split
+            g = contract.splitk(*split) if split is not None else \
+                contract.splitk_auto(m, n, k, int(sm_count), mode) if sm_count else g
     else:
         return Ranked(timed.name, timed.method, options, est.ratio, est.basis, None, False, False,
                       why=f"{timed.method!r} is no front-door candidate")

@@ -50,6 +50,9 @@ MAX_CHUNKS = 65535
 #: bursts and L2 sectors for every chunk's first row segment). Measured on the H100 at k = 2^24: 16384
 #: chunks of exactly 1024 ran 4-5% faster than 16368 whole-wave chunks of 1024-1025 (m = 8, 16 and 64).
 ALIGN = 64
+#: Blocks one SM holds at most, on every GPU since sm_70 (CUDA's limit): what bounds a wave from above where the
+#: kernels' resources are unknown (:func:`widest`).
+BLOCKS_PER_SM = 32
 #: Below this inner dimension the library GEMM already has enough work per output tile.
 MIN_K = 4096
 #: Above this many outputs the output tiles alone fill the device: nothing to split for.
@@ -143,16 +146,48 @@ def plan(m: int, n: int, k: int, limits: SMLimits, kernel: Kernel, *, chunks: in
     elif chunks != "auto":
         p = _count(chunks, "chunks")
     else:
-        target = DETERMINISTIC_WIDTH if deterministic else TARGET_WIDTH
-        waves = max(1, min(round(k / (per_wave * target)), MAX_CHUNKS // per_wave))
-        waves = 1 if not deterministic and waves < NARROW_WAVES else waves
+        waves = _waves(k, per_wave, deterministic)
         wide = waves == 1 and kernel.wide is not None
         if wide:
             per_wave = occupancy.chunks(max(m, 1), max(n, 1), limits, kernel.wide)
         p = per_wave * waves
+    return _split(m, n, k, p, per_wave, deterministic, chunks == "auto" and chunk_width is None, wide)
+
+
+def _waves(k: int, per_wave: int, deterministic: bool) -> int:
+    """Waves of the automatic split (see the module notes) where a wave holds ``per_wave`` chunks."""
+    target = DETERMINISTIC_WIDTH if deterministic else TARGET_WIDTH
+    waves = max(1, min(round(k / (per_wave * target)), MAX_CHUNKS // per_wave))
+    return 1 if not deterministic and waves < NARROW_WAVES else waves
+
+
+def _split(m: int, n: int, k: int, p: int, per_wave: int, deterministic: bool, auto: bool,
+           wide: bool = False) -> SplitPlan:
     p = min(p, k)
     if p > MAX_CHUNKS:
         raise ValueError(f"{p} chunks exceed the {MAX_CHUNKS} a CUDA grid holds; use fewer chunks, or "
                          f"chunk_width >= {-(-k // MAX_CHUNKS)}")
-    unit = ALIGN if chunks == "auto" and chunk_width is None and k % ALIGN == 0 and p <= k // ALIGN else 1
+    unit = ALIGN if auto and k % ALIGN == 0 and p <= k // ALIGN else 1
     return SplitPlan(m, n, k, p, math.isqrt(p - 1) + 1, deterministic, -(-p // per_wave), unit, wide)
+
+
+def widest(m: int, n: int, k: int, sm_count: int, deterministic: bool) -> tuple[int, int]:
+    """(width, chunks) of the automatic split with the largest width + chunks that any device of ``sm_count``
+    SMs could take for an m x k by k x n product, whatever its kernels' resources: a wave holds 1 to
+    :data:`BLOCKS_PER_SM` blocks per SM over 1 to ceil(m / 8) ceil(n / 8) output tiles (no tile is smaller than
+    the 8 x 8 mma atom). Split-K's proven bound rests on width + chunks, so this is what a ranking made away
+    from the device proves (:func:`gpu.frontdoor.contract.splitk_auto`)."""
+    tiles = -(-max(m, 1) // 8) * -(-max(n, 1) // 8)
+    waves = {per_wave: _waves(k, per_wave, deterministic)
+             for per_wave in range(max(1, -(-sm_count // tiles)), BLOCKS_PER_SM * sm_count + 1)}
+    chunks = {per_wave * w for per_wave, w in waves.items()}
+    if 1 in waves.values():                     # one wave may run the wide kernel: a wave of any size
+        chunks |= set(waves)
+    found = []
+    for p in chunks:
+        try:
+            split = _split(m, n, k, p, 1, deterministic, True)
+        except ValueError:
+            continue
+        found.append((split.width, split.chunks))
+    return max(found, key=sum, default=(k, 1))

@@ -65,11 +65,17 @@ def test_the_h200s_section_predicted_from_the_h100_alone_over_the_grid(capsys):
         if m == k == n >= 8192:
             assert j.same and j.measured.startswith("ozaki2"), j        # scheme II transfers on large squares
     # split-K is not transferred (held out it read 1.164x predicted where the H200 measured 0.827x): where its
-    # gain is lost, the library GEMM runs, and no predicted choice is slower than the library GEMM
+    # gain is lost and the library GEMM keeps the accuracy, the library GEMM runs, and no predicted choice is
+    # slower than it. At 1e-10 over k >= 2^20 it does not: split-K runs at its prior, its bound proven from the
+    # SM count (gpu.splitk.plan.widest), except at 64 x 2^24 x 64, where no bound on 132 SMs is tight enough
+    # and Ozaki II keeps the accuracy (the limit of proving split-K's bound without its kernels)
     for j in judged:
+        tight = j.accuracy == 1e-10 and j.shape[1] >= 2**20
         if j.shape[0] <= 64 and j.lost:
-            assert j.predicted.startswith("gemm") and j.measured.startswith("splitk"), j
-        assert j.same or j.predicted_measured is None or j.predicted_measured >= 0.98, j
+            assert j.measured.startswith("splitk"), j
+            want = "gemm" if not tight else "ozaki2" if j.shape == (64, 2**24, 64) else "splitk"
+            assert j.predicted.startswith(want), j
+        assert tight or j.same or j.predicted_measured is None or j.predicted_measured >= 0.98, j
 
 
 def test_the_h100_predicted_from_the_h200_where_its_data_allow(capsys):

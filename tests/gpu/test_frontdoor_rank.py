@@ -8,6 +8,7 @@ import pytest
 from gpu.frontdoor import contract
 from gpu.frontdoor.rank import MARGIN, rank
 from gpu.frontdoor.table import classify, estimate_all
+from gpu.splitk.plan import widest
 
 CONFIGURATIONS = {"points": [
     {"size": 8192, "gemm_s": 0.02, "timed": [
@@ -243,3 +244,17 @@ def test_an_unmeasured_splitk_is_taken_at_the_library_gemms_speed_in_its_own_cla
     assert all(e.family != "splitk" for e in rank(4096, 4096, 4096, splits=splits).entries), "squares: no prior"
     measured = rank(64, k, 64, 1e-10, methods=METHODS, splits=splits)
     assert measured.winner.ratio == 0.826, "a measured split-K keeps its own ratio"
+
+
+def test_a_predicted_section_proves_splitk_from_its_gpus_sm_count():
+    """A GPU nobody measured: its predicted section says its SM count, and split-K's bound is that of the widest
+    automatic split a device of that many SMs could take (:func:`gpu.splitk.plan.widest`), tight enough for 1e-10
+    at k = 2^20 on a 16 x 16 output; a section that does not say proves only gamma_k."""
+    k, bare = 2**20, {"points": [p for p in METHODS["points"] if p["shape"][0] > 64]}
+    assert rank(16, k, 16, 1e-10, methods=bare).winner.family == "ozaki2"
+    r = rank(16, k, 16, 1e-10, methods={**bare, "sm_count": 132})
+    assert r.winner.family == "splitk" and r.winner.keeps
+    assert r.winner.guarantee.t == contract.splitk(*widest(16, 16, k, 132, True)).t
+    assert "widest" in r.winner.guarantee.source
+    assert rank(64, 2**24, 64, 1e-10, methods={**bare, "sm_count": 132}).winner.family == "ozaki2", \
+        "at 64 x 2^24 x 64 a device of 132 SMs might take 3 chunks: gamma is above 1e-10"
