@@ -28,12 +28,13 @@ the real formula's IEEE values in their rows and columns, as the real scheme doe
 those in one pass (:meth:`gpu.ozaki2.winograd.HostResidueOps.karatsuba`), written straight into the two parts'
 planes where k is one block and n a whole number of 16; the residues are held for the whole product, and k is
 blocked as the real scheme blocks it. A and B are copied once, into [Re A, Im A] and [Re B; Im B]
-(:func:`stacked`): the statistics read them whole, the residues their halves, and the IEEE repair A's whole. At
-N = 16384 on the H200 the three INT8 GEMMs took 319 of the 435 ms of a 3M call; the stacked copies of the
-statistics and the repair were six 4 GiB concatenations, now two
-(``results/published/h200/h200-ozaki2-complex-probe.json``, measured before this change). As called at 16384
-(``results/published/h200/h200-complex.csv``), 3M ran at 1.58x ZGEMM and 4M through the real plans at 1.63x;
-the front door takes the scheme its device profile measured faster (``gemmlab calibrate --methods`` times both).
+(:func:`stacked`): the statistics read them whole, the residues their halves, and the IEEE repair A's whole with
+B's two halves in place (B's lower half signed, so [Re B; -Im B] is never copied). At N = 16384 on the H200 the
+three INT8 GEMMs took 322 of the 407 ms of a 3M call (``results/published/h200/h200-ozaki2-complex-probe.json``);
+the first version's six 4 GiB concatenations of the statistics and the repair are now the two stacked parts. As
+called at 16384 (``results/published/h200/h200-complex.csv``), 3M ran at 1.74x ZGEMM and 4M through the real
+plans at 1.61x; the front door takes the scheme its device profile measured faster (``gemmlab calibrate
+--methods`` times both).
 """
 
 from __future__ import annotations
@@ -105,13 +106,10 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scheme: 
     out = xp.empty((m, n))
     family.prepare(table, planes[0])
     # Re C = [Re A, Im A] [Re B; -Im B] and Im C = [Re A, Im A] [Im B; Re B], in the IEEE repair's terms
-    for plane, second, negate, target_part in ((planes[0], (br, bi), True, "real"),
-                                               (planes[1], (bi, br), False, "imag")):
+    for plane, (top, below, sign), target_part in ((planes[0], (br, bi, -1.0), "real"),
+                                                   (planes[1], (bi, br, 1.0), "imag")):
         family.crt(plane, table, shift_a, shift_b, out)
-        stacked_b = xp.concatenate(second, axis=0)
-        if negate:
-            xp.negative(stacked_b[k:], out=stacked_b[k:])
-        family.fix_nonfinite(SA, stacked_b, out, rows, cols)
+        family.fix_nonfinite(SA, top, out, rows, cols, below, sign)
         setattr(C, target_part, out)
     return C
 
@@ -141,16 +139,14 @@ def _require(be: Backend, need: int, what: str) -> None:
 
 def peak_bytes(m: int, k: int, n: int, count: int) -> int:
     """Bytes a product takes beyond A and B at its peak (an upper bound): the parts of A and B (float64, stacked:
-    :func:`stacked`), one part's stacked B for the IEEE repair, the residues of the four parts and the two parts'
-    planes, one k block's three INT32 products and their INT8 sums and residues, C (complex128) and the
-    float64 part the CRT writes."""
+    :func:`stacked`), the residues of the four parts and the two parts' planes, one k block's three INT32
+    products and their INT8 sums and residues, C (complex128) and the float64 part the CRT writes."""
     ldk, n_pad = -(-k // 16) * 16, -(-n // 16) * 16
     parts = 8 * 2 * (m * k + k * n)
-    repair = 8 * 2 * k * n
     residues = 2 * count * (m + n_pad) * ldk
     planes = 2 * count * m * n
     products = 3 * m * n_pad * (4 + 2) + (m + n_pad) * ldk
-    return parts + repair + residues + planes + products + 16 * m * n + 8 * m * n
+    return parts + residues + planes + products + 16 * m * n + 8 * m * n
 
 
 def _auto(be: Backend, family: Any, rows: LineStats, cols: LineStats, k2: int, target: Any) -> int:

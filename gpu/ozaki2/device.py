@@ -132,8 +132,9 @@ extern "C" __global__ void ozaki2_shifts(
 
 extern "C" __global__ void ozaki2_nonfinite(
     const double* __restrict__ A, long long ars, long long acs, const double* __restrict__ B, long long brs,
-    long long bcs, double* __restrict__ C, long long ldc, long long m, long long k, long long n,
-    const double* __restrict__ mx_a, const double* __restrict__ mx_b, long long per_block)
+    long long bcs, const double* __restrict__ B2, long long k1, double sign2, double* __restrict__ C, long long ldc,
+    long long m, long long k, long long n, const double* __restrict__ mx_a, const double* __restrict__ mx_b,
+    long long per_block)
 {
     const int side = blockIdx.y;
     const long long lines = side ? n : m, across = side ? m : n;
@@ -145,7 +146,9 @@ extern "C" __global__ void ozaki2_nonfinite(
             const long long i = side ? o : line, j = side ? line : o;
             if (side && !isfinite(mx_a[i])) continue;            /* the rows' pass writes it */
             double s = 0.0;
-            for (long long t = 0; t < k; ++t) s = __dadd_rn(s, __dmul_rn(A[i * ars + t * acs], B[t * brs + j * bcs]));
+            for (long long t = 0; t < k1; ++t) s = __dadd_rn(s, __dmul_rn(A[i * ars + t * acs], B[t * brs + j * bcs]));
+            for (long long t = k1; t < k; ++t)
+                s = __dadd_rn(s, __dmul_rn(A[i * ars + t * acs], sign2 * B2[(t - k1) * brs + j * bcs]));
             C[i * ldc + j] = s;
         }
     }
@@ -194,14 +197,18 @@ def read_count(count: Any) -> int:
     return int(count.get()[0])
 
 
-def fix_nonfinite(A: Any, B: Any, C: Any, rows: LineStats, cols: LineStats) -> None:
-    """Queue the IEEE values of the entries in lines holding NaN or infinity (see the module)."""
+def fix_nonfinite(A: Any, B: Any, C: Any, rows: LineStats, cols: LineStats, below: Any = None,
+                  sign: float = 1.0) -> None:
+    """Queue the IEEE values of the entries in lines holding NaN or infinity (see the module). ``below``: B's
+    lower rows, ``sign`` times a block of B's shape and strides (a complex part's [Re B; -Im B], say), so that no
+    stacked copy is made for a repair that touches only the bad lines."""
     (m, k), n = A.shape, B.shape[1]
     i64 = np.int64
     lines = max(m, n)
     kernel("ozaki2_nonfinite")((max(1, -(-lines // FIX_LINES)), 2), (THREADS,), (
-        A, i64(A.strides[0] // 8), i64(A.strides[1] // 8), B, i64(B.strides[0] // 8), i64(B.strides[1] // 8), C,
-        i64(C.strides[0] // 8), i64(m), i64(k), i64(n), rows.mx, cols.mx, i64(FIX_LINES)))
+        A, i64(A.strides[0] // 8), i64(A.strides[1] // 8), B, i64(B.strides[0] // 8), i64(B.strides[1] // 8),
+        B if below is None else below, i64(B.shape[0]), np.float64(sign), C, i64(C.strides[0] // 8), i64(m),
+        i64(k), i64(n), rows.mx, cols.mx, i64(FIX_LINES)))
 
 
 def line_stats(X: Any, scratch: Any = None, norms: bool = False, out: LineStats | None = None) -> LineStats:
@@ -266,6 +273,9 @@ class DeviceOps:
             np.int64(L)))
         return out
 
-    def fix_nonfinite(self, A: Any, B: Any, C: Any, rows: LineStats, cols: LineStats) -> None:
-        fix_nonfinite(A, B, C, rows, cols)
+    def fix_nonfinite(self, A: Any, B: Any, C: Any, rows: LineStats, cols: LineStats, below: Any = None,
+                      sign: float = 1.0) -> None:
+        if below is not None and (below.shape, below.strides) != (B.shape, B.strides):
+            raise ValueError("the lower block of B must have B's shape and strides (two halves of one array)")
+        fix_nonfinite(A, B, C, rows, cols, below, sign)
 

@@ -141,9 +141,14 @@ class HostOps:
         """Fast scaling's shifts e + u (u = :func:`half_shift` of R against the table's L_N), as int32."""
         return (stats.e + half_shift(stats.R, bound_limit(table))).astype(np.int32)
 
-    def fix_nonfinite(self, A: np.ndarray, B: np.ndarray, C: np.ndarray, rows: LineStats, cols: LineStats) -> None:
-        """The entries of C in rows of A or columns of B holding NaN or infinity: the library GEMM's (IEEE)."""
+    def fix_nonfinite(self, A: np.ndarray, B: np.ndarray, C: np.ndarray, rows: LineStats, cols: LineStats,
+                      below: np.ndarray | None = None, sign: float = 1.0) -> None:
+        """The entries of C in rows of A or columns of B holding NaN or infinity: the library GEMM's (IEEE).
+        ``below``: B's lower rows, ``sign`` times this block (B is then [B; sign below], stacked only where a
+        line needs it)."""
         bad_rows, bad_cols = np.flatnonzero(~np.isfinite(rows.mx)), np.flatnonzero(~np.isfinite(cols.mx))
+        if below is not None and (bad_rows.size or bad_cols.size):
+            B = np.concatenate((B, below if sign == 1 else -below), axis=0)
         with np.errstate(all="ignore"):
             if bad_rows.size:
                 C[bad_rows] = A[bad_rows] @ B

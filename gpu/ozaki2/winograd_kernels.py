@@ -76,23 +76,35 @@ extern "C" __global__ void ozaki2_residue_sum16(
     }
 }
 
+/* p = hi 2^16 + lo (hi = p >> 16 signed, lo in [0, 2^16)) is congruent to hi c16 + lo modulo m (c16 = 2^16 mod m):
+   |hi c16 + lo| < 2^15 * 255 + 2^16 < 2^23.01 for any int32 p and m <= 256, in 32-bit integers. */
+__device__ __forceinline__ int word_residue(int p, int c16) {
+    return (p >> 16) * c16 + (p & 0xFFFF);
+}
+/* The symmetric residue of x (|x| < 2^24.6: three word residues) modulo m: y = x + off in [0, 2^26) (off a multiple
+   of m, 2^25 <= off < 2^25 + m), q = umulhi(y, magic) with magic = ceil(2^32 / m) is floor(y / m) or one more
+   (y magic / 2^32 exceeds y / m by less than y / 2^32 < 2^-6), so r = y - q m lies in [-m, m). */
+__device__ __forceinline__ signed char residue_small(int x, int m, int off, unsigned magic) {
+    const unsigned y = (unsigned)(x + off);
+    int r = (int)(y - __umulhi(y, magic) * (unsigned)m);
+    if (r < 0) r += m;
+    return symmetric_of(r, m);
+}
+
 extern "C" __global__ void ozaki2_karatsuba4(
         const int* __restrict__ p1, long long ld1, const int* __restrict__ p2, long long ld2,
         const int* __restrict__ p3, long long ld3, signed char* __restrict__ re, signed char* __restrict__ im,
-        long long ldz, long long rows, long long groups, int m, double inverse) {
+        long long ldz, long long rows, long long groups, int m, int c16, int off, unsigned magic) {
     ROW_GROUPS {
         int4 a = *reinterpret_cast<const int4*>(p1 + r * ld1 + 4 * g);
         int4 b = *reinterpret_cast<const int4*>(p2 + r * ld2 + 4 * g);
         int4 c = *reinterpret_cast<const int4*>(p3 + r * ld3 + 4 * g);
         char4 x, y;
-        x.x = residue_reduce64((long long)a.x - b.x, m, inverse);
-        x.y = residue_reduce64((long long)a.y - b.y, m, inverse);
-        x.z = residue_reduce64((long long)a.z - b.z, m, inverse);
-        x.w = residue_reduce64((long long)a.w - b.w, m, inverse);
-        y.x = residue_reduce64((long long)c.x - a.x - b.x, m, inverse);
-        y.y = residue_reduce64((long long)c.y - a.y - b.y, m, inverse);
-        y.z = residue_reduce64((long long)c.z - a.z - b.z, m, inverse);
-        y.w = residue_reduce64((long long)c.w - a.w - b.w, m, inverse);
+#define KARATSUBA(L) { const int t1 = word_residue(a.L, c16), t2 = word_residue(b.L, c16); \
+                       x.L = residue_small(t1 - t2, m, off, magic); \
+                       y.L = residue_small(word_residue(c.L, c16) - t1 - t2, m, off, magic); }
+        KARATSUBA(x) KARATSUBA(y) KARATSUBA(z) KARATSUBA(w)
+#undef KARATSUBA
         *reinterpret_cast<char4*>(re + r * ldz + 4 * g) = x;
         *reinterpret_cast<char4*>(im + r * ldz + 4 * g) = y;
     }
@@ -335,10 +347,18 @@ class CudaResidueOps:
             _launch("ozaki2_karatsuba4", rows, cols // 4,
                     (P1, np.int64(P1.strides[0] // 4), P2, np.int64(P2.strides[0] // 4), P3,
                      np.int64(P3.strides[0] // 4), re, im, np.int64(re.strides[0]), np.int64(rows),
-                     np.int64(cols // 4), np.int32(m), np.float64(1.0 / m)))
+                     np.int64(cols // 4), *word_constants(m)))
         else:
             _karatsuba_kernel()(P1, P2, P3, np.int32(m), np.float64(1.0 / m), re, im)
         return (re, im) if out is None else out
+
+
+def word_constants(m: int) -> tuple[np.int32, np.int32, np.int32, np.uint32]:
+    """(m, 2^16 mod m, off, magic) of the Karatsuba pass's 32-bit reduction (``residue_small``): off the least
+    multiple of m at or above 2^25, magic = ceil(2^32 / m)."""
+    if not 2 <= m <= 256:
+        raise ValueError(f"a modulus lies in 2..256, got {m}")
+    return np.int32(m), np.int32(65536 % m), np.int32(-(-2**25 // m) * m), np.uint32(-(-2**32 // m))
 
 
 def _same_views(out: tuple[Array, ...], shape: tuple[int, ...]) -> bool:

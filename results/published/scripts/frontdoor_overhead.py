@@ -54,7 +54,9 @@ def gemm_ex(A, B):
 
     def call():
         C = cp.empty((n, m))
-        cublas.gemmEx(cp.cuda.device.get_cublas_handle(), cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_N, m, n, k,
+        handle = cp.cuda.device.get_cublas_handle()
+        cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
+        cublas.gemmEx(handle, cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_N, m, n, k,
                       one.ctypes.data, B.data.ptr, R_64F, m, A.data.ptr, R_64F, k, zero.ctypes.data, C.data.ptr,
                       R_64F, m, cublas.CUBLAS_COMPUTE_64F, cublas.CUBLAS_GEMM_DEFAULT_TENSOR_OP)
         return C

@@ -1,13 +1,13 @@
 """Where Ozaki II complex's 3M spends its time at one N (CuPy): each stage of
 :func:`gpu.ozaki2.complex.matmul` with ``scheme="3m"`` timed alone by CUDA events (median of 3 after a warm call),
 beside the whole call, 4M's whole call and ZGEMM.
-
-Stages: the parts and the line statistics with the modulus count; the shifts and the residues of the four parts;
-per modulus the two operand sums, the three INT32 products and the Karatsuba pass (one modulus, times the count);
-the two CRTs with their IEEE repair. Writes ``$OUT/ozaki2-complex-probe.json``; prints one line. Run from the
-repository root with ``PYTHONPATH=$PWD``; ``N`` (default 16384).
+Stages, as the call runs them: the stacked parts [Re A, Im A] and [Re B; Im B]; the line statistics with the
+modulus count; the shifts and the residues of the four parts; per modulus the two operand sums, the three INT32
+products and the Karatsuba pass (one modulus, times the count), the pass also in its first form (64-bit integers
+and float64 quotients, ``karatsuba_f64_one_modulus``: the same bits, checked); the two CRTs with their IEEE repair
+(B's halves in place). Writes ``$OUT/ozaki2-complex-probe.json``; prints one line. Run from the repository root
+with ``PYTHONPATH=$PWD``; ``N`` (default 16384).
 """
-
 import json
 import os
 import statistics
@@ -23,7 +23,31 @@ from gpu.ozaki2 import complex as oc
 from gpu.ozaki2.moduli import moduli_table
 from gpu.ozaki2.ops import ops
 from gpu.ozaki2.winograd import FAMILY, add, int32_product
-from gpu.zgemm.api import parts
+from gpu.ozaki2.winograd_kernels import DEVICE, MAX_X, MAX_Y, THREADS
+
+#: The Karatsuba pass's first form (session 7): 64-bit differences, float64 quotients with their conversions.
+F64 = cp.RawKernel(DEVICE + r"""
+extern "C" __global__ void karatsuba_f64(
+        const int* __restrict__ p1, long long ld1, const int* __restrict__ p2, long long ld2,
+        const int* __restrict__ p3, long long ld3, signed char* __restrict__ re, signed char* __restrict__ im,
+        long long ldz, long long rows, long long groups, int m, double inverse) {
+    ROW_GROUPS {
+        int4 a = *reinterpret_cast<const int4*>(p1 + r * ld1 + 4 * g);
+        int4 b = *reinterpret_cast<const int4*>(p2 + r * ld2 + 4 * g);
+        int4 c = *reinterpret_cast<const int4*>(p3 + r * ld3 + 4 * g);
+        char4 x, y;
+        x.x = residue_reduce64((long long)a.x - b.x, m, inverse);
+        x.y = residue_reduce64((long long)a.y - b.y, m, inverse);
+        x.z = residue_reduce64((long long)a.z - b.z, m, inverse);
+        x.w = residue_reduce64((long long)a.w - b.w, m, inverse);
+        y.x = residue_reduce64((long long)c.x - a.x - b.x, m, inverse);
+        y.y = residue_reduce64((long long)c.y - a.y - b.y, m, inverse);
+        y.z = residue_reduce64((long long)c.z - a.z - b.z, m, inverse);
+        y.w = residue_reduce64((long long)c.w - a.w - b.w, m, inverse);
+        *reinterpret_cast<char4*>(re + r * ldz + 4 * g) = x;
+        *reinterpret_cast<char4*>(im + r * ldz + 4 * g) = y;
+    }
+}""", "karatsuba_f64")
 
 
 def timed(fn, reps: int = 3) -> float:
@@ -52,12 +76,12 @@ def main() -> None:
          "4m_call": timed(lambda: oc.matmul(A, B, scheme="4m"))}
     free_kept_plans()
     cp.get_default_memory_pool().free_all_blocks()
-    (ar, ai), (br, bi) = parts(be, A, "A"), parts(be, B, "B")
-    r["parts"] = timed(lambda: (parts(be, A, "A"), parts(be, B, "B")))
+    r["parts"] = timed(lambda: (oc.stacked(be, A, "A", 1), oc.stacked(be, B, "B", 0)))
+    SA, SB = oc.stacked(be, A, "A", 1), oc.stacked(be, B, "B", 0)
+    (ar, ai), (br, bi) = (SA[:, :n], SA[:, n:]), (SB[:n], SB[n:])
 
     def stats():
-        rows = fam.line_stats(xp.concatenate([ar, ai], axis=1), None, True)
-        cols = fam.line_stats(xp.concatenate([br.T, bi.T], axis=1), None, True)
+        rows, cols = fam.line_stats(SA, None, True), fam.line_stats(SB.T, None, True)
         return rows, cols, oc._auto(be, fam, rows, cols, 2 * n, "dgemm")
     r["stats_and_count"] = timed(stats)
     rows, cols, count = stats()
@@ -78,6 +102,13 @@ def main() -> None:
                                             int32_product(be, sa, sb)))
     t1, t2, t3 = int32_product(be, a, c), int32_product(be, b, d), int32_product(be, sa, sb)
     r["karatsuba_one_modulus"] = timed(lambda: be.ops(FAMILY).karatsuba(t1, t2, t3, mod))
+    old = cp.empty_like(t1, dtype=np.int8), cp.empty_like(t1, dtype=np.int8)
+    rows_, groups = t1.shape[0], t1.shape[1] // 4
+    grid, ld = (min(MAX_X, -(-groups // THREADS)), min(MAX_Y, rows_)), np.int64(t1.shape[1])
+    r["karatsuba_f64_one_modulus"] = timed(lambda: F64(grid, (THREADS,), (
+        t1, ld, t2, ld, t3, ld, *old, ld, np.int64(rows_), np.int64(groups), np.int32(mod), np.float64(1.0 / mod))))
+    new = be.ops(FAMILY).karatsuba(t1, t2, t3, mod)
+    assert all(bool((x == y).all()) for x, y in zip(new, old)), "the two Karatsuba passes differ"
     r["parts_one_modulus"] = timed(lambda: oc._parts(be, a, b, c, d, mod))
     planes = cp.empty((count, n, n), dtype=np.int8)
     r["plane_copy_one_modulus"] = timed(lambda: planes.__setitem__(0, t1.astype(np.int8)[:, :n]))
@@ -86,7 +117,7 @@ def main() -> None:
 
     def crt():
         fam.crt(planes, table, shift_a, shift_b, out)
-        fam.fix_nonfinite(xp.concatenate((ar, -ai), axis=1), xp.concatenate((br, bi), axis=0), out, rows, cols)
+        fam.fix_nonfinite(SA, br, out, rows, cols, bi, -1.0)
     r["crt_and_repair_one_part"] = timed(crt)
     r["count"] = count
     r["estimate_3m"] = (r["parts"] + r["stats_and_count"] + r["residues"] + count * r["parts_one_modulus"]
