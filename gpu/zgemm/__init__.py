@@ -4,6 +4,6 @@ The real and imaginary parts of a complex128 product come from real float64 prod
 real methods (the library GEMM by default, Strassen, Ozaki scheme II, ...): see :mod:`gpu.zgemm.api`.
 """
 
-from .api import SCHEMES, check_dtype, is_complex, matmul, parts, real_product
+from .api import SCHEMES, bound_3m, check_dtype, is_complex, matmul, parts, real_product
 
-__all__ = ["SCHEMES", "check_dtype", "is_complex", "matmul", "parts", "real_product"]
+__all__ = ["SCHEMES", "bound_3m", "check_dtype", "is_complex", "matmul", "parts", "real_product"]

@@ -10,6 +10,11 @@
   on the imaginary part, which is bounded by (|Re A| + |Im A|)(|Re B| + |Im B|) rather than by the terms of its
   own sum (Higham, *Accuracy and Stability*, sec. 23.2.4).
 
+**3M's bound over a real method with a matrix-scale bound** (Strassen's, :func:`bound_3m`): where every entry of
+the method's product X Y is within t k max|X| max|Y| of the exact one (Strassen: t = c_S u / k,
+:func:`gpu.frontdoor.contract.strassen`), every entry of both parts of C is within bound_3m(t) k a b of the exact
+product, with a = max|Re A| + max|Im A| and b = max|Re B| + max|Im B|.
+
 ``real`` is the real product: a callable ``real(A, B)`` of two float64 arrays of the backend returning their
 product as such an array (``functools.partial(gpu.ozaki2.matmul, moduli=15)``, ``gpu.strassen.matmul``...), by
 default the backend's library GEMM. Real operands count as complex with a zero imaginary part.
@@ -35,6 +40,18 @@ Real = Callable[[Array, Array], Array]
 def real_product(be: Backend) -> Real:
     """The backend's library GEMM as a real product (a new C per call)."""
     return lambda A, B: be.xp.matmul(A, B)
+
+
+def bound_3m(t: float) -> float:
+    """beta of 3M over a real product whose entries are within t k max|X| max|Y| of the exact ones (see the
+    module): |C - AB| <= beta k a b on both parts. With a_r = max|Re A| and so on (a_r b_r + a_i b_i <= ab):
+    T1 and T2 err by at most t k a_r b_r and t k a_i b_i; the sums Re A + Im A and Re B + Im B round to at most
+    a (1 + u) and b (1 + u), so T3 errs from (Re A + Im A)(Re B + Im B) by at most t k a b (1 + u)^2 (the method)
+    plus k a b (2u + u^2) (the sums). Every |T| is at most M = k a b (1 + u)^2 (1 + t), so the two subtractions
+    of Im C = (T3 - T1) - T2 round by at most 2uM and 3uM(1 + u); Re C = T1 - T2 errs less. Hence
+    beta = t (1 + u)^2 + t + 2u + u^2 + 5u (1 + u)^3 (1 + t)."""
+    u = 2.0**-53
+    return t * (1 + u) ** 2 + t + 2 * u + u * u + 5 * u * (1 + u) ** 3 * (1 + t)
 
 
 def is_complex(A: Any, B: Any) -> bool:

@@ -117,19 +117,30 @@ def test_the_plan_puts_zgemm_first_and_names_the_families():
     assert not get_method("strassen-defaults").complex
 
 
-def row(n, method, speedup, err=None, zgemm=None, backend="cupy"):
+def row(n, method, speedup, err=None, zgemm=None, backend="cupy", scaled=None):
+    """A row; ``scaled``: {phi: (error in 3M's scale, its documented bound)}."""
+    scaled = scaled or {}
     return cr.Row(n, method, 1e-3 / speedup, speedup, "interleaved", True, backend, None,
-                  {1.0: err}, {1.0: zgemm})
+                  {1.0: err}, {1.0: zgemm}, {p: e for p, (e, _) in scaled.items()},
+                  {p: b for p, (_, b) in scaled.items()})
 
 
 def test_the_verdict_on_gpu_rows():
     rows = [row(16384, "zgemm", 1.0, 4e-16, 4e-16), row(16384, "ozaki2c-3m-auto", 2.4, 5e-16, 4e-16),
-            row(16384, "ozaki2c-4m-auto", 2.1, 3e-16, 4e-16), row(16384, "zgemm-3m-strassen-defaults", 1.7),
+            row(16384, "ozaki2c-4m-auto", 2.1, 3e-16, 4e-16),
+            row(16384, "zgemm-3m-strassen-defaults", 1.7, scaled={1.0: (2e-17, 1e-14), 4.0: (5e-16, 1e-14)}),
             row(16384, "zgemm-3m-fp64", 1.9), row(4096, "zauto-zgemm", 0.99), row(16384, "zauto-zgemm", 0.97),
             row(65536, "zauto-zgemm", 0.5)]
     ozaki, strassen, front = cr.verdict(rows)
     assert ozaki.met is True and ozaki.measured.startswith("2.100x by ozaki2c-4m-auto"), "3M is the less accurate"
     assert strassen.met is True and "zgemm-3m-strassen-defaults" in strassen.measured, "3M over DGEMM is no Strassen"
+    assert "within its documented bound at every phi (closest: 5.00e-16 against 1.00e-14 at phi = 4)" in \
+        strassen.measured
+    above = row(16384, "zgemm-3m-strassen-defaults", 1.7, scaled={1.0: (2e-17, 1e-14), 4.0: (2e-14, 1e-14)})
+    assert cr.strassen_check([above]).met is False and "ABOVE" in cr.strassen_check([above]).measured
+    unscaled = row(16384, "zgemm-3m-strassen-defaults", 1.7, scaled={1.0: (None, None)})
+    assert cr.strassen_check([unscaled]).met is None, "speed met, the bound unmeasured: not judged"
+    assert cr.strassen_check([row(16384, "zgemm-3m-strassen-defaults", 1.5)]).met is False, "too slow either way"
     assert front.met is False and front.measured == "0.990x at N = 4096; 0.970x at N = 16384", "65536 is outside"
     slower = [r if r.method != "ozaki2c-4m-auto" else row(16384, r.method, 1.9, 3e-16, 4e-16) for r in rows]
     assert cr.verdict(slower)[0].met is False
@@ -193,3 +204,19 @@ def test_large_points_draw_their_inputs_with_the_backends_generator(monkeypatch)
     assert A.dtype == B.dtype == np.complex128 and A.shape == B.shape == (8, 8)
     assert not np.array_equal(A, small[0]) and np.all(A.imag != 0)
     assert np.array_equal(A, cb.point_inputs(be, 8, 1.0)[0]), "the same seed draws the same operands"
+
+
+def test_3m_over_strassen_stays_within_its_documented_bound_and_says_the_level_it_rests_on():
+    """The error in 3M's scale (k a b) of 3M over Strassen on phi inputs, against gpu.zgemm.bound_3m of the
+    Strassen level that ran: the name's, or the plan's at the defaults; other methods store the error alone."""
+    be, n = get_backend("numpy"), 128
+    for phi in (0.1, 1.0, 4.0):
+        found = ce.measure_errors(be, ce.error_params(n, phi, cb.SEED, n),
+                                  ["zgemm-3m-strassen-rum-L2", "zgemm-3m-strassen-defaults", "zgemm-3m-fp64"])
+        named, defaults, fp64 = (found[k].meta for k in ("zgemm-3m-strassen-rum-L2", "zgemm-3m-strassen-defaults",
+                                                          "zgemm-3m-fp64"))
+        assert named["strassen_level"] == 2 and named["strassen_core"] == n
+        assert 0 < named["err_3m_scale"] <= named["bound_3m"], phi
+        assert defaults["strassen_level"] >= 0 and defaults["err_3m_scale"] <= defaults["bound_3m"]
+        assert "bound_3m" not in fp64 and fp64["err_3m_scale"] > 0
+    assert named["bound_3m"] < 1e-10, "a bound that says something at this size"
