@@ -24,7 +24,7 @@ from gpu.frontdoor.frontplan import family_plan
 from ..core.ascalled import Call
 from ..core.lab import Operands, require_correct
 from .hidden import hidden_choice
-from .points import DTYPE, accuracy_text
+from .points import DTYPE, accuracy_text, point_bytes
 from .rows import FRONTDOOR, LIBRARY
 
 #: Candidates timed besides the one the front door runs and the library GEMM, at most.
@@ -34,6 +34,12 @@ OTHERS = 2
 #: library GEMM, always timed, is the faster by 2x on the profile's measurement (an Ozaki I call at N = 12288 took
 #: 5.1 s on the H200, 75 times the library GEMM, and its settling rounds took 33 s of one point).
 SLOWEST = 0.5
+#: A shape whose operands (:func:`~experiments.frontdoor.points.point_bytes`) take more than this share of the
+#: device's memory times no other candidate beside the front door: their plans would hold workspaces the front
+#: door's call needs. On the H200 at N = 32768 (operands 34 GB of 141) Ozaki II's level-0 plan and the level-1
+#: candidate's could not both be held: the front door read 1.011x the library GEMM in that group and 1.565x in a
+#: process of its own (``results/published/h200/h200-frontdoor-alone.json``).
+BESIDE = 1 / 8
 #: Errors a family raises where it refuses a product before any work.
 REFUSALS = (MemoryPlanError, ValueError, TypeError)
 
@@ -159,7 +165,8 @@ def add_hidden(be: Backend, A: Array, B: Array, group: Group, built: Built) -> N
 
 def prepare(be: Backend, A: Array, B: Array, level: Any, built: Built) -> Group:
     """The front door's choice for (A, B, ``level``) and the calls of the point, the candidates' taken from
-    ``built``; :class:`Refused` where ``gpu.plan`` refuses before any work."""
+    ``built`` (none where the operands take more than :data:`BESIDE` of the device: each is then named as not
+    timed, with why); :class:`Refused` where ``gpu.plan`` refuses before any work."""
     try:
         probe = gpu.plan(A, B, accuracy=level, backend=be)
     except REFUSALS as err:
@@ -168,7 +175,12 @@ def prepare(be: Backend, A: Array, B: Array, level: Any, built: Built) -> Group:
     probe.free()
     public = {FRONTDOOR: Call(f"gpu.matmul(A, B, accuracy={level!r})",
                               partial(gpu.matmul, A, B, accuracy=level, backend=be))}
-    calls, families, refused = candidates(be, A, B, entries, chosen, built, OTHERS)
+    alone = point_bytes((A.shape[0], A.shape[1], B.shape[1])) > BESIDE * be.memory_info()[1]
+    calls, families, refused = candidates(be, A, B, entries, chosen, built, 0 if alone else OTHERS)
+    if alone:
+        refused.update({r.name: f"not timed: beside the front door's plan at this size (operands over {BESIDE:.3g} "
+                                "of the device) its workspace would take what the front door's call needs"
+                        for r in entries if r.eligible and r.family != "gemm" and r.name != chosen.name})
     refused.update({r.name: why for r, why in probe.refused})
     group = Group(level, chosen, text, tuple(r.name for r in entries), {**public, **calls},
                   {FRONTDOOR: chosen.family, LIBRARY: "gemm", **families}, [], refused)

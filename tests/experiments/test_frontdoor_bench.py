@@ -317,3 +317,18 @@ def test_a_shape_large_beside_the_device_is_timed_level_by_level(run_json, db_pa
     library = [r for r in out["rows"] if r["method"] == LIBRARY]
     assert len(library) == 2 and len({r["as_called_s"] for r in library}) == 2, "one group per level"
     assert len(freed) >= 2, "every plan freed between levels"
+
+
+def test_a_shape_large_beside_the_device_times_no_candidate_beside_the_front_door(run_json, db_path, monkeypatch):
+    """Where the operands take more than BESIDE of the device, the candidates' plans would hold workspaces the front
+    door's call needs: none is timed, and the front door's row names each with why."""
+    def methods(shape):
+        out = run_json("frontdoor", "--backend", "numpy", "--shape", shape, "--accuracy", "sgemm", "--db",
+                       str(db_path))
+        return {r["method"] for r in out["rows"]} - {FRONTDOOR, LIBRARY}
+
+    assert methods("64:64:64"), "candidates are timed beside the front door at this shape"
+    monkeypatch.setattr(groups, "BESIDE", 0.0)
+    assert not methods("48:48:48")
+    refused = ResultsDB(db_path).measurements(bench.EXPERIMENT, method=FRONTDOOR)[-1].meta["refused"]
+    assert refused and all("not timed: beside the front door's plan" in why for why in refused.values()), refused
