@@ -61,13 +61,20 @@ def _add_arguments(p: argparse.ArgumentParser, entry: Entry) -> None:
     p.set_defaults(handler=cmd.handler)
 
 
+def portable(arg: str) -> str:
+    """An argument as the stored command line records it: an absolute path (alone or after ``--option=``) by its
+    file name, so that stored and published rows name no machine's folders."""
+    option, eq, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
+    return option + eq + (os.path.basename(value) if os.path.isabs(value) else value)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
     from .core.database import default_path
     from .core.dbfile import translate
 
-    args.command_line = "gemmlab " + shlex.join(argv)
+    args.command_line = "gemmlab " + shlex.join(map(portable, argv))
     db_path = args.db or default_path()
     try:
         return args.handler(args, db_path)

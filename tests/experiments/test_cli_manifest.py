@@ -16,6 +16,7 @@ import pytest
 
 import experiments
 from experiments import cli
+from experiments.cli import portable
 from experiments.core.command import COMMANDS, command
 from experiments.core.manifest import ENTRIES, GROUPS, chosen, entry
 
@@ -134,3 +135,8 @@ def test_each_command_takes_json_and_db_and_its_help_names_no_issue(capsys, word
 @pytest.mark.parametrize("argv", [(), *((g,) for g in GROUPS)])
 def test_top_level_and_group_help_name_no_issue(capsys, argv):
     assert not ISSUE.search(help_of(capsys, *argv))
+
+
+def test_the_stored_command_line_names_no_machine_folders():
+    assert [portable(a) for a in ["--db", "/root/out/fd.sqlite", "--out=/tmp/x/figs", "rel/x.db", "16:16:16"]] == \
+        ["--db", "fd.sqlite", "--out=figs", "rel/x.db", "16:16:16"]
