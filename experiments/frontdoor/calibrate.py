@@ -154,11 +154,15 @@ def recorded_splits(group: Group) -> dict[str, list[int]]:
             if group.families[name] == "splitk"}
 
 
-def calibrate(ctx: Context, shapes: Sequence[Shape] | None = None) -> tuple[dict[str, Any], str]:
-    """Measure (or resume) the methods at ``shapes`` (default: :data:`SHAPES` for the backend, those that fit),
+def calibrate(ctx: Context, shapes: Sequence[Shape] | None = None,
+              complex_: bool = False) -> tuple[dict[str, Any], str]:
+    """Measure (or resume) the methods at ``shapes`` (default: :data:`SHAPES` for the backend, those that fit,
+    and :data:`COMPLEX_SHAPES` as complex products; ``complex_``: the shapes given as complex products only),
     then write the profile's methods section from every stored row; (counts, the profile's path)."""
+    if complex_ and not shapes:
+        raise ValueError("--complex times the shapes given as complex products: give them with --shapes M:K:N,...")
     plan_shapes = list(shapes or SHAPES.get(ctx.backend.name, SHAPES["numpy"]))
-    points = [(s, "float64") for s in plan_shapes] + \
+    points = [(s, COMPLEX_DTYPE if complex_ else "float64") for s in plan_shapes] + \
         ([] if shapes else [(s, COMPLEX_DTYPE) for s in COMPLEX_SHAPES.get(ctx.backend.name, COMPLEX_SHAPES["numpy"])])
     fitting, left_out = fitting_points(ctx.backend, Plan(tuple(s for s, _ in points), ("dgemm",)))
     todo = [(s, d) for s, d in points if s in fitting.shapes]

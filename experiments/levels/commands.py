@@ -62,6 +62,8 @@ def _calibrate_arguments(p: argparse.ArgumentParser) -> None:
                         "write the device profile's methods section, which gpu.matmul ranks by")
     p.add_argument("--shapes", type=lambda text: [shape(t) for t in text.split(",") if t.strip()], default=None,
                    metavar="M:K:N,...", help="with --methods: the shapes (default: sized for the backend)")
+    p.add_argument("--complex", action="store_true",
+                   help="with --methods --shapes: the shapes as complex128 products (Ozaki II complex beside ZGEMM)")
 
 
 @command("calibrate", options=MEASURING, arguments=_calibrate_arguments)
@@ -97,7 +99,7 @@ def cmd_calibrate(args: argparse.Namespace, db_path: Path) -> int:
 def calibrate_methods(args: argparse.Namespace, db_path: Path, backend: Backend) -> int:
     """``gemmlab calibrate --methods``: the front door's methods as called, into the profile's methods section."""
     with measuring_run(args, db_path, backend) as ctx:
-        counts, path = methods_calibration.calibrate(ctx, args.shapes)
+        counts, path = methods_calibration.calibrate(ctx, args.shapes, complex_=args.complex)
     emit(args, {**counts, "profile": path}, lambda: "\n".join(f"{k}: {v}" for k, v in counts.items())
          + f"\ndevice profile: {path}")
     return 0

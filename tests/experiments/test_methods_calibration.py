@@ -95,6 +95,18 @@ def test_by_default_complex_products_are_calibrated_too_and_rank_complex_candida
     assert all(r.family != "ozaki2c" for r in rank(64, 64, 64, "dgemm", methods=section).entries)
 
 
+def test_given_shapes_may_be_calibrated_as_complex_products_alone(capsys, tmp_path):
+    code = main(["calibrate", "--methods", "--complex", "--shapes", "48:48:48", "--backend", "numpy", "--db",
+                 str(tmp_path / "c.sqlite"), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["shapes measured"] == 1
+    section, _ = methods(get_backend("numpy"))
+    (point,) = [p for p in section["points"] if p["shape"] == [48, 48, 48]]
+    assert point["dtype"] == "complex128" and {e["method"] for e in point["timed"]} == {"ozaki2c"}
+    assert main(["calibrate", "--methods", "--complex", "--backend", "numpy", "--db", str(tmp_path / "c.sqlite")]) \
+        != 0 and "give them with --shapes" in capsys.readouterr().err
+
+
 def test_a_method_far_slower_than_the_library_gemm_is_recorded_from_one_call_and_not_interleaved(
         capsys, tmp_path, monkeypatch):
     monkeypatch.setattr("experiments.frontdoor.calibrate.SLOWEST", 1e9)       # every method "slower"
