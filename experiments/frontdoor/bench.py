@@ -9,7 +9,9 @@ device's clock (:func:`experiments.core.ascalled.time_called`):
 * ``library``: ``cupy.matmul(A, B)`` (``numpy.matmul`` on the CPU), a new output per call: the reference;
 * ``frontdoor``: ``gpu.matmul(A, B, accuracy=...)``, a new output per call;
 * the best :data:`OTHERS` eligible candidates of the front door's ranking besides the one it runs and the library
-  GEMM (so that their workspaces fit beside it), and the front door's choice with this device's profile hidden
+  GEMM (so that their workspaces fit beside it; none where the operands take over
+  :data:`~experiments.frontdoor.groups.BESIDE` of the device, the front door's row naming each one left out),
+  and the front door's choice with this device's profile hidden
   (:mod:`experiments.frontdoor.hidden`) where no other call runs it, each through its own family plan
   (:func:`gpu.frontdoor.frontplan.family_plan`) as a user runs a kept plan: ``plan.execute(A, B)``.
 
