@@ -162,20 +162,28 @@ def elsewhere(section: Mapping[str, Any] | None) -> dict[tuple[str, Any], float]
 
 def library_seconds(sections: Iterable[Mapping[str, Any] | None], m: int, k: int, n: int,
                     dtype: str = "float64") -> float | None:
-    """The library GEMM's time for an m x k by k x n product, estimated from the measured point of the sections
-    (``methods`` points by shape, Strassen ``configurations`` points by size) nearest in flops, scaled by the
-    ratio of flops (a GEMM's time grows with its flops wherever it is not launch-bound); None where no point
-    holds a time."""
+    """The library GEMM's time for an m x k by k x n product, estimated from the measured point of its class of
+    shape (:func:`classify`; ``methods`` points by shape, Strassen ``configurations`` points by size) nearest in
+    work, scaled by the ratio of work: flops where the GEMM is bound by them, the bytes of A, B and C for a tiny
+    output, which the traffic bounds (on the H200 16 x 2^20 x 16 took 0.2 ms, where a square point's flops would
+    say 0.03); None where no point of the class holds a time."""
+    kind = classify(m, k, n)[0]
     known = []
     for section in sections:
         for point in (section or {}).get("points", ()):
             if point.get("dtype", "float64") != dtype:
                 continue
             shape = point.get("shape") or [point.get("size")] * 3
-            if point.get("gemm_s") and all(shape):
-                known.append((float(shape[0]) * shape[1] * shape[2], float(point["gemm_s"])))
+            if point.get("gemm_s") and all(shape) and classify(*shape)[0] == kind:
+                known.append((_work(kind, *shape), float(point["gemm_s"])))
     if not known or not (m and k and n):
         return None
-    flops = float(m) * k * n
-    near, seconds = min(known, key=lambda fs: abs(math.log(fs[0] / flops)))
-    return seconds * flops / near
+    work = _work(kind, m, k, n)
+    near, seconds = min(known, key=lambda ws: abs(math.log(ws[0] / work)))
+    return seconds * work / near
+
+
+def _work(kind: str, m: int, k: int, n: int) -> float:
+    """What a library GEMM's time grows with in a class of shape: A, B and C's elements for a tiny output, flops
+    otherwise."""
+    return float(m) * k + float(k) * n + float(m) * n if kind == "tiny" else float(m) * k * n

@@ -7,7 +7,7 @@ import pytest
 
 from gpu.frontdoor import contract
 from gpu.frontdoor.rank import MARGIN, rank
-from gpu.frontdoor.table import classify, estimate_all
+from gpu.frontdoor.table import classify, estimate_all, library_seconds
 from gpu.splitk.plan import widest
 
 CONFIGURATIONS = {"points": [
@@ -258,3 +258,14 @@ def test_a_predicted_section_proves_splitk_from_its_gpus_sm_count():
     assert "widest" in r.winner.guarantee.source
     assert rank(64, 2**24, 64, 1e-10, methods={**bare, "sm_count": 132}).winner.family == "ozaki2", \
         "at 64 x 2^24 x 64 a device of 132 SMs might take 3 chunks: gamma is above 1e-10"
+
+
+def test_the_library_gemms_time_is_scaled_within_its_class_of_shape():
+    """A tiny output's GEMM is bound by the bytes of A and B, so its time is scaled from a tiny point by them (the
+    same bytes, the same time), and never from a square point's flops; a class with no point has no estimate."""
+    squares = {"points": [{"shape": [4096] * 3, "gemm_s": 2.6e-3}]}
+    tiny = {"points": [{"shape": [64, 2**20, 64], "gemm_s": 2.9e-4}]}
+    assert library_seconds([squares], 16, 2**20, 16) is None
+    same_bytes = library_seconds([squares, tiny], 16, 2**22, 16)
+    assert same_bytes == pytest.approx(2.9e-4, rel=1e-3)
+    assert library_seconds([squares, tiny], 8192, 8192, 8192) == pytest.approx(2.6e-3 * 8)
