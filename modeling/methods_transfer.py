@@ -8,7 +8,11 @@ split-K by a profile's measured ratios (:mod:`gpu.frontdoor.table`). This module
 
 * **The library GEMM** runs at a fraction ``e(shape)`` of the FP64 peak (tensor cores where there are some):
   ``T_lib = 2 m k n / (e F64)``. ``e`` is taken per measured shape from the training GPUs' GEMM times (the
-  median over them), so a target's GEMM is as efficient as theirs were at that shape.
+  median over them), so a target's GEMM is as efficient as theirs were at that shape. At a square or rectangle
+  no training GPU measured (a prediction also covers the acceptance grid's: :data:`PREDICTED`), ``e`` is the
+  measured squares' interpolated in log flops: held out, the H100 alone (which never measured a rectangle) then
+  predicts Ozaki II at 4096 x 2^16 x 4096 and 32768 x 4096 x 32768 (1.13x and 1.45x, where the H200 measured
+  1.35x and 1.26x), the H200's own choice there.
 * **Ozaki scheme II and Ozaki I** (INT8 slices) spend their time in low-precision products and memory-bound
   passes (scaling, residues or slices, the CRT or the folds of the products, the final FP64 write)::
 
@@ -53,14 +57,18 @@ from typing import Any
 import numpy as np
 from scipy.optimize import nnls
 
-from gpu.frontdoor.table import Timed
+from gpu.frontdoor.table import Timed, classify
 from gpu.ozaki.plan import WorkspaceError
 from gpu.ozaki.plan import plan as ozaki_plan
 from gpu.ozaki2.moduli import MAX_MODULI
 from gpu.ozaki2.workspace import layout
 
 from .hardware import GPU, lookup
+from .methods_validation import GRID
 
+#: The shapes a prediction covers besides the training GPUs' own: the acceptance grid's squares and rectangles
+#: (:data:`modeling.methods_validation.GRID`), its tiny outputs left out (split-K's class, not transferred).
+PREDICTED = tuple(s for s in GRID if classify(*s)[0] != "tiny")
 #: The methods the cost model covers (each on the dense INT8 tensor rate), and the one transferred as a table.
 COST_METHODS = ("ozaki2", "ozaki")
 SPLITK = "splitk"
@@ -130,7 +138,19 @@ class MethodsModel:
     trained_on: tuple[str, ...]
 
     def efficiency(self, shape: tuple[int, int, int]) -> float | None:
-        return dict(self.gemm_efficiency).get(tuple(shape))
+        """The library GEMM's share of the FP64 peak at ``shape``: measured there, else that of the measured
+        squares interpolated in log flops (clamped at their ends; see the module notes); None for a tiny output,
+        whose GEMM the bytes bound, or where no square was measured."""
+        measured = dict(self.gemm_efficiency)
+        if tuple(shape) in measured:
+            return measured[tuple(shape)]
+        if classify(*shape)[0] == "tiny":
+            return None
+        squares = sorted((math.log(float(m) * k * n), e) for (m, k, n), e in measured.items() if m == k == n)
+        if not squares:
+            return None
+        x = min(max(math.log(float(shape[0]) * shape[1] * shape[2]), squares[0][0]), squares[-1][0])
+        return float(np.interp(x, [f for f, _ in squares], [e for _, e in squares]))
 
     def as_dict(self) -> dict[str, Any]:
         """The parameters as plain data (what ``transfer-methods.json`` records beside its predictions)."""
@@ -241,9 +261,11 @@ def fits_memory(method: str, gpu: GPU, shape: tuple[int, int, int], count: int) 
     return operands + 8 * m * n <= gpu.memory_bytes
 
 
-def predict(model: MethodsModel, gpu: GPU, regime: str = "sustained", splitk: bool = False) -> dict[str, Any]:
+def predict(model: MethodsModel, gpu: GPU, regime: str = "sustained", splitk: bool = False,
+            shapes: Iterable[tuple[int, int, int]] = PREDICTED) -> dict[str, Any]:
     """The predicted ``methods`` section of ``gpu`` (the format of :mod:`gpu.frontdoor.table`): per shape the
-    training GPUs measured, each method the model transfers there, its ratio and predicted seconds; every point
+    training GPUs measured, and per shape of ``shapes`` (by default the acceptance grid's squares and rectangles,
+    :data:`PREDICTED`), each method the model transfers there, its ratio and predicted seconds; every point
     says ``"basis": "predicted"``, so the front door reports its estimates as predictions; ``"sm_count"``, the
     GPU's SMs, on which split-K's bound rests where no split was recorded. ``splitk``: also
     split-K's transferred ratios (left out by default; see the module notes)."""
@@ -260,7 +282,7 @@ def predict(model: MethodsModel, gpu: GPU, regime: str = "sustained", splitk: bo
                                "seconds": seconds, "waits": WAITS[timed.method], "source": "transfer model"})
 
     for f in model.fits:
-        for shape in f.shapes:
+        for shape in dict.fromkeys((*f.shapes, *(tuple(x) for x in shapes))):
             efficiency, seconds = model.efficiency(shape), f.seconds(gpu, shape)
             if efficiency is None or seconds is None or not fits_memory(f.timed.method, gpu, shape, f.count):
                 continue

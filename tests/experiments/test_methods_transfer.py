@@ -64,6 +64,8 @@ def test_the_h200s_section_predicted_from_the_h100_alone_over_the_grid(capsys):
         m, k, n = j.shape
         if m == k == n >= 8192:
             assert j.same and j.measured.startswith("ozaki2"), j        # scheme II transfers on large squares
+        if (m, k, n) in ((4096, 2**16, 4096), (32768, 4096, 32768)):   # and on rectangles the H100 never measured
+            assert j.same and j.measured.startswith("ozaki2") and j.predicted_ratio > 1.02, j
     # split-K is not transferred (held out it read 1.164x predicted where the H200 measured 0.827x): where its
     # gain is lost and the library GEMM keeps the accuracy, the library GEMM runs, and no predicted choice is
     # slower than it. At 1e-10 over k >= 2^20 it does not: split-K runs at its prior, its bound proven from the

@@ -11,7 +11,7 @@ import pytest
 from gpu.frontdoor.rank import rank
 from gpu.frontdoor.table import Timed
 from modeling.hardware import GPUS
-from modeling.methods_transfer import Observation, fit, fits_memory, predict, reproduction, splitk_ratio
+from modeling.methods_transfer import MethodsModel, Observation, fit, fits_memory, predict, reproduction, splitk_ratio
 
 OZAKI2 = Timed.of("ozaki2", {"moduli": "auto", "target": "dgemm"})
 OZAKI1 = Timed.of("ozaki", {"slice_format": "int8", "target": "dgemm"})
@@ -147,3 +147,13 @@ def test_a_point_that_cannot_fit_in_the_targets_memory_is_not_predicted():
     shapes = {tuple(p["shape"]) for p in predict(model, rtx)["points"]}
     assert (32768,) * 3 not in shapes and (8192,) * 3 in shapes
     assert (32768,) * 3 in {tuple(p["shape"]) for p in predict(model, GPUS["B200"])["points"]}
+
+
+def test_the_library_gemms_efficiency_away_from_the_measured_shapes_is_the_squares_in_log_flops():
+    model = MethodsModel((), (((4096,) * 3, 0.8), ((16384,) * 3, 0.9), ((1024, 2**18, 1024), 0.5)), (), ("X",))
+    assert model.efficiency((1024, 2**18, 1024)) == 0.5, "measured where measured"
+    assert model.efficiency((8192,) * 3) == pytest.approx(0.85), "halfway in log flops"
+    assert model.efficiency((32768, 4096, 32768)) == pytest.approx(0.9), "its flops are 16384's: clamped beyond"
+    assert model.efficiency((512,) * 3) == pytest.approx(0.8)
+    assert model.efficiency((16, 2**20, 16)) is None, "a tiny output's GEMM is bound by bytes, not flops"
+    assert MethodsModel((), (((1024, 2**18, 1024), 0.5),), (), ("X",)).efficiency((8192,) * 3) is None
