@@ -18,22 +18,19 @@ with some methods missing times those and ZGEMM again (ZGEMM's row is replaced b
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
 from typing import Any
-
-from tqdm.auto import tqdm
 
 from accuracy.methods import get_method
 from gpu.backend import Array, Backend
 
 from ..core.ascalled import AS_CALLED, Call, Called, time_called, wall_seconds
 from ..core.database import Measurement, ResultsDB
-from ..core.lab import Operands, free_memory
+from ..core.lab import Operands
 from ..core.registry import Context
-from ..core.sweep import SweepOutcome
+from ..core.sweep import SweepOutcome, method_sweep
 from ..core.timing import first_calls, slower_than
 from ..ozaki.timing import PROTOCOL
 from .bench import TIME, TIME_PHI, ZGEMM, Plan, call_text, family, point_inputs, sort_key
@@ -87,24 +84,11 @@ def measure_group(ctx: Context, n: int, A: Array, B: Array, methods: Sequence[st
 
 def run_timing(ctx: Context, plan: Plan) -> SweepOutcome:
     """Time (or resume) the plan's methods at every size, one interleaved group each."""
-    be, outcome = ctx.backend, SweepOutcome()
-    bar = tqdm(plan.sizes, desc="complex timing", unit="size", disable=not ctx.progress, file=sys.stderr, leave=False)
-    for n in bar:
-        params = time_params(n, ctx.regime)
-        missing = [m for m in plan.methods if ctx.force or not ctx.db.has(TIME, m, params, ctx.env_key)]
-        outcome.skipped += len(plan.methods) - len(missing)
-        if not missing:
-            continue
-        bar.set_postfix_str(f"N = {n}")
-        free_memory(be)
-        A, B, _ = point_inputs(be, n, TIME_PHI)
-        try:
-            measure_group(ctx, n, A, B, missing, plan)
-        finally:
-            A = B = None
-            free_memory(be)
-        outcome.measured += len(missing)
-    return outcome
+    def measure(n: int, missing: list[str]) -> None:
+        A, B, _ = point_inputs(ctx.backend, n, TIME_PHI)
+        measure_group(ctx, n, A, B, missing, plan)
+    return method_sweep(ctx, TIME, plan.sizes, plan.methods, lambda n: time_params(n, ctx.regime), measure,
+                        lambda n: f"N = {n}", "complex timing", "size")
 
 
 @dataclass(frozen=True)

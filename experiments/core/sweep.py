@@ -96,6 +96,31 @@ def group_sweep(ctx: Context, experiment: str, points: Sequence[Any], is_stored:
     return outcome
 
 
+def method_sweep(ctx: Context, experiment: str, points: Sequence[Any], methods: Sequence[str],
+                 params: Callable[[Any], Mapping[str, Any]], measure: Callable[[Any, list[str]], Any],
+                 label: Callable[[Any], str], desc: str, unit: str) -> SweepOutcome:
+    """Per point, the ``methods`` not yet stored as rows of ``experiment`` at ``params(point)`` (every one with
+    ``ctx.force``) measured as one group, ``measure(point, missing)``; counts per method. The device's cached
+    blocks go back before and after each group (its operands), with a progress bar over the points. For benchmarks
+    that time their methods interleaved per point and resume method by method."""
+    be, outcome = ctx.backend, SweepOutcome()
+    bar = tqdm(points, desc=desc, unit=unit, disable=not ctx.progress, file=sys.stderr, leave=False)
+    for point in bar:
+        at = params(point)
+        missing = [m for m in methods if ctx.force or not ctx.db.has(experiment, m, at, ctx.env_key)]
+        outcome.skipped += len(methods) - len(missing)
+        if not missing:
+            continue
+        bar.set_postfix_str(label(point))
+        free_memory(be)
+        try:
+            measure(point, missing)
+        finally:
+            free_memory(be)
+        outcome.measured += len(missing)
+    return outcome
+
+
 def store_comparison(ctx: Context, experiment: str, params: Mapping[str, Any], result: Comparison,
                      meta: Callable[[str], Mapping[str, Any]]) -> int:
     """Every method of a timed group as a row of ``experiment`` at ``params`` (its median, samples and

@@ -25,14 +25,12 @@ missing times those and DGEMM again (the DGEMM row is replaced by the newest gro
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from accuracy.methods import get_method, parse_cublas_emulation_method, parse_ozaki2_method, parse_ozaki_method
 from gpu import ozaki, ozaki2
@@ -41,9 +39,9 @@ from gpu.backend import Array, Backend
 from ..audit.bench import Shape
 from ..core.ascalled import AS_CALLED, Call, as_called_fields, call_text, time_called
 from ..core.database import Measurement, ResultsDB
-from ..core.lab import Operands, free_memory
+from ..core.lab import Operands
 from ..core.registry import Context
-from ..core.sweep import SweepOutcome
+from ..core.sweep import SweepOutcome, method_sweep
 from ..core.timing import Timing, first_calls, slower_than
 from ..ozaki.timing import PROTOCOL
 from .bench import (
@@ -142,25 +140,11 @@ def measure_group(ctx: Context, shape: Shape, ops: Operands, out: Array, methods
 
 def run_timing(ctx: Context, plan: Plan) -> SweepOutcome:
     """Time (or resume) the plan's methods at every product, one interleaved group each."""
-    be, outcome = ctx.backend, SweepOutcome()
-    bar = tqdm(plan.shapes, desc="ozaki2 timing", unit="product", disable=not ctx.progress, file=sys.stderr,
-               leave=False)
-    for shape in bar:
-        params = time_params(shape, ctx.regime)
-        missing = [m for m in plan.methods if ctx.force or not ctx.db.has(TIME, m, params, ctx.env_key)]
-        outcome.skipped += len(plan.methods) - len(missing)
-        if not missing:
-            continue
-        bar.set_postfix_str(shape_text(shape))
-        free_memory(be)
+    def measure(shape: Shape, missing: list[str]) -> None:
         ops, out = timing_operands(ctx, shape, missing)
-        try:
-            measure_group(ctx, shape, ops, out, missing, plan)
-        finally:
-            ops = out = None
-            free_memory(be)
-        outcome.measured += len(missing)
-    return outcome
+        measure_group(ctx, shape, ops, out, missing, plan)
+    return method_sweep(ctx, TIME, plan.shapes, plan.methods, lambda shape: time_params(shape, ctx.regime), measure,
+                        shape_text, "ozaki2 timing", "product")
 
 
 @dataclass(frozen=True)
