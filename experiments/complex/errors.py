@@ -58,25 +58,30 @@ def _timed(be: Backend, work: Any) -> tuple[Any, float]:
     return out, perf_counter() - start
 
 
-def _report(be: Backend, name: str, A: Array, B: Array, picked: Array | None,
-            ref: Array) -> tuple[ErrorReport, float, dict[str, Any]]:
+def _report(be: Backend, name: str, A: Array, B: Array, picked: Array | None, ref: Array,
+            scale: float) -> tuple[ErrorReport, float, dict[str, Any]]:
     """The error report of method ``name`` on the picked rows, its seconds (the whole product) and its error in
-    3M's scale (with 3M over Strassen's documented bound)."""
+    3M's scale ``scale`` (with 3M over Strassen's documented bound)."""
     C, seconds = _timed(be, partial(get_method(name).run, be, A, B))
     rows = C if picked is None else C[picked]
     A_rows = A if picked is None else A[picked]
-    return error_report(rows, ref, A_rows, B), seconds, {"err_3m_scale": scale_error(be, rows, ref, A, B),
+    return error_report(rows, ref, A_rows, B), seconds, {"err_3m_scale": scale_error(be, rows, ref, scale),
                                                          **strassen_bound(be, name, A.shape[0], A.shape[1],
                                                                           B.shape[1])}
 
 
-def scale_error(be: Backend, C: Array, ref: Array, A: Array, B: Array) -> float | None:
-    """max |C - ref| over both parts, over k a b (see the module); None where it is not finite."""
+def scale_3m(be: Backend, A: Array, B: Array) -> float:
+    """3M's scale k a b of a point's operands (see the module), once for all its methods."""
     xp = be.xp
     a, b = (float(xp.abs(X.real).max()) + float(xp.abs(X.imag).max()) if X.size else 0.0 for X in (A, B))
+    return A.shape[1] * a * b
+
+
+def scale_error(be: Backend, C: Array, ref: Array, scale: float) -> float | None:
+    """max |C - ref| over both parts, over 3M's scale; None where it is not finite."""
+    xp = be.xp
     diff = C - ref
     worst = max(float(xp.abs(diff.real).max()), float(xp.abs(diff.imag).max())) if diff.size else 0.0
-    scale = A.shape[1] * a * b
     return worst / scale if scale and math.isfinite(worst) else (0.0 if worst == 0 else None)
 
 
@@ -112,7 +117,8 @@ def measure_errors(be: Backend, params: Mapping[str, Any], missing: Sequence[str
     picks = sample_rows(n, rows, seed)
     picked = None if picks is None else be.asarray(picks)
     ref, ref_seconds = _timed(be, partial(exact_matmul, A if picked is None else A[picked], B, backend=be))
-    reports = {name: _report(be, name, A, B, picked, ref) for name in dict.fromkeys((ZGEMM, *missing))}
+    scale = scale_3m(be, A, B)
+    reports = {name: _report(be, name, A, B, picked, ref, scale) for name in dict.fromkeys((ZGEMM, *missing))}
     zgemm = reports[ZGEMM][0]
     return {name: to_record(*reports[name], ref_seconds, zgemm, inputs) for name in missing}
 
