@@ -108,7 +108,8 @@ def configure(A: Any, B: Any, *, slices: int | None = None, slice_format: str = 
 def matmul(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp32", target: Any = None,
            k_block: int | None = None, remainder: bool = False, backend: str | Backend = "auto",
            overwrite_a: bool = False, overwrite_b: bool = False, out: Any = None,
-           phases: dict[str, float] | None = None, check_finite: bool = False) -> Array:
+           phases: dict[str, float] | None = None, check_finite: bool = False, verdict: str = "device",
+           max_slices: int | None = None) -> Array:
     """``A @ B`` in float64 by the Ozaki scheme (see :mod:`gpu.ozaki`).
 
     ``slices``: slices per operand (S(S+1)/2 slice-pair products; no error
@@ -119,13 +120,20 @@ def matmul(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp
 
     (and within 2**-1074 where C is subnormal), proven on these inputs: the
     fewest slices that prove it are chosen from the data (one more low-precision
-    GEMM, of magnitudes, on the device; see :mod:`gpu.ozaki.bound`), and a
-    ValueError, before any product, says so when no 64 slices can (rows or
-    columns whose entries span too many binades). Neither means
-    ``target="dgemm"``. The host launches the slice products, so it must learn
-    the count: a ``target`` call reads back ONE 32-bit word from the device (a
-    4-byte read, the call's only wait for the device); a call with ``slices``
-    never waits. ``slice_format``: ``fp32`` (SGEMM, the paper's method),
+    GEMM, of magnitudes, on the device; see :mod:`gpu.ozaki.bound`). Neither
+    means ``target="dgemm"``. ``verdict``: where the count is decided.
+    ``"device"`` (the default): the call never waits for the device; the plan
+    holds room for up to ``max_slices`` slices (default: 64, fewer where half
+    the free memory or a graph of 4096 GEMM calls holds fewer:
+    :attr:`gpu.ozaki.Plan.max_slices`) and a CUDA graph
+    runs the products the device's count needs (:mod:`gpu.ozaki.deferred`);
+    where the data need more slices, or no 64 slices reach the target (rows
+    or columns whose entries span too many binades), every entry of C is the
+    IEEE dot product instead, as the library GEMM computes it, and
+    :meth:`gpu.ozaki.Plan.last_verdict` says so. ``"host"``: the call reads
+    the count back (ONE 32-bit word, a 4-byte read that waits for the work
+    before it) and raises a ValueError, before any product, when no 64 slices
+    reach the target. A call with ``slices`` never waits. ``slice_format``: ``fp32`` (SGEMM, the paper's method),
     ``tf32``, ``fp16``, ``bf16`` (tensor cores, FP32 accumulation) or ``int8``
     (INT32 accumulation). ``k_block``: most inner terms per GEMM call (default:
     as many as the format's accumulator sums exactly). ``remainder``: the
@@ -135,7 +143,8 @@ def matmul(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp
     but those products are rounded, not exact, and CPU and GPU results then
     differ in the last bits. ``overwrite_a`` / ``overwrite_b``: on NumPy the
     input may hold the scaled remainders while slicing (saving a float64 copy;
-    ignored when A and B share memory or hold NaN or infinity); the GPU kernel
+    ignored when A and B share memory or hold NaN or infinity, and by a device
+    verdict, whose fallback reads them whole); the GPU kernel
     needs no scratch and ignores them. ``out``: a writeable C-ordered float64
     array of the backend for the result, sharing no memory with A or B.
     ``phases``: a dict that receives seconds per phase (``split``, ``gemm``,
@@ -146,8 +155,8 @@ def matmul(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp
     their entries of C computed as IEEE dot products by the last fold, so C
     has NaN and infinity where ``A @ B`` has them, and the rest is the Ozaki
     scheme's, with no wait. ``check_finite=True`` refuses them instead (a
-    ValueError before any product; it reads the verdict word, with ``slices``
-    too).
+    ValueError before any product; it reads the verdict word, as
+    ``verdict="host"`` does, with ``slices`` too).
 
     A call is a kept :class:`gpu.ozaki.Plan` (one per operand signature and
     options, :data:`PLANS`) and its execution: build the plan yourself to hold
@@ -159,7 +168,8 @@ def matmul(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp
     the workspace would not fit in free memory: all before any product.
     """
     be = get_backend(backend)
-    opts = Options(slices, slice_format, target, k_block, remainder, overwrite_a, overwrite_b, check_finite)
+    opts = Options(slices, slice_format, target, k_block, remainder, overwrite_a, overwrite_b, check_finite, verdict,
+                   max_slices)
     key = operand_signature(be, A, B, out)
     if key is None:
         A, B = _operands(be, A, B)

@@ -3,12 +3,24 @@ compile), as text: importable without CuPy, so that a machine with a CUDA compil
 
 from __future__ import annotations
 
-from .ops import BAD, FINALIZE, LOAD_ACC, LOAD_OPEN, RAISED_TERM, SPREAD_INF, SPREAD_OFFSET, STORE_OPEN, WEAK
+from ..backend.conditional import SET_CONDITIONAL
+from .ops import (
+    BAD,
+    COUNT_MASK,
+    FINALIZE,
+    LOAD_ACC,
+    LOAD_OPEN,
+    RAISED_TERM,
+    SPREAD_INF,
+    SPREAD_OFFSET,
+    STORE_OPEN,
+    WEAK,
+)
 from .slicing import RAISE
 
 _DEFINES = "".join(f"#define {k} ({v})\n" for k, v in (
     ("LOAD_ACC", LOAD_ACC), ("LOAD_OPEN", LOAD_OPEN), ("STORE_OPEN", STORE_OPEN), ("FINALIZE", FINALIZE),
-    ("BAD", BAD), ("SPREAD_INF", SPREAD_INF), ("SPREAD_OFFSET", SPREAD_OFFSET)))
+    ("BAD", BAD), ("SPREAD_INF", SPREAD_INF), ("SPREAD_OFFSET", SPREAD_OFFSET), ("COUNT_MASK", COUNT_MASK)))
 
 _LINES_SOURCE = r"""
 __device__ __forceinline__ void line_add(double v, double& mx, int& bad, long long& cnt)
@@ -119,8 +131,13 @@ extern "C" __global__ void ozaki_slice(
     const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
     long long rows_pad, long long ldk, const int* __restrict__ exps,
     STORE_T* __restrict__ out, long long ld_out, int alpha, int slices, int digits, long long first,
-    long long step, int tail_from, long long tail_first, long long tail_step, int bits, double tiny)
+    long long step, int tail_from, long long tail_first, long long tail_step, int bits, double tiny,
+    const int* __restrict__ limit)
 {
+    // limit (or null): a verdict word on the device; only its slice count's digits are written (none where it
+    // is 0 or above `digits`, the most the caller holds room for).
+    int dg = digits;
+    if (limit) { const int c = limit[0] & COUNT_MASK; dg = (c >= 1 && c <= digits) ? c : 0; }
     __shared__ double tile[32][33];
     const long long r0 = (long long)blockIdx.y * 32, c0 = (long long)blockIdx.x * 32;
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -144,7 +161,7 @@ extern "C" __global__ void ozaki_slice(
             for (int j = 1; j <= slices; ++j) {
                 if (j >= tail_from)
                     o[(tail_first + (j - tail_from) * tail_step) * ldk] = STORE(round_bits(v * radix, bits, tiny));
-                if (j <= digits) {
+                if (j <= dg) {
                     v *= radix;
                     const double m = trunc(v);
                     v -= m;
@@ -163,9 +180,14 @@ extern "C" __global__ void ozaki_fold(
     double* __restrict__ acc, long long ldacc, double* __restrict__ comp, double* __restrict__ open,
     const int* __restrict__ erow, const int* __restrict__ ecol, long long m, long long n, int flags,
     const double* __restrict__ a, long long a_rs, long long a_cs,
-    const double* __restrict__ b, long long b_rs, long long b_cs, long long k)
+    const double* __restrict__ b, long long b_rs, long long b_cs, long long k,
+    double* __restrict__ dst, long long lddst, const int* __restrict__ limit, int most)
 {
+    // FINALIZE writes dst; with a verdict word `limit` whose count is 0 or above `most` (the slices the caller's
+    // schedule holds) every entry is the IEEE dot product instead.
     const long long total = m * n;
+    bool everywhere = false;
+    if (limit) { const int c = limit[0] & COUNT_MASK; everywhere = !(c >= 1 && c <= most); }
     for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
          idx += (long long)gridDim.x * blockDim.x) {
         const long long i = idx / n, j = idx - i * n;
@@ -190,14 +212,14 @@ extern "C" __global__ void ozaki_fold(
         if (flags & FINALIZE) {
             const int e = erow[i], f = ecol[j];
             double c;
-            if (e == BAD || f == BAD) {
+            if (everywhere || e == BAD || f == BAD) {
                 // A line with NaN or infinity: the IEEE dot product, as the library GEMM computes it.
                 c = 0.0;
                 for (long long t = 0; t < k; ++t) c = __fma_rn(a[i * a_rs + t * a_cs], b[t * b_rs + j * b_cs], c);
             } else {
                 c = ldexp(__dadd_rn(hi, lo), e + f);
             }
-            acc[i * ldacc + j] = c;
+            dst[i * lddst + j] = c;
         } else {
             acc[i * ldacc + j] = hi;
             comp[idx] = lo;
@@ -214,6 +236,22 @@ STORES = {
     "uint16": ("unsigned short", "(unsigned short)(__float_as_uint((float)(m)) >> 16)"),   # bfloat16 bits
 }
 _BUFFERS = {"float32": "float", "int32": "int"}
+
+_BRANCH_SOURCE = r"""
+extern "C" __global__ void ozaki_branch(const int* __restrict__ word, unsigned long long handle, int diagonal,
+                                        int most)
+{
+    // The condition of a diagonal's IF node: the verdict's count c is one the schedule holds (1..most) and the
+    // diagonal is one of its c + 1 (diagonals 2..c+1 make c slices' products).
+    const int c = word[0] & COUNT_MASK;
+    cudaGraphSetConditional(handle, (unsigned)(c >= 1 && c <= most && diagonal <= c + 1));
+}
+"""
+
+
+def branch_source() -> str:
+    """The CUDA source of the module that sets the IF nodes of a device-verdict call (:mod:`gpu.ozaki.deferred`)."""
+    return SET_CONDITIONAL + _DEFINES + _BRANCH_SOURCE
 
 
 def core_source(storage: str, buffer: str) -> str:

@@ -38,6 +38,7 @@ from ..backend.checks import MemoryPlanError, reserve
 from ..backend.plans import MatmulPlan, operand_signature, resolve_options
 from .bound import ratio_on_device, require_bound_memory
 from .common import NONFINITE, _operands, _phase, _tiles
+from .deferred import DeviceVerdict
 from .formats import get_format
 from .ops import BAD, FINALIZE, LOAD_ACC, LOAD_OPEN, STORE_OPEN, decode, ops
 from .plan import (
@@ -69,6 +70,15 @@ class Options:
     overwrite_a: bool = False
     overwrite_b: bool = False
     check_finite: bool = False
+    verdict: str = "device"
+    max_slices: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.verdict not in ("device", "host"):
+            raise ValueError(f"verdict must be 'device' (the slice count decided on the device, no wait) or "
+                             f"'host' (read back, one 4-byte wait per call), got {self.verdict!r}")
+        if self.max_slices is not None:
+            _positive_int(self.max_slices, "max_slices", 1, MAX_SLICES)
 
 
 def request(slices: Any, target: Any, remainder: bool = False) -> tuple[int | None, Any]:
@@ -102,17 +112,19 @@ class Layout:
     """One slice count's configuration: the :class:`OzakiPlan`, the parts of its workspace, and per fold batch
     what the fold launch needs."""
 
-    def __init__(self, p: OzakiPlan) -> None:
+    def __init__(self, p: OzakiPlan, deferred: bool = False) -> None:
         self.p = p
         fmt = p.format
         self.a_layout, self.b_layout = slice_layout(p, False), slice_layout(p, True)
         shapes = [("a", (p.m, self.a_layout["positions"] * p.ldk), fmt.storage),
                   ("b", (p.n_pad, self.b_layout["positions"] * p.ldk), fmt.storage),
                   ("buffers", (p.held, p.m, p.n_pad), fmt.accumulator)]
-        if p.needs_open:
+        if p.needs_open or deferred:
             shapes.append(("open", (p.m, p.n), "float64"))
-        if len(p.batches) > 1:
+        if len(p.batches) > 1 or deferred:
             shapes.append(("comp", (p.m, p.n), "float64"))
+        if deferred:                                 # the sum between graph and last fold, and the verdict
+            shapes += [("acc", (p.m, p.n), "float64"), ("word", (1,), "int32")]
         self.parts, offset = [], 0
         for name, shape, dtype in shapes:
             size = int(np.prod(shape)) * np.dtype(dtype).itemsize
@@ -137,7 +149,8 @@ class Layout:
 class Plan(MatmulPlan):
     """``A @ B`` by the Ozaki scheme for one operand signature (see the module and :func:`gpu.ozaki.matmul`).
 
-    ``options``: an :class:`Options`, a dict of its fields, or None (the defaults: ``target="dgemm"``).
+    ``options``: an :class:`Options`, a dict of its fields, or None (the defaults: ``target="dgemm"``, decided
+    on the device: :mod:`gpu.ozaki.deferred`).
     ``stream``: the CuPy stream the plan runs on (default: the current one at each call). ``hold``: keep
     the workspace between calls (False: take it from the pool per call, as :func:`gpu.ozaki.matmul` does).
     Raises what :func:`gpu.ozaki.matmul` raises, before any work.
@@ -162,6 +175,8 @@ class Plan(MatmulPlan):
         self.signature = operand_signature(be, A, B, out, stream)
         self._layouts: dict[int, Layout] = {}
         self._held: tuple[int, Array] | None = None
+        self._deferred: DeviceVerdict | None = None
+        self._last: Array | None = None
         self._empty = not (m and n and k)
         if self._empty:
             return
@@ -170,8 +185,28 @@ class Plan(MatmulPlan):
         if self.target is not None:
             require_bound_memory(be, m, k, n, self.format)
         ops(be).prepare(self.format, self.target is not None)
-        if self.slices is not None:
+        if self.target is not None and opts.verdict == "device" and not opts.check_finite:
+            self._deferred = DeviceVerdict(self, Layout, opts.max_slices)
+            if hold:
+                self._workspace(self._deferred.layout)
+        elif self.slices is not None:
             self._workspace(self.layout(self.slices))
+
+    @property
+    def max_slices(self) -> int | None:
+        """The most slices a device-verdict call uses (its workspace holds room for them); None otherwise."""
+        return None if self._deferred is None else self._deferred.most
+
+    def last_verdict(self) -> dict[str, Any] | None:
+        """What the last call's verdict said (waits for that call; None before any call or without ``target``):
+        ``slices`` (0: out of reach), ``nonfinite`` (a line held NaN or infinity), ``log2_ratio`` (the bound's
+        ratio, None if infinite) and, for a device-verdict call, ``ieee``: whether every entry came from the
+        IEEE dot products because the data need more slices than :attr:`max_slices` (or none reach)."""
+        if self._last is None:
+            return None
+        slices, bad, spread = decode(int(self.backend.to_numpy(self._last)[0]))
+        ieee = self._deferred is not None and not 1 <= slices <= self._deferred.most
+        return {"slices": slices, "nonfinite": bad, "log2_ratio": spread, "ieee": ieee}
 
     def layout(self, slices: int) -> Layout:
         """The configuration of ``slices`` (made once, sized to the memory free then; WorkspaceError where not
@@ -204,6 +239,8 @@ class Plan(MatmulPlan):
     def _release(self) -> None:
         self._held = None
         self._layouts.clear()
+        if self._deferred is not None:
+            self._deferred.graphs.clear()
 
     def _execute(self, A: Array, B: Array, out: Array | None) -> Array:
         return self.run(A, B, out, None)
@@ -224,12 +261,20 @@ class Plan(MatmulPlan):
         with _phase(be, phases, "split"):
             erow, nnz_rows = family.line_exponents(A, 1, self.target is not None, fmt)
             ecol, nnz_cols = family.line_exponents(B, 0, self.target is not None, fmt)
+            if self._deferred is not None:
+                ratio = ratio_on_device(be, A, B, erow, ecol, nnz_rows, nnz_cols, fmt)
+        if self._deferred is not None:
+            work = self._workspace(self._deferred.layout)
+            self._last = self._deferred.run(A, B, C, erow, ecol, ratio, work, phases, _phase)
+            return C
+        with _phase(be, phases, "split"):
             slices = self.slices
             if self.target is not None or opts.check_finite:
                 ratio = None if self.target is None else ratio_on_device(be, A, B, erow, ecol, nnz_rows, nnz_cols,
                                                                           fmt)
-                count, bad, spread = decode(read_verdict(be, family.verdict(ratio, erow, ecol, self.alpha,
-                                                                             self.budget, fmt)))
+                word = family.verdict(ratio, erow, ecol, self.alpha, self.budget, fmt)
+                self._last = word
+                count, bad, spread = decode(read_verdict(be, word))
                 if bad and opts.check_finite:
                     _refuse(be, erow, ecol)
                 if self.target is not None:

@@ -40,7 +40,7 @@ import numpy as np
 
 from ..backend import Backend
 from .bound_kernels import bound_module, magnitudes, ratio
-from .cuda_sources import core_source
+from .cuda_sources import branch_source, core_source
 from .ops import batch_scales
 from .plan import OzakiPlan
 
@@ -56,6 +56,12 @@ LINE_WARPS, LINE_MAX_BLOCKS = 8, 65535
 def core(storage: str, buffer: str) -> Any:
     """The core module of (slice storage, accumulator), compiled on first use (one NVRTC call)."""
     return cupy.RawModule(code=core_source(storage, buffer))
+
+
+@cache
+def branch_module() -> Any:
+    """The module of ``ozaki_branch`` (IF nodes of a device-verdict call), compiled on first use."""
+    return cupy.RawModule(code=branch_source())
 
 
 @cache
@@ -90,13 +96,14 @@ def line_exponents(module: Any, X: Any, axis: int, count: bool) -> tuple[Any, An
 
 def slice_rows(module: Any, X: Any, exps: Any, out: Any, *, rows_pad: int, ldk: int, alpha: int, slices: int,
                bits: int, tiny: float, digits: int, first: int, step: int, tail_from: int, tail_first: int,
-               tail_step: int) -> None:
+               tail_step: int, limit: Any = None) -> None:
     """Write the slices of every X[r, c] into ``out`` (rows_pad x positions*ldk, rows contiguous).
 
     For j = 1..slices: from ``tail_from`` on, the rest x_{j-1} 2**alpha rounded to ``bits`` significant
     bits goes to position tail_first + (j - tail_from) tail_step; up to ``digits``, digit j goes to position
     first + (j - 1) step (positions in units of ``ldk`` columns). Columns up to ldk, rows up to ``rows_pad``
-    and the rows marked BAD are zero-filled. X may have any strides (B^T is read from B).
+    and the rows marked BAD are zero-filled. X may have any strides (B^T is read from B). ``limit``: a verdict
+    word on the device, whose count caps ``digits`` (0 where it is 0 or above ``digits``).
     """
     rows, cols = X.shape
     it = X.itemsize
@@ -109,7 +116,8 @@ def slice_rows(module: Any, X: Any, exps: Any, out: Any, *, rows_pad: int, ldk: 
         grid, (TILE, TILE_ROWS),
         (X, i64(rs), i64(cs), i64(rows), i64(cols), i64(rows_pad), i64(ldk), exps, out,
          i64(out.strides[0] // out.itemsize), i32(alpha), i32(slices), i32(digits), i64(first), i64(step),
-         i32(tail_from), i64(tail_first), i64(tail_step), i32(bits), np.float64(tiny)))
+         i32(tail_from), i64(tail_first), i64(tail_step), i32(bits), np.float64(tiny),
+         limit if limit is not None else i64(0)))
 
 
 class CudaOps:
@@ -126,6 +134,11 @@ class CudaOps:
         if target:
             bound_module(fmt).get_function("ozaki_ratio")
 
+    @staticmethod
+    def prepare_branch() -> None:
+        """Compile (or load) the module that sets a device-verdict call's IF nodes, before any capture."""
+        branch_module().get_function("ozaki_branch")
+
     def line_exponents(self, X: Any, axis: int, count: bool, fmt: Any) -> tuple[Any, Any]:
         """Exponents of X's lines (:data:`BAD` where NaN or infinity) and, with ``count``, their nonzeros."""
         return line_exponents(core(fmt.storage, fmt.accumulator), X, axis, count)
@@ -133,9 +146,11 @@ class CudaOps:
     magnitudes = staticmethod(magnitudes)
     ratio = staticmethod(ratio)
 
-    def verdict(self, ratio: Any, erow: Any, ecol: Any, alpha: int, budget: float, fmt: Any) -> Any:
-        """The 32-bit verdict (see the module) on the device: no wait."""
-        out = cupy.empty(1, dtype=np.int32)
+    def verdict(self, ratio: Any, erow: Any, ecol: Any, alpha: int, budget: float, fmt: Any,
+                out: Any = None) -> Any:
+        """The 32-bit verdict (see the module) on the device, into ``out`` (a 1-element int32 array) or a new
+        array: no wait."""
+        out = cupy.empty(1, dtype=np.int32) if out is None else out
         core(fmt.storage, fmt.accumulator).get_function("ozaki_verdict")(
             (1,), (256,),
             (erow, np.int64(erow.size), ecol, np.int64(ecol.size), ratio if ratio is not None else out,
@@ -143,17 +158,22 @@ class CudaOps:
         return out
 
     def split(self, X: Any, exps: Any, p: OzakiPlan, rows_pad: int, layout: dict[str, int], overwrite: bool,
-              out: Any, other: Any = None) -> Any:
-        """X's rows as concatenated slices into ``out`` in one kernel pass; X is only read."""
+              out: Any, other: Any = None, limit: Any = None) -> Any:
+        """X's rows as concatenated slices into ``out`` in one kernel pass; X is only read. ``limit``: a verdict
+        word on the device whose count caps the digits written."""
         slice_rows(core(p.format.storage, p.format.accumulator), X, exps, out, rows_pad=rows_pad, ldk=p.ldk,
-                   alpha=p.alpha, slices=p.slices, bits=p.format.bits, tiny=p.format.tiny,
+                   alpha=p.alpha, slices=p.slices, bits=p.format.bits, tiny=p.format.tiny, limit=limit,
                    **{k: v for k, v in layout.items() if k != "positions"})
         return out
 
     def fold(self, buffers: Any, count: int, diagonals: list[int], closes: list[bool], alpha: int, acc: Any,
-             comp: Any, open_: Any, erow: Any, ecol: Any, flags: int, A: Any, B: Any, fmt: Any) -> None:
+             comp: Any, open_: Any, erow: Any, ecol: Any, flags: int, A: Any, B: Any, fmt: Any, dst: Any = None,
+             limit: Any = None, most: int = 0) -> None:
         """One fold launch over ``buffers[:count]`` ((held, m, n_pad), one dtype) into ``acc`` (m x n), with the
-        compensation ``comp`` (m x n; None when one launch does it all); A and B for the BAD lines."""
+        compensation ``comp`` (m x n; None when one launch does it all); A and B for the BAD lines. The last
+        launch writes ``dst`` (default ``acc``), every entry as an IEEE dot product where the device's verdict
+        word ``limit`` has a count of 0 or above ``most``."""
+        dst = acc if dst is None else dst
         d0, mask = batch_scales(diagonals, closes)
         m, n = acc.shape
         blocks = max(1, min(FOLD_MAX_BLOCKS, -(-(m * n) // FOLD_THREADS)))
@@ -164,4 +184,11 @@ class CudaOps:
              i32(count), i32(d0), np.uint64(mask), i32(alpha), acc, i64(acc.strides[0] // acc.itemsize),
              comp if comp is not None else acc, open_ if open_ is not None else acc, erow, ecol, i64(m), i64(n),
              i32(flags), A, i64(A.strides[0] // it), i64(A.strides[1] // it), B, i64(B.strides[0] // it),
-             i64(B.strides[1] // it), i64(A.shape[1])))
+             i64(B.strides[1] // it), i64(A.shape[1]), dst, i64(dst.strides[0] // dst.itemsize),
+             limit if limit is not None else i64(0), i32(most)))
+
+    def branch(self, word: Any, diagonal: int, most: int, handle: Any) -> None:
+        """Launch the kernel that sets IF node ``handle``: whether ``diagonal`` is among those of the count in
+        the verdict ``word``, a count of at most ``most`` (:mod:`gpu.ozaki.deferred`)."""
+        branch_module().get_function("ozaki_branch")((1,), (1,), (word, np.uint64(handle), np.int32(diagonal),
+                                                                  np.int32(most)))

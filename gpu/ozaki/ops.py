@@ -41,6 +41,8 @@ BLOCK_ENTRIES = 2**24
 BAD = -(2**20)
 #: The verdict's binade field: its offset, and the value that means an infinite ratio.
 SPREAD_OFFSET, SPREAD_INF = 2**22, 2**22 - 1
+#: The verdict's slice-count field.
+COUNT_MASK = 127
 #: Most buffers one fold launch adds (the closing flags travel as one 64-bit mask).
 MAX_FOLD = 64
 
@@ -58,7 +60,12 @@ def encode_verdict(slices: int, bad: bool, ratio: float | None) -> int:
 def decode(word: int) -> tuple[int, bool, float | None]:
     """(slices, whether a line holds NaN or infinity, log2 of the ratio: None for infinite) of a verdict."""
     spread = (word >> 8) - SPREAD_OFFSET
-    return word & 127, bool(word >> 7 & 1), None if spread == SPREAD_INF else float(spread)
+    return word & COUNT_MASK, bool(word >> 7 & 1), None if spread == SPREAD_INF else float(spread)
+
+
+def _count(word: np.ndarray) -> int:
+    """The slice count of a verdict word held in an array."""
+    return int(word[0]) & COUNT_MASK
 
 
 def batch_scales(diagonals: list[int], closes: list[bool]) -> tuple[int, int]:
@@ -166,23 +173,38 @@ class HostOps:
         return np.array([best], dtype=np.float64)
 
     def verdict(self, ratio: np.ndarray | None, erow: np.ndarray, ecol: np.ndarray, alpha: int, budget: float,
-                fmt: Any) -> np.ndarray:
-        """The verdict word (see the module) as a 1-element int32 array."""
+                fmt: Any, out: np.ndarray | None = None) -> np.ndarray:
+        """The verdict word (see the module) as a 1-element int32 array (``out`` where given)."""
         bad = bool((erow == BAD).any() or (ecol == BAD).any())
         slices, value = 0, None
         if ratio is not None:
             value = float(ratio[0])
             slices = next((s for s in range(1, MAX_SLICES + 1)
                            if (s + 1) * 2.0 ** (-alpha * s) * value * (1 + 2.0**-40) <= budget), 0)
-        return np.array([encode_verdict(slices, bad, value)], dtype=np.int32)
+        word = np.array([encode_verdict(slices, bad, value)], dtype=np.int32)
+        if out is None:
+            return word
+        out[...] = word
+        return out
+
+    @staticmethod
+    def branch(word: np.ndarray, diagonal: int, most: int, handle: Any) -> bool:
+        """Whether ``diagonal`` is among those of the count in ``word``, a count of at most ``most`` (the
+        condition the device's ``ozaki_branch`` sets; ``handle`` is unused)."""
+        return 1 <= _count(word) <= most and diagonal <= _count(word) + 1
 
     def split(self, X: np.ndarray, exps: np.ndarray, p: OzakiPlan, rows_pad: int, layout: dict[str, int],
-              overwrite: bool, out: np.ndarray, other: np.ndarray | None = None) -> np.ndarray:
+              overwrite: bool, out: np.ndarray, other: np.ndarray | None = None,
+              limit: np.ndarray | None = None) -> np.ndarray:
         """X's rows as concatenated slices into ``out`` (rows_pad x positions*ldk; see
         :func:`gpu.ozaki.slicing.slice_layout`); with ``overwrite`` X itself holds the scaled remainders (no
         float64 copy), unless a line of X or of the other operand (exponents ``other``) is BAD: the fold then
-        reads both operands."""
+        reads both operands. ``limit``: a verdict word whose count caps the digits written (0 where it is 0 or
+        above the layout's)."""
         fmt, rows, cols = p.format, *X.shape
+        digits = layout["digits"]
+        if limit is not None:
+            digits = _count(limit) if 1 <= _count(limit) <= digits else 0
         out[...] = 0
 
         def put(pos: int, values: np.ndarray) -> None:
@@ -198,7 +220,7 @@ class HostOps:
             if j >= layout["tail_from"]:
                 put(layout["tail_first"] + (j - layout["tail_from"]) * layout["tail_step"],
                     round_significant(np, x * radix, fmt.bits, fmt.tiny))
-            if j <= layout["digits"]:
+            if j <= digits:
                 x *= radix
                 np.trunc(x, out=digit)
                 x -= digit
@@ -207,11 +229,14 @@ class HostOps:
 
     def fold(self, buffers: np.ndarray, count: int, diagonals: list[int], closes: list[bool], alpha: int,
              acc: np.ndarray, comp: np.ndarray | None, open_: np.ndarray | None, erow: np.ndarray,
-             ecol: np.ndarray, flags: int, A: np.ndarray, B: np.ndarray, fmt: Any) -> None:
+             ecol: np.ndarray, flags: int, A: np.ndarray, B: np.ndarray, fmt: Any, dst: np.ndarray | None = None,
+             limit: np.ndarray | None = None, most: int = 0) -> None:
         """Add ``buffers[:count]`` (each m x n_pad) into acc (m x n) in the fixed order of :mod:`gpu.ozaki`: acc
         and ``comp`` hold the compensated sum between launches; the last launch writes ldexp(acc + comp,
-        e_i + f_j), and the library GEMM's entries in the rows and columns marked BAD."""
+        e_i + f_j) into ``dst`` (default ``acc``), and the library GEMM's entries in the rows and columns marked
+        BAD, or everywhere where the verdict word ``limit`` has a count of 0 or above ``most``."""
         batch_scales(diagonals, closes)
+        dst = acc if dst is None else dst
         m, n = acc.shape
         hi = acc.copy() if flags & LOAD_ACC else np.zeros((m, n))
         lo = comp.copy() if flags & LOAD_ACC else np.zeros((m, n))
@@ -225,12 +250,15 @@ class HostOps:
             open_[...] = d
         if flags & FINALIZE:
             with np.errstate(over="ignore", invalid="ignore"):  # an overflowing product is +-inf, as A @ B gives
-                np.ldexp(hi + lo, erow[:, None] + ecol[None, :], out=acc)
+                if limit is not None and not 1 <= _count(limit) <= most:
+                    np.matmul(A, B, out=dst)
+                    return
+                np.ldexp(hi + lo, erow[:, None] + ecol[None, :], out=dst)
                 rows, cols = np.flatnonzero(erow == BAD), np.flatnonzero(ecol == BAD)
                 if rows.size:
-                    acc[rows] = A[rows] @ B
+                    dst[rows] = A[rows] @ B
                 if cols.size:
-                    acc[:, cols] = A @ B[:, cols]
+                    dst[:, cols] = A @ B[:, cols]
         else:
             acc[...], comp[...] = hi, lo
 

@@ -72,8 +72,11 @@ def test_a_target_out_of_reach_is_refused_before_any_product(fmt):
     A, B = np.array([[1.0, 2.0**-700]]), np.array([[2.0**-700], [2.0**700]])
     out = np.full((1, 1), 7.0)
     with pytest.raises(ValueError, match=r"cannot meet target 'dgemm' with at most 64 slices .*pass slices="):
-        ozaki.matmul(A, B, slice_format=fmt, out=out, backend="numpy")
+        ozaki.matmul(A, B, slice_format=fmt, out=out, verdict="host", backend="numpy")
     assert out[0, 0] == 7.0
+    plan = ozaki.Plan(A, B, options={"slice_format": fmt}, backend="numpy")      # the device verdict: no refusal
+    np.testing.assert_array_equal(plan.execute(A, B), A @ B)
+    assert plan.last_verdict()["slices"] == 0 and plan.last_verdict()["ieee"]
     with pytest.raises(ValueError, match="cannot meet target 'sgemm'"):
         ozaki.configure(A, B, target="sgemm", slice_format=fmt, backend="numpy")
 
@@ -174,7 +177,7 @@ def test_slice_ratio_bounds_the_exact_ratio_tightly(ab, fmt):
 def test_target_is_met_or_refused_only_when_out_of_reach(ab, fmt, target):
     A, B = ab
     try:
-        C = ozaki.matmul(A, B, target=target, slice_format=fmt, backend="numpy")
+        C = ozaki.matmul(A, B, target=target, slice_format=fmt, verdict="host", backend="numpy")
     except ValueError as exc:
         assert "cannot meet target" in str(exc)
         alpha = ozaki.choose_alpha(ozaki.FORMATS[fmt], A.shape[1])[0]
@@ -331,4 +334,6 @@ def test_gpu_target_chooses_numpys_slices_and_meets_the_bound(fmt, cupy_backend)
         assert excess(C, A, B, "dgemm") <= 1
     far = cupy_backend.asarray(np.array([[1.0, 2.0**-700]])), cupy_backend.asarray(np.array([[2.0**-700], [2.0**700]]))
     with pytest.raises(ValueError, match="cannot meet target 'dgemm'"):
-        ozaki.matmul(*far, slice_format=fmt, backend=cupy_backend)
+        ozaki.matmul(*far, slice_format=fmt, verdict="host", backend=cupy_backend)
+    C = ozaki.matmul(*far, slice_format=fmt, backend=cupy_backend)                # the device verdict: IEEE
+    assert cupy_backend.to_numpy(C)[0, 0] == 1.0

@@ -169,6 +169,7 @@ def test_every_cuda_module_compiles(tmp_path):
     sources = {f"core_{s}": cuda_sources.core_source(s, b) for s, b in
                (("int8", "int32"), ("float32", "float32"), ("float16", "float32"), ("uint16", "float32"))}
     sources |= {f"bound_{s}": cuda_sources.bound_source(s) for s in ("float32", "uint16")}
+    sources["branch"] = cuda_sources.branch_source()
     for name, text in sources.items():
         (tmp_path / f"{name}.cu").write_text(text)
         done = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-ptx", f"{name}.cu", "-o", f"{name}.ptx"],
@@ -179,14 +180,16 @@ def test_every_cuda_module_compiles(tmp_path):
 # --------------------------------------------------------------------------- GPU
 
 @pytest.mark.gpu
-def test_gpu_a_call_with_slices_does_not_wait_for_the_device(cupy_backend):
+@pytest.mark.parametrize("options", [{"slices": 6, "slice_format": "int8"}, {"slice_format": "int8"}, {}])
+def test_gpu_a_call_with_slices_or_its_defaults_does_not_wait_for_the_device(options, cupy_backend):
+    """``slices=`` needs no count; the defaults (``target="dgemm"``, ``verdict="device"``) decide it on the
+    device, and their first call of a workspace captures a graph: no call waits."""
     from tests.gpu.busy import busy
 
     cp = cupy_backend.xp
     A, B = (cp.asarray(x) for x in phi_pair(256, 256, 256))
-    plan = ozaki.Plan(A, B, options={"slices": 6, "slice_format": "int8"}, backend=cupy_backend)
-    calls = (lambda: ozaki.matmul(A, B, slices=6, slice_format="int8", backend=cupy_backend),
-             lambda: plan.execute(A, B))
+    plan = ozaki.Plan(A, B, options=options, backend=cupy_backend)
+    calls = (lambda: ozaki.matmul(A, B, backend=cupy_backend, **options), lambda: plan.execute(A, B))
     for call in calls:
         call()
         cp.cuda.get_current_stream().synchronize()
@@ -202,19 +205,19 @@ def test_gpu_a_call_with_slices_does_not_wait_for_the_device(cupy_backend):
         assert took < 2 * idle + 1e-3, (f"the call took {took * 1e3:.2f} ms behind a 200 ms kernel, "
                                         f"{idle * 1e3:.2f} ms on an idle stream: it waited")
         cp.cuda.get_current_stream().synchronize()
-        np.testing.assert_array_equal(cp.asnumpy(C), ozaki.matmul(cp.asnumpy(A), cp.asnumpy(B), slices=6,
-                                                                  slice_format="int8", backend="numpy"))
+        np.testing.assert_array_equal(cp.asnumpy(C), ozaki.matmul(cp.asnumpy(A), cp.asnumpy(B), backend="numpy",
+                                                                  **options))
 
 
 @pytest.mark.gpu
-def test_gpu_a_target_call_reads_back_one_word_and_waits_nowhere_else(cupy_backend, monkeypatch):
-    """The verdict read is entered before the busy kernel ends (no earlier wait), it waits for it, and once it
-    has returned a second busy kernel is still running when the call returns (no later wait)."""
+def test_gpu_a_host_verdict_call_reads_back_one_word_and_waits_nowhere_else(cupy_backend, monkeypatch):
+    """``verdict="host"``: the read is entered before the busy kernel ends (no earlier wait), it waits for it,
+    and once it has returned a second busy kernel is still running when the call returns (no later wait)."""
     from tests.gpu.busy import busy
 
     cp = cupy_backend.xp
     A, B = (cp.asarray(x) for x in phi_pair(256, 256, 256))
-    ozaki.matmul(A, B, slice_format="int8", backend=cupy_backend)
+    ozaki.matmul(A, B, slice_format="int8", verdict="host", backend=cupy_backend)
     cp.cuda.get_current_stream().synchronize()
     reads, real = [], execution.read_verdict
 
@@ -228,7 +231,7 @@ def test_gpu_a_target_call_reads_back_one_word_and_waits_nowhere_else(cupy_backe
     monkeypatch.setattr(execution, "read_verdict", counted)
     busy(200)
     start = time.perf_counter()
-    ozaki.matmul(A, B, slice_format="int8", backend=cupy_backend)
+    ozaki.matmul(A, B, slice_format="int8", verdict="host", backend=cupy_backend)
     end = time.perf_counter()
     assert len(reads) == 1 and reads[0][2] == 4
     entered, left, _ = reads[0]

@@ -1,0 +1,196 @@
+"""``target=`` calls whose slice count the device decides, so that the host never waits (``verdict="device"``).
+
+The count that meets a target depends on the data, and the host launches the slice products. Read back, the
+count costs a wait for all the work queued before it (the call's host time becomes its device time). Instead a
+plan holds room for up to ``max_slices`` slices (:data:`MAX_SLICES_DEFAULT`, or fewer where half the free memory
+holds fewer) and keeps one **schedule** (:class:`Schedule`, plain data) for that many: per diagonal, largest
+first, its GEMM calls and fold launches. A count c needs exactly the diagonals 2..c+1 of it, in the same order,
+because digit j of an entry does not depend on how many digits are kept, and every diagonal starts at the same
+place of the operands' slices whatever the count (``top`` = the most slices).
+
+Each call, on the stream, with no read back:
+
+1. the exponents, the bound and the verdict word (:mod:`gpu.ozaki.bound`) into the plan's workspace;
+2. the slicing of A and B, which writes only the count's digits (the kernels read the word);
+3. one CUDA graph (:mod:`gpu.backend.conditional`), captured once per workspace: the accumulators zeroed, then
+   per diagonal from the largest an IF node whose condition a one-thread kernel sets from the word, around
+   the diagonal's GEMMs and folds; diagonal 2 runs always;
+4. the last fold, which writes C.
+
+The fold's arithmetic and order are those of the host-verdict call, so C is bitwise the same (each launch adds
+to accumulators that start at zero, which is what a first launch does).
+
+**Counts the schedule does not hold.** Where the data need more than the plan's most slices, or where no count
+up to 64 reaches the target, the last fold writes every entry as the IEEE dot product, as the library GEMM
+computes it (like cuBLAS's emulation, which falls back to native FP64 where its inputs need too many bits):
+never a silently less accurate Ozaki result. :meth:`gpu.ozaki.Plan.last_verdict` says afterwards which one a
+call took, and ``verdict="host"`` refuses those data instead, before any product, at the cost of the read.
+
+On NumPy the same schedule runs, with each condition computed on the host (:class:`HostBranches`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..backend import Array, Backend
+from ..backend.conditional import HostBranches, available, capturer
+from ..backend.memo import LRU
+from .common import _tiles
+from .ops import FINALIZE, LOAD_ACC, LOAD_OPEN, STORE_OPEN, ops
+from .plan import MAX_SLICES, Chunk, OzakiPlan, WorkspaceError, _chunks, _round_up, choose_alpha, plan
+
+#: Share of the free memory a plan's workspace may take when it chooses its most slices.
+MEMORY_SHARE = 0.5
+#: Most GEMM calls a plan's graph holds when it chooses its most slices (each costs the first call's capture
+#: some microseconds of host time): 64 slices of int8 or k <= 1040 float32, 45 of float32 at k = 2048.
+MAX_GEMM_CALLS = 4096
+#: Graphs one plan keeps, one per workspace block (a plan that takes its workspace from the pool mostly gets
+#: the same block back call after call).
+MAX_GRAPHS = 4
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One fold launch and the GEMM calls before it."""
+
+    chunks: tuple[Chunk, ...]
+    flags: int
+
+    @property
+    def diagonals(self) -> list[int]:
+        return [c.diagonal for c in self.chunks]
+
+    @property
+    def closes(self) -> list[bool]:
+        return [c.closes for c in self.chunks]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The work of up to ``plan.slices`` slices: per diagonal (largest first) its batches; the last batch of
+    diagonal 2 finalizes."""
+
+    plan: OzakiPlan
+    steps: tuple[tuple[int, tuple[Batch, ...]], ...]
+
+    @property
+    def most(self) -> int:
+        return self.plan.slices
+
+
+def schedule(p: OzakiPlan) -> Schedule:
+    """The schedule of ``p``: each diagonal's chunks in runs of at most ``p.held``, every launch adding to the
+    accumulators (zeroed first), a diagonal cut over launches carried by the open buffer."""
+    by_diagonal: dict[int, list[Chunk]] = {}
+    for c in p.chunks:
+        by_diagonal.setdefault(c.diagonal, []).append(c)
+    steps = []
+    for d, chunks in by_diagonal.items():
+        runs = [tuple(chunks[i:i + p.held]) for i in range(0, len(chunks), p.held)]
+        batches = tuple(Batch(run, LOAD_ACC | (LOAD_OPEN if i else 0) | (0 if run[-1].closes else STORE_OPEN)
+                              | (FINALIZE if d == 2 and i == len(runs) - 1 else 0))
+                        for i, run in enumerate(runs))
+        steps.append((d, batches))
+    return Schedule(p, tuple(steps))
+
+
+def most_slices(m: int, k: int, n: int, fmt: Any, k_block: int | None, free: int,
+                cap: int | None = None) -> OzakiPlan:
+    """The plan of the most slices, at most ``cap`` (None: :data:`MAX_SLICES`, and at most
+    :data:`MAX_GEMM_CALLS` GEMM calls), whose workspace fits in :data:`MEMORY_SHARE` of ``free`` beside the
+    three m x n float64 accumulators; WorkspaceError where not even one slice fits."""
+    budget = max(int(MEMORY_SHARE * free) - 3 * 8 * m * n, 0)
+    for s in range(cap or MAX_SLICES, 0, -1):
+        if cap is None and s > 1 and len(_chunks(s, _round_up(k), choose_alpha(fmt, k, k_block)[1])) > MAX_GEMM_CALLS:
+            continue
+        try:
+            return plan(m, k, n, s, fmt.name, k_block=k_block, memory=budget)
+        except WorkspaceError:
+            continue
+    raise WorkspaceError(f"not even one slice of a {m} x {k} x {n} Ozaki product fits in half the free memory "
+                         f"beside its accumulators; pass slices= and verdict='host', or split the product into "
+                         f"blocks of rows")
+
+
+class DeviceVerdict:
+    """A plan's device-verdict execution (see the module): its schedule, its layout and its graphs."""
+
+    def __init__(self, owner: Any, layout_type: Any, cap: int | None) -> None:
+        be: Backend = owner.backend
+        m, k, n = owner.shape
+        self.owner, self.backend, self.family = owner, be, ops(be)
+        free = be.memory_info()[0]
+        self.schedule = schedule(most_slices(m, k, n, owner.format, owner.options.k_block, free, cap))
+        self.layout = layout_type(self.schedule.plan, deferred=True)
+        self.capturer = capturer(be) if available(be) else None
+        self.graphs = LRU(MAX_GRAPHS)
+        if self.capturer is not None:
+            self.family.prepare_branch()
+            be.xp.zeros((2, 2)).fill(0.0)            # compiles the fill kernel outside any capture
+
+    @property
+    def most(self) -> int:
+        return self.schedule.most
+
+    def run(self, A: Array, B: Array, C: Array, erow: Array, ecol: Array, ratio: Array, work: dict[str, Array],
+            phases: Any, phase: Any) -> Array:
+        """Steps 1-4 of the module for operands of the owner's signature (``ratio``: the bound's, on the
+        device); ``work``: a workspace of :attr:`layout`."""
+        owner, family, p = self.owner, self.family, self.schedule.plan
+        word = work["word"]
+        with phase(self.backend, phases, "split"):
+            family.verdict(ratio, erow, ecol, owner.alpha, owner.budget, p.format, out=word)
+            family.split(A, erow, p, p.m, self.layout.a_layout, False, work["a"], ecol, limit=word)
+            family.split(B.T, ecol, p, p.n_pad, self.layout.b_layout, False, work["b"], erow, limit=word)
+        with phase(self.backend, phases, "gemm"):
+            self._graph(work)
+        with phase(self.backend, phases, "sum"):
+            last = self.schedule.steps[-1][1][-1]
+            family.fold(work["buffers"], len(last.chunks), last.diagonals, last.closes, p.alpha, work["acc"],
+                        work["comp"], work["open"], erow, ecol, last.flags, A, B, p.format, dst=C, limit=word,
+                        most=self.most)
+        return word.copy()
+
+    def _graph(self, work: dict[str, Array]) -> None:
+        """The schedule up to the last fold: replayed from the workspace's graph, captured on its first call
+        (CuPy), or run with host conditions (NumPy)."""
+        if self.capturer is None:
+            self._build(HostBranches, work)
+            return
+        key = self.backend.pointer(work["a"])
+        graph = self.graphs.get(key)
+        if graph is None:
+            graph = self.graphs[key] = self.capturer.capture(lambda branches: self._build(branches, work))
+        graph.launch(self.backend.current_stream())
+
+    def _build(self, branches: Any, work: dict[str, Array]) -> None:
+        """Zero the accumulators, then each diagonal's work, under its condition but for diagonal 2."""
+        work["acc"].fill(0.0)
+        work["comp"].fill(0.0)
+        word = work["word"]
+        for d, batches in self.schedule.steps:
+            if d == 2:
+                self._diagonal(batches, work, last=True)
+            else:
+                branches.only_if(lambda handle, d=d: self.family.branch(word, d, self.most, handle),
+                                 lambda batches=batches: self._diagonal(batches, work))
+
+    def _diagonal(self, batches: tuple[Batch, ...], work: dict[str, Array], last: bool = False) -> None:
+        """A diagonal's GEMM calls and folds (with ``last``, all but the finalizing fold)."""
+        p, be = self.schedule.plan, self.backend
+        a_cat, b_cat, buffers, acc = work["a"], work["b"], work["buffers"], work["acc"]
+        tiles = _tiles(p.m, p.n_pad, p.format.tile)
+        for i, batch in enumerate(batches):
+            for slot, c in enumerate(batch.chunks):
+                a, b = a_cat[:, c.a_start:c.a_start + c.length], b_cat[:, c.b_start:c.b_start + c.length]
+                for rows, cols in tiles:
+                    be.gemm_ex(a[rows], b[cols].T, buffers[slot, rows, cols], recipe=p.format.recipe)
+            if last and i == len(batches) - 1:
+                return
+            self.family.fold(buffers, len(batch.chunks), batch.diagonals, batch.closes, p.alpha, acc, work["comp"],
+                             work["open"], work["word"], work["word"], batch.flags, acc, acc, p.format)
+
+
+__all__ = ["MAX_GEMM_CALLS", "Batch", "DeviceVerdict", "Schedule", "most_slices", "schedule"]

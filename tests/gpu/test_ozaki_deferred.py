@@ -1,0 +1,167 @@
+"""The device verdict of ``target=`` calls (:mod:`gpu.ozaki.deferred`): the schedule holds every count's work
+in the host-verdict order, the result is bitwise the host verdict's, counts beyond the schedule give the IEEE
+product, and on the GPU the call waits for nothing."""
+
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from accuracy.generate import phi_matrix
+from gpu import ozaki
+from gpu.ozaki import deferred
+from gpu.ozaki.ops import FINALIZE, LOAD_ACC, LOAD_OPEN, STORE_OPEN, HostOps, encode_verdict
+from gpu.ozaki.plan import WorkspaceError, plan
+
+
+def phi_pair(m, k, n, phi=1.0, seed=1):
+    return phi_matrix(m, k, phi, (seed, 0)), phi_matrix(k, n, phi, (seed, 1))
+
+
+@pytest.mark.parametrize("fmt,k,slices,held", [("fp32", 2000, 7, 3), ("int8", 300, 12, 8), ("bf16", 5000, 5, 1)])
+def test_the_schedule_is_the_plans_chunks_by_diagonal_in_runs_of_the_held_buffers(fmt, k, slices, held):
+    p = plan(64, k, 64, slices, fmt)
+    p = type(p)(**{**p.__dict__, "held": held})
+    steps = deferred.schedule(p).steps
+    assert [d for d, _ in steps] == list(range(slices + 1, 1, -1))
+    assert [c for _, batches in steps for b in batches for c in b.chunks] == list(p.chunks)
+    for d, batches in steps:
+        assert all(len(b.chunks) <= held and {c.diagonal for c in b.chunks} == {d} for b in batches)
+        for i, b in enumerate(batches):
+            assert b.flags & LOAD_ACC
+            assert bool(b.flags & LOAD_OPEN) == (i > 0)
+            assert bool(b.flags & STORE_OPEN) == (not b.chunks[-1].closes)
+            assert bool(b.flags & FINALIZE) == (d == 2 and i == len(batches) - 1)
+
+
+def test_most_slices_shrinks_to_the_memory_and_refuses_where_none_fits():
+    fmt = ozaki.FORMATS["fp32"]
+    assert deferred.most_slices(64, 64, 64, fmt, None, 2**40).slices == 64
+    assert deferred.most_slices(64, 64, 64, fmt, None, 2**40, cap=9).slices == 9
+    small = deferred.most_slices(512, 512, 512, fmt, None, 60 * 2**20)
+    assert 1 <= small.slices < 64 and small.workspace_bytes <= 30 * 2**20
+    with pytest.raises(WorkspaceError, match="not even one slice"):
+        deferred.most_slices(512, 512, 512, fmt, None, 2**20)
+
+
+def test_the_graph_holds_at_most_its_gemm_calls():
+    p = deferred.most_slices(256, 8192, 256, ozaki.FORMATS["fp32"], None, 2**40)
+    assert len(p.chunks) <= deferred.MAX_GEMM_CALLS < len(plan(256, 8192, 256, p.slices + 1, "fp32").chunks)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31), shape=st.tuples(st.integers(1, 40), st.integers(1, 90), st.integers(1, 40)),
+       phi=st.sampled_from([0.5, 2.0, 6.0]), fmt=st.sampled_from(["fp32", "int8", "bf16"]),
+       target=st.sampled_from(["dgemm", "sgemm", 1e-12]), cap=st.sampled_from([None, 3, 9]))
+def test_the_device_verdict_gives_the_host_verdicts_bits_or_the_ieee_product(seed, shape, phi, fmt, target, cap):
+    m, k, n = shape
+    A, B = phi_pair(m, k, n, phi, seed)
+    options = {"slice_format": fmt, "target": target, "max_slices": cap}
+    device = ozaki.Plan(A, B, options=options, backend="numpy", hold=False)
+    C = device.execute(A, B)
+    verdict = device.last_verdict()
+    if verdict["ieee"]:
+        np.testing.assert_array_equal(C, A @ B)
+        assert verdict["slices"] == 0 or verdict["slices"] > device.max_slices
+        return
+    host = ozaki.Plan(A, B, options={**options, "verdict": "host"}, backend="numpy")
+    np.testing.assert_array_equal(C, host.execute(A, B))
+    assert host.last_verdict() == {**verdict, "ieee": False} and host.max_slices is None
+
+
+def test_a_count_above_the_schedule_gives_the_ieee_product_and_says_so():
+    A, B = phi_pair(30, 50, 20, 1.0)
+    out = np.full((30, 20), 7.0)
+    plan_ = ozaki.Plan(A, B, out=out, options={"max_slices": 2}, backend="numpy")
+    assert plan_.last_verdict() is None and plan_.max_slices == 2
+    assert plan_.execute(A, B, out) is out
+    np.testing.assert_array_equal(out, A @ B)
+    assert plan_.last_verdict()["ieee"] and plan_.last_verdict()["slices"] > 2
+
+
+def test_nan_and_infinity_keep_the_library_pattern_under_the_device_verdict():
+    A, B = phi_pair(12, 9, 7, 2.0)
+    A[3, 1], B[2, 5] = np.nan, np.inf
+    C = ozaki.matmul(A, B, backend="numpy")
+    with np.errstate(invalid="ignore"):
+        R = A @ B
+    np.testing.assert_array_equal(np.isnan(C), np.isnan(R))
+    np.testing.assert_array_equal(np.isinf(C), np.isinf(R))
+    host = ozaki.matmul(A, B, verdict="host", backend="numpy")
+    np.testing.assert_array_equal(C, host)
+
+
+def test_the_split_writes_only_the_words_count_of_digits():
+    A = phi_matrix(8, 16, 1.0, (3, 0))
+    p = plan(8, 16, 8, 6, "fp32")
+    from gpu.ozaki.slicing import slice_layout
+
+    exps = np.frexp(np.abs(A).max(axis=1))[1].astype(np.int32)
+    full, part = (np.full((8, 6 * p.ldk), -1.0, np.float32) for _ in range(2))
+    HostOps(None).split(A, exps, p, 8, slice_layout(p, False), False, full)
+    HostOps(None).split(A, exps, p, 8, slice_layout(p, False), False, part,
+                        limit=np.array([encode_verdict(4, False, 1.0)], np.int32))
+    np.testing.assert_array_equal(part[:, :4 * p.ldk], full[:, :4 * p.ldk])
+    assert (part[:, 4 * p.ldk:] == 0).all()                 # the rest is never read; NumPy zero-fills it
+
+
+@pytest.mark.parametrize("bad", [{"verdict": "later"}, {"max_slices": 0}, {"max_slices": 65}])
+def test_bad_verdict_options_are_refused(bad):
+    A, B = phi_pair(4, 4, 4)
+    with pytest.raises(ValueError, match="verdict|max_slices"):
+        ozaki.matmul(A, B, backend="numpy", **bad)
+
+
+# --------------------------------------------------------------------------- GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", ["fp32", "int8", "bf16"])
+def test_gpu_device_verdict_gives_numpys_bits_at_every_count(fmt, cupy_backend):
+    """phi 0.5 to 6 take different counts; a workspace's graph serves every count."""
+    cp = cupy_backend.xp
+    plan_ = None
+    for phi in (0.5, 2.0, 6.0):
+        A, B = phi_pair(150, 700, 90, phi, 5)
+        a, b = cp.asarray(A), cp.asarray(B)
+        plan_ = plan_ or ozaki.Plan(a, b, options={"slice_format": fmt}, backend=cupy_backend)
+        C = cp.asnumpy(plan_.execute(a, b))
+        want = ozaki.Plan(A, B, options={"slice_format": fmt}, backend="numpy")
+        np.testing.assert_array_equal(C, want.execute(A, B))
+        assert plan_.last_verdict() == want.last_verdict() and not plan_.last_verdict()["ieee"]
+    assert len(plan_._deferred.graphs) == 1
+
+
+@pytest.mark.gpu
+def test_gpu_counts_beyond_the_schedule_give_the_ieee_product(cupy_backend):
+    cp = cupy_backend.xp
+    A, B = phi_pair(100, 300, 80, 1.0, 7)
+    a, b = cp.asarray(A), cp.asarray(B)
+    plan_ = ozaki.Plan(a, b, options={"max_slices": 3}, backend=cupy_backend)
+    C = cp.asnumpy(plan_.execute(a, b))
+    assert plan_.last_verdict()["ieee"]
+    np.testing.assert_allclose(C, A @ B, rtol=300 * 2.0**-53, atol=1e-300)
+    far = cp.asarray(np.array([[1.0, 2.0**-700]])), cp.asarray(np.array([[2.0**-700], [2.0**700]]))
+    assert cp.asnumpy(ozaki.matmul(*far, backend=cupy_backend))[0, 0] == 1.0
+
+
+@pytest.mark.gpu
+def test_gpu_a_device_verdict_call_returns_while_the_stream_is_busy(cupy_backend):
+    """Behind a 200 ms kernel, a call with a new workspace address set (the graph's capture) and a repeat both
+    return at once."""
+    from tests.gpu.busy import busy
+
+    cp = cupy_backend.xp
+    A, B = (cp.asarray(x) for x in phi_pair(512, 512, 512, 1.0, 2))
+    plan_ = ozaki.Plan(A, B, backend=cupy_backend)
+    busy(1)
+    cp.cuda.get_current_stream().synchronize()
+    for _ in range(2):
+        busy(200)
+        start = time.perf_counter()
+        plan_.execute(A, B)
+        took = time.perf_counter() - start
+        assert not cp.cuda.get_current_stream().done and took < 0.15, f"the call took {took * 1e3:.1f} ms"
+        cp.cuda.get_current_stream().synchronize()
