@@ -39,13 +39,13 @@ from ..backend.conditional import HostBranches, available, capturer
 from ..backend.memo import LRU
 from .common import _tiles
 from .ops import FINALIZE, LOAD_ACC, LOAD_OPEN, STORE_OPEN, ops
-from .plan import MAX_SLICES, Chunk, OzakiPlan, WorkspaceError, _chunks, _round_up, choose_alpha, plan
+from .plan import MAX_SLICES, Chunk, OzakiPlan, WorkspaceError, _round_up, choose_alpha, plan
 
 #: Share of the free memory a plan's workspace may take when it chooses its most slices.
 MEMORY_SHARE = 0.5
 #: Most GEMM calls a plan's graph holds when it chooses its most slices (each costs the first call's capture
-#: some microseconds of host time): 64 slices of int8 or k <= 1040 float32, 45 of float32 at k = 2048.
-MAX_GEMM_CALLS = 4096
+#: 75 us of host time on an H200's host): 64 slices of int8, 44 of float32 at k <= 1040, 31 at k = 2048.
+MAX_GEMM_CALLS = 2048
 #: Graphs one plan keeps, one per workspace block (a plan that takes its workspace from the pool mostly gets
 #: the same block back call after call).
 MAX_GRAPHS = 4
@@ -96,22 +96,40 @@ def schedule(p: OzakiPlan) -> Schedule:
     return Schedule(p, tuple(steps))
 
 
+def gemm_calls(slices: int, ldk: int, k_block: int) -> int:
+    """How many GEMM calls :func:`gpu.ozaki.plan.plan` makes for ``slices`` slices (its diagonal d, of d - 1
+    slice pairs, cut into near-equal calls of at most ``k_block`` terms), without making them."""
+    total = 0
+    for d in range(2, slices + 2):
+        length = (d - 1) * ldk
+        size = _round_up(-(-length // -(-length // k_block)))
+        total += -(-length // size)
+    return total
+
+
 def most_slices(m: int, k: int, n: int, fmt: Any, k_block: int | None, free: int,
                 cap: int | None = None) -> OzakiPlan:
     """The plan of the most slices, at most ``cap`` (None: :data:`MAX_SLICES`, and at most
     :data:`MAX_GEMM_CALLS` GEMM calls), whose workspace fits in :data:`MEMORY_SHARE` of ``free`` beside the
     three m x n float64 accumulators; WorkspaceError where not even one slice fits."""
     budget = max(int(MEMORY_SHARE * free) - 3 * 8 * m * n, 0)
-    for s in range(cap or MAX_SLICES, 0, -1):
-        if cap is None and s > 1 and len(_chunks(s, _round_up(k), choose_alpha(fmt, k, k_block)[1])) > MAX_GEMM_CALLS:
-            continue
+    top = cap or MAX_SLICES
+    if cap is None:
+        block, ldk = choose_alpha(fmt, k, k_block)[1], _round_up(max(k, 1))
+        while top > 1 and gemm_calls(top, ldk, block) > MAX_GEMM_CALLS:
+            top -= 1
+    low, best = 1, None                                    # the workspace grows with the count: bisect it
+    while low <= top:
+        mid = (low + top) // 2
         try:
-            return plan(m, k, n, s, fmt.name, k_block=k_block, memory=budget)
+            best, low = plan(m, k, n, mid, fmt.name, k_block=k_block, memory=budget), mid + 1
         except WorkspaceError:
-            continue
-    raise WorkspaceError(f"not even one slice of a {m} x {k} x {n} Ozaki product fits in half the free memory "
-                         f"beside its accumulators; pass slices= and verdict='host', or split the product into "
-                         f"blocks of rows")
+            top = mid - 1
+    if best is None:
+        raise WorkspaceError(f"not even one slice of a {m} x {k} x {n} Ozaki product fits in half the free "
+                             f"memory beside its accumulators; pass slices= and verdict='host', or split the "
+                             f"product into blocks of rows")
+    return best
 
 
 class DeviceVerdict:
@@ -153,17 +171,28 @@ class DeviceVerdict:
                         most=self.most)
         return word.copy()
 
-    def _graph(self, work: dict[str, Array]) -> None:
-        """The schedule up to the last fold: replayed from the workspace's graph, captured on its first call
-        (CuPy), or run with host conditions (NumPy)."""
+    def ready(self, work: dict[str, Array]) -> Any:
+        """The graph of workspace ``work`` (CuPy; None on NumPy), captured and instantiated now if it was not:
+        the capture waits for the device (CUDA allocates the IF nodes' conditions and the graph), so a plan that
+        holds its workspace makes it when it is built, and its calls never wait."""
         if self.capturer is None:
-            self._build(HostBranches, work)
-            return
+            return None
         key = self.backend.pointer(work["a"])
         graph = self.graphs.get(key)
         if graph is None:
-            graph = self.graphs[key] = self.capturer.capture(lambda branches: self._build(branches, work))
-        graph.launch(self.backend.current_stream())
+            graph = self.capturer.capture(lambda branches: self._build(branches, work))
+            graph.upload(self.backend.current_stream())
+            self.graphs[key] = graph
+        return graph
+
+    def _graph(self, work: dict[str, Array]) -> None:
+        """The schedule up to the last fold: replayed from the workspace's graph (CuPy), or run with host
+        conditions (NumPy)."""
+        graph = self.ready(work)
+        if graph is None:
+            self._build(HostBranches, work)
+        else:
+            graph.launch(self.backend.current_stream())
 
     def _build(self, branches: Any, work: dict[str, Array]) -> None:
         """Zero the accumulators, then each diagonal's work, under its condition but for diagonal 2."""

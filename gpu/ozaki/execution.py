@@ -152,7 +152,9 @@ class Plan(MatmulPlan):
     ``options``: an :class:`Options`, a dict of its fields, or None (the defaults: ``target="dgemm"``, decided
     on the device: :mod:`gpu.ozaki.deferred`).
     ``stream``: the CuPy stream the plan runs on (default: the current one at each call). ``hold``: keep
-    the workspace between calls (False: take it from the pool per call, as :func:`gpu.ozaki.matmul` does).
+    the workspace between calls (False: take it from the pool per call, as :func:`gpu.ozaki.matmul` does with
+    ``slices=`` or ``verdict="host"``; a device-verdict plan that holds its workspace captures its graph when
+    it is built, one that does not on the first call of each workspace it gets, a call that then waits).
     Raises what :func:`gpu.ozaki.matmul` raises, before any work.
     """
 
@@ -188,7 +190,7 @@ class Plan(MatmulPlan):
         if self.target is not None and opts.verdict == "device" and not opts.check_finite:
             self._deferred = DeviceVerdict(self, Layout, opts.max_slices)
             if hold:
-                self._workspace(self._deferred.layout)
+                self._deferred.ready(self._workspace(self._deferred.layout))
         elif self.slices is not None:
             self._workspace(self.layout(self.slices))
 

@@ -38,12 +38,20 @@ def test_the_schedule_is_the_plans_chunks_by_diagonal_in_runs_of_the_held_buffer
 
 def test_most_slices_shrinks_to_the_memory_and_refuses_where_none_fits():
     fmt = ozaki.FORMATS["fp32"]
-    assert deferred.most_slices(64, 64, 64, fmt, None, 2**40).slices == 64
+    assert deferred.most_slices(64, 64, 64, ozaki.FORMATS["int8"], None, 2**40).slices == 64
     assert deferred.most_slices(64, 64, 64, fmt, None, 2**40, cap=9).slices == 9
     small = deferred.most_slices(512, 512, 512, fmt, None, 60 * 2**20)
     assert 1 <= small.slices < 64 and small.workspace_bytes <= 30 * 2**20
     with pytest.raises(WorkspaceError, match="not even one slice"):
         deferred.most_slices(512, 512, 512, fmt, None, 2**20)
+
+
+@pytest.mark.parametrize("fmt", ["fp32", "int8", "bf16"])
+@pytest.mark.parametrize("k", [64, 1000, 4096, 16384])
+def test_gemm_calls_counts_the_plans_calls_without_making_them(fmt, k):
+    for slices in (1, 7, 30):
+        p = plan(8, k, 8, slices, fmt)
+        assert deferred.gemm_calls(slices, p.ldk, p.k_block) == len(p.chunks)
 
 
 def test_the_graph_holds_at_most_its_gemm_calls():
@@ -148,20 +156,23 @@ def test_gpu_counts_beyond_the_schedule_give_the_ieee_product(cupy_backend):
 
 
 @pytest.mark.gpu
-def test_gpu_a_device_verdict_call_returns_while_the_stream_is_busy(cupy_backend):
-    """Behind a 200 ms kernel, a call with a new workspace address set (the graph's capture) and a repeat both
-    return at once."""
+@pytest.mark.parametrize("fmt", ["fp32", "int8"])
+def test_gpu_a_device_verdict_call_returns_while_the_stream_is_busy(fmt, cupy_backend):
+    """A plan that holds its workspace captures its graph when built: behind a 200 ms kernel its first call and
+    a repeat return at once, and so does ``matmul``'s repeat."""
     from tests.gpu.busy import busy
 
     cp = cupy_backend.xp
     A, B = (cp.asarray(x) for x in phi_pair(512, 512, 512, 1.0, 2))
-    plan_ = ozaki.Plan(A, B, backend=cupy_backend)
+    plan_ = ozaki.Plan(A, B, options={"slice_format": fmt}, backend=cupy_backend)
+    ozaki.matmul(A, B, slice_format=fmt, backend=cupy_backend)
     busy(1)
     cp.cuda.get_current_stream().synchronize()
-    for _ in range(2):
+    for call in (lambda: plan_.execute(A, B), lambda: plan_.execute(A, B),
+                 lambda: ozaki.matmul(A, B, slice_format=fmt, backend=cupy_backend)):
         busy(200)
         start = time.perf_counter()
-        plan_.execute(A, B)
+        call()
         took = time.perf_counter() - start
-        assert not cp.cuda.get_current_stream().done and took < 0.15, f"the call took {took * 1e3:.1f} ms"
+        assert not cp.cuda.get_current_stream().done and took < 0.02, f"the call took {took * 1e3:.1f} ms"
         cp.cuda.get_current_stream().synchronize()
