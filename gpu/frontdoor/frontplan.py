@@ -8,7 +8,8 @@ for, and builds the first eligible candidate's plan: the library GEMM (one check
 :class:`gpu.ozaki.Plan` at the candidate's target, or a :class:`gpu.splitk.Plan`. A family that refuses the
 product (its own checks, or :class:`gpu.backend.MemoryPlanError` where its workspace does not fit) hands on to
 the next eligible candidate, and :meth:`Plan.explain` says so. A call then runs the chosen plan: what it waits
-for is that family's (Ozaki II's ``moduli="auto"`` and Ozaki I's ``target=`` read one 4-byte word each).
+for is that family's (Ozaki II's ``moduli="auto"`` and Ozaki I's ``target=`` read one 4-byte word each: the
+front door runs Ozaki I with ``verdict="host"``, whose proof has no IEEE fallback).
 """
 
 from __future__ import annotations

@@ -137,8 +137,11 @@ missed 'dgemm' by up to 10**4; BF16 slices take one more at phi = 2 and three
 at 4. The bound assumes the worst case for every dropped digit; on random
 data the error is far below it. Choosing S from the data needs the device's
 answer, since the host launches the S(S+1)/2 products: the bound, the slice
-count and a NaN flag are made on the device into one 32-bit word, and the call
-reads those 4 bytes back, its one wait; with ``slices=`` a call never waits.
+count and a NaN flag are made on the device into one 32-bit word. By default
+(``verdict="device"``, :mod:`gpu.ozaki.deferred`) the word stays there: a CUDA
+graph whose IF nodes run only the diagonals the count needs does the products,
+and the call never waits; ``verdict="host"`` reads the 4 bytes back, its one
+wait. With ``slices=`` a call never waits.
 
 Plans
 -----

@@ -123,8 +123,8 @@ def matmul(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp
     GEMM, of magnitudes, on the device; see :mod:`gpu.ozaki.bound`). Neither
     means ``target="dgemm"``. ``verdict``: where the count is decided.
     ``"device"`` (the default): the call never waits for the device; the plan
-    holds room for up to ``max_slices`` slices (default: 64, fewer where half
-    the free memory or a graph of 4096 GEMM calls holds fewer:
+    holds room for up to ``max_slices`` slices (default: 32, fewer where half
+    the free memory or a graph of 2048 GEMM calls holds fewer:
     :attr:`gpu.ozaki.Plan.max_slices`) and a CUDA graph
     runs the products the device's count needs (:mod:`gpu.ozaki.deferred`);
     where the data need more slices, or no 64 slices reach the target (rows

@@ -40,7 +40,8 @@ The GEMM's rounding differs between the CPU (emulated in float64) and the GPU, s
 the last bits, and so may their float64 lower bounds of weak entries (the BLAS on the CPU, a dot product per
 entry on the GPU, :mod:`gpu.ozaki.bound_kernels`); the slice count then differs only where G sits that close
 to a threshold of the rule. On the GPU G never leaves the device: the slice count is made from it there too
-(:func:`gpu.ozaki.ops.decode`), and a call reads back only that one 32-bit word.
+(:func:`gpu.ozaki.ops.decode`), and a call reads back only that one 32-bit word (with ``verdict="host"``;
+by default it stays on the device: :mod:`gpu.ozaki.deferred`).
 """
 
 from __future__ import annotations

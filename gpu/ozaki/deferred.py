@@ -39,8 +39,11 @@ from ..backend.conditional import HostBranches, available, capturer
 from ..backend.memo import LRU
 from .common import _tiles
 from .ops import FINALIZE, LOAD_ACC, LOAD_OPEN, STORE_OPEN, ops
-from .plan import MAX_SLICES, Chunk, OzakiPlan, WorkspaceError, _round_up, choose_alpha, plan
+from .plan import Chunk, OzakiPlan, WorkspaceError, _round_up, choose_alpha, plan
 
+#: Most slices a plan holds room for by default: its graph has an IF node per diagonal, and each costs a launch
+#: about 3 us of host time on an H200's host (64: 0.18-0.7 ms; 32: 0.04-0.09 ms). phi = 4 inputs need 12-14.
+MOST_DEFAULT = 32
 #: Share of the free memory a plan's workspace may take when it chooses its most slices.
 MEMORY_SHARE = 0.5
 #: Most GEMM calls a plan's graph holds when it chooses its most slices (each costs the first call's capture
@@ -109,11 +112,11 @@ def gemm_calls(slices: int, ldk: int, k_block: int) -> int:
 
 def most_slices(m: int, k: int, n: int, fmt: Any, k_block: int | None, free: int,
                 cap: int | None = None) -> OzakiPlan:
-    """The plan of the most slices, at most ``cap`` (None: :data:`MAX_SLICES`, and at most
+    """The plan of the most slices, at most ``cap`` (None: :data:`MOST_DEFAULT`, and at most
     :data:`MAX_GEMM_CALLS` GEMM calls), whose workspace fits in :data:`MEMORY_SHARE` of ``free`` beside the
     three m x n float64 accumulators; WorkspaceError where not even one slice fits."""
     budget = max(int(MEMORY_SHARE * free) - 3 * 8 * m * n, 0)
-    top = cap or MAX_SLICES
+    top = cap or MOST_DEFAULT
     if cap is None:
         block, ldk = choose_alpha(fmt, k, k_block)[1], _round_up(max(k, 1))
         while top > 1 and gemm_calls(top, ldk, block) > MAX_GEMM_CALLS:
@@ -222,4 +225,4 @@ class DeviceVerdict:
                              work["open"], work["word"], work["word"], batch.flags, acc, acc, p.format)
 
 
-__all__ = ["MAX_GEMM_CALLS", "Batch", "DeviceVerdict", "Schedule", "most_slices", "schedule"]
+__all__ = ["MAX_GEMM_CALLS", "MOST_DEFAULT", "Batch", "DeviceVerdict", "Schedule", "most_slices", "schedule"]

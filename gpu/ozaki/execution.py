@@ -12,10 +12,12 @@ allocates its workspace. :meth:`Plan.execute` then does the per-call work on the
   their entries of C as the dot products of IEEE arithmetic, so C has NaN and infinity where the library
   GEMM's has them (the non-finite values come from the IEEE sum in k's order, where the library's order
   could differ only when finite terms overflow on the way).
-* **target** (the default, ``target="dgemm"``): the slice count depends on the data, and the host launches the
-  GEMMs, so the host must learn it: the bound's magnitude GEMM and one pass over its product run on the
-  device (:mod:`gpu.ozaki.bound`), a kernel turns the ratio into the slice count, and the call reads that
-  one 32-bit word back (:func:`read_verdict`): **one 4-byte device-to-host read per call**, the only wait.
+* **target** (the default, ``target="dgemm"``): the slice count depends on the data: the bound's magnitude
+  GEMM and one pass over its product run on the device (:mod:`gpu.ozaki.bound`), and a kernel turns the ratio
+  into the slice count, one 32-bit word. By default (``verdict="device"``) the word stays on the device and a
+  CUDA graph runs the products it asks for (:mod:`gpu.ozaki.deferred`): **no wait**. With
+  ``verdict="host"`` the call reads the word back (:func:`read_verdict`): **one 4-byte device-to-host read
+  per call**, the only wait.
   The word also says whether a line holds NaN or infinity, which ``check_finite=True`` needs, so the
   opt-in costs no second read there; with ``slices=`` and ``check_finite=True`` the call reads the word
   for that alone.

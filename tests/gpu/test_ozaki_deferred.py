@@ -38,10 +38,11 @@ def test_the_schedule_is_the_plans_chunks_by_diagonal_in_runs_of_the_held_buffer
 
 def test_most_slices_shrinks_to_the_memory_and_refuses_where_none_fits():
     fmt = ozaki.FORMATS["fp32"]
-    assert deferred.most_slices(64, 64, 64, ozaki.FORMATS["int8"], None, 2**40).slices == 64
+    assert deferred.most_slices(64, 64, 64, ozaki.FORMATS["int8"], None, 2**40).slices == deferred.MOST_DEFAULT
+    assert deferred.most_slices(64, 64, 64, ozaki.FORMATS["int8"], None, 2**40, cap=64).slices == 64
     assert deferred.most_slices(64, 64, 64, fmt, None, 2**40, cap=9).slices == 9
     small = deferred.most_slices(512, 512, 512, fmt, None, 60 * 2**20)
-    assert 1 <= small.slices < 64 and small.workspace_bytes <= 30 * 2**20
+    assert 1 <= small.slices < deferred.MOST_DEFAULT and small.workspace_bytes <= 30 * 2**20
     with pytest.raises(WorkspaceError, match="not even one slice"):
         deferred.most_slices(512, 512, 512, fmt, None, 2**20)
 
