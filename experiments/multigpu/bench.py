@@ -28,6 +28,7 @@ import os
 import statistics
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
@@ -108,7 +109,7 @@ def product(kind: str, backend: Any, client: Client, A: Any, B: Any, out: np.mem
     """One product as a user makes it: C complete when it returns (in ``out`` for ``host``)."""
     if kind == "host":
         return dask_matmul.matmul(A, B, client=client, backend=backend.name, out=out)
-    C = resident.matmul(A, B, client=client)
+    C = resident.matmul(A, B, client=client, name=f"gemmlab-resident-{uuid.uuid4().hex}")   # computed each time
     wait(C)
     return C
 

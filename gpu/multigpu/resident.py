@@ -74,12 +74,15 @@ def _placement(name: str, workers: list[str], grid: tuple[int, int]) -> Callable
     return where
 
 
-def matmul(A: Any, B: Any, *, block: int | tuple[int, int] | None = None, client: Any = None) -> da.Array:
+def matmul(A: Any, B: Any, *, block: int | tuple[int, int] | None = None, client: Any = None,
+           name: str | None = None) -> da.Array:
     """``A @ B`` as a ``dask.array`` (see the module): C blocks of ``block`` (rows, cols), by default one per
     busy worker of the process grid (a client's workers, else A's row chunks by B's column chunks). With a
     ``client``, C is persisted there at once, block-cyclically, and stays on the workers (the call returns at
     once; ``.compute()`` gathers it): Dask's graph optimization would fuse the blocks with the rechunk and drop
-    their placement, so the graph goes as built. Without one, C is lazy and Dask places it."""
+    their placement, so the graph goes as built. Without one, C is lazy and Dask places it. ``name``: the key
+    prefix of C's blocks (default: a token of the operands, so that the same product asked for again while its
+    result is held is that result, as Dask does; a benchmark gives each product its own)."""
     _check(A, B)
     (m, k), n = A.shape, B.shape[1]
     workers = sorted(client.nthreads()) if client is not None else []
@@ -91,7 +94,7 @@ def matmul(A: Any, B: Any, *, block: int | tuple[int, int] | None = None, client
     blocks_r, blocks_c = -(-m // max(rows, 1)), -(-n // max(cols, 1))
     check_task_count(block, (m, k, n), (rows, cols), blocks_r * blocks_c, busy)
     panels_a, panels_b = A.rechunk((rows, k)), B.rechunk((k, cols))
-    name = f"gemmlab-resident-{dask.base.tokenize(panels_a, panels_b)}"
+    name = name or f"gemmlab-resident-{dask.base.tokenize(panels_a, panels_b)}"
     annotations = {}
     if workers:
         grid = process_grid(len(workers), blocks_r, blocks_c, m, n)

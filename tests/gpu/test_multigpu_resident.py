@@ -73,3 +73,20 @@ def test_the_front_door_leaves_device_resident_operands_on_the_workers(client, o
         gpu.matmul(A, B, client=client, out=np.empty((60, 50)))
     with pytest.raises(ValueError, match="1e-20"):
         gpu.matmul(A, B, client=client, accuracy=1e-20)
+
+
+def test_a_product_asked_again_while_held_is_the_held_result_unless_named_anew(cluster_of, operands):
+    """Dask keys C's blocks by a token of the operands: the same product again is the held result (no work).
+    A benchmark names each product anew, so that every timed product computes."""
+    cluster, client = cluster_of(2)
+    with cluster, client:
+        a, b = operands(60, 40, 50, seed=5)
+        A, B = da.from_array(a, chunks=(30, 40)), da.from_array(b, chunks=(40, 25))
+        first = resident.matmul(A, B, client=client)
+        again = resident.matmul(A, B, client=client)
+        fresh = resident.matmul(A, B, client=client, name="gemmlab-resident-fresh")
+        distributed.wait([first, again, fresh])
+        assert again.name == first.name and fresh.name == "gemmlab-resident-fresh"
+        held = client.who_has(fresh)
+        assert {key[0] for key in held} == {"gemmlab-resident-fresh"} and len(held) == len(client.who_has(first))
+        assert np.array_equal(fresh.compute(), first.compute())
