@@ -22,14 +22,16 @@ allocates its workspace. :meth:`Plan.execute` then does the per-call work on the
   opt-in costs no second read there; with ``slices=`` and ``check_finite=True`` the call reads the word
   for that alone.
 
-A plan that holds its workspace (``Plan(...)``, the default) reuses it on every call, so it must not run
-on two host threads at once; the stateless :func:`gpu.ozaki.matmul` keeps plans that take their workspace
-from the array library's pool per call instead (no wait: CuPy's pool serves it from its cached blocks), so
-that the plans it caches hold no device memory and its calls are safe across threads.
+A plan that holds its workspace (``Plan(...)``, the default) reuses it on every call: calls of one plan from
+several threads take turns issuing their work (a plan's stream orders them on the device). The stateless
+:func:`gpu.ozaki.matmul` keeps plans that take their workspace from the array library's pool per call (no
+wait: CuPy's pool serves it from its cached blocks), so that they hold no device memory, except a device
+verdict's, which holds its workspace and graph (:mod:`gpu.ozaki.deferred`).
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,6 +181,7 @@ class Plan(MatmulPlan):
         self.signature = operand_signature(be, A, B, out, stream)
         self._layouts: dict[int, Layout] = {}
         self._held: tuple[int, Array] | None = None
+        self._lock = threading.Lock()
         self._deferred: DeviceVerdict | None = None
         self._last: Array | None = None
         self._empty = not (m and n and k)
@@ -250,7 +253,14 @@ class Plan(MatmulPlan):
         return self.run(A, B, out, None)
 
     def run(self, A: Array, B: Array, out: Array | None, phases: dict[str, float] | None) -> Array:
-        """The product of operands of the plan's signature (``phases``: seconds per phase, each synchronized)."""
+        """The product of operands of the plan's signature (``phases``: seconds per phase, each synchronized);
+        a plan that holds its workspace issues one call's work at a time."""
+        if not self.hold:
+            return self._run(A, B, out, phases)
+        with self._lock:
+            return self._run(A, B, out, phases)
+
+    def _run(self, A: Array, B: Array, out: Array | None, phases: dict[str, float] | None) -> Array:
         be = self.backend
         m, k, n = self.shape
         if out is not None:

@@ -177,3 +177,16 @@ def test_gpu_a_device_verdict_call_returns_while_the_stream_is_busy(fmt, cupy_ba
         took = time.perf_counter() - start
         assert not cp.cuda.get_current_stream().done and took < 0.02, f"the call took {took * 1e3:.1f} ms"
         cp.cuda.get_current_stream().synchronize()
+
+
+def test_threads_sharing_matmuls_kept_plan_take_turns():
+    """``matmul`` keeps one device-verdict plan per signature, holding its workspace: calls from several threads
+    on it issue one at a time, so each gets its own operands' product."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pairs = [phi_pair(64, 300, 48, 1.0 + i % 3, seed=10 + i) for i in range(12)]
+    want = [ozaki.Plan(A, B, backend="numpy").execute(A, B) for A, B in pairs]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda ab: ozaki.matmul(*ab, backend="numpy"), pairs))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
