@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backend.checks import MemoryPlanError
 from .formats import SliceFormat, get_format
 
 #: Slice rows and inner ranges are padded to multiples of this (INT8 tensor cores want 16-byte alignment).
@@ -29,8 +30,9 @@ TARGETS = {"dgemm": 2.0**-53, "sgemm": 2.0**-24}
 SUM_ERROR = 2.0**-91
 
 
-class WorkspaceError(ValueError):
-    """The configuration's workspace does not fit in the memory available."""
+class WorkspaceError(MemoryPlanError):
+    """The configuration's workspace does not fit in the memory available (a :class:`MemoryPlanError`: the
+    toolkit's plan caches free their kept workspaces and try once more)."""
 
 
 @dataclass(frozen=True)
