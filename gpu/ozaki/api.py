@@ -17,6 +17,7 @@ import numpy as np
 
 from ..backend import Array, Backend, get_backend
 from ..backend.checks import zeroed_copies
+from ..backend.conditional import available
 from ..backend.plans import PlanCache, operand_signature
 from .bound import slice_ratio
 from .common import NONFINITE, _operands, _phase, _tiles
@@ -161,8 +162,9 @@ def matmul(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp
     A call is a kept :class:`gpu.ozaki.Plan` (one per operand signature and
     options, :data:`PLANS`) and its execution: build the plan yourself to hold
     its workspace across calls. A device-verdict plan that ``matmul`` keeps
-    holds its workspace and graph (built, and waited for, on the signature's
-    first call; handed back where another plan needs the memory). Inputs may be any 2-D array-likes of float64
+    on the GPU holds its workspace and graph (built, and waited for, on the
+    signature's first call; handed back where another plan needs the memory).
+    Inputs may be any 2-D array-likes of float64
     values (``np.matrix`` included; masked arrays are refused). Raises
     TypeError for inputs or ``out`` of the wrong kind, ValueError for bad shapes,
     ``out`` or parameters, and :class:`WorkspaceError` or
@@ -176,9 +178,9 @@ def matmul(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp
     if key is None:
         A, B = _operands(be, A, B)
         key = operand_signature(be, A, B, out)
-    deferred = opts.slices is None and opts.verdict == "device" and not opts.check_finite
+    graph = opts.slices is None and opts.verdict == "device" and not opts.check_finite and available(be)
     plan = PLANS.get(None if key is None else (key, opts),
-                     lambda: Plan(A, B, out=out, options=opts, backend=be, hold=deferred))
+                     lambda: Plan(A, B, out=out, options=opts, backend=be, hold=graph))
     return plan.run(A, B, out, phases)
 
 

@@ -37,7 +37,6 @@ from typing import Any
 from ..backend import Array, Backend
 from ..backend.conditional import HostBranches, available, capturer
 from ..backend.memo import LRU
-from .common import _tiles
 from .ops import FINALIZE, LOAD_ACC, LOAD_OPEN, STORE_OPEN, ops
 from .plan import Chunk, OzakiPlan, WorkspaceError, _round_up, choose_alpha, plan
 
@@ -211,14 +210,9 @@ class DeviceVerdict:
 
     def _diagonal(self, batches: tuple[Batch, ...], work: dict[str, Array], last: bool = False) -> None:
         """A diagonal's GEMM calls and folds (with ``last``, all but the finalizing fold)."""
-        p, be = self.schedule.plan, self.backend
-        a_cat, b_cat, buffers, acc = work["a"], work["b"], work["buffers"], work["acc"]
-        tiles = _tiles(p.m, p.n_pad, p.format.tile)
+        p, buffers, acc = self.schedule.plan, work["buffers"], work["acc"]
         for i, batch in enumerate(batches):
-            for slot, c in enumerate(batch.chunks):
-                a, b = a_cat[:, c.a_start:c.a_start + c.length], b_cat[:, c.b_start:c.b_start + c.length]
-                for rows, cols in tiles:
-                    be.gemm_ex(a[rows], b[cols].T, buffers[slot, rows, cols], recipe=p.format.recipe)
+            self.layout.calls.issue(self.backend, work, batch.chunks)
             if last and i == len(batches) - 1:
                 return
             self.family.fold(buffers, len(batch.chunks), batch.diagonals, batch.closes, p.alpha, acc, work["comp"],

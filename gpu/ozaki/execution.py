@@ -41,9 +41,10 @@ from ..backend import Array, Backend, check_output, get_backend, require_memory
 from ..backend.checks import MemoryPlanError, reserve
 from ..backend.plans import MatmulPlan, operand_signature, resolve_options
 from .bound import ratio_on_device, require_bound_memory
-from .common import NONFINITE, _operands, _phase, _tiles
+from .common import NONFINITE, _operands, _phase
 from .deferred import DeviceVerdict
 from .formats import get_format
+from .issue import Calls
 from .ops import BAD, FINALIZE, LOAD_ACC, LOAD_OPEN, STORE_OPEN, decode, ops
 from .plan import (
     MAX_SLICES,
@@ -135,6 +136,7 @@ class Layout:
             self.parts.append((name, offset, size, shape, np.dtype(dtype)))
             offset += -(-size // ALIGN_BYTES) * ALIGN_BYTES
         self.nbytes = offset
+        self.calls = Calls(p)
         self.batches = []
         for number, batch in enumerate(p.batches):
             chunks = [p.chunks[i] for i in batch]
@@ -330,14 +332,10 @@ def _products_and_sum(be: Backend, lay: Layout, work: dict[str, Array], erow: Ar
                       A: Array, B: Array, phases: dict[str, float] | None) -> None:
     """The GEMM calls of every chunk, batch by batch, each batch folded into C."""
     p, fmt, family = lay.p, lay.p.format, ops(be)
-    a_cat, b_cat, buffers = work["a"], work["b"], work["buffers"]
-    tiles = _tiles(p.m, p.n_pad, fmt.tile)
+    buffers = work["buffers"]
     for chunks, diagonals, closes, flags in lay.batches:
         with _phase(be, phases, "gemm"):
-            for slot, c in enumerate(chunks):
-                a, b = a_cat[:, c.a_start:c.a_start + c.length], b_cat[:, c.b_start:c.b_start + c.length]
-                for rows, cols in tiles:
-                    be.gemm_ex(a[rows], b[cols].T, buffers[slot, rows, cols], recipe=fmt.recipe)
+            lay.calls.issue(be, work, chunks)
         with _phase(be, phases, "sum"):
             family.fold(buffers, len(chunks), diagonals, closes, p.alpha, C, work.get("comp"), work.get("open"),
                         erow, ecol, flags, A, B, fmt)

@@ -179,14 +179,44 @@ def test_gpu_a_device_verdict_call_returns_while_the_stream_is_busy(fmt, cupy_ba
         cp.cuda.get_current_stream().synchronize()
 
 
-def test_threads_sharing_matmuls_kept_plan_take_turns():
-    """``matmul`` keeps one device-verdict plan per signature, holding its workspace: calls from several threads
-    on it issue one at a time, so each gets its own operands' product."""
+def test_threads_sharing_a_plan_that_holds_its_workspace_take_turns():
+    """A held plan (``matmul`` keeps such device-verdict plans on the GPU) is one workspace: calls from several
+    threads issue one at a time, so each gets its own operands' product."""
     from concurrent.futures import ThreadPoolExecutor
 
     pairs = [phi_pair(64, 300, 48, 1.0 + i % 3, seed=10 + i) for i in range(12)]
-    want = [ozaki.Plan(A, B, backend="numpy").execute(A, B) for A, B in pairs]
+    want = [ozaki.matmul(A, B, backend="numpy") for A, B in pairs]
+    shared = ozaki.Plan(*pairs[0], backend="numpy")
     with ThreadPoolExecutor(4) as pool:
-        got = list(pool.map(lambda ab: ozaki.matmul(*ab, backend="numpy"), pairs))
+        got = list(pool.map(lambda ab: shared.execute(*ab), pairs))
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("tile", [None, 16])
+def test_fp32_batches_issued_on_addresses_equal_the_views_calls(tile):
+    """FP32 slices' GEMM calls go out on addresses computed from the workspace's strides (one checked call per
+    chunk length and tile): the same SGEMM on the same bytes as a call on the chunk's views."""
+    from gpu.backend import get_backend
+    from gpu.ozaki.common import _tiles
+    from gpu.ozaki.execution import Layout
+
+    be = get_backend("numpy")
+    p = plan(40, 2000, 27, 5, "fp32")
+    p = type(p)(**{**p.__dict__, "held": 4})
+    lay = Layout(p)
+    lay.calls.tiles = _tiles(p.m, p.n_pad, tile)
+    rng = np.random.default_rng(3)
+    block = np.zeros(lay.nbytes, np.uint8)
+    work = lay.carve(block)
+    work["a"][...] = rng.integers(-127, 128, work["a"].shape)
+    work["b"][...] = rng.integers(-127, 128, work["b"].shape)
+    for chunks, *_ in lay.batches:
+        lay.calls.issue(be, work, chunks)
+        for slot, c in enumerate(chunks):
+            a, b = work["a"][:, c.a_start:c.a_start + c.length], work["b"][:, c.b_start:c.b_start + c.length]
+            want = np.empty((p.m, p.n_pad), np.float32)
+            be.gemm_ex(a, b.T, want, recipe="fp32")
+            np.testing.assert_array_equal(work["buffers"][slot], want)
+    shapes = {(r.stop - r.start, c.stop - c.start) for r, c in lay.calls.tiles}
+    assert lay.calls.fast and len(lay.calls.calls) == len({c.length for c in p.chunks}) * len(shapes)
