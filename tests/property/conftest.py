@@ -28,9 +28,10 @@ from tests.property.strategies import profile_name
 profile_name()                                     # an unknown HYPOTHESIS_PROFILE stops the run here
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def dask_client():
-    """A Dask client of two single-thread workers in this process (the Dask product's examples)."""
+    """A Dask client of two single-thread workers in this process (the Dask product's examples), closed after its
+    module: its threads allocate in the background, which tracemalloc's peaks in later tests would count."""
     distributed = pytest.importorskip("distributed", reason="the Dask product needs distributed (the dist extra)")
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0")
     with cluster, distributed.Client(cluster) as client:
