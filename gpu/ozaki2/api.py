@@ -32,13 +32,15 @@ beside their blocks.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from ..backend import Array, Backend, check_output, get_backend
+from ..backend import Array, Backend, MemoryPlanError, check_output, get_backend
 from ..backend.plans import PlanCache, operand_signature
 from ..ozaki.api import _operands
+from ..ozaki.plan import HEADROOM
 from .normwise import LineStats
 from .ops import ops
 from .options import SCALINGS, Options
@@ -95,7 +97,9 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
     ``out``: a C-ordered float64 array of the backend for the result. ``level``: Winograd levels over the
     residues (0..4; :mod:`gpu.ozaki2.winograd`): each level does 7/8 of the INT8 work of the one above, and the
     result is bitwise the plain product's (``level=0``, the default). ``workspace``: the most bytes the call
-    takes beyond A, B and C (default: as the device allows); a product that needs more runs in tiles of C, each
+    takes beyond A, B and C (default: as the device allows: where the whole product's plan does not fit, even
+    after the kept plans are freed, the call tiles within the memory free then); a product that needs more runs
+    in tiles of C, each
     a scheme II product of its panels (:mod:`gpu.ozaki2.tiled`: bitwise the untiled product with a count given
     and the fast scaling; planned per call).
     ``overwrite_a`` / ``overwrite_b``: accepted for symmetry with scheme I; A and B are only read (a read-only
@@ -131,4 +135,35 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
     def build() -> Plan:
         return Plan(A, B, out=out, options=checked(), backend=be, make_room=_make_room)
 
-    return PLANS.get(key, build).run(A, B, out, phases)
+    try:
+        return PLANS.get(key, build).run(A, B, out, phases)
+    except MemoryPlanError:
+        if workspace is not None:
+            raise
+    return _in_free_memory(be, A, B, out, checked())
+
+
+def _in_free_memory(be: Backend, A: Array, B: Array, out: Any, options: Options) -> Array:
+    """The product in tiles within the memory free now, where the whole product's plan did not fit (after the
+    kept plans were freed): ``workspace=`` as the device allows it; MemoryPlanError where not even the least
+    tiles fit."""
+    (m, k), n = A.shape, B.shape[1]
+    if out is not None:
+        check_output(be, out, (m, n), np.float64, {"A": A, "B": B}, rows_contiguous=True)
+    cap = int(HEADROOM * be.memory_info()[0]) - (0 if out is not None else 8 * m * n)
+    if cap < 1:
+        raise MemoryPlanError(f"Ozaki scheme II on {m} x {k} x {n}: the memory free holds no workspace beside "
+                              f"A, B and C; free some, pass out=, or split the product into blocks of rows")
+    options = replace(options, workspace=cap)
+    rows, cols = panels(be, m, k, n, options.count, options.scaling, options.bound, cap, options.level)
+    C = out if out is not None else new_output(be, m, n)
+    return run_tiles(A, B, C, rows, cols, lambda a, b, c: Plan(a, b, out=c, options=options, backend=be))
+
+
+def new_output(be: Backend, m: int, n: int) -> Array:
+    """A new m x n float64 output, or MemoryPlanError where the device cannot give it."""
+    try:
+        return be.xp.empty((m, n))
+    except MemoryError as exc:
+        raise MemoryPlanError(f"the {8 * m * n:,}-byte output of Ozaki scheme II on {m} x {n} does not fit; pass "
+                              "out=, or split the product into blocks of rows") from exc

@@ -103,6 +103,8 @@ def test_the_plan_bounds_the_peak_on_numpy():
     """tracemalloc's peak of random calls (both scalings, counts or "auto", one or several k blocks) stays within
     the plan: the block, C, NumPy's temporaries and "auto"'s bound; and the plan is not wildly above it."""
     be, rng = get_backend("numpy"), random.Random(3)
+    for count, scaling in ((None, "fast"), (1, "accurate")):      # the process's one-time caches, outside the peaks
+        ozaki2.matmul(np.ones((3, 5)), np.ones((5, 2)), moduli=count or "auto", scaling=scaling, backend=be)
     for trial in range(24):
         m, k, n = rng.randint(1, 160), rng.randint(1, 260), rng.randint(1, 160)
         count, scaling, k_block = rng.choice([None, 1, 6, 15, 20]), rng.choice(ozaki2.SCALINGS), rng.choice([None, 32])
@@ -144,12 +146,18 @@ def test_no_block_that_fits_raises_before_any_work():
 
 
 def test_too_little_free_memory_raises_before_any_work():
+    """A plan refused for memory says what it needs; ``matmul`` then tiles within the free memory, and raises
+    before any work only where not even the least tiles fit."""
     A, B = operands(64, 100, 48)
-    need = memory.peak_bytes(get_backend("numpy"), 64, 100, 48, 15, "accurate", direct=False)
+    need = memory.peak_bytes(get_backend("numpy"), 64, 100, 48, 15, "fast", direct=False)
     be = FragmentedBackend(free=need - 1, largest=need, host_scratch=True)
     with pytest.raises(MemoryPlanError, match=r"needs .* \(workspace .* output and scratch .*\) but .* are free"):
-        ozaki2.matmul(A, B, moduli=15, backend=be)
+        ozaki2.Plan(A, B, options={"moduli": 15}, backend=be)
     assert be.gemms == 0
+    tight = FragmentedBackend(free=4096, largest=4096, host_scratch=True)
+    with pytest.raises(MemoryPlanError, match="even in tiles of 64 x 64|holds no workspace"):
+        ozaki2.matmul(A, B, moduli=15, backend=tight)
+    assert tight.gemms == 0
     ok = FragmentedBackend(free=need, largest=need, host_scratch=True)
     assert np.array_equal(ozaki2.matmul(A, B, moduli=15, backend=ok), _reference(A, B, moduli=15))
 

@@ -91,3 +91,25 @@ def test_on_the_gpu_tiles_under_a_cap_equal_numpy_bit_for_bit(cupy_backend):
     got = ozaki2.matmul(cupy_backend.asarray(A), cupy_backend.asarray(B), moduli=15, workspace=cap,
                         backend=cupy_backend)
     assert np.array_equal(cupy_backend.to_numpy(got), host_matmul(A, B, moduli=15))
+
+
+def test_a_product_whose_plan_does_not_fit_runs_in_tiles_of_the_free_memory(monkeypatch):
+    """No ``workspace=``: where the whole product's plan does not fit (even after the kept plans are freed), the
+    call tiles within the memory free then, bitwise the untiled product with a count given; where not even the
+    least tiles fit, MemoryPlanError."""
+    from gpu.backend.plans import PlanCache
+
+    m, k, n = 300, 200, 260
+    A, B = operands(m, k, n, 2.0)
+    want = host_matmul(A, B, moduli=15)
+    monkeypatch.setattr("gpu.ozaki2.api.PLANS", PlanCache())
+    built = []
+    real = ozaki2.Plan
+    monkeypatch.setattr("gpu.ozaki2.api.Plan", lambda *a, **kw: (built.append(a[0].shape), real(*a, **kw))[1])
+    whole = tiled.tile_bytes(BE, m, k, n, 15, "fast", "normwise")
+    monkeypatch.setattr(BE, "memory_info", lambda: (whole // 2, 2**40))
+    assert np.array_equal(host_matmul(A, B, moduli=15), want)
+    assert len(built) >= 3 and built[0] == (m, k), "the whole product was refused, then tiles ran"
+    monkeypatch.setattr(BE, "memory_info", lambda: (1000, 2**40))
+    with pytest.raises(MemoryPlanError, match="even in tiles of 64 x 64|holds no workspace"):
+        host_matmul(A, B, moduli=15)
