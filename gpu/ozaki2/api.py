@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import Array, Backend, MemoryPlanError, check_output, get_backend
+from ..backend import Array, Backend, MemoryPlanError, check_output, get_backend, require_memory
 from ..backend.plans import PlanCache, operand_signature
 from ..ozaki.api import _operands
 from ..ozaki.plan import HEADROOM
@@ -125,12 +125,12 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
 
     if workspace is not None:
         options = checked()
-        (m, k), n = A.shape, B.shape[1]
-        rows, cols = panels(be, m, k, n, options.count, scaling, bound, workspace, level)
+        (m, _), n = A.shape, B.shape[1]
+        rows, cols = _panels(be, A, B, options)
         if (rows, cols) != (m, n):
             C = be.xp.empty((m, n)) if out is None else \
                 check_output(be, out, (m, n), np.float64, {"A": A, "B": B}, rows_contiguous=True)
-            return run_tiles(A, B, C, rows, cols, lambda a, b, c: Plan(a, b, out=c, options=options, backend=be))
+            return _tiled(be, A, B, C, rows, cols, options)
 
     def build() -> Plan:
         return Plan(A, B, out=out, options=checked(), backend=be, make_room=_make_room)
@@ -155,15 +155,20 @@ def _in_free_memory(be: Backend, A: Array, B: Array, out: Any, options: Options)
         raise MemoryPlanError(f"Ozaki scheme II on {m} x {k} x {n}: the memory free holds no workspace beside "
                               f"A, B and C; free some, pass out=, or split the product into blocks of rows")
     options = replace(options, workspace=cap)
-    rows, cols = panels(be, m, k, n, options.count, options.scaling, options.bound, cap, options.level)
-    C = out if out is not None else new_output(be, m, n)
+    rows, cols = _panels(be, A, B, options)
+    what = f"the output of Ozaki scheme II on {m} x {k} x {n}"
+    C = out if out is not None else be.new_output(
+        (m, n), np.float64, lambda: require_memory(be, 8 * m * n, what, "pass out=, or split the product into "
+                                                   "blocks of rows"))
+    return _tiled(be, A, B, C, rows, cols, options)
+
+
+def _panels(be: Backend, A: Array, B: Array, options: Options) -> tuple[int, int]:
+    """The tiles of C whose workspace fits ``options.workspace`` (:func:`gpu.ozaki2.tiled.panels`)."""
+    (m, k), n = A.shape, B.shape[1]
+    return panels(be, m, k, n, options.count, options.scaling, options.bound, options.workspace, options.level)
+
+
+def _tiled(be: Backend, A: Array, B: Array, C: Array, rows: int, cols: int, options: Options) -> Array:
+    """C = A @ B in tiles of rows x cols, a plan per tile shape (:func:`gpu.ozaki2.tiled.run_tiles`)."""
     return run_tiles(A, B, C, rows, cols, lambda a, b, c: Plan(a, b, out=c, options=options, backend=be))
-
-
-def new_output(be: Backend, m: int, n: int) -> Array:
-    """A new m x n float64 output, or MemoryPlanError where the device cannot give it."""
-    try:
-        return be.xp.empty((m, n))
-    except MemoryError as exc:
-        raise MemoryPlanError(f"the {8 * m * n:,}-byte output of Ozaki scheme II on {m} x {n} does not fit; pass "
-                              "out=, or split the product into blocks of rows") from exc
