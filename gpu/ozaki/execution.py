@@ -183,6 +183,7 @@ class Plan(MatmulPlan):
         self.signature = operand_signature(be, A, B, out, stream)
         self._layouts: dict[int, Layout] = {}
         self._held: tuple[int, Array] | None = None
+        self._carved: dict[int, dict[str, Array]] = {}
         self._lock = threading.Lock()
         self._deferred: DeviceVerdict | None = None
         self._last: Array | None = None
@@ -232,8 +233,12 @@ class Plan(MatmulPlan):
     def _workspace(self, lay: Layout) -> dict[str, Array]:
         """The workspace of ``lay``: the held block (grown where a larger count needs more), or a new one."""
         if self.hold and self._held is not None and self._held[0] >= lay.nbytes:
-            return lay.carve(self._held[1])
+            carved = self._carved.get(id(lay))
+            if carved is None:                       # a held block's views serve every call (carving costs ~30 us)
+                carved = self._carved[id(lay)] = lay.carve(self._held[1])
+            return carved
         self._held = None
+        self._carved.clear()
         m, k, n = self.shape
         try:
             block = reserve(self.backend, lay.nbytes, f"the workspace of a {m} x {k} x {n} Ozaki product",
@@ -247,6 +252,7 @@ class Plan(MatmulPlan):
 
     def _release(self) -> None:
         self._held = None
+        self._carved.clear()
         self._layouts.clear()
         if self._deferred is not None:
             self._deferred.graphs.clear()
