@@ -4,7 +4,8 @@ the winner's own family plan executed per call.
 :class:`Plan` checks the operands (float64, shapes, ``out``), reads this device's tables (the profile's
 Strassen ``configurations`` and ``methods``, :mod:`gpu.profile`), ranks the candidates for the accuracy asked
 for, and builds the first eligible candidate's plan: the library GEMM (one checked GEMM call), a
-:class:`gpu.strassen.Plan` with the configuration's options, a :class:`gpu.ozaki2.Plan` or
+:class:`gpu.strassen.Plan` with the configuration's options, a :class:`gpu.ozaki2.Plan` (a
+:class:`gpu.ozaki2.TiledPlan` within the free memory where its workspace does not fit) or
 :class:`gpu.ozaki.Plan` at the candidate's target, or a :class:`gpu.splitk.Plan`. A family that refuses the
 product (its own checks, or :class:`gpu.backend.MemoryPlanError` where its workspace does not fit) hands on to
 the next eligible candidate, and :meth:`Plan.explain` says so. A call then runs the chosen plan: what it waits
@@ -72,7 +73,8 @@ def family_plan(r: Ranked, A: Array, B: Array, out: Array | None, be: Backend, s
     """The plan of ranked candidate ``r`` for these operands (its family's checks run here)."""
     if r.family == "gemm":
         return LibraryPlan(A, B, out, be)
-    builders = {"strassen": strassen.Plan, "ozaki2": ozaki2.Plan, "ozaki": ozaki.Plan, "splitk": splitk.Plan}
+    builders = {"strassen": strassen.Plan, "ozaki2": ozaki2.tiled.plan_in_memory, "ozaki": ozaki.Plan,
+                "splitk": splitk.Plan}
     options = dict(r.options)
     if r.family == "ozaki" and "target" in options:      # its proof holds where the count is read back: no
         options.setdefault("verdict", "host")            # IEEE fallback (gpu.ozaki.deferred)
@@ -164,6 +166,7 @@ class Plan(MatmulPlan):
         ranked above the one that runs whose families refused the product."""
         lines = [self.ranking.explain()]
         lines += [f"refused by its family: {r.name}: {why}" for r, why in self.refused]
-        if self.refused:
-            lines.append(f"runs: {self.chosen.name}")
+        note = getattr(self._inner, "note", None)
+        if self.refused or note:
+            lines.append(f"runs: {self.chosen.name}" + (f" {note}" if note else ""))
         return "\n".join(lines)

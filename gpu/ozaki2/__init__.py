@@ -26,9 +26,10 @@ from .reference import MAX_K, modular_product
 from .reference import matmul as reference_matmul
 from .residues import reduce, residues
 from .scaling import Bounds, Scaled, accurate_bounds, bound_limit, headroom, scale_accurate
+from .tiled import TiledPlan
 
 __all__ = ["MAX_K", "MAX_MODULI", "MODULI", "PLANS", "SCALINGS", "Bounds", "LineStats", "ModuliTable", "Options",
-           "Plan", "Scaled", "accurate_bounds",
+           "Plan", "Scaled", "TiledPlan", "accurate_bounds",
            "bound_limit", "choose_moduli", "emulation", "greedy_moduli", "headroom", "matmul", "modular_product",
            "moduli_table", "predicted_error", "reconstruct", "reconstruct_exact", "reduce", "reference_matmul",
            "residue_range", "residues", "scale_accurate", "tiled", "winograd", "workspace_bytes"]

@@ -32,20 +32,16 @@ beside their blocks.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
-import numpy as np
-
-from ..backend import Array, Backend, MemoryPlanError, check_output, get_backend, require_memory
+from ..backend import Array, Backend, MemoryPlanError, get_backend
 from ..backend.plans import PlanCache, operand_signature
 from ..ozaki.api import _operands
-from ..ozaki.plan import HEADROOM
 from .normwise import LineStats
 from .ops import ops
 from .options import SCALINGS, Options
 from .plan import Plan
-from .tiled import panels, run_tiles
+from .tiled import TiledPlan
 from .workspace import layout
 
 __all__ = ["MAX_PLANS", "PLANS", "SCALINGS", "Options", "Plan", "line_stats", "matmul", "workspace_bytes"]
@@ -123,52 +119,16 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
         return Options(moduli, target, scaling, bound, k_block, check_finite, overwrite_a, overwrite_b, level,
                        workspace)
 
-    if workspace is not None:
-        options = checked()
-        (m, _), n = A.shape, B.shape[1]
-        rows, cols = _panels(be, A, B, options)
-        if (rows, cols) != (m, n):
-            C = be.xp.empty((m, n)) if out is None else \
-                check_output(be, out, (m, n), np.float64, {"A": A, "B": B}, rows_contiguous=True)
-            return _tiled(be, A, B, C, rows, cols, options)
-
     def build() -> Plan:
         return Plan(A, B, out=out, options=checked(), backend=be, make_room=_make_room)
 
+    def tiled() -> TiledPlan:
+        return TiledPlan(A, B, out=out, options=checked(), backend=be)
+
     try:
-        return PLANS.get(key, build).run(A, B, out, phases)
+        return PLANS.get(key, build if workspace is None else tiled).run(A, B, out, phases)
     except MemoryPlanError:
         if workspace is not None:
             raise
-    return _in_free_memory(be, A, B, out, checked())
+    return PLANS.get(key, tiled).run(A, B, out, phases)
 
-
-def _in_free_memory(be: Backend, A: Array, B: Array, out: Any, options: Options) -> Array:
-    """The product in tiles within the memory free now, where the whole product's plan did not fit (after the
-    kept plans were freed): ``workspace=`` as the device allows it; MemoryPlanError where not even the least
-    tiles fit."""
-    (m, k), n = A.shape, B.shape[1]
-    if out is not None:
-        check_output(be, out, (m, n), np.float64, {"A": A, "B": B}, rows_contiguous=True)
-    cap = int(HEADROOM * be.memory_info()[0]) - (0 if out is not None else 8 * m * n)
-    if cap < 1:
-        raise MemoryPlanError(f"Ozaki scheme II on {m} x {k} x {n}: the memory free holds no workspace beside "
-                              f"A, B and C; free some, pass out=, or split the product into blocks of rows")
-    options = replace(options, workspace=cap)
-    rows, cols = _panels(be, A, B, options)
-    what = f"the output of Ozaki scheme II on {m} x {k} x {n}"
-    C = out if out is not None else be.new_output(
-        (m, n), np.float64, lambda: require_memory(be, 8 * m * n, what, "pass out=, or split the product into "
-                                                   "blocks of rows"))
-    return _tiled(be, A, B, C, rows, cols, options)
-
-
-def _panels(be: Backend, A: Array, B: Array, options: Options) -> tuple[int, int]:
-    """The tiles of C whose workspace fits ``options.workspace`` (:func:`gpu.ozaki2.tiled.panels`)."""
-    (m, k), n = A.shape, B.shape[1]
-    return panels(be, m, k, n, options.count, options.scaling, options.bound, options.workspace, options.level)
-
-
-def _tiled(be: Backend, A: Array, B: Array, C: Array, rows: int, cols: int, options: Options) -> Array:
-    """C = A @ B in tiles of rows x cols, a plan per tile shape (:func:`gpu.ozaki2.tiled.run_tiles`)."""
-    return run_tiles(A, B, C, rows, cols, lambda a, b, c: Plan(a, b, out=c, options=options, backend=be))

@@ -6,8 +6,8 @@ tile's workspace block and its scratch, as :func:`gpu.ozaki2.memory.peak_bytes` 
 product's plan fits the cap it runs as one product; otherwise :func:`panels` picks the largest square tiles
 that fit (rows and columns within one of each other, halving from the whole product) and each tile runs as its
 own scheme II product straight into its block of C, one plan per tile shape, freed before the next shape is
-planned. A cap that not even tiles of :data:`MIN_TILE` lines fit is a :class:`~gpu.backend.MemoryPlanError`
-before any work.
+planned (:class:`TiledPlan`, which keeps the one tile plan between calls where every tile has one shape). A cap
+that not even tiles of :data:`MIN_TILE` lines fit is a :class:`~gpu.backend.MemoryPlanError` before any work.
 
 What a tile computes is the whole product's: the fast scaling's shifts depend on a row's (column's) own
 entries only, so with a modulus count given (``moduli=N``) and ``scaling="fast"`` the tiled product is
@@ -20,13 +20,22 @@ matrices at 15 moduli the tiles are about 0.4 N wide, so each operand's residues
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
-from ..backend import Array, Backend, MemoryPlanError
+import numpy as np
+
+from ..backend import Array, Backend, MemoryPlanError, check_output, get_backend, require_memory
 from ..backend.checks import gib
+from ..backend.plans import MatmulPlan, operand_signature, resolve_options
+from ..ozaki.api import _operands
+from ..ozaki.plan import HEADROOM
 from .memory import peak_bytes
 from .moduli import MAX_MODULI
+from .options import Options
+from .plan import Plan
 
 #: The narrowest tile side a capped product is cut into.
 MIN_TILE = 64
@@ -70,19 +79,94 @@ def tiles(m: int, n: int, rows: int, cols: int) -> Iterator[tuple[slice, slice]]
                 yield r, c
 
 
-def run_tiles(A: Array, B: Array, C: Array, rows: int, cols: int,
-              plan_of: Callable[[Array, Array, Array], Any]) -> Array:
-    """Every tile of C as its own product, one plan per tile shape (``plan_of``), freed before the next."""
-    plan, shape = None, None
-    try:
-        for r, c in tiles(C.shape[0], C.shape[1], rows, cols):
-            a, b, out = A[r], B[:, c], C[r, c]
-            if out.shape != shape:
-                if plan is not None:
+class TiledPlan(MatmulPlan):
+    """Scheme II for one operand signature in tiles of C within a workspace cap (see the module): what
+    :func:`gpu.ozaki2.matmul` and the front door run where the whole product's :class:`~gpu.ozaki2.plan.Plan`
+    does not fit, or does not fit ``workspace=``. ``options.workspace`` is the cap; None takes
+    :data:`gpu.ozaki.plan.HEADROOM` of the memory free when the plan is built (less C where the call makes it).
+    Where every tile has one shape the plan keeps that tile's plan, built on the first call, so a repeated call
+    plans nothing; otherwise each shape's plan is built per call and freed before the next (their workspaces
+    are never held together). Under ``moduli="auto"`` each tile reads its own count (a 4-byte wait per tile).
+    MemoryPlanError before any work where not even the least tiles fit."""
+
+    def __init__(self, A: Any, B: Any, *, out: Any = None, options: Any = None, backend: str | Backend = "auto",
+                 stream: Any = None) -> None:
+        opts = resolve_options(Options, options)
+        be = self.backend = get_backend(backend)
+        self.stream = stream
+        A, B = _operands(be, A, B)
+        (m, k), n = A.shape, B.shape[1]
+        check_output(be, out, (m, n), np.float64, {"A": A, "B": B}, rows_contiguous=True)
+        cap = opts.workspace if opts.workspace is not None else free_cap(be, m, k, n, out is not None)
+        self.options = replace(opts, workspace=cap)
+        self.m, self.n = m, n
+        self.rows, self.cols = panels(be, m, k, n, opts.count, opts.scaling, opts.bound, cap, opts.level)
+        self.one_shape = m % self.rows == 0 and n % self.cols == 0
+        self.note = (f"in {self.tiles} tiles of {self.rows} x {self.cols} (at most {gib(cap)} of workspace beside "
+                     "A, B and C)")
+        self._held: Plan | None = None
+        self._lock = threading.Lock()
+        self.signature = operand_signature(be, A, B, out, stream)
+
+    @property
+    def tiles(self) -> int:
+        """How many tiles a call runs."""
+        return -(-self.m // self.rows) * -(-self.n // self.cols)
+
+    def _execute(self, A: Array, B: Array, out: Array | None) -> Array:
+        return self.run(A, B, out)
+
+    def run(self, A: Array, B: Array, out: Array | None = None, phases: dict[str, float] | None = None) -> Array:
+        """The tiles on the current stream (operands of the plan's signature); ``phases`` receives each phase's
+        seconds summed over the tiles (:meth:`gpu.ozaki2.plan.Plan.run`)."""
+        be, m, n = self.backend, self.m, self.n
+        C = out if out is not None else be.new_output(
+            (m, n), np.float64, lambda: require_memory(be, 8 * m * n, f"the {m} x {n} output of Ozaki scheme II",
+                                                       "pass out=, or split the product into blocks of rows"))
+        with self._lock:
+            if self.signature is None:
+                raise ValueError("this plan was freed; build a new one")
+            plan = self._held
+            try:
+                for r, c in tiles(m, n, self.rows, self.cols):
+                    a, b, part = A[r], B[:, c], C[r, c]
+                    if plan is not None and (plan.m, plan.n) != part.shape:
+                        plan.free()
+                        plan = None
+                    if plan is None:
+                        plan = Plan(a, b, out=part, options=self.options, backend=be)
+                    plan.run(a, b, part, phases)
+            finally:
+                self._held = plan if self.one_shape else None
+                if plan is not None and not self.one_shape:
                     plan.free()
-                plan, shape = plan_of(a, b, out), out.shape
-            plan.execute(a, b, out)
-    finally:
-        if plan is not None:
-            plan.free()
-    return C
+        return C
+
+    def _release(self) -> None:
+        with self._lock:
+            if self._held is not None:
+                self._held.free()
+            self._held = None
+
+
+def free_cap(be: Backend, m: int, k: int, n: int, out_given: bool) -> int:
+    """The workspace cap within the memory free now: :data:`~gpu.ozaki.plan.HEADROOM` of it, less the new C's
+    bytes where the call makes C; MemoryPlanError where nothing is left."""
+    cap = int(HEADROOM * be.memory_info()[0]) - (0 if out_given else 8 * m * n)
+    if cap < 1:
+        raise MemoryPlanError(f"Ozaki scheme II on {m} x {k} x {n}: the memory free holds no workspace beside "
+                              f"A, B and C; free some, pass out=, or split the product into blocks of rows")
+    return cap
+
+
+def plan_in_memory(A: Any, B: Any, *, out: Any = None, options: Any = None, backend: str | Backend = "auto",
+                   stream: Any = None) -> Plan | TiledPlan:
+    """The whole product's :class:`~gpu.ozaki2.plan.Plan` where its workspace fits, else (no ``workspace`` cap
+    given) a :class:`TiledPlan` within the memory free: the front door's Ozaki II at a size whose plan for
+    every count ``"auto"`` may take does not fit (N = 49152 on the H200)."""
+    try:
+        return Plan(A, B, out=out, options=options, backend=backend, stream=stream)
+    except MemoryPlanError:
+        if resolve_options(Options, options).workspace is not None:
+            raise
+    return TiledPlan(A, B, out=out, options=options, backend=backend, stream=stream)

@@ -90,6 +90,23 @@ def test_a_family_that_refuses_hands_on_to_the_next_candidate(profile, monkeypat
     np.testing.assert_allclose(p.execute(A, B), A @ B, rtol=0, atol=1e-12 * N)
 
 
+
+def test_ozaki2_whose_whole_workspace_does_not_fit_runs_in_tiles_of_the_free_memory(profile, monkeypatch):
+    """The front door keeps its first choice where Ozaki II's whole plan (sized for every count "auto" may take)
+    does not fit: a tiled plan within the memory free, said in explain(), its result within the bound."""
+    from gpu.ozaki2 import TiledPlan, tiled
+
+    whole = tiled.tile_bytes(profile, N, N, N, None, "fast", "normwise")
+    monkeypatch.setattr(profile, "memory_info", lambda: (whole // 2 + 8 * N * N, 2**40))
+    A, B = operands(seed=3)
+    p = gpu.plan(A, B, backend=profile)
+    assert p.chosen.family == "ozaki2" and isinstance(p._inner, TiledPlan) and p._inner.tiles >= 2
+    assert f"tiles of {p._inner.rows} x {p._inner.cols}" in p.explain() and "refused by its family" not in p.explain()
+    C, exact = p.execute(A, B), exact_matmul(A, B, backend="numpy")
+    t = contract.ozaki2("dgemm", N).t
+    rowcol = np.linalg.norm(A, axis=1)[:, None] * np.linalg.norm(B, axis=0)[None, :]
+    assert (np.abs(C - exact) <= t * rowcol + 2.0**-53 * np.abs(exact)).all()
+
 def test_a_plan_short_of_memory_frees_the_other_kept_plans_and_runs(profile, monkeypatch):
     """A MemoryPlanError comes before any work: the front door frees the plans every family keeps (another
     accuracy's Ozaki II workspace) and runs once more; where none was kept the error stands."""

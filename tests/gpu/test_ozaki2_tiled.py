@@ -57,7 +57,9 @@ def test_auto_in_tiles_keeps_its_proven_bound(monkeypatch):
     A, B = operands(m, k, n, 1.0, 4)
     built = []
     real = ozaki2.Plan
-    monkeypatch.setattr("gpu.ozaki2.api.Plan", lambda *a, **kw: (built.append(a[0].shape), real(*a, **kw))[1])
+    record = lambda *a, **kw: (built.append(a[0].shape), real(*a, **kw))[1]  # noqa: E731
+    monkeypatch.setattr("gpu.ozaki2.api.Plan", record)
+    monkeypatch.setattr("gpu.ozaki2.tiled.Plan", record)
     cap = tiled.tile_bytes(BE, m, k, n, None, "fast", "normwise") // 3
     C = host_matmul(A, B, workspace=cap)
     assert len(built) >= 2, "the product ran in tiles"
@@ -105,11 +107,43 @@ def test_a_product_whose_plan_does_not_fit_runs_in_tiles_of_the_free_memory(monk
     monkeypatch.setattr("gpu.ozaki2.api.PLANS", PlanCache())
     built = []
     real = ozaki2.Plan
-    monkeypatch.setattr("gpu.ozaki2.api.Plan", lambda *a, **kw: (built.append(a[0].shape), real(*a, **kw))[1])
+    record = lambda *a, **kw: (built.append(a[0].shape), real(*a, **kw))[1]  # noqa: E731
+    monkeypatch.setattr("gpu.ozaki2.api.Plan", record)
+    monkeypatch.setattr("gpu.ozaki2.tiled.Plan", record)
     whole = tiled.tile_bytes(BE, m, k, n, 15, "fast", "normwise")
     monkeypatch.setattr(BE, "memory_info", lambda: (whole // 2, 2**40))
     assert np.array_equal(host_matmul(A, B, moduli=15), want)
     assert len(built) >= 3 and built[0] == (m, k), "the whole product was refused, then tiles ran"
+    tiled_plan = next(iter(ozaki2.api.PLANS._plans.values()))
+    assert isinstance(tiled_plan, ozaki2.TiledPlan) and tiled_plan.tiles >= 2, "the tiled plan is kept"
+    before = len(built)
+    assert np.array_equal(host_matmul(A, B, moduli=15), want)
+    assert len(built) - before <= 3, "a repeat tries no whole plan: only the tile shapes are planned again"
+    monkeypatch.setattr("gpu.ozaki2.api.PLANS", PlanCache())
     monkeypatch.setattr(BE, "memory_info", lambda: (1000, 2**40))
     with pytest.raises(MemoryPlanError, match="even in tiles of 64 x 64|holds no workspace"):
         host_matmul(A, B, moduli=15)
+
+
+def test_a_tiled_plan_of_one_tile_shape_keeps_its_tile_plan_between_calls(monkeypatch):
+    """Every tile of one shape: the first call builds the tile plan, a repeat builds none (into ``out`` too, with
+    the phases summed over the tiles), and free() drops it."""
+    m, k, n = 256, 100, 256
+    A, B = operands(m, k, n, 1.0, 5)
+    cap = tiled.tile_bytes(BE, m // 2, k, n // 2, 15, "fast", "normwise")
+    built = []
+    real = ozaki2.Plan
+    monkeypatch.setattr("gpu.ozaki2.tiled.Plan", lambda *a, **kw: (built.append(a[0].shape), real(*a, **kw))[1])
+    plan = ozaki2.TiledPlan(A, B, options={"moduli": 15, "workspace": cap}, backend="numpy")
+    assert (plan.rows, plan.cols, plan.tiles, plan.one_shape) == (m // 2, n // 2, 4, True)
+    want = host_matmul(A, B, moduli=15)
+    assert np.array_equal(plan.execute(A, B), want) and built == [(m // 2, k)]
+    phases = {}
+    assert np.array_equal(plan.run(A, B, phases=phases), want) and len(built) == 1, "a repeat plans nothing"
+    assert set(phases) >= {"scaling", "residues", "crt"} and all(v >= 0 for v in phases.values())
+    plan.free()
+    with pytest.raises(ValueError, match="freed"):
+        plan.execute(A, B)
+    out = np.full((m, n), np.nan)
+    with ozaki2.TiledPlan(A, B, out=out, options={"moduli": 15, "workspace": cap}, backend="numpy") as into:
+        assert into.execute(A, B, out) is out and np.array_equal(out, want)
