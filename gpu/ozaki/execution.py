@@ -322,9 +322,9 @@ def _require_output(be: Backend, m: int, n: int) -> None:
 
 
 def _output(be: Backend, m: int, n: int) -> Array:
-    """A new m x n float64 output, after :func:`_require_output`."""
-    _require_output(be, m, n)
-    return be.xp.empty((m, n))
+    """A new m x n float64 output (:meth:`gpu.backend.Backend.new_output`: :func:`_require_output` says why where
+    it does not fit; on a device it is asked only then, since reading the free memory costs a call tens of us)."""
+    return be.new_output((m, n), np.float64, lambda: _require_output(be, m, n))
 
 
 def _refuse(be: Backend, erow: Array, ecol: Array) -> None:

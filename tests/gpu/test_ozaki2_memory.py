@@ -237,9 +237,11 @@ def test_gpu_fast_15_after_fast_14_on_a_small_device(cupy_backend, small_device)
 @pytest.mark.gpu
 def test_gpu_repeated_call_is_served_by_the_pool(cupy_backend, small_device):
     """A repeated call that fits takes its block and C from the pool's cache: the pool takes nothing more from
-    the driver (the path with no wait for the device)."""
+    the driver (the path with no wait for the device). The second call captures the graph, whose cuBLAS
+    handle takes its own workspace once (:mod:`gpu.backend.stream_blas`)."""
     dA, dB, _, _ = _device_operands(cupy_backend, 512)
-    ozaki2.matmul(dA, dB, moduli=15, scaling="fast", backend=cupy_backend)
+    for _ in range(2):
+        ozaki2.matmul(dA, dB, moduli=15, scaling="fast", backend=cupy_backend)
     held = small_device.total_bytes()
     for _ in range(3):
         ozaki2.matmul(dA, dB, moduli=15, scaling="fast", backend=cupy_backend)
@@ -247,13 +249,24 @@ def test_gpu_repeated_call_is_served_by_the_pool(cupy_backend, small_device):
 
 
 @pytest.mark.gpu
-def test_gpu_small_device_refuses_before_any_work(cupy_backend, small_device):
+def test_gpu_small_device_tiles_or_refuses_before_any_work(cupy_backend, small_device):
+    """Room for half the least whole workspace: the call runs in tiles, bitwise the untiled product (a count
+    given, the fast scaling); room for not even C and the least tiles: MemoryPlanError before any work."""
     N = 1024
-    dA, dB, _, _ = _device_operands(cupy_backend, N)
+    dA, dB, A, B = _device_operands(cupy_backend, N)
     planes = ozaki2.workspace_bytes(N, N, N, 15, "fast")
-    small_device.set_limit(size=small_device.used_bytes() + planes // 2)
+    small_device.set_limit(size=small_device.used_bytes() + 8 * N * N + planes // 2)
+    got = ozaki2.matmul(dA, dB, moduli=15, scaling="fast", backend=cupy_backend)
+    assert isinstance(next(reversed(ozaki2.PLANS._plans.values())), ozaki2.TiledPlan)
+    assert np.array_equal(cupy_backend.to_numpy(got), _reference(A, B, moduli=15, scaling="fast"))
+    del got
+    ozaki2.PLANS.clear()
+    cupy_backend.release_memory()
+    out = cupy_backend.xp.full((N, N), 7.0)
+    small_device.set_limit(size=small_device.used_bytes() + 2**16)
     with pytest.raises(MemoryPlanError):
-        ozaki2.matmul(dA, dB, moduli=15, scaling="fast", backend=cupy_backend)
+        ozaki2.matmul(dA, dB, moduli=15, scaling="fast", out=out, backend=cupy_backend)
+    assert bool((out == 7.0).all()), "nothing written"
 
 
 @pytest.mark.gpu
