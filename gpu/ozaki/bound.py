@@ -46,6 +46,8 @@ by default it stays on the device: :mod:`gpu.ozaki.deferred`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..backend import Array, Backend, require_memory
@@ -80,24 +82,52 @@ def require_bound_memory(be: Backend, m: int, k: int, n: int, fmt: SliceFormat) 
                    f"the bound for target= of a {m} x {k} x {n} product (a GEMM of magnitudes)", ADVICE)
 
 
-def magnitude_product(be: Backend, A: Array, B: Array, erow: Array, ecol: Array, fmt: SliceFormat) -> Array:
-    """P^ (m x n, float32): the product of the raised magnitudes of A and B (see the module)."""
+@dataclass(frozen=True)
+class BoundBuffers:
+    """Every array a call's bound writes, held by a plan (a graph of its steps then allocates nothing): the
+    lines' exponents and nonzeros, the magnitude operands and their product, and G."""
+
+    erow: Array
+    nnz_rows: Array
+    ecol: Array
+    nnz_cols: Array
+    ma: Array
+    mb: Array
+    p: Array
+    ratio: Array
+
+    @classmethod
+    def make(cls, be: Backend, m: int, k: int, n: int, fmt: SliceFormat) -> BoundBuffers:
+        """The buffers of an m x k by k x n product with ``fmt`` slices (:func:`bound_bytes` and the lines)."""
+        xp, rec = be.xp, gemm_recipe(magnitude_recipe(fmt)[0])
+        return cls(xp.empty(m, dtype=np.int32), xp.empty(m, dtype=np.int64), xp.empty(n, dtype=np.int32),
+                   xp.empty(n, dtype=np.int64), xp.empty((m, k), dtype=rec.operands), xp.empty((k, n),
+                   dtype=rec.operands), xp.empty((m, n), dtype=rec.output), xp.empty(1, dtype=np.float64))
+
+
+def magnitude_product(be: Backend, A: Array, B: Array, erow: Array, ecol: Array, fmt: SliceFormat,
+                      held: BoundBuffers | None = None) -> Array:
+    """P^ (m x n, float32): the product of the raised magnitudes of A and B (see the module); in ``held``'s
+    buffers where given."""
     recipe, bits = magnitude_recipe(fmt)
     rec = gemm_recipe(recipe)
     family = ops(be)
-    P = be.xp.empty((A.shape[0], B.shape[1]), dtype=rec.output)
-    be.gemm_ex(family.magnitudes(A, erow, 1, bits, rec.operands.name),
-               family.magnitudes(B, ecol, 0, bits, rec.operands.name), P, recipe=recipe)
+    ma, mb, P = (None, None, be.xp.empty((A.shape[0], B.shape[1]), dtype=rec.output)) if held is None else \
+        (held.ma, held.mb, held.p)
+    be.gemm_ex(family.magnitudes(A, erow, 1, bits, rec.operands.name, out=ma),
+               family.magnitudes(B, ecol, 0, bits, rec.operands.name, out=mb), P, recipe=recipe)
     return P
 
 
 def ratio_on_device(be: Backend, A: Array, B: Array, erow: Array, ecol: Array, nnz_rows: Array,
-                    nnz_cols: Array, fmt: SliceFormat) -> Array:
+                    nnz_cols: Array, fmt: SliceFormat, held: BoundBuffers | None = None) -> Array:
     """G (see the module) as a 1-element float64 array of the backend, with no wait for the device: the
     magnitude GEMM and one pass over its product (weak entries recomputed in it, :mod:`gpu.ozaki.bound_kernels`).
-    Lines with exponent :data:`gpu.ozaki.ops.BAD` (NaN or infinity) are left out."""
-    P = magnitude_product(be, A, B, erow, ecol, fmt)
-    return ops(be).ratio(P, nnz_rows, nnz_cols, lower_factor(A.shape[1]), A, B, erow, ecol, fmt)
+    Lines with exponent :data:`gpu.ozaki.ops.BAD` (NaN or infinity) are left out. ``held``: the buffers to
+    write (new arrays without)."""
+    P = magnitude_product(be, A, B, erow, ecol, fmt, held)
+    return ops(be).ratio(P, nnz_rows, nnz_cols, lower_factor(A.shape[1]), A, B, erow, ecol, fmt,
+                         out=None if held is None else held.ratio)
 
 
 def slice_ratio(be: Backend, A: Array, B: Array, erow: Array, ecol: Array, fmt: SliceFormat) -> float:

@@ -43,11 +43,11 @@ def bound_module(fmt: Any) -> Any:
     return _module(gemm_recipe(magnitude_recipe(fmt)[0]).operands.name)
 
 
-def magnitudes(X: Any, exps: Any, axis: int, bits: int, storage: str) -> Any:
+def magnitudes(X: Any, exps: Any, axis: int, bits: int, storage: str, out: Any = None) -> Any:
     """The bound's magnitude operand of X (see :func:`gpu.ozaki.slicing.magnitudes`), C-ordered, in one pass;
-    ``exps`` per row (axis 1) or per column (axis 0)."""
+    ``exps`` per row (axis 1) or per column (axis 0); into ``out`` (C-ordered) where given."""
     rows, cols = X.shape
-    out = cupy.empty((rows, cols), dtype=storage)
+    out = cupy.empty((rows, cols), dtype=storage) if out is None else out
     it = X.itemsize
     blocks = max(1, min(MAGNITUDE_MAX_BLOCKS, -(-(rows * cols) // MAGNITUDE_THREADS)))
     i64 = np.int64
@@ -59,11 +59,13 @@ def magnitudes(X: Any, exps: Any, axis: int, bits: int, storage: str) -> Any:
 
 
 def ratio(P: Any, nnz_rows: Any, nnz_cols: Any, factor: float, A: Any, B: Any, erow: Any, ecol: Any,
-          fmt: Any) -> Any:
-    """G as a 1-element float64 device array (0 when the product is exactly zero, inf when out of reach)."""
+          fmt: Any, out: Any = None) -> Any:
+    """G as a 1-element float64 device array (0 when the product is exactly zero, inf when out of reach); into
+    ``out`` where given."""
     m, n = P.shape
     k = A.shape[1]
-    best = cupy.zeros(1, dtype=np.uint64)
+    best = cupy.empty(1, dtype=np.uint64) if out is None else out.view(np.uint64)
+    best.data.memset_async(0, 8)
     blocks = max(1, min(RATIO_MAX_BLOCKS, -(-(m * n) // RATIO_THREADS)))
     i64, it = np.int64, A.itemsize
     bound_module(fmt).get_function("ozaki_ratio")(

@@ -36,7 +36,9 @@ from typing import Any
 
 from ..backend import Array, Backend
 from ..backend.conditional import HostBranches, available, capturer
+from ..backend.graphs import Graphs
 from ..backend.memo import LRU
+from .bound import BoundBuffers, ratio_on_device
 from .ops import FINALIZE, LOAD_ACC, LOAD_OPEN, STORE_OPEN, ops
 from .plan import Chunk, OzakiPlan, WorkspaceError, _round_up, choose_alpha, plan
 
@@ -141,11 +143,13 @@ class DeviceVerdict:
         be: Backend = owner.backend
         m, k, n = owner.shape
         self.owner, self.backend, self.family = owner, be, ops(be)
+        self.bound = BoundBuffers.make(be, m, k, n, owner.format) if owner.hold else None
         free = be.memory_info()[0]
         self.schedule = schedule(most_slices(m, k, n, owner.format, owner.options.k_block, free, cap))
         self.layout = layout_type(self.schedule.plan, deferred=True)
         self.capturer = capturer(be) if available(be) else None
         self.graphs = LRU(MAX_GRAPHS)
+        self.before = Graphs(be, "repeat" if self.capturer is not None and owner.hold else False, 0)
         if self.capturer is not None:
             self.family.prepare_branch()
             be.xp.zeros((2, 2)).fill(0.0)            # compiles the fill kernel outside any capture
@@ -154,24 +158,46 @@ class DeviceVerdict:
     def most(self) -> int:
         return self.schedule.most
 
-    def run(self, A: Array, B: Array, C: Array, erow: Array, ecol: Array, ratio: Array, work: dict[str, Array],
-            phases: Any, phase: Any) -> Array:
-        """Steps 1-4 of the module for operands of the owner's signature (``ratio``: the bound's, on the
-        device); ``work``: a workspace of :attr:`layout`."""
-        owner, family, p = self.owner, self.family, self.schedule.plan
-        word = work["word"]
+    def run(self, A: Array, B: Array, C: Array, work: dict[str, Array], phases: Any, phase: Any) -> Array:
+        """Steps 1-4 of the module for operands of the owner's signature; ``work``: a workspace of
+        :attr:`layout`. Steps 1 and 2 run as a graph per address set of A, B and the workspace from its second
+        call (:mod:`gpu.backend.graphs`, mode ``"repeat"``; their buffers are the plan's), step 3 as the
+        workspace's graph; the returned word is the call's own copy."""
+        owner, p, word = self.owner, self.schedule.plan, work["word"]
+        held = self.bound or BoundBuffers.make(self.backend, *owner.shape, owner.format)
         with phase(self.backend, phases, "split"):
-            family.verdict(ratio, erow, ecol, owner.alpha, owner.budget, p.format, out=word)
-            family.split(A, erow, p, p.m, self.layout.a_layout, False, work["a"], ecol, limit=word)
-            family.split(B.T, ecol, p, p.n_pad, self.layout.b_layout, False, work["b"], erow, limit=word)
+            if phases is None:
+                be = self.backend
+                self.before.run((be.pointer(A), be.pointer(B), be.pointer(work["a"])),
+                                lambda: self._before(A, B, work, held))
+            else:
+                self._before(A, B, work, held)
         with phase(self.backend, phases, "gemm"):
             self._graph(work)
         with phase(self.backend, phases, "sum"):
             last = self.schedule.steps[-1][1][-1]
-            family.fold(work["buffers"], len(last.chunks), last.diagonals, last.closes, p.alpha, work["acc"],
-                        work["comp"], work["open"], erow, ecol, last.flags, A, B, p.format, dst=C, limit=word,
-                        most=self.most)
+            self.family.fold(work["buffers"], len(last.chunks), last.diagonals, last.closes, p.alpha, work["acc"],
+                             work["comp"], work["open"], held.erow, held.ecol, last.flags, A, B, p.format, dst=C,
+                             limit=word, most=self.most)
         return word.copy()
+
+    def _before(self, A: Array, B: Array, work: dict[str, Array], held: BoundBuffers) -> None:
+        """Steps 1 and 2: the lines' exponents and nonzeros, the bound, the verdict word and the slicing, into
+        ``held`` and the workspace (nothing allocated)."""
+        owner, family, p, word = self.owner, self.family, self.schedule.plan, work["word"]
+        fmt = owner.format
+        family.line_exponents(A, 1, True, fmt, out=(held.erow, held.nnz_rows))
+        family.line_exponents(B, 0, True, fmt, out=(held.ecol, held.nnz_cols))
+        ratio = ratio_on_device(self.backend, A, B, held.erow, held.ecol, held.nnz_rows, held.nnz_cols, fmt, held)
+        family.verdict(ratio, held.erow, held.ecol, owner.alpha, owner.budget, p.format, out=word)
+        family.split(A, held.erow, p, p.m, self.layout.a_layout, False, work["a"], held.ecol, limit=word)
+        family.split(B.T, held.ecol, p, p.n_pad, self.layout.b_layout, False, work["b"], held.erow, limit=word)
+
+    def release(self) -> None:
+        """Drop the graphs and the bound's buffers (the owner was freed)."""
+        self.graphs.clear()
+        self.before.clear()
+        self.bound = None
 
     def ready(self, work: dict[str, Array]) -> Any:
         """The graph of workspace ``work`` (CuPy; None on NumPy), captured and instantiated now if it was not:

@@ -255,7 +255,7 @@ class Plan(MatmulPlan):
         self._carved.clear()
         self._layouts.clear()
         if self._deferred is not None:
-            self._deferred.graphs.clear()
+            self._deferred.release()
 
     def _execute(self, A: Array, B: Array, out: Array | None) -> Array:
         return self.run(A, B, out, None)
@@ -280,16 +280,13 @@ class Plan(MatmulPlan):
             C[...] = 0.0
             return C
         opts, family, fmt = self.options, ops(be), self.format
+        if self._deferred is not None:
+            work = self._workspace(self._deferred.layout)
+            self._last = self._deferred.run(A, B, C, work, phases, _phase)
+            return C
         with _phase(be, phases, "split"):
             erow, nnz_rows = family.line_exponents(A, 1, self.target is not None, fmt)
             ecol, nnz_cols = family.line_exponents(B, 0, self.target is not None, fmt)
-            if self._deferred is not None:
-                ratio = ratio_on_device(be, A, B, erow, ecol, nnz_rows, nnz_cols, fmt)
-        if self._deferred is not None:
-            work = self._workspace(self._deferred.layout)
-            self._last = self._deferred.run(A, B, C, erow, ecol, ratio, work, phases, _phase)
-            return C
-        with _phase(be, phases, "split"):
             slices = self.slices
             if self.target is not None or opts.check_finite:
                 ratio = None if self.target is None else ratio_on_device(be, A, B, erow, ecol, nnz_rows, nnz_cols,

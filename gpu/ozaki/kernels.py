@@ -76,14 +76,16 @@ def absmax(X: Any, axis: int) -> Any:
     return _absmax()(X, axis=axis)
 
 
-def line_exponents(module: Any, X: Any, axis: int, count: bool) -> tuple[Any, Any]:
-    """(exponents with :data:`BAD`, nonzeros or None) of X's rows (axis 1) or columns (axis 0), one read."""
+def line_exponents(module: Any, X: Any, axis: int, count: bool, out: tuple[Any, Any] | None = None
+                   ) -> tuple[Any, Any]:
+    """(exponents with :data:`BAD`, nonzeros or None) of X's rows (axis 1) or columns (axis 0), one read; into
+    ``out`` (int32 and int64 arrays of the lines) where given."""
     lines, length = X.shape[1 - axis], X.shape[axis]
     it = X.itemsize
     line_stride, elem_stride = X.strides[1 - axis] // it, X.strides[axis] // it
     by_warp = abs(elem_stride) <= abs(line_stride) or lines == 1
-    exps = cupy.empty(lines, dtype=np.int32)
-    nnz = cupy.empty(lines, dtype=np.int64) if count else None
+    exps = cupy.empty(lines, dtype=np.int32) if out is None else out[0]
+    nnz = (cupy.empty(lines, dtype=np.int64) if out is None else out[1]) if count else None
     per_block = LINE_WARPS if by_warp else 32
     blocks = max(1, min(LINE_MAX_BLOCKS, -(-lines // per_block)))
     i64 = np.int64
@@ -139,9 +141,11 @@ class CudaOps:
         """Compile (or load) the module that sets a device-verdict call's IF nodes, before any capture."""
         branch_module().get_function("ozaki_branch")
 
-    def line_exponents(self, X: Any, axis: int, count: bool, fmt: Any) -> tuple[Any, Any]:
-        """Exponents of X's lines (:data:`BAD` where NaN or infinity) and, with ``count``, their nonzeros."""
-        return line_exponents(core(fmt.storage, fmt.accumulator), X, axis, count)
+    def line_exponents(self, X: Any, axis: int, count: bool, fmt: Any, out: tuple[Any, Any] | None = None
+                       ) -> tuple[Any, Any]:
+        """Exponents of X's lines (:data:`BAD` where NaN or infinity) and, with ``count``, their nonzeros (into
+        ``out`` where given)."""
+        return line_exponents(core(fmt.storage, fmt.accumulator), X, axis, count, out)
 
     magnitudes = staticmethod(magnitudes)
     ratio = staticmethod(ratio)

@@ -129,23 +129,27 @@ class HostOps:
         """max |X| along ``axis`` (NaN where the line holds NaN)."""
         return np.abs(X).max(axis=axis)
 
-    def line_exponents(self, X: np.ndarray, axis: int, count: bool, fmt: Any) -> tuple[np.ndarray, Any]:
+    def line_exponents(self, X: np.ndarray, axis: int, count: bool, fmt: Any,
+                       out: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, Any]:
         """Per row (axis 1) or column (axis 0): the exponent e with max |x| < 2**e, :data:`BAD` where the line
-        holds NaN or infinity, and with ``count`` its nonzeros (int64)."""
+        holds NaN or infinity, and with ``count`` its nonzeros (int64); into ``out`` where given."""
         lines = X.shape[1 - axis]
         nnz = np.count_nonzero(X, axis=axis).astype(np.int64) if count else None
         if X.shape[axis] == 0:
-            return np.zeros(lines, dtype=np.int32), nnz
-        top = np.abs(X).max(axis=axis)
-        return np.where(np.isfinite(top), np.frexp(top)[1], BAD).astype(np.int32), nnz
+            exps = np.zeros(lines, dtype=np.int32)
+        else:
+            top = np.abs(X).max(axis=axis)
+            exps = np.where(np.isfinite(top), np.frexp(top)[1], BAD).astype(np.int32)
+        return (exps, nnz) if out is None else _into(out, (exps, nnz))
 
-    def magnitudes(self, X: np.ndarray, exps: np.ndarray, axis: int, bits: int, storage: str) -> np.ndarray:
+    def magnitudes(self, X: np.ndarray, exps: np.ndarray, axis: int, bits: int, storage: str,
+                   out: np.ndarray | None = None) -> np.ndarray:
         """The operand of the bound's magnitude GEMM (:func:`gpu.ozaki.slicing.magnitudes`), in ``storage``;
-        ``exps`` per row (axis 1) or per column (axis 0); the lines marked BAD are zeros."""
+        ``exps`` per row (axis 1) or per column (axis 0); the lines marked BAD are zeros; into ``out``."""
         e = exps[:, None] if axis == 1 else exps[None, :]
         with np.errstate(invalid="ignore", over="ignore"):
             values = np.where(e == BAD, 0.0, magnitudes(np, X, np.where(e == BAD, 0, e), bits))
-        return encode(np, values, storage)
+        return _into(out, encode(np, values, storage))
 
     def screen(self, P: np.ndarray, nnz_rows: np.ndarray, nnz_cols: np.ndarray, factor: float
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -163,14 +167,15 @@ class HostOps:
         return best, weak_rows, weak_cols
 
     def ratio(self, P: np.ndarray, nnz_rows: np.ndarray, nnz_cols: np.ndarray, factor: float, A: np.ndarray,
-              B: np.ndarray, erow: np.ndarray, ecol: np.ndarray, fmt: Any) -> np.ndarray:
-        """G of :mod:`gpu.ozaki.bound` as a 1-element float64 array: :meth:`screen`, then the weak entries from a
-        float64 product of their rows' and columns' scaled magnitudes."""
+              B: np.ndarray, erow: np.ndarray, ecol: np.ndarray, fmt: Any, out: np.ndarray | None = None
+              ) -> np.ndarray:
+        """G of :mod:`gpu.ozaki.bound` as a 1-element float64 array (``out`` where given): :meth:`screen`, then
+        the weak entries from a float64 product of their rows' and columns' scaled magnitudes."""
         best, weak_rows, weak_cols = self.screen(P, nnz_rows, nnz_cols, factor)
         if weak_rows.any():
             rows, cols = np.flatnonzero(weak_rows), np.flatnonzero(weak_cols)
             best = max(float(best), refine(self.backend, A, B, erow, ecol, P, nnz_rows, nnz_cols, rows, cols, factor))
-        return np.array([best], dtype=np.float64)
+        return _into(out, np.array([best], dtype=np.float64))
 
     def verdict(self, ratio: np.ndarray | None, erow: np.ndarray, ecol: np.ndarray, alpha: int, budget: float,
                 fmt: Any, out: np.ndarray | None = None) -> np.ndarray:
@@ -261,6 +266,19 @@ class HostOps:
                     dst[:, cols] = A @ B[:, cols]
         else:
             acc[...], comp[...] = hi, lo
+
+
+def _into(out: Any, values: Any) -> Any:
+    """``values`` (an array, or a tuple of arrays and None) copied into ``out`` where given, which it returns."""
+    if out is None:
+        return values
+    if isinstance(values, tuple):
+        for dst, src in zip(out, values):
+            if src is not None:
+                dst[...] = src
+        return tuple(dst if src is not None else None for dst, src in zip(out, values))
+    out[...] = values
+    return out
 
 
 def ops(backend: Backend) -> Any:

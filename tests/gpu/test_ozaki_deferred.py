@@ -144,6 +144,26 @@ def test_gpu_device_verdict_gives_numpys_bits_at_every_count(fmt, cupy_backend):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("fmt", ["fp32", "int8"])
+def test_gpu_the_steps_before_the_products_replay_as_a_graph_with_the_data_of_each_call(fmt, cupy_backend):
+    """From an address set's second call the exponents, bound, verdict and slicing replay as one graph on the
+    plan's buffers: new data in the same arrays (counts from 0.5 to 6) still give NumPy's bits and verdict."""
+    cp = cupy_backend.xp
+    A, B = phi_pair(150, 700, 90, 1.0, 5)
+    a, b = cp.asarray(A), cp.asarray(B)
+    plan_ = ozaki.Plan(a, b, options={"slice_format": fmt}, backend=cupy_backend)
+    for phi in (1.0, 0.5, 6.0, 2.0):
+        A, B = phi_pair(150, 700, 90, phi, 6)
+        a[...], b[...] = cp.asarray(A), cp.asarray(B)
+        want = ozaki.Plan(A, B, options={"slice_format": fmt}, backend="numpy")
+        expected = want.execute(A, B)
+        for _ in range(2):
+            np.testing.assert_array_equal(cp.asnumpy(plan_.execute(a, b)), expected)
+            assert plan_.last_verdict() == want.last_verdict()
+    assert len(plan_._deferred.before.captured) == 1
+
+
+@pytest.mark.gpu
 def test_gpu_counts_beyond_the_schedule_give_the_ieee_product(cupy_backend):
     cp = cupy_backend.xp
     A, B = phi_pair(100, 300, 80, 1.0, 7)
