@@ -255,6 +255,7 @@ def test_gpu_small_device_tiles_or_refuses_before_any_work(cupy_backend, small_d
     N = 1024
     dA, dB, A, B = _device_operands(cupy_backend, N)
     planes = ozaki2.workspace_bytes(N, N, N, 15, "fast")
+    cupy_backend.release_memory()                   # the free memory the tiles are cut to is one block
     small_device.set_limit(size=small_device.used_bytes() + 8 * N * N + planes // 2)
     got = ozaki2.matmul(dA, dB, moduli=15, scaling="fast", backend=cupy_backend)
     assert isinstance(next(reversed(ozaki2.PLANS._plans.values())), ozaki2.TiledPlan)
