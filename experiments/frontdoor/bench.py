@@ -92,10 +92,13 @@ def door_meta(group: Group, called: Called, errors: list[dict[str, Any]], k: int
     """What the front door's row adds: what it ran and why, the candidates, and its verdict's measurements."""
     seconds = {name: called.result.timings[AS_CALLED + timed_key(group, name)].median
                for name in (LIBRARY, *group.public)}
-    fastest = min((n for n in seconds if n != FRONTDOOR), key=seconds.__getitem__)
+    keeps = group.library_keeps
+    fastest = min((n for n in seconds if n != FRONTDOOR and (keeps or n != LIBRARY)), key=seconds.__getitem__,
+                  default=None)
     return {"runs": group.chosen.name, "explain": group.explain, "candidates": list(group.candidates),
             "timed": [n for n in group.public if n != FRONTDOOR], "refused": group.refused, "fastest": fastest,
-            "frontdoor_over_fastest": seconds[fastest] / seconds[FRONTDOOR], "errors": errors,
+            "frontdoor_over_fastest": fastest and seconds[fastest] / seconds[FRONTDOOR], "library_keeps": keeps,
+            "errors": errors,
             "bound": error_bound(group.level, k, group.chosen.guarantee), **hidden_meta(group, seconds)}
 
 

@@ -97,6 +97,7 @@ class Group:
     plans: list[MatmulPlan] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)
     hidden: tuple[str, str] | None = None      # the choice with the profile hidden, and the call timing it
+    library_keeps: bool = True                 # whether the library GEMM keeps the point's accuracy
 
     def free(self) -> None:
         for plan in self.plans:
@@ -183,7 +184,8 @@ def prepare(be: Backend, A: Array, B: Array, level: Any, built: Built) -> Group:
                         for r in entries if r.eligible and r.family != "gemm" and r.name != chosen.name})
     refused.update({r.name: why for r, why in probe.refused})
     group = Group(level, chosen, text, tuple(r.name for r in entries), {**public, **calls},
-                  {FRONTDOOR: chosen.family, LIBRARY: "gemm", **families}, [], refused)
+                  {FRONTDOOR: chosen.family, LIBRARY: "gemm", **families}, [], refused,
+                  library_keeps=any(r.family == "gemm" and r.keeps for r in entries))
     add_hidden(be, A, B, group, built)
     return group
 

@@ -13,7 +13,7 @@ shape, say) is one front-door row of unit :data:`REFUSED` saying why.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..core.ascalled import as_called_fields
@@ -64,6 +64,7 @@ class FrontdoorRow:
     bound: Mapping[str, Any] = field(default_factory=dict)     # front door: the bound the errors are judged by
     hidden: str | None = None                # front door: its choice with this device's profile hidden
     hidden_lost: float | None = None         # ... that choice's time over the front door's, minus one
+    library_keeps: bool = True               # front door: whether the library GEMM keeps the point's accuracy
 
     @classmethod
     def read(cls, m: Measurement) -> FrontdoorRow:
@@ -75,7 +76,8 @@ class FrontdoorRow:
                    timed=tuple(meta.get("timed", ())), refused=dict(meta.get("refused") or {}),
                    fastest=meta.get("fastest"), over_fastest=meta.get("frontdoor_over_fastest"),
                    errors=tuple(meta.get("errors", ())), bound=dict(meta.get("bound") or {}),
-                   hidden=(meta.get("hidden") or {}).get("runs"), hidden_lost=_lost(meta))
+                   hidden=(meta.get("hidden") or {}).get("runs"), hidden_lost=_lost(meta),
+                   library_keeps=_library_keeps(meta))
 
     @property
     def shape(self) -> Shape:
@@ -106,6 +108,37 @@ def _lost(meta: Mapping[str, Any]) -> float | None:
     return 0.0 if hidden.get("runs") is not None and hidden.get("runs") == meta.get("runs") else hidden.get("lost")
 
 
+def _library_keeps(meta: Mapping[str, Any]) -> bool:
+    """Whether the library GEMM keeps the point's accuracy: stored by the bench, else read from the ranking's line
+    of the library in the front door's explanation (rows stored before the bench kept it)."""
+    if "library_keeps" in meta:
+        return bool(meta["library_keeps"])
+    for line in (meta.get("explain") or "").splitlines():
+        if LIBRARY_LINE in line:
+            return next((t for t in line.split(LIBRARY_LINE, 1)[1].split() if t in ("yes", "no")), "yes") == "yes"
+    return True
+
+
+#: How the front door's ranking names the library GEMM.
+LIBRARY_LINE = "gemm (the library GEMM)"
+
+
+def keeping_fastest(rows: list[FrontdoorRow]) -> list[FrontdoorRow]:
+    """The front-door rows with :attr:`~FrontdoorRow.fastest` and ``over_fastest`` taken over the calls timed
+    beside it that keep the point's accuracy: the candidates it timed, and the library GEMM where it keeps it (the
+    target is the fastest method the toolkit has *at that accuracy*)."""
+    by_point = points_of(rows)
+    out = []
+    for r in rows:
+        if r.method == FRONTDOOR and r.time_s and not r.library_keeps:
+            calls = by_point[(r.shape, r.accuracy, r.regime)]
+            times = {name: calls[name].time_s for name in r.timed if name in calls and calls[name].time_s}
+            best = min(times, key=times.__getitem__) if times else None
+            r = replace(r, fastest=best, over_fastest=None if best is None else times[best] / r.time_s)
+        out.append(r)
+    return out
+
+
 def order_key(r: FrontdoorRow) -> tuple:
     return shape_order(r.shape), accuracy_order(r.accuracy)
 
@@ -115,7 +148,7 @@ def frontdoor_rows(db: ResultsDB, env_key: str, regime: str | None = None) -> li
     library GEMM, the front door, then the candidates its row names as timed (a candidate row left by an
     interrupted group of other candidates is not its point's)."""
     rows = stored_rows(db, EXPERIMENT, env_key, FrontdoorRow.read, (LIBRARY, FRONTDOOR), order_key, regime=regime)
-    return of_points(rows)
+    return keeping_fastest(of_points(rows))
 
 
 def of_points(rows: Iterable[FrontdoorRow]) -> list[FrontdoorRow]:

@@ -332,3 +332,29 @@ def test_a_shape_large_beside_the_device_times_no_candidate_beside_the_front_doo
     assert not methods("48:48:48")
     refused = ResultsDB(db_path).measurements(bench.EXPERIMENT, method=FRONTDOOR)[-1].meta["refused"]
     assert refused and all("not timed: beside the front door's plan" in why for why in refused.values()), refused
+
+
+def test_the_fastest_call_beside_the_front_door_keeps_the_points_accuracy():
+    """Where the library GEMM does not keep the accuracy (1e-10 over k = 2^20: its gamma_k is 1.2e-10), the front
+    door is judged against the fastest candidate it timed, not against the library; rows stored before the bench
+    kept that flag read it from the ranking's line of the library in the explanation."""
+    from experiments.core.database import Measurement
+    from experiments.frontdoor.rows import FrontdoorRow, keeping_fastest
+
+    line = ("-  gemm (the library GEMM)                        1.000   1.12 ms  {bound} entry    {keeps}     the "
+            "reference")
+    params = {"m": 64, "k": 2**20, "n": 64, "accuracy": "1e-10", "regime": "sustained"}
+
+    def row(method, value, **meta):
+        return FrontdoorRow.read(Measurement(1, 1, "frontdoor", method, params, "e", value, "s", [value], meta, ""))
+
+    for keeps, meta in (("no", {}), ("yes", {}), (None, {"library_keeps": False})):
+        explain = "" if keeps is None else line.format(bound="1.2e-10", keeps=keeps)
+        door = row(FRONTDOOR, 2.1e-4, runs="splitk(deterministic=False)", timed=["splitk(deterministic=True)"],
+                   explain=explain, fastest=LIBRARY, frontdoor_over_fastest=1.0 / 2.1, **meta)
+        rows = keeping_fastest([row(LIBRARY, 1.0e-4), door, row("splitk(deterministic=True)", 2.0e-4)])
+        judged = rows[1]
+        if keeps == "yes":
+            assert (judged.fastest, judged.over_fastest) == (LIBRARY, pytest.approx(1.0 / 2.1))
+        else:
+            assert (judged.fastest, judged.over_fastest) == ("splitk(deterministic=True)", pytest.approx(2.0 / 2.1))
