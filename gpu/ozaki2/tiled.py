@@ -100,13 +100,30 @@ class TiledPlan(MatmulPlan):
         cap = opts.workspace if opts.workspace is not None else free_cap(be, m, k, n, out is not None)
         self.options = replace(opts, workspace=cap)
         self.m, self.n = m, n
-        self.rows, self.cols = panels(be, m, k, n, opts.count, opts.scaling, opts.bound, cap, opts.level)
-        self.one_shape = m % self.rows == 0 and n % self.cols == 0
-        self.note = (f"in {self.tiles} tiles of {self.rows} x {self.cols} (at most {gib(cap)} of workspace beside "
-                     "A, B and C)")
+        self._cut(*panels(be, m, k, n, opts.count, opts.scaling, opts.bound, cap, opts.level))
         self._held: Plan | None = None
         self._lock = threading.Lock()
         self.signature = operand_signature(be, A, B, out, stream)
+
+    def _cut(self, rows: int, cols: int) -> None:
+        """Tiles of ``rows`` x ``cols`` from now on."""
+        self.rows, self.cols = rows, cols
+        self.one_shape = self.m % rows == 0 and self.n % cols == 0
+        self.note = (f"in {self.tiles} tiles of {rows} x {cols} (at most {gib(self.options.workspace)} of workspace "
+                     "beside A, B and C)")
+
+    def _first(self, A: Array, B: Array, C: Array) -> Plan:
+        """The first tile's plan. Where its block cannot be had although the cap counted the bytes as free (CuPy's
+        pool counts cached blocks too small to hold it), the tiles are halved until one is, down to
+        :data:`MIN_TILE`; nothing has run then, so the call goes on with the smaller tiles."""
+        while True:
+            r, c = next(tiles(self.m, self.n, self.rows, self.cols))
+            try:
+                return Plan(A[r], B[:, c], out=C[r, c], options=self.options, backend=self.backend)
+            except MemoryPlanError:
+                if max(self.rows, self.cols) <= MIN_TILE:
+                    raise
+            self._cut(max(MIN_TILE, -(-self.rows // 2)), max(MIN_TILE, -(-self.cols // 2)))
 
     @property
     def tiles(self) -> int:
@@ -126,7 +143,7 @@ class TiledPlan(MatmulPlan):
         with self._lock:
             if self.signature is None:
                 raise ValueError("this plan was freed; build a new one")
-            plan = self._held
+            plan = self._held or self._first(A, B, C)
             try:
                 for r, c in tiles(m, n, self.rows, self.cols):
                     a, b, part = A[r], B[:, c], C[r, c]

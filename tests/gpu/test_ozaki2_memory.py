@@ -14,7 +14,7 @@ from accuracy.generate import phi_matrix
 from gpu import ozaki2, splitk
 from gpu.backend import MemoryPlanError, get_backend, require_memory
 from gpu.backend.numpy_backend import NumpyBackend
-from gpu.ozaki2 import memory, workspace
+from gpu.ozaki2 import memory, tiled, workspace
 
 GIB = 2**30
 
@@ -161,6 +161,26 @@ def test_too_little_free_memory_raises_before_any_work():
     ok = FragmentedBackend(free=need, largest=need, host_scratch=True)
     assert np.array_equal(ozaki2.matmul(A, B, moduli=15, backend=ok), _reference(A, B, moduli=15))
 
+
+def test_tiles_cut_to_free_bytes_that_are_not_one_block_are_halved_until_one_is():
+    """The free memory counts cached blocks (CuPy's pool) that may each be too small for the tile its bytes allow:
+    the tiled plan halves its tiles until the first one's block can be had, before any work, and gives the
+    untiled product's bits (a count given, the fast scaling)."""
+    m, k, n = 256, 100, 256
+    A, B = operands(m, k, n, 3)
+    whole = tiled.tile_bytes(get_backend("numpy"), m, k, n, 15, "fast", "normwise")
+    largest = tiled.tile_bytes(get_backend("numpy"), m // 4, k, n // 4, 15, "fast", "normwise")
+    be = FragmentedBackend(free=4 * whole, largest=largest)
+    with ozaki2.TiledPlan(A, B, options={"moduli": 15, "workspace": whole // 2}, backend=be) as plan:
+        cut = (plan.rows, plan.cols)
+        got = plan.execute(A, B)
+        assert (plan.rows, plan.cols) < cut and max(plan.rows, plan.cols) <= m // 4
+    assert np.array_equal(got, _reference(A, B, moduli=15))
+    none, out, options = FragmentedBackend(free=4 * whole, largest=1024), np.full((m, n), 7.0), \
+        {"moduli": 15, "workspace": whole // 2}
+    with pytest.raises(MemoryPlanError), ozaki2.TiledPlan(A, B, out=out, options=options, backend=none) as plan:
+        plan.execute(A, B, out)
+    assert (out == 7.0).all(), "nothing written"
 
 def test_require_memory_asks_for_one_block():
     """Every method's check: bytes that are free but not in one block are refused, with the reason."""
