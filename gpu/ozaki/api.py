@@ -163,7 +163,9 @@ def matmul(A: Any, B: Any, *, slices: int | None = None, slice_format: str = "fp
     options, :data:`PLANS`) and its execution: build the plan yourself to hold
     its workspace across calls. A device-verdict plan that ``matmul`` keeps
     on the GPU holds its workspace and graph (built, and waited for, on the
-    signature's first call; handed back where another plan needs the memory).
+    signature's first call; handed back where another plan needs the memory),
+    and the bound's buffers, on which the steps before the products replay as
+    one more graph from the second call with the same arrays.
     Inputs may be any 2-D array-likes of float64
     values (``np.matrix`` included; masked arrays are refused). Raises
     TypeError for inputs or ``out`` of the wrong kind, ValueError for bad shapes,
