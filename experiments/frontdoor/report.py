@@ -56,8 +56,9 @@ def floor_check(rows: Sequence[FrontdoorRow]) -> Check:
     if not judged:
         return Check(target, "not measured as called" + refused_text(rows), None)
     low = min(judged, key=lambda r: r.ratio_as_called)
-    misses = [f"{r.ratio_as_called:.3f}x at {where(r)} (runs {r.runs})" for r in judged
-              if r.ratio_as_called < LIBRARY_FLOOR]
+    misses = [f"{r.ratio_as_called:.3f}x at {where(r)} (runs {r.runs}"
+              + ("; the library GEMM does not keep the accuracy there)" if not r.library_keeps else ")")
+              for r in judged if r.ratio_as_called < LIBRARY_FLOOR]
     text = f"lowest {low.ratio_as_called:.3f}x ({where(low)}) over {len(judged)} points"
     text += f"; below at {len(misses)}: {_listed(misses)}" if misses else ""
     return Check(target, text + refused_text(rows), not misses)

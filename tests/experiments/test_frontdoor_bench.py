@@ -14,7 +14,7 @@ from experiments.core.database import ResultsDB
 from experiments.core.registry import FIGURES, load
 from experiments.frontdoor import bench, errors, figures, groups, points
 from experiments.frontdoor.points import PLANS, Plan, plan_points, point_bytes
-from experiments.frontdoor.report import checks
+from experiments.frontdoor.report import checks, floor_check
 from experiments.frontdoor.rows import FRONTDOOR, LIBRARY, REFUSED, FrontdoorRow, of_points
 from gpu.backend import get_backend
 from gpu.frontdoor import Guarantee, as_accuracy
@@ -359,3 +359,6 @@ def test_the_fastest_call_beside_the_front_door_keeps_the_points_accuracy():
             assert (judged.fastest, judged.over_fastest) == (LIBRARY, pytest.approx(1.0 / 2.1))
         else:
             assert (judged.fastest, judged.over_fastest) == ("splitk(deterministic=True)", pytest.approx(2.0 / 2.1))
+    slow = row(FRONTDOOR, 2.1e-4, runs="splitk(deterministic=False)", ratio_as_called=1 / 2.1, library_keeps=False)
+    floor = floor_check([slow])
+    assert floor.met is False and "the library GEMM does not keep the accuracy there" in floor.measured
