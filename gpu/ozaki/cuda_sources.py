@@ -184,10 +184,16 @@ extern "C" __global__ void ozaki_fold(
     double* __restrict__ dst, long long lddst, const int* __restrict__ limit, int most)
 {
     // FINALIZE writes dst; with a verdict word `limit` whose count is 0 or above `most` (the slices the caller's
-    // schedule holds) every entry is the IEEE dot product instead.
+    // schedule holds) every entry is the IEEE dot product instead, and no buffer is added. With a count c in
+    // 1..most, the buffers of the diagonals above c + 1 (which that count does not run: stale) are left out.
     const long long total = m * n;
     bool everywhere = false;
-    if (limit) { const int c = limit[0] & COUNT_MASK; everywhere = !(c >= 1 && c <= most); }
+    int top = 0x7fffffff;
+    if (limit) {
+        const int c = limit[0] & COUNT_MASK;
+        everywhere = !(c >= 1 && c <= most);
+        top = everywhere ? 0 : c + 1;
+    }
     for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
          idx += (long long)gridDim.x * blockDim.x) {
         const long long i = idx / n, j = idx - i * n;
@@ -196,14 +202,17 @@ extern "C" __global__ void ozaki_fold(
         double d = (flags & LOAD_OPEN) ? open[idx] : 0.0;
         int diagonal = d0;
         for (int q = 0; q < nbuf; ++q) {
-            d = __dadd_rn(d, (double)bufs[q * slot + i * ldbuf + j]);
+            const bool live = diagonal <= top;
+            if (live) d = __dadd_rn(d, (double)bufs[q * slot + i * ldbuf + j]);
             if ((closes >> q) & 1ull) {
-                // TwoSum (as gpu.ozaki.ops.two_sum): s = hi + t exactly as s + error.
-                const double t = __dmul_rn(d, ldexp(1.0, -alpha * diagonal));
-                const double s = __dadd_rn(hi, t);
-                const double v = __dsub_rn(s, hi);
-                lo = __dadd_rn(lo, __dadd_rn(__dsub_rn(hi, __dsub_rn(s, v)), __dsub_rn(t, v)));
-                hi = s;
+                if (live) {
+                    // TwoSum (as gpu.ozaki.ops.two_sum): s = hi + t exactly as s + error.
+                    const double t = __dmul_rn(d, ldexp(1.0, -alpha * diagonal));
+                    const double s = __dadd_rn(hi, t);
+                    const double v = __dsub_rn(s, hi);
+                    lo = __dadd_rn(lo, __dadd_rn(__dsub_rn(hi, __dsub_rn(s, v)), __dsub_rn(t, v)));
+                    hi = s;
+                }
                 d = 0.0;
                 --diagonal;
             }

@@ -38,6 +38,7 @@ On NumPy the same schedule runs, with each condition computed on the host (:clas
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Any
 
 from ..backend import Array, Backend
@@ -78,32 +79,52 @@ class Batch:
 
 
 @dataclass(frozen=True)
+class Piece:
+    """A run of one diagonal's GEMM calls into the buffers from slot ``first`` on, then the fold of the batch it
+    ends (None where that batch goes on in the next diagonal)."""
+
+    chunks: tuple[Chunk, ...]
+    first: int
+    fold: Batch | None
+
+
+@dataclass(frozen=True)
 class Schedule:
-    """The work of up to ``plan.slices`` slices: per diagonal (largest first) its batches; the last batch of
-    diagonal 2 finalizes."""
+    """The work of up to ``plan.slices`` slices: per diagonal (largest first) its pieces; the fold of the last
+    batch, which ends in diagonal 2, finalizes."""
 
     plan: OzakiPlan
-    steps: tuple[tuple[int, tuple[Batch, ...]], ...]
+    steps: tuple[tuple[int, tuple[Piece, ...]], ...]
 
     @property
     def most(self) -> int:
         return self.plan.slices
 
+    @property
+    def final(self) -> Batch:
+        """The last batch, whose fold writes C."""
+        return self.steps[-1][1][-1].fold
+
 
 def schedule(p: OzakiPlan) -> Schedule:
-    """The schedule of ``p``: each diagonal's chunks in runs of at most ``p.held``, every launch adding to the
-    accumulators (zeroed first), a diagonal cut over launches carried by the open buffer."""
-    by_diagonal: dict[int, list[Chunk]] = {}
-    for c in p.chunks:
-        by_diagonal.setdefault(c.diagonal, []).append(c)
-    steps = []
-    for d, chunks in by_diagonal.items():
-        runs = [tuple(chunks[i:i + p.held]) for i in range(0, len(chunks), p.held)]
-        batches = tuple(Batch(run, LOAD_ACC | (LOAD_OPEN if i else 0) | (0 if run[-1].closes else STORE_OPEN)
-                              | (FINALIZE if d == 2 and i == len(runs) - 1 else 0))
-                        for i, run in enumerate(runs))
-        steps.append((d, batches))
-    return Schedule(p, tuple(steps))
+    """The schedule of ``p``: its chunks in order (largest diagonal first) in batches of at most ``p.held``, each
+    folded once into the accumulators (zeroed first; a diagonal cut over batches carried by the open buffer), and
+    each diagonal's part of a batch a piece of that diagonal. A batch's fold sits in the diagonal of its last
+    chunk, the lowest it holds, which runs whenever any of its diagonals does; the fold leaves out the diagonals
+    the verdict's count does not run (their buffers are stale). So a count of c folds about c / held times, not
+    once per diagonal."""
+    runs = [tuple(p.chunks[i:i + p.held]) for i in range(0, len(p.chunks), p.held)]
+    pieces: dict[int, list[Piece]] = {}
+    for i, run in enumerate(runs):
+        flags = LOAD_ACC | (LOAD_OPEN if i and not runs[i - 1][-1].closes else 0) \
+            | (0 if run[-1].closes else STORE_OPEN) | (FINALIZE if i == len(runs) - 1 else 0)
+        batch, first = Batch(run, flags), 0
+        for d, group in groupby(run, key=lambda c: c.diagonal):
+            chunks = tuple(group)
+            ends = first + len(chunks) == len(run)
+            pieces.setdefault(d, []).append(Piece(chunks, first, batch if ends else None))
+            first += len(chunks)
+    return Schedule(p, tuple((d, tuple(run)) for d, run in pieces.items()))
 
 
 def gemm_calls(slices: int, ldk: int, k_block: int) -> int:
@@ -181,7 +202,7 @@ class DeviceVerdict:
         with phase(self.backend, phases, "gemm"):
             self._graph(work)
         with phase(self.backend, phases, "sum"):
-            last = self.schedule.steps[-1][1][-1]
+            last = self.schedule.final
             self.family.fold(work["buffers"], len(last.chunks), last.diagonals, last.closes, p.alpha, work["acc"],
                              work["comp"], work["open"], held.erow, held.ecol, last.flags, A, B, p.format, dst=C,
                              limit=word, most=self.most)
@@ -229,26 +250,30 @@ class DeviceVerdict:
             graph.launch(self.backend.current_stream())
 
     def _build(self, branches: Any, work: dict[str, Array]) -> None:
-        """Zero the accumulators, then each diagonal's work, under its condition but for diagonal 2."""
+        """Zero the accumulators, then each diagonal's pieces, under its condition but for diagonal 2."""
         work["acc"].fill(0.0)
         work["comp"].fill(0.0)
         word = work["word"]
-        for d, batches in self.schedule.steps:
+        for d, pieces in self.schedule.steps:
             if d == 2:
-                self._diagonal(batches, work, last=True)
+                self._pieces(pieces, work)
             else:
                 branches.only_if(lambda handle, d=d: self.family.branch(word, d, self.most, handle),
-                                 lambda batches=batches: self._diagonal(batches, work))
+                                 lambda pieces=pieces: self._pieces(pieces, work))
 
-    def _diagonal(self, batches: tuple[Batch, ...], work: dict[str, Array], last: bool = False) -> None:
-        """A diagonal's GEMM calls and folds (with ``last``, all but the finalizing fold)."""
-        p, buffers, acc = self.schedule.plan, work["buffers"], work["acc"]
-        for i, batch in enumerate(batches):
-            self.layout.calls.issue(self.backend, work, batch.chunks)
-            if last and i == len(batches) - 1:
-                return
+    def _pieces(self, pieces: tuple[Piece, ...], work: dict[str, Array]) -> None:
+        """A diagonal's GEMM calls and the folds of the batches they end, but the last batch's (which
+        :meth:`run` launches after the graph, into C); each fold reads the verdict word to leave out the
+        diagonals its count does not run."""
+        p, buffers, acc, word = self.schedule.plan, work["buffers"], work["acc"], work["word"]
+        for piece in pieces:
+            self.layout.calls.issue(self.backend, work, piece.chunks, piece.first)
+            batch = piece.fold
+            if batch is None or batch.flags & FINALIZE:
+                continue
             self.family.fold(buffers, len(batch.chunks), batch.diagonals, batch.closes, p.alpha, acc, work["comp"],
-                             work["open"], work["word"], work["word"], batch.flags, acc, acc, p.format)
+                             work["open"], word, word, batch.flags, acc, acc, p.format, limit=word, most=self.most)
 
 
-__all__ = ["MAX_GEMM_CALLS", "MOST_DEFAULT", "Batch", "DeviceVerdict", "Schedule", "most_slices", "schedule"]
+__all__ = ["MAX_GEMM_CALLS", "MOST_DEFAULT", "Batch", "DeviceVerdict", "Piece", "Schedule", "most_slices",
+           "schedule"]

@@ -29,11 +29,13 @@ class Calls:
         self.fast = p.format.recipe == "fp32"
         self.calls: dict[tuple[int, int, int], Any] = {}
 
-    def issue(self, be: Backend, work: dict[str, Array], chunks: tuple[Chunk, ...] | list[Chunk]) -> None:
-        """``buffers[slot] = A_cat[:, chunk] @ B_cat[:, chunk]^T`` for each chunk of a batch, slot by slot."""
+    def issue(self, be: Backend, work: dict[str, Array], chunks: tuple[Chunk, ...] | list[Chunk],
+              first: int = 0) -> None:
+        """``buffers[slot] = A_cat[:, chunk] @ B_cat[:, chunk]^T`` for each chunk of a batch, slot by slot from
+        ``first``."""
         a_cat, b_cat, buffers = work["a"], work["b"], work["buffers"]
         if not self.fast:
-            for slot, c in enumerate(chunks):
+            for slot, c in enumerate(chunks, first):
                 a, b = a_cat[:, c.a_start:c.a_start + c.length], b_cat[:, c.b_start:c.b_start + c.length]
                 for rows, cols in self.tiles:
                     be.gemm_ex(a[rows], b[cols].T, buffers[slot, rows, cols], recipe=self.p.format.recipe)
@@ -42,7 +44,7 @@ class Calls:
         pa, pb, pc = be.pointer(a_cat), be.pointer(b_cat), be.pointer(buffers)
         lda, ldb = a_cat.strides[0] // item, b_cat.strides[0] // item
         per_slot, ldc = buffers.strides[0] // buffers.itemsize, buffers.strides[1] // buffers.itemsize
-        for slot, c in enumerate(chunks):
+        for slot, c in enumerate(chunks, first):
             for rows, cols in self.tiles:
                 call = self._call(be, work, c, slot, rows, cols)
                 a = pa + (rows.start * lda + c.a_start) * item

@@ -239,17 +239,23 @@ class HostOps:
         """Add ``buffers[:count]`` (each m x n_pad) into acc (m x n) in the fixed order of :mod:`gpu.ozaki`: acc
         and ``comp`` hold the compensated sum between launches; the last launch writes ldexp(acc + comp,
         e_i + f_j) into ``dst`` (default ``acc``), and the library GEMM's entries in the rows and columns marked
-        BAD, or everywhere where the verdict word ``limit`` has a count of 0 or above ``most``."""
+        BAD, or everywhere where the verdict word ``limit`` has a count of 0 or above ``most`` (then no buffer is
+        added). With a count c in 1..most, the buffers of diagonals above c + 1 (which that count does not run)
+        are left out."""
         batch_scales(diagonals, closes)
         dst = acc if dst is None else dst
         m, n = acc.shape
         hi = acc.copy() if flags & LOAD_ACC else np.zeros((m, n))
         lo = comp.copy() if flags & LOAD_ACC else np.zeros((m, n))
         d = open_.copy() if flags & LOAD_OPEN else np.zeros((m, n))
+        top = None if limit is None else _count(limit) + 1 if 1 <= _count(limit) <= most else 0
         for buf, diagonal, close in zip(buffers[:count], diagonals, closes):
-            d += buf[:, :n]
+            live = top is None or diagonal <= top
+            if live:
+                d += buf[:, :n]
             if close:
-                hi = two_sum(hi, lo, d * 2.0 ** (-alpha * diagonal))
+                if live:
+                    hi = two_sum(hi, lo, d * 2.0 ** (-alpha * diagonal))
                 d[...] = 0.0
         if flags & STORE_OPEN:
             open_[...] = d

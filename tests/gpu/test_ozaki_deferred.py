@@ -21,19 +21,40 @@ def phi_pair(m, k, n, phi=1.0, seed=1):
 
 
 @pytest.mark.parametrize("fmt,k,slices,held", [("fp32", 2000, 7, 3), ("int8", 300, 12, 8), ("bf16", 5000, 5, 1)])
-def test_the_schedule_is_the_plans_chunks_by_diagonal_in_runs_of_the_held_buffers(fmt, k, slices, held):
+def test_the_schedule_is_the_plans_chunks_in_batches_of_the_held_buffers_cut_by_diagonal(fmt, k, slices, held):
+    """The pieces, in order, are the plan's chunks; the batches are runs of ``held`` chunks across diagonals, each
+    folded once, in the piece that holds its last chunk (its lowest diagonal); the last batch finalizes."""
     p = plan(64, k, 64, slices, fmt)
     p = type(p)(**{**p.__dict__, "held": held})
     steps = deferred.schedule(p).steps
     assert [d for d, _ in steps] == list(range(slices + 1, 1, -1))
-    assert [c for _, batches in steps for b in batches for c in b.chunks] == list(p.chunks)
-    for d, batches in steps:
-        assert all(len(b.chunks) <= held and {c.diagonal for c in b.chunks} == {d} for b in batches)
-        for i, b in enumerate(batches):
-            assert b.flags & LOAD_ACC
-            assert bool(b.flags & LOAD_OPEN) == (i > 0)
-            assert bool(b.flags & STORE_OPEN) == (not b.chunks[-1].closes)
-            assert bool(b.flags & FINALIZE) == (d == 2 and i == len(batches) - 1)
+    pieces = [piece for _, run in steps for piece in run]
+    assert [c for piece in pieces for c in piece.chunks] == list(p.chunks)
+    assert all({c.diagonal for c in piece.chunks} == {d} for d, run in steps for piece in run)
+    folds = [piece.fold for piece in pieces if piece.fold is not None]
+    runs = [tuple(p.chunks[i:i + held]) for i in range(0, len(p.chunks), held)]
+    assert [b.chunks for b in folds] == runs
+    slot = 0
+    for piece in pieces:
+        assert piece.first == slot
+        slot = 0 if piece.fold is not None else slot + len(piece.chunks)
+    for i, b in enumerate(folds):
+        assert b.flags & LOAD_ACC
+        assert bool(b.flags & LOAD_OPEN) == (i > 0 and not runs[i - 1][-1].closes)
+        assert bool(b.flags & STORE_OPEN) == (not b.chunks[-1].closes)
+        assert bool(b.flags & FINALIZE) == (i == len(folds) - 1)
+    assert deferred.schedule(p).final == folds[-1] and folds[-1].chunks[-1].diagonal == 2
+
+
+def test_a_count_folds_about_once_per_held_buffers_not_once_per_diagonal():
+    """INT8 slices make one GEMM call per diagonal here: with 8 buffers held, a count of 11 (diagonals 12..2) runs
+    the folds of the two batches that hold those diagonals (a fold runs when its lowest diagonal does)."""
+    p = plan(64, 300, 64, 32, "int8")
+    p = type(p)(**{**p.__dict__, "held": 8})
+    steps = deferred.schedule(p).steps
+    assert all(len(run) == 1 and len(run[0].chunks) == 1 for _, run in steps)
+    running = [piece.fold for d, run in steps if d <= 12 for piece in run if piece.fold is not None]
+    assert len(running) == 2
 
 
 def test_most_slices_shrinks_to_the_memory_and_refuses_where_none_fits():
