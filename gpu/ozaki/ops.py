@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..backend import Array, Backend, register_ops, require_memory
-from .plan import MAX_SLICES, OzakiPlan
+from .plan import MAX_FOLD, MAX_SLICES, OzakiPlan
 from .slicing import encode, magnitudes, round_significant
 
 FAMILY = "ozaki"
@@ -43,8 +43,6 @@ BAD = -(2**20)
 SPREAD_OFFSET, SPREAD_INF = 2**22, 2**22 - 1
 #: The verdict's slice-count field.
 COUNT_MASK = 127
-#: Most buffers one fold launch adds (the closing flags travel as one 64-bit mask).
-MAX_FOLD = 64
 
 
 def encode_verdict(slices: int, bad: bool, ratio: float | None) -> int:

@@ -201,8 +201,14 @@ def _chunks(slices: int, ldk: int, k_block: int, remainder: bool = False) -> tup
 #: Most accumulator buffers held at once when memory is bounded. More save fold launches
 #: (each re-reads and re-writes C) but make one huge allocation: on the H100, 50 buffers
 #: of 1 GiB at N = 16384 were refused by the allocator although the free memory reported
-#: before the slicing seemed to allow them.
+#: before the slicing seemed to allow them...
 MAX_HELD = 8
+#: ... unless they are small: a bounded plan holds as many as fit in this many bytes (64 buffers of 16 MiB at
+#: N = 2048: 3 fold launches for a count of 11 in FP32 slices instead of 17; 1 GiB is what 8 buffers hold at
+#: N = 8192 anyway).
+HELD_BYTES = 2**30
+#: Most buffers one fold launch adds (the closing flags travel as one 64-bit mask).
+MAX_FOLD = 64
 
 
 def plan(m: int, k: int, n: int, slices: int, slice_format: str = "fp32", *, k_block: int | None = None,
@@ -211,8 +217,9 @@ def plan(m: int, k: int, n: int, slices: int, slice_format: str = "fp32", *, k_b
     buffers and the workspace by part (:meth:`OzakiPlan.report`).
 
     ``memory``: bytes available for the workspace (None: unbounded, every buffer held
-    at once, one fold launch). With it, at most :data:`MAX_HELD` buffers are held
-    (and fewer if they do not fit), GEMMs and folds alternate;
+    at once, one fold launch). With it, at most :data:`MAX_HELD` buffers are held, or as many as
+    :data:`HELD_BYTES` hold where they are small (at most :data:`MAX_FOLD`; fewer if they do not fit), GEMMs
+    and folds alternate;
     :class:`WorkspaceError` if not even one buffer fits beside the slices.
     ``bound``: the proven componentwise bound on the data, when ``target`` chose the slices (reported).
     """
@@ -231,7 +238,8 @@ def plan(m: int, k: int, n: int, slices: int, slice_format: str = "fp32", *, k_b
     if memory is None:
         return p
     budget = int(HEADROOM * memory)
-    held = min(len(chunks), MAX_HELD)
+    buffer = replace(p, held=1).workspace()["buffers"]
+    held = min(len(chunks), MAX_FOLD, max(MAX_HELD, HELD_BYTES // max(buffer, 1)))
     while held >= 1:
         p = replace(p, held=held)
         if p.workspace_bytes <= budget:

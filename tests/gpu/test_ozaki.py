@@ -25,6 +25,7 @@ from gpu.backend import get_backend
 from gpu.backend.blas import gemm_recipe
 from gpu.backend.numpy_backend import decode_operand
 from gpu.ozaki.api import _lines, _split, _tiles
+from gpu.ozaki.plan import HELD_BYTES, MAX_FOLD
 from tests.gpu.ozaki_digits import digit_sums
 
 FORMATS = tuple(ozaki.FORMATS)
@@ -118,6 +119,16 @@ def test_bounded_memory_holds_at_most_max_held_buffers():
     assert bounded.held == ozaki.MAX_HELD
     assert len(bounded.batches) == -(-len(bounded.chunks) // ozaki.MAX_HELD)
 
+
+def test_bounded_memory_holds_small_buffers_up_to_held_bytes():
+    """Small products hold as many buffers as HELD_BYTES (at most MAX_FOLD): fewer fold launches, each of which
+    reads and writes the accumulators; where memory is short, fewer."""
+    p = ozaki.plan(2048, 2048, 2048, 11, "fp32", memory=2**50)
+    buffer = p.workspace()["buffers"] // p.held
+    assert p.held == min(len(p.chunks), MAX_FOLD, HELD_BYTES // buffer) > 8
+    assert len(p.batches) == -(-len(p.chunks) // p.held)
+    tight = ozaki.plan(2048, 2048, 2048, 11, "fp32", memory=p.workspace_bytes // 2)
+    assert 1 <= tight.held < p.held and tight.workspace_bytes <= 0.9 * (p.workspace_bytes // 2)
 
 def test_plan_reports_workspace_and_fits_memory():
     p = ozaki.plan(16384, 16384, 16384, 9, "int8")
