@@ -108,6 +108,10 @@ def _lost(meta: Mapping[str, Any]) -> float | None:
     return 0.0 if hidden.get("runs") is not None and hidden.get("runs") == meta.get("runs") else hidden.get("lost")
 
 
+#: How the front door's ranking names the library GEMM.
+LIBRARY_LINE = "gemm (the library GEMM)"
+
+
 def _library_keeps(meta: Mapping[str, Any]) -> bool:
     """Whether the library GEMM keeps the point's accuracy: stored by the bench, else read from the ranking's line
     of the library in the front door's explanation (rows stored before the bench kept it)."""
@@ -117,10 +121,6 @@ def _library_keeps(meta: Mapping[str, Any]) -> bool:
         if LIBRARY_LINE in line:
             return next((t for t in line.split(LIBRARY_LINE, 1)[1].split() if t in ("yes", "no")), "yes") == "yes"
     return True
-
-
-#: How the front door's ranking names the library GEMM.
-LIBRARY_LINE = "gemm (the library GEMM)"
 
 
 def keeping_fastest(rows: list[FrontdoorRow]) -> list[FrontdoorRow]:

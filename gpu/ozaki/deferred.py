@@ -2,11 +2,11 @@
 
 The count that meets a target depends on the data, and the host launches the slice products. Read back, the
 count costs a wait for all the work queued before it (the call's host time becomes its device time). Instead a
-plan holds room for up to ``max_slices`` slices (:data:`MAX_SLICES_DEFAULT`, or fewer where half the free memory
+plan holds room for up to ``max_slices`` slices (:data:`MOST_DEFAULT`, or fewer where half the free memory
 holds fewer) and keeps one **schedule** (:class:`Schedule`, plain data) for that many: per diagonal, largest
-first, its GEMM calls and fold launches. A count c needs exactly the diagonals 2..c+1 of it, in the same order,
-because digit j of an entry does not depend on how many digits are kept, and every diagonal starts at the same
-place of the operands' slices whatever the count (``top`` = the most slices).
+first, its GEMM calls and the folds of the batches they end. A count c needs exactly the diagonals 2..c+1 of it,
+in the same order, because digit j of an entry does not depend on how many digits are kept, and every diagonal
+starts at the same place of the operands' slices whatever the count (``top`` = the most slices).
 
 Each call, on the stream, with no read back:
 
@@ -14,7 +14,8 @@ Each call, on the stream, with no read back:
 2. the slicing of A and B, which writes only the count's digits (the kernels read the word);
 3. one CUDA graph (:mod:`gpu.backend.conditional`), captured once per workspace: the accumulators zeroed, then
    per diagonal from the largest an IF node whose condition a one-thread kernel sets from the word, around
-   the diagonal's GEMMs and folds; diagonal 2 runs always;
+   the diagonal's GEMMs and the folds of the batches that end in it (a batch spans diagonals; its fold leaves
+   out those the count does not run); diagonal 2 runs always;
 4. the last fold, which writes C.
 
 Steps 1 and 2 replay as one plain CUDA graph per address set of A, B and the workspace from that set's second

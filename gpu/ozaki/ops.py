@@ -184,11 +184,7 @@ class HostOps:
             value = float(ratio[0])
             slices = next((s for s in range(1, MAX_SLICES + 1)
                            if (s + 1) * 2.0 ** (-alpha * s) * value * (1 + 2.0**-40) <= budget), 0)
-        word = np.array([encode_verdict(slices, bad, value)], dtype=np.int32)
-        if out is None:
-            return word
-        out[...] = word
-        return out
+        return _into(out, np.array([encode_verdict(slices, bad, value)], dtype=np.int32))
 
     @staticmethod
     def branch(word: np.ndarray, diagonal: int, most: int, handle: Any) -> bool:

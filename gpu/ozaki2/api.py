@@ -97,7 +97,7 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
     after the kept plans are freed, the call tiles within the memory free then); a product that needs more runs
     in tiles of C, each
     a scheme II product of its panels (:mod:`gpu.ozaki2.tiled`: bitwise the untiled product with a count given
-    and the fast scaling; planned per call).
+    and the fast scaling; a kept :class:`~gpu.ozaki2.TiledPlan` per signature).
     ``overwrite_a`` / ``overwrite_b``: accepted for symmetry with scheme I; A and B are only read (a read-only
     operand with its flag set is refused, as every method refuses it).
     ``check_finite=True``: refuse NaN and infinity (reading the line maxima: a wait). By default (False) the

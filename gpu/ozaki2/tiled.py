@@ -137,12 +137,12 @@ class TiledPlan(MatmulPlan):
         """The tiles on the current stream (operands of the plan's signature); ``phases`` receives each phase's
         seconds summed over the tiles (:meth:`gpu.ozaki2.plan.Plan.run`)."""
         be, m, n = self.backend, self.m, self.n
-        C = out if out is not None else be.new_output(
-            (m, n), np.float64, lambda: require_memory(be, 8 * m * n, f"the {m} x {n} output of Ozaki scheme II",
-                                                       "pass out=, or split the product into blocks of rows"))
         with self._lock:
             if self.signature is None:
                 raise ValueError("this plan was freed; build a new one")
+            C = out if out is not None else be.new_output(
+                (m, n), np.float64, lambda: require_memory(be, 8 * m * n, f"the {m} x {n} output of Ozaki scheme II",
+                                                           "pass out=, or split the product into blocks of rows"))
             plan = self._held or self._first(A, B, C)
             try:
                 for r, c in tiles(m, n, self.rows, self.cols):
