@@ -91,10 +91,11 @@ def _plan(timed: Timed, A: Any, B: Any, be: Any) -> Any:
     return ComplexPlan(r, A, B, None, be) if timed.method in COMPLEX else family_plan(r, A, B, None, be, None)
 
 
-def method_group(be: Any, A: Any, B: Any, dtype: str = "float64") -> Group:
-    """The methods' calls on (A, B), each through its own family plan; those whose family refuses, with why."""
+def method_group(be: Any, A: Any, B: Any, methods: Sequence[tuple[Timed, bool]]) -> Group:
+    """The calls of ``methods`` on (A, B), each through its own family plan; those whose family refuses, with
+    why."""
     public, families, plans, refused = {}, {}, [], {}
-    for timed, _ in COMPLEX_METHODS if dtype == COMPLEX_DTYPE else METHODS:
+    for timed, _ in methods:
         try:
             plan = _plan(timed, A, B, be)
         except REFUSALS as err:
@@ -118,32 +119,52 @@ def operands(be: Any, shape: Shape, dtype: str) -> tuple[Any, Any]:
 
 def measure_shape(ctx: Context, shape: Shape, dtype: str = "float64") -> int:
     """Time the methods at ``shape`` beside the library GEMM (phi = 1 operands of ``dtype``) and store a row per
-    call, the library GEMM's last; rows stored."""
+    call, the library GEMM's last; rows stored. A method short of memory beside the others' plans (the whole
+    group's workspaces need not fit where each one does: Ozaki II tiled at N = 49152 on the H200) is timed again
+    in a group of its own beside the library GEMM, and its row says ``"alone": true``."""
     be = ctx.backend
     A, B = operands(be, shape, dtype)
     ops = FrontOperands(be, A, B, be.xp.empty((0, 0)))
     reference = Call(f"{be.xp.__name__}.matmul(A, B)", partial(be.xp.matmul, A, B))
-    group = method_group(be, A, B, dtype)
+    methods = COMPLEX_METHODS if dtype == COMPLEX_DTYPE else METHODS
+    where = params(shape, ctx.regime, dtype)
+    library, refused, short = time_methods(ctx, ops, reference, methods, where)
+    stored = len(methods) - len(refused)
+    for name in short:
+        seconds, again, _ = time_methods(ctx, ops, reference, [m for m in methods if m[0].name == name], where, True)
+        library = library or seconds
+        if name in again:
+            refused[name] = again[name]
+        else:
+            del refused[name]
+            stored += 1
+    ctx.db.add(ctx.run_id, EXPERIMENT, LIBRARY, where, value=library or 0.0, unit="s", meta={"refused": refused})
+    return stored + 1
+
+
+def time_methods(ctx: Context, ops: FrontOperands, reference: Call, methods: Sequence[tuple[Timed, bool]],
+                 where: dict[str, Any], alone: bool = False) -> tuple[float | None, dict[str, str], list[str]]:
+    """``methods`` checked, screened and timed in one group beside the library GEMM, a row stored per method that
+    ran; (the library GEMM's time, the methods refused with why, those short of memory beside the others)."""
+    be, A, B = ctx.backend, ops.A, ops.B
+    group = method_group(be, A, B, methods)
     splits = recorded_splits(group)
     try:
-        check_calls(be, A, B, group, reference, shape_text(shape))
+        short = check_calls(be, A, B, group, reference, shape_text((A.shape[0], A.shape[1], B.shape[1])))
         screened = screen(be, group, reference)
         called = time_point(ctx, ops, group, reference) if group.public else None
     finally:
         group.free()
-    waits = {t.name: w for t, w in (*METHODS, *COMPLEX_METHODS)}
-    options = {t.name: t.options for t, _ in (*METHODS, *COMPLEX_METHODS)}
-    where = params(shape, ctx.regime, dtype)
+    waits = {t.name: w for t, w in methods}
+    options = {t.name: t.options for t, _ in methods}
     for name in [*group.public, *screened]:
         meta = screened.get(name) or called.meta(name)
         ctx.db.add(ctx.run_id, EXPERIMENT, name, where, value=meta["as_called_s"], unit="s",
                    meta={**meta, "method": group.families[name], "config": options[name], "waits": waits[name],
-                         **({"split": splits[name]} if name in splits else {})})
+                         **({"split": splits[name]} if name in splits else {}), **({"alone": True} if alone else {})})
     library = called.meta(LIBRARY).get("as_called_s") if called is not None else \
         next((m["reference_s"] for m in screened.values()), None)
-    ctx.db.add(ctx.run_id, EXPERIMENT, LIBRARY, where, value=library or 0.0, unit="s",
-               meta={"refused": group.refused})
-    return len(group.public) + 1
+    return library, group.refused, short
 
 
 def recorded_splits(group: Group) -> dict[str, list[int]]:

@@ -198,19 +198,27 @@ def product_error(be: Backend, A: Array, B: Array, C: Array) -> float:
     return float(xp.linalg.norm(C @ x - expected) / xp.linalg.norm(expected))
 
 
-def check_calls(be: Backend, A: Array, B: Array, group: Group, reference: Call, where: str) -> None:
+def check_calls(be: Backend, A: Array, B: Array, group: Group, reference: Call, where: str) -> list[str]:
     """Each call made once, its product checked (RuntimeError where wrong: nothing is stored); a candidate
-    that refuses on its first call is dropped, and the front door refusing raises :class:`Refused`."""
+    that refuses on its first call is dropped, and the front door refusing raises :class:`Refused`. A candidate
+    short of device memory on its first call (its plan fit when built, alone; the group's other plans have
+    filled their workspaces since) is dropped too, and its name returned, so that the caller can time it alone."""
     tolerance = np.finfo(DTYPE).eps ** 0.5
     require_correct(product_error(be, A, B, reference.fn()), f"{reference.text} at {where}", tolerance)
+    short = []
     for name, call in list(group.public.items()):
         try:
             C = call.fn()
-        except REFUSALS as err:
+        except (*REFUSALS, MemoryError) as err:
             if name == FRONTDOOR:
-                raise Refused(str(err)) from None
-            group.refused[name] = str(err)
+                if isinstance(err, REFUSALS):
+                    raise Refused(str(err)) from None
+                raise
+            memory = isinstance(err, (MemoryError, MemoryPlanError))
+            short += [name] if memory else []
+            group.refused[name] = f"short of device memory beside the other calls' plans: {err}" if memory else str(err)
             del group.public[name]
             continue
         require_correct(product_error(be, A, B, C), f"{call.text} at {where}", tolerance)
         del C                                  # one output at a time
+    return short

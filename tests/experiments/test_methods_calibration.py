@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
+import experiments.frontdoor.calibrate as calibration
 from experiments.cli import main
+from experiments.core.ascalled import Call
 from experiments.core.database import ResultsDB
 from experiments.frontdoor.calibrate import EXPERIMENT, LIBRARY
 from gpu.backend import get_backend
@@ -142,3 +144,46 @@ def test_a_calibration_adds_to_the_profiles_methods_and_replaces_only_what_it_me
     auto = by[(48, 48, 48)][("ozaki2", '{"moduli": "auto", "target": "dgemm"}')]
     assert auto["source"].startswith("gemmlab calibrate --methods") and auto["ratio"] != 9.9
     assert [p["shape"] for p in section["points"]] == sorted(p["shape"] for p in section["points"])
+
+
+def test_a_method_short_of_memory_beside_the_others_is_timed_alone(capsys, tmp_path, monkeypatch):
+    """Each plan fits alone but the group's may not (Ozaki II tiled at N = 49152 on the H200): a method whose
+    first call runs out of memory beside the others is timed in a group of its own, and its row says so."""
+    real, crowded = calibration.method_group, []
+
+    def group_of(be, A, B, chosen):
+        group = real(be, A, B, chosen)
+        for name in [n for n in group.public if group.families[n] == "ozaki" and len(group.public) > 1]:
+            crowded.append(name)
+            group.public[name] = Call(group.public[name].text, lambda: (_ for _ in ()).throw(MemoryError("full")))
+        return group
+
+    monkeypatch.setattr(calibration, "method_group", group_of)
+    code, doc = calibrate(capsys, tmp_path / "m.sqlite")
+    assert code == 0 and len(crowded) == 2, "one crowded Ozaki I call per shape"
+    with ResultsDB(tmp_path / "m.sqlite") as db:
+        rows = db.measurements(EXPERIMENT)
+    ozaki = [m for m in rows if m.method == crowded[0]]
+    assert len(ozaki) == 2 and all(m.meta.get("alone") for m in ozaki) and all(m.value > 0 for m in ozaki)
+    assert not any(m.meta.get("alone") for m in rows if m.method not in (crowded[0], LIBRARY))
+    assert all(crowded[0] not in m.meta["refused"] for m in rows if m.method == LIBRARY)
+    section = methods(get_backend("numpy"))[0]
+    assert all("ozaki" in {e["method"] for e in p["timed"]} for p in section["points"])
+
+
+def test_a_method_short_of_memory_even_alone_stays_refused_with_why(capsys, tmp_path, monkeypatch):
+    real = calibration.method_group
+
+    def group_of(be, A, B, chosen):
+        group = real(be, A, B, chosen)
+        for name in [n for n in group.public if group.families[n] == "ozaki"]:
+            group.public[name] = Call(group.public[name].text, lambda: (_ for _ in ()).throw(MemoryError("full")))
+        return group
+
+    monkeypatch.setattr(calibration, "method_group", group_of)
+    code, doc = calibrate(capsys, tmp_path / "m.sqlite")
+    with ResultsDB(tmp_path / "m.sqlite") as db:
+        rows = db.measurements(EXPERIMENT)
+    assert code == 0 and not [m for m in rows if m.method.startswith("ozaki(")]
+    refused = [m.meta["refused"] for m in rows if m.method == LIBRARY]
+    assert len(refused) == 2 and all(any("short of device memory" in why for why in r.values()) for r in refused)
