@@ -11,8 +11,8 @@
   branch the whole warp takes: |x'| reaches 2**79 only where a line's bound leaves it far below the CRT's
   range) x' is n 2**e with an integer n < 2**53 (``frexp``), n = h 2**26 + l, and y = h (2**(26+e) mod m)
   + l (2**e mod m) with the powers from a table.
-* ``ozaki2_reduce`` (element-wise): an INT32 product's symmetric residue, added to the plane's where
-  k is blocked.
+* the planes layout's reduction of an INT32 product into its modulus's plane, added to it where k is blocked
+  (:mod:`gpu.ozaki2.plane_kernels`: 16 products a thread where the plane's rows allow).
 * ``ozaki2_crt``: the double-double CRT of :mod:`gpu.ozaki2.crt` for every entry, from INT8 residues or from
   the INT32 products of one k block (each reduced as it is read, as below), in NumPy's order. S_hi's
   products and partial sums are exact (the grid of :mod:`gpu.ozaki2.moduli`), so one FMA per term gives
@@ -59,8 +59,8 @@ from . import device, fused
 from .moduli import ModuliTable
 from .normwise import LineStats
 from .ops import shifts_across
+from .plane_kernels import reduce_into
 from .residues import powers_of_two
-from .winograd_kernels import DEVICE
 
 #: Threads per block of the CRT kernel (a grid-stride loop over rows and columns does the rest), and the
 #: columns each thread takes with one vector load per modulus where the planes are aligned for it.
@@ -273,16 +273,6 @@ def _crt_kernel(reduce: bool, moduli: tuple[int, ...], vec: int) -> Any:
     return cupy.RawKernel(source + _moduli(moduli) + _COMMON + _CRT_SOURCE, "ozaki2_crt")
 
 
-@cache
-def _reduce_kernel() -> Any:
-    """An INT32 product into its modulus's plane (added to it across k blocks), reduced once in 64 bits with no
-    run-time ``%`` (:data:`gpu.ozaki2.winograd_kernels.DEVICE`: such passes ran at a tenth of the bandwidth)."""
-    return cupy.ElementwiseKernel(
-        "int32 p, int32 m, float64 inverse, bool accumulate", "int8 plane",
-        "long long v = p; if (accumulate) v += (long long)plane; plane = residue_reduce64(v, m, inverse)",
-        "ozaki2_reduce", preamble=DEVICE)
-
-
 _SHIFT = ("int ex; const double fr = frexp(x < 1.0 ? 1.0 : x, &ex);"
           "const long long t = (long long)L - ex - (fr > mu ? 1 : 0);")
 
@@ -351,7 +341,7 @@ class CudaOps(device.DeviceOps):
         return out
 
     def reduce(self, P: Any, plane: Any, modulus: int, accumulate: bool) -> None:
-        _reduce_kernel()(P, np.int32(modulus), np.float64(1.0 / modulus), accumulate, plane)
+        reduce_into(P, plane, modulus, accumulate)
 
     def crt(self, planes: Any, table: ModuliTable, shift_a: Any, shift_b: Any, C: Any) -> None:
         count, m, n = planes.shape

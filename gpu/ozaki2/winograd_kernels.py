@@ -59,6 +59,20 @@ __device__ __forceinline__ signed char residue_reduce64(long long p, int m, doub
 __device__ __forceinline__ signed char residue_reduce(int p, int m, double inverse) {
     return residue_reduce64((long long)p, m, inverse);
 }
+/* p = hi 2^16 + lo (hi = p >> 16 signed, lo in [0, 2^16)) is congruent to hi c16 + lo modulo m (c16 = 2^16 mod m):
+   |hi c16 + lo| < 2^15 * 255 + 2^16 < 2^23.01 for any int32 p and m <= 256, in 32-bit integers. */
+__device__ __forceinline__ int word_residue(int p, int c16) {
+    return (p >> 16) * c16 + (p & 0xFFFF);
+}
+/* The symmetric residue of x (|x| < 2^24.6: three word residues) modulo m: y = x + off in [0, 2^26) (off a multiple
+   of m, 2^25 <= off < 2^25 + m), q = umulhi(y, magic) with magic = ceil(2^32 / m) is floor(y / m) or one more
+   (y magic / 2^32 exceeds y / m by less than y / 2^32 < 2^-6), so r = y - q m lies in [-m, m). */
+__device__ __forceinline__ signed char residue_small(int x, int m, int off, unsigned magic) {
+    const unsigned y = (unsigned)(x + off);
+    int r = (int)(y - __umulhi(y, magic) * (unsigned)m);
+    if (r < 0) r += m;
+    return symmetric_of(r, m);
+}
 """
 
 #: Rows by ``blockIdx.y`` (strided), groups of a row by threads; each group 16 residues (a sum) or 4 products.
@@ -77,21 +91,6 @@ extern "C" __global__ void ozaki2_residue_sum16(
         for (int i = 0; i < 16; ++i) pc[i] = residue_sum(pa[i], pb[i], m, sign);
         *reinterpret_cast<int4*>(z + r * ldz + 16 * g) = c;
     }
-}
-
-/* p = hi 2^16 + lo (hi = p >> 16 signed, lo in [0, 2^16)) is congruent to hi c16 + lo modulo m (c16 = 2^16 mod m):
-   |hi c16 + lo| < 2^15 * 255 + 2^16 < 2^23.01 for any int32 p and m <= 256, in 32-bit integers. */
-__device__ __forceinline__ int word_residue(int p, int c16) {
-    return (p >> 16) * c16 + (p & 0xFFFF);
-}
-/* The symmetric residue of x (|x| < 2^24.6: three word residues) modulo m: y = x + off in [0, 2^26) (off a multiple
-   of m, 2^25 <= off < 2^25 + m), q = umulhi(y, magic) with magic = ceil(2^32 / m) is floor(y / m) or one more
-   (y magic / 2^32 exceeds y / m by less than y / 2^32 < 2^-6), so r = y - q m lies in [-m, m). */
-__device__ __forceinline__ signed char residue_small(int x, int m, int off, unsigned magic) {
-    const unsigned y = (unsigned)(x + off);
-    int r = (int)(y - __umulhi(y, magic) * (unsigned)m);
-    if (r < 0) r += m;
-    return symmetric_of(r, m);
 }
 
 extern "C" __global__ void ozaki2_karatsuba4(

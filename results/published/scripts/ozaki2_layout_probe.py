@@ -1,0 +1,137 @@
+"""Scheme II's two workspace layouts as a user's kept plan runs them: the direct layout (every modulus's INT32
+product kept, 11.25 FP64 matrices at 15 moduli) against the planes layout (one INT32 product at a time, reduced
+into INT8 planes: 6.12 matrices, GEMMul8's 6.1), beside DGEMM.
+
+At N = 8192 and 16384 (``NS``) the runs are interleaved round by round (``ROUNDS``, at least 10, after a warm-up
+round): kept plans of ``moduli="auto"`` (sized for 20 moduli) and of fast-15, each in both layouts (the planes
+one taken by ``workspace=`` just under the direct layout's bytes), and ``cupy.matmul``. One sample is a loop of
+back-to-back ``plan.execute(A, B)`` calls, then one synchronize. At ``BIG`` (default 32768), where the two
+layouts do not fit together, fast-15 runs in each layout in turn, each interleaved with DGEMM. Each plan's
+phases (``phases=``, each synchronized) are read from one more call, and every result is compared bitwise
+with the direct layout's. Writes ``$OUT/ozaki2-layout-probe.json``.
+
+Run on the device: ``OUT=dir PYTHONPATH=$PWD python3 results/published/scripts/ozaki2_layout_probe.py``.
+"""
+
+import json
+import os
+import statistics
+import time
+from functools import partial
+
+import cupy as cp
+
+from experiments.core.environment import environment
+from gpu import ozaki2
+from gpu.backend import get_backend
+from gpu.ozaki2.options import Options
+from gpu.ozaki2.workspace import layout
+
+ROUNDS = max(10, int(os.environ.get("ROUNDS", 10)))
+
+
+def inputs(n: int):
+    """phi = 1 operands drawn on the device, as the Ozaki benchmarks draw them."""
+    rng = cp.random.default_rng(0)
+
+    def draw():
+        ru, rn = rng.random((n, n)), rng.standard_normal((n, n))
+        ru -= 0.5
+        cp.exp(rn, out=rn)
+        ru *= rn
+        return ru
+    return draw(), draw()
+
+
+def plan(be, A, B, moduli, planes: bool):
+    """A kept plan; ``planes``: capped just under the direct layout's bytes, so that it takes the planes one."""
+    n = A.shape[0]
+    cap = layout(n, n, n, 20 if moduli == "auto" else moduli, "fast", direct=True).nbytes - 1 if planes else None
+    return ozaki2.Plan(A, B, options=Options(moduli=moduli, workspace=cap), backend=be)
+
+
+def sample(run, loop: int) -> float:
+    cp.cuda.Device().synchronize()
+    start = time.perf_counter()
+    for _ in range(loop):
+        C = run()
+    cp.cuda.Device().synchronize()
+    del C
+    return (time.perf_counter() - start) / loop
+
+
+def timed(calls: dict, loop: int, telemetry) -> dict:
+    """Interleaved rounds of every call: median ms per call, its ratio to DGEMM's, and NVML after each."""
+    for run in calls.values():
+        sample(run, 1)
+    samples, clocks = {k: [] for k in calls}, {k: [] for k in calls}
+    for _ in range(ROUNDS):
+        for name, run in calls.items():
+            samples[name].append(sample(run, loop))
+            clocks[name].append(telemetry.read().as_dict() if telemetry is not None else None)
+    dgemm = statistics.median(samples["dgemm"])
+    return {k: {"ms": 1e3 * statistics.median(v), "x_dgemm": dgemm / statistics.median(v),
+                "samples_ms": [1e3 * s for s in v], "telemetry": clocks[k]} for k, v in samples.items()}
+
+
+def described(p, A, B, direct_C) -> dict:
+    """The plan's layout and bytes, its phases on one call, and whether its result equals the direct one's."""
+    phases: dict = {}
+    C = p.run(A, B, None, phases)
+    return {"direct": p.work.direct, "workspace_gib": p.work.layout.nbytes / 2**30, "count": p.last_count,
+            "phases_ms": {k: 1e3 * v for k, v in phases.items()},
+            "bitwise_direct": None if direct_C is None else bool(cp.array_equal(C, direct_C))}
+
+
+def small(be, n: int, telemetry) -> dict:
+    A, B = inputs(n)
+    plans = {f"{m}-{'planes' if planes else 'direct'}": plan(be, A, B, m, planes)
+             for m in ("auto", 15) for planes in (False, True)}
+    calls = {name: partial(p.execute, A, B) for name, p in plans.items()}
+    calls["dgemm"] = lambda: cp.matmul(A, B)
+    point = {"n": n, "runs": timed(calls, {8192: 10}.get(n, 3), telemetry)}
+    refs = {m: plans[f"{m}-direct"].execute(A, B) for m in ("auto", 15)}
+    point["plans"] = {name: described(p, A, B, refs["auto" if name.startswith("auto") else 15])
+                      for name, p in plans.items()}
+    for p in plans.values():
+        p.free()
+    return point
+
+
+def big(be, n: int, telemetry) -> dict:
+    A, B = inputs(n)
+    point, ref = {"n": n, "runs": {}, "plans": {}}, None
+    for planes in (False, True):
+        name = f"15-{'planes' if planes else 'direct'}"
+        p = plan(be, A, B, 15, planes)
+        got = timed({name: partial(p.execute, A, B), "dgemm": partial(cp.matmul, A, B)}, 1, telemetry)
+        point["runs"][name], point["runs"][f"dgemm beside {name}"] = got[name], got["dgemm"]
+        point["plans"][name] = described(p, A, B, ref)
+        if ref is None:
+            ref = p.execute(A, B)
+        p.free()
+        cp.get_default_memory_pool().free_all_blocks()
+    return point
+
+
+def main() -> None:
+    be = get_backend("cupy")
+    telemetry = be.telemetry()
+    result = {"script": "results/published/scripts/ozaki2_layout_probe.py", "environment": environment(be),
+              "rounds": ROUNDS, "points": []}
+    out = os.path.join(os.environ.get("OUT", "/tmp"), "ozaki2-layout-probe.json")
+    sizes = [int(x) for x in os.environ.get("NS", "8192,16384").split(",") if x]
+    for n in sizes + [int(x) for x in os.environ.get("BIG", "32768").split(",") if x]:
+        point = small(be, n, telemetry) if n in sizes else big(be, n, telemetry)
+        result["points"].append(point)
+        print(n, {k: (round(v["ms"], 2), round(v["x_dgemm"], 3)) for k, v in point["runs"].items()}, flush=True)
+        print("  ", {k: (v["direct"], round(v["workspace_gib"], 1), v["bitwise_direct"],
+                         {p: round(t, 2) for p, t in v["phases_ms"].items()}) for k, v in point["plans"].items()},
+              flush=True)
+        with open(out, "w") as fh:
+            json.dump(result, fh, indent=1, default=str)
+        cp.get_default_memory_pool().free_all_blocks()
+
+
+if __name__ == "__main__":
+    main()
