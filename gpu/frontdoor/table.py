@@ -17,7 +17,8 @@ rest, measured shapes only. Within a class a method's ratio at a size comes from
 :func:`gpu.strassen.choose.estimates`: the measured ratio where it was measured, between two measured neighbours
 no more than 2x apart the ratio linear in log size (a method's ratio grows smoothly with the size: Ozaki scheme
 II measured 1.156x at N = 6144 on the H200, against 1.0x and 1.29x at 4096 and 8192, where the lower of the two,
-Strassen's rule, said 1.03x), the largest size's above it, and nothing below the smallest or across a wider gap.
+Strassen's rule, said 1.03x), the lower of the two across a wider gap (the H200's Ozaki II points at 16384 and
+49152 are 3x apart: 1.45x and 1.61x), the largest size's above it, and nothing below the smallest.
 
 A point may say what its numbers rest on (``"basis"``): absent, they were measured; a section predicted for a GPU
 nobody measured (``gpu/profiles/transfer-methods.json``, :func:`gpu.profile.methods`) says ``"predicted

@@ -125,7 +125,8 @@ def table(section: Mapping[str, Any] | None) -> Table:
 
 def estimates(measured: Table, size: int, interpolate: bool = False) -> dict[Configuration, tuple[float, str]]:
     """Each configuration's estimated speed-up at ``size`` and the sizes it rests on (see the module notes);
-    ``interpolate``: between two measured neighbours, linear in log size instead of the lower of the two."""
+    ``interpolate``: between two measured neighbours, linear in log size instead of the lower of the two, and
+    across a gap wider than :data:`SPAN` the lower of the two instead of nothing."""
     sizes = sorted(measured)
     if not sizes or size < sizes[0]:
         return {}
@@ -142,12 +143,13 @@ def estimates(measured: Table, size: int, interpolate: bool = False) -> dict[Con
             continue
         lo = max((n for n in points if n < size), default=None)
         hi = min((n for n in points if n > size), default=None)
-        if lo is not None and hi is not None and hi <= SPAN * lo:
-            if interpolate:
-                w = math.log(size / lo) / math.log(hi / lo)
-                out[c] = ((1 - w) * points[lo] + w * points[hi], f"between N = {lo} and {hi}, linear in log N")
-            else:
-                out[c] = (min(points[lo], points[hi]), f"the lower of N = {lo} and {hi}")
+        if lo is None or hi is None or (hi > SPAN * lo and not interpolate):
+            continue
+        if interpolate and hi <= SPAN * lo:
+            w = math.log(size / lo) / math.log(hi / lo)
+            out[c] = ((1 - w) * points[lo] + w * points[hi], f"between N = {lo} and {hi}, linear in log N")
+        else:
+            out[c] = (min(points[lo], points[hi]), f"the lower of N = {lo} and {hi}")
     return out
 
 

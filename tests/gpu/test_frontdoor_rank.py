@@ -45,7 +45,8 @@ def test_estimates_follow_strassens_rule_within_a_class():
     def auto(n):
         return {t.method: e.ratio for t, e in estimate_all(METHODS, n, n, n).items()
                 if t.options.get("moduli") == "auto"}
-    assert auto(12288) == {}                                 # between 4096 and 16384: a gap over 2x
+    assert auto(12288) == {"ozaki2": 1.010}                 # across a gap over 2x (4096, 16384): the lower
+    assert auto(6144) == {"ozaki2": 1.010}                  # no plain point within 2x either side: the lower
     assert auto(16384) == auto(24576) == {"ozaki2": 1.480}   # measured; above the largest: its ratio
     assert estimate_all(METHODS, 2048, 2048, 2048) == {}     # below the smallest: nothing
     assert {t.name for t in estimate_all(METHODS, 16, 2**21, 16)} == {"splitk(deterministic=False)",

@@ -45,7 +45,7 @@ def test_a_products_reduction_into_its_plane_equals_numpys(cupy_backend, monkeyp
 def test_a_product_in_the_planes_layout_is_the_direct_layouts(cupy_backend, shape, k_block):
     m, k, n = shape
     A, B = (cupy_backend.asarray(phi_matrix(r, c, 1.0, seed)) for r, c, seed in ((m, k, k), (k, n, k + 1)))
-    cap = layout(m, k, n, 15, "fast", direct=True).nbytes - 1
+    cap = layout(m, k, n, 15, "fast", direct=True).nbytes - 1 if k_block is None else None  # blocked: planes only
     with ozaki2.Plan(A, B, options=Options(moduli=15, k_block=k_block), backend=cupy_backend) as direct, \
             ozaki2.Plan(A, B, options=Options(moduli=15, k_block=k_block, workspace=cap),
                         backend=cupy_backend) as planes:
