@@ -6,9 +6,10 @@ reads 16 products (64 bytes) and writes 16 residues, in 32-bit integers only (ea
 ``hi c16 + lo``, the plane's residue added where k blocks accumulate, then ``residue_small``'s multiply-high
 quotient; :mod:`gpu.ozaki2.winograd_kernels`). The one-element kernel, with a 64-bit sum and a float64 quotient,
 takes other views. Same bits either way. On the H200 the one-element kernel ran at about a quarter of the memory
-bandwidth (19.7 ms of a 15-modulus product's 126.5 ms at N = 16384, where the direct layout took 110.2 ms:
-``h200-ozaki2-layout-probe.json``), so the planes layout, 6.12 FP64 matrices of workspace against the direct
-layout's 11.25, was the slower one by that pass.
+bandwidth (19.7 ms of a 15-modulus product's 126.5 ms at N = 16384, where the direct layout took 110.2 ms); the
+vector kernel took 6.1 ms of 117.9 (direct: 110.9), and 22 ms of 846 at N = 32768 (direct: 822;
+``results/published/h200/h200-ozaki2-layout-probe.json``). The planes layout holds 6.12 FP64 matrices of workspace
+at 15 moduli against the direct layout's 11.25.
 """
 
 from __future__ import annotations
