@@ -2,8 +2,11 @@
 
 A plan (:class:`gpu.ozaki2.plan.Plan`) allocates its workspace (:mod:`gpu.ozaki2.workspace`) once, as one
 block: the faster direct layout where the device holds it with :data:`HEADROOM` to spare (room for
-cuBLAS's own workspace), else the planes; where a cache of plans holds other blocks, it frees them first
-(``make_room``) rather than settle for the slower layout. Then the bytes a call allocates outside the block
+cuBLAS's own workspace), else the direct layout in row panels no larger than the planes layout (the same INT8
+GEMMs and CRT, panel by panel, and no pass that reduces products to planes), else the planes; where a cache of
+plans holds other blocks, it frees them first (``make_room``) rather than settle for a slower layout. On the
+H200 the planes layout ran 3-7% slower than the whole direct one at N = 8192-32768
+(``results/published/h200/h200-ozaki2-layout-probe.json``); the row panels have not yet run on a GPU. Then the bytes a call allocates outside the block
 are asked for (:func:`gpu.backend.checks.require_memory`): C where ``out`` is not given (each call allocates
 its own), the operations' vectors and scratch (``ops.scratch_bytes``: a few bytes per line on the GPU,
 NumPy's temporaries on the CPU) and the componentwise bound's arrays where it is taken (:func:`auto_bytes`).
@@ -17,7 +20,8 @@ from dataclasses import dataclass
 
 from ..backend import Array, Backend, MemoryPlanError, require_memory
 from ..backend.checks import gib, reserve
-from ..ozaki.plan import HEADROOM, _round_up
+from ..ozaki.plan import ALIGN, HEADROOM, _round_up
+from .gemms import PANEL, PANEL_FROM
 from .moduli import MAX_MODULI
 from .ops import ops
 from .reference import MAX_K
@@ -67,10 +71,35 @@ def beyond_bytes(be: Backend, m: int, k: int, n: int, count: int | None, scaling
 
 def layouts(m: int, k: int, n: int, count: int, scaling: str, block: int, level: int = 0) -> list[Workspace]:
     """The layouts the call may take, fastest first: direct where the INT8 GEMMs take k in one block and no
-    Winograd level forms its products (which come out as residues, the planes' layout)."""
+    Winograd level forms its products (which come out as residues, the planes' layout), whole, then in row
+    panels no larger than the planes layout (:func:`panel_rows`), then the planes."""
     planes = layout(m, k, n, count, scaling, direct=False, level=level)
-    one_block = _round_up(max(k, 1)) <= block and not level
-    return [layout(m, k, n, count, scaling, direct=True), planes] if one_block else [planes]
+    if _round_up(max(k, 1)) > block or level:
+        return [planes]
+    rows = panel_rows(m, k, n, count, scaling)
+    paneled = [] if rows is None else [layout(m, k, n, count, scaling, direct=True, rows=rows)]
+    return [layout(m, k, n, count, scaling, direct=True), *paneled, planes]
+
+
+def panel_rows(m: int, k: int, n: int, count: int, scaling: str) -> int | None:
+    """The most rows of C a direct layout can hold the INT32 products of within the planes layout's bytes
+    (GEMMul8's workspace: the residues, INT8 planes and one INT32 product), in whole INT8 GEMM panels
+    (:data:`gpu.ozaki2.gemms.PANEL` rows from :data:`~gpu.ozaki2.gemms.PANEL_FROM` up, else 16), so that its
+    GEMMs are the whole product's and no pass reduces them to planes (in rows of 16 where not one GEMM panel
+    fits: N = 8192 at 15 moduli); None where not one row panel fits, or where one holds every row."""
+    budget = layout(m, k, n, count, scaling, direct=False).nbytes
+    per_row = 4 * count * _round_up(max(n, 1))
+    def fits(rows: int) -> bool:
+        return layout(m, k, n, count, scaling, True, rows=rows).nbytes <= budget
+    for step in (PANEL[0], ALIGN) if m >= PANEL_FROM else (ALIGN,):
+        rows = (budget - layout(m, k, n, count, scaling, True, rows=step).nbytes) // per_row // step * step + step
+        while rows >= step and not fits(rows):
+            rows -= step
+        while step <= rows < m and fits(rows + step):        # the estimate is linear; alignment is not
+            rows += step
+        if step <= rows:
+            return rows if rows < m else None
+    return None
 
 
 def reserve_workspace(be: Backend, m: int, k: int, n: int, count: int | None, scaling: str, block: int,

@@ -58,16 +58,17 @@ from .winograd import add, residue_product
 class Part:
     """What one modulus count needs: its table, the workspace's views for it (the residues, what the INT8 GEMMs
     write: every modulus's INT32 product in the direct layout, else one, and the planes the CRT reads), and
-    the INT8 GEMMs' panels."""
+    the INT8 GEMMs' panels. A direct layout of row panels runs each span's GEMMs, then its CRT, in turn."""
 
     table: ModuliTable
     res_a: Array
     res_b: Array
     products: Array | None         # None with Winograd levels (their products come out as residues)
-    planes: Array
+    planes: list[Array]            # what the CRT reads for each span of C's rows
+    spans: list[slice]             # C's rows, whole or in the direct layout's row panels
     direct: bool
     panels: list[tuple[slice, slice]]
-    gemms: list[Any]
+    gemms: list[list[Any]]         # each span's INT8 GEMMs in the direct layout
 
 
 class Plan(MatmulPlan):
@@ -112,19 +113,27 @@ class Plan(MatmulPlan):
     def part(self, count: int) -> Part:
         """The views, table, kernels and panels of ``count`` moduli, made the first time they are asked for."""
         if count not in self._parts:
-            table, work = moduli_table(count), self.work
+            table, work, be, m = moduli_table(count), self.work, self.backend, self.m
+            res_a, res_b, tiles = work.view("res_a")[:count], work.view("res_b")[:count], panels(m, self.n_pad)
             if work.direct:
-                products = work.view("products")[:count]
-                planes = products[:, :, :self.n]
+                products, step = work.view("products")[:count], work.layout.rows
+                spans = [slice(r, min(r + step, m)) for r in range(0, m, step)]
+                planes = [products[:, :s.stop - s.start, :self.n] for s in spans]
+                gemms = [self._span_gemms(res_a, res_b, products, s) for s in spans]
             else:
                 products = None if self.options.level else work.view("product")
-                planes = work.view("planes")[:count]
-            ops(self.backend).prepare(table, planes)
-            res_a, res_b, tiles = work.view("res_a")[:count], work.view("res_b")[:count], panels(self.m, self.n_pad)
-            gemms = [c for t in range(count) for c in planned(self.backend, res_a[t], res_b[t], products[t], tiles)
-                     ] if work.direct else []
-            self._parts[count] = Part(table, res_a, res_b, products, planes, work.direct, tiles, gemms)
+                spans, planes, gemms = [slice(None)], [work.view("planes")[:count]], [[]]
+            ops(be).prepare(table, planes[0])
+            self._parts[count] = Part(table, res_a, res_b, products, planes, spans, work.direct, tiles, gemms)
         return self._parts[count]
+
+    def _span_gemms(self, res_a: Array, res_b: Array, products: Array, span: slice) -> list[Any]:
+        """The INT8 GEMMs of every modulus for C's rows ``span`` into the held products, tiled as the whole
+        product's (:func:`gpu.ozaki2.gemms.panels`)."""
+        rows = span.stop - span.start
+        tiles = panels(rows, self.n_pad, self.m)
+        return [c for t in range(len(res_a)) for c in planned(self.backend, res_a[t][span], res_b[t],
+                                                              products[t][:rows], tiles)]
 
     def _release(self) -> None:
         with self._lock:
@@ -165,9 +174,11 @@ class Plan(MatmulPlan):
         with _phase(be, phases, "residues"):
             family.residues(A, shift_a, rows.e, part.table, self.m, self.ldk, out=part.res_a)
             family.residues(B.T, shift_b, cols.e, part.table, self.n_pad, self.ldk, out=part.res_b)
-        self._products(family, part, phases)
+        for span, planes, gemms in zip(part.spans, part.planes, part.gemms, strict=True):
+            self._products(family, part, gemms, phases)
+            with _phase(be, phases, "crt"):
+                family.crt(planes, part.table, shift_a[span], shift_b, C[span])
         with _phase(be, phases, "crt"):
-            family.crt(part.planes, part.table, shift_a, shift_b, C)
             family.fix_nonfinite(A, B, C, rows, cols)
 
     def _replayed(self, family: Any, A: Array, B: Array, C: Array) -> None:
@@ -248,14 +259,14 @@ class Plan(MatmulPlan):
             raise refusal(opts.goal, float(family.auto_errors(rows, cols, self.k, self.count_buffers)[-1]))
         return count
 
-    def _products(self, family: Any, part: Part, phases: dict[str, float] | None) -> None:
-        """A'B' modulo every modulus into ``part.planes``: in the direct layout the INT32 products themselves
-        (the CRT reduces them as it reads them); otherwise per modulus and k block one INT8 GEMM and its
-        reduction into INT8 residues, added modulo m across blocks."""
+    def _products(self, family: Any, part: Part, gemms: list[Any], phases: dict[str, float] | None) -> None:
+        """A'B' modulo every modulus into ``part.planes``: in the direct layout the INT32 products themselves, a
+        span's ``gemms`` (the CRT reduces them as it reads them); otherwise per modulus and k block one INT8 GEMM
+        and its reduction into INT8 residues, added modulo m across blocks."""
         be = self.backend
         if part.direct:
             with _phase(be, phases, "gemm"):
-                run_planned(be, part.gemms)
+                run_planned(be, gemms)
             return
         if self.options.level:
             self._winograd_products(family, part, phases)
@@ -265,7 +276,7 @@ class Plan(MatmulPlan):
                 with _phase(be, phases, "gemm"):
                     int8_product(be, part.res_a[t][:, kb], part.res_b[t][:, kb], part.products, part.panels)
                 with _phase(be, phases, "reduce"):
-                    family.reduce(part.products[:, :self.n], part.planes[t], modulus, number > 0)
+                    family.reduce(part.products[:, :self.n], part.planes[0][t], modulus, number > 0)
 
 
     def _winograd_products(self, family: Any, part: Part, phases: dict[str, float] | None) -> None:
@@ -277,7 +288,7 @@ class Plan(MatmulPlan):
                 with _phase(be, phases, "gemm"):
                     found = residue_product(be, part.res_a[t][:, kb], part.res_b[t][:, kb], modulus, level)
                 with _phase(be, phases, "reduce"):
-                    plane = part.planes[t]
+                    plane = part.planes[0][t]
                     plane[...] = add(plane, found[:, :self.n], modulus) if number else found[:, :self.n]
 
 

@@ -1,7 +1,8 @@
 """Scheme II's workspace: every large buffer of one product, as views of one block allocated before any work.
 
 Beyond A, B and C a product needs the INT8 residues of A's rows and B's columns (N planes each), then either
-the INT32 products of every modulus (``direct``: one k block; the CRT reduces them as it reads them) or, per
+the INT32 products of every modulus (``direct``: one k block; the CRT reduces them as it reads them), whole or
+for a panel of C's rows at a time (the INT8 GEMMs and the CRT then run panel by panel), or, per
 modulus, one INT32 product reduced into INT8 planes (added modulo m across k blocks), and before those the
 scaling's scratch: the tile sums of the one read of each operand (:func:`gpu.ozaki2.fused.workspace_bytes`),
 and in accurate mode the bars, their INT32 product and, where the bound's GEMM is blocked, its int64 sum
@@ -62,6 +63,11 @@ class Workspace:
     def nbytes(self) -> int:
         return _round_up(max((b.end for b in self.buffers.values()), default=0), ALIGNMENT)
 
+    @property
+    def rows(self) -> int | None:
+        """Rows of C whose INT32 products the direct layout holds at a time (None in the planes layout)."""
+        return self.buffers["products"].shape[1] if self.direct else None
+
     def view(self, block: Array, name: str) -> Array:
         """Buffer ``name`` as a view of ``block`` (a uint8 array of at least :attr:`nbytes`)."""
         b = self.buffers[name]
@@ -88,14 +94,16 @@ def bound_blocks(k: int) -> int:
     return -(-ldk // (MAX_K_BOUND_GEMM // ALIGN * ALIGN))
 
 
-def layout(m: int, k: int, n: int, count: int, scaling: str, direct: bool, level: int = 0) -> Workspace:
+def layout(m: int, k: int, n: int, count: int, scaling: str, direct: bool, level: int = 0,
+           rows: int | None = None) -> Workspace:
     """The buffers of an m x k x n product with ``count`` moduli (see the module); ``direct``: the INT32
-    products of every modulus (one k block), else INT8 planes and one INT32 product (none with Winograd
-    ``level``s, whose products come out as residues and take their scratch beside the block)."""
+    products of every modulus (one k block) for ``rows`` rows of C at a time (default: all m), else INT8 planes
+    and one INT32 product (none with Winograd ``level``s, whose products come out as residues and take their
+    scratch beside the block)."""
     ldk, n_pad = _round_up(max(k, 1)), _round_up(max(n, 1))
     main = [("res_a", (count, m, ldk), np.int8), ("res_b", (count, n_pad, ldk), np.int8)]
     if direct:
-        main.append(("products", (count, m, n_pad), np.int32))
+        main.append(("products", (count, min(m, rows or m), n_pad), np.int32))
     else:
         main += [("planes", (count, m, n), np.int8)] + ([] if level else [("product", (m, n_pad), np.int32)])
     scratch = []

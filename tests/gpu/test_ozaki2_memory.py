@@ -122,23 +122,26 @@ def _reference(A, B, **kw):
 
 
 @pytest.mark.parametrize("scaling", ozaki2.SCALINGS)
-def test_a_split_pool_makes_the_call_take_the_planes(scaling):
+def test_a_split_pool_makes_the_call_take_a_smaller_layout(scaling):
     """The device has room for the direct layout, but no cached block holds its INT32 products (as on the H200):
-    the call takes the planes layout, gives the same bits, and never asks the pool for a block it cannot give."""
+    the call takes the direct layout in row panels, no larger than the planes, gives the same bits, and never
+    asks the pool for a block it cannot give."""
     m, k, n, count = 64, 16, 64, 15
     A, B = operands(m, k, n)
     planes = ozaki2.workspace_bytes(m, k, n, count, scaling)
-    assert 4 * count * m * n > planes                   # the products alone: more than the pool's largest block
+    paneled = workspace.layout(m, k, n, count, scaling, True, rows=memory.panel_rows(m, k, n, count, scaling))
+    assert 4 * count * m * n > planes >= paneled.nbytes  # the products alone: more than the pool's largest block
     be = FragmentedBackend(free=100 * planes, largest=planes, host_scratch=True)
     got = ozaki2.matmul(A, B, moduli=count, scaling=scaling, backend=be)
     assert np.array_equal(got, _reference(A, B, moduli=count, scaling=scaling))
-    assert max(be.xp.sizes) == planes
+    assert max(be.xp.sizes) == paneled.nbytes
 
 
 def test_no_block_that_fits_raises_before_any_work():
     A, B = operands(64, 100, 48)
     planes = ozaki2.workspace_bytes(64, 100, 48, 15, "fast")
-    be = FragmentedBackend(free=100 * planes, largest=planes - 1, host_scratch=True)
+    least = min(ws.nbytes for ws in memory.layouts(64, 100, 48, 15, "fast", 2**17 - 16))
+    be = FragmentedBackend(free=100 * planes, largest=least - 1, host_scratch=True)
     with pytest.raises(MemoryPlanError, match=r"Ozaki scheme II on 64 x 100 x 48 with 15 moduli needs .* in one "
                                               r"block.*pass fewer moduli, out=, or split"):
         ozaki2.matmul(A, B, moduli=15, scaling="fast", backend=be)

@@ -12,7 +12,7 @@ from accuracy.methods import get_method, ozaki2_level, ozaki2_method_name
 from experiments.ozaki2.bench import family, sort_key
 from gpu import ozaki2
 from gpu.backend import get_backend
-from gpu.ozaki2 import winograd
+from gpu.ozaki2 import memory, winograd
 from gpu.ozaki2.memory import layouts
 from gpu.ozaki2.reference import MAX_K
 
@@ -84,9 +84,10 @@ def test_k_beyond_one_int8_block_is_bitwise_too(levels_taken):
 
 
 def test_levels_take_the_planes_layout_and_count_their_scratch():
-    assert [ws.direct for ws in layouts(512, 512, 512, 15, "fast", 2**17 - 16)] == [True, False]
+    assert [(ws.direct, ws.rows) for ws in layouts(512, 512, 512, 15, "fast", 2**17 - 16)] == \
+        [(True, 512), (True, memory.panel_rows(512, 512, 512, 15, "fast")), (False, None)]
     (leveled,) = layouts(512, 512, 512, 15, "fast", 2**17 - 16, level=1)
-    plain = layouts(512, 512, 512, 15, "fast", 2**17 - 16)[1]
+    plain = layouts(512, 512, 512, 15, "fast", 2**17 - 16)[-1]
     assert not leveled.direct and "product" not in leveled.buffers and "product" in plain.buffers
     assert plain.nbytes - leveled.nbytes >= 4 * 512 * 512, "no INT32 product buffer: the levels make residues"
     assert winograd.scratch_bytes(512, 512, 512, 0) == 0 < winograd.scratch_bytes(512, 512, 512, 1)
