@@ -1,10 +1,11 @@
-"""Scheme II's two workspace layouts as a user's kept plan runs them: the direct layout (every modulus's INT32
-product kept, 11.25 FP64 matrices at 15 moduli) against the planes layout (one INT32 product at a time, reduced
-into INT8 planes: 6.12 matrices, GEMMul8's 6.1), beside DGEMM.
+"""Scheme II's workspace layouts as a user's kept plan runs them: the whole direct layout (every modulus's INT32
+product kept, 11.25 FP64 matrices at 15 moduli) against the smaller layout a capped call takes, beside DGEMM:
+the planes layout (one INT32 product at a time, reduced into INT8 planes: 6.12 matrices, GEMMul8's 6.1) before
+e47065f, the direct layout in row panels within the planes' bytes since (5.16 matrices at 16384, 5.86 at 32768).
 
 At N = 8192 and 16384 (``NS``) the runs are interleaved round by round (``ROUNDS``, at least 10, after a warm-up
-round): kept plans of ``moduli="auto"`` (sized for 20 moduli) and of fast-15, each in both layouts (the planes
-one taken by ``workspace=`` just under the direct layout's bytes), and ``cupy.matmul``. One sample is a loop of
+round): kept plans of ``moduli="auto"`` (sized for 20 moduli) and of fast-15, each in both layouts (the smaller
+one taken by ``workspace=`` just under the whole direct layout's bytes), and ``cupy.matmul``. One sample is a loop of
 back-to-back ``plan.execute(A, B)`` calls, then one synchronize. At ``BIG`` (default 32768), where the two
 layouts do not fit together, fast-15 runs in each layout in turn, each interleaved with DGEMM. Each plan's
 phases (``phases=``, each synchronized) are read from one more call, and every result is compared bitwise
@@ -43,10 +44,12 @@ def inputs(n: int):
     return draw(), draw()
 
 
-def plan(be, A, B, moduli, planes: bool):
-    """A kept plan; ``planes``: capped just under the direct layout's bytes, so that it takes the planes one."""
+def plan(be, A, B, moduli, capped: bool):
+    """A kept plan; ``capped``: just under the whole direct layout's bytes, so that it takes the smaller layout
+    (``direct``, ``rows`` and ``workspace_gib`` in the results say which; the runs before the row panels named
+    these plans ``"planes"``)."""
     n = A.shape[0]
-    cap = layout(n, n, n, 20 if moduli == "auto" else moduli, "fast", direct=True).nbytes - 1 if planes else None
+    cap = layout(n, n, n, 20 if moduli == "auto" else moduli, "fast", direct=True).nbytes - 1 if capped else None
     return ozaki2.Plan(A, B, options=Options(moduli=moduli, workspace=cap), backend=be)
 
 
@@ -78,15 +81,16 @@ def described(p, A, B, direct_C) -> dict:
     """The plan's layout and bytes, its phases on one call, and whether its result equals the direct one's."""
     phases: dict = {}
     C = p.run(A, B, None, phases)
-    return {"direct": p.work.direct, "workspace_gib": p.work.layout.nbytes / 2**30, "count": p.last_count,
+    return {"direct": p.work.direct, "rows": getattr(p.work.layout, "rows", None),
+            "workspace_gib": p.work.layout.nbytes / 2**30, "count": p.last_count,
             "phases_ms": {k: 1e3 * v for k, v in phases.items()},
             "bitwise_direct": None if direct_C is None else bool(cp.array_equal(C, direct_C))}
 
 
 def small(be, n: int, telemetry) -> dict:
     A, B = inputs(n)
-    plans = {f"{m}-{'planes' if planes else 'direct'}": plan(be, A, B, m, planes)
-             for m in ("auto", 15) for planes in (False, True)}
+    plans = {f"{m}-{'capped' if capped else 'direct'}": plan(be, A, B, m, capped)
+             for m in ("auto", 15) for capped in (False, True)}
     calls = {name: partial(p.execute, A, B) for name, p in plans.items()}
     calls["dgemm"] = lambda: cp.matmul(A, B)
     point = {"n": n, "runs": timed(calls, {8192: 10}.get(n, 3), telemetry)}
@@ -101,9 +105,9 @@ def small(be, n: int, telemetry) -> dict:
 def big(be, n: int, telemetry) -> dict:
     A, B = inputs(n)
     point, ref = {"n": n, "runs": {}, "plans": {}}, None
-    for planes in (False, True):
-        name = f"15-{'planes' if planes else 'direct'}"
-        p = plan(be, A, B, 15, planes)
+    for capped in (False, True):
+        name = f"15-{'capped' if capped else 'direct'}"
+        p = plan(be, A, B, 15, capped)
         got = timed({name: partial(p.execute, A, B), "dgemm": partial(cp.matmul, A, B)}, 1, telemetry)
         point["runs"][name], point["runs"][f"dgemm beside {name}"] = got[name], got["dgemm"]
         point["plans"][name] = described(p, A, B, ref)
