@@ -6,11 +6,13 @@ cuBLAS's own workspace), else the direct layout in row panels no larger than the
 GEMMs and CRT, panel by panel, and no pass that reduces products to planes), else the planes; where a cache of
 plans holds other blocks, it frees them first (``make_room``) rather than settle for a slower layout. On the
 H200 the planes layout ran 3-7% slower than the whole direct one at N = 8192-32768
-(``results/published/h200/h200-ozaki2-layout-probe.json``); the row panels have not yet run on a GPU. Then the bytes a call allocates outside the block
-are asked for (:func:`gpu.backend.checks.require_memory`): C where ``out`` is not given (each call allocates
-its own), the operations' vectors and scratch (``ops.scratch_bytes``: a few bytes per line on the GPU,
-NumPy's temporaries on the CPU) and the componentwise bound's arrays where it is taken (:func:`auto_bytes`).
-Each step raises :class:`~gpu.backend.MemoryPlanError` before any work where the device cannot give it.
+(``results/published/h200/h200-ozaki2-layout-probe.json``); the row panels have not yet run on a GPU.
+
+Then the bytes a call allocates outside the block are asked for (:func:`gpu.backend.checks.require_memory`):
+C where ``out`` is not given (each call allocates its own), the operations' vectors and scratch
+(``ops.scratch_bytes``: a few bytes per line on the GPU, NumPy's temporaries on the CPU) and the componentwise
+bound's arrays where it is taken (:func:`auto_bytes`). Each step raises :class:`~gpu.backend.MemoryPlanError`
+before any work where the device cannot give it.
 """
 
 from __future__ import annotations
