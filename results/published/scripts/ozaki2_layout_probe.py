@@ -17,10 +17,10 @@ Run on the device: ``OUT=dir PYTHONPATH=$PWD python3 results/published/scripts/o
 import json
 import os
 import statistics
-import time
 from functools import partial
 
 import cupy as cp
+from ozaki2_as_called import inputs, sample  # this directory's script: phi = 1 operands, one timed loop
 
 from experiments.core.environment import environment
 from gpu import ozaki2
@@ -31,19 +31,6 @@ from gpu.ozaki2.workspace import layout
 ROUNDS = max(10, int(os.environ.get("ROUNDS", 10)))
 
 
-def inputs(n: int):
-    """phi = 1 operands drawn on the device, as the Ozaki benchmarks draw them."""
-    rng = cp.random.default_rng(0)
-
-    def draw():
-        ru, rn = rng.random((n, n)), rng.standard_normal((n, n))
-        ru -= 0.5
-        cp.exp(rn, out=rn)
-        ru *= rn
-        return ru
-    return draw(), draw()
-
-
 def plan(be, A, B, moduli, capped: bool):
     """A kept plan; ``capped``: just under the whole direct layout's bytes, so that it takes the smaller layout
     (``direct``, ``rows`` and ``workspace_gib`` in the results say which; the runs before the row panels named
@@ -51,16 +38,6 @@ def plan(be, A, B, moduli, capped: bool):
     n = A.shape[0]
     cap = layout(n, n, n, 20 if moduli == "auto" else moduli, "fast", direct=True).nbytes - 1 if capped else None
     return ozaki2.Plan(A, B, options=Options(moduli=moduli, workspace=cap), backend=be)
-
-
-def sample(run, loop: int) -> float:
-    cp.cuda.Device().synchronize()
-    start = time.perf_counter()
-    for _ in range(loop):
-        C = run()
-    cp.cuda.Device().synchronize()
-    del C
-    return (time.perf_counter() - start) / loop
 
 
 def timed(calls: dict, loop: int, telemetry) -> dict:
