@@ -10,6 +10,7 @@ import pytest
 
 import gpu
 from experiments.cli import main
+from experiments.core.ascalled import Call
 from experiments.core.database import ResultsDB
 from experiments.core.registry import FIGURES, load
 from experiments.frontdoor import bench, errors, figures, groups, points
@@ -362,3 +363,25 @@ def test_the_fastest_call_beside_the_front_door_keeps_the_points_accuracy():
     slow = row(FRONTDOOR, 2.1e-4, runs="splitk(deterministic=False)", ratio_as_called=1 / 2.1, library_keeps=False)
     floor = floor_check([slow])
     assert floor.met is False and "the library GEMM does not keep the accuracy there" in floor.measured
+
+
+def test_a_candidate_short_of_memory_on_its_first_call_is_dropped_with_why_and_the_front_door_never_is():
+    """Each plan fit when built, alone; the group's other plans may have filled their workspaces since: such a
+    candidate is dropped, named, and returned for the caller to time alone. The front door's own call is never
+    dropped: a refusal before any work is a :class:`groups.Refused`, running out of memory propagates."""
+    be = get_backend("numpy")
+    A, B = np.ones((4, 3)), np.ones((3, 5))
+
+    def short():
+        raise MemoryError("Out of memory allocating 9,663,676,416 bytes")
+
+    def group(door):
+        calls = {FRONTDOOR: Call("gpu.matmul(A, B)", door), "ozaki": Call("ozaki", short),
+                 "fine": Call("fine", lambda: A @ B)}
+        return groups.Group("dgemm", None, "", (), calls, {})
+    reference = Call("numpy.matmul(A, B)", lambda: A @ B)
+    g = group(lambda: A @ B)
+    assert groups.check_calls(be, A, B, g, reference, "4:3:5") == ["ozaki"]
+    assert set(g.public) == {FRONTDOOR, "fine"} and g.refused["ozaki"].startswith("short of device memory")
+    with pytest.raises(MemoryError):
+        groups.check_calls(be, A, B, group(short), reference, "4:3:5")
