@@ -36,9 +36,8 @@ class Calls:
         a_cat, b_cat, buffers = work["a"], work["b"], work["buffers"]
         if not self.fast:
             for slot, c in enumerate(chunks, first):
-                a, b = a_cat[:, c.a_start:c.a_start + c.length], b_cat[:, c.b_start:c.b_start + c.length]
                 for rows, cols in self.tiles:
-                    be.gemm_ex(a[rows], b[cols].T, buffers[slot, rows, cols], recipe=self.p.format.recipe)
+                    be.gemm_ex(*self._views(work, c, slot, rows, cols), recipe=self.p.format.recipe)
             return
         item = a_cat.itemsize
         pa, pb, pc = be.pointer(a_cat), be.pointer(b_cat), be.pointer(buffers)

@@ -20,7 +20,7 @@ from typing import Any
 import cupy
 import numpy as np
 
-from .winograd_kernels import DEVICE, MAX_X, MAX_Y, THREADS, _aligned, word_constants
+from .winograd_kernels import DEVICE, _aligned, _launch, word_constants
 
 SOURCE = DEVICE + r"""
 extern "C" __global__ void ozaki2_plane_reduce16(
@@ -62,10 +62,8 @@ def reduce_into(P: Any, plane: Any, modulus: int, accumulate: bool) -> None:
     ``plane``'s shape (see the module)."""
     if plane.size and P.shape == plane.shape and _aligned(P, 16, 16) and _aligned(plane, 16, 16):
         rows, cols = plane.shape
-        m, c16, off, magic = word_constants(modulus)
-        grid = (min(MAX_X, -(-(cols // 16) // THREADS)), min(MAX_Y, rows))
-        _module().get_function("ozaki2_plane_reduce16")(
-            grid, (THREADS,), (P, np.int64(P.strides[0] // 4), plane, np.int64(plane.strides[0]), np.int64(rows),
-                               np.int64(cols // 16), m, c16, off, magic, np.int32(accumulate)))
+        _launch("ozaki2_plane_reduce16", rows, cols // 16,
+                (P, np.int64(P.strides[0] // 4), plane, np.int64(plane.strides[0]), np.int64(rows),
+                 np.int64(cols // 16), *word_constants(modulus), np.int32(accumulate)), _module)
         return
     _element_kernel()(P, np.int32(modulus), np.float64(1.0 / modulus), accumulate, plane)
