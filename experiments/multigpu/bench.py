@@ -33,10 +33,12 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
+import dask
 import dask.array as da
 import numpy as np
 from distributed import Client, LocalCluster, get_task_stream, wait
 
+from gpu.backend import get_backend
 from gpu.frontdoor.contract import gamma
 from gpu.multigpu import dask_matmul, mapped, resident
 
@@ -94,15 +96,44 @@ def _free_bytes(folder: str) -> int:
 
 
 def in_place(backend: Any, client: Client, A: np.ndarray, B: np.ndarray, workers: int) -> tuple[Any, Any]:
-    """A's row panels and B's column panels persisted on the workers (on their GPUs with CuPy)."""
+    """A's row panels and B's column panels persisted on the workers (on their GPUs with CuPy), each read by its
+    worker from the operand's mapped file: the client sends file handles, not the operands (which Dask would
+    pickle into the graph: 16 GiB at N = 32768, past what its messages carry)."""
     n = A.shape[0]
     side = -(-n // workers)
-    dA, dB = da.from_array(A, chunks=(side, n)), da.from_array(B, chunks=(n, side))
-    if backend.name == "cupy":
-        dA, dB = dA.map_blocks(backend.xp.asarray), dB.map_blocks(backend.xp.asarray)
+    convert = backend.xp.asarray if backend.name == "cupy" else np.array
+    dA = da.concatenate([_panel(A, (slice(lo, lo + side), slice(None)), convert) for lo in range(0, n, side)], 0)
+    dB = da.concatenate([_panel(B, (slice(None), slice(lo, lo + side)), convert) for lo in range(0, n, side)], 1)
     dA, dB = client.persist([dA, dB])
     wait([dA, dB])
+    settle(backend, client)
     return dA, dB
+
+
+def _panel(x: np.ndarray, key: tuple[slice, slice], convert: Callable[[np.ndarray], Any]) -> da.Array:
+    """The panel ``x[key]`` as one dask chunk that its worker reads from x's mapped file and converts."""
+    handle = mapped.locate(x)
+    if handle is None:
+        raise TypeError("resident operands are read by the workers from mapped files: pass np.load(..., mmap_mode)")
+    part = handle[key]
+    meta = convert(np.empty((0, 0), dtype=x.dtype))
+    return da.from_delayed(dask.delayed(_read)(part, convert), part.shape, dtype=x.dtype, meta=meta)
+
+
+def _read(part: mapped.MappedMatrix, convert: Callable[[np.ndarray], Any]) -> Any:
+    """A worker's copy of a mapped panel, in its own memory (on its GPU with CuPy)."""
+    return convert(part.open())
+
+
+def settle(backend: Any, client: Client) -> None:
+    """Wait until every worker's device has finished what it was given: a CuPy task returns once its work is
+    queued, so a product's time ends here, not at Dask's ``wait``."""
+    if backend.name == "cupy":
+        client.run(_synchronize)
+
+
+def _synchronize() -> None:
+    get_backend("cupy").synchronize()
 
 
 def product(kind: str, backend: Any, client: Client, A: Any, B: Any, out: np.memmap) -> Any:
@@ -111,6 +142,7 @@ def product(kind: str, backend: Any, client: Client, A: Any, B: Any, out: np.mem
         return dask_matmul.matmul(A, B, client=client, backend=backend.name, out=out)
     C = resident.matmul(A, B, client=client, name=f"gemmlab-resident-{uuid.uuid4().hex}")   # computed each time
     wait(C)
+    settle(backend, client)
     return C
 
 
