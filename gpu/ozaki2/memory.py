@@ -1,12 +1,15 @@
 """The memory plan of one scheme II product, made before any work: its workspace block, C, and the rest.
 
 A plan (:class:`gpu.ozaki2.plan.Plan`) allocates its workspace (:mod:`gpu.ozaki2.workspace`) once, as one
-block: the faster direct layout where the device holds it with :data:`HEADROOM` to spare (room for
-cuBLAS's own workspace), else the direct layout in row panels no larger than the planes layout (the same INT8
-GEMMs and CRT, panel by panel, and no pass that reduces products to planes), else the planes; where a cache of
-plans holds other blocks, it frees them first (``make_room``) rather than settle for a slower layout. On the
-H200 the planes layout ran 3-7% slower than the whole direct one at N = 8192-32768
-(``results/published/h200/h200-ozaki2-layout-probe.json``); the row panels have not yet run on a GPU.
+block, no larger by default than GEMMul8's (the planes layout's bytes, 6.12 FP64 matrices at 15 moduli): the
+direct layout (every modulus's INT32 product, no pass that reduces them to planes) whole where it fits within
+those bytes, else in balanced row panels within them (the same INT8 GEMMs and CRT, panel by panel), else the
+planes. A ``workspace=`` that holds the whole direct layout (11.25 matrices at 15 moduli) lets it be taken first.
+The block is taken where the device holds it with :data:`HEADROOM` to spare (room for cuBLAS's own workspace);
+where a cache of plans holds other blocks, it frees them first (``make_room``) rather than settle for a slower
+layout. On the H200 (``results/published/h200/h200-ozaki2-row-panels-probe.json``) the row panels ran within
+1.5% of the whole direct layout at N = 8192-32768 (4 panels of 2048 rows at 8192: 2.8 against 5.6 GiB), and the
+planes 3-7% slower than it (``h200-ozaki2-layout-probe.json``).
 
 Then the bytes a call allocates outside the block are asked for (:func:`gpu.backend.checks.require_memory`):
 C where ``out`` is not given (each call allocates its own), the operations' vectors and scratch
@@ -71,26 +74,43 @@ def beyond_bytes(be: Backend, m: int, k: int, n: int, count: int | None, scaling
             + winograd_bytes(m, min(k, MAX_K), n, level))
 
 
-def layouts(m: int, k: int, n: int, count: int, scaling: str, block: int, level: int = 0) -> list[Workspace]:
-    """The layouts the call may take, fastest first: direct where the INT8 GEMMs take k in one block and no
-    Winograd level forms its products (which come out as residues, the planes' layout), whole, then in row
-    panels no larger than the planes layout (:func:`panel_rows`), then the planes."""
+def layouts(m: int, k: int, n: int, count: int, scaling: str, block: int, level: int = 0,
+            whole: bool = False) -> list[Workspace]:
+    """The layouts the call may take, fastest first. Where the INT8 GEMMs take k in one block and no Winograd
+    level forms its products (which come out as residues, the planes' layout): the direct layout, whole where it
+    fits within the planes layout's bytes (GEMMul8's workspace), else in row panels within them
+    (:func:`panel_rows`); ``whole``: the whole direct layout is offered first whatever its size (a ``workspace=``
+    that holds it). The planes layout last."""
     planes = layout(m, k, n, count, scaling, direct=False, level=level)
     if _round_up(max(k, 1)) > block or level:
         return [planes]
     rows = panel_rows(m, k, n, count, scaling)
-    paneled = [] if rows is None else [layout(m, k, n, count, scaling, direct=True, rows=rows)]
-    return [layout(m, k, n, count, scaling, direct=True), *paneled, planes]
+    direct = layout(m, k, n, count, scaling, direct=True)
+    if rows is None:
+        return [direct, planes]
+    paneled = layout(m, k, n, count, scaling, direct=True, rows=rows)
+    return [direct, paneled, planes] if whole else [paneled, planes]
 
 
 def panel_rows(m: int, k: int, n: int, count: int, scaling: str) -> int | None:
-    """The most rows of C a direct layout can hold the INT32 products of within the planes layout's bytes
-    (GEMMul8's workspace: the residues, INT8 planes and one INT32 product), in whole INT8 GEMM panels
-    (:data:`gpu.ozaki2.gemms.PANEL` rows from :data:`~gpu.ozaki2.gemms.PANEL_FROM` up, else 16), so that its
-    GEMMs are the whole product's and no pass reduces them to planes (in rows of 16 where not one GEMM panel
-    fits: N = 8192 at 15 moduli); None where not one row panel fits, or where one holds every row."""
+    """The rows of C per panel of a direct layout that holds their INT32 products within the planes layout's
+    bytes (GEMMul8's workspace: the residues, INT8 planes and one INT32 product): the fewest panels, their rows
+    balanced, in whole INT8 GEMM panels (:data:`gpu.ozaki2.gemms.PANEL` rows from
+    :data:`~gpu.ozaki2.gemms.PANEL_FROM` up, else 16), so that its GEMMs are the whole product's and no pass
+    reduces them to planes; None where not one row panel fits, or where one holds every row."""
+    most = _most_rows(m, k, n, count, scaling)
+    if most is None:
+        return None
+    step = PANEL[0] if m >= PANEL_FROM and most % PANEL[0] == 0 else ALIGN
+    panels = -(-m // most)
+    return min(most, _round_up(-(-m // panels), step))
+
+
+def _most_rows(m: int, k: int, n: int, count: int, scaling: str) -> int | None:
+    """The most rows of a panel within the planes layout's bytes (see :func:`panel_rows`), or None."""
     budget = layout(m, k, n, count, scaling, direct=False).nbytes
     per_row = 4 * count * _round_up(max(n, 1))
+
     def fits(rows: int) -> bool:
         return layout(m, k, n, count, scaling, True, rows=rows).nbytes <= budget
     for step in (PANEL[0], ALIGN) if m >= PANEL_FROM else (ALIGN,):
@@ -114,7 +134,7 @@ def reserve_workspace(be: Backend, m: int, k: int, n: int, count: int | None, sc
     beyond A, B and C (``workspace=``): layouts above it are not taken."""
     what = f"Ozaki scheme II on {m} x {k} x {n} with {count or f'up to {MAX_MODULI}'} moduli"
     beyond = beyond_bytes(be, m, k, n, count, scaling, out_given, bound, level)
-    options = layouts(m, k, n, count or MAX_MODULI, scaling, block, level)
+    options = layouts(m, k, n, count or MAX_MODULI, scaling, block, level, whole=cap is not None)
     if cap is not None:
         within = [ws for ws in options if ws.nbytes + beyond - (0 if out_given else 8 * m * n) <= cap]
         if not within:

@@ -15,6 +15,7 @@ from gpu import ozaki2, splitk
 from gpu.backend import MemoryPlanError, get_backend, require_memory
 from gpu.backend.numpy_backend import NumpyBackend
 from gpu.ozaki2 import memory, tiled, workspace
+from gpu.ozaki2.options import k_block as k_block_of
 
 GIB = 2**30
 
@@ -233,7 +234,8 @@ def test_gpu_peak_within_the_plan_and_one_block(cupy_backend, scaling, shape, co
     direct = k_block is None or -(-k // 16) * 16 <= k_block
     assert report.peak_bytes <= memory.peak_bytes(cupy_backend, m, k, n, count, scaling, direct)
     if count:
-        assert max(report.sizes) == workspace.layout(m, k, n, count, scaling, direct).nbytes
+        taken = memory.layouts(m, k, n, count, scaling, k_block_of(k_block))[0]
+        assert max(report.sizes) == taken.nbytes and taken.direct is direct
 
 
 def _device_operands(be, N, seed=1):

@@ -84,8 +84,11 @@ def test_k_beyond_one_int8_block_is_bitwise_too(levels_taken):
 
 
 def test_levels_take_the_planes_layout_and_count_their_scratch():
+    rows = memory.panel_rows(512, 512, 512, 15, "fast")
     assert [(ws.direct, ws.rows) for ws in layouts(512, 512, 512, 15, "fast", 2**17 - 16)] == \
-        [(True, 512), (True, memory.panel_rows(512, 512, 512, 15, "fast")), (False, None)]
+        [(True, rows), (False, None)]
+    assert [(ws.direct, ws.rows) for ws in layouts(512, 512, 512, 15, "fast", 2**17 - 16, whole=True)] == \
+        [(True, 512), (True, rows), (False, None)]
     (leveled,) = layouts(512, 512, 512, 15, "fast", 2**17 - 16, level=1)
     plain = layouts(512, 512, 512, 15, "fast", 2**17 - 16)[-1]
     assert not leveled.direct and "product" not in leveled.buffers and "product" in plain.buffers

@@ -1,15 +1,17 @@
 """Scheme II's workspace layouts as a user's kept plan runs them: the whole direct layout (every modulus's INT32
-product kept, 11.25 FP64 matrices at 15 moduli) against the smaller layout a capped call takes, beside DGEMM:
-the planes layout (one INT32 product at a time, reduced into INT8 planes: 6.12 matrices, GEMMul8's 6.1) before
-e47065f, the direct layout in row panels within the planes' bytes since (5.16 matrices at 16384, 5.86 at 32768).
+product kept, 11.25 FP64 matrices at 15 moduli), which a ``workspace=`` that holds it takes, against the default
+layout, beside DGEMM. The default was the whole direct layout before the row panels; a capped call then took the
+planes layout (one INT32 product at a time, reduced into INT8 planes: 6.12 matrices, GEMMul8's 6.1), and the
+runs named these plans ``"direct"`` and ``"capped"``. It is now the direct layout in balanced row panels within
+the planes' bytes (4 panels of 2048 rows at 8192, 5.16 matrices at 16384, 5.86 at 32768): ``"whole"`` and
+``"default"``.
 
 At N = 8192 and 16384 (``NS``) the runs are interleaved round by round (``ROUNDS``, at least 10, after a warm-up
-round): kept plans of ``moduli="auto"`` (sized for 20 moduli) and of fast-15, each in both layouts (the smaller
-one taken by ``workspace=`` just under the whole direct layout's bytes), and ``cupy.matmul``. One sample is a loop of
-back-to-back ``plan.execute(A, B)`` calls, then one synchronize. At ``BIG`` (default 32768), where the two
-layouts do not fit together, fast-15 runs in each layout in turn, each interleaved with DGEMM. Each plan's
-phases (``phases=``, each synchronized) are read from one more call, and every result is compared bitwise
-with the direct layout's. Writes ``$OUT/ozaki2-layout-probe.json``.
+round): kept plans of ``moduli="auto"`` (sized for 20 moduli) and of fast-15, each in both layouts, and
+``cupy.matmul``. One sample is a loop of back-to-back ``plan.execute(A, B)`` calls, then one synchronize. At
+``BIG`` (default 32768), where the two layouts do not fit together, fast-15 runs in each layout in turn, each
+interleaved with DGEMM. Each plan's phases (``phases=``, each synchronized) are read from one more call, and every
+result is compared bitwise with the whole layout's. Writes ``$OUT/ozaki2-layout-probe.json``.
 
 Run on the device: ``OUT=dir PYTHONPATH=$PWD python3 results/published/scripts/ozaki2_layout_probe.py``.
 """
@@ -26,18 +28,18 @@ from experiments.core.environment import environment
 from gpu import ozaki2
 from gpu.backend import get_backend
 from gpu.ozaki2.options import Options
-from gpu.ozaki2.workspace import layout
 
 ROUNDS = max(10, int(os.environ.get("ROUNDS", 10)))
 
 
-def plan(be, A, B, moduli, capped: bool):
-    """A kept plan; ``capped``: just under the whole direct layout's bytes, so that it takes the smaller layout
-    (``direct``, ``rows`` and ``workspace_gib`` in the results say which; the runs before the row panels named
-    these plans ``"planes"``)."""
-    n = A.shape[0]
-    cap = layout(n, n, n, 20 if moduli == "auto" else moduli, "fast", direct=True).nbytes - 1 if capped else None
-    return ozaki2.Plan(A, B, options=Options(moduli=moduli, workspace=cap), backend=be)
+VARIANTS = ("whole", "default")
+WHOLE = 2**50  # a workspace= that holds every layout: the whole direct one is taken
+
+
+def plan(be, A, B, moduli, variant: str):
+    """A kept plan in ``variant``'s layout (``direct``, ``rows`` and ``workspace_gib`` in the results say which)."""
+    return ozaki2.Plan(A, B, options=Options(moduli=moduli, workspace=WHOLE if variant == "whole" else None),
+                       backend=be)
 
 
 def timed(calls: dict, loop: int, telemetry) -> dict:
@@ -61,17 +63,16 @@ def described(p, A, B, direct_C) -> dict:
     return {"direct": p.work.direct, "rows": getattr(p.work.layout, "rows", None),
             "workspace_gib": p.work.layout.nbytes / 2**30, "count": p.last_count,
             "phases_ms": {k: 1e3 * v for k, v in phases.items()},
-            "bitwise_direct": None if direct_C is None else bool(cp.array_equal(C, direct_C))}
+            "bitwise_whole": None if direct_C is None else bool(cp.array_equal(C, direct_C))}
 
 
 def small(be, n: int, telemetry) -> dict:
     A, B = inputs(n)
-    plans = {f"{m}-{'capped' if capped else 'direct'}": plan(be, A, B, m, capped)
-             for m in ("auto", 15) for capped in (False, True)}
+    plans = {f"{m}-{variant}": plan(be, A, B, m, variant) for m in ("auto", 15) for variant in VARIANTS}
     calls = {name: partial(p.execute, A, B) for name, p in plans.items()}
     calls["dgemm"] = lambda: cp.matmul(A, B)
     point = {"n": n, "runs": timed(calls, {8192: 10}.get(n, 3), telemetry)}
-    refs = {m: plans[f"{m}-direct"].execute(A, B) for m in ("auto", 15)}
+    refs = {m: plans[f"{m}-whole"].execute(A, B) for m in ("auto", 15)}
     point["plans"] = {name: described(p, A, B, refs["auto" if name.startswith("auto") else 15])
                       for name, p in plans.items()}
     for p in plans.values():
@@ -82,9 +83,9 @@ def small(be, n: int, telemetry) -> dict:
 def big(be, n: int, telemetry) -> dict:
     A, B = inputs(n)
     point, ref = {"n": n, "runs": {}, "plans": {}}, None
-    for capped in (False, True):
-        name = f"15-{'capped' if capped else 'direct'}"
-        p = plan(be, A, B, 15, capped)
+    for variant in VARIANTS:
+        name = f"15-{variant}"
+        p = plan(be, A, B, 15, variant)
         got = timed({name: partial(p.execute, A, B), "dgemm": partial(cp.matmul, A, B)}, 1, telemetry)
         point["runs"][name], point["runs"][f"dgemm beside {name}"] = got[name], got["dgemm"]
         point["plans"][name] = described(p, A, B, ref)
@@ -106,7 +107,7 @@ def main() -> None:
         point = small(be, n, telemetry) if n in sizes else big(be, n, telemetry)
         result["points"].append(point)
         print(n, {k: (round(v["ms"], 2), round(v["x_dgemm"], 3)) for k, v in point["runs"].items()}, flush=True)
-        print("  ", {k: (v["direct"], round(v["workspace_gib"], 1), v["bitwise_direct"],
+        print("  ", {k: (v["direct"], round(v["workspace_gib"], 1), v["bitwise_whole"],
                          {p: round(t, 2) for p, t in v["phases_ms"].items()}) for k, v in point["plans"].items()},
               flush=True)
         with open(out, "w") as fh:
