@@ -47,7 +47,7 @@ from ..core.registry import Context, experiment
 from ..core.summary import Summary
 from ..core.sweep import group_sweep
 from .points import PLANS, Plan, Point, fitting, point_params
-from .report import EXPERIMENT, ONESHOT, STEADY, TIMELINE, MultigpuRow, multigpu_rows, multigpu_summary
+from .report import EXPERIMENT, ONESHOT, STEADY, TIMELINE, MultigpuRow, multigpu_rows, multigpu_summary, setting
 
 SAMPLES, FEW, SLOW_S = 10, 3, 20.0
 SEED = 11
@@ -55,12 +55,12 @@ SEED = 11
 SHARED_MEMORY = "/dev/shm"
 
 
-def new_cluster(backend: Any, workers: int) -> tuple[Any, Client]:
-    """A fresh cluster of ``workers`` workers and its client (see the module notes)."""
+def new_cluster(backend: Any, workers: int, protocol: str = "tcp") -> tuple[Any, Client]:
+    """A fresh cluster of ``workers`` workers talking over ``protocol`` and its client (see the module notes)."""
     if backend.name == "cupy":
         from dask_cuda import LocalCUDACluster  # a GPU run needs dask-cuda: imported then, not by the CPU tests
         cluster = LocalCUDACluster(n_workers=workers, CUDA_VISIBLE_DEVICES=list(range(workers)), memory_limit=0,
-                                   dashboard_address=":0")
+                                   dashboard_address=":0", protocol=protocol)
     else:
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=False, dashboard_address=":0")
     return cluster, Client(cluster)
@@ -165,10 +165,10 @@ def check(backend: Any, C: Any, A: np.ndarray, B: np.ndarray, where: str) -> flo
 def measure_point(ctx: Context, point: Point) -> int:
     """A new cluster, the operands in place, the one shot (checked) and the steady samples; rows stored."""
     be = ctx.backend
-    where = f"N = {point.n}, {point.kind}, {point.workers} workers"
+    where = f"N = {point.n}, {point.kind}, {point.workers} workers over {point.protocol}"
     with operand_folder(3 * 8 * point.n**2) as folder:
         A, B, out = mapped_operands(folder, point.n)
-        cluster, client = new_cluster(be, point.workers)
+        cluster, client = new_cluster(be, point.workers, point.protocol)
         with cluster, client:
             a, b = (A, B) if point.kind == "host" else in_place(be, client, A, B, point.workers)
             run = partial(product, point.kind, be, client, a, b, out)
@@ -223,13 +223,15 @@ def run_points(ctx: Context, points: Sequence[Point], left_out: Sequence[str]) -
                                                                                          list[MultigpuRow]]:
     """Measure (or resume) the points, each stored as soon as measured; the counts and their stored rows."""
     outcome = group_sweep(ctx, EXPERIMENT, points, partial(stored, ctx), partial(measure_point, ctx),
-                          lambda p: f"N={p.n} {p.kind} x{p.workers}")
-    wanted = {(p.n, p.kind, p.workers) for p in points}
+                          lambda p: f"N={p.n} {p.kind} x{p.workers} {p.protocol}")
+    wanted = {(p.n, setting(p.kind, p.protocol), p.workers) for p in points}
     rows = [r for r in multigpu_rows(ctx.db, ctx.env_key, ctx.regime) if (r.n, r.kind, r.workers) in wanted]
     sizes = ", ".join(str(n) for n in sorted({p.n for p in points}))
     workers = ", ".join(str(w) for w in sorted({p.workers for p in points}))
-    return {"scope": f"N = {sizes}; workers {workers}", "points measured": outcome.measured,
-            "points already stored": outcome.skipped, "left out": "; ".join(left_out) or "none"}, rows
+    protocols = ", ".join(sorted({p.protocol for p in points}))
+    return {"scope": f"N = {sizes}; workers {workers}; protocol {protocols or 'none'}",
+            "points measured": outcome.measured, "points already stored": outcome.skipped,
+            "left out": "; ".join(left_out) or "none"}, rows
 
 
 @experiment(EXPERIMENT, "Products across 1, 2 and 4 workers of a Dask cluster, one shot and steady, for host "

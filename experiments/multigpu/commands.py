@@ -10,7 +10,7 @@ from gpu.backend import get_backend
 
 from ..core.command import MEASURING, command, emit_sweep, measuring_run, numbers
 from .bench import run_points
-from .points import KINDS, PLANS, Plan, fitting
+from .points import KINDS, PLANS, PROTOCOLS, Plan, fitting, protocol
 from .report import checks
 
 COLUMNS = (("n", "N", "d"), ("kind", "operands", ""), ("workers", "workers", "d"), ("method", "mode", ""),
@@ -24,6 +24,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
                    help="worker counts, one GPU each (default 1,2,4; counts above this machine's GPUs are left out)")
     p.add_argument("--kinds", default=",".join(KINDS),
                    help="where the operands are: host (NumPy in the client), resident (dask arrays on the workers)")
+    p.add_argument("--protocol", choices=PROTOCOLS, default="auto",
+                   help="how the workers talk: tcp, or ucx (distributed-ucxx: CUDA IPC between GPUs of one host); "
+                        "auto takes ucx on GPU workers where distributed-ucxx is installed")
 
 
 @command("multigpu", options=MEASURING, arguments=_arguments)
@@ -31,7 +34,7 @@ def cmd_multigpu(args: argparse.Namespace, db_path: Path) -> int:
     backend = get_backend(args.backend)
     default = PLANS[(backend.name, False)]
     plan = Plan(tuple(args.sizes or default.sizes), tuple(args.workers or default.workers),
-                tuple(k.strip() for k in args.kinds.split(",") if k.strip()))
+                tuple(k.strip() for k in args.kinds.split(",") if k.strip()), protocol(backend, args.protocol))
     points, left_out = fitting(backend, plan)
     with measuring_run(args, db_path, backend) as ctx:
         counts, rows = run_points(ctx, points, left_out)

@@ -28,7 +28,8 @@ def render_speedup(db: ResultsDB) -> Figure | None:
         return None
     keys = list(dict.fromkeys(p[0] for p in panels))
     devices = panel_devices(db, keys, [EXPERIMENT])
-    series = [(kind, mode) for kind in ("host", "resident") for mode in (STEADY, ONESHOT)]
+    settings = sorted({r.kind for p in panels for r in p[2]}, key=lambda s: (s.split()[0] != "host", s))
+    series = [(kind, mode) for kind in settings for mode in (STEADY, ONESHOT)]
     styles = series_styles(series)
     body, axes = panel_grid(len(panels))
     for ax, (key, n, rows) in zip(axes, panels):

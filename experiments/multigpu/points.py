@@ -4,15 +4,22 @@ A **kind** is where the operands are: ``"host"`` (NumPy arrays in the client's m
 front-end of the out-of-core engine, :mod:`gpu.multigpu.dask_matmul`, C gathered back) or ``"resident"``
 (``dask.array``s whose chunks already sit on the workers, on their GPUs with CuPy, multiplied where they are,
 :mod:`gpu.multigpu.resident`, C left there). Worker counts above the devices this machine has are left out.
+
+A **protocol** is how the workers talk (:data:`PROTOCOLS`): Dask's TCP, or UCX through distributed-ucxx, which
+moves CuPy chunks between GPUs of one host by CUDA IPC (over NVLink where the host has it) rather than through
+host sockets. ``"auto"`` takes UCX on GPU workers where distributed-ucxx is installed. A point's parameters name
+its protocol where it is not TCP (rows stored before protocols were recorded are TCP's).
 """
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 
 from gpu.backend import Backend
 
 KINDS = ("host", "resident")
+PROTOCOLS = ("auto", "tcp", "ucx")
 
 
 @dataclass(frozen=True)
@@ -20,6 +27,7 @@ class Point:
     n: int
     kind: str
     workers: int
+    protocol: str = "tcp"
 
 
 @dataclass(frozen=True)
@@ -27,6 +35,7 @@ class Plan:
     sizes: tuple[int, ...]
     workers: tuple[int, ...]
     kinds: tuple[str, ...] = KINDS
+    protocol: str = "tcp"
 
     def __post_init__(self) -> None:
         if not self.sizes or any(n < 1 for n in self.sizes):
@@ -36,10 +45,13 @@ class Plan:
         unknown = sorted(set(self.kinds) - set(KINDS))
         if unknown or not self.kinds:
             raise ValueError(f"kinds must be some of {', '.join(KINDS)}, got {list(self.kinds)}")
+        if self.protocol not in PROTOCOLS[1:]:
+            raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}")
 
     def points(self) -> list[Point]:
         """Every point, each size's and kind's one-worker point first (the baseline of its speed-ups)."""
-        return [Point(n, kind, w) for n in self.sizes for kind in self.kinds for w in sorted(set(self.workers))]
+        return [Point(n, kind, w, self.protocol) for n in self.sizes for kind in self.kinds
+                for w in sorted(set(self.workers))]
 
 
 #: Plans by (backend, quick): the issue's N = 65536 on up to 4 GPUs; a small product on CPU workers.
@@ -65,5 +77,20 @@ def fitting(backend: Backend, plan: Plan) -> tuple[list[Point], list[str]]:
     return kept, [f"{w} workers: this machine has {have} GPUs" for w in out]
 
 
+def protocol(backend: Backend, asked: str) -> str:
+    """The protocol a run takes (``asked`` one of :data:`PROTOCOLS`; see the module), or ValueError where UCX is
+    asked for and distributed-ucxx is not installed or the workers are not GPU workers."""
+    have = backend.name == "cupy" and importlib.util.find_spec("distributed_ucxx") is not None
+    if asked == "ucx" and not have:
+        raise ValueError("protocol 'ucx' needs GPU workers (--backend cupy) and distributed-ucxx "
+                         "(pip install distributed-ucxx-cu13); pass --protocol tcp")
+    if asked not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {asked!r}")
+    return "ucx" if asked == "ucx" or (asked == "auto" and have) else "tcp"
+
+
 def point_params(point: Point, regime: str) -> dict[str, object]:
-    return {"n": point.n, "kind": point.kind, "workers": point.workers, "regime": regime}
+    params: dict[str, object] = {"n": point.n, "kind": point.kind, "workers": point.workers, "regime": regime}
+    if point.protocol != "tcp":
+        params["protocol"] = point.protocol
+    return params

@@ -4,8 +4,10 @@ steady speed-up over one worker, and the one-shot time over the steady one; the 
 Rows: method ``oneshot`` (the first product in a new cluster, operands in place: host memory, or already on
 the workers for ``resident``), ``steady`` (the median of the products after it, in the same cluster) and
 ``timeline`` (one more product, its task stream's spans in the meta), at
-parameters (n, kind, workers, regime). On CPU workers (threads of one process sharing its cores) the times
-describe the machinery, not a speed-up: the checks are judged on GPU workers only.
+parameters (n, kind, workers, regime, and protocol where not TCP). A row's ``kind`` names its setting: the
+kind, and the protocol where not TCP (``"resident over ucx"``), so that each setting is its own series. On CPU
+workers (threads of one process sharing its cores) the times describe the machinery, not a speed-up: the checks
+are judged on GPU workers only.
 """
 
 from __future__ import annotations
@@ -27,6 +29,15 @@ MODES = (ONESHOT, STEADY)
 HOST_SPEEDUP, RESIDENT_SPEEDUP, ONESHOT_OVER_STEADY = 3.9, 3.8, 1.3
 
 
+def setting(kind: str, protocol: str = "tcp") -> str:
+    """A kind of operands and the workers' protocol, as rows name them (see the module)."""
+    return kind if protocol == "tcp" else f"{kind} over {protocol}"
+
+
+def _setting(params: dict[str, Any]) -> str:
+    return setting(params["kind"], params.get("protocol", "tcp"))
+
+
 @dataclass(frozen=True)
 class MultigpuRow:
     """One mode of one point: seconds per product, its samples, and the sampled rows' check."""
@@ -45,7 +56,7 @@ class MultigpuRow:
     @classmethod
     def read(cls, m: Measurement) -> MultigpuRow:
         p, meta = m.params, m.meta
-        return cls(m.method, p["n"], p["kind"], p["workers"], m.value, tuple(m.samples or ()),
+        return cls(m.method, p["n"], _setting(p), p["workers"], m.value, tuple(m.samples or ()),
                    meta.get("check_error"), meta.get("backend", "numpy"), p.get("regime", UNRECORDED),
                    dict(meta.get("telemetry") or {}))
 
@@ -62,7 +73,7 @@ def multigpu_rows(db: ResultsDB, env_key: str, regime: str | None = None) -> lis
 
 def timelines(db: ResultsDB, env_key: str) -> dict[tuple[int, str, int], list[list[Any]]]:
     """The task-stream spans of each point's recorded product, by (n, kind, workers)."""
-    return {(m.params["n"], m.params["kind"], m.params["workers"]): m.meta.get("spans") or []
+    return {(m.params["n"], _setting(m.params), m.params["workers"]): m.meta.get("spans") or []
             for m in db.measurements(EXPERIMENT, env_key=env_key) if m.method == TIMELINE}
 
 
@@ -109,11 +120,17 @@ def _target(rows: Sequence[MultigpuRow], text: str, values: list[tuple[str, floa
 
 def checks(rows: Sequence[MultigpuRow]) -> list[Check]:
     points = by_point(rows)
-    ns = sorted({r.n for r in rows})
-    host = [(f"N = {n}", s) for n in ns if (s := speedup(points, n, "host", 4)) is not None]
-    resident = [(f"N = {n}", s) for n in ns if (s := speedup(points, n, "resident", 4)) is not None]
-    shots = [(f"N = {n}", m[ONESHOT].time_s / m[STEADY].time_s) for n in ns
-             if (m := points.get((n, "host", 4), {})) and ONESHOT in m and STEADY in m]
+    ns, settings = sorted({r.n for r in rows}), sorted({r.kind for r in rows})
+
+    def of(kind: str) -> list[str]:
+        return [s for s in settings if s.split()[0] == kind]
+
+    def label(n: int, where: str) -> str:
+        return f"N = {n}" + where[len(where.split()[0]):]
+    host = [(label(n, s), v) for s in of("host") for n in ns if (v := speedup(points, n, s, 4)) is not None]
+    resident = [(label(n, s), v) for s in of("resident") for n in ns if (v := speedup(points, n, s, 4)) is not None]
+    shots = [(label(n, s), m[ONESHOT].time_s / m[STEADY].time_s) for s in of("host") for n in ns
+             if (m := points.get((n, s, 4), {})) and ONESHOT in m and STEADY in m]
     return [_target(rows, f"host operands, steady, 4 workers >= {HOST_SPEEDUP}x one", host, HOST_SPEEDUP, True),
             _target(rows, f"device-resident operands, 4 workers >= {RESIDENT_SPEEDUP}x one", resident,
                     RESIDENT_SPEEDUP, True),

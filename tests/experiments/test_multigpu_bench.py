@@ -4,6 +4,8 @@ the stored rows; bad plans refused before any work."""
 
 import json
 import pickle
+import sys
+import types
 
 import numpy as np
 import pytest
@@ -145,3 +147,38 @@ def test_resident_operands_reach_the_workers_as_file_handles_not_as_data(tmp_pat
         assert np.array_equal(dA.compute(), A) and np.array_equal(dB.compute(), B)
     with pytest.raises(TypeError, match="mapped files"):
         bench._panel(np.ones((4, 4)), (slice(0, 2), slice(None)), np.array)
+
+
+def test_the_protocol_is_tcp_unless_ucx_is_there_and_is_named_where_not_tcp(monkeypatch):
+    """``auto`` takes UCX on GPU workers where distributed-ucxx is installed; UCX asked for where it cannot run is
+    refused before any work; a UCX point's parameters and rows name it, so each protocol is its own series."""
+    numpy_be, gpu_be = bench.get_backend("numpy"), type("GPU", (), {"name": "cupy"})()
+    assert points.protocol(numpy_be, "auto") == points.protocol(numpy_be, "tcp") == "tcp"
+    with pytest.raises(ValueError, match="protocol 'ucx' needs GPU workers .* pass --protocol tcp"):
+        points.protocol(numpy_be, "ucx")
+    real = points.importlib.util.find_spec
+    monkeypatch.setattr(points.importlib.util, "find_spec",
+                        lambda name, *rest: object() if name == "distributed_ucxx" else real(name, *rest))
+    assert points.protocol(gpu_be, "auto") == points.protocol(gpu_be, "ucx") == "ucx"
+    assert points.protocol(gpu_be, "tcp") == "tcp"
+    tcp, ucx = (points.Point(4096, "resident", 4, p) for p in ("tcp", "ucx"))
+    assert "protocol" not in points.point_params(tcp, "sustained")
+    assert points.point_params(ucx, "sustained")["protocol"] == "ucx"
+    rows = [row("resident", 1, STEADY, 4.0), row("resident over ucx", 1, STEADY, 4.0),
+            row("resident over ucx", 4, STEADY, 1.02), row("resident", 4, STEADY, 2.0)]
+    (_, resident, _) = checks(rows)
+    assert resident.met is False and "2.000 at N = 4096" in resident.measured
+    assert "3.922 at N = 4096 over ucx" in resident.measured
+    with pytest.raises(ValueError, match="protocol must be one of auto, tcp, ucx"):
+        Plan((64,), (1,), protocol="udp")
+
+
+def test_the_cluster_takes_the_runs_protocol(monkeypatch):
+    made = {}
+    fake = types.ModuleType("dask_cuda")
+    fake.LocalCUDACluster = lambda **kw: made.update(kw) or "cluster"
+    monkeypatch.setitem(sys.modules, "dask_cuda", fake)
+    monkeypatch.setattr(bench, "Client", lambda cluster: ("client", cluster))
+    gpu_be = type("GPU", (), {"name": "cupy"})()
+    assert bench.new_cluster(gpu_be, 2, "ucx") == ("cluster", ("client", "cluster"))
+    assert made["protocol"] == "ucx" and made["n_workers"] == 2 and made["memory_limit"] == 0
