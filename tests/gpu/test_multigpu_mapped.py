@@ -3,7 +3,9 @@ that map the same elements, read and written in place by the tasks with nothing 
 mappings, page-locking with the mappings, the finite checks made once across the workers, and the tasks'
 reports of where their time went."""
 
+import mmap
 import pickle
+import threading
 import time
 from collections import Counter
 
@@ -320,3 +322,37 @@ def test_blocks_that_fail_before_their_gate_leave_no_verdict_behind(client, tmp_
         product.result()
     time.sleep(0.2)
     assert _verdicts(client) == []
+
+
+def test_a_range_is_populated_in_pieces_on_threads_that_cover_it_once(tmp_path, monkeypatch):
+    """The populating calls cover the range exactly, in pieces of at most POPULATE_PIECE, several on threads of
+    their own; the real call maps a file's pages in and leaves its bytes as they were."""
+    from gpu.multigpu import mapped
+    path = tmp_path / "x.bin"
+    path.write_bytes(bytes(range(256)) * 4096 * 5)
+    with open(path, "r+b") as f:
+        region = mmap.mmap(f.fileno(), 0)
+    address = np.frombuffer(region, np.uint8).ctypes.data
+    mapped.populate(region, address, 0, len(region), False)
+    mapped.populate(region, address, mmap.PAGESIZE, len(region) - 5, True)
+    assert region[:256] == bytes(range(256)) and region[-256:] == bytes(range(256))
+    calls, threads = [], set()
+    real = mapped._LIBC
+
+    class Spy:
+        def madvise(self, where, length, advice):
+            calls.append((where.value - address, length.value, advice))
+            threads.add(threading.get_ident())
+            time.sleep(0.01)
+            return real.madvise(where, length, advice)
+    monkeypatch.setattr(mapped, "_LIBC", Spy())
+    monkeypatch.setattr(mapped, "POPULATE_PIECE", 4 * mmap.PAGESIZE)
+    monkeypatch.setattr(mapped, "POPULATE_THREADS", 4)
+    stop = len(region) - 100
+    mapped.populate(region, address, mmap.PAGESIZE, stop, True)
+    calls.sort()
+    assert calls[0][0] == mmap.PAGESIZE and sum(length for _, length, _ in calls) == stop - mmap.PAGESIZE
+    assert all(a + length == b for (a, length, _), (b, _, _) in zip(calls, calls[1:])), "no gap, no overlap"
+    assert all(length <= 4 * mmap.PAGESIZE and advice == mapped.POPULATE[True] for _, length, advice in calls)
+    assert len(threads) > 1, "the pieces ran on several threads"
+    del region
