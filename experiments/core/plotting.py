@@ -97,9 +97,11 @@ def _wrap_parts(parts: Sequence[str], chars: int, sep: str = " · ") -> list[str
 
 
 def regime_label(db: Any, key: str, experiments: Iterable[str]) -> str:
-    """The measurement regime (``meta["regime"]``: sustained or cold power state) of the stored
-    points of ``experiments`` on ``key``; "regime not recorded" where no point stores one."""
-    values = [m.meta.get("regime") for exp in experiments for m in db.measurements(exp, env_key=key)]
+    """The measurement regime (``meta["regime"]``, or ``params["regime"]`` where the point is keyed by it:
+    sustained or cold power state) of the stored points of ``experiments`` on ``key``; "regime not recorded"
+    where no point stores one."""
+    values = [m.meta.get("regime") or m.params.get("regime") for exp in experiments
+              for m in db.measurements(exp, env_key=key)]
     named = sorted({str(v) for v in values if v})
     if not named:
         return "regime not recorded"

@@ -238,7 +238,8 @@ def test_calibration_tick_labels_do_not_overlap(cpu_db):
 
 
 def test_the_regime_is_read_from_the_stored_points(tmp_path, cpu_env):
-    """meta["regime"] where stored (several listed), a note where some points lack it."""
+    """meta["regime"] where stored (several listed), else params["regime"] where the point is keyed by it, a
+    note where some points lack it."""
     from experiments.core.plotting import provenance, regime_label
 
     with ResultsDB(tmp_path / "regime.sqlite") as db:
@@ -248,6 +249,10 @@ def test_the_regime_is_read_from_the_stored_points(tmp_path, cpu_env):
         assert regime_label(db, "cpu-test", [CALIBRATION]) == "regime: cold, sustained (some points not recorded)"
         assert regime_label(db, "cpu-test", [TIME]) == "regime not recorded"
         assert provenance(db, "cpu-test", [TIME]) == CPU_LINE.replace("regime: sustained", "regime not recorded")
+        db.add(run, TIME, "steady", {"n": 64, "regime": "sustained"}, value=1.0, unit="s")
+        assert regime_label(db, "cpu-test", [TIME]) == "regime: sustained"
+        db.add(run, TIME, "steady", {"n": 128}, value=1.0, unit="s")
+        assert regime_label(db, "cpu-test", [TIME]) == "regime: sustained (some points not recorded)"
 
 
 def test_level_validation_marks_level_auto_where_it_was_timed(published_db, tmp_path):
