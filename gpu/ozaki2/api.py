@@ -24,10 +24,11 @@ same run) fast-14 / 15 / 16 ran at 1.36 / 1.29 / 1.14x DGEMM at N = 8192 with ma
 where accurate-15 ran at 1.38x. Both bounds of ``moduli="auto"`` hold for either mode.
 
 **Memory.** Every large buffer (residues, products or planes, the scaling's scratch) is a view of one block
-the plan allocates before any work (:mod:`gpu.ozaki2.workspace`, :mod:`gpu.ozaki2.memory`): the INT32 products
-of every modulus where the device holds them, else INT8 planes; MemoryPlanError where neither fits. The cache
-keeps at most :data:`MAX_PLANS` plans, and frees them all where a new plan's faster layout would not fit
-beside their blocks.
+the plan allocates before any work (:mod:`gpu.ozaki2.workspace`, :mod:`gpu.ozaki2.memory`), by default no
+larger than GEMMul8's: the INT32 products of every modulus for a panel of C's rows at a time, else INT8
+planes (a ``workspace=`` that holds every product's INT32 products takes them whole); MemoryPlanError where
+none fits. The cache keeps at most :data:`MAX_PLANS` plans, and frees them all where a new plan's faster
+layout would not fit beside their blocks.
 """
 
 from __future__ import annotations
