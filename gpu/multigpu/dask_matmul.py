@@ -117,7 +117,7 @@ def _operand(x: Any, name: str) -> Any:
 
 
 def _block_product(a: np.ndarray | MappedMatrix, b: np.ndarray | MappedMatrix, out: MappedMatrix | None, *,
-                   backend: str, options: dict[str, Any], lock_pages: bool = True,
+                   backend: str, options: dict[str, Any], lock_pages: bool | str = True,
                    report: bool = False) -> np.ndarray | None:
     """One C block on the worker that runs it: the engine on its row panel of A and column panel of B
     (mapped here where they are handles, and page-locked with ``lock_pages``); written into ``out``'s
@@ -132,9 +132,9 @@ def _block_product(a: np.ndarray | MappedMatrix, b: np.ndarray | MappedMatrix, o
     with _ENGINE_LOCK:
         t0 = time.perf_counter()
         ops = get_backend(backend).ops(OUTOFCORE)
-        locker = ops if lock_pages else None
-        a, b = (x.open(locker) if isinstance(x, MappedMatrix) else x for x in (a, b))
-        c = out.open(locker) if out is not None else None
+        locker, reuse = (ops if lock_pages else None), lock_pages == "reuse"
+        a, b = (x.open(locker, reuse) if isinstance(x, MappedMatrix) else x for x in (a, b))
+        c = out.open(locker, reuse) if out is not None else None
         line = Timeline() if report else None
         t1 = time.perf_counter()
         C = outofcore.matmul(a, b, out=c, backend=backend, timeline=line, **options)
@@ -286,17 +286,21 @@ def _output(out: Any, shape: tuple[int, int], dtype: np.dtype, A: Any, B: Any) -
 
 def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | None = None,
            backend: str = "auto", out: Any = None, workers: str | list[str] | None = None,
-           lock_pages: bool = True, report: bool = False, **engine_options: Any) -> BlockProduct:
+           lock_pages: bool | str = True, report: bool = False, **engine_options: Any) -> BlockProduct:
     """Start ``A @ B`` on ``client``'s workers (or on ``workers``, some of them) and return its futures
     (see the module notes); every check is made before any block task is sent, but the finite checks of
     mapped operands: they run on the workers beside the block tasks, which write nothing into C before they
     pass, and ``submit`` waits for them and raises their error. ``out``: a host array for C (a
     writeable mapped one is written by the tasks in place). ``lock_pages``: each worker page-locks the
     ranges of mapped operands and ``out`` that it reads and writes, so that its engine copies them in
-    place (kept with the worker's mappings). ``report``: each task logs where its time went
+    place (kept with the worker's mappings); ``"reuse"``: only ranges a worker opens a second time (a
+    range read once goes through the engine's staging buffers, and a later product finds it locked).
+    ``report``: each task logs where its time went
     (:meth:`BlockProduct.reports`). ``engine_options`` go to
     :func:`gpu.outofcore.matmul` on the workers: ``panel``, ``device_memory``, ``buffers``,
     ``check_finite``, ..., and ``device_block`` (the engine's block on the device, not the Dask block)."""
+    if lock_pages not in (True, False, "reuse"):
+        raise ValueError(f"lock_pages must be True, False or 'reuse', got {lock_pages!r}")
     unknown = sorted(set(engine_options) - set(ENGINE_OPTIONS))
     if unknown:
         raise TypeError(f"unknown engine option(s) {unknown}; the engine takes {list(ENGINE_OPTIONS)}")
@@ -337,7 +341,7 @@ def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | Non
         checks = finite.start(client, handles, names, token)
         engine_options = {**engine_options, "check_finite": False, "before_write": finite.gate(token)}
     product.blocks = _send_blocks(client, product, owner, target, token, backend, engine_options,
-                                  bool(lock_pages), bool(report))
+                                  lock_pages, bool(report))
     product.workers = owner
     if checks:
         finite.settle(client, checks, token, list(product.blocks.values()))
@@ -345,7 +349,7 @@ def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | Non
 
 
 def _send_blocks(client: Client, product: BlockProduct, owner: dict[tuple[int, int], str], target: Any, token: str,
-                 backend: str, options: dict[str, Any], lock_pages: bool,
+                 backend: str, options: dict[str, Any], lock_pages: bool | str,
                  report: bool) -> dict[tuple[int, int], Future]:
     """Send every block task, those of each worker in one message (``client.map``): one ``submit`` per
     block made a message per task, 2-3 s of the client's time for 4225 tasks."""
@@ -365,7 +369,7 @@ def _send_blocks(client: Client, product: BlockProduct, owner: dict[tuple[int, i
 
 
 def matmul(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | None = None, backend: str = "auto",
-           out: Any = None, workers: str | list[str] | None = None, lock_pages: bool = True,
+           out: Any = None, workers: str | list[str] | None = None, lock_pages: bool | str = True,
            **engine_options: Any) -> np.ndarray:
     """``A @ B``, computed block by block on ``client``'s workers: :func:`submit`, then
     :meth:`BlockProduct.result`. A and B are NumPy arrays (views of mapped files are read by the workers

@@ -102,9 +102,11 @@ def _same_file(path: str, key: tuple[int, int, int, bool]) -> bool:
     return (st.st_dev, st.st_ino, st.st_size) == key[:3]
 
 
-def _mapping(path: str, writeable: bool, lo: int = 0, hi: int = 0, locker: PageLocker | None = None) -> mmap.mmap:
+def _mapping(path: str, writeable: bool, lo: int = 0, hi: int = 0, locker: PageLocker | None = None,
+             reuse: bool = False) -> mmap.mmap:
     """This process's shared mapping of the whole file at ``path``, its bytes ``[lo, hi)`` mapped in and,
-    with a ``locker``, locked (kept; see the module notes)."""
+    with a ``locker``, locked (kept; see the module notes); ``reuse``: locked only from the range's second
+    opening on (a range read once is copied through the engine's staging buffers instead)."""
     st = os.stat(path)
     key = (st.st_dev, st.st_ino, st.st_size, writeable)
     with _LOCK:
@@ -120,7 +122,10 @@ def _mapping(path: str, writeable: bool, lo: int = 0, hi: int = 0, locker: PageL
                 _MAPPINGS.popitem(last=False)[1].drop()
         _MAPPINGS.move_to_end(key)
         kept = _MAPPINGS[key]
-        if hi > lo and not any(a <= lo and hi <= b for a, b in kept.populated):
+        seen = any(a <= lo and hi <= b for a, b in kept.populated)
+        if reuse and not seen:
+            locker = None
+        if hi > lo and not seen:
             start, began = lo - lo % mmap.PAGESIZE, time.perf_counter()
             populate(kept.region, kept.address, start, hi, writeable)
             kept.populated.append((lo, hi))
@@ -215,14 +220,15 @@ class MappedMatrix:
             start = lo - lo % mmap.ALLOCATIONGRANULARITY
             _mapping(self.path, True).flush(start, hi - start)
 
-    def open(self, locker: PageLocker | None = None) -> np.ndarray:
+    def open(self, locker: PageLocker | None = None, reuse: bool = False) -> np.ndarray:
         """The view as a plain NumPy array over this process's mapping of the file (read-only unless
         ``writeable``), its pages mapped, and locked by ``locker`` where one is given (see the module notes:
-        not while a copy from the mapping may run); the mapping lives at least as long as the array."""
+        not while a copy from the mapping may run; with ``reuse``, only where this process opened the range
+        before); the mapping lives at least as long as the array."""
         lo, hi = self.extent()
         if lo == hi:
             return np.empty(self.shape, dtype=self.dtype)
-        region = _mapping(self.path, self.writeable, lo, hi, locker)
+        region = _mapping(self.path, self.writeable, lo, hi, locker, reuse)
         return np.ndarray(self.shape, dtype=self.dtype, buffer=region, offset=self.offset, strides=self.strides)
 
 

@@ -356,3 +356,40 @@ def test_a_range_is_populated_in_pieces_on_threads_that_cover_it_once(tmp_path, 
     assert all(length <= 4 * mmap.PAGESIZE and advice == mapped.POPULATE[True] for _, length, advice in calls)
     assert len(threads) > 1, "the pieces ran on several threads"
     del region
+
+
+def test_with_reuse_a_range_is_locked_from_its_second_opening_on(tmp_path, npy):
+    """``reuse``: the first opening of a range maps it in and leaves it unlocked (the engine stages a range
+    read once); a later opening of a range inside it locks it."""
+    from gpu.multigpu import mapped
+    mapped.release()
+    locker, path = _Locker(), tmp_path / "x.npy"
+    x = npy(path, np.arange(60.0).reshape(6, 10), mode="r+")
+    before = mapped.first_touch()
+    locate(x[2:4]).open(locker, reuse=True)
+    once = mapped.first_touch()
+    assert locker.locked == [] and once["populate_bytes"] > before["populate_bytes"]
+    locate(x[2:3]).open(locker, reuse=True)
+    assert len(locker.locked) == 1 and locker.locked[0][1] == 10 * 8, "locked on its second opening"
+    locate(x[4:6]).open(locker, reuse=True)
+    assert len(locker.locked) == 1, "a range not opened before is not locked"
+    mapped.release()
+
+
+def test_block_tasks_lock_pages_a_product_reuses(client, tmp_path, assert_product, operands, npy):
+    """``lock_pages="reuse"`` reaches the block tasks: the first product stages what it reads once (B, read by
+    both of this test's workers, is locked by the second: they share one process, where dask-cuda's workers
+    each have their own), and the second product finds every range locked."""
+    from gpu.multigpu import mapped
+    A0, B0, A, B, out = _mapped_files(client, tmp_path, 40, 30, 50, 18, operands, npy)
+    first = submit(A, B, client=client, block=(20, 50), backend="numpy", out=out, lock_pages="reuse", report=True,
+                   device_block=(10, 25), panel=8)
+    staged = sorted(r["staged"] for r in first.reports())
+    assert staged == [[True, False, True], [True, True, True]], "read once: staged (B twice in this one process)"
+    second = submit(A, B, client=client, block=(20, 50), backend="numpy", out=out, lock_pages="reuse",
+                    report=True, device_block=(10, 25), panel=8)
+    assert all(r["staged"] == [False] * 3 for r in second.reports()), "the same ranges again: locked"
+    assert_product(np.load(tmp_path / "c.npy"), A0, B0)
+    client.run(mapped.release)
+    with pytest.raises(ValueError, match="lock_pages must be True, False or 'reuse'"):
+        submit(A0, B0, client=client, backend="numpy", lock_pages="sometimes")
