@@ -9,7 +9,8 @@ setting of the measurements the toolkit reproduces, and of a product too large f
 product timed by the host's clock until C is complete (written in its file for ``host``, persisted on the
 workers for ``resident``): the first product is the one shot, then :data:`SAMPLES` more (:data:`FEW` where the
 first took over :data:`SLOW_S`) give the steady time, and one more is recorded from Dask's task stream (each
-task's transfers and compute on its worker: the ``timeline`` row). The one shot keeps its own task stream and
+task's transfers and compute on its worker: the ``timeline`` row). The one shot keeps its own task stream, the
+seconds from the call to its first task's start (``first_task_after_s``), and
 each worker's seconds and bytes of mapping the operands' pages in and locking them
 (:func:`gpu.multigpu.mapped.first_touch`, read after it and again after the steady calls): what splits a slow
 first call into page work, transfers and compute. Operands that neither ``/dev/shm`` nor the temporary folder
@@ -174,8 +175,10 @@ def measure_point(ctx: Context, point: Point) -> int:
             run = partial(product, point.kind, be, client, a, b, out)
             lanes = sorted(client.nthreads())
             with get_task_stream(client) as stream:
+                began = time.time()
                 first, C = timed(run)
-            one_shot = {"spans": task_spans(stream.data, lanes), "first_touch": touched(client, lanes)}
+            one_shot = {"spans": task_spans(stream.data, lanes), "first_touch": touched(client, lanes),
+                        "first_task_after_s": first_start(stream.data, began)}
             error = check(be, C, A, B, where)
             del C
             samples = [timed(run)[0] for _ in range(FEW if first > SLOW_S else SAMPLES)]
@@ -213,6 +216,14 @@ def task_spans(records: Sequence[dict[str, Any]], workers: Sequence[str]) -> lis
              for r in records for s in r.get("startstops", ())]
     t0 = min((start for _, _, start, _, _ in found), default=0.0)
     return [[lane, action, start - t0, stop - t0, name] for lane, action, start, stop, name in found]
+
+
+def first_start(records: Sequence[dict[str, Any]], began: float) -> float | None:
+    """Seconds from ``began`` (the host's wall clock when the product was called) to the first start in the task
+    stream: the part of a one shot before any task runs. To a few milliseconds: a worker's times are shifted
+    by its estimate of its clock's offset from the scheduler's."""
+    starts = [s["start"] for r in records for s in r.get("startstops", ())]
+    return min(starts) - began if starts else None
 
 
 def stored(ctx: Context, point: Point) -> bool:

@@ -48,6 +48,7 @@ def test_the_command_stores_both_modes_of_every_point_and_resumes(run_json, db_p
                  if m.method == ONESHOT}
     for (kind, workers), meta in shots.items():
         assert meta["spans"] and len(meta["first_touch"]) == len(meta["later_touch"]) == workers, (kind, workers)
+        assert np.isfinite(meta["first_task_after_s"]), "when the first task started, from the call"
     host = shots[("host", 2)]
     assert all(t["populate_bytes"] > 0 for t in host["first_touch"]), "host operands were mapped in"
     assert host["later_touch"] == host["first_touch"], "the steady calls mapped in and locked nothing again"
@@ -182,3 +183,11 @@ def test_the_cluster_takes_the_runs_protocol(monkeypatch):
     gpu_be = type("GPU", (), {"name": "cupy"})()
     assert bench.new_cluster(gpu_be, 2, "ucx") == ("cluster", ("client", "cluster"))
     assert made["protocol"] == "ucx" and made["n_workers"] == 2 and made["memory_limit"] == 0
+
+
+def test_the_first_task_is_timed_from_the_call():
+    records = [{"startstops": [{"action": "transfer", "start": 12.5, "stop": 13.0},
+                               {"action": "compute", "start": 13.0, "stop": 14.0}]},
+               {"startstops": [{"action": "compute", "start": 11.75, "stop": 12.0}]}, {}]
+    assert bench.first_start(records, 10.0) == 1.75
+    assert bench.first_start([{}], 10.0) is None
