@@ -6,7 +6,8 @@ For each worker count (``WORKERS``, default 1,2) and N (``NS``, default 32768), 
 mapped ``.npy`` files in ``/dev/shm`` (as ``gemmlab multigpu`` draws them), then per strategy a **new cluster**
 (new worker processes, their mappings fresh) runs the one shot, then ``STEADY`` (default 3) more products; each
 worker's seconds and bytes of mapping pages in and of locking them (``mapped.first_touch``) are read after the one
-shot and after the last product. The workers talk over ``PROTOCOL`` (default: ``gemmlab multigpu``'s ``auto``).
+shot and after the last product, with the one shot's task stream and the seconds from the call to its first
+task. The workers talk over ``PROTOCOL`` (default: ``gemmlab multigpu``'s ``auto``).
 The one shot's C is checked on sampled rows. Writes ``$OUT/multigpu-first-touch.json``.
 
 Run on a machine of two or more GPUs: ``OUT=dir PYTHONPATH=$PWD python3
@@ -16,6 +17,8 @@ results/published/scripts/multigpu_first_touch.py``.
 import json
 import os
 import time
+
+from distributed import get_task_stream
 
 from experiments.core.environment import environment
 from experiments.multigpu import bench, points
@@ -38,12 +41,16 @@ def one(be, n: int, workers: int, lock, protocol: str, A, B, out, steady: int) -
     cluster, client = bench.new_cluster(be, workers, protocol)
     with cluster, client:
         lanes = sorted(client.nthreads())
-        first = timed(client, A, B, out, lock)
+        with get_task_stream(client) as stream:
+            began = time.time()
+            first = timed(client, A, B, out, lock)
         touched = bench.touched(client, lanes)
         error = bench.check(be, out, A, B, f"N = {n}, {workers} workers, lock_pages={lock!r}")
         later = [timed(client, A, B, out, lock) for _ in range(steady)]
         return {"n": n, "workers": workers, "lock_pages": lock, "protocol": protocol, "one_shot_s": first,
                 "later_s": later, "one_shot_over_last": first / later[-1], "first_touch": touched,
+                "first_task_after_s": bench.first_start(stream.data, began),
+                "spans": bench.task_spans(stream.data, lanes),
                 "after_later": bench.touched(client, lanes), "check_error": error}
 
 
