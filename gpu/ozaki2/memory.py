@@ -4,7 +4,9 @@ A plan (:class:`gpu.ozaki2.plan.Plan`) allocates its workspace (:mod:`gpu.ozaki2
 block, no larger by default than GEMMul8's (the planes layout's bytes, 6.12 FP64 matrices at 15 moduli): the
 direct layout (every modulus's INT32 product, no pass that reduces them to planes) whole where it fits within
 those bytes, else in balanced row panels within them (the same INT8 GEMMs and CRT, panel by panel), else the
-planes. A ``workspace=`` that holds the whole direct layout (11.25 matrices at 15 moduli) lets it be taken first.
+planes. (Below about 50 rows of C not one panel of 16 rows fits within them, and the whole direct layout, at
+most 4 count n bytes a row, is taken as it is.) A ``workspace=`` that holds the whole direct layout (11.25
+matrices at 15 moduli) lets it be taken first.
 The block is taken where the device holds it with :data:`HEADROOM` to spare (room for cuBLAS's own workspace);
 where a cache of plans holds other blocks, it frees them first (``make_room``) rather than settle for a slower
 layout. On the H200 (``results/published/h200/h200-ozaki2-row-panels-probe.json``) the row panels ran within
@@ -78,9 +80,9 @@ def layouts(m: int, k: int, n: int, count: int, scaling: str, block: int, level:
             whole: bool = False) -> list[Workspace]:
     """The layouts the call may take, fastest first. Where the INT8 GEMMs take k in one block and no Winograd
     level forms its products (which come out as residues, the planes' layout): the direct layout, whole where it
-    fits within the planes layout's bytes (GEMMul8's workspace), else in row panels within them
-    (:func:`panel_rows`); ``whole``: the whole direct layout is offered first whatever its size (a ``workspace=``
-    that holds it). The planes layout last."""
+    fits within the planes layout's bytes (GEMMul8's workspace) or where not one row panel does (below about 50
+    rows), else in row panels within them (:func:`panel_rows`); ``whole``: the whole direct layout is offered
+    first whatever its size (a ``workspace=`` that holds it). The planes layout last."""
     planes = layout(m, k, n, count, scaling, direct=False, level=level)
     if _round_up(max(k, 1)) > block or level:
         return [planes]
