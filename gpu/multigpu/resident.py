@@ -2,11 +2,13 @@
 GPUs, the usual Dask-CuPy setting, or NumPy chunks in their memory), C returned as a ``dask.array`` of the same
 kind of chunk, lazily: nothing goes through the client or host memory.
 
-**Blocks.** A is rechunked into row panels of the whole inner dimension and B into column panels, and C block
-(i, j) is one task, ``A_i @ B_j``: one library GEMM on its worker (cuBLAS on a CuPy chunk), the whole inner
-dimension in one sum, so the library GEMM's componentwise bound |C - AB| <= gamma_k |A||B| holds. Dask moves the
-panels a task needs to its worker (over NVLink where the workers' communication has it): the rechunk and the
-transfers are Dask's own work, and nothing here schedules.
+**Blocks.** By default C's blocks are A's own row chunks by B's own column chunks where those are regular and
+give each busy worker at least one (:func:`_own_blocks`), else one block per busy worker. A is rechunked into
+row panels of the whole inner dimension and B into column panels, and C block (i, j) is one task,
+``A_i @ B_j``: one library GEMM on its worker (cuBLAS on a CuPy chunk), the whole inner dimension in one sum,
+so the library GEMM's componentwise bound |C - AB| <= gamma_k |A||B| holds. Dask moves the panels a task needs
+to its worker (over NVLink where the workers' communication has it): the rechunk and the transfers are Dask's
+own work, and nothing here schedules.
 
 **Placement** (2-D block-cyclic, as :mod:`gpu.multigpu.dask_matmul` places its blocks). With a ``client``, its
 workers sorted by address form the ``pr x pc`` process grid of :func:`gpu.multigpu.grid.process_grid`, and C
@@ -27,7 +29,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from .grid import block_sides, check_task_count, process_grid
+from .grid import FREE_TASKS_PER_WORKER, block_sides, check_task_count, process_grid
 
 #: The dtypes a product takes.
 DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
@@ -59,6 +61,27 @@ def _check(A: Any, B: Any) -> None:
                          "must equal B's rows")
 
 
+def _own_blocks(A: da.Array, B: da.Array, busy: int) -> tuple[int | None, int | None]:
+    """C blocks of A's own row chunks by B's own column chunks, where both are regular (equal but the last, as
+    ``dask.array`` cuts them) and make from one block per busy worker to ``FREE_TASKS_PER_WORKER`` of them
+    (:mod:`gpu.multigpu.grid`): no chunk is then merged to form a panel, else (None, None). (On two H200
+    workers over TCP at N = 32768, one block per worker merged B's two column chunks into one panel on one
+    worker, 4.4-5.5 s, before either block could fetch it.)"""
+    rows, cols = _regular(A.chunks[0]), _regular(B.chunks[1])
+    if rows is None or cols is None:
+        return None, None
+    blocks = len(A.chunks[0]) * len(B.chunks[1])
+    return (rows, cols) if busy <= blocks <= FREE_TASKS_PER_WORKER * busy else (None, None)
+
+
+def _regular(chunks: tuple[int, ...]) -> int | None:
+    """The chunk size where every chunk but the last has it and the last no more, else None."""
+    first = chunks[0] if chunks else 0
+    if first < 1 or any(c != first for c in chunks[:-1]) or chunks[-1] > first:
+        return None
+    return first
+
+
 def _block(a: Any, b: Any) -> Any:
     """One C block: the library GEMM of its chunks' own array module (cuBLAS for CuPy chunks)."""
     return a @ b
@@ -76,8 +99,9 @@ def _placement(name: str, workers: list[str], grid: tuple[int, int]) -> Callable
 
 def matmul(A: Any, B: Any, *, block: int | tuple[int, int] | None = None, client: Any = None,
            name: str | None = None) -> da.Array:
-    """``A @ B`` as a ``dask.array`` (see the module): C blocks of ``block`` (rows, cols), by default one per
-    busy worker of the process grid (a client's workers, else A's row chunks by B's column chunks). With a
+    """``A @ B`` as a ``dask.array`` (see the module): C blocks of ``block`` (rows, cols), by default the operands'
+    own chunks where they suit (see the module), else one per busy worker of the process grid (a client's
+    workers, else A's row chunks by B's column chunks). With a
     ``client``, C is persisted there at once, block-cyclically, and stays on the workers (the call returns at
     once; ``.compute()`` gathers it): Dask's graph optimization would fuse the blocks with the rechunk and drop
     their placement, so the graph goes as built. Without one, C is lazy and Dask places it. ``name``: the key
@@ -90,7 +114,9 @@ def matmul(A: Any, B: Any, *, block: int | tuple[int, int] | None = None, client
         raise ValueError("the client has no workers: start some (LocalCluster(n_workers=2), dask-cuda's "
                          "LocalCUDACluster()) or wait for them with client.wait_for_workers(n)")
     busy = len(workers) or max(1, len(A.chunks[0]) * len(B.chunks[1]))
-    rows, cols = block_sides(block, m, n, busy)
+    rows, cols = _own_blocks(A, B, busy) if block is None else (None, None)
+    if rows is None or cols is None:
+        rows, cols = block_sides(block, m, n, busy)
     blocks_r, blocks_c = -(-m // max(rows, 1)), -(-n // max(cols, 1))
     check_task_count(block, (m, k, n), (rows, cols), blocks_r * blocks_c, busy)
     panels_a, panels_b = A.rechunk((rows, k)), B.rechunk((k, cols))

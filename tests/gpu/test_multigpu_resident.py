@@ -1,6 +1,7 @@
 """Products of dask.array operands whose chunks stay on the workers (``gpu.multigpu.resident``), with NumPy chunks
 standing in for CuPy on CPU workers: C is a dask.array whose blocks equal their panels' GEMM and ``A @ B``, on 2
-and 4 workers, placed block-cyclically and left there; bad operands are refused before any work."""
+and 4 workers, placed block-cyclically and left there, its blocks the operands' own chunks where they suit; bad
+operands are refused before any work."""
 
 import numpy as np
 import pytest
@@ -90,3 +91,29 @@ def test_a_product_asked_again_while_held_is_the_held_result_unless_named_anew(c
         held = client.who_has(fresh)
         assert {key[0] for key in held} == {"gemmlab-resident-fresh"} and len(held) == len(client.who_has(first))
         assert np.array_equal(fresh.compute(), first.compute())
+
+
+def test_the_operands_own_chunks_are_the_blocks_where_they_suit(cluster_of, operands, assert_product):
+    """Row panels of A by column panels of B, one of each per worker (the benchmark's setting): C's blocks are
+    those chunks' products, so no chunk is merged into a panel; irregular chunks, or fewer blocks than workers,
+    take one block per worker."""
+    m = k = n = 96
+    a, b = operands(m, k, n, seed=5)
+    A, B = da.from_array(a, chunks=(48, k)), da.from_array(b, chunks=(k, 48))
+    cluster, client = cluster_of(2)
+    with cluster, client:
+        C = resident.matmul(A, B, client=client)
+        distributed.wait(C)
+        assert C.chunks == ((48, 48), (48, 48))
+        assert_product(C.compute(), a, b)
+
+    def merged(C):
+        return any("rechunk" in str(key) for key in dict(C.__dask_graph__()))
+    assert not merged(resident.matmul(A, B)), "no chunk merged into a panel"
+    assert merged(resident.matmul(A, B, block=(48, 96))), "one block a worker merges B's two column chunks"
+    assert resident._own_blocks(A, B, 2) == (48, 48)
+    assert resident._own_blocks(A, B, 5) == (None, None), "fewer blocks than workers"
+    assert resident._own_blocks(da.from_array(a, chunks=((40, 56), (k,))), B, 2) == (None, None), "irregular"
+    assert resident._own_blocks(da.from_array(a, chunks=1), da.from_array(b, chunks=1), 2) == (None, None), \
+        "more than FREE_TASKS_PER_WORKER blocks a worker"
+    assert resident._regular((48, 48, 30)) == 48 and resident._regular((30, 48)) is None
