@@ -17,6 +17,7 @@ results/published/scripts/multigpu_first_touch.py``.
 import json
 import os
 import time
+from functools import partial
 
 from distributed import get_task_stream
 
@@ -30,23 +31,18 @@ STRATEGIES = (True, "reuse", False)
 BACKEND = os.environ.get("BACKEND", "cupy")
 
 
-def timed(client, A, B, out, lock) -> float:
-    began = time.perf_counter()
-    dask_matmul.matmul(A, B, client=client, backend=BACKEND, out=out, lock_pages=lock)
-    return time.perf_counter() - began
-
-
 def one(be, n: int, workers: int, lock, protocol: str, A, B, out, steady: int) -> dict:
     """A new cluster: the one shot and ``steady`` more products with ``lock``, and the workers' page costs."""
     cluster, client = bench.new_cluster(be, workers, protocol)
     with cluster, client:
         lanes = sorted(client.nthreads())
+        product = partial(dask_matmul.matmul, A, B, client=client, backend=BACKEND, out=out, lock_pages=lock)
         with get_task_stream(client) as stream:
             began = time.time()
-            first = timed(client, A, B, out, lock)
+            first, _ = bench.timed(product)
         touched = bench.touched(client, lanes)
         error = bench.check(be, out, A, B, f"N = {n}, {workers} workers, lock_pages={lock!r}")
-        later = [timed(client, A, B, out, lock) for _ in range(steady)]
+        later = [bench.timed(product)[0] for _ in range(steady)]
         return {"n": n, "workers": workers, "lock_pages": lock, "protocol": protocol, "one_shot_s": first,
                 "later_s": later, "one_shot_over_last": first / later[-1], "first_touch": touched,
                 "first_task_after_s": bench.first_start(stream.data, began),
