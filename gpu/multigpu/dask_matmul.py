@@ -92,7 +92,8 @@ from .mapped import MappedMatrix
 
 #: Engine options forwarded to :func:`gpu.outofcore.matmul` (``device_block`` is its ``block``).
 ENGINE_OPTIONS = tuple(p for p in inspect.signature(outofcore.matmul).parameters if p not in
-                       ("A", "B", "out", "block", "backend", "timeline", "before_write")) + ("device_block",)
+                       ("A", "B", "out", "block", "backend", "timeline", "before_write", "keep_locked")) + (
+    "device_block",)
 #: Topic of the events that block tasks log with ``report=True`` (distributed's event log).
 REPORT_TOPIC = "gemmlab-outofcore-block"
 #: One engine call at a time per process (see the module notes).
@@ -132,9 +133,12 @@ def _block_product(a: np.ndarray | MappedMatrix, b: np.ndarray | MappedMatrix, o
     with _ENGINE_LOCK:
         t0 = time.perf_counter()
         ops = get_backend(backend).ops(OUTOFCORE)
-        locker, reuse = (ops if lock_pages else None), lock_pages == "reuse"
-        a, b = (x.open(locker, reuse) if isinstance(x, MappedMatrix) else x for x in (a, b))
-        c = out.open(locker, reuse) if out is not None else None
+        locker, reuse, ahead = (ops if lock_pages else None), lock_pages == "reuse", lock_pages == "ahead"
+        if ahead:
+            options.setdefault("staging", "lock")
+            options["keep_locked"] = out is not None and all(isinstance(x, MappedMatrix) for x in (a, b))
+        a, b = (x.open(locker, reuse, ahead) if isinstance(x, MappedMatrix) else x for x in (a, b))
+        c = out.open(locker, reuse, ahead) if out is not None else None
         line = Timeline() if report else None
         t1 = time.perf_counter()
         C = outofcore.matmul(a, b, out=c, backend=backend, timeline=line, **options)
@@ -294,13 +298,15 @@ def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | Non
     writeable mapped one is written by the tasks in place). ``lock_pages``: each worker page-locks the
     ranges of mapped operands and ``out`` that it reads and writes, so that its engine copies them in
     place (kept with the worker's mappings); ``"reuse"``: only ranges a worker opens a second time (a
-    range read once goes through the engine's staging buffers, and a later product finds it locked).
+    range read once goes through the engine's staging buffers, and a later product finds it locked);
+    ``"ahead"``: the engine locks them piece by piece beside its products (``staging="lock"``,
+    :mod:`gpu.outofcore.ahead`), kept locked where all three are mapped.
     ``report``: each task logs where its time went
     (:meth:`BlockProduct.reports`). ``engine_options`` go to
     :func:`gpu.outofcore.matmul` on the workers: ``panel``, ``device_memory``, ``buffers``,
     ``check_finite``, ..., and ``device_block`` (the engine's block on the device, not the Dask block)."""
-    if lock_pages not in (True, False, "reuse"):
-        raise ValueError(f"lock_pages must be True, False or 'reuse', got {lock_pages!r}")
+    if lock_pages not in (True, False, "reuse", "ahead"):
+        raise ValueError(f"lock_pages must be True, False, 'reuse' or 'ahead', got {lock_pages!r}")
     unknown = sorted(set(engine_options) - set(ENGINE_OPTIONS))
     if unknown:
         raise TypeError(f"unknown engine option(s) {unknown}; the engine takes {list(ENGINE_OPTIONS)}")

@@ -35,8 +35,6 @@ with no staging copy. The ranges stay locked with the mapping and are unlocked b
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import mmap
 import os
 import threading
@@ -49,16 +47,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..backend import blas
+from ..outofcore import ahead as lock_ahead
 
 #: Modes of ``np.memmap`` whose mapping is shared with the file (and so with every other mapping of it).
 SHARED_MODES = frozenset({"r", "r+", "w+"})
 #: Whole-file mappings each process keeps (see the module notes).
 MAX_MAPPINGS = 8
-#: ``madvise`` advice that maps a range's pages in one call (Linux 5.14 and later; elsewhere pages fault in).
-POPULATE = {False: getattr(mmap, "MADV_POPULATE_READ", 22), True: getattr(mmap, "MADV_POPULATE_WRITE", 23)}
 #: Bytes per populating call, and the threads that make them (see the module notes).
 POPULATE_PIECE, POPULATE_THREADS = 256 * 2**20, min(8, os.cpu_count() or 1)
-_LIBC = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True) if os.name == "posix" else None
 
 _LOCK = threading.Lock()
 #: What this process has spent making its mappings' pages ready (see :func:`first_touch`).
@@ -103,10 +99,12 @@ def _same_file(path: str, key: tuple[int, int, int, bool]) -> bool:
 
 
 def _mapping(path: str, writeable: bool, lo: int = 0, hi: int = 0, locker: PageLocker | None = None,
-             reuse: bool = False) -> mmap.mmap:
+             reuse: bool = False, ahead: bool = False) -> mmap.mmap:
     """This process's shared mapping of the whole file at ``path``, its bytes ``[lo, hi)`` mapped in and,
     with a ``locker``, locked (kept; see the module notes); ``reuse``: locked only from the range's second
-    opening on (a range read once is copied through the engine's staging buffers instead)."""
+    opening on (a range read once is copied through the engine's staging buffers instead); ``ahead``:
+    neither mapped in nor locked here, the engine doing both piece by piece (:mod:`gpu.outofcore.ahead`),
+    the ``locker`` only kept with the mapping, which unlocks what it locked before it is dropped."""
     st = os.stat(path)
     key = (st.st_dev, st.st_ino, st.st_size, writeable)
     with _LOCK:
@@ -122,6 +120,10 @@ def _mapping(path: str, writeable: bool, lo: int = 0, hi: int = 0, locker: PageL
                 _MAPPINGS.popitem(last=False)[1].drop()
         _MAPPINGS.move_to_end(key)
         kept = _MAPPINGS[key]
+        if ahead:
+            if locker is not None and locker not in kept.lockers:
+                kept.lockers.append(locker)
+            return kept.region
         seen = any(a <= lo and hi <= b for a, b in kept.populated)
         if reuse and not seen:
             locker = None
@@ -144,15 +146,14 @@ def populate(region: mmap.mmap, address: int, start: int, stop: int, writeable: 
     """Map bytes ``[start, stop)`` of ``region`` (at ``address``; ``start`` page-aligned) in, in pieces on
     threads where libc's ``madvise`` can be called without the interpreter's lock (``mmap.madvise`` holds it);
     where the kernel has no populate advice, nothing: the pages fault in as they are read."""
-    advice = POPULATE[writeable]
     pieces = [(lo, min(lo + POPULATE_PIECE, stop)) for lo in range(start, stop, POPULATE_PIECE)]
-    if _LIBC is None or address == 0:
+    if not lock_ahead.HAS_LIBC or address == 0:
         with contextlib.suppress(OSError, ValueError):
-            region.madvise(advice, start, stop - start)
+            region.madvise(lock_ahead.POPULATE[writeable], start, stop - start)
         return
 
-    def one(piece: tuple[int, int]) -> int:
-        return int(_LIBC.madvise(ctypes.c_void_p(address + piece[0]), ctypes.c_size_t(piece[1] - piece[0]), advice))
+    def one(piece: tuple[int, int]) -> bool:
+        return lock_ahead.populate(address + piece[0], piece[1] - piece[0], writeable)
     if len(pieces) == 1:
         one(pieces[0])
         return
@@ -171,7 +172,10 @@ def first_touch() -> dict[str, float]:
     product's first call pays these and its later calls do not, so a benchmark reads them from every worker
     (``client.run(first_touch)``) to split a one-shot product's time."""
     with _LOCK:
-        return dict(_COSTS)
+        spent = dict(_COSTS)
+    for name, value in lock_ahead.costs().items():
+        spent[name] += value
+    return spent
 
 
 @dataclass(frozen=True)
@@ -220,15 +224,16 @@ class MappedMatrix:
             start = lo - lo % mmap.ALLOCATIONGRANULARITY
             _mapping(self.path, True).flush(start, hi - start)
 
-    def open(self, locker: PageLocker | None = None, reuse: bool = False) -> np.ndarray:
+    def open(self, locker: PageLocker | None = None, reuse: bool = False, ahead: bool = False) -> np.ndarray:
         """The view as a plain NumPy array over this process's mapping of the file (read-only unless
         ``writeable``), its pages mapped, and locked by ``locker`` where one is given (see the module notes:
         not while a copy from the mapping may run; with ``reuse``, only where this process opened the range
-        before); the mapping lives at least as long as the array."""
+        before; with ``ahead``, neither: the engine maps and locks its pieces as it goes, and the mapping
+        keeps ``locker`` to unlock them); the mapping lives at least as long as the array."""
         lo, hi = self.extent()
         if lo == hi:
             return np.empty(self.shape, dtype=self.dtype)
-        region = _mapping(self.path, self.writeable, lo, hi, locker, reuse)
+        region = _mapping(self.path, self.writeable, lo, hi, locker, reuse, ahead)
         return np.ndarray(self.shape, dtype=self.dtype, buffer=region, offset=self.offset, strides=self.strides)
 
 

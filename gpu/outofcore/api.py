@@ -45,6 +45,7 @@ from ..backend.plans import MatmulPlan, PlanCache, PlanMismatch, operand_signatu
 from ..profile import backend_profile
 from . import ops as _ops  # noqa: F401  (registers the "outofcore" operations)
 from . import rates
+from .ahead import Ahead, first_uses
 from .ops import FAMILY
 from .pagelock import extent
 from .plan import OutOfCorePlan, plan
@@ -58,7 +59,7 @@ HEADROOM = 0.9
 #: ones before any work, where a thread would cost more than the check.
 OVERLAP_FINITE_BYTES = 2**26
 #: The ways pageable operands reach the device (see :class:`Options`).
-STAGING = ("auto", "pinned", "direct")
+STAGING = ("auto", "pinned", "direct", "lock")
 
 
 def _device_memory(value: Any, ops: Any, host_free: int, staged: tuple[bool, bool, bool]) -> int:
@@ -82,8 +83,11 @@ class Options:
     the device (1 or 2); ``check_finite``; the rates ``link_bytes_per_s``, ``gemm_flops_per_s`` and
     ``hbm_bytes_per_s`` (those of the device profile where none is given); ``staging`` (:data:`STAGING`):
     ``"pinned"`` copies pageable operands through pinned staging buffers, ``"direct"`` straight from and to
-    them (the driver stages them itself: no pinned memory to allocate), ``"auto"`` direct on a plan's first
-    call where the whole product is one block, pinned otherwise: pinned staging is for operands read again.
+    them (the driver stages them itself: no pinned memory to allocate), ``"lock"`` page-locks their pieces
+    on a thread ahead of the copies that read them (:mod:`gpu.outofcore.ahead`), and unlocks them when the
+    call ends unless ``keep_locked`` (memory whose lifetime the caller manages), ``"auto"`` direct on a
+    plan's first call where the whole product is one block, pinned otherwise: pinned staging is for
+    operands read again.
     On the H200 (``results/published/h200/h200-outofcore-staging.json``), one-block products at N = 4096,
     8192 and 16384 took 0.33, 0.65 and 1.63 s for a first call direct against 0.71, 1.02 and 3.13 s pinned
     (the pinned buffers' allocation), and 0.11, 0.43 and 1.5 s a repeat direct against 0.055, 0.10 and 0.32 s
@@ -99,6 +103,7 @@ class Options:
     gemm_flops_per_s: float | None = None
     hbm_bytes_per_s: float | None = None
     staging: str = "auto"
+    keep_locked: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.block, list):                 # a (rows, cols) pair given as a list: one key
@@ -169,16 +174,26 @@ class Plan(MatmulPlan):
             check_output(self.backend, out, (m, n), A.dtype, {"A": A, "B": B})
         p = self._fitting(A, B, out)
         C = np.empty((m, n), dtype=A.dtype) if out is None else out
-        with finite_gate(self.backend, self.options.check_finite, A, B, before_write) as gate:
-            run(self.device, self.ops, p, A, B, C, timeline, gate, self._direct(p))
+        ahead = Ahead(self.ops.ranges, self.options.keep_locked) if self._locks_ahead() else None
+        try:
+            with finite_gate(self.backend, self.options.check_finite, A, B, before_write) as gate:
+                run(self.device, self.ops, p, A, B, C, timeline, gate, self._direct(p), ahead)
+        finally:
+            if ahead is not None:
+                ahead.close()
         self._runs += 1
         return C
 
-    def _direct(self, p: OutOfCorePlan) -> bool:
-        """Whether schedule ``p`` copies pageable operands without staging now (``staging``, see
+    def _locks_ahead(self) -> bool:
+        """Whether this call page-locks the operands' pieces ahead of its copies (``staging``, see
         :class:`Options`)."""
+        return self.options.staging == "lock"
+
+    def _direct(self, p: OutOfCorePlan) -> bool:
+        """Whether schedule ``p`` copies pageable operands without staging now, or locks them ahead
+        (``staging``, see :class:`Options`)."""
         staging = self.options.staging
-        return staging == "direct" or (staging == "auto" and not self._runs and p.grid == (1, 1))
+        return staging in ("direct", "lock") or (staging == "auto" and not self._runs and p.grid == (1, 1))
 
     def _staged(self, A: np.ndarray, B: np.ndarray, out: np.ndarray | None,
                 p: OutOfCorePlan) -> tuple[bool, bool, bool]:
@@ -225,7 +240,8 @@ def matmul(A: Any, B: Any, *, out: Any = None, block: int | tuple[int, int] | No
            backend: str | Backend = "auto", check_finite: bool | None = None, link_bytes_per_s: float | None = None,
            gemm_flops_per_s: float | None = None, hbm_bytes_per_s: float | None = None,
            timeline: Timeline | None = None, before_write: Callable[[], None] | None = None,
-           staging: str | None = None, options: Options | dict | None = None) -> np.ndarray:
+           staging: str | None = None, keep_locked: bool | None = None,
+           options: Options | dict | None = None) -> np.ndarray:
     """``A @ B`` into ``out`` where given (a new NumPy array otherwise), C block by C block on the device.
 
     A (m x k) and B (k x n) are host NumPy arrays of float64 or float32, row- or column-major views with a
@@ -242,7 +258,8 @@ def matmul(A: Any, B: Any, *, out: Any = None, block: int | tuple[int, int] | No
     of the run went (the checks before it are not in it). ``before_write``: called once before the first write
     into C (after the NaN check has passed); an exception it raises stops the product with C unwritten (the
     Dask front-end waits there for the checks made across its workers). ``staging``: how pageable operands
-    reach the device, ``"auto"`` (the default), ``"pinned"`` or ``"direct"`` (see :class:`Options`).
+    reach the device, ``"auto"`` (the default), ``"pinned"``, ``"direct"`` or ``"lock"``, and ``keep_locked``
+    (see :class:`Options`).
 
     The call is a :class:`Plan` kept per operand signature and options (:data:`PLANS`) plus its execution, so a
     repeated call reads no profile and makes no decision again. It returns once C is complete in host memory:
@@ -260,11 +277,12 @@ def matmul(A: Any, B: Any, *, out: Any = None, block: int | tuple[int, int] | No
         block = tuple(block)
     key = None if signature is None else (be.name, signature, options, block, panel, device_memory, buffers,
                                           c_buffers, check_finite, link_bytes_per_s, gemm_flops_per_s,
-                                          hbm_bytes_per_s, staging)
+                                          hbm_bytes_per_s, staging, keep_locked)
     plan_ = PLANS.get(key, lambda: Plan(A, B, out=out, backend=be, options=resolve_options(
         Options, options, block=block, panel=panel, device_memory=device_memory, buffers=buffers,
         c_buffers=c_buffers, check_finite=check_finite, link_bytes_per_s=link_bytes_per_s,
-        gemm_flops_per_s=gemm_flops_per_s, hbm_bytes_per_s=hbm_bytes_per_s, staging=staging)))
+        gemm_flops_per_s=gemm_flops_per_s, hbm_bytes_per_s=hbm_bytes_per_s, staging=staging,
+        keep_locked=keep_locked)))
     return plan_._run(A, B, out, timeline, before_write)
 
 
@@ -292,7 +310,8 @@ def finite_gate(host: Backend, check_finite: bool, A: np.ndarray, B: np.ndarray,
 
 
 def run(be: Backend, ops: Any, p: OutOfCorePlan, A: Array, B: Array, C: Array,
-        timeline: Timeline | None = None, gate: Callable[[], None] | None = None, direct: bool = False) -> None:
+        timeline: Timeline | None = None, gate: Callable[[], None] | None = None, direct: bool = False,
+        ahead: Ahead | None = None) -> None:
     """The one executor of every plan: for each step of ``p.steps()``, load the panels of A and B into their
     slot where the step loads, multiply them into the block's C buffer (its strip of rows where the step has
     one; beta = 0 on the block's first panel, 1 after), and store a finished block (or strip) into its place
@@ -301,7 +320,8 @@ def run(be: Backend, ops: Any, p: OutOfCorePlan, A: Array, B: Array, C: Array,
     sum of no products, as ``A @ B`` does; C is a host array on every backend. With a ``timeline``, the
     operations record into it when each copy, product and host staging ran. ``gate`` is called once before
     the first write into C; what it raises stops the run with C unwritten. ``direct``: copy pageable operands
-    without staging (:class:`Options`)."""
+    without staging (:class:`Options`); ``ahead``: lock their pieces ahead of the copies, in the order the
+    schedule reads them (:mod:`gpu.outofcore.ahead`; the caller closes it once the run has returned)."""
     if not C.size:
         return
     if not p.k:
@@ -309,8 +329,11 @@ def run(be: Backend, ops: Any, p: OutOfCorePlan, A: Array, B: Array, C: Array,
             gate()
         C.fill(0)
         return
-    ops.begin(p, A, B, C, timeline, direct)
+    if ahead is not None:
+        for view, writeable in first_uses(p.steps(), A, B, C):
+            ahead.request(view, writeable)
     try:
+        ops.begin(p, A, B, C, timeline, direct, ahead)
         for step in p.steps():
             if step.load:
                 ops.load(step.slot, A[step.rows, step.panel], B[step.panel, step.cols])

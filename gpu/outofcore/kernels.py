@@ -41,6 +41,7 @@ import cupy
 import numpy as np
 
 from ..backend import Array, Backend, blas
+from .ahead import Ahead, copy_segments
 from .ops import (
     STAGING_THREADS,
     Buffers,
@@ -91,15 +92,23 @@ def _lines(x: Array) -> tuple[int, int, int]:
     return lay.ld * x.itemsize, inner * x.itemsize, outer
 
 
-def copy_async(dst: Array, src: Array, kind: int, stream: Any) -> None:
-    """``dst = src`` (one host and one device view of one shape and order) by one ``cudaMemcpy2DAsync`` on
-    ``stream``."""
+def copy_async(dst: Array, src: Array, kind: int, stream: Any, ranges: LockedRanges | None = None) -> None:
+    """``dst = src`` (one host and one device view of one shape and order) by ``cudaMemcpy2DAsync`` on
+    ``stream``: one call, or, where the host view crosses a boundary of the locked ``ranges`` (a copy must
+    lie inside one registration), one per part on either side (:func:`gpu.outofcore.ahead.copy_segments`)."""
     (dpitch, width, height), (spitch, swidth, sheight) = _lines(dst), _lines(src)
     if (width, height) != (swidth, sheight):
         raise RuntimeError(f"copy between views of different layouts: {dst.shape} {dst.strides} and "
                            f"{src.shape} {src.strides}")
-    if width and height:
-        _RUNTIME.memcpy2DAsync(_pointer(dst), dpitch, _pointer(src), spitch, width, height, kind, stream.ptr)
+    if not (width and height):
+        return
+    d, s = _pointer(dst), _pointer(src)
+
+    def one(line: int, lines: int, offset: int, nbytes: int) -> None:
+        _RUNTIME.memcpy2DAsync(d + line * dpitch + offset, dpitch, s + line * spitch + offset, spitch, nbytes, lines,
+                               kind, stream.ptr)
+    host, pitch = (s, spitch) if kind == _H2D else (d, dpitch)
+    copy_segments(one, host, pitch, width, height, ranges.spans() if ranges is not None else ())
 
 
 class CudaOps(PageLocking):
@@ -129,11 +138,12 @@ class CudaOps(PageLocking):
         return plan.staging_bytes(staged)
 
     def begin(self, plan: OutOfCorePlan, A: Array, B: Array, C: Array, timeline: Timeline | None = None,
-              direct: bool = False) -> None:
-        """The call's device buffers and pinned staging (none where ``direct``: copies from and to the pageable
-        operands), and no event yet (nothing to wait for); with a time-line, its origin: an event on the idle
-        device, and the host clock once it has passed."""
-        self.timeline = timeline
+              direct: bool = False, ahead: Ahead | None = None) -> None:
+        """The call's device buffers and pinned staging (none where ``direct`` or ``ahead``: copies from and to
+        the operands' own pages, pageable or locked ahead of them), and no event yet (nothing to wait for);
+        with a time-line, its origin: an event on the idle device, and the host clock once it has passed."""
+        self.timeline, self.ahead = timeline, ahead
+        direct = direct or ahead is not None
         if timeline is not None:
             self.origin = self.compute_stream.record()
             self.origin.synchronize()
@@ -171,7 +181,7 @@ class CudaOps(PageLocking):
         views = []
         for device, x in self.panel_sources(slot, a, b):
             with self._span("H2D", slot, self.copy_stream):
-                copy_async(device, x, _H2D, self.copy_stream)
+                copy_async(device, x, _H2D, self.copy_stream, self.ranges)
             views.append(device)
         self.loaded[slot] = self.copy_stream.record()
         self.slots[slot] = tuple(views)
@@ -200,7 +210,8 @@ class CudaOps(PageLocking):
         staged = self.store_target(c, strip)
         self.store_stream.wait_event(self.compute_stream.record())
         with self._span("D2H", c_slot, self.store_stream):
-            copy_async(staged, part(self.device.c_view(c_slot, c.shape), strip), _D2H, self.store_stream)
+            copy_async(staged, part(self.device.c_view(c_slot, c.shape), strip), _D2H, self.store_stream,
+                       self.ranges)
         self.stored[c_slot] = self.store_stream.record()
         if self.route[2]:
             self.pending.append(self.placer.submit(self._placement, part(c, strip), staged, self.stored[c_slot]))
@@ -251,7 +262,7 @@ class CudaOps(PageLocking):
         for stream in (self.copy_stream, self.compute_stream, self.store_stream):
             stream.synchronize()
         wait(self.pending)
-        self.device = self.staging = self.timeline = None
+        self.device = self.staging = self.timeline = self.ahead = None
         self.pending = []
         self.slots, self.loaded, self.consumed, self.stored = [], [], [], []
         self.route = ALL_STAGED

@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from ..backend import Array, Backend, register_ops
+from .ahead import Ahead, copy_segments
 from .pagelock import LockedRanges, extent
 from .plan import ALL_STAGED, OutOfCorePlan
 from .timeline import Timeline
@@ -92,6 +93,26 @@ def stage(pool: Executor, dst: np.ndarray, src: np.ndarray, bands: int = STAGING
     parts = [(slice(a, b),) if axis == 0 else (slice(None), slice(a, b)) for a, b in zip(cuts, cuts[1:])]
     for done in [pool.submit(np.copyto, dst[p], src[p]) for p in parts]:
         done.result()
+
+
+def _byte_lines(x: np.ndarray) -> np.ndarray:
+    """A 2-D view's lines (its rows, or its columns where it is column-major) as rows of bytes."""
+    lines = x if order_of(x) == "C" else x.T
+    return np.lib.stride_tricks.as_strided(lines, lines.shape, (lines.strides[0], lines.itemsize)).view(np.uint8)
+
+
+def copy_lines(dst: np.ndarray, src: np.ndarray, ranges: LockedRanges, host: str = "src") -> None:
+    """``dst[...] = src`` for NumPy views of one shape and order, cut as the GPU's copy is where the ``host``
+    view (``"src"`` or ``"dst"``) crosses a boundary of the locked ``ranges``
+    (:func:`gpu.outofcore.kernels.copy_async`), so that the CPU runs the very parts the device copies."""
+    if not dst.size:
+        return
+    d, s = _byte_lines(dst), _byte_lines(src)
+    h = s if host == "src" else d
+
+    def one(line: int, lines: int, offset: int, nbytes: int) -> None:
+        d[line:line + lines, offset:offset + nbytes] = s[line:line + lines, offset:offset + nbytes]
+    copy_segments(one, h.ctypes.data, h.strides[0], h.shape[1], h.shape[0], ranges.spans())
 
 
 def host_span(timeline: Timeline | None, lane: str, tag: int = 0) -> AbstractContextManager[None]:
@@ -196,6 +217,9 @@ class PageLocking:
         ``route``, ``device`` and ``staging`` buffers, ``pool`` and ``timeline``."""
         for side, x in enumerate((a, b)):
             device = self.device.panel(side, slot, x.shape)
+            if self.ahead is not None:
+                with host_span(self.timeline, "locking", slot):
+                    self.ahead.wait(x)
             if self.route[side]:
                 staged = self.staging.panel(side, slot, x.shape)
                 with host_span(self.timeline, "staging", slot):
@@ -205,8 +229,14 @@ class PageLocking:
 
     def store_target(self, c: Array, strip: slice | None) -> Array:
         """Where a finished block's (or strip's) copy from the device lands: the C staging buffer, or ``c``
-        itself where C is page-locked. Needs the call's ``route`` and ``staging`` buffers."""
-        return part(self.staging.c_view(0, c.shape), strip) if self.route[2] else part(c, strip)
+        itself where C is page-locked (once its pieces are, where they are locked ahead). Needs the call's
+        ``route`` and ``staging`` buffers."""
+        if self.route[2]:
+            return part(self.staging.c_view(0, c.shape), strip)
+        if self.ahead is not None:
+            with host_span(self.timeline, "locking"):
+                self.ahead.wait(c, writeable=True)
+        return part(c, strip)
 
 
 #: The NumPy operations' locked ranges: nothing to register, the route is the GPU's.
@@ -235,10 +265,11 @@ class HostOps(PageLocking):
         return plan.device_bytes + plan.staging_bytes(staged)
 
     def begin(self, plan: OutOfCorePlan, A: Array, B: Array, C: Array, timeline: Timeline | None = None,
-              direct: bool = False) -> None:
+              direct: bool = False, ahead: Ahead | None = None) -> None:
         """The call's "device" buffers and their staging twins (one C staging buffer: see ``store``; none where
-        ``direct``)."""
-        self.timeline = timeline
+        ``direct`` or ``ahead``)."""
+        self.timeline, self.ahead = timeline, ahead
+        direct = direct or ahead is not None
         if timeline is not None:
             timeline.start()
         layout = orders(A, B, C)
@@ -253,7 +284,7 @@ class HostOps(PageLocking):
         views = []
         for device, x in self.panel_sources(slot, a, b):
             with host_span(self.timeline, "H2D", slot):
-                np.copyto(device, x)
+                copy_lines(device, x, self.ranges)
             views.append(device)
         self.slots[slot] = tuple(views)
 
@@ -271,7 +302,7 @@ class HostOps(PageLocking):
             self._place()
         staged = self.store_target(c, strip)
         with host_span(self.timeline, "D2H", c_slot):
-            np.copyto(staged, part(self.device.c_view(c_slot, c.shape), strip))
+            copy_lines(staged, part(self.device.c_view(c_slot, c.shape), strip), self.ranges, host="dst")
         self._place()
         if self.route[2]:
             self.pending.append((part(c, strip), staged))
@@ -299,7 +330,7 @@ class HostOps(PageLocking):
 
     def release(self) -> None:
         """Drop the call's buffers (also after an error)."""
-        self.device = self.staging = self.timeline = None
+        self.device = self.staging = self.timeline = self.ahead = None
         self.pending = []
         self.slots = []
         self.route = ALL_STAGED

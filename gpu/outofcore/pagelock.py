@@ -59,6 +59,7 @@ class LockedRanges:
         self.ranges: dict[int, tuple[int, bool]] = {}
         self.seconds = 0.0
         self._lock = threading.Lock()
+        self._registering = threading.Lock()
 
     @property
     def nbytes(self) -> int:
@@ -77,17 +78,18 @@ class LockedRanges:
     def lock(self, address: int, nbytes: int, writeable: bool) -> bool:
         """Lock the pages of ``[address, address + nbytes)`` (the device writes them only where
         ``writeable``) and say whether they are locked now; False where the registration failed, the
-        range then left as the pages were (pageable, or in their old ranges)."""
+        range then left as the pages were (pageable, or in their old ranges). One registration at a time;
+        the table stays readable (:meth:`holds`, :meth:`spans`) while one runs."""
         if nbytes <= 0 or self.holds(address, nbytes, writeable):
             return True
         lo, hi = _pages(address, nbytes)
-        with self._lock:
-            met = {a: self.ranges[a] for a in self._meeting(lo, hi)}
+        with self._registering:
+            with self._lock:
+                met = {a: self.ranges.pop(a) for a in self._meeting(lo, hi)}
             lo, hi = min([lo, *met]), max([hi, *(b for b, _ in met.values())])
             writeable = writeable or any(w for _, w in met.values())
             for a in met:
                 self._unregister(a)
-                del self.ranges[a]
             t0 = time.perf_counter()
             try:
                 self._register(lo, hi - lo, writeable)
@@ -96,8 +98,14 @@ class LockedRanges:
                 return False
             finally:
                 self.seconds += time.perf_counter() - t0
-            self.ranges[lo] = (hi, writeable)
+            with self._lock:
+                self.ranges[lo] = (hi, writeable)
             return True
+
+    def spans(self) -> list[tuple[int, int]]:
+        """The locked ranges as ``(start, end)``, sorted: a copy must not cross the boundary of one."""
+        with self._lock:
+            return sorted((lo, hi) for lo, (hi, _) in self.ranges.items())
 
     def _meeting(self, lo: int, hi: int) -> list[int]:
         """Starts of the locked ranges that share a byte with ``[lo, hi)`` (the lock held)."""
@@ -109,13 +117,15 @@ class LockedRanges:
                 self._register(a, b - a, w)
             except Exception:
                 continue
-            self.ranges[a] = (b, w)
+            with self._lock:
+                self.ranges[a] = (b, w)
 
     def unlock(self, address: int, nbytes: int) -> None:
         """Unlock every locked range that meets ``[address, address + nbytes)`` (a range that reaches beyond
         it is unlocked whole)."""
         lo, hi = _pages(address, nbytes)
-        with self._lock:
-            for a in self._meeting(lo, hi):
+        with self._registering:
+            with self._lock:
+                met = [a for a in self._meeting(lo, hi) if self.ranges.pop(a)]
+            for a in met:
                 self._unregister(a)
-                del self.ranges[a]

@@ -328,6 +328,7 @@ def test_a_range_is_populated_in_pieces_on_threads_that_cover_it_once(tmp_path, 
     """The populating calls cover the range exactly, in pieces of at most POPULATE_PIECE, several on threads of
     their own; the real call maps a file's pages in and leaves its bytes as they were."""
     from gpu.multigpu import mapped
+    from gpu.outofcore import ahead as lock_ahead
     path = tmp_path / "x.bin"
     path.write_bytes(bytes(range(256)) * 4096 * 5)
     with open(path, "r+b") as f:
@@ -337,7 +338,7 @@ def test_a_range_is_populated_in_pieces_on_threads_that_cover_it_once(tmp_path, 
     mapped.populate(region, address, mmap.PAGESIZE, len(region) - 5, True)
     assert region[:256] == bytes(range(256)) and region[-256:] == bytes(range(256))
     calls, threads = [], set()
-    real = mapped._LIBC
+    real = lock_ahead._LIBC
 
     class Spy:
         def madvise(self, where, length, advice):
@@ -345,7 +346,7 @@ def test_a_range_is_populated_in_pieces_on_threads_that_cover_it_once(tmp_path, 
             threads.add(threading.get_ident())
             time.sleep(0.01)
             return real.madvise(where, length, advice)
-    monkeypatch.setattr(mapped, "_LIBC", Spy())
+    monkeypatch.setattr(lock_ahead, "_LIBC", Spy())
     monkeypatch.setattr(mapped, "POPULATE_PIECE", 4 * mmap.PAGESIZE)
     monkeypatch.setattr(mapped, "POPULATE_THREADS", 4)
     stop = len(region) - 100
@@ -353,7 +354,7 @@ def test_a_range_is_populated_in_pieces_on_threads_that_cover_it_once(tmp_path, 
     calls.sort()
     assert calls[0][0] == mmap.PAGESIZE and sum(length for _, length, _ in calls) == stop - mmap.PAGESIZE
     assert all(a + length == b for (a, length, _), (b, _, _) in zip(calls, calls[1:])), "no gap, no overlap"
-    assert all(length <= 4 * mmap.PAGESIZE and advice == mapped.POPULATE[True] for _, length, advice in calls)
+    assert all(length <= 4 * mmap.PAGESIZE and advice == lock_ahead.POPULATE[True] for _, length, advice in calls)
     assert len(threads) > 1, "the pieces ran on several threads"
     del region
 
@@ -391,5 +392,5 @@ def test_block_tasks_lock_pages_a_product_reuses(client, tmp_path, assert_produc
     assert all(r["staged"] == [False] * 3 for r in second.reports()), "the same ranges again: locked"
     assert_product(np.load(tmp_path / "c.npy"), A0, B0)
     client.run(mapped.release)
-    with pytest.raises(ValueError, match="lock_pages must be True, False or 'reuse'"):
+    with pytest.raises(ValueError, match="lock_pages must be True, False, 'reuse' or 'ahead'"):
         submit(A0, B0, client=client, backend="numpy", lock_pages="sometimes")

@@ -1,0 +1,217 @@
+"""Page-locking ahead of the copies: the operands' pages locked in pieces by a thread while the products run.
+
+A first product on host operands pays for getting their pages to the device. Measured on one H200 of
+``nvidia-h200`` (``results/published/h200/h200-pagelock-probe.json``): ``cudaHostRegister`` of a populated
+``/dev/shm`` mapping ran at 24 GB/s (16 GB/s unpopulated; 35-38 GB/s on anonymous memory) and did not run
+faster on more threads; pinned staging buffers cost ``cudaHostAlloc`` at 1.4 GB/s, and a copy from pageable
+memory, which the driver stages itself, ran at 6.7 GB/s. Locking the operands whole before the product (0.5 s
+per 8.6 GB matrix) puts that time in front of it. Here (``staging="lock"``) the engine instead hands a thread
+the **pieces** of every range its schedule reads, in the order the schedule first reads them: aligned
+:data:`PIECE`-byte chunks of the address space, clipped to the page-rounded extent of the array's memory,
+so that two views of one array get the same pieces. A pool maps each piece's pages in first (``madvise``
+populate, on :data:`POPULATE_THREADS` threads, well ahead), and the thread registers the pieces one by one;
+a copy waits only for the pieces it reads (:meth:`Ahead.wait`), so the products of the first panels overlap
+the locking of the later ones.
+
+A copy from or to page-locked memory must lie inside **one** registration (a copy across two failed with
+``cudaErrorInvalidValue`` on the H200), so a copy whose host view crosses a piece boundary is cut there
+(:func:`cuts`, :func:`segments`): whole lines inside one piece go as one 2-D copy, and a line that crosses
+a boundary goes as one copy per side. Pieces the thread locked are unlocked when the call ends, unless the
+caller keeps them (``keep``: memory whose lifetime it manages, such as the kept mappings of
+:mod:`gpu.multigpu.mapped`, which unlock them before they are dropped).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import mmap
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Any
+
+import numpy as np
+
+from .pagelock import LockedRanges, extent
+
+#: Bytes per locked piece: large enough that the registrations' fixed cost is small, small enough that the
+#: first panel's pieces are locked long before the last ones.
+PIECE = 2**30
+#: Threads that map pieces in ahead of the registering thread.
+POPULATE_THREADS = max(1, min(8, os.cpu_count() or 1))
+#: ``madvise`` advice that maps a range's pages in (Linux 5.14 and later; elsewhere the pages fault in).
+POPULATE = {False: getattr(mmap, "MADV_POPULATE_READ", 22), True: getattr(mmap, "MADV_POPULATE_WRITE", 23)}
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True) if os.name == "posix" else None
+#: Whether :func:`populate` can call libc's ``madvise`` (which lets go of the interpreter's lock).
+HAS_LIBC = _LIBC is not None
+_COSTS_LOCK = threading.Lock()
+#: What this process's ahead locking has spent (see :func:`costs`).
+_COSTS = {"populate_s": 0.0, "populate_bytes": 0, "lock_s": 0.0, "lock_bytes": 0}
+
+
+def populate(address: int, nbytes: int, writeable: bool) -> bool:
+    """Map the pages of ``[address, address + nbytes)`` in with libc's ``madvise`` (which lets go of the
+    interpreter's lock); False where it cannot (no libc, an old kernel): the pages then fault in as read."""
+    if _LIBC is None or nbytes <= 0:
+        return False
+    lo = address - address % mmap.PAGESIZE
+    return int(_LIBC.madvise(ctypes.c_void_p(lo), ctypes.c_size_t(address + nbytes - lo), POPULATE[writeable])) == 0
+
+
+def costs() -> dict[str, float]:
+    """Seconds and bytes this process has spent populating and locking pieces (off the copies' path: the
+    products overlap them)."""
+    with _COSTS_LOCK:
+        return dict(_COSTS)
+
+
+def _count(what: str, seconds: float, nbytes: int) -> None:
+    with _COSTS_LOCK:
+        _COSTS[f"{what}_s"] += seconds
+        _COSTS[f"{what}_bytes"] += nbytes
+
+
+def root_extent(x: np.ndarray) -> tuple[int, int]:
+    """The address and byte count of the memory of the outermost array ``x`` views (its allocation, or the
+    whole mapped file of an ``np.memmap``)."""
+    root = x
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    return extent(root)
+
+
+def pieces(address: int, nbytes: int, bounds: tuple[int, int], piece: int | None = None) -> list[tuple[int, int]]:
+    """The pieces ``(lo, hi)`` that hold ``[address, address + nbytes)``: the aligned ``piece``-byte chunks of
+    the address space that meet it, clipped to the page-rounded ``bounds`` ``(address, nbytes)`` of the
+    memory it lies in."""
+    piece = piece or PIECE
+    if nbytes <= 0:
+        return []
+    page = mmap.PAGESIZE
+    first, last = bounds[0] - bounds[0] % page, -(-(bounds[0] + bounds[1]) // page) * page
+    start = address - address % piece
+    return [(max(c, first), min(c + piece, last)) for c in range(start, address + nbytes, piece)]
+
+
+def cuts(ranges: Iterable[tuple[int, int]], address: int, nbytes: int) -> list[int]:
+    """The boundaries of ``ranges`` (locked ranges as ``(lo, hi)``) strictly inside ``[address, address +
+    nbytes)``, sorted: a copy of those bytes must not cross one."""
+    inside = {b for lo, hi in ranges for b in (lo, hi) if address < b < address + nbytes}
+    return sorted(inside)
+
+
+def segments(base: int, pitch: int, width: int, height: int, boundaries: list[int]) -> list[tuple[int, int, int, int]]:
+    """A copy of ``height`` lines of ``width`` bytes, ``pitch`` bytes apart from ``base``, cut so that no
+    part crosses an address in ``boundaries`` (sorted): ``(line, lines, offset, nbytes)`` parts, each
+    ``lines`` whole lines from ``line`` (``offset`` 0, ``nbytes`` = ``width``), or bytes ``[offset, offset +
+    nbytes)`` of one line."""
+    out, line, i = [], 0, 0
+    while line < height:
+        start = base + line * pitch
+        while i < len(boundaries) and boundaries[i] <= start:
+            i += 1
+        if i == len(boundaries) or start + width <= boundaries[i]:
+            stop = height if i == len(boundaries) else min(height, (boundaries[i] - width - base) // pitch + 1)
+            out.append((line, stop - line, 0, width))
+            line = stop
+            continue
+        at, j = start, i
+        while at < start + width:
+            end = min(start + width, boundaries[j]) if j < len(boundaries) else start + width
+            out.append((line, 1, at - start, end - at))
+            at, j = end, j + 1
+        line += 1
+    return out
+
+
+class Ahead:
+    """One call's page-locking ahead of its copies (see the module notes): :meth:`request` queues the pieces
+    of a host view (each once, in the order asked), :meth:`wait` returns once a view's pieces are locked
+    (or their locking failed: its copy then reads those bytes pageable), :meth:`close` stops and, unless
+    ``keep``, unlocks the pieces it locked. ``populate_pages``: map pieces in before they are registered."""
+
+    def __init__(self, ranges: LockedRanges, keep: bool = False, populate_pages: bool = True,
+                 piece: int | None = None) -> None:
+        self.ranges, self.keep, self.piece = ranges, keep, piece or PIECE
+        self._locker = ThreadPoolExecutor(1, thread_name_prefix="gemmlab-lock-ahead")
+        self._mapper = ThreadPoolExecutor(POPULATE_THREADS, thread_name_prefix="gemmlab-populate") \
+            if populate_pages else None
+        self._futures: dict[tuple[int, int], Future] = {}
+        self._fresh: list[tuple[int, int]] = []
+
+    def request(self, x: np.ndarray, writeable: bool = False) -> list[Future]:
+        """Queue the pieces of host view ``x`` not queued yet; the futures of all its pieces."""
+        address, nbytes = extent(x)
+        out = []
+        for p in pieces(address, nbytes, root_extent(x), self.piece):
+            if p not in self._futures:
+                mapped = self._mapper.submit(self._populate, p, writeable) if self._mapper else None
+                self._futures[p] = self._locker.submit(self._lock, p, writeable, mapped)
+            out.append(self._futures[p])
+        return out
+
+    def wait(self, x: np.ndarray, writeable: bool = False) -> None:
+        """Return once the pieces of ``x`` are locked or have failed to (queued first where they were not)."""
+        for done in self.request(x, writeable):
+            done.exception()
+
+    def _populate(self, p: tuple[int, int], writeable: bool) -> None:
+        t0 = time.perf_counter()
+        if populate(p[0], p[1] - p[0], writeable):
+            _count("populate", time.perf_counter() - t0, p[1] - p[0])
+
+    def _lock(self, p: tuple[int, int], writeable: bool, mapped: Future | None) -> bool:
+        if mapped is not None:
+            mapped.exception()
+        if self.ranges.holds(p[0], p[1] - p[0], writeable):
+            return True
+        t0 = time.perf_counter()
+        locked = self.ranges.lock(p[0], p[1] - p[0], writeable)
+        if locked:
+            _count("lock", time.perf_counter() - t0, p[1] - p[0])
+            self._fresh.append(p)
+        return locked
+
+    def close(self) -> None:
+        """Cancel the pieces not begun, wait for the one being locked, and unlock the fresh ones unless
+        ``keep`` (no copy from them may still run)."""
+        for done in self._futures.values():
+            done.cancel()
+        wait(list(self._futures.values()))
+        self._locker.shutdown()
+        if self._mapper is not None:
+            self._mapper.shutdown(cancel_futures=True)
+        if not self.keep:
+            for lo, hi in self._fresh:
+                self.ranges.unlock(lo, hi - lo)
+        self._fresh = []
+
+
+def first_uses(steps: Iterable[Any], A: np.ndarray, B: np.ndarray, C: np.ndarray) -> list[tuple[np.ndarray, bool]]:
+    """The host views a schedule reads and writes, in the order it first does (``(view, writeable)``): per
+    loading step its A and B panels, per finished block (or strip) its C block."""
+    out, seen = [], set()
+    for s in steps:
+        views = [(A[s.rows, s.panel], False), (B[s.panel, s.cols], False)] if s.load else []
+        views += [(C[s.rows, s.cols], True)] if s.last else []
+        for view, writeable in views:
+            key = (extent(view), writeable)
+            if key not in seen:
+                seen.add(key)
+                out.append((view, writeable))
+    return out
+
+
+def copy_segments(copy: Callable[[int, int, int, int], None], base: int, pitch: int, width: int, height: int,
+                  ranges: Iterable[tuple[int, int]]) -> int:
+    """Issue ``copy(line, lines, offset, nbytes)`` for each part of a host view's copy (lines of ``width``
+    bytes, ``pitch`` apart from ``base``) cut at the boundaries of ``ranges`` (:func:`segments`); the
+    number of parts."""
+    span = (height - 1) * pitch + width if height else 0
+    parts = segments(base, pitch, width, height, cuts(ranges, base, span))
+    for part in parts:
+        copy(*part)
+    return len(parts)
