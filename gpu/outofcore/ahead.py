@@ -31,11 +31,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import numpy as np
 
 from .pagelock import LockedRanges, extent
+from .timeline import Timeline
 
 #: Bytes per locked piece: large enough that the registrations' fixed cost is small, small enough that the
 #: first panel's pieces are locked long before the last ones.
@@ -131,11 +133,13 @@ class Ahead:
     """One call's page-locking ahead of its copies (see the module notes): :meth:`request` queues the pieces
     of a host view (each once, in the order asked), :meth:`wait` returns once a view's pieces are locked
     (or their locking failed: its copy then reads those bytes pageable), :meth:`close` stops and, unless
-    ``keep``, unlocks the pieces it locked. ``populate_pages``: map pieces in before they are registered."""
+    ``keep``, unlocks the pieces it locked. ``populate_pages``: map pieces in before they are registered;
+    ``timeline``: record each piece's mapping and locking (lanes ``"mapping"`` and ``"locking"``, tagged by
+    the order the piece was asked for; its clock started before the first request)."""
 
     def __init__(self, ranges: LockedRanges, keep: bool = False, populate_pages: bool = True,
-                 piece: int | None = None) -> None:
-        self.ranges, self.keep, self.piece = ranges, keep, piece or PIECE
+                 piece: int | None = None, timeline: Timeline | None = None) -> None:
+        self.ranges, self.keep, self.piece, self.timeline = ranges, keep, piece or PIECE, timeline
         self._locker = ThreadPoolExecutor(1, thread_name_prefix="gemmlab-lock-ahead")
         self._mapper = ThreadPoolExecutor(POPULATE_THREADS, thread_name_prefix="gemmlab-populate") \
             if populate_pages else None
@@ -148,8 +152,9 @@ class Ahead:
         out = []
         for p in pieces(address, nbytes, root_extent(x), self.piece):
             if p not in self._futures:
-                mapped = self._mapper.submit(self._populate, p, writeable) if self._mapper else None
-                self._futures[p] = self._locker.submit(self._lock, p, writeable, mapped)
+                tag = len(self._futures)
+                mapped = self._mapper.submit(self._populate, p, writeable, tag) if self._mapper else None
+                self._futures[p] = self._locker.submit(self._lock, p, writeable, mapped, tag)
             out.append(self._futures[p])
         return out
 
@@ -158,18 +163,24 @@ class Ahead:
         for done in self.request(x, writeable):
             done.exception()
 
-    def _populate(self, p: tuple[int, int], writeable: bool) -> None:
+    def _span(self, lane: str, tag: int) -> AbstractContextManager[None]:
+        return nullcontext() if self.timeline is None else self.timeline.host(lane, tag)
+
+    def _populate(self, p: tuple[int, int], writeable: bool, tag: int) -> None:
         t0 = time.perf_counter()
-        if populate(p[0], p[1] - p[0], writeable):
+        with self._span("mapping", tag):
+            done = populate(p[0], p[1] - p[0], writeable)
+        if done:
             _count("populate", time.perf_counter() - t0, p[1] - p[0])
 
-    def _lock(self, p: tuple[int, int], writeable: bool, mapped: Future | None) -> bool:
+    def _lock(self, p: tuple[int, int], writeable: bool, mapped: Future | None, tag: int) -> bool:
         if mapped is not None:
             mapped.exception()
         if self.ranges.holds(p[0], p[1] - p[0], writeable):
             return True
         t0 = time.perf_counter()
-        locked = self.ranges.lock(p[0], p[1] - p[0], writeable)
+        with self._span("locking", tag):
+            locked = self.ranges.lock(p[0], p[1] - p[0], writeable)
         if locked:
             _count("lock", time.perf_counter() - t0, p[1] - p[0])
             self._fresh.append(p)

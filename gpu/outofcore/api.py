@@ -85,7 +85,8 @@ class Options:
     ``"pinned"`` copies pageable operands through pinned staging buffers, ``"direct"`` straight from and to
     them (the driver stages them itself: no pinned memory to allocate), ``"lock"`` page-locks their pieces
     on a thread ahead of the copies that read them (:mod:`gpu.outofcore.ahead`), and unlocks them when the
-    call ends unless ``keep_locked`` (memory whose lifetime the caller manages), ``"auto"`` direct on a
+    call ends unless ``keep_locked`` (memory whose lifetime the caller manages and that no other code copies
+    to or from a device: a copy across two pieces fails), ``"auto"`` direct on a
     plan's first call where the whole product is one block, pinned otherwise: pinned staging is for
     operands read again.
     On the H200 (``results/published/h200/h200-outofcore-staging.json``), one-block products at N = 4096,
@@ -174,13 +175,15 @@ class Plan(MatmulPlan):
             check_output(self.backend, out, (m, n), A.dtype, {"A": A, "B": B})
         p = self._fitting(A, B, out)
         C = np.empty((m, n), dtype=A.dtype) if out is None else out
-        ahead = Ahead(self.ops.ranges, self.options.keep_locked) if self._locks_ahead() else None
+        ahead = Ahead(self.ops.ranges, self.options.keep_locked, timeline=timeline) if self._locks_ahead() else None
         try:
             with finite_gate(self.backend, self.options.check_finite, A, B, before_write) as gate:
                 run(self.device, self.ops, p, A, B, C, timeline, gate, self._direct(p), ahead)
         finally:
             if ahead is not None:
                 ahead.close()
+                if out is None and ahead.keep:           # a C made here is not the caller's to keep locked
+                    self.ops.ranges.unlock(*extent(C))
         self._runs += 1
         return C
 
@@ -329,11 +332,10 @@ def run(be: Backend, ops: Any, p: OutOfCorePlan, A: Array, B: Array, C: Array,
             gate()
         C.fill(0)
         return
-    if ahead is not None:
-        for view, writeable in first_uses(p.steps(), A, B, C):
-            ahead.request(view, writeable)
     try:
         ops.begin(p, A, B, C, timeline, direct, ahead)
+        for view, writeable in first_uses(p.steps(), A, B, C) if ahead is not None else ():
+            ahead.request(view, writeable)
         for step in p.steps():
             if step.load:
                 ops.load(step.slot, A[step.rows, step.panel], B[step.panel, step.cols])

@@ -218,8 +218,7 @@ class PageLocking:
         for side, x in enumerate((a, b)):
             device = self.device.panel(side, slot, x.shape)
             if self.ahead is not None:
-                with host_span(self.timeline, "locking", slot):
-                    self.ahead.wait(x)
+                self.ahead.wait(x)
             if self.route[side]:
                 staged = self.staging.panel(side, slot, x.shape)
                 with host_span(self.timeline, "staging", slot):
@@ -234,8 +233,7 @@ class PageLocking:
         if self.route[2]:
             return part(self.staging.c_view(0, c.shape), strip)
         if self.ahead is not None:
-            with host_span(self.timeline, "locking"):
-                self.ahead.wait(c, writeable=True)
+            self.ahead.wait(c, writeable=True)
         return part(c, strip)
 
 

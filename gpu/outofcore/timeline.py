@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-#: Lanes in the order a figure stacks them: the host's waits for pages locked ahead (``staging="lock"``),
-#: host staging, the two copy directions, the products, and the host's placement of finished blocks into
-#: the output.
-LANES = ("locking", "staging", "H2D", "GEMM", "D2H", "placement")
+#: Lanes in the order a figure stacks them: mapping pages in and page-locking them ahead of the copies
+#: (``staging="lock"``: :mod:`gpu.outofcore.ahead`, one span per piece), host staging, the two copy
+#: directions, the products, and the host's placement of finished blocks into the output.
+LANES = ("mapping", "locking", "staging", "H2D", "GEMM", "D2H", "placement")
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,8 @@ def test_the_engine_records_every_step_on_numpy():
     spans = line.spans()
     steps, blocks = list(p.steps()), 3 * 2
     count = {lane: sum(s.lane == lane for s in spans) for lane in LANES}
-    assert count == {"locking": 0, "staging": 2 * len(steps), "H2D": 2 * len(steps), "GEMM": len(steps), "D2H": blocks,
-                     "placement": blocks}
+    assert count == {"mapping": 0, "locking": 0, "staging": 2 * len(steps), "H2D": 2 * len(steps),
+                     "GEMM": len(steps), "D2H": blocks, "placement": blocks}
     assert all(0 <= s.start <= s.end for s in spans)
     assert [s.start for s in spans] == sorted(s.start for s in spans)
     again = np.empty((50, 30))
