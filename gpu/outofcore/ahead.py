@@ -1,22 +1,23 @@
-"""Page-locking ahead of the copies: the operands' pages locked in pieces by a thread while the products run.
+"""Page-locking ahead of the copies: the operands' pages locked in pieces while the products run.
 
 A first product on host operands pays for getting their pages to the device. Measured on one H200 of
 ``nvidia-h200`` (``results/published/h200/h200-pagelock-probe.json``): ``cudaHostRegister`` of a populated
 ``/dev/shm`` mapping ran at 24 GB/s (16 GB/s unpopulated; 35-38 GB/s on anonymous memory) and did not run
 faster on more threads; pinned staging buffers cost ``cudaHostAlloc`` at 1.4 GB/s, and a copy from pageable
 memory, which the driver stages itself, ran at 6.7 GB/s. Locking the operands whole before the product (0.5 s
-per 8.6 GB matrix) puts that time in front of it. Here (``staging="lock"``) the engine instead hands a thread
+per 8.6 GB matrix) puts that time in front of it. Here (``staging="lock"``) the engine instead queues
 the **pieces** of every range its schedule reads, in the order the schedule first reads them: aligned
 :data:`PIECE`-byte chunks of the address space, clipped to the page-rounded extent of the array's memory,
 so that two views of one array get the same pieces. A pool maps each piece's pages in first (``madvise``
-populate, on :data:`POPULATE_THREADS` threads, well ahead), and the thread registers the pieces one by one;
-a copy waits only for the pieces it reads (:meth:`Ahead.wait`), so the products of the first panels overlap
-the locking of the later ones.
+populate, on :data:`POPULATE_THREADS` threads, well ahead); the pieces are registered one by one, each
+before the first copy that reads it (:meth:`Ahead.wait`) and, while the device has queued work to run,
+ahead of it (:meth:`Ahead.advance`), so that the products of the first panels overlap the locking of the
+later ones.
 
 A copy from or to page-locked memory must lie inside **one** registration (a copy across two failed with
 ``cudaErrorInvalidValue`` on the H200), so a copy whose host view crosses a piece boundary is cut there
 (:func:`cuts`, :func:`segments`): whole lines inside one piece go as one 2-D copy, and a line that crosses
-a boundary goes as one copy per side. Pieces the thread locked are unlocked when the call ends, unless the
+a boundary goes as one copy per side. Pieces locked here are unlocked when the call ends, unless the
 caller keeps them (``keep``: memory whose lifetime it manages, such as the kept mappings of
 :mod:`gpu.multigpu.mapped`, which unlock them before they are dropped).
 """
@@ -30,7 +31,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -42,7 +43,7 @@ from .timeline import Timeline
 #: Bytes per locked piece: large enough that the registrations' fixed cost is small, small enough that the
 #: first panel's pieces are locked long before the last ones.
 PIECE = 2**30
-#: Threads that map pieces in ahead of the registering thread.
+#: Threads that map pieces in ahead of their registration.
 POPULATE_THREADS = max(1, min(8, os.cpu_count() or 1))
 #: ``madvise`` advice that maps a range's pages in (Linux 5.14 and later; elsewhere the pages fault in).
 POPULATE = {False: getattr(mmap, "MADV_POPULATE_READ", 22), True: getattr(mmap, "MADV_POPULATE_WRITE", 23)}
@@ -131,37 +132,54 @@ def segments(base: int, pitch: int, width: int, height: int, boundaries: list[in
 
 class Ahead:
     """One call's page-locking ahead of its copies (see the module notes): :meth:`request` queues the pieces
-    of a host view (each once, in the order asked), :meth:`wait` returns once a view's pieces are locked
-    (or their locking failed: its copy then reads those bytes pageable), :meth:`close` stops and, unless
-    ``keep``, unlocks the pieces it locked. ``populate_pages``: map pieces in before they are registered;
+    of a host view (each once, in the order asked) and hands them to the mapping threads, :meth:`wait` locks
+    the queued pieces in order up to the last a view needs (those whose locking fails are read pageable),
+    :meth:`advance` locks more while the device still has work queued, and :meth:`close` stops and, unless
+    ``keep``, unlocks the pieces it locked. The locking runs on the thread that issues the copies:
+    ``cudaHostRegister`` holds up every other CUDA call of the process while it runs (on the H200 a copy
+    issued beside a thread that registered pieces went no faster than the registrations), so it goes where
+    that thread would otherwise wait. ``populate_pages``: map pieces in before they are registered;
     ``timeline``: record each piece's mapping and locking (lanes ``"mapping"`` and ``"locking"``, tagged by
     the order the piece was asked for; its clock started before the first request)."""
 
     def __init__(self, ranges: LockedRanges, keep: bool = False, populate_pages: bool = True,
                  piece: int | None = None, timeline: Timeline | None = None) -> None:
         self.ranges, self.keep, self.piece, self.timeline = ranges, keep, piece or PIECE, timeline
-        self._locker = ThreadPoolExecutor(1, thread_name_prefix="gemmlab-lock-ahead")
         self._mapper = ThreadPoolExecutor(POPULATE_THREADS, thread_name_prefix="gemmlab-populate") \
             if populate_pages else None
-        self._futures: dict[tuple[int, int], Future] = {}
+        self._queue: list[tuple[tuple[int, int], bool, Future | None]] = []
+        self._index: dict[tuple[int, int], int] = {}
+        self._next = 0
         self._fresh: list[tuple[int, int]] = []
 
-    def request(self, x: np.ndarray, writeable: bool = False) -> list[Future]:
-        """Queue the pieces of host view ``x`` not queued yet; the futures of all its pieces."""
+    @property
+    def pending(self) -> int:
+        """Pieces queued and not locked yet."""
+        return len(self._queue) - self._next
+
+    def request(self, x: np.ndarray, writeable: bool = False) -> int:
+        """Queue the pieces of host view ``x`` not queued yet; the queue position of the last of its pieces
+        (-1 for an empty view)."""
         address, nbytes = extent(x)
-        out = []
+        last = -1
         for p in pieces(address, nbytes, root_extent(x), self.piece):
-            if p not in self._futures:
-                tag = len(self._futures)
+            if p not in self._index:
+                tag = self._index[p] = len(self._queue)
                 mapped = self._mapper.submit(self._populate, p, writeable, tag) if self._mapper else None
-                self._futures[p] = self._locker.submit(self._lock, p, writeable, mapped, tag)
-            out.append(self._futures[p])
-        return out
+                self._queue.append((p, writeable, mapped))
+            last = max(last, self._index[p])
+        return last
 
     def wait(self, x: np.ndarray, writeable: bool = False) -> None:
-        """Return once the pieces of ``x`` are locked or have failed to (queued first where they were not)."""
-        for done in self.request(x, writeable):
-            done.exception()
+        """Lock the queued pieces in order up to the last that ``x`` needs (queued first where they were not)."""
+        last = self.request(x, writeable)
+        while self._next <= last:
+            self._lock_next()
+
+    def advance(self, busy: Callable[[], bool]) -> None:
+        """Lock the next queued pieces while ``busy()`` says the device has work queued that outlasts one."""
+        while self._next < len(self._queue) and busy():
+            self._lock_next()
 
     def _span(self, lane: str, tag: int) -> AbstractContextManager[None]:
         return nullcontext() if self.timeline is None else self.timeline.host(lane, tag)
@@ -173,26 +191,23 @@ class Ahead:
         if done:
             _count("populate", time.perf_counter() - t0, p[1] - p[0])
 
-    def _lock(self, p: tuple[int, int], writeable: bool, mapped: Future | None, tag: int) -> bool:
+    def _lock_next(self) -> None:
+        p, writeable, mapped = self._queue[self._next]
+        tag, self._next = self._next, self._next + 1
         if mapped is not None:
             mapped.exception()
         if self.ranges.holds(p[0], p[1] - p[0], writeable):
-            return True
+            return
         t0 = time.perf_counter()
         with self._span("locking", tag):
             locked = self.ranges.lock(p[0], p[1] - p[0], writeable)
         if locked:
             _count("lock", time.perf_counter() - t0, p[1] - p[0])
             self._fresh.append(p)
-        return locked
 
     def close(self) -> None:
-        """Cancel the pieces not begun, wait for the one being locked, and unlock the fresh ones unless
-        ``keep`` (no copy from them may still run)."""
-        for done in self._futures.values():
-            done.cancel()
-        wait(list(self._futures.values()))
-        self._locker.shutdown()
+        """Stop mapping pieces in and, unless ``keep``, unlock the pieces locked here (no copy from them may
+        still run)."""
         if self._mapper is not None:
             self._mapper.shutdown(cancel_futures=True)
         if not self.keep:

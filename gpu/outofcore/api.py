@@ -345,6 +345,8 @@ def run(be: Backend, ops: Any, p: OutOfCorePlan, A: Array, B: Array, C: Array,
                     gate, opened = None, gate
                     opened()
                 ops.store(step.c_slot, C[step.rows, step.cols], step.strip)
+            if ahead is not None:
+                ahead.advance(ops.busy)
         ops.finish()
     finally:
         ops.release()

@@ -199,6 +199,12 @@ class CudaOps(PageLocking):
         with stream, self._span("GEMM", slot, stream):
             self.backend.gemm(a, b, c, 1.0, 0.0 if first else 1.0)
         self.consumed[slot] = stream.record()
+        self.issued = [*self.issued[-1:], self.consumed[slot]]
+
+    def busy(self) -> bool:
+        """Whether the device has more than one product queued (the one before the last is not done): time
+        for the host to lock a piece ahead (:meth:`gpu.outofcore.ahead.Ahead.advance`) without idling it."""
+        return len(self.issued) == 2 and not self.issued[0].done
 
     def store(self, c_slot: int, c: Array, strip: slice | None = None) -> None:
         """C buffer ``c_slot`` (its rows ``strip``) to the pinned C staging on the store stream after the
@@ -264,5 +270,5 @@ class CudaOps(PageLocking):
         wait(self.pending)
         self.device = self.staging = self.timeline = self.ahead = None
         self.pending = []
-        self.slots, self.loaded, self.consumed, self.stored = [], [], [], []
+        self.slots, self.loaded, self.consumed, self.stored, self.issued = [], [], [], [], []
         self.route = ALL_STAGED

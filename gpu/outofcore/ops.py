@@ -305,6 +305,10 @@ class HostOps(PageLocking):
         if self.route[2]:
             self.pending.append((part(c, strip), staged))
 
+    def busy(self) -> bool:
+        """Never: every call here has finished when it returns."""
+        return False
+
     def _place(self) -> None:
         """The staged blocks or strips (if any) into their places in the output."""
         for c, staged in self.pending:

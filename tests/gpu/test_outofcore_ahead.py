@@ -184,3 +184,21 @@ def test_locking_ahead_gives_the_staged_result_on_the_gpu(cupy_backend, monkeypa
     finally:
         for x in (A, B, out):
             ranges.unlock(*extent(x))
+
+
+def test_pieces_lock_in_queue_order_as_copies_need_them_and_while_the_device_is_busy():
+    ranges = Recorder()
+    x = np.frombuffer(mmap.mmap(-1, 8 * PAGE), np.uint8)
+    locker = Ahead(ranges, populate_pages=False, piece=PAGE)
+    locker.request(x[5 * PAGE:])
+    locker.request(x[:2 * PAGE])
+    locker.advance(lambda: False)
+    assert ranges.order == [] and locker.pending == 5, "an idle device: nothing locked ahead of the copies"
+    locker.wait(x[PAGE:PAGE + 1])
+    assert [a - x.ctypes.data for a, _, _ in ranges.order] == [5 * PAGE, 6 * PAGE, 7 * PAGE, 0, PAGE], "in order"
+    locker.wait(x[3 * PAGE:4 * PAGE])
+    busy = iter([True, False])
+    locker.advance(lambda: next(busy))
+    assert len(ranges.order) == 6 and locker.pending == 0
+    locker.close()
+    assert ranges.ranges == {}
