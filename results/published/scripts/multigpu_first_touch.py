@@ -1,6 +1,8 @@
 """The one-shot product on host operands against the steady one, per page-locking strategy of the workers
 (``gpu.multigpu.dask_matmul.matmul(..., lock_pages=)``): ``True`` (lock every range at its first opening),
-``"reuse"`` (lock a range from its second opening on: the first product stages it) and ``False`` (stage always).
+``"reuse"`` (lock a range from its second opening on: the first product stages it), ``False`` (stage always) and
+``"ahead"`` (the engine locks pieces of each range beside its products: ``gpu.outofcore.ahead``); ``STRATEGIES``
+picks some (``True,ahead``, say).
 
 For each worker count (``WORKERS``, default 1,2) and N (``NS``, default 32768), the operands are drawn once into
 mapped ``.npy`` files in ``/dev/shm`` (as ``gemmlab multigpu`` draws them), then per strategy a **new cluster**
@@ -26,7 +28,7 @@ from experiments.multigpu import bench, points
 from gpu.backend import get_backend
 from gpu.multigpu import dask_matmul, mapped
 
-STRATEGIES = (True, "reuse", False)
+STRATEGIES = (True, "reuse", False, "ahead")
 #: The workers' backend (``BACKEND``; NumPy workers are threads of this process: a check of the script only).
 BACKEND = os.environ.get("BACKEND", "cupy")
 
@@ -54,6 +56,8 @@ def main() -> None:
     be = get_backend(BACKEND)
     protocol = points.protocol(be, os.environ.get("PROTOCOL", "auto"))
     steady = max(1, int(os.environ.get("STEADY", 3)))
+    names = {str(s): s for s in STRATEGIES}
+    strategies = [names[s] for s in os.environ.get("STRATEGIES", ",".join(names)).split(",")]
     result = {"script": "results/published/scripts/multigpu_first_touch.py", "environment": environment(be),
               "runs": []}
     path = os.path.join(os.environ.get("OUT", "/tmp"), "multigpu-first-touch.json")
@@ -61,7 +65,7 @@ def main() -> None:
         with bench.operand_folder(3 * 8 * n * n) as folder:
             A, B, out = bench.mapped_operands(folder, n)
             for workers in (int(x) for x in os.environ.get("WORKERS", "1,2").split(",")):
-                for lock in STRATEGIES:
+                for lock in strategies:
                     run = one(be, n, workers, lock, protocol, A, B, out, steady)
                     result["runs"].append(run)
                     print({k: run[k] for k in ("n", "workers", "lock_pages", "one_shot_s", "later_s")}, flush=True)
