@@ -323,14 +323,15 @@ def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | Non
     m, n = A.shape[0], B.shape[1]
     target = _output(out, (m, n), dtype, A, B)
     names = _workers(client, workers)
-    br, bc = block_sides(block, m, n, len(names))
+    rows_first = not isinstance(A, da.Array) and A.strides[0] >= A.strides[1]
+    br, bc = block_sides(block, m, n, len(names), rows_first)
     rows = [slice(r, min(r + br, m)) for r in range(0, m, br)]
     cols = [slice(c, min(c + bc, n)) for c in range(0, n, bc)]
     product = BlockProduct(client, (m, n), dtype, (1, 1), rows, cols, out=out,
                            in_place=target is not None, report=bool(report))
     if not rows or not cols:
         return product
-    pr, pc = product.grid = process_grid(len(names), len(rows), len(cols), m, n)
+    pr, pc = product.grid = process_grid(len(names), len(rows), len(cols), m, n, rows_first)
     check_task_count(block, (m, A.shape[1], n), (min(br, m), min(bc, n)), len(rows) * len(cols), pr * pc)
     owner = {(i, j): names[(i % pr) * pc + j % pc] for i in range(len(rows)) for j in range(len(cols))}
     row_groups = [[names[(i % pr) * pc + q] for q in range(pc)] for i in range(len(rows))]

@@ -8,11 +8,13 @@ memory, which the driver stages itself, ran at 6.7 GB/s. Locking the operands wh
 per 8.6 GB matrix) puts that time in front of it. Here (``staging="lock"``) the engine instead queues
 the **pieces** of every range its schedule reads, in the order the schedule first reads them: aligned
 :data:`PIECE`-byte chunks of the address space, clipped to the page-rounded extent of the array's memory,
-so that two views of one array get the same pieces. A pool maps each piece's pages in first (``madvise``
-populate, on :data:`POPULATE_THREADS` threads, well ahead); the pieces are registered one by one, each
-before the first copy that reads it (:meth:`Ahead.wait`) and, while the device has queued work to run,
-ahead of it (:meth:`Ahead.advance`), so that the products of the first panels overlap the locking of the
-later ones.
+so that two views of one array get the same pieces. The pieces are mapped in (``madvise`` populate, in
+:data:`SUB_PIECE` parts on :data:`POPULATE_THREADS` threads) and registered one by one, each before the
+first copy that reads it (:meth:`Ahead.wait`) and, while the device has queued work to run, ahead of it
+(:meth:`Ahead.advance`), so that the products of the first panels overlap the locking of the later ones.
+(Mapping pieces in on threads of their own, beside the registrations, slowed both: on two H200s at N =
+65536 one worker's pieces took 102 thread-seconds to map in and 11.8 s to lock, against 1.2 s and 5.0 s
+for whole ranges mapped in and then locked.)
 
 A copy from or to page-locked memory must lie inside **one** registration (a copy across two failed with
 ``cudaErrorInvalidValue`` on the H200), so a copy whose host view crosses a piece boundary is cut there
@@ -31,7 +33,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -43,8 +45,8 @@ from .timeline import Timeline
 #: Bytes per locked piece: large enough that the registrations' fixed cost is small, small enough that the
 #: first panel's pieces are locked long before the last ones.
 PIECE = 2**30
-#: Threads that map pieces in ahead of their registration.
-POPULATE_THREADS = max(1, min(8, os.cpu_count() or 1))
+#: Threads that map a piece's pages in just before it is registered, and the bytes each maps per call.
+POPULATE_THREADS, SUB_PIECE = max(1, min(8, os.cpu_count() or 1)), 2**28
 #: ``madvise`` advice that maps a range's pages in (Linux 5.14 and later; elsewhere the pages fault in).
 POPULATE = {False: getattr(mmap, "MADV_POPULATE_READ", 22), True: getattr(mmap, "MADV_POPULATE_WRITE", 23)}
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True) if os.name == "posix" else None
@@ -132,7 +134,7 @@ def segments(base: int, pitch: int, width: int, height: int, boundaries: list[in
 
 class Ahead:
     """One call's page-locking ahead of its copies (see the module notes): :meth:`request` queues the pieces
-    of a host view (each once, in the order asked) and hands them to the mapping threads, :meth:`wait` locks
+    of a host view (each once, in the order asked, none already locked), :meth:`wait` maps in and locks
     the queued pieces in order up to the last a view needs (those whose locking fails are read pageable),
     :meth:`advance` locks more while the device still has work queued, and :meth:`close` stops and, unless
     ``keep``, unlocks the pieces it locked. The locking runs on the thread that issues the copies:
@@ -147,7 +149,7 @@ class Ahead:
         self.ranges, self.keep, self.piece, self.timeline = ranges, keep, piece or PIECE, timeline
         self._mapper = ThreadPoolExecutor(POPULATE_THREADS, thread_name_prefix="gemmlab-populate") \
             if populate_pages else None
-        self._queue: list[tuple[tuple[int, int], bool, Future | None]] = []
+        self._queue: list[tuple[tuple[int, int], bool]] = []
         self._index: dict[tuple[int, int], int] = {}
         self._next = 0
         self._fresh: list[tuple[int, int]] = []
@@ -158,15 +160,16 @@ class Ahead:
         return len(self._queue) - self._next
 
     def request(self, x: np.ndarray, writeable: bool = False) -> int:
-        """Queue the pieces of host view ``x`` not queued yet; the queue position of the last of its pieces
-        (-1 for an empty view)."""
+        """Queue the pieces of host view ``x`` not queued yet and not locked already; the queue position of
+        the last of its pieces (-1 where none is queued)."""
         address, nbytes = extent(x)
         last = -1
         for p in pieces(address, nbytes, root_extent(x), self.piece):
             if p not in self._index:
-                tag = self._index[p] = len(self._queue)
-                mapped = self._mapper.submit(self._populate, p, writeable, tag) if self._mapper else None
-                self._queue.append((p, writeable, mapped))
+                if self.ranges.holds(p[0], p[1] - p[0], writeable):
+                    continue
+                self._index[p] = len(self._queue)
+                self._queue.append((p, writeable))
             last = max(last, self._index[p])
         return last
 
@@ -184,20 +187,17 @@ class Ahead:
     def _span(self, lane: str, tag: int) -> AbstractContextManager[None]:
         return nullcontext() if self.timeline is None else self.timeline.host(lane, tag)
 
-    def _populate(self, p: tuple[int, int], writeable: bool, tag: int) -> None:
-        t0 = time.perf_counter()
-        with self._span("mapping", tag):
-            done = populate(p[0], p[1] - p[0], writeable)
-        if done:
-            _count("populate", time.perf_counter() - t0, p[1] - p[0])
-
     def _lock_next(self) -> None:
-        p, writeable, mapped = self._queue[self._next]
+        """Map the next queued piece in (sub-pieces on the mapping threads) and lock it."""
+        p, writeable = self._queue[self._next]
         tag, self._next = self._next, self._next + 1
-        if mapped is not None:
-            mapped.exception()
-        if self.ranges.holds(p[0], p[1] - p[0], writeable):
-            return
+        if self._mapper is not None:
+            t0 = time.perf_counter()
+            with self._span("mapping", tag):
+                done = all(self._mapper.map(lambda q: populate(q, min(SUB_PIECE, p[1] - q), writeable),
+                                            range(p[0], p[1], SUB_PIECE)))
+            if done:
+                _count("populate", time.perf_counter() - t0, p[1] - p[0])
         t0 = time.perf_counter()
         with self._span("locking", tag):
             locked = self.ranges.lock(p[0], p[1] - p[0], writeable)
@@ -209,7 +209,7 @@ class Ahead:
         """Stop mapping pieces in and, unless ``keep``, unlock the pieces locked here (no copy from them may
         still run)."""
         if self._mapper is not None:
-            self._mapper.shutdown(cancel_futures=True)
+            self._mapper.shutdown()
         if not self.keep:
             for lo, hi in self._fresh:
                 self.ranges.unlock(lo, hi - lo)

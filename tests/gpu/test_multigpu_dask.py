@@ -106,6 +106,11 @@ def test_the_process_grid_keeps_the_most_workers_busy_at_the_least_traffic(worke
     assert process_grid(workers, rows, cols, m, n) == grid
 
 
+def test_host_operands_in_rows_split_the_rows_where_the_traffic_ties():
+    assert process_grid(2, 2, 2, 64, 64) == (1, 2) and process_grid(2, 2, 2, 64, 64, rows_first=True) == (2, 1)
+    assert process_grid(2, 3, 5, 40, 83, rows_first=True) == (1, 2), "no tie: the least traffic"
+
+
 def _check_placement(client, product, dask_operands, fetched):
     (pr, pc), names = product.grid, sorted(client.nthreads())
     before = fetched(client)
