@@ -4,7 +4,7 @@ engine (:func:`gpu.outofcore.matmul`) on its worker's backend.
 **Blocks.** C (m x n) is cut into a grid of ``block = (rows, cols)`` blocks, the last row and column of the
 grid narrower where the sides do not divide m and n. By default there are as many blocks as workers, the
 grid being the process grid below for blocks of one element (a 2 x 1 grid of halves of C on two workers
-where m >= n). Task (i, j) computes ``C[i, j] = A[i, :] @ B[:, j]``, the whole inner dimension, by calling
+where m > n, or m = n and the host operands are in rows). Task (i, j) computes ``C[i, j] = A[i, :] @ B[:, j]``, the whole inner dimension, by calling
 the engine on A's row panel i and B's column panel j (the engine then streams k-panels of those through the
 worker's GPU, in its own blocks: ``device_block``).
 

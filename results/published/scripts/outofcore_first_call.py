@@ -1,60 +1,62 @@
-"""Where the out-of-core engine's first call in a new process spends its time (CuPy; host operands).
+"""One process: the out-of-core engine's first call, then REPEATS more, on host operands in anonymous memory
+(touched by this process), with staging=MODE; a CUDA context and cuBLAS handle made first. Prints one JSON line.
 
-On the H200 the first ``outofcore.matmul(A, B)`` on 4096 x 4096 host arrays took 0.76 s with CuPy's kernel cache
-filled (0.05 s repeated), against at most 0.5 s wanted; it compiles nothing. This probe runs the first call and
-one repeat in a NEW process under ``cProfile`` (the context and the cuBLAS handle of the current stream made
-before, as a user's earlier GPU work would have), and writes the functions with the largest cumulative and own
-times of each call, so that the first call's extra work (pinned staging from CuPy's pinned pool, the engine's
-streams and their cuBLAS handles, the device profile's rates, the host output's first touch) can be told apart.
-Run from the repository root with ``PYTHONPATH=$PWD``; writes ``$OUT/outofcore-first-call.json``; about 10 s.
-"""
-
+``PYTHONPATH=$PWD python3 results/published/scripts/outofcore_first_call.py N MODE [REPEATS [VARIANT]]``: MODE a
+``staging`` of ``gpu.outofcore.matmul``; VARIANT ``default``, ``nopop`` (no madvise populate before locking),
+``piece4g`` / ``piece256m`` (piece size) or ``keep`` (``out`` given and ``keep_locked=True``). Run each line in a new
+process (``results/published/h200/h200-outofcore-first-call.json`` holds the runs)."""
 import json
-import os
-import subprocess
 import sys
+import time
 
-CHILD = r"""
-import cProfile, io, json, pstats, sys, time
-import cupy, numpy as np
-from gpu import outofcore
+import numpy as np
+
 from gpu.backend import get_backend
+from gpu.outofcore import Timeline, ahead, matmul
+
+n, mode, repeats = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 3
+variant = sys.argv[4] if len(sys.argv) > 4 else "default"
+if variant == "nopop":
+    ahead.populate = lambda *a: False
+if variant == "piece4g":
+    ahead.PIECE = 2**32
+if variant == "piece256m":
+    ahead.PIECE = 2**28
 be = get_backend("cupy")
-n = int(sys.argv[1])
-rng = np.random.default_rng(0)
-A, B = rng.standard_normal((n, n)), rng.standard_normal((n, n))
-cupy.matmul(cupy.ones((8, 8)), cupy.ones((8, 8)))
-cupy.cuda.Device().synchronize()
-out = {}
-for name in ("first", "repeat"):
-    profile = cProfile.Profile()
-    start = time.perf_counter()
-    profile.enable()
-    outofcore.matmul(A, B)
-    profile.disable()
-    seconds = time.perf_counter() - start
-    stats = pstats.Stats(profile)
-    rows = [{"function": f"{path}:{line}({fn})", "calls": nc, "own_s": tt, "cumulative_s": ct}
-            for (path, line, fn), (cc, nc, tt, ct, _) in stats.stats.items()]
-    out[name] = {"seconds": seconds,
-                 "by_cumulative": sorted(rows, key=lambda r: -r["cumulative_s"])[:40],
-                 "by_own": sorted(rows, key=lambda r: -r["own_s"])[:25]}
-print(json.dumps(out))
-"""
+x = be.asarray(np.ones((256, 256)))
+be.gemm(x, x, be.xp.empty_like(x))
+be.synchronize()
+rng = np.random.default_rng(1)
 
 
-def main() -> None:
-    n = int(os.environ.get("N", 4096))
-    done = subprocess.run([sys.executable, "-c", CHILD, str(n)], capture_output=True, text=True, check=True)
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    result.update(script="results/published/scripts/outofcore_first_call.py", n=n)
-    for name in ("first", "repeat"):
-        print(f"{name}: {result[name]['seconds']:.3f} s; own time:", flush=True)
-        for row in result[name]["by_own"][:12]:
-            print(f"  {row['own_s']:.4f} s  {row['calls']:6d} calls  {row['function']}")
-    with open(os.path.join(os.environ.get("OUT", "/tmp"), "outofcore-first-call.json"), "w") as fh:
-        json.dump(result, fh, indent=1)
+def fill(rows, cols):
+    out = np.empty((rows, cols))
+    out.reshape(-1, 64, cols)[:] = rng.random((64, cols))
+    out[:, 0] = rng.random(rows)
+    return out
 
 
-if __name__ == "__main__":
-    main()
+A, B = fill(n, n), fill(n, n)
+out = np.empty((n, n)) if variant == "keep" else None
+extra = {"keep_locked": True, "out": out} if variant == "keep" else {}
+times, lines, first_spans = [], [], None
+for i in range(1 + repeats):
+    line = Timeline() if i < 2 else None
+    t0 = time.perf_counter()
+    C = matmul(A, B, staging=mode, backend=be, timeline=line, **extra)
+    times.append(time.perf_counter() - t0)
+    if line is not None:
+        busy = {}
+        spans = line.spans()
+        for s in spans:
+            busy[s.lane] = busy.get(s.lane, 0.0) + s.end - s.start
+        lines.append({k: round(v, 4) for k, v in busy.items()})
+        if i == 0:
+            first_spans = [[s.lane, s.tag, round(s.start, 4), round(s.end, 4)] for s in spans]
+rows = [0, n // 3, n - 1]
+want = A[rows] @ B
+err = float(np.max(np.abs(C[rows] - want) / np.abs(want).max()))
+print(json.dumps({"n": n, "mode": mode, "variant": variant, "spans": first_spans, "first_s": times[0],
+                  "later_s": times[1:], "busy_first": lines[0],
+                  "busy_second": lines[1] if len(lines) > 1 else None, "costs": ahead.costs(), "err": err}),
+      flush=True)
