@@ -4,9 +4,9 @@ engine (:func:`gpu.outofcore.matmul`) on its worker's backend.
 **Blocks.** C (m x n) is cut into a grid of ``block = (rows, cols)`` blocks, the last row and column of the
 grid narrower where the sides do not divide m and n. By default there are as many blocks as workers, the
 grid being the process grid below for blocks of one element (a 2 x 1 grid of halves of C on two workers
-where m > n, or m = n and the host operands are in rows). Task (i, j) computes ``C[i, j] = A[i, :] @ B[:, j]``, the whole inner dimension, by calling
-the engine on A's row panel i and B's column panel j (the engine then streams k-panels of those through the
-worker's GPU, in its own blocks: ``device_block``).
+where m > n, or m = n and the host operands are in rows). Task (i, j) computes ``C[i, j] = A[i, :] @ B[:, j]``,
+the whole inner dimension, by calling the engine on A's row panel i and B's column panel j (the engine then
+streams k-panels of those through the worker's GPU, in its own blocks: ``device_block``).
 
 **Placement** (2-D block-cyclic, as in ScaLAPACK). The workers, sorted by address, form a ``pr x pc``
 process grid (:func:`gpu.multigpu.grid.process_grid`: as many busy workers as the grid of blocks allows, then the least
