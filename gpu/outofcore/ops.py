@@ -95,19 +95,21 @@ def stage(pool: Executor, dst: np.ndarray, src: np.ndarray, bands: int = STAGING
         done.result()
 
 
-def _byte_lines(x: np.ndarray) -> np.ndarray:
-    """A 2-D view's lines (its rows, or its columns where it is column-major) as rows of bytes."""
-    lines = x if order_of(x) == "C" else x.T
+def _byte_lines(x: np.ndarray, order: str) -> np.ndarray:
+    """A 2-D view's lines (its rows in ``order`` "C", its columns in "F") as rows of bytes."""
+    lines = x if order == "C" else x.T
     return np.lib.stride_tricks.as_strided(lines, lines.shape, (lines.strides[0], lines.itemsize)).view(np.uint8)
 
 
 def copy_lines(dst: np.ndarray, src: np.ndarray, ranges: LockedRanges, host: str = "src") -> None:
-    """``dst[...] = src`` for NumPy views of one shape and order, cut as the GPU's copy is where the ``host``
-    view (``"src"`` or ``"dst"``) crosses a boundary of the locked ``ranges``
-    (:func:`gpu.outofcore.kernels.copy_async`), so that the CPU runs the very parts the device copies."""
+    """``dst[...] = src`` for NumPy views of one shape, lines in the ``host`` view's order (``"src"`` or
+    ``"dst"``: the other is a buffer packed in that order), cut as the GPU's copy is where the host view
+    crosses a boundary of the locked ``ranges`` (:func:`gpu.outofcore.kernels.copy_async`), so that the CPU
+    runs the very parts the device copies."""
     if not dst.size:
         return
-    d, s = _byte_lines(dst), _byte_lines(src)
+    order = order_of(src if host == "src" else dst)
+    d, s = _byte_lines(dst, order), _byte_lines(src, order)
     h = s if host == "src" else d
 
     def one(line: int, lines: int, offset: int, nbytes: int) -> None:
