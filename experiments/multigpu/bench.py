@@ -47,7 +47,7 @@ from ..core.lab import require_correct, row_error, sample_rows
 from ..core.registry import Context, experiment
 from ..core.summary import Summary
 from ..core.sweep import group_sweep
-from .points import PLANS, Plan, Point, fitting, point_params
+from .points import LOCKS, PLANS, Plan, Point, fitting, point_params
 from .report import EXPERIMENT, ONESHOT, STEADY, TIMELINE, MultigpuRow, multigpu_rows, multigpu_summary, setting
 
 SAMPLES, FEW, SLOW_S = 10, 3, 20.0
@@ -137,10 +137,11 @@ def _synchronize() -> None:
     get_backend("cupy").synchronize()
 
 
-def product(kind: str, backend: Any, client: Client, A: Any, B: Any, out: np.memmap) -> Any:
-    """One product as a user makes it: C complete when it returns (in ``out`` for ``host``)."""
+def product(kind: str, backend: Any, client: Client, A: Any, B: Any, out: np.memmap, lock: str = "true") -> Any:
+    """One product as a user makes it: C complete when it returns (in ``out`` for ``host``, its workers
+    locking pages by ``lock``, a name of :data:`~experiments.multigpu.points.LOCKS`)."""
     if kind == "host":
-        return dask_matmul.matmul(A, B, client=client, backend=backend.name, out=out)
+        return dask_matmul.matmul(A, B, client=client, backend=backend.name, out=out, lock_pages=LOCKS[lock])
     C = resident.matmul(A, B, client=client, name=f"gemmlab-resident-{uuid.uuid4().hex}")   # computed each time
     wait(C)
     settle(backend, client)
@@ -166,13 +167,13 @@ def check(backend: Any, C: Any, A: np.ndarray, B: np.ndarray, where: str) -> flo
 def measure_point(ctx: Context, point: Point) -> int:
     """A new cluster, the operands in place, the one shot (checked) and the steady samples; rows stored."""
     be = ctx.backend
-    where = f"N = {point.n}, {point.kind}, {point.workers} workers over {point.protocol}"
+    where = f"N = {point.n}, {point.kind}, {point.workers} workers over {point.protocol}, lock_pages={point.lock}"
     with operand_folder(3 * 8 * point.n**2) as folder:
         A, B, out = mapped_operands(folder, point.n)
         cluster, client = new_cluster(be, point.workers, point.protocol)
         with cluster, client:
             a, b = (A, B) if point.kind == "host" else in_place(be, client, A, B, point.workers)
-            run = partial(product, point.kind, be, client, a, b, out)
+            run = partial(product, point.kind, be, client, a, b, out, point.lock)
             lanes = sorted(client.nthreads())
             with get_task_stream(client) as stream:
                 began = time.time()
@@ -235,7 +236,7 @@ def run_points(ctx: Context, points: Sequence[Point], left_out: Sequence[str]) -
     """Measure (or resume) the points, each stored as soon as measured; the counts and their stored rows."""
     outcome = group_sweep(ctx, EXPERIMENT, points, partial(stored, ctx), partial(measure_point, ctx),
                           lambda p: f"N={p.n} {p.kind} x{p.workers} {p.protocol}")
-    wanted = {(p.n, setting(p.kind, p.protocol), p.workers) for p in points}
+    wanted = {(p.n, setting(p.kind, p.protocol, p.lock), p.workers) for p in points}
     rows = [r for r in multigpu_rows(ctx.db, ctx.env_key, ctx.regime) if (r.n, r.kind, r.workers) in wanted]
     sizes = ", ".join(str(n) for n in sorted({p.n for p in points}))
     workers = ", ".join(str(w) for w in sorted({p.workers for p in points}))

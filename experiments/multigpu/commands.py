@@ -10,7 +10,7 @@ from gpu.backend import get_backend
 
 from ..core.command import MEASURING, command, emit_sweep, measuring_run, numbers
 from .bench import run_points
-from .points import KINDS, PLANS, PROTOCOLS, Plan, fitting, protocol
+from .points import KINDS, LOCKS, PLANS, PROTOCOLS, Plan, fitting, protocol
 from .report import checks
 
 COLUMNS = (("n", "N", "d"), ("kind", "operands", ""), ("workers", "workers", "d"), ("method", "mode", ""),
@@ -27,6 +27,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--protocol", choices=PROTOCOLS, default="auto",
                    help="how the workers talk: tcp, or ucx (distributed-ucxx: CUDA IPC between GPUs of one host); "
                         "auto takes ucx on GPU workers where distributed-ucxx is installed")
+    p.add_argument("--lock-pages", choices=tuple(LOCKS), default="true",
+                   help="how the workers page-lock host operands (lock_pages of gpu.multigpu.dask_matmul.matmul): "
+                        "true locks each range whole first, ahead locks pieces beside the products")
 
 
 @command("multigpu", options=MEASURING, arguments=_arguments)
@@ -34,7 +37,8 @@ def cmd_multigpu(args: argparse.Namespace, db_path: Path) -> int:
     backend = get_backend(args.backend)
     default = PLANS[(backend.name, False)]
     plan = Plan(tuple(args.sizes or default.sizes), tuple(args.workers or default.workers),
-                tuple(k.strip() for k in args.kinds.split(",") if k.strip()), protocol(backend, args.protocol))
+                tuple(k.strip() for k in args.kinds.split(",") if k.strip()), protocol(backend, args.protocol),
+                args.lock_pages)
     points, left_out = fitting(backend, plan)
     with measuring_run(args, db_path, backend) as ctx:
         counts, rows = run_points(ctx, points, left_out)

@@ -9,6 +9,11 @@ A **protocol** is how the workers talk (:data:`PROTOCOLS`): Dask's TCP, or UCX t
 moves CuPy chunks between GPUs of one host by CUDA IPC (over NVLink where the host has it) rather than through
 host sockets. ``"auto"`` takes UCX on GPU workers where distributed-ucxx is installed. A point's parameters name
 its protocol where it is not TCP (rows stored before protocols were recorded are TCP's).
+
+A **page-locking strategy** (:data:`LOCKS`, host operands only) is the ``lock_pages`` of
+:func:`gpu.multigpu.dask_matmul.matmul`: ``true`` (the library's default: every range a worker maps is locked
+whole before its product), ``reuse``, ``false`` or ``ahead`` (the engine locks pieces beside its products). A
+host point's parameters name it where it is not ``true``.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from gpu.backend import Backend
 
 KINDS = ("host", "resident")
 PROTOCOLS = ("auto", "tcp", "ucx")
+#: Page-locking strategies by name, as ``lock_pages`` takes them.
+LOCKS = {"true": True, "reuse": "reuse", "false": False, "ahead": "ahead"}
 
 
 @dataclass(frozen=True)
@@ -28,6 +35,7 @@ class Point:
     kind: str
     workers: int
     protocol: str = "tcp"
+    lock: str = "true"
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,7 @@ class Plan:
     workers: tuple[int, ...]
     kinds: tuple[str, ...] = KINDS
     protocol: str = "tcp"
+    lock: str = "true"
 
     def __post_init__(self) -> None:
         if not self.sizes or any(n < 1 for n in self.sizes):
@@ -47,11 +56,13 @@ class Plan:
             raise ValueError(f"kinds must be some of {', '.join(KINDS)}, got {list(self.kinds)}")
         if self.protocol not in PROTOCOLS[1:]:
             raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}")
+        if self.lock not in LOCKS:
+            raise ValueError(f"lock_pages must be one of {', '.join(LOCKS)}, got {self.lock!r}")
 
     def points(self) -> list[Point]:
         """Every point, each size's and kind's one-worker point first (the baseline of its speed-ups)."""
-        return [Point(n, kind, w, self.protocol) for n in self.sizes for kind in self.kinds
-                for w in sorted(set(self.workers))]
+        return [Point(n, kind, w, self.protocol, self.lock if kind == "host" else "true") for n in self.sizes
+                for kind in self.kinds for w in sorted(set(self.workers))]
 
 
 #: Plans by (backend, quick): the issue's N = 65536 on up to 4 GPUs; a small product on CPU workers.
@@ -93,4 +104,6 @@ def point_params(point: Point, regime: str) -> dict[str, object]:
     params: dict[str, object] = {"n": point.n, "kind": point.kind, "workers": point.workers, "regime": regime}
     if point.protocol != "tcp":
         params["protocol"] = point.protocol
+    if point.lock != "true":
+        params["lock_pages"] = point.lock
     return params

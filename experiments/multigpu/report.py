@@ -29,13 +29,14 @@ MODES = (ONESHOT, STEADY)
 HOST_SPEEDUP, RESIDENT_SPEEDUP, ONESHOT_OVER_STEADY = 3.9, 3.8, 1.3
 
 
-def setting(kind: str, protocol: str = "tcp") -> str:
-    """A kind of operands and the workers' protocol, as rows name them (see the module)."""
-    return kind if protocol == "tcp" else f"{kind} over {protocol}"
+def setting(kind: str, protocol: str = "tcp", lock: str = "true") -> str:
+    """A kind of operands, the workers' protocol and their page-locking, as rows name them (see the module)."""
+    named = kind if protocol == "tcp" else f"{kind} over {protocol}"
+    return named if lock == "true" else f"{named}, lock_pages={lock}"
 
 
 def _setting(params: dict[str, Any]) -> str:
-    return setting(params["kind"], params.get("protocol", "tcp"))
+    return setting(params["kind"], params.get("protocol", "tcp"), params.get("lock_pages", "true"))
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,7 @@ def test_the_verdict_on_gpu_workers():
 
 
 def test_a_wrong_product_is_stored_nowhere(capsys, db_path, monkeypatch):
-    monkeypatch.setattr(bench, "product", lambda kind, be, client, A, B, out: np.zeros((A.shape[0], B.shape[1])))
+    monkeypatch.setattr(bench, "product", lambda kind, be, client, A, B, out, lock: np.zeros((A.shape[0], B.shape[1])))
     assert main(["multigpu", "--backend", "numpy", "--sizes", "32", "--workers", "1", "--kinds", "host",
                  "--db", str(db_path)]) != 0
     assert "computed a wrong product" in capsys.readouterr().err
@@ -191,3 +191,19 @@ def test_the_first_task_is_timed_from_the_call():
                {"startstops": [{"action": "compute", "start": 11.75, "stop": 12.0}]}, {}]
     assert bench.first_start(records, 10.0) == 1.75
     assert bench.first_start([{}], 10.0) is None
+
+
+def test_a_page_locking_strategy_is_its_own_series_of_host_rows(run_json, db_path):
+    """``--lock-pages ahead`` reaches the workers' products, names host rows and their parameters (resident ones
+    keep theirs), and resumes apart from the default strategy's rows."""
+    argv = ("multigpu", "--backend", "numpy", "--sizes", "64", "--workers", "1,2", "--db", str(db_path))
+    run_json(*argv, "--kinds", "host")
+    out = run_json(*argv, "--lock-pages", "ahead")
+    assert {(r["kind"], r["workers"]) for r in out["rows"] if r["method"] == STEADY} == {
+        ("host, lock_pages=ahead", 1), ("host, lock_pages=ahead", 2), ("resident", 1), ("resident", 2)}
+    with ResultsDB(db_path) as db:
+        params = [m.params for m in db.measurements("multigpu") if m.method == STEADY]
+    assert sorted(p.get("lock_pages", "true") for p in params if p["kind"] == "host") == ["ahead"] * 2 + ["true"] * 2
+    assert all("lock_pages" not in p for p in params if p["kind"] == "resident")
+    with pytest.raises(ValueError, match="lock_pages must be one of true, reuse, false, ahead"):
+        Plan((64,), (1,), lock="sometimes")
