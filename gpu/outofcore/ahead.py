@@ -119,7 +119,8 @@ def segments(base: int, pitch: int, width: int, height: int, boundaries: list[in
         while i < len(boundaries) and boundaries[i] <= start:
             i += 1
         if i == len(boundaries) or start + width <= boundaries[i]:
-            stop = height if i == len(boundaries) else min(height, (boundaries[i] - width - base) // pitch + 1)
+            last = height if i == len(boundaries) or pitch <= 0 else (boundaries[i] - width - base) // pitch + 1
+            stop = min(height, last)
             out.append((line, stop - line, 0, width))
             line = stop
             continue
