@@ -212,3 +212,22 @@ def test_panels_of_one_line_copy_in_their_host_arrays_order(staging):
     A, B = rng.uniform(-1, 1, (1, 2)).astype(np.float32), np.asfortranarray(rng.uniform(-1, 1, (2, 2)), np.float32)
     got = matmul(A, B, panel=1, backend="numpy", staging=staging)
     assert np.allclose(got, A @ B, rtol=1e-6, atol=1e-6)
+
+
+def test_pieces_locked_already_are_not_queued_again():
+    """A later call on kept pieces queues nothing: no mapping in, no registration (the x2 run that mapped kept
+    pieces in again on every call ran 20% slower than whole ranges locked once)."""
+    ranges = Recorder()
+    x = np.frombuffer(mmap.mmap(-1, 6 * PAGE), np.uint8)
+    first = Ahead(ranges, keep=True, populate_pages=False, piece=2 * PAGE)
+    first.wait(x)
+    first.close()
+    locked = list(ranges.order)
+    assert len(locked) == len(pieces(*extent(x), ahead.root_extent(x), 2 * PAGE))
+    later = Ahead(ranges, keep=True, piece=2 * PAGE)
+    assert later.request(x) == -1 and later.pending == 0
+    later.wait(x[PAGE:])
+    later.close()
+    assert ranges.order == locked
+    for lo, hi, _ in ranges.order:
+        ranges.unlock(lo, hi - lo)
