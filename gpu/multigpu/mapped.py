@@ -30,6 +30,8 @@ view, or at once with :func:`release` (``client.run(release)`` on every worker).
 ``backend.ops("outofcore")``) also locks the view's byte range of the kept mapping
 (:mod:`gpu.outofcore.pagelock`), so that the engine's copies read and write the file's pages in place,
 with no staging copy. The ranges stay locked with the mapping and are unlocked before it is dropped.
+Opened with ``ahead=True`` a view is neither mapped in nor locked here: the engine does both piece by piece
+beside its products (:mod:`gpu.outofcore.ahead`), and the mapping keeps the locker to unlock the pieces.
 """
 
 from __future__ import annotations
