@@ -18,9 +18,9 @@ virtual machine) a worker mapping its 12.9 GB of panels afresh for each N = 3276
 at 7-8 GB/s, against the 26-41 GB/s its staging threads copy from memory the process has touched.
 So each process keeps its whole-file mappings (:data:`MAX_MAPPINGS`, the most recently used) and
 populates a view's byte range with ``madvise(MADV_POPULATE_READ)`` (``_WRITE`` for an output) the first
-time a view of it is opened, in pieces of :data:`POPULATE_PIECE` on :data:`POPULATE_THREADS` threads: one
-call ran at 5.6 GB/s on the two-H200 machine, 4.6 s of an 8.9 s one-shot product at N = 32768 (the pieces
-on threads have not yet run there). Only the first: on pages already mapped the call still walks them,
+time a view of it is opened, in parts on threads (:func:`gpu.outofcore.ahead.populate_range`): one call
+ran at 5.6 GB/s on the two-H200 machine, 4.6 s of an 8.9 s one-shot product at N = 32768, and parts on 8
+threads at 77-97 GB/s. Only the first: on pages already mapped the call still walks them,
 about 100 ns a page there (0.6 s for the 26 GB of an N = 32768 product). A kept mapping is dropped
 once its path names another file or none (replaced or deleted), so a new file under an old name is mapped
 anew, and a deleted file's memory is given back when its last view goes and the process next opens a
@@ -42,7 +42,6 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -55,8 +54,6 @@ from ..outofcore import ahead as lock_ahead
 SHARED_MODES = frozenset({"r", "r+", "w+"})
 #: Whole-file mappings each process keeps (see the module notes).
 MAX_MAPPINGS = 8
-#: Bytes per populating call, and the threads that make them (see the module notes).
-POPULATE_PIECE, POPULATE_THREADS = 256 * 2**20, min(8, os.cpu_count() or 1)
 
 _LOCK = threading.Lock()
 #: What this process has spent making its mappings' pages ready (see :func:`first_touch`).
@@ -145,22 +142,15 @@ def _mapping(path: str, writeable: bool, lo: int = 0, hi: int = 0, locker: PageL
 
 
 def populate(region: mmap.mmap, address: int, start: int, stop: int, writeable: bool) -> None:
-    """Map bytes ``[start, stop)`` of ``region`` (at ``address``; ``start`` page-aligned) in, in pieces on
-    threads where libc's ``madvise`` can be called without the interpreter's lock (``mmap.madvise`` holds it);
-    where the kernel has no populate advice, nothing: the pages fault in as they are read."""
-    pieces = [(lo, min(lo + POPULATE_PIECE, stop)) for lo in range(start, stop, POPULATE_PIECE)]
+    """Map bytes ``[start, stop)`` of ``region`` (at ``address``; ``start`` page-aligned) in, in parts on
+    threads where libc's ``madvise`` can be called without the interpreter's lock (``mmap.madvise`` holds it:
+    :func:`gpu.outofcore.ahead.populate_range`); where the kernel has no populate advice, nothing: the pages
+    fault in as they are read."""
     if not lock_ahead.HAS_LIBC or address == 0:
         with contextlib.suppress(OSError, ValueError):
             region.madvise(lock_ahead.POPULATE[writeable], start, stop - start)
         return
-
-    def one(piece: tuple[int, int]) -> bool:
-        return lock_ahead.populate(address + piece[0], piece[1] - piece[0], writeable)
-    if len(pieces) == 1:
-        one(pieces[0])
-        return
-    with ThreadPoolExecutor(min(POPULATE_THREADS, len(pieces)), thread_name_prefix="gemmlab-populate") as pool:
-        list(pool.map(one, pieces))
+    lock_ahead.populate_range(address + start, stop - start, writeable)
 
 
 def _count(what: str, began: float, nbytes: int) -> None:

@@ -84,7 +84,7 @@ class Options:
     ``hbm_bytes_per_s`` (those of the device profile where none is given); ``staging`` (:data:`STAGING`):
     ``"pinned"`` copies pageable operands through pinned staging buffers, ``"direct"`` straight from and to
     them (the driver stages them itself: no pinned memory to allocate), ``"lock"`` page-locks their pieces
-    on a thread ahead of the copies that read them (:mod:`gpu.outofcore.ahead`), and unlocks them when the
+    just ahead of the copies that read them (:mod:`gpu.outofcore.ahead`), and unlocks them when the
     call ends unless ``keep_locked`` (memory whose lifetime the caller manages and that no other code copies
     to or from a device: a copy across two pieces fails), ``"auto"`` direct on a
     plan's first call where the whole product is one block, pinned otherwise: pinned staging is for

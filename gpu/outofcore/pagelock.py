@@ -126,6 +126,8 @@ class LockedRanges:
         lo, hi = _pages(address, nbytes)
         with self._registering:
             with self._lock:
-                met = [a for a in self._meeting(lo, hi) if self.ranges.pop(a)]
+                met = self._meeting(lo, hi)
+                for a in met:
+                    del self.ranges[a]
             for a in met:
                 self._unregister(a)

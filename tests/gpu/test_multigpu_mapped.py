@@ -325,7 +325,7 @@ def test_blocks_that_fail_before_their_gate_leave_no_verdict_behind(client, tmp_
 
 
 def test_a_range_is_populated_in_pieces_on_threads_that_cover_it_once(tmp_path, monkeypatch):
-    """The populating calls cover the range exactly, in pieces of at most POPULATE_PIECE, several on threads of
+    """The populating calls cover the range exactly, in pieces of at most SUB_PIECE, several on threads of
     their own; the real call maps a file's pages in and leaves its bytes as they were."""
     from gpu.multigpu import mapped
     from gpu.outofcore import ahead as lock_ahead
@@ -347,8 +347,8 @@ def test_a_range_is_populated_in_pieces_on_threads_that_cover_it_once(tmp_path, 
             time.sleep(0.01)
             return real.madvise(where, length, advice)
     monkeypatch.setattr(lock_ahead, "_LIBC", Spy())
-    monkeypatch.setattr(mapped, "POPULATE_PIECE", 4 * mmap.PAGESIZE)
-    monkeypatch.setattr(mapped, "POPULATE_THREADS", 4)
+    monkeypatch.setattr(lock_ahead, "SUB_PIECE", 4 * mmap.PAGESIZE)
+    monkeypatch.setattr(lock_ahead, "POPULATE_THREADS", 4)
     stop = len(region) - 100
     mapped.populate(region, address, mmap.PAGESIZE, stop, True)
     calls.sort()
