@@ -13,9 +13,12 @@ import argparse
 import importlib
 import os
 import shlex
+import signal
 import sqlite3
 import sys
+import threading
 from collections.abc import Sequence
+from typing import Any
 
 from . import __version__
 from .core.manifest import ENTRIES, GROUPS, Entry, chosen
@@ -76,6 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args.command_line = "gemmlab " + shlex.join(map(portable, argv))
     db_path = args.db or default_path()
+    stopped = _stop_on_sigterm()
     try:
         return args.handler(args, db_path)
     except BrokenPipeError:
@@ -91,6 +95,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except sqlite3.Error as exc:    # ResultsDB translates these; a stray one is still one line, no traceback
         print(f"gemmlab {args.command}: error: {translate(exc, db_path)}", file=sys.stderr)
         return 2
+    finally:
+        if stopped is not None:
+            signal.signal(signal.SIGTERM, stopped)
+
+
+def _stop_on_sigterm() -> Any:
+    """Make SIGTERM (``timeout``, a batch system's stop) interrupt the command as Ctrl-C does, so that open
+    clusters close and temporary operand files are removed; the handler it replaced (None off the main thread,
+    where none can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+    return signal.signal(signal.SIGTERM, interrupt)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -25,6 +25,7 @@ reading is kept where the client's device has telemetry.
 
 from __future__ import annotations
 
+import mmap
 import os
 import statistics
 import tempfile
@@ -42,6 +43,7 @@ from distributed import Client, LocalCluster, get_task_stream, wait
 from gpu.backend import get_backend
 from gpu.frontdoor.contract import gamma
 from gpu.multigpu import dask_matmul, mapped, resident
+from gpu.outofcore import ahead
 
 from ..core.lab import require_correct, row_error, sample_rows
 from ..core.registry import Context, experiment
@@ -50,7 +52,7 @@ from ..core.sweep import group_sweep
 from .points import LOCKS, PLANS, Plan, Point, fitting, point_params
 from .report import EXPERIMENT, ONESHOT, STEADY, TIMELINE, MultigpuRow, multigpu_rows, multigpu_summary, setting
 
-SAMPLES, FEW, SLOW_S = 10, 3, 20.0
+SAMPLES, FEW, SLOW_S = 10, 3, 5.0
 SEED = 11
 #: Where the mapped operands live when the host has it (shared memory: no disk under the timing).
 SHARED_MEMORY = "/dev/shm"
@@ -76,9 +78,66 @@ def mapped_operands(folder: str, n: int, seed: int = SEED) -> tuple[np.memmap, n
         rng.random(out=x)
         x.flush()
         del x
-    C = np.lib.format.open_memmap(os.path.join(folder, "C.npy"), mode="w+", dtype=np.float64, shape=(n, n))
     A, B = (np.load(os.path.join(folder, f"{name}.npy"), mmap_mode="r") for name in ("A", "B"))
-    return A, B, C
+    return A, B, new_out(folder, n)
+
+
+def new_out(folder: str, n: int) -> np.memmap:
+    """C's mapped file made anew (its pages not yet in memory, as a new output's are at a user's first call)."""
+    path = os.path.join(folder, "C.npy")
+    if os.path.exists(path):
+        os.unlink(path)
+    return np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=(n, n))
+
+
+class OperandFiles:
+    """The mapped operands of one sweep, by N: A and B written once per size (in a new folder, the previous
+    size's removed), C made anew for every point, so that each one shot writes into pages a new output has.
+    Before a size's files are written, the host's memory is first touched as much as they take
+    (:func:`warm_host_memory`): the lent virtual machines grow their memory as it is first used (about 3 s per
+    8 GiB), which no user's host pays at each product."""
+
+    def __init__(self) -> None:
+        self.n, self.folder, self.operands, self.warmed = None, None, None, {}
+
+    def get(self, n: int) -> tuple[np.memmap, np.memmap, np.memmap]:
+        if n != self.n:
+            self.close()
+            nbytes = 3 * 8 * n**2
+            self.folder = operand_folder(nbytes)
+            self.warmed = {"bytes": nbytes, "seconds": warm_host_memory(nbytes)}
+            self.n, self.operands = n, mapped_operands(self.folder.name, n)
+            return self.operands
+        A, B, _ = self.operands
+        self.operands = A, B, new_out(self.folder.name, n)
+        return self.operands
+
+    def close(self) -> None:
+        self.operands = None
+        if self.folder is not None:
+            self.folder.cleanup()
+        self.n = self.folder = None
+
+    def __enter__(self) -> OperandFiles:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def warm_host_memory(nbytes: int) -> float:
+    """Touch ``nbytes`` of new anonymous memory on threads and let it go (:func:`gpu.outofcore.ahead.populate_range`);
+    the seconds it took (see :class:`OperandFiles`)."""
+    start = time.perf_counter()
+    region = mmap.mmap(-1, nbytes)
+    try:
+        view = np.frombuffer(region, np.uint8)
+        if not ahead.populate_range(view.ctypes.data, nbytes, True):
+            view[::mmap.PAGESIZE] = 0
+        del view
+    finally:
+        region.close()
+    return time.perf_counter() - start
 
 
 def operand_folder(nbytes: int) -> tempfile.TemporaryDirectory:
@@ -164,33 +223,33 @@ def check(backend: Any, C: Any, A: np.ndarray, B: np.ndarray, where: str) -> flo
                            f"on {len(rows)} sampled rows, largest relative error")
 
 
-def measure_point(ctx: Context, point: Point) -> int:
-    """A new cluster, the operands in place, the one shot (checked) and the steady samples; rows stored."""
+def measure_point(ctx: Context, files: OperandFiles, point: Point) -> int:
+    """A new cluster, the operands in place (``files``), the one shot (checked) and the steady samples; rows
+    stored."""
     be = ctx.backend
     where = f"N = {point.n}, {point.kind}, {point.workers} workers over {point.protocol}, lock_pages={point.lock}"
-    with operand_folder(3 * 8 * point.n**2) as folder:
-        A, B, out = mapped_operands(folder, point.n)
-        cluster, client = new_cluster(be, point.workers, point.protocol)
-        with cluster, client:
-            a, b = (A, B) if point.kind == "host" else in_place(be, client, A, B, point.workers)
-            run = partial(product, point.kind, be, client, a, b, out, point.lock)
-            lanes = sorted(client.nthreads())
-            with get_task_stream(client) as stream:
-                began = time.time()
-                first, C = timed(run)
-            one_shot = {"spans": task_spans(stream.data, lanes), "first_touch": touched(client, lanes),
-                        "first_task_after_s": first_start(stream.data, began)}
-            error = check(be, C, A, B, where)
-            del C
-            samples = [timed(run)[0] for _ in range(FEW if first > SLOW_S else SAMPLES)]
-            with get_task_stream(client) as stream:
-                last, _ = timed(run)
-            spans = task_spans(stream.data, lanes)
-            one_shot["later_touch"] = touched(client, lanes)
-        del A, B, out, a, b
+    A, B, out = files.get(point.n)
+    cluster, client = new_cluster(be, point.workers, point.protocol)
+    with cluster, client:
+        a, b = (A, B) if point.kind == "host" else in_place(be, client, A, B, point.workers)
+        run = partial(product, point.kind, be, client, a, b, out, point.lock)
+        lanes = sorted(client.nthreads())
+        with get_task_stream(client) as stream:
+            began = time.time()
+            first, C = timed(run)
+        one_shot = {"spans": task_spans(stream.data, lanes), "first_touch": touched(client, lanes),
+                    "first_task_after_s": first_start(stream.data, began)}
+        error = check(be, C, A, B, where)
+        del C
+        samples = [timed(run)[0] for _ in range(FEW if first > SLOW_S else SAMPLES)]
+        with get_task_stream(client) as stream:
+            last, _ = timed(run)
+        spans = task_spans(stream.data, lanes)
+        one_shot["later_touch"] = touched(client, lanes)
+    del A, B, out, a, b
     telemetry = be.telemetry()
     meta = {"check_error": error, "backend": be.name, "check_rows": len(sample_rows(point.n)),
-            "telemetry": None if telemetry is None else telemetry.read().as_dict()}
+            "telemetry": None if telemetry is None else telemetry.read().as_dict(), "host_memory_warmed": files.warmed}
     params = point_params(point, ctx.regime)
     ctx.db.add(ctx.run_id, EXPERIMENT, ONESHOT, params, value=first, unit="s", samples=[first],
                meta={**meta, **one_shot})
@@ -234,8 +293,9 @@ def stored(ctx: Context, point: Point) -> bool:
 def run_points(ctx: Context, points: Sequence[Point], left_out: Sequence[str]) -> tuple[dict[str, Any],
                                                                                          list[MultigpuRow]]:
     """Measure (or resume) the points, each stored as soon as measured; the counts and their stored rows."""
-    outcome = group_sweep(ctx, EXPERIMENT, points, partial(stored, ctx), partial(measure_point, ctx),
-                          lambda p: f"N={p.n} {p.kind} x{p.workers} {p.protocol}")
+    with OperandFiles() as files:
+        outcome = group_sweep(ctx, EXPERIMENT, points, partial(stored, ctx), partial(measure_point, ctx, files),
+                              lambda p: f"N={p.n} {p.kind} x{p.workers} {p.protocol} {p.lock}")
     wanted = {(p.n, setting(p.kind, p.protocol, p.lock), p.workers) for p in points}
     rows = [r for r in multigpu_rows(ctx.db, ctx.env_key, ctx.regime) if (r.n, r.kind, r.workers) in wanted]
     sizes = ", ".join(str(n) for n in sorted({p.n for p in points}))

@@ -10,7 +10,7 @@ moves CuPy chunks between GPUs of one host by CUDA IPC (over NVLink where the ho
 host sockets. ``"auto"`` takes UCX on GPU workers where distributed-ucxx is installed. A point's parameters name
 its protocol where it is not TCP (rows stored before protocols were recorded are TCP's).
 
-A **page-locking strategy** (:data:`LOCKS`, host operands only) is the ``lock_pages`` of
+A **page-locking strategy** (:data:`LOCKS`, host operands only; a plan may compare several) is the ``lock_pages`` of
 :func:`gpu.multigpu.dask_matmul.matmul`: ``true`` (the library's default: every range a worker maps is locked
 whole before its product), ``reuse``, ``false`` or ``ahead`` (the engine locks pieces beside its products). A
 host point's parameters name it where it is not ``true``.
@@ -44,7 +44,7 @@ class Plan:
     workers: tuple[int, ...]
     kinds: tuple[str, ...] = KINDS
     protocol: str = "tcp"
-    lock: str = "true"
+    locks: tuple[str, ...] = ("true",)
 
     def __post_init__(self) -> None:
         if not self.sizes or any(n < 1 for n in self.sizes):
@@ -56,13 +56,15 @@ class Plan:
             raise ValueError(f"kinds must be some of {', '.join(KINDS)}, got {list(self.kinds)}")
         if self.protocol not in PROTOCOLS[1:]:
             raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}")
-        if self.lock not in LOCKS:
-            raise ValueError(f"lock_pages must be one of {', '.join(LOCKS)}, got {self.lock!r}")
+        wrong = [lock for lock in self.locks if lock not in LOCKS]
+        if wrong or not self.locks:
+            raise ValueError(f"lock_pages must be some of {', '.join(LOCKS)}, got {list(self.locks)}")
 
     def points(self) -> list[Point]:
-        """Every point, each size's and kind's one-worker point first (the baseline of its speed-ups)."""
-        return [Point(n, kind, w, self.protocol, self.lock if kind == "host" else "true") for n in self.sizes
-                for kind in self.kinds for w in sorted(set(self.workers))]
+        """Every point, each size's and kind's one-worker points first (the baseline of its speed-ups), host
+        operands' page-locking strategies side by side per worker count."""
+        return [Point(n, kind, w, self.protocol, lock) for n in self.sizes for kind in self.kinds
+                for w in sorted(set(self.workers)) for lock in (self.locks if kind == "host" else ("true",))]
 
 
 #: Plans by (backend, quick): the issue's N = 65536 on up to 4 GPUs; a small product on CPU workers.

@@ -97,7 +97,7 @@ def test_host_operands_are_mapped_files_the_workers_read_and_c_a_mapped_file_the
     folder = seen[0][3].rpartition("/")[0]
     if bench.os.path.isdir(bench.SHARED_MEMORY):
         assert folder.startswith(bench.SHARED_MEMORY)
-    assert not bench.os.path.exists(folder), "the operand files are removed after the point"
+    assert not bench.os.path.exists(folder), "the operand files are removed after the sweep"
 
 
 def test_operands_that_no_folder_has_room_for_are_refused_before_anything_is_written(monkeypatch):
@@ -205,5 +205,53 @@ def test_a_page_locking_strategy_is_its_own_series_of_host_rows(run_json, db_pat
         params = [m.params for m in db.measurements("multigpu") if m.method == STEADY]
     assert sorted(p.get("lock_pages", "true") for p in params if p["kind"] == "host") == ["ahead"] * 2 + ["true"] * 2
     assert all("lock_pages" not in p for p in params if p["kind"] == "resident")
-    with pytest.raises(ValueError, match="lock_pages must be one of true, reuse, false, ahead"):
-        Plan((64,), (1,), lock="sometimes")
+    with pytest.raises(ValueError, match=r"lock_pages must be some of true, reuse, false, ahead, got \['sometimes'\]"):
+        Plan((64,), (1,), locks=("sometimes",))
+
+
+def test_strategies_compared_side_by_side_share_the_operands_and_each_one_shot_gets_a_new_output(
+        run_json, db_path, monkeypatch):
+    """``--lock-pages true,ahead`` measures both strategies per worker count, one after the other; the points of a
+    size write A and B once, after touching as much host memory (recorded), and give each point a new C."""
+    written, outs, real = [], [], bench.mapped_operands
+    monkeypatch.setattr(bench, "mapped_operands", lambda folder, n: written.append(n) or real(folder, n))
+    real_product = bench.product
+
+    def spy(kind, be, client, A, B, out, lock):
+        outs.append((lock, bench.os.stat(out.filename).st_ino, bool(np.any(out[:4]))))
+        return real_product(kind, be, client, A, B, out, lock)
+    monkeypatch.setattr(bench, "product", spy)
+    out = run_json("multigpu", "--backend", "numpy", "--sizes", "40", "--workers", "1,2", "--kinds", "host",
+                   "--lock-pages", "true,ahead", "--db", str(db_path))
+    assert {(r["kind"], r["workers"]) for r in out["rows"] if r["method"] == STEADY} == {
+        ("host", 1), ("host, lock_pages=ahead", 1), ("host", 2), ("host, lock_pages=ahead", 2)}
+    assert written == [40], "A and B written once for the four points"
+    firsts = [o for i, o in enumerate(outs) if i % (bench.SAMPLES + 2) == 0]
+    assert [lock for lock, _, _ in firsts] == ["true", "ahead"] * 2
+    assert not any(filled for _, _, filled in firsts), "each one shot writes into a new, empty C"
+    with ResultsDB(db_path) as db:
+        warmed = [m.meta["host_memory_warmed"] for m in db.measurements("multigpu")]
+    assert all(w["bytes"] == 3 * 8 * 40**2 and w["seconds"] >= 0 for w in warmed)
+    with pytest.raises(ValueError, match="lock_pages must be some of"):
+        Plan((64,), (1,), locks=())
+
+
+def test_host_memory_is_touched_and_let_go(monkeypatch):
+    seen = []
+    monkeypatch.setattr(bench.ahead, "populate_range", lambda address, nbytes, writeable: seen.append(
+        (nbytes, writeable)) or False)
+    assert bench.warm_host_memory(3 * bench.mmap.PAGESIZE) >= 0
+    assert seen == [(3 * bench.mmap.PAGESIZE, True)], "one threaded populate, falling back to a touch per page"
+
+
+def test_sigterm_interrupts_a_command_as_ctrl_c_does(capsys, db_path, monkeypatch):
+    """A sweep stopped by SIGTERM (``timeout``) unwinds, so clusters close and operand files are removed, and
+    says how to resume; the previous handler is put back."""
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(bench, "run_points", lambda *a: signal.raise_signal(signal.SIGTERM))
+    monkeypatch.setattr("experiments.multigpu.commands.run_points", lambda *a: signal.raise_signal(signal.SIGTERM))
+    assert main(["multigpu", "--backend", "numpy", "--sizes", "32", "--workers", "1", "--db", str(db_path)]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) is before
