@@ -25,7 +25,6 @@ reading is kept where the client's device has telemetry.
 
 from __future__ import annotations
 
-import mmap
 import os
 import statistics
 import tempfile
@@ -43,7 +42,6 @@ from distributed import Client, LocalCluster, get_task_stream, wait
 from gpu.backend import get_backend
 from gpu.frontdoor.contract import gamma
 from gpu.multigpu import dask_matmul, mapped, resident
-from gpu.outofcore import ahead
 
 from ..core.lab import require_correct, row_error, sample_rows
 from ..core.registry import Context, experiment
@@ -82,38 +80,42 @@ def mapped_operands(folder: str, n: int, seed: int = SEED) -> tuple[np.memmap, n
     return A, B, new_out(folder, n)
 
 
-def new_out(folder: str, n: int) -> np.memmap:
+def new_out(folder: str, n: int, name: str = "C.npy") -> np.memmap:
     """C's mapped file made anew (its pages not yet in memory, as a new output's are at a user's first call)."""
-    path = os.path.join(folder, "C.npy")
+    path = os.path.join(folder, name)
     if os.path.exists(path):
         os.unlink(path)
     return np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=(n, n))
 
 
 class OperandFiles:
-    """The mapped operands of one sweep, by N: A and B written once per size (in a new folder, the previous
-    size's removed), C made anew for every point, so that each one shot writes into pages a new output has.
-    Before a size's files are written, the host's memory is first touched as much as they take
-    (:func:`warm_host_memory`): the lent virtual machines grow their memory as it is first used (about 3 s per
-    8 GiB), which no user's host pays at each product."""
+    """The mapped operands of one sweep, by N (room made for ``matrices`` n x n files): A and B written once per
+    size (in a new folder, the previous size's removed), C made anew for every point, so that each one shot
+    writes into pages a new output has (or, for ``filled`` points, a C whose pages were written before the
+    first of them). On the lent virtual
+    machines a new page costs about as much wherever it was used before: 103 GB of anonymous memory took 34 s
+    to touch on eight threads of the two-H200 machine, and 31 s again once let go, so a new C's first touch
+    (34 GB at N = 65536) is most of what a one shot adds there."""
 
-    def __init__(self) -> None:
-        self.n, self.folder, self.operands, self.warmed = None, None, None, {}
+    def __init__(self, matrices: int = 3) -> None:
+        self.matrices, self.n, self.folder, self.operands, self.filled = matrices, None, None, None, None
 
-    def get(self, n: int) -> tuple[np.memmap, np.memmap, np.memmap]:
+    def get(self, n: int, filled: bool = False) -> tuple[np.memmap, np.memmap, np.memmap]:
+        """A, B and C for a point at ``n``: C a new file, or (``filled``) the size's filled output, its pages
+        written before its first point."""
         if n != self.n:
             self.close()
-            nbytes = 3 * 8 * n**2
-            self.folder = operand_folder(nbytes)
-            self.warmed = {"bytes": nbytes, "seconds": warm_host_memory(nbytes)}
+            self.folder = operand_folder(self.matrices * 8 * n**2)
             self.n, self.operands = n, mapped_operands(self.folder.name, n)
-            return self.operands
         A, B, _ = self.operands
-        self.operands = A, B, new_out(self.folder.name, n)
+        if filled and self.filled is None:
+            self.filled = new_out(self.folder.name, n, "C-filled.npy")
+            self.filled[:] = 0.0
+        self.operands = A, B, self.filled if filled else new_out(self.folder.name, n)
         return self.operands
 
     def close(self) -> None:
-        self.operands = None
+        self.operands = self.filled = None
         if self.folder is not None:
             self.folder.cleanup()
         self.n = self.folder = None
@@ -123,21 +125,6 @@ class OperandFiles:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def warm_host_memory(nbytes: int) -> float:
-    """Touch ``nbytes`` of new anonymous memory on threads and let it go (:func:`gpu.outofcore.ahead.populate_range`);
-    the seconds it took (see :class:`OperandFiles`)."""
-    start = time.perf_counter()
-    region = mmap.mmap(-1, nbytes)
-    try:
-        view = np.frombuffer(region, np.uint8)
-        if not ahead.populate_range(view.ctypes.data, nbytes, True):
-            view[::mmap.PAGESIZE] = 0
-        del view
-    finally:
-        region.close()
-    return time.perf_counter() - start
 
 
 def operand_folder(nbytes: int) -> tempfile.TemporaryDirectory:
@@ -227,8 +214,8 @@ def measure_point(ctx: Context, files: OperandFiles, point: Point) -> int:
     """A new cluster, the operands in place (``files``), the one shot (checked) and the steady samples; rows
     stored."""
     be = ctx.backend
-    where = f"N = {point.n}, {point.kind}, {point.workers} workers over {point.protocol}, lock_pages={point.lock}"
-    A, B, out = files.get(point.n)
+    where = f"N = {point.n}, {setting(point.kind, point.protocol, point.lock, point.output)}, {point.workers} workers"
+    A, B, out = files.get(point.n, point.output == "filled")
     cluster, client = new_cluster(be, point.workers, point.protocol)
     with cluster, client:
         a, b = (A, B) if point.kind == "host" else in_place(be, client, A, B, point.workers)
@@ -249,7 +236,7 @@ def measure_point(ctx: Context, files: OperandFiles, point: Point) -> int:
     del A, B, out, a, b
     telemetry = be.telemetry()
     meta = {"check_error": error, "backend": be.name, "check_rows": len(sample_rows(point.n)),
-            "telemetry": None if telemetry is None else telemetry.read().as_dict(), "host_memory_warmed": files.warmed}
+            "telemetry": None if telemetry is None else telemetry.read().as_dict()}
     params = point_params(point, ctx.regime)
     ctx.db.add(ctx.run_id, EXPERIMENT, ONESHOT, params, value=first, unit="s", samples=[first],
                meta={**meta, **one_shot})
@@ -293,10 +280,10 @@ def stored(ctx: Context, point: Point) -> bool:
 def run_points(ctx: Context, points: Sequence[Point], left_out: Sequence[str]) -> tuple[dict[str, Any],
                                                                                          list[MultigpuRow]]:
     """Measure (or resume) the points, each stored as soon as measured; the counts and their stored rows."""
-    with OperandFiles() as files:
+    with OperandFiles(4 if any(p.output == "filled" for p in points) else 3) as files:
         outcome = group_sweep(ctx, EXPERIMENT, points, partial(stored, ctx), partial(measure_point, ctx, files),
-                              lambda p: f"N={p.n} {p.kind} x{p.workers} {p.protocol} {p.lock}")
-    wanted = {(p.n, setting(p.kind, p.protocol, p.lock), p.workers) for p in points}
+                              lambda p: f"N={p.n} {setting(p.kind, p.protocol, p.lock, p.output)} x{p.workers}")
+    wanted = {(p.n, setting(p.kind, p.protocol, p.lock, p.output), p.workers) for p in points}
     rows = [r for r in multigpu_rows(ctx.db, ctx.env_key, ctx.regime) if (r.n, r.kind, r.workers) in wanted]
     sizes = ", ".join(str(n) for n in sorted({p.n for p in points}))
     workers = ", ".join(str(w) for w in sorted({p.workers for p in points}))

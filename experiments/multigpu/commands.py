@@ -10,7 +10,7 @@ from gpu.backend import get_backend
 
 from ..core.command import MEASURING, command, emit_sweep, measuring_run, numbers
 from .bench import run_points
-from .points import KINDS, LOCKS, PLANS, PROTOCOLS, Plan, fitting, protocol
+from .points import KINDS, LOCKS, OUTPUTS, PLANS, PROTOCOLS, Plan, fitting, protocol
 from .report import checks
 
 COLUMNS = (("n", "N", "d"), ("kind", "operands", ""), ("workers", "workers", "d"), ("method", "mode", ""),
@@ -31,6 +31,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
                    help="how the workers page-lock host operands (lock_pages of gpu.multigpu.dask_matmul.matmul), "
                         f"some of {','.join(LOCKS)}: true locks each range whole first, ahead locks pieces beside "
                         "the products; several are measured side by side")
+    p.add_argument("--outputs", default="new",
+                   help=f"C's file at each one shot, some of {','.join(OUTPUTS)}: new (its pages first touched by the "
+                        "product) or filled (written before, as an existing output's are)")
 
 
 @command("multigpu", options=MEASURING, arguments=_arguments)
@@ -39,7 +42,8 @@ def cmd_multigpu(args: argparse.Namespace, db_path: Path) -> int:
     default = PLANS[(backend.name, False)]
     plan = Plan(tuple(args.sizes or default.sizes), tuple(args.workers or default.workers),
                 tuple(k.strip() for k in args.kinds.split(",") if k.strip()), protocol(backend, args.protocol),
-                tuple(k.strip() for k in args.lock_pages.split(",") if k.strip()))
+                tuple(k.strip() for k in args.lock_pages.split(",") if k.strip()),
+                tuple(k.strip() for k in args.outputs.split(",") if k.strip()))
     points, left_out = fitting(backend, plan)
     with measuring_run(args, db_path, backend) as ctx:
         counts, rows = run_points(ctx, points, left_out)

@@ -13,7 +13,8 @@ its protocol where it is not TCP (rows stored before protocols were recorded are
 A **page-locking strategy** (:data:`LOCKS`, host operands only; a plan may compare several) is the ``lock_pages`` of
 :func:`gpu.multigpu.dask_matmul.matmul`: ``true`` (the library's default: every range a worker maps is locked
 whole before its product), ``reuse``, ``false`` or ``ahead`` (the engine locks pieces beside its products). A
-host point's parameters name it where it is not ``true``.
+host point's parameters name it where it is not ``true``. An **output** (:data:`OUTPUTS`, host operands only)
+is C's file at the one shot: ``new`` (the default) or ``filled``; parameters name it where it is not new.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ KINDS = ("host", "resident")
 PROTOCOLS = ("auto", "tcp", "ucx")
 #: Page-locking strategies by name, as ``lock_pages`` takes them.
 LOCKS = {"true": True, "reuse": "reuse", "false": False, "ahead": "ahead"}
+#: Host outputs: C a new file at each point's one shot (its pages first touched by the product), or a file
+#: whose pages were filled before it (an output that already exists, or that its user zeroed).
+OUTPUTS = ("new", "filled")
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,7 @@ class Point:
     workers: int
     protocol: str = "tcp"
     lock: str = "true"
+    output: str = "new"
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,7 @@ class Plan:
     kinds: tuple[str, ...] = KINDS
     protocol: str = "tcp"
     locks: tuple[str, ...] = ("true",)
+    outputs: tuple[str, ...] = ("new",)
 
     def __post_init__(self) -> None:
         if not self.sizes or any(n < 1 for n in self.sizes):
@@ -59,12 +65,15 @@ class Plan:
         wrong = [lock for lock in self.locks if lock not in LOCKS]
         if wrong or not self.locks:
             raise ValueError(f"lock_pages must be some of {', '.join(LOCKS)}, got {list(self.locks)}")
+        if not self.outputs or set(self.outputs) - set(OUTPUTS):
+            raise ValueError(f"outputs must be some of {', '.join(OUTPUTS)}, got {list(self.outputs)}")
 
     def points(self) -> list[Point]:
         """Every point, each size's and kind's one-worker points first (the baseline of its speed-ups), host
-        operands' page-locking strategies side by side per worker count."""
-        return [Point(n, kind, w, self.protocol, lock) for n in self.sizes for kind in self.kinds
-                for w in sorted(set(self.workers)) for lock in (self.locks if kind == "host" else ("true",))]
+        operands' outputs and page-locking strategies side by side per worker count."""
+        return [Point(n, kind, w, self.protocol, lock, output) for n in self.sizes for kind in self.kinds
+                for w in sorted(set(self.workers)) for output in (self.outputs if kind == "host" else ("new",))
+                for lock in (self.locks if kind == "host" else ("true",))]
 
 
 #: Plans by (backend, quick): the issue's N = 65536 on up to 4 GPUs; a small product on CPU workers.
@@ -108,4 +117,6 @@ def point_params(point: Point, regime: str) -> dict[str, object]:
         params["protocol"] = point.protocol
     if point.lock != "true":
         params["lock_pages"] = point.lock
+    if point.output != "new":
+        params["output"] = point.output
     return params

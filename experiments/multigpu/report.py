@@ -29,14 +29,17 @@ MODES = (ONESHOT, STEADY)
 HOST_SPEEDUP, RESIDENT_SPEEDUP, ONESHOT_OVER_STEADY = 3.9, 3.8, 1.3
 
 
-def setting(kind: str, protocol: str = "tcp", lock: str = "true") -> str:
-    """A kind of operands, the workers' protocol and their page-locking, as rows name them (see the module)."""
+def setting(kind: str, protocol: str = "tcp", lock: str = "true", output: str = "new") -> str:
+    """A kind of operands, the workers' protocol, their page-locking and C's file, as rows name them (see the
+    module)."""
     named = kind if protocol == "tcp" else f"{kind} over {protocol}"
-    return named if lock == "true" else f"{named}, lock_pages={lock}"
+    named = named if lock == "true" else f"{named}, lock_pages={lock}"
+    return named if output == "new" else f"{named}, C {output}"
 
 
 def _setting(params: dict[str, Any]) -> str:
-    return setting(params["kind"], params.get("protocol", "tcp"), params.get("lock_pages", "true"))
+    return setting(params["kind"], params.get("protocol", "tcp"), params.get("lock_pages", "true"),
+                   params.get("output", "new"))
 
 
 @dataclass(frozen=True)

@@ -212,7 +212,7 @@ def test_a_page_locking_strategy_is_its_own_series_of_host_rows(run_json, db_pat
 def test_strategies_compared_side_by_side_share_the_operands_and_each_one_shot_gets_a_new_output(
         run_json, db_path, monkeypatch):
     """``--lock-pages true,ahead`` measures both strategies per worker count, one after the other; the points of a
-    size write A and B once, after touching as much host memory (recorded), and give each point a new C."""
+    size write A and B once and give each point a new C."""
     written, outs, real = [], [], bench.mapped_operands
     monkeypatch.setattr(bench, "mapped_operands", lambda folder, n: written.append(n) or real(folder, n))
     real_product = bench.product
@@ -229,19 +229,31 @@ def test_strategies_compared_side_by_side_share_the_operands_and_each_one_shot_g
     firsts = [o for i, o in enumerate(outs) if i % (bench.SAMPLES + 2) == 0]
     assert [lock for lock, _, _ in firsts] == ["true", "ahead"] * 2
     assert not any(filled for _, _, filled in firsts), "each one shot writes into a new, empty C"
-    with ResultsDB(db_path) as db:
-        warmed = [m.meta["host_memory_warmed"] for m in db.measurements("multigpu")]
-    assert all(w["bytes"] == 3 * 8 * 40**2 and w["seconds"] >= 0 for w in warmed)
     with pytest.raises(ValueError, match="lock_pages must be some of"):
         Plan((64,), (1,), locks=())
 
 
-def test_host_memory_is_touched_and_let_go(monkeypatch):
-    seen = []
-    monkeypatch.setattr(bench.ahead, "populate_range", lambda address, nbytes, writeable: seen.append(
-        (nbytes, writeable)) or False)
-    assert bench.warm_host_memory(3 * bench.mmap.PAGESIZE) >= 0
-    assert seen == [(3 * bench.mmap.PAGESIZE, True)], "one threaded populate, falling back to a touch per page"
+def test_a_filled_output_is_one_file_written_before_its_first_one_shot(run_json, db_path, monkeypatch):
+    """``--outputs new,filled``: the filled points of a size write into one C whose pages were written before the
+    first of them (it stays through the size's filled points); a new point's C is a file of its own; each output
+    is its own series."""
+    seen, real = [], bench.product
+
+    def spy(kind, be, client, A, B, out, lock):
+        seen.append((bench.os.stat(out.filename).st_ino, bench.os.path.getsize(out.filename)))
+        return real(kind, be, client, A, B, out, lock)
+    monkeypatch.setattr(bench, "product", spy)
+    out = run_json("multigpu", "--backend", "numpy", "--sizes", "24", "--workers", "1,2", "--kinds", "host",
+                   "--outputs", "new,filled", "--db", str(db_path))
+    assert {(r["kind"], r["workers"]) for r in out["rows"] if r["method"] == STEADY} == {
+        ("host", 1), ("host, C filled", 1), ("host", 2), ("host, C filled", 2)}
+    firsts = [ino for i, (ino, _) in enumerate(seen) if i % (bench.SAMPLES + 2) == 0]
+    assert firsts[1] == firsts[3] and len({firsts[0], firsts[1], firsts[2]}) == 3
+    with ResultsDB(db_path) as db:
+        outputs = sorted(m.params.get("output", "new") for m in db.measurements("multigpu") if m.method == STEADY)
+    assert outputs == ["filled", "filled", "new", "new"]
+    with pytest.raises(ValueError, match="outputs must be some of new, filled"):
+        Plan((64,), (1,), outputs=("old",))
 
 
 def test_sigterm_interrupts_a_command_as_ctrl_c_does(capsys, db_path, monkeypatch):
