@@ -127,10 +127,10 @@ def checks(rows: Sequence[MultigpuRow]) -> list[Check]:
     ns, settings = sorted({r.n for r in rows}), sorted({r.kind for r in rows})
 
     def of(kind: str) -> list[str]:
-        return [s for s in settings if s.split()[0] == kind]
+        return [s for s in settings if s.split()[0].rstrip(",") == kind]
 
     def label(n: int, where: str) -> str:
-        return f"N = {n}" + where[len(where.split()[0]):]
+        return f"N = {n}" + where[len(where.split()[0].rstrip(",")):]
     host = [(label(n, s), v) for s in of("host") for n in ns if (v := speedup(points, n, s, 4)) is not None]
     resident = [(label(n, s), v) for s in of("resident") for n in ns if (v := speedup(points, n, s, 4)) is not None]
     shots = [(label(n, s), m[ONESHOT].time_s / m[STEADY].time_s) for s in of("host") for n in ns

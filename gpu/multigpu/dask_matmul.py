@@ -27,11 +27,14 @@ cluster, say).
 task gets the handle of its panel and maps it in its worker, so no operand byte crosses between processes.
 On one host that is what a single process driving every GPU would read (the papers' setting: operands in
 host memory, every GPU streaming its own panels). Each worker also page-locks the ranges it maps
-(``lock_pages=True``; :mod:`gpu.outofcore.pagelock`), so that its engine's copies read and write them in
-place, with no staging copy: two workers staging at once got 26-30 GB/s each on the two-H200 machine,
-against 55 GB/s from locked pages. Mapping pages in and locking them are paid once per range and worker, in
-the first product that reads it: at N = 49152 there the first two-worker product took 19-27 s (2.3-8.1 s
-of it ``cudaHostRegister``) and each one after 2.6-2.7 s. ``out=`` likewise: a writeable mapped ``out`` is
+(:mod:`gpu.outofcore.pagelock`), so that its engine's copies read and write them in place, with no staging
+copy: two workers staging at once got 26-30 GB/s each on the two-H200 machine, against 55 GB/s from locked
+pages. Mapping pages in and locking them are paid once per range and worker, in the first product that
+reads it; by default (``lock_pages="ahead"``) the engine does it piece by piece beside its products
+(:mod:`gpu.outofcore.ahead`) rather than for whole ranges before them (``lock_pages=True``). At N = 65536
+on the two-H200 machine the first product took 13.4 s against 18.7 s (two workers) and 17.4 s against
+26.6 s (one), each one after 5.3 s and 10.7 s either way; into an output whose pages existed, 10.0 s against
+11.7 s on two workers (``results/published/h200/h200x2-multigpu.csv``). ``out=`` likewise: a writeable mapped ``out`` is
 written by each task in place, block by block, and nothing is gathered; any other ``out`` receives the
 gathered blocks.
 
@@ -118,7 +121,7 @@ def _operand(x: Any, name: str) -> Any:
 
 
 def _block_product(a: np.ndarray | MappedMatrix, b: np.ndarray | MappedMatrix, out: MappedMatrix | None, *,
-                   backend: str, options: dict[str, Any], lock_pages: bool | str = True,
+                   backend: str, options: dict[str, Any], lock_pages: bool | str = "ahead",
                    report: bool = False) -> np.ndarray | None:
     """One C block on the worker that runs it: the engine on its row panel of A and column panel of B
     (mapped here where they are handles, and page-locked with ``lock_pages``); written into ``out``'s
@@ -290,7 +293,7 @@ def _output(out: Any, shape: tuple[int, int], dtype: np.dtype, A: Any, B: Any) -
 
 def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | None = None,
            backend: str = "auto", out: Any = None, workers: str | list[str] | None = None,
-           lock_pages: bool | str = True, report: bool = False, **engine_options: Any) -> BlockProduct:
+           lock_pages: bool | str = "ahead", report: bool = False, **engine_options: Any) -> BlockProduct:
     """Start ``A @ B`` on ``client``'s workers (or on ``workers``, some of them) and return its futures
     (see the module notes); every check is made before any block task is sent, but the finite checks of
     mapped operands: they run on the workers beside the block tasks, which write nothing into C before they
@@ -376,7 +379,7 @@ def _send_blocks(client: Client, product: BlockProduct, owner: dict[tuple[int, i
 
 
 def matmul(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | None = None, backend: str = "auto",
-           out: Any = None, workers: str | list[str] | None = None, lock_pages: bool | str = True,
+           out: Any = None, workers: str | list[str] | None = None, lock_pages: bool | str = "ahead",
            **engine_options: Any) -> np.ndarray:
     """``A @ B``, computed block by block on ``client``'s workers: :func:`submit`, then
     :meth:`BlockProduct.result`. A and B are NumPy arrays (views of mapped files are read by the workers
