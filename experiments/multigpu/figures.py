@@ -37,6 +37,7 @@ def render_speedup(db: ResultsDB) -> Figure | None:
         most = max(r.workers for r in rows)
         ax.plot([1, most], [1, most], color="0.6", linestyle=":", label="ideal (linear)")
         drawn: dict[tuple, list[tuple[str, str]]] = {}
+        unbased = []
         for kind, mode in series:
             base = points.get((n, kind, 1), {}).get(STEADY)
             mine = sorted(((w, m[mode].time_s) for (nn, k, w), m in points.items() if nn == n and k == kind
@@ -44,6 +45,11 @@ def render_speedup(db: ResultsDB) -> Figure | None:
             if base is not None and mine:
                 drawn.setdefault((tuple(w for w, _ in mine), tuple(base.time_s / t for _, t in mine)), []).append(
                     (kind, mode))
+            elif mine and mode == STEADY:
+                unbased.append(kind)
+        if unbased:                                      # measured, but with no 1-worker point to divide by
+            ax.text(0.02, 0.98, "not drawn (no 1-worker point):\n" + "\n".join(unbased), transform=ax.transAxes,
+                    fontsize=SMALL, va="top", color="0.3")
         for (xs, ys), names in drawn.items():          # series of identical data named together, drawn once
             kinds = " = ".join(kind for kind, _ in names)
             modes = " = ".join(dict.fromkeys(mode.replace("oneshot", "one shot") for _, mode in names))
@@ -86,7 +92,7 @@ def render_timeline(db: ResultsDB) -> Figure | None:
         ax.set_yticks(range(workers), [f"worker {w}" for w in range(workers)])
         ax.set_xlabel("seconds from the first task", fontsize=SMALL + 1)
         ax.grid(True, axis="x", alpha=0.3)
-        ax.set_title(panel_title(f"N = {n}, {kind} operands, {workers} workers", devices[key]), fontsize=SMALL + 2)
+        ax.set_title(panel_title(f"N = {n}, {workers} workers\n{kind} operands", devices[key]), fontsize=SMALL + 2)
     shared_legend(body, axes)
     return finish(body, db, keys, [EXPERIMENT], "One product's task stream across Dask workers: compute and "
                                                 "transfers per worker")
