@@ -12,7 +12,8 @@ its protocol where it is not TCP (rows stored before protocols were recorded are
 
 A **page-locking strategy** (:data:`LOCKS`, host operands only; a plan may compare several) is the ``lock_pages`` of
 :func:`gpu.multigpu.dask_matmul.matmul`: ``ahead`` (the library's default: the engine locks pieces beside its
-products), ``true`` (every range a worker maps is locked whole before its product), ``reuse`` or ``false``. A
+products), ``true`` (every range a worker maps is locked whole before its product), ``reuse``, ``false`` or
+``stream`` (A and B staged through a small pinned ring, C's pieces locked beside the products). A
 host point's parameters name it where it is not ``true`` (the default of the rows stored before ``ahead`` was).
 An **output** (:data:`OUTPUTS`, host operands only) is C's file at the one shot: ``new`` (the default) or
 ``filled``; parameters name it where it is not new.
@@ -28,7 +29,7 @@ from gpu.backend import Backend
 KINDS = ("host", "resident")
 PROTOCOLS = ("auto", "tcp", "ucx")
 #: Page-locking strategies by name, as ``lock_pages`` takes them.
-LOCKS = {"true": True, "reuse": "reuse", "false": False, "ahead": "ahead"}
+LOCKS = {"true": True, "reuse": "reuse", "false": False, "ahead": "ahead", "stream": "stream"}
 #: Host outputs: C a new file at each point's one shot (its pages first touched by the product), or a file
 #: whose pages were filled before it (an output that already exists, or that its user zeroed).
 OUTPUTS = ("new", "filled")

@@ -120,6 +120,9 @@ def _operand(x: Any, name: str) -> Any:
     return matrix(get_backend("numpy"), x, name)[0]
 
 
+#: The ``lock_pages`` values whose pages the engine locks itself, beside its products, and its ``staging`` for each.
+AHEAD = {"ahead": "lock", "stream": "stream"}
+
 def _block_product(a: np.ndarray | MappedMatrix, b: np.ndarray | MappedMatrix, out: MappedMatrix | None, *,
                    backend: str, options: dict[str, Any], lock_pages: bool | str = "ahead",
                    report: bool = False) -> np.ndarray | None:
@@ -136,9 +139,9 @@ def _block_product(a: np.ndarray | MappedMatrix, b: np.ndarray | MappedMatrix, o
     with _ENGINE_LOCK:
         t0 = time.perf_counter()
         ops = get_backend(backend).ops(OUTOFCORE)
-        locker, reuse, ahead = (ops if lock_pages else None), lock_pages == "reuse", lock_pages == "ahead"
+        locker, reuse, ahead = (ops if lock_pages else None), lock_pages == "reuse", lock_pages in AHEAD
         if ahead:
-            options.setdefault("staging", "lock")
+            options.setdefault("staging", AHEAD[lock_pages])
             options["keep_locked"] = out is not None and all(isinstance(x, MappedMatrix) for x in (a, b))
         a, b = (x.open(locker, reuse, ahead) if isinstance(x, MappedMatrix) else x for x in (a, b))
         c = out.open(locker, reuse, ahead) if out is not None else None
@@ -303,13 +306,14 @@ def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | Non
     place (kept with the worker's mappings); ``"reuse"``: only ranges a worker opens a second time (a
     range read once goes through the engine's staging buffers, and a later product finds it locked);
     ``"ahead"``: the engine locks them piece by piece beside its products (``staging="lock"``,
-    :mod:`gpu.outofcore.ahead`), kept locked where all three are mapped.
+    :mod:`gpu.outofcore.ahead`), kept locked where all three are mapped; ``"stream"``: the engine stages A's
+    and B's panels through a small pinned ring and locks only C's pieces ahead (``staging="stream"``).
     ``report``: each task logs where its time went
     (:meth:`BlockProduct.reports`). ``engine_options`` go to
     :func:`gpu.outofcore.matmul` on the workers: ``panel``, ``device_memory``, ``buffers``,
     ``check_finite``, ..., and ``device_block`` (the engine's block on the device, not the Dask block)."""
-    if lock_pages not in (True, False, "reuse", "ahead"):
-        raise ValueError(f"lock_pages must be True, False, 'reuse' or 'ahead', got {lock_pages!r}")
+    if lock_pages not in (True, False, "reuse", *AHEAD):
+        raise ValueError(f"lock_pages must be True, False, 'reuse', 'ahead' or 'stream', got {lock_pages!r}")
     unknown = sorted(set(engine_options) - set(ENGINE_OPTIONS))
     if unknown:
         raise TypeError(f"unknown engine option(s) {unknown}; the engine takes {list(ENGINE_OPTIONS)}")

@@ -11,6 +11,8 @@ and the finished block goes back to the host once.
 * :mod:`~gpu.outofcore.api`: :class:`Plan` and :class:`Options` (what one operand signature decides once),
   :func:`matmul` (a kept plan plus its execution), the one executor :func:`run`, and :func:`page_locked`;
 * :mod:`~gpu.outofcore.pagelock`: page-locked host ranges, copied in place instead of staged;
+* :mod:`~gpu.outofcore.ahead` and :mod:`~gpu.outofcore.ring`: pieces locked just ahead of the copies that read
+  them (``staging="lock"``), and panels staged band by band through a small pinned ring (``"stream"``);
 * :mod:`~gpu.outofcore.timeline`: when each copy, product and staging of one run ran (:class:`Timeline`).
 """
 

@@ -235,12 +235,13 @@ class Ahead:
         self._fresh = []
 
 
-def first_uses(steps: Iterable[Any], A: np.ndarray, B: np.ndarray, C: np.ndarray) -> list[tuple[np.ndarray, bool]]:
+def first_uses(steps: Iterable[Any], A: np.ndarray, B: np.ndarray, C: np.ndarray,
+               panels: bool = True) -> list[tuple[np.ndarray, bool]]:
     """The host views a schedule reads and writes, in the order it first does (``(view, writeable)``): per
-    loading step its A and B panels, per finished block (or strip) its C block."""
+    loading step its A and B panels (where ``panels``), per finished block (or strip) its C block."""
     out, seen = [], set()
     for s in steps:
-        views = [(A[s.rows, s.panel], False), (B[s.panel, s.cols], False)] if s.load else []
+        views = [(A[s.rows, s.panel], False), (B[s.panel, s.cols], False)] if s.load and panels else []
         views += [(C[s.rows, s.cols], True)] if s.last else []
         for view, writeable in views:
             key = (extent(view), writeable)

@@ -59,7 +59,7 @@ HEADROOM = 0.9
 #: ones before any work, where a thread would cost more than the check.
 OVERLAP_FINITE_BYTES = 2**26
 #: The ways pageable operands reach the device (see :class:`Options`).
-STAGING = ("auto", "pinned", "direct", "lock")
+STAGING = ("auto", "pinned", "direct", "lock", "stream")
 
 
 def _device_memory(value: Any, ops: Any, host_free: int, staged: tuple[bool, bool, bool]) -> int:
@@ -84,11 +84,12 @@ class Options:
     ``hbm_bytes_per_s`` (those of the device profile where none is given); ``staging`` (:data:`STAGING`):
     ``"pinned"`` copies pageable operands through pinned staging buffers, ``"direct"`` straight from and to
     them (the driver stages them itself: no pinned memory to allocate), ``"lock"`` page-locks their pieces
-    just ahead of the copies that read them (:mod:`gpu.outofcore.ahead`), and unlocks them when the
-    call ends unless ``keep_locked`` (memory whose lifetime the caller manages and that no other code copies
-    to or from a device: a copy across two pieces fails), ``"auto"`` direct on a
-    plan's first call where the whole product is one block, pinned otherwise: pinned staging is for
-    operands read again.
+    just ahead of the copies that read them (:mod:`gpu.outofcore.ahead`), ``"stream"`` stages A's and B's
+    panels band by band through a small pinned ring (:mod:`gpu.outofcore.ring`) and locks C's pieces ahead;
+    those two unlock what they locked when the call ends unless ``keep_locked`` (memory whose lifetime the
+    caller manages and that no other code copies to or from a device: a copy across two pieces fails);
+    ``"auto"`` direct on a plan's first call where the whole product is one block, pinned otherwise: pinned
+    staging is for operands read again.
     On the H200 (``results/published/h200/h200-outofcore-staging.json``), one-block products at N = 4096,
     8192 and 16384 took 0.33, 0.65 and 1.63 s for a first call direct against 0.71, 1.02 and 3.13 s pinned
     (the pinned buffers' allocation), and 0.11, 0.43 and 1.5 s a repeat direct against 0.055, 0.10 and 0.32 s
@@ -178,7 +179,7 @@ class Plan(MatmulPlan):
         ahead = Ahead(self.ops.ranges, self.options.keep_locked, timeline=timeline) if self._locks_ahead() else None
         try:
             with finite_gate(self.backend, self.options.check_finite, A, B, before_write) as gate:
-                run(self.device, self.ops, p, A, B, C, timeline, gate, self._direct(p), ahead)
+                run(self.device, self.ops, p, A, B, C, timeline, gate, self._direct(p), ahead, self._streams())
         finally:
             if ahead is not None:
                 ahead.close()
@@ -190,13 +191,16 @@ class Plan(MatmulPlan):
     def _locks_ahead(self) -> bool:
         """Whether this call page-locks the operands' pieces ahead of its copies (``staging``, see
         :class:`Options`)."""
-        return self.options.staging == "lock"
+        return self.options.staging in ("lock", "stream")
 
     def _direct(self, p: OutOfCorePlan) -> bool:
         """Whether schedule ``p`` copies pageable operands without staging now, or locks them ahead
         (``staging``, see :class:`Options`)."""
         staging = self.options.staging
-        return staging in ("direct", "lock") or (staging == "auto" and not self._runs and p.grid == (1, 1))
+        return staging in ("direct", "lock", "stream") or (staging == "auto" and not self._runs and p.grid == (1, 1))
+
+    def _streams(self) -> bool:
+        return self.options.staging == "stream"
 
     def _staged(self, A: np.ndarray, B: np.ndarray, out: np.ndarray | None,
                 p: OutOfCorePlan) -> tuple[bool, bool, bool]:
@@ -207,7 +211,7 @@ class Plan(MatmulPlan):
         o, (m, k), n = self.options, A.shape, B.shape[1]
         new_out = 0 if out is not None else m * n * A.itemsize
         host_free = max(0, self.backend.memory_info()[0] - new_out)
-        memory = _device_memory(o.device_memory, self.ops, host_free, self.ops.staged(A, B, out))
+        memory = _device_memory(o.device_memory, self.ops, host_free, self.ops.staged(A, B, out, self._streams()))
         return plan(m, k, n, A.itemsize, device_memory=memory, block=o.block, panel=o.panel, buffers=o.buffers,
                     c_buffers=o.c_buffers, **self.rates)
 
@@ -229,7 +233,7 @@ class Plan(MatmulPlan):
         what = f"the out-of-core product {p.m} x {p.k} x {p.n} in {p.block[0]} x {p.block[1]} blocks and " \
                f"{p.panel}-wide panels"
         require_memory(self.device, p.device_bytes, what, "pass a smaller device_memory, block= or panel=")
-        require_memory(self.backend, new_out * p.m * p.n * p.itemsize + self.ops.host_bytes(p, staged),
+        require_memory(self.backend, new_out * p.m * p.n * p.itemsize + self.ops.host_bytes(p, staged, self._streams()),
                        f"{what} (staging buffers{', out' if new_out else ''})",
                        "pass out=, a smaller block= or panel=, or buffers=2")
 
@@ -261,8 +265,8 @@ def matmul(A: Any, B: Any, *, out: Any = None, block: int | tuple[int, int] | No
     of the run went (the checks before it are not in it). ``before_write``: called once before the first write
     into C (after the NaN check has passed); an exception it raises stops the product with C unwritten (the
     Dask front-end waits there for the checks made across its workers). ``staging``: how pageable operands
-    reach the device, ``"auto"`` (the default), ``"pinned"``, ``"direct"`` or ``"lock"``, and ``keep_locked``
-    (see :class:`Options`).
+    reach the device, ``"auto"`` (the default), ``"pinned"``, ``"direct"``, ``"lock"`` or ``"stream"``, and
+    ``keep_locked`` (see :class:`Options`).
 
     The call is a :class:`Plan` kept per operand signature and options (:data:`PLANS`) plus its execution, so a
     repeated call reads no profile and makes no decision again. It returns once C is complete in host memory:
@@ -314,7 +318,7 @@ def finite_gate(host: Backend, check_finite: bool, A: np.ndarray, B: np.ndarray,
 
 def run(be: Backend, ops: Any, p: OutOfCorePlan, A: Array, B: Array, C: Array,
         timeline: Timeline | None = None, gate: Callable[[], None] | None = None, direct: bool = False,
-        ahead: Ahead | None = None) -> None:
+        ahead: Ahead | None = None, ring: bool = False) -> None:
     """The one executor of every plan: for each step of ``p.steps()``, load the panels of A and B into their
     slot where the step loads, multiply them into the block's C buffer (its strip of rows where the step has
     one; beta = 0 on the block's first panel, 1 after), and store a finished block (or strip) into its place
@@ -324,7 +328,8 @@ def run(be: Backend, ops: Any, p: OutOfCorePlan, A: Array, B: Array, C: Array,
     operations record into it when each copy, product and host staging ran. ``gate`` is called once before
     the first write into C; what it raises stops the run with C unwritten. ``direct``: copy pageable operands
     without staging (:class:`Options`); ``ahead``: lock their pieces ahead of the copies, in the order the
-    schedule reads them (:mod:`gpu.outofcore.ahead`; the caller closes it once the run has returned)."""
+    schedule reads them (:mod:`gpu.outofcore.ahead`; the caller closes it once the run has returned), only
+    C's where ``ring`` streams A's and B's panels through a pinned ring (:mod:`gpu.outofcore.ring`)."""
     if not C.size:
         return
     if not p.k:
@@ -333,8 +338,8 @@ def run(be: Backend, ops: Any, p: OutOfCorePlan, A: Array, B: Array, C: Array,
         C.fill(0)
         return
     try:
-        ops.begin(p, A, B, C, timeline, direct, ahead)
-        for view, writeable in first_uses(p.steps(), A, B, C) if ahead is not None else ():
+        ops.begin(p, A, B, C, timeline, direct, ahead, ring)
+        for view, writeable in first_uses(p.steps(), A, B, C, not ring) if ahead is not None else ():
             ahead.request(view, writeable)
         for step in p.steps():
             if step.load:

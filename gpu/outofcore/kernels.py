@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 import cupy
@@ -56,6 +57,7 @@ from .ops import (
 )
 from .pagelock import LockedRanges
 from .plan import ALL_STAGED, OutOfCorePlan
+from .ring import COUNT, chunk_for
 from .timeline import Timeline
 
 #: Share of the host's available memory the engine may pin.
@@ -133,17 +135,19 @@ class CudaOps(PageLocking):
         free = self.backend.memory_info()[0]
         return min(free, int(host_free * PIN_SHARE)) if any(staged) else free
 
-    def host_bytes(self, plan: OutOfCorePlan, staged: tuple[bool, bool, bool] = ALL_STAGED) -> int:
-        """Host memory the operations allocate: the pinned staging buffers."""
-        return plan.staging_bytes(staged)
+    def host_bytes(self, plan: OutOfCorePlan, staged: tuple[bool, bool, bool] = ALL_STAGED,
+                   ring: bool = False) -> int:
+        """Host memory the operations allocate: the pinned staging buffers, or the ring."""
+        return plan.staging_bytes(staged) + ring * COUNT * chunk_for(0)
 
     def begin(self, plan: OutOfCorePlan, A: Array, B: Array, C: Array, timeline: Timeline | None = None,
-              direct: bool = False, ahead: Ahead | None = None) -> None:
-        """The call's device buffers and pinned staging (none where ``direct`` or ``ahead``: copies from and to
-        the operands' own pages, pageable or locked ahead of them), and no event yet (nothing to wait for);
-        with a time-line, its origin: an event on the idle device, and the host clock once it has passed."""
+              direct: bool = False, ahead: Ahead | None = None, ring: bool = False) -> None:
+        """The call's device buffers and pinned staging (none where ``direct``, ``ahead`` or ``ring``: copies
+        from and to the operands' own pages, pageable or locked ahead of them, or A and B through a small
+        pinned ring, :mod:`gpu.outofcore.ring`), and no event yet (nothing to wait for); with a time-line, its
+        origin: an event on the idle device, and the host clock once it has passed."""
         self.timeline, self.ahead = timeline, ahead
-        direct = direct or ahead is not None
+        direct = direct or ahead is not None or ring
         if timeline is not None:
             self.origin = self.compute_stream.record()
             self.origin.synchronize()
@@ -152,6 +156,7 @@ class CudaOps(PageLocking):
         self.route = self.staged(A, B, C, direct)
         self.device = Buffers(cupy.empty, plan, A.dtype, layout, plan.c_buffers)
         self.staging = Buffers(pinned_empty, plan, A.dtype, layout, 1, self.route)
+        self.streams(plan, A, B, ring, pinned_empty)
         self.slots = [None] * plan.buffers
         self.loaded: list[Any] = [None] * plan.buffers
         self.consumed: list[Any] = [None] * plan.buffers
@@ -179,12 +184,19 @@ class CudaOps(PageLocking):
         if self.consumed[slot] is not None:
             self.copy_stream.wait_event(self.consumed[slot])     # the slot's last GEMM is done
         views = []
-        for device, x in self.panel_sources(slot, a, b):
-            with self._span("H2D", slot, self.copy_stream):
-                copy_async(device, x, _H2D, self.copy_stream, self.ranges)
+        for device, x, streamed in self.panel_sources(slot, a, b):
+            copy = partial(self._h2d, slot)
+            if streamed:
+                self.stream_panel(device, x, copy, self.copy_stream.record)
+            else:
+                copy(device, x)
             views.append(device)
         self.loaded[slot] = self.copy_stream.record()
         self.slots[slot] = tuple(views)
+
+    def _h2d(self, slot: int, device: Array, x: Array) -> None:
+        with self._span("H2D", slot, self.copy_stream):
+            copy_async(device, x, _H2D, self.copy_stream, self.ranges)
 
     def multiply(self, slot: int, c_slot: int, first: bool, strip: slice | None = None) -> None:
         """The slot's GEMM into C buffer ``c_slot`` (its rows ``strip``) on the compute stream, once its
@@ -268,7 +280,7 @@ class CudaOps(PageLocking):
         for stream in (self.copy_stream, self.compute_stream, self.store_stream):
             stream.synchronize()
         wait(self.pending)
-        self.device = self.staging = self.timeline = self.ahead = None
+        self.device = self.staging = self.timeline = self.ahead = self.ring = None
         self.pending = []
         self.slots, self.loaded, self.consumed, self.stored, self.issued = [], [], [], [], []
-        self.route = ALL_STAGED
+        self.route, self.streamed = ALL_STAGED, (False, False)

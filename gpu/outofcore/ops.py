@@ -42,6 +42,7 @@ layouts the GPU runs, fringes included.
 
 from __future__ import annotations
 
+import functools
 import os
 import statistics
 import time
@@ -56,6 +57,7 @@ from ..backend import Array, Backend, register_ops
 from .ahead import Ahead, copy_segments
 from .pagelock import LockedRanges, extent
 from .plan import ALL_STAGED, OutOfCorePlan
+from .ring import COUNT, Ring, bands, chunk_for
 from .timeline import Timeline
 
 FAMILY = "outofcore"
@@ -212,13 +214,17 @@ class PageLocking:
         return tuple(x is None or not self.pages_locked(*extent(x), writeable)
                      for x, writeable in ((A, False), (B, False), (C, True)))
 
-    def panel_sources(self, slot: int, a: Array, b: Array) -> Iterator[tuple[Array, Array]]:
-        """For panels ``a`` and ``b`` of slot ``slot`` in turn: its device buffer view, and the host array its
-        copy reads (the view itself where the operand is page-locked, else its staging buffer, filled
-        before it is yielded, so that one panel's copy can go while the next is staged). Needs the call's
-        ``route``, ``device`` and ``staging`` buffers, ``pool`` and ``timeline``."""
+    def panel_sources(self, slot: int, a: Array, b: Array) -> Iterator[tuple[Array, Array, bool]]:
+        """For panels ``a`` and ``b`` of slot ``slot`` in turn: its device buffer view, the host array its
+        copy reads (the view itself where the operand is page-locked or streamed, else its staging buffer,
+        filled before it is yielded, so that one panel's copy can go while the next is staged), and whether
+        it goes through the ring band by band (:meth:`stream_panel`). Needs the call's ``route``,
+        ``streamed``, ``device`` and ``staging`` buffers, ``pool`` and ``timeline``."""
         for side, x in enumerate((a, b)):
             device = self.device.panel(side, slot, x.shape)
+            if self.streamed[side]:
+                yield device, x, True
+                continue
             if self.ahead is not None:
                 self.ahead.wait(x)
             if self.route[side]:
@@ -226,7 +232,34 @@ class PageLocking:
                 with host_span(self.timeline, "staging", slot):
                     stage(self.pool, staged, x)
                 x = staged
-            yield device, x
+            yield device, x, False
+
+    def stream_panel(self, device: Array, x: Array, copy: Callable[[Array, Array], None],
+                     fence: Callable[[], Any]) -> None:
+        """Host view ``x`` into ``device`` band by band through the call's ring (:mod:`gpu.outofcore.ring`):
+        each band staged into the next free buffer, then ``copy(device band, buffer)``; the buffer is free
+        again once ``fence()`` (taken right after the copy) has passed."""
+        order = order_of(x)
+        for key in bands(x.shape, x.itemsize, order, self.ring.chunk):
+            index, flat = self.ring.take()
+            staged = packed(flat, x[key].shape, order)
+            with host_span(self.timeline, "staging", index):
+                stage(self.pool, staged, x[key])
+            copy(device[key], staged)
+            self.ring.fence(index, fence())
+
+    def streams(self, plan: OutOfCorePlan, A: Array, B: Array, ring: bool, empty: Callable[[int, Any], Any]
+                ) -> None:
+        """Set ``streamed`` (A and B go through a ring: where ``ring`` and their pages are not locked) and
+        make the call's ``ring`` of ``empty`` buffers where one does, each buffer at least one line of
+        either panel."""
+        self.streamed = tuple(ring and not self.pages_locked(*extent(x)) for x in (A, B))
+        if not any(self.streamed):
+            self.ring = None
+            return
+        (rows, cols), w = plan.block, plan.panel
+        lines = [(s[1] if order_of(x) == "C" else s[0]) * x.itemsize for x, s in ((A, (rows, w)), (B, (w, cols)))]
+        self.ring = Ring(empty, chunk_for(max(lines)), A.dtype)
 
     def store_target(self, c: Array, strip: slice | None) -> Array:
         """Where a finished block's (or strip's) copy from the device lands: the C staging buffer, or ``c``
@@ -260,33 +293,42 @@ class HostOps(PageLocking):
         in the same memory."""
         return host_free // 2
 
-    def host_bytes(self, plan: OutOfCorePlan, staged: tuple[bool, bool, bool] = ALL_STAGED) -> int:
-        """Host memory the operations allocate: the "device" buffers and the staging buffers."""
-        return plan.device_bytes + plan.staging_bytes(staged)
+    def host_bytes(self, plan: OutOfCorePlan, staged: tuple[bool, bool, bool] = ALL_STAGED,
+                   ring: bool = False) -> int:
+        """Host memory the operations allocate: the "device" buffers, the staging buffers and the ring."""
+        return plan.device_bytes + plan.staging_bytes(staged) + ring * COUNT * chunk_for(0)
 
     def begin(self, plan: OutOfCorePlan, A: Array, B: Array, C: Array, timeline: Timeline | None = None,
-              direct: bool = False, ahead: Ahead | None = None) -> None:
+              direct: bool = False, ahead: Ahead | None = None, ring: bool = False) -> None:
         """The call's "device" buffers and their staging twins (one C staging buffer: see ``store``; none where
-        ``direct`` or ``ahead``)."""
+        ``direct`` or ``ahead``), and the ring A and B are streamed through where ``ring``."""
         self.timeline, self.ahead = timeline, ahead
-        direct = direct or ahead is not None
+        direct = direct or ahead is not None or ring
         if timeline is not None:
             timeline.start()
         layout = orders(A, B, C)
         self.route = self.staged(A, B, C, direct)
         self.device = Buffers(np.empty, plan, A.dtype, layout, plan.c_buffers)
         self.staging = Buffers(np.empty, plan, A.dtype, layout, 1, self.route)
+        self.streams(plan, A, B, ring, np.empty)
         self.slots = [None] * plan.buffers
 
     def load(self, slot: int, a: Array, b: Array) -> None:
         """Panels ``a`` and ``b`` into slot ``slot``: host view -> staging -> "device", as on the GPU (host
-        view -> "device" for a page-locked operand)."""
+        view -> "device" for a page-locked operand; band by band through the ring for a streamed one)."""
         views = []
-        for device, x in self.panel_sources(slot, a, b):
-            with host_span(self.timeline, "H2D", slot):
-                copy_lines(device, x, self.ranges)
+        for device, x, streamed in self.panel_sources(slot, a, b):
+            copy = functools.partial(self._h2d, slot)
+            if streamed:
+                self.stream_panel(device, x, copy, lambda: None)
+            else:
+                copy(device, x)
             views.append(device)
         self.slots[slot] = tuple(views)
+
+    def _h2d(self, slot: int, device: Array, x: Array) -> None:
+        with host_span(self.timeline, "H2D", slot):
+            copy_lines(device, x, self.ranges)
 
     def multiply(self, slot: int, c_slot: int, first: bool, strip: slice | None = None) -> None:
         """C buffer ``c_slot`` (its rows ``strip``) = (``first``) or += the product of the slot's panels."""
@@ -334,10 +376,10 @@ class HostOps(PageLocking):
 
     def release(self) -> None:
         """Drop the call's buffers (also after an error)."""
-        self.device = self.staging = self.timeline = self.ahead = None
+        self.device = self.staging = self.timeline = self.ahead = self.ring = None
         self.pending = []
         self.slots = []
-        self.route = ALL_STAGED
+        self.route, self.streamed = ALL_STAGED, (False, False)
 
 
 register_ops(FAMILY, "numpy", HostOps)

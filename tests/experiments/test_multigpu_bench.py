@@ -213,7 +213,7 @@ def test_a_page_locking_strategy_is_its_own_series_of_host_rows(run_json, db_pat
         params = [m.params for m in db.measurements("multigpu") if m.method == STEADY]
     assert sorted(p.get("lock_pages", "true") for p in params if p["kind"] == "host") == ["ahead"] * 2 + ["true"] * 2
     assert all("lock_pages" not in p for p in params if p["kind"] == "resident")
-    with pytest.raises(ValueError, match=r"lock_pages must be some of true, reuse, false, ahead, got \['sometimes'\]"):
+    with pytest.raises(ValueError, match=r"lock_pages must be some of true, .*, stream, got \['sometimes'\]"):
         Plan((64,), (1,), locks=("sometimes",))
 
 

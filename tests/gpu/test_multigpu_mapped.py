@@ -392,5 +392,5 @@ def test_block_tasks_lock_pages_a_product_reuses(client, tmp_path, assert_produc
     assert all(r["staged"] == [False] * 3 for r in second.reports()), "the same ranges again: locked"
     assert_product(np.load(tmp_path / "c.npy"), A0, B0)
     client.run(mapped.release)
-    with pytest.raises(ValueError, match="lock_pages must be True, False, 'reuse' or 'ahead'"):
+    with pytest.raises(ValueError, match="lock_pages must be True, False, 'reuse', 'ahead' or 'stream'"):
         submit(A0, B0, client=client, backend="numpy", lock_pages="sometimes")
