@@ -177,8 +177,8 @@ class CudaOps(PageLocking):
 
     def load(self, slot: int, a: Array, b: Array) -> None:
         """Stage panels ``a`` and ``b`` into the slot's pinned buffers (a page-locked operand's panel is not
-        staged), then copy them to its device buffers on the copy stream once the slot's last GEMM is
-        done."""
+        staged; a streamed one goes band by band through the ring), then copy them to its device buffers on
+        the copy stream once the slot's last GEMM is done."""
         if self.loaded[slot] is not None and any(self.route[:2]):
             self.loaded[slot].synchronize()          # the slot's staging has reached the device: free
         if self.consumed[slot] is not None:
