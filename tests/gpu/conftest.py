@@ -154,6 +154,20 @@ def npy():
     return _npy
 
 
+@pytest.fixture
+def mapped_files(tmp_path, client):
+    """``mapped_files(m, k, n, seed)``: A0 and B0 drawn, their mapped .npy files A and B, and a writeable mapped
+    ``out`` (m x n), after the workers' kept mappings are let go (their pages unlocked)."""
+    from gpu.multigpu import mapped
+
+    def make(m, k, n, seed):
+        client.run(mapped.release)
+        A0, B0 = _dask_operands(m, k, n, seed=seed)
+        out = np.lib.format.open_memmap(tmp_path / "c.npy", mode="w+", dtype=np.float64, shape=(m, n))
+        return A0, B0, _npy(tmp_path / "a.npy", A0), _npy(tmp_path / "b.npy", B0), out
+    return make
+
+
 # --- the NaN checks beside the products (test_outofcore_gate.py, test_multigpu_mapped.py) ------------------
 
 @pytest.fixture

@@ -138,16 +138,12 @@ def test_a_piece_that_fails_to_lock_is_read_in_place_all_the_same(monkeypatch):
     assert not any(a in refuse for a, _, _ in ranges.order)
 
 
-def test_dask_tasks_lock_ahead_and_keep_the_pieces_with_the_mappings(client, tmp_path, assert_product, operands,
-                                                                    npy):
+def test_dask_tasks_lock_ahead_and_keep_the_pieces_with_the_mappings(client, assert_product, mapped_files):
     from gpu.multigpu import mapped
     from gpu.multigpu.dask_matmul import matmul as dask_matmul
-    client.run(mapped.release)
-    A0, B0 = operands(40, 30, 50, seed=21)
-    A, B = npy(tmp_path / "a.npy", A0), npy(tmp_path / "b.npy", B0)
-    out = np.lib.format.open_memmap(tmp_path / "c.npy", mode="w+", dtype=np.float64, shape=(40, 50))
+    A0, B0, A, B, out = mapped_files(40, 30, 50, seed=21)
     dask_matmul(A, B, client=client, block=(20, 50), backend="numpy", out=out, lock_pages="ahead", panel=8)
-    assert_product(np.load(tmp_path / "c.npy"), A0, B0)
+    assert_product(np.load(out.filename), A0, B0)
     assert HOST_RANGES.ranges, "kept with the worker's mappings"
     client.run(mapped.release)
     assert not HOST_RANGES.ranges, "unlocked when the mappings go"

@@ -125,16 +125,12 @@ def test_the_ring_is_the_host_memory_a_streamed_product_asks_for(monkeypatch):
                           A @ B)
 
 
-def test_dask_tasks_stream_a_and_b_and_keep_only_c_locked_with_the_mappings(client, tmp_path, assert_product,
-                                                                             operands, npy):
+def test_dask_tasks_stream_a_and_b_and_keep_only_c_locked_with_the_mappings(client, assert_product, mapped_files):
     from gpu.multigpu import mapped
     from gpu.multigpu.dask_matmul import matmul as dask_matmul
-    client.run(mapped.release)
-    A0, B0 = operands(40, 30, 50, seed=22)
-    A, B = npy(tmp_path / "a.npy", A0), npy(tmp_path / "b.npy", B0)
-    out = np.lib.format.open_memmap(tmp_path / "c.npy", mode="w+", dtype=np.float64, shape=(40, 50))
+    A0, B0, A, B, out = mapped_files(40, 30, 50, seed=22)
     dask_matmul(A, B, client=client, block=(20, 50), backend="numpy", out=out, lock_pages="stream", panel=8)
-    assert_product(np.load(tmp_path / "c.npy"), A0, B0)
+    assert_product(np.load(out.filename), A0, B0)
     spans = HOST_RANGES.spans()
     assert len(spans) == 1, "C's piece kept with the worker's mapping of C, A's and B's never locked"
     client.run(mapped.release)
