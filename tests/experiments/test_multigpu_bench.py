@@ -275,3 +275,15 @@ def test_sigterm_interrupts_a_command_as_ctrl_c_does(capsys, db_path, monkeypatc
     assert main(["multigpu", "--backend", "numpy", "--sizes", "32", "--workers", "1", "--db", str(db_path)]) == 130
     assert "interrupted" in capsys.readouterr().err
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_operands_are_drawn_in_bands_that_do_not_depend_on_the_threads(monkeypatch):
+    monkeypatch.setattr(bench, "FILL_BAND", 1000)
+    draws = []
+    for threads in (1, 3):
+        monkeypatch.setattr(bench, "FILL_THREADS", threads)
+        x = np.full((70, 50), -1.0)
+        bench.fill_uniform(x, np.random.SeedSequence(5))
+        draws.append(x)
+    assert np.array_equal(*draws) and 0 <= draws[0].min() and draws[0].max() < 1
+    assert len(np.unique(draws[0])) == draws[0].size, "every band its own stream"
