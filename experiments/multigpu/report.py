@@ -4,8 +4,9 @@ steady speed-up over one worker, and the one-shot time over the steady one; the 
 Rows: method ``oneshot`` (the first product in a new cluster, operands in place: host memory, or already on
 the workers for ``resident``), ``steady`` (the median of the products after it, in the same cluster) and
 ``timeline`` (one more product, its task stream's spans in the meta), at
-parameters (n, kind, workers, regime, and protocol where not TCP). A row's ``kind`` names its setting: the
-kind, and the protocol where not TCP (``"resident over ucx"``), so that each setting is its own series. On CPU
+parameters (n, kind, workers, regime, and protocol, ``lock_pages`` and output where not TCP, ``true`` and a new
+C). A row's ``kind`` names its setting: the kind, then those three where not the default (``"resident over ucx"``,
+``"host, lock_pages=ahead, C filled"``), so that each setting is its own series. On CPU
 workers (threads of one process sharing its cores) the times describe the machinery, not a speed-up: the checks
 are judged on GPU workers only.
 """
