@@ -56,8 +56,6 @@ SHARED_MODES = frozenset({"r", "r+", "w+"})
 MAX_MAPPINGS = 8
 
 _LOCK = threading.Lock()
-#: What this process has spent making its mappings' pages ready (see :func:`first_touch`).
-_COSTS = {"populate_s": 0.0, "populate_bytes": 0, "lock_s": 0.0, "lock_bytes": 0}
 
 
 class PageLocker(Protocol):
@@ -130,12 +128,12 @@ def _mapping(path: str, writeable: bool, lo: int = 0, hi: int = 0, locker: PageL
             start, began = lo - lo % mmap.PAGESIZE, time.perf_counter()
             populate(kept.region, kept.address, start, hi, writeable)
             kept.populated.append((lo, hi))
-            _count("populate", began, hi - start)
+            lock_ahead.count("populate", time.perf_counter() - began, hi - start)
         fresh = locker is not None and hi > lo and not locker.pages_locked(kept.address + lo, hi - lo, writeable)
         began = time.perf_counter()
         locked = locker is not None and hi > lo and locker.lock_pages(kept.address + lo, hi - lo, writeable)
         if locked and fresh:
-            _count("lock", began, hi - lo)
+            lock_ahead.count("lock", time.perf_counter() - began, hi - lo)
         if locked and locker not in kept.lockers:
             kept.lockers.append(locker)
         return kept.region
@@ -153,21 +151,13 @@ def populate(region: mmap.mmap, address: int, start: int, stop: int, writeable: 
     lock_ahead.populate_range(address + start, stop - start, writeable)
 
 
-def _count(what: str, began: float, nbytes: int) -> None:
-    _COSTS[f"{what}_s"] += time.perf_counter() - began
-    _COSTS[f"{what}_bytes"] += nbytes
-
-
 def first_touch() -> dict[str, float]:
     """What this process has spent, since it started, making its mappings' pages ready for the device: seconds
     and bytes of mapping them in (``madvise`` populate) and of page-locking them (ranges not locked before). A
     product's first call pays these and its later calls do not, so a benchmark reads them from every worker
-    (``client.run(first_touch)``) to split a one-shot product's time."""
-    with _LOCK:
-        spent = dict(_COSTS)
-    for name, value in lock_ahead.costs().items():
-        spent[name] += value
-    return spent
+    (``client.run(first_touch)``) to split a one-shot product's time. The engine's pieces locked ahead
+    (:mod:`gpu.outofcore.ahead`) count in the same table."""
+    return lock_ahead.costs()
 
 
 @dataclass(frozen=True)

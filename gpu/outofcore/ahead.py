@@ -86,13 +86,14 @@ def populate_range(address: int, nbytes: int, writeable: bool, pool: Executor | 
 
 
 def costs() -> dict[str, float]:
-    """Seconds and bytes this process has spent populating and locking pieces (off the copies' path: the
-    products overlap them)."""
+    """Seconds and bytes this process has spent populating and locking pages: the pieces locked ahead here,
+    and the ranges :mod:`gpu.multigpu.mapped` maps in and locks whole (:func:`count`)."""
     with _COSTS_LOCK:
         return dict(_COSTS)
 
 
-def _count(what: str, seconds: float, nbytes: int) -> None:
+def count(what: str, seconds: float, nbytes: int) -> None:
+    """Add ``seconds`` and ``nbytes`` of ``what`` (``"populate"`` or ``"lock"``) to this process's :func:`costs`."""
     with _COSTS_LOCK:
         _COSTS[f"{what}_s"] += seconds
         _COSTS[f"{what}_bytes"] += nbytes
@@ -216,12 +217,12 @@ class Ahead:
             with self._span("mapping", tag):
                 done = populate_range(p[0], p[1] - p[0], writeable, self._mapper)
             if done:
-                _count("populate", time.perf_counter() - t0, p[1] - p[0])
+                count("populate", time.perf_counter() - t0, p[1] - p[0])
         t0 = time.perf_counter()
         with self._span("locking", tag):
             locked = self.ranges.lock(p[0], p[1] - p[0], writeable)
         if locked:
-            _count("lock", time.perf_counter() - t0, p[1] - p[0])
+            count("lock", time.perf_counter() - t0, p[1] - p[0])
             self._fresh.append(p)
 
     def close(self) -> None:
