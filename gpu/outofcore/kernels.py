@@ -57,7 +57,7 @@ from .ops import (
 )
 from .pagelock import LockedRanges
 from .plan import ALL_STAGED, OutOfCorePlan
-from .ring import COUNT, chunk_for
+from .ring import ring_bytes
 from .timeline import Timeline
 
 #: Share of the host's available memory the engine may pin.
@@ -138,7 +138,7 @@ class CudaOps(PageLocking):
     def host_bytes(self, plan: OutOfCorePlan, staged: tuple[bool, bool, bool] = ALL_STAGED,
                    ring: bool = False) -> int:
         """Host memory the operations allocate: the pinned staging buffers, or the ring."""
-        return plan.staging_bytes(staged) + ring * COUNT * chunk_for(0)
+        return plan.staging_bytes(staged) + ring * ring_bytes()
 
     def begin(self, plan: OutOfCorePlan, A: Array, B: Array, C: Array, timeline: Timeline | None = None,
               direct: bool = False, ahead: Ahead | None = None, ring: bool = False) -> None:
@@ -183,9 +183,8 @@ class CudaOps(PageLocking):
             self.loaded[slot].synchronize()          # the slot's staging has reached the device: free
         if self.consumed[slot] is not None:
             self.copy_stream.wait_event(self.consumed[slot])     # the slot's last GEMM is done
-        views = []
+        views, copy = [], partial(self._h2d, slot)
         for device, x, streamed in self.panel_sources(slot, a, b):
-            copy = partial(self._h2d, slot)
             if streamed:
                 self.stream_panel(device, x, copy, self.copy_stream.record)
             else:

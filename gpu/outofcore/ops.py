@@ -57,7 +57,7 @@ from ..backend import Array, Backend, register_ops
 from .ahead import Ahead, copy_segments
 from .pagelock import LockedRanges, extent
 from .plan import ALL_STAGED, OutOfCorePlan
-from .ring import COUNT, Ring, bands, chunk_for
+from .ring import Ring, bands, chunk_for, ring_bytes
 from .timeline import Timeline
 
 FAMILY = "outofcore"
@@ -296,7 +296,7 @@ class HostOps(PageLocking):
     def host_bytes(self, plan: OutOfCorePlan, staged: tuple[bool, bool, bool] = ALL_STAGED,
                    ring: bool = False) -> int:
         """Host memory the operations allocate: the "device" buffers, the staging buffers and the ring."""
-        return plan.device_bytes + plan.staging_bytes(staged) + ring * COUNT * chunk_for(0)
+        return plan.device_bytes + plan.staging_bytes(staged) + ring * ring_bytes()
 
     def begin(self, plan: OutOfCorePlan, A: Array, B: Array, C: Array, timeline: Timeline | None = None,
               direct: bool = False, ahead: Ahead | None = None, ring: bool = False) -> None:
@@ -316,9 +316,8 @@ class HostOps(PageLocking):
     def load(self, slot: int, a: Array, b: Array) -> None:
         """Panels ``a`` and ``b`` into slot ``slot``: host view -> staging -> "device", as on the GPU (host
         view -> "device" for a page-locked operand; band by band through the ring for a streamed one)."""
-        views = []
+        views, copy = [], functools.partial(self._h2d, slot)
         for device, x, streamed in self.panel_sources(slot, a, b):
-            copy = functools.partial(self._h2d, slot)
             if streamed:
                 self.stream_panel(device, x, copy, lambda: None)
             else:

@@ -63,3 +63,9 @@ class Ring:
 def chunk_for(line_bytes: int) -> int:
     """The buffer size: :data:`CHUNK`, or one line where a line is larger."""
     return max(CHUNK, line_bytes)
+
+
+def ring_bytes() -> int:
+    """The host memory of a ring of :data:`COUNT` buffers of :data:`CHUNK` bytes (what a plan's memory check
+    counts for it)."""
+    return COUNT * CHUNK
