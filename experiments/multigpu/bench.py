@@ -49,7 +49,7 @@ from ..core.registry import Context, experiment
 from ..core.summary import Summary
 from ..core.sweep import group_sweep
 from .points import LOCKS, PLANS, Plan, Point, fitting, point_params
-from .report import EXPERIMENT, ONESHOT, STEADY, TIMELINE, MultigpuRow, multigpu_rows, multigpu_summary, setting
+from .report import EXPERIMENT, ONESHOT, STEADY, TIMELINE, MultigpuRow, multigpu_rows, multigpu_summary
 
 SAMPLES, FEW, SLOW_S = 10, 3, 5.0
 SEED = 11
@@ -229,7 +229,7 @@ def measure_point(ctx: Context, files: OperandFiles, point: Point) -> int:
     """A new cluster, the operands in place (``files``), the one shot (checked) and the steady samples; rows
     stored."""
     be = ctx.backend
-    where = f"N = {point.n}, {setting(point.kind, point.protocol, point.lock, point.output)}, {point.workers} workers"
+    where = f"N = {point.n}, {point.setting}, {point.workers} workers"
     A, B, out = files.get(point.n, point.output == "filled")
     cluster, client = new_cluster(be, point.workers, point.protocol)
     with cluster, client:
@@ -297,8 +297,8 @@ def run_points(ctx: Context, points: Sequence[Point], left_out: Sequence[str]) -
     """Measure (or resume) the points, each stored as soon as measured; the counts and their stored rows."""
     with OperandFiles(4 if any(p.output == "filled" for p in points) else 3) as files:
         outcome = group_sweep(ctx, EXPERIMENT, points, partial(stored, ctx), partial(measure_point, ctx, files),
-                              lambda p: f"N={p.n} {setting(p.kind, p.protocol, p.lock, p.output)} x{p.workers}")
-    wanted = {(p.n, setting(p.kind, p.protocol, p.lock, p.output), p.workers) for p in points}
+                              lambda p: f"N={p.n} {p.setting} x{p.workers}")
+    wanted = {(p.n, p.setting, p.workers) for p in points}
     rows = [r for r in multigpu_rows(ctx.db, ctx.env_key, ctx.regime) if (r.n, r.kind, r.workers) in wanted]
     sizes = ", ".join(str(n) for n in sorted({p.n for p in points}))
     workers = ", ".join(str(w) for w in sorted({p.workers for p in points}))

@@ -36,14 +36,17 @@ def _arguments(p: argparse.ArgumentParser) -> None:
                         "product) or filled (written before, as an existing output's are)")
 
 
+def _listed(text: str) -> tuple[str, ...]:
+    """A comma-separated option's names (an empty one is refused by :class:`Plan`)."""
+    return tuple(k.strip() for k in text.split(",") if k.strip())
+
+
 @command("multigpu", options=MEASURING, arguments=_arguments)
 def cmd_multigpu(args: argparse.Namespace, db_path: Path) -> int:
     backend = get_backend(args.backend)
     default = PLANS[(backend.name, False)]
     plan = Plan(tuple(args.sizes or default.sizes), tuple(args.workers or default.workers),
-                tuple(k.strip() for k in args.kinds.split(",") if k.strip()), protocol(backend, args.protocol),
-                tuple(k.strip() for k in args.lock_pages.split(",") if k.strip()),
-                tuple(k.strip() for k in args.outputs.split(",") if k.strip()))
+                _listed(args.kinds), protocol(backend, args.protocol), _listed(args.lock_pages), _listed(args.outputs))
     points, left_out = fitting(backend, plan)
     with measuring_run(args, db_path, backend) as ctx:
         counts, rows = run_points(ctx, points, left_out)

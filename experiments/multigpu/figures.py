@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from ..core.database import ResultsDB
 from ..core.plotting import SMALL, finish, panel_devices, panel_grid, panel_title, series_styles, shared_legend
 from ..core.registry import figure
-from .report import EXPERIMENT, ONESHOT, STEADY, by_point, multigpu_rows, timelines
+from .report import EXPERIMENT, ONESHOT, STEADY, by_point, kind_of, multigpu_rows, timelines
 
 NAME = "multigpu-speedup"
 
@@ -28,7 +28,7 @@ def render_speedup(db: ResultsDB) -> Figure | None:
         return None
     keys = list(dict.fromkeys(p[0] for p in panels))
     devices = panel_devices(db, keys, [EXPERIMENT])
-    settings = sorted({r.kind for p in panels for r in p[2]}, key=lambda s: (s.split()[0] != "host", s))
+    settings = sorted({r.kind for p in panels for r in p[2]}, key=lambda s: (kind_of(s) != "host", s))
     series = [(kind, mode) for kind in settings for mode in (STEADY, ONESHOT)]
     styles = series_styles(series)
     body, axes = panel_grid(len(panels))

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 from gpu.backend import Backend
 
+from .report import setting
+
 KINDS = ("host", "resident")
 PROTOCOLS = ("auto", "tcp", "ucx")
 #: Page-locking strategies by name, as ``lock_pages`` takes them.
@@ -43,6 +45,11 @@ class Point:
     protocol: str = "tcp"
     lock: str = "true"
     output: str = "new"
+
+    @property
+    def setting(self) -> str:
+        """The point's setting as its rows name it (:func:`experiments.multigpu.report.setting`)."""
+        return setting(self.kind, self.protocol, self.lock, self.output)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,11 @@ def setting(kind: str, protocol: str = "tcp", lock: str = "true", output: str = 
     return named if output == "new" else f"{named}, C {output}"
 
 
+def kind_of(named: str) -> str:
+    """The kind of operands a setting (:func:`setting`) names: its first word."""
+    return named.split()[0].rstrip(",")
+
+
 def _setting(params: dict[str, Any]) -> str:
     return setting(params["kind"], params.get("protocol", "tcp"), params.get("lock_pages", "true"),
                    params.get("output", "new"))
@@ -128,10 +133,10 @@ def checks(rows: Sequence[MultigpuRow]) -> list[Check]:
     ns, settings = sorted({r.n for r in rows}), sorted({r.kind for r in rows})
 
     def of(kind: str) -> list[str]:
-        return [s for s in settings if s.split()[0].rstrip(",") == kind]
+        return [s for s in settings if kind_of(s) == kind]
 
     def label(n: int, where: str) -> str:
-        return f"N = {n}" + where[len(where.split()[0].rstrip(",")):]
+        return f"N = {n}" + where[len(kind_of(where)):]
     host = [(label(n, s), v) for s in of("host") for n in ns if (v := speedup(points, n, s, 4)) is not None]
     resident = [(label(n, s), v) for s in of("resident") for n in ns if (v := speedup(points, n, s, 4)) is not None]
     shots = [(label(n, s), m[ONESHOT].time_s / m[STEADY].time_s) for s in of("host") for n in ns
