@@ -123,6 +123,7 @@ def _operand(x: Any, name: str) -> Any:
 #: The ``lock_pages`` values whose pages the engine locks itself, beside its products, and its ``staging`` for each.
 AHEAD = {"ahead": "lock", "stream": "stream"}
 
+
 def _block_product(a: np.ndarray | MappedMatrix, b: np.ndarray | MappedMatrix, out: MappedMatrix | None, *,
                    backend: str, options: dict[str, Any], lock_pages: bool | str = "ahead",
                    report: bool = False) -> np.ndarray | None:
