@@ -43,10 +43,6 @@ class Ring:
         self.fences: list[Any] = [None] * count
         self.next = 0
 
-    @property
-    def nbytes(self) -> int:
-        return sum(b.nbytes for b in self.buffers)
-
     def take(self) -> tuple[int, Any]:
         """The next buffer (its index and flat array), once what last read it is done."""
         index, self.next = self.next, (self.next + 1) % len(self.buffers)
