@@ -91,6 +91,14 @@ def _operands(m, k, n, seed):
     return rng.uniform(-1, 1, (m, k)), np.asfortranarray(rng.uniform(-1, 1, (k, n)))
 
 
+def _own_pages(x):
+    """``x`` copied into pages of its own: small heap arrays may share a page, and a lock covers whole pages."""
+    order = "F" if x.flags.f_contiguous and not x.flags.c_contiguous else "C"
+    out = np.ndarray(x.shape, x.dtype, buffer=mmap.mmap(-1, max(1, x.nbytes)), order=order)
+    out[...] = x
+    return out
+
+
 def _lanes(backend, p, A, B, C):
     line = Timeline()
     run(backend, backend.ops("outofcore"), p, A, B, C, line)
@@ -138,8 +146,7 @@ def test_page_locked_operands_need_no_staging_memory():
 
 
 def test_only_a_writeable_lock_lets_the_device_write_c():
-    A, B = _operands(8, 6, 4, seed=5)
-    C = np.empty((8, 4))
+    A, B, C = (_own_pages(x) for x in (*_operands(8, 6, 4, seed=5), np.empty((8, 4))))
     ops = get_backend("numpy").ops("outofcore")
     C.flags.writeable = False
     with page_locked(C, backend="numpy"):
