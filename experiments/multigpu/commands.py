@@ -27,10 +27,11 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--protocol", choices=PROTOCOLS, default="auto",
                    help="how the workers talk: tcp, or ucx (distributed-ucxx: CUDA IPC between GPUs of one host); "
                         "auto takes ucx on GPU workers where distributed-ucxx is installed")
-    p.add_argument("--lock-pages", default="ahead",
+    p.add_argument("--lock-pages", default="stream",
                    help="how the workers page-lock host operands (lock_pages of gpu.multigpu.dask_matmul.matmul), "
-                        f"some of {','.join(LOCKS)}: ahead (the default) locks pieces beside the products, true "
-                        "locks each range whole first; several are measured side by side")
+                        f"some of {','.join(LOCKS)}: stream (the default) streams A and B through a pinned ring and "
+                        "locks C's pieces beside the products, ahead locks every operand's pieces so, true locks "
+                        "each range whole first; several are measured side by side")
     p.add_argument("--outputs", default="new",
                    help=f"C's file at each one shot, some of {','.join(OUTPUTS)}: new (its pages first touched by the "
                         "product) or filled (written before, as an existing output's are)")

@@ -58,7 +58,7 @@ class Plan:
     workers: tuple[int, ...]
     kinds: tuple[str, ...] = KINDS
     protocol: str = "tcp"
-    locks: tuple[str, ...] = ("ahead",)
+    locks: tuple[str, ...] = ("stream",)
     outputs: tuple[str, ...] = ("new",)
 
     def __post_init__(self) -> None:

@@ -30,13 +30,14 @@ host memory, every GPU streaming its own panels). Each worker also page-locks th
 (:mod:`gpu.outofcore.pagelock`), so that its engine's copies read and write them in place, with no staging
 copy: two workers staging at once got 26-30 GB/s each on the two-H200 machine, against 55 GB/s from locked
 pages. Mapping pages in and locking them are paid once per range and worker, in the first product that
-reads it; by default (``lock_pages="ahead"``) the engine does it piece by piece beside its products
-(:mod:`gpu.outofcore.ahead`) rather than for whole ranges before them (``lock_pages=True``). At N = 65536
-on the two-H200 machine the first product took 13.4 s against 18.7 s (two workers) and 17.4 s against
-26.6 s (one), each one after 5.3 s and 10.7 s either way; into an output whose pages existed, 10.0 s against
-11.7 s on two workers (``results/published/h200/h200x2-multigpu.csv``). ``out=`` likewise: a writeable mapped ``out`` is
-written by each task in place, block by block, and nothing is gathered; any other ``out`` receives the
-gathered blocks.
+reads it; by default (``lock_pages="stream"``) the engine streams A's and B's panels through a small pinned
+ring and locks C's pieces beside its products (:mod:`gpu.outofcore.ring`), and with ``"ahead"`` it locks
+every operand's pieces so (:mod:`gpu.outofcore.ahead`), rather than whole ranges before them
+(``lock_pages=True``). At N = 65536 on the two-H200 machine, two workers' first product took 12.2 s
+streaming, 13.0-13.4 s ahead and 18.7 s locked whole, each one after 5.3-5.5 s; into an output whose pages
+existed, 8.1, 9.5-10.0 and 11.7 s (``results/published/h200/h200x2-multigpu.csv``). ``out=`` likewise: a
+writeable mapped ``out`` is written by each task in place, block by block, and nothing is gathered; any
+other ``out`` receives the gathered blocks.
 
 **Backends.** ``backend`` names the backend on each worker (``"auto"``: CuPy where the worker's GPU is
 usable, NumPy otherwise). :meth:`gpu.backend.Backend.ops` keeps one engine operations object per backend
@@ -125,7 +126,7 @@ AHEAD = {"ahead": "lock", "stream": "stream"}
 
 
 def _block_product(a: np.ndarray | MappedMatrix, b: np.ndarray | MappedMatrix, out: MappedMatrix | None, *,
-                   backend: str, options: dict[str, Any], lock_pages: bool | str = "ahead",
+                   backend: str, options: dict[str, Any], lock_pages: bool | str = "stream",
                    report: bool = False) -> np.ndarray | None:
     """One C block on the worker that runs it: the engine on its row panel of A and column panel of B
     (mapped here where they are handles, and page-locked with ``lock_pages``); written into ``out``'s
@@ -141,8 +142,8 @@ def _block_product(a: np.ndarray | MappedMatrix, b: np.ndarray | MappedMatrix, o
         t0 = time.perf_counter()
         ops = get_backend(backend).ops(OUTOFCORE)
         locker, reuse, ahead = (ops if lock_pages else None), lock_pages == "reuse", lock_pages in AHEAD
+        options.setdefault("staging", AHEAD.get(lock_pages, "pinned"))
         if ahead:
-            options.setdefault("staging", AHEAD[lock_pages])
             options["keep_locked"] = out is not None and all(isinstance(x, MappedMatrix) for x in (a, b))
         a, b = (x.open(locker, reuse, ahead) if isinstance(x, MappedMatrix) else x for x in (a, b))
         c = out.open(locker, reuse, ahead) if out is not None else None
@@ -297,7 +298,7 @@ def _output(out: Any, shape: tuple[int, int], dtype: np.dtype, A: Any, B: Any) -
 
 def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | None = None,
            backend: str = "auto", out: Any = None, workers: str | list[str] | None = None,
-           lock_pages: bool | str = "ahead", report: bool = False, **engine_options: Any) -> BlockProduct:
+           lock_pages: bool | str = "stream", report: bool = False, **engine_options: Any) -> BlockProduct:
     """Start ``A @ B`` on ``client``'s workers (or on ``workers``, some of them) and return its futures
     (see the module notes); every check is made before any block task is sent, but the finite checks of
     mapped operands: they run on the workers beside the block tasks, which write nothing into C before they
@@ -307,10 +308,10 @@ def submit(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | Non
     place (kept with the worker's mappings); ``"reuse"``: only ranges a worker opens a second time (a
     range read once goes through the engine's staging buffers, and a later product finds it locked);
     ``"ahead"``: the engine locks them piece by piece beside its products (``staging="lock"``,
-    :mod:`gpu.outofcore.ahead`), kept locked where all three are mapped; ``"stream"``: the engine stages A's
-    and B's panels through a small pinned ring and locks only C's pieces ahead (``staging="stream"``).
-    ``report``: each task logs where its time went
-    (:meth:`BlockProduct.reports`). ``engine_options`` go to
+    :mod:`gpu.outofcore.ahead`), kept locked where all three are mapped; ``"stream"`` (the default): the
+    engine stages A's and B's panels through a small pinned ring and locks only C's pieces ahead
+    (``staging="stream"``); otherwise the engine stages what is not locked through its pinned buffers.
+    ``report``: each task logs where its time went (:meth:`BlockProduct.reports`). ``engine_options`` go to
     :func:`gpu.outofcore.matmul` on the workers: ``panel``, ``device_memory``, ``buffers``,
     ``check_finite``, ..., and ``device_block`` (the engine's block on the device, not the Dask block)."""
     if lock_pages not in (True, False, "reuse", *AHEAD):
@@ -384,7 +385,7 @@ def _send_blocks(client: Client, product: BlockProduct, owner: dict[tuple[int, i
 
 
 def matmul(A: Any, B: Any, *, client: Client, block: int | tuple[int, int] | None = None, backend: str = "auto",
-           out: Any = None, workers: str | list[str] | None = None, lock_pages: bool | str = "ahead",
+           out: Any = None, workers: str | list[str] | None = None, lock_pages: bool | str = "stream",
            **engine_options: Any) -> np.ndarray:
     """``A @ B``, computed block by block on ``client``'s workers: :func:`submit`, then
     :meth:`BlockProduct.result`. A and B are NumPy arrays (views of mapped files are read by the workers

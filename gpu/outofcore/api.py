@@ -60,6 +60,16 @@ HEADROOM = 0.9
 OVERLAP_FINITE_BYTES = 2**26
 #: The ways pageable operands reach the device (see :class:`Options`).
 STAGING = ("auto", "pinned", "direct", "lock", "stream")
+#: A's and B's bytes (together) from which ``staging="auto"`` streams rather than locks (see :class:`Options`):
+#: between the measured 17.2 GB, where locking was ahead, and 38.7 GB, where streaming was.
+STREAM_FROM = 24 * 2**30
+
+
+def staging_for(staging: str, A: np.ndarray, B: np.ndarray) -> str:
+    """``staging`` with ``"auto"`` resolved for operands A and B (see :class:`Options`)."""
+    if staging != "auto":
+        return staging
+    return "stream" if A.nbytes + B.nbytes >= STREAM_FROM else "lock"
 
 
 def _device_memory(value: Any, ops: Any, host_free: int, staged: tuple[bool, bool, bool]) -> int:
@@ -88,12 +98,14 @@ class Options:
     panels band by band through a small pinned ring (:mod:`gpu.outofcore.ring`) and locks C's pieces ahead;
     those two unlock what they locked when the call ends unless ``keep_locked`` (memory whose lifetime the
     caller manages and that no other code copies to or from a device: a copy across two pieces fails);
-    ``"auto"`` direct on a plan's first call where the whole product is one block, pinned otherwise: pinned
-    staging is for operands read again.
-    On the H200 (``results/published/h200/h200-outofcore-staging.json``), one-block products at N = 4096,
-    8192 and 16384 took 0.33, 0.65 and 1.63 s for a first call direct against 0.71, 1.02 and 3.13 s pinned
-    (the pinned buffers' allocation), and 0.11, 0.43 and 1.5 s a repeat direct against 0.055, 0.10 and 0.32 s
-    pinned; products of several blocks were not measured direct."""
+    ``"auto"`` (the default) locks ahead, or streams where A and B together hold :data:`STREAM_FROM` bytes
+    or more. On one H200 of ``nvidia-h200-x2``, a first call then later ones took, in s, at N = 16384, 32768,
+    49152 and 65536: ``"lock"`` 0.55/0.44, 1.90/1.87, 5.64/5.53, 13.6/13.8; ``"stream"`` 0.79/0.54,
+    2.11/1.76, 5.18/5.13, 12.0/11.8; ``"direct"`` on a first call, then ``"pinned"`` (allocating its buffers
+    on the second call), 5.99/7.23/1.42 at 32768, 11.8/23.0/4.90 and 25.0/41.2 (the toolkit's default until
+    then; ``results/published/h200/h200-outofcore-first-call.json``, section ``stream_1007efa``). Pinned
+    staging gets ahead only from the third call on, and ``"lock"`` with ``keep_locked`` repeats faster still
+    (1.36 s at N = 32768 on ``nvidia-h200``)."""
 
     block: int | tuple[int, int] | None = None
     panel: int | None = None
@@ -145,9 +157,10 @@ class Plan(MatmulPlan):
                  "hbm_bytes_per_s": o.hbm_bytes_per_s}
         self.rates = given if any(v is not None for v in given.values()) else rates.from_profile(
             backend_profile(self.device))
-        self.backend, self.stream, self._runs = host, None, 0
+        self.backend, self.stream = host, None
+        self.staging = staging_for(o.staging, A, B)
         self.schedule = self._decide(A, B, out)
-        self._require(self.schedule, self._staged(A, B, out, self.schedule), out is None)
+        self._require(self.schedule, self._staged(A, B, out), out is None)
         self.signature = operand_signature(host, A, B, out)
 
     def execute(self, A: np.ndarray, B: np.ndarray, out: np.ndarray | None = None, *,
@@ -179,32 +192,27 @@ class Plan(MatmulPlan):
         ahead = Ahead(self.ops.ranges, self.options.keep_locked, timeline=timeline) if self._locks_ahead() else None
         try:
             with finite_gate(self.backend, self.options.check_finite, A, B, before_write) as gate:
-                run(self.device, self.ops, p, A, B, C, timeline, gate, self._direct(p), ahead, self._streams())
+                run(self.device, self.ops, p, A, B, C, timeline, gate, self._direct(), ahead, self._streams())
         finally:
             if ahead is not None:
                 ahead.close()
                 if out is None and ahead.keep:           # a C made here is not the caller's to keep locked
                     self.ops.ranges.unlock(*extent(C))
-        self._runs += 1
         return C
 
     def _locks_ahead(self) -> bool:
-        """Whether this call page-locks the operands' pieces ahead of its copies (``staging``, see
-        :class:`Options`)."""
-        return self.options.staging in ("lock", "stream")
+        """Whether a call page-locks the operands' pieces ahead of its copies (:attr:`staging`)."""
+        return self.staging in ("lock", "stream")
 
-    def _direct(self, p: OutOfCorePlan) -> bool:
-        """Whether schedule ``p`` copies pageable operands without staging now, or locks them ahead
-        (``staging``, see :class:`Options`)."""
-        staging = self.options.staging
-        return staging in ("direct", "lock", "stream") or (staging == "auto" and not self._runs and p.grid == (1, 1))
+    def _direct(self) -> bool:
+        """Whether a call copies pageable operands without the pinned staging buffers (:attr:`staging`)."""
+        return self.staging in ("direct", "lock", "stream")
 
     def _streams(self) -> bool:
-        return self.options.staging == "stream"
+        return self.staging == "stream"
 
-    def _staged(self, A: np.ndarray, B: np.ndarray, out: np.ndarray | None,
-                p: OutOfCorePlan) -> tuple[bool, bool, bool]:
-        return self.ops.staged(A, B, out, self._direct(p))
+    def _staged(self, A: np.ndarray, B: np.ndarray, out: np.ndarray | None) -> tuple[bool, bool, bool]:
+        return self.ops.staged(A, B, out, self._direct())
 
     def _decide(self, A: np.ndarray, B: np.ndarray, out: np.ndarray | None) -> OutOfCorePlan:
         """The blocks and panels for the memory free now (see :func:`gpu.outofcore.plan.plan`)."""
@@ -219,12 +227,12 @@ class Plan(MatmulPlan):
         """The kept schedule where the memory it needs is free now; else, where ``device_memory`` was not
         given, one decided again for what is free (kept from then on); else MemoryPlanError."""
         try:
-            self._require(self.schedule, self._staged(A, B, out, self.schedule), out is None)
+            self._require(self.schedule, self._staged(A, B, out), out is None)
         except MemoryPlanError:
             if self.options.device_memory is not None:
                 raise
             fresh = self._decide(A, B, out)
-            self._require(fresh, self._staged(A, B, out, fresh), out is None)
+            self._require(fresh, self._staged(A, B, out), out is None)
             self.schedule = fresh
         return self.schedule
 

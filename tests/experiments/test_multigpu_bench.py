@@ -27,7 +27,7 @@ def test_the_command_stores_both_modes_of_every_point_and_resumes(run_json, db_p
     out = run_json(*argv)
     assert out["summary"]["points measured"] == 4
     found = {(r["kind"], r["workers"], r["method"]) for r in out["rows"]}
-    assert found == {(k, w, m) for k in (AHEAD, "resident") for w in (1, 2) for m in (ONESHOT, STEADY)}
+    assert found == {(k, w, m) for k in (DEFAULT, "resident") for w in (1, 2) for m in (ONESHOT, STEADY)}
     for r in out["rows"]:
         assert r["time_s"] > 0 and r["check_error"] <= 1e-14 and r["backend"] == "numpy"
         assert len(r["samples"]) == (1 if r["method"] == ONESHOT else bench.SAMPLES)
@@ -39,7 +39,7 @@ def test_the_command_stores_both_modes_of_every_point_and_resumes(run_json, db_p
         paths = FIGURES[figures.NAME].render(db, tmp_path) + FIGURES[figures.TIMELINE_NAME].render(db, tmp_path)
         spans = timelines(db, db.env_keys()[0])
     assert [p.suffix for p in paths] == [".png", ".pdf"] * 2 and all(p.stat().st_size > 10_000 for p in paths[::2])
-    assert set(spans) == {(64, k, w) for k in (AHEAD, "resident") for w in (1, 2)}
+    assert set(spans) == {(64, k, w) for k in (DEFAULT, "resident") for w in (1, 2)}
     for (_, _, workers), found in spans.items():
         assert found and {lane for lane, *_ in found} <= set(range(workers)) and min(s[2] for s in found) == 0
         assert {action for _, action, *_ in found} <= {"compute", "transfer"} and all(s[3] >= s[2] for s in found)
@@ -55,7 +55,7 @@ def test_the_command_stores_both_modes_of_every_point_and_resumes(run_json, db_p
 
 
 #: Host rows of the library's default page-locking, as rows name them.
-AHEAD = "host, lock_pages=ahead"
+DEFAULT = "host, lock_pages=stream"
 
 
 def row(kind, workers, method, seconds):
@@ -70,10 +70,10 @@ def test_the_verdict_on_gpu_workers():
     assert resident.met is False and "3.636" in resident.measured
     assert shot.met is True and "1.188" in shot.measured
     assert [c.met for c in checks([r.__class__(**{**r.as_dict(), "backend": "numpy"}) for r in rows])] == [None] * 3
-    named = [row(AHEAD, 1, STEADY, 4.0), row(AHEAD, 4, STEADY, 1.0), row(AHEAD, 4, ONESHOT, 2.0)]
+    named = [row(DEFAULT, 1, STEADY, 4.0), row(DEFAULT, 4, STEADY, 1.0), row(DEFAULT, 4, ONESHOT, 2.0)]
     host, _, shot = checks(rows + named)
-    assert "4.000 at N = 4096, lock_pages=ahead" in host.measured and host.met is True
-    assert "2.000 at N = 4096, lock_pages=ahead" in shot.measured and shot.met is False
+    assert "4.000 at N = 4096, lock_pages=stream" in host.measured and host.met is True
+    assert "2.000 at N = 4096, lock_pages=stream" in shot.measured and shot.met is False
 
 
 def test_a_wrong_product_is_stored_nowhere(capsys, db_path, monkeypatch):
@@ -202,16 +202,16 @@ def test_the_first_task_is_timed_from_the_call():
 
 
 def test_a_page_locking_strategy_is_its_own_series_of_host_rows(run_json, db_path):
-    """``--lock-pages`` (ahead by default) reaches the workers' products, names host rows and their parameters
+    """``--lock-pages`` (stream by default) reaches the workers' products, names host rows and their parameters
     (resident ones keep theirs), and resumes apart from another strategy's rows."""
     argv = ("multigpu", "--backend", "numpy", "--sizes", "64", "--workers", "1,2", "--db", str(db_path))
     run_json(*argv, "--kinds", "host", "--lock-pages", "true")
     out = run_json(*argv)
     assert {(r["kind"], r["workers"]) for r in out["rows"] if r["method"] == STEADY} == {
-        ("host, lock_pages=ahead", 1), ("host, lock_pages=ahead", 2), ("resident", 1), ("resident", 2)}
+        (DEFAULT, 1), (DEFAULT, 2), ("resident", 1), ("resident", 2)}
     with ResultsDB(db_path) as db:
         params = [m.params for m in db.measurements("multigpu") if m.method == STEADY]
-    assert sorted(p.get("lock_pages", "true") for p in params if p["kind"] == "host") == ["ahead"] * 2 + ["true"] * 2
+    assert sorted(p.get("lock_pages", "true") for p in params if p["kind"] == "host") == ["stream"] * 2 + ["true"] * 2
     assert all("lock_pages" not in p for p in params if p["kind"] == "resident")
     with pytest.raises(ValueError, match=r"lock_pages must be some of true, .*, stream, got \['sometimes'\]"):
         Plan((64,), (1,), locks=("sometimes",))
@@ -254,7 +254,7 @@ def test_a_filled_output_is_one_file_written_before_its_first_one_shot(run_json,
     out = run_json("multigpu", "--backend", "numpy", "--sizes", "24", "--workers", "1,2", "--kinds", "host",
                    "--outputs", "new,filled", "--db", str(db_path))
     assert {(r["kind"], r["workers"]) for r in out["rows"] if r["method"] == STEADY} == {
-        (AHEAD, 1), (AHEAD + ", C filled", 1), (AHEAD, 2), (AHEAD + ", C filled", 2)}
+        (DEFAULT, 1), (DEFAULT + ", C filled", 1), (DEFAULT, 2), (DEFAULT + ", C filled", 2)}
     firsts = [ino for i, (ino, _) in enumerate(seen) if i % (bench.SAMPLES + 2) == 0]
     assert firsts[1] == firsts[3] and len({firsts[0], firsts[1], firsts[2]}) == 3
     with ResultsDB(db_path) as db:

@@ -102,20 +102,22 @@ def test_a_kept_decision_that_no_longer_fits_is_made_again(monkeypatch, decision
     assert big.schedule.device_bytes <= 7 * 10**6 // 2
 
 
-def test_staging_is_direct_for_one_block_and_pinned_for_more_by_default_with_the_same_bits():
-    """``staging="auto"`` copies a one-block product straight from its pageable operands on the plan's first call
-    (no staging buffers to allocate), and stages from the second call on and for a product of several blocks;
-    every route sums the same panels in the same order, so C is the same bits."""
+def test_auto_staging_locks_ahead_below_stream_from_and_streams_from_it_with_the_same_bits(monkeypatch):
+    """``staging="auto"`` locks the operands' pieces ahead where A and B together hold less than
+    ``STREAM_FROM`` bytes, and streams A's and B's panels from there; no default staging allocates the
+    pinned buffers. Every route sums the same panels in the same order, so C is the same bits."""
     A, B = operands(300, 200, 260, seed=9)
-    one = Plan(A, B, backend="numpy")
-    several = Plan(A, B, backend="numpy", options=Options(block=100, panel=100))
-    assert one.schedule.grid == (1, 1) and one._direct(one.schedule)
-    assert several.schedule.grid == (3, 3) and not several._direct(several.schedule)
-    assert one.ops.staged(A, B, None, one._direct(one.schedule)) == (False, False, False)
+    small = Plan(A, B, backend="numpy")
+    assert small.staging == "lock" and small._locks_ahead() and not small._streams()
+    assert small.ops.staged(A, B, None, small._direct()) == (False, False, False)
+    monkeypatch.setattr(outofcore_api, "STREAM_FROM", A.nbytes + B.nbytes)
+    large = Plan(A, B, backend="numpy", options=Options(block=100, panel=100))
+    assert large.staging == "stream" and large._streams() and large.schedule.grid == (3, 3)
+    assert Plan(A, B, backend="numpy", options=Options(staging="pinned")).staging == "pinned"
     want = matmul(A, B, backend="numpy", staging="pinned")
-    assert np.array_equal(one.execute(A, B), want) and not one._direct(one.schedule), "pinned once read again"
-    assert np.array_equal(one.execute(A, B), want)
-    for staging in ("auto", "direct"):
+    assert np.array_equal(small.execute(A, B), want)
+    assert np.array_equal(large.execute(A, B), matmul(A, B, backend="numpy", block=100, panel=100, staging="pinned"))
+    for staging in ("auto", "direct", "lock", "stream"):
         assert np.array_equal(matmul(A, B, backend="numpy", staging=staging), want)
     with pytest.raises(ValueError, match="staging must be one of"):
         matmul(A, B, backend="numpy", staging="paged")
@@ -125,7 +127,8 @@ def test_a_given_device_memory_that_no_longer_fits_is_refused(monkeypatch):
     host = get_backend("numpy")
     A, B = operands(300, 300, 300, seed=6)
     monkeypatch.setattr(host, "memory_info", lambda: (10**9, 10**10))
-    plan = Plan(A, B, options=Options(device_memory=2 * 10**6, block=100, panel=50), backend="numpy")
+    plan = Plan(A, B, options=Options(device_memory=2 * 10**6, block=100, panel=50, staging="pinned"),
+                backend="numpy")
     monkeypatch.setattr(host, "memory_info", lambda: (10**6, 10**10))
     with pytest.raises(MemoryPlanError, match="pass out=, a smaller block= or panel="):
         plan.execute(A, B)

@@ -3,7 +3,8 @@
 
 ``PYTHONPATH=$PWD python3 results/published/scripts/outofcore_first_call.py N MODE [REPEATS [VARIANT]]``: MODE a
 ``staging`` of ``gpu.outofcore.matmul``; VARIANT ``default``, ``nopop`` (no madvise populate before locking),
-``piece4g`` / ``piece256m`` (piece size) or ``keep`` (``out`` given and ``keep_locked=True``). Run each line in a new
+``piece4g`` / ``piece256m`` (piece size), ``dm<GiB>`` (``device_memory``: a product of several blocks) or
+``keep`` (``out`` given and ``keep_locked=True``). Run each line in a new
 process (``results/published/h200/h200-outofcore-first-call.json`` holds the runs)."""
 import json
 import sys
@@ -12,7 +13,7 @@ import time
 import numpy as np
 
 from gpu.backend import get_backend
-from gpu.outofcore import Timeline, ahead, matmul
+from gpu.outofcore import PLANS, Timeline, ahead, matmul
 
 n, mode, repeats = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 3
 variant = sys.argv[4] if len(sys.argv) > 4 else "default"
@@ -39,6 +40,8 @@ def fill(rows, cols):
 A, B = fill(n, n), fill(n, n)
 out = np.empty((n, n)) if variant == "keep" else None
 extra = {"keep_locked": True, "out": out} if variant == "keep" else {}
+if variant.startswith("dm"):
+    extra = {"device_memory": int(variant[2:]) * 2**30}
 times, lines, first_spans = [], [], None
 for i in range(1 + repeats):
     line = Timeline() if i < 2 else None
@@ -58,5 +61,6 @@ want = A[rows] @ B
 err = float(np.max(np.abs(C[rows] - want) / np.abs(want).max()))
 print(json.dumps({"n": n, "mode": mode, "variant": variant, "spans": first_spans, "first_s": times[0],
                   "later_s": times[1:], "busy_first": lines[0],
-                  "busy_second": lines[1] if len(lines) > 1 else None, "costs": ahead.costs(), "err": err}),
+                  "busy_second": lines[1] if len(lines) > 1 else None, "costs": ahead.costs(), "err": err,
+                  "grid": [list(p.schedule.grid) for p in PLANS._plans.values()]}),
       flush=True)

@@ -35,7 +35,7 @@ rows = rng.choice(n, 8, replace=False)
 err = float(np.abs(C[rows] - A[rows] @ B).max() / np.abs(A[rows] @ B).max())
 print(json.dumps({"first_s": times[0], "repeats_s": times[1:], "grid": plan.schedule.grid,
                   "block": plan.schedule.block, "panel": plan.schedule.panel,
-                  "direct": plan._direct(plan.schedule), "sampled_rows_max_relative_difference": err}))
+                  "direct": plan._direct(), "sampled_rows_max_relative_difference": err}))
 """
 
 
