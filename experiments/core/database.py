@@ -323,21 +323,23 @@ class ResultsDB:
 
     def import_csv(self, src: str | os.PathLike | TextIO) -> int:
         """Add the rows of an export not already stored (same point and creation time); one new run
-        per environment key. The file is checked whole first and imported in one transaction, so
-        a bad file or row adds nothing. A row older than the stored one of its point goes to history."""
+        per environment recorded (rows of one key measured at different commits keep their own). The
+        file is checked whole first and imported in one transaction, so a bad file or row adds nothing.
+        A row older than the stored one of its point goes to history."""
         name = stream_name(src)
         with open_text(src, "r") as fh:
             rows = read_export(fh, name)
-        run_ids: dict[str, int] = {}
+        run_ids: dict[tuple[str, str], int] = {}
         added = 0
         with self._transaction():
             for rec in rows:
                 pkey = self._import_key(rec, name)
                 if self._exists(rec.experiment, rec.method, rec.env_key, pkey, rec.created_at):
                     continue
-                if rec.env_key not in run_ids:
-                    run_ids[rec.env_key] = self.start_run(f"import {name}", rec.environment, rec.env_key)
-                self._store(run_ids[rec.env_key], rec.experiment, rec.method, pkey, rec.value, rec.unit,
+                run = (rec.env_key, json.dumps(rec.environment, sort_keys=True, default=str))
+                if run not in run_ids:
+                    run_ids[run] = self.start_run(f"import {name}", rec.environment, rec.env_key)
+                self._store(run_ids[run], rec.experiment, rec.method, pkey, rec.value, rec.unit,
                             json.dumps(rec.samples), _dumps(rec.meta), rec.created_at)
                 added += 1
             for run_id in run_ids.values():

@@ -1,7 +1,9 @@
 """Tests for experiments.database: storage, resume checks, latest semantics, CSV round trip."""
 from __future__ import annotations
 
+import csv
 import io
+import json
 import math
 import sqlite3
 import struct
@@ -203,6 +205,27 @@ def test_import_twice_adds_nothing(tmp_path, db):
         assert len(fresh.measurements(latest=False)) == 4
         assert len(fresh.runs()) == n_runs
     assert db.import_csv(io.StringIO(buf.getvalue())) == 0
+
+
+def test_rows_of_one_key_measured_at_two_commits_keep_their_commits_through_an_import(tmp_path, db):
+    """The environment key leaves the commit out (rows of two commits are one series); an import still gives
+    each row the environment it was measured in, so a merged export names every row's code."""
+    for commit, n in (("aaa", 1), ("bbb", 2)):
+        run = db.start_run("c", {**ENV, "git_commit": commit}, "k")
+        db.add(run, "e", "m", {"n": n}, value=float(n), unit="s")
+    buf = io.StringIO()
+    assert db.export_csv(buf) == 2
+    with ResultsDB(tmp_path / "fresh.sqlite") as fresh:
+        assert fresh.import_csv(io.StringIO(buf.getvalue())) == 2
+        again = io.StringIO()
+        fresh.export_csv(again)
+    with ResultsDB(tmp_path / "third.sqlite") as third:
+        third.import_csv(io.StringIO(again.getvalue()))
+        last = io.StringIO()
+        third.export_csv(last)
+    rows = list(csv.DictReader(io.StringIO(last.getvalue())))
+    assert {json.loads(r["params"])["n"]: json.loads(r["environment"])["git_commit"] for r in rows} == {
+        1: "aaa", 2: "bbb"}
 
 
 def test_export_filters_by_experiment(db):
