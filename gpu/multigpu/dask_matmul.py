@@ -74,7 +74,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -83,25 +82,20 @@ from typing import Any
 import dask.array as da
 import numpy as np
 from dask import delayed
-from distributed import Client, Future, get_worker, wait
+from distributed import Client, Future, wait
 
 from .. import outofcore
 from ..backend import BACKENDS, blas, check_output, get_backend, require_host
 from ..backend.checks import matrix
-from ..outofcore.ops import FAMILY as OUTOFCORE
-from ..outofcore.timeline import LANES, Timeline, busy
 from . import finite, mapped
 from .grid import block_sides, check_task_count, process_grid
 from .mapped import MappedMatrix
+from .worker import AHEAD, REPORT_TOPIC, block_product
 
 #: Engine options forwarded to :func:`gpu.outofcore.matmul` (``device_block`` is its ``block``).
 ENGINE_OPTIONS = tuple(p for p in inspect.signature(outofcore.matmul).parameters if p not in
                        ("A", "B", "out", "block", "backend", "timeline", "before_write", "keep_locked")) + (
     "device_block",)
-#: Topic of the events that block tasks log with ``report=True`` (distributed's event log).
-REPORT_TOPIC = "gemmlab-outofcore-block"
-#: One engine call at a time per process (see the module notes).
-_ENGINE_LOCK = threading.Lock()
 #: A panel as :class:`BlockProduct` keeps it: a future, a mapped handle, or futures by worker.
 Panel = Future | MappedMatrix | dict[str, Future]
 
@@ -119,55 +113,6 @@ def _operand(x: Any, name: str) -> Any:
         return x
     require_host(x, name, "the engine streams host memory", " or a dask.array")
     return matrix(get_backend("numpy"), x, name)[0]
-
-
-#: The ``lock_pages`` values whose pages the engine locks itself, beside its products, and its ``staging`` for each.
-AHEAD = {"ahead": "lock", "stream": "stream"}
-
-
-def _block_product(a: np.ndarray | MappedMatrix, b: np.ndarray | MappedMatrix, out: MappedMatrix | None, *,
-                   backend: str, options: dict[str, Any], lock_pages: bool | str = "stream",
-                   report: bool = False) -> np.ndarray | None:
-    """One C block on the worker that runs it: the engine on its row panel of A and column panel of B
-    (mapped here where they are handles, and page-locked with ``lock_pages``); written into ``out``'s
-    block in place where it is given. With ``report``, logs where its time went (:func:`_report`). The task
-    keeps its worker thread while it waits for the engine lock: the holder waits for nothing but the finite
-    checks' verdict, and leaves the pool for that wait where it must (:func:`gpu.multigpu.finite.verdict`).
-    (Every block task leaving the pool at once made a thread per task: 4225 tasks of a 65 x 65 product took
-    24-76 s on two workers, and hung in distributed's ``secede`` in 5 of 15 runs.)"""
-    options = dict(options)
-    if "device_block" in options:
-        options["block"] = options.pop("device_block")
-    with _ENGINE_LOCK:
-        t0 = time.perf_counter()
-        ops = get_backend(backend).ops(OUTOFCORE)
-        locker, reuse, ahead = (ops if lock_pages else None), lock_pages == "reuse", lock_pages in AHEAD
-        options.setdefault("staging", AHEAD.get(lock_pages, "pinned"))
-        if ahead:
-            options["keep_locked"] = out is not None and all(isinstance(x, MappedMatrix) for x in (a, b))
-        a, b = (x.open(locker, reuse, ahead) if isinstance(x, MappedMatrix) else x for x in (a, b))
-        c = out.open(locker, reuse, ahead) if out is not None else None
-        line = Timeline() if report else None
-        t1 = time.perf_counter()
-        C = outofcore.matmul(a, b, out=c, backend=backend, timeline=line, **options)
-        t2 = time.perf_counter()
-        if out is not None:
-            out.flush()
-        if line is not None:
-            _report(ops.staged(a, b, c), line, (t1 - t0, t2 - t1, time.perf_counter() - t2))
-        return None if out is not None else C
-
-
-def _report(route: tuple[bool, bool, bool], line: Timeline, seconds: tuple[float, float, float]) -> None:
-    """Log a block task's account in :data:`REPORT_TOPIC`: its key and worker, whether A, B and C were
-    staged (False: page-locked, copied in place), seconds to open its operands, of the engine call (its
-    checks and plan included) and to flush C, and the engine run's span and busy seconds per lane."""
-    spans, worker = line.spans(), get_worker()
-    run = max((s.end for s in spans), default=0.0) - min((s.start for s in spans), default=0.0)
-    worker.log_event(REPORT_TOPIC, {
-        "key": worker.get_current_task(), "worker": worker.address, "staged": list(route),
-        "open_s": seconds[0], "call_s": seconds[1], "flush_s": seconds[2], "run_s": run,
-        "busy_s": {lane: busy(spans, lane) for lane in LANES}})
 
 
 @dataclass
@@ -209,9 +154,9 @@ class BlockProduct:
 
     def reports(self, timeout: float = 10.0) -> list[dict[str, Any]]:
         """Where each block task's time went (submitted with ``report=True``), one dict per block with its
-        ``block`` (i, j) and what :func:`_report` logs: the way to tell a task's engine run (copies,
-        products) from its checks and opening. Waits for the tasks, then up to ``timeout`` seconds for
-        their events to reach the scheduler."""
+        ``block`` (i, j) and what :func:`gpu.multigpu.worker.log_report` logs: the way to tell a task's engine
+        run (copies, products) from its checks and opening. Waits for the tasks, then up to ``timeout`` seconds
+        for their events to reach the scheduler."""
         if not self.report:
             raise ValueError("the product was submitted without report=True: its tasks logged nothing")
         keys = {future.key: ij for ij, future in self.blocks.items()}
@@ -375,7 +320,7 @@ def _send_blocks(client: Client, product: BlockProduct, owner: dict[tuple[int, i
     blocks = {}
     for worker, ijs in mine.items():
         outs = [target[product.rows[i], product.cols[j]] if target is not None else None for i, j in ijs]
-        futures = client.map(_block_product, [_on(product.a_panels[i], worker) for i, _ in ijs],
+        futures = client.map(block_product, [_on(product.a_panels[i], worker) for i, _ in ijs],
                              [_on(product.b_panels[j], worker) for _, j in ijs], outs,
                              key=[f"outofcore-block-{token}-{i}-{j}" for i, j in ijs], workers=[worker],
                              allow_other_workers=False, pure=False, backend=backend, options=options,
