@@ -77,30 +77,31 @@ def beyond_bytes(be: Backend, m: int, k: int, n: int, count: int | None, scaling
 
 
 def layouts(m: int, k: int, n: int, count: int, scaling: str, block: int, level: int = 0,
-            whole: bool = False) -> list[Workspace]:
+            whole: bool = False, keep_a: bool = False) -> list[Workspace]:
     """The layouts the call may take, fastest first. Where the INT8 GEMMs take k in one block and no Winograd
     level forms its products (which come out as residues, the planes' layout): the direct layout, whole where it
     fits within the planes layout's bytes (GEMMul8's workspace) or where not one row panel does (below about 50
     rows), else in row panels within them (:func:`panel_rows`); ``whole``: the whole direct layout is offered
-    first whatever its size (a ``workspace=`` that holds it). The planes layout last."""
-    planes = layout(m, k, n, count, scaling, direct=False, level=level)
+    first whatever its size (a ``workspace=`` that holds it). The planes layout last. ``keep_a``: each keeps A's
+    residues past the call (:func:`gpu.ozaki2.workspace.layout`)."""
+    planes = layout(m, k, n, count, scaling, direct=False, level=level, keep_a=keep_a)
     if _round_up(max(k, 1)) > block or level:
         return [planes]
-    rows = panel_rows(m, k, n, count, scaling)
-    direct = layout(m, k, n, count, scaling, direct=True)
+    rows = panel_rows(m, k, n, count, scaling, keep_a)
+    direct = layout(m, k, n, count, scaling, direct=True, keep_a=keep_a)
     if rows is None:
         return [direct, planes]
-    paneled = layout(m, k, n, count, scaling, direct=True, rows=rows)
+    paneled = layout(m, k, n, count, scaling, direct=True, rows=rows, keep_a=keep_a)
     return [direct, paneled, planes] if whole else [paneled, planes]
 
 
-def panel_rows(m: int, k: int, n: int, count: int, scaling: str) -> int | None:
+def panel_rows(m: int, k: int, n: int, count: int, scaling: str, keep_a: bool = False) -> int | None:
     """The rows of C per panel of a direct layout that holds their INT32 products within the planes layout's
     bytes (GEMMul8's workspace: the residues, INT8 planes and one INT32 product): the fewest panels, their rows
     balanced, in whole INT8 GEMM panels (:data:`gpu.ozaki2.gemms.PANEL` rows from
     :data:`~gpu.ozaki2.gemms.PANEL_FROM` up, else 16), so that its GEMMs are the whole product's and no pass
     reduces them to planes; None where not one row panel fits, or where one holds every row."""
-    most = _most_rows(m, k, n, count, scaling)
+    most = _most_rows(m, k, n, count, scaling, keep_a)
     if most is None:
         return None
     step = PANEL[0] if m >= PANEL_FROM and most % PANEL[0] == 0 else ALIGN
@@ -108,15 +109,16 @@ def panel_rows(m: int, k: int, n: int, count: int, scaling: str) -> int | None:
     return min(most, _round_up(-(-m // panels), step))
 
 
-def _most_rows(m: int, k: int, n: int, count: int, scaling: str) -> int | None:
+def _most_rows(m: int, k: int, n: int, count: int, scaling: str, keep_a: bool = False) -> int | None:
     """The most rows of a panel within the planes layout's bytes (see :func:`panel_rows`), or None."""
-    budget = layout(m, k, n, count, scaling, direct=False).nbytes
+    budget = layout(m, k, n, count, scaling, direct=False, keep_a=keep_a).nbytes
     per_row = 4 * count * _round_up(max(n, 1))
 
     def fits(rows: int) -> bool:
-        return layout(m, k, n, count, scaling, True, rows=rows).nbytes <= budget
+        return layout(m, k, n, count, scaling, True, rows=rows, keep_a=keep_a).nbytes <= budget
     for step in (PANEL[0], ALIGN) if m >= PANEL_FROM else (ALIGN,):
-        rows = (budget - layout(m, k, n, count, scaling, True, rows=step).nbytes) // per_row // step * step + step
+        rows = (budget - layout(m, k, n, count, scaling, True, rows=step, keep_a=keep_a).nbytes) // per_row // step \
+            * step + step
         while rows >= step and not fits(rows):
             rows -= step
         while step <= rows < m and fits(rows + step):        # the estimate is linear; alignment is not
@@ -128,15 +130,16 @@ def _most_rows(m: int, k: int, n: int, count: int, scaling: str) -> int | None:
 
 def reserve_workspace(be: Backend, m: int, k: int, n: int, count: int | None, scaling: str, block: int,
                       out_given: bool, bound: str = "normwise", make_room: Callable[[], bool] | None = None,
-                      level: int = 0, cap: int | None = None) -> Carved:
+                      level: int = 0, cap: int | None = None, keep_a: bool = False) -> Carved:
     """The workspace block of a plan (``count`` None: ``moduli="auto"``, sized for the most moduli), with room
     checked for the rest (C where ``out`` is not given, which each call allocates), or MemoryPlanError before
     any work (module). ``make_room``: called where the faster layout does not fit (a cache of plans frees the
     blocks it keeps, and says whether it freed any); the check is then made once more. ``cap``: the most bytes
-    beyond A, B and C (``workspace=``): layouts above it are not taken."""
+    beyond A, B and C (``workspace=``): layouts above it are not taken. ``keep_a``: layouts that keep A's residues
+    past a call (:func:`gpu.ozaki2.workspace.layout`)."""
     what = f"Ozaki scheme II on {m} x {k} x {n} with {count or f'up to {MAX_MODULI}'} moduli"
     beyond = beyond_bytes(be, m, k, n, count, scaling, out_given, bound, level)
-    options = layouts(m, k, n, count or MAX_MODULI, scaling, block, level, whole=cap is not None)
+    options = layouts(m, k, n, count or MAX_MODULI, scaling, block, level, whole=cap is not None, keep_a=keep_a)
     if cap is not None:
         within = [ws for ws in options if ws.nbytes + beyond - (0 if out_given else 8 * m * n) <= cap]
         if not within:
@@ -167,8 +170,8 @@ def _take(be: Backend, ws: Workspace, beyond: int, n: int, what: str) -> Carved:
 
 
 def peak_bytes(be: Backend, m: int, k: int, n: int, count: int | None, scaling: str, direct: bool,
-               out_given: bool = False, bound: str = "normwise", level: int = 0) -> int:
+               out_given: bool = False, bound: str = "normwise", level: int = 0, keep_a: bool = False) -> int:
     """The most bytes a call allocates by this plan in the given layout: its block and everything beyond it
     (``count`` None: ``moduli="auto"``, whose block is sized for the most moduli)."""
-    return (layout(m, k, n, count or MAX_MODULI, scaling, direct, level).nbytes
+    return (layout(m, k, n, count or MAX_MODULI, scaling, direct, level, keep_a=keep_a).nbytes
             + beyond_bytes(be, m, k, n, count, scaling, out_given, bound, level))

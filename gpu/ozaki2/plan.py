@@ -76,11 +76,18 @@ class Plan(MatmulPlan):
     :func:`gpu.ozaki2.matmul`): ``options`` an :class:`~gpu.ozaki2.options.Options`, a dict of its fields or
     None; ``stream`` the CUDA stream to run on (default: the current one at each call). Raises TypeError,
     ValueError or MemoryPlanError before any work. ``make_room``: called where the faster workspace does not
-    fit, to free other plans' blocks (returns whether it freed any)."""
+    fit, to free other plans' blocks (returns whether it freed any). ``keep_a`` (a given count and the fast
+    scaling, whose shifts of A's rows depend on A alone): A's line statistics, shifts and residues outlive a call,
+    and a call with ``reuse_a`` on the same A skips them (:meth:`run`: a row panel's later column tiles in
+    :mod:`gpu.ozaki2.tiled`)."""
 
     def __init__(self, A: Any, B: Any, *, out: Any = None, options: Any = None, backend: str | Backend = "auto",
-                 stream: Any = None, make_room: Callable[[], bool] | None = None) -> None:
+                 stream: Any = None, make_room: Callable[[], bool] | None = None, keep_a: bool = False) -> None:
         self.options = opts = resolve_options(Options, options)
+        if keep_a and (opts.count is None or opts.scaling != "fast"):
+            raise ValueError("keep_a needs a given modulus count and the fast scaling: the shifts of A's rows then "
+                             "depend on A alone")
+        self.keep_a, self._kept = keep_a, None
         be = self.backend = get_backend(backend)
         self.stream = stream
         A, B = _operands(be, A, B)
@@ -98,7 +105,7 @@ class Plan(MatmulPlan):
         self.empty = not (m and n and k)
         if not self.empty:
             self.work = reserve_workspace(be, m, k, n, self.fixed, opts.scaling, self.block, out is not None,
-                                          opts.bound, make_room, opts.level, opts.workspace)
+                                          opts.bound, make_room, opts.level, opts.workspace, keep_a)
             family = ops(be)
             self.lines_a = family.line_buffers(be, m, self.normwise)
             self.lines_b = family.line_buffers(be, n, self.normwise)
@@ -138,41 +145,64 @@ class Plan(MatmulPlan):
     def _release(self) -> None:
         with self._lock:
             self._graphs.clear()
-            self.work, self._parts, self.signature = None, {}, None
+            self.work, self._parts, self.signature, self._kept = None, {}, None, None
 
     def _execute(self, A: Array, B: Array, out: Array | None) -> Array:
         return self.run(A, B, out)
 
-    def run(self, A: Array, B: Array, out: Array | None = None, phases: dict[str, float] | None = None) -> Array:
+    def run(self, A: Array, B: Array, out: Array | None = None, phases: dict[str, float] | None = None,
+            reuse_a: bool = False) -> Array:
         """The per-call work on the current stream (operands of the plan's signature); ``phases``: a dict that
-        receives seconds per phase, each synchronized. One call at a time issues its work (the plan's buffers are
-        shared by its calls, which the stream then orders)."""
+        receives seconds per phase, each synchronized; ``reuse_a`` (a ``keep_a`` plan): where the plan's last
+        call formed A at this address, its line statistics, shifts and residues are used again (the caller
+        vouches that A's values have not changed since). One call at a time issues its work (the plan's buffers
+        are shared by its calls, which the stream then orders)."""
         with self._lock:
             if self.signature is None:
                 raise ValueError("this plan was freed; build a new one")
-            return self._run(A, B, out, phases)
+            return self._run(A, B, out, phases, reuse_a)
 
-    def _run(self, A: Array, B: Array, out: Array | None, phases: dict[str, float] | None) -> Array:
+    def _run(self, A: Array, B: Array, out: Array | None, phases: dict[str, float] | None,
+             reuse_a: bool = False) -> Array:
         be = self.backend
         C = self._output(A, B, out)
         if self.empty:
             C[...] = 0.0
             return C
         family = ops(be)
+        kept = reuse_a and self._kept is not None and self._kept[0] == be.pointer(A)
         if phases is None and self._graphs.mode:
-            self._replayed(family, A, B, C)
-            return C
-        with _phase(be, phases, "scaling"):
-            part, shift_a, shift_b, rows, cols = self._scaling(family, A, B)
-        self._rest(family, part, A, B, C, shift_a, shift_b, rows, cols, phases)
+            self._replayed(family, A, B, C, kept)
+        elif kept:
+            with _phase(be, phases, "scaling"):
+                part, shift_a, rows, cols, shift_b = self._columns(family, B)
+            self._rest(family, part, A, B, C, shift_a, shift_b, rows, cols, phases, form_a=False)
+        else:
+            with _phase(be, phases, "scaling"):
+                part, shift_a, shift_b, rows, cols = self._scaling(family, A, B)
+            self._rest(family, part, A, B, C, shift_a, shift_b, rows, cols, phases)
+        if self.keep_a and not kept and self._kept is not None:
+            self._kept = (be.pointer(A), *self._kept[1:])
         return C
 
+    def _columns(self, family: Any, B: Array) -> tuple[Part, Array, LineStats, LineStats, Array]:
+        """A kept call's scaling: B's line statistics and shifts, beside A's kept ones."""
+        _, part, shift_a, rows = self._kept
+        cols = family.line_stats(B.T, self.work.region("tiles"), self.normwise, self.lines_b)
+        if self.options.check_finite:
+            _refuse_nonfinite(self.backend, rows, cols)
+        return part, shift_a, rows, cols, family.shifts(cols, part.table, (self.shift_buffers or (None, None))[1])
+
     def _rest(self, family: Any, part: Part, A: Array, B: Array, C: Array, shift_a: Array, shift_b: Array,
-              rows: LineStats, cols: LineStats, phases: dict[str, float] | None = None) -> None:
-        """Everything after the shifts: the residues, the INT8 products, the CRT and the IEEE repair."""
+              rows: LineStats, cols: LineStats, phases: dict[str, float] | None = None, form_a: bool = True) -> None:
+        """Everything after the shifts: the residues (A's only where ``form_a``), the INT8 products, the CRT and the
+        IEEE repair. A ``keep_a`` plan keeps what formed A's for a later call (:meth:`run`)."""
         be = self.backend
+        if self.keep_a and form_a:
+            self._kept = (None, part, shift_a, rows)
         with _phase(be, phases, "residues"):
-            family.residues(A, shift_a, rows.e, part.table, self.m, self.ldk, out=part.res_a)
+            if form_a:
+                family.residues(A, shift_a, rows.e, part.table, self.m, self.ldk, out=part.res_a)
             family.residues(B.T, shift_b, cols.e, part.table, self.n_pad, self.ldk, out=part.res_b)
         for span, planes, gemms in zip(part.spans, part.planes, part.gemms, strict=True):
             self._products(family, part, gemms, phases)
@@ -181,13 +211,20 @@ class Plan(MatmulPlan):
         with _phase(be, phases, "crt"):
             family.fix_nonfinite(A, B, C, rows, cols)
 
-    def _replayed(self, family: Any, A: Array, B: Array, C: Array) -> None:
-        """The call's work as a CUDA graph per address set of (A, B, C) and count (:mod:`gpu.backend.graphs`,
-        mode ``"repeat"``): with a count given the whole product, under ``moduli="auto"`` all that follows the
-        count's read (the line statistics and the count stay eager, since the count picks the graph). Only where
-        the INT32 products are kept whole (the direct layout), whose work allocates nothing."""
+    def _replayed(self, family: Any, A: Array, B: Array, C: Array, kept: bool = False) -> None:
+        """The call's work as a CUDA graph per address set of (A, B, C), count and whether A's residues are
+        ``kept`` (:mod:`gpu.backend.graphs`, mode ``"repeat"``): with a count given the whole product, under
+        ``moduli="auto"`` all that follows the count's read (the line statistics and the count stay eager, since
+        the count picks the graph). Only where the INT32 products are kept whole (the direct layout), whose work
+        allocates nothing."""
         be = self.backend
-        if self.fixed:
+        if self.fixed and kept:
+            count = self.fixed
+
+            def work() -> None:
+                part, shift_a, rows, cols, shift_b = self._columns(family, B)
+                self._rest(family, part, A, B, C, shift_a, shift_b, rows, cols, form_a=False)
+        elif self.fixed:
             count = self.fixed
 
             def work() -> None:
@@ -201,7 +238,7 @@ class Plan(MatmulPlan):
                 self._rest(family, part, A, B, C, shift_a, shift_b, rows, cols)
         part = self.part(count)
         if part.direct:
-            self._graphs.run((be.pointer(A), be.pointer(B), be.pointer(C), count), work)
+            self._graphs.run((be.pointer(A), be.pointer(B), be.pointer(C), count, kept), work)
         else:
             work()
 

@@ -13,9 +13,14 @@ What a tile computes is the whole product's: the fast scaling's shifts depend on
 entries only, so with a modulus count given (``moduli=N``) and ``scaling="fast"`` the tiled product is
 **bitwise** the untiled one. Under ``moduli="auto"`` each tile takes the fewest moduli whose proven bound holds
 on its own entries (a count read per tile), and the accurate scaling bounds each tile's own product: the
-result keeps the same proven bound, and may differ from the untiled one in the last bits. The row panels'
-residues are formed again for each column panel (and the columns' for each row panel): at a cap of 2 FP64
-matrices at 15 moduli the tiles are about 0.4 N wide, so each operand's residues are formed 2-3 times.
+result keeps the same proven bound, and may differ from the untiled one in the last bits. Square tiles form
+a row panel's residues again for each column panel, and a column panel's for each row panel: at a cap of 2
+FP64 matrices at 15 moduli the tiles are N/4 wide, so each operand's residues are formed 4 times. With a
+count given and the fast scaling (a row's shifts then depend on its own entries), the tiles may instead be
+row panels whose residues serve each of their column tiles (:func:`reusing_panels`, :class:`Plan`'s
+``keep_a``): A's residues are formed once and B's once per row panel, taken where that forms fewer bytes (at
+2 matrices and 15 moduli on the GPU, row panels of N/2 and column tiles of N/4: A once and B twice, against
+square tiles of N/4; not yet timed on a GPU).
 """
 
 from __future__ import annotations
@@ -42,9 +47,11 @@ MIN_TILE = 64
 
 
 def tile_bytes(be: Backend, m: int, k: int, n: int, count: int | None, scaling: str, bound: str,
-               level: int = 0) -> int:
-    """Bytes a tile of m x n over k takes beyond A, B and C in its least layout (``count`` None: ``"auto"``)."""
-    return peak_bytes(be, m, k, n, count, scaling, direct=False, out_given=True, bound=bound, level=level)
+               level: int = 0, keep_a: bool = False) -> int:
+    """Bytes a tile of m x n over k takes beyond A, B and C in its least layout (``count`` None: ``"auto"``;
+    ``keep_a``: A's residues kept past the call)."""
+    return peak_bytes(be, m, k, n, count, scaling, direct=False, out_given=True, bound=bound, level=level,
+                      keep_a=keep_a)
 
 
 def panels(be: Backend, m: int, k: int, n: int, count: int | None, scaling: str, bound: str, cap: int,
@@ -64,6 +71,29 @@ def panels(be: Backend, m: int, k: int, n: int, count: int | None, scaling: str,
                 f"than the workspace of {cap:,} bytes allowed; allow a larger workspace, pass fewer moduli, or "
                 "split k")
         side = max(MIN_TILE, -(-side // 2))
+
+
+def reusing_panels(be: Backend, m: int, k: int, n: int, count: int, bound: str, cap: int,
+                   level: int = 0) -> tuple[int, int] | None:
+    """(rows, columns) of tiles whose row panel keeps its residues for all its column tiles, within ``cap``: the
+    tallest row panels (halving from m) whose widest fitting column tiles (halving from n) are at least a quarter
+    as wide as the panels are tall, or all of n (narrower tiles would make narrow INT8 GEMMs); None where none."""
+    rows = m
+    while True:
+        cols = n
+        while tile_bytes(be, rows, k, cols, count, "fast", bound, level, keep_a=True) > cap and cols > MIN_TILE:
+            cols = max(MIN_TILE, -(-cols // 2))
+        if tile_bytes(be, rows, k, cols, count, "fast", bound, level, keep_a=True) <= cap and \
+                cols >= min(n, max(MIN_TILE, rows // 4)):
+            return rows, cols
+        if rows <= MIN_TILE:
+            return None
+        rows = max(MIN_TILE, -(-rows // 2))
+
+
+def formed(m: int, n: int, rows: int, cols: int, reuse: bool) -> int:
+    """Lines whose residues tiles of ``rows`` x ``cols`` form (A's rows and B's columns, each time formed)."""
+    return m * (1 if reuse else -(-n // cols)) + n * -(-m // rows)
 
 
 def tiles(m: int, n: int, rows: int, cols: int) -> Iterator[tuple[slice, slice]]:
@@ -100,7 +130,11 @@ class TiledPlan(MatmulPlan):
         cap = opts.workspace if opts.workspace is not None else free_cap(be, m, k, n, out is not None)
         self.options = replace(opts, workspace=cap)
         self.m, self.n = m, n
-        self._cut(*panels(be, m, k, n, opts.count, opts.scaling, opts.bound, cap, opts.level))
+        square = panels(be, m, k, n, opts.count, opts.scaling, opts.bound, cap, opts.level)
+        reusing = None if opts.count is None or opts.scaling != "fast" or square == (m, n) else reusing_panels(
+            be, m, k, n, opts.count, opts.bound, cap, opts.level)
+        self.reuse = reusing is not None and formed(m, n, *reusing, True) < formed(m, n, *square, False)
+        self._cut(*(reusing if self.reuse else square))
         self._held: Plan | None = None
         self._lock = threading.Lock()
         self.signature = operand_signature(be, A, B, out, stream)
@@ -109,8 +143,9 @@ class TiledPlan(MatmulPlan):
         """Tiles of ``rows`` x ``cols`` from now on."""
         self.rows, self.cols = rows, cols
         self.one_shape = self.m % rows == 0 and self.n % cols == 0
+        kept = ", each row panel's residues kept for its column tiles" if self.reuse else ""
         self.note = (f"in {self.tiles} tiles of {rows} x {cols} (at most {gib(self.options.workspace)} of workspace "
-                     "beside A, B and C)")
+                     f"beside A, B and C{kept})")
 
     def _first(self, A: Array, B: Array, C: Array) -> Plan:
         """The first tile's plan. Where its block cannot be had although the cap counted the bytes as free (CuPy's
@@ -119,7 +154,8 @@ class TiledPlan(MatmulPlan):
         while True:
             r, c = next(tiles(self.m, self.n, self.rows, self.cols))
             try:
-                return Plan(A[r], B[:, c], out=C[r, c], options=self.options, backend=self.backend)
+                return Plan(A[r], B[:, c], out=C[r, c], options=self.options, backend=self.backend,
+                            keep_a=self.reuse)
             except MemoryPlanError:
                 if max(self.rows, self.cols) <= MIN_TILE:
                     raise
@@ -143,7 +179,7 @@ class TiledPlan(MatmulPlan):
             C = out if out is not None else be.new_output(
                 (m, n), np.float64, lambda: require_memory(be, 8 * m * n, f"the {m} x {n} output of Ozaki scheme II",
                                                            "pass out=, or split the product into blocks of rows"))
-            plan = self._held or self._first(A, B, C)
+            plan, formed_rows = self._held or self._first(A, B, C), None
             try:
                 for r, c in tiles(m, n, self.rows, self.cols):
                     a, b, part = A[r], B[:, c], C[r, c]
@@ -151,8 +187,10 @@ class TiledPlan(MatmulPlan):
                         plan.free()
                         plan = None
                     if plan is None:
-                        plan = Plan(a, b, out=part, options=self.options, backend=be)
-                    plan.run(a, b, part, phases)
+                        plan, formed_rows = Plan(a, b, out=part, options=self.options, backend=be,
+                                                 keep_a=self.reuse), None
+                    plan.run(a, b, part, phases, reuse_a=self.reuse and r == formed_rows)
+                    formed_rows = r
             finally:
                 self._held = plan if self.one_shape else None
                 if plan is not None and not self.one_shape:

@@ -79,9 +79,9 @@ class Workspace:
         return block[b.offset:b.end]
 
 
-def _stack(entries: list[tuple[str, tuple[int, ...], Any]]) -> dict[str, Buffer]:
-    """Buffers one after the other from offset 0, each aligned."""
-    out, offset = {}, 0
+def _stack(entries: list[tuple[str, tuple[int, ...], Any]], offset: int = 0) -> dict[str, Buffer]:
+    """Buffers one after the other from ``offset``, each aligned."""
+    out = {}
     for name, shape, dtype in entries:
         out[name] = Buffer(offset, tuple(int(s) for s in shape), np.dtype(dtype))
         offset = _round_up(out[name].end, ALIGNMENT)
@@ -95,11 +95,12 @@ def bound_blocks(k: int) -> int:
 
 
 def layout(m: int, k: int, n: int, count: int, scaling: str, direct: bool, level: int = 0,
-           rows: int | None = None) -> Workspace:
+           rows: int | None = None, keep_a: bool = False) -> Workspace:
     """The buffers of an m x k x n product with ``count`` moduli (see the module); ``direct``: the INT32
     products of every modulus (one k block) for ``rows`` rows of C at a time (default: all m), else INT8 planes
     and one INT32 product (none with Winograd ``level``s, whose products come out as residues and take their
-    scratch beside the block)."""
+    scratch beside the block). ``keep_a``: the scratch starts after A's residues, which then outlive a call
+    (a row panel's residues kept for its next column tile: :mod:`gpu.ozaki2.tiled`)."""
     ldk, n_pad = _round_up(max(k, 1)), _round_up(max(n, 1))
     main = [("res_a", (count, m, ldk), np.int8), ("res_b", (count, n_pad, ldk), np.int8)]
     if direct:
@@ -113,8 +114,9 @@ def layout(m: int, k: int, n: int, count: int, scaling: str, direct: bool, level
         if bound_blocks(k) > 1:
             scratch.append(("cbar", (m, n_pad), np.int64))
     buffers = _stack(main)
-    buffers.update(_stack(scratch))
-    buffers.update(_stack([("tiles", (tile_bytes(max(m, n), k),), np.uint8)]))
+    start = _round_up(buffers["res_a"].end, ALIGNMENT) if keep_a else 0
+    buffers.update(_stack(scratch, start))
+    buffers.update(_stack([("tiles", (tile_bytes(max(m, n), k),), np.uint8)], start))
     return Workspace(direct, buffers)
 
 

@@ -147,3 +147,75 @@ def test_a_tiled_plan_of_one_tile_shape_keeps_its_tile_plan_between_calls(monkey
     out = np.full((m, n), np.nan)
     with ozaki2.TiledPlan(A, B, out=out, options={"moduli": 15, "workspace": cap}, backend="numpy") as into:
         assert into.execute(A, B, out) is out and np.array_equal(out, want)
+
+
+def _formed_lines(monkeypatch):
+    """Every residue pass of the NumPy operations, as the number of lines it formed."""
+    from gpu.ozaki2.ops import HostOps
+
+    lines, real = [], HostOps.residues
+    monkeypatch.setattr(HostOps, "residues", lambda self, X, *a, **kw: (lines.append(X.shape[0]), real(
+        self, X, *a, **kw))[1])
+    return lines
+
+
+@pytest.mark.parametrize("shape", [(256, 120, 256), (300, 200, 260), (129, 77, 301)])
+def test_row_panels_keep_their_residues_for_their_column_tiles_bitwise(monkeypatch, shape):
+    """A count given and the fast scaling: where it forms fewer residues than square tiles, the tiles are row panels
+    whose residues serve each of their column tiles (A's rows formed once, B's columns once per row panel), and
+    the product is bitwise the untiled one, on a repeat too."""
+    m, k, n = shape
+    A, B = operands(m, k, n, 3.0, 11)
+    want = host_matmul(A, B, moduli=15)
+    cap = tiled.tile_bytes(BE, m, k, -(-n // 4), 15, "fast", "normwise", keep_a=True)
+    plan = ozaki2.TiledPlan(A, B, options={"moduli": 15, "workspace": cap}, backend="numpy")
+    assert plan.reuse and "residues kept" in plan.note
+    firsts = {}
+    for r, c in tiled.tiles(m, n, plan.rows, plan.cols):
+        firsts.setdefault((c.stop - c.start, r.start), r.stop - r.start)
+    assert len(firsts) < plan.tiles or plan.cols == n, "tiles use their row panel's residues, or span B"
+    lines = _formed_lines(monkeypatch)
+    for _ in range(2):
+        lines.clear()
+        assert np.array_equal(plan.execute(A, B), want)
+        assert sum(lines) == sum(firsts.values()) + n * -(-m // plan.rows), \
+            "A's rows formed once per row panel and tile width, B's columns once per row panel"
+    with ozaki2.TiledPlan(A, B, options={"moduli": 15, "workspace": cap, "scaling": "accurate"},
+                          backend="numpy") as accurate:
+        assert not accurate.reuse, "the accurate scaling's shifts depend on both operands: no reuse"
+
+
+def test_a_kept_plan_forms_a_again_for_another_a_and_refuses_what_it_cannot_keep():
+    """``reuse_a`` uses A's kept residues only for the A they were formed from (its address); ``keep_a`` needs a
+    given count and the fast scaling; the kept layout's scratch starts after A's residues."""
+    from gpu.ozaki2.workspace import layout
+
+    m, k, n = 64, 80, 48
+    A1, B = operands(m, k, n, 1.0, 2)
+    A2 = operands(m, k, n, 2.0, 7)[0]
+    plan = ozaki2.Plan(A1, B, options={"moduli": 12}, backend="numpy", keep_a=True)
+    first = plan.run(A1, B)
+    assert np.array_equal(plan.run(A1, B, reuse_a=True), first)
+    assert np.array_equal(plan.run(A2, B, reuse_a=True), host_matmul(A2, B, moduli=12)), "another A: formed"
+    assert np.array_equal(plan.run(A2, B, reuse_a=True), host_matmul(A2, B, moduli=12))
+    for options in ({"moduli": "auto"}, {"moduli": 12, "scaling": "accurate"}):
+        with pytest.raises(ValueError, match="keep_a needs a given modulus count and the fast scaling"):
+            ozaki2.Plan(A1, B, options=options, backend="numpy", keep_a=True)
+    shared, kept = (layout(m, k, n, 12, "fast", True, keep_a=keep) for keep in (False, True))
+    assert shared.buffers["tiles"].offset < shared.buffers["res_a"].end
+    assert kept.buffers["tiles"].offset >= kept.buffers["res_a"].end
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_row_panels_with_kept_residues_equal_numpy_bit_for_bit(cupy_backend):
+    """The kept residues through the graphs too: the second call replays each tile's graph (a row panel's first
+    tile forming A, the others not)."""
+    m, k, n = 1024, 640, 1024
+    A, B = operands(m, k, n, 1.0, 9)
+    cap = tiled.tile_bytes(cupy_backend, m // 2, k, n // 4, 15, "fast", "normwise", keep_a=True)
+    dA, dB = cupy_backend.asarray(A), cupy_backend.asarray(B)
+    plan = ozaki2.TiledPlan(dA, dB, options={"moduli": 15, "workspace": cap}, backend=cupy_backend)
+    assert plan.reuse
+    want = host_matmul(A, B, moduli=15)
+    for _ in range(3):
+        assert np.array_equal(cupy_backend.to_numpy(plan.execute(dA, dB)), want)
