@@ -35,12 +35,14 @@ def array_key(x: Array, be: Backend) -> tuple:
 
 
 class Graphs:
-    """One plan's captured work by address set (see the module notes)."""
+    """One plan's captured work by address set (see the module notes): at most ``size`` graphs (a plan that
+    cycles through more address sets per call, as a tiled product's tile plan does, keeps one per set: fewer
+    would drop each graph before its set came round again, and capture every call)."""
 
-    def __init__(self, be: Backend, mode: bool | str, launches: int) -> None:
+    def __init__(self, be: Backend, mode: bool | str, launches: int, size: int = MAX_GRAPHS) -> None:
         self.backend = be
         self.mode = mode if be.supports_graphs and (mode != "auto" or launches >= MIN_LAUNCHES) else False
-        self.captured = LRU(MAX_GRAPHS)
+        self.captured = LRU(max(1, min(size, MAX_SEEN)))
         self.seen = LRU(MAX_SEEN)
 
     def run(self, key: tuple, body: Callable[[], None]) -> None:

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..backend import Array, Backend, MemoryPlanError, check_output, get_backend
 from ..backend.checks import gib, require_writeable
-from ..backend.graphs import Graphs
+from ..backend.graphs import MAX_GRAPHS, Graphs
 from ..backend.plans import MatmulPlan, operand_signature, resolve_options
 from ..ozaki.api import NONFINITE, _operands, _phase
 from ..ozaki.plan import _round_up
@@ -79,10 +79,12 @@ class Plan(MatmulPlan):
     fit, to free other plans' blocks (returns whether it freed any). ``keep_a`` (a given count and the fast
     scaling, whose shifts of A's rows depend on A alone): A's line statistics, shifts and residues outlive a call,
     and a call with ``reuse_a`` on the same A skips them (:meth:`run`: a row panel's later column tiles in
-    :mod:`gpu.ozaki2.tiled`)."""
+    :mod:`gpu.ozaki2.tiled`). ``address_sets``: the graphs kept, one per address set of A, B and C (a tile plan
+    keeps one per tile it runs)."""
 
     def __init__(self, A: Any, B: Any, *, out: Any = None, options: Any = None, backend: str | Backend = "auto",
-                 stream: Any = None, make_room: Callable[[], bool] | None = None, keep_a: bool = False) -> None:
+                 stream: Any = None, make_room: Callable[[], bool] | None = None, keep_a: bool = False,
+                 address_sets: int = MAX_GRAPHS) -> None:
         self.options = opts = resolve_options(Options, options)
         if keep_a and (opts.count is None or opts.scaling != "fast"):
             raise ValueError("keep_a needs a given modulus count and the fast scaling: the shifts of A's rows then "
@@ -114,7 +116,7 @@ class Plan(MatmulPlan):
             if self.fixed:
                 self.part(self.fixed)
         replay = opts.scaling == "fast" and (self.fixed or self.normwise) and not opts.check_finite
-        self._graphs = Graphs(be, "repeat" if replay and not self.empty else False, 0)
+        self._graphs = Graphs(be, "repeat" if replay and not self.empty else False, 0, address_sets)
         self.signature = operand_signature(be, A, B, out, stream)
 
     def part(self, count: int) -> Part:
@@ -171,6 +173,8 @@ class Plan(MatmulPlan):
             return C
         family = ops(be)
         kept = reuse_a and self._kept is not None and self._kept[0] == be.pointer(A)
+        if self.keep_a and not kept and self._kept is not None:
+            self._kept = (None, *self._kept[1:])          # A's buffers are overwritten from here on
         if phases is None and self._graphs.mode:
             self._replayed(family, A, B, C, kept)
         elif kept:

@@ -18,9 +18,10 @@ a row panel's residues again for each column panel, and a column panel's for eac
 FP64 matrices at 15 moduli the tiles are N/4 wide, so each operand's residues are formed 4 times. With a
 count given and the fast scaling (a row's shifts then depend on its own entries), the tiles may instead be
 row panels whose residues serve each of their column tiles (:func:`reusing_panels`, :class:`Plan`'s
-``keep_a``): A's residues are formed once and B's once per row panel, taken where that forms fewer bytes (at
-2 matrices and 15 moduli on the GPU, row panels of N/2 and column tiles of N/4: A once and B twice, against
-square tiles of N/4; not yet timed on a GPU).
+``keep_a``): A's residues are formed once per tile width (once where the tiles divide n) and B's once per row
+panel, taken where that forms fewer (:func:`formed`; at 2 matrices and 15 moduli on the GPU, row panels of N/2
+and column tiles of N/4: A once and B twice, against four times each in square tiles of N/4; not yet timed on a
+GPU). A tile plan keeps a CUDA graph per tile (its address set), so a repeated call replays every tile.
 """
 
 from __future__ import annotations
@@ -92,8 +93,10 @@ def reusing_panels(be: Backend, m: int, k: int, n: int, count: int, bound: str, 
 
 
 def formed(m: int, n: int, rows: int, cols: int, reuse: bool) -> int:
-    """Lines whose residues tiles of ``rows`` x ``cols`` form (A's rows and B's columns, each time formed)."""
-    return m * (1 if reuse else -(-n // cols)) + n * -(-m // rows)
+    """Lines whose residues tiles of ``rows`` x ``cols`` form (A's rows and B's columns, each time formed): with
+    ``reuse`` A's once per row panel and tile width (a narrower last column of tiles has a plan of its own)."""
+    widths = 1 + (n % cols != 0)
+    return m * (widths if reuse else -(-n // cols)) + n * -(-m // rows)
 
 
 def tiles(m: int, n: int, rows: int, cols: int) -> Iterator[tuple[slice, slice]]:
@@ -155,7 +158,7 @@ class TiledPlan(MatmulPlan):
             r, c = next(tiles(self.m, self.n, self.rows, self.cols))
             try:
                 return Plan(A[r], B[:, c], out=C[r, c], options=self.options, backend=self.backend,
-                            keep_a=self.reuse)
+                            keep_a=self.reuse, address_sets=self.tiles)
             except MemoryPlanError:
                 if max(self.rows, self.cols) <= MIN_TILE:
                     raise
@@ -188,7 +191,7 @@ class TiledPlan(MatmulPlan):
                         plan = None
                     if plan is None:
                         plan, formed_rows = Plan(a, b, out=part, options=self.options, backend=be,
-                                                 keep_a=self.reuse), None
+                                                 keep_a=self.reuse, address_sets=self.tiles), None
                     plan.run(a, b, part, phases, reuse_a=self.reuse and r == formed_rows)
                     formed_rows = r
             finally:

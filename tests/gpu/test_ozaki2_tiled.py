@@ -180,9 +180,27 @@ def test_row_panels_keep_their_residues_for_their_column_tiles_bitwise(monkeypat
         assert np.array_equal(plan.execute(A, B), want)
         assert sum(lines) == sum(firsts.values()) + n * -(-m // plan.rows), \
             "A's rows formed once per row panel and tile width, B's columns once per row panel"
+        assert sum(lines) == tiled.formed(m, n, plan.rows, plan.cols, True), "the choice's count is the real one"
     with ozaki2.TiledPlan(A, B, options={"moduli": 15, "workspace": cap, "scaling": "accurate"},
                           backend="numpy") as accurate:
         assert not accurate.reuse, "the accurate scaling's shifts depend on both operands: no reuse"
+
+
+def test_row_panels_are_taken_only_where_they_form_fewer_residues_than_square_tiles(monkeypatch):
+    """A last, narrower column of tiles has a plan of its own and forms A's rows again: the choice counts it, and
+    square tiles win where row panels would form more (2049 x 64 x 513: 5124 lines against 4101)."""
+    m, k, n = 2049, 64, 513
+    cap = tiled.tile_bytes(BE, m, k, n // 3, 15, "fast", "normwise", keep_a=True)
+    A, B = operands(m, k, n, 1.0, 3)
+    plan = ozaki2.TiledPlan(A, B, options={"moduli": 15, "workspace": cap}, backend="numpy")
+    square = tiled.panels(BE, m, k, n, 15, "fast", "normwise", cap)
+    reusing = tiled.reusing_panels(BE, m, k, n, 15, "normwise", cap)
+    assert tiled.formed(m, n, *reusing, True) > tiled.formed(m, n, *square, False)
+    assert not plan.reuse and (plan.rows, plan.cols) == square
+    want = host_matmul(A, B, moduli=15)
+    lines = _formed_lines(monkeypatch)
+    assert np.array_equal(plan.execute(A, B), want)
+    assert sum(lines) == tiled.formed(m, n, *square, False)
 
 
 def test_a_kept_plan_forms_a_again_for_another_a_and_refuses_what_it_cannot_keep():
@@ -198,6 +216,14 @@ def test_a_kept_plan_forms_a_again_for_another_a_and_refuses_what_it_cannot_keep
     assert np.array_equal(plan.run(A1, B, reuse_a=True), first)
     assert np.array_equal(plan.run(A2, B, reuse_a=True), host_matmul(A2, B, moduli=12)), "another A: formed"
     assert np.array_equal(plan.run(A2, B, reuse_a=True), host_matmul(A2, B, moduli=12))
+    checked = ozaki2.Plan(A1, B, options={"moduli": 12, "check_finite": True}, backend="numpy", keep_a=True)
+    checked.run(A1, B)
+    bad = A1.copy()
+    bad[3, 5] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        checked.run(bad, B)
+    assert checked._kept[0] is None, "a call that stopped after overwriting A's statistics keeps no A"
+    assert np.array_equal(checked.run(A1, B, reuse_a=True), first)
     for options in ({"moduli": "auto"}, {"moduli": 12, "scaling": "accurate"}):
         with pytest.raises(ValueError, match="keep_a needs a given modulus count and the fast scaling"):
             ozaki2.Plan(A1, B, options=options, backend="numpy", keep_a=True)
@@ -208,8 +234,8 @@ def test_a_kept_plan_forms_a_again_for_another_a_and_refuses_what_it_cannot_keep
 
 @pytest.mark.gpu
 def test_on_the_gpu_row_panels_with_kept_residues_equal_numpy_bit_for_bit(cupy_backend):
-    """The kept residues through the graphs too: the second call replays each tile's graph (a row panel's first
-    tile forming A, the others not)."""
+    """The kept residues through the graphs too: the second call captures a graph per tile (a row panel's first
+    tile forming A, the others not), the third replays them all (the tile plan keeps one per tile)."""
     m, k, n = 1024, 640, 1024
     A, B = operands(m, k, n, 1.0, 9)
     cap = tiled.tile_bytes(cupy_backend, m // 2, k, n // 4, 15, "fast", "normwise", keep_a=True)
@@ -219,3 +245,4 @@ def test_on_the_gpu_row_panels_with_kept_residues_equal_numpy_bit_for_bit(cupy_b
     want = host_matmul(A, B, moduli=15)
     for _ in range(3):
         assert np.array_equal(cupy_backend.to_numpy(plan.execute(dA, dB)), want)
+    assert plan.tiles > 4 and len(plan._held._graphs.captured) == plan.tiles

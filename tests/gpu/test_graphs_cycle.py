@@ -1,0 +1,42 @@
+"""``gpu.backend.graphs.Graphs`` when a plan cycles through more address sets per call than it keeps graphs: a
+tiled product's tile plan meets one set per tile, in turn, every call. Kept graphs fewer than the sets are each
+dropped before their set comes round again, so every call captures and none replays; sized to the sets, the
+third call replays them all."""
+
+from gpu.backend.graphs import MAX_GRAPHS, Graphs
+
+
+class _Recorder:
+    """Stands for a backend that supports graphs: counts captures and launches."""
+
+    supports_graphs = True
+
+    def __init__(self) -> None:
+        self.captures = self.launches = 0
+
+    def capture(self, body):
+        self.captures += 1
+        body()
+        return self
+
+    def launch(self) -> None:
+        self.launches += 1
+
+
+def _rounds(size: int | None, sets: int, rounds: int = 3) -> tuple[list[int], list[int], int]:
+    be = _Recorder()
+    graphs = Graphs(be, "repeat", 0) if size is None else Graphs(be, "repeat", 0, size)
+    captures, launches, work = [], [], [0]
+    for _ in range(rounds):
+        for key in range(sets):
+            graphs.run((key,), lambda: work.__setitem__(0, work[0] + 1))
+        captures.append(be.captures)
+        launches.append(be.launches)
+    return captures, launches, work[0]
+
+
+def test_graphs_sized_to_the_address_sets_replay_them_from_the_third_round():
+    sets = 2 * MAX_GRAPHS
+    assert _rounds(sets, sets) == ([0, sets, sets], [0, 0, sets], 2 * sets), "eager, captured, replayed"
+    captures, launches, _ = _rounds(None, sets)
+    assert launches == [0, 0, 0] and captures == [0, sets, 2 * sets], "the default size cycles: capture each call"
