@@ -19,7 +19,9 @@ for whole ranges mapped in and then locked.)
 A copy from or to page-locked memory must lie inside **one** registration (a copy across two failed with
 ``cudaErrorInvalidValue`` on the H200), so a copy whose host view crosses a piece boundary is cut there
 (:func:`cuts`, :func:`segments`): whole lines inside one piece go as one 2-D copy, and a line that crosses
-a boundary goes as one copy per side. Pieces locked here are unlocked when the call ends, unless the
+a boundary goes as one copy per side. A piece is locked only where no range locked before holds it
+(:meth:`~gpu.outofcore.pagelock.LockedRanges.gaps`: a caller's ``page_locked`` range sharing a page with it is
+neither merged nor unlocked here). Pieces locked here are unlocked when the call ends, unless the
 caller keeps them (``keep``: memory whose lifetime it manages, such as the kept mappings of
 :mod:`gpu.multigpu.mapped`, which unlock them before they are dropped).
 """
@@ -218,12 +220,14 @@ class Ahead:
                 done = populate_range(p[0], p[1] - p[0], writeable, self._mapper)
             if done:
                 count("populate", time.perf_counter() - t0, p[1] - p[0])
-        t0 = time.perf_counter()
+        t0, done = time.perf_counter(), 0
         with self._span("locking", tag):
-            locked = self.ranges.lock(p[0], p[1] - p[0], writeable)
-        if locked:
-            count("lock", time.perf_counter() - t0, p[1] - p[0])
-            self._fresh.append(p)
+            for lo, hi in self.ranges.gaps(p[0], p[1] - p[0], writeable):
+                if self.ranges.lock(lo, hi - lo, writeable):
+                    done += hi - lo
+                    self._fresh.append((lo, hi))
+        if done:
+            count("lock", time.perf_counter() - t0, done)
 
     def close(self) -> None:
         """Stop mapping pieces in and, unless ``keep``, unlock the pieces locked here (no copy from them may

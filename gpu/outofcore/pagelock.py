@@ -75,6 +75,20 @@ class LockedRanges:
             return any(lo <= address and address + nbytes <= hi and (w or not writeable)
                        for lo, (hi, w) in self.ranges.items())
 
+    def gaps(self, address: int, nbytes: int, writeable: bool = False) -> list[tuple[int, int]]:
+        """The parts of ``[address, address + nbytes)``'s pages that no locked range holds (for the device to
+        write, where ``writeable``), as ``(start, end)`` in order: what is left to lock without merging into
+        ranges locked before (:mod:`gpu.outofcore.ahead` locks only these, and so unlocks only its own)."""
+        lo, hi = _pages(address, max(nbytes, 0))
+        with self._lock:
+            held = sorted((a, b) for a, (b, w) in self.ranges.items() if (w or not writeable) and a < hi and lo < b)
+        out, at = [], lo
+        for a, b in held:
+            if a > at:
+                out.append((at, a))
+            at = max(at, b)
+        return out + ([(at, hi)] if at < hi else [])
+
     def lock(self, address: int, nbytes: int, writeable: bool) -> bool:
         """Lock the pages of ``[address, address + nbytes)`` (the device writes them only where
         ``writeable``) and say whether they are locked now; False where the registration failed, the

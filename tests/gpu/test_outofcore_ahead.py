@@ -227,3 +227,24 @@ def test_pieces_locked_already_are_not_queued_again():
     assert ranges.order == locked
     for lo, hi, _ in ranges.order:
         ranges.unlock(lo, hi - lo)
+
+
+def test_pieces_lock_around_a_range_locked_before_and_leave_it_locked():
+    """A caller's locked range inside the pieces (a ``page_locked`` operand sharing pages with them) is neither
+    merged into a registration of this call nor unlocked when the call ends: only the parts around it are
+    locked, and unlocked (the default staging locks ahead on every call)."""
+    ranges = Recorder()
+    x = np.frombuffer(mmap.mmap(-1, 8 * PAGE), np.uint8)
+    base = x.ctypes.data
+    assert ranges.lock(base + 3 * PAGE, 2 * PAGE, False)
+    locker = Ahead(ranges, populate_pages=False, piece=4 * PAGE)
+    locker.wait(x)
+    mine = sorted((lo - base, hi - base) for lo, hi, _ in ranges.order[1:])
+    assert mine[0][0] == 0 and mine[-1][1] == 8 * PAGE and all(hi <= 3 * PAGE or lo >= 5 * PAGE for lo, hi in mine)
+    assert sum(hi - lo for lo, hi in mine) == 6 * PAGE, "the pieces less the caller's range, each byte once"
+    locker.close()
+    assert ranges.spans() == [(base + 3 * PAGE, base + 5 * PAGE)], "the caller's range stays locked"
+    assert ranges.gaps(base, 8 * PAGE) == [(base, base + 3 * PAGE), (base + 5 * PAGE, base + 8 * PAGE)]
+    assert ranges.gaps(base + 3 * PAGE, PAGE) == [] and ranges.gaps(base, 8 * PAGE, writeable=True) == [
+        (base, base + 8 * PAGE)], "a read-only range holds nothing the device must write"
+    ranges.unlock(base, 8 * PAGE)
