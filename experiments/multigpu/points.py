@@ -11,10 +11,11 @@ host sockets. ``"auto"`` takes UCX on GPU workers where distributed-ucxx is inst
 its protocol where it is not TCP (rows stored before protocols were recorded are TCP's).
 
 A **page-locking strategy** (:data:`LOCKS`, host operands only; a plan may compare several) is the ``lock_pages`` of
-:func:`gpu.multigpu.dask_matmul.matmul`: ``ahead`` (the library's default: the engine locks pieces beside its
-products), ``true`` (every range a worker maps is locked whole before its product), ``reuse``, ``false`` or
-``stream`` (A and B staged through a small pinned ring, C's pieces locked beside the products). A
-host point's parameters name it where it is not ``true`` (the default of the rows stored before ``ahead`` was).
+:func:`gpu.multigpu.dask_matmul.matmul`: ``stream`` (the library's default since 21d63ff: A and B staged through a
+small pinned ring, C's pieces locked beside the products), ``ahead`` (the engine locks every operand's pieces
+beside its products; the default before), ``true`` (every range a worker maps is locked whole before its
+product), ``reuse`` or ``false``. A host point's parameters name it where it is not ``true`` (the default of the
+rows stored before ``ahead`` was).
 An **output** (:data:`OUTPUTS`, host operands only) is C's file at the one shot: ``new`` (the default) or
 ``filled``; parameters name it where it is not new.
 """

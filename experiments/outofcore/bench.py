@@ -4,10 +4,10 @@ A, B and C are host arrays (NumPy), as the engine takes them; per size N
 (:mod:`experiments.outofcore.points`) one interleaved group times, on the same operands in the
 same run:
 
-* ``outofcore``: the engine's executor :func:`gpu.outofcore.run` on the plan
-  :func:`gpu.outofcore.matmul` makes (:func:`~experiments.outofcore.points.engine_plan`, two C
-  buffers), made beforehand so that the timed region holds the product only (no operand checks,
-  no NaN scan);
+* ``outofcore``: the engine's executor :func:`gpu.outofcore.run` through pinned staging buffers (the route of
+  ``staging="pinned"``, for operands read again) on the plan that route makes
+  (:func:`~experiments.outofcore.points.engine_plan`, two C buffers), made beforehand so that the timed region
+  holds the product only (no operand checks, no NaN scan, no page-locking);
 * ``gemm``: the in-core DGEMM where A, B and C fit on the device: A and B copied to the device,
   the library GEMM, C copied back, timed as a whole, so that both methods go from host memory to
   host memory. On NumPy it is ``A @ B`` into C;
@@ -15,11 +15,13 @@ same run:
   timed), where they fit beside the engine's buffers: the device's DGEMM rate, the bar the engine's
   speed target is set against (:mod:`experiments.outofcore.report`). On NumPy it is ``A @ B`` into C too.
 
-In the same rounds ``outofcore.matmul(A, B, out=C)`` at its defaults (what the engine row's plan comes from) is
-timed as a user calls it (:mod:`experiments.core.ascalled`: a loop of calls, then one synchronise, by the
-host's clock), against the group's baseline called the same way: ``cupy.matmul`` on the resident operands, or
-the in-core GEMM host to host (none where neither fits: its ratio is then None); the engine's row keeps
-``call``, ``as_called_s``, ``host_s`` and ``device_s`` (the executor's time).
+In the same rounds ``outofcore.matmul(A, B, out=C)`` at its defaults is timed as a user calls it
+(:mod:`experiments.core.ascalled`: a loop of calls, then one synchronise, by the host's clock; since 21d63ff its
+default ``staging="auto"`` locks the operands' pieces ahead of the copies, or streams them through a small pinned
+ring, every call: a route of its own, not the engine row's), against the group's baseline called the same way:
+``cupy.matmul`` on the resident operands, or the in-core GEMM host to host (none where neither fits: its ratio
+is then None); the engine's row keeps ``call``, ``as_called_s``, ``host_s`` and ``device_s`` (the executor's
+time).
 
 TFLOP/s is 2 N^3 over the median time; ``vs_gemm`` and ``vs_dgemm`` the time of the GEMM (host to
 host) and of the DGEMM on resident operands over the method's (None where that one did not run).

@@ -110,7 +110,7 @@ def device_memory(backend: Backend, host_free: int) -> int:
 
 
 def engine_plan(backend: Backend, n: int, itemsize: int = 8, host_free: int | None = None) -> OutOfCorePlan:
-    """The plan :func:`gpu.outofcore.matmul` makes for N with :func:`device_memory`,
+    """The plan :func:`gpu.outofcore.matmul` makes with ``staging="pinned"`` for N with :func:`device_memory`,
     :data:`C_BUFFERS` and the rates of the device's profile where it holds them: made once per point,
     before anything is timed."""
     host_free = host_available() if host_free is None else host_free
