@@ -183,13 +183,13 @@ class Ahead:
         return len(self._queue) - self._next
 
     def request(self, x: np.ndarray, writeable: bool = False) -> int:
-        """Queue the pieces of host view ``x`` not queued yet and not locked already; the queue position of
-        the last of its pieces (-1 where none is queued)."""
+        """Queue the pieces of host view ``x`` not queued yet and not locked already (by one range or several);
+        the queue position of the last of its pieces (-1 where none is queued)."""
         address, nbytes = extent(x)
         last = -1
         for p in pieces(address, nbytes, root_extent(x), self.piece):
             if p not in self._index:
-                if self.ranges.holds(p[0], p[1] - p[0], writeable):
+                if not self.ranges.gaps(p[0], p[1] - p[0], writeable):
                     continue
                 self._index[p] = len(self._queue)
                 self._queue.append((p, writeable))
@@ -211,23 +211,25 @@ class Ahead:
         return nullcontext() if self.timeline is None else self.timeline.host(lane, tag)
 
     def _lock_next(self) -> None:
-        """Map the next queued piece in (sub-pieces on the mapping threads) and lock it."""
+        """Map the next queued piece's gaps in (the parts no earlier range holds; sub-pieces on the mapping
+        threads) and lock them."""
         p, writeable = self._queue[self._next]
         tag, self._next = self._next, self._next + 1
-        if self._mapper is not None:
+        gaps = [(max(lo, p[0]), min(hi, p[1])) for lo, hi in self.ranges.gaps(p[0], p[1] - p[0], writeable)]
+        if self._mapper is not None and gaps:
             t0 = time.perf_counter()
             with self._span("mapping", tag):
-                done = populate_range(p[0], p[1] - p[0], writeable, self._mapper)
-            if done:
-                count("populate", time.perf_counter() - t0, p[1] - p[0])
-        t0, done = time.perf_counter(), 0
+                done = [populate_range(lo, hi - lo, writeable, self._mapper) for lo, hi in gaps]
+            if all(done):
+                count("populate", time.perf_counter() - t0, sum(hi - lo for lo, hi in gaps))
+        t0, locked = time.perf_counter(), 0
         with self._span("locking", tag):
-            for lo, hi in self.ranges.gaps(p[0], p[1] - p[0], writeable):
+            for lo, hi in gaps:
                 if self.ranges.lock(lo, hi - lo, writeable):
-                    done += hi - lo
+                    locked += hi - lo
                     self._fresh.append((lo, hi))
-        if done:
-            count("lock", time.perf_counter() - t0, done)
+        if locked:
+            count("lock", time.perf_counter() - t0, locked)
 
     def close(self) -> None:
         """Stop mapping pieces in and, unless ``keep``, unlock the pieces locked here (no copy from them may
