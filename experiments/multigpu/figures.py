@@ -1,7 +1,8 @@
 """The ``multigpu`` figures, drawn from stored rows only: steady and one-shot speed-up over one worker's steady
-time against the number of workers, one panel per N, a line per operand kind and mode, beside the ideal
-(``multigpu-speedup``); and one product's task stream on the most workers measured, each worker's compute and
-transfers against time (``multigpu-timeline``)."""
+time against the number of workers, one panel per N, a line per operand kind and mode (a setting's colour and
+marker, solid and filled for steady, dashed and hollow for one shot), beside the ideal (``multigpu-speedup``);
+and one product's task stream on the most workers measured, each worker's compute and transfers against time
+(``multigpu-timeline``)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,10 @@ def render_speedup(db: ResultsDB) -> Figure | None:
     devices = panel_devices(db, keys, [EXPERIMENT])
     settings = sorted({r.kind for p in panels for r in p[2]}, key=lambda s: (kind_of(s) != "host", s))
     series = [(kind, mode) for kind in settings for mode in (STEADY, ONESHOT)]
-    styles = series_styles(series)
+    colours = series_styles(settings)                  # a setting's two modes share its colour and marker
+    styles = {(kind, mode): {**colours[kind], "linestyle": "-" if mode == STEADY else "--",
+                             "markerfacecolor": colours[kind]["color"] if mode == STEADY else "white"}
+              for kind, mode in series}
     body, axes = panel_grid(len(panels))
     for ax, (key, n, rows) in zip(axes, panels):
         points = by_point(rows)

@@ -38,6 +38,12 @@ def test_the_command_stores_both_modes_of_every_point_and_resumes(run_json, db_p
     with ResultsDB(db_path) as db:
         paths = FIGURES[figures.NAME].render(db, tmp_path) + FIGURES[figures.TIMELINE_NAME].render(db, tmp_path)
         spans = timelines(db, db.env_keys()[0])
+        lines = {line.get_label(): line for ax in figures.render_speedup(db).axes for line in ax.get_lines()}
+    for kind in (DEFAULT, "resident"):
+        steady, shot = lines[f"{kind} operands, steady"], lines[f"{kind} operands, one shot"]
+        assert steady.get_color() == shot.get_color() and steady.get_marker() == shot.get_marker(), "one setting"
+        assert (steady.get_linestyle(), shot.get_linestyle(), shot.get_markerfacecolor()) == ("-", "--", "white")
+    assert lines[f"{DEFAULT} operands, steady"].get_color() != lines["resident operands, steady"].get_color()
     assert [p.suffix for p in paths] == [".png", ".pdf"] * 2 and all(p.stat().st_size > 10_000 for p in paths[::2])
     assert set(spans) == {(64, k, w) for k in (DEFAULT, "resident") for w in (1, 2)}
     for (_, _, workers), found in spans.items():
