@@ -216,30 +216,31 @@ class Ahead:
         p, writeable = self._queue[self._next]
         tag, self._next = self._next, self._next + 1
         gaps = [(max(lo, p[0]), min(hi, p[1])) for lo, hi in self.ranges.gaps(p[0], p[1] - p[0], writeable)]
-        if self._mapper is not None and gaps:
+        if not gaps:                                   # held meanwhile (by ranges locked since it was queued)
+            return
+        if self._mapper is not None:
             t0 = time.perf_counter()
             with self._span("mapping", tag):
                 done = [populate_range(lo, hi - lo, writeable, self._mapper) for lo, hi in gaps]
             if all(done):
                 count("populate", time.perf_counter() - t0, sum(hi - lo for lo, hi in gaps))
-        t0, locked = time.perf_counter(), 0
+        t0 = time.perf_counter()
         with self._span("locking", tag):
-            for lo, hi in gaps:
-                if self.ranges.lock(lo, hi - lo, writeable):
-                    locked += hi - lo
-                    self._fresh.append((lo, hi))
-        if locked:
-            count("lock", time.perf_counter() - t0, locked)
+            mine = self.ranges.lock_gaps(p[0], p[1] - p[0], writeable)
+        self._fresh += mine
+        if mine:
+            count("lock", time.perf_counter() - t0, sum(hi - lo for lo, hi in mine))
 
-    def close(self) -> None:
-        """Stop mapping pieces in and, unless ``keep``, unlock the pieces locked here (no copy from them may
-        still run)."""
+    def close(self) -> list[tuple[int, int]]:
+        """Stop mapping pieces in and, unless ``keep``, unlock the ranges locked here (no copy from them may
+        still run); the ranges this call locked, as ``(start, end)``."""
         if self._mapper is not None:
             self._mapper.shutdown()
+        mine, self._fresh = self._fresh, []
         if not self.keep:
-            for lo, hi in self._fresh:
+            for lo, hi in mine:
                 self.ranges.unlock(lo, hi - lo)
-        self._fresh = []
+        return mine
 
 
 def first_uses(steps: Iterable[Any], A: np.ndarray, B: np.ndarray, C: np.ndarray,

@@ -22,6 +22,7 @@ block with beta = 1), a k-term sum in some order, so the library GEMM's bound ho
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -195,9 +196,12 @@ class Plan(MatmulPlan):
                 run(self.device, self.ops, p, A, B, C, timeline, gate, self._direct(), ahead, self._streams())
         finally:
             if ahead is not None:
-                ahead.close()
+                mine = ahead.close()
                 if out is None and ahead.keep:           # a C made here is not the caller's to keep locked
-                    self.ops.ranges.unlock(*extent(C))
+                    lo, n = extent(C)
+                    for a, b in mine:                    # this call's ranges in C's pages, no caller's range
+                        if lo - lo % mmap.PAGESIZE <= a and b <= lo + n + mmap.PAGESIZE:
+                            self.ops.ranges.unlock(a, b - a)
         return C
 
     def _locks_ahead(self) -> bool:

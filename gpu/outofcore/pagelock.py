@@ -67,19 +67,17 @@ class LockedRanges:
         return sum(hi - lo for lo, (hi, _) in self.ranges.items())
 
     def holds(self, address: int, nbytes: int, writeable: bool = False) -> bool:
-        """Whether ``[address, address + nbytes)`` lies inside one locked range (that the device may write,
-        where ``writeable``); an empty range is held."""
-        if nbytes <= 0:
-            return True
-        with self._lock:
-            return any(lo <= address and address + nbytes <= hi and (w or not writeable)
-                       for lo, (hi, w) in self.ranges.items())
+        """Whether locked ranges (that the device may write, where ``writeable``) cover ``[address, address +
+        nbytes)``: one, or several side by side (a copy is cut at their boundaries); an empty range is held."""
+        return not self.gaps(address, nbytes, writeable)
 
     def gaps(self, address: int, nbytes: int, writeable: bool = False) -> list[tuple[int, int]]:
         """The parts of ``[address, address + nbytes)``'s pages that no locked range holds (for the device to
         write, where ``writeable``), as ``(start, end)`` in order: what is left to lock without merging into
         ranges locked before (:mod:`gpu.outofcore.ahead` locks only these, and so unlocks only its own)."""
-        lo, hi = _pages(address, max(nbytes, 0))
+        if nbytes <= 0:
+            return []
+        lo, hi = _pages(address, nbytes)
         with self._lock:
             held = sorted((a, b) for a, (b, w) in self.ranges.items() if (w or not writeable) and a < hi and lo < b)
         out, at = [], lo
@@ -93,28 +91,47 @@ class LockedRanges:
         """Lock the pages of ``[address, address + nbytes)`` (the device writes them only where
         ``writeable``) and say whether they are locked now; False where the registration failed, the
         range then left as the pages were (pageable, or in their old ranges). One registration at a time;
-        the table stays readable (:meth:`holds`, :meth:`spans`) while one runs."""
-        if nbytes <= 0 or self.holds(address, nbytes, writeable):
+        the table stays readable (:meth:`holds`, :meth:`spans`) while one runs. Ranges it meets are merged
+        into one registration (:meth:`lock_gaps` merges with none it can avoid)."""
+        if self.holds(address, nbytes, writeable):
+            return True
+        with self._registering:
+            return self._merged(address, nbytes, writeable)
+
+    def lock_gaps(self, address: int, nbytes: int, writeable: bool) -> list[tuple[int, int]]:
+        """Lock the :meth:`gaps` of ``[address, address + nbytes)``, each a registration of its own, with no
+        other registration in between (another thread cannot lock a gap meanwhile); the ranges registered
+        here, which only their caller may unlock. A gap meets a range only where that range is read-only and
+        the device must write: it is then merged, as :meth:`lock` does."""
+        out = []
+        with self._registering:
+            for lo, hi in self.gaps(address, nbytes, writeable):
+                if self._merged(lo, hi - lo, writeable):
+                    out.append((lo, hi))
+        return out
+
+    def _merged(self, address: int, nbytes: int, writeable: bool) -> bool:
+        """:meth:`lock`'s registration, ``_registering`` held."""
+        if self.holds(address, nbytes, writeable):
             return True
         lo, hi = _pages(address, nbytes)
-        with self._registering:
-            with self._lock:
-                met = {a: self.ranges.pop(a) for a in self._meeting(lo, hi)}
-            lo, hi = min([lo, *met]), max([hi, *(b for b, _ in met.values())])
-            writeable = writeable or any(w for _, w in met.values())
-            for a in met:
-                self._unregister(a)
-            t0 = time.perf_counter()
-            try:
-                self._register(lo, hi - lo, writeable)
-            except Exception:
-                self._restore(met)
-                return False
-            finally:
-                self.seconds += time.perf_counter() - t0
-            with self._lock:
-                self.ranges[lo] = (hi, writeable)
-            return True
+        with self._lock:
+            met = {a: self.ranges.pop(a) for a in self._meeting(lo, hi)}
+        lo, hi = min([lo, *met]), max([hi, *(b for b, _ in met.values())])
+        writeable = writeable or any(w for _, w in met.values())
+        for a in met:
+            self._unregister(a)
+        t0 = time.perf_counter()
+        try:
+            self._register(lo, hi - lo, writeable)
+        except Exception:
+            self._restore(met)
+            return False
+        finally:
+            self.seconds += time.perf_counter() - t0
+        with self._lock:
+            self.ranges[lo] = (hi, writeable)
+        return True
 
     def spans(self) -> list[tuple[int, int]]:
         """The locked ranges as ``(start, end)``, sorted: a copy must not cross the boundary of one."""

@@ -21,7 +21,8 @@ row panels whose residues serve each of their column tiles (:func:`reusing_panel
 ``keep_a``): A's residues are formed once per tile width (once where the tiles divide n) and B's once per row
 panel, taken where that forms fewer (:func:`formed`; at 2 matrices and 15 moduli on the GPU, row panels of N/2
 and column tiles of N/4: A once and B twice, against four times each in square tiles of N/4; not yet timed on a
-GPU). A tile plan keeps a CUDA graph per tile (its address set), so a repeated call replays every tile.
+GPU). A tile plan keeps as many CUDA graphs per tile as a plan keeps per product (up to
+:data:`gpu.backend.graphs.MAX_SEEN` in all), so a repeated call replays every tile, into alternating outputs too.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import numpy as np
 
 from ..backend import Array, Backend, MemoryPlanError, check_output, get_backend, require_memory
 from ..backend.checks import gib
+from ..backend.graphs import MAX_GRAPHS
 from ..backend.plans import MatmulPlan, operand_signature, resolve_options
 from ..ozaki.api import _operands
 from ..ozaki.plan import HEADROOM
@@ -158,7 +160,7 @@ class TiledPlan(MatmulPlan):
             r, c = next(tiles(self.m, self.n, self.rows, self.cols))
             try:
                 return Plan(A[r], B[:, c], out=C[r, c], options=self.options, backend=self.backend,
-                            keep_a=self.reuse, address_sets=self.tiles)
+                            keep_a=self.reuse, address_sets=MAX_GRAPHS * self.tiles)
             except MemoryPlanError:
                 if max(self.rows, self.cols) <= MIN_TILE:
                     raise
@@ -191,7 +193,7 @@ class TiledPlan(MatmulPlan):
                         plan = None
                     if plan is None:
                         plan, formed_rows = Plan(a, b, out=part, options=self.options, backend=be,
-                                                 keep_a=self.reuse, address_sets=self.tiles), None
+                                                 keep_a=self.reuse, address_sets=MAX_GRAPHS * self.tiles), None
                     plan.run(a, b, part, phases, reuse_a=self.reuse and r == formed_rows)
                     formed_rows = r
             finally:

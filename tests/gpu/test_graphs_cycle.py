@@ -40,3 +40,18 @@ def test_graphs_sized_to_the_address_sets_replay_them_from_the_third_round():
     assert _rounds(sets, sets) == ([0, sets, sets], [0, 0, sets], 2 * sets), "eager, captured, replayed"
     captures, launches, _ = _rounds(None, sets)
     assert launches == [0, 0, 0] and captures == [0, sets, 2 * sets], "the default size cycles: capture each call"
+
+
+def test_a_tile_plan_sized_per_tile_replays_tiles_into_alternating_outputs():
+    """A loop of ``C = plan.execute(A, B)`` alternates two outputs: each tile then has two address sets, and a tile
+    plan keeps :data:`MAX_GRAPHS` graphs per tile, so both replay (one graph per tile captured each call)."""
+    tiles = 3
+    for size, replays in ((MAX_GRAPHS * tiles, True), (tiles, False)):
+        be = _Recorder()
+        graphs = Graphs(be, "repeat", 0, size)
+        launches = []
+        for call in range(6):
+            for tile in range(tiles):
+                graphs.run((tile, call % 2), lambda: None)
+            launches.append(be.launches)
+        assert (launches[-1] - launches[-3] == 2 * tiles) is replays, (size, launches)

@@ -248,3 +248,23 @@ def test_pieces_lock_around_a_range_locked_before_and_leave_it_locked():
     assert ranges.gaps(base + 3 * PAGE, PAGE) == [] and ranges.gaps(base, 8 * PAGE, writeable=True) == [
         (base, base + 8 * PAGE)], "a read-only range holds nothing the device must write"
     ranges.unlock(base, 8 * PAGE)
+
+
+def test_ranges_side_by_side_hold_what_they_cover_and_lock_gaps_registers_only_gaps():
+    """Pieces locked as gaps leave adjacent ranges: together they hold a view (copies are cut at their
+    boundaries), and ``lock_gaps`` registers the uncovered parts only, returning just those; an empty range has no
+    gap; ``close`` returns the ranges the call locked."""
+    ranges = Recorder()
+    x = np.frombuffer(mmap.mmap(-1, 8 * PAGE), np.uint8)
+    base = x.ctypes.data
+    assert ranges.lock(base, 2 * PAGE, False) and ranges.lock(base + 2 * PAGE, 2 * PAGE, False)
+    assert ranges.holds(base + PAGE, 2 * PAGE) and not ranges.holds(base + PAGE, 4 * PAGE)
+    assert ranges.gaps(base + 5, 0) == [] and ranges.holds(base + 5, 0)
+    assert ranges.lock_gaps(base, 6 * PAGE, False) == [(base + 4 * PAGE, base + 6 * PAGE)]
+    assert ranges.spans() == [(base, base + 2 * PAGE), (base + 2 * PAGE, base + 4 * PAGE),
+                              (base + 4 * PAGE, base + 6 * PAGE)], "no merge"
+    locker = Ahead(ranges, populate_pages=False, piece=8 * PAGE)
+    locker.wait(x)
+    mine = locker.close()
+    assert mine[0][0] == base + 6 * PAGE and mine[-1][1] == base + 8 * PAGE and sum(b - a for a, b in mine) == 2 * PAGE
+    ranges.unlock(base, 8 * PAGE)

@@ -66,8 +66,8 @@ def test_streaming_gives_the_staged_result_locks_only_c_and_unlocks_it(monkeypat
     options = {"block": (17, 13), "panel": 7, "buffers": 3, "c_buffers": 2, "backend": "numpy"}
     want = matmul(A, B, staging="pinned", **options)
     locked = []
-    real = HOST_RANGES.lock
-    monkeypatch.setattr(HOST_RANGES, "lock", lambda a, n, w: locked.append((a, n, w)) or real(a, n, w))
+    real = HOST_RANGES.lock_gaps
+    monkeypatch.setattr(HOST_RANGES, "lock_gaps", lambda a, n, w: locked.append((a, n, w)) or real(a, n, w))
     line = Timeline()
     big = np.full((70, 50), np.nan)
     got = matmul(A, B, out=big[3:64, 2:47], staging="stream", timeline=line, **options)
