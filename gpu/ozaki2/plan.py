@@ -177,25 +177,27 @@ class Plan(MatmulPlan):
             self._kept = (None, *self._kept[1:])          # A's buffers are overwritten from here on
         if phases is None and self._graphs.mode:
             self._replayed(family, A, B, C, kept)
-        elif kept:
-            with _phase(be, phases, "scaling"):
-                part, shift_a, rows, cols, shift_b = self._columns(family, B)
-            self._rest(family, part, A, B, C, shift_a, shift_b, rows, cols, phases, form_a=False)
         else:
-            with _phase(be, phases, "scaling"):
-                part, shift_a, shift_b, rows, cols = self._scaling(family, A, B)
-            self._rest(family, part, A, B, C, shift_a, shift_b, rows, cols, phases)
+            self._whole(family, A, B, C, kept, phases)
         if self.keep_a and not kept and self._kept is not None:
             self._kept = (be.pointer(A), *self._kept[1:])
         return C
 
-    def _columns(self, family: Any, B: Array) -> tuple[Part, Array, LineStats, LineStats, Array]:
-        """A kept call's scaling: B's line statistics and shifts, beside A's kept ones."""
+    def _whole(self, family: Any, A: Array, B: Array, C: Array, kept: bool = False,
+               phases: dict[str, float] | None = None) -> None:
+        """The whole product: the scaling (B's alone where A's is ``kept``), then :meth:`_rest`."""
+        with _phase(self.backend, phases, "scaling"):
+            part, shift_a, shift_b, rows, cols = self._columns(family, B) if kept else self._scaling(family, A, B)
+        self._rest(family, part, A, B, C, shift_a, shift_b, rows, cols, phases, form_a=not kept)
+
+    def _columns(self, family: Any, B: Array) -> tuple[Part, Array, Array, LineStats, LineStats]:
+        """A kept call's scaling, as :meth:`_scaling` gives it: B's line statistics and shifts beside A's kept
+        ones."""
         _, part, shift_a, rows = self._kept
         cols = family.line_stats(B.T, self.work.region("tiles"), self.normwise, self.lines_b)
         if self.options.check_finite:
             _refuse_nonfinite(self.backend, rows, cols)
-        return part, shift_a, rows, cols, family.shifts(cols, part.table, (self.shift_buffers or (None, None))[1])
+        return part, shift_a, family.shifts(cols, part.table, (self.shift_buffers or (None, None))[1]), rows, cols
 
     def _rest(self, family: Any, part: Part, A: Array, B: Array, C: Array, shift_a: Array, shift_b: Array,
               rows: LineStats, cols: LineStats, phases: dict[str, float] | None = None, form_a: bool = True) -> None:
@@ -222,18 +224,11 @@ class Plan(MatmulPlan):
         the count picks the graph). Only where the INT32 products are kept whole (the direct layout), whose work
         allocates nothing."""
         be = self.backend
-        if self.fixed and kept:
+        if self.fixed:
             count = self.fixed
 
             def work() -> None:
-                part, shift_a, rows, cols, shift_b = self._columns(family, B)
-                self._rest(family, part, A, B, C, shift_a, shift_b, rows, cols, form_a=False)
-        elif self.fixed:
-            count = self.fixed
-
-            def work() -> None:
-                part, shift_a, shift_b, rows, cols = self._scaling(family, A, B)
-                self._rest(family, part, A, B, C, shift_a, shift_b, rows, cols)
+                self._whole(family, A, B, C, kept)
         else:
             rows, cols, found, count = self._lines(family, A, B)
 
