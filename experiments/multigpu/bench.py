@@ -57,6 +57,10 @@ SEED = 11
 SHARED_MEMORY = "/dev/shm"
 #: Elements each generator draws, and the threads that draw the operands.
 FILL_BAND, FILL_THREADS = 2**22, max(1, min(32, os.cpu_count() or 1))
+#: Modules a GPU worker imports as it starts (dask-cuda's ``pre_import``), before any task: the block task's
+#: module and what it loads (CuPy, :mod:`gpu.backend`), which a new worker otherwise imports in its first task
+#: (0.57-0.72 s from the call to that task on two H200s at 8192; ``h200x2-worker-start.json``).
+PRE_IMPORT = ("cupy", "gpu.multigpu.worker")
 
 
 def new_cluster(backend: Any, workers: int, protocol: str = "tcp") -> tuple[Any, Client]:
@@ -64,7 +68,7 @@ def new_cluster(backend: Any, workers: int, protocol: str = "tcp") -> tuple[Any,
     if backend.name == "cupy":
         from dask_cuda import LocalCUDACluster  # a GPU run needs dask-cuda: imported then, not by the CPU tests
         cluster = LocalCUDACluster(n_workers=workers, CUDA_VISIBLE_DEVICES=list(range(workers)), memory_limit=0,
-                                   dashboard_address=":0", protocol=protocol)
+                                   dashboard_address=":0", protocol=protocol, pre_import=list(PRE_IMPORT))
     else:
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=False, dashboard_address=":0")
     return cluster, Client(cluster)
@@ -231,7 +235,10 @@ def measure_point(ctx: Context, files: OperandFiles, point: Point) -> int:
     be = ctx.backend
     where = f"N = {point.n}, {point.setting}, {point.workers} workers"
     A, B, out = files.get(point.n, point.output == "filled")
+    started = time.perf_counter()
     cluster, client = new_cluster(be, point.workers, point.protocol)
+    client.wait_for_workers(point.workers)
+    started = time.perf_counter() - started
     with cluster, client:
         a, b = (A, B) if point.kind == "host" else in_place(be, client, A, B, point.workers)
         run = partial(product, point.kind, be, client, a, b, out, point.lock)
@@ -240,7 +247,7 @@ def measure_point(ctx: Context, files: OperandFiles, point: Point) -> int:
             began = time.time()
             first, C = timed(run)
         one_shot = {"spans": task_spans(stream.data, lanes), "first_touch": touched(client, lanes),
-                    "first_task_after_s": first_start(stream.data, began)}
+                    "first_task_after_s": first_start(stream.data, began), "cluster_start_s": started}
         error = check(be, C, A, B, where)
         del C
         samples = [timed(run)[0] for _ in range(FEW if first > SLOW_S else SAMPLES)]

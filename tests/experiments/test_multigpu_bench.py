@@ -293,3 +293,16 @@ def test_operands_are_drawn_in_bands_that_do_not_depend_on_the_threads(monkeypat
         draws.append(x)
     assert np.array_equal(*draws) and 0 <= draws[0].min() and draws[0].max() < 1
     assert len(np.unique(draws[0])) == draws[0].size, "every band its own stream"
+
+
+def test_a_gpu_worker_imports_at_its_start_the_block_task_s_module_and_not_the_front_end():
+    import importlib.util
+    import subprocess
+
+    assert "gpu.multigpu.worker" in bench.PRE_IMPORT
+    names = [m for m in bench.PRE_IMPORT if importlib.util.find_spec(m) is not None]
+    code = ("import importlib, sys\n"
+            f"for m in {names!r}: importlib.import_module(m)\n"
+            "print(sorted(m for m in ('dask.array', 'gpu.multigpu.dask_matmul') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
