@@ -49,6 +49,7 @@ import numpy as np
 
 from ..backend import blas
 from ..outofcore import ahead as lock_ahead
+from ..outofcore import fileback
 
 #: Modes of ``np.memmap`` whose mapping is shared with the file (and so with every other mapping of it).
 SHARED_MODES = frozenset({"r", "r+", "w+"})
@@ -80,6 +81,7 @@ class _Kept:
     lockers: list[PageLocker]
 
     def drop(self) -> None:
+        fileback.forget(self.address)
         for locker in self.lockers:
             locker.unlock_pages(self.address, len(self.region))
 
@@ -113,6 +115,8 @@ def _mapping(path: str, writeable: bool, lo: int = 0, hi: int = 0, locker: PageL
                 region = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_WRITE if writeable else mmap.ACCESS_READ)
             address = np.frombuffer(region, np.uint8).ctypes.data if len(region) else 0
             _MAPPINGS[key] = _Kept(path, region, address, [], [])
+            if writeable and address:
+                fileback.register(address, len(region), path)
             while len(_MAPPINGS) > MAX_MAPPINGS:
                 _MAPPINGS.popitem(last=False)[1].drop()
         _MAPPINGS.move_to_end(key)
@@ -126,6 +130,8 @@ def _mapping(path: str, writeable: bool, lo: int = 0, hi: int = 0, locker: PageL
             locker = None
         if hi > lo and not seen:
             start, began = lo - lo % mmap.PAGESIZE, time.perf_counter()
+            if writeable:
+                fileback.allocate(path, start, hi - start)
             populate(kept.region, kept.address, start, hi, writeable)
             kept.populated.append((lo, hi))
             lock_ahead.count("populate", time.perf_counter() - began, hi - start)

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from . import fileback
 from .pagelock import LockedRanges, extent
 from .timeline import Timeline
 
@@ -172,7 +173,7 @@ class Ahead:
         self.ranges, self.keep, self.piece, self.timeline = ranges, keep, piece or PIECE, timeline
         self._mapper = ThreadPoolExecutor(POPULATE_THREADS, thread_name_prefix="gemmlab-populate") \
             if populate_pages else None
-        self._queue: list[tuple[tuple[int, int], bool]] = []
+        self._queue: list[tuple[tuple[int, int], bool, tuple[str, int] | None]] = []
         self._index: dict[tuple[int, int], int] = {}
         self._next = 0
         self._fresh: list[tuple[int, int]] = []
@@ -186,13 +187,13 @@ class Ahead:
         """Queue the pieces of host view ``x`` not queued yet and not locked already (by one range or several);
         the queue position of the last of its pieces (-1 where none is queued)."""
         address, nbytes = extent(x)
-        last = -1
+        last, back = -1, fileback.backing(x) if writeable else None
         for p in pieces(address, nbytes, root_extent(x), self.piece):
             if p not in self._index:
                 if not self.ranges.gaps(p[0], p[1] - p[0], writeable):
                     continue
                 self._index[p] = len(self._queue)
-                self._queue.append((p, writeable))
+                self._queue.append((p, writeable, back))
             last = max(last, self._index[p])
         return last
 
@@ -211,9 +212,9 @@ class Ahead:
         return nullcontext() if self.timeline is None else self.timeline.host(lane, tag)
 
     def _lock_next(self) -> None:
-        """Map the next queued piece's gaps in (the parts no earlier range holds; sub-pieces on the mapping
-        threads) and lock them."""
-        p, writeable = self._queue[self._next]
+        """Map the next queued piece's gaps in (the parts no earlier range holds; a writeable file's pages made
+        in the file first, :mod:`gpu.outofcore.fileback`; sub-pieces on the mapping threads) and lock them."""
+        p, writeable, back = self._queue[self._next]
         tag, self._next = self._next, self._next + 1
         gaps = [(max(lo, p[0]), min(hi, p[1])) for lo, hi in self.ranges.gaps(p[0], p[1] - p[0], writeable)]
         if not gaps:                                   # held meanwhile (by ranges locked since it was queued)
@@ -221,6 +222,8 @@ class Ahead:
         if self._mapper is not None:
             t0 = time.perf_counter()
             with self._span("mapping", tag):
+                for lo, hi in gaps if back is not None else ():
+                    fileback.allocate(back[0], lo - back[1], hi - lo)
                 done = [populate_range(lo, hi - lo, writeable, self._mapper) for lo, hi in gaps]
             if all(done):
                 count("populate", time.perf_counter() - t0, sum(hi - lo for lo, hi in gaps))
