@@ -35,7 +35,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -174,6 +174,8 @@ class Ahead:
         self._mapper = ThreadPoolExecutor(POPULATE_THREADS, thread_name_prefix="gemmlab-populate") \
             if populate_pages else None
         self._queue: list[tuple[tuple[int, int], bool, tuple[str, int] | None]] = []
+        self._maker: ThreadPoolExecutor | None = None
+        self._made: dict[tuple[int, int], Future[bool]] = {}
         self._index: dict[tuple[int, int], int] = {}
         self._next = 0
         self._fresh: list[tuple[int, int]] = []
@@ -194,6 +196,8 @@ class Ahead:
                     continue
                 self._index[p] = len(self._queue)
                 self._queue.append((p, writeable, back))
+                if back is not None:
+                    self._make(p, back)
             last = max(last, self._index[p])
         return last
 
@@ -207,6 +211,16 @@ class Ahead:
         """Lock the next queued pieces while ``busy()`` says the device has work queued that outlasts one."""
         while self._next < len(self._queue) and busy():
             self._lock_next()
+
+    def _make(self, p: tuple[int, int], back: tuple[str, int]) -> None:
+        """Start making piece ``p``'s pages in its file (``back``: path and origin), in queue order on a thread of
+        its own, where mapping in and locking do not wait for it: ``fallocate`` works on the file, not on the
+        process's mappings, which ``madvise`` and ``cudaHostRegister`` hold."""
+        if self._mapper is None:
+            return
+        if self._maker is None:
+            self._maker = ThreadPoolExecutor(1, thread_name_prefix="gemmlab-allocate")
+        self._made[p] = self._maker.submit(fileback.allocate, back[0], p[0] - back[1], p[1] - p[0])
 
     def _span(self, lane: str, tag: int) -> AbstractContextManager[None]:
         return nullcontext() if self.timeline is None else self.timeline.host(lane, tag)
@@ -222,8 +236,8 @@ class Ahead:
         if self._mapper is not None:
             t0 = time.perf_counter()
             with self._span("mapping", tag):
-                for lo, hi in gaps if back is not None else ():
-                    fileback.allocate(back[0], lo - back[1], hi - lo)
+                if p in self._made:
+                    self._made.pop(p).result()
                 done = [populate_range(lo, hi - lo, writeable, self._mapper) for lo, hi in gaps]
             if all(done):
                 count("populate", time.perf_counter() - t0, sum(hi - lo for lo, hi in gaps))
@@ -239,6 +253,8 @@ class Ahead:
         still run); the ranges this call locked, as ``(start, end)``."""
         if self._mapper is not None:
             self._mapper.shutdown()
+        if self._maker is not None:
+            self._maker.shutdown(cancel_futures=True)
         mine, self._fresh = self._fresh, []
         if not self.keep:
             for lo, hi in mine:

@@ -5,10 +5,14 @@ first has every page of it made: zeroed memory for the file, then mapped into th
 virtual machines making them through page faults (``madvise(MADV_POPULATE_WRITE)``) ran at 3.8 GB/s on 8
 threads of one process and 4.7 GB/s in 8 processes, while ``fallocate`` of the file's range ran at 10.5 GB/s
 on one thread, after which mapping the made pages in is cheap (17 GB in 0.45 s)
-(``results/published/h200/h200x2-shm-populate.json``). So a writeable range of a file mapped shared is
-allocated in its file first (:func:`allocate`: Linux's ``fallocate`` keeping the file's size, which leaves
-the bytes already there as they are and never writes zeros itself; where the file system has no
-``fallocate``, nothing is done and the pages fault in as before).
+(``results/published/h200/h200x2-shm-populate.json``, on memory the machine had used before; on a fresh
+machine's memory both ran at the rate it is first given, 2-4 GB/s). So a writeable range of a file mapped
+shared is allocated in its file first (:func:`allocate`: Linux's ``fallocate`` keeping the file's size,
+which leaves the bytes already there as they are and never writes zeros itself; where the file system has
+no ``fallocate``, nothing is done and the pages fault in as before). Locking ahead
+(:class:`gpu.outofcore.ahead.Ahead`) allocates a call's output pieces on a thread of its own from the call's
+start, in the order they are written: ``fallocate`` works on the file, not on the process's mappings, so it
+runs beside the mapping in and the page-locking of the pieces before them.
 
 Where a range lies in a file: an ``np.memmap`` view knows its file; a mapping made elsewhere (the kept
 mappings of :mod:`gpu.multigpu.mapped`) is named here by :func:`register` and dropped by :func:`forget`.
@@ -66,7 +70,9 @@ def backing(x: np.ndarray) -> tuple[str, int] | None:
 
 def allocate(path: str, offset: int, nbytes: int) -> bool:
     """Make the file's pages of bytes ``[offset, offset + nbytes)`` (clipped to its size) with ``fallocate``,
-    keeping its size and contents; False where that cannot be done (no such call, or the file system has none)."""
+    keeping its size and contents; nothing where the whole file has its pages already (a written output: a
+    call over made pages still walks them, 0.6 s per 17 GB); False where it cannot be done (no such call, or
+    the file system has none)."""
     if not _HAS_FALLOCATE or nbytes <= 0:
         return False
     try:
@@ -74,8 +80,10 @@ def allocate(path: str, offset: int, nbytes: int) -> bool:
     except OSError:
         return False
     try:
-        size = os.fstat(fd).st_size
-        lo, hi = max(0, offset), min(size, offset + nbytes)
-        return hi <= lo or _LIBC.fallocate(fd, KEEP_SIZE, lo, hi - lo) == 0
+        st = os.fstat(fd)
+        lo, hi = max(0, offset), min(st.st_size, offset + nbytes)
+        if hi <= lo or st.st_blocks * 512 >= st.st_size:
+            return True
+        return _LIBC.fallocate(fd, KEEP_SIZE, lo, hi - lo) == 0
     finally:
         os.close(fd)

@@ -95,3 +95,23 @@ def test_a_worker_s_writeable_mapping_makes_its_range_in_the_file_and_names_it(t
     mapped.release()
     assert np.all(C[10:20] == 3.0) and np.all(C[:10] == 0.0)
     assert origin not in fileback._FILES, "a dropped mapping is forgotten"
+
+
+def test_a_file_whose_pages_are_all_made_is_left_alone(tmp_path, monkeypatch):
+    """A written output (a filled C) is not walked again: that cost 0.6 s per 17 GB on the two-H200 machine."""
+    path = tmp_path / "c.bin"
+    path.write_bytes(b"\1" * (4 * PAGE))
+    calls = []
+
+    class Libc:
+        @staticmethod
+        def fallocate(*args):
+            calls.append(args)
+            return 0
+    monkeypatch.setattr(fileback, "_LIBC", Libc)
+    monkeypatch.setattr(fileback, "_HAS_FALLOCATE", True)
+    assert fileback.allocate(str(path), 0, 4 * PAGE) and calls == []
+    sparse = tmp_path / "d.bin"
+    with open(sparse, "wb") as fh:
+        fh.truncate(4 * PAGE)
+    assert fileback.allocate(str(sparse), PAGE, PAGE) and len(calls) == 1 and calls[0][1:] == (1, PAGE, PAGE)
