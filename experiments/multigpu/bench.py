@@ -237,9 +237,9 @@ def measure_point(ctx: Context, files: OperandFiles, point: Point) -> int:
     A, B, out = files.get(point.n, point.output == "filled")
     started = time.perf_counter()
     cluster, client = new_cluster(be, point.workers, point.protocol)
-    client.wait_for_workers(point.workers)
-    started = time.perf_counter() - started
     with cluster, client:
+        client.wait_for_workers(point.workers)
+        started = time.perf_counter() - started
         a, b = (A, B) if point.kind == "host" else in_place(be, client, A, B, point.workers)
         run = partial(product, point.kind, be, client, a, b, out, point.lock)
         lanes = sorted(client.nthreads())

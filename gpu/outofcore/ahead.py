@@ -15,7 +15,8 @@ first copy that reads it (:meth:`Ahead.wait`) and, while the device has queued w
 (Mapping pieces in on threads of their own, beside the registrations, slowed both: on two H200s at N =
 65536 one worker's pieces took 102 thread-seconds to map in and 11.8 s to lock, against 1.2 s and 5.0 s
 for whole ranges mapped in and then locked.) A writeable piece of a file mapped shared, a new output's, is
-first made in its file (:mod:`gpu.outofcore.fileback`) on a thread of its own from the call's start: that
+first made in its file (:mod:`gpu.outofcore.fileback`) on a thread of its own from the call's start (where
+pieces are mapped in): that
 holds the file, not the mappings, and took a new C's one shot on two H200s at N = 65536 from 14.5 to 10.2 s.
 
 A copy from or to page-locked memory must lie inside **one** registration (a copy across two failed with
@@ -178,6 +179,7 @@ class Ahead:
         self._queue: list[tuple[tuple[int, int], bool, tuple[str, int] | None]] = []
         self._maker: ThreadPoolExecutor | None = None
         self._made: dict[tuple[int, int], Future[bool]] = {}
+        self._files = fileback.Allocator()
         self._index: dict[tuple[int, int], int] = {}
         self._next = 0
         self._fresh: list[tuple[int, int]] = []
@@ -216,13 +218,14 @@ class Ahead:
 
     def _make(self, p: tuple[int, int], back: tuple[str, int]) -> None:
         """Start making piece ``p``'s pages in its file (``back``: path and origin), in queue order on a thread of
-        its own, where mapping in and locking do not wait for it: ``fallocate`` works on the file, not on the
-        process's mappings, which ``madvise`` and ``cudaHostRegister`` hold."""
+        its own, beside the mapping in and locking of the pieces before it (``fallocate`` holds the file, not the
+        process's mappings, which ``madvise`` and ``cudaHostRegister`` hold); a piece waits for its own before it
+        is mapped in. Only where pieces are mapped in (``populate_pages``)."""
         if self._mapper is None:
             return
         if self._maker is None:
             self._maker = ThreadPoolExecutor(1, thread_name_prefix="gemmlab-allocate")
-        self._made[p] = self._maker.submit(fileback.allocate, back[0], p[0] - back[1], p[1] - p[0])
+        self._made[p] = self._maker.submit(self._files.allocate, back[0], p[0] - back[1], p[1] - p[0])
 
     def _span(self, lane: str, tag: int) -> AbstractContextManager[None]:
         return nullcontext() if self.timeline is None else self.timeline.host(lane, tag)
@@ -234,6 +237,9 @@ class Ahead:
         tag, self._next = self._next, self._next + 1
         gaps = [(max(lo, p[0]), min(hi, p[1])) for lo, hi in self.ranges.gaps(p[0], p[1] - p[0], writeable)]
         if not gaps:                                   # held meanwhile (by ranges locked since it was queued)
+            made = self._made.pop(p, None)
+            if made is not None:
+                made.cancel()
             return
         if self._mapper is not None:
             t0 = time.perf_counter()
@@ -257,6 +263,7 @@ class Ahead:
             self._mapper.shutdown()
         if self._maker is not None:
             self._maker.shutdown(cancel_futures=True)
+        self._files.close()
         mine, self._fresh = self._fresh, []
         if not self.keep:
             for lo, hi in mine:

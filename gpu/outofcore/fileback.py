@@ -6,13 +6,14 @@ virtual machines making them through page faults (``madvise(MADV_POPULATE_WRITE)
 threads of one process and 4.7 GB/s in 8 processes, while ``fallocate`` of the file's range ran at 10.5 GB/s
 on one thread, after which mapping the made pages in is cheap (17 GB in 0.45 s)
 (``results/published/h200/h200x2-shm-populate.json``, on memory the machine had used before; on a fresh
-machine's memory both ran at the rate it is first given, 2-4 GB/s). So a writeable range of a file mapped
-shared is allocated in its file first (:func:`allocate`: Linux's ``fallocate`` keeping the file's size,
+machine's memory, made inline before each piece's mapping, 17 GB per worker took 8.5 s, no faster than the
+faults). So a writeable range of a file mapped shared is allocated in its file first
+(:class:`Allocator`: Linux's ``fallocate`` keeping the file's size,
 which leaves the bytes already there as they are and never writes zeros itself; where the file system has
 no ``fallocate``, nothing is done and the pages fault in as before). Locking ahead
-(:class:`gpu.outofcore.ahead.Ahead`) allocates a call's output pieces on a thread of its own from the call's
-start, in the order they are written: ``fallocate`` works on the file, not on the process's mappings, so it
-runs beside the mapping in and the page-locking of the pieces before them.
+(:class:`gpu.outofcore.ahead.Ahead`, where it maps pieces in) allocates a call's output pieces on a thread of
+its own from the call's start, in the order they are written: ``fallocate`` works on the file, not on the
+process's mappings, so it runs beside the mapping in and the page-locking of the pieces before them.
 
 Where a range lies in a file: an ``np.memmap`` view knows its file; a mapping made elsewhere (the kept
 mappings of :mod:`gpu.multigpu.mapped`) is named here by :func:`register` and dropped by :func:`forget`.
@@ -69,21 +70,48 @@ def backing(x: np.ndarray) -> tuple[str, int] | None:
 
 
 def allocate(path: str, offset: int, nbytes: int) -> bool:
-    """Make the file's pages of bytes ``[offset, offset + nbytes)`` (clipped to its size) with ``fallocate``,
-    keeping its size and contents; nothing where the whole file has its pages already (a written output: a
-    call over made pages still walks them, 0.6 s per 17 GB); False where it cannot be done (no such call, or
-    the file system has none)."""
-    if not _HAS_FALLOCATE or nbytes <= 0:
-        return False
-    try:
-        fd = os.open(path, os.O_RDWR)
-    except OSError:
-        return False
-    try:
+    """Make the file's pages of bytes ``[offset, offset + nbytes)`` with ``fallocate`` (one use of an
+    :class:`Allocator`, which see); whether they are made or were already."""
+    with Allocator() as files:
+        return files.allocate(path, offset, nbytes)
+
+
+class Allocator:
+    """Makes pages of files with ``fallocate``, keeping each file open from its first range to :meth:`close`
+    (one call's output pieces open it once). A range is clipped to the file's size, which is kept, and the
+    bytes already there are left as they are; a file whose pages are all made is left alone (a written output:
+    a call over made pages still walks them, 0.6 s per 17 GB on the two-H200 machine). Like any descriptor of a
+    file, closing it gives up the ``fcntl`` locks this process holds on the file, and the file's modification
+    time moves though no byte changes."""
+
+    def __init__(self) -> None:
+        self._fds: dict[str, int] = {}
+
+    def allocate(self, path: str, offset: int, nbytes: int) -> bool:
+        """Bytes ``[offset, offset + nbytes)`` of ``path`` made; False where they could not be (no ``fallocate``
+        here or on the file system, the file not opened for writing, or no room left)."""
+        if not _HAS_FALLOCATE or nbytes <= 0:
+            return False
+        fd = self._fds.get(path)
+        if fd is None:
+            try:
+                fd = self._fds[path] = os.open(path, os.O_RDWR)
+            except OSError:
+                return False
         st = os.fstat(fd)
         lo, hi = max(0, offset), min(st.st_size, offset + nbytes)
         if hi <= lo or st.st_blocks * 512 >= st.st_size:
             return True
         return _LIBC.fallocate(fd, KEEP_SIZE, lo, hi - lo) == 0
-    finally:
-        os.close(fd)
+
+    def close(self) -> None:
+        """Close the files opened."""
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+    def __enter__(self) -> Allocator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
