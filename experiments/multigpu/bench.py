@@ -43,6 +43,7 @@ from distributed import Client, LocalCluster, get_task_stream, wait
 from gpu.backend import get_backend
 from gpu.frontdoor.contract import gamma
 from gpu.multigpu import dask_matmul, mapped, resident
+from gpu.multigpu.cluster import local_cuda_cluster
 
 from ..core.lab import require_correct, row_error, sample_rows
 from ..core.registry import Context, experiment
@@ -57,18 +58,10 @@ SEED = 11
 SHARED_MEMORY = "/dev/shm"
 #: Elements each generator draws, and the threads that draw the operands.
 FILL_BAND, FILL_THREADS = 2**22, max(1, min(32, os.cpu_count() or 1))
-#: Modules a GPU worker imports as it starts (dask-cuda's ``pre_import``), before any task: the block task's
-#: module and what it loads (CuPy, :mod:`gpu.backend`), which a new worker otherwise imports in its first task
-#: (0.57-0.72 s from the call to that task on two H200s at 8192; ``h200x2-worker-start.json``).
-PRE_IMPORT = ("cupy", "gpu.multigpu.worker")
-
-
 def new_cluster(backend: Any, workers: int, protocol: str = "tcp") -> tuple[Any, Client]:
     """A fresh cluster of ``workers`` workers talking over ``protocol`` and its client (see the module notes)."""
     if backend.name == "cupy":
-        from dask_cuda import LocalCUDACluster  # a GPU run needs dask-cuda: imported then, not by the CPU tests
-        cluster = LocalCUDACluster(n_workers=workers, CUDA_VISIBLE_DEVICES=list(range(workers)), memory_limit=0,
-                                   dashboard_address=":0", protocol=protocol, pre_import=list(PRE_IMPORT))
+        cluster = local_cuda_cluster(workers, dashboard_address=":0", protocol=protocol)
     else:
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=False, dashboard_address=":0")
     return cluster, Client(cluster)

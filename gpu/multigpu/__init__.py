@@ -11,8 +11,10 @@ page-locks what it maps, so its engine copies it in place. :mod:`gpu.multigpu.fi
 for NaN and infinity once across the workers, beside the block tasks, which write nothing before the checks pass.
 :mod:`gpu.multigpu.worker` is what a block task runs on its worker, kept apart so that a worker imports
 neither ``dask.array`` nor the front-end (1.2-1.7 s of a new worker's first task on two H200s).
-:mod:`gpu.multigpu.resident` multiplies ``dask.array`` operands whose chunks stay on the workers (CuPy chunks on
-their GPUs): one GEMM per C block, placed block-cyclically, C left there as a ``dask.array``.
+:func:`gpu.multigpu.cluster.local_cuda_cluster` starts ``dask-cuda`` workers set up for these products (no
+memory limit; the block task's module imported as each worker starts). :mod:`gpu.multigpu.resident`
+multiplies ``dask.array`` operands whose chunks stay on the workers (CuPy chunks on their GPUs): one GEMM per
+C block, placed block-cyclically, C left there as a ``dask.array``.
 
 This package imports nothing, so ``import gpu`` (and ``import gpu.multigpu``) never loads Dask: import
 :mod:`gpu.multigpu.dask_matmul` itself, which needs ``dask[array]`` and ``distributed`` (the ``dist`` extra).
