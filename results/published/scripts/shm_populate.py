@@ -4,7 +4,8 @@ A new output C of N = 65536 (34 GB in ``/dev/shm``) spends most of a one-shot pr
 pages made. This probe makes a new file of ``GIB`` GiB (default 32) under ``/dev/shm`` per variant and times
 making all its pages: ``posix_fallocate`` in one process and split over P processes, and
 ``madvise(MADV_POPULATE_WRITE)`` over a shared mapping on T threads of one process and in P processes; the
-file is removed between variants, and the first variant runs again last (memory given back and asked again).
+file is removed between variants (with ``KEEP=1`` kept to the end, so each variant takes memory not used before),
+and the first variant runs again last.
 ``MemTotal`` is read before and after each (it grows as the machine's memory is first used).
 Writes ``$OUT/shm-populate.json``; prints a line per variant.
 Run: ``python3 results/published/scripts/shm_populate.py``.
@@ -20,6 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 GIB = float(os.environ.get("GIB", 32))
 PATH = os.environ.get("PROBE_PATH", "/dev/shm/gemmlab-populate-probe.bin")
+#: Keep each variant's file until the end (``KEEP=1``), so that every variant makes pages in memory the machine
+#: has not used before (on a fresh machine), rather than in memory the last variant gave back.
+KEEP = os.environ.get("KEEP", "0") == "1"
 LIBC = ctypes.CDLL(None, use_errno=True)
 LIBC.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
@@ -77,8 +81,11 @@ def variant(name: str, size: int) -> dict:
             list(pool.map(work, spans))
     seconds = time.perf_counter() - start
     after = mem_total_gib()
-    os.unlink(PATH)
-    time.sleep(1.0)
+    if KEEP:
+        os.rename(PATH, f"{PATH}.{name}")
+    else:
+        os.unlink(PATH)
+        time.sleep(1.0)
     return {"variant": name, "seconds": seconds, "gb_per_s": size / seconds / 1e9, "mem_total_gib_before": before,
             "mem_total_gib_after": after}
 
@@ -91,9 +98,12 @@ def main() -> None:
     for name in names:
         rows.append(variant(name, size))
         print(json.dumps(rows[-1]), flush=True)
+    for name in names if KEEP else ():
+        if os.path.exists(f"{PATH}.{name}"):
+            os.unlink(f"{PATH}.{name}")
     with open(os.path.join(os.environ.get("OUT", "/tmp"), "shm-populate.json"), "w") as fh:
         json.dump({"script": "results/published/scripts/shm_populate.py", "gib": GIB, "cpus": os.cpu_count(),
-                   "rows": rows}, fh, indent=1)
+                   "keep": KEEP, "rows": rows}, fh, indent=1)
 
 
 if __name__ == "__main__":
