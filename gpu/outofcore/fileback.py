@@ -5,9 +5,10 @@ first has every page of it made: zeroed memory for the file, then mapped into th
 virtual machines making them through page faults (``madvise(MADV_POPULATE_WRITE)``) ran at 3.8 GB/s on 8
 threads of one process and 4.7 GB/s in 8 processes, while ``fallocate`` of the file's range ran at 10.5 GB/s
 on one thread, after which mapping the made pages in is cheap (17 GB in 0.45 s)
-(``results/published/h200/h200x2-shm-populate.json``, on memory the machine had used before; on a fresh
-machine's memory, made inline before each piece's mapping, 17 GB per worker took 8.5 s, no faster than the
-faults). So a writeable range of a file mapped shared is allocated in its file first
+(``results/published/h200/h200x2-shm-populate.json``; on memory no variant had used before, 10.5 GB/s on one
+thread and no faster on 4 or 8, against 4.1 GB/s through faults; inside a one-shot product, made inline
+before each piece's mapping beside the other worker's and the pinned ring's copies, 17 GB per worker took
+8.5 s). So a writeable range of a file mapped shared is allocated in its file first
 (:class:`Allocator`: Linux's ``fallocate`` keeping the file's size,
 which leaves the bytes already there as they are and never writes zeros itself; where the file system has
 no ``fallocate``, nothing is done and the pages fault in as before). Locking ahead
