@@ -43,7 +43,6 @@ from distributed import Client, LocalCluster, get_task_stream, wait
 from gpu.backend import get_backend
 from gpu.frontdoor.contract import gamma
 from gpu.multigpu import dask_matmul, mapped, resident
-from gpu.multigpu.cluster import local_cuda_cluster
 
 from ..core.lab import require_correct, row_error, sample_rows
 from ..core.registry import Context, experiment
@@ -61,6 +60,7 @@ FILL_BAND, FILL_THREADS = 2**22, max(1, min(32, os.cpu_count() or 1))
 def new_cluster(backend: Any, workers: int, protocol: str = "tcp") -> tuple[Any, Client]:
     """A fresh cluster of ``workers`` workers talking over ``protocol`` and its client (see the module notes)."""
     if backend.name == "cupy":
+        from gpu.multigpu.cluster import local_cuda_cluster  # imports dask-cuda: a GPU run's, not the CPU tests'
         cluster = local_cuda_cluster(workers, dashboard_address=":0", protocol=protocol)
     else:
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=False, dashboard_address=":0")

@@ -20,6 +20,11 @@ from __future__ import annotations
 
 from typing import Any
 
+try:
+    from dask_cuda import LocalCUDACluster
+except ImportError:
+    LocalCUDACluster = None
+
 #: Modules a GPU worker imports as it starts: the block task's module and what it loads.
 PRE_IMPORT = ("cupy", "gpu.multigpu.worker")
 
@@ -29,11 +34,9 @@ def local_cuda_cluster(n_workers: int | None = None, **kwargs: Any) -> Any:
     n_workers - 1 unless ``CUDA_VISIBLE_DEVICES`` is given, with no memory limit and :data:`PRE_IMPORT`
     imported at each worker's start (see the module). ImportError naming the package where dask-cuda is
     missing."""
-    try:
-        from dask_cuda import LocalCUDACluster
-    except ImportError as exc:
+    if LocalCUDACluster is None:
         raise ImportError("a cluster of GPU workers needs dask-cuda (pip install dask-cuda); for CPU workers use "
-                          "distributed.LocalCluster") from exc
+                          "distributed.LocalCluster")
     if n_workers is not None:
         if n_workers < 1:
             raise ValueError(f"n_workers must be at least 1, got {n_workers}")

@@ -4,8 +4,6 @@ the stored rows; bad plans refused before any work."""
 
 import json
 import pickle
-import sys
-import types
 
 import numpy as np
 import pytest
@@ -189,10 +187,10 @@ def test_the_protocol_is_tcp_unless_ucx_is_there_and_is_named_where_not_tcp(monk
 
 
 def test_the_cluster_takes_the_runs_protocol(monkeypatch):
+    from gpu.multigpu import cluster
+
     made = {}
-    fake = types.ModuleType("dask_cuda")
-    fake.LocalCUDACluster = lambda **kw: made.update(kw) or "cluster"
-    monkeypatch.setitem(sys.modules, "dask_cuda", fake)
+    monkeypatch.setattr(cluster, "LocalCUDACluster", lambda **kw: made.update(kw) or "cluster")
     monkeypatch.setattr(bench, "Client", lambda cluster: ("client", cluster))
     gpu_be = type("GPU", (), {"name": "cupy"})()
     assert bench.new_cluster(gpu_be, 2, "ucx") == ("cluster", ("client", "cluster"))

@@ -104,8 +104,20 @@ def test_the_bundled_h100_profile_is_built_from_the_published_measurements(run_j
         doc["regimes"] = {r: {k: v for k, v in s.items() if k != "written_at"} for r, s in doc["regimes"].items()}
         return doc
 
-    assert content(built) == content(bundled)
+    assert same(content(built), content(bundled))
     assert built["configurations"]["env_key"] == "ff9b113d5690480d"
+
+
+def same(a, b, rel: float = 1e-9) -> bool:
+    """Equal documents, floats to ``rel``: the profile's fits go through NumPy's sums and least squares, whose
+    last bits move between NumPy builds (0.04776264122768703 against 0.0477626412276638 on NumPy 2.4.6)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k], rel) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y, rel) for x, y in zip(a, b))
+    if isinstance(a, float) or isinstance(b, float):
+        return isinstance(a, (int, float)) and isinstance(b, (int, float)) and a == pytest.approx(b, rel=rel)
+    return a == b
 
 
 def test_a_new_configuration_sweep_of_the_device_outranks_its_older_level_sweep(db_path, tmp_path):

@@ -5,7 +5,6 @@ task on two H200s otherwise); the caller's own settings win. dask-cuda itself is
 import importlib.util
 import subprocess
 import sys
-import types
 
 import pytest
 
@@ -15,9 +14,7 @@ from gpu.multigpu import cluster
 @pytest.fixture
 def made(monkeypatch):
     kwargs = {}
-    fake = types.ModuleType("dask_cuda")
-    fake.LocalCUDACluster = lambda **kw: kwargs.update(kw) or "cluster"
-    monkeypatch.setitem(sys.modules, "dask_cuda", fake)
+    monkeypatch.setattr(cluster, "LocalCUDACluster", lambda **kw: kwargs.update(kw) or "cluster")
     return kwargs
 
 
@@ -39,7 +36,7 @@ def test_the_caller_s_settings_win_and_its_imports_are_added(made):
 def test_bad_counts_and_a_missing_dask_cuda_are_refused_with_the_way_out(made, monkeypatch):
     with pytest.raises(ValueError, match="n_workers must be at least 1"):
         cluster.local_cuda_cluster(0)
-    monkeypatch.setitem(sys.modules, "dask_cuda", None)
+    monkeypatch.setattr(cluster, "LocalCUDACluster", None)
     with pytest.raises(ImportError, match="pip install dask-cuda"):
         cluster.local_cuda_cluster(1)
 
