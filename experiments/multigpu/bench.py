@@ -57,6 +57,8 @@ SEED = 11
 SHARED_MEMORY = "/dev/shm"
 #: Elements each generator draws, and the threads that draw the operands.
 FILL_BAND, FILL_THREADS = 2**22, max(1, min(32, os.cpu_count() or 1))
+
+
 def new_cluster(backend: Any, workers: int, protocol: str = "tcp") -> tuple[Any, Client]:
     """A fresh cluster of ``workers`` workers talking over ``protocol`` and its client (see the module notes)."""
     if backend.name == "cupy":
@@ -228,11 +230,11 @@ def measure_point(ctx: Context, files: OperandFiles, point: Point) -> int:
     be = ctx.backend
     where = f"N = {point.n}, {point.setting}, {point.workers} workers"
     A, B, out = files.get(point.n, point.output == "filled")
-    started = time.perf_counter()
+    asked = time.perf_counter()
     cluster, client = new_cluster(be, point.workers, point.protocol)
     with cluster, client:
         client.wait_for_workers(point.workers)
-        started = time.perf_counter() - started
+        started = time.perf_counter() - asked
         a, b = (A, B) if point.kind == "host" else in_place(be, client, A, B, point.workers)
         run = partial(product, point.kind, be, client, a, b, out, point.lock)
         lanes = sorted(client.nthreads())

@@ -43,7 +43,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -234,19 +234,9 @@ def release() -> None:
             _MAPPINGS.popitem()[1].drop()
 
 
-def _root(x: np.ndarray) -> np.memmap | None:
-    """The ``np.memmap`` that mapped the file ``x`` views (the one whose base is the mmap), or None."""
-    base: Any = x
-    while isinstance(base, np.ndarray):
-        if isinstance(base, np.memmap) and isinstance(base.base, mmap.mmap):
-            return base
-        base = base.base
-    return None
-
-
 def locate(x: np.ndarray) -> MappedMatrix | None:
     """The handle of ``x`` where it is a 2-D view of a file mapped shared (see the module notes), else None."""
-    root = _root(x)
+    root = fileback.memmap_root(x)
     if root is None or root.mode not in SHARED_MODES or root.filename is None or x.ndim != 2:
         return None
     if any(s < 0 for s in x.strides):
@@ -260,6 +250,6 @@ def locate(x: np.ndarray) -> MappedMatrix | None:
 def flush(x: np.ndarray) -> None:
     """Write the caller's changes to ``x``'s file where it views an ``np.memmap``, so that workers on other
     hosts read them (on one host the mappings share the page cache already)."""
-    root = _root(x)
+    root = fileback.memmap_root(x)
     if root is not None and root.mode != "r":
         root.flush()

@@ -16,8 +16,8 @@ first copy that reads it (:meth:`Ahead.wait`) and, while the device has queued w
 65536 one worker's pieces took 102 thread-seconds to map in and 11.8 s to lock, against 1.2 s and 5.0 s
 for whole ranges mapped in and then locked.) A writeable piece of a file mapped shared, a new output's, is
 first made in its file (:mod:`gpu.outofcore.fileback`) on a thread of its own from the call's start (where
-pieces are mapped in): that
-holds the file, not the mappings, and took a new C's one shot on two H200s at N = 65536 from 14.5 to 10.2 s.
+pieces are mapped in): that holds the file, not the mappings, and took a new C's one shot on two H200s at
+N = 65536 from 14.5 to 10.2 s.
 
 A copy from or to page-locked memory must lie inside **one** registration (a copy across two failed with
 ``cudaErrorInvalidValue`` on the H200), so a copy whose host view crosses a piece boundary is cut there
@@ -32,7 +32,6 @@ caller keeps them (``keep``: memory whose lifetime it manages, such as the kept 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import mmap
 import os
 import threading
@@ -57,7 +56,7 @@ PIECE = 2**30
 POPULATE_THREADS, SUB_PIECE = max(1, min(8, os.cpu_count() or 1)), 2**27
 #: ``madvise`` advice that maps a range's pages in (Linux 5.14 and later; elsewhere the pages fault in).
 POPULATE = {False: getattr(mmap, "MADV_POPULATE_READ", 22), True: getattr(mmap, "MADV_POPULATE_WRITE", 23)}
-_LIBC = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True) if os.name == "posix" else None
+_LIBC = fileback.LIBC
 #: Whether :func:`populate` can call libc's ``madvise`` (which lets go of the interpreter's lock).
 HAS_LIBC = _LIBC is not None
 _COSTS_LOCK = threading.Lock()

@@ -27,12 +27,15 @@ import ctypes.util
 import mmap
 import os
 import threading
+from typing import Any
 
 import numpy as np
 
 #: Linux's ``FALLOC_FL_KEEP_SIZE``: allocate without changing the file's size.
 KEEP_SIZE = 1
-_LIBC = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True) if os.name == "posix" else None
+#: This process's C library (``madvise`` for :mod:`gpu.outofcore.ahead`, ``fallocate`` here), None off POSIX.
+LIBC = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True) if os.name == "posix" else None
+_LIBC = LIBC
 _HAS_FALLOCATE = _LIBC is not None and hasattr(_LIBC, "fallocate")
 if _HAS_FALLOCATE:
     _LIBC.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
@@ -52,16 +55,24 @@ def forget(address: int) -> None:
         _FILES.pop(address, None)
 
 
+def memmap_root(x: np.ndarray) -> np.memmap | None:
+    """The ``np.memmap`` that mapped the file ``x`` views (the one whose base is the mmap), or None."""
+    base: Any = x
+    while isinstance(base, np.ndarray):
+        if isinstance(base, np.memmap) and isinstance(base.base, mmap.mmap):
+            return base
+        base = base.base
+    return None
+
+
 def backing(x: np.ndarray) -> tuple[str, int] | None:
     """``(path, origin)`` where ``x`` views a file mapped shared and writeable, so that the byte at address a
     is byte ``a - origin`` of the file; None otherwise."""
-    base = x
-    while isinstance(base, np.ndarray):
-        if isinstance(base, np.memmap) and isinstance(base.base, mmap.mmap) and base.filename is not None:
-            if base.mode not in ("r+", "w+"):
-                return None
-            return os.fspath(base.filename), base.__array_interface__["data"][0] - base.offset
-        base = base.base
+    root = memmap_root(x)
+    if root is not None and root.filename is not None:
+        if root.mode not in ("r+", "w+"):
+            return None
+        return os.fspath(root.filename), root.__array_interface__["data"][0] - root.offset
     address = x.__array_interface__["data"][0]
     with _LOCK:
         for start, (nbytes, path) in _FILES.items():

@@ -37,6 +37,14 @@ from gpu.backend import get_backend
 SEED, ROWS = 0, 256
 
 
+def fresh_inputs(n: int, seed: int = SEED):
+    """The inputs of a new size, the kept plans of the last one freed first (their workspaces, and the pool's
+    cached blocks), so that each size plans as a new process would."""
+    ozaki2.PLANS.clear()
+    cp.get_default_memory_pool().free_all_blocks()
+    return inputs(n, seed)
+
+
 def inputs(n: int, seed: int = SEED):
     """phi = 1 operands, as the Ozaki benchmarks draw them on the device (``experiments.ozaki.bench``)."""
     rng = cp.random.default_rng(seed)

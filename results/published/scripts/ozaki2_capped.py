@@ -17,7 +17,7 @@ import sys
 import cupy as cp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ozaki2_as_called import inputs, interleaved  # noqa: E402  (this folder's script: the same inputs and rounds)
+from ozaki2_as_called import fresh_inputs, interleaved  # noqa: E402  (this folder's script: the same inputs and rounds)
 
 from experiments.core.environment import environment  # noqa: E402
 from gpu import ozaki2  # noqa: E402
@@ -63,9 +63,7 @@ def main() -> None:
               "count": COUNT, "caps": CAPS, "points": []}
     rounds = max(10, int(os.environ.get("ROUNDS", 10)))
     for n in (int(x) for x in os.environ.get("NS", "8192,16384").split(",")):
-        ozaki2.PLANS.clear()
-        cp.get_default_memory_pool().free_all_blocks()
-        A, B = inputs(n)
+        A, B = fresh_inputs(n)
         calls = runs(be, A, B, n)
         base = calls["uncapped"]()
         point = {"n": n, "bitwise": {name: bool(cp.array_equal(run(), base)) for name, run in calls.items()

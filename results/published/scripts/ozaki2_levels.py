@@ -16,7 +16,7 @@ import os
 import statistics
 
 import cupy as cp
-from ozaki2_as_called import inputs, interleaved  # this folder's script: the same inputs and rounds
+from ozaki2_as_called import fresh_inputs, interleaved  # this folder's script: the same inputs and rounds
 
 from experiments.core.environment import environment
 from gpu import ozaki2
@@ -40,9 +40,7 @@ def main() -> None:
               "count": COUNT, "points": []}
     rounds = max(10, int(os.environ.get("ROUNDS", 10)))
     for n in (int(x) for x in os.environ.get("NS", "8192,16384,32768").split(",")):
-        ozaki2.PLANS.clear()
-        cp.get_default_memory_pool().free_all_blocks()
-        A, B = inputs(n)
+        A, B = fresh_inputs(n)
         calls = runs(be, A, B, n)
         base = calls["level-0"]()
         same = {name: bool(cp.array_equal(run(), base)) for name, run in calls.items() if name != "dgemm"}

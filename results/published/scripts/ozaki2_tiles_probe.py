@@ -19,7 +19,7 @@ import time
 import cupy as cp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ozaki2_as_called import inputs  # noqa: E402  (this folder's script: the same inputs)
+from ozaki2_as_called import fresh_inputs  # noqa: E402  (this folder's script: the same inputs)
 
 from experiments.core.environment import environment  # noqa: E402
 from gpu import ozaki2  # noqa: E402
@@ -83,9 +83,7 @@ def tiled_plan() -> dict:
 
 def probe(be, n: int) -> dict:
     """The uncapped and the capped call at ``n`` (see the module)."""
-    ozaki2.PLANS.clear()
-    cp.get_default_memory_pool().free_all_blocks()
-    A, B = inputs(n)
+    A, B = fresh_inputs(n)
     cap = int(8 * CAP * n * n)
     calls = {"uncapped": lambda: ozaki2.matmul(A, B, moduli=COUNT, backend=be),
              "capped": lambda: ozaki2.matmul(A, B, moduli=COUNT, workspace=cap, backend=be)}
