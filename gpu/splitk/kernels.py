@@ -42,12 +42,14 @@ from typing import Any
 
 import cupy
 import numpy as np
+from cupy.cuda.function import CPointer
 
 from ..backend import Array, Backend
-from . import source
+from ..backend.memo import LRU
+from . import bulk_source, source, tensormap
 from .occupancy import Kernel, SMLimits
 from .ops import TILE
-from .plan import SplitPlan
+from .plan import BULK_WIDTH, SplitPlan
 from .plan import plan as split_plan
 from .variants import (  # noqa: F401  (the variants' names, re-exported for scripts and tests)
     _CTYPES,
@@ -71,7 +73,7 @@ _THREADS, _MAX_BLOCKS = 256, 4096
 #: layout and alignment allow (:func:`flags`), 8 one.
 COPY_BYTES = 16
 
-_SOURCE = source.SOURCE.replace("__TILE__", str(TILE)).replace("__WARPS__", str(WARPS))
+_SOURCE = (source.SOURCE + bulk_source.BULK).replace("__TILE__", str(TILE)).replace("__WARPS__", str(WARPS))
 
 
 def variant(dtype: Any, m: int, n: int, wide: bool = False) -> Variant:
@@ -156,7 +158,7 @@ def resources(v: Variant) -> Kernel:
     """What one block of chunk kernel ``v`` needs, as compiled for this device: the occupancy formula's input."""
     f = _chunk_function(v)
     return Kernel(threads=int(np.prod(v.block)), shared_bytes=f.shared_size_bytes + v.shared,
-                  registers_per_thread=f.num_regs, tile=v.rows, tile_n=v.cols)
+                  registers_per_thread=f.num_regs, tile=v.rows, tile_n=v.cols, width=BULK_WIDTH if v.maps else None)
 
 
 def _pair_layout(strides: tuple[int, int], fast_axis: int) -> bool:
@@ -180,7 +182,7 @@ def flags(v: Variant, A: Array, B: Array, plan: SplitPlan, atomic: bool) -> int:
     """The chunk kernels' ``flags`` (source: ``ATOMIC``, ``A_PAIRS``, ``B_PAIRS``): pairs are the pipelined
     kernel's, where :func:`_pairs` allows them (A along k: every chunk starts on an even element; B along n)."""
     pairs = 0
-    if v.name.startswith("splitk_pipe"):
+    if v.pairs:
         pairs = A_PAIRS * _pairs(A, 1, _even_starts(plan)) + B_PAIRS * _pairs(B, 1, True)
     return int(atomic) | pairs
 
@@ -189,31 +191,91 @@ class ChunkLaunch:
     """Chunk kernel ``v`` over a plan's grid for operands of A's and B's strides, into ``out`` of element
     strides ``out_strides`` (a chunk's slot, row, column): the compiled function, grid, block, shared memory
     and every argument fixed once, but the addresses, alpha, and the pair flags that hang on the addresses'
-    alignment (:func:`flags`)."""
+    alignment (:func:`flags`). A kernel that reads through tensor maps (:attr:`Variant.maps`) runs where
+    :func:`_boxes` allows, and keeps the maps of the last
+    :data:`MAPS` address pairs; it hands any other call to the pipelined kernel of the same output
+    (:meth:`Variant.tuned`), bound on first need."""
 
     def __init__(self, v: Variant, plan: SplitPlan, A: Array, B: Array, out_strides: tuple, atomic: bool) -> None:
-        self.function = _chunk_function(v)
+        self.variant, self.plan, self.out_strides = v, plan, out_strides
         self.grid = (-(-plan.n // v.cols), -(-plan.m // v.rows), plan.chunks)
         self.block, self.shared = v.block, v.shared
         self.a_strides, self.b_strides = _strides(A), _strides(B)
         self.sizes = (*out_strides, np.int32(plan.m), np.int32(plan.n), np.int64(plan.base), np.int64(plan.extra),
                       np.int64(plan.unit))
-        pipe = v.name.startswith("splitk_pipe")
         self.atomic = ATOMIC if atomic else 0
-        self.a_pairs = pipe and _even_starts(plan) and _pair_layout(self.a_strides, 1)
-        self.b_pairs = pipe and _pair_layout(self.b_strides, 1)
+        self.a_pairs = v.pairs and _even_starts(plan) and _pair_layout(self.a_strides, 1)
+        self.b_pairs = v.pairs and _pair_layout(self.b_strides, 1)
+        self.boxes = _boxes(v, plan, self.a_strides, self.b_strides) if v.maps else None
+        self.function = _chunk_function(v) if not v.maps or self.boxes else None
+        self.maps: dict[tuple[int, int], tuple] = {}
+        self._fallback: ChunkLaunch | None = None
+
+    def fallback(self, A: Array, B: Array) -> ChunkLaunch:
+        """The pipelined kernel's launch for calls this kernel cannot take."""
+        if self._fallback is None:
+            v = Variant.tuned(self.plan.m, self.plan.n, wide=self.plan.wide)
+            self._fallback = ChunkLaunch(v, self.plan, A, B, self.out_strides, bool(self.atomic))
+        return self._fallback
+
+    def _maps(self, a: int, b: int) -> tuple:
+        """The kernel's tensor-map arguments for A at ``a`` and B at ``b``: pointers to their 128 bytes (the
+        encoded arrays kept beside them), which CuPy passes by value without another look."""
+        found = self.maps.get((a, b))
+        if found is None:
+            if len(self.maps) >= MAPS:
+                del self.maps[next(iter(self.maps))]
+            held = (self.boxes[0].encode(a), self.boxes[1].encode(b))
+            found = self.maps[(a, b)] = (CPointer(held[0].ctypes.data), CPointer(held[1].ctypes.data), held)
+        return found[:2]
 
     def __call__(self, A: Array, B: Array, out: Array, alpha: float) -> None:
-        flag = (self.atomic | (A_PAIRS if self.a_pairs and A.data.ptr % 16 == 0 else 0)
-                | (B_PAIRS if self.b_pairs and B.data.ptr % 16 == 0 else 0))
+        a, b = A.data.ptr, B.data.ptr
+        if self.variant.maps:
+            if self.boxes is None or a % 16 or b % 16:
+                self.fallback(A, B)(A, B, out, alpha)
+                return
+            extra = self._maps(a, b)
+        else:
+            extra = ()
+        flag = self.atomic | (A_PAIRS if self.a_pairs and a % 16 == 0 else 0) | \
+            (B_PAIRS if self.b_pairs and b % 16 == 0 else 0)
         self.function(self.grid, self.block, (A, *self.a_strides, B, *self.b_strides, out, *self.sizes,
-                                              np.float64(alpha), np.int32(flag)), shared_mem=self.shared)
+                                              np.float64(alpha), np.int32(flag), *extra), shared_mem=self.shared)
+
+
+#: Address pairs whose tensor maps one bulk-kernel launch keeps.
+MAPS = 8
+
+
+def _boxes(v: Variant, plan: SplitPlan, a_strides: tuple, b_strides: tuple) -> tuple | None:
+    """The tensor maps' layouts of the bulk kernel (boxes four elements wider than a stage along k in A and
+    than the tile along n in B: the padded rows that keep fragment loads free of bank conflicts), or None where
+    A or B cannot be read so: rows not along k in A and n in B, 16-byte aligned (:func:`_pair_layout`); a chunk
+    that starts on an odd element (a box's first element along its rows must be 16-byte aligned: an odd start
+    was an illegal instruction on the H200); k past the TMA's 32-bit coordinates."""
+    if not (_pair_layout(a_strides, 1) and _pair_layout(b_strides, 1) and _even_starts(plan)) or plan.k >= 2**31:
+        return None
+    try:
+        return (tensormap.Box(plan.m, plan.k, int(a_strides[0]), v.rows, v.depth + 4),
+                tensormap.Box(plan.k, plan.n, int(b_strides[0]), v.depth, v.cols + 4))
+    except ValueError:
+        return None
+
+
+#: The launches :func:`launch` made, by device, kernel, plan, layouts and mode (a tensor-map launch keeps its
+#: encoded maps, so that an unbound call repeated on the same operands encodes nothing).
+_LAUNCHES = LRU(32)
 
 
 def launch(v: Variant, A: Array, B: Array, out: Array, strides: tuple, plan: SplitPlan, alpha: float,
            atomic: bool) -> None:
     """Run chunk kernel ``v`` over the plan's grid (see the module notes)."""
-    ChunkLaunch(v, plan, A, B, strides, atomic)(A, B, out, alpha)
+    key = (cupy.cuda.Device().id, v, plan, _strides(A), _strides(B), tuple(strides), atomic)
+    found = _LAUNCHES.get(key)
+    if found is None:
+        found = _LAUNCHES[key] = ChunkLaunch(v, plan, A, B, strides, atomic)
+    found(A, B, out, alpha)
 
 
 class Reduction:

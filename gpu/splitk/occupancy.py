@@ -35,7 +35,9 @@ class Kernel:
     """Per-block needs of the chunk kernel (the paper's: 64 threads, 4096 bytes, 55 registers, 16 x 16 tile),
     and its output tile: ``tile`` rows by ``tile_n`` columns (square where ``tile_n`` is None); ``wide``: the
     needs of the kernel that runs one wave of wide chunks instead, where there is one (deeper stages, so
-    fewer blocks: see :func:`gpu.splitk.plan.plan`)."""
+    fewer blocks: see :func:`gpu.splitk.plan.plan`); ``width``: the chunk width the automatic split aims at
+    in both modes where the kernel has one of its own (the bulk-copy kernel's
+    :data:`gpu.splitk.plan.BULK_WIDTH`)."""
 
     threads: int
     shared_bytes: int
@@ -43,6 +45,7 @@ class Kernel:
     tile: int = 16
     tile_n: int | None = None
     wide: Kernel | None = None
+    width: int | None = None
 
     def tiles(self, m: int, n: int) -> int:
         """Output tiles (blocks per chunk) of an m x n output."""

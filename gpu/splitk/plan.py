@@ -44,6 +44,11 @@ TARGET_WIDTH = 1024
 NARROW_WAVES = 24
 #: The deterministic mode's target chunk width (see the module notes).
 DETERMINISTIC_WIDTH = 4096
+#: The target chunk width of the bulk-copy kernel (``splitk_bulk``), in both modes: each block's pipeline of
+#: tensor-map copies pays its fill once per chunk, so whole waves of wide chunks. Measured on the H200
+#: (results/published/h200/h200-splitk-bulk-tune.json): one wave ran m = n = 16-64 at k = 2^20 2-6% faster
+#: than two, and as fast as two at k = 2^24; waves of 4096-wide chunks ran 1.5-5% slower.
+BULK_WIDTH = 32768
 #: A CUDA grid's z dimension holds at most this many chunks.
 MAX_CHUNKS = 65535
 #: Auto chunks start on multiples of this many elements where k allows (512 bytes of FP64: whole DRAM
@@ -146,7 +151,7 @@ def plan(m: int, n: int, k: int, limits: SMLimits, kernel: Kernel, *, chunks: in
     elif chunks != "auto":
         p = _count(chunks, "chunks")
     else:
-        waves = _waves(k, per_wave, deterministic)
+        waves = _waves(k, per_wave, deterministic, kernel.width)
         wide = waves == 1 and kernel.wide is not None
         if wide:
             per_wave = occupancy.chunks(max(m, 1), max(n, 1), limits, kernel.wide)
@@ -154,11 +159,12 @@ def plan(m: int, n: int, k: int, limits: SMLimits, kernel: Kernel, *, chunks: in
     return _split(m, n, k, p, per_wave, deterministic, chunks == "auto" and chunk_width is None, wide)
 
 
-def _waves(k: int, per_wave: int, deterministic: bool) -> int:
-    """Waves of the automatic split (see the module notes) where a wave holds ``per_wave`` chunks."""
-    target = DETERMINISTIC_WIDTH if deterministic else TARGET_WIDTH
+def _waves(k: int, per_wave: int, deterministic: bool, width: int | None = None) -> int:
+    """Waves of the automatic split (see the module notes) where a wave holds ``per_wave`` chunks, for a kernel
+    that aims at chunks ``width`` wide in both modes where given."""
+    target = width or (DETERMINISTIC_WIDTH if deterministic else TARGET_WIDTH)
     waves = max(1, min(round(k / (per_wave * target)), MAX_CHUNKS // per_wave))
-    return 1 if not deterministic and waves < NARROW_WAVES else waves
+    return 1 if not width and not deterministic and waves < NARROW_WAVES else waves
 
 
 def _split(m: int, n: int, k: int, p: int, per_wave: int, deterministic: bool, auto: bool,
@@ -173,16 +179,19 @@ def _split(m: int, n: int, k: int, p: int, per_wave: int, deterministic: bool, a
 
 def widest(m: int, n: int, k: int, sm_count: int, deterministic: bool) -> tuple[int, int]:
     """(width, chunks) of the automatic split with the largest width + chunks that any device of ``sm_count``
-    SMs could take for an m x k by k x n product, whatever its kernels' resources: a wave holds 1 to
+    SMs could take for an m x k by k x n product, whatever its kernels' resources and aims (:func:`_waves`,
+    with or without :data:`BULK_WIDTH`): a wave holds 1 to
     :data:`BLOCKS_PER_SM` blocks per SM over 1 to ceil(m / 8) ceil(n / 8) output tiles (no tile is smaller than
     the 8 x 8 mma atom). Split-K's proven bound rests on width + chunks, so this is what a ranking made away
     from the device proves (:func:`gpu.frontdoor.contract.splitk_auto`)."""
     tiles = -(-max(m, 1) // 8) * -(-max(n, 1) // 8)
-    waves = {per_wave: _waves(k, per_wave, deterministic)
-             for per_wave in range(max(1, -(-sm_count // tiles)), BLOCKS_PER_SM * sm_count + 1)}
-    chunks = {per_wave * w for per_wave, w in waves.items()}
-    if 1 in waves.values():                     # one wave may run the wide kernel: a wave of any size
-        chunks |= set(waves)
+    chunks = set()
+    for width in (None, BULK_WIDTH):            # either kernel's aim: the pipelined one's or the bulk one's
+        waves = {per_wave: _waves(k, per_wave, deterministic, width)
+                 for per_wave in range(max(1, -(-sm_count // tiles)), BLOCKS_PER_SM * sm_count + 1)}
+        chunks |= {per_wave * w for per_wave, w in waves.items()}
+        if 1 in waves.values():                 # one wave may run the wide kernel: a wave of any size
+            chunks |= set(waves)
     found = []
     for p in chunks:
         try:

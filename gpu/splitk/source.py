@@ -102,14 +102,12 @@ template <> struct Atom<2, 4> {
     }
 };
 
-/* The epilogue of both mma kernels: the KW warps that split k write their tiles (the m16n8 / m8n8 fragment
+/* The epilogue of the mma kernels: the KW warps that split k write their tiles (the m16n8 / m8n8 fragment
    layout: row 8 H i + 8 (e / 2) + g, column 8 j + 2 t + e % 2 of the warp's tile) to ``red``, KW x BM x (BN + 1)
-   doubles of shared memory, and one thread per output adds them in warp order and stores alpha times the
-   sum into its chunk's slice of ``out``, or adds it atomically. */
-template <int TM, int TN, int H, int KW, int BM, int BN>
-__device__ inline void reduce_and_emit(double* red, double (&acc)[TM][TN][2 * H], int wk, int r0, int c0,
-                                       int g, int t, int m, int n, double* __restrict__ out, long long so0,
-                                       long long so1, long long so2, double alpha, int flags)
+   doubles of shared memory (``stage_tiles``), and after a barrier one thread per output adds them in warp order
+   and stores alpha times the sum into its chunk's slice of ``out``, or adds it atomically (``emit_sums``). */
+template <int TM, int TN, int H, int BM, int BN>
+__device__ inline void stage_tiles(double* red, double (&acc)[TM][TN][2 * H], int wk, int r0, int c0, int g, int t)
 {
 #pragma unroll
     for (int i = 0; i < TM; ++i)
@@ -120,7 +118,12 @@ __device__ inline void reduce_and_emit(double* red, double (&acc)[TM][TN][2 * H]
                 const int r = r0 + 8 * H * i + 8 * (e / 2) + g, c = c0 + 8 * j + 2 * t + e % 2;
                 red[(wk * BM + r) * (BN + 1) + c] = acc[i][j][e];
             }
-    __syncthreads();
+}
+
+template <int KW, int BM, int BN>
+__device__ inline void emit_sums(const double* red, int m, int n, double* __restrict__ out, long long so0,
+                                 long long so1, long long so2, double alpha, int flags)
+{
     for (int o = threadIdx.x; o < BM * BN; o += blockDim.x) {
         const int r = o / BN, c = o - r * BN, gr = blockIdx.y * BM + r, gc = blockIdx.x * BN + c;
         double sum = red[r * (BN + 1) + c];
@@ -129,6 +132,16 @@ __device__ inline void reduce_and_emit(double* red, double (&acc)[TM][TN][2 * H]
         if (gr < m && gc < n)
             emit(out, (flags & ATOMIC ? 0 : blockIdx.z * so2) + gr * so0 + gc * so1, mul_rn(alpha, sum), flags);
     }
+}
+
+template <int TM, int TN, int H, int KW, int BM, int BN>
+__device__ inline void reduce_and_emit(double* red, double (&acc)[TM][TN][2 * H], int wk, int r0, int c0,
+                                       int g, int t, int m, int n, double* __restrict__ out, long long so0,
+                                       long long so1, long long so2, double alpha, int flags)
+{
+    stage_tiles<TM, TN, H, BM, BN>(red, acc, wk, r0, c0, g, t);
+    __syncthreads();
+    emit_sums<KW, BM, BN>(red, m, n, out, so0, so1, so2, alpha, flags);
 }
 
 template <int H, int J, int TM, int TN, int WMS, int WNS, int U, int L2>

@@ -39,6 +39,19 @@ STAGES = 3
 #: and 0.916x at k = 2^20, 2^22 and 2^24 against 0.878x, 0.863x and 0.864x for 32 deep. (On the H100 the
 #: 128-deep stages had run m = n = 32 0.4-2% faster than 64-deep ones at k = 2^21-2^24.)
 TUNED = {(2, 4, 1, 1): {"warp_tile": 16, "slices": 1, "stages": 4}, (2, 4, 2, 2): {"slices": 1}}
+#: Shared-memory stages of the bulk-copy kernel, and its stage depth: at least :data:`BULK_DEPTH` along k.
+BULK_STAGES, BULK_DEPTH = 4, 64
+#: The bulk-copy kernel's shape per output class (keyed as :data:`TUNED`), where a measurement beat the default.
+#: Measured on the H200 (device time against cuBLAS, cache flushed before every sample, one wave of chunks;
+#: results/published/h200/h200-splitk-bulk-tune.json, from results/published/scripts/splitk_bulk_tune.py):
+#: m = n = 16 with 128-deep stages, 1.252x cuBLAS at k = 2^20 against 1.229x for 64-deep ones, within 0.2% at
+#: 2^22 and 2^24; m = n = 64 with 3 stages, 1.136x and 1.056x at k = 2^24 and 2^22 against 0.968x and 1.047x
+#: with 4 (and a point lower at 2^20).
+BULK_TUNED = {(1, 2, 1, 1): {"slices": 2}, (2, 4, 2, 2): {"slices": 2, "stages": 3}}
+#: Compute capability from which the bulk-copy kernel runs (tensor maps and ``cp.async.bulk.tensor``: sm_90).
+#: Measured on the H200 in its default shapes, one wave: 0.97-1.25x cuBLAS at m = n = 16-64, k = 2^20-2^24
+#: (deterministic mode), against 0.90-1.15x for the pipelined kernel as the default ran it in the same groups.
+BULK = 90
 #: Stage depth (slices of 16 per warp that splits k), for a plan of one wave of wide chunks
 #: (:attr:`SplitPlan.wide`), where it differs: half the blocks per SM, each with stages twice as deep.
 #: Measured on the H100 (cache flushed before every sample; results/published/h100-splitk-probes.json, "wide"):
@@ -110,6 +123,42 @@ class Variant:
                        shared)
 
     @staticmethod
+    def bulk(m: int, n: int, slices: int | None = None, stages: int = BULK_STAGES,
+             warp_tile: int = WARP_TILE) -> Variant:
+        """The bulk-copy FP64 tensor-core kernel (sm_90; :mod:`gpu.splitk.bulk_source`): the tile of :meth:`pipe`
+        fed by one more warp's ``cp.async.bulk`` row copies into ``stages`` stages, each ``16 x slices`` deep per
+        warp that splits k. It runs only where rows can be copied whole (:attr:`pairs`); :meth:`tuned` where not."""
+        tm, tn, wms, wns = _warp_grid(m, n, 16, warp_tile)
+        kw = WARPS // (wms * wns)
+        slices = slices or max(1, BULK_DEPTH // (16 * kw))
+        rows, cols, depth = 16 * tm * wms, 8 * tn * wns, 16 * kw * slices
+        stage, bars = rows * (depth + 4) + depth * (cols + 4), -(-2 * stages // 16) * 16
+        shared = 8 * (bars + max(stages * stage, kw * rows * (cols + 1)))
+        return Variant(f"splitk_bulk<{tm}, {tn}, {wms}, {wns}, {slices}, {stages}>",
+                       (32 * (WARPS + 1),), rows, cols, shared)
+
+    @property
+    def pairs(self) -> bool:
+        """Whether the kernel copies rows in 16-byte pairs where the operands allow (the ``*_PAIRS`` flags)."""
+        return self.name.startswith(("splitk_pipe", "splitk_bulk"))
+
+    @property
+    def maps(self) -> bool:
+        """Whether the kernel reads A and B through tensor maps (the bulk kernel: :mod:`gpu.splitk.tensormap`)."""
+        return self.name.startswith("splitk_bulk")
+
+    @property
+    def depth(self) -> int:
+        """Elements along k of one stage (pipelined and bulk kernels)."""
+        tm, tn, wms, wns, slices = (int(x) for x in self.name.split("<")[1].split(",")[:5])
+        return 16 * WARPS // (wms * wns) * slices
+
+    @staticmethod
+    def tuned_bulk(m: int, n: int) -> Variant:
+        """:meth:`bulk` in the shape :data:`BULK_TUNED` gives the output's class, else the default one."""
+        return Variant.bulk(m, n, **BULK_TUNED.get(_warp_grid(m, n, 16, WARP_TILE), {}))
+
+    @staticmethod
     def tuned(m: int, n: int, wide: bool = False) -> Variant:
         """:meth:`pipe` in the shape :data:`TUNED` gives the output's class, else the default one."""
         return Variant.pipe(m, n, wide=wide, **TUNED.get(_warp_grid(m, n, 16, WARP_TILE), {}))
@@ -122,11 +171,15 @@ def atom(capability: int) -> tuple[int, int] | None:
 
 def choose(dtype: Any, m: int, n: int, capability: int, wide: bool = False) -> Variant:
     """The chunk kernel for this dtype and output on a device of ``capability`` (90 for sm_90): tensor cores
-    for FP64 on sm_80+, through the cp.async pipeline on sm_90 where both sides of the output are multiples
-    of 8 (see :data:`PIPELINED`), in its ``wide`` form for one wave of wide chunks (see :data:`WIDE_SLICES`)."""
+    for FP64 on sm_80+, fed by tensor-map copies on sm_90 where both sides of the output are multiples of 8
+    (:data:`BULK`; the kernel hands calls whose operands it cannot map to the pipelined one), else through the
+    cp.async pipeline (see :data:`PIPELINED`), in its ``wide`` form for one wave of wide chunks (see
+    :data:`WIDE_SLICES`)."""
     a = atom(capability)
     if np.dtype(dtype) != np.float64 or a is None:
         return Variant.tile(dtype)
+    if capability >= BULK and m % 8 == 0 and n % 8 == 0:
+        return Variant.tuned_bulk(m, n)
     if capability >= PIPELINED and m % 8 == 0 and n % 8 == 0:
         return Variant.tuned(m, n, wide=wide)
     return Variant.dmma(m, n, a)

@@ -298,6 +298,40 @@ def test_pair_copies_give_the_bits_of_single_copies(cupy_backend, monkeypatch, l
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["C", "T"])
+@pytest.mark.parametrize("m,k,n,chunks", [(16, 10 * MIN_K + 128, 16, "auto"), (40, 3 * MIN_K + 96, 24, 7),
+                                          (64, 2 * MIN_K, 64, "auto"), (32, 5 * MIN_K + 32, 32, 5)])
+@pytest.mark.parametrize("slices,stages", [(1, 3), (2, 3)])
+def test_the_bulk_kernel_gives_the_bits_of_the_pipelined_one(cupy_backend, layout, m, k, n, chunks, slices, stages):
+    """The bulk-copy kernel changes only how stages are filled (tensor-map boxes, zeros past the matrix, k past
+    a chunk masked): with the pipelined kernel's tile and depth, its partials are those bits; where the operands' rows
+    do not lie along k in A and n in B ("T"), or a chunk starts on an odd element, it hands the call to the
+    pipelined kernel."""
+    from gpu.splitk import kernels
+
+    be = cupy_backend
+    if int(be.xp.cuda.Device().compute_capability) < 90:
+        pytest.skip("the bulk-copy kernel needs sm_90")
+    bulk, pipe = kernels.Variant.bulk(m, n, slices, stages), kernels.Variant.pipe(m, n, slices, 3)
+    split = plan(m, n, k, be.ops("splitk").limits(), kernels.resources(bulk), chunks=chunks)
+    A, B = operands(be, m, k, n, 17, layout=layout)
+    into = (np.int64(n), np.int64(1), np.int64(m * n))
+
+    def partials(v):
+        P = be.xp.full((split.chunks, m, n), np.nan)
+        launch = kernels.ChunkLaunch(v, split, A, B, into, False)
+        launch(A, B, P, 1.0)
+        return host(be, P), launch
+
+    got, launch = partials(bulk)
+    even = split.unit % 2 == 0 or (split.base % 2 == 0 and split.extra == 0)
+    assert (launch.boxes is not None) == (layout == "C" and even)
+    want, _ = partials(pipe if launch.boxes else kernels.Variant.tuned(m, n, wide=split.wide))
+    assert np.array_equal(got, want)
+    assert_within_bound(got.sum(axis=0), host(be, A), host(be, B), split.width, split.chunks)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("deterministic", [True, False])
 def test_one_wave_auto_plans_run_the_wide_form_where_the_kernel_has_one(cupy_backend, deterministic):
     from gpu.splitk import kernels
