@@ -350,31 +350,29 @@ splitk_pipe(const double* __restrict__ A, long long sa0, long long sa1,
     reduce_and_emit<TM, TN, 2, KW, BM, BN>(smem, acc, wk, r0, c0, g, t, m, n, out, so0, so1, so2, alpha, flags);
 }
 
+/* The deterministic reduction in one launch. Block b takes ``per`` outputs from b per; its thread g per + j adds
+   chunks g G .. g G + G - 1 of output j in turn (group g's sum, kept in shared memory), and after a barrier its
+   thread j adds the group sums in turn and applies alpha and beta: the plan's order, as the NumPy path. */
 template <typename T>
-__global__ void splitk_groups(T* P, long long outputs, long long chunks, long long group)
+__global__ void splitk_reduce(const T* __restrict__ P, long long outputs, long long chunks, long long group,
+                              int per, T* C, long long sc0, long long sc1, int n, double alpha, double beta)
 {
-    const long long groups = (chunks + group - 1) / group, total = groups * outputs;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (long long)gridDim.x * blockDim.x) {
-        const long long g = i / outputs, o = i - g * outputs, first = g * group;
-        const long long last = min(chunks, first + group);
+    extern __shared__ __align__(16) unsigned char reduce_shared[];
+    T* S = reinterpret_cast<T*>(reduce_shared);
+    const long long groups = (chunks + group - 1) / group;
+    const int j = threadIdx.x % per, g = threadIdx.x / per;
+    const long long o = static_cast<long long>(blockIdx.x) * per + j;
+    if (g < groups && o < outputs) {
+        const long long first = g * group, last = min(chunks, first + group);
         T s = P[first * outputs + o];
 #pragma unroll 8
         for (long long h = first + 1; h < last; ++h) s = add_rn(s, P[h * outputs + o]);
-        P[first * outputs + o] = s;
+        S[threadIdx.x] = s;
     }
-}
-
-template <typename T>
-__global__ void splitk_finish(const T* __restrict__ P, long long outputs, long long chunks,
-                              long long group, T* C, long long sc0, long long sc1, int n, double alpha,
-                              double beta)
-{
-    for (long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x; o < outputs;
-         o += (long long)gridDim.x * blockDim.x) {
-        T s = P[o];
-#pragma unroll 8
-        for (long long first = group; first < chunks; first += group) s = add_rn(s, P[first * outputs + o]);
+    __syncthreads();
+    if (g == 0 && o < outputs) {
+        T s = S[j];
+        for (long long q = 1; q < groups; ++q) s = add_rn(s, S[q * per + j]);
         const long long r = o / n, c = o - r * n;
         T* dst = C + r * sc0 + c * sc1;
         *dst = epilogue(alpha, s, beta, beta == 0.0 ? T(0) : *dst);

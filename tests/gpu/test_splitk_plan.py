@@ -224,22 +224,22 @@ def test_a_plan_compiles_only_the_kernels_it_runs(cupy_backend, monkeypatch, m, 
     """The chunk kernel (with the reduction's kernels in the deterministic mode) in one NVRTC run, and the
     wide form only for a one-wave plan that runs it, where the chunk kernel has one (the bulk-copy kernel of
     sm_90 has none); never a kernel the call does not launch."""
-    from gpu.splitk import kernels
+    from gpu.splitk import compiled, kernels
 
     be = cupy_backend
-    runs, compile_names = [], kernels._compile
+    runs, compile_names = [], compiled._compile
 
     def recording(names):
         runs.append(tuple(names))
         return compile_names(names)
 
-    monkeypatch.setattr(kernels, "_FUNCTIONS", {})
-    monkeypatch.setattr(kernels, "_CHUNK_FUNCTIONS", {})
-    monkeypatch.setattr(kernels, "_compile", recording)
+    monkeypatch.setattr(compiled, "_FUNCTIONS", {})
+    monkeypatch.setattr(compiled, "_CHUNK_FUNCTIONS", {})
+    monkeypatch.setattr(compiled, "_compile", recording)
     A, B = operands(be, m, k, m, seed=14)
     plan = Plan(A, B, options=Options(deterministic=deterministic), backend=be)
     launched = kernels.variant(A.dtype, m, m, plan.split.wide).name
-    reduction = {"splitk_groups<double>", "splitk_finish<double>"} if deterministic else set()
+    reduction = {"splitk_reduce<double>"} if deterministic else set()
     has_wide_form = kernels.variant(A.dtype, m, m, wide=True) != kernels.variant(A.dtype, m, m)
     assert plan.split.wide == (wide and has_wide_form)
     assert set().union(*runs) == {launched, kernels.variant(A.dtype, m, m).name} | reduction

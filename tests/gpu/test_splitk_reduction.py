@@ -1,4 +1,4 @@
-"""Split-K's deterministic reduction on the GPU (``splitk_groups``, ``splitk_finish``) adds the partials in the
+"""Split-K's deterministic reduction on the GPU (``splitk_reduce``, one launch) adds the partials in the
 plan's order, so it gives the bits of the NumPy reduction (:meth:`gpu.splitk.ops.HostOps.reduce`) for the same
 partials: one chunk, fewer chunks than a group, many groups, outputs that fill no whole block, a -0.0 kept,
 beta 0 and not, into a column-major C."""
