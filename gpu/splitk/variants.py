@@ -171,15 +171,13 @@ def atom(capability: int) -> tuple[int, int] | None:
 
 def choose(dtype: Any, m: int, n: int, capability: int, wide: bool = False) -> Variant:
     """The chunk kernel for this dtype and output on a device of ``capability`` (90 for sm_90): tensor cores
-    for FP64 on sm_80+, fed by tensor-map copies on sm_90 where both sides of the output are multiples of 8
-    (:data:`BULK`; the kernel hands calls whose operands it cannot map to the pipelined one), else through the
-    cp.async pipeline (see :data:`PIPELINED`), in its ``wide`` form for one wave of wide chunks (see
-    :data:`WIDE_SLICES`)."""
+    for FP64 on sm_80+; where both sides of the output are multiples of 8 from :data:`PIPELINED`, the staged
+    kernels: fed by tensor-map boxes where the TMA exists (:data:`BULK`; calls whose operands cannot be mapped
+    go to the cp.async one, :meth:`Variant.tuned`), else through the cp.async pipeline, in its ``wide`` form for
+    one wave of wide chunks (see :data:`WIDE_SLICES`)."""
     a = atom(capability)
     if np.dtype(dtype) != np.float64 or a is None:
         return Variant.tile(dtype)
-    if capability >= BULK and m % 8 == 0 and n % 8 == 0:
-        return Variant.tuned_bulk(m, n)
     if capability >= PIPELINED and m % 8 == 0 and n % 8 == 0:
-        return Variant.tuned(m, n, wide=wide)
+        return Variant.tuned_bulk(m, n) if capability >= BULK else Variant.tuned(m, n, wide=wide)
     return Variant.dmma(m, n, a)
