@@ -267,10 +267,12 @@ def _contiguous(C: Array) -> bool:
 class Launcher:
     """:class:`CudaOps`' operations bound to one plan and one operand layout (:meth:`CudaOps.bind`): every
     kernel looked up and every launch sized once, so that a call launches only. Each operation's ``plan``
-    argument is the plan it was bound to."""
+    argument is the plan it was bound to. ``v``: the chunk kernel (the device's choice, :func:`variant`, where
+    None; the tuning scripts name others)."""
 
-    def __init__(self, split: SplitPlan, A: Array, B: Array, c_strides: tuple, contiguous: bool) -> None:
-        v = variant(A.dtype, split.m, split.n, split.wide)
+    def __init__(self, split: SplitPlan, A: Array, B: Array, c_strides: tuple, contiguous: bool,
+                 v: Variant | None = None) -> None:
+        v = v or variant(A.dtype, split.m, split.n, split.wide)
         into = ((np.int64(split.n), np.int64(1), np.int64(split.m * split.n)) if split.deterministic
                 else (*c_strides, np.int64(0)))
         self.chunks = ChunkLaunch(v, split, A, B, into, not split.deterministic)

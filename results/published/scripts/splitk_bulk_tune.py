@@ -17,7 +17,6 @@ import time
 from dataclasses import replace
 
 import cupy
-import numpy as np
 
 from experiments.core.environment import environment
 from experiments.core.lab import check_product
@@ -44,29 +43,6 @@ CHOSEN = {int(m): [tuple(int(x) for x in shape.split(":")) for shape in shapes.s
 GRID = {"slices": tuple(int(x) for x in os.environ.get("SLICES", "1,2").split(",")),
         "stages": tuple(int(x) for x in os.environ.get("STAGES", "2,3,4").split(",")), "warp_tile": (32, 16)}
 LIMIT = 227 * 1024
-
-
-class Bound:
-    """The executor's operations with chunk kernel ``v`` (cf. ``kernels.Launcher``)."""
-
-    def __init__(self, v, split, A, B, C):
-        into = ((np.int64(split.n), np.int64(1), np.int64(split.m * split.n)) if split.deterministic
-                else (*kernels._strides(C), np.int64(0)))
-        self.chunks = kernels.ChunkLaunch(v, split, A, B, into, not split.deterministic)
-        self.reduction = kernels.Reduction(split, A.dtype, kernels._strides(C)) if split.deterministic else None
-        self.scaling = kernels.Scaling(A.dtype, C.shape, kernels._strides(C), True)
-
-    def partials(self, A, B, P, plan, alpha):
-        self.chunks(A, B, P, alpha)
-
-    def reduce(self, P, C, plan, alpha, beta):
-        self.reduction(P, C, alpha, beta)
-
-    def scale(self, C, beta):
-        self.scaling(C, beta)
-
-    def accumulate(self, A, B, C, plan, alpha):
-        self.chunks(A, B, C, alpha)
 
 
 def variants(m):
@@ -108,7 +84,7 @@ def works_for(ops, m, k):
             det = mode == "det"
             for how, split in plans(m, k, kernel, det).items():
                 P = cupy.empty((split.chunks, m, m)) if det else None
-                bound = Bound(v, split, A, B, C)
+                bound = kernels.Launcher(split, A, B, kernels._strides(C), True, v=v)
                 if not bound.chunks.boxes:
                     print("no tensor maps for", name, how, flush=True)
                     continue
