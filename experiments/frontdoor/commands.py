@@ -31,6 +31,7 @@ from gpu.profile import (
     transfer_methods_of,
 )
 
+from ..audit.commands import shapes as products
 from ..core.command import MEASURING, command, emit, emit_sweep, measuring_run, ms
 from .bench import run_points
 from .points import custom_plan, fitting_points
@@ -38,12 +39,16 @@ from .report import checks
 
 
 def shape(text: str) -> tuple[int, int, int]:
-    """``M:K:N`` as three positive integers."""
-    parts = text.split(":")
-    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
-        raise argparse.ArgumentTypeError(f"a shape reads M:K:N with three positive integers, such as "
-                                         f"16384:16384:16384 or 16:1048576:16; got {text!r}")
-    return int(parts[0]), int(parts[1]), int(parts[2])
+    """``M:K:N`` as three positive whole numbers, each written out or as a power ``B^E`` (``16:2^24:16``), as
+    ``gemmlab audit --shapes`` reads them."""
+    try:
+        found = products(text)
+    except argparse.ArgumentTypeError:
+        found = []
+    if len(found) != 1:
+        raise argparse.ArgumentTypeError(f"a shape reads M:K:N with three positive whole numbers or powers, such as "
+                                         f"16384:16384:16384, 16:1048576:16 or 16:2^20:16; got {text!r}")
+    return found[0]
 
 
 def accuracy(text: str) -> Accuracy:

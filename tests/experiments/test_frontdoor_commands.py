@@ -1,6 +1,9 @@
 """``gemmlab choose``: the front door's choice for a shape and an accuracy, from a device profile's tables."""
 
+import argparse
 import json
+
+import pytest
 
 from experiments.cli import main
 
@@ -48,6 +51,16 @@ def test_a_gpu_without_a_bundled_profile_is_ranked_by_the_predicted_tables(capsy
                                                           "GEMM's equal") for c in splitk)
     assert all(c["basis"].startswith(("predicted", "not predicted", "the reference")) for c in doc["candidates"]
                if c["family"] != "splitk")
+
+
+def test_a_shape_may_write_its_dimensions_as_powers():
+    from experiments.frontdoor.commands import shape, shapes
+
+    assert shape("16:2^24:16") == (16, 2**24, 16) and shape("4096:65536:4096") == (4096, 65536, 4096)
+    assert shapes("16:2^20:16, 64:1048576:64") == [(16, 2**20, 16), (64, 2**20, 64)] and shapes(",") == []
+    for bad in ("16:2^24", "16:0:16", "16:2^24:16 8:8:8", "a:b:c"):
+        with pytest.raises(argparse.ArgumentTypeError, match="a shape reads M:K:N"):
+            shape(bad)
 
 
 def test_bad_shapes_and_accuracies_are_refused_saying_the_form(capsys, tmp_path):
