@@ -141,7 +141,7 @@ class ChunkLaunch:
         self.b_pairs = v.pairs and _pair_layout(self.b_strides, 1)
         self.boxes = _boxes(v, plan, self.a_strides, self.b_strides) if v.maps else None
         self.function = _chunk_function(v) if not v.maps or self.boxes else None
-        self.maps: dict[tuple[int, int], tuple] = {}
+        self.maps = LRU(MAPS)                   # shared by the threads that call one kept plan
         self._fallback: ChunkLaunch | None = None
 
     def fallback(self, A: Array, B: Array) -> ChunkLaunch:
@@ -156,10 +156,9 @@ class ChunkLaunch:
         encoded arrays kept beside them), which CuPy passes by value without another look."""
         found = self.maps.get((a, b))
         if found is None:
-            if len(self.maps) >= MAPS:
-                del self.maps[next(iter(self.maps))]
             held = (self.boxes[0].encode(a), self.boxes[1].encode(b))
-            found = self.maps[(a, b)] = (CPointer(held[0].ctypes.data), CPointer(held[1].ctypes.data), held)
+            found = (CPointer(held[0].ctypes.data), CPointer(held[1].ctypes.data), held)
+            self.maps[(a, b)] = found
         return found[:2]
 
     def __call__(self, A: Array, B: Array, out: Array, alpha: float) -> None:
