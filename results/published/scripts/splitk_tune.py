@@ -5,8 +5,10 @@ H100; the H200 reads 43% more bytes per second with the same 132 SMs. Per m = n 
 (device time, sustained, cache flushed before every sample) of cuBLAS (``cupy.matmul``), a device copy, the
 public call at its defaults (``splitk.matmul(A, B, out=C)``), and, for each kernel shape of the grid below,
 the auto split a plan would make with that kernel (:func:`gpu.splitk.plan.plan`) run by the library's executor
-in the deterministic mode (one-launch reduction, and for the default kernel the two-launch one too) and in the
-atomic mode. Every product is checked before it is timed. Environment: MS, ES (k = 2**e). Writes
+in the deterministic mode and in the atomic mode. Every product is checked before it is timed. (Its run at
+4677b4e, ``h200/h200-splitk-tune.json``, also timed the two-launch reduction then kept, as ``det2-``; the reduction
+is one launch again since 3e62169, and the sm_90 default is the bulk kernel, tuned by ``splitk_bulk_tune.py``.)
+Environment: MS, ES (k = 2**e). Writes
 ``$OUT/splitk-tune.json``; about 3 minutes on an H200. Run from the repository root with ``PYTHONPATH=$PWD``.
 """
 
@@ -17,7 +19,6 @@ import time
 from dataclasses import replace
 
 import cupy
-import numpy as np
 
 from experiments.core.environment import environment
 from experiments.core.lab import check_product
@@ -34,29 +35,6 @@ limits = be.ops("splitk").limits()
 MS = [int(x) for x in os.environ.get("MS", "16,32,64").split(",")]
 ES = [int(x) for x in os.environ.get("ES", "20,22,24").split(",")]
 GRID = {"slices": (1, 2, 4), "stages": (2, 3, 4, 6), "warp_tile": (32, 16)}
-
-
-class Bound:
-    """The executor's operations with chunk kernel ``v`` and a chosen reduction (cf. ``kernels.Launcher``)."""
-
-    def __init__(self, v, split, A, B, C, fused=True):
-        into = ((np.int64(split.n), np.int64(1), np.int64(split.m * split.n)) if split.deterministic
-                else (*kernels._strides(C), np.int64(0)))
-        self.chunks = kernels.ChunkLaunch(v, split, A, B, into, not split.deterministic)
-        self.reduction = kernels.Reduction(split, A.dtype, kernels._strides(C), fused) if split.deterministic else None
-        self.scaling = kernels.Scaling(A.dtype, C.shape, kernels._strides(C), True)
-
-    def partials(self, A, B, P, plan, alpha):
-        self.chunks(A, B, P, alpha)
-
-    def reduce(self, P, C, plan, alpha, beta):
-        self.reduction(P, C, alpha, beta)
-
-    def scale(self, C, beta):
-        self.scaling(C, beta)
-
-    def accumulate(self, A, B, C, plan, alpha):
-        self.chunks(A, B, C, alpha)
 
 
 def variants(m):
@@ -80,19 +58,15 @@ def works_for(ops, m, k):
     A, B, C = ops.A, ops.B, ops.C
     works = {"cublas": lambda: cupy.matmul(A, B, out=C), "copy": ops.copy,
              "public": lambda: splitk.matmul(A, B, out=C)}
-    info, default = {}, kernels.variant(A.dtype, m, m)
+    info = {}
     for name, (v, kernel) in variants(m).items():
         for mode, det in (("det", True), ("atom", False)):
             split = split_plan(m, m, k, limits, replace(kernel, wide=None), deterministic=det)
             P = cupy.empty((split.chunks, m, m)) if det else None
-            bound = Bound(v, split, A, B, C)
+            bound = kernels.Launcher(split, A, B, kernels._strides(C), True, v=v)
             works[f"{mode}-{name}"] = (lambda b=bound, s=split, P=P: run(be, b, s, A, B, C, 1.0, 0.0, P))
             info[f"{mode}-{name}"] = {"variant": v.name, "regs": kernel.registers_per_thread, "shared": v.shared,
                                       **split.as_dict()}
-            if det and v == default:
-                two = Bound(v, split, A, B, C, fused=False)
-                works[f"det2-{name}"] = (lambda b=two, s=split, P=P: run(be, b, s, A, B, C, 1.0, 0.0, P))
-                info[f"det2-{name}"] = info[f"det-{name}"]
     return works, info
 
 
