@@ -5,6 +5,7 @@ it needs (:func:`resources`), the occupancy formula's input. :mod:`gpu.splitk.ke
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
@@ -96,3 +97,17 @@ def resources(v: Variant) -> Kernel:
                   registers_per_thread=f.num_regs, tile=v.rows, tile_n=v.cols, width=BULK_WIDTH if v.maps else None)
 
 
+
+
+def resources_of(named: Mapping[str, Variant]) -> tuple[dict[str, tuple[Variant, Kernel]], dict[str, str]]:
+    """Named chunk kernels compiled together in one NVRTC run, with their :func:`resources`; and those this
+    device cannot run (more shared memory than a block may have), with the reason: what the tuning scripts
+    compare."""
+    compile_names(*{v.name for v in named.values()})
+    found, refused = {}, {}
+    for name, v in named.items():
+        try:
+            found[name] = (v, resources(v))
+        except ValueError as err:
+            refused[name] = str(err)
+    return found, refused

@@ -57,6 +57,7 @@ from .compiled import (  # noqa: F401  (re-exported for scripts and tests)
     compile_names,
     reduction_names,
     resources,
+    resources_of,
     variant,
 )
 from .occupancy import Kernel, SMLimits
@@ -130,7 +131,7 @@ class ChunkLaunch:
     (:meth:`Variant.tuned`), bound on first need."""
 
     def __init__(self, v: Variant, plan: SplitPlan, A: Array, B: Array, out_strides: tuple, atomic: bool) -> None:
-        self.variant, self.plan, self.out_strides = v, plan, out_strides
+        self.plan, self.out_strides = plan, out_strides
         self.grid = (-(-plan.n // v.cols), -(-plan.m // v.rows), plan.chunks)
         self.block, self.shared = v.block, v.shared
         self.a_strides, self.b_strides = _strides(A), _strides(B)
@@ -139,7 +140,9 @@ class ChunkLaunch:
         self.atomic = ATOMIC if atomic else 0
         self.a_pairs = v.pairs and _even_starts(plan) and _pair_layout(self.a_strides, 1)
         self.b_pairs = v.pairs and _pair_layout(self.b_strides, 1)
-        self.boxes = _boxes(v, plan, self.a_strides, self.b_strides) if v.maps else None
+        self.mapped = v.maps
+        mappable = v.maps and self.a_pairs and self.b_pairs
+        self.boxes = _boxes(v, plan, self.a_strides, self.b_strides) if mappable else None
         self.function = _chunk_function(v) if not v.maps or self.boxes else None
         self.maps = LRU(MAPS)                   # shared by the threads that call one kept plan
         self._fallback: ChunkLaunch | None = None
@@ -163,7 +166,7 @@ class ChunkLaunch:
 
     def __call__(self, A: Array, B: Array, out: Array, alpha: float) -> None:
         a, b = A.data.ptr, B.data.ptr
-        if self.variant.maps:
+        if self.mapped:
             if self.boxes is None or a % 16 or b % 16:
                 self.fallback(A, B)(A, B, out, alpha)
                 return
@@ -183,10 +186,10 @@ MAPS = 8
 def _boxes(v: Variant, plan: SplitPlan, a_strides: tuple, b_strides: tuple) -> tuple | None:
     """The tensor maps' layouts of the bulk kernel (boxes four elements wider than a stage along k in A and
     than the tile along n in B: the padded rows that keep fragment loads free of bank conflicts), or None where
-    A or B cannot be read so: rows not along k in A and n in B, 16-byte aligned (:func:`_pair_layout`); a chunk
-    that starts on an odd element (a box's first element along its rows must be 16-byte aligned: an odd start
-    was an illegal instruction on the H200); k past the TMA's 32-bit coordinates."""
-    if not (_pair_layout(a_strides, 1) and _pair_layout(b_strides, 1) and _even_starts(plan)) or plan.k >= 2**31:
+    k passes the TMA's 32-bit coordinates. The caller asks only where both operands' rows copy in 16-byte pairs
+    and every chunk starts on an even element (a box's first element along its rows must be 16-byte aligned:
+    an odd start was an illegal instruction on the H200)."""
+    if plan.k >= 2**31:
         return None
     try:
         return (tensormap.Box(plan.m, plan.k, int(a_strides[0]), v.rows, v.depth + 4),

@@ -6,6 +6,7 @@ module notes say what each kernel does), and tests and scripts name them without
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,14 +78,15 @@ def _warp_grid(m: int, n: int, rows: int, warp_tile: int) -> tuple[int, int, int
 
 @dataclass(frozen=True)
 class Variant:
-    """One chunk kernel as data: its template instantiation, block shape, output tile and dynamic shared
-    memory (bytes)."""
+    """One chunk kernel as data: its template instantiation, block shape, output tile, dynamic shared memory
+    (bytes) and, for the staged kernels, the elements along k of one stage."""
 
     name: str
     block: tuple[int, ...]
     rows: int
     cols: int
     shared: int = 0
+    depth: int = 0
 
     @staticmethod
     def tile(dtype: Any) -> Variant:
@@ -112,30 +114,19 @@ class Variant:
         fed through ``stages`` shared-memory buffers filled by ``cp.async``, each ``16 x slices`` deep per
         warp that splits k (``slices`` default: :data:`WIDE_SLICES` for ``wide`` chunks, else at least 32 deep
         per stage)."""
-        tm, tn, wms, wns = _warp_grid(m, n, 16, warp_tile)
-        kw = WARPS // (wms * wns)
-        grid = (tm, tn, wms, wns)
-        slices = slices or (wide and WIDE_SLICES.get(grid)) or max(1, 32 // (16 * kw))
-        rows, cols, depth = 16 * tm * wms, 8 * tn * wns, 16 * kw * slices
-        stage = rows * (depth + 4) + depth * (cols + 4)
-        shared = 8 * max(stages * stage, kw * rows * (cols + 1))
-        return Variant(f"splitk_pipe<{tm}, {tn}, {wms}, {wns}, {slices}, {stages}>", (32 * WARPS,), rows, cols,
-                       shared)
+        return _staged("splitk_pipe", m, n, warp_tile, stages, WARPS, 0,
+                       lambda grid, kw: slices or (wide and WIDE_SLICES.get(grid)) or max(1, 32 // (16 * kw)))
 
     @staticmethod
     def bulk(m: int, n: int, slices: int | None = None, stages: int = BULK_STAGES,
              warp_tile: int = WARP_TILE) -> Variant:
         """The bulk-copy FP64 tensor-core kernel (sm_90; :mod:`gpu.splitk.bulk_source`): the tile of :meth:`pipe`
-        fed by one more warp's ``cp.async.bulk`` row copies into ``stages`` stages, each ``16 x slices`` deep per
-        warp that splits k. It runs only where rows can be copied whole (:attr:`pairs`); :meth:`tuned` where not."""
-        tm, tn, wms, wns = _warp_grid(m, n, 16, warp_tile)
-        kw = WARPS // (wms * wns)
-        slices = slices or max(1, BULK_DEPTH // (16 * kw))
-        rows, cols, depth = 16 * tm * wms, 8 * tn * wns, 16 * kw * slices
-        stage, bars = rows * (depth + 4) + depth * (cols + 4), -(-2 * stages // 16) * 16
-        shared = 8 * (bars + max(stages * stage, kw * rows * (cols + 1)))
-        return Variant(f"splitk_bulk<{tm}, {tn}, {wms}, {wns}, {slices}, {stages}>",
-                       (32 * (WARPS + 1),), rows, cols, shared)
+        fed by one more warp's tensor-map boxes (one of A and one of B per stage) into ``stages`` stages, each
+        ``16 x slices`` deep per warp that splits k (``slices`` default: at least :data:`BULK_DEPTH` deep), behind
+        an mbarrier pair per stage. It runs where the operands can be mapped
+        (:func:`gpu.splitk.kernels.ChunkLaunch`), :meth:`tuned` where not."""
+        return _staged("splitk_bulk", m, n, warp_tile, stages, WARPS + 1, -(-2 * stages // 16) * 16,
+                       lambda grid, kw: slices or max(1, BULK_DEPTH // (16 * kw)))
 
     @property
     def pairs(self) -> bool:
@@ -147,12 +138,6 @@ class Variant:
         """Whether the kernel reads A and B through tensor maps (the bulk kernel: :mod:`gpu.splitk.tensormap`)."""
         return self.name.startswith("splitk_bulk")
 
-    @property
-    def depth(self) -> int:
-        """Elements along k of one stage (pipelined and bulk kernels)."""
-        tm, tn, wms, wns, slices = (int(x) for x in self.name.split("<")[1].split(",")[:5])
-        return 16 * WARPS // (wms * wns) * slices
-
     @staticmethod
     def tuned_bulk(m: int, n: int) -> Variant:
         """:meth:`bulk` in the shape :data:`BULK_TUNED` gives the output's class, else the default one."""
@@ -162,6 +147,21 @@ class Variant:
     def tuned(m: int, n: int, wide: bool = False) -> Variant:
         """:meth:`pipe` in the shape :data:`TUNED` gives the output's class, else the default one."""
         return Variant.pipe(m, n, wide=wide, **TUNED.get(_warp_grid(m, n, 16, WARP_TILE), {}))
+
+
+def _staged(kernel: str, m: int, n: int, warp_tile: int, stages: int, warps: int, barriers: int,
+            slices: Callable[[tuple[int, int, int, int], int], int]) -> Variant:
+    """A staged kernel (``splitk_pipe``, ``splitk_bulk``) for an m x n output: the warp grid of m16n8k16 tiles
+    up to ``warp_tile`` square, the other warps splitting k, ``slices(grid, warps splitting k)`` slices of 16
+    per stage, each stage A's rows and B's rows padded by four doubles; its shared memory the larger of the
+    stages and the epilogue's partial tiles, after ``barriers`` doubles of mbarriers; ``warps`` per block."""
+    tm, tn, wms, wns = grid = _warp_grid(m, n, 16, warp_tile)
+    kw = WARPS // (wms * wns)
+    sl = slices(grid, kw)
+    rows, cols, depth = 16 * tm * wms, 8 * tn * wns, 16 * kw * sl
+    stage = rows * (depth + 4) + depth * (cols + 4)
+    shared = 8 * (barriers + max(stages * stage, kw * rows * (cols + 1)))
+    return Variant(f"{kernel}<{tm}, {tn}, {wms}, {wns}, {sl}, {stages}>", (32 * warps,), rows, cols, shared, depth)
 
 
 def atom(capability: int) -> tuple[int, int] | None:

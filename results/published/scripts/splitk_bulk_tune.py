@@ -53,14 +53,10 @@ def variants(m):
         if fits and v.name not in {x.name for x in seen.values()}:
             seen[f"sl{slices}-st{stages}-wt{tile}"] = v
     t0 = time.time()
-    kernels.compile_names(*{v.name for v in seen.values()})
+    out, refused = kernels.resources_of(seen)
     print(f"m={m}: {len(seen)} bulk shapes compiled in {time.time() - t0:.1f} s", flush=True)
-    out = {}
-    for name, v in seen.items():
-        try:
-            out[name] = (v, kernels.resources(v))
-        except ValueError as err:
-            print("skip", name, err, flush=True)
+    for name, err in refused.items():
+        print("skip", name, err, flush=True)
     return out
 
 

@@ -44,13 +44,9 @@ def variants(m):
         v = kernels.Variant.pipe(m, m, slices=slices, stages=stages, warp_tile=tile)
         if v.name not in {x.name for x in seen.values()} and tile <= m:
             seen[f"sl{slices}-st{stages}-wt{tile}"] = v
-    kernels.compile_names(*{v.name for v in seen.values()})
-    out = {}
-    for name, v in seen.items():
-        try:
-            out[name] = (v, kernels.resources(v))
-        except ValueError as err:
-            print("skip", name, err, flush=True)
+    out, refused = kernels.resources_of(seen)
+    for name, err in refused.items():
+        print("skip", name, err, flush=True)
     return out
 
 
