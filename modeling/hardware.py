@@ -36,6 +36,7 @@ class GPU:
     fp32_tflops: float | None = None   # FP32 on the vector units (None: no source found)
     int8_tops: float | None = None     # dense INT8 on tensor cores, TOPS (None: no INT8 tensor cores, or no source)
     memory_kind: str | None = None     # HBM2, HBM2e, HBM3, HBM3e, GDDR5, GDDR6, GDDR6X, GDDR7
+    capability: int | None = None      # CUDA compute capability as 10 major + minor (90: sm_90), which kernels run
 
     @property
     def peak_flops(self) -> float:
@@ -62,30 +63,33 @@ class GPU:
         return {k: v for k, v in asdict(self).items() if k != "pattern"}
 
 
+#: ``capability``: NVIDIA's table of CUDA GPUs and their compute capability (developer.nvidia.com/cuda-gpus) and the
+#: CUDA C++ Programming Guide's list: Kepler GK110 3.5, Pascal GP100 6.0, Volta 7.0, A100 8.0, Ada 8.9, Hopper 9.0,
+#: B200 10.0, GeForce and workstation Blackwell (GB202) 12.0.
 GPUS: dict[str, GPU] = {g.name: g for g in (
     # Tesla K20 (GK110): NVIDIA "Tesla K20 GPU Accelerator Board Specification" BD-06455-001 (2012):
     # 1.17 TFLOPS FP64, 208 GB/s, 5 GB; 13 SMX; 65,536 registers per SMX (Kepler GK110 whitepaper).
     # FP32 3.52 TFLOPS: NVIDIA's Kepler family datasheet as quoted at coderapp.vercel.app/answer/27073517
     # (K20: 3.52 single, 1.17 double); tecnogaming.com's K20 launch specs give the same.
     # GDDR5 (the board specification above); no INT8 tensor cores (Kepler has none).
-    GPU("K20", 1.17, None, 208, 13, 65536, 5, r"\bK20[cm]?\b", fp32_tflops=3.52, memory_kind="GDDR5"),
+    GPU("K20", 1.17, None, 208, 13, 65536, 5, r"\bK20[cm]?\b", fp32_tflops=3.52, memory_kind="GDDR5", capability=35),
     # Tesla P100 SXM2 (GP100): NVIDIA Tesla P100 datasheet (2016) and "Pascal P100" whitepaper:
     # 5.3 TFLOPS FP64, 732 GB/s HBM2, 16 GB; 56 SMs; 65,536 registers per SM. FP32 10.6 TFLOPS: NVIDIA's
     # P100 launch figures (10.6 single, 5.3 double, 21.2 half) as restated at oreograce.blogg.se.
     # HBM2 (the datasheet above); no INT8 tensor cores (Pascal has no tensor cores).
-    GPU("P100", 5.3, None, 732, 56, 65536, 16, r"\bP100\b", fp32_tflops=10.6, memory_kind="HBM2"),
+    GPU("P100", 5.3, None, 732, 56, 65536, 16, r"\bP100\b", fp32_tflops=10.6, memory_kind="HBM2", capability=60),
     # Tesla V100 SXM2 (GV100): NVIDIA V100 datasheet (2020) and "Volta" whitepaper: 7.8 TFLOPS
     # FP64 (Volta's tensor cores are FP16 only), 900 GB/s HBM2, 16/32 GB; 80 SMs; 65,536 registers.
     # FP32 15.7 TFLOPS: hmc-tech.com/gpu/nvidia-b200-vs-nvidia-v100-sxm-16gb lists 15.67 for the V100 SXM2.
     # HBM2; no INT8 tensor cores (Volta's tensor cores take FP16 only, the whitepaper above).
-    GPU("V100", 7.8, None, 900, 80, 65536, 32, r"\bV100\b", fp32_tflops=15.7, memory_kind="HBM2"),
+    GPU("V100", 7.8, None, 900, 80, 65536, 32, r"\bV100\b", fp32_tflops=15.7, memory_kind="HBM2", capability=70),
     # A100 SXM4 80GB (GA100): NVIDIA A100 datasheet (2021) and "Ampere GA100" whitepaper: 9.7 TFLOPS
     # FP64, 19.5 TFLOPS FP64 tensor core, 2,039 GB/s HBM2e, 80 GB; 108 SMs; 65,536 registers per SM.
     # FP32 19.5 TFLOPS: hmc-tech.com/gpus/nvidia-a100-sxm-vs-nvidia-b200 lists 19.49 for the A100 SXM.
     # INT8 tensor 624 TOPS dense (1,248 with sparsity): the A100 datasheet's table as reproduced at
     # glennklockwood.com/garden/processors/A100 (nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf). HBM2e.
     GPU("A100", 9.7, 19.5, 2039, 108, 65536, 80, r"\bA100\b(?!.*PCIe)", fp32_tflops=19.5, int8_tops=624,
-        memory_kind="HBM2e"),
+        memory_kind="HBM2e", capability=80),
     # H100 SXM5 80GB (GH100): NVIDIA H100 datasheet (2023) and "Hopper" whitepaper: 34 TFLOPS FP64,
     # 67 TFLOPS FP64 tensor core, 3.35 TB/s HBM3, 80 GB; 132 SMs; 65,536 registers per SM.
     # CUDA names it "NVIDIA H100 80GB HBM3". FP32 67 TFLOPS: the datasheet's table as reproduced at
@@ -93,18 +97,19 @@ GPUS: dict[str, GPU] = {g.name: g for g in (
     # INT8 tensor 1,979 TOPS dense: glennklockwood.com/garden/processors/h100 (1978.9 matrix, 3957.8 sparse);
     # the hpctech.co.jp table gives 3,958 "with sparsity, 1/2 lower without". HBM3.
     GPU("H100", 34, 67, 3350, 132, 65536, 80, r"\bH100\b(?!.*(PCIe|NVL))", fp32_tflops=67, int8_tops=1979,
-        memory_kind="HBM3"),
+        memory_kind="HBM3", capability=90),
     # H100 PCIe (GH100): same datasheet: 26 TFLOPS FP64, 51 TFLOPS FP64 tensor core, 2.0 TB/s HBM2e,
     # 80 GB; 114 SMs. FP32 51 TFLOPS: same hpctech.co.jp table.
     # INT8 tensor 1,513 TOPS dense: the same hpctech.co.jp table's 3,026 with sparsity, halved. HBM2e.
     GPU("H100-PCIe", 26, 51, 2000, 114, 65536, 80, r"\bH100\b.*PCIe", fp32_tflops=51, int8_tops=1513,
-        memory_kind="HBM2e"),
+        memory_kind="HBM2e", capability=90),
     # H200 SXM (GH100 with HBM3e): NVIDIA H200 datasheet (2024): 34 TFLOPS FP64, 67 TFLOPS FP64
     # tensor core, 4.8 TB/s, 141 GB; the GH100's 132 SMs and 65,536 registers per SM. FP32 67 TFLOPS:
     # the H100 SXM5's (glennklockwood.com/garden/processors/h100: the H200 is that GPU with HBM3e).
     # INT8 tensor 1,979 TOPS dense: the H100 SXM5's (glennklockwood.com, as above; itkb.uw.cz's H200 vs B300
     # table gives ~1,979 dense FP8, the same rate on Hopper). HBM3e.
-    GPU("H200", 34, 67, 4800, 132, 65536, 141, r"\bH200\b", fp32_tflops=67, int8_tops=1979, memory_kind="HBM3e"),
+    GPU("H200", 34, 67, 4800, 132, 65536, 141, r"\bH200\b", fp32_tflops=67, int8_tops=1979, memory_kind="HBM3e",
+        capability=90),
     # B200 (HGX B200, 1000 W): NVIDIA's Blackwell datasheet as tabulated at
     # glennklockwood.com/garden/processors/B200: 40 TFLOPS FP64 vector and 40 matrix (tensor), 80 FP32;
     # Cornell CVW (cvw.cac.cornell.edu/gpu-architecture/horizon-gpus-blackwell-b200) also gives 40 FP64.
@@ -116,7 +121,8 @@ GPUS: dict[str, GPU] = {g.name: g for g in (
     # row (its per-GPU SM count and memory were not found; no GB200 row).
     # INT8 tensor 4,500 TOPS dense (9,000 with sparsity) at 1,000 W: glennklockwood.com (as above) and
     # hmc-tech.com/gpu/nvidia-b200-vs-nvidia-gb200 (4.5 POPS, 9 sparse). HBM3e.
-    GPU("B200", 40, 40, 7700, 148, 65536, 180, r"\bB200\b", fp32_tflops=80, int8_tops=4500, memory_kind="HBM3e"),
+    GPU("B200", 40, 40, 7700, 148, 65536, 180, r"\bB200\b", fp32_tflops=80, int8_tops=4500, memory_kind="HBM3e",
+        capability=100),
     # L40S (AD102): NVIDIA L40S datasheet table as reproduced at mullet.se (product 355414) and
     # omegaco.ae: 91.6 TFLOPS FP32, 864 GB/s GDDR6, 48 GB; no FP64 tensor cores. FP64 1,431 GFLOPS
     # (1:64) and 142 SMs: TechPowerUp's figures as given at itcreations.com/nvidia-gpu/nvidia-l40s-gpu-
@@ -125,7 +131,7 @@ GPUS: dict[str, GPU] = {g.name: g for g in (
     # INT8 tensor 733 TOPS dense: hmc-tech.com/gpu/nvidia-l40s-vs-nvidia-t40 (732.86 TOPS, 1.47 POPS with
     # sparsity; the mullet.se table gives FP8 733 | 1,466*, the same rate on Ada). GDDR6.
     GPU("L40S", 1.431, None, 864, 142, 65536, 48, r"\bL40S\b", fp32_tflops=91.6, int8_tops=733,
-        memory_kind="GDDR6"),
+        memory_kind="GDDR6", capability=89),
     # GeForce RTX 4090 (AD102): 82.58 TFLOPS FP32, 1,290.2 GFLOPS FP64 (1:64), 1.01 TB/s, 128 SMs,
     # 24 GB: TechPowerUp's figures as given at fpsbench.com/compare/gpu/amd-radeon-pro-duo-vs-nvidia-
     # geforce-rtx-4090; 1008 GB/s and 82.6 TFLOPS FP32: NVIDIA's launch table as restated at
@@ -134,7 +140,7 @@ GPUS: dict[str, GPU] = {g.name: g for g in (
     # INT8 tensor 660.6 TOPS dense (1,321.2 with sparsity, the Ada whitepaper's figures): waredb.com/processor/
     # nvidia-geforce-rtx-4090. GDDR6X.
     GPU("RTX 4090", 1.29, None, 1008, 128, 65536, 24, r"\bRTX 4090\b(?!\s*(D\b|Laptop))", fp32_tflops=82.58,
-        int8_tops=660.6, memory_kind="GDDR6X"),
+        int8_tops=660.6, memory_kind="GDDR6X", capability=89),
     # GeForce RTX 5090 (GB202): 104.8 TFLOPS FP32, 1.637 TFLOPS FP64 (1:64), 170 SMs: TechPowerUp's
     # figures as given at fpsbench.com/compare/gpu/nvidia-geforce-rtx-4090-d-vs-nvidia-geforce-rtx-5090;
     # 1,792 GB/s GDDR7, 32 GB, 170 SMs: NVIDIA's figures as restated at pocketmags.com (Linux Format,
@@ -145,7 +151,7 @@ GPUS: dict[str, GPU] = {g.name: g for g in (
     # (compute/entities/rtx-5090) converts it; spheron.network lists FP8 1,676.8 with sparsity. Derived, not
     # printed by NVIDIA as an INT8 figure. GDDR7.
     GPU("RTX 5090", 1.637, None, 1792, 170, 65536, 32, r"\bRTX 5090\b(?!\s*(D\b|Laptop))", fp32_tflops=104.8,
-        int8_tops=838, memory_kind="GDDR7"),
+        int8_tops=838, memory_kind="GDDR7", capability=120),
     # RTX PRO 6000 Blackwell Workstation Edition (GB202, 600 W): 125.95 TFLOPS FP32 and 1.97 TFLOPS FP64:
     # hmc-tech.com/gpu/nvidia-rtx-pro-6000-blackwell-vs-amd-radeon-pro-duo-polaris (NVIDIA: "up to 125
     # TFLOPS" FP32); 188 SMs, 96 GB GDDR7, 1,792 GB/s: NVIDIA's GTC 2025 figures as reported at
@@ -156,7 +162,7 @@ GPUS: dict[str, GPU] = {g.name: g for g in (
     # over 4, the ratio of hmc-tech.com/gpu/nvidia-rtx-pro-4000-blackwell-sff (INT8 191.67 dense, FP4 766.69
     # sparse). Derived, as the RTX 5090's. GDDR7.
     GPU("RTX PRO 6000", 1.97, None, 1792, 188, 65536, 96, r"\bRTX PRO 6000 Blackwell Workstation Edition\b",
-        fp32_tflops=125.95, int8_tops=1000, memory_kind="GDDR7"),
+        fp32_tflops=125.95, int8_tops=1000, memory_kind="GDDR7", capability=120),
 )}
 
 

@@ -30,18 +30,21 @@ split-K by a profile's measured ratios (:mod:`gpu.frontdoor.table`). This module
   stays unmeasured, which the front door already handles.
 * **split-K** (tiny outputs, huge k) is memory-bound for both it and the library, so its ratio is the ratio of
   the bandwidth each reaches: the measured ratio of the same (m, k, n) and mode is transferred, on a target
-  whose memory is of the same family (HBM), whose split-K kernel is the one timed (FP64 tensor cores) and on
-  which the shape stays memory-bound (``m n / (4 (m + n))`` flop per byte within its FP64 peak over
-  bandwidth). Where training GPUs differ (the H200 reaches less of its bandwidth in split-K than the H100 in
-  ratio to cuBLAS: a kernel whose bytes in flight per SM are fixed gains less from more bandwidth per SM), the
-  ratio is interpolated in log bandwidth per SM between the two that bracket the target, and taken from the
-  nearest outside them; with one training GPU it is that GPU's ratio unchanged. **The bundled predictions leave
-  split-K out** (``predict(..., splitk=False)``, the default): held out, the H200's split-K predicted from the
-  H100 alone read 1.164x at m = n = 64, k = 2^20, where the H200 measured 0.827x, so the front door would have
-  run 21% slower than the library GEMM; a split-K ratio does not carry between GPUs well enough to send a product
-  away from the library, so a GPU nobody measured runs the library GEMM there until ``gemmlab calibrate`` measures
-  it. The Ozaki schemes' predictions erred the other way (0.802x predicted against 1.031x measured at 4096): a
-  lost gain, not a slowdown.
+  whose memory is of the same family (HBM), which runs the same chunk kernel as the GPU that measured it
+  (:func:`gpu.splitk.variants.choose` by compute capability: sm_90 feeds it through tensor maps, sm_80 through
+  registers, so an H100's ratio says nothing of an A100) and on which the shape stays memory-bound
+  (``m n / (4 (m + n))`` flop per byte within its FP64 peak over bandwidth). Where training GPUs differ (the
+  H200 reaches less of its bandwidth in split-K than the H100 in ratio to cuBLAS: a kernel whose bytes in
+  flight per SM are fixed gains less from more bandwidth per SM), the ratio is interpolated in log bandwidth
+  per SM between the two that bracket the target, and taken from the nearest outside them; with one training
+  GPU it is that GPU's ratio unchanged. The ratios are device times (the H100's) or as-called times of long
+  calls (the H200's), so a shape is predicted only where the target streams its operands for at least
+  :data:`STREAM_S`: below that a call is decided by its host time, which no device ratio carries. Held out,
+  the H200 predicted from the H100 alone takes the H200's measured choice at every judged tiny output (the
+  H100's ratios, 1.20x and 1.16x at m = n = 16 and 64, k = 2^20, against 1.34x and 1.04x measured); an
+  earlier H200 kernel had measured 0.83x where 1.16x was predicted, which is why a ratio transfers only
+  between GPUs of one kernel. The Ozaki schemes' predictions erred the other way (0.802x predicted against
+  1.031x measured at 4096): a lost gain, not a slowdown.
 
 Strassen's configurations are the transfer model of :mod:`modeling.transfer` (``transfer-levels.json``).
 """
@@ -62,16 +65,22 @@ from gpu.ozaki.plan import WorkspaceError
 from gpu.ozaki.plan import plan as ozaki_plan
 from gpu.ozaki2.moduli import MAX_MODULI
 from gpu.ozaki2.workspace import layout
+from gpu.splitk import variants
 
 from .hardware import GPU, lookup
 from .methods_validation import GRID
 
 #: The shapes a prediction covers besides the training GPUs' own: the acceptance grid's squares and rectangles
-#: (:data:`modeling.methods_validation.GRID`), its tiny outputs left out (split-K's class, not transferred).
+#: (:data:`modeling.methods_validation.GRID`), its tiny outputs left out (split-K's class: predicted only at the
+#: shapes a training GPU measured).
 PREDICTED = tuple(s for s in GRID if classify(*s)[0] != "tiny")
 #: The methods the cost model covers (each on the dense INT8 tensor rate), and the one transferred as a table.
 COST_METHODS = ("ozaki2", "ozaki")
 SPLITK = "splitk"
+#: Seconds a tiny output must take to stream its operands at the target's bandwidth for split-K's ratio to be
+#: transferred: above the host time of one call (28-43 us for split-K on the H200, 21-45 us for ``cupy.matmul``;
+#: results/published/h200/h200-splitk-as-called.json), so that the device, not the host, sets the time.
+STREAM_S = 50e-6
 #: The datasheet field of each cost method's low-precision unit.
 RATE = {"ozaki2": "int8_tops", "ozaki": "int8_tops"}
 #: Calls that read a value back before they finish (the front door prefers one that does not, within a tie).
@@ -229,11 +238,15 @@ def _fit_cost(timed: Timed, seen: list[Observation], count: int) -> CostFit:
 def splitk_ratio(model: MethodsModel, timed: Timed, shape: tuple[int, int, int], gpu: GPU) -> float | None:
     """split-K's predicted ratio at ``shape`` on ``gpu`` (see the module notes), or None where it does not
     transfer (another memory family, no FP64 tensor cores, or a shape the target computes rather than streams)."""
-    m, _, n = shape
+    m, k, n = shape
     if gpu.fp64_tensor_tflops is None or m * n / (4.0 * (m + n)) > gpu.peak_flops / gpu.bandwidth:
         return None
+    if 8.0 * k * (m + n) / gpu.bandwidth < STREAM_S:
+        return None
+    kernel = splitk_kernel(gpu, m, n)
     measured = [(lookup(g), r) for t, s, g, r in model.splitk if t == timed and s == tuple(shape)]
-    measured = [(math.log(d.bandwidth / d.sm_count), r) for d, r in measured if family(d) == family(gpu) != ""]
+    measured = [(math.log(d.bandwidth / d.sm_count), r) for d, r in measured
+                if family(d) == family(gpu) != "" and kernel is not None and splitk_kernel(d, m, n) == kernel]
     if not measured:
         return None
     at = math.log(gpu.bandwidth / gpu.sm_count)
@@ -243,6 +256,14 @@ def splitk_ratio(model: MethodsModel, timed: Timed, shape: tuple[int, int, int],
     xs = sorted(by)
     ys = [statistics.mean(by[x]) for x in xs]
     return float(np.interp(at, xs, ys))
+
+
+def splitk_kernel(gpu: GPU, m: int, n: int) -> str | None:
+    """The split-K chunk kernel ``gpu`` runs for an m x n FP64 output (its template's name), None where the table
+    does not give its compute capability."""
+    if gpu.capability is None:
+        return None
+    return variants.choose(np.float64, m, n, gpu.capability).name.partition("<")[0]
 
 
 def fits_memory(method: str, gpu: GPU, shape: tuple[int, int, int], count: int) -> bool:
@@ -261,14 +282,14 @@ def fits_memory(method: str, gpu: GPU, shape: tuple[int, int, int], count: int) 
     return operands + 8 * m * n <= gpu.memory_bytes
 
 
-def predict(model: MethodsModel, gpu: GPU, regime: str = "sustained", splitk: bool = False,
+def predict(model: MethodsModel, gpu: GPU, regime: str = "sustained", splitk: bool = True,
             shapes: Iterable[tuple[int, int, int]] = PREDICTED) -> dict[str, Any]:
     """The predicted ``methods`` section of ``gpu`` (the format of :mod:`gpu.frontdoor.table`): per shape the
     training GPUs measured, and per shape of ``shapes`` (by default the acceptance grid's squares and rectangles,
     :data:`PREDICTED`), each method the model transfers there, its ratio and predicted seconds; every point
     says ``"basis": "predicted"``, so the front door reports its estimates as predictions; ``"sm_count"``, the
-    GPU's SMs, on which split-K's bound rests where no split was recorded. ``splitk``: also
-    split-K's transferred ratios (left out by default; see the module notes)."""
+    GPU's SMs, on which split-K's bound rests where no split was recorded. ``splitk``: split-K's transferred
+    ratios too, where they carry (:func:`splitk_ratio`; see the module notes)."""
     basis = f"predicted (transfer model from {', '.join(model.trained_on)})"
     points: dict[tuple[int, int, int], dict[str, Any]] = {}
 

@@ -1,14 +1,14 @@
 """``gemmlab calibrate --methods``: every front-door method timed as called beside the library GEMM at a grid of
 shapes, stored, and written into this device's profile as its ``methods`` section (:mod:`gpu.frontdoor.table`).
 
-The front door ranks by that section: on a device the package ships no measurements for, a calibration is what
-lets it take Ozaki scheme II on large squares or split-K on tiny outputs (the transfer model leaves split-K out,
-and its Ozaki predictions are conservative). Each shape is one interleaved group (the library GEMM as called,
-the baseline; each method through its own family plan, ``plan.execute(A, B)`` as a kept plan runs; the timing
-of :func:`experiments.frontdoor.bench.time_point`): Ozaki II at ``moduli="auto"`` with the DGEMM target (plain,
-and over one and two Winograd levels: the front door takes a level where it measured faster), Ozaki I
-at the DGEMM target on INT8 slices, split-K deterministic and atomic where its own test lets it run. A method
-whose family refuses the shape (split-K on a square, a workspace that does not fit) is left out of that point.
+The front door ranks by that section: on a device the package ships no measurements for, a calibration is what lets
+it take Ozaki scheme II on large squares or split-K on tiny outputs (the transfer model carries split-K only between
+GPUs of one kernel, and its Ozaki predictions are conservative). Each shape is one interleaved group (the library
+GEMM as called, the baseline; each method through its own family plan, ``plan.execute(A, B)`` as a kept plan runs;
+the timing of :func:`experiments.frontdoor.bench.time_point`): Ozaki II at ``moduli="auto"`` with the DGEMM target
+(plain, and over one and two Winograd levels: the front door takes a level where it measured faster), Ozaki I at the
+DGEMM target on INT8 slices, split-K deterministic and atomic where its own test lets it run. A method whose family
+refuses the shape (split-K on a square, a workspace that does not fit) is left out of that point.
 
 **Screening.** After each call's check, one more warm call of each method is timed beside one of the library
 GEMM's (:func:`screen`). A method slower than :data:`~experiments.frontdoor.groups.SLOWEST` of the library

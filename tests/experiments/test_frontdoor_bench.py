@@ -251,7 +251,8 @@ def test_the_hidden_choice_on_an_h200_comes_from_the_h100_alone_and_is_added_to_
     monkeypatch.setattr(hidden, "split_of", lambda b, m, k, n, deterministic: (4096, 4096))   # the device's split
     tight = hidden.hidden_choice(be, 16, 2**24, 16, 1e-10)
     assert tight.family == "splitk" and tight.keeps, "split-K's own split proves 1e-10: not Ozaki II at 0.002x"
-    assert hidden.hidden_choice(be, 16, 2**20, 16, "dgemm").family == "gemm", "split-K is not transferred"
+    assert hidden.hidden_choice(be, 16, 2**20, 16, "dgemm").family == "splitk", "the H100's split-K carries (sm_90)"
+    assert hidden.hidden_choice(be, 16, 2**16, 16, "dgemm").family == "gemm", "a call the host times: not carried"
 
 
 def test_a_candidate_row_left_by_an_interrupted_group_is_not_its_points():

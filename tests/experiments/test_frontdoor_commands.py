@@ -45,7 +45,7 @@ def test_a_gpu_without_a_bundled_profile_is_ranked_by_the_predicted_tables(capsy
     code, out = run(capsys, "--shape", "16:1048576:16", "--gpu", "NVIDIA A100-SXM4-80GB", "--json",
                     "--db", str(tmp_path / "d"))
     doc = json.loads(out.out)
-    assert code == 0 and doc["winner"].startswith("gemm") and "A100" in doc["tables"]   # split-K: not transferred
+    assert code == 0 and doc["winner"].startswith("gemm") and "A100" in doc["tables"]   # sm_80: another kernel
     splitk = [c for c in doc["candidates"] if c["family"] == "splitk"]
     assert len(splitk) == 2 and all(c["basis"].startswith("not measured for this m and n: taken as the library "
                                                           "GEMM's equal") for c in splitk)

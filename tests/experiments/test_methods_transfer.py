@@ -10,7 +10,7 @@ from experiments.cli import main
 from experiments.frontdoor import transfer
 from gpu.profile import BUNDLED_DIR, TRANSFER_METHODS_FILE, TRANSFER_METHODS_FORMAT, load_profile_file
 from modeling import hardware
-from modeling.methods_transfer import features, reproduction
+from modeling.methods_transfer import STREAM_S, features, reproduction
 from modeling.methods_validation import ACCURACIES, GRID, table, worst
 
 #: Stated tolerances of the cost model on its own training times (relative error of a call's or phase's seconds):
@@ -38,7 +38,9 @@ def test_the_training_set_is_the_h200_section_and_the_h100_runs(observations):
 def test_the_cost_model_reproduces_its_training_data_within_the_stated_tolerance(observations):
     model = transfer.trained()
     errors = reproduction(model, observations)
-    assert len(errors) == len(observations)
+    streamed = [o for o in observations if o.timed.method != "splitk"
+                or 8.0 * o.shape[1] * (o.shape[0] + o.shape[2]) / hardware.GPUS[o.gpu].bandwidth >= STREAM_S]
+    assert len(errors) == len(streamed) < len(observations), "split-K's calls the host times are not modelled"
     for method, (rms, most) in TOLERANCE.items():
         e = [abs(x) for o, x in errors if o.timed.method == method]
         assert (sum(x * x for x in e) / len(e)) ** 0.5 <= rms and max(e) <= most, method
@@ -66,18 +68,19 @@ def test_the_h200s_section_predicted_from_the_h100_alone_over_the_grid(capsys):
             assert j.same and j.measured.startswith("ozaki2"), j        # scheme II transfers on large squares
         if (m, k, n) in ((4096, 2**16, 4096), (32768, 4096, 32768)):   # and on rectangles the H100 never measured
             assert j.same and j.measured.startswith("ozaki2") and j.predicted_ratio > 1.02, j
-    # split-K is not transferred (held out it read 1.164x predicted where the H200 measured 0.827x): where its
-    # gain is lost and the library GEMM keeps the accuracy, the library GEMM runs, and no predicted choice is
-    # slower than it. At 1e-10 over k >= 2^20 it does not: split-K runs at its prior, its bound proven from the
-    # SM count (gpu.splitk.plan.widest), except at 64 x 2^24 x 64, where no bound on 132 SMs is tight enough
-    # and Ozaki II keeps the accuracy (the limit of proving split-K's bound without its kernels)
+    # split-K carries from the H100 (one kernel on sm_90) wherever a call streams long enough for the device to
+    # set its time: the H200's measured choice at every tiny output, except at 1e-10 on 64 x 2^24 x 64, where no
+    # bound proven from 132 SMs without the kernels' split is tight enough and Ozaki II keeps the accuracy (on the
+    # device the front door proves it from the split: experiments.frontdoor.hidden.hidden_choice)
     for j in judged:
-        tight = j.accuracy == 1e-10 and j.shape[1] >= 2**20
-        if j.shape[0] <= 64 and j.lost:
-            assert j.measured.startswith("splitk"), j
-            want = "gemm" if not tight else "ozaki2" if j.shape == (64, 2**24, 64) else "splitk"
-            assert j.predicted.startswith(want), j
-        assert tight or j.same or j.predicted_measured is None or j.predicted_measured >= 0.98, j
+        if j.shape[0] > 64:
+            continue
+        if j.accuracy == 1e-10 and j.shape == (64, 2**24, 64):
+            assert j.predicted.startswith("ozaki2"), j
+        else:
+            assert j.same, j
+        if j.shape[1] == 2**16:
+            assert j.predicted.startswith("gemm"), j
 
 
 def test_the_h100_predicted_from_the_h200_where_its_data_allow(capsys):
@@ -116,7 +119,9 @@ def test_the_bundled_file_is_what_the_command_writes_and_reads_back(tmp_path, ca
         assert gpu["pattern"] == hardware.GPUS[gpu["name"]].pattern
         assert all(p["basis"] == "predicted (transfer model from H100, H200)" for p in gpu["methods"]["points"])
     a100 = next(g for g in doc["gpus"] if g["name"] == "A100")["methods"]
-    assert {e["method"] for p in a100["points"] for e in p["timed"]} == {"ozaki2", "ozaki"}  # no split-K
+    assert {e["method"] for p in a100["points"] for e in p["timed"]} == {"ozaki2", "ozaki", "splitk"}
+    # sm_80 runs the tensor-map kernel's outputs through another kernel: only odd sides' ratios carry there
+    assert all(p["shape"][0] % 8 for p in a100["points"] if any(e["method"] == "splitk" for e in p["timed"]))
     assert doc["model"]["cost"] and doc["model"]["splitk"]
     bundled = load_profile_file(BUNDLED_DIR / TRANSFER_METHODS_FILE, TRANSFER_METHODS_FORMAT)
 

@@ -11,7 +11,17 @@ import pytest
 from gpu.frontdoor.rank import rank
 from gpu.frontdoor.table import Timed
 from modeling.hardware import GPUS
-from modeling.methods_transfer import MethodsModel, Observation, fit, fits_memory, predict, reproduction, splitk_ratio
+from modeling.methods_transfer import (
+    STREAM_S,
+    MethodsModel,
+    Observation,
+    fit,
+    fits_memory,
+    predict,
+    reproduction,
+    splitk_kernel,
+    splitk_ratio,
+)
 
 OZAKI2 = Timed.of("ozaki2", {"moduli": "auto", "target": "dgemm"})
 OZAKI1 = Timed.of("ozaki", {"slice_format": "int8", "target": "dgemm"})
@@ -98,12 +108,11 @@ def _splitk(ratios):
 
 
 def test_split_k_moves_within_its_memory_family_by_bandwidth_per_sm():
-    tiny, wide = (16, 2**20, 16), (64, 2**20, 64)
+    tiny, wide = (16, 2**22, 16), (64, 2**22, 64)
     model = fit(_splitk({("H100", tiny): 1.3, ("H200", tiny): 0.9, ("H100", wide): 1.2, ("H200", wide): 0.8}), {})
     assert splitk_ratio(model, ATOMIC, tiny, GPUS["H100"]) == pytest.approx(1.3)
     assert splitk_ratio(model, ATOMIC, tiny, GPUS["H200"]) == pytest.approx(0.9)
-    # below the H100's bandwidth per SM (A100 18.9 GB/s, H100 PCIe 17.5) its ratio; above the H200's, the H200's
-    assert splitk_ratio(model, ATOMIC, tiny, GPUS["A100"]) == pytest.approx(1.3)
+    # below the H100's bandwidth per SM (H100 PCIe 17.5 GB/s) its ratio; above the H200's (B200), the H200's
     assert splitk_ratio(model, ATOMIC, tiny, GPUS["H100-PCIe"]) == pytest.approx(1.3)
     assert splitk_ratio(model, ATOMIC, tiny, GPUS["B200"]) == pytest.approx(0.9)
     # between them, linear in log bandwidth per SM: at the geometric mean, the mean
@@ -111,7 +120,6 @@ def test_split_k_moves_within_its_memory_family_by_bandwidth_per_sm():
     assert splitk_ratio(model, ATOMIC, tiny, middle) == pytest.approx(1.1)
     # the B200's FP64 peak over bandwidth (5.2 flop/byte) is below m = n = 64's 8: computed there, not streamed
     assert splitk_ratio(model, ATOMIC, wide, GPUS["B200"]) is None
-    assert splitk_ratio(model, ATOMIC, wide, GPUS["A100"]) == pytest.approx(1.2)
     # another memory family (GDDR) or another kernel (no FP64 tensor cores): nothing
     for name in ("L40S", "RTX 4090", "V100", "P100"):
         assert splitk_ratio(model, ATOMIC, tiny, GPUS[name]) is None, name
@@ -120,10 +128,34 @@ def test_split_k_moves_within_its_memory_family_by_bandwidth_per_sm():
     assert splitk_ratio(alone, ATOMIC, (32, 2**20, 32), GPUS["H200"]) is None, "a shape nobody measured"
 
 
+def test_split_k_moves_only_between_gpus_that_run_its_kernel():
+    tiny, odd = (16, 2**20, 16), (17, 2**20, 17)
+    model = fit(_splitk({("H100", tiny): 1.3, ("H100", odd): 1.1}), {})
+    assert splitk_kernel(GPUS["A100"], 16, 16) != splitk_kernel(GPUS["H100"], 16, 16)
+    assert splitk_ratio(model, ATOMIC, tiny, GPUS["A100"]) is None, "sm_80 runs another kernel for 16 x 16"
+    # sides that are not multiples of 8 take the register-fed kernel on both: that ratio carries
+    assert splitk_kernel(GPUS["A100"], 17, 17) == splitk_kernel(GPUS["H100"], 17, 17)
+    assert splitk_ratio(model, ATOMIC, odd, GPUS["A100"]) == pytest.approx(1.1)
+    assert splitk_ratio(model, ATOMIC, tiny, replace(GPUS["H100"], capability=None)) is None, "kernel unknown"
+
+
+def test_split_k_is_not_transferred_where_the_host_sets_the_time():
+    short, long = (16, 2**16, 16), (16, 2**20, 16)
+    model = fit(_splitk({("H100", short): 1.6, ("H100", long): 1.3}), {})
+    assert 8 * 2**16 * 32 / GPUS["H200"].bandwidth < STREAM_S < 8 * 2**20 * 32 / GPUS["H200"].bandwidth
+    assert splitk_ratio(model, ATOMIC, short, GPUS["H200"]) is None
+    assert splitk_ratio(model, ATOMIC, long, GPUS["H200"]) == pytest.approx(1.3)
+    shapes = {tuple(p["shape"]) for p in predict(model, GPUS["H200"])["points"]
+              if any(e["method"] == "splitk" for e in p["timed"])}
+    assert long in shapes and short not in shapes
+
+
 def test_the_front_door_reports_predicted_estimates_as_predictions():
     model = fit(synthetic() + _splitk({("H100", (16, 2**20, 16)): 1.3}), {"ozaki2": 15})
     assert not any(e["method"] == "splitk" for p in predict(model, GPUS["A100"])["points"] for e in p["timed"])
-    section = predict(model, GPUS["A100"], splitk=True)
+    assert not any(e["method"] == "splitk" for p in predict(model, GPUS["H100-PCIe"], splitk=False)["points"]
+                   for e in p["timed"])
+    section = predict(model, GPUS["H100-PCIe"])
     ranking = rank(16384, 16384, 16384, "dgemm", methods=section)
     assert ranking.winner.family == "ozaki2"
     assert ranking.winner.basis == "predicted (transfer model from H100, H200; square products; at N = 16384)"
