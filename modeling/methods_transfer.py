@@ -28,23 +28,26 @@ split-K by a profile's measured ratios (:mod:`gpu.frontdoor.table`). This module
   count ``q`` a prediction uses is what the call chose on phi = 1 data (15 moduli, 11 slices): a property of
   the data and the bound, not of the GPU. A target with no INT8 tensor rate gets no prediction: the method
   stays unmeasured, which the front door already handles.
-* **split-K** (tiny outputs, huge k) is memory-bound for both it and the library, so its ratio is the ratio of
-  the bandwidth each reaches: the measured ratio of the same (m, k, n) and mode is transferred, on a target
-  whose memory is of the same family (HBM), which runs the same chunk kernel as the GPU that measured it
-  (:func:`gpu.splitk.variants.choose` by compute capability: sm_90 feeds it through tensor maps, sm_80 through
-  registers, so an H100's ratio says nothing of an A100) and on which the shape stays memory-bound
-  (``m n / (4 (m + n))`` flop per byte within its FP64 peak over bandwidth). Where training GPUs differ (the
-  H200 reaches less of its bandwidth in split-K than the H100 in ratio to cuBLAS: a kernel whose bytes in
-  flight per SM are fixed gains less from more bandwidth per SM), the ratio is interpolated in log bandwidth
-  per SM between the two that bracket the target, and taken from the nearest outside them; with one training
-  GPU it is that GPU's ratio unchanged. The ratios are device times (the H100's) or as-called times of long
-  calls (the H200's), so a shape is predicted only where the target streams its operands for at least
-  :data:`STREAM_S`: below that a call is decided by its host time, which no device ratio carries. Held out,
-  the H200 predicted from the H100 alone takes the H200's measured choice at every judged tiny output (the
-  H100's ratios, 1.20x and 1.16x at m = n = 16 and 64, k = 2^20, against 1.34x and 1.04x measured); an
-  earlier H200 kernel had measured 0.83x where 1.16x was predicted, which is why a ratio transfers only
-  between GPUs of one kernel. The Ozaki schemes' predictions erred the other way (0.802x predicted against
-  1.031x measured at 4096): a lost gain, not a slowdown.
+* **split-K** (tiny outputs, huge k) is memory-bound for both it and the library, so its ratio is the ratio of the
+  bandwidth each reaches: the measured ratio of the same (m, k, n) and mode is transferred, on a target whose memory
+  is of the same family (HBM), which runs the same chunk kernel as the GPU that measured it
+  (:func:`gpu.splitk.variants.choose` by compute capability, down to its tensor-core instruction and tile: sm_90
+  feeds m16n8k16 through tensor maps, sm_80 m8n8k4 through registers, so an H100's ratio says nothing of an A100)
+  and on which the shape stays memory-bound (``m n / (4 (m + n))`` flop per byte within its FP64 peak over
+  bandwidth). Where training GPUs differ (the H200 reaches less of its bandwidth in split-K than the H100 in ratio
+  to cuBLAS: a kernel whose bytes in flight per SM are fixed gains less from more bandwidth per SM), the ratio is
+  interpolated in log bandwidth per SM between the two that bracket the target, and taken from the nearest outside
+  them; with one training GPU it is that GPU's ratio unchanged. The ratios are device times (the H100's) or
+  as-called times of long calls (the H200's), so a shape is predicted only where the target streams its operands for
+  at least :data:`STREAM_S`: below that a call is decided by its host time, which no device ratio carries. Held out,
+  the H200 predicted from the H100 alone takes the H200's measured choice at every judged tiny output (the H100's
+  ratios, 1.20x and 1.16x at m = n = 16 and 64, k = 2^20, against 1.34x and 1.04x measured). The H100's ratios come
+  from the cp.async kernel sm_90 ran before the tensor-map one, which ran 1-34% faster on the H200
+  (``results/published/h200/h200-splitk-as-called-d50ac74.json`` against ``h200-splitk-as-called.json``), so they
+  likely understate the H100 now; on that earlier kernel the H200 had measured 0.83x where the H100's 1.16x was
+  predicted, and the bundled predictions left split-K out until the H200 ran the kernel the H100 would. The Ozaki
+  schemes' predictions erred the other way (0.802x predicted against 1.031x measured at 4096): a lost gain, not a
+  slowdown.
 
 Strassen's configurations are the transfer model of :mod:`modeling.transfer` (``transfer-levels.json``).
 """
@@ -259,11 +262,11 @@ def splitk_ratio(model: MethodsModel, timed: Timed, shape: tuple[int, int, int],
 
 
 def splitk_kernel(gpu: GPU, m: int, n: int) -> str | None:
-    """The split-K chunk kernel ``gpu`` runs for an m x n FP64 output (its template's name), None where the table
-    does not give its compute capability."""
+    """The split-K chunk kernel ``gpu`` runs for an m x n FP64 output (its template instantiation: the kernel, its
+    tensor-core instruction and tile), None where the table does not give its compute capability."""
     if gpu.capability is None:
         return None
-    return variants.choose(np.float64, m, n, gpu.capability).name.partition("<")[0]
+    return variants.choose(np.float64, m, n, gpu.capability).name
 
 
 def fits_memory(method: str, gpu: GPU, shape: tuple[int, int, int], count: int) -> bool:

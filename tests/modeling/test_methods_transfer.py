@@ -131,11 +131,11 @@ def test_split_k_moves_within_its_memory_family_by_bandwidth_per_sm():
 def test_split_k_moves_only_between_gpus_that_run_its_kernel():
     tiny, odd = (16, 2**20, 16), (17, 2**20, 17)
     model = fit(_splitk({("H100", tiny): 1.3, ("H100", odd): 1.1}), {})
-    assert splitk_kernel(GPUS["A100"], 16, 16) != splitk_kernel(GPUS["H100"], 16, 16)
-    assert splitk_ratio(model, ATOMIC, tiny, GPUS["A100"]) is None, "sm_80 runs another kernel for 16 x 16"
-    # sides that are not multiples of 8 take the register-fed kernel on both: that ratio carries
-    assert splitk_kernel(GPUS["A100"], 17, 17) == splitk_kernel(GPUS["H100"], 17, 17)
-    assert splitk_ratio(model, ATOMIC, odd, GPUS["A100"]) == pytest.approx(1.1)
+    assert splitk_kernel(GPUS["H200"], 16, 16) == splitk_kernel(GPUS["H100"], 16, 16)
+    for shape in (tiny, odd):       # sm_80 runs other kernels: the TMA-fed one's outputs, and m8n8k4 for odd sides
+        assert splitk_kernel(GPUS["A100"], shape[0], shape[2]) != splitk_kernel(GPUS["H100"], shape[0], shape[2])
+        assert splitk_ratio(model, ATOMIC, shape, GPUS["A100"]) is None, shape
+    assert splitk_ratio(model, ATOMIC, odd, GPUS["H200"]) == pytest.approx(1.1)
     assert splitk_ratio(model, ATOMIC, tiny, replace(GPUS["H100"], capability=None)) is None, "kernel unknown"
 
 
