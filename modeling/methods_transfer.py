@@ -30,7 +30,7 @@ split-K by a profile's measured ratios (:mod:`gpu.frontdoor.table`). This module
   stays unmeasured, which the front door already handles.
 * **split-K** (tiny outputs, huge k) is memory-bound for both it and the library, so its ratio is the ratio of the
   bandwidth each reaches: the measured ratio of the same (m, k, n) and mode is transferred, on a target whose memory
-  is of the same family (HBM), which runs the same chunk kernel as the GPU that measured it
+  is of the same family (HBM), which runs the same chunk kernel today as the GPU that measured it
   (:func:`gpu.splitk.variants.choose` by compute capability, down to its tensor-core instruction and tile: sm_90
   feeds m16n8k16 through tensor maps, sm_80 m8n8k4 through registers, so an H100's ratio says nothing of an A100)
   and on which the shape stays memory-bound (``m n / (4 (m + n))`` flop per byte within its FP64 peak over
@@ -38,16 +38,16 @@ split-K by a profile's measured ratios (:mod:`gpu.frontdoor.table`). This module
   to cuBLAS: a kernel whose bytes in flight per SM are fixed gains less from more bandwidth per SM), the ratio is
   interpolated in log bandwidth per SM between the two that bracket the target, and taken from the nearest outside
   them; with one training GPU it is that GPU's ratio unchanged. The ratios are device times (the H100's) or
-  as-called times of long calls (the H200's), so a shape is predicted only where the target streams its operands for
-  at least :data:`STREAM_S`: below that a call is decided by its host time, which no device ratio carries. Held out,
-  the H200 predicted from the H100 alone takes the H200's measured choice at every judged tiny output (the H100's
-  ratios, 1.20x and 1.16x at m = n = 16 and 64, k = 2^20, against 1.34x and 1.04x measured). The H100's ratios come
-  from the cp.async kernel sm_90 ran before the tensor-map one, which ran 1-34% faster on the H200
-  (``results/published/h200/h200-splitk-as-called-d50ac74.json`` against ``h200-splitk-as-called.json``), so they
-  likely understate the H100 now; on that earlier kernel the H200 had measured 0.83x where the H100's 1.16x was
-  predicted, and the bundled predictions left split-K out until the H200 ran the kernel the H100 would. The Ozaki
-  schemes' predictions erred the other way (0.802x predicted against 1.031x measured at 4096): a lost gain, not a
-  slowdown.
+  as-called times of long calls (the H200's), so a shape is predicted only where the target, and each GPU whose
+  ratio is used, streams its operands for at least :data:`STREAM_S` (:func:`streams`): below that a call is decided
+  by its host time, which no device ratio carries. Held out, the H200 predicted from the H100 alone takes the H200's
+  measured choice at every judged tiny output (the H100's ratios, 1.20x and 1.16x at m = n = 16 and 64, k = 2^20,
+  against 1.34x and 1.04x measured). The H100's ratios come from the cp.async kernel sm_90 ran before the tensor-map
+  one, which ran 1-34% faster on the H200 (``results/published/h200/h200-splitk-as-called-d50ac74.json`` against
+  ``h200-splitk-as-called.json``), so they likely understate the H100 now; on that earlier kernel the H200 had
+  measured 0.83x where the H100's 1.16x was predicted, and the bundled predictions left split-K out until the H200
+  ran the kernel the H100 would. The Ozaki schemes' predictions erred the other way (0.802x predicted against 1.031x
+  measured at 4096): a lost gain, not a slowdown.
 
 Strassen's configurations are the transfer model of :mod:`modeling.transfer` (``transfer-levels.json``).
 """
@@ -238,18 +238,27 @@ def _fit_cost(timed: Timed, seen: list[Observation], count: int) -> CostFit:
                    float(np.sqrt(np.mean(errors**2))), float(np.max(np.abs(errors))))
 
 
+def streams(shape: tuple[int, int, int], gpu: GPU) -> bool:
+    """Whether an m x k by k x n FP64 product reads its operands for at least :data:`STREAM_S` on ``gpu`` (a call
+    the device, not the host, times)."""
+    m, k, n = shape
+    return 8.0 * k * (m + n) / gpu.bandwidth >= STREAM_S
+
+
 def splitk_ratio(model: MethodsModel, timed: Timed, shape: tuple[int, int, int], gpu: GPU) -> float | None:
     """split-K's predicted ratio at ``shape`` on ``gpu`` (see the module notes), or None where it does not
-    transfer (another memory family, no FP64 tensor cores, or a shape the target computes rather than streams)."""
-    m, k, n = shape
+    transfer: another memory family, no FP64 tensor cores, a shape the target computes rather than streams,
+    another chunk kernel than the measuring GPUs run (or a capability the table lacks), or a call the host
+    would time (:func:`streams`, on the target and on each measuring GPU)."""
+    m, _, n = shape
     if gpu.fp64_tensor_tflops is None or m * n / (4.0 * (m + n)) > gpu.peak_flops / gpu.bandwidth:
         return None
-    if 8.0 * k * (m + n) / gpu.bandwidth < STREAM_S:
-        return None
     kernel = splitk_kernel(gpu, m, n)
+    if kernel is None or not streams(shape, gpu):
+        return None
     measured = [(lookup(g), r) for t, s, g, r in model.splitk if t == timed and s == tuple(shape)]
     measured = [(math.log(d.bandwidth / d.sm_count), r) for d, r in measured
-                if family(d) == family(gpu) != "" and kernel is not None and splitk_kernel(d, m, n) == kernel]
+                if family(d) == family(gpu) != "" and splitk_kernel(d, m, n) == kernel and streams(shape, d)]
     if not measured:
         return None
     at = math.log(gpu.bandwidth / gpu.sm_count)
@@ -262,8 +271,9 @@ def splitk_ratio(model: MethodsModel, timed: Timed, shape: tuple[int, int, int],
 
 
 def splitk_kernel(gpu: GPU, m: int, n: int) -> str | None:
-    """The split-K chunk kernel ``gpu`` runs for an m x n FP64 output (its template instantiation: the kernel, its
-    tensor-core instruction and tile), None where the table does not give its compute capability."""
+    """The split-K chunk kernel ``gpu`` runs today for an m x n FP64 output (its template instantiation: the kernel,
+    its tensor-core instruction and tile), None where the table does not give its compute capability. A training
+    GPU's ratios may have been timed on an earlier kernel of its class (see the module notes)."""
     if gpu.capability is None:
         return None
     return variants.choose(np.float64, m, n, gpu.capability).name

@@ -10,7 +10,8 @@ The training set (:func:`training`) is every measured time of the front door's c
   whose 15 moduli are what ``moduli="auto"`` chose on these phi = 1 inputs) with the phase breakdowns, Ozaki I
   with 9 and 11 INT8 slices (``target="dgemm"`` chose 11 on the H200), and split-K's two default modes beside
   cuBLAS (``h100-splitk.csv``; the fixed 1024-wide chunks are no front-door call). These are device times, the
-  H200's are as called: the model does not tell them apart.
+  H200's are as called: the cost model does not tell them apart, and split-K's ratios are used only for calls
+  long enough that the two agree (:func:`modeling.methods_transfer.streams`).
 
 :func:`write` fits :mod:`modeling.methods_transfer` on it and writes ``gpu/profiles/transfer-methods.json``: per
 hardware-table GPU with no bundled profile, its CUDA-name pattern and its predicted ``methods`` section, beside

@@ -10,7 +10,7 @@ from experiments.cli import main
 from experiments.frontdoor import transfer
 from gpu.profile import BUNDLED_DIR, TRANSFER_METHODS_FILE, TRANSFER_METHODS_FORMAT, load_profile_file
 from modeling import hardware
-from modeling.methods_transfer import STREAM_S, features, reproduction
+from modeling.methods_transfer import features, reproduction, streams
 from modeling.methods_validation import ACCURACIES, GRID, table, worst
 
 #: Stated tolerances of the cost model on its own training times (relative error of a call's or phase's seconds):
@@ -38,8 +38,7 @@ def test_the_training_set_is_the_h200_section_and_the_h100_runs(observations):
 def test_the_cost_model_reproduces_its_training_data_within_the_stated_tolerance(observations):
     model = transfer.trained()
     errors = reproduction(model, observations)
-    streamed = [o for o in observations if o.timed.method != "splitk"
-                or 8.0 * o.shape[1] * (o.shape[0] + o.shape[2]) / hardware.GPUS[o.gpu].bandwidth >= STREAM_S]
+    streamed = [o for o in observations if o.timed.method != "splitk" or streams(o.shape, hardware.GPUS[o.gpu])]
     assert len(errors) == len(streamed) < len(observations), "split-K's calls the host times are not modelled"
     for method, (rms, most) in TOLERANCE.items():
         e = [abs(x) for o, x in errors if o.timed.method == method]
@@ -73,9 +72,11 @@ def test_the_h200s_section_predicted_from_the_h100_alone_over_the_grid(capsys):
     # bound proven from 132 SMs without the kernels' split is tight enough and Ozaki II keeps the accuracy (on the
     # device the front door proves it from the split: experiments.frontdoor.hidden.hidden_choice)
     for j in judged:
+        exempt = j.accuracy == 1e-10 and j.shape == (64, 2**24, 64)
+        assert exempt or j.predicted_measured is None or j.predicted_measured >= 0.98, j   # never a slowdown
         if j.shape[0] > 64:
             continue
-        if j.accuracy == 1e-10 and j.shape == (64, 2**24, 64):
+        if exempt:
             assert j.predicted.startswith("ozaki2"), j
         else:
             assert j.same, j

@@ -21,6 +21,7 @@ from modeling.methods_transfer import (
     reproduction,
     splitk_kernel,
     splitk_ratio,
+    streams,
 )
 
 OZAKI2 = Timed.of("ozaki2", {"moduli": "auto", "target": "dgemm"})
@@ -132,7 +133,7 @@ def test_split_k_moves_only_between_gpus_that_run_its_kernel():
     tiny, odd = (16, 2**20, 16), (17, 2**20, 17)
     model = fit(_splitk({("H100", tiny): 1.3, ("H100", odd): 1.1}), {})
     assert splitk_kernel(GPUS["H200"], 16, 16) == splitk_kernel(GPUS["H100"], 16, 16)
-    for shape in (tiny, odd):       # sm_80 runs other kernels: the TMA-fed one's outputs, and m8n8k4 for odd sides
+    for shape in (tiny, odd):       # sm_80 runs m8n8k4 kernels where sm_90 runs the tensor-map or m16n8k16 ones
         assert splitk_kernel(GPUS["A100"], shape[0], shape[2]) != splitk_kernel(GPUS["H100"], shape[0], shape[2])
         assert splitk_ratio(model, ATOMIC, shape, GPUS["A100"]) is None, shape
     assert splitk_ratio(model, ATOMIC, odd, GPUS["H200"]) == pytest.approx(1.1)
@@ -143,11 +144,17 @@ def test_split_k_is_not_transferred_where_the_host_sets_the_time():
     short, long = (16, 2**16, 16), (16, 2**20, 16)
     model = fit(_splitk({("H100", short): 1.6, ("H100", long): 1.3}), {})
     assert 8 * 2**16 * 32 / GPUS["H200"].bandwidth < STREAM_S < 8 * 2**20 * 32 / GPUS["H200"].bandwidth
+    assert not streams(short, GPUS["H200"]) and streams(long, GPUS["H200"])
     assert splitk_ratio(model, ATOMIC, short, GPUS["H200"]) is None
     assert splitk_ratio(model, ATOMIC, long, GPUS["H200"]) == pytest.approx(1.3)
     shapes = {tuple(p["shape"]) for p in predict(model, GPUS["H200"])["points"]
               if any(e["method"] == "splitk" for e in p["timed"])}
     assert long in shapes and short not in shapes
+    # nor a ratio its own GPU's host timed: 24 x 2^19 x 24 streams 42 us on the H200, 60 on the H100, 101 on its PCIe
+    mid = (24, 2**19, 24)
+    assert not streams(mid, GPUS["H200"]) and streams(mid, GPUS["H100"]) and streams(mid, GPUS["H100-PCIe"])
+    assert splitk_ratio(fit(_splitk({("H200", mid): 1.3}), {}), ATOMIC, mid, GPUS["H100-PCIe"]) is None
+    assert splitk_ratio(fit(_splitk({("H100", mid): 1.3}), {}), ATOMIC, mid, GPUS["H100-PCIe"]) == pytest.approx(1.3)
 
 
 def test_the_front_door_reports_predicted_estimates_as_predictions():

@@ -4,10 +4,11 @@ Per (m, k) with m = n: ``cupy.matmul(A, B)``, ``gpu.splitk.matmul(A, B)`` in bot
 read the same bytes (A and B once each) and do nothing else: ``read16``, a grid-stride loop of 16-byte loads
 (``BLOCKS`` blocks per SM of 256 threads, each summing what it reads so the loads stay), ``cupy.sum`` of A and of
 B, and a device copy of A and B (counting read and written bytes). Device time by CUDA events, interleaved round
-by round, median of ``ROUNDS``; bandwidth = 16 m k bytes / time (2 x that for the copy). The operands are 1-4 GiB,
-far beyond the 60 MiB L2, so no flush is needed.
+by round, median of ``ROUNDS``; bandwidth = 16 m k bytes / time (2 x that for the copy). Each operand is 0.5-8.6 GB
+(with the copy's targets at most 34 GB in all), far beyond the 60 MiB L2, so no flush is needed.
 
-Run on the device: ``OUT=<dir> python3 results/published/scripts/splitk_roof.py`` (``MS``, ``ES``: m and log2 k).
+Run on the device from the repository root: ``OUT=<dir> PYTHONPATH=$PWD:$PWD/results/published/scripts python3
+results/published/scripts/splitk_roof.py`` (``MS``, ``ES``: m and log2 k).
 """
 
 import json
@@ -45,7 +46,9 @@ extern "C" __global__ void read16(const double2* __restrict__ a, long long na, c
 """, "read16")
 
 
-def runs(m: int, k: int) -> dict:
+def runs(m: int, k: int) -> tuple[dict, float]:
+    """The calls compared at (m, k), by name, and split-K's largest difference from cuBLAS relative to its largest
+    entry (a check that the call timed computes the product)."""
     A, B = cp.random.rand(m, k), cp.random.rand(k, m)
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
     sink = cp.zeros(sms * max(BLOCKS), dtype=np.float64)

@@ -3,8 +3,8 @@ configuration run eagerly; then whether each kept plan replays graphs.
 
 Calls, interleaved in rotating order over 12 rounds of 3 back-to-back calls, device time by CUDA events:
 ``cupy.matmul(A, B, out=C)``, ``cupy.matmul(A, B)``, ``strassen.matmul(A, B, out=C)``, ``strassen.matmul(A, B)``,
-the latter keeping its last two outputs alive (three addresses in turn), and the default's configuration with
-``graph=False`` both ways. Prints medians (ms), the ratios, and per kept plan its graph mode and the address sets it
+the latter keeping its last two outputs alive (three addresses in turn), and each plan's own configuration with
+``graph=False``. Prints medians (ms), the ratios, and per kept plan its graph mode and the address sets it
 captured and saw. Run on the device from the repository root, with the bundled profile (an empty profile folder):
 ``GEMMLAB_PROFILES=$(mktemp -d) N=6144 PYTHONPATH=$PWD python3 results/published/scripts/strassen_output_probe.py``.
 """
@@ -34,15 +34,16 @@ def main() -> None:
     for fn in fns.values():
         for _ in range(CALLS):
             fn()
-    c = next(p for p in kept() if p.product.m == N).decision.configuration
-    eager = {"level": c.level, "schedule": c.schedule, "fused": c.fused, "flat": c.flat, "graph": False}
-    fns["s_out_eager"] = lambda: matmul(A, B, out=C, **eager)
-    fns["s_new_eager"] = lambda: matmul(A, B, **eager)
+    chosen = {p.product.output: p.decision.configuration for p in kept() if p.product.m == N}
+    eager = {output: {"level": c.level, "schedule": c.schedule, "fused": c.fused, "flat": c.flat, "graph": False}
+             for output, c in chosen.items()}
+    fns["s_out_eager"] = lambda: matmul(A, B, out=C, **eager[False])
+    fns["s_new_eager"] = lambda: matmul(A, B, **eager[True])
     for name in ("s_out_eager", "s_new_eager"):
         for _ in range(CALLS):
             fns[name]()
     cp.cuda.Device().synchronize()
-    print("configuration", c)
+    print("configurations (new output: configuration)", chosen)
     times = {k: [] for k in fns}
     names = list(fns)
     for r in range(ROUNDS):
