@@ -3,9 +3,11 @@
 Captures the two ``CudaOps.residues`` calls of ``ozaki2.matmul(A, B, moduli=COUNT, scaling=SCALING)`` on
 phi = 1 inputs (:func:`accuracy.generate.phi_matrix`), then per call: the library kernel; ``table``, the
 kernel before its limbs path (every entry through the power table); ``int_low``, the limbs path with y's
-low word from 32-bit integer limbs; and a floor kernel that reads the same tiles of X and writes the same
-planes with no arithmetic. Planes must be bitwise equal, also with the shifts raised by 20, 30 and 60
-(entries past 2**79: the table path). Timed with CUDA events in interleaved rounds (median of ROUNDS).
+low word from 32-bit integer limbs; ``wide``, the library's arithmetic on blocks of 32 rows x 128 columns, so
+that each warp writes whole 128-byte lines of a plane (the library's warps write 32 bytes of each of 4 rows);
+and two floor kernels, one per block shape, that read the same tiles of X and write the same planes with no
+arithmetic. Planes must be bitwise equal, also with the shifts raised by 20, 30 and 60 (entries past 2**79: the
+table path). Timed with CUDA events in interleaved rounds (median of ROUNDS).
 Writes ``$OUT/residues.json``. ``NCU=1`` runs each kernel once (for ``ncu -k regex:ozaki2_``).
 
 Run on the device: ``OUT=<dir> NS=8192,16384 python3 results/published/scripts/ozaki2_residues.py``.
@@ -28,6 +30,8 @@ COUNT = int(os.environ.get("COUNT", "15"))
 SCALING = os.environ.get("SCALING", "fast")
 ROUNDS = int(os.environ.get("ROUNDS", "15"))
 NCU = os.environ.get("NCU") == "1"
+#: Columns a block of a variant covers, where not the library's TILE.
+WIDTHS = {"wide": 128, "floor_wide": 128}
 
 _VARIANT = r"""
 /* The kernel before the limbs path: every entry through split_h_l and the power table. */
@@ -78,6 +82,72 @@ extern "C" __global__ void ozaki2_rows_floor(ROWS_ARGS)
 #define FLOOR_PLANE(T, M) o[T * plane4] = word + T;
     FOR_EACH_MODULUS(FLOOR_PLANE)
 }
+
+/* Whole 128-byte rows per warp and plane: a block reads a tile of 32 rows x 128 columns (through shared memory
+   whose columns are spread by one double in five, so that a lane's four neighbours and a column's 32 rows both
+   fall on distinct banks), and warp w writes rows w, w + 8, w + 16, w + 24, four entries a lane. */
+#define SW(c) ((c) + ((c) >> 2))
+#define LOAD_WIDE(ENTRY) \
+    __shared__ double wtile[32][161]; \
+    const long long r0 = (long long)blockIdx.y * 32, c0 = (long long)blockIdx.x * 128; \
+    const int tx = threadIdx.x, ty = threadIdx.y; \
+    if (cs == 1) { \
+        for (int q = ty; q < 32; q += 8) \
+            for (int j = 0; j < 4; ++j) { \
+                const long long r = r0 + q, c = c0 + tx + 32 * j; \
+                wtile[q][SW(tx + 32 * j)] = (r < rows && c < cols) ? ENTRY(r, c) : 0.0; \
+            } \
+    } else { \
+        for (int cc = ty; cc < 128; cc += 8) { \
+            const long long r = r0 + tx, c = c0 + cc; \
+            wtile[tx][SW(cc)] = (r < rows && c < cols) ? ENTRY(r, c) : 0.0; \
+        } \
+    } \
+    __syncthreads(); \
+    const long long plane4 = plane / 4;
+
+extern "C" __global__ void ozaki2_rows_wide(ROWS_ARGS)
+{
+    LOAD_WIDE(ROWS_ENTRY)
+    for (int q = ty; q < 32; q += 8) {
+        const long long r = r0 + q, c = c0 + 4 * tx;
+        if (r >= rows_pad || c >= ldk) continue;
+        unsigned int* o = out + (r * ldk + c) / 4;
+        double v[4];
+        bool wide = false;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            v[j] = wtile[q][SW(4 * tx + j)];
+            wide |= fabs(v[j]) >= 0x1p79;
+        }
+        if (__any_sync(__activemask(), wide)) {
+            double h[4], l[4];
+            int e[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) split_h_l(v[j], h[j], l[j], e[j]);
+            FOR_EACH_MODULUS(RESIDUE_PLANE)
+        } else {
+            double a[4], b[4], lo[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) split_limbs(v[j], a[j], b[j], lo[j]);
+            FOR_EACH_MODULUS(LIMB_PLANE)
+        }
+    }
+}
+
+extern "C" __global__ void ozaki2_rows_floor_wide(ROWS_ARGS)
+{
+    LOAD_WIDE(COPY_ENTRY)
+    for (int q = ty; q < 32; q += 8) {
+        const long long r = r0 + q, c = c0 + 4 * tx;
+        if (r >= rows_pad || c >= ldk) continue;
+        unsigned int* o = out + (r * ldk + c) / 4;
+        unsigned int word = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) word |= ((unsigned int)low_word(wtile[q][SW(4 * tx + j)]) & 0xffu) << (8 * j);
+        FOR_EACH_MODULUS(FLOOR_PLANE)
+    }
+}
 """
 
 
@@ -89,8 +159,9 @@ def variant(name: str, moduli: tuple[int, ...]):
     return cp.RawKernel(source, name)
 
 
-def launcher(kernel, X, shifts, exps, table, rows_pad, ldk):
-    """A call of ``kernel`` with the library's launch (``kernels._launch_rows``), into a fresh output."""
+def launcher(kernel, X, shifts, exps, table, rows_pad, ldk, width=TILE):
+    """A call of ``kernel`` with the library's launch (``kernels._launch_rows``; blocks ``width`` columns wide),
+    into a fresh output."""
     out = cp.empty((table.count, rows_pad, ldk), dtype=np.int8)
     rows, cols = X.shape
     rs, cs = X.strides[0] // 8, X.strides[1] // 8
@@ -98,7 +169,7 @@ def launcher(kernel, X, shifts, exps, table, rows_pad, ldk):
     i64, i32 = np.int64, np.int32
     args = (X, i64(rs), i64(1 if cols == 1 else cs), i64(rows), i64(cols), i64(rows_pad), i64(ldk),
             shifts.astype(i32), exps.astype(i32), out, i64(rows_pad * ldk), pow2, i32(length))
-    grid = (-(-ldk // TILE), -(-rows_pad // TILE))
+    grid = (-(-ldk // width), -(-rows_pad // TILE))
 
     def run():
         kernel(grid, (TILE, TILE_ROWS), args)
@@ -122,28 +193,33 @@ def main() -> None:
         for side, (X, shifts, exps, table, rows_pad, ldk) in zip("AB", calls):
             runs = {"library": launcher(kernels._rows_kernel("residues", table.moduli), X, shifts, exps, table,
                                         rows_pad, ldk)}
-            kernels_tried = [(name, variant(f"ozaki2_rows_{name}", table.moduli)) for name in ("table", "int_low")]
-            for name, kernel in kernels_tried + [("ozaki2_rows_floor", variant("ozaki2_rows_floor", table.moduli))]:
-                runs[name] = launcher(kernel, X, shifts, exps, table, rows_pad, ldk)
+            kernels_tried = [(name, variant(f"ozaki2_rows_{name}", table.moduli), WIDTHS.get(name, TILE))
+                             for name in ("table", "int_low", "wide")]
+            floors = [(name, variant(f"ozaki2_rows_{name}", table.moduli), WIDTHS.get(name, TILE))
+                      for name in ("floor", "floor_wide")]
+            for name, kernel, width in kernels_tried + [(f"ozaki2_rows_{n}", k, w) for n, k, w in floors]:
+                runs[name] = launcher(kernel, X, shifts, exps, table, rows_pad, ldk, width)
             ref = runs["library"]().copy()
-            equal = {name: bool((run() == ref).all()) for name, run in runs.items() if name != "ozaki2_rows_floor"}
+            equal = {name: bool((run() == ref).all()) for name, run in runs.items() if "floor" not in name}
             wide = {}
             for extra in (20, 30, 60):
                 lib = launcher(kernels._rows_kernel("residues", table.moduli), X, shifts + extra, exps, table,
                                rows_pad, ldk)().copy()
-                wide[extra] = {name: bool((launcher(kernel, X, shifts + extra, exps, table, rows_pad, ldk)()
+                wide[extra] = {name: bool((launcher(kernel, X, shifts + extra, exps, table, rows_pad, ldk, width)()
                                            == lib).all())
-                               for name, kernel in kernels_tried}
+                               for name, kernel, width in kernels_tried}
             big = int((cp.abs(cp.ldexp(X, cp.asarray(shifts)[:, None])) >= 2.0**53).sum())
-            registers = {name: [k.num_regs, k.local_size_bytes]
-                         for name, k in kernels_tried + [("library", kernels._rows_kernel("residues", table.moduli))]}
+            registers = {name: [k.num_regs, k.local_size_bytes] for name, k in
+                         [(n, k) for n, k, _ in kernels_tried] + [("library", kernels._rows_kernel("residues",
+                                                                                                    table.moduli))]}
             entry = {"registers_and_local_bytes": registers, "equal": equal, "equal_shifted_up": wide,
                       "entries_at_or_above_2^53": big, "shape": list(X.shape),
                      "strides": list(X.strides), "bytes_read": X.nbytes, "bytes_written": ref.nbytes}
             if not NCU:
                 entry["times"] = summary(event_rounds(runs, ROUNDS))
-                floor = entry["times"]["ozaki2_rows_floor"]["median_ms"]
-                entry["floor_tb_s"] = (X.nbytes + ref.nbytes) / floor / 1e9
+                moved = X.nbytes + ref.nbytes
+                entry["floor_tb_s"] = {name: moved / entry["times"][f"ozaki2_rows_{name}"]["median_ms"] / 1e9
+                                       for name in ("floor", "floor_wide")}
             results[f"{n}-{side}"] = entry
             print(n, side, json.dumps(entry), flush=True)
         del A, B
