@@ -182,9 +182,9 @@ def main() -> None:
     calls = []
     original = CudaOps.residues
 
-    def capture(self, X, shifts, exps, table, rows_pad, ldk):
+    def capture(self, X, shifts, exps, table, rows_pad, ldk, out=None):
         calls.append((X, shifts.copy(), exps.copy(), table, rows_pad, ldk))
-        return original(self, X, shifts, exps, table, rows_pad, ldk)
+        return original(self, X, shifts, exps, table, rows_pad, ldk, out=out)
     CudaOps.residues = capture
     for n in (int(x) for x in os.environ.get("NS", "8192").split(",")):
         A, B = (cp.asarray(phi_matrix(n, n, 1.0, seed)) for seed in (1, 2))
