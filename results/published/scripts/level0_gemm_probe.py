@@ -5,17 +5,18 @@ handle); ``gpu.strassen.matmul(A, B, out=C)`` at its defaults; CuPy's ``cublas.d
 (``CUBLAS_COMPUTE_64F``, algorithm 99 and -1) on CuPy's handle with the plan's arguments; ``gemmEx`` on the backend's
 handle. CUDA events around loops of back-to-back calls, 15 interleaved rounds, medians. Writes
 ``$OUT/gemm-probe.json``; ``NS`` overrides the sizes. Run on the device from the repository root:
-``PYTHONPATH=$PWD OUT=dir python3 results/published/scripts/level0_gemm_probe.py``. The cuBLAS log of the first two
+``PYTHONPATH=$PWD:$PWD/results/published/scripts OUT=dir python3
+results/published/scripts/level0_gemm_probe.py``. The cuBLAS log of the first two
 (``CUBLAS_LOGINFO_DBG=1 CUBLAS_LOGDEST_DBG=stdout``) shows what each call issues.
 """
 
 import json
 import os
-import statistics
 
 import cupy as cp
 import numpy as np
 from cupy_backends.cuda.libs import cublas
+from rounds import event_rounds, summary
 
 from gpu.backend import get_backend
 from gpu.strassen import matmul
@@ -42,19 +43,10 @@ def calls(be, n: int) -> dict:
             "gemmEx_ours_99": ex(ours, be._gemm_ex_fn, 99)}
 
 
-def rounds(fns: dict, loop: int) -> dict:
-    """Median milliseconds per call of each, the calls interleaved round by round."""
-    times = {k: [] for k in fns}
-    for _ in range(ROUNDS):
-        for name, fn in fns.items():
-            start, stop = cp.cuda.Event(), cp.cuda.Event()
-            start.record()
-            for _ in range(loop):
-                fn()
-            stop.record()
-            stop.synchronize()
-            times[name].append(cp.cuda.get_elapsed_time(start, stop) / loop)
-    return {k: statistics.median(v) for k, v in times.items()}
+def per_call(fns: dict, loop: int) -> dict:
+    """Median milliseconds per call of each, ``loop`` calls a sample, interleaved round by round."""
+    loops = {k: (lambda fn=fn: [fn() for _ in range(loop)]) for k, fn in fns.items()}
+    return {k: v["median_ms"] / loop for k, v in summary(event_rounds(loops, ROUNDS)).items()}
 
 
 def main() -> None:
@@ -64,7 +56,7 @@ def main() -> None:
         for fn in (*fns.values(), *fns.values()):
             fn()
         cp.cuda.Device().synchronize()
-        med = rounds(fns, max(2, min(20, int(0.03 / (2 * n**3 / 50e12)))))
+        med = per_call(fns, max(2, min(20, int(0.03 / (2 * n**3 / 50e12)))))
         out[n] = {"median_ms": med, "x_cupy_matmul": {k: med["cupy.matmul"] / v for k, v in med.items()}}
         print(n, {k: round(v, 4) for k, v in out[n]["x_cupy_matmul"].items()}, flush=True)
     with open(os.path.join(os.environ.get("OUT", "/tmp"), "gemm-probe.json"), "w") as f:
