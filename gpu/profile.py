@@ -158,10 +158,11 @@ def methods(backend: Backend, regime: str = "sustained",
             directory: str | os.PathLike | None = None) -> tuple[dict[str, Any] | None, str | None]:
     """The methods section (:mod:`gpu.frontdoor.table`: each method's measured ratio to the library GEMM per
     shape) of ``regime`` for this device: the user's profile's where it has one, else the bundled profile's; for a
-    device with neither a profile of its own nor a bundled one, the transfer model's predicted section
-    (:func:`transfer_methods`; its points say ``"basis": "predicted ..."``); and where it came from (None: none)."""
+    device with no profile of its own and no measured section bundled (no bundled profile, or one with Strassen's
+    tables only, as the H100's), the transfer model's predicted section (:func:`transfer_methods`; its points say
+    ``"basis": "predicted ..."``); and where it came from (None: none)."""
     found = _section(backend, regime, "methods", directory)
-    if found[0] is not None or profile_stamp(backend, directory)[1] is not None or bundled_profile(backend):
+    if found[0] is not None or profile_stamp(backend, directory)[1] is not None:
         return found
     section, gpu = transfer_methods(backend, regime)
     if section is None:

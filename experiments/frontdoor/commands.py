@@ -2,13 +2,13 @@
 ``gemmlab frontdoor``: the front door as called against the library GEMM and its candidates over a grid of
 shapes and accuracies (:mod:`experiments.frontdoor.bench`, resuming), printed as one row per point and call.
 
-``choose``'s tables are the device profile's (the user's own first, then the bundled one): of the device in use, or with
-``--gpu NAME`` of a GPU whose bundled profile's device name contains NAME (the H100 and H200 ship with one). A
-GPU of the hardware table with no bundled profile gets the methods section the transfer model predicted from its
-datasheet (``gpu/profiles/transfer-methods.json``, :mod:`modeling.methods_transfer`), and the command says that
-its tables are predicted; it has no Strassen configurations. Any other GPU has no tables: the library GEMM is its
-answer, and the command says so.
-"""
+``choose``'s tables are the device profile's (the user's own first, then the bundled one): of the device in use, or
+with ``--gpu NAME`` of a GPU whose bundled profile's device name contains NAME (the H100 and H200 ship with one). A
+GPU of the hardware table with no measured methods section bundled (none bundled at all, or the H100's Strassen
+tables only) gets the methods section the transfer model predicted from its datasheet
+(``gpu/profiles/transfer-methods.json``, :mod:`modeling.methods_transfer`), and the command says that its tables are
+predicted; it has no Strassen configurations. Any other GPU has no tables: the library GEMM is its answer, and the
+command says so. """
 
 from __future__ import annotations
 
@@ -96,7 +96,13 @@ def tables(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     for path in sorted(Path(BUNDLED_DIR).glob("*.json")):
         doc = load_profile(path) if path.name.startswith(("cupy-", "numpy-")) else None
         if doc and args.gpu.lower() in str(doc.get("device", "")).lower():
-            return {name: regime_section(doc, args.regime, name) for name in ("configurations", "methods")}, str(path)
+            found = {name: regime_section(doc, args.regime, name) for name in ("configurations", "methods")}
+            predicted, gpu = (None, None) if found["methods"] else transfer_methods_of(str(doc["device"]), args.regime)
+            if predicted is None:
+                return found, str(path)
+            return {**found, "methods": predicted}, \
+                f"{path}, with the {gpu}'s methods section predicted by the {_model(predicted)} " \
+                f"({BUNDLED_DIR / TRANSFER_METHODS_FILE}: the bundled profile measured none)"
     predicted, gpu = transfer_methods_of(args.gpu, args.regime)
     if predicted is not None:
         return {"configurations": None, "methods": predicted}, \

@@ -14,8 +14,9 @@ The training set (:func:`training`) is every measured time of the front door's c
   long enough that the two agree (:func:`modeling.methods_transfer.streams`).
 
 :func:`write` fits :mod:`modeling.methods_transfer` on it and writes ``gpu/profiles/transfer-methods.json``: per
-hardware-table GPU with no bundled profile, its CUDA-name pattern and its predicted ``methods`` section, beside
-the model's parameters. :func:`gpu.profile.methods` reads it for such a GPU.
+hardware-table GPU with no measured methods section bundled (no bundled profile, or the H100's, which holds
+Strassen's tables only), its CUDA-name pattern and its predicted ``methods`` section, beside the model's parameters.
+:func:`gpu.profile.methods` reads it for such a GPU.
 
 :func:`held_out` is the validation: one training GPU's section predicted from the others alone, and the front
 door's choices over the acceptance grid judged against its measured section (:mod:`modeling.methods_validation`).
@@ -38,7 +39,6 @@ from modeling.methods_validation import GRID, Judged, judge
 
 from ..core.csvio import read_export
 from ..levels.predict import BUNDLED as PUBLISHED
-from ..levels.transfer_tables import bundled_devices
 
 #: The moduli and slices the front door's calls chose on phi = 1 data (``count_chosen`` 15 at N = 4096-16384 in
 #: ``h200/h200-ozaki2-as-called.json``, ``slices`` 11 at 2048-8192 in ``h200/h200-ozaki1-as-called.json``): what a
@@ -200,11 +200,20 @@ def _median(values: list[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
-def tables(model: MethodsModel, bundled: list[str]) -> list[dict[str, Any]]:
-    """Per hardware-table GPU whose pattern matches no bundled device: its name, pattern and predicted section."""
+def measured_devices(directory: Path = BUNDLED_DIR) -> list[str]:
+    """The CUDA device names of the profiles bundled in ``directory`` that carry a measured methods section (the
+    H200's). A GPU whose bundled profile has none (the H100's holds Strassen's tables only) gets the model's
+    predicted section, as a GPU with no profile does (:func:`gpu.profile.methods`)."""
+    docs = (load_profile(path) for path in sorted(directory.glob("cupy-*.json")))
+    return [str(doc.get("device")) for doc in docs if doc and regime_section(doc, "sustained", "methods")]
+
+
+def tables(model: MethodsModel, measured_names: list[str]) -> list[dict[str, Any]]:
+    """Per hardware-table GPU whose pattern matches no device of ``measured_names`` (those with a measured methods
+    section): its name, pattern and predicted section."""
     return [{"name": gpu.name, "pattern": gpu.pattern, "methods": predict(model, gpu)}
             for gpu in hardware.GPUS.values()
-            if not any(re.search(gpu.pattern, name, re.IGNORECASE) for name in bundled)]
+            if not any(re.search(gpu.pattern, name, re.IGNORECASE) for name in measured_names)]
 
 
 def write(directory: Path) -> Path:
@@ -214,7 +223,7 @@ def write(directory: Path) -> Path:
     doc = {"format": TRANSFER_METHODS_FORMAT, "version": 1,
            "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
            "written_by": "gemmlab profile --transfer-methods", "trained_on": list(model.trained_on),
-           "model": model.as_dict(), "gpus": tables(model, bundled_devices(directory))}
+           "model": model.as_dict(), "gpus": tables(model, measured_devices(directory))}
     path = directory / TRANSFER_METHODS_FILE
     path.write_text(json.dumps(doc, indent=1) + "\n")
     return path

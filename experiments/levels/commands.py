@@ -149,8 +149,9 @@ def _profile_arguments(p: argparse.ArgumentParser) -> None:
                         "that have no bundled profile (DIR/transfer-levels.json)")
     p.add_argument("--transfer-methods", action="store_true",
                    help="instead, write the methods sections the transfer model predicts for the GPUs of the "
-                        "hardware table that have no bundled profile, trained on the bundled methods sections and "
-                        "the H100's published runs (DIR/transfer-methods.json)")
+                        "hardware table whose bundled profile has no measured methods section (or that have none), "
+                        "trained on the bundled methods sections and the H100's published runs "
+                        "(DIR/transfer-methods.json)")
     p.add_argument("--methods", nargs="+", type=Path, default=None, metavar="FILE",
                    help="instead, add to the profile of the files' device (in DIR) the methods section the front "
                         "door (gpu.matmul) ranks by, from as-called result files (results/published/h200/"

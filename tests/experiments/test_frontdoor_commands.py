@@ -30,6 +30,18 @@ def test_the_h200s_bundled_tables_choose_ozaki2_at_dgemm_and_say_why(capsys, tmp
     assert code == 0 and "winner: ozaki2" in out.out and "strassen L3:winograd+flat" in out.out
 
 
+def test_the_h100s_bundled_strassen_tables_come_with_the_predicted_methods(capsys, tmp_path):
+    """The H100's bundled profile holds Strassen's tables only; its methods are the transfer model's, fitted on its
+    own published runs, so its front door takes Ozaki II and split-K where those runs measured them."""
+    code, out = run(capsys, "--shape", "16384:16384:16384", "--gpu", "H100", "--json", "--db", str(tmp_path / "d"))
+    doc = json.loads(out.out)
+    assert code == 0 and doc["winner"] == "ozaki2(moduli='auto', target='dgemm')"
+    assert "cupy-nvidia-h100-80gb-hbm3.json" in doc["tables"] and "predicted by the transfer model" in doc["tables"]
+    assert any(c["family"] == "strassen" and c["basis"].startswith("measured") for c in doc["candidates"])
+    code, out = run(capsys, "--shape", "16:1048576:16", "--gpu", "H100", "--json", "--db", str(tmp_path / "d"))
+    assert code == 0 and json.loads(out.out)["winner"].startswith("splitk")
+
+
 def test_a_gpu_without_measurements_gets_the_library_gemm(capsys, tmp_path):
     for gpu in ("GB200", "V100"):                      # no hardware row; a row without INT8 tensor cores
         code, out = run(capsys, "--shape", "4096:4096:4096", "--gpu", gpu, "--db", str(tmp_path / "d"))

@@ -115,7 +115,8 @@ def test_the_bundled_file_is_what_the_command_writes_and_reads_back(tmp_path, ca
     doc = load_profile_file(out / TRANSFER_METHODS_FILE, TRANSFER_METHODS_FORMAT)
     assert path == str(out / TRANSFER_METHODS_FILE) and doc["trained_on"] == ["H100", "H200"]
     names = [g["name"] for g in doc["gpus"]]
-    assert names == [g.name for g in hardware.GPUS.values() if g.name not in ("H100", "H200")]
+    # the H200's bundled profile has a measured methods section; the H100's holds Strassen's tables only
+    assert names == [g.name for g in hardware.GPUS.values() if g.name != "H200"]
     for gpu in doc["gpus"]:
         assert gpu["pattern"] == hardware.GPUS[gpu["name"]].pattern
         assert all(p["basis"] == "predicted (transfer model from H100, H200)" for p in gpu["methods"]["points"])

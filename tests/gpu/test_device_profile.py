@@ -195,8 +195,8 @@ def test_other_gpus_get_the_transfer_models_level_tables():
 
 
 def test_other_gpus_get_the_transfer_models_predicted_methods_section():
-    """A device with neither its own profile nor a bundled one reads the predicted section of its GPU
-    (``transfer-methods.json``, matched by CUDA-name pattern); one with either does not."""
+    """A device with no profile of its own and no measured methods section bundled reads the predicted section of
+    its GPU (``transfer-methods.json``, matched by CUDA-name pattern); one with either does not."""
     from gpu.frontdoor import rank
     from gpu.profile import BUNDLED_DIR, TRANSFER_METHODS_FILE, methods, transfer_methods
 
@@ -209,7 +209,13 @@ def test_other_gpus_get_the_transfer_models_predicted_methods_section():
     assert methods(a100, "cold") == (None, None), "the model is fitted on sustained measurements"
     assert transfer_methods(FakeGPU("NVIDIA H100 PCIe"))[1] == "H100-PCIe"
     assert methods(FakeGPU("Tesla V100-SXM2-32GB")) == (None, None), "no INT8 tensor cores: nothing predicted"
-    assert methods(FakeGPU(H100)) == (None, None), "a bundled profile (without a methods section) is the H100's own"
+    # the H100's bundled profile holds Strassen's tables only: its front door reads the model's section, fitted on
+    # its own published runs (and the H200's), which takes Ozaki II and split-K where those runs measured them
+    h100, where = methods(FakeGPU(H100))
+    assert where.endswith("(H100: predicted by the transfer model)")
+    assert rank(16384, 16384, 16384, "dgemm", methods=h100).winner.family == "ozaki2"
+    assert rank(16, 2**20, 16, "dgemm", methods=h100).winner.family == "splitk"
+    assert rank(512, 512, 512, "dgemm", methods=h100).winner.family == "gemm"
     assert methods(FakeGPU(H200))[1] == str(profile_path("cupy", H200, BUNDLED_DIR)), "measured, not predicted"
     assert transfer_methods(get_backend("numpy")) == (None, None)
     save_profile({"backend": "cupy", "device": "NVIDIA A100-SXM4-80GB", "levels": {}})
