@@ -162,7 +162,8 @@ def test_by_default_a_slow_call_fills_the_pipeline_with_fewer_calls_than_the_ref
     public = {"slow": Call("slow(A, B)", lambda: time.sleep(0.02))}
     called = time_called(ops, {"gemm": fast.fn}, "gemm", public, fast, refill=False, **ONCE)
     assert called.meta("gemm")["as_called_calls"] == called.calls > 50
-    assert called.meta("slow")["as_called_calls"] == calls_for(0.02) < 10
+    # sized by the slow call's own measured time: a sleep of 20 ms lasts at least that (more on a loaded host)
+    assert 1 < called.meta("slow")["as_called_calls"] <= calls_for(0.02) < 10
 
 
 def test_free_memory_between_points_frees_the_plans_every_family_keeps():
