@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -153,12 +153,19 @@ def _phases(rows: Iterable[tuple[str, tuple[int, int, int], str, float]], source
     return out
 
 
+def bundled_profiles(directory: Path = BUNDLED_DIR) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """(file, document) of every CuPy device profile bundled in ``directory``, in file order."""
+    for path in sorted(directory.glob("cupy-*.json")):
+        doc = load_profile(path)
+        if doc:
+            yield path, doc
+
+
 def bundled_observations(directory: Path = BUNDLED_DIR, regime: str = "sustained") -> list[Observation]:
     """The whole-call times of every bundled profile's ``methods`` section whose device is a hardware-table GPU."""
     out = []
-    for path in sorted(directory.glob("cupy-*.json")):
-        doc = load_profile(path)
-        found = hardware.matches(str(doc.get("device"))) if doc else []
+    for path, doc in bundled_profiles(directory):
+        found = hardware.matches(str(doc.get("device")))
         if len(found) == 1:
             out += section_observations(regime_section(doc, regime, "methods"), found[0].name, path.name)
     return out
@@ -204,8 +211,8 @@ def measured_devices(directory: Path = BUNDLED_DIR) -> list[str]:
     """The CUDA device names of the profiles bundled in ``directory`` that carry a measured methods section (the
     H200's). A GPU whose bundled profile has none (the H100's holds Strassen's tables only) gets the model's
     predicted section, as a GPU with no profile does (:func:`gpu.profile.methods`)."""
-    docs = (load_profile(path) for path in sorted(directory.glob("cupy-*.json")))
-    return [str(doc.get("device")) for doc in docs if doc and regime_section(doc, "sustained", "methods")]
+    return [str(doc.get("device")) for _, doc in bundled_profiles(directory)
+            if regime_section(doc, "sustained", "methods")]
 
 
 def tables(model: MethodsModel, measured_names: list[str]) -> list[dict[str, Any]]:
@@ -235,9 +242,8 @@ TRAINED = ("H100", "H200")
 
 def bundled(gpu: str) -> dict[str, Any] | None:
     """The bundled profile of hardware-table GPU ``gpu``, or None."""
-    for path in sorted(BUNDLED_DIR.glob("cupy-*.json")):
-        doc = load_profile(path)
-        if doc and [g.name for g in hardware.matches(str(doc.get("device")))] == [gpu]:
+    for _, doc in bundled_profiles():
+        if [g.name for g in hardware.matches(str(doc.get("device")))] == [gpu]:
             return doc
     return None
 

@@ -97,8 +97,6 @@ def resources(v: Variant) -> Kernel:
                   registers_per_thread=f.num_regs, tile=v.rows, tile_n=v.cols, width=BULK_WIDTH if v.maps else None)
 
 
-
-
 def resources_of(named: Mapping[str, Variant]) -> tuple[dict[str, tuple[Variant, Kernel]], dict[str, str]]:
     """Named chunk kernels compiled together in one NVRTC run, with their :func:`resources`; and those this
     device cannot run (more shared memory than a block may have), with the reason: what the tuning scripts
