@@ -27,7 +27,8 @@ Run on the GPU from the repository root::
 
     PYTHONPATH=$PWD python results/published/scripts/strassen_as_called.py
 
-``SIZES`` (comma-separated) overrides the sizes; the JSON goes to ``$OUT/strassen-as-called.json`` (or stdout), with
+``SIZES`` (comma-separated) overrides the sizes and ``SAMPLES`` the samples where one DGEMM takes 20 ms to 1 s
+(:data:`SAMPLES`); the JSON goes to ``$OUT/strassen-as-called.json`` (or stdout), with
 ``records`` of the shape ``as_called_tables.py`` renders.
 """
 import json
@@ -48,7 +49,7 @@ from gpu.strassen.api import kept
 
 SIZES = (512, 768, 1024, 1536, 2048, 2560, 3072, 3584, 4096, 5120, 6144, 8192, 10240, 12288, 14336, 16384, 20480,
          24576, 28672, 32768, 36864, 40960, 45056, 49152)
-SAMPLES, FEW, LONG_S = 10, 3, 1.0
+SAMPLES, FEW, LONG_S = int(os.environ.get("SAMPLES", 10)), 3, 1.0
 #: Samples of a size whose DGEMM takes at most DEVICE_BELOW_S: identical calls there spread by 1-2% between samples
 #: under the power cap (h200-strassen-as-called.md), so a verdict at 0.99x needs the median of more of them.
 MANY = 30
