@@ -84,6 +84,49 @@ def test_cache_keeps_bounded_plans_and_frees_evicted():
     assert len(cache) == 0 and plans[0].freed
 
 
+class CountedKey:
+    """A key that counts how often it is hashed."""
+
+    hashes = 0
+
+    def __init__(self, name):
+        self.name = name
+
+    def __hash__(self):
+        CountedKey.hashes += 1
+        return hash(self.name)
+
+    def __eq__(self, other):
+        return isinstance(other, CountedKey) and other.name == self.name
+
+
+def test_a_repeated_key_is_found_without_hashing_and_the_order_stays_least_recently_used():
+    """The last key's plan is kept aside: a loop of one signature hashes nothing, and an entry used that way still
+    counts as the newest when the cache is full; clearing drops it with the rest."""
+    cache = PlanCache(2)
+    A, B = np.ones((2, 2)), np.ones((2, 2))
+    a, b, c = CountedKey("a"), CountedKey("b"), CountedKey("c")
+    pa = cache.get(a, lambda: Doubling(A, B))
+    pb = cache.get(b, lambda: Doubling(A, B))
+    before = CountedKey.hashes
+    assert all(cache.get(CountedKey("b"), lambda: Doubling(A, B)) is pb for _ in range(5))
+    assert CountedKey.hashes == before
+    assert cache.get(a, lambda: Doubling(A, B)) is pa                 # a is the newest now: c evicts b
+    cache.get(c, lambda: Doubling(A, B))
+    assert pb.freed and not pa.freed and cache.get(a, lambda: Doubling(A, B)) is pa
+    cache.clear()
+    assert cache.get(a, lambda: Doubling(A, B)) is not pa and pa.freed
+
+
+def test_a_key_that_compares_elementwise_is_built_and_not_kept():
+    cache = PlanCache(2)
+    A, B = np.ones((2, 2)), np.ones((2, 2))
+    kept = cache.get(("x", (0, 1, 2)), lambda: Doubling(A, B))
+    other = cache.get(("x", np.arange(3)), lambda: Doubling(A, B))
+    assert other is not kept and len(cache) == 1
+    assert cache.get(("x", (0, 1, 2)), lambda: Doubling(A, B)) is kept
+
+
 def test_cache_is_safe_across_threads():
     cache, built = PlanCache(8), []
     A, B = np.ones((2, 2)), np.ones((2, 2))
