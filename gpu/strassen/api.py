@@ -98,8 +98,8 @@ def matmul(A: Any, B: Any, *, level: int | str | None = None, schedule: str | Se
     The keywords are the fields of :class:`gpu.strassen.Options` (``options=`` takes one, or a dict of its
     fields; keywords given replace its fields). Called with none, the device profile chooses the level and the
     whole configuration: the fastest that ``gemmlab calibrate --configurations`` measured on this device (or
-    the bundled profile of an H100 or H200) that fits in the free memory, and the library GEMM wherever none
-    beats it clearly (:mod:`gpu.strassen.choose`).
+    the bundled profile of an H100 or H200) that fits in the free memory (within 1% of it, the one with fewer
+    levels or a smaller workspace), and the library GEMM wherever none beats it clearly (:mod:`gpu.strassen.choose`).
 
     Parameters follow SciPy's conventions: ``overwrite_a``/``overwrite_b``
     allow the schedule to use the inputs as scratch (then their contents are

@@ -30,7 +30,9 @@ Of the configurations whose memory fits (the caller's ``fits``: :func:`gpu.stras
 against the free memory) and that this backend can run (a graph needs nvmath-python: without it a graph
 configuration is left out, so its eager twin, where measured, or the next best runs), the one with the
 highest estimate is chosen where it beats DGEMM by at least :data:`MARGIN`; otherwise level 0, the library
-GEMM. Ties go to the eager form (no capture per address set).
+GEMM. Estimates within :data:`TIE` of that highest count as a tie, which goes to the fewest levels (the smaller
+error bound), then to the least memory (the caller's ``memory``: the workspace a kept plan holds between calls),
+then to the higher estimate, then to the eager form (no capture per address set).
 """
 
 from __future__ import annotations
@@ -47,6 +49,12 @@ from .schedules import Config
 MARGIN = 0.02
 #: Widest ratio between two measured sizes a configuration's estimate spans.
 SPAN = 2.0
+#: Estimates within this fraction of the highest count as a tie (the front door's :data:`gpu.frontdoor.rank.TIE`):
+#: one configuration's ratio moves by 1-2% between runs under the power cap. At N = 45056 on the H200 (sustained,
+#: results/published/h200/h200-configurations-between.csv) Lai's per-level plan at level 4 measured 1.424x and
+#: RUM at level 3 1.422x: the first keeps 85 GB of workspace beside the 49 GB of A, B and C, so that not even
+#: one more 16 GB output fits (a ``cupy.matmul`` after it ran out of memory), the second 16 GB.
+TIE = 0.01
 FIELDS = ("level", "schedule", "fused", "flat", "graph")
 
 
@@ -154,18 +162,23 @@ def estimates(measured: Table, size: int, interpolate: bool = False) -> dict[Con
 
 
 def choose(section: Mapping[str, Any] | None, m: int, k: int, n: int, *, fits: Callable[[Configuration], bool],
-           graphs: bool, fringe: str = "peel") -> Choice:
+           graphs: bool, fringe: str = "peel", memory: Callable[[Configuration], int] | None = None) -> Choice:
     """The configuration of an m x k by k x n product (see the module notes): the highest estimate among
-    those that ``fits`` accepts and this backend can run (``graphs``: CUDA graphs available), else level 0."""
+    those that ``fits`` accepts and this backend can run (``graphs``: CUDA graphs available), within :data:`TIE`
+    the fewest levels, then the least ``memory`` (bytes a configuration's plan holds; None: all alike), else
+    level 0."""
     size = min(m, k, n) if fringe == "peel" else max(m, k, n)
     found = estimates(table(section), size)
     ranked = sorted(((s, c, where) for c, (s, where) in found.items() if c.level and (graphs or not c.graph)),
                     key=lambda scw: (-scw[0], scw[1].graph, scw[1].level))
-    for speedup, config, where in ranked:
-        if speedup < 1 + MARGIN:
-            break
-        if fits(config):
-            return Choice(config, speedup, f"{config.name} measured {speedup:.3f}x DGEMM ({where})")
+    eligible = [(s, c, w) for s, c, w in ranked if s >= 1 + MARGIN and fits(c)]
+    if eligible:
+        top = eligible[0][0]
+        speedup, config, where = min((scw for scw in eligible if scw[0] >= top * (1 - TIE)), key=lambda scw: (
+            scw[1].level, memory(scw[1]) if memory else 0, -scw[0], scw[1].graph))
+        tie = f"; within {TIE:.0%} of {eligible[0][1].name}'s {top:.3f}x, fewer levels or less memory" \
+            if config != eligible[0][1] else ""
+        return Choice(config, speedup, f"{config.name} measured {speedup:.3f}x DGEMM ({where}){tie}")
     best = next((f"; the fastest measured: {c.name}, {s:.3f}x ({w})" for s, c, w in ranked), "")
     return Choice(GEMM, 1.0, f"no configuration that fits and runs here beats DGEMM by {MARGIN:.0%} at N = "
                              f"{size}{best or ': none measured there'}")

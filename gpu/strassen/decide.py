@@ -147,7 +147,8 @@ def _chosen(be: Backend, o: Options, p: Product, reclaimable: int) -> tuple[Conf
 
     section, where = configurations(be, o.regime)
     if section:
-        choice = choose(section, p.m, p.k, p.n, fits=fits, graphs=be.supports_graphs, fringe=o.fringe)
+        choice = choose(section, p.m, p.k, p.n, fits=fits, graphs=be.supports_graphs, fringe=o.fringe,
+                        memory=lambda c: extra_bytes(c, p, o.fringe))
         return choice.configuration, f"{choice.reason}, in {where}"
     schedule, fused = FALLBACK.get(be.name, FALLBACK["numpy"])
     level = resolve_auto_level(p.m, p.k, p.n, be, schedule=schedule, fused=fused, regime=o.regime, fringe=o.fringe)

@@ -3,7 +3,7 @@ estimate at a size from the sizes each was measured at, the margin over DGEMM, m
 
 import pytest
 
-from gpu.strassen.choose import GEMM, MARGIN, SPAN, Configuration, choose, estimates, table
+from gpu.strassen.choose import GEMM, MARGIN, SPAN, TIE, Configuration, choose, estimates, table
 
 FLAT3G = Configuration(3, "winograd", flat=True, graph=True)
 FLAT3 = Configuration(3, "winograd", flat=True)
@@ -79,3 +79,19 @@ def test_a_configuration_must_beat_dgemm_by_the_margin():
 def test_a_rectangular_product_is_judged_by_the_side_strassen_recurses_on():
     assert pick(32768, m=32768, k=16384) == FLAT3, "the core is 16384"
     assert choose(SECTION, 16384, 16384, 16384, fits=lambda c: True, graphs=True, fringe="pad").configuration == FLAT3
+
+
+def test_a_tie_goes_to_fewer_levels_then_to_less_memory():
+    """Within TIE of the highest estimate the shallowest configuration runs, then the one whose plan keeps the
+    least memory (the H200's measurements at N = 45056); farther apart, the highest estimate."""
+    rum3, rrw4 = Configuration(3, "rum", fused=True), Configuration(4, "rum/rum/winograd", fused=True)
+    found = choose(section(n45056={LAI4: 1.424, rum3: 1.422, rrw4: 1.415}), 45056, 45056, 45056,
+                   fits=lambda c: True, graphs=True)
+    assert found.configuration == rum3 and found.estimate == 1.422
+    assert f"within {TIE:.0%} of {LAI4.name}" in found.reason
+    level4 = section(n45056={LAI4: 1.424, rrw4: 1.415})
+    workspace = {LAI4: 85, rrw4: 22}
+    assert choose(level4, 45056, 45056, 45056, fits=lambda c: True, graphs=True, memory=workspace.get
+                  ).configuration == rrw4
+    assert pick(45056, data=level4) == LAI4, "no memory given: the higher estimate"
+    assert pick(45056, data=section(n45056={LAI4: 1.45, rum3: 1.422})) == LAI4, "1.9% apart: no tie"
