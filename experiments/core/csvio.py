@@ -43,6 +43,7 @@ class ExportRow:
     meta: dict[str, Any]
     created_at: str
     environment: dict[str, Any]
+    run_command: str = ""
 
 
 def write_export(fh: TextIO, rows: Iterable[Mapping[str, Any]]) -> int:
@@ -117,7 +118,7 @@ def _parse(rec: dict[str | None, str | None], line: int, name: str) -> ExportRow
         return ExportRow(line, str(rec["experiment"]), str(rec["method"]), _json(rec["params"], dict, "params"),
                          str(rec["env_key"]), value, str(rec["unit"]), [float(s) for s in samples],
                          _json(rec["meta"], dict, "meta", empty={}), str(rec["created_at"]),
-                         _json(rec["environment"], dict, "environment", empty={}))
+                         _json(rec["environment"], dict, "environment", empty={}), str(rec["run_command"] or ""))
     except ValueError as exc:
         raise ValueError(f"{name}, line {line}: {exc}; nothing was imported") from None
 

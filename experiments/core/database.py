@@ -33,7 +33,7 @@ from .dbfile import COLUMNS, NEWEST_V1, SCHEMA_VERSION, DatabaseError, connect, 
 DEFAULT_PATH = Path("results") / "gemmlab.sqlite"
 RUN_STATUSES = ("finished", "interrupted", "failed")
 __all__ = ["CSV_COLUMNS", "DEFAULT_PATH", "SCHEMA_VERSION", "DatabaseError", "Measurement", "ResultsDB",
-           "canonical_params", "default_path"]
+           "canonical_params", "default_path", "imported_command"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,14 @@ class Measurement:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def imported_command(command: str, name: str) -> str:
+    """The command of a run that imports rows from file ``name`` made by ``command``: that command, marked as
+    imported once (a row imported again keeps the first mark), or ``import NAME`` where none is recorded."""
+    if not command or command.startswith("import "):
+        return command or f"import {name}"
+    return command if "(imported from " in command else f"{command} (imported from {name})"
 
 
 def default_path() -> Path:
@@ -323,22 +331,25 @@ class ResultsDB:
 
     def import_csv(self, src: str | os.PathLike | TextIO) -> int:
         """Add the rows of an export not already stored (same point and creation time); one new run
-        per environment recorded (rows of one key measured at different commits keep their own). The
-        file is checked whole first and imported in one transaction, so a bad file or row adds nothing.
-        A row older than the stored one of its point goes to history."""
+        per environment and command recorded (rows of one key measured at different commits keep their
+        own), named by the command that made its rows, ``(imported from FILE)`` added, so that an export of
+        the database still says how each row was measured. The file is checked whole first and imported in
+        one transaction, so a bad file or row adds nothing. A row older than the stored one of its point
+        goes to history."""
         name = stream_name(src)
         with open_text(src, "r") as fh:
             rows = read_export(fh, name)
-        run_ids: dict[tuple[str, str], int] = {}
+        run_ids: dict[tuple[str, str, str], int] = {}
         added = 0
         with self._transaction():
             for rec in rows:
                 pkey = self._import_key(rec, name)
                 if self._exists(rec.experiment, rec.method, rec.env_key, pkey, rec.created_at):
                     continue
-                run = (rec.env_key, json.dumps(rec.environment, sort_keys=True, default=str))
+                run = (rec.env_key, json.dumps(rec.environment, sort_keys=True, default=str), rec.run_command)
                 if run not in run_ids:
-                    run_ids[run] = self.start_run(f"import {name}", rec.environment, rec.env_key)
+                    run_ids[run] = self.start_run(imported_command(rec.run_command, name), rec.environment,
+                                                  rec.env_key)
                 self._store(run_ids[run], rec.experiment, rec.method, pkey, rec.value, rec.unit,
                             json.dumps(rec.samples), _dumps(rec.meta), rec.created_at)
                 added += 1

@@ -11,7 +11,14 @@ import struct
 import numpy as np
 import pytest
 
-from experiments.core.database import DEFAULT_PATH, SCHEMA_VERSION, ResultsDB, canonical_params, default_path
+from experiments.core.database import (
+    DEFAULT_PATH,
+    SCHEMA_VERSION,
+    ResultsDB,
+    canonical_params,
+    default_path,
+    imported_command,
+)
 
 ENV = {"device": "NVIDIA H100", "driver": "560.35", "cuda": "12.6"}
 SAMPLES = [0.1 + 0.2, 1e-310, math.pi / 3, 2.0**-1074, 1.7976931348623157e308, -0.0]
@@ -187,7 +194,8 @@ def test_csv_round_trip_into_fresh_db(tmp_path, db):
         assert fresh.environment("h100") == ENV
         assert fresh.environment("epyc") == {"cpu": "EPYC", "threads": 64}
         runs = fresh.runs()
-        assert {r["command"] for r in runs} == {"import out.csv"}
+        assert {r["command"] for r in runs} == {"sweep gemm (imported from out.csv)",
+                                                 "sweep cpu (imported from out.csv)"}
         assert {r["status"] for r in runs} == {"finished"}
         assert sorted(r["env_key"] for r in runs) == ["epyc", "h100"]
 
@@ -307,3 +315,19 @@ def test_checkpoint_leaves_every_row_in_the_main_file(tmp_path):
     with ResultsDB(copy) as other:
         assert [m.value for m in other.measurements("cal")] == [1.5]
     db.close()
+
+
+def test_an_import_keeps_the_command_that_made_each_row_once(tmp_path, db):
+    """Rows imported twice over keep their first command, marked once; rows with no command get the file's."""
+    run = db.start_run("gemmlab sweep --n 4", ENV, "k")
+    db.add(run, "e", "m", {"n": 1}, value=1.0, unit="s")
+    first, second = tmp_path / "a.csv", tmp_path / "b.csv"
+    db.export_csv(first)
+    with ResultsDB(tmp_path / "one.sqlite") as one:
+        one.import_csv(first)
+        one.export_csv(second)
+    with ResultsDB(tmp_path / "two.sqlite") as two:
+        two.import_csv(second)
+        assert [r["command"] for r in two.runs()] == ["gemmlab sweep --n 4 (imported from a.csv)"]
+    assert imported_command("", "c.csv") == "import c.csv" and imported_command("import d.csv", "c.csv") == \
+        "import d.csv"
