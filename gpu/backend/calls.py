@@ -9,10 +9,13 @@ place was measured on the H200 and lost: 0.54-0.73x DGEMM as called at N = 768-1
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
+
+from . import blas
 
 Array = Any
 
@@ -51,3 +54,31 @@ def host_scalars(dtype: np.dtype, alpha: float, beta: float) -> tuple[int, int]:
 def _scalar(dtype: np.dtype, value: float, sign: float) -> tuple[np.ndarray, int]:
     held = np.array(value, dtype)
     return held, held.ctypes.data
+
+
+def new_output_product(backend: Any, A: Array, B: Array, check: Callable[[], None]) -> Callable[..., Array]:
+    """``(A, B, out=None) -> A @ B`` into a new C per call for operands of A's and B's signature: A and B checked
+    here (kind, dtype, inner dimension), the :class:`GemmCall` built on the first call's C. No trial C is
+    allocated: a kept plan's workspace may hold that memory until the call hands it back (a 16 GB trial C at
+    N = 45056 on the H200 did not fit beside one). ``check`` raises where the allocation fails for want of
+    memory (:meth:`gpu.backend.Backend.new_output`)."""
+    backend.layout(A, "A"), backend.layout(B, "B")
+    shape, dtype, ndarray = (A.shape[0], B.shape[1]), A.dtype, backend.xp.ndarray
+    blas.check_dtypes(("A", A), ("B", B))
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"A is {A.shape[0]} x {A.shape[1]} and B is {B.shape[0]} x {B.shape[1]}: A's columns must "
+                         "match B's rows")
+    call = None
+
+    def new(A: Array, B: Array, out: Array = None) -> Array:
+        nonlocal call
+        try:
+            C = ndarray(shape, dtype)                   # cupy.empty's own call, one frame fewer
+        except MemoryError:
+            check()
+            raise
+        if call is None:
+            call = backend.gemm_call(A, B, C)
+        call(A, B, C)
+        return C
+    return new

@@ -25,8 +25,7 @@ except ImportError as _missing:  # the backend is then unavailable, with the rea
     _IMPORT_ERROR: ImportError | None = _missing
 else:
     _IMPORT_ERROR = None
-from . import blas
-from .calls import _scalar, host_scalars
+from .calls import _scalar, host_scalars, new_output_product
 from .hold import stream_hold
 from .interface import AllocationReport, Backend, BackendUnavailable, Timer, check_policy
 from .stream_blas import stream_blas
@@ -273,28 +272,9 @@ class CupyBackend(Backend):
         return C
 
     def product_call(self, A: Any, B: Any, check: Any) -> Any:
-        """:meth:`product` checked once: a new C from the pool (:meth:`new_output`'s rule; a memory check took 30 us
-        of a call's 82 us at N = 512 on the H200's host) and one :class:`gpu.backend.calls.GemmCall`, built on the
-        first call's C. A and B are checked here; no C is allocated to plan the call: a kept plan's workspace may
-        hold the memory until the call hands it back (at N = 45056 on the H200 a 16 GB trial C did not fit beside
-        another plan's workspace, and the plan was refused before it could ask for it)."""
-        shape, dtype, ndarray = (A.shape[0], B.shape[1]), A.dtype, self.xp.ndarray
-        self.layout(A, "A"), self.layout(B, "B")
-        blas.check_dtypes(("A", A), ("B", B))
-        call = None
-
-        def new(A: Any, B: Any, out: Any = None) -> Any:
-            nonlocal call
-            try:
-                C = ndarray(shape, dtype)                   # cupy.empty's own call, one frame fewer
-            except MemoryError:
-                check()
-                raise
-            if call is None:
-                call = self.gemm_call(A, B, C)
-            call(A, B, C)
-            return C
-        return new
+        """:meth:`product` checked once (:func:`gpu.backend.calls.new_output_product`): a new C from the pool
+        (:meth:`new_output`'s rule) and one :class:`gpu.backend.calls.GemmCall`, built on the first call's C."""
+        return new_output_product(self, A, B, check)
 
     def new_output(self, shape: tuple[int, ...], dtype: Any, check: Any) -> Any:
         try:

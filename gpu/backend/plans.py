@@ -178,7 +178,8 @@ class PlanCache:
         _CACHES.add(self)
 
     def get(self, key: Hashable | None, build: Callable[[], P]) -> P:
-        """The kept plan of ``key``, else ``build()`` (kept where ``key`` is not None and hashes). A build refused
+        """The kept plan of ``key``, else ``build()`` (kept where ``key`` is not None, hashes and compares with the
+        last key without raising; an unhashable key equal to the last one gets the last one's plan). A build refused
         for memory (:class:`MemoryPlanError`) is tried once more after the kept plans of every family are freed:
         the toolkit's own caches never refuse a caller's product."""
         if key is None:
@@ -187,15 +188,14 @@ class PlanCache:
         try:
             if last is not None and last[0] == key:
                 return last[1]
-            plan = self._plans.get(key)                # a hit takes no lock: one dict read under the GIL
+            plan = self._plans.get(key)                # one dict read under the GIL, no lock
         except (TypeError, ValueError):                # an option that is no key (an array's == is elementwise)
             return build()
         if plan is not None:
-            try:
-                self._plans.move_to_end(key)
-                self._last = (key, plan)
-            except KeyError:                           # evicted by another thread meanwhile: still usable once
-                pass
+            with self._lock:                           # only where the key differs from the last one
+                if self._plans.get(key) is plan:       # not evicted or cleared meanwhile (then freed: run once)
+                    self._plans.move_to_end(key)
+                    self._last = (key, plan)
             return plan
         plan = freeing_kept_plans(build)
         evicted = []

@@ -1,4 +1,4 @@
-"""The configuration a default call runs: the fastest measured one that fits, from the device profile.
+"""The configuration a default call runs: the fastest measured one that fits (ties: fewer levels, less memory).
 
 A device profile (:mod:`gpu.profile`) may hold, per power regime, a **configurations** section: per measured
 size, the time of each configuration ``gemmlab calibrate --configurations`` timed beside DGEMM in one

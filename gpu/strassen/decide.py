@@ -4,7 +4,8 @@
   ``workspace``, or an integer level) run it, ``level="auto"`` picking the level from the profile's level
   table of that configuration (:mod:`gpu.strassen.auto`).
 * The default call (:attr:`gpu.strassen.Options.chooses`) runs the fastest configuration the device profile
-  measured that fits in the free memory (:mod:`gpu.strassen.choose`). Where the profile has no
+  measured that fits in the free memory, within 1% of it the one with fewer levels, then the smaller workspace
+  (:mod:`gpu.strassen.choose`). Where the profile has no
   configurations section (no profile is bundled for this device and none was measured), it runs
   :data:`FALLBACK`'s configuration at the level of the profile's level table, else of the transfer model's
   table for this GPU (:func:`gpu.profile.transfer_levels`), else of the fixed rule, lowered until its memory

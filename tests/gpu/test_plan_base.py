@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections import OrderedDict
 
 import numpy as np
 import pytest
 
 from gpu.backend import get_backend
+from gpu.backend.calls import new_output_product
 from gpu.backend.plans import MatmulPlan, PlanCache, PlanMismatch, operand_signature, resolve_options
 
 
@@ -118,6 +120,28 @@ def test_a_repeated_key_is_found_without_hashing_and_the_order_stays_least_recen
     assert cache.get(a, lambda: Doubling(A, B)) is not pa and pa.freed
 
 
+def test_a_plan_cleared_while_its_key_is_reordered_is_not_kept_aside():
+    """Another thread's clear (``free_kept_plans``) that lands while a hit reorders the cache frees the plan; the
+    key's next call builds a new one rather than getting the freed plan again."""
+    cache = PlanCache(4)
+    A, B = np.ones((2, 2)), np.ones((2, 2))
+    first = cache.get("a", lambda: Doubling(A, B))
+    cache.get("b", lambda: Doubling(A, B))
+    clearing = []
+
+    class Reordering(OrderedDict):
+        def move_to_end(self, key, last=True):
+            super().move_to_end(key, last)
+            clearing.append(threading.Thread(target=cache.clear))
+            clearing[0].start()
+            clearing[0].join(timeout=0.2)                  # it waits for the cache's lock where the hit holds it
+
+    cache._plans = Reordering(cache._plans)
+    assert cache.get("a", lambda: Doubling(A, B)) is first
+    clearing[0].join()
+    assert first.freed and cache.get("a", lambda: Doubling(A, B)) is not first
+
+
 def test_a_key_that_compares_elementwise_is_built_and_not_kept():
     cache = PlanCache(2)
     A, B = np.ones((2, 2)), np.ones((2, 2))
@@ -198,6 +222,21 @@ def test_a_product_call_checks_the_memory_before_each_product_on_the_host(monkey
         be.product_call(A, B, short)(A, B)
 
 
+def test_a_new_output_product_checks_its_factors_first_and_plans_its_call_on_the_first_output():
+    """:func:`gpu.backend.calls.new_output_product` (CuPy's ``product_call``), run on NumPy's backend: the kind,
+    dtype and shapes of A and B are refused when it is made, and each call returns a new product."""
+    be = get_backend("numpy")
+    rng = np.random.default_rng(5)
+    A, B = rng.random((5, 3)), rng.random((3, 4))
+    new = new_output_product(be, A, B, lambda: None)
+    first, second = new(A, B), new(A, B)
+    assert first is not second and np.allclose(first, A @ B) and np.array_equal(first, second)
+    for a, b, error, match in ((A, B.astype(np.float32), TypeError, "float32"), (A, A, ValueError, "A's columns"),
+                               ([[1.0]], B, TypeError, "A is a builtins.list")):
+        with pytest.raises(error, match=match):
+            new_output_product(be, a, b, lambda: None)
+
+
 def test_the_default_gemm_issuer_runs_the_call_on_new_addresses():
     be = get_backend("numpy")
     rng = np.random.default_rng(4)
@@ -237,3 +276,28 @@ def test_a_build_refused_with_no_plan_kept_raises():
 
     with pytest.raises(MemoryPlanError, match="short"):
         PlanCache(4).get("k", build)
+
+
+
+@pytest.mark.gpu
+def test_a_product_call_allocates_no_output_until_it_is_called(cupy_backend):
+    """A plan's new-output product checks A and B when it is made but takes no trial C: a kept plan's workspace may
+    hold that memory until the first call hands it back (a 16 GB trial C was refused so at N = 45056)."""
+    be = cupy_backend
+    pool = be.xp.get_default_memory_pool()
+    A, B = be.xp.random.rand(16384, 8), be.xp.random.rand(8, 16384)    # C: 2 GiB
+    limit = pool.get_limit()
+    be.release_memory()
+    pool.set_limit(size=pool.total_bytes() + 2**20)
+    try:
+        new = be.product_call(A, B, lambda: None)
+    finally:
+        pool.set_limit(size=limit)
+    C = new(A, B)
+    np.testing.assert_allclose(be.to_numpy(C[::997]), be.to_numpy(be.xp.matmul(A, B)[::997]), rtol=1e-14)
+    with pytest.raises(TypeError, match="A is a"):
+        be.product_call(np.ones((2, 2)), B, lambda: None)
+    with pytest.raises(TypeError, match="float32"):
+        be.product_call(A, B.astype(np.float32), lambda: None)
+    with pytest.raises(ValueError, match="A's columns must match B's rows"):
+        be.product_call(A, A, lambda: None)
