@@ -53,7 +53,7 @@ SPAN = 2.0
 #: one configuration's ratio moves by 1-2% between runs under the power cap. At N = 45056 on the H200 (sustained,
 #: results/published/h200/h200-configurations-between.csv) Lai's per-level plan at level 4 measured 1.424x and
 #: RUM at level 3 1.422x: the first keeps 85 GB of workspace beside the 49 GB of A, B and C, so that not even
-#: one more 16 GB output fits (a ``cupy.matmul`` after it ran out of memory), the second 16 GB.
+#: one more 16 GB output fits (an allocation of one failed in the as-called sweep), the second 16 GB.
 TIE = 0.01
 FIELDS = ("level", "schedule", "fused", "flat", "graph")
 
