@@ -10,13 +10,17 @@ same rounds, with the ratio of their times. The calls a front-door candidate mak
 * ``ozaki.matmul(A, B, slice_format='int8')`` (target ``"dgemm"``; it reads its verdict back).
 
 Calls with a fixed count or slices are left out: they carry no bound before the data are seen, so the front door
-never runs them. Each entry keeps the file and the commit it came from.
+never runs them. Each entry keeps the file and the commit it came from. A call timed at one shape by several files
+(runs) becomes one entry: the median of their ratios and times, the sum of their samples, every source named. The
+spread between runs is larger than within one (split-K at 16 x 2^24 x 16 on the H200: 1.009x-1.075x the library
+GEMM over five runs), and a later file must not silently replace an earlier one.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import statistics
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -54,8 +58,31 @@ def section(documents: Iterable[tuple[str, Mapping[str, Any]]], regime: str = "s
                                    "seconds": record.get("as_called_s"), "host_s": record.get("host_s"),
                                    "waits": waits, "samples": record.get("samples"),
                                    "source": f"{name} ({commit})" if commit else name})
+    for point in points.values():
+        point["timed"] = combined(point["timed"])
     return {"regime": regime, "written_by": "gemmlab profile --methods",
             "points": [points[s] for s in sorted(points)]}
+
+
+def combined(timed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``timed`` with the entries of one call (method and options) from several runs made one (see the module
+    notes), in the order first seen."""
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for entry in timed:
+        runs.setdefault(json.dumps([entry["method"], entry["config"]], sort_keys=True), []).append(entry)
+    out = []
+    for entries in runs.values():
+        if len(entries) == 1:
+            out.append(entries[0])
+            continue
+
+        def median(field: str, entries: list[dict[str, Any]] = entries) -> float | None:
+            values = [e[field] for e in entries if e.get(field) is not None]
+            return statistics.median(values) if values else None
+        out.append({**entries[0], "ratio": round(median("ratio"), 4), "seconds": median("seconds"),
+                    "host_s": median("host_s"), "samples": sum(e.get("samples") or 0 for e in entries),
+                    "runs": len(entries), "source": "; ".join(e["source"] for e in entries)})
+    return out
 
 
 def device_of(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> tuple[str, str]:

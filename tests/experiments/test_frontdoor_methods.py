@@ -32,6 +32,22 @@ def test_the_section_keeps_the_candidates_calls_only_with_their_source():
     assert out["points"][1]["timed"][0]["waits"] is True
 
 
+def test_a_call_timed_by_several_runs_is_one_entry_at_their_median():
+    """Three runs of split-K at one shape: one entry per mode, the median ratio and time, every source named; the
+    order of the files does not matter."""
+    runs = [(f"run{i}.json", {"environment": {**ENV, "git_commit": f"c{i}"}, "records": [
+        record("splitk.matmul(A, B)", ratio, m=16, n=16, k=2**24),
+        record("splitk.matmul(A, B, deterministic=False)", ratio + 0.01, m=16, n=16, k=2**24)]})
+        for i, ratio in enumerate((1.009, 1.075, 1.020))]
+    for order in (runs, runs[::-1]):
+        (point,) = section(order)["points"]
+        det, atomic = point["timed"]
+        assert (det["config"], det["ratio"], det["runs"], det["samples"]) == ({"deterministic": True}, 1.02, 3, 30)
+        assert atomic["ratio"] == 1.03 and det["seconds"] == pytest.approx(0.01 / 1.02)
+        assert sorted(det["source"].split("; ")) == ["run0.json (c0)", "run1.json (c1)", "run2.json (c2)"]
+    assert "runs" not in section([runs[0]])["points"][0]["timed"][0], "one run: the entry as it was"
+
+
 def test_add_methods_writes_into_the_devices_profile_and_refuses_what_it_cannot(tmp_path):
     files = tmp_path / "a.json"
     files.write_text(json.dumps(DOC))
