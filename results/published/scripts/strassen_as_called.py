@@ -27,6 +27,9 @@ Run on the GPU from the repository root::
 
     PYTHONPATH=$PWD python results/published/scripts/strassen_as_called.py
 
+A size where a call raises (out of memory, say) is recorded under ``failed`` (the call, the round, the error and the
+kept plans' configurations and workspaces) and the sweep goes on with the next size.
+
 ``SIZES`` (comma-separated) overrides the sizes and ``SAMPLES`` the samples where one DGEMM takes 20 ms to 1 s
 (:data:`SAMPLES`); the JSON goes to ``$OUT/strassen-as-called.json`` (or stdout), with
 ``records`` of the shape ``as_called_tables.py`` renders.
@@ -122,6 +125,14 @@ def reading(be):
     return None if tel is None else tel.read().as_dict()
 
 
+class Failed(Exception):
+    """A call that raised while a size was timed: which call, in which round, and the error."""
+
+    def __init__(self, name: str, round_: int, exc: BaseException) -> None:
+        super().__init__(f"{name} raised in round {round_}: {type(exc).__name__}: {exc}")
+        self.record = {"call": name, "round": round_, "error": f"{type(exc).__name__}: {exc}"}
+
+
 def measure(be, n: int) -> dict:
     sets, flush = operand_sets(be, n)
     fns = works(be, sets)
@@ -133,8 +144,11 @@ def measure(be, n: int) -> dict:
     start = reading(be)
     for r in range(samples + 1):                                   # round 0: the warm-up
         for name in names[r % len(names):] + names[:r % len(names)]:
-            wall, event = wall_sample(be, fns[name], calls, flush)
-            dev = device_sample(be, fns[name], calls, flush) if device else event
+            try:
+                wall, event = wall_sample(be, fns[name], calls, flush)
+                dev = device_sample(be, fns[name], calls, flush) if device else event
+            except Exception as exc:                           # noqa: BLE001  (recorded, and the sweep goes on)
+                raise Failed(name, r, exc) from exc
             if r:
                 times[name]["wall"].append(wall)
                 times[name]["event"].append(event)
@@ -164,7 +178,15 @@ def main() -> None:
            "estimated_s": estimate(sizes), "sizes": len(sizes), "points": []}
     began = time.perf_counter()
     for n in sizes:
-        point = measure(be, n)
+        try:
+            point = measure(be, n)
+        except Failed as failed:
+            out.setdefault("failed", []).append({"size": n, **failed.record,
+                                                 "kept": [(p.configuration.name, p.workspace_bytes) for p in kept()]})
+            print(f"N = {n}: {failed}", file=sys.stderr, flush=True)
+            forget()
+            be.release_memory()
+            continue
         out["points"].append(point)
         r = point["strassen_out_x_dgemm"], point["strassen_x_dgemm"]
         print(f"N = {n}: {point['chosen']['strassen']['configuration']}; out=C {r[0]['wall']:.3f}x wall, "
