@@ -70,19 +70,17 @@ def combined(timed: list[dict[str, Any]]) -> list[dict[str, Any]]:
     runs: dict[str, list[dict[str, Any]]] = {}
     for entry in timed:
         runs.setdefault(json.dumps([entry["method"], entry["config"]], sort_keys=True), []).append(entry)
-    out = []
-    for entries in runs.values():
-        if len(entries) == 1:
-            out.append(entries[0])
-            continue
+    return [entries[0] if len(entries) == 1 else _merged(entries) for entries in runs.values()]
 
-        def median(field: str, entries: list[dict[str, Any]] = entries) -> float | None:
-            values = [e[field] for e in entries if e.get(field) is not None]
-            return statistics.median(values) if values else None
-        out.append({**entries[0], "ratio": round(median("ratio"), 4), "seconds": median("seconds"),
-                    "host_s": median("host_s"), "samples": sum(e.get("samples") or 0 for e in entries),
-                    "runs": len(entries), "source": "; ".join(e["source"] for e in entries)})
-    return out
+
+def _merged(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """One call's entries from several runs as one: the medians, the samples summed, every source named."""
+    def median(field: str) -> float | None:
+        values = [e[field] for e in entries if e.get(field) is not None]
+        return statistics.median(values) if values else None
+    return {**entries[0], "ratio": round(median("ratio"), 4), "seconds": median("seconds"), "host_s": median("host_s"),
+            "samples": sum(e.get("samples") or 0 for e in entries), "runs": len(entries),
+            "source": "; ".join(e["source"] for e in entries)}
 
 
 def device_of(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> tuple[str, str]:

@@ -235,6 +235,13 @@ def _common_ld(a: Layout, b: Layout) -> int | None:
     return a.ld if a.ld == b.ld else None
 
 
+def check_inner(A, B) -> None:
+    """ValueError where A's columns are not B's rows (arrays, or anything with a 2-D ``shape``)."""
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"A is {A.shape[0]} x {A.shape[1]} and B is {B.shape[0]} x {B.shape[1]}: "
+                         "A's columns must equal B's rows")
+
+
 def check_dtypes(*named) -> np.dtype:
     """Return the common dtype of ``(name, array)`` pairs, or raise TypeError."""
     dtypes = {np.dtype(x.dtype) for _, x in named}

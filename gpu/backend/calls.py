@@ -65,9 +65,7 @@ def new_output_product(backend: Any, A: Array, B: Array, check: Callable[[], Non
     backend.layout(A, "A"), backend.layout(B, "B")
     shape, dtype, ndarray = (A.shape[0], B.shape[1]), A.dtype, backend.xp.ndarray
     blas.check_dtypes(("A", A), ("B", B))
-    if A.shape[1] != B.shape[0]:
-        raise ValueError(f"A is {A.shape[0]} x {A.shape[1]} and B is {B.shape[0]} x {B.shape[1]}: A's columns must "
-                         "match B's rows")
+    blas.check_inner(A, B)
     call = None
 
     def new(A: Array, B: Array, out: Array = None) -> Array:

@@ -128,9 +128,7 @@ def matrix_pair(be: Backend, A: Any, B: Any) -> tuple[Array, Array, bool, bool]:
     copy; TypeError or ValueError otherwise (see the module notes)."""
     A, copied_a = matrix(be, A, "A")
     B, copied_b = matrix(be, B, "B")
-    if A.shape[1] != B.shape[0]:
-        raise ValueError(f"A is {A.shape[0]} x {A.shape[1]} and B is {B.shape[0]} x {B.shape[1]}: "
-                         "A's columns must equal B's rows")
+    blas.check_inner(A, B)
     return A, B, copied_a, copied_b
 
 

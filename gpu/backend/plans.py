@@ -232,14 +232,14 @@ def free_kept_plans(keep: tuple[MatmulPlan, ...] = ()) -> int:
     return sum(cache.clear(keep) for cache in list(_CACHES))
 
 
-def freeing_kept_plans(run: Callable[[], O], keep: tuple[MatmulPlan, ...] = ()) -> O:
-    """``run()``; where it raises :class:`MemoryPlanError` (refused before any work), once more after
+def freeing_kept_plans(run: Callable[..., O], *args: Any, keep: tuple[MatmulPlan, ...] = ()) -> O:
+    """``run(*args)``; where it raises :class:`MemoryPlanError` (refused before any work), once more after
     :func:`free_kept_plans` (but ``keep``), whose workspaces may be what held the memory; the error stands where
-    no plan was kept."""
+    no plan was kept. (The arguments are passed on, so that a per-call caller builds no ``partial``.)"""
     try:
-        return run()
+        return run(*args)
     except MemoryPlanError:
         if not free_kept_plans(keep):
             raise
-    return run()
+    return run(*args)
 

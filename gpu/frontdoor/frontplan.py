@@ -24,7 +24,7 @@ import numpy as np
 from .. import ozaki, ozaki2, splitk, strassen
 from ..backend import Array, Backend, MemoryPlanError, get_backend, matrix_pair
 from ..backend.checks import gemm_operands
-from ..backend.plans import MatmulPlan, free_kept_plans, library_product, operand_signature
+from ..backend.plans import MatmulPlan, freeing_kept_plans, library_product, operand_signature
 from ..profile import configurations, methods
 from ..zgemm.api import is_complex
 from . import contract
@@ -156,12 +156,7 @@ class Plan(MatmulPlan):
         """The chosen plan's product; where its memory is short before any work (a workspace filled on the
         first call), once more after freeing the plans every family's ``matmul`` keeps (another accuracy's
         Ozaki II plan holds a workspace of about 8 matrices, say)."""
-        try:                                   # freeing_kept_plans' rule, with no partial built per call
-            return self._inner._execute(A, B, out)
-        except MemoryPlanError:
-            if not free_kept_plans((self,)):
-                raise
-        return self._inner._execute(A, B, out)
+        return freeing_kept_plans(self._inner._execute, A, B, out, keep=(self,))
 
     def _release(self) -> None:
         self._inner.free()

@@ -299,5 +299,5 @@ def test_a_product_call_allocates_no_output_until_it_is_called(cupy_backend):
         be.product_call(np.ones((2, 2)), B, lambda: None)
     with pytest.raises(TypeError, match="float32"):
         be.product_call(A, B.astype(np.float32), lambda: None)
-    with pytest.raises(ValueError, match="A's columns must match B's rows"):
+    with pytest.raises(ValueError, match="A's columns must equal B's rows"):
         be.product_call(A, A, lambda: None)
