@@ -30,8 +30,8 @@ Run on the GPU from the repository root::
 A size where a call raises (out of memory, say) is recorded under ``failed`` (the call, the round, the error and the
 kept plans' configurations and workspaces) and the sweep goes on with the next size.
 
-``SIZES`` (comma-separated) overrides the sizes and ``SAMPLES`` the samples where one DGEMM takes 20 ms to 1 s
-(:data:`SAMPLES`); the JSON goes to ``$OUT/strassen-as-called.json`` (or stdout), with
+``SIZES`` (comma-separated) overrides the sizes, ``SAMPLES`` the samples where one DGEMM takes 20 ms to 1 s
+(:data:`SAMPLES`) and ``MANY`` those where it takes at most 20 ms (:data:`MANY`); the JSON goes to ``$OUT/strassen-as-called.json`` (or stdout), with
 ``records`` of the shape ``as_called_tables.py`` renders.
 """
 import json
@@ -55,7 +55,7 @@ SIZES = (512, 768, 1024, 1536, 2048, 2560, 3072, 3584, 4096, 5120, 6144, 8192, 1
 SAMPLES, FEW, LONG_S = int(os.environ.get("SAMPLES", 10)), 3, 1.0
 #: Samples of a size whose DGEMM takes at most DEVICE_BELOW_S: identical calls there spread by 1-2% between samples
 #: under the power cap (h200-strassen-as-called.md), so a verdict at 0.99x needs the median of more of them.
-MANY = 30
+MANY = int(os.environ.get("MANY", 30))
 LOOP_S, MAX_CALLS, MAX_SETS = 0.02, 64, 8
 DEVICE_BELOW_S = 0.02
 RATE = 52e12
