@@ -192,10 +192,10 @@ def main() -> None:
         print(f"N = {n}: {point['chosen']['strassen']['configuration']}; out=C {r[0]['wall']:.3f}x wall, "
               f"{r[0]['device']:.3f}x device; new C {r[1]['wall']:.3f}x wall, {r[1]['device']:.3f}x device "
               f"({time.perf_counter() - began:.0f} s)", file=sys.stderr, flush=True)
+        if os.environ.get("OUT"):
+            save(out, began)                      # before the release, which waits (a time limit may land there)
         forget()                                  # the plans of this size hold their workspaces
         be.release_memory()
-        if os.environ.get("OUT"):
-            save(out, began)
     save(out, began)
 
 
