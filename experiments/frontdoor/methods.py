@@ -14,6 +14,11 @@ never runs them. Each entry keeps the file and the commit it came from. A call t
 (runs) becomes one entry: the median of their ratios and times, the sum of their samples, every source named. The
 spread between runs is larger than within one (split-K at 16 x 2^24 x 16 on the H200: 1.009x-1.075x the library
 GEMM over five runs), and a later file must not silently replace an earlier one.
+
+Written into a profile that already has a methods section (:func:`add_methods`), the files' entries take the place
+of the section's entries of the same call at the same shape, and every other entry stays: the H200's section also
+holds ``gemmlab calibrate --methods`` rows (Ozaki II's levels, Ozaki I, the complex products) that no as-called
+file times.
 """
 
 from __future__ import annotations
@@ -69,7 +74,7 @@ def combined(timed: list[dict[str, Any]]) -> list[dict[str, Any]]:
     notes), in the order first seen."""
     runs: dict[str, list[dict[str, Any]]] = {}
     for entry in timed:
-        runs.setdefault(json.dumps([entry["method"], entry["config"]], sort_keys=True), []).append(entry)
+        runs.setdefault(_call_key(entry), []).append(entry)
     return [entries[0] if len(entries) == 1 else _merged(entries) for entries in runs.values()]
 
 
@@ -102,5 +107,35 @@ def add_methods(files: Iterable[Path], regime: str = "sustained", directory: Pat
         raise ValueError(f"no profile of {device} ({backend}) in {directory or 'the profile folder'}: write one "
                          "first (gemmlab calibrate, or gemmlab profile from stored results)")
     regimes = doc.setdefault("regimes", {regime: {"levels": doc.get("levels", {})}})
-    regimes.setdefault(regime, {"levels": doc.get("levels", {})})["methods"] = section(documents, regime)
+    held = regimes.setdefault(regime, {"levels": doc.get("levels", {})})
+    new = section(documents, regime)
+    held["methods"] = over(held["methods"], new, [name for name, _ in documents]) if held.get("methods") else new
     return save_profile(doc, directory)
+
+
+def over(old: Mapping[str, Any], new: Mapping[str, Any], files: list[str]) -> dict[str, Any]:
+    """Methods section ``new`` (from ``files``) laid over ``old``: at a shape both hold, an entry of ``new`` takes
+    the place of ``old``'s entry of the same call (method and options), and ``old``'s other entries stay, in their
+    order; shapes of either alone are kept as they are; ``old``'s other fields stay. A point is its shape and its
+    operands' dtype (complex points time other calls)."""
+    points = {_point_key(p): copy.deepcopy(dict(p)) for p in old.get("points", ())}
+    for p in new["points"]:
+        shape = _point_key(p)
+        if shape not in points:
+            points[shape] = copy.deepcopy(dict(p))
+            continue
+        fresh = {_call_key(t): t for t in p["timed"]}
+        kept = [fresh.pop(_call_key(t), t) for t in points[shape]["timed"]]
+        points[shape] = {**points[shape], "gemm_s": p.get("gemm_s"), "reference": p.get("reference"),
+                         "timed": kept + list(fresh.values())}
+    written = f"{old.get('written_by', 'an earlier section')}; then gemmlab profile --methods {', '.join(files)} " \
+              "(their calls' entries in place of the same calls' at the same shapes)"
+    return {**old, "written_by": written, "points": [points[s] for s in sorted(points)]}
+
+
+def _point_key(point: Mapping[str, Any]) -> tuple:
+    return (*point["shape"], point.get("dtype", "float64"))
+
+
+def _call_key(entry: Mapping[str, Any]) -> str:
+    return json.dumps([entry["method"], entry["config"]], sort_keys=True)

@@ -62,3 +62,28 @@ def test_add_methods_writes_into_the_devices_profile_and_refuses_what_it_cannot(
     other.write_text(json.dumps({**DOC, "environment": {**ENV, "device": "NVIDIA H100"}}))
     with pytest.raises(ValueError, match="one device"):
         add_methods([files, other], directory=tmp_path)
+
+
+def test_add_methods_lays_the_files_entries_over_a_section_the_profile_holds(tmp_path):
+    """A calibrated entry no file times stays; the files' call at a shape the section holds takes the place of
+    the same call's entry there; a shape of the files alone is added."""
+    files = tmp_path / "a.json"
+    files.write_text(json.dumps(DOC))
+    calibrated = {"method": "ozaki", "config": {"slice_format": "int8", "target": "dgemm"}, "ratio": 0.003,
+                  "source": "gemmlab calibrate --methods (run 1)"}
+    stale = {"method": "splitk", "config": {"deterministic": True}, "ratio": 0.9, "source": "old.json (0000000)"}
+    methods = {"regime": "sustained", "written_by": "gemmlab calibrate --methods", "sm_count": 132,
+               "points": [{"shape": [16, 2**20, 16], "gemm_s": 0.02, "timed": [calibrated, stale]},
+                          {"shape": [16384] * 3, "dtype": "complex128", "timed": [calibrated]}]}
+    save_profile({"backend": "cupy", "device": "NVIDIA H200", "levels": {},
+                  "regimes": {"sustained": {"levels": {}, "methods": methods}}}, tmp_path)
+    doc = load_profile(add_methods([files], directory=tmp_path))
+    out = doc["regimes"]["sustained"]["methods"]
+    assert out["sm_count"] == 132 and out["written_by"].startswith("gemmlab calibrate --methods; then gemmlab "
+                                                                   "profile --methods a.json")
+    first, complex_point, second = out["points"]
+    assert complex_point["dtype"] == "complex128" and complex_point["timed"] == [calibrated]
+    assert [(t["method"], t["config"], t["ratio"]) for t in first["timed"]] == [
+        ("ozaki", calibrated["config"], 0.003), ("splitk", {"deterministic": True}, 1.17),
+        ("splitk", {"deterministic": False}, 1.29)]
+    assert first["gemm_s"] == 0.01 and second["shape"] == [16384] * 3
