@@ -136,7 +136,8 @@ def test_matmul_workspace(operand, host, check):
     for workspace in (0, 18 * 32 * 32 * 8, 10**9, "auto"):
         check(be, matmul(A, B, level=3, workspace=workspace, fused=True, backend=be), A, B, 3)
     a, b, out = A.copy(), B.copy(), np.empty((256, 256))
-    matmul(a.copy(), b.copy(), level=2, workspace=0, overwrite_a=True, overwrite_b=True, out=out, backend=be)  # warm caches
+    matmul(a.copy(), b.copy(), level=2, workspace=0, overwrite_a=True, overwrite_b=True, out=out,
+           backend=be)                                                        # warm caches
     with be.track_allocations() as report:
         matmul(a, b, level=2, workspace=0, overwrite_a=True, overwrite_b=True, out=out, backend=be)
     assert report.peak_bytes <= 64 * 1024        # RUM on its inputs: interpreter noise only

@@ -31,8 +31,8 @@ A size where a call raises (out of memory, say) is recorded under ``failed`` (th
 kept plans' configurations and workspaces) and the sweep goes on with the next size.
 
 ``SIZES`` (comma-separated) overrides the sizes, ``SAMPLES`` the samples where one DGEMM takes 20 ms to 1 s
-(:data:`SAMPLES`) and ``MANY`` those where it takes at most 20 ms (:data:`MANY`); the JSON goes to ``$OUT/strassen-as-called.json`` (or stdout), with
-``records`` of the shape ``as_called_tables.py`` renders.
+(:data:`SAMPLES`) and ``MANY`` those where it takes at most 20 ms (:data:`MANY`); the JSON goes to
+``$OUT/strassen-as-called.json`` (or stdout), with ``records`` of the shape ``as_called_tables.py`` renders.
 """
 import json
 import math
