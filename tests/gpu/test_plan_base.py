@@ -305,18 +305,20 @@ def test_a_product_call_allocates_no_output_until_it_is_called(cupy_backend):
 
 def _family_plans(be):
     import gpu
-    from gpu import ozaki, ozaki2, splitk, strassen
+    from gpu import outofcore, ozaki, ozaki2, splitk, strassen
     rng = np.random.default_rng(5)
     A, B, SA, SB = (be.xp.asarray(rng.standard_normal(s)) for s in ((128, 128), (128, 128), (8, 8192), (8192, 8)))
+    host = rng.standard_normal((96, 64)), rng.standard_normal((64, 80))       # the engine's operands: host arrays
     return {"strassen": (lambda: strassen.Plan(A, B, options={"level": 1}, backend=be), A, B),
             "ozaki": (lambda: ozaki.Plan(A, B, backend=be), A, B),
             "ozaki int8": (lambda: ozaki.Plan(A, B, options={"slice_format": "int8"}, backend=be), A, B),
             "ozaki2": (lambda: ozaki2.Plan(A, B, backend=be), A, B),
             "splitk": (lambda: splitk.Plan(SA, SB, backend=be), SA, SB),
+            "outofcore": (lambda: outofcore.Plan(*host, backend=be), *host),
             "front door": (lambda: gpu.plan(A, B, accuracy=1e-10, backend=be), A, B)}
 
 
-FAMILIES = ["strassen", "ozaki", "ozaki int8", "ozaki2", "splitk", "front door"]
+FAMILIES = ["strassen", "ozaki", "ozaki int8", "ozaki2", "splitk", "outofcore", "front door"]
 
 
 def _freed_when_dropped(be, family):
