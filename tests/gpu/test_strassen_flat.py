@@ -125,12 +125,13 @@ def test_matmul_flat_takes_any_shape_and_defaults_to_winograd():
     be = get_backend("numpy")
     A, B = operands(be, 300, 260, 280)
     for fringe in ("peel", "pad"):
-        C = matmul(A, B, level=2, flat=True, fringe=fringe)
+        C = matmul(A, B, level=2, flat=True, fringe=fringe, backend=be)
         np.testing.assert_allclose(C, A @ B, rtol=0, atol=1e-12)
-    assert np.array_equal(matmul(A, B, level=3, flat=True), matmul(A, B, level=3, schedule="winograd", fused=True))
+    assert np.array_equal(matmul(A, B, level=3, flat=True, backend=be),
+                          matmul(A, B, level=3, schedule="winograd", fused=True, backend=be))
     out = np.empty((300, 280))
     for _ in range(2):                                     # the second call takes the kept plan
-        matmul(A, B, level=2, flat=True, out=out)
+        matmul(A, B, level=2, flat=True, out=out, backend=be)
     np.testing.assert_allclose(out, A @ B, rtol=0, atol=1e-12)
 
 
@@ -145,7 +146,7 @@ def test_matmul_flat_refuses_what_it_cannot_run_before_any_work(kwargs, match):
     A, B = operands(be, 64, 64, 64)
     out = np.full((64, 64), 7.0)
     with pytest.raises(ValueError, match=match):
-        matmul(A, B, level=2, out=out, **{"flat": True, **kwargs})
+        matmul(A, B, level=2, out=out, backend=be, **{"flat": True, **kwargs})
     assert (out == 7.0).all()
 
 
@@ -154,7 +155,7 @@ def test_flat_memory_need_names_its_way_out(monkeypatch):
     A, B = operands(be, 64, 64, 64)
     monkeypatch.setattr(type(be), "memory_info", lambda self: (3 * 64 * 64 * 8, 2**40))
     with pytest.raises(ValueError, match="flat=False"):
-        matmul(A, B, level=2, flat=True)
+        matmul(A, B, level=2, flat=True, backend=be)
 
 
 def test_the_numpy_backend_has_host_flat_passes():
