@@ -1,6 +1,6 @@
 """Probe: Strassen's level-4 configurations with and without a CUDA graph, host and device time of one call.
 
-A level-4 fused plan issues 3208-3249 launches (``gpu.strassen.costs.total_launches``); CUDA's launch queue
+A level-4 fused plan makes 3208-3249 kernel launches (``gpu.strassen.costs.total_launches``); CUDA's launch queue
 holds about a thousand, so the host waits inside the call for about two thirds of its device time (645-1338 ms
 of host time per call at N = 32768-40960 in the as-called sweeps, ``h200-strassen-as-called.md``). As one graph
 the same work is one launch. For each N and configuration this times, behind a 50 ms kernel so that the host's
