@@ -66,7 +66,7 @@ def section(documents: Iterable[tuple[str, Mapping[str, Any]]], regime: str = "s
     for point in points.values():
         point["timed"] = combined(point["timed"])
     return {"regime": regime, "written_by": "gemmlab profile --methods",
-            "points": [points[s] for s in sorted(points)]}
+            "points": [points[key] for key in sorted(points)]}
 
 
 def combined(timed: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -120,17 +120,17 @@ def over(old: Mapping[str, Any], new: Mapping[str, Any], files: list[str]) -> di
     operands' dtype (complex points time other calls)."""
     points = {_point_key(p): copy.deepcopy(dict(p)) for p in old.get("points", ())}
     for p in new["points"]:
-        shape = _point_key(p)
-        if shape not in points:
-            points[shape] = copy.deepcopy(dict(p))
+        key = _point_key(p)
+        if key not in points:
+            points[key] = copy.deepcopy(dict(p))
             continue
         fresh = {_call_key(t): t for t in p["timed"]}
-        kept = [fresh.pop(_call_key(t), t) for t in points[shape]["timed"]]
-        points[shape] = {**points[shape], "gemm_s": p.get("gemm_s"), "reference": p.get("reference"),
-                         "timed": kept + list(fresh.values())}
+        kept = [fresh.pop(_call_key(t), t) for t in points[key]["timed"]]
+        points[key] = {**points[key], "gemm_s": p.get("gemm_s"), "reference": p.get("reference"),
+                       "timed": kept + list(fresh.values())}
     written = f"{old.get('written_by', 'an earlier section')}; then gemmlab profile --methods {', '.join(files)} " \
               "(their calls' entries in place of the same calls' at the same shapes)"
-    return {**old, "written_by": written, "points": [points[s] for s in sorted(points)]}
+    return {**old, "written_by": written, "points": [points[key] for key in sorted(points)]}
 
 
 def _point_key(point: Mapping[str, Any]) -> tuple:
