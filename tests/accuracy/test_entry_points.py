@@ -45,9 +45,16 @@ def product(draw, dtypes: tuple[str, ...]) -> tuple[dict, dict]:
     return draw(operand(m, k, dtypes)), draw(operand(k, n, dtypes))
 
 
+def cast(op: dict) -> np.ndarray:
+    """The values in the operand's dtype (NaN and infinity cast to an integer dtype as NumPy casts them, quietly:
+    those operands are refused for their dtype)."""
+    with np.errstate(invalid="ignore"):
+        return op["values"].astype(op["dtype"])
+
+
 def build(backend, op: dict):
     """The operand as the caller passes it."""
-    v = op["values"].astype(op["dtype"])
+    v = cast(op)
     if op["container"] == "list":
         return v.tolist()
     if op["container"] == "matrix":
@@ -78,7 +85,7 @@ def host(x) -> np.ndarray:
 def dtype_of(op: dict) -> np.dtype:
     """The dtype the method sees (a list converts as NumPy converts it: Python floats and ints)."""
     if op["container"] == "list":
-        return np.array(op["values"].astype(op["dtype"]).tolist() or [[0.0]]).dtype
+        return np.array(cast(op).tolist() or [[0.0]]).dtype
     return np.dtype(op["dtype"])
 
 
