@@ -47,6 +47,14 @@ def shape_of(record: Mapping[str, Any]) -> tuple[int, int, int]:
     return int(record["m"]), int(record["k"]), int(record["n"])
 
 
+def split_of(record: Mapping[str, Any]) -> dict[str, list[int]]:
+    """``{"split": [chunk width, chunks]}`` where the record's call states the split it ran (split-K's default:
+    ``splitk_as_called.py`` records its plan), else nothing: a ranking made away from the device proves split-K's
+    bound on that split (:mod:`gpu.frontdoor.table`), on the widest one a device could take where none is known."""
+    config = record.get("config") or {}
+    return {"split": [int(config["width"]), int(config["chunks"])]} if "width" in config and "chunks" in config else {}
+
+
 def section(documents: Iterable[tuple[str, Mapping[str, Any]]], regime: str = "sustained") -> dict[str, Any]:
     """The methods section of (file name, as-called document) pairs (see the module notes)."""
     points: dict[tuple[int, int, int], dict[str, Any]] = {}
@@ -62,7 +70,7 @@ def section(documents: Iterable[tuple[str, Mapping[str, Any]]], regime: str = "s
             point["timed"].append({"method": method, "config": config, "ratio": round(record["ratio_as_called"], 4),
                                    "seconds": record.get("as_called_s"), "host_s": record.get("host_s"),
                                    "waits": waits, "samples": record.get("samples"),
-                                   "source": f"{name} ({commit})" if commit else name})
+                                   "source": f"{name} ({commit})" if commit else name, **split_of(record)})
     for point in points.values():
         point["timed"] = combined(point["timed"])
     return {"regime": regime, "written_by": "gemmlab profile --methods",
@@ -115,9 +123,9 @@ def add_methods(files: Iterable[Path], regime: str = "sustained", directory: Pat
 
 def over(old: Mapping[str, Any], new: Mapping[str, Any], files: list[str]) -> dict[str, Any]:
     """Methods section ``new`` (from ``files``) laid over ``old``: at a shape both hold, an entry of ``new`` takes
-    the place of ``old``'s entry of the same call (method and options), and ``old``'s other entries stay, in their
-    order; shapes of either alone are kept as they are; ``old``'s other fields stay. A point is its shape and its
-    operands' dtype (complex points time other calls)."""
+    the place of ``old``'s entry of the same call (method and options; :func:`_replaced`), and ``old``'s other
+    entries stay, in their order; shapes of either alone are kept as they are; ``old``'s other fields stay. A point
+    is its shape and its operands' dtype (complex points time other calls)."""
     points = {_point_key(p): copy.deepcopy(dict(p)) for p in old.get("points", ())}
     for p in new["points"]:
         key = _point_key(p)
@@ -125,12 +133,21 @@ def over(old: Mapping[str, Any], new: Mapping[str, Any], files: list[str]) -> di
             points[key] = copy.deepcopy(dict(p))
             continue
         fresh = {_call_key(t): t for t in p["timed"]}
-        kept = [fresh.pop(_call_key(t), t) for t in points[key]["timed"]]
+        kept = [_replaced(t, fresh.pop(_call_key(t), None)) for t in points[key]["timed"]]
         points[key] = {**points[key], "gemm_s": p.get("gemm_s"), "reference": p.get("reference"),
                        "timed": kept + list(fresh.values())}
     written = f"{old.get('written_by', 'an earlier section')}; then gemmlab profile --methods {', '.join(files)} " \
               "(their calls' entries in place of the same calls' at the same shapes)"
     return {**old, "written_by": written, "points": [points[key] for key in sorted(points)]}
+
+
+def _replaced(old: Mapping[str, Any], new: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """The entry that stands for one call: ``new`` where the files time it, keeping ``old``'s split where ``new``
+    states none (the atomic call's records do not carry the split it ran; the split is what its proven bound rests
+    on away from the device), else ``old``."""
+    if new is None:
+        return old
+    return {**new, "split": old["split"]} if "split" in old and "split" not in new else new
 
 
 def _point_key(point: Mapping[str, Any]) -> tuple:

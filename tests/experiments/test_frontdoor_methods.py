@@ -71,7 +71,8 @@ def test_add_methods_lays_the_files_entries_over_a_section_the_profile_holds(tmp
     files.write_text(json.dumps(DOC))
     calibrated = {"method": "ozaki", "config": {"slice_format": "int8", "target": "dgemm"}, "ratio": 0.003,
                   "source": "gemmlab calibrate --methods (run 1)"}
-    stale = {"method": "splitk", "config": {"deterministic": True}, "ratio": 0.9, "source": "old.json (0000000)"}
+    stale = {"method": "splitk", "config": {"deterministic": True}, "ratio": 0.9, "source": "old.json (0000000)",
+             "split": [8000, 132]}
     methods = {"regime": "sustained", "written_by": "gemmlab calibrate --methods", "sm_count": 132,
                "points": [{"shape": [16, 2**20, 16], "gemm_s": 0.02, "timed": [calibrated, stale]},
                           {"shape": [16384] * 3, "dtype": "complex128", "timed": [calibrated]}]}
@@ -87,3 +88,14 @@ def test_add_methods_lays_the_files_entries_over_a_section_the_profile_holds(tmp
         ("ozaki", calibrated["config"], 0.003), ("splitk", {"deterministic": True}, 1.17),
         ("splitk", {"deterministic": False}, 1.29)]
     assert first["gemm_s"] == 0.01 and second["shape"] == [16384] * 3
+    assert first["timed"][1]["split"] == [8000, 132], "a call whose records state no split keeps the one known"
+    assert "split" not in first["timed"][2]
+
+
+def test_a_record_that_states_its_split_gives_it_to_its_entry():
+    """split-K's default call records its plan: the entry keeps its chunk width and chunks, which its proven bound
+    rests on away from the device."""
+    doc = {"environment": ENV, "records": [{**record("splitk.matmul(A, B)", 1.2, m=16, n=16, k=2**20),
+                                            "config": {"chunks": 132, "width": 8000, "deterministic": True}}]}
+    (point,) = section([("a.json", doc)])["points"]
+    assert point["timed"][0]["split"] == [8000, 132]
