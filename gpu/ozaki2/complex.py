@@ -49,16 +49,17 @@ from ..backend.plans import freeing_kept_plans
 from ..ozaki.plan import _round_up
 from ..zgemm.api import check_dtype
 from ..zgemm.api import matmul as zgemm_matmul
+from . import gauss
 from .api import matmul as real_matmul
 from .gemms import blocks
-from .moduli import MAX_MODULI, moduli_table
+from .moduli import GAUSSIAN_MODULI, MAX_MODULI, MODULI, moduli_table
 from .normwise import LineStats, refusal, target_value
 from .ops import ops
 from .options import count as count_of
 from .options import k_block as block_of
 from .winograd import FAMILY, add, int32_product
 
-SCHEMES = ("3m", "4m")
+SCHEMES = ("2m", "3m", "4m")
 
 
 def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scheme: str = "3m",
@@ -79,7 +80,8 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scheme: 
     check_dtype(B, "B")
     (m, k), n = A.shape, B.shape[1]
     if m and n and k:
-        _require(be, peak_bytes(m, k, n, fixed or MAX_MODULI), f"Ozaki scheme II on a complex {m} x {k} x {n} product")
+        _require(be, peak_bytes(m, k, n, fixed or MAX_MODULI, scheme),
+                 f"Ozaki scheme II on a complex {m} x {k} x {n} product")
     SA, SB = stacked(be, A, "A", 1), stacked(be, B, "B", 0)
     C = be.xp.zeros((m, n), dtype=np.complex128)
     if not (m and n and k):
@@ -88,21 +90,14 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scheme: 
     family, xp = ops(be), be.xp
     rows = family.line_stats(SA, None, fixed is None)
     cols = family.line_stats(SB.T, None, fixed is None)
-    count = fixed or _auto(be, family, rows, cols, 2 * k, "dgemm" if target is None else target)
-    table = moduli_table(count)
+    moduli_set = moduli_of(scheme)
+    count = fixed or _auto(be, family, rows, cols, 2 * k, "dgemm" if target is None else target, moduli_set)
+    table = moduli_table(count, moduli_set)
     shift_a, shift_b = family.shifts(rows, table), family.shifts(cols, table)
     ldk, n_pad = _round_up(k), _round_up(n)
     res = [family.residues(X, shift_a, rows.e, table, m, ldk) for X in (ar, ai)] + \
         [family.residues(X.T, shift_b, cols.e, table, n_pad, ldk) for X in (br, bi)]
-    planes = [xp.empty((count, m, n), dtype=np.int8) for _ in range(2)]
-    ks = blocks(ldk, block)
-    for t, modulus in enumerate(table.moduli):
-        for number, kb in enumerate(ks):
-            into = (planes[0][t], planes[1][t]) if len(ks) == 1 and n_pad == n else None
-            found = _parts(be, *(r[t][:, kb] for r in res), modulus, into)
-            if into is None:
-                for plane, part in zip(planes, found, strict=True):
-                    plane[t] = add(plane[t], part[:, :n], modulus) if number else part[:, :n]
+    planes = _planes(be, res, table, blocks(ldk, block), scheme, n)
     out = xp.empty((m, n))
     family.prepare(table, planes[0])
     # Re C = [Re A, Im A] [Re B; -Im B] and Im C = [Re A, Im A] [Im B; Re B], in the IEEE repair's terms
@@ -137,31 +132,67 @@ def _require(be: Backend, need: int, what: str) -> None:
                                "blocks of rows"))
 
 
-def peak_bytes(m: int, k: int, n: int, count: int) -> int:
+def peak_bytes(m: int, k: int, n: int, count: int, scheme: str = "3m") -> int:
     """Bytes a product takes beyond A and B at its peak (an upper bound): the parts of A and B (float64, stacked:
-    :func:`stacked`), the residues of the four parts and the two parts' planes, one k block's three INT32
-    products and their INT8 sums and residues, C (complex128) and the float64 part the CRT writes."""
+    :func:`stacked`), the residues of the four parts and the two parts' planes, one k block's INT32 products
+    (three and the INT8 sums of 3M, two of 2M, whose pairs replace the residues) and their parts' residues, C
+    (complex128) and the float64 part the CRT writes."""
     ldk, n_pad = -(-k // 16) * 16, -(-n // 16) * 16
     parts = 8 * 2 * (m * k + k * n)
     residues = 2 * count * (m + n_pad) * ldk
     planes = 2 * count * m * n
-    products = 3 * m * n_pad * (4 + 2) + (m + n_pad) * ldk
+    products = 2 * m * n_pad * (4 + 1) if scheme == "2m" else 3 * m * n_pad * (4 + 2) + (m + n_pad) * ldk
     return parts + residues + planes + products + 16 * m * n + 8 * m * n
 
 
-def _auto(be: Backend, family: Any, rows: LineStats, cols: LineStats, k2: int, target: Any) -> int:
-    """The fewest moduli whose normwise bound for a real product of ``k2`` terms meets ``target``."""
+def _planes(be: Backend, res: list[Array], table: Any, ks: list[slice], scheme: str, n: int) -> list[Array]:
+    """The residue planes of Re C' and Im C' for every modulus of ``table`` (INT8, (count, m, n) each) from the
+    residues ``res`` of Re A, Im A, Re B^T and Im B^T (padded to n_pad rows of B^T), summed over the k blocks
+    ``ks``: by 2M, the operands' pairs first replacing their parts' residues, or by 3M."""
+    count, m, n_pad = table.count, res[0].shape[1], res[2].shape[1]
+    planes = [be.xp.empty((count, m, n), dtype=np.int8) for _ in range(2)]
+    for t, modulus in enumerate(table.moduli):
+        if scheme == "2m":
+            for x, y in ((res[0][t], res[1][t]), (res[2][t], res[3][t])):
+                gauss.ops(be).split(x, y, modulus, out=(x, y))
+        for number, kb in enumerate(ks):
+            into = (planes[0][t], planes[1][t]) if len(ks) == 1 and n_pad == n else None
+            found = _PARTS[scheme](be, *(r[t][:, kb] for r in res), modulus, into)
+            if into is None:
+                for plane, part in zip(planes, found, strict=True):
+                    plane[t] = add(plane[t], part[:, :n], modulus) if number else part[:, :n]
+    return planes
+
+
+def moduli_of(scheme: str) -> tuple[int, ...]:
+    """The moduli a scheme draws its count from: the Gaussian ones for ``"2m"``, GEMMul8's for the others."""
+    return GAUSSIAN_MODULI if scheme == "2m" else MODULI
+
+
+def _auto(be: Backend, family: Any, rows: LineStats, cols: LineStats, k2: int, target: Any,
+          moduli: tuple[int, ...] = MODULI) -> int:
+    """The fewest of ``moduli`` whose normwise bound for a real product of ``k2`` terms meets ``target``."""
     buffers = family.count_buffers(be)
-    count = family.auto_count(rows, cols, k2, target_value(target, k2), buffers)
+    count = family.auto_count(rows, cols, k2, target_value(target, k2), buffers, moduli)
     if count == 0:
-        raise refusal(target, float(family.auto_errors(rows, cols, k2, buffers)[-1]))
+        raise refusal(target, float(family.auto_errors(rows, cols, k2, buffers, moduli)[-1]))
     return count
 
 
-def _parts(be: Backend, ar: Array, ai: Array, br: Array, bi: Array, m: int,
-           into: tuple[Array, Array] | None = None) -> tuple[Array, Array]:
+def _parts_3m(be: Backend, ar: Array, ai: Array, br: Array, bi: Array, m: int,
+              into: tuple[Array, Array] | None = None) -> tuple[Array, Array]:
     """The symmetric residues of Re C' and Im C' over one k block, modulo m, by 3M (see the module): three INT32
     products, then both parts in one pass over them (written into ``into``'s two planes where given)."""
     t1, t2 = int32_product(be, ar, br), int32_product(be, ai, bi)
     t3 = int32_product(be, add(ar, ai, m), add(br, bi, m))
     return be.ops(FAMILY).karatsuba(t1, t2, t3, m, into)
+
+
+def _parts_2m(be: Backend, ua: Array, va: Array, ub: Array, vb: Array, m: int,
+              into: tuple[Array, Array] | None = None) -> tuple[Array, Array]:
+    """The same by 2M over a Gaussian modulus (:mod:`gpu.ozaki2.gauss`), from the operands' pairs (U, V) that
+    replaced their parts' residues: two INT32 products, then both parts in one pass."""
+    return gauss.ops(be).parts(int32_product(be, ua, ub), int32_product(be, va, vb), m, into)
+
+
+_PARTS = {"2m": _parts_2m, "3m": _parts_3m}

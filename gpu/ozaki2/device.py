@@ -32,7 +32,7 @@ import numpy as np
 
 from ..backend import Backend
 from . import fused
-from .moduli import MAX_MODULI, ModuliTable
+from .moduli import MAX_MODULI, MODULI, ModuliTable
 from .normwise import TERMS, LineStats, limits, safety
 from .scaling import bound_limit
 from .workspace import TILE_K, carve_tiles
@@ -167,9 +167,9 @@ def kernel(name: str) -> Any:
 
 
 @cache
-def _constants() -> tuple[Any, Any, Any]:
-    """L_N as (mu, L) and the CRT's error bound per count, on the device."""
-    mu, L, crt = limits()
+def _constants(moduli: tuple[int, ...] = MODULI) -> tuple[Any, Any, Any]:
+    """L_N as (mu, L) and the CRT's error bound per count of ``moduli``, on the device."""
+    mu, L, crt = limits(moduli)
     return cupy.asarray(mu), cupy.asarray(L), cupy.asarray(crt)
 
 
@@ -179,10 +179,11 @@ def count_buffers() -> tuple[Any, Any, Any]:
             cupy.empty(1, dtype=np.int32))
 
 
-def count_on_device(rows: LineStats, cols: LineStats, k: int, goal: float, buffers: Any) -> Any:
-    """Queue the normwise bound and the count (see the module); the count's device buffer."""
+def count_on_device(rows: LineStats, cols: LineStats, k: int, goal: float, buffers: Any,
+                    moduli: tuple[int, ...] = MODULI) -> Any:
+    """Queue the normwise bound and the count of ``moduli`` (see the module); the count's device buffer."""
     terms, errors, count = buffers
-    mu, L, crt = _constants()
+    mu, L, crt = _constants(moduli)
     terms.data.memset_async(0, terms.nbytes)
     i64, f64 = np.int64, np.float64
     kernel("ozaki2_count_terms")((COUNT_BLOCKS, MAX_MODULI, 2), (THREADS,), (
@@ -256,12 +257,14 @@ class DeviceOps:
     def count_buffers(be: Backend) -> tuple[Any, Any, Any]:
         return count_buffers()
 
-    def auto_count(self, rows: LineStats, cols: LineStats, k: int, goal: float, buffers: Any) -> int:
+    def auto_count(self, rows: LineStats, cols: LineStats, k: int, goal: float, buffers: Any,
+                   moduli: tuple[int, ...] = MODULI) -> int:
         """The normwise count, computed on the device and read: the call's one wait (:mod:`gpu.ozaki2.device`)."""
-        return read_count(count_on_device(rows, cols, k, goal, buffers))
+        return read_count(count_on_device(rows, cols, k, goal, buffers, moduli))
 
-    def auto_errors(self, rows: LineStats, cols: LineStats, k: int, buffers: Any) -> np.ndarray:
-        count_on_device(rows, cols, k, 0.0, buffers)
+    def auto_errors(self, rows: LineStats, cols: LineStats, k: int, buffers: Any,
+                    moduli: tuple[int, ...] = MODULI) -> np.ndarray:
+        count_on_device(rows, cols, k, 0.0, buffers, moduli)
         return buffers[1].get()
 
     def shifts(self, stats: LineStats, table: ModuliTable, out: Any = None) -> Any:

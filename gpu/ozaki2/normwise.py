@@ -66,11 +66,12 @@ than DGEMM's componentwise one: ``bound="componentwise"`` holds the result to t 
 from __future__ import annotations
 
 import math
+from functools import cache
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from .moduli import MAX_MODULI, moduli_table
+from .moduli import MAX_MODULI, MODULI, moduli_table
 from .scaling import bound_limit
 
 #: The bar exponent given to a line holding NaN or infinity: every finite entry scales to 0 (its bars are 0,
@@ -113,17 +114,21 @@ def safety(k: int) -> float:
     return 1.0 + (4 * k + 64) * 2.0**-53
 
 
-def limits() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per count 1..20: L_N as frexp's (mu, L) (the shifts' exact comparisons) and the CRT's error bound."""
-    values = [bound_limit(moduli_table(n)) for n in range(1, MAX_MODULI + 1)]
-    mu, L = np.frexp(np.array(values))
-    crt = np.array([moduli_table(n).crt_error() for n in range(1, MAX_MODULI + 1)])
-    return mu, L.astype(np.int64), crt
+@cache
+def limits(moduli: tuple[int, ...] = MODULI) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per count 1..20 of ``moduli`` (:data:`~gpu.ozaki2.moduli.MODULI` or the Gaussian set): L_N as frexp's (mu, L)
+    (the shifts' exact comparisons) and the CRT's error bound (read-only arrays, kept per set)."""
+    tables = [moduli_table(n, moduli) for n in range(1, MAX_MODULI + 1)]
+    mu, L = np.frexp(np.array([bound_limit(t) for t in tables]))
+    out = mu, L.astype(np.int64), np.array([t.crt_error() for t in tables])
+    for a in out:
+        a.flags.writeable = False
+    return out
 
 
-def _side(stats: LineStats, k: int, rows: bool) -> np.ndarray:
+def _side(stats: LineStats, k: int, rows: bool, moduli: tuple[int, ...] = MODULI) -> np.ndarray:
     """(20, 3): per count, the three maxima of one side's terms over its finite nonzero lines (NumPy)."""
-    mu, L, _ = limits()
+    mu, L, _ = limits(moduli)
     keep = np.isfinite(stats.mx) & (stats.n2sq > 0)
     out = np.zeros((MAX_MODULI, TERMS))
     if not keep.any():
@@ -142,15 +147,16 @@ def _side(stats: LineStats, k: int, rows: bool) -> np.ndarray:
     return out
 
 
-def combine(rows: np.ndarray, cols: np.ndarray, k: int) -> np.ndarray:
+def combine(rows: np.ndarray, cols: np.ndarray, k: int, moduli: tuple[int, ...] = MODULI) -> np.ndarray:
     """E per count 1..20 from the two sides' maxima (see the module), times :func:`safety`."""
-    crt = limits()[2]
+    crt = limits(moduli)[2]
     return (rows[:, 0] * cols[:, 0] + rows[:, 1] * cols[:, 1] + crt * rows[:, 2] * cols[:, 2]) * safety(k)
 
 
-def predicted_error(rows: LineStats, cols: LineStats, k: int) -> np.ndarray:
-    """E for every count 1..20 on NumPy line statistics (the module's bound; 0 where every line is zero)."""
-    return combine(_side(rows, k, True), _side(cols, k, False), k)
+def predicted_error(rows: LineStats, cols: LineStats, k: int, moduli: tuple[int, ...] = MODULI) -> np.ndarray:
+    """E for every count 1..20 of ``moduli`` on NumPy line statistics (the module's bound; 0 where every line is
+    zero)."""
+    return combine(_side(rows, k, True, moduli), _side(cols, k, False, moduli), k, moduli)
 
 
 def first_meeting(errors: Any, goal: float) -> int:

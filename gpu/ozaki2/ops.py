@@ -20,7 +20,7 @@ import numpy as np
 
 from ..backend import Backend, register_ops
 from .crt import reconstruct
-from .moduli import ModuliTable
+from .moduli import MODULI, ModuliTable
 from .normwise import BAD_E, LineStats, first_meeting, predicted_error
 from .residues import residues, symmetric
 from .scaling import bound_limit, full_shift, half_shift, to_integers
@@ -129,13 +129,15 @@ class HostOps:
         n1[finite], n2sq[finite] = scaled.sum(axis=1), (scaled * scaled).sum(axis=1)
         return LineStats(mx, e, R, n1, n2sq)
 
-    def auto_count(self, rows: LineStats, cols: LineStats, k: int, goal: float, buffers: Any = None) -> int:
-        """The fewest moduli whose normwise bound meets ``goal`` (:mod:`gpu.ozaki2.normwise`; 0: none)."""
-        return first_meeting(predicted_error(rows, cols, k), goal)
+    def auto_count(self, rows: LineStats, cols: LineStats, k: int, goal: float, buffers: Any = None,
+                   moduli: tuple[int, ...] = MODULI) -> int:
+        """The fewest of ``moduli`` whose normwise bound meets ``goal`` (:mod:`gpu.ozaki2.normwise`; 0: none)."""
+        return first_meeting(predicted_error(rows, cols, k, moduli), goal)
 
-    def auto_errors(self, rows: LineStats, cols: LineStats, k: int, buffers: Any = None) -> np.ndarray:
-        """The normwise bound E for every count 1..20, as NumPy."""
-        return predicted_error(rows, cols, k)
+    def auto_errors(self, rows: LineStats, cols: LineStats, k: int, buffers: Any = None,
+                    moduli: tuple[int, ...] = MODULI) -> np.ndarray:
+        """The normwise bound E for every count 1..20 of ``moduli``, as NumPy."""
+        return predicted_error(rows, cols, k, moduli)
 
     def shifts(self, stats: LineStats, table: ModuliTable, out: np.ndarray | None = None) -> np.ndarray:
         """Fast scaling's shifts e + u (u = :func:`half_shift` of R against the table's L_N), as int32."""

@@ -78,7 +78,7 @@ def test_nonfinite_rows_follow_the_real_formula_and_bad_input_is_refused():
         assert np.array_equal(np.isnan(C), np.isnan(want)) and np.array_equal(np.isinf(C), np.isinf(want)), n
         assert np.array_equal(C[~np.isfinite(C)], want[~np.isfinite(want)], equal_nan=True), n
         assert np.all(np.isfinite(np.delete(np.delete(C, 2, axis=0), 4, axis=1))), n
-    with pytest.raises(ValueError, match="scheme must be one of '3m', '4m'"):
+    with pytest.raises(ValueError, match="scheme must be one of '2m', '3m', '4m'"):
         host(A, B, scheme="karatsuba")
     with pytest.raises(ValueError, match="moduli must be 'auto' or a count"):
         host(A, B, moduli=0)

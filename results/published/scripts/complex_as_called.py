@@ -3,13 +3,15 @@ methods, each with its error on phi inputs against the exact complex reference.
 
 At each N of ``NS`` (default 1024, 4096, 8192, 16384), on complex phi = 1 operands drawn on the device (real and
 imaginary parts from two draws), the calls are: ``cupy.matmul`` (ZGEMM, the reference), ``gpu.matmul`` at
-``"zgemm"`` and at ``"dgemm"`` (a new output each), ``gpu.ozaki2.complex.matmul`` (3M and 4M over the residues,
-``moduli="auto"``), and ``gpu.zgemm.matmul`` 3M over DGEMM and over Strassen at its defaults. One sample is a loop
-of ``LOOP`` back-to-back calls and one synchronize; runs interleaved over ``ROUNDS`` rounds (at least 10) after
-a warm-up round; medians and ratios to ZGEMM's. Then, per phi of ``PHIS`` (default 0.1, 1, 2, 4), each call's
-largest error over 16 sampled rows against ``exact_matmul`` of those rows, relative to each part's own
-componentwise scale (:func:`accuracy.metrics.error_report`'s ``max_comp``), and ZGEMM's beside it. Writes
-``$OUT/complex-as-called.json``; prints a line per N. Run from the repository root with ``PYTHONPATH=$PWD``.
+``"zgemm"`` and at ``"dgemm"`` (a new output each), ``gpu.ozaki2.complex.matmul`` (2M over the Gaussian moduli,
+3M and 4M over GEMMul8's, ``moduli="auto"``), and ``gpu.zgemm.matmul`` 3M over DGEMM and over Strassen at its
+defaults (``CALLS``: a comma list of the calls to time, ZGEMM always). One sample is a loop of ``LOOP``
+back-to-back calls and one synchronize; runs interleaved over ``ROUNDS`` rounds (at least 10) after a warm-up
+round; medians and ratios to ZGEMM's. Then, per phi of ``PHIS`` (default 0.1, 1, 2, 4), each call's largest error
+over 16 sampled rows against ``exact_matmul`` of those rows, relative to each part's own componentwise scale
+(:func:`accuracy.metrics.error_report`'s ``max_comp``), and ZGEMM's beside it. Writes
+``$OUT/complex-as-called.json`` after each N; prints a line per N. Run from the repository root with
+``PYTHONPATH=$PWD``.
 """
 
 import functools
@@ -41,14 +43,18 @@ def inputs(be, n: int, phi: float, seed: int = 0):
 
 
 def calls(be, A, B) -> dict:
-    return {"zgemm": lambda: cp.matmul(A, B),
+    """The calls timed, those ``CALLS`` names where given (a comma list; ZGEMM always)."""
+    every = {"zgemm": lambda: cp.matmul(A, B),
             "frontdoor-zgemm": lambda: gpu.matmul(A, B, accuracy="zgemm", backend=be),
             "frontdoor-dgemm": lambda: gpu.matmul(A, B, backend=be),
-            "ozaki2c-3m": lambda: complex_ii.matmul(A, B, backend=be),
+            "ozaki2c-2m": lambda: complex_ii.matmul(A, B, scheme="2m", backend=be),
+            "ozaki2c-3m": lambda: complex_ii.matmul(A, B, scheme="3m", backend=be),
             "ozaki2c-4m": lambda: complex_ii.matmul(A, B, scheme="4m", backend=be),
             "3m-dgemm": lambda: zgemm.matmul(A, B, scheme="3m", real=cp.matmul, backend=be),
             "3m-strassen": lambda: zgemm.matmul(A, B, scheme="3m",
                                                 real=functools.partial(strassen.matmul, backend=be), backend=be)}
+    names = os.environ.get("CALLS")
+    return every if not names else {k: v for k, v in every.items() if k == "zgemm" or k in names.split(",")}
 
 
 def errors(be, n: int, phis) -> dict:
@@ -88,8 +94,8 @@ def main() -> None:
         point["max_comp"] = errors(be, n, phis)
         result["points"].append(point)
         print(n, point["chosen"], {k: round(v["x_zgemm"], 3) for k, v in point["runs"].items()}, flush=True)
-    with open(os.path.join(os.environ.get("OUT", "/tmp"), "complex-as-called.json"), "w") as fh:
-        json.dump(result, fh, indent=1, default=str)
+        with open(os.path.join(os.environ.get("OUT", "/tmp"), "complex-as-called.json"), "w") as fh:
+            json.dump(result, fh, indent=1, default=str)
 
 
 if __name__ == "__main__":
