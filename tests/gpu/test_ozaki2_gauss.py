@@ -14,8 +14,7 @@ from accuracy.reference import exact_matmul
 from gpu.backend import get_backend
 from gpu.ozaki2 import complex as zoz
 from gpu.ozaki2 import gauss, normwise, winograd
-from gpu.ozaki2.moduli import (GAUSSIAN_MODULI, MODULI, greedy_moduli, has_imaginary_unit, imaginary_unit,
-                               moduli_table)
+from gpu.ozaki2.moduli import GAUSSIAN_MODULI, MODULI, greedy_moduli, has_imaginary_unit, imaginary_unit, moduli_table
 from gpu.ozaki2.scaling import bound_limit
 
 host = functools.partial(zoz.matmul, backend="numpy")
