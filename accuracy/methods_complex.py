@@ -5,8 +5,8 @@ and an audit draws complex inputs for it (:func:`accuracy.audit.audit_inputs`).
   speed and accuracy;
 * ``zgemm-<3m|4m>-<real method>``: :func:`gpu.zgemm.matmul` over any real audited method's product
   (``zgemm-4m-fp64``, ``zgemm-3m-strassen-winograd-L2``, ``zgemm-4m-ozaki2-fast-15``);
-* ``ozaki2c-<3m|4m>-<moduli>``: :func:`gpu.ozaki2.complex.matmul` (3M over the residues, 4M through the real
-  plans), Ozaki scheme II over the residues of both
+* ``ozaki2c-<2m|3m|4m>-<moduli>``: :func:`gpu.ozaki2.complex.matmul` (2M over the Gaussian moduli, 3M over the
+  residues, 4M through the real plans), Ozaki scheme II over the residues of both
   parts with that many moduli (1..20) or ``auto``;
 * ``zauto[-<zgemm|dgemm|sgemm|bound>]``: the front door on complex operands, ``gpu.matmul(A, B, accuracy=...)``
   (``zauto`` alone: its default, ``"dgemm"``), as the real ``auto[-<level>]`` family is on real ones; only complex
@@ -56,7 +56,7 @@ def ozaki2c_names() -> list[str]:
     return [f"ozaki2c-{scheme}-{n}" for scheme in complex_ii.SCHEMES for n in (14, 15, 16, "auto")]
 
 
-@family(r"ozaki2c-(?P<scheme>3m|4m)-(?P<moduli>\d+|auto)", "ozaki2c-<3m|4m>-<moduli>", ozaki2c_names)
+@family(r"ozaki2c-(?P<scheme>2m|3m|4m)-(?P<moduli>\d+|auto)", "ozaki2c-<2m|3m|4m>-<moduli>", ozaki2c_names)
 def _ozaki2c(match: re.Match) -> Method:
     moduli = match["moduli"] if match["moduli"] == "auto" else int(match["moduli"])
     ozaki2.Options(moduli=moduli)                        # a count outside 1..20 is refused by its name
@@ -65,7 +65,8 @@ def _ozaki2c(match: re.Match) -> Method:
     def run(be: Backend, A: Array, B: Array) -> Array:
         return complex_ii.matmul(A, B, moduli=moduli, scheme=scheme, backend=be)
 
-    how = "3M over the residues" if scheme == "3m" else "4M as two real products of 2k terms through the real plans"
+    how = {"2m": "2M over the Gaussian moduli", "3m": "3M over the residues",
+           "4m": "4M as two real products of 2k terms through the real plans"}[scheme]
     return Method(match.group(0), f"Ozaki scheme II for complex128, {moduli} moduli, {how} (one scaling for both "
                                   "parts)", run, complex=True)
 

@@ -14,7 +14,7 @@ then the table and the verdict on the complex speed targets (:mod:`experiments.c
 
 Methods come in families, each drawn in its own colour: ZGEMM (``zgemm``, the library complex GEMM and the
 baseline), 3M and 4M over a real method (``zgemm-<3m|4m>-<real method>``), Ozaki scheme II over both parts
-(``ozaki2c-<3m|4m>-<moduli>``) and the front door (``zauto-<level>``: ``gpu.matmul(A, B, accuracy=level)``).
+(``ozaki2c-<2m|3m|4m>-<moduli>``) and the front door (``zauto-<level>``: ``gpu.matmul(A, B, accuracy=level)``).
 Inputs are the audit's host-drawn complex phi matrices (:func:`accuracy.audit.audit_inputs` with ``complex``)
 up to 2**25 entries, drawn on the device above (:func:`point_inputs`).
 """
@@ -38,8 +38,8 @@ ERROR, TIME, PARETO = "complex-error", "complex-time", "complex-pareto"
 ZGEMM = "zgemm"
 #: 3M over Strassen at its defaults, and the front door at the two accuracies the benchmark times.
 STRASSEN_3M, FRONT_ZGEMM, FRONT_DGEMM = "zgemm-3m-strassen-defaults", "zauto-zgemm", "zauto-dgemm"
-METHODS = (ZGEMM, "zgemm-3m-fp64", "zgemm-4m-fp64", STRASSEN_3M, "ozaki2c-3m-auto", "ozaki2c-4m-auto", FRONT_ZGEMM,
-           FRONT_DGEMM)
+METHODS = (ZGEMM, "zgemm-3m-fp64", "zgemm-4m-fp64", STRASSEN_3M, "ozaki2c-2m-auto", "ozaki2c-3m-auto",
+           "ozaki2c-4m-auto", FRONT_ZGEMM, FRONT_DGEMM)
 PHIS = (0.1, 1.0, 2.0, 4.0)
 #: Timing inputs and the seed of every input (times do not depend on the values).
 TIME_PHI, SEED = 1.0, 1
@@ -49,10 +49,10 @@ FULL_ROWS_MAX, SAMPLED_ROWS = 1024, 128
 #: The families, in the order legends list them.
 FAMILIES = ("ZGEMM", "3M over a real method", "4M over a real method", "Ozaki II complex", "front door")
 #: The complex name forms a plan takes (for the message refusing a real method).
-FORMS = "zgemm, zgemm-<3m|4m>-<real method>, ozaki2c-<3m|4m>-<moduli|auto>, zauto-<zgemm|dgemm|sgemm|bound>"
+FORMS = "zgemm, zgemm-<3m|4m>-<real method>, ozaki2c-<2m|3m|4m>-<moduli|auto>, zauto-<zgemm|dgemm|sgemm|bound>"
 
 _SCHEME = re.compile(r"zgemm-(?P<scheme>3m|4m)-(?P<real>.+)")
-_OZAKI2C = re.compile(r"ozaki2c-(?P<scheme>3m|4m)-(?P<moduli>\d+|auto)")
+_OZAKI2C = re.compile(r"ozaki2c-(?P<scheme>2m|3m|4m)-(?P<moduli>\d+|auto)")
 _FRONT = re.compile(r"zauto(?:-(?P<level>.+))?")
 
 

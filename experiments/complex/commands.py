@@ -22,7 +22,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
                    help="N of the N x N x N complex products (default: 1024,4096,8192,16384 on GPU, 32,64 on CPU)")
     p.add_argument("--methods", default=None,
                    help="complex audit method names, comma-separated: zgemm-<3m|4m>-<real method>, "
-                        "ozaki2c-<3m|4m>-<moduli|auto>, zauto-<zgemm|dgemm|sgemm|bound> (zgemm, the baseline, is "
+                        "ozaki2c-<2m|3m|4m>-<moduli|auto>, zauto-<zgemm|dgemm|sgemm|bound> (zgemm, the baseline, is "
                         f"always added; default: {','.join(METHODS)})")
     p.add_argument("--phis", type=numbers(float, "phi values"), default=list(PHIS),
                    help="input spreads for the errors (default: 0.1,1,2,4; times are taken on phi = 1)")

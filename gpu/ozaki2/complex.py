@@ -62,7 +62,7 @@ from .winograd import FAMILY, add, int32_product
 SCHEMES = ("2m", "3m", "4m")
 
 
-def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scheme: str = "3m",
+def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scheme: str = "2m",
            k_block: int | None = None, backend: str | Backend = "auto") -> Array:
     """The complex128 product ``A @ B`` by Ozaki scheme II over the residues of both parts (see the module):
     ``moduli`` a count in 1..20 or ``"auto"`` (``target``: ``"dgemm"`` by default, ``"sgemm"`` or a number in
@@ -132,7 +132,7 @@ def _require(be: Backend, need: int, what: str) -> None:
                                "blocks of rows"))
 
 
-def peak_bytes(m: int, k: int, n: int, count: int, scheme: str = "3m") -> int:
+def peak_bytes(m: int, k: int, n: int, count: int, scheme: str = "2m") -> int:
     """Bytes a product takes beyond A and B at its peak (an upper bound): the parts of A and B (float64, stacked:
     :func:`stacked`), the residues of the four parts and the two parts' planes, one k block's INT32 products
     (three and the INT8 sums of 3M, two of 2M, whose pairs replace the residues) and their parts' residues, C

@@ -32,7 +32,7 @@ CASES = [((37, 70, 45), 1.0, 15, None), ((20, 131, 9), 4.0, "auto", None), ((33,
 @pytest.mark.parametrize("shape, phi, moduli, k_block", CASES)
 def test_3m_and_4m_over_the_residues_are_4m_over_the_real_scheme_bit_for_bit(shape, phi, moduli, k_block):
     A, B = operands(*shape, phi)
-    three = host(A, B, moduli=moduli, k_block=k_block)
+    three = host(A, B, moduli=moduli, scheme="3m", k_block=k_block)
     assert np.array_equal(three, host(A, B, moduli=moduli, scheme="4m", k_block=k_block))
     real = functools.partial(ozaki2.matmul, moduli=moduli, k_block=k_block, backend="numpy")
     assert np.array_equal(three, zgemm.matmul(A, B, real=real, backend="numpy"))
@@ -41,7 +41,7 @@ def test_3m_and_4m_over_the_residues_are_4m_over_the_real_scheme_bit_for_bit(sha
 @pytest.mark.parametrize("phi", [0.1, 1.0, 4.0])
 def test_auto_keeps_the_normwise_bound_on_both_parts(phi):
     A, B = operands(40, 90, 30, phi, 4)
-    C, R = host(A, B), exact_matmul(A, B, backend="numpy")
+    C, R = host(A, B, scheme="3m"), exact_matmul(A, B, backend="numpy")
     k2 = 2 * A.shape[1]
     t = 2.0**-56 * np.sqrt(k2)
     rows = np.sqrt((np.abs(A) ** 2).sum(axis=1))
@@ -60,19 +60,20 @@ def test_3m_takes_three_int8_products_per_modulus_and_block_and_4m_the_work_of_f
         work.append(arrays[0].shape[0] * arrays[0].shape[1] * arrays[1].shape[1]),
         real(self, rec, call, beta, arrays))[1])
     A, B = operands(32, 48, 32)
-    host(A, B, moduli=9)
+    host(A, B, moduli=9, scheme="3m")
     three, calls = sum(work), len(work)
     work.clear()
     host(A, B, moduli=9, scheme="4m")
     assert calls == 3 * 9 and 3 * sum(work) == 4 * three
 
 
-def test_nonfinite_rows_follow_the_real_formula_and_bad_input_is_refused():
+@pytest.mark.parametrize("scheme", zoz.SCHEMES)
+def test_nonfinite_rows_follow_the_real_formula_and_bad_input_is_refused(scheme):
     for n in (5, 16):
         A, B = operands(6, 8, n)
         A[2, 3] = complex(np.inf, 0.0)
         B[1, 4] = complex(0.0, -np.inf)
-        C = host(A, B, moduli=10)
+        C = host(A, B, moduli=10, scheme=scheme)
         with np.errstate(invalid="ignore"):
             want = zgemm.matmul(A, B, backend="numpy")
         assert np.array_equal(np.isnan(C), np.isnan(want)) and np.array_equal(np.isinf(C), np.isinf(want)), n
@@ -91,7 +92,7 @@ def test_on_the_gpu_complex_scheme_ii_equals_numpy_bit_for_bit(cupy_backend):
     for shape in ((300, 500, 200), (256, 320, 192)):               # the second: parts straight into the planes
         A, B = operands(*shape, 1.0, 6)
         for moduli in (15, "auto"):
-            want = host(A, B, moduli=moduli)
+            want = host(A, B, moduli=moduli, scheme="3m")
             for scheme in ("3m", "4m"):
                 got = zoz.matmul(cupy_backend.asarray(A), cupy_backend.asarray(B), moduli=moduli, scheme=scheme,
                                  backend=cupy_backend)
@@ -121,7 +122,7 @@ def test_a_refusal_frees_the_kept_plans_and_asks_again(monkeypatch):
         return 1
     monkeypatch.setattr(plans, "free_kept_plans", free)
     monkeypatch.setattr(type(be), "memory_info", lambda self: ((10 * need) if freed else need // 2, 10 * need))
-    assert np.array_equal(host(A, B, moduli=12), zoz.matmul(A, B, moduli=12, scheme="4m", backend="numpy"))
+    assert np.array_equal(host(A, B, moduli=12, scheme="3m"), zoz.matmul(A, B, moduli=12, scheme="4m", backend="numpy"))
     assert freed == [1]
     monkeypatch.setattr(type(be), "memory_info", lambda self: (need // 2, 10 * need))
     with pytest.raises(MemoryPlanError, match="complex 30 x 40 x 20 product"):
