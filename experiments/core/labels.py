@@ -6,7 +6,7 @@ Drawing a second series exactly on top of the first hides it: :func:`merge_coinc
 coincident series together instead. Labels beside points collide where points crowd:
 :func:`point_label` marks an annotation as movable and :func:`place_point_labels` moves each, once
 the layout is fixed, to the first of a few offsets where it overlaps no label already placed nor a
-marker and stays inside its panel, with a thin leader to its point (matplotlib alone; no layout package).
+marker, lies no nearer another marker than its own point, and stays inside its panel, with a thin leader to its point (matplotlib alone; no layout package).
 """
 
 from __future__ import annotations
@@ -106,12 +106,14 @@ def place_point_labels(fig: Figure) -> Figure:
         markers = _marker_boxes(ax)
         for ann in [t for t in ax.texts if t.get_gid() == POINT_LABEL]:
             best, best_cost = OFFSETS[0], np.inf
+            own = ax.transData.transform(ann.xy)
             for offset in OFFSETS:
                 _move(ann, offset)
                 box = text_box(ann, renderer)
                 outside = box.width * box.height - _overlap(box, ax.bbox)
                 cost = (1000 * sum(_overlap(box, other) for other in placed) + 100 * outside
-                        + sum(_overlap(box, m) for m in markers))
+                        + sum(_overlap(box, m) for m in markers)
+                        + box.width * box.height * _nearer_other(box, own, markers))
                 if cost < best_cost:
                     best, best_cost = offset, cost
                 if cost < 1:
@@ -119,6 +121,17 @@ def place_point_labels(fig: Figure) -> Figure:
             _move(ann, best)
             placed.append(text_box(ann, renderer))
     return fig
+
+
+def _nearer_other(box: Any, own: Any, markers: list[Any], pad: float = 16.0) -> bool:
+    """Whether a marker other than the label's own point lies within ``pad`` pixels of the label, or nearer to it
+    than that point: the label would read as the other point's (weighed as covering its own area of a marker).
+    Markers within two pads of the point itself are its neighbours in any placement and do not count."""
+    def gap(x: float, y: float) -> float:
+        return float(np.hypot(max(box.x0 - x, 0.0, x - box.x1), max(box.y0 - y, 0.0, y - box.y1)))
+    mine = gap(*own)
+    return any(gap(*c) < max(pad, mine - 1.0) for c in (m.get_points().mean(axis=0) for m in markers)
+               if np.hypot(*(c - own)) > 2 * pad)
 
 
 def text_box(ann: Any, renderer: Any) -> Any:

@@ -1,5 +1,6 @@
 """Ozaki scheme II for complex products: the residues of the real and imaginary parts share one scaling, and the
-INT8 products follow Karatsuba's 3M pattern (or the definition's 4M) modulo each modulus.
+INT8 products modulo each modulus are two over a Gaussian modulus (2M, the default), Karatsuba's three (3M) or the
+definition's four (4M).
 
 Each part of C = A B is one real inner product of 2k terms (Re C = [Re A, -Im A] [Re B; Im B], Im C =
 [Re A, Im A] [Im B; Re B]), so a row of A is scaled by the statistics of its 2k entries [Re a_i, Im a_i] (its
@@ -12,29 +13,36 @@ that product (:mod:`gpu.ozaki2.normwise`):
 and the same for the imaginary part, t = 2**-56 sqrt(2k) for ``"dgemm"``. With the scaled integers A' = Ar' + i
 Ai' and B' = Br' + i Bi', modulo each modulus m:
 
+* ``"2m"`` (the default): over the Gaussian moduli, where -1 has a square root j modulo m
+  (:data:`gpu.ozaki2.moduli.GAUSSIAN_MODULI`), P = (Ar' + j Ai')(Br' + j Bi') and Q = (Ar' - j Ai')(Br' - j Bi'),
+  then Re C' = (P + Q) / 2 and Im C' = (P - Q) / (2 j) modulo m: two INT8 products (:mod:`gpu.ozaki2.gauss`). The
+  Gaussian moduli are smaller than GEMMul8's, so ``"auto"`` counts over them (16 where 3M takes 15 for the same
+  bound, typically): 32 INT8 products where 3M takes 45;
 * ``"3m"``: T1 = Ar' Br', T2 = Ai' Bi', T3 = (Ar' + Ai')(Br' + Bi') (the sums taken modulo m, INT8 again), then
   Re C' = T1 - T2 and Im C' = T3 - T1 - T2 modulo m: three INT8 products for four;
 * ``"4m"``: Re C = [Ar, -Ai] [Br; Bi] and Im C = [Ar, Ai] [Bi; Br], each one real scheme II product of 2k
   terms through the real scheme's kept plans (:func:`gpu.ozaki2.matmul` under :func:`gpu.zgemm.matmul`): the
   INT8 work of 4M, but in the real scheme's fast layout, with its fused passes and no pass of its own.
 
-Arithmetic modulo m is a ring, so 3M gives the exact residues of Re C' and Im C', and the CRT recovers each part
-as a real product's: the two schemes give the same bits (the real products of 4M have these rows, columns and
-inner sums, so the same scaling and, under ``"auto"``, the same count). 3M in
-floating point loses accuracy on the imaginary part; over the residues it loses none. NaN and infinity give
+Arithmetic modulo m is a ring, so 2M and 3M give the exact residues of Re C' and Im C', and the CRT recovers each
+part as a real product's: 3M and 4M give the same bits (the real products of 4M have these rows, columns and
+inner sums, so the same scaling and, under ``"auto"``, the same count), and 2M gives 3M's over the same moduli. 3M
+in floating point loses accuracy on the imaginary part; over the residues it loses none. NaN and infinity give
 the real formula's IEEE values in their rows and columns, as the real scheme does.
 
 3M runs per modulus and k block: the operand sums (a pass each), three INT8 GEMMs into INT32, and both parts from
-those in one pass (:meth:`gpu.ozaki2.winograd.HostResidueOps.karatsuba`), written straight into the two parts'
+those in one pass (:meth:`gpu.ozaki2.winograd.HostResidueOps.karatsuba`); 2M forms each operand's pair U, V in
+place of its parts' residues (a pass per modulus), then two INT8 GEMMs and one pass to both parts; either is written
+straight into the two parts'
 planes where k is one block and n a whole number of 16; the residues are held for the whole product, and k is
 blocked as the real scheme blocks it. A and B are copied once, into [Re A, Im A] and [Re B; Im B]
 (:func:`stacked`): the statistics read them whole, the residues their halves, and the IEEE repair A's whole with
 B's two halves in place (B's lower half signed, so [Re B; -Im B] is never copied). At N = 16384 on the H200 the
 three INT8 GEMMs took 322 of the 407 ms of a 3M call (``results/published/h200/h200-ozaki2-complex-probe.json``);
 the first version's six 4 GiB concatenations of the statistics and the repair are now the two stacked parts. As
-called at 16384 (``results/published/h200/h200-complex.csv``), 3M ran at 1.74x ZGEMM and 4M through the real
-plans at 1.61x; the front door takes the scheme its device profile measured faster (``gemmlab calibrate
---methods`` times both).
+called at 16384 (``results/published/h200/h200-complex.csv``), 2M ran at 2.30x ZGEMM, 3M at 1.82x and 4M through
+the real plans at 1.61x; the front door takes the scheme its device profile measured fastest (``gemmlab calibrate
+--methods`` times all three).
 """
 
 from __future__ import annotations
@@ -66,7 +74,8 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scheme: 
            k_block: int | None = None, backend: str | Backend = "auto") -> Array:
     """The complex128 product ``A @ B`` by Ozaki scheme II over the residues of both parts (see the module):
     ``moduli`` a count in 1..20 or ``"auto"`` (``target``: ``"dgemm"`` by default, ``"sgemm"`` or a number in
-    (0, 1)); ``scheme`` ``"3m"`` or ``"4m"`` (the same bits); ``k_block``: most inner terms per INT8 GEMM, as
+    (0, 1)), of the Gaussian moduli for ``scheme`` ``"2m"`` (the default), of GEMMul8's for ``"3m"`` and ``"4m"``
+    (these two give the same bits); ``k_block``: most inner terms per INT8 GEMM, as
     :func:`gpu.ozaki2.matmul`'s. Raises TypeError and ValueError before any work."""
     if scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {', '.join(map(repr, SCHEMES))}, not {scheme!r}")

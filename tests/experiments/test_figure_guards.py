@@ -5,6 +5,7 @@ schedules and one-seed audit, the Pareto figures' panels and labels, ``speedup-m
 ``accuracy-phi``'s methods against its table). Databases and ``figure_of`` come from ``conftest.py``."""
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +13,11 @@ from matplotlib.colors import to_rgba
 from matplotlib.text import Text
 
 from accuracy.methods import default_methods
+from experiments.core.database import ResultsDB
+from experiments.core.labels import POINT_LABEL, _marker_boxes, text_box
 from experiments.core.registry import FIGURES
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def overlap(a, b) -> float:
@@ -205,3 +210,22 @@ def test_accuracy_phi_draws_the_methods_its_table_lists(cpu_db, figure_of):
     rows = [r for r in audit_rows(cpu_db, "cpu-test") if r.n == 1024]
     table = phi_table("t", rows, 1024, default_methods())     # as run_phi lists them
     assert len(at_1024) == 3 and drawn_methods == set(table.column("method"))
+
+
+
+def test_a_point_label_lies_nearer_its_own_point_than_any_other_marker(tmp_path, figure_of):
+    """On the H200's complex rows, every point label lies nearer its own point than any marker further than 32
+    pixels from that point (nearer ones crowd it wherever it goes): at N = 16384 2M's label had gone left of its
+    point, ending beside 3M's marker, and read as 3M's."""
+    with ResultsDB(tmp_path / "complex.sqlite") as db:
+        db.import_csv(ROOT / "results" / "published" / "h200" / "h200-complex.csv")
+        fig, renderer = figure_of("complex-pareto", db)
+        for ax in fig.axes:
+            centres = [m.get_points().mean(axis=0) for m in _marker_boxes(ax)]
+            for label in (t for t in ax.texts if t.get_gid() == POINT_LABEL):
+                box, own = text_box(label, renderer), ax.transData.transform(label.xy)
+
+                def gap(c, box=box):
+                    return np.hypot(max(box.x0 - c[0], 0.0, c[0] - box.x1), max(box.y0 - c[1], 0.0, c[1] - box.y1))
+                others = [gap(c) for c in centres if np.hypot(*(c - own)) > 32]
+                assert min(others, default=np.inf) > gap(own), (ax.get_title(), label.get_text())
