@@ -6,7 +6,8 @@ Drawing a second series exactly on top of the first hides it: :func:`merge_coinc
 coincident series together instead. Labels beside points collide where points crowd:
 :func:`point_label` marks an annotation as movable and :func:`place_point_labels` moves each, once
 the layout is fixed, to the first of a few offsets where it overlaps no label already placed nor a
-marker, lies no nearer another marker than its own point, and stays inside its panel, with a thin leader to its point (matplotlib alone; no layout package).
+marker, lies no nearer another marker than its own point, and stays inside its panel, with a thin leader to its
+point (matplotlib alone; no layout package).
 """
 
 from __future__ import annotations
