@@ -141,7 +141,7 @@ def test_the_bundled_h200_profile_ranks_ozaki2_at_16384_and_splitk_at_16_by_2_20
     tables = {name: regime_section(doc, "sustained", name) for name in ("configurations", "methods")}
     assert rank(16384, 16384, 16384, "dgemm", **tables).winner.name == "ozaki2(moduli='auto', target='dgemm')"
     assert rank(49152, 49152, 49152, "sgemm", **tables, fits=lambda r: r.family != "ozaki2").winner.name == \
-        "strassen L4:rum/rum/winograd+fused"
+        "strassen L4:rum/rum/winograd+fused+graph"
     assert rank(16, 2**20, 16, "dgemm", **tables).winner.name == "splitk(deterministic=False)"
     assert rank(32, 2**22, 32, "dgemm", **tables).winner.family == "gemm"
     assert rank(1024, 1024, 1024, "dgemm", **tables).winner.family == "gemm"
