@@ -13,14 +13,24 @@ target: normwise, from the scaling's one read of each operand (:mod:`~gpu.ozaki2
 componentwise, from a float64 GEMM (:mod:`~gpu.ozaki2.auto`, for auditors). :func:`matmul`
 (:mod:`~gpu.ozaki2.api`) is a kept :class:`Plan` (:mod:`~gpu.ozaki2.plan`) with its :class:`Options`; it runs
 both scaling modes on NumPy and CuPy with the same bits; :mod:`~gpu.ozaki2.emulation` reaches cuBLAS's own
-FP64 emulation.
+FP64 emulation. Complex products (:mod:`~gpu.ozaki2.complex`) take two INT8 products per modulus over the
+Gaussian moduli, where -1 has a square root (:mod:`~gpu.ozaki2.gauss`), or Karatsuba's three.
 """
 
 from . import emulation, tiled, winograd
 from .api import PLANS, SCALINGS, Options, Plan, matmul, workspace_bytes
 from .auto import choose_moduli, predicted_error
 from .crt import reconstruct, reconstruct_exact
-from .moduli import MAX_MODULI, MODULI, ModuliTable, greedy_moduli, moduli_table, residue_range
+from .moduli import (
+    GAUSSIAN_MODULI,
+    MAX_MODULI,
+    MODULI,
+    ModuliTable,
+    greedy_moduli,
+    imaginary_unit,
+    moduli_table,
+    residue_range,
+)
 from .normwise import LineStats
 from .reference import MAX_K, modular_product
 from .reference import matmul as reference_matmul
@@ -28,8 +38,8 @@ from .residues import reduce, residues
 from .scaling import Bounds, Scaled, accurate_bounds, bound_limit, headroom, scale_accurate
 from .tiled import TiledPlan
 
-__all__ = ["MAX_K", "MAX_MODULI", "MODULI", "PLANS", "SCALINGS", "Bounds", "LineStats", "ModuliTable", "Options",
-           "Plan", "Scaled", "TiledPlan", "accurate_bounds",
-           "bound_limit", "choose_moduli", "emulation", "greedy_moduli", "headroom", "matmul", "modular_product",
-           "moduli_table", "predicted_error", "reconstruct", "reconstruct_exact", "reduce", "reference_matmul",
-           "residue_range", "residues", "scale_accurate", "tiled", "winograd", "workspace_bytes"]
+__all__ = ["GAUSSIAN_MODULI", "MAX_K", "MAX_MODULI", "MODULI", "PLANS", "SCALINGS", "Bounds", "LineStats",
+           "ModuliTable", "Options", "Plan", "Scaled", "TiledPlan", "accurate_bounds", "bound_limit", "choose_moduli",
+           "emulation", "greedy_moduli", "headroom", "imaginary_unit", "matmul",
+           "modular_product", "moduli_table", "predicted_error", "reconstruct", "reconstruct_exact", "reduce",
+           "reference_matmul", "residue_range", "residues", "scale_accurate", "tiled", "winograd", "workspace_bytes"]
