@@ -156,9 +156,10 @@ PARETO_PLANS: dict[tuple[str, bool], Plan] = {
 
 
 def needed_bytes(n: int, methods: tuple[str, ...]) -> int:
-    """Device bytes of one size's timing: A, B, ZGEMM's C and one method's C (complex128), and Ozaki II complex's
-    peak workspace where the plan has it (at the most moduli)."""
-    work = complex_ii.peak_bytes(n, n, n, MAX_MODULI) if any(_OZAKI2C.fullmatch(m) for m in methods) else 0
+    """Device bytes of one size's timing: A, B, ZGEMM's C and one method's C (complex128), and the largest peak
+    workspace of the Ozaki II complex schemes the plan times (at the most moduli)."""
+    schemes = {found["scheme"] for m in methods if (found := _OZAKI2C.fullmatch(m))}
+    work = max((complex_ii.peak_bytes(n, n, n, MAX_MODULI, s) for s in schemes), default=0)
     return 16 * 4 * n * n + work
 
 

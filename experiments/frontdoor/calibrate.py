@@ -62,9 +62,8 @@ SHAPES = {"cupy": ((2048,) * 3, (4096,) * 3, (8192,) * 3, (16384,) * 3, (16, 2**
 #: The complex methods, timed beside the complex library GEMM on complex operands at :data:`COMPLEX_SHAPES`
 #: (their points say ``"dtype": "complex128"``): Ozaki II's default 2M over the Gaussian moduli, its 3M over the
 #: residues and its 4M through the real plans.
-COMPLEX_METHODS = ((Timed.of("ozaki2c", {"moduli": "auto", "target": "dgemm"}), True),
-                   *((Timed.of("ozaki2c", {"moduli": "auto", "target": "dgemm", "scheme": s}), True)
-                     for s in ("3m", "4m")))
+COMPLEX_METHODS = tuple((Timed.of("ozaki2c", {"moduli": "auto", "target": "dgemm", "scheme": s}), True)
+                        for s in ("2m", "3m", "4m"))
 COMPLEX_SHAPES = {"cupy": ((4096,) * 3, (8192,) * 3, (16384,) * 3), "numpy": ((64,) * 3,)}
 
 

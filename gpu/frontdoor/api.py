@@ -3,7 +3,8 @@
 ``matmul(A, B, accuracy="dgemm")`` is a kept :class:`gpu.frontdoor.frontplan.Plan` plus its execution: the plan of
 the call's signature (backend, device, stream, shapes, strides, dtypes, writeability of A, B and ``out``, the
 accuracy and ``deterministic``) comes from a bounded cache safe across threads (:data:`PLANS`), so a loop of
-calls ranks and plans once. ``plan(A, B, ...)`` builds one to keep, run with ``execute`` and ask ``explain()``.
+calls ranks and plans once; a device profile written since (``gemmlab calibrate``) frees them, so that the next
+call ranks on the new tables. ``plan(A, B, ...)`` builds one to keep, run with ``execute`` and ask ``explain()``.
 
 Accuracy (:mod:`gpu.frontdoor.contract`): ``"dgemm"`` (the default) is the library GEMM's bound gamma_k per
 row of A and column of B; ``"sgemm"`` and a number t in (0, 1) are bounds over the whole matrix
@@ -22,6 +23,7 @@ from typing import Any
 from ..backend import Array, Backend, get_backend
 from ..backend.checks import gemm_operands
 from ..backend.plans import PlanCache, operand_signature
+from ..profile import ProfileWatch
 from ..zgemm.api import is_complex
 from .complexmm import refuse_memory
 from .contract import as_accuracy
@@ -30,6 +32,18 @@ from .routes import dask_product, host_route, is_dask
 
 #: The plans ``matmul`` keeps, by signature, accuracy and ``deterministic`` (least recently used freed first).
 PLANS = PlanCache()
+#: Per backend, the device profile's stamp when the kept plans were ranked (:class:`gpu.profile.ProfileWatch`).
+_WATCHES: dict[str, ProfileWatch] = {}
+
+
+def _fresh(be: Backend) -> None:
+    """Free the kept plans where the device profile changed since they were ranked (this process calibrated, or
+    the file is newer after :data:`gpu.profile.STAMP_TTL_S`): the next call of each signature ranks again."""
+    watch = _WATCHES.get(be.name)
+    if watch is None:
+        _WATCHES[be.name] = ProfileWatch(be)
+    elif watch.changed():
+        PLANS.clear()
 
 
 def plan(A: Any, B: Any, *, out: Any = None, accuracy: Any = "dgemm", deterministic: bool = False,
@@ -67,6 +81,7 @@ def matmul(A: Any, B: Any, *, accuracy: Any = "dgemm", out: Any = None, determin
         A, B, out = gemm_operands(be, A, B, out)
         key = operand_signature(be, A, B, out)
     want = as_accuracy(accuracy)
+    _fresh(be)
     chosen = PLANS.get((key, want, deterministic), lambda: Plan(A, B, out=out, accuracy=want,
                                                                 deterministic=deterministic, backend=be))
     return chosen._execute(A, B, out)

@@ -75,6 +75,15 @@ PROVEN = (Timed.of("ozaki2", {"moduli": "auto", "target": "dgemm"}), Timed.of("o
 COMPLEX_METHODS = ("ozaki2c",)
 
 
+def legacy_config(method: str, config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A profile entry's options as the current code reads them: an Ozaki II complex entry that names no scheme was
+    timed when Karatsuba's 3M was the default (before 2M over the Gaussian moduli), so it names 3M."""
+    config = dict(config or {})
+    if method == "ozaki2c" and "scheme" not in config:
+        config["scheme"] = "3m"
+    return config
+
+
 def classify(m: int, k: int, n: int) -> tuple[str, Any, int]:
     """(class, what points of the class must share, the size a ratio is estimated along) of an m x k by k x n
     product (see the module notes)."""
@@ -130,7 +139,7 @@ def estimate_all(section: Mapping[str, Any] | None, m: int, k: int, n: int, dtyp
         for entry in point.get("timed", ()):
             if entry.get("ratio") is None:
                 continue
-            key = Timed.of(entry["method"], entry.get("config"))
+            key = Timed.of(entry["method"], legacy_config(entry["method"], entry.get("config")))
             row[key] = float(entry["ratio"])
             waits[key] = waits.get(key, False) or bool(entry.get("waits", False))
             if entry.get("split") and (pm, pk, pn) == (m, k, n):

@@ -31,18 +31,17 @@ in floating point loses accuracy on the imaginary part; over the residues it los
 the real formula's IEEE values in their rows and columns, as the real scheme does.
 
 3M runs per modulus and k block: the operand sums (a pass each), three INT8 GEMMs into INT32, and both parts from
-those in one pass (:meth:`gpu.ozaki2.winograd.HostResidueOps.karatsuba`); 2M forms each operand's pair U, V in
-place of its parts' residues (a pass per modulus), then two INT8 GEMMs and one pass to both parts; either is written
-straight into the two parts'
-planes where k is one block and n a whole number of 16; the residues are held for the whole product, and k is
-blocked as the real scheme blocks it. A and B are copied once, into [Re A, Im A] and [Re B; Im B]
-(:func:`stacked`): the statistics read them whole, the residues their halves, and the IEEE repair A's whole with
-B's two halves in place (B's lower half signed, so [Re B; -Im B] is never copied). At N = 16384 on the H200 the
-three INT8 GEMMs took 322 of the 407 ms of a 3M call (``results/published/h200/h200-ozaki2-complex-probe.json``);
-the first version's six 4 GiB concatenations of the statistics and the repair are now the two stacked parts. As
-called at 16384 (``results/published/h200/h200-complex.csv``), 2M ran at 2.30x ZGEMM, 3M at 1.82x and 4M through
-the real plans at 1.61x; the front door takes the scheme its device profile measured fastest (``gemmlab calibrate
---methods`` times all three).
+those in one pass (:meth:`gpu.ozaki2.winograd.HostResidueOps.karatsuba`); 2M forms each operand's pair U, V in place
+of its parts' residues (a pass per modulus), then two INT8 GEMMs and one pass to both parts. Either writes straight
+into the two parts' planes where k is one block and n a whole number of 16; the residues are held for the whole
+product, and k is blocked as the real scheme blocks it. A and B are copied once, into [Re A, Im A] and [Re B; Im B]
+(:func:`stacked`): the statistics read them whole, the residues their halves, and the IEEE repair A's whole with B's
+two halves in place (B's lower half signed, so [Re B; -Im B] is never copied). At N = 16384 on the H200 the three
+INT8 GEMMs took 322 of the 407 ms of a 3M call (``results/published/h200/h200-ozaki2-complex-probe.json``); the
+first version's six 4 GiB concatenations of the statistics and the repair are now the two stacked parts. As called
+at 16384 (``results/published/h200/h200-complex.csv``), 2M ran at 2.30x ZGEMM, 3M at 1.82x and 4M through the real
+plans at 1.61x; the front door takes the scheme its device profile measured fastest (``gemmlab calibrate --methods``
+times all three).
 """
 
 from __future__ import annotations
@@ -184,7 +183,12 @@ def _auto(be: Backend, family: Any, rows: LineStats, cols: LineStats, k2: int, t
     buffers = family.count_buffers(be)
     count = family.auto_count(rows, cols, k2, target_value(target, k2), buffers, moduli)
     if count == 0:
-        raise refusal(target, float(family.auto_errors(rows, cols, k2, buffers, moduli)[-1]))
+        error = refusal(target, float(family.auto_errors(rows, cols, k2, buffers, moduli)[-1]))
+        if moduli != MODULI:
+            wider = float(family.auto_errors(rows, cols, k2, buffers, MODULI)[-1])
+            error = ValueError(f"{error} (scheme='2m': {MAX_MODULI} Gaussian moduli; scheme='3m' takes GEMMul8's "
+                               f"wider ones, normwise bound {wider:.3g} here at {MAX_MODULI})")
+        raise error
     return count
 
 

@@ -9,8 +9,7 @@ Both passes stay in 32-bit integers, as the Karatsuba pass does (:mod:`gpu.ozaki
   writes them), so the pairs replace the parts' residues with no plane of their own.
 * ``ozaki2_gauss_parts4``: from the INT32 products P and Q, each taken to its word residue (|t| < 2**23.01), the
   symmetric residues s of t_P + t_Q and d of t_P - t_Q, then of s / 2 and d / (2 j) (``half`` and ``over``, the
-  inverses modulo m): 4
-  products a thread.
+  inverses modulo m): 4 products a thread.
 
 Views that are not aligned planes take one-element kernels with the same arithmetic.
 """

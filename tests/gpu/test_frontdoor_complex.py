@@ -52,6 +52,35 @@ def test_measured_faster_ozaki2_over_both_parts_runs_at_dgemm_within_its_bound(m
         assert np.all(np.abs(got - want) <= t * scale + 2.0**-53 * np.abs(got))
 
 
+def test_an_entry_timed_before_2m_became_the_default_is_read_as_3m(measured):
+    """The measured entry names no scheme: it was timed when Karatsuba's 3M was the default, and runs as 3M (bit
+    for bit), not as today's default 2M."""
+    from gpu.ozaki2 import complex as complex_ii
+
+    A, B = operands(3)
+    plan = gpu.plan(A, B, backend="numpy")
+    assert plan.chosen.options == {"moduli": "auto", "scheme": "3m", "target": "dgemm"}
+    assert "ozaki2c(moduli='auto', scheme='3m', target='dgemm')" in plan.explain()
+    out = np.empty((M, N), dtype=complex)
+    C = gpu.matmul(A, B, out=out, backend="numpy")
+    assert np.array_equal(C, complex_ii.matmul(A, B, scheme="3m", backend="numpy"))
+
+
+def test_a_profile_written_after_a_kept_plan_makes_the_next_call_rank_again():
+    """The library GEMM's plan is kept for this signature; a calibration then writes a profile that measured Ozaki
+    II faster, and the next call of the same signature runs it."""
+    A, B = operands(4)
+    assert np.array_equal(gpu.matmul(A, B, backend="numpy"), A @ B)
+    assert np.array_equal(gpu.matmul(A, B, backend="numpy"), A @ B)
+    be = get_backend("numpy")
+    save_profile({"backend": "numpy", "device": device_name(be), "levels": {}, "methods": {"points": [
+        {"shape": [M, K, N], "dtype": "complex128", "gemm_s": 1e-4, "timed": [
+            {"method": "ozaki2c", "config": {"moduli": "auto", "scheme": "2m", "target": "dgemm"}, "ratio": 1.9,
+             "waits": True}]}]}})
+    from gpu.ozaki2 import complex as complex_ii
+    assert np.array_equal(gpu.matmul(A, B, backend="numpy"), complex_ii.matmul(A, B, backend="numpy"))
+
+
 def test_zgemm_is_componentwise_so_only_the_library_keeps_it(measured):
     A, B = operands(2)
     plan = gpu.plan(A, B, accuracy="zgemm", backend="numpy")

@@ -146,3 +146,17 @@ def test_on_the_gpu_2m_equals_numpy_bit_for_bit(cupy_backend):
             got = zoz.matmul(cupy_backend.asarray(A), cupy_backend.asarray(B), moduli=moduli, scheme="2m",
                              backend=cupy_backend)
             assert np.array_equal(cupy_backend.to_numpy(got), want), (shape, moduli)
+
+
+def test_a_target_only_gemmul8s_moduli_reach_is_refused_by_2m_with_the_way_out():
+    """20 Gaussian moduli span 142 bits where 20 of GEMMul8's span 155: a target between their bounds is refused
+    by 2M before any product, naming scheme='3m' and its bound, and 3M meets it."""
+    A, B = operands(40, 60, 20, 1.0, 5)
+    with pytest.raises(ValueError, match=r"scheme='3m' takes GEMMul8's wider ones, normwise bound .* at 20"):
+        host(A, B, target=1e-21)
+    C, R = host(A, B, target=1e-21, scheme="3m"), exact_matmul(A, B, backend="numpy")
+    assert np.abs(C - R).max() < 1e-15 * np.abs(R).max()
+    with pytest.raises(ValueError, match="modulus count must be an integer in 1..20"):
+        moduli_table(21, GAUSSIAN_MODULI)
+    with pytest.raises(ValueError, match="no square root modulo 2"):
+        imaginary_unit(2)
