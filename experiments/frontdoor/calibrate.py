@@ -35,7 +35,7 @@ from gpu.frontdoor.complexmm import DTYPE as COMPLEX_DTYPE
 from gpu.frontdoor.complexmm import ComplexPlan
 from gpu.frontdoor.frontplan import family_plan
 from gpu.frontdoor.table import COMPLEX_METHODS as COMPLEX
-from gpu.frontdoor.table import Timed
+from gpu.frontdoor.table import Timed, legacy_config
 from gpu.profile import bundled_profile, device_name, load_profile, profile_path, save_profile
 
 from ..core.ascalled import Call, wall_seconds
@@ -240,6 +240,11 @@ def write_section(ctx: Context, section: dict[str, Any]) -> str:
     return str(save_profile(doc))
 
 
+def _named(entry: dict[str, Any]) -> Timed:
+    """An entry's method as the front door reads it (:func:`gpu.frontdoor.table.legacy_config`)."""
+    return Timed.of(entry["method"], legacy_config(entry["method"], entry.get("config")))
+
+
 def merged(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
     """``new`` with every entry of ``old`` whose (shape, dtype, method, config) ``new`` does not hold (see the
     module notes); the points in order of shape."""
@@ -248,7 +253,6 @@ def merged(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
     points = {key(p): copy.deepcopy(p) for p in new["points"]}
     for point in (old or {}).get("points", ()):
         mine = points.setdefault(key(point), {**copy.deepcopy(point), "timed": []})
-        have = {Timed.of(e["method"], e["config"]) for e in mine["timed"]}
-        mine["timed"] += [copy.deepcopy(e) for e in point.get("timed", ())
-                          if Timed.of(e["method"], e["config"]) not in have]
+        have = {_named(e) for e in mine["timed"]}
+        mine["timed"] += [copy.deepcopy(e) for e in point.get("timed", ()) if _named(e) not in have]
     return {**new, "points": [points[k] for k in sorted(points)]}

@@ -187,3 +187,17 @@ def test_a_method_short_of_memory_even_alone_stays_refused_with_why(capsys, tmp_
     assert code == 0 and not [m for m in rows if m.method.startswith("ozaki(")]
     refused = [m.meta["refused"] for m in rows if m.method == LIBRARY]
     assert len(refused) == 2 and all(any("short of device memory" in why for why in r.values()) for r in refused)
+
+
+def test_a_complex_entry_naming_no_scheme_is_replaced_by_a_new_3m_entry():
+    """An Ozaki II complex entry timed when 3M was the default names no scheme; a calibration that times 3M by name
+    replaces it (the front door reads both as 3M, and the newer timing must be the one it keeps)."""
+    from experiments.frontdoor.calibrate import merged
+
+    old = {"points": [{"shape": [64, 64, 64], "dtype": "complex128", "timed": [
+        {"method": "ozaki2c", "config": {"moduli": "auto", "target": "dgemm"}, "ratio": 1.1, "source": "earlier"},
+        {"method": "ozaki2c", "config": {"moduli": "auto", "scheme": "4m", "target": "dgemm"}, "ratio": 0.9}]}]}
+    new = {"points": [{"shape": [64, 64, 64], "dtype": "complex128", "timed": [
+        {"method": "ozaki2c", "config": {"moduli": "auto", "scheme": "3m", "target": "dgemm"}, "ratio": 1.3}]}]}
+    (point,) = merged(old, new)["points"]
+    assert [(e["config"].get("scheme"), e["ratio"]) for e in point["timed"]] == [("3m", 1.3), ("4m", 0.9)]
