@@ -13,10 +13,11 @@ that product (:mod:`gpu.ozaki2.normwise`):
 and the same for the imaginary part, t = 2**-56 sqrt(2k) for ``"dgemm"``. With the scaled integers A' = Ar' + i
 Ai' and B' = Br' + i Bi', modulo each modulus m:
 
-* ``"2m"`` (the default): over the Gaussian moduli, where -1 has a square root j modulo m
-  (:data:`gpu.ozaki2.moduli.GAUSSIAN_MODULI`), P = (Ar' + j Ai')(Br' + j Bi') and Q = (Ar' - j Ai')(Br' - j Bi'),
-  then Re C' = (P + Q) / 2 and Im C' = (P - Q) / (2 j) modulo m: two INT8 products (:mod:`gpu.ozaki2.gauss`). The
-  Gaussian moduli are smaller than GEMMul8's, so ``"auto"`` counts over them (16 where 3M takes 15 for the same
+* ``"2m"`` (the default where the bound picks the count): over the Gaussian moduli, where -1 has a square root j
+  modulo m (:data:`gpu.ozaki2.moduli.GAUSSIAN_MODULI`), P = (Ar' + j Ai')(Br' + j Bi') and
+  Q = (Ar' - j Ai')(Br' - j Bi'), then Re C' = (P + Q) / 2 and Im C' = (P - Q) / (2 j) modulo m: two INT8 products
+  (:mod:`gpu.ozaki2.gauss`).
+  The Gaussian moduli are smaller than GEMMul8's, so ``"auto"`` counts over them (16 where 3M takes 15 for the same
   bound, typically): 32 INT8 products where 3M takes 45;
 * ``"3m"``: T1 = Ar' Br', T2 = Ai' Bi', T3 = (Ar' + Ai')(Br' + Bi') (the sums taken modulo m, INT8 again), then
   Re C' = T1 - T2 and Im C' = T3 - T1 - T2 modulo m: three INT8 products for four;
@@ -69,16 +70,17 @@ from .winograd import FAMILY, add, int32_product
 SCHEMES = ("2m", "3m", "4m")
 
 
-def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scheme: str = "2m",
+def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scheme: str | None = None,
            k_block: int | None = None, backend: str | Backend = "auto") -> Array:
     """The complex128 product ``A @ B`` by Ozaki scheme II over the residues of both parts (see the module):
     ``moduli`` a count in 1..20 or ``"auto"`` (``target``: ``"dgemm"`` by default, ``"sgemm"`` or a number in
-    (0, 1)), of the Gaussian moduli for ``scheme`` ``"2m"`` (the default), of GEMMul8's for ``"3m"`` and ``"4m"``
-    (these two give the same bits); ``k_block``: most inner terms per INT8 GEMM, as
-    :func:`gpu.ozaki2.matmul`'s. Raises TypeError and ValueError before any work."""
-    if scheme not in SCHEMES:
-        raise ValueError(f"scheme must be one of {', '.join(map(repr, SCHEMES))}, not {scheme!r}")
+    (0, 1)), of the Gaussian moduli for ``scheme`` ``"2m"``, of GEMMul8's for ``"3m"`` and ``"4m"`` (these two give
+    the same bits). ``scheme`` None (the default): ``"2m"`` where the bound chooses the count, ``"3m"`` for a count
+    given, which then keeps its meaning (that many of GEMMul8's moduli; as many Gaussian ones span fewer bits).
+    ``k_block``: most inner terms per INT8 GEMM, as :func:`gpu.ozaki2.matmul`'s. Raises TypeError and ValueError
+    before any work."""
     fixed, block = count_of(moduli, target), block_of(k_block)
+    scheme = scheme_of(scheme, fixed)
     be = get_backend(backend)
     if scheme == "4m":
         real = partial(real_matmul, moduli=moduli, target=target, k_block=k_block, backend=be)
@@ -170,6 +172,16 @@ def _planes(be: Backend, res: list[Array], table: Any, ks: list[slice], scheme: 
                 for plane, part in zip(planes, found, strict=True):
                     plane[t] = add(plane[t], part[:, :n], modulus) if number else part[:, :n]
     return planes
+
+
+def scheme_of(scheme: str | None, count: int | None) -> str:
+    """The scheme a call runs: ``scheme`` where given (ValueError for an unknown one), else 2M under the bound's
+    count (``count`` None) and 3M for a count given (see :func:`matmul`)."""
+    if scheme is None:
+        return "3m" if count else "2m"
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme must be one of {', '.join(map(repr, SCHEMES))}, not {scheme!r}")
+    return scheme
 
 
 def moduli_of(scheme: str) -> tuple[int, ...]:

@@ -160,3 +160,12 @@ def test_a_target_only_gemmul8s_moduli_reach_is_refused_by_2m_with_the_way_out()
         moduli_table(21, GAUSSIAN_MODULI)
     with pytest.raises(ValueError, match="no square root modulo 2"):
         imaginary_unit(2)
+
+
+def test_the_default_scheme_is_2m_under_the_bound_and_3m_for_a_count_given():
+    """A count given keeps its meaning (that many of GEMMul8's moduli: 3M); the bound's count runs 2M."""
+    A, B = operands(17, 40, 16, 1.0, 7)
+    assert np.array_equal(host(A, B, moduli=12), host(A, B, moduli=12, scheme="3m"))
+    assert not np.array_equal(host(A, B, moduli=12), host(A, B, moduli=12, scheme="2m"))
+    assert np.array_equal(host(A, B), host(A, B, scheme="2m"))
+    assert zoz.scheme_of(None, None) == "2m" and zoz.scheme_of(None, 9) == "3m" and zoz.scheme_of("4m", None) == "4m"
