@@ -26,14 +26,17 @@ from ..backend import Array, Backend
 from .gauss import constants
 from .winograd_kernels import DEVICE, _aligned, _launch, word_constants
 
-SOURCE = DEVICE + r"""
+#: The device functions and the two passes' arithmetic, which the vector kernels and the one-element kernels share.
+PREAMBLE = DEVICE + r"""
 #define GAUSS_SPLIT(X, Y, J, U, V) { const int jy = (J) * (int)(Y); \
     U = residue_small((int)(X) + jy, m, off, magic); V = residue_small((int)(X) - jy, m, off, magic); }
 #define GAUSS_PARTS(P, Q, RE, IM) { const int tp = word_residue(P, c16), tq = word_residue(Q, c16); \
     RE = residue_small(half * (int)residue_small(tp + tq, m, off, magic), m, off, magic); \
     IM = residue_small(over * (int)residue_small(tp - tq, m, off, magic), m, off, magic); }
 
-extern "C" __global__ void ozaki2_gauss_split16(
+"""
+
+SOURCE = PREAMBLE + r"""extern "C" __global__ void ozaki2_gauss_split16(
         const signed char* x, long long ldx, const signed char* y, long long ldy, signed char* u, long long ldu,
         signed char* v, long long ldv, long long rows, long long groups, int m, int off, unsigned magic, int j) {
     ROW_GROUPS {
@@ -78,7 +81,7 @@ def _split_kernel() -> Any:
     return cupy.ElementwiseKernel(
         "int8 x, int8 y, int32 m, int32 off, uint32 magic, int32 j", "int8 u, int8 v",
         "signed char a, b; GAUSS_SPLIT(x, y, j, a, b) u = a; v = b;", "ozaki2_gauss_split",
-        preamble=SOURCE.split('extern "C"')[0])
+        preamble=PREAMBLE)
 
 
 @cache
@@ -86,7 +89,7 @@ def _parts_kernel() -> Any:
     return cupy.ElementwiseKernel(
         "int32 p, int32 q, int32 m, int32 c16, int32 off, uint32 magic, int32 half, int32 over", "int8 re, int8 im",
         "signed char a, b; GAUSS_PARTS(p, q, a, b) re = a; im = b;", "ozaki2_gauss_parts",
-        preamble=SOURCE.split('extern "C"')[0])
+        preamble=PREAMBLE)
 
 
 class CudaGaussOps:
