@@ -26,6 +26,7 @@ import numpy as np
 from ..backend import Array, Backend, register_ops
 from .moduli import imaginary_unit
 from .residues import symmetric
+from .winograd import into
 
 FAMILY = "ozaki2-gauss"
 
@@ -49,24 +50,14 @@ class HostGaussOps:
         where given (it may be (x, y) themselves)."""
         j = constants(m)[0]
         x64, jy = x.astype(np.int64), j * y.astype(np.int64)
-        pair = symmetric((x64 + jy) % m, m), symmetric((x64 - jy) % m, m)
-        return _into(pair, out)
+        return into(out, (symmetric((x64 + jy) % m, m), symmetric((x64 - jy) % m, m)))
 
     def parts(self, P: Array, Q: Array, m: int, out: tuple[Array, Array] | None = None) -> tuple[Array, Array]:
         """The symmetric residues of (P + Q) / 2 and (P - Q) / (2 j) modulo m (INT32 products P = U_A U_B and
         Q = V_A V_B in): Re C' and Im C', into ``out``'s two INT8 arrays where given."""
         _, h, g = constants(m)
         P64, Q64 = P.astype(np.int64), Q.astype(np.int64)
-        pair = symmetric((P64 + Q64) % m * h % m, m), symmetric((P64 - Q64) % m * g % m, m)
-        return _into(pair, out)
-
-
-def _into(pair: tuple[Array, Array], out: tuple[Array, Array] | None) -> tuple[Array, Array]:
-    if out is None:
-        return pair
-    for view, value in zip(out, pair, strict=True):
-        view[...] = value
-    return out
+        return into(out, (symmetric((P64 + Q64) % m * h % m, m), symmetric((P64 - Q64) % m * g % m, m)))
 
 
 def ops(backend: Backend) -> Any:

@@ -165,12 +165,17 @@ class HostResidueOps:
         real and imaginary parts of a complex product by 3M over the residues, in one pass (into ``out``'s two
         INT8 arrays where given)."""
         P1, P2 = P1.astype(np.int64), P2.astype(np.int64)
-        parts = symmetric((P1 - P2) % m, m), symmetric((P3 - P1 - P2) % m, m)
-        if out is None:
-            return parts
-        for view, value in zip(out, parts, strict=True):
-            view[...] = value
-        return out
+        return into(out, (symmetric((P1 - P2) % m, m), symmetric((P3 - P1 - P2) % m, m)))
+
+
+def into(out: tuple[Array, Array] | None, parts: tuple[Array, Array]) -> tuple[Array, Array]:
+    """``parts``, written into ``out``'s two arrays where given (then ``out``): how the NumPy passes that make both
+    parts of a complex product return them."""
+    if out is None:
+        return parts
+    for view, value in zip(out, parts, strict=True):
+        view[...] = value
+    return out
 
 
 def _ops_of(x: Array) -> Any:
