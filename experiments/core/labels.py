@@ -35,6 +35,8 @@ def _offset(dx: float, dy: float) -> tuple[float, float, str, str]:
 
 #: Offsets tried in turn: every direction at 4 points, then further out (a leader joins a far label to its point).
 OFFSETS = tuple(_offset(r * ux, r * uy) for r in (4, 10, 18, 28, 40) for ux, uy in DIRECTIONS)
+#: Pixels within which another marker makes a label ambiguous (:func:`place_point_labels`).
+PAD = 16.0
 #: A thin leader from a label to its point: where labels crowd, which point each names stays plain.
 LEADER = {"arrowstyle": "-", "color": "0.55", "lw": 0.4, "shrinkA": 0, "shrinkB": 2}
 
@@ -105,16 +107,18 @@ def place_point_labels(fig: Figure) -> Figure:
     for ax in fig.axes:
         placed: list[Any] = []
         markers = _marker_boxes(ax)
+        centres = [m.get_points().mean(axis=0) for m in markers]
         for ann in [t for t in ax.texts if t.get_gid() == POINT_LABEL]:
             best, best_cost = OFFSETS[0], np.inf
             own = ax.transData.transform(ann.xy)
+            others = [c for c in centres if np.hypot(*(c - own)) > 2 * PAD]
             for offset in OFFSETS:
                 _move(ann, offset)
                 box = text_box(ann, renderer)
                 outside = box.width * box.height - _overlap(box, ax.bbox)
                 cost = (1000 * sum(_overlap(box, other) for other in placed) + 100 * outside
                         + sum(_overlap(box, m) for m in markers)
-                        + box.width * box.height * _nearer_other(box, own, markers))
+                        + box.width * box.height * _nearer_other(box, own, others))
                 if cost < best_cost:
                     best, best_cost = offset, cost
                 if cost < 1:
@@ -124,15 +128,14 @@ def place_point_labels(fig: Figure) -> Figure:
     return fig
 
 
-def _nearer_other(box: Any, own: Any, markers: list[Any], pad: float = 16.0) -> bool:
-    """Whether a marker other than the label's own point lies within ``pad`` pixels of the label, or nearer to it
-    than that point: the label would read as the other point's (weighed as covering its own area of a marker).
-    Markers within two pads of the point itself are its neighbours in any placement and do not count."""
+def _nearer_other(box: Any, own: Any, others: list[Any]) -> bool:
+    """Whether one of ``others`` (the centres of the markers more than two :data:`PAD` from the label's own point:
+    nearer ones are its neighbours in any placement) lies within :data:`PAD` pixels of the label, or nearer to it
+    than its point: the label would read as the other point's (weighed as covering its own area of a marker)."""
     def gap(x: float, y: float) -> float:
         return float(np.hypot(max(box.x0 - x, 0.0, x - box.x1), max(box.y0 - y, 0.0, y - box.y1)))
     mine = gap(*own)
-    return any(gap(*c) < max(pad, mine - 1.0) for c in (m.get_points().mean(axis=0) for m in markers)
-               if np.hypot(*(c - own)) > 2 * pad)
+    return any(gap(*c) < max(PAD, mine - 1.0) for c in others)
 
 
 def text_box(ann: Any, renderer: Any) -> Any:
