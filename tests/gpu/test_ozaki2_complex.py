@@ -1,7 +1,7 @@
 """Ozaki scheme II for complex products (``gpu.ozaki2.complex.matmul``): 3M over the residues and 4M through the
-real scheme's plans give the same bits, on odd shapes, phi up to 4 and blocked k; the
-error keeps the normwise bound against the exact complex reference; 3M takes three INT8 products per modulus;
-NaN rows follow the real formula; bad input is refused; on the GPU it equals NumPy bit for bit."""
+real scheme's plans give the same bits, on odd shapes, phi up to 4 and blocked k; the error of 2M and 3M keeps the
+normwise bound against the exact complex reference; 3M takes three INT8 products per modulus; NaN rows follow the
+real formula; bad input is refused; on the GPU it equals NumPy bit for bit."""
 
 import functools
 
@@ -38,10 +38,11 @@ def test_3m_and_4m_over_the_residues_are_4m_over_the_real_scheme_bit_for_bit(sha
     assert np.array_equal(three, zgemm.matmul(A, B, real=real, backend="numpy"))
 
 
+@pytest.mark.parametrize("scheme", ["2m", "3m"])
 @pytest.mark.parametrize("phi", [0.1, 1.0, 4.0])
-def test_auto_keeps_the_normwise_bound_on_both_parts(phi):
+def test_auto_keeps_the_normwise_bound_on_both_parts(phi, scheme):
     A, B = operands(40, 90, 30, phi, 4)
-    C, R = host(A, B, scheme="3m"), exact_matmul(A, B, backend="numpy")
+    C, R = host(A, B, scheme=scheme), exact_matmul(A, B, backend="numpy")
     k2 = 2 * A.shape[1]
     t = 2.0**-56 * np.sqrt(k2)
     rows = np.sqrt((np.abs(A) ** 2).sum(axis=1))
