@@ -1,6 +1,6 @@
 """Ozaki scheme II for complex products: the residues of the real and imaginary parts share one scaling, and the
-INT8 products modulo each modulus are two over a Gaussian modulus (2M, the default), Karatsuba's three (3M) or the
-definition's four (4M).
+INT8 products modulo each modulus are two over a Gaussian modulus (2M, the default under ``moduli="auto"``),
+Karatsuba's three (3M) or the definition's four (4M).
 
 Each part of C = A B is one real inner product of 2k terms (Re C = [Re A, -Im A] [Re B; Im B], Im C =
 [Re A, Im A] [Im B; Re B]), so a row of A is scaled by the statistics of its 2k entries [Re a_i, Im a_i] (its
@@ -16,9 +16,8 @@ Ai' and B' = Br' + i Bi', modulo each modulus m:
 * ``"2m"`` (the default where the bound picks the count): over the Gaussian moduli, where -1 has a square root j
   modulo m (:data:`gpu.ozaki2.moduli.GAUSSIAN_MODULI`), P = (Ar' + j Ai')(Br' + j Bi') and
   Q = (Ar' - j Ai')(Br' - j Bi'), then Re C' = (P + Q) / 2 and Im C' = (P - Q) / (2 j) modulo m: two INT8 products
-  (:mod:`gpu.ozaki2.gauss`).
-  The Gaussian moduli are smaller than GEMMul8's, so ``"auto"`` counts over them (16 where 3M takes 15 for the same
-  bound, typically): 32 INT8 products where 3M takes 45;
+  (:mod:`gpu.ozaki2.gauss`). The Gaussian moduli are smaller than GEMMul8's, so ``"auto"`` counts over them (16
+  where 3M takes 15 for the same bound, typically): 32 INT8 products where 3M takes 45;
 * ``"3m"``: T1 = Ar' Br', T2 = Ai' Bi', T3 = (Ar' + Ai')(Br' + Bi') (the sums taken modulo m, INT8 again), then
   Re C' = T1 - T2 and Im C' = T3 - T1 - T2 modulo m: three INT8 products for four;
 * ``"4m"``: Re C = [Ar, -Ai] [Br; Bi] and Im C = [Ar, Ai] [Bi; Br], each one real scheme II product of 2k
