@@ -30,8 +30,11 @@ Run on the GPU from the repository root::
 A size where a call raises (out of memory, say) is recorded under ``failed`` (the call, the round, the error and the
 kept plans' configurations and workspaces) and the sweep goes on with the next size.
 
+``CONFIGS`` (comma-separated configuration names, ``L4:lai7/winograd+fused+graph``) adds, per name, the call
+``gpu.strassen.matmul(A, B, out=C, options=...)`` with that configuration, timed in the same rounds and reported as
+``config:<name>`` beside ``strassen_out`` (is the default within a few percent of the best, measured side by side?).
 ``SIZES`` (comma-separated) overrides the sizes, ``SAMPLES`` the samples where one DGEMM takes 20 ms to 1 s
-(:data:`SAMPLES`) and ``MANY`` those where it takes at most 20 ms (:data:`MANY`); the JSON goes to
+(:data:`SAMPLES`) and ``MANY`` those where it takes at most 20 ms (:data:`MANY`), ``FEW`` those where it takes over a second; the JSON goes to
 ``$OUT/strassen-as-called.json`` (or stdout), with ``records`` of the shape ``as_called_tables.py`` renders.
 """
 import json
@@ -49,10 +52,11 @@ from experiments.papers.as_called_formats import written
 from gpu.backend import get_backend
 from gpu.strassen import forget, matmul
 from gpu.strassen.api import kept
+from gpu.strassen.choose import Configuration
 
 SIZES = (512, 768, 1024, 1536, 2048, 2560, 3072, 3584, 4096, 5120, 6144, 8192, 10240, 12288, 14336, 16384, 20480,
          24576, 28672, 32768, 36864, 40960, 45056, 49152)
-SAMPLES, FEW, LONG_S = int(os.environ.get("SAMPLES", 10)), 3, 1.0
+SAMPLES, FEW, LONG_S = int(os.environ.get("SAMPLES", 10)), int(os.environ.get("FEW", 3)), 1.0
 #: Samples of a size whose DGEMM takes at most DEVICE_BELOW_S: identical calls there spread by 1-2% between samples
 #: under the power cap (h200-strassen-as-called.md), so a verdict at 0.99x needs the median of more of them.
 MANY = int(os.environ.get("MANY", 30))
@@ -84,12 +88,21 @@ def operand_sets(be, n: int):
             for _ in range(count)], small
 
 
+CONFIGS = tuple(Configuration.parse(c) for c in os.environ.get("CONFIGS", "").split(",") if c)
+
+
 def works(be, sets):
     xp = be.xp
-    return {"dgemm": [lambda A=A, B=B, C=C: xp.matmul(A, B, out=C) for A, B, C in sets],
-            "dgemm_new": [lambda A=A, B=B: xp.matmul(A, B) for A, B, C in sets],
-            "strassen_out": [lambda A=A, B=B, C=C: matmul(A, B, out=C) for A, B, C in sets],
-            "strassen": [lambda A=A, B=B, C=C: matmul(A, B) for A, B, C in sets]}
+    fns = {"dgemm": [lambda A=A, B=B, C=C: xp.matmul(A, B, out=C) for A, B, C in sets],
+           "dgemm_new": [lambda A=A, B=B: xp.matmul(A, B) for A, B, C in sets],
+           "strassen_out": [lambda A=A, B=B, C=C: matmul(A, B, out=C) for A, B, C in sets],
+           "strassen": [lambda A=A, B=B, C=C: matmul(A, B) for A, B, C in sets]}
+    for config in CONFIGS:
+        options = {"level": config.level, "schedule": config.schedule, "fused": config.fused, "flat": config.flat,
+                   "graph": config.graph}
+        fns[f"config:{config.name}"] = [lambda A=A, B=B, C=C, o=options: matmul(A, B, out=C, options=o)
+                                        for A, B, C in sets]
+    return fns
 
 
 def wall_sample(be, fns, calls: int, flush: bool) -> tuple[float, float]:
@@ -161,7 +174,8 @@ def measure(be, n: int) -> dict:
              "chosen": {name: {"configuration": p.configuration.name, "reason": p.decision.reason,
                                "workspace_bytes": p.workspace_bytes} for name, p in plans.items()},
              "median_s": med, "host_s": host, "samples_s": times, "telemetry": {"start": start, "end": reading(be)}}
-    for name, base in (("strassen_out", "dgemm"), ("strassen", "dgemm_new")):
+    for name, base in [("strassen_out", "dgemm"), ("strassen", "dgemm_new")] + [(c, "dgemm") for c in names
+                                                                                if c.startswith("config:")]:
         point[f"{name}_x_dgemm"] = {k: med[base][k] / med[name][k] for k in ("wall", "device")}
     return point
 

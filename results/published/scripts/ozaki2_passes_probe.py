@@ -1,0 +1,237 @@
+"""Scheme II's two memory passes (the residue kernel and the CRT) against variants that keep their arithmetic and
+change only how the work is laid out, on the arguments of a real product.
+
+Captures the ``CudaOps.residues`` and ``CudaOps.crt`` calls of ``ozaki2.matmul(A, B, moduli=COUNT)`` (fast scaling,
+phi = 1 inputs, :func:`accuracy.generate.phi_matrix`), then per call times, with CUDA events in interleaved rounds
+(median of ROUNDS), into fresh outputs that must equal the library's bit for bit:
+
+* residues: ``library`` (a 32 x 32 tile per block of 256 threads, 62 registers on sm_90: four blocks an SM);
+  ``bounds5`` (the same kernel held to five blocks an SM); ``persist-B`` (B blocks an SM that stay resident and
+  walk the tiles, the next tile's entries loaded into registers while the current one's residues are computed
+  and written, so that each block keeps its loads in flight through its arithmetic), for B in 3, 4;
+* CRT: ``library`` (weights read from global memory, 126 registers, two blocks of 256 an SM);
+  ``const-B`` (the moduli set's weights and its exactness compiled in as constants, which frees the registers that
+  held the weights, at B blocks an SM for B in 2, 3, 4), and ``const4-2`` (the same with four columns a thread,
+  so 16 bytes of each plane per load, at two blocks an SM).
+
+Writes ``$OUT/passes.json``. Run on the device from the repository root:
+``OUT=<dir> NS=8192,16384 PYTHONPATH=$PWD:$PWD/results/published/scripts python3
+results/published/scripts/ozaki2_passes_probe.py``.
+"""
+
+import json
+import os
+
+import cupy as cp
+import numpy as np
+from rounds import event_rounds, summary
+
+from accuracy.generate import phi_matrix
+from experiments.core.environment import environment
+from gpu import ozaki2
+from gpu.backend import get_backend
+from gpu.ozaki.kernels import TILE, TILE_ROWS
+from gpu.ozaki2 import fused, kernels
+from gpu.ozaki2.kernels import CudaOps
+
+COUNT = int(os.environ.get("COUNT", "15"))
+ROUNDS = int(os.environ.get("ROUNDS", "15"))
+SMS = cp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
+
+_PERSIST = r"""
+/* The tile t's entries this thread loads (raw, unscaled): rows ty, ty + 8, ty + 16, ty + 24 of the tile where X's
+   rows are contiguous, its columns where not (the library's LOAD_TILE). */
+__device__ __forceinline__ void fetch_tile(const double* __restrict__ x, long long rs, long long cs, long long rows,
+                                           long long cols, long long tiles_c, long long t, double (&v)[4])
+{
+    const long long r0 = t / tiles_c * 32, c0 = t % tiles_c * 32;
+    const bool by_rows = (cs == 1);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int q = threadIdx.y + 8 * i;
+        const long long r = r0 + (by_rows ? q : threadIdx.x), c = c0 + (by_rows ? threadIdx.x : q);
+        v[i] = (r < rows && c < cols) ? x[r * rs + c * cs] : 0.0;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256, PERSIST_BLOCKS) ozaki2_rows_persist(ROWS_ARGS)
+{
+    __shared__ double tile[32][33];
+    const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4;
+    const bool by_rows = (cs == 1);
+    const long long tiles_c = (ldk + 31) / 32, tiles = tiles_c * ((rows_pad + 31) / 32), plane4 = plane / 4;
+    double v[4];
+    long long t = blockIdx.x;
+    if (t < tiles) fetch_tile(x, rs, cs, rows, cols, tiles_c, t, v);
+    for (; t < tiles; t += gridDim.x) {
+        const long long r0 = t / tiles_c * 32, c0 = t % tiles_c * 32;
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int qq = ty + 8 * i;
+            const long long r = r0 + (by_rows ? qq : tx), c = c0 + (by_rows ? tx : qq);
+            const double y = (r < rows && c < cols) ? scaled_integer(v[i], shifts[r], exps[r]) : 0.0;
+            if (by_rows) tile[qq][tx] = y; else tile[tx][qq] = y;
+        }
+        __syncthreads();
+        if (t + gridDim.x < tiles) fetch_tile(x, rs, cs, rows, cols, tiles_c, t + gridDim.x, v);
+        const long long r = r0 + q, c = c0 + g;
+        if (r < rows_pad && c < ldk) {
+            unsigned int* o = out + (r * ldk + c) / 4;
+            bool wide = false;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) wide |= fabs(tile[q][g + j]) >= 0x1p79;
+            if (__any_sync(__activemask(), wide)) {
+                TABLE_PLANES
+            } else {
+                double a[4], b[4], lo[4];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) split_limbs(tile[q][g + j], a[j], b[j], lo[j]);
+                FOR_EACH_MODULUS(LIMB_PLANE)
+            }
+        }
+    }
+}
+"""
+
+def rows_source(moduli: tuple[int, ...]) -> str:
+    """The library's residue source (its helpers, ROWS_ARGS, the table and limbs paths) for these moduli."""
+    return "#define BARS 0\n" + kernels._moduli(moduli) + kernels._COMMON + fused.TILE_SOURCE + kernels._ROWS_SOURCE
+
+
+def rows_variant(name: str, moduli: tuple[int, ...]):
+    """``bounds5`` or ``persist-B`` (see the module)."""
+    src = rows_source(moduli)
+    if name == "bounds5":
+        src = src.replace("__global__ void ozaki2_rows(", "__global__ void __launch_bounds__(256, 5) ozaki2_rows(")
+        return cp.RawKernel(src, "ozaki2_rows")
+    return cp.RawKernel(f"#define PERSIST_BLOCKS {name.split('-')[1]}\n" + src + _PERSIST, "ozaki2_rows_persist")
+
+
+def crt_source(table, reduce: bool, vec: int, blocks: int | None) -> str:
+    """The library's CRT source, or (``blocks`` given) with the weights and exactness as constants at ``blocks``
+    blocks an SM."""
+    in_t = "int" if reduce else "signed char"
+    vec_t = {(True, 4): "int4", (False, 4): "char4", (True, 2): "int2", (False, 2): "char2"}.get((reduce, vec), in_t)
+    head = (f"#define REDUCE {int(reduce)}\n#define IN_T {in_t}\n#define COUNT {table.count}\n#define VEC {vec}\n"
+            f"#define VEC_T {vec_t}\n#define CRT_THREADS {kernels.CRT_THREADS}\n")
+    body = kernels._CRT_SOURCE
+    if blocks is not None:
+        consts = "".join(f"#define WHI_{t} ({float(h).hex()})\n#define WLO_{t} ({float(lo).hex()})\n"
+                         for t, (h, lo) in enumerate(zip(table.weights_hi, table.weights_lo)))
+        head += consts + f"#define EXACT_T {int(table.exact)}\n"
+        body = (body.replace("w_hi[T]", "WHI_##T").replace("w_lo[T]", "WLO_##T")
+                .replace("if (!exact)", "if (!EXACT_T)").replace("if (exact)", "if (EXACT_T)")
+                .replace("__launch_bounds__(CRT_THREADS, 2)", f"__launch_bounds__(CRT_THREADS, {blocks})"))
+    return head + kernels._moduli(table.moduli) + kernels._COMMON + body
+
+
+def rows_launcher(kernel, X, shifts, exps, table, rows_pad, ldk, persist=0):
+    """A call of ``kernel`` with the library's launch (``persist`` blocks an SM instead, for the persistent
+    kernel) into a fresh output."""
+    out = cp.empty((table.count, rows_pad, ldk), dtype=np.int8)
+    rows, cols = X.shape
+    rs, cs = X.strides[0] // 8, X.strides[1] // 8
+    pow2, length = kernels._powers(table.moduli)
+    i64, i32 = np.int64, np.int32
+    args = (X, i64(rs), i64(1 if cols == 1 else cs), i64(rows), i64(cols), i64(rows_pad), i64(ldk),
+            shifts.astype(i32), exps.astype(i32), out, i64(rows_pad * ldk), pow2, i32(length))
+    tiles = (-(-ldk // TILE), -(-rows_pad // TILE))
+    grid = (min(tiles[0] * tiles[1], SMS * persist),) if persist else tiles
+
+    def run():
+        kernel(grid, (TILE, TILE_ROWS), args)
+        return out
+    return run
+
+
+def crt_launcher(kernel, planes, table, shift_a, shift_b, shape, vec):
+    """The library's CRT launch (``CudaOps.crt``) of ``kernel`` into a fresh C of ``shape``."""
+    C = cp.empty(shape, dtype=np.float64)
+    count, m, n = planes.shape
+    w_hi, w_lo = kernels._weights(table)
+    plane, ld = planes.strides[0] // planes.itemsize, planes.strides[1] // planes.itemsize
+    pairs = vec >= 2 and C.data.ptr % 16 == 0 and C.shape[1] % 2 == 0
+    grid = (max(1, min(-(-n // (kernels.CRT_THREADS * vec)), 64)), max(1, min(m, 65535)))
+    i32, i64, f64 = np.int32, np.int64, np.float64
+    args = (planes, i64(plane), i64(ld), w_hi, w_lo, i32(table.exact), f64(table.product_hi), f64(table.product_lo),
+            f64(1.0 / float(table.product)), shift_a.astype(i32), shift_b.astype(i32), C, i64(C.shape[1]), i64(m),
+            i64(n), i32(pairs))
+
+    def run():
+        kernel(grid, (kernels.CRT_THREADS,), args)
+        return C
+    return run
+
+
+def compare(runs: dict) -> dict:
+    ref = runs["library"]().copy()
+    return {name: bool(cp.array_equal(run(), ref)) for name, run in runs.items()}
+
+
+def main() -> None:
+    be = get_backend("cupy")
+    results = {"script": "results/published/scripts/ozaki2_passes_probe.py", "environment": environment(be),
+               "count": COUNT, "rounds": ROUNDS, "points": {}}
+    captured = {"residues": [], "crt": []}
+    residues, crt = CudaOps.residues, CudaOps.crt
+
+    def take_residues(self, X, shifts, exps, table, rows_pad, ldk, out=None):
+        captured["residues"].append((X, shifts.copy(), exps.copy(), table, rows_pad, ldk))
+        return residues(self, X, shifts, exps, table, rows_pad, ldk, out=out)
+
+    def take_crt(self, planes, table, shift_a, shift_b, C):
+        captured["crt"].append((planes, table, shift_a.copy(), shift_b.copy(), C.shape))
+        return crt(self, planes, table, shift_a, shift_b, C)
+    CudaOps.residues, CudaOps.crt = take_residues, take_crt
+    for n in (int(x) for x in os.environ.get("NS", "8192,16384").split(",")):
+        A, B = (cp.asarray(phi_matrix(n, n, 1.0, seed)) for seed in (1, 2))
+        for v in captured.values():
+            v.clear()
+        ozaki2.matmul(A, B, moduli=COUNT, backend="cupy")
+        point = {}
+        for side, (X, shifts, exps, table, rows_pad, ldk) in zip("AB", captured["residues"]):
+            kern = {"library": kernels._rows_kernel("residues", table.moduli)}
+            kern.update({name: rows_variant(name, table.moduli) for name in ("bounds5", "persist-3", "persist-4")})
+            blocks = {name: int(name.split("-")[1]) if name.startswith("persist") else 0 for name in kern}
+            runs = {name: rows_launcher(k, X, shifts, exps, table, rows_pad, ldk, blocks[name])
+                    for name, k in kern.items()}
+            entry = {"equal": compare(runs), "registers": {name: k.num_regs for name, k in kern.items()},
+                     "local_bytes": {name: k.local_size_bytes for name, k in kern.items()},
+                     "bytes_moved": X.nbytes + table.count * rows_pad * ldk}
+            entry["equal_shifted_up"] = {}
+            for extra in (30, 60):
+                shifted = {name: rows_launcher(k, X, shifts + extra, exps, table, rows_pad, ldk, blocks[name])
+                           for name, k in kern.items()}
+                entry["equal_shifted_up"][extra] = compare(shifted)
+            entry["times"] = summary(event_rounds(runs, ROUNDS))
+            point[f"residues-{side}"] = entry
+            print(n, side, json.dumps({k: v for k, v in entry.items()}), flush=True)
+        planes, table, shift_a, shift_b, shape = captured["crt"][0]
+        reduce, vec = planes.dtype == np.int32, kernels._vec(planes)
+        kern = {"library": kernels._crt_kernel(reduce, table.moduli, vec)}
+        for blocks in (2, 3, 4):
+            kern[f"const-{blocks}"] = cp.RawKernel(crt_source(table, reduce, vec, blocks), "ozaki2_crt")
+        vecs = {name: vec for name in kern}
+        if vec == 2 and planes.shape[2] % 4 == 0:
+            kern["const4-2"], vecs["const4-2"] = cp.RawKernel(crt_source(table, reduce, 4, 2), "ozaki2_crt"), 4
+        runs = {name: crt_launcher(k, planes, table, shift_a, shift_b, shape, vecs[name]) for name, k in kern.items()}
+        entry = {"crt_calls": len(captured["crt"]), "planes": [str(planes.dtype), list(planes.shape)], "vec": vec,
+                 "equal": compare(runs), "registers": {name: k.num_regs for name, k in kern.items()},
+                 "local_bytes": {name: k.local_size_bytes for name, k in kern.items()},
+                 "bytes_moved": planes.nbytes + 8 * shape[0] * shape[1]}
+        entry["times"] = summary(event_rounds(runs, ROUNDS))
+        point["crt"] = entry
+        print(n, "crt", json.dumps(entry), flush=True)
+        results["points"][n] = point
+        del A, B
+        for v in captured.values():
+            v.clear()
+        ozaki2.PLANS.clear()
+        be.release_memory()
+    with open(os.path.join(os.environ.get("OUT", "/tmp"), "passes.json"), "w") as f:
+        json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
