@@ -34,8 +34,9 @@ kept plans' configurations and workspaces) and the sweep goes on with the next s
 ``gpu.strassen.matmul(A, B, out=C, options=...)`` with that configuration, timed in the same rounds and reported as
 ``config:<name>`` beside ``strassen_out`` (is the default within a few percent of the best, measured side by side?).
 ``SIZES`` (comma-separated) overrides the sizes, ``SAMPLES`` the samples where one DGEMM takes 20 ms to 1 s
-(:data:`SAMPLES`) and ``MANY`` those where it takes at most 20 ms (:data:`MANY`), ``FEW`` those where it takes over a second; the JSON goes to
-``$OUT/strassen-as-called.json`` (or stdout), with ``records`` of the shape ``as_called_tables.py`` renders.
+(:data:`SAMPLES`), ``MANY`` those where it takes at most 20 ms (:data:`MANY`) and ``FEW`` those where it takes
+over a second (:data:`FEW`); the JSON goes to ``$OUT/strassen-as-called.json`` (or stdout), with ``records`` of the
+shape ``as_called_tables.py`` renders.
 """
 import json
 import math
