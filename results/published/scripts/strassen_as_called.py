@@ -32,7 +32,9 @@ kept plans' configurations and workspaces) and the sweep goes on with the next s
 
 ``CONFIGS`` (comma-separated configuration names, ``L4:lai7/winograd+fused+graph``) adds, per name, the call
 ``gpu.strassen.matmul(A, B, out=C, options=...)`` with that configuration, timed in the same rounds and reported as
-``config:<name>`` beside ``strassen_out`` (is the default within a few percent of the best, measured side by side?).
+``config:<name>`` beside ``strassen_out`` (is the default within a few percent of the best, measured side by side?);
+the new-output calls (``dgemm_new``, ``strassen``) are then left out, so that the configurations' plans fit beside
+the operands at 32768.
 ``SIZES`` (comma-separated) overrides the sizes, ``SAMPLES`` the samples where one DGEMM takes 20 ms to 1 s
 (:data:`SAMPLES`), ``MANY`` those where it takes at most 20 ms (:data:`MANY`) and ``FEW`` those where it takes
 over a second (:data:`FEW`); the JSON goes to ``$OUT/strassen-as-called.json`` (or stdout), with ``records`` of the
@@ -98,6 +100,8 @@ def works(be, sets):
            "dgemm_new": [lambda A=A, B=B: xp.matmul(A, B) for A, B, C in sets],
            "strassen_out": [lambda A=A, B=B, C=C: matmul(A, B, out=C) for A, B, C in sets],
            "strassen": [lambda A=A, B=B, C=C: matmul(A, B) for A, B, C in sets]}
+    if CONFIGS:
+        del fns["dgemm_new"], fns["strassen"]
     for config in CONFIGS:
         options = {"level": config.level, "schedule": config.schedule, "fused": config.fused, "flat": config.flat,
                    "graph": config.graph}
@@ -169,14 +173,15 @@ def measure(be, n: int) -> dict:
                 times[name]["device"].append(dev)
     med = {name: {k: statistics.median(v) for k, v in t.items()} for name, t in times.items()}
     host = {name: host_seconds(be, fns[name][0], host_repeats(gemm_s)) for name in names}
-    plans = {("strassen" if p.product.output else "strassen_out"): p for p in kept() if p.product.m == n}
+    plans = {("strassen" if p.product.output else "strassen_out"): p for p in kept()
+             if p.product.m == n and p.options.chooses}
     point = {"size": n, "calls_per_sample": calls, "samples": samples, "operand_sets": len(sets), "l2_flush": flush,
              "device_time": "stream hold, CUDA events" if device else "CUDA events around the wall loop",
              "chosen": {name: {"configuration": p.configuration.name, "reason": p.decision.reason,
                                "workspace_bytes": p.workspace_bytes} for name, p in plans.items()},
              "median_s": med, "host_s": host, "samples_s": times, "telemetry": {"start": start, "end": reading(be)}}
-    for name, base in [("strassen_out", "dgemm"), ("strassen", "dgemm_new")] + [(c, "dgemm") for c in names
-                                                                                if c.startswith("config:")]:
+    pairs = [("strassen_out", "dgemm"), ("strassen", "dgemm_new")] + [(c, "dgemm") for c in names if ":" in c]
+    for name, base in ((a, b) for a, b in pairs if a in med):
         point[f"{name}_x_dgemm"] = {k: med[base][k] / med[name][k] for k in ("wall", "device")}
     return point
 
@@ -203,9 +208,9 @@ def main() -> None:
             be.release_memory()
             continue
         out["points"].append(point)
-        r = point["strassen_out_x_dgemm"], point["strassen_x_dgemm"]
-        print(f"N = {n}: {point['chosen']['strassen']['configuration']}; out=C {r[0]['wall']:.3f}x wall, "
-              f"{r[0]['device']:.3f}x device; new C {r[1]['wall']:.3f}x wall, {r[1]['device']:.3f}x device "
+        ratios = "; ".join(f"{k[:-7]} {v['wall']:.3f}x wall, {v['device']:.3f}x device"
+                           for k, v in point.items() if k.endswith("_x_dgemm"))
+        print(f"N = {n}: {point['chosen']['strassen_out']['configuration']}; {ratios} "
               f"({time.perf_counter() - began:.0f} s)", file=sys.stderr, flush=True)
         if os.environ.get("OUT"):
             save(out, began)                      # before the release, which waits (a time limit may land there)
