@@ -208,7 +208,7 @@ def main() -> None:
             be.release_memory()
             continue
         out["points"].append(point)
-        ratios = "; ".join(f"{k[:-7]} {v['wall']:.3f}x wall, {v['device']:.3f}x device"
+        ratios = "; ".join(f"{k[:-8]} {v['wall']:.3f}x wall, {v['device']:.3f}x device"
                            for k, v in point.items() if k.endswith("_x_dgemm"))
         print(f"N = {n}: {point['chosen']['strassen_out']['configuration']}; {ratios} "
               f"({time.perf_counter() - began:.0f} s)", file=sys.stderr, flush=True)
