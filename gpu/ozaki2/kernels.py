@@ -13,11 +13,7 @@
   + l (2**e mod m) with the powers from a table.
 * the planes layout's reduction of an INT32 product into its modulus's plane, added to it where k is blocked
   (:mod:`gpu.ozaki2.plane_kernels`: 16 products a thread where the plane's rows allow).
-* ``ozaki2_crt``: the double-double CRT of :mod:`gpu.ozaki2.crt` for every entry, from INT8 residues or from
-  the INT32 products of one k block (each reduced as it is read, as below), in NumPy's order. S_hi's
-  products and partial sums are exact (the grid of :mod:`gpu.ozaki2.moduli`), so one FMA per term gives
-  NumPy's bits; every other product and sum is rounded on its own (``__dmul_rn``, ``__dadd_rn``: no
-  contraction into FMAs, which would change the low parts' roundings); then ``ldexp`` by the shifts.
+* ``ozaki2_crt``: the double-double CRT of every entry (:mod:`gpu.ozaki2.crt_kernels`, with its measurements).
 
 **Residues** (``residue_word``): for an integer y, |y| < 2**36, held as a double, q = the nearest integer to
 y fl(1/m), from one FMA that adds ``MAGIC`` = 1.5 * 2**52 (the sum's low word is then q itself, and y +
@@ -36,13 +32,13 @@ on an N = 8192 operand with 15 moduli (H100, ncu), 0.88 ms; the limbs path execu
 against 2.87 ms at N = 16384), against 0.64 ms for a kernel that reads the same tiles and writes the same
 planes with no arithmetic (``results/published/scripts/ozaki2_residues.py``; bitwise equal, also with shifts
 raised by 20, 30 and 60 to exercise both paths). Computing y's low word from 32-bit integer limbs instead of
-the ``MAGIC`` sum took more registers and ran at 0.87 ms. Fast mode's line maxima and sums of squared bars
-take one read of each operand (:mod:`gpu.ozaki2.fused`). The CRT reads ``VEC`` columns per modulus with one
-vector load where the planes allow it and writes them with 16-byte stores, under ``__launch_bounds__(256, 2)``
-(at most 128 registers: two blocks per SM). On the H100 (15 moduli, INT32 planes, device time, interleaved):
-two columns N = 8192 1.56 ms (2.9 TB/s; a device copy of the planes' bytes 2.93 TB/s), N = 16384 6.15 ms; four
-columns 1.61 and 6.24 ms (and 2.27 and 10.0 ms without the bound, 142 registers), one column 1.88 and 7.39 ms;
-the first version (runtime moduli, float64 reductions with corrections) 2.5 and 9.85 ms.
+the ``MAGIC`` sum took more registers and ran at 0.87 ms. On the H200 (15 moduli, both operands of a real product
+at N = 8192 and 16384, bitwise equal; ``results/published/h200/h200-ozaki2-passes-probe-740c7e0.json``) neither
+more resident blocks nor keeping loads in flight through the arithmetic paid: the kernel held to five blocks an SM
+(48 registers, 64 bytes spilled) ran 4-5% slower, and blocks that stay resident and load the next tile while
+they write the current one's planes ran from 3% faster to 1.6% slower at three blocks an SM (0.676-2.770 against
+0.698-2.737 ms) and up to 28% slower at four. Fast mode's line maxima and sums of squared bars take one read of
+each operand (:mod:`gpu.ozaki2.fused`).
 """
 
 from __future__ import annotations
@@ -55,32 +51,13 @@ import numpy as np
 
 from ..backend import Backend
 from ..ozaki.kernels import TILE, TILE_ROWS
-from . import device, fused
+from . import crt_kernels, device, fused
+from .cuda_source import COMMON, for_each_modulus
 from .moduli import ModuliTable
 from .normwise import LineStats
 from .ops import shifts_across
 from .plane_kernels import reduce_into
 from .residues import powers_of_two
-
-#: Threads per block of the CRT kernel (a grid-stride loop over rows and columns does the rest), and the
-#: columns each thread takes with one vector load per modulus where the planes are aligned for it.
-CRT_THREADS, VEC = 256, 2
-
-_COMMON = r"""
-#define MAGIC 0x1.8p52
-__device__ __forceinline__ double rint_magic(double x) { return __dsub_rn(__dadd_rn(x, MAGIC), MAGIC); }
-__device__ __forceinline__ int low_word(double x) { return __double2loint(x); }
-__device__ __forceinline__ double from_int(int x)
-{
-    return __dsub_rn(__hiloint2double(0x43380000, x ^ 0x80000000), 0x1.800008p52);
-}
-/* The low 32 bits of y - q m, q the nearest integer to y / m, for an integer y with |y| < 2**51 held as a
-   double (its low 32 bits given): its low byte is y's symmetric residue as INT8 (see the module). */
-template <int M> __device__ __forceinline__ int residue_word(double y, int y_low)
-{
-    return (int)((unsigned int)y_low - (unsigned int)low_word(fma(y, 1.0 / M, MAGIC)) * (unsigned int)M);
-}
-"""
 
 _ROWS_SOURCE = r"""
 template <int M> __device__ __forceinline__ unsigned int residues4(
@@ -195,82 +172,12 @@ extern "C" __global__ void ozaki2_rows(ROWS_ARGS)
 }
 """
 
-_CRT_SOURCE = r"""
-extern "C" __global__ void __launch_bounds__(CRT_THREADS, 2) ozaki2_crt(
-    const IN_T* __restrict__ planes, long long plane, long long ld, const double* __restrict__ w_hi,
-    const double* __restrict__ w_lo, int exact, double p_hi, double p_lo, double inv,
-    const int* __restrict__ sa, const int* __restrict__ sb, double* __restrict__ C, long long ldc,
-    long long m, long long n, int pairs)
-{
-    const long long step = (long long)gridDim.x * blockDim.x * VEC;
-    for (long long i = blockIdx.y; i < m; i += gridDim.y) {
-        const IN_T* row = planes + i * ld;
-        const int si = sa[i];
-        for (long long j0 = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * VEC; j0 < n; j0 += step) {
-            VEC_T v[COUNT];
-#define LOAD_PLANE(T, M) v[T] = *(const VEC_T*)(row + T * plane + j0);
-            FOR_EACH_MODULUS(LOAD_PLANE)
-            double out[VEC];
-#pragma unroll
-            for (int q = 0; q < VEC; ++q) {
-                double s_hi = 0.0, s_lo = 0.0;
-#if REDUCE
-#define RESIDUE(T, M) const int p = ((const IN_T*)&v[T])[q]; \
-                      const double c = from_int((signed char)residue_word<M>(from_int(p), p));
-#else
-#define RESIDUE(T, M) const double c = from_int(((const IN_T*)&v[T])[q]);
-#endif
-#define TERM(T, M) { RESIDUE(T, M) s_hi = fma(w_hi[T], c, s_hi); \
-                     if (!exact) s_lo = __dadd_rn(s_lo, __dmul_rn(w_lo[T], c)); }
-                FOR_EACH_MODULUS(TERM)
-                const double qh = rint_magic(__dmul_rn(s_hi, inv));
-                const double d = __dsub_rn(s_hi, __dmul_rn(qh, p_hi));
-                double r;
-                if (exact) {
-                    r = __dsub_rn(d, __dmul_rn(rint_magic(__dmul_rn(d, inv)), p_hi));
-                } else {
-                    const double low = __dsub_rn(s_lo, __dmul_rn(qh, p_lo));
-                    const double q2 = rint_magic(__dmul_rn(__dadd_rn(d, low), inv));
-                    r = __dadd_rn(__dsub_rn(d, __dmul_rn(q2, p_hi)), __dsub_rn(low, __dmul_rn(q2, p_lo)));
-                }
-                const long long j = j0 + q;
-                out[q] = j < n ? ldexp(r, -(si + sb[j])) : 0.0;
-            }
-            double* c = C + i * ldc + j0;
-#if VEC >= 2
-            if (pairs && j0 + VEC <= n) {
-#pragma unroll
-                for (int q = 0; q < VEC; q += 2) *(double2*)(c + q) = make_double2(out[q], out[q + 1]);
-                continue;
-            }
-#endif
-#pragma unroll
-            for (int q = 0; q < VEC; ++q) if (j0 + q < n) c[q] = out[q];
-        }
-    }
-}
-"""
-
-
-def _moduli(moduli: tuple[int, ...]) -> str:
-    """The macro that unrolls a step over the moduli, each a compile-time constant."""
-    return "#define FOR_EACH_MODULUS(F) " + " ".join(f"F({t}, {m})" for t, m in enumerate(moduli)) + "\n"
-
 
 @cache
 def _rows_kernel(mode: str, moduli: tuple[int, ...]) -> Any:
-    source = (f"#define BARS {int(mode == 'bars')}\n" + _moduli(moduli) + _COMMON + fused.TILE_SOURCE
+    source = (f"#define BARS {int(mode == 'bars')}\n" + for_each_modulus(moduli) + COMMON + fused.TILE_SOURCE
               + _ROWS_SOURCE)
     return cupy.RawKernel(source, "ozaki2_rows")
-
-
-@cache
-def _crt_kernel(reduce: bool, moduli: tuple[int, ...], vec: int) -> Any:
-    in_t = "int" if reduce else "signed char"
-    vec_t = {(True, 4): "int4", (False, 4): "char4", (True, 2): "int2", (False, 2): "char2"}.get((reduce, vec), in_t)
-    source = (f"#define REDUCE {int(reduce)}\n#define IN_T {in_t}\n#define COUNT {len(moduli)}\n#define VEC {vec}\n"
-              f"#define VEC_T {vec_t}\n#define CRT_THREADS {CRT_THREADS}\n")
-    return cupy.RawKernel(source + _moduli(moduli) + _COMMON + _CRT_SOURCE, "ozaki2_crt")
 
 
 _SHIFT = ("int ex; const double fr = frexp(x < 1.0 ? 1.0 : x, &ex);"
@@ -298,11 +205,6 @@ def _powers(moduli: tuple[int, ...]) -> tuple[Any, int]:
     return cupy.asarray(pow2), pow2.shape[1]
 
 
-@cache
-def _weights(table: ModuliTable) -> tuple[Any, Any]:
-    return tuple(cupy.asarray(np.array(w, dtype=np.float64)) for w in (table.weights_hi, table.weights_lo))
-
-
 def _launch_rows(X: Any, shifts: Any, exps: Any, out: Any, rows_pad: int, ldk: int, mode: str,
                  moduli: tuple[int, ...]) -> None:
     rows, cols = X.shape
@@ -315,12 +217,6 @@ def _launch_rows(X: Any, shifts: Any, exps: Any, out: Any, rows_pad: int, ldk: i
         (-(-ldk // TILE), -(-rows_pad // TILE)), (TILE, TILE_ROWS),
         (X, i64(rs), i64(cs), i64(rows), i64(cols), i64(rows_pad), i64(ldk), shifts.astype(i32, copy=False),
          exps.astype(i32, copy=False), out, i64(rows_pad * ldk), pow2, i32(length)))
-
-
-def _vec(planes: Any) -> int:
-    """Columns per vector load of the CRT: :data:`VEC` where the planes' start and strides allow it, else 1."""
-    plane, ld = planes.strides[0] // planes.itemsize, planes.strides[1] // planes.itemsize
-    return VEC if planes.data.ptr % (VEC * planes.itemsize) == 0 and plane % VEC == 0 and ld % VEC == 0 else 1
 
 
 class CudaOps(device.DeviceOps):
@@ -344,20 +240,7 @@ class CudaOps(device.DeviceOps):
         reduce_into(P, plane, modulus, accumulate)
 
     def crt(self, planes: Any, table: ModuliTable, shift_a: Any, shift_b: Any, C: Any) -> None:
-        count, m, n = planes.shape
-        reduce = planes.dtype == np.int32
-        w_hi, w_lo = _weights(table)
-        plane, ld = planes.strides[0] // planes.itemsize, planes.strides[1] // planes.itemsize
-        vec = _vec(planes)
-        ldc = C.strides[0] // C.itemsize
-        pairs = vec >= 2 and C.data.ptr % 16 == 0 and ldc % 2 == 0
-        grid = (max(1, min(-(-n // (CRT_THREADS * vec)), 64)), max(1, min(m, 65535)))
-        i32, i64, f64 = np.int32, np.int64, np.float64
-        _crt_kernel(reduce, table.moduli, vec)(
-            grid, (CRT_THREADS,),
-            (planes, i64(plane), i64(ld), w_hi, w_lo, i32(table.exact), f64(table.product_hi), f64(table.product_lo),
-             f64(1.0 / float(table.product)), shift_a.astype(i32, copy=False), shift_b.astype(i32, copy=False), C,
-             i64(ldc), i64(m), i64(n), i32(pairs)))
+        crt_kernels.crt(planes, table, shift_a, shift_b, C)
 
     def half_shift(self, R: Any, limit: float) -> Any:
         mu, L = np.frexp(limit)
@@ -378,12 +261,11 @@ class CudaOps(device.DeviceOps):
         tables (each once per process)."""
         _rows_kernel("residues", table.moduli)
         _powers(table.moduli)
-        _weights(table)
-        _crt_kernel(planes.dtype == np.int32, table.moduli, _vec(planes))
+        crt_kernels.prepare(table, planes)
 
     @staticmethod
     def scratch_bytes(m: int, k: int, n: int, count: int, scaling: str) -> int:
         """Device bytes a product allocates beyond its workspace block and C: vectors per row of A and column
         of B (maxima, sums of squared bars, exponents, bounds, shifts: under 128 bytes a line), the tables of
-        2**e mod m and CRT weights its moduli take the first time (kept), and room for CuPy's 512-byte unit."""
+        2**e mod m its moduli take the first time (kept), and room for CuPy's 512-byte unit."""
         return 128 * (m + n) + 8 * 1040 * count + 64 * 512

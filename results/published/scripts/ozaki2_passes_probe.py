@@ -9,10 +9,13 @@ phi = 1 inputs, :func:`accuracy.generate.phi_matrix`), then per call times, with
   ``bounds5`` (the same kernel held to five blocks an SM); ``persist-B`` (B blocks an SM that stay resident and
   walk the tiles, the next tile's entries loaded into registers while the current one's residues are computed
   and written, so that each block keeps its loads in flight through its arithmetic), for B in 3, 4;
-* CRT: ``library`` (weights read from global memory, 126 registers, two blocks of 256 an SM);
-  ``const-B`` (the moduli set's weights and its exactness compiled in as constants, which frees the registers that
-  held the weights, at B blocks an SM for B in 2, 3, 4), and ``const4-2`` (the same with four columns a thread,
-  so 16 bytes of each plane per load, at two blocks an SM).
+* CRT: ``library`` (:mod:`gpu.ozaki2.crt_kernels`: the moduli set's constants compiled in, four columns a thread
+  where the planes allow, two blocks of 256 an SM); ``cols2-B`` (two columns a thread at B blocks an SM, for B
+  in 2, 3, 4).
+
+Run at gemmlab 740c7e0 (``results/published/h200/h200-ozaki2-passes-probe-740c7e0.json``), the library's CRT read
+its weights from global memory and took two columns a thread; the variants then were the constants at 2, 3 and 4
+blocks (``const-B``) and with four columns (``const4-2``), which became the library's kernel.
 
 Writes ``$OUT/passes.json``. Run on the device from the repository root:
 ``OUT=<dir> NS=8192,16384 PYTHONPATH=$PWD:$PWD/results/published/scripts python3
@@ -31,7 +34,8 @@ from experiments.core.environment import environment
 from gpu import ozaki2
 from gpu.backend import get_backend
 from gpu.ozaki.kernels import TILE, TILE_ROWS
-from gpu.ozaki2 import fused, kernels
+from gpu.ozaki2 import crt_kernels, fused, kernels
+from gpu.ozaki2.cuda_source import COMMON, for_each_modulus
 from gpu.ozaki2.kernels import CudaOps
 
 COUNT = int(os.environ.get("COUNT", "15"))
@@ -96,7 +100,7 @@ extern "C" __global__ void __launch_bounds__(256, PERSIST_BLOCKS) ozaki2_rows_pe
 
 def rows_source(moduli: tuple[int, ...]) -> str:
     """The library's residue source (its helpers, ROWS_ARGS, the table and limbs paths) for these moduli."""
-    return "#define BARS 0\n" + kernels._moduli(moduli) + kernels._COMMON + fused.TILE_SOURCE + kernels._ROWS_SOURCE
+    return "#define BARS 0\n" + for_each_modulus(moduli) + COMMON + fused.TILE_SOURCE + kernels._ROWS_SOURCE
 
 
 def rows_variant(name: str, moduli: tuple[int, ...]):
@@ -108,22 +112,11 @@ def rows_variant(name: str, moduli: tuple[int, ...]):
     return cp.RawKernel(f"#define PERSIST_BLOCKS {name.split('-')[1]}\n" + src + _PERSIST, "ozaki2_rows_persist")
 
 
-def crt_source(table, reduce: bool, vec: int, blocks: int | None) -> str:
-    """The library's CRT source, or (``blocks`` given) with the weights and exactness as constants at ``blocks``
-    blocks an SM."""
-    in_t = "int" if reduce else "signed char"
-    vec_t = {(True, 4): "int4", (False, 4): "char4", (True, 2): "int2", (False, 2): "char2"}.get((reduce, vec), in_t)
-    head = (f"#define REDUCE {int(reduce)}\n#define IN_T {in_t}\n#define COUNT {table.count}\n#define VEC {vec}\n"
-            f"#define VEC_T {vec_t}\n#define CRT_THREADS {kernels.CRT_THREADS}\n")
-    body = kernels._CRT_SOURCE
-    if blocks is not None:
-        consts = "".join(f"#define WHI_{t} ({float(h).hex()})\n#define WLO_{t} ({float(lo).hex()})\n"
-                         for t, (h, lo) in enumerate(zip(table.weights_hi, table.weights_lo)))
-        head += consts + f"#define EXACT_T {int(table.exact)}\n"
-        body = (body.replace("w_hi[T]", "WHI_##T").replace("w_lo[T]", "WLO_##T")
-                .replace("if (!exact)", "if (!EXACT_T)").replace("if (exact)", "if (EXACT_T)")
-                .replace("__launch_bounds__(CRT_THREADS, 2)", f"__launch_bounds__(CRT_THREADS, {blocks})"))
-    return head + kernels._moduli(table.moduli) + kernels._COMMON + body
+def crt_variant(table, reduce: bool, vec: int, blocks: int):
+    """The library's CRT source with ``vec`` columns a thread at ``blocks`` blocks an SM."""
+    src = crt_kernels.source(table, reduce, vec).replace("__launch_bounds__(CRT_THREADS, 2)",
+                                                         f"__launch_bounds__(CRT_THREADS, {blocks})")
+    return cp.RawKernel(src, "ozaki2_crt")
 
 
 def rows_launcher(kernel, X, shifts, exps, table, rows_pad, ldk, persist=0):
@@ -145,21 +138,19 @@ def rows_launcher(kernel, X, shifts, exps, table, rows_pad, ldk, persist=0):
     return run
 
 
-def crt_launcher(kernel, planes, table, shift_a, shift_b, shape, vec):
-    """The library's CRT launch (``CudaOps.crt``) of ``kernel`` into a fresh C of ``shape``."""
+def crt_launcher(kernel, planes, shift_a, shift_b, shape, vec):
+    """The library's CRT launch (``crt_kernels.crt``) of ``kernel`` into a fresh C of ``shape``."""
     C = cp.empty(shape, dtype=np.float64)
-    count, m, n = planes.shape
-    w_hi, w_lo = kernels._weights(table)
+    _, m, n = planes.shape
     plane, ld = planes.strides[0] // planes.itemsize, planes.strides[1] // planes.itemsize
     pairs = vec >= 2 and C.data.ptr % 16 == 0 and C.shape[1] % 2 == 0
-    grid = (max(1, min(-(-n // (kernels.CRT_THREADS * vec)), 64)), max(1, min(m, 65535)))
-    i32, i64, f64 = np.int32, np.int64, np.float64
-    args = (planes, i64(plane), i64(ld), w_hi, w_lo, i32(table.exact), f64(table.product_hi), f64(table.product_lo),
-            f64(1.0 / float(table.product)), shift_a.astype(i32), shift_b.astype(i32), C, i64(C.shape[1]), i64(m),
-            i64(n), i32(pairs))
+    grid = (max(1, min(-(-n // (crt_kernels.CRT_THREADS * vec)), 64)), max(1, min(m, 65535)))
+    i32, i64 = np.int32, np.int64
+    args = (planes, i64(plane), i64(ld), shift_a.astype(i32), shift_b.astype(i32), C, i64(C.shape[1]), i64(m), i64(n),
+            i32(pairs))
 
     def run():
-        kernel(grid, (kernels.CRT_THREADS,), args)
+        kernel(grid, (crt_kernels.CRT_THREADS,), args)
         return C
     return run
 
@@ -208,14 +199,11 @@ def main() -> None:
             point[f"residues-{side}"] = entry
             print(n, side, json.dumps({k: v for k, v in entry.items()}), flush=True)
         planes, table, shift_a, shift_b, shape = captured["crt"][0]
-        reduce, vec = planes.dtype == np.int32, kernels._vec(planes)
-        kern = {"library": kernels._crt_kernel(reduce, table.moduli, vec)}
+        reduce, vec = planes.dtype == np.int32, crt_kernels.columns(planes)
+        kern, vecs = {"library": crt_kernels.kernel(table, reduce, vec)}, {"library": vec}
         for blocks in (2, 3, 4):
-            kern[f"const-{blocks}"] = cp.RawKernel(crt_source(table, reduce, vec, blocks), "ozaki2_crt")
-        vecs = {name: vec for name in kern}
-        if vec == 2 and planes.shape[2] % 4 == 0:
-            kern["const4-2"], vecs["const4-2"] = cp.RawKernel(crt_source(table, reduce, 4, 2), "ozaki2_crt"), 4
-        runs = {name: crt_launcher(k, planes, table, shift_a, shift_b, shape, vecs[name]) for name, k in kern.items()}
+            kern[f"cols2-{blocks}"], vecs[f"cols2-{blocks}"] = crt_variant(table, reduce, 2, blocks), 2
+        runs = {name: crt_launcher(k, planes, shift_a, shift_b, shape, vecs[name]) for name, k in kern.items()}
         entry = {"crt_calls": len(captured["crt"]), "planes": [str(planes.dtype), list(planes.shape)], "vec": vec,
                  "equal": compare(runs), "registers": {name: k.num_regs for name, k in kern.items()},
                  "local_bytes": {name: k.local_size_bytes for name, k in kern.items()},

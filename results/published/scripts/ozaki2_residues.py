@@ -24,6 +24,7 @@ from accuracy.generate import phi_matrix
 from gpu import ozaki2
 from gpu.ozaki.kernels import TILE, TILE_ROWS
 from gpu.ozaki2 import fused, kernels
+from gpu.ozaki2.cuda_source import COMMON, for_each_modulus
 from gpu.ozaki2.kernels import CudaOps
 
 COUNT = int(os.environ.get("COUNT", "15"))
@@ -154,7 +155,7 @@ extern "C" __global__ void ozaki2_rows_floor_wide(ROWS_ARGS)
 def variant(name: str, moduli: tuple[int, ...]):
     """A variant kernel, after the library's own source (BARS 0: its helpers, ROWS_ARGS, ROWS_START, ROWS_ENTRY and
     the table path)."""
-    source = ("#define BARS 0\n" + kernels._moduli(moduli) + kernels._COMMON + fused.TILE_SOURCE
+    source = ("#define BARS 0\n" + for_each_modulus(moduli) + COMMON + fused.TILE_SOURCE
               + kernels._ROWS_SOURCE + _VARIANT)
     return cp.RawKernel(source, name)
 

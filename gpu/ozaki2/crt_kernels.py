@@ -1,0 +1,138 @@
+"""Scheme II's CRT on the GPU (CuPy only): ``ozaki2_crt``, one kernel per moduli set, its constants compiled in.
+
+The kernel computes the double-double CRT of :mod:`gpu.ozaki2.crt` for every entry of C, from INT8 residues or
+from the INT32 products of one k block (each reduced as it is read, by ``residue_word``: see
+:mod:`gpu.ozaki2.kernels`), in NumPy's order. S_hi's products and partial sums are exact (the grid of
+:mod:`gpu.ozaki2.moduli`), so one FMA per term gives NumPy's bits; every other product and sum is rounded on its
+own (``__dmul_rn``, ``__dadd_rn``: no contraction into FMAs, which would change the low parts' roundings); then
+``ldexp`` by the shifts.
+
+**A moduli set's constants are compiled in** (:func:`source`): its moduli, the weights' high and low parts, the
+product's two parts, its reciprocal and whether the reconstruction is exact, each written as the hexadecimal
+literal of the very double the NumPy twin uses (:func:`gpu.ozaki2.cuda_source.constants`), so the bits are those of
+the table. At 15 moduli the kernel took 126 registers with the weights read from global memory, and takes 78 with
+them compiled in (112 with four columns a thread).
+
+**Columns per thread:** each thread reads ``vec`` neighbouring columns of every plane with one vector load (4
+where the planes' start and strides allow it and there are at most 16 moduli, else 2, else 1: :func:`columns`)
+and writes them with 16-byte stores, under ``__launch_bounds__(256, 2)``. Measured on the H200 (15 moduli, INT32
+planes of a real product, device time, interleaved, bitwise equal;
+``results/published/h200/h200-ozaki2-passes-probe-740c7e0.json``): a span of 3072 x 16384 took 0.812 ms with the
+constants and four columns, 0.857 ms with two, against 1.036 ms for the weights read from memory and two columns
+(the form before); 2048 x 8192: 0.287, 0.299 and 0.355 ms. Three and four blocks an SM ran slower (0.875 and
+0.970 ms at 16384).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import cupy
+import numpy as np
+
+from .cuda_source import COMMON, constants, for_each_modulus
+from .moduli import ModuliTable
+
+#: Threads per block (a grid-stride loop over rows and columns does the rest), and the most columns a thread takes.
+CRT_THREADS, VEC = 256, 4
+#: The most moduli for which a thread takes :data:`VEC` columns: beyond, the four vectors of INT32 products per
+#: modulus spill registers under the bound (28 bytes at 20 moduli, on sm_90), and two columns do not.
+VEC_MODULI = 16
+
+SOURCE = r"""
+extern "C" __global__ void __launch_bounds__(CRT_THREADS, 2) ozaki2_crt(
+    const IN_T* __restrict__ planes, long long plane, long long ld, const int* __restrict__ sa,
+    const int* __restrict__ sb, double* __restrict__ C, long long ldc, long long m, long long n, int pairs)
+{
+    const long long step = (long long)gridDim.x * blockDim.x * VEC;
+    for (long long i = blockIdx.y; i < m; i += gridDim.y) {
+        const IN_T* row = planes + i * ld;
+        const int si = sa[i];
+        for (long long j0 = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * VEC; j0 < n; j0 += step) {
+            VEC_T v[COUNT];
+#define LOAD_PLANE(T, M) v[T] = *(const VEC_T*)(row + T * plane + j0);
+            FOR_EACH_MODULUS(LOAD_PLANE)
+            double out[VEC];
+#pragma unroll
+            for (int q = 0; q < VEC; ++q) {
+                double s_hi = 0.0, s_lo = 0.0;
+#if REDUCE
+#define RESIDUE(T, M) const int p = ((const IN_T*)&v[T])[q]; \
+                      const double c = from_int((signed char)residue_word<M>(from_int(p), p));
+#else
+#define RESIDUE(T, M) const double c = from_int(((const IN_T*)&v[T])[q]);
+#endif
+#define TERM(T, M) { RESIDUE(T, M) s_hi = fma(W_HI_##T, c, s_hi); \
+                     if (!EXACT) s_lo = __dadd_rn(s_lo, __dmul_rn(W_LO_##T, c)); }
+                FOR_EACH_MODULUS(TERM)
+                const double qh = rint_magic(__dmul_rn(s_hi, INV));
+                const double d = __dsub_rn(s_hi, __dmul_rn(qh, P_HI));
+                double r;
+                if (EXACT) {
+                    r = __dsub_rn(d, __dmul_rn(rint_magic(__dmul_rn(d, INV)), P_HI));
+                } else {
+                    const double low = __dsub_rn(s_lo, __dmul_rn(qh, P_LO));
+                    const double q2 = rint_magic(__dmul_rn(__dadd_rn(d, low), INV));
+                    r = __dadd_rn(__dsub_rn(d, __dmul_rn(q2, P_HI)), __dsub_rn(low, __dmul_rn(q2, P_LO)));
+                }
+                const long long j = j0 + q;
+                out[q] = j < n ? ldexp(r, -(si + sb[j])) : 0.0;
+            }
+            double* c = C + i * ldc + j0;
+#if VEC >= 2
+            if (pairs && j0 + VEC <= n) {
+#pragma unroll
+                for (int q = 0; q < VEC; q += 2) *(double2*)(c + q) = make_double2(out[q], out[q + 1]);
+                continue;
+            }
+#endif
+#pragma unroll
+            for (int q = 0; q < VEC; ++q) if (j0 + q < n) c[q] = out[q];
+        }
+    }
+}
+"""
+
+_VECTORS = {(True, 4): "int4", (False, 4): "char4", (True, 2): "int2", (False, 2): "char2"}
+
+
+def source(table: ModuliTable, reduce: bool, vec: int) -> str:
+    """The CRT kernel's whole source for ``table``, INT32 products (``reduce``) or INT8 residues, ``vec`` columns a
+    thread."""
+    in_t = "int" if reduce else "signed char"
+    head = (f"#define REDUCE {int(reduce)}\n#define IN_T {in_t}\n#define COUNT {table.count}\n#define VEC {vec}\n"
+            f"#define VEC_T {_VECTORS.get((reduce, vec), in_t)}\n#define CRT_THREADS {CRT_THREADS}\n")
+    return head + constants(table) + for_each_modulus(table.moduli) + COMMON + SOURCE
+
+
+@cache
+def kernel(table: ModuliTable, reduce: bool, vec: int) -> Any:
+    return cupy.RawKernel(source(table, reduce, vec), "ozaki2_crt")
+
+
+def columns(planes: Any) -> int:
+    """Columns per vector load: the most of 4 (up to :data:`VEC_MODULI` planes), 2 and 1 that the planes' start and
+    strides allow."""
+    plane, ld = planes.strides[0] // planes.itemsize, planes.strides[1] // planes.itemsize
+    widths = (VEC, 2, 1) if planes.shape[0] <= VEC_MODULI else (2, 1)
+    return next(v for v in widths if planes.data.ptr % (v * planes.itemsize) == 0 and plane % v == 0 and ld % v == 0)
+
+
+def crt(planes: Any, table: ModuliTable, shift_a: Any, shift_b: Any, C: Any) -> None:
+    """C = the CRT of ``planes`` (count x m x n, INT32 products or INT8 residues) scaled back by the shifts."""
+    _, m, n = planes.shape
+    plane, ld = planes.strides[0] // planes.itemsize, planes.strides[1] // planes.itemsize
+    vec = columns(planes)
+    ldc = C.strides[0] // C.itemsize
+    pairs = vec >= 2 and C.data.ptr % 16 == 0 and ldc % 2 == 0
+    grid = (max(1, min(-(-n // (CRT_THREADS * vec)), 64)), max(1, min(m, 65535)))
+    i32, i64 = np.int32, np.int64
+    kernel(table, planes.dtype == np.int32, vec)(
+        grid, (CRT_THREADS,), (planes, i64(plane), i64(ld), shift_a.astype(i32, copy=False),
+                               shift_b.astype(i32, copy=False), C, i64(ldc), i64(m), i64(n), i32(pairs)))
+
+
+def prepare(table: ModuliTable, planes: Any) -> None:
+    """Compile the kernel that :func:`crt` launches for these planes (once per process)."""
+    kernel(table, planes.dtype == np.int32, columns(planes))
