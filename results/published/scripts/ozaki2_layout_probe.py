@@ -13,7 +13,10 @@ round): kept plans of ``moduli="auto"`` (sized for 20 moduli) and of fast-15, ea
 interleaved with DGEMM. Each plan's phases (``phases=``, each synchronized) are read from one more call, and every
 result is compared bitwise with the whole layout's. Writes ``$OUT/ozaki2-layout-probe.json``.
 
-Run on the device: ``OUT=dir PYTHONPATH=$PWD python3 results/published/scripts/ozaki2_layout_probe.py``.
+``VARIANTS`` (default ``whole,default``) may add ``planes``: the planes layout forced (the layouts offered cut to
+the last one while the plan is made), to compare it with the row panels where those are small (N = 4096: 4
+panels of 1024 rows). Run on the device: ``OUT=dir PYTHONPATH=$PWD python3
+results/published/scripts/ozaki2_layout_probe.py``.
 """
 
 import json
@@ -27,17 +30,25 @@ from ozaki2_as_called import inputs, sample  # this directory's script: phi = 1 
 from experiments.core.environment import environment
 from gpu import ozaki2
 from gpu.backend import get_backend
+from gpu.ozaki2 import memory
 from gpu.ozaki2.options import Options
 
 ROUNDS = max(10, int(os.environ.get("ROUNDS", 10)))
 
 
-VARIANTS = ("whole", "default")
+VARIANTS = tuple(os.environ.get("VARIANTS", "whole,default").split(","))
 WHOLE = 2**50  # a workspace= that holds every layout: the whole direct one is taken
 
 
 def plan(be, A, B, moduli, variant: str):
     """A kept plan in ``variant``'s layout (``direct``, ``rows`` and ``workspace_gib`` in the results say which)."""
+    if variant == "planes":
+        offered = memory.layouts
+        memory.layouts = lambda *args, **kw: offered(*args, **kw)[-1:]
+        try:
+            return ozaki2.Plan(A, B, options=Options(moduli=moduli), backend=be)
+        finally:
+            memory.layouts = offered
     return ozaki2.Plan(A, B, options=Options(moduli=moduli, workspace=WHOLE if variant == "whole" else None),
                        backend=be)
 
@@ -71,7 +82,7 @@ def small(be, n: int, telemetry) -> dict:
     plans = {f"{m}-{variant}": plan(be, A, B, m, variant) for m in ("auto", 15) for variant in VARIANTS}
     calls = {name: partial(p.execute, A, B) for name, p in plans.items()}
     calls["dgemm"] = lambda: cp.matmul(A, B)
-    point = {"n": n, "runs": timed(calls, {8192: 10}.get(n, 3), telemetry)}
+    point = {"n": n, "runs": timed(calls, 10 if n <= 8192 else 3, telemetry)}
     refs = {m: plans[f"{m}-whole"].execute(A, B) for m in ("auto", 15)}
     point["plans"] = {name: described(p, A, B, refs["auto" if name.startswith("auto") else 15])
                       for name, p in plans.items()}
