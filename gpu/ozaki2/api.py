@@ -64,8 +64,8 @@ def workspace_bytes(m: int, k: int, n: int, count: int, scaling: str = "accurate
     """Device bytes of one product beyond A, B and C: its workspace block (:mod:`gpu.ozaki2.workspace`).
     ``direct``: the whole direct layout of one k block (the INT32 products of every modulus), which a call
     takes where a ``workspace=`` holds it; the default is the planes layout's (GEMMul8's workspace), which bounds
-    what a call takes by default (the direct layout in row panels, :func:`gpu.ozaki2.memory.panel_rows`, holds
-    no more)."""
+    what a call takes by default (the direct layout in row panels, :func:`gpu.ozaki2.memory.panel_rows`, where
+    it is taken, holds no more)."""
     return layout(m, k, n, count, scaling, direct).nbytes
 
 

@@ -123,7 +123,7 @@ def _reference(A, B, **kw):
 
 
 @pytest.mark.parametrize("scaling", ozaki2.SCALINGS)
-def test_a_split_pool_makes_the_call_take_a_smaller_layout(scaling):
+def test_a_split_pool_makes_the_call_take_a_smaller_layout(scaling, row_panels_at_any_size):
     """The device has room for the direct layout, but no cached block holds its INT32 products (as on the H200):
     the call takes the direct layout in row panels, no larger than the planes, gives the same bits, and never
     asks the pool for a block it cannot give."""
@@ -136,6 +136,22 @@ def test_a_split_pool_makes_the_call_take_a_smaller_layout(scaling):
     got = ozaki2.matmul(A, B, moduli=count, scaling=scaling, backend=be)
     assert np.array_equal(got, _reference(A, B, moduli=count, scaling=scaling))
     assert max(be.xp.sizes) == paneled.nbytes
+
+
+def test_row_panels_whose_gemms_make_few_outputs_give_way_to_the_planes():
+    """The default takes the planes layout where a row panel's INT8 GEMMs would make fewer than
+    MIN_PANEL_OUTPUTS outputs (N = 4096 and 6144 on the H200: 4 panels of a quarter of the rows ran 24-27% and
+    6% slower than the planes), the panels from N = 8192; a workspace= that holds the whole direct layout takes it
+    first either way."""
+    block = k_block_of(None)
+
+    def taken(n, whole=False):
+        return [(ws.direct, ws.rows) for ws in memory.layouts(n, n, n, 15, "fast", block, whole=whole)]
+    for n in (4096, 6144):
+        assert memory.panel_rows(n, n, n, 15, "fast") * n < memory.MIN_PANEL_OUTPUTS
+        assert taken(n) == [(False, None)] and taken(n, whole=True) == [(True, n), (False, None)]
+    assert taken(8192) == [(True, 2048), (False, None)]
+    assert taken(8192, whole=True) == [(True, 8192), (True, 2048), (False, None)]
 
 
 def test_no_block_that_fits_raises_before_any_work():
@@ -221,7 +237,7 @@ def small_device(cupy_backend):
 @pytest.mark.parametrize("scaling", ozaki2.SCALINGS)
 @pytest.mark.parametrize("shape, count, k_block", [((300, 500, 200), 15, None), ((256, 700, 129), 8, 256),
                                                    ((64, 64, 64), None, None)])
-def test_gpu_peak_within_the_plan_and_one_block(cupy_backend, scaling, shape, count, k_block):
+def test_gpu_peak_within_the_plan_and_one_block(cupy_backend, scaling, shape, count, k_block, row_panels_at_any_size):
     """The counting allocator sees every CuPy allocation of a call that makes its plan: the peak stays within
     the plan, and the largest one is the workspace block itself (moduli given)."""
     m, k, n = shape

@@ -77,7 +77,7 @@ def test_matmul_keeps_one_plan_per_signature(monkeypatch):
     assert ozaki2.matmul(A, B, out=out, backend=host) is out and np.array_equal(out, first)
 
 
-def test_a_kept_plan_allocates_no_workspace_again():
+def test_a_kept_plan_allocates_no_workspace_again(row_panels_at_any_size):
     """The block is taken once, when the plan is made; a repeated call allocates only its output."""
     A, B = operands(64, 300, 48)
     be = FragmentedBackend(free=2**30, largest=2**30, host_scratch=True)
@@ -117,7 +117,7 @@ def test_nonfinite_inputs_give_the_library_gemms_pattern(options):
         ozaki2.matmul(A, B, check_finite=True, backend=host, **options)
 
 
-def test_a_plan_may_take_another_plans_room():
+def test_a_plan_may_take_another_plans_room(row_panels_at_any_size):
     """Where the faster layout does not fit beside kept plans' blocks, the cache frees them (make_room) rather
     than fall back to the planes."""
     A, B = operands(64, 16, 64)

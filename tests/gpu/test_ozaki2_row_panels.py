@@ -17,6 +17,8 @@ from gpu.ozaki2.gemms import PANEL, PANEL_FROM, panels
 from gpu.ozaki2.options import Options
 from gpu.ozaki2.workspace import layout
 
+pytestmark = pytest.mark.usefixtures("row_panels_at_any_size")   # the panels' mechanics, on small products
+
 MATRIX = 8  # bytes of one float64 entry: workspaces below are in N x N float64 matrices
 WHOLE = 2**50  # a workspace= that holds any layout: the whole direct one is taken
 

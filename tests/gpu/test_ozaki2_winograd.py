@@ -83,7 +83,7 @@ def test_k_beyond_one_int8_block_is_bitwise_too(levels_taken):
     assert np.array_equal(host_matmul(A, B, moduli=6, level=1), want) and levels_taken
 
 
-def test_levels_take_the_planes_layout_and_count_their_scratch():
+def test_levels_take_the_planes_layout_and_count_their_scratch(row_panels_at_any_size):
     rows = memory.panel_rows(512, 512, 512, 15, "fast")
     assert [(ws.direct, ws.rows) for ws in layouts(512, 512, 512, 15, "fast", 2**17 - 16)] == \
         [(True, rows), (False, None)]
