@@ -52,12 +52,12 @@ def _small_host_cache_flush(monkeypatch):
 
 @pytest.fixture
 def row_panels_at_any_size(monkeypatch):
-    """Scheme II takes its direct layout in row panels however few outputs a panel's GEMMs make: the tests of the
-    panels' mechanics run on small products, below :data:`gpu.ozaki2.memory.MIN_PANEL_OUTPUTS` (where the
-    default takes the planes layout instead)."""
+    """Scheme II takes its direct layout in row panels however little work a panel's GEMM does: the tests of the
+    panels' mechanics run on small products, below :data:`gpu.ozaki2.memory.MIN_PANEL_WORK` (where the default
+    takes the planes layout instead)."""
     from gpu.ozaki2 import memory
 
-    monkeypatch.setattr(memory, "MIN_PANEL_OUTPUTS", 0)
+    monkeypatch.setattr(memory, "MIN_PANEL_WORK", 0)
 
 
 @pytest.fixture

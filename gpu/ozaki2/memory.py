@@ -4,7 +4,7 @@ A plan (:class:`gpu.ozaki2.plan.Plan`) allocates its workspace (:mod:`gpu.ozaki2
 block, no larger by default than GEMMul8's (the planes layout's bytes, 6.12 FP64 matrices at 15 moduli): the
 direct layout (every modulus's INT32 product, no pass that reduces them to planes) whole where it fits within
 those bytes, else in balanced row panels within them (the same INT8 GEMMs and CRT, panel by panel) where each
-panel's INT8 GEMMs make at least :data:`MIN_PANEL_OUTPUTS` outputs, else the planes. (Below about 50 rows of C
+panel's INT8 GEMM does at least :data:`MIN_PANEL_WORK` multiply-adds, else the planes. (Below about 50 rows of C
 not one panel of 16 rows fits within them, and the whole direct layout, at most 4 count n bytes a row, is taken
 as it is.) A ``workspace=`` that holds the whole direct layout (11.25 matrices at 15 moduli) lets it be taken
 first.
@@ -13,7 +13,7 @@ where a cache of plans holds other blocks, it frees them first (``make_room``) r
 layout. On the H200 (``results/published/h200/h200-ozaki2-row-panels-probe.json``) the row panels ran within
 1.5% of the whole direct layout at N = 8192-32768 (4 panels of 2048 rows at 8192: 2.8 against 5.6 GiB), and the
 planes 3-7% slower than it (``h200-ozaki2-layout-probe.json``); below, the panels' smaller GEMMs lost more than
-the planes' reduction pass costs (:data:`MIN_PANEL_OUTPUTS`).
+the planes' reduction pass costs (:data:`MIN_PANEL_WORK`).
 
 Then the bytes a call allocates outside the block are asked for (:func:`gpu.backend.checks.require_memory`):
 C where ``out`` is not given (each call allocates its own), the operations' vectors and scratch
@@ -38,13 +38,15 @@ from .winograd import scratch_bytes as winograd_bytes
 from .workspace import Workspace, layout
 
 ADVICE = "pass fewer moduli, out=, or split the product into blocks of rows"
-#: The fewest outputs (rows x padded columns) of a row panel's INT8 GEMMs for the row panels to be taken before
-#: the planes. Measured on the H200 (kept plans as called beside DGEMM, fast-15 / moduli="auto";
-#: results/published/h200/h200-ozaki2-layout-probe-4096-8192.json): panels of 2048 x 8192 ran at 1.280x / 1.275x
-#: against the planes' 1.240x / 1.216x at N = 8192, but panels of 1536 x 6144 at 1.104x / 1.093x against 1.171x /
-#: 1.145x at 6144, 1280 x 5120 at 0.927x / 0.921x against 1.148x / 1.124x, and 1024 x 4096 at 0.713x / 0.691x
-#: against 0.943x / 0.907x (the whole direct layout: 1.077x / 1.021x at 4096).
-MIN_PANEL_OUTPUTS = 2048 * 8192
+#: The fewest multiply-adds (rows x padded columns x padded k) of a row panel's INT8 GEMM, per modulus, for the row
+#: panels to be taken before the planes. Measured on the H200 (kept plans as called beside DGEMM, fast-15 /
+#: moduli="auto"; results/published/h200/h200-ozaki2-layout-probe-4096-8192.json): panels of 2048 x 8192 x 8192
+#: ran at 1.280x / 1.275x against the planes' 1.240x / 1.216x at N = 8192, but 1536 x 6144 x 6144 at 1.104x /
+#: 1.093x against 1.171x / 1.145x at 6144, 1280 x 5120 x 5120 at 0.927x / 0.921x against 1.148x / 1.124x, and
+#: 1024 x 4096 x 4096 at 0.713x / 0.691x against 0.943x / 0.907x (the whole direct layout: 1.077x / 1.021x at
+#: 4096); in a capped product at N = 16384 (2 matrices: tiles of 8192 x 4096), panels of 2048 x 4096 x 16384 ran
+#: the product at 0.90x the uncapped speed, the planes at 0.88x (h200-ozaki2-capped-planes.json).
+MIN_PANEL_WORK = 2048 * 8192 * 8192
 
 
 @dataclass(frozen=True)
@@ -90,8 +92,8 @@ def layouts(m: int, k: int, n: int, count: int, scaling: str, block: int, level:
     """The layouts the call may take, fastest first. Where the INT8 GEMMs take k in one block and no Winograd
     level forms its products (which come out as residues, the planes' layout): the direct layout, whole where it
     fits within the planes layout's bytes (GEMMul8's workspace) or where not one row panel does (below about 50
-    rows), else in row panels within them (:func:`panel_rows`) where a panel's GEMMs make at least
-    :data:`MIN_PANEL_OUTPUTS` outputs; ``whole``: the whole direct layout is offered first whatever its size (a
+    rows), else in row panels within them (:func:`panel_rows`) where a panel's GEMM does at least
+    :data:`MIN_PANEL_WORK` multiply-adds; ``whole``: the whole direct layout is offered first whatever its size (a
     ``workspace=`` that holds it). The planes layout last. ``keep_a``: each keeps A's residues past the call
     (:func:`gpu.ozaki2.workspace.layout`)."""
     planes = layout(m, k, n, count, scaling, direct=False, level=level, keep_a=keep_a)
@@ -102,7 +104,7 @@ def layouts(m: int, k: int, n: int, count: int, scaling: str, block: int, level:
     if rows is None:
         return [direct, planes]
     first = [direct] if whole else []
-    if rows * _round_up(max(n, 1)) < MIN_PANEL_OUTPUTS:
+    if rows * _round_up(max(n, 1)) * _round_up(max(k, 1)) < MIN_PANEL_WORK:
         return first + [planes]
     return first + [layout(m, k, n, count, scaling, direct=True, rows=rows, keep_a=keep_a), planes]
 

@@ -22,8 +22,10 @@ sums of the products in IEEE arithmetic: NaN or infinity in any summation order,
 the H200's host). With the fast scaling (the default) and without ``check_finite``, a plan replays its work as
 a CUDA graph per address set of A, B and C from the second call of that set (:mod:`gpu.backend.graphs`, mode
 ``"repeat"``): with a count given the whole product, under ``moduli="auto"`` all that follows the count's read
-(one graph per count it picks). The graphs run on the plan's buffers, compute the eager bits, and need the
-direct layout (every modulus's INT32 product kept), whose work allocates nothing.
+(one graph per count it picks). The graphs run on the plan's buffers and compute the eager bits, in the direct
+layout and in the planes (whose INT8 GEMMs are planned once per modulus and k block, as the direct layout's per
+span): their work allocates nothing. The Winograd levels, whose products come out of scratch taken per call,
+stay eager.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from ..ozaki.api import NONFINITE, _operands, _phase
 from ..ozaki.plan import _round_up
 from .auto import choose_moduli
 from .bounds import bounds
-from .gemms import blocks, int8_product, panels, planned, run_planned
+from .gemms import blocks, panels, planned, run_planned
 from .memory import ADVICE, Carved, reserve_workspace
 from .moduli import ModuliTable, moduli_table
 from .normwise import LineStats, refusal, target_value
@@ -69,6 +71,7 @@ class Part:
     direct: bool
     panels: list[tuple[slice, slice]]
     gemms: list[list[Any]]         # each span's INT8 GEMMs in the direct layout
+    plane_gemms: list[list[Any]]   # the planes layout's INT8 GEMMs per modulus and k block (none with levels)
 
 
 class Plan(MatmulPlan):
@@ -124,6 +127,7 @@ class Plan(MatmulPlan):
         if count not in self._parts:
             table, work, be, m = moduli_table(count), self.work, self.backend, self.m
             res_a, res_b, tiles = work.view("res_a")[:count], work.view("res_b")[:count], panels(m, self.n_pad)
+            plane_gemms: list[list[Any]] = []
             if work.direct:
                 products, step = work.view("products")[:count], work.layout.rows
                 spans = [slice(r, min(r + step, m)) for r in range(0, m, step)]
@@ -132,8 +136,12 @@ class Plan(MatmulPlan):
             else:
                 products = None if self.options.level else work.view("product")
                 spans, planes, gemms = [slice(None)], [work.view("planes")[:count]], [[]]
+                if products is not None:
+                    plane_gemms = [[planned(be, res_a[t][:, kb], res_b[t][:, kb], products, tiles)
+                                    for kb in blocks(self.ldk, self.block)] for t in range(count)]
             ops(be).prepare(table, planes[0])
-            self._parts[count] = Part(table, res_a, res_b, products, planes, spans, work.direct, tiles, gemms)
+            self._parts[count] = Part(table, res_a, res_b, products, planes, spans, work.direct, tiles, gemms,
+                                      plane_gemms)
         return self._parts[count]
 
     def _span_gemms(self, res_a: Array, res_b: Array, products: Array, span: slice) -> list[Any]:
@@ -221,8 +229,7 @@ class Plan(MatmulPlan):
         """The call's work as a CUDA graph per address set of (A, B, C), count and whether A's residues are
         ``kept`` (:mod:`gpu.backend.graphs`, mode ``"repeat"``): with a count given the whole product, under
         ``moduli="auto"`` all that follows the count's read (the line statistics and the count stay eager, since
-        the count picks the graph). Only where the INT32 products are kept whole (the direct layout), whose work
-        allocates nothing."""
+        the count picks the graph). Not with Winograd levels, whose products take scratch per call."""
         be = self.backend
         if self.fixed:
             count = self.fixed
@@ -236,7 +243,7 @@ class Plan(MatmulPlan):
                 shift_a, shift_b = self._shifts(family, part, rows, cols, found)
                 self._rest(family, part, A, B, C, shift_a, shift_b, rows, cols)
         part = self.part(count)
-        if part.direct:
+        if part.products is not None:
             self._graphs.run((be.pointer(A), be.pointer(B), be.pointer(C), count, kept), work)
         else:
             work()
@@ -308,9 +315,9 @@ class Plan(MatmulPlan):
             self._winograd_products(family, part, phases)
             return
         for t, modulus in enumerate(part.table.moduli):
-            for number, kb in enumerate(blocks(self.ldk, self.block)):
+            for number, calls in enumerate(part.plane_gemms[t]):
                 with _phase(be, phases, "gemm"):
-                    int8_product(be, part.res_a[t][:, kb], part.res_b[t][:, kb], part.products, part.panels)
+                    run_planned(be, calls)
                 with _phase(be, phases, "reduce"):
                     family.reduce(part.products[:, :self.n], part.planes[0][t], modulus, number > 0)
 

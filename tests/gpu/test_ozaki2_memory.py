@@ -138,20 +138,22 @@ def test_a_split_pool_makes_the_call_take_a_smaller_layout(scaling, row_panels_a
     assert max(be.xp.sizes) == paneled.nbytes
 
 
-def test_row_panels_whose_gemms_make_few_outputs_give_way_to_the_planes():
-    """The default takes the planes layout where a row panel's INT8 GEMMs would make fewer than
-    MIN_PANEL_OUTPUTS outputs (N = 4096 and 6144 on the H200: 4 panels of a quarter of the rows ran 24-27% and
-    6% slower than the planes), the panels from N = 8192; a workspace= that holds the whole direct layout takes it
-    first either way."""
+def test_row_panels_whose_gemms_do_little_work_give_way_to_the_planes():
+    """The default takes the planes layout where a row panel's INT8 GEMM would do fewer than MIN_PANEL_WORK
+    multiply-adds (N = 4096 and 6144 on the H200: 4 panels of a quarter of the rows ran 24-27% and 6% slower than
+    the planes), the panels from N = 8192 and in the tiles of a capped product at 16384; a workspace= that holds
+    the whole direct layout takes it first either way."""
     block = k_block_of(None)
 
-    def taken(n, whole=False):
-        return [(ws.direct, ws.rows) for ws in memory.layouts(n, n, n, 15, "fast", block, whole=whole)]
+    def taken(m, k, n, whole=False, keep_a=False):
+        return [(ws.direct, ws.rows) for ws in memory.layouts(m, k, n, 15, "fast", block, whole=whole,
+                                                                keep_a=keep_a)]
     for n in (4096, 6144):
-        assert memory.panel_rows(n, n, n, 15, "fast") * n < memory.MIN_PANEL_OUTPUTS
-        assert taken(n) == [(False, None)] and taken(n, whole=True) == [(True, n), (False, None)]
-    assert taken(8192) == [(True, 2048), (False, None)]
-    assert taken(8192, whole=True) == [(True, 8192), (True, 2048), (False, None)]
+        assert memory.panel_rows(n, n, n, 15, "fast") * n * n < memory.MIN_PANEL_WORK
+        assert taken(n, n, n) == [(False, None)] and taken(n, n, n, whole=True) == [(True, n), (False, None)]
+    assert taken(8192, 8192, 8192) == [(True, 2048), (False, None)]
+    assert taken(8192, 8192, 8192, whole=True) == [(True, 8192), (True, 2048), (False, None)]
+    assert taken(8192, 16384, 4096, whole=True, keep_a=True) == [(True, 8192), (True, 2048), (False, None)]
 
 
 def test_no_block_that_fits_raises_before_any_work():
