@@ -149,7 +149,8 @@ def test_gpu_equals_numpy_bit_for_bit(cupy_backend, scaling, shape, phi, count, 
 
 
 @pytest.mark.gpu
-def test_gpu_phases_and_views(cupy_backend):
+def test_gpu_phases_and_views(cupy_backend, row_panels_at_any_size):
+    """The phases of the direct layout (row panels forced on this small product), then of the planes (k blocked)."""
     A, B = operands(300, 200, 260, 1.0, 12)
     phases = {}
     big = cupy_backend.asarray(np.pad(A, ((0, 5), (3, 0))))
