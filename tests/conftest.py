@@ -55,9 +55,13 @@ def row_panels_at_any_size(monkeypatch):
     """Scheme II takes its direct layout in row panels however little work a panel's GEMM does: the tests of the
     panels' mechanics run on small products, below :data:`gpu.ozaki2.memory.MIN_PANEL_WORK` (where the default
     takes the planes layout instead)."""
+    from gpu import ozaki2
     from gpu.ozaki2 import memory
 
+    ozaki2.PLANS.clear()                  # no plan kept in another layout serves this test, nor this test's a later one
     monkeypatch.setattr(memory, "MIN_PANEL_WORK", 0)
+    yield
+    ozaki2.PLANS.clear()
 
 
 @pytest.fixture

@@ -36,8 +36,8 @@ from .moduli import ModuliTable
 
 #: Threads per block (a grid-stride loop over rows and columns does the rest), and the most columns a thread takes.
 CRT_THREADS, VEC = 256, 4
-#: The most moduli for which a thread takes :data:`VEC` columns: beyond, the four vectors of INT32 products per
-#: modulus spill registers under the bound (28 bytes at 20 moduli, on sm_90), and two columns do not.
+#: The most moduli for which a thread takes :data:`VEC` columns: beyond, a vector of four INT32 products per modulus
+#: spills registers under the bound (28 bytes at 20 moduli, on sm_90), and two columns do not.
 VEC_MODULI = 16
 
 SOURCE = r"""
@@ -108,6 +108,7 @@ def source(table: ModuliTable, reduce: bool, vec: int) -> str:
 
 @cache
 def kernel(table: ModuliTable, reduce: bool, vec: int) -> Any:
+    """The compiled kernel of :func:`source` (one per moduli set, planes' type and column count, per process)."""
     return cupy.RawKernel(source(table, reduce, vec), "ozaki2_crt")
 
 

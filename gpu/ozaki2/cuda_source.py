@@ -36,8 +36,8 @@ def for_each_modulus(moduli: tuple[int, ...]) -> str:
 
 
 def constants(table: ModuliTable) -> str:
-    """The table's constants as macros: ``W_HI_t``, ``W_LO_t``, ``P_HI``, ``P_LO``, ``INV`` (fl(1 / M), as the NumPy
-    twin computes it) and ``EXACT``, each double as its exact hexadecimal literal."""
+    """The table's constants as macros: ``W_HI_t``, ``W_LO_t``, ``P_HI``, ``P_LO``, ``INV`` (``1.0 / float(M)``, as the
+    NumPy twin computes it) and ``EXACT``, each double as its exact hexadecimal literal."""
     lines = [f"#define W_HI_{t} ({float(hi).hex()})\n#define W_LO_{t} ({float(lo).hex()})\n"
              for t, (hi, lo) in enumerate(zip(table.weights_hi, table.weights_lo, strict=True))]
     return "".join(lines) + (f"#define P_HI ({float(table.product_hi).hex()})\n"

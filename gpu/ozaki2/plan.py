@@ -60,7 +60,8 @@ from .winograd import add, residue_product
 class Part:
     """What one modulus count needs: its table, the workspace's views for it (the residues, what the INT8 GEMMs
     write: every modulus's INT32 product in the direct layout, else one, and the planes the CRT reads), and
-    the INT8 GEMMs' panels. A direct layout of row panels runs each span's GEMMs, then its CRT, in turn."""
+    the INT8 GEMMs, planned once: per span of C's rows in the direct layout (a layout of row panels runs each
+    span's GEMMs, then its CRT, in turn), per modulus and k block in the planes."""
 
     table: ModuliTable
     res_a: Array
@@ -69,7 +70,6 @@ class Part:
     planes: list[Array]            # what the CRT reads for each span of C's rows
     spans: list[slice]             # C's rows, whole or in the direct layout's row panels
     direct: bool
-    panels: list[tuple[slice, slice]]
     gemms: list[list[Any]]         # each span's INT8 GEMMs in the direct layout
     plane_gemms: list[list[Any]]   # the planes layout's INT8 GEMMs per modulus and k block (none with levels)
 
@@ -140,8 +140,7 @@ class Plan(MatmulPlan):
                     plane_gemms = [[planned(be, res_a[t][:, kb], res_b[t][:, kb], products, tiles)
                                     for kb in blocks(self.ldk, self.block)] for t in range(count)]
             ops(be).prepare(table, planes[0])
-            self._parts[count] = Part(table, res_a, res_b, products, planes, spans, work.direct, tiles, gemms,
-                                      plane_gemms)
+            self._parts[count] = Part(table, res_a, res_b, products, planes, spans, work.direct, gemms, plane_gemms)
         return self._parts[count]
 
     def _span_gemms(self, res_a: Array, res_b: Array, products: Array, span: slice) -> list[Any]:
@@ -320,7 +319,6 @@ class Plan(MatmulPlan):
                     run_planned(be, calls)
                 with _phase(be, phases, "reduce"):
                     family.reduce(part.products[:, :self.n], part.planes[0][t], modulus, number > 0)
-
 
     def _winograd_products(self, family: Any, part: Part, phases: dict[str, float] | None) -> None:
         """Per modulus and k block, the residues of the product by the options' Winograd levels

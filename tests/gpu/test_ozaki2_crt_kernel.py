@@ -1,5 +1,6 @@
 """Scheme II's CRT kernel with its moduli set's constants compiled in: the macros carry the table's very doubles
-(CPU), and the kernel equals the NumPy CRT bit for bit in every column width it takes (GPU)."""
+(CPU), and the kernel equals the NumPy CRT bit for bit in every column width it takes, with rows that end short
+of a whole vector and rows wider than one block's columns (GPU)."""
 
 import re
 import struct
@@ -55,7 +56,8 @@ def planes_and_shifts(count: int, m: int, n: int, ld: int, dtype, seed: int):
 @pytest.mark.gpu
 @pytest.mark.parametrize("count", [2, 15, 16, 20])
 @pytest.mark.parametrize("dtype", [np.int32, np.int8])
-@pytest.mark.parametrize("n, ld, offset", [(64, 64, 0), (62, 66, 0), (61, 67, 0), (64, 68, 2), (33, 34, 1)])
+@pytest.mark.parametrize("n, ld, offset", [(64, 64, 0), (62, 66, 0), (61, 67, 0), (64, 68, 2), (33, 34, 1),
+                                           (61, 64, 0), (62, 64, 0), (63, 68, 0), (2050, 2052, 0)])
 def test_gpu_crt_equals_numpy_in_every_column_width(cupy_backend, count, dtype, n, ld, offset):
     from gpu.ozaki2 import crt_kernels
     m = 37

@@ -181,15 +181,22 @@ def test_gpu_fixed_count_returns_while_the_stream_is_busy(cupy_backend, busy):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("moduli", ["auto", 14])
-def test_gpu_replayed_calls_give_the_eager_bits_for_new_values(cupy_backend, moduli):
-    """A kept plan replays its work as a graph per address set from the second call: new values at the same
-    addresses (NaN and infinity included, and a count that "auto" picks anew) give the bits of the eager plan
-    (NumPy's), and the graphs are kept per address set and count."""
+@pytest.mark.parametrize("moduli, layout, k_block", [("auto", "planes", None), (14, "planes", None),
+                                                     ("auto", "direct", None), (14, "direct", None),
+                                                     (14, "planes", 128), ("auto", "planes", 128)])
+def test_gpu_replayed_calls_give_the_eager_bits_for_new_values(cupy_backend, moduli, layout, k_block, request):
+    """A kept plan replays its work as a graph per address set from the second call, in either layout (the planes
+    with k in one block and in several, which add into the planes): new values at the same addresses (NaN and
+    infinity included, and a count that "auto" picks anew) give the bits of the eager plan (NumPy's), and the
+    graphs are kept per address set and count."""
+    if layout == "direct":
+        request.getfixturevalue("row_panels_at_any_size")
     A, B = operands(320, 300, 260, seed=8)
     dA, dB = cupy_backend.asarray(A), cupy_backend.asarray(B)
     C = cupy_backend.xp.empty((320, 260))
-    with ozaki2.Plan(dA, dB, out=C, options={"moduli": moduli}, backend=cupy_backend) as plan:
+    options = {"moduli": moduli, "k_block": k_block}
+    with ozaki2.Plan(dA, dB, out=C, options=options, backend=cupy_backend) as plan:
+        assert plan.work.direct is (layout == "direct")
         for step in range(5):
             A2, B2 = operands(320, 300, 260, phi=1.0 + 2 * (step % 2), seed=20 + step)
             if step == 3:
@@ -197,7 +204,7 @@ def test_gpu_replayed_calls_give_the_eager_bits_for_new_values(cupy_backend, mod
             dA.set(A2)
             dB.set(B2)
             got = cupy_backend.to_numpy(plan.execute(dA, dB, C))
-            want = ozaki2.matmul(A2, B2, moduli=moduli, backend=host)
+            want = ozaki2.matmul(A2, B2, moduli=moduli, k_block=k_block, backend=host)
             assert np.array_equal(np.isnan(got), np.isnan(want)), step
             assert np.array_equal(got[~np.isnan(want)], want[~np.isnan(want)]), step
         assert len(plan._graphs.captured) >= 1

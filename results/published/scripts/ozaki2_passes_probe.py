@@ -98,6 +98,7 @@ extern "C" __global__ void __launch_bounds__(256, PERSIST_BLOCKS) ozaki2_rows_pe
 }
 """
 
+
 def rows_source(moduli: tuple[int, ...]) -> str:
     """The library's residue source (its helpers, ROWS_ARGS, the table and limbs paths) for these moduli."""
     return "#define BARS 0\n" + for_each_modulus(moduli) + COMMON + fused.TILE_SOURCE + kernels._ROWS_SOURCE
@@ -198,7 +199,7 @@ def main() -> None:
             entry["times"] = summary(event_rounds(runs, ROUNDS))
             point[f"residues-{side}"] = entry
             print(n, side, json.dumps({k: v for k, v in entry.items()}), flush=True)
-        planes, table, shift_a, shift_b, shape = captured["crt"][0]
+        planes, table, shift_a, shift_b, shape = captured["crt"][-1]      # the span whose products the planes hold
         reduce, vec = planes.dtype == np.int32, crt_kernels.columns(planes)
         kern, vecs = {"library": crt_kernels.kernel(table, reduce, vec)}, {"library": vec}
         for blocks in (2, 3, 4):
