@@ -122,16 +122,21 @@ def columns(planes: Any) -> int:
 
 def crt(planes: Any, table: ModuliTable, shift_a: Any, shift_b: Any, C: Any) -> None:
     """C = the CRT of ``planes`` (count x m x n, INT32 products or INT8 residues) scaled back by the shifts."""
+    vec = columns(planes)
+    launch(kernel(table, planes.dtype == np.int32, vec), vec, planes, shift_a, shift_b, C)
+
+
+def launch(compiled: Any, vec: int, planes: Any, shift_a: Any, shift_b: Any, C: Any) -> None:
+    """``compiled`` (a CRT kernel of ``vec`` columns a thread: :func:`kernel`, or a variant of its source) over
+    ``planes`` into C: its grid, strides and 16-byte stores where C's start and rows allow them."""
     _, m, n = planes.shape
     plane, ld = planes.strides[0] // planes.itemsize, planes.strides[1] // planes.itemsize
-    vec = columns(planes)
     ldc = C.strides[0] // C.itemsize
     pairs = vec >= 2 and C.data.ptr % 16 == 0 and ldc % 2 == 0
     grid = (max(1, min(-(-n // (CRT_THREADS * vec)), 64)), max(1, min(m, 65535)))
     i32, i64 = np.int32, np.int64
-    kernel(table, planes.dtype == np.int32, vec)(
-        grid, (CRT_THREADS,), (planes, i64(plane), i64(ld), shift_a.astype(i32, copy=False),
-                               shift_b.astype(i32, copy=False), C, i64(ldc), i64(m), i64(n), i32(pairs)))
+    compiled(grid, (CRT_THREADS,), (planes, i64(plane), i64(ld), shift_a.astype(i32, copy=False),
+                                    shift_b.astype(i32, copy=False), C, i64(ldc), i64(m), i64(n), i32(pairs)))
 
 
 def prepare(table: ModuliTable, planes: Any) -> None:

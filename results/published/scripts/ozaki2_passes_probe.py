@@ -27,13 +27,14 @@ import os
 
 import cupy as cp
 import numpy as np
+from ozaki2_residues import launcher  # this directory's script: the library's residue launch, into a fresh output
 from rounds import event_rounds, summary
 
 from accuracy.generate import phi_matrix
 from experiments.core.environment import environment
 from gpu import ozaki2
 from gpu.backend import get_backend
-from gpu.ozaki.kernels import TILE, TILE_ROWS
+from gpu.ozaki.kernels import TILE
 from gpu.ozaki2 import crt_kernels, fused, kernels
 from gpu.ozaki2.cuda_source import COMMON, for_each_modulus
 from gpu.ozaki2.kernels import CudaOps
@@ -120,40 +121,22 @@ def crt_variant(table, reduce: bool, vec: int, blocks: int):
     return cp.RawKernel(src, "ozaki2_crt")
 
 
-def rows_launcher(kernel, X, shifts, exps, table, rows_pad, ldk, persist=0):
-    """A call of ``kernel`` with the library's launch (``persist`` blocks an SM instead, for the persistent
-    kernel) into a fresh output."""
-    out = cp.empty((table.count, rows_pad, ldk), dtype=np.int8)
-    rows, cols = X.shape
-    rs, cs = X.strides[0] // 8, X.strides[1] // 8
-    pow2, length = kernels._powers(table.moduli)
-    i64, i32 = np.int64, np.int32
-    args = (X, i64(rs), i64(1 if cols == 1 else cs), i64(rows), i64(cols), i64(rows_pad), i64(ldk),
-            shifts.astype(i32), exps.astype(i32), out, i64(rows_pad * ldk), pow2, i32(length))
-    tiles = (-(-ldk // TILE), -(-rows_pad // TILE))
-    grid = (min(tiles[0] * tiles[1], SMS * persist),) if persist else tiles
-
-    def run():
-        kernel(grid, (TILE, TILE_ROWS), args)
-        return out
-    return run
-
-
 def crt_launcher(kernel, planes, shift_a, shift_b, shape, vec):
-    """The library's CRT launch (``crt_kernels.crt``) of ``kernel`` into a fresh C of ``shape``."""
+    """The library's CRT launch (``crt_kernels.launch``) of ``kernel`` into a fresh C of ``shape``."""
     C = cp.empty(shape, dtype=np.float64)
-    _, m, n = planes.shape
-    plane, ld = planes.strides[0] // planes.itemsize, planes.strides[1] // planes.itemsize
-    pairs = vec >= 2 and C.data.ptr % 16 == 0 and C.shape[1] % 2 == 0
-    grid = (max(1, min(-(-n // (crt_kernels.CRT_THREADS * vec)), 64)), max(1, min(m, 65535)))
-    i32, i64 = np.int32, np.int64
-    args = (planes, i64(plane), i64(ld), shift_a.astype(i32), shift_b.astype(i32), C, i64(C.shape[1]), i64(m), i64(n),
-            i32(pairs))
 
     def run():
-        kernel(grid, (crt_kernels.CRT_THREADS,), args)
+        crt_kernels.launch(kernel, vec, planes, shift_a, shift_b, C)
         return C
     return run
+
+
+def rows_launcher(kernel, X, shifts, exps, table, rows_pad, ldk, persist=0):
+    """:func:`ozaki2_residues.launcher`, on ``persist`` blocks an SM for the persistent kernel (0: the library's
+    grid of tiles)."""
+    tiles = -(-ldk // TILE) * -(-rows_pad // TILE)
+    return launcher(kernel, X, shifts, exps, table, rows_pad, ldk,
+                    grid=(min(tiles, SMS * persist),) if persist else None)
 
 
 def compare(runs: dict) -> dict:

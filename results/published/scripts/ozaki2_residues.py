@@ -160,9 +160,9 @@ def variant(name: str, moduli: tuple[int, ...]):
     return cp.RawKernel(source, name)
 
 
-def launcher(kernel, X, shifts, exps, table, rows_pad, ldk, width=TILE):
-    """A call of ``kernel`` with the library's launch (``kernels._launch_rows``; blocks ``width`` columns wide),
-    into a fresh output."""
+def launcher(kernel, X, shifts, exps, table, rows_pad, ldk, width=TILE, grid=None):
+    """A call of ``kernel`` with the library's launch (``kernels._launch_rows``; blocks ``width`` columns wide, or
+    ``grid`` where given), into a fresh output."""
     out = cp.empty((table.count, rows_pad, ldk), dtype=np.int8)
     rows, cols = X.shape
     rs, cs = X.strides[0] // 8, X.strides[1] // 8
@@ -170,7 +170,7 @@ def launcher(kernel, X, shifts, exps, table, rows_pad, ldk, width=TILE):
     i64, i32 = np.int64, np.int32
     args = (X, i64(rs), i64(1 if cols == 1 else cs), i64(rows), i64(cols), i64(rows_pad), i64(ldk),
             shifts.astype(i32), exps.astype(i32), out, i64(rows_pad * ldk), pow2, i32(length))
-    grid = (-(-ldk // width), -(-rows_pad // TILE))
+    grid = grid or (-(-ldk // width), -(-rows_pad // TILE))
 
     def run():
         kernel(grid, (TILE, TILE_ROWS), args)
