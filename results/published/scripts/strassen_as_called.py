@@ -56,6 +56,7 @@ from gpu.backend import get_backend
 from gpu.strassen import forget, matmul
 from gpu.strassen.api import kept
 from gpu.strassen.choose import Configuration
+from gpu.strassen.options import Options
 
 SIZES = (512, 768, 1024, 1536, 2048, 2560, 3072, 3584, 4096, 5120, 6144, 8192, 10240, 12288, 14336, 16384, 20480,
          24576, 28672, 32768, 36864, 40960, 45056, 49152)
@@ -103,8 +104,7 @@ def works(be, sets):
     if CONFIGS:
         del fns["dgemm_new"], fns["strassen"]
     for config in CONFIGS:
-        options = {"level": config.level, "schedule": config.schedule, "fused": config.fused, "flat": config.flat,
-                   "graph": config.graph}
+        options = Options().with_configuration(config.level, config.schedule, config.fused, config.flat, config.graph)
         fns[f"config:{config.name}"] = [lambda A=A, B=B, C=C, o=options: matmul(A, B, out=C, options=o)
                                         for A, B, C in sets]
     return fns
