@@ -73,8 +73,4 @@ class ComplexPlan(MatmulPlan):
         if self.family == "gemm":
             A, B = (X.astype(np.complex128, copy=False) for X in (A, B))
             return xp.matmul(A, B) if out is None else xp.matmul(A, B, out=out)
-        C = complex_ii.matmul(A, B, backend=self.backend, **self.options)
-        if out is None:
-            return C
-        out[...] = C
-        return out
+        return complex_ii.matmul(A, B, out=out, backend=self.backend, **self.options)

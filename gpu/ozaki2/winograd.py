@@ -119,9 +119,10 @@ def int32_product(be: Backend, a: Array, b: Array) -> Array:
     return P
 
 
-def add(x: Array, y: Array, m: int) -> Array:
-    """The symmetric residues of x + y modulo m (x and y symmetric residues, INT8)."""
-    return _ops_of(x).combine(x, y, m, 1)
+def add(x: Array, y: Array, m: int, out: Array | None = None) -> Array:
+    """The symmetric residues of x + y modulo m (x and y symmetric residues, INT8), into ``out`` where given (which
+    may be x or y: each entry is read before it is written)."""
+    return _ops_of(x).combine(x, y, m, 1, out)
 
 
 class HostResidueOps:
@@ -130,9 +131,13 @@ class HostResidueOps:
     def __init__(self, backend: Backend | None = None) -> None:
         self.backend = backend
 
-    def combine(self, x: Array, y: Array, m: int, sign: int) -> Array:
-        """The symmetric residues of x + sign y modulo m."""
-        return symmetric((x.astype(np.int16) + sign * y.astype(np.int16)) % m, m)
+    def combine(self, x: Array, y: Array, m: int, sign: int, out: Array | None = None) -> Array:
+        """The symmetric residues of x + sign y modulo m, into ``out`` where given."""
+        z = symmetric((x.astype(np.int16) + sign * y.astype(np.int16)) % m, m)
+        if out is None:
+            return z
+        out[...] = z
+        return out
 
     def reduce(self, P: Array, m: int) -> Array:
         """The symmetric residues of the INT32 products P modulo m."""

@@ -297,8 +297,8 @@ class CudaResidueOps:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
 
-    def combine(self, x: Array, y: Array, m: int, sign: int) -> Array:
-        z = cupy.empty(x.shape, dtype=np.int8)
+    def combine(self, x: Array, y: Array, m: int, sign: int, out: Array | None = None) -> Array:
+        z = cupy.empty(x.shape, dtype=np.int8) if out is None else out
         if z.size and all(_aligned(a, 16, 16) for a in (x, y, z)):
             rows, cols = x.shape
             _launch("ozaki2_residue_sum16", rows, cols // 16,
