@@ -38,13 +38,13 @@ held for the whole product, and k is blocked as the real scheme blocks it. 2M an
 signature (:class:`gpu.ozaki2.complex_plan.Plan`: its buffers taken and its INT8 GEMMs planned once, its work
 replayed as a CUDA graph, no wait for the device with a count given). A and B are copied once per call, into the
 plan's [Re A, Im A] and [Re B; Im B] (:func:`stacked`): the statistics read them whole, the residues their halves,
-and the IEEE repair A's whole with B's
-two halves in place (B's lower half signed, so [Re B; -Im B] is never copied). At N = 16384 on the H200 the three
-INT8 GEMMs took 322 of the 407 ms of a 3M call (``results/published/h200/h200-ozaki2-complex-probe.json``); the
-first version's six 4 GiB concatenations of the statistics and the repair are now the two stacked parts. As called
-at 16384 (``results/published/h200/h200-complex.csv``), 2M ran at 2.30x ZGEMM, 3M at 1.82x and 4M through the real
-plans at 1.61x; the front door takes the scheme its device profile measured fastest (``gemmlab calibrate --methods``
-times all three).
+and the IEEE repair A's whole with B's two halves in place (B's lower half signed, so [Re B; -Im B] is never
+copied). At N = 16384 on the H200 the three INT8 GEMMs took 322 of the 407 ms of a 3M call
+(``results/published/h200/h200-ozaki2-complex-probe.json``); the first version's six 4 GiB concatenations of the
+statistics and the repair are now the two stacked parts. As called at 16384
+(``results/published/h200/h200-complex.csv``), 2M ran at 2.65x ZGEMM, 3M at 2.08x and 4M through the real plans at
+1.61x; the front door takes the scheme its device profile measured fastest (``gemmlab calibrate --methods`` times
+all three).
 """
 
 from __future__ import annotations
