@@ -58,7 +58,7 @@ from ..backend import Array, Backend, check_output, get_backend, matrix_pair, re
 from ..backend.plans import PlanCache, freeing_kept_plans, operand_signature
 from ..zgemm.api import matmul as zgemm_matmul
 from .api import matmul as real_matmul
-from .complex_plan import Plan, moduli_of, peak_bytes, stacked
+from .complex_plan import ADVICE, Plan, moduli_of, peak_bytes, stacked
 from .options import count as count_of
 from .options import k_block as block_of
 
@@ -83,8 +83,7 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scheme: 
     backend for the result (apart from A and B). 2M and 3M run a kept :class:`~gpu.ozaki2.complex_plan.Plan` per
     operand signature and options. Raises TypeError and ValueError before any work, and MemoryPlanError before any
     work where the product does not fit."""
-    fixed = count_of(moduli, target)
-    block_of(k_block)
+    fixed, block = count_of(moduli, target), block_of(k_block)
     scheme = scheme_of(scheme, fixed)
     be = get_backend(backend)
     if scheme == "4m":
@@ -102,7 +101,7 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scheme: 
         A, B, _, _ = matrix_pair(be, A, B)
         signature = operand_signature(be, A, B, out)
     goal = "dgemm" if target is None and fixed is None else target           # the front door names the default
-    key = None if signature is None else (be, signature, moduli, goal, scheme, k_block)
+    key = None if signature is None else (be, signature, moduli, goal, scheme, block)
     what = "Ozaki scheme II on a complex {} x {} x {} product"
 
     def build() -> Plan:
@@ -128,5 +127,4 @@ def _require(be: Backend, need: int, what: str) -> None:
     """:func:`require_memory`, once more after freeing the plans every family's ``matmul`` keeps where it refuses
     (their workspaces held the memory: at N = 16384 on the H200 the check found 96.7 GiB free but not 57 in one
     block, after other calls in the same process), as the front door does."""
-    freeing_kept_plans(partial(require_memory, be, need, what, "pass fewer moduli, or split the product into "
-                               "blocks of rows"))
+    freeing_kept_plans(partial(require_memory, be, need, what, ADVICE))

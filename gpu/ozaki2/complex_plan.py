@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import Array, Backend, check_output, get_backend, matrix_pair
+from ..backend import Array, Backend, MemoryPlanError, check_output, get_backend, matrix_pair
+from ..backend.checks import gib
 from ..backend.graphs import Graphs
 from ..backend.plans import MatmulPlan, operand_signature
 from ..ozaki.plan import _round_up
@@ -40,6 +41,9 @@ from .ops import ops
 from .options import count as count_of
 from .options import k_block as block_of
 from .winograd import FAMILY, add
+
+#: The way out of a product that does not fit.
+ADVICE = "pass fewer moduli, or split the product into blocks of rows"
 
 
 class Plan(MatmulPlan):
@@ -67,9 +71,14 @@ class Plan(MatmulPlan):
         self.moduli_set = moduli_of(scheme)
         self.empty = not (m and n and k)
         if not self.empty:
+            what = f"Ozaki scheme II on a complex {m} x {k} x {n} product"
             if require is not None:
                 require(peak_bytes(m, k, n, self.fixed or MAX_MODULI, scheme))
-            self._buffers()
+            try:
+                self._buffers()
+            except MemoryError as exc:                # CuPy's OutOfMemoryError is a MemoryError
+                raise MemoryPlanError(f"{what} needs {gib(peak_bytes(m, k, n, self.fixed or MAX_MODULI, scheme))} "
+                                      f"and the device could not give its buffers; {ADVICE}") from exc
         self._tables: dict[int, Any] = {}
         self._gemms: dict[int, list[list[Any]]] = {}
         self._lock = threading.Lock()
@@ -138,7 +147,7 @@ class Plan(MatmulPlan):
                 raise ValueError("this plan was freed; build a new one")
             if out is not None:
                 check_output(be, out, (self.m, self.n), np.complex128, {"A": A, "B": B})
-            C = be.xp.empty((self.m, self.n), dtype=np.complex128) if out is None else out
+            C = self._output() if out is None else out
             if self.empty:
                 C[...] = 0
                 return C
@@ -151,6 +160,14 @@ class Plan(MatmulPlan):
             count = self.last_count = self._count(family, rows, cols)
             self._graphs.run((*key, count), lambda: self._rest(family, count, rows, cols, C))
             return C
+
+    def _output(self) -> Array:
+        """A new complex128 C, or MemoryPlanError naming it."""
+        try:
+            return self.backend.xp.empty((self.m, self.n), dtype=np.complex128)
+        except MemoryError as exc:
+            raise MemoryPlanError(f"the {gib(16 * self.m * self.n)} complex output of {self.m} x {self.k} x {self.n} "
+                                  f"does not fit beside the plan's buffers; pass out=, or {ADVICE}") from exc
 
     def _whole(self, family: Any, A: Array, B: Array, C: Array) -> None:
         rows, cols = self._lines(family, A, B)
@@ -223,8 +240,9 @@ class Plan(MatmulPlan):
     def _release(self) -> None:
         with self._lock:
             self._graphs.clear()
-            self._gemms, self._tables = {}, {}
-            for name in ("SA", "SB", "res", "planes", "products", "sums", "found", "part", "scratch"):
+            self._gemms, self._tables, self.signature = {}, {}, None
+            for name in ("SA", "SB", "res", "planes", "products", "sums", "found", "part", "scratch", "lines_a",
+                         "lines_b", "shift_buffers", "count_buffers"):
                 if hasattr(self, name):
                     setattr(self, name, None)
 
@@ -238,13 +256,15 @@ def peak_bytes(m: int, k: int, n: int, count: int, scheme: str = "2m") -> int:
     """Bytes a product takes beyond A and B (an upper bound): the parts of A and B (float64, stacked:
     :func:`stacked`), the residues of the four parts and the two parts' planes, one k block's INT32 products
     (three and the INT8 sums of 3M, two of 2M, whose pairs replace the residues) and their parts' residues, C
-    (complex128) and the float64 part the CRT writes. A plan holds all but C."""
+    (complex128), the float64 part the CRT writes, the line statistics' tile sums
+    (:func:`gpu.ozaki2.fused.workspace_bytes`) and the vectors per line. A plan holds all but C."""
     ldk, n_pad = -(-k // 16) * 16, -(-n // 16) * 16
     parts = 8 * 2 * (m * k + k * n)
     residues = 2 * count * (m + n_pad) * ldk
     planes = 2 * count * m * n_pad
     products = 2 * m * n_pad * (4 + 1) if scheme == "2m" else 3 * m * n_pad * (4 + 2) + (m + n_pad) * ldk
-    return parts + residues + planes + products + 16 * m * n + 8 * m * n
+    lines = fused.workspace_bytes(max(m, n), 2 * k) + 64 * (m + n) + 2**16
+    return parts + residues + planes + products + 16 * m * n + 8 * m * n + lines
 
 
 def stacked(be: Backend, X: Array, name: str, axis: int) -> Array:

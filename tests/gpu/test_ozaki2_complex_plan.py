@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from accuracy.generate import phi_matrix
+from gpu.backend import MemoryPlanError
 from gpu.backend.plans import PlanMismatch
 from gpu.ozaki2 import complex as zoz
 from gpu.ozaki2 import complex_plan
@@ -95,21 +96,46 @@ def test_an_empty_product_is_zeros():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape, moduli, scheme, k_block", [((200, 300, 130), 15, "3m", None),
-                                                             ((256, 320, 192), "auto", "2m", None),
-                                                             ((100, 150, 64), "auto", "3m", 64)])
-def test_gpu_replay_equals_numpy_and_the_eager_call(cupy_backend, shape, moduli, scheme, k_block):
-    """The first call of an address set runs eagerly, the second captures, the later ones replay: every one the
-    NumPy bits, and the plan holds a graph after them."""
+@pytest.mark.parametrize("shape, moduli, scheme, k_block, other", [((200, 300, 130), 15, "3m", None, 8.0),
+                                                                    ((256, 320, 192), "auto", "2m", None, 4.0),
+                                                                    ((100, 150, 64), "auto", "3m", 64, 8.0)])
+def test_gpu_replay_equals_numpy_and_follows_new_values_at_the_same_addresses(cupy_backend, shape, moduli, scheme,
+                                                                            k_block, other):
+    """Each call of an address set (eager, captured, then replayed) gives the NumPy bits of the values A and B hold
+    then: values rewritten in place between calls (phi 1 and ``other``, which under ``"auto"`` picks another count),
+    into two outputs in turn; the plan holds a graph per address set and count it replayed."""
     zoz.PLANS.clear()
-    A, B = operands(*shape, 1.0, 7)
-    want = host(A, B, moduli=moduli, scheme=scheme, k_block=k_block)
-    dA, dB = cupy_backend.asarray(A), cupy_backend.asarray(B)
-    out = cupy_backend.xp.empty(want.shape, dtype=np.complex128)
-    for call in range(4):
+    xp = cupy_backend.xp
+    dA, dB = (xp.empty(s, dtype=np.complex128) for s in (shape[:2], shape[1:]))
+    outs = [xp.empty((shape[0], shape[2]), dtype=np.complex128) for _ in range(2)]
+    counts = set()
+    for call in range(8):
+        A, B = operands(*shape, other if call % 4 >= 2 else 1.0, 7 + call % 4)
+        dA[...], dB[...] = cupy_backend.asarray(A), cupy_backend.asarray(B)
+        want = host(A, B, moduli=moduli, scheme=scheme, k_block=k_block)
+        out = outs[call % 2]
         got = zoz.matmul(dA, dB, moduli=moduli, scheme=scheme, k_block=k_block, out=out, backend=cupy_backend)
         assert got is out and np.array_equal(cupy_backend.to_numpy(got), want), call
-    assert len(zoz.PLANS._last[1]._graphs.captured) == 1
+        counts.add(zoz.PLANS._last[1].last_count)
+    assert (len(counts) == 1) if moduli == 15 else (len(counts) >= 2), counts
+    assert len(zoz.PLANS._last[1]._graphs.captured) >= 2
+
+
+@pytest.mark.gpu
+def test_gpu_a_call_with_out_allocates_nothing_eager_captured_or_replayed(cupy_backend):
+    """The work runs on the plan's buffers: a graph that took a block from the pool during capture would keep its
+    address after the pool handed it out again, so the pool's bytes in use must not move."""
+    zoz.PLANS.clear()
+    pool = cupy_backend.xp.get_default_memory_pool()
+    dA, dB = (cupy_backend.asarray(X) for X in operands(160, 224, 144, 1.0, 3))
+    out = cupy_backend.xp.empty((160, 144), dtype=np.complex128)
+    for scheme in ("2m", "3m"):
+        zoz.matmul(dA, dB, moduli=13, scheme=scheme, out=out, backend=cupy_backend)          # the plan built
+        cupy_backend.synchronize()
+        held = pool.used_bytes()
+        for call in range(3):                                                               # eager, capture, replay
+            zoz.matmul(dA, dB, moduli=13, scheme=scheme, out=out, backend=cupy_backend)
+            assert pool.used_bytes() == held, (scheme, call)
 
 
 @pytest.mark.gpu
@@ -134,8 +160,7 @@ def test_gpu_a_count_given_returns_while_the_stream_is_busy(cupy_backend):
 
 
 def test_the_plans_buffers_are_taken_once():
-    """A kept plan's call allocates only C (NumPy's passes make their temporaries, the GPU's write the plan's
-    buffers): the buffers' identities survive calls."""
+    """The plan's buffers survive its calls (the GPU test above checks that no call takes memory from the pool)."""
     zoz.PLANS.clear()
     A, B = operands(16, 24, 16)
     host(A, B, moduli=10)
@@ -144,3 +169,14 @@ def test_the_plans_buffers_are_taken_once():
     host(*operands(16, 24, 16, 2.0, 9), moduli=10)
     assert zoz.PLANS._last[1] is plan
     assert held == [id(x) for x in (plan.SA, plan.SB, *plan.res, *plan.planes, *plan.products, plan.part)]
+
+
+def test_buffers_the_device_cannot_give_are_a_memory_plan_error(monkeypatch):
+    """The check before the buffers asks for one block; where the buffers still do not come, the refusal is a
+    MemoryPlanError (which the plan caches answer by freeing their plans and asking again), not the pool's error."""
+    def refuse(self):
+        raise MemoryError("out of memory")
+    monkeypatch.setattr(complex_plan.Plan, "_buffers", refuse)
+    A, B = operands(8, 12, 6)
+    with pytest.raises(MemoryPlanError, match="complex 8 x 12 x 6 product"):
+        complex_plan.Plan(A, B, backend="numpy")

@@ -20,7 +20,8 @@ from gpu.backend import get_backend
 from gpu.backend.plans import free_kept_plans
 from gpu.ozaki.plan import _round_up
 from gpu.ozaki2 import complex as oc
-from gpu.ozaki2.moduli import moduli_table
+from gpu.ozaki2.moduli import MODULI, moduli_table
+from gpu.ozaki2.normwise import target_value
 from gpu.ozaki2.ops import ops
 from gpu.ozaki2.winograd import FAMILY, add, int32_product
 from gpu.ozaki2.winograd_kernels import DEVICE, MAX_X, MAX_Y, THREADS
@@ -82,7 +83,8 @@ def main() -> None:
 
     def stats():
         rows, cols = fam.line_stats(SA, None, True), fam.line_stats(SB.T, None, True)
-        return rows, cols, oc._auto(be, fam, rows, cols, 2 * n, "dgemm")
+        goal = target_value("dgemm", 2 * n)
+        return rows, cols, fam.auto_count(rows, cols, 2 * n, goal, fam.count_buffers(be), MODULI)
     r["stats_and_count"] = timed(stats)
     rows, cols, count = stats()
     table = moduli_table(count)
@@ -109,7 +111,10 @@ def main() -> None:
         t1, ld, t2, ld, t3, ld, *old, ld, np.int64(rows_), np.int64(groups), np.int32(mod), np.float64(1.0 / mod))))
     new = be.ops(FAMILY).karatsuba(t1, t2, t3, mod)
     assert all(bool((x == y).all()) for x, y in zip(new, old)), "the two Karatsuba passes differ"
-    r["parts_one_modulus"] = timed(lambda: oc._parts(be, a, b, c, d, mod))
+    def parts():
+        u, v = add(a, b, mod), add(c, d, mod)
+        return be.ops(FAMILY).karatsuba(int32_product(be, a, c), int32_product(be, b, d), int32_product(be, u, v), mod)
+    r["parts_one_modulus"] = timed(parts)
     planes = cp.empty((count, n, n), dtype=np.int8)
     r["plane_copy_one_modulus"] = timed(lambda: planes.__setitem__(0, t1.astype(np.int8)[:, :n]))
     out = xp.empty((n, n))
