@@ -14,6 +14,7 @@ from accuracy.generate import phi_matrix
 from gpu import ozaki2, splitk
 from gpu.backend import MemoryPlanError, get_backend, require_memory
 from gpu.backend.numpy_backend import NumpyBackend
+from gpu.backend.plans import free_kept_plans
 from gpu.ozaki2 import memory, tiled, workspace
 from gpu.ozaki2.options import k_block as k_block_of
 
@@ -225,9 +226,11 @@ def test_split_k_refuses_a_workspace_the_pool_cannot_give():
 
 @pytest.fixture
 def small_device(cupy_backend):
-    """CuPy's pool limited (a small device), emptied first (scheme II's kept plans freed) and restored after."""
+    """CuPy's pool limited (a small device), emptied first (every family's kept plans freed: a refused plan frees
+    them and asks again, and plans left by earlier tests would make room the small device does not have) and
+    restored after."""
     pool = cupy_backend.xp.get_default_memory_pool()
-    ozaki2.PLANS.clear()
+    free_kept_plans()
     cupy_backend.release_memory()
     before = pool.get_limit()
     yield pool
