@@ -262,9 +262,9 @@ def test_gpu_peak_within_the_plan_and_one_block(cupy_backend, scaling, shape, co
 def _occupy_cached_blocks(be):
     """Arrays over the blocks CuPy's pool still caches after ``release_memory``: free parts of chunks that live
     arrays split (earlier tests' module tables, say), which the pool serves within its limit. Without them a small
-    device set as the bytes in use plus some room has that room and those blocks (in the full GPU run at ead3cf9 the
-    tiling test below found room for the whole workspace so). The pool is held to the bytes it has meanwhile, so
-    that they, not the driver, serve the arrays."""
+    device set as the bytes in use plus some room has that room and those blocks (the likely reason the full GPU
+    run at ead3cf9 built the tiling test's whole plan). The pool is held to the bytes it has meanwhile, so that
+    they, not the driver, serve the arrays."""
     pool, xp = be.xp.get_default_memory_pool(), be.xp
     if pool.free_bytes() < 512:
         return []
