@@ -228,3 +228,20 @@ def test_a_point_label_lies_nearer_its_own_point_than_any_other_marker(tmp_path,
                     return np.hypot(max(box.x0 - c[0], 0.0, c[0] - box.x1), max(box.y0 - c[1], 0.0, c[1] - box.y1))
                 others = [gap(c) for c in centres if np.hypot(*(c - own)) > 32]
                 assert min(others, default=np.inf) > gap(own) - 1, (ax.get_title(), label.get_text())
+
+
+def test_point_labels_keep_clear_of_each_other_and_a_narrow_speed_axis_reads_its_points(tmp_path, figure_of):
+    """On the H200's complex rows no two point labels touch (at N = 16384 "ozaki2c 3M auto" had ended where
+    "ozaki2c 2M auto" began, and read as one), and a speed-up axis spanning under 5x labels at least three ticks
+    (it had shown only 1 and 2 from 0.8 to 2.8, and 2M's 2.65x could not be read off it)."""
+    with ResultsDB(tmp_path / "complex.sqlite") as db:
+        db.import_csv(ROOT / "results" / "published" / "h200" / "h200-complex.csv")
+        fig, renderer = figure_of("complex-pareto", db)
+        for ax in fig.axes:
+            boxes = [text_box(t, renderer) for t in ax.texts if t.get_gid() == POINT_LABEL]
+            for a, b in itertools.combinations(boxes, 2):
+                assert overlap(a.padded(1.0), b.padded(1.0)) == 0, ax.get_title()
+            lo, hi = ax.get_xlim()
+            if hi / lo < 5:
+                shown = [t for t in ax.get_xticklabels() if t.get_text() and lo <= t.get_position()[0] <= hi]
+                assert len(shown) >= 3, (ax.get_title(), [t.get_text() for t in shown])
