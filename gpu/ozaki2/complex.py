@@ -102,13 +102,10 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scheme: 
         signature = operand_signature(be, A, B, out)
     goal = "dgemm" if target is None and fixed is None else target           # the front door names the default
     key = None if signature is None else (be, signature, moduli, goal, scheme, block)
-    what = "Ozaki scheme II on a complex {} x {} x {} product"
 
     def build() -> Plan:
-        def require(need: int) -> None:
-            _require(be, need, what.format(A.shape[0], A.shape[1], B.shape[1]))
         return Plan(A, B, out=out, moduli=moduli, target=target, scheme=scheme, k_block=k_block, backend=be,
-                    require=require)
+                    require=partial(_require, be))
 
     return PLANS.get(key, build).run(A, B, out)
 

@@ -50,7 +50,7 @@ class Plan(MatmulPlan):
     """The complex128 product ``A @ B`` by Ozaki scheme II over both parts, scheme ``"2m"`` or ``"3m"`` (see
     :func:`gpu.ozaki2.complex.matmul` for the options), for one operand signature of (A, B, ``out``) on ``stream``.
     Raises TypeError, ValueError or MemoryPlanError before any work (the last from ``require``, given the bytes
-    the plan takes, which frees other plans first where it can)."""
+    the plan takes and what it is, which frees other plans first where it can)."""
 
     def __init__(self, A: Any, B: Any, *, out: Any = None, moduli: Any = "auto", target: Any = None,
                  scheme: str = "2m", k_block: int | None = None, backend: str | Backend = "auto",
@@ -71,14 +71,15 @@ class Plan(MatmulPlan):
         self.moduli_set = moduli_of(scheme)
         self.empty = not (m and n and k)
         if not self.empty:
-            what = f"Ozaki scheme II on a complex {m} x {k} x {n} product"
+            what, need = f"Ozaki scheme II on a complex {m} x {k} x {n} product", peak_bytes(
+                m, k, n, self.fixed or MAX_MODULI, scheme)
             if require is not None:
-                require(peak_bytes(m, k, n, self.fixed or MAX_MODULI, scheme))
+                require(need, what)
             try:
                 self._buffers()
             except MemoryError as exc:                # CuPy's OutOfMemoryError is a MemoryError
-                raise MemoryPlanError(f"{what} needs {gib(peak_bytes(m, k, n, self.fixed or MAX_MODULI, scheme))} "
-                                      f"and the device could not give its buffers; {ADVICE}") from exc
+                raise MemoryPlanError(f"{what} needs {gib(need)} and the device could not give its buffers; "
+                                      f"{ADVICE}") from exc
         self._tables: dict[int, Any] = {}
         self._gemms: dict[int, list[list[Any]]] = {}
         self._lock = threading.Lock()
