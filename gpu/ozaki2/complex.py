@@ -37,9 +37,9 @@ k block's parts straight into the two parts' planes and adds the later blocks' i
 held for the whole product, and k is blocked as the real scheme blocks it. 2M and 3M run as a kept plan per operand
 signature (:class:`gpu.ozaki2.complex_plan.Plan`: its buffers taken and its INT8 GEMMs planned once, its work
 replayed as a CUDA graph, no wait for the device with a count given). A and B are copied once per call, into the
-plan's [Re A, Im A] and [Re B; Im B] (:func:`stacked`): the statistics read them whole, the residues their halves,
-and the IEEE repair A's whole with B's two halves in place (B's lower half signed, so [Re B; -Im B] is never
-copied). At N = 16384 on the H200 the three INT8 GEMMs took 322 of the 407 ms of a 3M call
+plan's [Re A, Im A] and [Re B; Im B] (:func:`~gpu.ozaki2.complex_plan.fill_stacked`): the statistics read them
+whole, the residues their halves, and the IEEE repair A's whole with B's two halves in place (B's lower half signed,
+so [Re B; -Im B] is never copied). At N = 16384 on the H200 the three INT8 GEMMs took 322 of the 407 ms of a 3M call
 (``results/published/h200/h200-ozaki2-complex-probe.json``); the first version's six 4 GiB concatenations of the
 statistics and the repair are now the two stacked parts. As called at 16384
 (``results/published/h200/h200-complex.csv``), 2M ran at 2.65x ZGEMM, 3M at 2.08x and 4M through the real plans at
@@ -58,11 +58,11 @@ from ..backend import Array, Backend, check_output, get_backend, matrix_pair, re
 from ..backend.plans import PlanCache, freeing_kept_plans, operand_signature
 from ..zgemm.api import matmul as zgemm_matmul
 from .api import matmul as real_matmul
-from .complex_plan import ADVICE, Plan, moduli_of, peak_bytes, stacked
+from .complex_plan import ADVICE, Plan, moduli_of, peak_bytes
 from .options import count as count_of
 from .options import k_block as block_of
 
-__all__ = ["MAX_PLANS", "PLANS", "SCHEMES", "Plan", "matmul", "moduli_of", "peak_bytes", "scheme_of", "stacked"]
+__all__ = ["MAX_PLANS", "PLANS", "SCHEMES", "Plan", "matmul", "moduli_of", "peak_bytes", "scheme_of"]
 
 SCHEMES = ("2m", "3m", "4m")
 #: Plans :func:`matmul` keeps (each holds its buffers on the device: about 3 FP64 matrices per operand and

@@ -255,7 +255,7 @@ def moduli_of(scheme: str) -> tuple[int, ...]:
 
 def peak_bytes(m: int, k: int, n: int, count: int, scheme: str = "2m") -> int:
     """Bytes a product takes beyond A and B (an upper bound): the parts of A and B (float64, stacked:
-    :func:`stacked`), the residues of the four parts and the two parts' planes, one k block's INT32 products
+    :func:`fill_stacked`), the residues of the four parts and the two parts' planes, one k block's INT32 products
     (three and the INT8 sums of 3M, two of 2M, whose pairs replace the residues) and their parts' residues, C
     (complex128), the float64 part the CRT writes, the line statistics' tile sums
     (:func:`gpu.ozaki2.fused.workspace_bytes`) and the vectors per line. A plan holds all but C."""
@@ -268,20 +268,11 @@ def peak_bytes(m: int, k: int, n: int, count: int, scheme: str = "2m") -> int:
     return parts + residues + planes + products + 16 * m * n + 8 * m * n + lines
 
 
-def stacked(be: Backend, X: Array, name: str, axis: int) -> Array:
-    """X's real and imaginary parts in one float64 array, side by side (``axis`` 1: [Re X, Im X], what A's rows
-    are scaled by) or one above the other (``axis`` 0: [Re X; Im X], B's columns): the statistics read it whole
-    and the residues read its halves, so the parts are copied out of X once (a zero imaginary part for a real X).
-    TypeError for a dtype a complex product does not take."""
-    check_dtype(X, name)
-    rows, cols = X.shape
-    S = be.xp.empty((rows, 2 * cols) if axis else (2 * rows, cols), dtype=np.float64)
-    fill_stacked(S, X, axis)
-    return S
-
-
 def fill_stacked(S: Array, X: Array, axis: int) -> None:
-    """:func:`stacked` into ``S``, a float64 array of the stacked shape."""
+    """X's real and imaginary parts into ``S``, a float64 array, side by side (``axis`` 1: [Re X, Im X], what A's
+    rows are scaled by) or one above the other (``axis`` 0: [Re X; Im X], B's columns): the statistics read it
+    whole and the residues read its halves, so the parts are copied out of X once (a zero imaginary part for a
+    real X)."""
     rows, cols = X.shape
     re, im = (S[:, :cols], S[:, cols:]) if axis else (S[:rows], S[rows:])
     complex_ = X.dtype.kind == "c"
