@@ -92,16 +92,9 @@ splitk_bulk(const double* __restrict__ A, long long sa0, long long sa1,
     double* stages = bulk_smem + BARS;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
-    long long start, stop, step = KS;
+    long long start, stop;
     chunk_range(base, extra, unit, start, stop);
-    int tiles = static_cast<int>((stop - start + KS - 1) / KS);
-    if (flags & INTERLEAVE) {
-        const long long all = (unit * (gridDim.z * base + extra) + KS - 1) / KS, z = blockIdx.z;
-        start = z * KS;
-        step = gridDim.z * static_cast<long long>(KS);
-        stop = all * KS;
-        tiles = z < all ? static_cast<int>((all - 1 - z) / gridDim.z + 1) : 0;
-    }
+    const int tiles = static_cast<int>((stop - start + KS - 1) / KS);
     if (threadIdx.x == 0) {
         for (int s = 0; s < S; ++s) {
             bar_init(full + s, 1);
@@ -114,7 +107,7 @@ splitk_bulk(const double* __restrict__ A, long long sa0, long long sa1,
         for (int tile = 0; tile < tiles; ++tile) {
             const int slot = tile % S;
             if (tile >= S) bar_wait(empty + slot, ((tile / S) & 1) ^ 1);
-            const int k0 = static_cast<int>(start + static_cast<long long>(tile) * step);
+            const int k0 = static_cast<int>(start + static_cast<long long>(tile) * KS);
             double* As = stages + slot * STAGE;
             bar_expect(full + slot, 8u * STAGE);
             tensor_box(As, ta, k0, row0, full + slot);
@@ -136,7 +129,7 @@ splitk_bulk(const double* __restrict__ A, long long sa0, long long sa1,
             bar_wait(full + slot, (tile / S) & 1);
             const double* As = stages + slot * STAGE;
             const double* Bs = As + BM * LA;
-            const long long k0 = start + static_cast<long long>(tile) * step;
+            const long long k0 = start + static_cast<long long>(tile) * KS;
             const int len = static_cast<int>(min(static_cast<long long>(KS), stop - k0));
             if (len == KS) bulk_products<TM, TN, R, KW, LA, LB, false>(As, Bs, acc, wk, r0, c0, g, t, len);
             else bulk_products<TM, TN, R, KW, LA, LB, true>(As, Bs, acc, wk, r0, c0, g, t, len);

@@ -82,7 +82,7 @@ from .variants import (  # noqa: F401  (the variants' names, re-exported for scr
 #: Threads per block of the element-wise kernels, and the most blocks they launch (grid-stride loops).
 _THREADS, _MAX_BLOCKS = 256, 4096
 #: The ``flags`` bits of the chunk kernels (see the source).
-ATOMIC, A_PAIRS, B_PAIRS, INTERLEAVE = 1, 2, 4, 8
+ATOMIC, A_PAIRS, B_PAIRS = 1, 2, 4
 #: Widest ``cp.async`` of the pipelined kernel, bytes: 16 copies two FP64 elements per instruction where the
 #: layout and alignment allow (:func:`flags`), 8 one.
 COPY_BYTES = 16
@@ -141,7 +141,6 @@ class ChunkLaunch:
         self.a_pairs = v.pairs and _even_starts(plan) and _pair_layout(self.a_strides, 1)
         self.b_pairs = v.pairs and _pair_layout(self.b_strides, 1)
         self.mapped = v.maps
-        self.interleave = 0
         mappable = v.maps and self.a_pairs and self.b_pairs
         self.boxes = _boxes(v, plan, self.a_strides, self.b_strides) if mappable else None
         self.function = _chunk_function(v) if not v.maps or self.boxes else None
@@ -174,7 +173,7 @@ class ChunkLaunch:
             extra = self._maps(a, b)
         else:
             extra = ()
-        flag = self.atomic | self.interleave | (A_PAIRS if self.a_pairs and a % 16 == 0 else 0) | \
+        flag = self.atomic | (A_PAIRS if self.a_pairs and a % 16 == 0 else 0) | \
             (B_PAIRS if self.b_pairs and b % 16 == 0 else 0)
         self.function(self.grid, self.block, (A, *self.a_strides, B, *self.b_strides, out, *self.sizes,
                                               np.float64(alpha), np.int32(flag), *extra), shared_mem=self.shared)

@@ -36,7 +36,6 @@ __device__ inline void chunk_range(long long base, long long extra, long long un
 #define ATOMIC 1
 #define A_PAIRS 2
 #define B_PAIRS 4
-#define INTERLEAVE 8
 
 template <typename T>
 __device__ inline void emit(T* out, long long at, T value, int flags)
