@@ -76,41 +76,13 @@ __device__ inline void bulk_products(const double* As, const double* Bs, double 
     }
 }
 
-/* The chunk this block computes, by thread 0: blockIdx.z; or, where ``prefer`` is given (a weighted wave: one
-   block per chunk, no other output tile), a free chunk among the ``slots`` this SM prefers (the wider chunks on the
-   SMs that read faster), else the first free one after them. ``claims`` holds a flag per chunk and then the count of
-   blocks that have claimed: each block takes exactly one chunk, so every chunk is computed once whichever SM its
-   block lands on, and the last block clears the flags for the next launch of the stream. */
-__device__ inline int claim_chunk(const int* __restrict__ prefer, int slots, int table_sms, int* __restrict__ claims)
-{
-    const int chunks = gridDim.z;
-    unsigned sm;
-    asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
-    int got = -1;
-    if (sm < static_cast<unsigned>(table_sms))
-        for (int j = 0; j < slots && got < 0; ++j) {
-            const int c = prefer[sm * slots + j];
-            if (atomicCAS(claims + c, 0, 1) == 0) got = c;
-        }
-    for (int i = 0; got < 0 && i < chunks; ++i) {
-        const int c = static_cast<int>((static_cast<unsigned long long>(sm) * slots + i) % chunks);
-        if (atomicCAS(claims + c, 0, 1) == 0) got = c;
-    }
-    __threadfence();
-    if (atomicAdd(claims + chunks, 1) == chunks - 1)
-        for (int c = 0; c <= chunks; ++c) atomicExch(claims + c, 0);
-    return got;
-}
-
 template <int TM, int TN, int WMS, int WNS, int R, int S>
 __global__ void __launch_bounds__((__WARPS__ + 1) * 32)
 splitk_bulk(const double* __restrict__ A, long long sa0, long long sa1,
             const double* __restrict__ B, long long sb0, long long sb1,
             double* __restrict__ out, long long so0, long long so1, long long so2,
-            int m, int n, long long base, long long extra, long long unit, long long fast,
-            long long fast_units, double alpha, int flags,
-            const __grid_constant__ TensorMap ta, const __grid_constant__ TensorMap tb,
-            const int* __restrict__ prefer, int slots, int table_sms, int* __restrict__ claims)
+            int m, int n, long long base, long long extra, long long unit, double alpha, int flags,
+            const __grid_constant__ TensorMap ta, const __grid_constant__ TensorMap tb)
 {
     constexpr int KW = __WARPS__ / (WMS * WNS), BM = 16 * TM * WMS, BN = 8 * TN * WNS, KS = 16 * KW * R;
     constexpr int LA = KS + 4, LB = BN + 4, STAGE = BM * LA + KS * LB, BARS = (2 * S + 15) / 16 * 16;
@@ -120,9 +92,10 @@ splitk_bulk(const double* __restrict__ A, long long sa0, long long sa1,
     double* stages = bulk_smem + BARS;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
-    __shared__ int chunk;
+    long long start, stop;
+    chunk_range(base, extra, unit, start, stop);
+    const int tiles = static_cast<int>((stop - start + KS - 1) / KS);
     if (threadIdx.x == 0) {
-        chunk = prefer ? claim_chunk(prefer, slots, table_sms, claims) : static_cast<int>(blockIdx.z);
         for (int s = 0; s < S; ++s) {
             bar_init(full + s, 1);
             bar_init(empty + s, __WARPS__);
@@ -130,9 +103,6 @@ splitk_bulk(const double* __restrict__ A, long long sa0, long long sa1,
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
-    long long start, stop;
-    chunk_span(chunk, base, extra, unit, fast, fast_units, start, stop);
-    const int tiles = static_cast<int>((stop - start + KS - 1) / KS);
     if (warp == __WARPS__ && lane == 0) {
         for (int tile = 0; tile < tiles; ++tile) {
             const int slot = tile % S;
@@ -170,39 +140,6 @@ splitk_bulk(const double* __restrict__ A, long long sa0, long long sa1,
     __syncthreads();
     if (warp < __WARPS__) stage_tiles<TM, TN, 2, BM, BN>(stages, acc, wk, r0, c0, g, t);
     __syncthreads();
-    emit_sums<KW, BM, BN>(stages, m, n, out, so0, so1, so2, alpha, flags, chunk);
-}
-/* The SMs' read speeds under a full load (gpu.splitk.sm_probe): one block per SM (its shared ring is too large for
-   two), whose first thread streams ``per_block`` bytes of ``src`` ``passes`` times through SPEED_STAGES bulk copies
-   of SPEED_PIECE bytes in flight, then writes its SM and the nanoseconds the reads took. */
-#define SPEED_PIECE 32768
-#define SPEED_STAGES 4
-extern "C" __global__ void __launch_bounds__(32)
-splitk_sm_speed(const char* __restrict__ src, long long per_block, int passes, unsigned long long* __restrict__ out)
-{
-    extern __shared__ __align__(128) unsigned char ring[];
-    __shared__ __align__(8) unsigned long long full[SPEED_STAGES];
-    if (threadIdx.x != 0) return;
-    for (int s = 0; s < SPEED_STAGES; ++s) bar_init(full + s, 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    const char* base = src + blockIdx.x * per_block;
-    const long long per = per_block / SPEED_PIECE, pieces = per * passes;
-    unsigned long long t0, t1;
-    unsigned sm;
-    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t0));
-    for (long long p = 0; p < pieces; ++p) {
-        const int slot = static_cast<int>(p % SPEED_STAGES);
-        if (p >= SPEED_STAGES) bar_wait(full + slot, static_cast<unsigned>((p / SPEED_STAGES - 1) & 1));
-        bar_expect(full + slot, SPEED_PIECE);
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
-                     :: "r"(smem_address(ring + slot * SPEED_PIECE)), "l"(base + (p % per) * SPEED_PIECE),
-                        "r"(SPEED_PIECE), "r"(smem_address(full + slot)) : "memory");
-    }
-    for (long long p = pieces > SPEED_STAGES ? pieces - SPEED_STAGES : 0; p < pieces; ++p)
-        bar_wait(full + p % SPEED_STAGES, static_cast<unsigned>((p / SPEED_STAGES) & 1));
-    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t1));
-    asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
-    out[2 * blockIdx.x] = sm;
-    out[2 * blockIdx.x + 1] = t1 - t0;
+    emit_sums<KW, BM, BN>(stages, m, n, out, so0, so1, so2, alpha, flags);
 }
 """

@@ -49,7 +49,7 @@ from cupy.cuda.function import CPointer
 
 from ..backend import Array, Backend
 from ..backend.memo import LRU
-from . import sm_probe, tensormap
+from . import tensormap
 from .compiled import (  # noqa: F401  (re-exported for scripts and tests)
     _chunk_function,
     _elementwise,
@@ -60,10 +60,9 @@ from .compiled import (  # noqa: F401  (re-exported for scripts and tests)
     resources_of,
     variant,
 )
-from .occupancy import Kernel, SMLimits, resident_blocks
-from .plan import SplitPlan, balanced_wave
+from .occupancy import Kernel, SMLimits
+from .plan import SplitPlan
 from .plan import plan as split_plan
-from .sm_classes import preference
 from .variants import (  # noqa: F401  (the variants' names, re-exported for scripts and tests)
     _CTYPES,
     ATOMS,
@@ -104,7 +103,7 @@ def _pair_layout(strides: tuple[int, int], fast_axis: int) -> bool:
 
 def _even_starts(plan: SplitPlan) -> bool:
     """Whether every chunk of the plan starts on an even element along k."""
-    return plan.unit % 2 == 0 or (plan.base % 2 == 0 and plan.extra == 0 and plan.fast_units % 2 == 0)
+    return plan.unit % 2 == 0 or (plan.base % 2 == 0 and plan.extra == 0)
 
 
 def _pairs(X: Array, fast_axis: int, even_starts: bool) -> bool:
@@ -137,7 +136,7 @@ class ChunkLaunch:
         self.block, self.shared = v.block, v.shared
         self.a_strides, self.b_strides = _strides(A), _strides(B)
         self.sizes = (*out_strides, np.int32(plan.m), np.int32(plan.n), np.int64(plan.base), np.int64(plan.extra),
-                      np.int64(plan.unit), np.int64(plan.fast), np.int64(plan.fast_units))
+                      np.int64(plan.unit))
         self.atomic = ATOMIC if atomic else 0
         self.a_pairs = v.pairs and _even_starts(plan) and _pair_layout(self.a_strides, 1)
         self.b_pairs = v.pairs and _pair_layout(self.b_strides, 1)
@@ -145,7 +144,6 @@ class ChunkLaunch:
         mappable = v.maps and self.a_pairs and self.b_pairs
         self.boxes = _boxes(v, plan, self.a_strides, self.b_strides) if mappable else None
         self.function = _chunk_function(v) if not v.maps or self.boxes else None
-        self.claims = _claims(plan, self.grid) if v.maps else ()
         self.maps = LRU(MAPS)                   # shared by the threads that call one kept plan
         self._fallback: ChunkLaunch | None = None
 
@@ -172,7 +170,7 @@ class ChunkLaunch:
             if self.boxes is None or a % 16 or b % 16:
                 self.fallback(A, B)(A, B, out, alpha)
                 return
-            extra = (*self._maps(a, b), *self.claims)
+            extra = self._maps(a, b)
         else:
             extra = ()
         flag = self.atomic | (A_PAIRS if self.a_pairs and a % 16 == 0 else 0) | \
@@ -181,23 +179,8 @@ class ChunkLaunch:
                                               np.float64(alpha), np.int32(flag), *extra), shared_mem=self.shared)
 
 
-#: Whether an automatic split may be a balanced wave (:meth:`CudaOps._balanced`); scripts turn it off to time the
-#: plain split beside it.
-BALANCE = True
 #: Address pairs whose tensor maps one bulk-kernel launch keeps.
 MAPS = 8
-
-
-def _claims(plan: SplitPlan, grid: tuple[int, int, int]) -> tuple:
-    """The bulk kernel's last arguments: for a balanced wave (:attr:`SplitPlan.fast`, one output tile, one block per
-    chunk) each SM's preferred chunks (:func:`gpu.splitk.sm_classes.preference`), the blocks per SM, the table's
-    SMs and the claim flags (zeros: the kernel leaves them so); else a null table (block z computes chunk z)."""
-    found = sm_probe.classes(cupy.cuda.Device().id) if plan.fast and grid[:2] == (1, 1) else None
-    slots = plan.chunks // len(found.sms) if found else 0
-    if not found or slots * len(found.sms) != plan.chunks or slots * len(found.fast) != plan.fast:
-        return np.uint64(0), np.int32(0), np.int32(0), np.uint64(0)
-    table = cupy.asarray(preference(found, slots), dtype=np.int32)
-    return table, np.int32(slots), np.int32(table.size // slots), cupy.zeros(plan.chunks + 1, dtype=np.int32)
 
 
 def _boxes(v: Variant, plan: SplitPlan, a_strides: tuple, b_strides: tuple) -> tuple | None:
@@ -333,39 +316,17 @@ class CudaOps:
               deterministic: bool = True) -> SplitPlan:
         """:func:`gpu.splitk.plan.plan` with this device's limits and kernels, compiling only the kernels the
         split runs: the chunk kernel (whose resources size a wave) with, in the deterministic mode, the
-        reduction's, and the bulk kernel's SM probe, in one NVRTC run; the automatic split is one balanced wave
-        where :meth:`_balanced` finds one, else runs the kernel's wide form where it is one wave."""
+        reduction's, in one NVRTC run; its wide form only where the auto plan is one wave, which runs it."""
         narrow = variant(dtype, m, n)
-        compile_names(narrow.name, *(reduction_names(dtype) if deterministic else ()),
-                      *(("splitk_sm_speed",) if narrow.maps else ()))
+        compile_names(narrow.name, *(reduction_names(dtype) if deterministic else ()))
         how = {"chunks": chunks, "chunk_width": chunk_width, "deterministic": deterministic}
         kernel, limits = resources(narrow), self.limits()
         split = split_plan(m, n, k, limits, kernel, **how)
-        if chunks != "auto" or chunk_width is not None:
-            return split
-        wave = self._balanced(narrow, kernel, limits, m, n, k, deterministic)
-        if wave is not None:
-            return wave
-        if split.waves == 1:
+        if split.waves == 1 and chunks == "auto" and chunk_width is None:
             wide = variant(dtype, m, n, wide=True)
             if wide != narrow:
                 split = split_plan(m, n, k, limits, replace(kernel, wide=resources(wide)), **how)
         return split
-
-    @staticmethod
-    def _balanced(v: Variant, kernel: Kernel, limits: SMLimits, m: int, n: int, k: int,
-                  deterministic: bool) -> SplitPlan | None:
-        """One wave of chunks, wider on the faster SMs (:func:`gpu.splitk.plan.balanced_wave`), where the bulk
-        kernel covers the output with one block and this device's SMs form two classes
-        (:func:`gpu.splitk.sm_probe.classes`); else None."""
-        if not BALANCE or not v.maps or m > v.rows or n > v.cols:
-            return None
-        found = sm_probe.classes(cupy.cuda.Device().id)
-        if not found or len(found.sms) != limits.sm_count:
-            return None
-        per_sm = resident_blocks(limits, kernel) // limits.sm_count
-        wave = balanced_wave(m, n, k, per_sm * limits.sm_count, deterministic, per_sm * len(found.fast), found.ratio)
-        return wave if wave.fast else None
 
     def bind(self, split: SplitPlan, A: Array, B: Array, out: Array | None = None) -> Launcher:
         """These operations for ``split`` and operands of A's, B's and ``out``'s layouts (a new C-ordered C where

@@ -25,7 +25,7 @@ is :data:`ALIGN`, so that every chunk also starts aligned (see there).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from . import occupancy
@@ -49,10 +49,6 @@ DETERMINISTIC_WIDTH = 4096
 #: (results/published/h200/h200-splitk-bulk-tune.json): one wave ran m = n = 16-64 at k = 2^20 2-6% faster
 #: than two, and as fast as two at k = 2^24; waves of 4096-wide chunks ran 1.5-5% slower.
 BULK_WIDTH = 32768
-#: The most a chunk of a balanced wave (:func:`balanced`) may be wider than the others, as a ratio: the SMs'
-#: measured speed ratio is capped here (:mod:`gpu.splitk.sm_classes`), and a ranking made away from the device
-#: allows for it (:func:`widest`).
-MAX_RATIO = 1.5
 #: A CUDA grid's z dimension holds at most this many chunks.
 MAX_CHUNKS = 65535
 #: Auto chunks start on multiples of this many elements where k allows (512 bytes of FP64: whole DRAM
@@ -84,49 +80,33 @@ class SplitPlan:
     waves: int = 1
     unit: int = 1
     wide: bool = False
-    fast: int = 0
-    fast_units: int = 0
 
     def __post_init__(self) -> None:
         if self.unit < 1 or self.k % self.unit or not 1 <= self.chunks <= max(1, self.k // self.unit):
             raise ValueError(f"{self.chunks} chunks of whole {self.unit}-element units cannot cut k = {self.k}")
-        if self.fast and not (0 < self.fast < self.chunks and self.fast_units >= 1
-                              and self.k // self.unit - self.fast * self.fast_units >= self.chunks - self.fast):
-            raise ValueError(f"{self.fast} chunks of {self.fast_units} units leave too little of k = {self.k} for "
-                             f"the other {self.chunks - self.fast}")
-
-    @property
-    def _rest(self) -> tuple[int, int]:
-        """Units and chunks after the :attr:`fast` ones."""
-        return self.k // self.unit - self.fast * self.fast_units, self.chunks - self.fast
 
     @property
     def base(self) -> int:
-        """Units in the narrower of the chunks after the :attr:`fast` ones."""
-        units, chunks = self._rest
-        return units // chunks
+        """Units in the narrower chunks."""
+        return self.k // self.unit // self.chunks
 
     @property
     def extra(self) -> int:
-        """How many of the chunks after the :attr:`fast` ones (the first ones) are one unit wider than :attr:`base`."""
-        units, chunks = self._rest
-        return units % chunks
+        """How many chunks (the first ones) are one unit wider than :attr:`base` units."""
+        return self.k // self.unit % self.chunks
 
     @property
     def width(self) -> int:
         """Width of the widest chunk, elements."""
-        return self.unit * max(self.base + (self.extra > 0), self.fast_units if self.fast else 0)
+        return self.unit * (self.base + (self.extra > 0))
 
     @property
     def groups(self) -> int:
         return -(-self.chunks // self.group)
 
     def bounds(self) -> list[tuple[int, int]]:
-        """[start, stop) of each chunk along k: the :attr:`fast` chunks first, :attr:`fast_units` units each, then
-        the others balanced (the kernels' ``chunk_span``)."""
-        head = self.fast * self.fast_units
-        starts = [self.unit * h * self.fast_units for h in range(self.fast)]
-        starts += [self.unit * (head + r * self.base + min(r, self.extra)) for r in range(self.chunks - self.fast + 1)]
+        """[start, stop) of each chunk along k."""
+        starts = [self.unit * (h * self.base + min(h, self.extra)) for h in range(self.chunks + 1)]
         return list(zip(starts, starts[1:]))
 
     def workspace_elements(self) -> int:
@@ -136,7 +116,7 @@ class SplitPlan:
     def as_dict(self) -> dict[str, Any]:
         return {"m": self.m, "n": self.n, "k": self.k, "chunks": self.chunks, "width": self.width,
                 "group": self.group, "groups": self.groups, "deterministic": self.deterministic, "waves": self.waves,
-                "unit": self.unit, "wide": self.wide, "fast": self.fast, "fast_units": self.fast_units}
+                "unit": self.unit, "wide": self.wide}
 
 
 def check_worth(m: int, n: int, k: int) -> None:
@@ -197,31 +177,10 @@ def _split(m: int, n: int, k: int, p: int, per_wave: int, deterministic: bool, a
     return SplitPlan(m, n, k, p, math.isqrt(p - 1) + 1, deterministic, -(-p // per_wave), unit, wide)
 
 
-def balanced(split: SplitPlan, fast: int, ratio: float) -> SplitPlan:
-    """``split`` with its first ``fast`` chunks ``ratio`` times as wide as the others (in whole units, rounded
-    down), for a wave in which ``fast`` blocks run on SMs that read ``ratio`` times as fast as the rest: they then
-    finish together. ``split`` itself where that leaves no chunk wider (``fast`` 0, a ratio near 1, a short k)."""
-    if not 1.0 <= ratio <= MAX_RATIO:
-        raise ValueError(f"a chunk may be 1 to {MAX_RATIO} times as wide as the others, not {ratio}")
-    units, chunks = split.k // split.unit, split.chunks
-    if not 0 < fast < chunks:
-        return split
-    fast_units = math.floor(ratio * units / (fast * ratio + chunks - fast))
-    if fast_units <= -(-units // chunks) or units - fast * fast_units < chunks - fast:
-        return split
-    return replace(split, fast=fast, fast_units=fast_units)
-
-
-def balanced_wave(m: int, n: int, k: int, per_wave: int, deterministic: bool, fast: int, ratio: float) -> SplitPlan:
-    """One wave of ``per_wave`` chunks cut as the automatic split cuts them, :func:`balanced` for ``fast`` blocks
-    on SMs ``ratio`` times as fast."""
-    return balanced(_split(m, n, k, per_wave, per_wave, deterministic, True), fast, ratio)
-
-
 def widest(m: int, n: int, k: int, sm_count: int, deterministic: bool) -> tuple[int, int]:
     """(width, chunks) of the automatic split with the largest width + chunks that any device of ``sm_count``
     SMs could take for an m x k by k x n product, whatever its kernels' resources and aims (:func:`_waves`,
-    with or without :data:`BULK_WIDTH`, or one wave, :func:`balanced` up to :data:`MAX_RATIO`): a wave holds 1 to
+    with or without :data:`BULK_WIDTH`): a wave holds 1 to
     :data:`BLOCKS_PER_SM` blocks per SM over 1 to ceil(m / 8) ceil(n / 8) output tiles (no tile is smaller than
     the 8 x 8 mma atom). Split-K's proven bound rests on width + chunks, so this is what a ranking made away
     from the device proves (:func:`gpu.frontdoor.contract.splitk_auto`)."""
@@ -231,12 +190,13 @@ def widest(m: int, n: int, k: int, sm_count: int, deterministic: bool) -> tuple[
         waves = {per_wave: _waves(k, per_wave, deterministic, width)
                  for per_wave in range(max(1, -(-sm_count // tiles)), BLOCKS_PER_SM * sm_count + 1)}
         chunks |= {per_wave * w for per_wave, w in waves.items()}
-        chunks |= set(waves)                    # one wave (the wide kernel's, a balanced one's) of any size
+        if 1 in waves.values():                 # one wave may run the wide kernel: a wave of any size
+            chunks |= set(waves)
     found = []
     for p in chunks:
         try:
             split = _split(m, n, k, p, 1, deterministic, True)
         except ValueError:
             continue
-        found.append((balanced(split, 1, MAX_RATIO).width, split.chunks))     # a balanced wave's widest chunk
+        found.append((split.width, split.chunks))
     return max(found, key=sum, default=(k, 1))

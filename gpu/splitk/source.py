@@ -23,14 +23,12 @@ __device__ inline float epilogue(double alpha, float s, double beta, float c)
     return __double2float_rn(epilogue(alpha, (double)s, beta, (double)c));
 }
 
-/* [start, stop) of chunk z: ``fast`` chunks of ``fast_units`` units first, then the others balanced (the first
-   ``extra`` of them ``base + 1`` units, the rest ``base``): gpu.splitk.plan.SplitPlan.bounds. */
-__device__ inline void chunk_span(long long z, long long base, long long extra, long long unit, long long fast,
-                                  long long fast_units, long long& start, long long& stop)
+/* Chunk z of the plan: ``base`` units of ``unit`` elements, one unit more for the first ``extra`` chunks. */
+__device__ inline void chunk_range(long long base, long long extra, long long unit, long long& start, long long& stop)
 {
-    const long long r = z - fast;
-    start = z < fast ? unit * z * fast_units : unit * (fast * fast_units + r * base + min(r, extra));
-    stop = start + unit * (z < fast ? fast_units : base + (r < extra ? 1 : 0));
+    const long long z = blockIdx.z;
+    start = unit * (z * base + min(z, extra));
+    stop = start + unit * (base + (z < extra ? 1 : 0));
 }
 
 /* ``flags`` of the chunk kernels: add into ``out`` atomically (else store the chunk's partial); A's and B's
@@ -52,8 +50,7 @@ __global__ void __launch_bounds__(__TILE__ * __TILE__)
 splitk_tile(const T* __restrict__ A, long long sa0, long long sa1,
             const T* __restrict__ B, long long sb0, long long sb1,
             T* __restrict__ out, long long so0, long long so1, long long so2,
-            int m, int n, long long base, long long extra, long long unit, long long fast,
-            long long fast_units, double alpha, int flags)
+            int m, int n, long long base, long long extra, long long unit, double alpha, int flags)
 {
     constexpr int TILE = __TILE__;
     __shared__ T As[TILE][KT + 1];
@@ -61,7 +58,7 @@ splitk_tile(const T* __restrict__ A, long long sa0, long long sa1,
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
     long long start, stop;
-    chunk_span(blockIdx.z, base, extra, unit, fast, fast_units, start, stop);
+    chunk_range(base, extra, unit, start, stop);
     T acc = T(0);
     for (long long l0 = start; l0 < stop; l0 += KT) {
         const int ar = row0 + ty, bc = col0 + tx;
@@ -125,7 +122,7 @@ __device__ inline void stage_tiles(double* red, double (&acc)[TM][TN][2 * H], in
 
 template <int KW, int BM, int BN>
 __device__ inline void emit_sums(const double* red, int m, int n, double* __restrict__ out, long long so0,
-                                 long long so1, long long so2, double alpha, int flags, long long z = blockIdx.z)
+                                 long long so1, long long so2, double alpha, int flags)
 {
     for (int o = threadIdx.x; o < BM * BN; o += blockDim.x) {
         const int r = o / BN, c = o - r * BN, gr = blockIdx.y * BM + r, gc = blockIdx.x * BN + c;
@@ -133,7 +130,7 @@ __device__ inline void emit_sums(const double* red, int m, int n, double* __rest
 #pragma unroll
         for (int w = 1; w < KW; ++w) sum = add_rn(sum, red[(w * BM + r) * (BN + 1) + c]);
         if (gr < m && gc < n)
-            emit(out, (flags & ATOMIC ? 0 : z * so2) + gr * so0 + gc * so1, mul_rn(alpha, sum), flags);
+            emit(out, (flags & ATOMIC ? 0 : blockIdx.z * so2) + gr * so0 + gc * so1, mul_rn(alpha, sum), flags);
     }
 }
 
@@ -152,8 +149,7 @@ __global__ void __launch_bounds__(__WARPS__ * 32)
 splitk_dmma(const double* __restrict__ A, long long sa0, long long sa1,
             const double* __restrict__ B, long long sb0, long long sb1,
             double* __restrict__ out, long long so0, long long so1, long long so2,
-            int m, int n, long long base, long long extra, long long unit, long long fast,
-            long long fast_units, double alpha, int flags)
+            int m, int n, long long base, long long extra, long long unit, double alpha, int flags)
 {
     constexpr int AM = 8 * H, AK = 4 * J, KW = __WARPS__ / (WMS * WNS);
     constexpr int BM = AM * TM * WMS, BN = 8 * TN * WNS, STEP = AK * U;
@@ -162,7 +158,7 @@ splitk_dmma(const double* __restrict__ A, long long sa0, long long sa1,
     const int wm = warp % WMS, wn = (warp / WMS) % WNS, wk = warp / (WMS * WNS);
     const int g = lane >> 2, t = lane & 3, r0 = wm * TM * AM, c0 = wn * TN * 8;
     long long start, stop;
-    chunk_span(blockIdx.z, base, extra, unit, fast, fast_units, start, stop);
+    chunk_range(base, extra, unit, start, stop);
     const double* pa[TM][H];
     const double* pb[TN];
     bool va[TM][H], vb[TN];
@@ -268,8 +264,7 @@ __global__ void __launch_bounds__(__WARPS__ * 32)
 splitk_pipe(const double* __restrict__ A, long long sa0, long long sa1,
             const double* __restrict__ B, long long sb0, long long sb1,
             double* __restrict__ out, long long so0, long long so1, long long so2,
-            int m, int n, long long base, long long extra, long long unit, long long fast,
-            long long fast_units, double alpha, int flags)
+            int m, int n, long long base, long long extra, long long unit, double alpha, int flags)
 {
     constexpr int KW = __WARPS__ / (WMS * WNS), BM = 16 * TM * WMS, BN = 8 * TN * WNS, KS = 16 * KW * R;
     constexpr int LA = KS + 4, LB = BN + 4, STAGE = BM * LA + KS * LB, THREADS = __WARPS__ * 32;
@@ -279,7 +274,7 @@ splitk_pipe(const double* __restrict__ A, long long sa0, long long sa1,
     const int g = lane >> 2, t = lane & 3, r0 = wm * TM * 16, c0 = wn * TN * 8;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     long long start, stop;
-    chunk_span(blockIdx.z, base, extra, unit, fast, fast_units, start, stop);
+    chunk_range(base, extra, unit, start, stop);
     const int tiles = static_cast<int>((stop - start + KS - 1) / KS);
     const bool a_kfast = sa1 == 1, b_nfast = sb1 == 1;
     auto load = [&](int tile, int slot) {

@@ -11,9 +11,7 @@ around the loop), with NVML's SM clock, power and throttle reasons at its start 
 * ``matmul_atomic``: ``splitk.matmul(A, B, deterministic=False)``, the one default that could change;
 * ``run``: the executor ``gpu.splitk.api.run`` on a split made beforehand, into one C (as the split-K
   benchmark times it: its workspace from the memory pool per call);
-* ``cupy_matmul``: ``cupy.matmul(A, B)`` (cuBLAS, a new C per call): the baseline;
-* with ``PLAIN=1``, ``plain``: a kept plan of the default call built with balanced waves off
-  (``gpu.splitk.kernels.BALANCE``), executed into a new C: the split before the SM classes, side by side.
+* ``cupy_matmul``: ``cupy.matmul(A, B)`` (cuBLAS, a new C per call): the baseline.
 
 Each point reports the medians and the per-round ratios of cuBLAS over each method, as called (wall) and on
 the device (events); before any timing, each method's product is checked against cuBLAS's
@@ -40,14 +38,12 @@ from experiments.papers.as_called_formats import written
 from gpu import splitk
 from gpu.backend import get_backend
 from gpu.backend.telemetry import reason_names
-from gpu.splitk import kernels, sm_probe
 from gpu.splitk.api import run
 
 SIZES = tuple(int(x) for x in os.environ.get("SIZES", "16,32,64").split(","))
 KS = tuple(int(x) for x in os.environ.get("KS", f"{2**20},{2**22},{2**24}").split(","))
 ROUNDS = max(10, int(os.environ.get("ROUNDS", "10")))
 CALLS = int(os.environ.get("CALLS", "40"))
-PLAIN = os.environ.get("PLAIN", "") == "1"
 
 
 def reading(tel) -> dict | None:
@@ -80,18 +76,10 @@ def works(be, A, B, C) -> dict:
     ops = be.ops("splitk")
     (m, k), n = A.shape, B.shape[1]
     split = ops.split(A.dtype, m, n, k)
-    named = {"matmul": lambda: splitk.matmul(A, B),
-             "matmul_atomic": lambda: splitk.matmul(A, B, deterministic=False),
-             "run": lambda: run(be, ops, split, A, B, C, 1.0, 0.0),
-             "cupy_matmul": lambda: cupy.matmul(A, B)}
-    if PLAIN:
-        kernels.BALANCE = False
-        try:
-            plain = splitk.Plan(A, B)
-        finally:
-            kernels.BALANCE = True
-        named["plain"] = lambda: plain.execute(A, B)
-    return named, split
+    return {"matmul": lambda: splitk.matmul(A, B),
+            "matmul_atomic": lambda: splitk.matmul(A, B, deterministic=False),
+            "run": lambda: run(be, ops, split, A, B, C, 1.0, 0.0),
+            "cupy_matmul": lambda: cupy.matmul(A, B)}, split
 
 
 def check(be, named, A, B, C) -> dict[str, float]:
@@ -136,10 +124,7 @@ def versions(be) -> dict:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         commit = None
-    found = sm_probe.classes(cupy.cuda.Device().id)
-    classes = None if found is None else {"fast": found.fast, "ratio": found.ratio, "sms": len(found.sms)}
-    return {**be.device_info(), "numpy": np.__version__, "python": platform.python_version(), "commit": commit,
-            "sm_classes": classes}
+    return {**be.device_info(), "numpy": np.__version__, "python": platform.python_version(), "commit": commit}
 
 
 def main() -> None:
@@ -156,8 +141,7 @@ def main() -> None:
             print(f"m = n = {m:3d}, k = 2^{int(np.log2(k))}: matmul {1e3 * med['matmul']['wall_s']:.3f} ms "
                   f"({r['matmul']['as_called']:.3f}x, host {1e3 * med['matmul']['host_s']:.3f} ms), atomic "
                   f"{r['matmul_atomic']['as_called']:.3f}x, run {1e3 * med['run']['device_s']:.3f} ms "
-                  f"({r['run']['device']:.3f}x device), cuBLAS {1e3 * med['cupy_matmul']['wall_s']:.3f} ms"
-                  + (f", plain {r['plain']['as_called']:.3f}x" if PLAIN else ""),
+                  f"({r['run']['device']:.3f}x device), cuBLAS {1e3 * med['cupy_matmul']['wall_s']:.3f} ms",
                   flush=True)
     out["seconds"] = time.perf_counter() - started
     out.update(written(out, "splitk_as_called.py"))
