@@ -11,7 +11,9 @@ around the loop), with NVML's SM clock, power and throttle reasons at its start 
 * ``matmul_atomic``: ``splitk.matmul(A, B, deterministic=False)``, the one default that could change;
 * ``run``: the executor ``gpu.splitk.api.run`` on a split made beforehand, into one C (as the split-K
   benchmark times it: its workspace from the memory pool per call);
-* ``cupy_matmul``: ``cupy.matmul(A, B)`` (cuBLAS, a new C per call): the baseline.
+* ``cupy_matmul``: ``cupy.matmul(A, B)`` (cuBLAS, a new C per call): the baseline;
+* with ``ROOF=1``, ``read``: a kernel that reads A and B once and does nothing else (``read16`` of
+  ``splitk_roof.py``, 16 blocks of 256 threads per SM): the device's read roof, timed the same way.
 
 Each point reports the medians and the per-round ratios of cuBLAS over each method, as called (wall) and on
 the device (events); before any timing, each method's product is checked against cuBLAS's
@@ -44,6 +46,7 @@ SIZES = tuple(int(x) for x in os.environ.get("SIZES", "16,32,64").split(","))
 KS = tuple(int(x) for x in os.environ.get("KS", f"{2**20},{2**22},{2**24}").split(","))
 ROUNDS = max(10, int(os.environ.get("ROUNDS", "10")))
 CALLS = int(os.environ.get("CALLS", "40"))
+ROOF = os.environ.get("ROOF", "") == "1"
 
 
 def reading(tel) -> dict | None:
@@ -76,18 +79,28 @@ def works(be, A, B, C) -> dict:
     ops = be.ops("splitk")
     (m, k), n = A.shape, B.shape[1]
     split = ops.split(A.dtype, m, n, k)
-    return {"matmul": lambda: splitk.matmul(A, B),
-            "matmul_atomic": lambda: splitk.matmul(A, B, deterministic=False),
-            "run": lambda: run(be, ops, split, A, B, C, 1.0, 0.0),
-            "cupy_matmul": lambda: cupy.matmul(A, B)}, split
+    named = {"matmul": lambda: splitk.matmul(A, B),
+             "matmul_atomic": lambda: splitk.matmul(A, B, deterministic=False),
+             "run": lambda: run(be, ops, split, A, B, C, 1.0, 0.0),
+             "cupy_matmul": lambda: cupy.matmul(A, B)}
+    if ROOF:
+        from splitk_roof import _READ
+
+        blocks = 16 * cupy.cuda.Device().attributes["MultiProcessorCount"]
+        sink = cupy.zeros(blocks)
+        args = (A, np.int64(A.size // 2), B, np.int64(B.size // 2), sink)
+        named["read"] = lambda: _READ((blocks,), (256,), args)
+    return named, split
 
 
 def check(be, named, A, B, C) -> dict[str, float]:
-    """Each method's max |C - cuBLAS's| over max |cuBLAS's|, before anything is timed."""
+    """Each method's max |C - cuBLAS's| over max |cuBLAS's|, before anything is timed (the read roof has none)."""
     want = cupy.matmul(A, B)
     scale = float(cupy.abs(want).max())
     errors = {}
     for name, work in named.items():
+        if name == "read":
+            continue
         C.fill(cupy.nan)
         got = work()
         got = C if got is None else got
