@@ -75,6 +75,19 @@ def sample(be, tel, work) -> dict:
             "start": start_state, "end": reading(tel)}
 
 
+def turning_rounds(be, tel, named: dict, rounds: int) -> dict[str, list[dict]]:
+    """One untimed sample of each method (plans, kernels and the pool's blocks), then ``rounds`` rounds of one
+    :func:`sample` each, in an order that turns by one each round."""
+    for work in named.values():
+        sample(be, tel, work)
+    samples = {name: [] for name in named}
+    order = list(named)
+    for r in range(rounds):
+        for name in order[r % len(order):] + order[:r % len(order)]:
+            samples[name].append(sample(be, tel, named[name]))
+    return samples
+
+
 def works(be, A, B, C) -> dict:
     ops = be.ops("splitk")
     (m, k), n = A.shape, B.shape[1]
@@ -113,13 +126,7 @@ def point(be, tel, m: int, k: int) -> dict:
     A, B, C = rng.random((m, k)), rng.random((k, m)), cupy.empty((m, m))
     named, split = works(be, A, B, C)
     errors = check(be, named, A, B, C)
-    for work in named.values():                               # plans, kernels and the pool's blocks
-        sample(be, tel, work)
-    samples = {name: [] for name in named}
-    order = list(named)
-    for r in range(ROUNDS):
-        for name in order[r % len(order):] + order[:r % len(order)]:
-            samples[name].append(sample(be, tel, named[name]))
+    samples = turning_rounds(be, tel, named, ROUNDS)
     med = {name: {key: statistics.median(s[key] for s in runs) for key in ("wall_s", "host_s", "device_s")}
            for name, runs in samples.items()}
     base = samples["cupy_matmul"]

@@ -2,10 +2,10 @@
 
 The library's bulk kernel compiled with one change: flag 64 skips its products. Its stages are still copied by the
 tensor-map boxes, waited for and handed back, and its partials written. Per point, back to back
-(``splitk_as_called.sample``): a kernel that only reads A and B in order (``splitk_roof.read16``, 16 blocks per SM),
-cuBLAS, the default call, and the bulk kernel in shapes of 1, 2 and 4 slices by 2, 3, 4 and 6 stages, each with its
-automatic split and (where that has several waves) with one wave, with (``mma-``) and without (``nomma-``) its
-products. Reports the TB/s of A and B read per call.
+(``splitk_as_called.turning_rounds``): a kernel that only reads A and B in order (``splitk_roof.read16``, 16 blocks
+per SM), cuBLAS, the default call, and the bulk kernel in shapes of 1, 2 and 4 slices by 2, 3, 4 and 6 stages,
+each with its automatic split and (where that has several waves) with one wave, with (``mma-``) and without
+(``nomma-``) its products. Reports the TB/s of A and B read per call.
 
     OUT=dir PYTHONPATH=$PWD:$PWD/results/published/scripts python3 results/published/scripts/splitk_read_pattern.py
 
@@ -66,7 +66,7 @@ def launches(m: int, k: int, A, B) -> dict:
 
 
 def point(be, tel, m: int, e: int) -> dict:
-    from splitk_as_called import sample
+    from splitk_as_called import turning_rounds
     from splitk_roof import _READ
 
     from gpu import splitk
@@ -78,14 +78,9 @@ def point(be, tel, m: int, e: int) -> dict:
     sink = cupy.zeros(blocks)
     named = {"read": lambda: _READ((blocks,), (256,), (A, np.int64(A.size // 2), B, np.int64(B.size // 2), sink)),
              "cublas": lambda: cupy.matmul(A, B), "default": lambda: splitk.matmul(A, B), **launches(m, k, A, B)}
-    for work in named.values():
-        sample(be, tel, work)
-    samples = {name: [] for name in named}
-    order = list(named)
-    for r in range(ROUNDS):
-        for name in order[r % len(order):] + order[:r % len(order)]:
-            samples[name].append(sample(be, tel, named[name])["wall_s"])
-    return {"m": m, "k": k, "tb_s": {name: 16.0 * m * k / statistics.median(v) / 1e12 for name, v in samples.items()}}
+    samples = turning_rounds(be, tel, named, ROUNDS)
+    return {"m": m, "k": k, "tb_s": {name: 16.0 * m * k / statistics.median(s["wall_s"] for s in runs) / 1e12
+                                     for name, runs in samples.items()}}
 
 
 def main() -> None:

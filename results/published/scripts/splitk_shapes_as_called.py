@@ -6,7 +6,7 @@ sample (``splitk_bulk_tune.py``); the targets are judged on calls made back to b
 next one's start. Per class m = n in ``SIZES`` and k in ``KS``: a kept plan (``gpu.splitk.Plan``, its defaults) per
 candidate, built with ``BULK_TUNED`` set to that shape (so its chunk count follows the shape's occupancy as the
 default's does), and ``cupy.matmul``; ``ROUNDS`` rounds in turning order, each sample ``CALLS`` calls and one
-synchronisation (``splitk_as_called.sample``); each plan's product checked against cuBLAS first.
+synchronisation (``splitk_as_called.turning_rounds``); each plan's product checked against cuBLAS first.
 
     OUT=dir PYTHONPATH=$PWD:$PWD/results/published/scripts python3 results/published/scripts/splitk_shapes_as_called.py
 
@@ -18,7 +18,7 @@ import statistics
 import time
 
 import cupy
-from splitk_as_called import CALLS, KS, ROUNDS, SIZES, check, sample, versions
+from splitk_as_called import CALLS, KS, ROUNDS, SIZES, check, turning_rounds, versions
 
 from gpu import splitk
 from gpu.backend import get_backend
@@ -51,13 +51,7 @@ def point(be, tel, m: int, k: int) -> dict:
     named = {"cupy_matmul": lambda: cupy.matmul(A, B)}
     named.update({name: (lambda p=p: p.execute(A, B)) for name, p in plans.items()})
     errors = check(be, named, A, B, C)
-    for work in named.values():
-        sample(be, tel, work)
-    samples = {name: [] for name in named}
-    order = list(named)
-    for r in range(ROUNDS):
-        for name in order[r % len(order):] + order[:r % len(order)]:
-            samples[name].append(sample(be, tel, named[name])["wall_s"])
+    samples = {name: [s["wall_s"] for s in runs] for name, runs in turning_rounds(be, tel, named, ROUNDS).items()}
     base = samples["cupy_matmul"]
     ratio = {name: statistics.median(b / s for b, s in zip(base, runs)) for name, runs in samples.items()}
     out = {"m": m, "k": k, "check_error": errors, "as_called": ratio,
