@@ -19,7 +19,8 @@ FINISH = r"""
 #define FUSED 8
 #define FINISH_PARAMS(T) T* C, long long sc0, long long sc1, double beta, unsigned* counters, long long group
 #define FINISH_ARGS C, sc0, sc1, beta, counters, group
-#define FINISH_BATCH 8
+#define FINISH_BATCH 2
+#define FINISH_DEPTH 8
 
 __device__ inline bool last_to_arrive(unsigned* counter, unsigned count, unsigned* note, int tid)
 {
@@ -45,22 +46,33 @@ __device__ inline bool tile_output(int o, int m, int n, int& r, int& c)
     return o < BM * BN && r < m && c < n;
 }
 
-/* Slots ``from``, ``from + step``, ... (``count`` of them) of the tile's outputs o0 + e THREADS added in turn. */
+/* Slots ``from``, ``from + step``, ... (``count`` of them) of the tile's outputs o0 + e THREADS added in turn;
+   the loads of FINISH_DEPTH slots are issued before their additions, so that many are in flight at once. */
 template <typename T, int BM, int BN, int THREADS, int E>
 __device__ inline void add_slots(const T* P, long long so0, long long so1, long long so2, int m, int n, int o0,
                                  long long from, long long count, long long step, T (&s)[E])
 {
+    long long at[E];
+    bool in[E];
     int r, c;
 #pragma unroll
-    for (int e = 0; e < E; ++e)
-        if (tile_output<BM, BN>(o0 + e * THREADS, m, n, r, c)) s[e] = __ldcg(P + from * so2 + r * so0 + c * so1);
-#pragma unroll 4
-    for (long long h = 1; h < count; ++h) {
-        const T* slot = P + (from + h * step) * so2;
+    for (int e = 0; e < E; ++e) {
+        in[e] = tile_output<BM, BN>(o0 + e * THREADS, m, n, r, c);
+        at[e] = from * so2 + r * so0 + c * so1;
+        s[e] = in[e] ? __ldcg(P + at[e]) : T(0);
+    }
+    for (long long h = 1; h < count; h += FINISH_DEPTH) {
+        T v[FINISH_DEPTH][E];
 #pragma unroll
-        for (int e = 0; e < E; ++e)
-            if (tile_output<BM, BN>(o0 + e * THREADS, m, n, r, c))
-                s[e] = add_rn(s[e], __ldcg(slot + r * so0 + c * so1));
+        for (int q = 0; q < FINISH_DEPTH; ++q)
+#pragma unroll
+            for (int e = 0; e < E; ++e)
+                v[q][e] = in[e] && h + q < count ? __ldcg(P + at[e] + (h + q) * step * so2) : T(0);
+#pragma unroll
+        for (int q = 0; q < FINISH_DEPTH; ++q)
+#pragma unroll
+            for (int e = 0; e < E; ++e)
+                if (in[e] && h + q < count) s[e] = add_rn(s[e], v[q][e]);
     }
 }
 
