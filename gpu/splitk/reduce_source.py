@@ -11,11 +11,12 @@ Why fused: on the H200 the second launch cost 5-8 us of device time (Nsight Comp
 
 FINISH = r"""
 /* The fused deterministic reduction (flag ``FUSED``), which each block runs once its chunk's partial of its output
-   tile is stored: the last block of a group of ``group`` chunks to arrive (a counter per tile and group, counted
-   with ``atomicAdd`` after a fence) adds the group's partials in chunk order into the group's first slot, and the
-   last group to arrive adds the group sums in group order into C with alpha and beta: the order of
-   ``splitk_reduce``, so the same bits, without a second launch. The last arrival sets each counter back to zero
-   for the next call. ``note``: a word of shared memory the block no longer needs. */
+   tile is stored: the last block of a group of ``group`` chunks to arrive adds the group's partials in chunk order
+   into the group's first slot, and the last group to arrive adds the group sums in group order into C with alpha
+   and beta: the order of ``splitk_reduce``, so the same bits, without a second launch. The arrivals are counted
+   per tile and group, and per tile, by one thread of each block after a barrier, with an atomic add between
+   acquire-release fences (as CUTLASS's semaphores do); the last arrival sets the counter back to zero for the
+   next call. ``note``: a word of shared memory the block no longer needs. */
 #define FUSED 8
 #define FINISH_PARAMS(T) T* C, long long sc0, long long sc1, double beta, unsigned* counters, long long group
 #define FINISH_ARGS C, sc0, sc1, beta, counters, group
@@ -24,17 +25,20 @@ FINISH = r"""
 
 __device__ inline bool last_to_arrive(unsigned* counter, unsigned count, unsigned* note, int tid)
 {
-    __threadfence();
     __syncthreads();
     if (tid == 0) {
-        const bool last = atomicAdd(counter, 1u) == count - 1;
-        if (last) *counter = 0;
+        unsigned before;
+        asm volatile("fence.acq_rel.gpu;\n"
+                     "atom.relaxed.gpu.global.add.u32 %0, [%1], 1;\n" : "=r"(before) : "l"(counter) : "memory");
+        const bool last = before == count - 1;
+        if (last) {
+            asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+            *counter = 0;
+        }
         *note = last;
     }
     __syncthreads();
-    const bool last = *note != 0;
-    if (last) __threadfence();
-    return last;
+    return *note != 0;
 }
 
 /* Output o of the block's tile: its row r and column c of C, and whether it lies in C. */
