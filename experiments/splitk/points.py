@@ -90,7 +90,7 @@ def b_offset(m: int, k: int, itemsize: int) -> int:
 
 def point_bytes(m: int, k: int, itemsize: int, splits: dict[str, SplitPlan]) -> int:
     """Device bytes of one point: A and B (one buffer), the copy's destination of the same size,
-    C, and the largest deterministic workspace (one m x n partial per chunk, and the reduction's counters)."""
+    C, and the largest deterministic workspace (one m x n partial per chunk)."""
     shared = b_offset(m, k, itemsize) + k * m
     workspace = max((s.workspace_elements() for s in splits.values()), default=0)
     return itemsize * (2 * shared + m * m + workspace)

@@ -1,4 +1,4 @@
-"""The CUDA source of split-K's bulk-copy kernel (sm_90), appended to the chunk kernels of :mod:`gpu.splitk.source`.
+"""The CUDA source of split-K's bulk-copy kernel (sm_90), appended to :data:`gpu.splitk.source.SOURCE`.
 
 ``splitk_bulk`` computes the tiles of ``splitk_pipe`` (the same warps, m16n8k16 and epilogue) but is fed by
 the Tensor Memory Accelerator: one thread of a fifth warp copies each stage as two boxes, one of A and one of
@@ -82,7 +82,7 @@ splitk_bulk(const double* __restrict__ A, long long sa0, long long sa1,
             const double* __restrict__ B, long long sb0, long long sb1,
             double* __restrict__ out, long long so0, long long so1, long long so2,
             int m, int n, long long base, long long extra, long long unit, double alpha, int flags,
-            FINISH_PARAMS(double), const __grid_constant__ TensorMap ta, const __grid_constant__ TensorMap tb)
+            const __grid_constant__ TensorMap ta, const __grid_constant__ TensorMap tb)
 {
     constexpr int KW = __WARPS__ / (WMS * WNS), BM = 16 * TM * WMS, BN = 8 * TN * WNS, KS = 16 * KW * R;
     constexpr int LA = KS + 4, LB = BN + 4, STAGE = BM * LA + KS * LB, BARS = (2 * S + 15) / 16 * 16;
@@ -141,8 +141,5 @@ splitk_bulk(const double* __restrict__ A, long long sa0, long long sa1,
     if (warp < __WARPS__) stage_tiles<TM, TN, 2, BM, BN>(stages, acc, wk, r0, c0, g, t);
     __syncthreads();
     emit_sums<KW, BM, BN>(stages, m, n, out, so0, so1, so2, alpha, flags);
-    if (flags & FUSED)
-        finish<double, BM, BN, (__WARPS__ + 1) * 32>(out, so0, so1, so2, m, n, alpha, FINISH_ARGS,
-                                                     reinterpret_cast<unsigned*>(stages));
 }
 """

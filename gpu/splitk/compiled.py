@@ -12,15 +12,14 @@ from typing import Any
 import cupy
 import numpy as np
 
-from . import bulk_source, reduce_source, source
+from . import bulk_source, source
 from .occupancy import Kernel
 from .ops import TILE
 from .plan import BULK_WIDTH
 from .variants import _CTYPES, WARPS, Variant, choose
 
 #: The whole source, its constants filled in.
-_SOURCE = (source.PRELUDE + reduce_source.FINISH + source.KERNELS + reduce_source.REDUCE + bulk_source.BULK
-           ).replace("__TILE__", str(TILE)).replace("__WARPS__", str(WARPS))
+_SOURCE = (source.SOURCE + bulk_source.BULK).replace("__TILE__", str(TILE)).replace("__WARPS__", str(WARPS))
 
 
 def variant(dtype: Any, m: int, n: int, wide: bool = False) -> Variant:

@@ -60,7 +60,6 @@ from .compiled import (  # noqa: F401  (re-exported for scripts and tests)
     resources_of,
     variant,
 )
-from .executor import Workspace
 from .occupancy import Kernel, SMLimits
 from .plan import SplitPlan
 from .plan import plan as split_plan
@@ -83,9 +82,7 @@ from .variants import (  # noqa: F401  (the variants' names, re-exported for scr
 #: Threads per block of the element-wise kernels, and the most blocks they launch (grid-stride loops).
 _THREADS, _MAX_BLOCKS = 256, 4096
 #: The ``flags`` bits of the chunk kernels (see the source).
-ATOMIC, A_PAIRS, B_PAIRS, FUSED = 1, 2, 4, 8
-#: The fused reduction's arguments of a chunk kernel that runs none (C, its strides, beta, counters, group).
-NO_FINISH = (np.uint64(0), np.int64(0), np.int64(0), np.float64(0), np.uint64(0), np.int64(1))
+ATOMIC, A_PAIRS, B_PAIRS = 1, 2, 4
 #: Widest ``cp.async`` of the pipelined kernel, bytes: 16 copies two FP64 elements per instruction where the
 #: layout and alignment allow (:func:`flags`), 8 one.
 COPY_BYTES = 16
@@ -167,23 +164,19 @@ class ChunkLaunch:
             self.maps[(a, b)] = found
         return found[:2]
 
-    def __call__(self, A: Array, B: Array, out: Array, alpha: float, finish: tuple = NO_FINISH) -> None:
-        """The chunk products into ``out``; where ``finish`` holds the fused reduction's arguments (C, its strides,
-        beta, the workspace's counters and the plan's group), their reduction into C with alpha and beta too
-        (``out`` then holds the unscaled partials)."""
+    def __call__(self, A: Array, B: Array, out: Array, alpha: float) -> None:
         a, b = A.data.ptr, B.data.ptr
         if self.mapped:
             if self.boxes is None or a % 16 or b % 16:
-                self.fallback(A, B)(A, B, out, alpha, finish)
+                self.fallback(A, B)(A, B, out, alpha)
                 return
             extra = self._maps(a, b)
         else:
             extra = ()
         flag = self.atomic | (A_PAIRS if self.a_pairs and a % 16 == 0 else 0) | \
-            (B_PAIRS if self.b_pairs and b % 16 == 0 else 0) | (0 if finish is NO_FINISH else FUSED)
+            (B_PAIRS if self.b_pairs and b % 16 == 0 else 0)
         self.function(self.grid, self.block, (A, *self.a_strides, B, *self.b_strides, out, *self.sizes,
-                                              np.float64(alpha), np.int32(flag), *finish, *extra),
-                      shared_mem=self.shared)
+                                              np.float64(alpha), np.int32(flag), *extra), shared_mem=self.shared)
 
 
 #: Address pairs whose tensor maps one bulk-kernel launch keeps.
@@ -211,18 +204,13 @@ _LAUNCHES = LRU(32)
 
 
 def launch(v: Variant, A: Array, B: Array, out: Array, strides: tuple, plan: SplitPlan, alpha: float,
-           atomic: bool, finish: tuple = NO_FINISH) -> None:
+           atomic: bool) -> None:
     """Run chunk kernel ``v`` over the plan's grid (see the module notes)."""
     key = (cupy.cuda.Device().id, v, plan, _strides(A), _strides(B), tuple(strides), atomic)
     found = _LAUNCHES.get(key)
     if found is None:
         found = _LAUNCHES[key] = ChunkLaunch(v, plan, A, B, strides, atomic)
-    found(A, B, out, alpha, finish)
-
-
-def finish_args(C: Array, c_strides: tuple, beta: float, counters: Array, plan: SplitPlan) -> tuple:
-    """The fused reduction's arguments of a chunk kernel (see :class:`ChunkLaunch`)."""
-    return (C, *c_strides, np.float64(beta), counters, np.int64(plan.group))
+    found(A, B, out, alpha)
 
 
 class Reduction:
@@ -282,26 +270,22 @@ class Launcher:
     """:class:`CudaOps`' operations bound to one plan and one operand layout (:meth:`CudaOps.bind`): every
     kernel looked up and every launch sized once, so that a call launches only. Each operation's ``plan``
     argument is the plan it was bound to. ``v``: the chunk kernel (the device's choice, :func:`variant`, where
-    None; the tuning scripts name others); ``fused``: the deterministic product in one launch (the chunk kernel
-    reduces its partials itself), else a second launch (``splitk_reduce``) reduces them."""
+    None; the tuning scripts name others)."""
 
     def __init__(self, split: SplitPlan, A: Array, B: Array, c_strides: tuple, contiguous: bool,
-                 v: Variant | None = None, fused: bool = True) -> None:
+                 v: Variant | None = None) -> None:
         v = v or variant(A.dtype, split.m, split.n, split.wide)
         into = ((np.int64(split.n), np.int64(1), np.int64(split.m * split.n)) if split.deterministic
                 else (*c_strides, np.int64(0)))
         self.chunks = ChunkLaunch(v, split, A, B, into, not split.deterministic)
-        self.fused, self.c_strides = fused, c_strides
-        self.reduction = Reduction(split, A.dtype, c_strides) if split.deterministic and not fused else None
+        self.reduction = Reduction(split, A.dtype, c_strides) if split.deterministic else None
         self.scaling = Scaling(A.dtype, (split.m, split.n), c_strides, contiguous)
 
-    def product(self, A: Array, B: Array, W: Workspace, C: Array, plan: SplitPlan, alpha: float,
-                beta: float) -> None:
-        if self.fused:
-            self.chunks(A, B, W.partials, alpha, finish_args(C, self.c_strides, beta, W.counters, plan))
-        else:
-            self.chunks(A, B, W.partials, 1.0)
-            self.reduction(W.partials, C, alpha, beta)
+    def partials(self, A: Array, B: Array, P: Array, plan: SplitPlan, alpha: float) -> None:
+        self.chunks(A, B, P, alpha)
+
+    def reduce(self, P: Array, C: Array, plan: SplitPlan, alpha: float, beta: float) -> None:
+        self.reduction(P, C, alpha, beta)
 
     def scale(self, C: Array, beta: float) -> None:
         self.scaling(C, beta)
@@ -334,7 +318,7 @@ class CudaOps:
         split runs: the chunk kernel (whose resources size a wave) with, in the deterministic mode, the
         reduction's, in one NVRTC run; its wide form only where the auto plan is one wave, which runs it."""
         narrow = variant(dtype, m, n)
-        compile_names(narrow.name)
+        compile_names(narrow.name, *(reduction_names(dtype) if deterministic else ()))
         how = {"chunks": chunks, "chunk_width": chunk_width, "deterministic": deterministic}
         kernel, limits = resources(narrow), self.limits()
         split = split_plan(m, n, k, limits, kernel, **how)
@@ -351,13 +335,12 @@ class CudaOps:
             return Launcher(split, A, B, (np.int64(split.n), np.int64(1)), True)
         return Launcher(split, A, B, _strides(out), _contiguous(out))
 
-    def product(self, A: Array, B: Array, W: Workspace, C: Array, plan: SplitPlan, alpha: float,
-                beta: float) -> None:
-        """The deterministic product in one launch: the chunk kernel stores its partials in ``W`` and reduces
-        them into C (see the source's ``finish``)."""
+    def partials(self, A: Array, B: Array, P: Array, plan: SplitPlan, alpha: float) -> None:
         strides = (np.int64(plan.n), np.int64(1), np.int64(plan.m * plan.n))
-        launch(variant(A.dtype, plan.m, plan.n, plan.wide), A, B, W.partials, strides, plan, alpha, False,
-               finish_args(C, _strides(C), beta, W.counters, plan))
+        launch(variant(A.dtype, plan.m, plan.n, plan.wide), A, B, P, strides, plan, alpha, False)
+
+    def reduce(self, P: Array, C: Array, plan: SplitPlan, alpha: float, beta: float) -> None:
+        Reduction(plan, C.dtype, _strides(C))(P, C, alpha, beta)
 
     def scale(self, C: Array, beta: float) -> None:
         """C = beta C (see :class:`Scaling`)."""

@@ -23,7 +23,7 @@ from ..backend import Array, Backend, get_backend, require_finite, require_memor
 from ..backend.checks import check_output, gemm_operands
 from ..backend.plans import MatmulPlan, operand_signature, resolve_options
 from . import ops as _ops  # noqa: F401  (registers the "splitk" operations)
-from .executor import Workspace, run, workspace
+from .executor import run
 from .plan import check_worth
 
 NONFINITE = "NaN and infinity then flow through the chunk sums as through any GEMM"
@@ -127,14 +127,13 @@ class Plan(MatmulPlan):
                            "pass out=, or free memory")
             raise
 
-    def _workspace(self) -> Workspace:
-        """The partials' buffer (chunks x m x n) and the reduction's counters, or MemoryPlanError before any
-        work."""
+    def _workspace(self) -> Array:
+        """The partials' buffer (chunks x m x n), or MemoryPlanError before any work."""
         s, (m, n) = self.split, self._shape
         require_memory(self.backend, s.workspace_elements() * self._dtype.itemsize,
                        f"split-K of {m} x {s.k} x {n} in {s.chunks} chunks",
                        "use deterministic=False (no workspace) or fewer chunks")
-        return workspace(self.backend, s, self._dtype)
+        return self.backend.xp.empty((s.chunks, m, n), dtype=self._dtype)
 
     def _release(self) -> None:
         self.workspace = self._ops = None

@@ -46,12 +46,6 @@ class HostOps:
         up once; the CUDA operations bind their kernels here)."""
         return self
 
-    def product(self, A: Array, B: Array, W: Any, C: Array, plan: SplitPlan, alpha: float, beta: float) -> None:
-        """C = alpha A B + beta C in the deterministic mode: the partials into ``W.partials``
-        (:class:`gpu.splitk.executor.Workspace`), then their reduction in the plan's order."""
-        self.partials(A, B, W.partials, plan, 1.0)
-        self.reduce(W.partials, C, plan, alpha, beta)
-
     def partials(self, A: Array, B: Array, P: Array, plan: SplitPlan, alpha: float) -> None:
         """P[h] = alpha A_h B_h for every chunk h (:func:`gpu.splitk.run` passes alpha = 1: see
         :meth:`reduce`)."""

@@ -109,18 +109,9 @@ class SplitPlan:
         starts = [self.unit * (h * self.base + min(h, self.extra)) for h in range(self.chunks + 1)]
         return list(zip(starts, starts[1:]))
 
-    def partial_elements(self) -> int:
-        """Elements of the partials: one m x n partial per chunk (deterministic mode only)."""
-        return self.chunks * self.m * self.n if self.deterministic else 0
-
-    def counter_elements(self) -> int:
-        """Elements (of 4 bytes or more) that hold the fused reduction's counters: one per output tile and group,
-        and one per tile, for tiles of 8 x 8 or more (deterministic mode only)."""
-        return -(-self.m // 8) * -(-self.n // 8) * (self.groups + 1) if self.deterministic else 0
-
     def workspace_elements(self) -> int:
-        """Elements of the deterministic mode's workspace: the partials and the counters."""
-        return self.partial_elements() + self.counter_elements()
+        """Elements of the partials' buffer: one m x n partial per chunk (deterministic mode only)."""
+        return self.chunks * self.m * self.n if self.deterministic else 0
 
     def as_dict(self) -> dict[str, Any]:
         return {"m": self.m, "n": self.n, "k": self.k, "chunks": self.chunks, "width": self.width,

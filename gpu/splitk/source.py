@@ -1,12 +1,10 @@
 """The CUDA source of split-K's kernels (see :mod:`gpu.splitk.kernels` for what each does).
 
-Kept apart from the launching code so that it can be compiled and checked without CuPy: :data:`PRELUDE` (the
-rounding helpers, the chunk ranges and the ``flags``) and :data:`KERNELS` (the chunk kernels but the bulk one,
-:mod:`gpu.splitk.bulk_source`), with the reductions of :mod:`gpu.splitk.reduce_source` between them.
-``__TILE__`` and ``__WARPS__`` are filled in by :mod:`gpu.splitk.compiled`.
+Kept apart from the launching code so that it can be compiled and checked without CuPy.
+``__TILE__`` and ``__WARPS__`` are filled in by :mod:`gpu.splitk.kernels`.
 """
 
-PRELUDE = r"""
+SOURCE = r"""
 __device__ inline double add_rn(double a, double b) { return __dadd_rn(a, b); }
 __device__ inline float add_rn(float a, float b) { return __fadd_rn(a, b); }
 __device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
@@ -45,17 +43,14 @@ __device__ inline void emit(T* out, long long at, T value, int flags)
     if (flags & ATOMIC) atomicAdd(out + at, value);
     else out[at] = value;
 }
-"""
 
-KERNELS = r"""
 #define KT 16
 template <typename T>
 __global__ void __launch_bounds__(__TILE__ * __TILE__)
 splitk_tile(const T* __restrict__ A, long long sa0, long long sa1,
             const T* __restrict__ B, long long sb0, long long sb1,
             T* __restrict__ out, long long so0, long long so1, long long so2,
-            int m, int n, long long base, long long extra, long long unit, double alpha, int flags,
-            FINISH_PARAMS(T))
+            int m, int n, long long base, long long extra, long long unit, double alpha, int flags)
 {
     constexpr int TILE = __TILE__;
     __shared__ T As[TILE][KT + 1];
@@ -77,11 +72,7 @@ splitk_tile(const T* __restrict__ A, long long sa0, long long sa1,
     }
     const int r = row0 + ty, c = col0 + tx;
     if (r < m && c < n)
-        emit(out, (flags & ATOMIC ? 0 : blockIdx.z * so2) + r * so0 + c * so1,
-             scale_rn(flags & FUSED ? 1.0 : alpha, acc), flags);
-    if (flags & FUSED)
-        finish<T, TILE, TILE, TILE * TILE>(out, so0, so1, so2, m, n, alpha, FINISH_ARGS,
-                                           reinterpret_cast<unsigned*>(&As[0][0]));
+        emit(out, (flags & ATOMIC ? 0 : blockIdx.z * so2) + r * so0 + c * so1, scale_rn(alpha, acc), flags);
 }
 
 template <int L2> __device__ inline double load(const double* p) { return __ldg(p); }
@@ -139,8 +130,7 @@ __device__ inline void emit_sums(const double* red, int m, int n, double* __rest
 #pragma unroll
         for (int w = 1; w < KW; ++w) sum = add_rn(sum, red[(w * BM + r) * (BN + 1) + c]);
         if (gr < m && gc < n)
-            emit(out, (flags & ATOMIC ? 0 : blockIdx.z * so2) + gr * so0 + gc * so1,
-                 flags & FUSED ? sum : mul_rn(alpha, sum), flags);
+            emit(out, (flags & ATOMIC ? 0 : blockIdx.z * so2) + gr * so0 + gc * so1, mul_rn(alpha, sum), flags);
     }
 }
 
@@ -159,8 +149,7 @@ __global__ void __launch_bounds__(__WARPS__ * 32)
 splitk_dmma(const double* __restrict__ A, long long sa0, long long sa1,
             const double* __restrict__ B, long long sb0, long long sb1,
             double* __restrict__ out, long long so0, long long so1, long long so2,
-            int m, int n, long long base, long long extra, long long unit, double alpha, int flags,
-            FINISH_PARAMS(double))
+            int m, int n, long long base, long long extra, long long unit, double alpha, int flags)
 {
     constexpr int AM = 8 * H, AK = 4 * J, KW = __WARPS__ / (WMS * WNS);
     constexpr int BM = AM * TM * WMS, BN = 8 * TN * WNS, STEP = AK * U;
@@ -250,9 +239,6 @@ splitk_dmma(const double* __restrict__ A, long long sa0, long long sa1,
     }
     reduce_and_emit<TM, TN, H, KW, BM, BN>(&S[0][0][0], acc, wk, r0, c0, g, t, m, n, out, so0, so1, so2, alpha,
                                            flags);
-    if (flags & FUSED)
-        finish<double, BM, BN, __WARPS__ * 32>(out, so0, so1, so2, m, n, alpha, FINISH_ARGS,
-                                               reinterpret_cast<unsigned*>(&S[0][0][0]));
 }
 
 __device__ inline void cp_async8(double* dst, const double* src, bool ok)
@@ -278,8 +264,7 @@ __global__ void __launch_bounds__(__WARPS__ * 32)
 splitk_pipe(const double* __restrict__ A, long long sa0, long long sa1,
             const double* __restrict__ B, long long sb0, long long sb1,
             double* __restrict__ out, long long so0, long long so1, long long so2,
-            int m, int n, long long base, long long extra, long long unit, double alpha, int flags,
-            FINISH_PARAMS(double))
+            int m, int n, long long base, long long extra, long long unit, double alpha, int flags)
 {
     constexpr int KW = __WARPS__ / (WMS * WNS), BM = 16 * TM * WMS, BN = 8 * TN * WNS, KS = 16 * KW * R;
     constexpr int LA = KS + 4, LB = BN + 4, STAGE = BM * LA + KS * LB, THREADS = __WARPS__ * 32;
@@ -363,8 +348,46 @@ splitk_pipe(const double* __restrict__ A, long long sa0, long long sa1,
     cp_async_wait<0>();
     __syncthreads();
     reduce_and_emit<TM, TN, 2, KW, BM, BN>(smem, acc, wk, r0, c0, g, t, m, n, out, so0, so1, so2, alpha, flags);
-    if (flags & FUSED)
-        finish<double, BM, BN, __WARPS__ * 32>(out, so0, so1, so2, m, n, alpha, FINISH_ARGS,
-                                               reinterpret_cast<unsigned*>(smem));
+}
+
+/* The deterministic reduction in one launch. Block b takes ``per`` outputs from b per; its thread g per + j adds
+   chunks g G .. g G + G - 1 of output j in turn (group g's sum, kept in shared memory), and after a barrier its
+   thread j adds the group sums in turn and applies alpha and beta: the plan's order, as the NumPy path. */
+template <typename T>
+__global__ void splitk_reduce(const T* __restrict__ P, long long outputs, long long chunks, long long group,
+                              int per, T* C, long long sc0, long long sc1, int n, double alpha, double beta)
+{
+    extern __shared__ __align__(16) unsigned char reduce_shared[];
+    T* S = reinterpret_cast<T*>(reduce_shared);
+    const long long groups = (chunks + group - 1) / group;
+    const int j = threadIdx.x % per, g = threadIdx.x / per;
+    const long long o = static_cast<long long>(blockIdx.x) * per + j;
+    if (g < groups && o < outputs) {
+        const long long first = g * group, last = min(chunks, first + group);
+        T s = P[first * outputs + o];
+#pragma unroll 8
+        for (long long h = first + 1; h < last; ++h) s = add_rn(s, P[h * outputs + o]);
+        S[threadIdx.x] = s;
+    }
+    __syncthreads();
+    if (g == 0 && o < outputs) {
+        T s = S[j];
+        for (long long q = 1; q < groups; ++q) s = add_rn(s, S[q * per + j]);
+        const long long r = o / n, c = o - r * n;
+        T* dst = C + r * sc0 + c * sc1;
+        *dst = epilogue(alpha, s, beta, beta == 0.0 ? T(0) : *dst);
+    }
+}
+
+template <typename T>
+__global__ void splitk_scale(T* C, long long sc0, long long sc1, int m, int n, double beta)
+{
+    const long long outputs = (long long)m * n;
+    for (long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x; o < outputs;
+         o += (long long)gridDim.x * blockDim.x) {
+        const long long r = o / n, c = o - r * n;
+        T* dst = C + r * sc0 + c * sc1;
+        *dst = beta == 0.0 ? T(0) : scale_rn(beta, *dst);
+    }
 }
 """

@@ -12,8 +12,6 @@ around the loop), with NVML's SM clock, power and throttle reasons at its start 
 * ``run``: the executor ``gpu.splitk.api.run`` on a split made beforehand, into one C (as the split-K
   benchmark times it: its workspace from the memory pool per call);
 * ``cupy_matmul``: ``cupy.matmul(A, B)`` (cuBLAS, a new C per call): the baseline;
-* with ``UNFUSED=1``, ``plan`` and ``plan_unfused``: a kept ``splitk.Plan`` executed (the one-launch fused
-  reduction, the default), and the same plan with its reduction as a second launch (``splitk_reduce``);
 * with ``ROOF=1``, ``read``: a kernel that reads A and B once and does nothing else (``read16`` of
   ``splitk_roof.py``, 16 blocks of 256 threads per SM): the device's read roof, timed the same way.
 
@@ -49,7 +47,6 @@ KS = tuple(int(x) for x in os.environ.get("KS", f"{2**20},{2**22},{2**24}").spli
 ROUNDS = max(10, int(os.environ.get("ROUNDS", "10")))
 CALLS = int(os.environ.get("CALLS", "40"))
 ROOF = os.environ.get("ROOF", "") == "1"
-UNFUSED = os.environ.get("UNFUSED", "") == "1"
 
 
 def reading(tel) -> dict | None:
@@ -99,13 +96,6 @@ def works(be, A, B, C) -> dict:
              "matmul_atomic": lambda: splitk.matmul(A, B, deterministic=False),
              "run": lambda: run(be, ops, split, A, B, C, 1.0, 0.0),
              "cupy_matmul": lambda: cupy.matmul(A, B)}
-    if UNFUSED:
-        from gpu.splitk import kernels
-
-        fused, unfused = splitk.Plan(A, B), splitk.Plan(A, B)
-        unfused._ops = kernels.Launcher(unfused.split, A, B, (np.int64(n), np.int64(1)), True, fused=False)
-        named["plan"] = lambda: fused.execute(A, B)
-        named["plan_unfused"] = lambda: unfused.execute(A, B)
     if ROOF:
         from splitk_roof import _READ
 
