@@ -29,7 +29,8 @@ def test_the_training_set_is_the_h200_section_and_the_h100_runs(observations):
     by = {(o.gpu, o.timed.method) for o in observations}
     assert by == {(g, m) for g in ("H100", "H200") for m in ("ozaki2", "ozaki", "splitk")}
     h200 = [o for o in observations if o.gpu == "H200"]
-    assert {o.source.partition(" ")[0] for o in h200} >= {"gemmlab", "h200-splitk-as-called.json"}
+    sources = {o.source.partition(" ")[0] for o in h200}
+    assert "gemmlab" in sources and any(s.startswith("h200-splitk-as-called") for s in sources), sources
     assert {o.phase for o in observations if o.gpu == "H100" and o.timed.method == "ozaki2"} == \
         {"total", "gemm", "passes"}
     assert all(o.ratio and o.ratio > 0 for o in observations if o.phase == "total")
@@ -68,12 +69,13 @@ def test_the_h200s_section_predicted_from_the_h100_alone_over_the_grid(capsys):
         if (m, k, n) in ((4096, 2**16, 4096), (32768, 4096, 32768)):   # and on rectangles the H100 never measured
             assert j.same and j.measured.startswith("ozaki2") and j.predicted_ratio > 1.02, j
     # split-K carries from the H100 (one kernel on sm_90) wherever a call streams long enough for the device to
-    # set its time: the H200's measured choice at every tiny output, except at 1e-10 on 64 x 2^24 x 64, where no
-    # bound proven from 132 SMs without the kernels' split is tight enough and Ozaki II keeps the accuracy (on the
-    # device the front door proves it from the split: experiments.frontdoor.hidden.hidden_choice), and the one
-    # known miss of issue 39's 3%: 16 x 2^24 x 16 at dgemm and sgemm, where the H100's ratio (1.013x, measured on
-    # the cp.async kernel sm_90 ran before the tensor-map one) is under the 2% margin and the H200 measured split-K
-    # at 1.041x (the median of three as-called runs), so the prediction runs the library GEMM, 4.1% slower
+    # set its time: the H200's measured choice at every tiny output, or one within issue 39's 3%, except at 1e-10 on
+    # 64 x 2^24 x 64, where no bound proven from 132 SMs without the kernels' split is tight enough and Ozaki II
+    # keeps the accuracy (on the device the front door proves it from the split:
+    # experiments.frontdoor.hidden.hidden_choice). Since the H200's split-K entries come from the tensor-map
+    # kernel's shapes of 6db514a, 16 x 2^24 x 16 ties the library GEMM there (1.006x atomic), so the H100's 1.013x
+    # makes the same choice; at 64 x 2^24 x 64 at dgemm and sgemm the prediction takes the atomic mode, which the
+    # H200 measured 1.5% behind the deterministic one
     for j in judged:
         exempt = j.accuracy == 1e-10 and j.shape == (64, 2**24, 64)
         assert exempt or j.predicted_measured is None or j.predicted_measured >= 0.98, j   # never a slowdown
@@ -81,10 +83,8 @@ def test_the_h200s_section_predicted_from_the_h100_alone_over_the_grid(capsys):
             continue
         if exempt:
             assert j.predicted.startswith("ozaki2"), j
-        elif j.shape == (16, 2**24, 16) and j.accuracy != 1e-10:
-            assert j.predicted.startswith("gemm") and j.predicted_ratio == 1.0 and 0 < j.lost < 0.05, j
-        else:               # or a choice the H200 measured no slower (64 x 2^20 x 64: split-K 1.005x, under the margin)
-            assert j.same or j.lost <= 0, j
+        else:
+            assert j.same or 0 < j.lost <= 0.03, j
         if j.shape[1] == 2**16:
             assert j.predicted.startswith("gemm"), j
 
