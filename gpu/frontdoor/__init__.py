@@ -8,7 +8,7 @@ the front door itself (:mod:`gpu.frontdoor.api`: ``matmul`` and ``plan``, export
 from .api import PLANS, matmul, plan
 from .contract import LEVELS, SCALES, Accuracy, Guarantee, as_accuracy, gamma, keeps
 from .frontplan import Plan
-from .rank import MARGIN, TIE, Ranked, Ranking, rank
+from .rank import MARGIN, MARGINS, TIE, Ranked, Ranking, rank
 
-__all__ = ["LEVELS", "MARGIN", "PLANS", "SCALES", "TIE", "Accuracy", "Guarantee", "Plan", "Ranked", "Ranking",
-           "as_accuracy", "gamma", "keeps", "matmul", "plan", "rank"]
+__all__ = ["LEVELS", "MARGIN", "MARGINS", "PLANS", "SCALES", "TIE", "Accuracy", "Guarantee", "Plan", "Ranked",
+           "Ranking", "as_accuracy", "gamma", "keeps", "matmul", "plan", "rank"]

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from gpu.frontdoor import contract
-from gpu.frontdoor.rank import MARGIN, rank
+from gpu.frontdoor.rank import MARGIN, MARGINS, rank
 from gpu.frontdoor.table import classify, estimate_all, library_seconds
 from gpu.splitk.plan import widest
 
@@ -65,6 +65,27 @@ def test_dgemm_takes_ozaki2_where_it_is_measured_faster_and_never_strassen():
 def test_a_challenger_needs_the_margin_over_the_library_gemm():
     r = ranked(4096, 4096, 4096)
     assert 1.010 < 1 + MARGIN and r.winner.family == "gemm" and "beats it by 2%" in r.reason
+
+
+def test_splitk_needs_only_to_be_faster_than_the_library_gemm():
+    """Split-K reads what the library GEMM reads and proves a tighter bound, so it takes a tie the others may not
+    (:data:`gpu.frontdoor.MARGINS`): at 1.005x it runs, where Ozaki II at 1.01x does not; not measured (taken at
+    the library GEMM's 1.0x), or measured at 1.0x, it does not."""
+    def table(ratio, method="splitk", config=None):
+        return {"points": [{"shape": [16, 2**24, 16], "gemm_s": 1e-3, "timed": [
+            {"method": method, "config": config or {"deterministic": False}, "ratio": ratio}]}]}
+
+    def splits(deterministic):
+        return (32768, 528)
+
+    assert MARGINS == {"splitk": 0.0}
+    won = rank(16, 2**24, 16, "dgemm", methods=table(1.005), splits=splits)
+    assert won.winner.name == "splitk(deterministic=False)" and "needs no margin" in won.reason
+    tie = rank(16, 2**24, 16, "dgemm", methods=table(1.0), splits=splits)
+    assert tie.winner.family == "gemm" and "(splitk: at all)" in tie.reason
+    assert rank(16, 2**24, 16, "dgemm", splits=splits).winner.family == "gemm"
+    oz = table(1.01, "ozaki2", {"moduli": "auto", "target": "dgemm"})
+    assert rank(16, 2**24, 16, "dgemm", methods=oz, splits=splits).winner.family == "gemm"
 
 
 def test_fallbacks_apply_the_rule_again_to_what_is_left():
