@@ -181,14 +181,17 @@ def ranking_of(found: list[Ranked], want: Accuracy, shape: tuple[int, int, int],
     return Ranking(shape, want, (winner, *rest), reason, gemm_s, dtype)
 
 
+def _margin(family: str) -> float:
+    return MARGINS.get(family, MARGIN)
+
+
 def _beats_gemm(r: Ranked) -> bool:
-    """Whether challenger ``r`` is estimated faster than the library GEMM by its family's margin."""
-    margin = MARGINS.get(r.family, MARGIN)
-    return r.ratio >= 1 + margin if margin else r.ratio > 1
+    """Whether challenger ``r`` is estimated faster than the library GEMM, by at least its family's margin."""
+    return r.ratio > 1 and r.ratio >= 1 + _margin(r.family)
 
 
 def _margin_text(family: str) -> str:
-    margin = MARGINS.get(family, MARGIN)
+    margin = _margin(family)
     if margin:
         return f"at least {margin:.0%} faster than the library GEMM"
     return f"faster than the library GEMM ({family} needs no margin: the same reads, a tighter bound)"
