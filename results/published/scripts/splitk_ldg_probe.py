@@ -26,7 +26,7 @@ import statistics
 
 import cupy
 import numpy as np
-from splitk_as_called import sample, turning_rounds
+from splitk_as_called import turning_rounds
 
 from experiments.core.environment import environment
 from gpu import splitk
