@@ -55,8 +55,8 @@ def probe(be, tel, n: int) -> dict:
         for rows, cols in PANELS:
             gemms.PANEL = (rows, cols)
             name = f"panel-{rows}x{cols}"
-            plans[name] = Plan(A, B, options=Options(moduli=15, scaling="fast"), backend=be)
             outs[name] = cp.empty((n, n))
+            plans[name] = Plan(A, B, out=outs[name], options=Options(moduli=15, scaling="fast"), backend=be)
     finally:
         gemms.PANEL = default
     calls = {name: (lambda p=p, C=outs[name]: p.execute(A, B, C)) for name, p in plans.items()}
