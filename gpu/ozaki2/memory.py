@@ -88,13 +88,14 @@ def beyond_bytes(be: Backend, m: int, k: int, n: int, count: int | None, scaling
 
 
 def layouts(m: int, k: int, n: int, count: int, scaling: str, block: int, level: int = 0,
-            whole: bool = False, keep_a: bool = False) -> list[Workspace]:
+            whole: bool = False, keep_a: bool = False, room: int | None = None) -> list[Workspace]:
     """The layouts the call may take, fastest first. Where the INT8 GEMMs take k in one block and no Winograd
     level forms its products (which come out as residues, the planes' layout): the direct layout, whole where it
     fits within the planes layout's bytes (GEMMul8's workspace) or where not one row panel does (below about 50
     rows), else in row panels within them (:func:`panel_rows`) where a panel's GEMM does at least
     :data:`MIN_PANEL_WORK` multiply-adds; ``whole``: the whole direct layout is offered first whatever its size (a
-    ``workspace=`` that holds it). The planes layout last. ``keep_a``: each keeps A's residues past the call
+    ``workspace=`` that holds it); ``room``: the bytes a ``workspace=`` leaves the block, whose taller row panels
+    (:func:`room_rows`) come next. The planes layout last. ``keep_a``: each keeps A's residues past the call
     (:func:`gpu.ozaki2.workspace.layout`)."""
     planes = layout(m, k, n, count, scaling, direct=False, level=level, keep_a=keep_a)
     if _round_up(max(k, 1)) > block or level:
@@ -104,9 +105,33 @@ def layouts(m: int, k: int, n: int, count: int, scaling: str, block: int, level:
     if rows is None:
         return [direct, planes]
     first = [direct] if whole else []
-    if rows * _round_up(max(n, 1)) * _round_up(max(k, 1)) < MIN_PANEL_WORK:
+    work = _round_up(max(n, 1)) * _round_up(max(k, 1))
+    taller = None if room is None else room_rows(m, k, n, count, scaling, keep_a, room)
+    if taller is not None and taller > rows and taller * work >= MIN_PANEL_WORK:
+        first.append(layout(m, k, n, count, scaling, direct=True, rows=taller, keep_a=keep_a))
+    if rows * work < MIN_PANEL_WORK:
         return first + [planes]
     return first + [layout(m, k, n, count, scaling, direct=True, rows=rows, keep_a=keep_a), planes]
+
+
+def room_rows(m: int, k: int, n: int, count: int, scaling: str, keep_a: bool, room: int) -> int | None:
+    """The rows of the fewest balanced row panels (in steps of :data:`~gpu.ozaki.plan.ALIGN`) whose direct layout
+    fits in ``room`` bytes, or None where not one panel of ALIGN rows does. A capped product's tiles take them
+    beyond GEMMul8's bytes where the cap allows: at 2 FP64 matrices on the H200 (N = 16384, 15 moduli, tiles of
+    8192 x 4096), panels of 4096 rows ran the product at 0.927x the uncapped speed against 0.902x for those of
+    2048 (0.921x for 3072; ``results/published/h200/h200-ozaki2-capped-spans.json``)."""
+    def size(rows: int) -> int:
+        return layout(m, k, n, count, scaling, True, rows=rows, keep_a=keep_a).nbytes
+    if size(ALIGN) > room:
+        return None
+    per_row = 4 * count * _round_up(max(n, 1))
+    most = max(ALIGN, (room - size(ALIGN)) // per_row + ALIGN)
+    panels = -(-m // most)
+    while True:
+        rows = _round_up(-(-m // panels), ALIGN)
+        if size(rows) <= room or rows == ALIGN:
+            return rows
+        panels += 1
 
 
 def panel_rows(m: int, k: int, n: int, count: int, scaling: str, keep_a: bool = False) -> int | None:
@@ -153,7 +178,9 @@ def reserve_workspace(be: Backend, m: int, k: int, n: int, count: int | None, sc
     past a call (:func:`gpu.ozaki2.workspace.layout`)."""
     what = f"Ozaki scheme II on {m} x {k} x {n} with {count or f'up to {MAX_MODULI}'} moduli"
     beyond = beyond_bytes(be, m, k, n, count, scaling, out_given, bound, level)
-    options = layouts(m, k, n, count or MAX_MODULI, scaling, block, level, whole=cap is not None, keep_a=keep_a)
+    room = None if cap is None else cap - beyond + (0 if out_given else 8 * m * n)
+    options = layouts(m, k, n, count or MAX_MODULI, scaling, block, level, whole=cap is not None, keep_a=keep_a,
+                      room=room)
     if cap is not None:
         within = [ws for ws in options if ws.nbytes + beyond - (0 if out_given else 8 * m * n) <= cap]
         if not within:

@@ -82,12 +82,14 @@ class Plan(MatmulPlan):
     fit, to free other plans' blocks (returns whether it freed any). ``keep_a`` (a given count and the fast
     scaling, whose shifts of A's rows depend on A alone): A's line statistics, shifts and residues outlive a call,
     and a call with ``reuse_a`` on the same A skips them (:meth:`run`: a row panel's later column tiles in
-    :mod:`gpu.ozaki2.tiled`). ``address_sets``: the graphs kept, one per address set of A, B and C (a tile plan
-    keeps one per tile it runs)."""
+    :mod:`gpu.ozaki2.tiled`); B's line statistics and shifts outlive it too, in one of ``b_slots`` sets of
+    vectors, and a call with ``reuse_b`` on the same B and slot skips them (the later row panels' tiles of a
+    column). ``address_sets``: the graphs kept, one per address set of A, B and C (a tile plan keeps one per
+    tile it runs)."""
 
     def __init__(self, A: Any, B: Any, *, out: Any = None, options: Any = None, backend: str | Backend = "auto",
                  stream: Any = None, make_room: Callable[[], bool] | None = None, keep_a: bool = False,
-                 address_sets: int = MAX_GRAPHS) -> None:
+                 address_sets: int = MAX_GRAPHS, b_slots: int = 1) -> None:
         self.options = opts = resolve_options(Options, options)
         if keep_a and (opts.count is None or opts.scaling != "fast"):
             raise ValueError("keep_a needs a given modulus count and the fast scaling: the shifts of A's rows then "
@@ -115,6 +117,10 @@ class Plan(MatmulPlan):
             self.lines_a = family.line_buffers(be, m, self.normwise)
             self.lines_b = family.line_buffers(be, n, self.normwise)
             self.shift_buffers = family.shift_buffers(be, m, n)
+            self._b_side = [(self.lines_b, (self.shift_buffers or (None, None))[1])] + [
+                (family.line_buffers(be, n, False), (family.shift_buffers(be, 0, n) or (None, None))[1])
+                for _ in range(b_slots - 1 if keep_a else 0)]
+            self._b_kept: list[tuple[int | None, Any]] = [(None, None)] * len(self._b_side)
             self.count_buffers = family.count_buffers(be) if self.normwise else None
             if self.fixed:
                 self.part(self.fixed)
@@ -155,24 +161,26 @@ class Plan(MatmulPlan):
         with self._lock:
             self._graphs.clear()
             self.work, self._parts, self.signature, self._kept = None, {}, None, None
+            self._b_side, self._b_kept = [], []
 
     def _execute(self, A: Array, B: Array, out: Array | None) -> Array:
         return self.run(A, B, out)
 
     def run(self, A: Array, B: Array, out: Array | None = None, phases: dict[str, float] | None = None,
-            reuse_a: bool = False) -> Array:
+            reuse_a: bool = False, reuse_b: bool = False, b_slot: int = 0) -> Array:
         """The per-call work on the current stream (operands of the plan's signature); ``phases``: a dict that
         receives seconds per phase, each synchronized; ``reuse_a`` (a ``keep_a`` plan): where the plan's last
         call formed A at this address, its line statistics, shifts and residues are used again (the caller
-        vouches that A's values have not changed since). One call at a time issues its work (the plan's buffers
-        are shared by its calls, which the stream then orders)."""
+        vouches that A's values have not changed since); ``reuse_b``: likewise B's line statistics and shifts,
+        where the last call on slot ``b_slot`` (of ``b_slots``) took them from B at this address. One call at a
+        time issues its work (the plan's buffers are shared by its calls, which the stream then orders)."""
         with self._lock:
             if self.signature is None:
                 raise ValueError("this plan was freed; build a new one")
-            return self._run(A, B, out, phases, reuse_a)
+            return self._run(A, B, out, phases, reuse_a, reuse_b, b_slot)
 
     def _run(self, A: Array, B: Array, out: Array | None, phases: dict[str, float] | None,
-             reuse_a: bool = False) -> Array:
+             reuse_a: bool = False, reuse_b: bool = False, b_slot: int = 0) -> Array:
         be = self.backend
         C = self._output(A, B, out)
         if self.empty:
@@ -180,31 +188,48 @@ class Plan(MatmulPlan):
             return C
         family = ops(be)
         kept = reuse_a and self._kept is not None and self._kept[0] == be.pointer(A)
+        kept_b = self.keep_a and reuse_b and self._b_kept[b_slot][0] == be.pointer(B)
         if self.keep_a and not kept and self._kept is not None:
             self._kept = (None, *self._kept[1:])          # A's buffers are overwritten from here on
         if phases is None and self._graphs.mode:
-            self._replayed(family, A, B, C, kept)
+            self._replayed(family, A, B, C, kept, kept_b, b_slot)
         else:
-            self._whole(family, A, B, C, kept, phases)
+            self._whole(family, A, B, C, kept, phases, kept_b, b_slot)
         if self.keep_a and not kept and self._kept is not None:
             self._kept = (be.pointer(A), *self._kept[1:])
+        if self.keep_a and not kept_b:
+            self._b_kept[b_slot] = (be.pointer(B), self._b_kept[b_slot][1])
         return C
 
     def _whole(self, family: Any, A: Array, B: Array, C: Array, kept: bool = False,
-               phases: dict[str, float] | None = None) -> None:
-        """The whole product: the scaling (B's alone where A's is ``kept``), then :meth:`_rest`."""
+               phases: dict[str, float] | None = None, kept_b: bool = False, b_slot: int = 0) -> None:
+        """The whole product: the scaling (:meth:`_sides` in a ``keep_a`` plan), then :meth:`_rest`."""
         with _phase(self.backend, phases, "scaling"):
-            part, shift_a, shift_b, rows, cols = self._columns(family, B) if kept else self._scaling(family, A, B)
+            part, shift_a, shift_b, rows, cols = (self._sides(family, A, B, kept, kept_b, b_slot) if self.keep_a
+                                                  else self._scaling(family, A, B))
         self._rest(family, part, A, B, C, shift_a, shift_b, rows, cols, phases, form_a=not kept)
 
-    def _columns(self, family: Any, B: Array) -> tuple[Part, Array, Array, LineStats, LineStats]:
-        """A kept call's scaling, as :meth:`_scaling` gives it: B's line statistics and shifts beside A's kept
-        ones."""
-        _, part, shift_a, rows = self._kept
-        cols = family.line_stats(B.T, self.work.region("tiles"), self.normwise, self.lines_b)
+    def _sides(self, family: Any, A: Array, B: Array, kept: bool, kept_b: bool,
+               b_slot: int) -> tuple[Part, Array, Array, LineStats, LineStats]:
+        """A ``keep_a`` plan's scaling (a given count, the fast scaling: each line's shifts are its own), as
+        :meth:`_scaling` gives it: A's line statistics and shifts unless ``kept``, B's into slot ``b_slot``'s
+        vectors unless ``kept_b`` (then those the slot holds)."""
+        part, tiles = self.part(self.fixed), self.work.region("tiles")
+        if kept:
+            _, _, shift_a, rows = self._kept
+        else:
+            rows = family.line_stats(A, tiles, False, self.lines_a)
+            shift_a = family.shifts(rows, part.table, (self.shift_buffers or (None, None))[0])
+        if kept_b:
+            cols, shift_b = self._b_kept[b_slot][1]
+        else:
+            lines, out = self._b_side[b_slot]
+            cols = family.line_stats(B.T, tiles, False, lines)
+            shift_b = family.shifts(cols, part.table, out)
+            self._b_kept[b_slot] = (None, (cols, shift_b))
         if self.options.check_finite:
             _refuse_nonfinite(self.backend, rows, cols)
-        return part, shift_a, family.shifts(cols, part.table, (self.shift_buffers or (None, None))[1]), rows, cols
+        return part, shift_a, shift_b, rows, cols
 
     def _rest(self, family: Any, part: Part, A: Array, B: Array, C: Array, shift_a: Array, shift_b: Array,
               rows: LineStats, cols: LineStats, phases: dict[str, float] | None = None, form_a: bool = True) -> None:
@@ -224,7 +249,8 @@ class Plan(MatmulPlan):
         with _phase(be, phases, "crt"):
             family.fix_nonfinite(A, B, C, rows, cols)
 
-    def _replayed(self, family: Any, A: Array, B: Array, C: Array, kept: bool = False) -> None:
+    def _replayed(self, family: Any, A: Array, B: Array, C: Array, kept: bool = False, kept_b: bool = False,
+                  b_slot: int = 0) -> None:
         """The call's work as a CUDA graph per address set of (A, B, C), count and whether A's residues are
         ``kept`` (:mod:`gpu.backend.graphs`, mode ``"repeat"``): with a count given the whole product, under
         ``moduli="auto"`` all that follows the count's read (the line statistics and the count stay eager, since
@@ -234,7 +260,7 @@ class Plan(MatmulPlan):
             count = self.fixed
 
             def work() -> None:
-                self._whole(family, A, B, C, kept)
+                self._whole(family, A, B, C, kept, None, kept_b, b_slot)
         else:
             rows, cols, found, count = self._lines(family, A, B)
 
@@ -243,7 +269,7 @@ class Plan(MatmulPlan):
                 self._rest(family, part, A, B, C, shift_a, shift_b, rows, cols)
         part = self.part(count)
         if part.products is not None:
-            self._graphs.run((be.pointer(A), be.pointer(B), be.pointer(C), count, kept), work)
+            self._graphs.run((be.pointer(A), be.pointer(B), be.pointer(C), count, kept, kept_b, b_slot), work)
         else:
             work()
 

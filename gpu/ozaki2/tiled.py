@@ -161,12 +161,16 @@ class TiledPlan(MatmulPlan):
         while True:
             r, c = next(tiles(self.m, self.n, self.rows, self.cols))
             try:
-                return Plan(A[r], B[:, c], out=C[r, c], options=self.options, backend=self.backend,
-                            keep_a=self.reuse, address_sets=MAX_GRAPHS * self.tiles)
+                return self._plan(A[r], B[:, c], C[r, c])
             except MemoryPlanError:
                 if max(self.rows, self.cols) <= MIN_TILE:
                     raise
             self._cut(max(MIN_TILE, -(-self.rows // 2)), max(MIN_TILE, -(-self.cols // 2)))
+
+    def _plan(self, a: Array, b: Array, part: Array) -> Plan:
+        """The plan of one tile shape (with a slot of B's line vectors per column of tiles where it reuses)."""
+        return Plan(a, b, out=part, options=self.options, backend=self.backend, keep_a=self.reuse,
+                    address_sets=MAX_GRAPHS * self.tiles, b_slots=-(-self.n // self.cols) if self.reuse else 1)
 
     @property
     def tiles(self) -> int:
@@ -186,7 +190,7 @@ class TiledPlan(MatmulPlan):
             C = out if out is not None else be.new_output(
                 (m, n), np.float64, lambda: require_memory(be, 8 * m * n, f"the {m} x {n} output of Ozaki scheme II",
                                                            "pass out=, or split the product into blocks of rows"))
-            plan, formed_rows = self._held or self._first(A, B, C), None
+            plan, formed_rows, formed_cols = self._held or self._first(A, B, C), None, set()
             try:
                 for r, c in tiles(m, n, self.rows, self.cols):
                     a, b, part = A[r], B[:, c], C[r, c]
@@ -194,10 +198,12 @@ class TiledPlan(MatmulPlan):
                         plan.free()
                         plan = None
                     if plan is None:
-                        plan, formed_rows = Plan(a, b, out=part, options=self.options, backend=be,
-                                                 keep_a=self.reuse, address_sets=MAX_GRAPHS * self.tiles), None
-                    plan.run(a, b, part, phases, reuse_a=self.reuse and r == formed_rows)
+                        plan, formed_rows, formed_cols = self._plan(a, b, part), None, set()
+                    slot = c.start // self.cols
+                    plan.run(a, b, part, phases, reuse_a=self.reuse and r == formed_rows,
+                             reuse_b=self.reuse and slot in formed_cols, b_slot=slot)
                     formed_rows = r
+                    formed_cols.add(slot)
             finally:
                 self._held = plan if self.one_shape else None
                 if plan is not None and not self.one_shape:

@@ -157,6 +157,38 @@ def test_row_panels_whose_gemms_do_little_work_give_way_to_the_planes():
     assert taken(8192, 16384, 4096, whole=True, keep_a=True) == [(True, 8192), (True, 2048), (False, None)]
 
 
+def test_a_capped_product_takes_the_tallest_row_panels_its_room_holds():
+    """Where ``workspace=`` leaves the block more than GEMMul8's bytes, the direct layout in the fewest balanced
+    row panels that fit that room comes after the whole layout and before the GEMMul8-bounded panels (the tile of
+    a product capped at 2 FP64 matrices at N = 16384: panels of 4096 rows, not 2048); a room no larger than
+    GEMMul8's changes nothing."""
+    block, n = k_block_of(None), 16384
+    room = 2 * 8 * n * n - 10**7
+
+    def size(rows):
+        return workspace.layout(8192, n, 4096, 15, "fast", True, rows=rows, keep_a=True).nbytes
+    rows = memory.room_rows(8192, n, 4096, 15, "fast", True, room)
+    assert rows == 4096 and size(rows) <= room < size(8192 // 2 + 8192 // 4)
+    assert memory.room_rows(8192, n, 4096, 15, "fast", True, 10**9 * 50) == 8192
+    assert memory.room_rows(8192, n, 4096, 15, "fast", True, size(16) - 1) is None
+    for m in (100, 1000, 8192):
+        got = memory.room_rows(m, 300, 48, 15, "fast", False, room=size_at(m, 300, 48, 40))
+        panels = -(-m // got)
+        assert workspace.layout(m, 300, 48, 15, "fast", True, rows=got).nbytes <= size_at(m, 300, 48, 40)
+        assert panels == 1 or size_at(m, 300, 48, -(-m // (panels - 1))) > size_at(m, 300, 48, 40)
+    taken = [(ws.direct, ws.rows) for ws in memory.layouts(8192, n, 4096, 15, "fast", block, whole=True, keep_a=True,
+                                                            room=room)]
+    assert taken == [(True, 8192), (True, 4096), (True, 2048), (False, None)]
+    gemmul8 = workspace.layout(8192, n, 4096, 15, "fast", False, keep_a=True).nbytes
+    assert memory.layouts(8192, n, 4096, 15, "fast", block, whole=True, keep_a=True, room=gemmul8) == \
+        memory.layouts(8192, n, 4096, 15, "fast", block, whole=True, keep_a=True)
+
+
+def size_at(m, k, n, rows):
+    """Bytes of the direct layout of m x k x n in row panels of ``rows`` (rounded up to ALIGN)."""
+    return workspace.layout(m, k, n, 15, "fast", True, rows=-(-rows // 16) * 16).nbytes
+
+
 def test_no_block_that_fits_raises_before_any_work():
     A, B = operands(64, 100, 48)
     planes = ozaki2.workspace_bytes(64, 100, 48, 15, "fast")

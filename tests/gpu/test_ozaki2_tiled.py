@@ -159,7 +159,17 @@ def _formed_lines(monkeypatch):
     return lines
 
 
-@pytest.mark.parametrize("shape", [(256, 120, 256), (300, 200, 260), (129, 77, 301)])
+def _stats_lines(monkeypatch):
+    """Every line-statistics pass of the NumPy operations, as the lines it read, by operand (B's come as B.T)."""
+    from gpu.ozaki2.ops import HostOps
+
+    found, real = {"A": [], "B": []}, HostOps.line_stats
+    monkeypatch.setattr(HostOps, "line_stats", lambda self, X, *a, **kw: (found[
+        "B" if X.strides[0] == X.itemsize and X.shape[1] > 1 else "A"].append(X.shape[0]), real(self, X, *a, **kw))[1])
+    return found
+
+
+@pytest.mark.parametrize("shape", [(256, 120, 256), (300, 200, 260), (129, 77, 301), (600, 50, 300)])
 def test_row_panels_keep_their_residues_for_their_column_tiles_bitwise(monkeypatch, shape):
     """A count given and the fast scaling: where it forms fewer residues than square tiles, the tiles are row panels
     whose residues serve each of their column tiles (A's rows formed once, B's columns once per row panel), and
@@ -174,13 +184,18 @@ def test_row_panels_keep_their_residues_for_their_column_tiles_bitwise(monkeypat
     for r, c in tiled.tiles(m, n, plan.rows, plan.cols):
         firsts.setdefault((c.stop - c.start, r.start), r.stop - r.start)
     assert len(firsts) < plan.tiles or plan.cols == n, "tiles use their row panel's residues, or span B"
-    lines = _formed_lines(monkeypatch)
+    lines, stats = _formed_lines(monkeypatch), _stats_lines(monkeypatch)
     for _ in range(2):
         lines.clear()
+        stats["A"].clear()
+        stats["B"].clear()
         assert np.array_equal(plan.execute(A, B), want)
         assert sum(lines) == sum(firsts.values()) + n * -(-m // plan.rows), \
             "A's rows formed once per row panel and tile width, B's columns once per row panel"
         assert sum(lines) == tiled.formed(m, n, plan.rows, plan.cols, True), "the choice's count is the real one"
+        assert sum(stats["B"]) == n * (1 + (m % plan.rows != 0)), \
+            "B's column statistics once per tile plan, kept for the later row panels"
+        assert sum(stats["A"]) == sum(firsts.values())
     with ozaki2.TiledPlan(A, B, options={"moduli": 15, "workspace": cap, "scaling": "accurate"},
                           backend="numpy") as accurate:
         assert not accurate.reuse, "the accurate scaling's shifts depend on both operands: no reuse"
@@ -204,8 +219,9 @@ def test_row_panels_are_taken_only_where_they_form_fewer_residues_than_square_ti
 
 
 def test_a_kept_plan_forms_a_again_for_another_a_and_refuses_what_it_cannot_keep():
-    """``reuse_a`` uses A's kept residues only for the A they were formed from (its address); ``keep_a`` needs a
-    given count and the fast scaling; the kept layout's scratch starts after A's residues."""
+    """``reuse_a`` uses A's kept residues only for the A they were formed from (its address), ``reuse_b`` a slot's
+    kept statistics of B only for the B they were taken from; ``keep_a`` needs a given count and the fast scaling;
+    the kept layout's scratch starts after A's residues."""
     from gpu.ozaki2.workspace import layout
 
     m, k, n = 64, 80, 48
@@ -224,6 +240,13 @@ def test_a_kept_plan_forms_a_again_for_another_a_and_refuses_what_it_cannot_keep
         checked.run(bad, B)
     assert checked._kept[0] is None, "a call that stopped after overwriting A's statistics keeps no A"
     assert np.array_equal(checked.run(A1, B, reuse_a=True), first)
+    slots = ozaki2.Plan(A1, B, options={"moduli": 12}, backend="numpy", keep_a=True, b_slots=2)
+    B2 = operands(m, k, n, 2.0, 8)[1]
+    assert np.array_equal(slots.run(A1, B, b_slot=1), first)
+    assert np.array_equal(slots.run(A1, B, reuse_a=True, reuse_b=True, b_slot=1), first)
+    assert np.array_equal(slots.run(A1, B2, reuse_a=True, reuse_b=True, b_slot=1), host_matmul(A1, B2, moduli=12)), \
+        "another B: its statistics taken"
+    assert np.array_equal(slots.run(A1, B, reuse_a=True, reuse_b=True, b_slot=0), first), "a slot that never held B"
     for options in ({"moduli": "auto"}, {"moduli": 12, "scaling": "accurate"}):
         with pytest.raises(ValueError, match="keep_a needs a given modulus count and the fast scaling"):
             ozaki2.Plan(A1, B, options=options, backend="numpy", keep_a=True)
