@@ -47,6 +47,14 @@ ADVICE = "pass fewer moduli, out=, or split the product into blocks of rows"
 #: 4096); in a capped product at N = 16384 (2 matrices: tiles of 8192 x 4096), panels of 2048 x 4096 x 16384 ran
 #: the product at 0.90x the uncapped speed, the planes at 0.88x (h200-ozaki2-capped-planes.json).
 MIN_PANEL_WORK = 2048 * 8192 * 8192
+#: The step of a capped product's taller row panels (:func:`room_rows`), in rows of C, from PANEL_FROM rows up:
+#: whole INT8 GEMM panels (:data:`~gpu.ozaki2.gemms.PANEL`) cut a span into GEMMs of 3072 rows and a multiple of
+#: 1024. Measured on the H200 (N = 16384, 15 moduli, as called beside the uncapped product; results/published/
+#: h200/h200-ozaki2-capped-spans.json): at 2 FP64 matrices (tiles of 8192 x 4096) spans of 4096 rows ran the
+#: product at 0.927x the uncapped speed against 0.902x for GEMMul8's 2048 and 0.921x for 3072; at 3 matrices
+#: (tiles of 16384 x 4096) balanced spans of 5472 rows (GEMMs of 3072 and 2400 rows) ran it at 0.920x, below the
+#: 0.952x of GEMMul8's 3072 in an earlier run.
+ROOM_STEP = 1024
 
 
 @dataclass(frozen=True)
@@ -107,29 +115,30 @@ def layouts(m: int, k: int, n: int, count: int, scaling: str, block: int, level:
     first = [direct] if whole else []
     work = _round_up(max(n, 1)) * _round_up(max(k, 1))
     taller = None if room is None else room_rows(m, k, n, count, scaling, keep_a, room)
-    if taller is not None and taller > rows and taller * work >= MIN_PANEL_WORK:
+    if taller is not None and rows < taller < m and taller * work >= MIN_PANEL_WORK:
         first.append(layout(m, k, n, count, scaling, direct=True, rows=taller, keep_a=keep_a))
     if rows * work < MIN_PANEL_WORK:
         return first + [planes]
     return first + [layout(m, k, n, count, scaling, direct=True, rows=rows, keep_a=keep_a), planes]
 
 
-def room_rows(m: int, k: int, n: int, count: int, scaling: str, keep_a: bool, room: int) -> int | None:
-    """The rows of the fewest balanced row panels (in steps of :data:`~gpu.ozaki.plan.ALIGN`) whose direct layout
-    fits in ``room`` bytes, or None where not one panel of ALIGN rows does. A capped product's tiles take them
-    beyond GEMMul8's bytes where the cap allows: at 2 FP64 matrices on the H200 (N = 16384, 15 moduli, tiles of
-    8192 x 4096), panels of 4096 rows ran the product at 0.927x the uncapped speed against 0.902x for those of
-    2048 (0.921x for 3072; ``results/published/h200/h200-ozaki2-capped-spans.json``)."""
+def room_rows(m: int, k: int, n: int, count: int, scaling: str, keep_a: bool, room: int,
+              step: int | None = None) -> int | None:
+    """The rows of the fewest balanced row panels, in whole steps of ``step`` rows (default :data:`ROOM_STEP` from
+    :data:`~gpu.ozaki2.gemms.PANEL_FROM` rows up, else :data:`~gpu.ozaki.plan.ALIGN`; ALIGN where not one step
+    fits), whose direct layout fits in ``room`` bytes, or None where not one panel of ALIGN rows does. A capped
+    product's tiles take them beyond GEMMul8's bytes where the cap allows (see :data:`ROOM_STEP`)."""
+    step = step or (ROOM_STEP if m >= PANEL_FROM else ALIGN)
+
     def size(rows: int) -> int:
         return layout(m, k, n, count, scaling, True, rows=rows, keep_a=keep_a).nbytes
-    if size(ALIGN) > room:
-        return None
+    if size(step) > room:
+        return None if step == ALIGN else room_rows(m, k, n, count, scaling, keep_a, room, ALIGN)
     per_row = 4 * count * _round_up(max(n, 1))
-    most = max(ALIGN, (room - size(ALIGN)) // per_row + ALIGN)
-    panels = -(-m // most)
+    panels = -(-m // max(step, (room - size(step)) // per_row + step))
     while True:
-        rows = _round_up(-(-m // panels), ALIGN)
-        if size(rows) <= room or rows == ALIGN:
+        rows = _round_up(-(-m // panels), step)
+        if size(rows) <= room or rows == step:
             return rows
         panels += 1
 
