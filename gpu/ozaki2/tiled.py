@@ -22,9 +22,12 @@ row panels whose residues serve each of their column tiles (:func:`reusing_panel
 panel, taken where that forms fewer (:func:`formed`; at 2 matrices and 15 moduli on the GPU, row panels of N/2
 and column tiles of N/4: A once and B twice, against four times each in square tiles of N/4; on the H200 at
 N = 16384, 90.5-92.1% of the uncapped speed against 79% before, 95.2% at 3 matrices;
-``results/published/h200/h200-ozaki2-capped.json``). A tile plan keeps as many CUDA graphs per tile as a plan
-keeps per product (up to :data:`gpu.backend.graphs.MAX_SEEN` in all), so a repeated call replays every tile,
-into alternating outputs too.
+``results/published/h200/h200-ozaki2-capped.json``). Each column of tiles keeps B's line statistics and shifts
+for the later row panels (a slot of the tile plan per column, :class:`Plan`'s ``b_slots``), and a tile's direct
+layout takes spans as tall as the cap holds (:func:`gpu.ozaki2.memory.room_rows`): 91.8-93.1% at 2 matrices
+(``h200-ozaki2-capped-spans.json``). A tile plan keeps as many CUDA graphs per tile as a plan keeps per product
+(up to :data:`gpu.backend.graphs.MAX_SEEN` in all), so a repeated call replays every tile, into alternating
+outputs too.
 """
 
 from __future__ import annotations

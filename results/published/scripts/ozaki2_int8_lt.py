@@ -1,0 +1,169 @@
+"""Scheme II's INT8 GEMMs through cublasLt's own algorithms instead of ``cublasGemmEx``'s choice.
+
+``MODE=gemms``: per output shape of ``SHAPES`` (rows x columns, k = 16384; P = a @ b.T, int8 to int32, as a span
+of the direct layout computes it), every algorithm cublasLt's heuristic offers (up to 32, with a 64 MiB
+workspace), each checked equal to ``cublasGemmEx``'s result and timed beside it: samples of 15 GEMMs back to
+back, CUDA events, 8 rounds in turning order; TOP/s, median. ``MODE=product``: the whole fast-15 product at each N
+of ``NS`` (uncapped, and capped at 2 FP64 matrices from 16384) with its INT8 GEMMs through the heuristic's first
+algorithm (``CHOICE``, default 0; 32 MiB workspace, as the library's cuBLAS handles have), plans built and
+their graphs captured with that route, beside the same plans on ``cublasGemmEx`` and DGEMM, as called (2 calls
+a sample, 10 rounds in turning order), each C checked equal to the library's.
+
+    MODE=gemms OUT=dir PYTHONPATH=$PWD:$PWD/results/published/scripts \
+        python3 results/published/scripts/ozaki2_int8_lt.py
+
+JSON to ``$OUT/ozaki2-int8-lt-<mode>.json``. Needs nvmath-python.
+"""
+
+import json
+import os
+import statistics
+import time
+
+import cupy as cp
+import numpy as np
+from nvmath.bindings import cublas
+from nvmath.bindings import cublasLt as lt
+from nvmath.linalg._internal.algo_config_ifc import AlgoConfigInterface
+from nvmath.linalg._internal.matmul_desc_ifc import MatmulDescInterface
+from nvmath.linalg._internal.matmul_pref_ifc import MatmulPreferenceInterface
+from ozaki2_as_called import fresh_inputs
+
+from experiments.core.environment import environment
+from gpu.backend import get_backend
+from gpu.backend.cupy_backend import CupyBackend
+from gpu.ozaki2.options import Options
+from gpu.ozaki2.plan import Plan
+from gpu.ozaki2.tiled import TiledPlan
+
+K, R_8I, R_32I = 16384, 3, 10
+HANDLE = lt.create()
+TILES = {int(t): t.name for t in lt.MatmulTile}
+
+
+def algorithms(transa, transb, m, n, k, lda, ldb, ldc, workspace: int, limit: int):
+    """(descriptor, layouts of A, B and C, heuristic results, count) of an int8 x int8 -> int32 column-major call."""
+    desc = lt.matmul_desc_create(cublas.ComputeType.COMPUTE_32I, R_32I)
+    d = MatmulDescInterface(desc)
+    d.transa, d.transb = transa, transb
+    la = lt.matrix_layout_create(R_8I, *((k, m) if transa else (m, k)), lda)
+    lb = lt.matrix_layout_create(R_8I, *((n, k) if transb else (k, n)), ldb)
+    lc = lt.matrix_layout_create(R_32I, m, n, ldc)
+    pref = lt.matmul_preference_create()
+    MatmulPreferenceInterface(pref).max_workspace_bytes = workspace
+    res, count = lt.MatmulHeuristicResult(limit), np.zeros(1, dtype=np.int32)
+    lt.matmul_algo_get_heuristic(HANDLE, desc, la, lb, lc, lc, pref, limit, res.ptr, count.ctypes.data)
+    return desc, la, lb, lc, res, int(count[0])
+
+
+def issue(plan, i: int, a: int, b: int, c: int, beta: int, ws) -> None:
+    desc, la, lb, lc, res, _ = plan
+    al, bt = np.array(1, np.int32), np.array(beta, np.int32)
+    lt.matmul(HANDLE, desc, al.ctypes.data, a, la, b, lb, bt.ctypes.data, c, lc, c, lc, res[i]["algo"].ctypes.data,
+              ws.data.ptr, ws.nbytes, cp.cuda.get_current_stream().ptr)
+
+
+def label(res, i: int) -> str:
+    cfg = AlgoConfigInterface(res[i])
+    return (f"h{i}-{TILES.get(int(cfg.tile_id), cfg.tile_id)}-stages{cfg.stages_id}-splitk{cfg.splitk_num}"
+            f"-cluster{cfg.cluster_shape_id}")
+
+
+def turning(calls: dict, rounds: int, sample) -> dict:
+    samples, order = {k: [] for k in calls}, list(calls)
+    for r in range(rounds):
+        for k in order[r % len(order):] + order[:r % len(order)]:
+            samples[k].append(sample(calls[k]))
+    return samples
+
+
+def gemms(be) -> dict:
+    ws, out = cp.empty(64 << 20, dtype=np.uint8), {}
+    for s, c in (tuple(int(v) for v in p.split("x")) for p in
+                 os.environ.get("SHAPES", "3072x4096,3072x16384,1024x4096,2048x4096,1024x16384").split(",")):
+        rng = cp.random.default_rng(1)
+        a, b = (rng.integers(-127, 128, size=(r, K), dtype=np.int8) for r in (s, c))
+        want, got = cp.empty((s, c), dtype=np.int32), cp.empty((s, c), dtype=np.int32)
+        plan = algorithms(1, 0, c, s, K, K, K, c, ws.nbytes, 32)
+        calls = {"gemm_ex": lambda a=a, b=b, want=want: be.gemm_ex(a, b.T, want, recipe="int8")}
+        calls.update({label(plan[4], i): (lambda i=i, a=a, b=b, got=got, p=plan: issue(p, i, b.data.ptr, a.data.ptr,
+                                                                                       got.data.ptr, 0, ws))
+                      for i in range(plan[5])})
+        equal = {}
+        for name, call in calls.items():
+            got.fill(0)
+            call()
+            equal[name] = name == "gemm_ex" or bool((got == want).all())
+
+        def sample(call, s=s, c=c) -> float:
+            e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+            e0.record()
+            for _ in range(15):
+                call()
+            e1.record()
+            e1.synchronize()
+            return 2.0 * s * c * K * 15 / (cp.cuda.get_elapsed_time(e0, e1) * 1e-3) / 1e12
+        tops = {k: statistics.median(v) for k, v in turning(calls, 8, sample).items()}
+        out[f"{s}x{c}"] = {"tops": tops, "equal": equal}
+        print(f"{s}x{c}", {k: round(v, 1) for k, v in sorted(tops.items(), key=lambda x: -x[1])}, flush=True)
+    return out
+
+
+def product(be) -> dict:
+    ws, kept, real, choice = cp.empty(32 << 20, dtype=np.uint8), {}, CupyBackend._gemm_ex, int(os.environ.get(
+        "CHOICE", 0))
+
+    def through_lt(self, recipe, call, beta, arrays):
+        if recipe.name != "int8":
+            return real(self, recipe, call, beta, arrays)
+        key = (call.transa, call.transb, call.m, call.n, call.k, call.lda, call.ldb, call.ldc)
+        if key not in kept:
+            kept[key] = algorithms(*key, ws.nbytes, 8)
+        issue(kept[key], min(choice, kept[key][5] - 1), call.a, call.b, call.c, int(beta), ws)
+
+    def sample(call) -> float:
+        cp.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        for _ in range(2):
+            call()
+        cp.cuda.Device().synchronize()
+        return (time.perf_counter() - t0) / 2
+    out = {}
+    for n in (int(x) for x in os.environ.get("NS", "16384,8192").split(",")):
+        A, B = fresh_inputs(n)
+        variants = {"uncapped": {}, **({"capped2": {"workspace": 16 * n * n}} if n >= 16384 else {})}
+        plans, outs = {}, {}
+        for route in ("lt", "gemmex"):
+            CupyBackend._gemm_ex = through_lt if route == "lt" else real
+            try:
+                for name, kw in variants.items():
+                    key, outs[f"{name}-{route}"] = f"{name}-{route}", cp.empty((n, n))
+                    plans[key] = (TiledPlan if kw else Plan)(A, B, out=outs[key], options=Options(moduli=15, **kw),
+                                                             backend=be)
+                    for _ in range(3):
+                        plans[key].execute(A, B, outs[key])
+            finally:
+                CupyBackend._gemm_ex = real
+        calls = {k: (lambda p=p, C=outs[k], A=A, B=B: p.execute(A, B, C)) for k, p in plans.items()}
+        calls["dgemm"] = lambda A=A, B=B: cp.matmul(A, B)
+        samples = turning(calls, 10, sample)
+        out[n] = {"ms": {k: statistics.median(v) * 1e3 for k, v in samples.items()},
+                  "x_dgemm": {k: statistics.median(d / s for d, s in zip(samples["dgemm"], v))
+                              for k, v in samples.items()},
+                  "bitwise": {k: bool((C == outs["uncapped-gemmex"]).all()) for k, C in outs.items()}}
+        print(n, out[n], flush=True)
+        for p in plans.values():
+            p.free()
+    return out
+
+
+def main() -> None:
+    be, mode = get_backend("cupy"), os.environ.get("MODE", "gemms")
+    result = {"script": "results/published/scripts/ozaki2_int8_lt.py", "mode": mode, "environment": environment(be),
+              "points": gemms(be) if mode == "gemms" else product(be)}
+    with open(os.path.join(os.environ.get("OUT", "/tmp"), f"ozaki2-int8-lt-{mode}.json"), "w") as fh:
+        json.dump(result, fh, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main()
