@@ -50,10 +50,10 @@ MIN_PANEL_WORK = 2048 * 8192 * 8192
 #: The step of a capped product's taller row panels (:func:`room_rows`), in rows of C, from PANEL_FROM rows up:
 #: whole INT8 GEMM panels (:data:`~gpu.ozaki2.gemms.PANEL`) cut a span into GEMMs of 3072 rows and a multiple of
 #: 1024. Measured on the H200 (N = 16384, 15 moduli, as called beside the uncapped product; results/published/
-#: h200/h200-ozaki2-capped-spans.json): at 2 FP64 matrices (tiles of 8192 x 4096) spans of 4096 rows ran the
-#: product at 0.927x the uncapped speed against 0.902x for GEMMul8's 2048 and 0.921x for 3072; at 3 matrices
-#: (tiles of 16384 x 4096) balanced spans of 5472 rows (GEMMs of 3072 and 2400 rows) ran it at 0.920x, below the
-#: 0.952x of GEMMul8's 3072 in an earlier run.
+#: h200/h200-ozaki2-capped-spans.json, three runs): at 2 FP64 matrices (tiles of 8192 x 4096) spans of 4096 rows
+#: ran the product at 0.919-0.927x the uncapped speed, 3072 at 0.913-0.922x and GEMMul8's 2048 at 0.902-0.913x;
+#: at 3 matrices (tiles of 16384 x 4096) 4096 and 3072 tie (0.9485 and 0.9494x), while balanced spans of 5472
+#: rows (GEMMs of 3072 and 2400 rows) ran at 0.920x (h200-ozaki2-capped-13b68a7.json).
 ROOM_STEP = 1024
 
 

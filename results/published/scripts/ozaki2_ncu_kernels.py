@@ -41,7 +41,7 @@ def profiled() -> None:
 
 def summed(path: str) -> list[dict]:
     """Per kernel name (to its first parenthesis): launches and microseconds, largest first."""
-    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}
+    scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
     total, header = collections.defaultdict(lambda: [0, 0.0]), None
     with open(path) as fh:
         rows = list(csv.reader(fh))
