@@ -202,7 +202,7 @@ class TiledPlan(MatmulPlan):
                         plan = None
                     if plan is None:
                         plan, formed_rows, formed_cols = self._plan(a, b, part), None, set()
-                    slot = c.start // self.cols
+                    slot = c.start // self.cols if self.reuse else 0
                     plan.run(a, b, part, phases, reuse_a=self.reuse and r == formed_rows,
                              reuse_b=self.reuse and slot in formed_cols, b_slot=slot)
                     formed_rows = r
