@@ -122,25 +122,14 @@ def layouts(m: int, k: int, n: int, count: int, scaling: str, block: int, level:
     return first + [layout(m, k, n, count, scaling, direct=True, rows=rows, keep_a=keep_a), planes]
 
 
-def room_rows(m: int, k: int, n: int, count: int, scaling: str, keep_a: bool, room: int,
-              step: int | None = None) -> int | None:
-    """The rows of the fewest balanced row panels, in whole steps of ``step`` rows (default :data:`ROOM_STEP` from
-    :data:`~gpu.ozaki2.gemms.PANEL_FROM` rows up, else :data:`~gpu.ozaki.plan.ALIGN`; ALIGN where not one step
-    fits), whose direct layout fits in ``room`` bytes, or None where not one panel of ALIGN rows does. A capped
-    product's tiles take them beyond GEMMul8's bytes where the cap allows (see :data:`ROOM_STEP`)."""
-    step = step or (ROOM_STEP if m >= PANEL_FROM else ALIGN)
-
-    def size(rows: int) -> int:
-        return layout(m, k, n, count, scaling, True, rows=rows, keep_a=keep_a).nbytes
-    if size(step) > room:
-        return None if step == ALIGN else room_rows(m, k, n, count, scaling, keep_a, room, ALIGN)
-    per_row = 4 * count * _round_up(max(n, 1))
-    panels = -(-m // max(step, (room - size(step)) // per_row + step))
-    while True:
-        rows = _round_up(-(-m // panels), step)
-        if size(rows) <= room or rows == step:
-            return rows
-        panels += 1
+def room_rows(m: int, k: int, n: int, count: int, scaling: str, keep_a: bool, room: int) -> int | None:
+    """The rows of the fewest balanced row panels, in whole steps of :data:`ROOM_STEP` rows from
+    :data:`~gpu.ozaki2.gemms.PANEL_FROM` rows up (else, or where not one such step fits, of
+    :data:`~gpu.ozaki.plan.ALIGN`), whose direct layout fits in ``room`` bytes, or None where not one panel of ALIGN
+    rows does. A capped product's tiles take them beyond GEMMul8's bytes where the cap allows (see
+    :data:`ROOM_STEP`)."""
+    found = _most_rows(m, k, n, count, scaling, keep_a, room, (ROOM_STEP, ALIGN) if m >= PANEL_FROM else (ALIGN,))
+    return None if found is None else _balanced(m, *found)
 
 
 def panel_rows(m: int, k: int, n: int, count: int, scaling: str, keep_a: bool = False) -> int | None:
@@ -149,30 +138,32 @@ def panel_rows(m: int, k: int, n: int, count: int, scaling: str, keep_a: bool = 
     balanced, in whole INT8 GEMM panels (:data:`gpu.ozaki2.gemms.PANEL` rows from
     :data:`~gpu.ozaki2.gemms.PANEL_FROM` up, else 16), so that its GEMMs are the whole product's and no pass
     reduces them to planes; None where not one row panel fits, or where one holds every row."""
-    most = _most_rows(m, k, n, count, scaling, keep_a)
-    if most is None:
-        return None
-    step = PANEL[0] if m >= PANEL_FROM and most % PANEL[0] == 0 else ALIGN
-    panels = -(-m // most)
-    return min(most, _round_up(-(-m // panels), step))
-
-
-def _most_rows(m: int, k: int, n: int, count: int, scaling: str, keep_a: bool = False) -> int | None:
-    """The most rows of a panel within the planes layout's bytes (see :func:`panel_rows`), or None."""
     budget = layout(m, k, n, count, scaling, direct=False, keep_a=keep_a).nbytes
+    found = _most_rows(m, k, n, count, scaling, keep_a, budget, (PANEL[0], ALIGN) if m >= PANEL_FROM else (ALIGN,))
+    return None if found is None or found[0] >= m else _balanced(m, *found)
+
+
+def _balanced(m: int, most: int, step: int) -> int:
+    """The rows of the fewest panels of at most ``most`` rows (a multiple of ``step``), balanced in steps."""
+    return min(most, _round_up(-(-m // -(-m // most)), step))
+
+
+def _most_rows(m: int, k: int, n: int, count: int, scaling: str, keep_a: bool, budget: int,
+               steps: tuple[int, ...]) -> tuple[int, int] | None:
+    """The most rows of a direct layout's panel within ``budget`` bytes, in whole steps of the first of ``steps``
+    of which one fits (at least m rounded up to it where all of m fits), with that step; None where none does."""
     per_row = 4 * count * _round_up(max(n, 1))
 
-    def fits(rows: int) -> bool:
-        return layout(m, k, n, count, scaling, True, rows=rows, keep_a=keep_a).nbytes <= budget
-    for step in (PANEL[0], ALIGN) if m >= PANEL_FROM else (ALIGN,):
-        rows = (budget - layout(m, k, n, count, scaling, True, rows=step, keep_a=keep_a).nbytes) // per_row // step \
-            * step + step
-        while rows >= step and not fits(rows):
+    def size(rows: int) -> int:
+        return layout(m, k, n, count, scaling, True, rows=rows, keep_a=keep_a).nbytes
+    for step in steps:
+        rows = (budget - size(step)) // per_row // step * step + step
+        while rows >= step and size(rows) > budget:
             rows -= step
-        while step <= rows < m and fits(rows + step):        # the estimate is linear; alignment is not
+        while step <= rows < m and size(rows + step) <= budget:        # the estimate is linear; alignment is not
             rows += step
         if step <= rows:
-            return rows if rows < m else None
+            return rows, step
     return None
 
 

@@ -176,6 +176,10 @@ def test_a_capped_product_takes_the_tallest_row_panels_its_room_holds():
         panels = -(-m // got)
         assert workspace.layout(m, 300, 48, 15, "fast", True, rows=got).nbytes <= size_at(m, 300, 48, 40)
         assert panels == 1 or size_at(m, 300, 48, -(-m // (panels - 1))) > size_at(m, 300, 48, 40)
+    kept = [workspace.layout(16384, 300, 48, 15, "fast", True, rows=r, keep_a=True).nbytes for r in (8192, 6144)]
+    assert memory.room_rows(16384, 300, 48, 15, "fast", True, kept[0]) == 8192, \
+        "the fewest panels where A's kept residues make the layout grow slower than its products per row"
+    assert memory.room_rows(16384, 300, 48, 15, "fast", True, kept[0] - 1) == 6144 and kept[1] < kept[0]
     taken = [(ws.direct, ws.rows) for ws in memory.layouts(8192, n, 4096, 15, "fast", block, whole=True, keep_a=True,
                                                             room=room)]
     assert taken == [(True, 8192), (True, 4096), (True, 2048), (False, None)]
