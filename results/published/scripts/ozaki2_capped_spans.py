@@ -17,10 +17,10 @@ JSON to ``$OUT/ozaki2-capped-spans.json``.
 import json
 import os
 import statistics
-import time
 
 import cupy as cp
 from ozaki2_as_called import fresh_inputs
+from rounds import loop_seconds, turning
 
 from experiments.core.environment import environment
 from gpu.backend import get_backend
@@ -69,15 +69,7 @@ def main() -> None:
                  "workspace_gb": p._held.work.layout.nbytes / 1e9}
              for k, p in plans.items() if isinstance(p, TiledPlan)}
     bitwise = {k: bool((C == outs["uncapped"]).all()) for k, C in outs.items()}
-    samples, order = {k: [] for k in calls}, list(calls)
-    for r in range(ROUNDS):
-        for k in order[r % len(order):] + order[:r % len(order)]:
-            cp.cuda.Device().synchronize()
-            t0 = time.perf_counter()
-            for _ in range(LOOP):
-                calls[k]()
-            cp.cuda.Device().synchronize()
-            samples[k].append((time.perf_counter() - t0) / LOOP)
+    samples = turning(calls, ROUNDS, lambda call: loop_seconds(call, LOOP))
     ms = {k: statistics.median(v) * 1e3 for k, v in samples.items()}
     of = {k: statistics.median(u / s for u, s in zip(samples["uncapped"], v)) for k, v in samples.items()}
     for k in calls:

@@ -19,10 +19,10 @@ JSON to ``$OUT/ozaki2-gemm-tiles-probe.json``.
 import json
 import os
 import statistics
-import time
 
 import cupy as cp
 from ozaki2_as_called import fresh_inputs
+from rounds import loop_seconds, turning
 
 from experiments.core.environment import environment
 from gpu.backend import get_backend
@@ -39,13 +39,7 @@ LOOP = int(os.environ.get("LOOP", "3"))
 
 def sample(be, tel, run) -> dict:
     """Seconds per call of LOOP back-to-back calls and one synchronise, with NVML's state after it."""
-    cp.cuda.Device().synchronize()
-    t0 = time.perf_counter()
-    for _ in range(LOOP):
-        run()
-    cp.cuda.Device().synchronize()
-    s = (time.perf_counter() - t0) / LOOP
-    return {"s": s, "state": tel.read().as_dict() if tel is not None else None}
+    return {"s": loop_seconds(run, LOOP), "state": tel.read().as_dict() if tel is not None else None}
 
 
 def probe(be, tel, n: int) -> dict:
@@ -65,11 +59,7 @@ def probe(be, tel, n: int) -> dict:
         run()
     first = next(iter(outs.values()))
     bitwise = {name: bool((C == first).all()) for name, C in outs.items()}
-    samples = {name: [] for name in calls}
-    order = list(calls)
-    for r in range(ROUNDS):
-        for name in order[r % len(order):] + order[:r % len(order)]:
-            samples[name].append(sample(be, tel, calls[name]))
+    samples = turning(calls, ROUNDS, lambda call: sample(be, tel, call))
     med = {name: statistics.median(s["s"] for s in got) for name, got in samples.items()}
     point = {"n": n, "bitwise_equal_to_first": bitwise,
              "gemms_per_modulus": {name: len(p.part(15).gemms[0]) // 15 for name, p in plans.items()},

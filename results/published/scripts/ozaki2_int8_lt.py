@@ -18,7 +18,6 @@ JSON to ``$OUT/ozaki2-int8-lt-<mode>.json``. Needs nvmath-python.
 import json
 import os
 import statistics
-import time
 
 import cupy as cp
 import numpy as np
@@ -28,6 +27,7 @@ from nvmath.linalg._internal.algo_config_ifc import AlgoConfigInterface
 from nvmath.linalg._internal.matmul_desc_ifc import MatmulDescInterface
 from nvmath.linalg._internal.matmul_pref_ifc import MatmulPreferenceInterface
 from ozaki2_as_called import fresh_inputs
+from rounds import loop_seconds, turning
 
 from experiments.core.environment import environment
 from gpu.backend import get_backend
@@ -67,14 +67,6 @@ def label(res, i: int) -> str:
     cfg = AlgoConfigInterface(res[i])
     return (f"h{i}-{TILES.get(int(cfg.tile_id), cfg.tile_id)}-stages{cfg.stages_id}-splitk{cfg.splitk_num}"
             f"-cluster{cfg.cluster_shape_id}")
-
-
-def turning(calls: dict, rounds: int, sample) -> dict:
-    samples, order = {k: [] for k in calls}, list(calls)
-    for r in range(rounds):
-        for k in order[r % len(order):] + order[:r % len(order)]:
-            samples[k].append(sample(calls[k]))
-    return samples
 
 
 def gemms(be) -> dict:
@@ -121,13 +113,6 @@ def product(be) -> dict:
             kept[key] = algorithms(*key, ws.nbytes, 8)
         issue(kept[key], min(choice, kept[key][5] - 1), call.a, call.b, call.c, int(beta), ws)
 
-    def sample(call) -> float:
-        cp.cuda.Device().synchronize()
-        t0 = time.perf_counter()
-        for _ in range(2):
-            call()
-        cp.cuda.Device().synchronize()
-        return (time.perf_counter() - t0) / 2
     out = {}
     for n in (int(x) for x in os.environ.get("NS", "16384,8192").split(",")):
         A, B = fresh_inputs(n)
@@ -146,7 +131,7 @@ def product(be) -> dict:
                 CupyBackend._gemm_ex = real
         calls = {k: (lambda p=p, C=outs[k], A=A, B=B: p.execute(A, B, C)) for k, p in plans.items()}
         calls["dgemm"] = lambda A=A, B=B: cp.matmul(A, B)
-        samples = turning(calls, 10, sample)
+        samples = turning(calls, 10, lambda call: loop_seconds(call, 2))
         out[n] = {"ms": {k: statistics.median(v) * 1e3 for k, v in samples.items()},
                   "x_dgemm": {k: statistics.median(d / s for d, s in zip(samples["dgemm"], v))
                               for k, v in samples.items()},

@@ -13,10 +13,10 @@ JSON to ``$OUT/ozaki2-same-plans.json``.
 import json
 import os
 import statistics
-import time
 
 import cupy as cp
 from ozaki2_as_called import fresh_inputs
+from rounds import loop_seconds, turning
 
 from experiments.core.environment import environment
 from gpu.backend import get_backend
@@ -36,15 +36,7 @@ def main() -> None:
     for call in calls.values():
         call()
         call()
-    samples, order = {k: [] for k in calls}, list(calls)
-    for r in range(ROUNDS):
-        for k in order[r % len(order):] + order[:r % len(order)]:
-            cp.cuda.Device().synchronize()
-            t0 = time.perf_counter()
-            for _ in range(2):
-                calls[k]()
-            cp.cuda.Device().synchronize()
-            samples[k].append((time.perf_counter() - t0) / 2)
+    samples = turning(calls, ROUNDS, lambda call: loop_seconds(call, 2))
     ms = {k: statistics.median(v) * 1e3 for k, v in samples.items()}
     for k, v in samples.items():
         print(k, round(ms[k], 2), [round(x * 1e3, 1) for x in v], flush=True)

@@ -17,10 +17,10 @@ JSON to ``$OUT/ozaki2-span-rows.json``.
 import json
 import os
 import statistics
-import time
 
 import cupy as cp
 from ozaki2_as_called import fresh_inputs
+from rounds import loop_seconds, turning
 
 from experiments.core.environment import environment
 from gpu.backend import get_backend
@@ -61,15 +61,7 @@ def point(be, n: int) -> dict:
                   "gemms": sorted({tuple(g[2][2].shape) for span in p.part(15).gemms for g in span})}
               for s, p in plans.items()}
     bitwise = {s: bool((C == outs["library"]).all()) for s, C in outs.items()}
-    samples, order = {k: [] for k in calls}, list(calls)
-    for r in range(ROUNDS):
-        for k in order[r % len(order):] + order[:r % len(order)]:
-            cp.cuda.Device().synchronize()
-            t0 = time.perf_counter()
-            for _ in range(loop):
-                calls[k]()
-            cp.cuda.Device().synchronize()
-            samples[k].append((time.perf_counter() - t0) / loop)
+    samples = turning(calls, ROUNDS, lambda call: loop_seconds(call, loop))
     ms = {k: statistics.median(v) * 1e3 for k, v in samples.items()}
     x = {k: statistics.median(d / s for d, s in zip(samples["dgemm"], v)) for k, v in samples.items()}
     for k in calls:

@@ -7,9 +7,13 @@ record the probes keep of a protocol-timed group (:func:`group_record`).
 """
 
 import statistics
+import time
 from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 import cupy as cp
+
+T = TypeVar("T")
 
 
 def event_rounds(runs: Mapping[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
@@ -24,6 +28,29 @@ def event_rounds(runs: Mapping[str, Callable[[], object]], rounds: int) -> dict[
             stop.synchronize()
             samples[name].append(cp.cuda.get_elapsed_time(start, stop))
     return samples
+
+
+def turning(calls: Mapping[str, Callable[[], object]], rounds: int,
+            sample: Callable[[Callable[[], object]], T]) -> dict[str, list[T]]:
+    """``rounds`` rounds of one ``sample`` of every call, in an order that turns by one each round (so that no
+    call always follows the same one)."""
+    samples: dict[str, list[T]] = {k: [] for k in calls}
+    order = list(calls)
+    for r in range(rounds):
+        for name in order[r % len(order):] + order[:r % len(order)]:
+            samples[name].append(sample(calls[name]))
+    return samples
+
+
+def loop_seconds(call: Callable[[], object], loop: int) -> float:
+    """Seconds per call of ``loop`` back-to-back calls and one synchronise, host time included (as a user's loop
+    makes them)."""
+    cp.cuda.Device().synchronize()
+    t0 = time.perf_counter()
+    for _ in range(loop):
+        call()
+    cp.cuda.Device().synchronize()
+    return (time.perf_counter() - t0) / loop
 
 
 def summary(samples: Mapping[str, list[float]]) -> dict[str, dict[str, float]]:

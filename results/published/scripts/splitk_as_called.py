@@ -35,6 +35,7 @@ import time
 
 import cupy
 import numpy as np
+from rounds import turning
 
 from experiments.papers.as_called_formats import written
 from gpu import splitk
@@ -80,12 +81,7 @@ def turning_rounds(be, tel, named: dict, rounds: int) -> dict[str, list[dict]]:
     :func:`sample` each, in an order that turns by one each round."""
     for work in named.values():
         sample(be, tel, work)
-    samples = {name: [] for name in named}
-    order = list(named)
-    for r in range(rounds):
-        for name in order[r % len(order):] + order[:r % len(order)]:
-            samples[name].append(sample(be, tel, named[name]))
-    return samples
+    return turning(named, rounds, lambda work: sample(be, tel, work))
 
 
 def works(be, A, B, C) -> dict:
