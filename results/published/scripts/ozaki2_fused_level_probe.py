@@ -1,0 +1,262 @@
+"""Probe: one Winograd level over the residues in its fused form, against level 0, as called, on the H200.
+
+The library's level (``ozaki2.matmul(..., level=1)``) makes three passes of its own per modulus (A's sums, B's
+sums, the output blocks from the 7 products) and reduces every modulus's output to INT8 planes. The fused form
+that issue 40 describes keeps no planes: the 7 INT32 products of every modulus stay whole, and the CRT reads them
+and combines each output block as it reads (C11 = M1 + M2, C12 = M1 + M6 + M5 + M3, C21 = M1 + M6 + M7 - M4,
+C22 = M1 + M6 + M7 + M5, exact in float64, each reduced by ``residue_word``), so each modulus costs its 7 GEMMs,
+one sums pass per operand and 7/4 of the CRT's reads. This script builds that form from a level-0 plan's own
+scaling and residues (the sums by the library's sums kernel into buffers kept between calls, the 7 products by
+planned INT8 GEMMs, the CRT as a kernel of its own here) and times it beside the level-0 plan and DGEMM:
+
+* as called: ``LOOP`` back-to-back calls, one synchronise, ``ROUNDS`` rounds in turning order (kept buffers,
+  eager launches: its host time stays far below its device time);
+* its passes alone by CUDA events (median of 3), beside the level-0 plan's phases;
+* C bitwise the level-0 plan's C (the same residues modulo every modulus feed the same CRT).
+
+Variants (``VARIANTS``): the 7 GEMMs in the library's panels (3072 rows) or whole; the CRT with 2 or 4 columns
+a thread. ``SPAN``: the products' rows held at once (default all N/2; as the direct layout's row panels, each
+span's GEMMs then its CRT). ``N`` (default 16384), ``COUNTS`` (default 14,15). At N = 16384 and 15 moduli the
+products take 28 GB, the sums 8 GB.
+
+    OUT=dir PYTHONPATH=$PWD:$PWD/results/published/scripts python3 results/published/scripts/ozaki2_fused_level_probe.py
+
+JSON to ``$OUT/ozaki2-fused-level-probe.json``.
+"""
+
+import json
+import os
+import statistics
+
+import cupy as cp
+import numpy as np
+from ozaki2_as_called import fresh_inputs
+from rounds import loop_seconds, turning
+
+from experiments.core.environment import environment
+from gpu.backend import get_backend
+from gpu.ozaki2.cuda_source import COMMON, constants, for_each_modulus
+from gpu.ozaki2.gemms import panels, planned, run_planned
+from gpu.ozaki2.ops import ops
+from gpu.ozaki2.options import Options
+from gpu.ozaki2.plan import Plan
+from gpu.ozaki2.winograd_kernels import _launch, _level_module
+
+N = int(os.environ.get("N", 16384))
+COUNTS = tuple(int(c) for c in os.environ.get("COUNTS", "14,15").split(","))
+ROUNDS, LOOP = int(os.environ.get("ROUNDS", 10)), int(os.environ.get("LOOP", 2))
+VARIANTS = os.environ.get("VARIANTS", "panels-vec2,panels-vec4,whole-vec2,whole-vec4").split(",")
+SPAN = int(os.environ.get("SPAN", N // 2))
+
+FUSED = r"""
+template <int M> __device__ __forceinline__ void term(const int* at, long long quarter, double w_hi, double w_lo,
+                                                      double (&hi)[4][VEC], double (&lo)[4][VEC])
+{
+    VEC_T v[7];
+#pragma unroll
+    for (int p = 0; p < 7; ++p) v[p] = *(const VEC_T*)(at + p * quarter);
+#pragma unroll
+    for (int q = 0; q < VEC; ++q) {
+        double x[7];
+#pragma unroll
+        for (int p = 0; p < 7; ++p) x[p] = (double)((const int*)&v[p])[q];
+        const double u2 = x[0] + x[5], u3 = u2 + x[6];
+        const double y[4] = {x[0] + x[1], u2 + x[4] + x[2], u3 - x[3], u3 + x[4]};
+#pragma unroll
+        for (int o = 0; o < 4; ++o) {
+            const double c = from_int((signed char)residue_word<M>(y[o], low_word(__dadd_rn(y[o], MAGIC))));
+            hi[o][q] = fma(w_hi, c, hi[o][q]);
+            if (!EXACT) lo[o][q] = __dadd_rn(lo[o][q], __dmul_rn(w_lo, c));
+        }
+    }
+}
+
+__device__ __forceinline__ double finish(double s_hi, double s_lo)
+{
+    const double qh = rint_magic(__dmul_rn(s_hi, INV));
+    const double d = __dsub_rn(s_hi, __dmul_rn(qh, P_HI));
+    if (EXACT) return __dsub_rn(d, __dmul_rn(rint_magic(__dmul_rn(d, INV)), P_HI));
+    const double low = __dsub_rn(s_lo, __dmul_rn(qh, P_LO));
+    const double q2 = rint_magic(__dmul_rn(__dadd_rn(d, low), INV));
+    return __dadd_rn(__dsub_rn(d, __dmul_rn(q2, P_HI)), __dsub_rn(low, __dmul_rn(q2, P_LO)));
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2) ozaki2_crt_level1(
+    const int* __restrict__ prod, long long quarter, long long ld, const int* __restrict__ sa,
+    const int* __restrict__ sb, double* __restrict__ C, long long ldc, long long rows, long long h, long long w)
+{
+    const long long step = (long long)gridDim.x * blockDim.x * VEC;
+    for (long long i = blockIdx.y; i < rows; i += gridDim.y) {
+        const int* row = prod + i * ld;
+        const int s_row[2] = {sa[i], sa[i + h]};
+        for (long long j0 = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * VEC; j0 < w; j0 += step) {
+            double hi[4][VEC], lo[4][VEC];
+#pragma unroll
+            for (int o = 0; o < 4; ++o)
+#pragma unroll
+                for (int q = 0; q < VEC; ++q) { hi[o][q] = 0.0; lo[o][q] = 0.0; }
+#define TERM(T, M) term<M>(row + (long long)(T) * 7 * quarter + j0, quarter, W_HI_##T, W_LO_##T, hi, lo);
+            FOR_EACH_MODULUS(TERM)
+#pragma unroll
+            for (int o = 0; o < 4; ++o) {
+                double* c = C + (i + (o >> 1) * h) * ldc + (o & 1) * w + j0;
+                const int* s_col = sb + (o & 1) * w + j0;
+#pragma unroll
+                for (int q = 0; q < VEC; ++q) c[q] = ldexp(finish(hi[o][q], lo[o][q]), -(s_row[o >> 1] + s_col[q]));
+            }
+        }
+    }
+}
+"""
+VECTORS = {1: "int", 2: "int2", 4: "int4"}
+
+
+def fused_kernel(table, vec: int):
+    head = f"#define VEC {vec}\n#define VEC_T {VECTORS[vec]}\n"
+    src = head + constants(table) + for_each_modulus(table.moduli) + COMMON + FUSED
+    return cp.RawKernel(src, "ozaki2_crt_level1")
+
+
+class Fused:
+    """Level 1 in its fused form on a level-0 plan's scaling and residues, into kept buffers."""
+
+    def __init__(self, be, plan: Plan, A, B, C, prod, sums_a, sums_b, whole: bool, vec: int) -> None:
+        self.be, self.plan, self.A, self.B, self.C, self.vec = be, plan, A, B, C, vec
+        count = plan.fixed
+        self.part = part = plan.part(count)
+        self.family = ops(be)
+        m, n, k = plan.m, plan.n, plan.ldk
+        self.h, self.w, d = m // 2, n // 2, k // 2
+        h, w = self.h, self.w
+        self.prod = prod[:count]
+        self.kernel = fused_kernel(part.table, vec)
+        self.sums, self.gemms = [], []
+        self.spans = [(r, min(r + SPAN, h)) for r in range(0, h, SPAN)]
+        self.gemms = [[] for _ in self.spans]
+        for t in range(count):
+            a, b = part.res_a[t], part.res_b[t]
+            qa = (a[:h, :d], a[:h, d:], a[h:, :d], a[h:, d:])
+            qb = (b[:w, :d], b[w:, :d], b[:w, d:], b[w:, d:])
+            s, u = sums_a[t], sums_b[t]
+            self.sums.append((qa, s, h, d, "a"))
+            self.sums.append((qb, u, w, d, "b"))
+            a11, a12, _, a22 = qa
+            b11, _, b21, b22 = qb
+            pairs = ((a11, b11), (a12, b21), (s[3], b22), (a22, u[3]), (s[0], u[0]), (s[1], u[1]), (s[2], u[2]))
+            for number, (r0, r1) in enumerate(self.spans):
+                tiles = [(slice(0, r1 - r0), slice(0, w))] if whole else panels(r1 - r0, w, m)
+                for p, (x, y) in enumerate(pairs):
+                    self.gemms[number] += planned(be, x[r0:r1], y, self.prod[t, p, :r1 - r0], tiles)
+
+    def __call__(self, events: dict | None = None):
+        plan, family, part, A, B, C = self.plan, self.family, self.part, self.A, self.B, self.C
+        mark = _marker(events)
+        _, sa, sb, rows, cols = plan._scaling(family, A, B)
+        family.residues(A, sa, rows.e, part.table, plan.m, plan.ldk, out=part.res_a)
+        family.residues(B.T, sb, cols.e, part.table, plan.n_pad, plan.ldk, out=part.res_b)
+        mark("scaling+residues")
+        for t, modulus in enumerate(part.table.moduli):
+            for blocks, out, lines, cols_, side in self.sums[2 * t:2 * t + 2]:
+                lds = [np.int64(x.strides[0]) for x in blocks]
+                _launch("ozaki2_winograd_sums16", lines, cols_ // 16,
+                        (blocks[0], lds[0], blocks[1], lds[1], blocks[2], lds[2], blocks[3], lds[3], *out,
+                         np.int64(lines), np.int64(cols_ // 16), np.int32(modulus), np.int32(side != "a")),
+                        _level_module)
+        mark("sums")
+        i64, sa, sb = np.int64, sa.astype(np.int32, copy=False), sb.astype(np.int32, copy=False)
+        for (r0, r1), gemms in zip(self.spans, self.gemms, strict=True):
+            run_planned(self.be, gemms)
+            mark("gemms")
+            grid = (max(1, min(-(-self.w // (256 * self.vec)), 64)), max(1, min(r1 - r0, 65535)))
+            self.kernel(grid, (256,), (self.prod, i64(self.prod.strides[1] // 4), i64(self.w), sa[r0:], sb, C[r0:],
+                                       i64(C.strides[0] // 8), i64(r1 - r0), i64(self.h), i64(self.w)))
+            mark("crt")
+        family.fix_nonfinite(A, B, C, rows, cols)
+        mark("crt")
+        return C
+
+
+def _marker(events):
+    if events is None:
+        return lambda name: None
+    start = cp.cuda.Event()
+    start.record()
+    last = [start]
+
+    def mark(name):
+        e = cp.cuda.Event()
+        e.record()
+        e.synchronize()
+        events.setdefault(name, [0.0])[-1] += cp.cuda.get_elapsed_time(last[0], e)
+        last[0] = e
+    return mark
+
+
+def main() -> None:
+    be = get_backend("cupy")
+    A, B = fresh_inputs(N)
+    h = N // 2
+    prod = sums_a = sums_b = None
+    result = {"script": "results/published/scripts/ozaki2_fused_level_probe.py", "environment": environment(be),
+              "n": N, "span": SPAN, "rounds": ROUNDS, "loop": LOOP, "counts": {}}
+    for count in COUNTS:
+        C0 = cp.empty((N, N))
+        plan = Plan(A, B, out=C0, options=Options(moduli=count), backend=be)
+        if prod is None:                       # after the first plan, which takes its workspace first
+            prod = cp.empty((max(COUNTS), 7, SPAN, h), dtype=cp.int32)
+            sums_a = cp.empty((max(COUNTS), 4, h, h), dtype=cp.int8)
+            sums_b = cp.empty((max(COUNTS), 4, h, h), dtype=cp.int8)
+        result.setdefault("layout", {})[str(count)] = {"direct": plan.work.direct, "rows": plan.work.layout.rows,
+                                                       "bytes": plan.work.layout.nbytes}
+        outs, calls, fused = {}, {"level-0": lambda p=plan, C=C0: p.execute(A, B, C)}, {}
+        for variant in VARIANTS:
+            tiling, vec = variant.split("-vec")
+            name = f"fused-{variant}"
+            outs[name] = cp.empty((N, N))
+            fused[name] = Fused(be, plan, A, B, outs[name], prod, sums_a, sums_b, tiling == "whole", int(vec))
+            calls[name] = fused[name]
+        D = cp.empty((N, N))
+        calls["dgemm"] = lambda D=D: cp.matmul(A, B, out=D)
+        for call in calls.values():
+            call()
+            call()
+        cp.cuda.Device().synchronize()
+        equal = {k: bool(cp.array_equal(outs[k], C0)) for k in outs}
+        print(count, "bitwise level 0:", equal, flush=True)
+        samples = turning(calls, ROUNDS, lambda call: loop_seconds(call, LOOP))
+        ms = {k: statistics.median(v) * 1e3 for k, v in samples.items()}
+        x = {k: ms["dgemm"] / v for k, v in ms.items()}
+        phases0: dict = {}
+        for _ in range(3):
+            once: dict = {}
+            plan.run(A, B, C0, phases=once)
+            for k, v in once.items():
+                phases0.setdefault(k, []).append(v * 1e3)
+        passes = {}
+        for name, f in fused.items():
+            ev: dict = {}
+            for _ in range(3):
+                for v in ev.values():
+                    v.append(0.0)
+                f(ev)
+            passes[name] = {k: statistics.median(v) for k, v in ev.items()}
+        work = 2.0 * 7 * h * h * h * count
+        tops = {k: work / (v["gemms"] * 1e-3) / 1e12 for k, v in passes.items()}
+        result["counts"][str(count)] = {
+            "bitwise_level_0": equal, "ms": ms, "x_dgemm": x, "samples_s": samples,
+            "level0_phases_ms": {k: statistics.median(v) for k, v in phases0.items()},
+            "fused_passes_ms": passes, "fused_int8_tops": tops}
+        for k in ms:
+            print(count, k, round(ms[k], 2), "ms", round(x[k], 3), "x dgemm", flush=True)
+        print(count, "level-0 phases", result["counts"][str(count)]["level0_phases_ms"], flush=True)
+        for k, v in passes.items():
+            print(count, k, {p: round(t, 2) for p, t in v.items()}, round(tops[k]), "TOP/s", flush=True)
+        plan.free()
+        del fused, outs, calls, D
+        cp.get_default_memory_pool().free_all_blocks()
+        with open(os.path.join(os.environ.get("OUT", "/tmp"), "ozaki2-fused-level-probe.json"), "w") as fh:
+            json.dump(result, fh, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main()
