@@ -94,6 +94,72 @@ extern "C" __global__ void __launch_bounds__(CRT_THREADS, 2) ozaki2_crt(
 }
 """
 
+#: The fused Winograd level's CRT (:mod:`gpu.ozaki2.fused_level`): a thread takes ``VEC`` columns of the four output
+#: blocks at once, reads the 7 INT32 products of each modulus there, combines them exactly in float64 and reduces
+#: each block's sum as the plain kernel reduces a product; the sums and the reconstruction are the plain kernel's,
+#: term for term. Two columns ran its span of 15 moduli at N = 16384 in 7.5 ms, four in 8.6 (register pressure:
+#: eight double-double sums a column; ``h200-ozaki2-fused-level-probe-16384.json``).
+LEVEL_SOURCE = r"""
+template <int M> __device__ __forceinline__ void term(const int* at, long long quarter, double w_hi, double w_lo,
+                                                      double (&hi)[4][VEC], double (&lo)[4][VEC])
+{
+    VEC_T v[7];
+#pragma unroll
+    for (int p = 0; p < 7; ++p) v[p] = *(const VEC_T*)(at + p * quarter);
+#pragma unroll
+    for (int q = 0; q < VEC; ++q) {
+        double x[7];
+#pragma unroll
+        for (int p = 0; p < 7; ++p) x[p] = (double)((const int*)&v[p])[q];
+        const double u2 = x[0] + x[5], u3 = u2 + x[6];
+        const double y[4] = {x[0] + x[1], u2 + x[4] + x[2], u3 - x[3], u3 + x[4]};
+#pragma unroll
+        for (int o = 0; o < 4; ++o) {
+            const double c = from_int((signed char)residue_word<M>(y[o], low_word(__dadd_rn(y[o], MAGIC))));
+            hi[o][q] = fma(w_hi, c, hi[o][q]);
+            if (!EXACT) lo[o][q] = __dadd_rn(lo[o][q], __dmul_rn(w_lo, c));
+        }
+    }
+}
+
+__device__ __forceinline__ double finish(double s_hi, double s_lo)
+{
+    const double qh = rint_magic(__dmul_rn(s_hi, INV));
+    const double d = __dsub_rn(s_hi, __dmul_rn(qh, P_HI));
+    if (EXACT) return __dsub_rn(d, __dmul_rn(rint_magic(__dmul_rn(d, INV)), P_HI));
+    const double low = __dsub_rn(s_lo, __dmul_rn(qh, P_LO));
+    const double q2 = rint_magic(__dmul_rn(__dadd_rn(d, low), INV));
+    return __dadd_rn(__dsub_rn(d, __dmul_rn(q2, P_HI)), __dsub_rn(low, __dmul_rn(q2, P_LO)));
+}
+
+extern "C" __global__ void __launch_bounds__(CRT_THREADS, 2) ozaki2_crt_level(
+    const int* __restrict__ prod, long long plane, long long quarter, long long ld, const int* __restrict__ sa,
+    const int* __restrict__ sb, double* __restrict__ C, long long ldc, long long rows, long long h, long long w)
+{
+    const long long step = (long long)gridDim.x * blockDim.x * VEC;
+    for (long long i = blockIdx.y; i < rows; i += gridDim.y) {
+        const int* row = prod + i * ld;
+        const int s_row[2] = {sa[i], sa[i + h]};
+        for (long long j0 = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * VEC; j0 < w; j0 += step) {
+            double hi[4][VEC], lo[4][VEC];
+#pragma unroll
+            for (int o = 0; o < 4; ++o)
+#pragma unroll
+                for (int q = 0; q < VEC; ++q) { hi[o][q] = 0.0; lo[o][q] = 0.0; }
+#define TERM(T, M) term<M>(row + (long long)(T) * plane + j0, quarter, W_HI_##T, W_LO_##T, hi, lo);
+            FOR_EACH_MODULUS(TERM)
+#pragma unroll
+            for (int o = 0; o < 4; ++o) {
+                double* c = C + (i + (o >> 1) * h) * ldc + (o & 1) * w;
+                const int* s_col = sb + (o & 1) * w;
+#pragma unroll
+                for (int q = 0; q < VEC; ++q)
+                    if (j0 + q < w) c[j0 + q] = ldexp(finish(hi[o][q], lo[o][q]), -(s_row[o >> 1] + s_col[j0 + q]));
+            }
+        }
+    }
+}
+"""
 _VECTORS = {(True, 4): "int4", (False, 4): "char4", (True, 2): "int2", (False, 2): "char2"}
 
 
@@ -140,5 +206,37 @@ def launch(compiled: Any, vec: int, planes: Any, shift_a: Any, shift_b: Any, C: 
 
 
 def prepare(table: ModuliTable, planes: Any) -> None:
-    """Compile the kernel that :func:`crt` launches for these planes (once per process)."""
-    kernel(table, planes.dtype == np.int32, columns(planes))
+    """Compile the kernel that :func:`crt` (4-D INT32 ``planes``: :func:`crt_level`) launches for these planes
+    (once per process)."""
+    if planes.ndim == 4:
+        level_kernel(table, level_columns(planes))
+    else:
+        kernel(table, planes.dtype == np.int32, columns(planes))
+
+
+@cache
+def level_kernel(table: ModuliTable, vec: int) -> Any:
+    """The fused level's CRT kernel (:data:`LEVEL_SOURCE`) for ``table``, ``vec`` columns a thread."""
+    head = f"#define VEC {vec}\n#define VEC_T {'int2' if vec == 2 else 'int'}\n#define CRT_THREADS {CRT_THREADS}\n"
+    return cupy.RawKernel(head + constants(table) + for_each_modulus(table.moduli) + COMMON + LEVEL_SOURCE,
+                          "ozaki2_crt_level")
+
+
+def level_columns(products: Any) -> int:
+    """Columns a thread of :func:`crt_level` takes: 2 where the products' start and strides allow 8-byte loads."""
+    strides = [s // products.itemsize for s in products.strides[:-1]]
+    return 2 if products.data.ptr % 8 == 0 and all(s % 2 == 0 for s in strides) else 1
+
+
+def crt_level(products: Any, table: ModuliTable, shift_a: Any, shift_b: Any, C: Any, rows: slice, half: int) -> None:
+    """The fused level's CRT (:mod:`gpu.ozaki2.fused_level`): C's rows ``rows`` and ``rows`` + ``half``, all its
+    columns, from the 7 INT32 products per modulus (``products``: count x 7 x rows x w) of the top half's ``rows``."""
+    count, _, lines, w = products.shape
+    vec = level_columns(products)
+    plane, quarter, ld = (s // products.itemsize for s in products.strides[:-1])
+    i32, i64 = np.int32, np.int64
+    grid = (max(1, min(-(-w // (CRT_THREADS * vec)), 64)), max(1, min(lines, 65535)))
+    level_kernel(table, vec)(grid, (CRT_THREADS,), (
+        products, i64(plane), i64(quarter), i64(ld), shift_a[rows.start:].astype(i32, copy=False),
+        shift_b.astype(i32, copy=False), C[rows.start:], i64(C.strides[0] // C.itemsize), i64(lines), i64(half),
+        i64(w)))

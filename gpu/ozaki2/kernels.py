@@ -242,6 +242,10 @@ class CudaOps(device.DeviceOps):
     def crt(self, planes: Any, table: ModuliTable, shift_a: Any, shift_b: Any, C: Any) -> None:
         crt_kernels.crt(planes, table, shift_a, shift_b, C)
 
+    def crt_level(self, products: Any, table: ModuliTable, shift_a: Any, shift_b: Any, C: Any, rows: slice,
+                  half: int) -> None:
+        crt_kernels.crt_level(products, table, shift_a, shift_b, C, rows, half)
+
     def half_shift(self, R: Any, limit: float) -> Any:
         mu, L = np.frexp(limit)
         return _shift_kernel(True)(R, np.float64(mu), np.int32(L))

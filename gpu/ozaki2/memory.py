@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from ..backend import Array, Backend, MemoryPlanError, require_memory
 from ..backend.checks import gib, reserve
 from ..ozaki.plan import ALIGN, HEADROOM, _round_up
+from .fused_level import fusable, span_rows
 from .gemms import PANEL, PANEL_FROM
 from .moduli import MAX_MODULI
 from .ops import ops
@@ -97,15 +98,20 @@ def beyond_bytes(be: Backend, m: int, k: int, n: int, count: int | None, scaling
 
 def layouts(m: int, k: int, n: int, count: int, scaling: str, block: int, level: int = 0,
             whole: bool = False, keep_a: bool = False, room: int | None = None) -> list[Workspace]:
-    """The layouts the call may take, fastest first. Where the INT8 GEMMs take k in one block and no Winograd
-    level forms its products (which come out as residues, the planes' layout): the direct layout, whole where it
-    fits within the planes layout's bytes (GEMMul8's workspace) or where not one row panel does (below about 50
-    rows), else in row panels within them (:func:`panel_rows`) where a panel's GEMM does at least
-    :data:`MIN_PANEL_WORK` multiply-adds; ``whole``: the whole direct layout is offered first whatever its size (a
+    """The layouts the call may take, fastest first. A Winograd level in its fused form
+    (:func:`gpu.ozaki2.fused_level.fusable`) first takes its layout whole, then in spans of the top half's rows
+    (:func:`~gpu.ozaki2.fused_level.span_rows`); other levels the planes. Where the INT8 GEMMs take k in one block
+    and no Winograd level forms its products (which come out as residues, the planes' layout): the direct
+    layout, whole where it fits within the planes layout's bytes (GEMMul8's workspace) or where not one row panel
+    does (below about 50 rows), else in row panels within them (:func:`panel_rows`) where a panel's GEMM does at
+    least :data:`MIN_PANEL_WORK` multiply-adds; ``whole``: the whole direct layout is offered first whatever its size (a
     ``workspace=`` that holds it); ``room``: the bytes a ``workspace=`` leaves the block, whose taller row panels
     (:func:`room_rows`) come next. The planes layout last. ``keep_a``: each keeps A's residues past the call
     (:func:`gpu.ozaki2.workspace.layout`)."""
     planes = layout(m, k, n, count, scaling, direct=False, level=level, keep_a=keep_a)
+    if fusable(m, k, n, level, block):
+        return [layout(m, k, n, count, scaling, True, level, rows=rows, keep_a=keep_a)
+                for rows in span_rows(m // 2)] + [planes]
     if _round_up(max(k, 1)) > block or level:
         return [planes]
     rows = panel_rows(m, k, n, count, scaling, keep_a)
@@ -178,29 +184,34 @@ def reserve_workspace(be: Backend, m: int, k: int, n: int, count: int | None, sc
     past a call (:func:`gpu.ozaki2.workspace.layout`)."""
     what = f"Ozaki scheme II on {m} x {k} x {n} with {count or f'up to {MAX_MODULI}'} moduli"
     beyond = beyond_bytes(be, m, k, n, count, scaling, out_given, bound, level)
+    fused_beyond = beyond - winograd_bytes(m, min(k, MAX_K), n, level)  # the fused level makes no scratch of its own
+
+    def need(ws: Workspace) -> int:
+        return ws.nbytes + (fused_beyond if ws.fused else beyond)
     room = None if cap is None else cap - beyond + (0 if out_given else 8 * m * n)
     options = layouts(m, k, n, count or MAX_MODULI, scaling, block, level, whole=cap is not None, keep_a=keep_a,
                       room=room)
     if cap is not None:
-        within = [ws for ws in options if ws.nbytes + beyond - (0 if out_given else 8 * m * n) <= cap]
+        within = [ws for ws in options if need(ws) - (0 if out_given else 8 * m * n) <= cap]
         if not within:
-            raise MemoryPlanError(f"{what} needs {gib(options[-1].nbytes + beyond)} beyond A, B and C, more than "
+            raise MemoryPlanError(f"{what} needs {gib(need(options[-1]))} beyond A, B and C, more than "
                                   f"the workspace of {gib(cap)} allowed; {ADVICE}")
         options = within
     for last in (make_room is None, True):
         free = be.memory_info()[0]
-        faster, least = [ws for ws in options[:-1] if ws.nbytes + beyond <= HEADROOM * free], options[-1]
-        if (len(faster) == len(options) - 1 and least.nbytes + beyond <= free) or last or not make_room():
+        faster, least = [ws for ws in options[:-1] if need(ws) <= HEADROOM * free], options[-1]
+        if (len(faster) == len(options) - 1 and need(least) <= free) or last or not make_room():
             break
-    if least.nbytes + beyond > free:
-        raise MemoryPlanError(f"{what} needs {gib(least.nbytes + beyond)} (workspace {gib(least.nbytes)}, output "
-                              f"and scratch {gib(beyond)}) but {gib(free)} are free on the {be.name} device; {ADVICE}")
+    if need(least) > free:
+        raise MemoryPlanError(f"{what} needs {gib(need(least))} (workspace {gib(least.nbytes)}, output and scratch "
+                              f"{gib(need(least) - least.nbytes)}) but {gib(free)} are free on the {be.name} device; "
+                              f"{ADVICE}")
     for ws in faster:
         try:
-            return _take(be, ws, beyond, n, what)
+            return _take(be, ws, need(ws) - ws.nbytes, n, what)
         except MemoryPlanError:
             continue
-    return _take(be, least, beyond, n, what)
+    return _take(be, least, need(least) - least.nbytes, n, what)
 
 
 def _take(be: Backend, ws: Workspace, beyond: int, n: int, what: str) -> Carved:

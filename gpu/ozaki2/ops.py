@@ -24,6 +24,7 @@ from .moduli import MODULI, ModuliTable
 from .normwise import BAD_E, LineStats, first_meeting, predicted_error
 from .residues import residues, symmetric
 from .scaling import bound_limit, full_shift, half_shift, to_integers
+from .winograd import HostResidueOps
 
 FAMILY = "ozaki2"
 
@@ -88,6 +89,20 @@ class HostOps:
         shifts = shift_a[:, None].astype(np.int64) + shift_b[None, :].astype(np.int64)
         with np.errstate(over="ignore"):                 # lines that are not finite: replaced afterwards
             np.ldexp(reconstruct(planes, table), -shifts, out=C)
+
+    def crt_level(self, products: np.ndarray, table: ModuliTable, shift_a: np.ndarray, shift_b: np.ndarray,
+                  C: np.ndarray, rows: slice, half: int) -> None:
+        """The fused Winograd level's CRT (:mod:`gpu.ozaki2.fused_level`): C's rows ``rows`` and ``rows`` + ``half``
+        from the 7 INT32 products per modulus (``products``: count x 7 x lines x w) of the top half's ``rows``,
+        each output block's residues combined from them (:meth:`HostResidueOps.combine_products`), then
+        :meth:`crt` block by block: the GPU's one pass gives the same bits."""
+        lines, w = products.shape[2:]
+        blocks = np.empty((4, table.count, lines, w), dtype=np.int8)
+        for t, modulus in enumerate(table.moduli):
+            HostResidueOps().combine_products(tuple(products[t]), modulus, tuple(blocks[:, t]))
+        for q, (down, right) in enumerate(((0, 0), (0, w), (half, 0), (half, w))):
+            at = slice(rows.start + down, rows.stop + down)
+            self.crt(blocks[q], table, shift_a[at], shift_b[right:right + w], C[at, right:right + w])
 
     @staticmethod
     def scratch_bytes(m: int, k: int, n: int, count: int, scaling: str) -> int:

@@ -24,8 +24,9 @@ a CUDA graph per address set of A, B and C from the second call of that set (:mo
 ``"repeat"``): with a count given the whole product, under ``moduli="auto"`` all that follows the count's read
 (one graph per count it picks). The graphs run on the plan's buffers and compute the eager bits, in the direct
 layout and in the planes (whose INT8 GEMMs are planned once per modulus and k block, as the direct layout's per
-span): their work allocates nothing. The Winograd levels, whose products come out of scratch taken per call,
-stay eager.
+span): their work allocates nothing. So does a Winograd level's fused form (:mod:`gpu.ozaki2.fused_level`: its
+sums and 7 products per modulus in the block); the levels' passes, whose products come out of scratch taken per
+call, stay eager.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from ..ozaki.api import NONFINITE, _operands, _phase
 from ..ozaki.plan import _round_up
 from .auto import choose_moduli
 from .bounds import bounds
+from .fused_level import form_sums, span_gemms
 from .gemms import blocks, panels, planned, run_planned
 from .memory import ADVICE, Carved, reserve_workspace
 from .moduli import ModuliTable, moduli_table
@@ -72,6 +74,8 @@ class Part:
     direct: bool
     gemms: list[list[Any]]         # each span's INT8 GEMMs in the direct layout
     plane_gemms: list[list[Any]]   # the planes layout's INT8 GEMMs per modulus and k block (none with levels)
+    half: int | None = None        # a fused Winograd level's half of m (its spans run over the top half's rows)
+    sums: tuple[Array, Array] | None = None    # and each modulus's four sums of A's blocks and of B's
 
 
 class Plan(MatmulPlan):
@@ -134,7 +138,14 @@ class Plan(MatmulPlan):
             table, work, be, m = moduli_table(count), self.work, self.backend, self.m
             res_a, res_b, tiles = work.view("res_a")[:count], work.view("res_b")[:count], panels(m, self.n_pad)
             plane_gemms: list[list[Any]] = []
-            if work.direct:
+            half, sums = (m // 2, (work.view("sums_a")[:count], work.view("sums_b")[:count])) if work.layout.fused \
+                else (None, None)
+            if half is not None:
+                products, step = work.view("products")[:count], work.layout.rows
+                spans = [slice(r, min(r + step, half)) for r in range(0, half, step)]
+                planes = [products[:, :, :s.stop - s.start] for s in spans]
+                gemms = [span_gemms(be, res_a, res_b, *sums, products, s) for s in spans]
+            elif work.direct:
                 products, step = work.view("products")[:count], work.layout.rows
                 spans = [slice(r, min(r + step, m)) for r in range(0, m, step)]
                 planes = [products[:, :s.stop - s.start, :self.n] for s in spans]
@@ -146,7 +157,8 @@ class Plan(MatmulPlan):
                     plane_gemms = [[planned(be, res_a[t][:, kb], res_b[t][:, kb], products, tiles)
                                     for kb in blocks(self.ldk, self.block)] for t in range(count)]
             ops(be).prepare(table, planes[0])
-            self._parts[count] = Part(table, res_a, res_b, products, planes, spans, work.direct, gemms, plane_gemms)
+            self._parts[count] = Part(table, res_a, res_b, products, planes, spans, work.direct, gemms, plane_gemms,
+                                      half, sums)
         return self._parts[count]
 
     def _span_gemms(self, res_a: Array, res_b: Array, products: Array, span: slice) -> list[Any]:
@@ -242,10 +254,16 @@ class Plan(MatmulPlan):
             if form_a:
                 family.residues(A, shift_a, rows.e, part.table, self.m, self.ldk, out=part.res_a)
             family.residues(B.T, shift_b, cols.e, part.table, self.n_pad, self.ldk, out=part.res_b)
+        if part.half is not None:
+            with _phase(be, phases, "sums"):
+                form_sums(be, part.res_a, part.res_b, *part.sums, part.table.moduli)
         for span, planes, gemms in zip(part.spans, part.planes, part.gemms, strict=True):
             self._products(family, part, gemms, phases)
             with _phase(be, phases, "crt"):
-                family.crt(planes, part.table, shift_a[span], shift_b, C[span])
+                if part.half is None:
+                    family.crt(planes, part.table, shift_a[span], shift_b, C[span])
+                else:
+                    family.crt_level(planes, part.table, shift_a, shift_b, C, span, part.half)
         with _phase(be, phases, "crt"):
             family.fix_nonfinite(A, B, C, rows, cols)
 
@@ -254,7 +272,7 @@ class Plan(MatmulPlan):
         """The call's work as a CUDA graph per address set of (A, B, C), count and whether A's residues are
         ``kept`` (:mod:`gpu.backend.graphs`, mode ``"repeat"``): with a count given the whole product, under
         ``moduli="auto"`` all that follows the count's read (the line statistics and the count stay eager, since
-        the count picks the graph). Not with Winograd levels, whose products take scratch per call."""
+        the count picks the graph). Not with the Winograd levels' passes, whose products take scratch per call."""
         be = self.backend
         if self.fixed:
             count = self.fixed

@@ -143,17 +143,20 @@ class HostResidueOps:
         """The symmetric residues of the INT32 products P modulo m."""
         return symmetric(P % m, m)
 
-    def operand_sums(self, x11: Array, x12: Array, x21: Array, x22: Array, m: int, side: str) -> tuple[Array, ...]:
+    def operand_sums(self, x11: Array, x12: Array, x21: Array, x22: Array, m: int, side: str,
+                     out: tuple[Array, ...] | None = None) -> tuple[Array, ...]:
         """One operand's four Winograd sums modulo m from its blocks (see the module): S1..S4 of A's blocks for
-        ``side`` ``"a"``, T1..T4 of B's for ``"b"``."""
+        ``side`` ``"a"``, T1..T4 of B's for ``"b"``; into ``out``'s four arrays where given (then ``out``)."""
         c = self.combine
         if side == "a":
             s1 = c(x21, x22, m, 1)
             s2 = c(s1, x11, m, -1)
-            return s1, s2, c(x11, x21, m, -1), c(x12, s2, m, -1)
-        t1 = c(x12, x11, m, -1)
-        t2 = c(x22, t1, m, -1)
-        return t1, t2, c(x22, x12, m, -1), c(t2, x21, m, -1)
+            sums = (s1, s2, c(x11, x21, m, -1), c(x12, s2, m, -1))
+        else:
+            t1 = c(x12, x11, m, -1)
+            t2 = c(x22, t1, m, -1)
+            sums = (t1, t2, c(x22, x12, m, -1), c(t2, x21, m, -1))
+        return sums if out is None else into(out, sums)
 
     def combine_products(self, products: tuple[Array, ...], m: int, out: tuple[Array, ...]) -> None:
         """C11, C12, C21, C22 modulo m into ``out`` from the 7 products M1..M7 (INT32 products or residues;
@@ -173,9 +176,9 @@ class HostResidueOps:
         return into(out, (symmetric((P1 - P2) % m, m), symmetric((P3 - P1 - P2) % m, m)))
 
 
-def into(out: tuple[Array, Array] | None, parts: tuple[Array, Array]) -> tuple[Array, Array]:
-    """``parts``, written into ``out``'s two arrays where given (then ``out``): how the NumPy passes that make both
-    parts of a complex product return them."""
+def into(out: tuple[Array, ...] | None, parts: tuple[Array, ...]) -> tuple[Array, ...]:
+    """``parts``, written into ``out``'s arrays where given (then ``out``): how the NumPy passes that make several
+    arrays at once (both parts of a complex product, an operand's four sums) return them."""
     if out is None:
         return parts
     for view, value in zip(out, parts, strict=True):

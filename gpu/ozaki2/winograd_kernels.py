@@ -317,12 +317,14 @@ class CudaResidueOps:
             return z
         return _reduce_kernel()(P, np.int32(m), np.float64(1.0 / m), z)
 
-    def operand_sums(self, x11: Array, x12: Array, x21: Array, x22: Array, m: int, side: str) -> tuple[Array, ...]:
+    def operand_sums(self, x11: Array, x12: Array, x21: Array, x22: Array, m: int, side: str,
+                     out: tuple[Array, ...] | None = None) -> tuple[Array, ...]:
         blocks = (x11, x12, x21, x22)
-        if not x11.size or not all(x.shape == x11.shape and _aligned(x, 16, 16) for x in blocks):
-            return _sums_kernel(side)(*blocks, np.int32(m))
+        if not x11.size or not all(x.shape == x11.shape and _aligned(x, 16, 16) for x in blocks) or \
+                (out is not None and (out[0].shape != x11.shape or not _contiguous(out, 16, 16))):
+            return _sums_kernel(side)(*blocks, np.int32(m), *(out or ()))
         rows, cols = x11.shape
-        sums = cupy.empty((4, rows, cols), dtype=np.int8)
+        sums = cupy.empty((4, rows, cols), dtype=np.int8) if out is None else out
         lds = [np.int64(x.strides[0]) for x in blocks]
         _launch("ozaki2_winograd_sums16", rows, cols // 16,
                 (x11, lds[0], x12, lds[1], x21, lds[2], x22, lds[3], *sums, np.int64(rows), np.int64(cols // 16),

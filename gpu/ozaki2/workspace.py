@@ -6,7 +6,9 @@ for a panel of C's rows at a time (the INT8 GEMMs and the CRT then run panel by 
 modulus, one INT32 product reduced into INT8 planes (added modulo m across k blocks), and before those the
 scaling's scratch: the tile sums of the one read of each operand (:func:`gpu.ozaki2.fused.workspace_bytes`),
 and in accurate mode the bars, their INT32 product and, where the bound's GEMM is blocked, its int64 sum
-Cbar. The scratch is dead before the first residue is written (one stream orders them), so it shares the
+Cbar. A Winograd level in its fused form (:mod:`gpu.ozaki2.fused_level`) holds instead, beside the residues, each
+operand's four sums per modulus and the 7 INT32 products of every modulus for a span of the top half's rows.
+The scratch is dead before the first residue is written (one stream orders them), so it shares the
 start of the block with the residues (and the tile sums, dead before the bars are written, with the bars):
 the block holds the largest of the phases.
 
@@ -65,8 +67,14 @@ class Workspace:
 
     @property
     def rows(self) -> int | None:
-        """Rows of C whose INT32 products the direct layout holds at a time (None in the planes layout)."""
-        return self.buffers["products"].shape[1] if self.direct else None
+        """Rows of C whose INT32 products the direct layout holds at a time (of the top half's rows in the fused
+        level's layout; None in the planes layout)."""
+        return self.buffers["products"].shape[-2] if self.direct else None
+
+    @property
+    def fused(self) -> bool:
+        """Whether this is a fused Winograd level's layout (its sums and 7 products per modulus)."""
+        return "sums_a" in self.buffers
 
     def view(self, block: Array, name: str) -> Array:
         """Buffer ``name`` as a view of ``block`` (a uint8 array of at least :attr:`nbytes`)."""
@@ -99,11 +107,17 @@ def layout(m: int, k: int, n: int, count: int, scaling: str, direct: bool, level
     """The buffers of an m x k x n product with ``count`` moduli (see the module); ``direct``: the INT32
     products of every modulus (one k block) for ``rows`` rows of C at a time (default: all m), else INT8 planes
     and one INT32 product (none with Winograd ``level``s, whose products come out as residues and take their
-    scratch beside the block). ``keep_a``: the scratch starts after A's residues, which then outlive a call
-    (a row panel's residues kept for its next column tile: :mod:`gpu.ozaki2.tiled`)."""
+    scratch beside the block). ``direct`` with ``level`` 1: the fused level's sums and 7 products per modulus,
+    for ``rows`` of the top half's m / 2 rows at a time (even m, n and k blocks: :mod:`gpu.ozaki2.fused_level`).
+    ``keep_a``: the scratch starts after A's residues, which then outlive a call (a row panel's residues kept for
+    its next column tile: :mod:`gpu.ozaki2.tiled`)."""
     ldk, n_pad = _round_up(max(k, 1)), _round_up(max(n, 1))
     main = [("res_a", (count, m, ldk), np.int8), ("res_b", (count, n_pad, ldk), np.int8)]
-    if direct:
+    if direct and level:
+        h, w, d = m // 2, n_pad // 2, ldk // 2
+        main += [("sums_a", (count, 4, h, d), np.int8), ("sums_b", (count, 4, w, d), np.int8),
+                 ("products", (count, 7, min(h, rows or h), w), np.int32)]
+    elif direct:
         main.append(("products", (count, min(m, rows or m), n_pad), np.int32))
     else:
         main += [("planes", (count, m, n), np.int8)] + ([] if level else [("product", (m, n_pad), np.int32)])

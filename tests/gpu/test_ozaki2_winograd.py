@@ -83,13 +83,16 @@ def test_k_beyond_one_int8_block_is_bitwise_too(levels_taken):
     assert np.array_equal(host_matmul(A, B, moduli=6, level=1), want) and levels_taken
 
 
-def test_levels_take_the_planes_layout_and_count_their_scratch(row_panels_at_any_size):
+def test_unfused_levels_take_the_planes_layout_and_count_their_scratch(row_panels_at_any_size):
     rows = memory.panel_rows(512, 512, 512, 15, "fast")
     assert [(ws.direct, ws.rows) for ws in layouts(512, 512, 512, 15, "fast", 2**17 - 16)] == \
         [(True, rows), (False, None)]
     assert [(ws.direct, ws.rows) for ws in layouts(512, 512, 512, 15, "fast", 2**17 - 16, whole=True)] == \
         [(True, 512), (True, rows), (False, None)]
-    (leveled,) = layouts(512, 512, 512, 15, "fast", 2**17 - 16, level=1)
+    (leveled,) = layouts(512, 512, 512, 15, "fast", 2**17 - 16, level=2)
+    assert layouts(520, 512, 512, 15, "fast", 2**17 - 16, level=1)[0].buffers.keys() == \
+        layouts(520, 512, 512, 15, "fast", 2**17 - 16, level=2)[0].buffers.keys(), "no fused level on 520 rows"
+    assert layouts(512, 512, 512, 15, "fast", 2**17 - 16, level=1)[0].fused, "the fused level where the sides halve"
     plain = layouts(512, 512, 512, 15, "fast", 2**17 - 16)[-1]
     assert not leveled.direct and "product" not in leveled.buffers and "product" in plain.buffers
     assert plain.nbytes - leveled.nbytes >= 4 * 512 * 512, "no INT32 product buffer: the levels make residues"

@@ -8,6 +8,11 @@ rounds (at least 10) after a warm-up round; medians and ratios to DGEMM's. Then,
 (``phases=``: scaling, residues, gemm, reduce, crt; each synchronized) with the INT8 rate of its GEMM phase
 (2 COUNT N^3 (7/8)^L operations over its seconds), and whether each run's C equals level 0's bit for bit.
 Writes ``$OUT/ozaki2-levels.json``; prints a line per N. Run from the repository root with ``PYTHONPATH=$PWD``.
+
+``LEVELS`` (default 0,1,2) and ``CAPPED`` (default 1) pick the runs. ``SEPARATE=1``: each level in an interleaved
+group of its own with DGEMM, the kept plans of the last freed first (at N = 32768 the level-1 plan's fused layout,
+92 GB at 15 moduli, and level 0's 49 GB do not fit beside each other on the H200); C is then compared with level
+0's on the host.
 """
 
 import functools
@@ -16,6 +21,7 @@ import os
 import statistics
 
 import cupy as cp
+import numpy as np
 from ozaki2_as_called import fresh_inputs, interleaved  # this folder's script: the same inputs and rounds
 
 from experiments.core.environment import environment
@@ -23,14 +29,40 @@ from gpu import ozaki2
 from gpu.backend import get_backend
 
 COUNT = int(os.environ.get("COUNT", 15))
+LEVELS = tuple(int(x) for x in os.environ.get("LEVELS", "0,1,2").split(","))
+CAPPED, SEPARATE = os.environ.get("CAPPED", "1") == "1", os.environ.get("SEPARATE") == "1"
 
 
 def runs(be, A, B, n: int) -> dict:
     out = {f"level-{level}": functools.partial(ozaki2.matmul, A, B, moduli=COUNT, level=level, backend=be)
-           for level in (0, 1, 2)}
-    out["capped-2"] = lambda: ozaki2.matmul(A, B, moduli=COUNT, workspace=16 * n * n, backend=be)
+           for level in LEVELS}
+    if CAPPED:
+        out["capped-2"] = lambda: ozaki2.matmul(A, B, moduli=COUNT, workspace=16 * n * n, backend=be)
     out["dgemm"] = lambda: cp.matmul(A, B)
     return out
+
+
+def groups(calls: dict) -> list[dict]:
+    """The interleaved groups: all runs in one, or (``SEPARATE``) each beside DGEMM."""
+    if not SEPARATE:
+        return [calls]
+    return [{name: run, "dgemm": calls["dgemm"]} for name, run in calls.items() if name != "dgemm"]
+
+
+def bitwise(calls: dict) -> dict:
+    """Whether each run's C is level 0's, bit for bit (on the host, one run's plans at a time, with SEPARATE)."""
+    if not SEPARATE:
+        base = calls["level-0"]()
+        return {name: bool(cp.array_equal(run(), base)) for name, run in calls.items() if name != "dgemm"}
+    ozaki2.PLANS.clear()
+    base = cp.asnumpy(calls["level-0"]())
+    same = {}
+    for name, run in calls.items():
+        if name != "dgemm":
+            ozaki2.PLANS.clear()
+            cp.get_default_memory_pool().free_all_blocks()
+            same[name] = bool(np.array_equal(cp.asnumpy(run()), base))
+    return same
 
 
 def main() -> None:
@@ -42,22 +74,29 @@ def main() -> None:
     for n in (int(x) for x in os.environ.get("NS", "8192,16384,32768").split(",")):
         A, B = fresh_inputs(n)
         calls = runs(be, A, B, n)
-        base = calls["level-0"]()
-        same = {name: bool(cp.array_equal(run(), base)) for name, run in calls.items() if name != "dgemm"}
-        del base
+        same = bitwise(calls)
         point = {"n": n, "bitwise_level_0": same, "phases": {}, "int8_tops": {}}
-        for L in (0, 1, 2):
+        for L in LEVELS:
             phases = {}
+            if SEPARATE:
+                ozaki2.PLANS.clear()
+                cp.get_default_memory_pool().free_all_blocks()
             ozaki2.matmul(A, B, moduli=COUNT, level=L, backend=be, phases=phases)
             point["phases"][L] = phases
             point["int8_tops"][L] = 2 * COUNT * n**3 * (7 / 8) ** L / phases.get("gemm", float("nan")) / 1e12
         loop = int(os.environ.get("LOOP", {8192: 5}.get(n, 2)))
-        samples, clocks = interleaved(calls, loop, rounds, telemetry)
-        dgemm = statistics.median(samples["dgemm"])
-        point["loop"] = loop
-        point["runs"] = {name: {"ms_per_call": 1e3 * statistics.median(v), "x_dgemm": dgemm / statistics.median(v),
-                                "samples_ms": [1e3 * x for x in v], "telemetry": clocks[name]}
-                         for name, v in samples.items()}
+        point["loop"], point["runs"] = loop, {}
+        for group in groups(calls):
+            ozaki2.PLANS.clear()
+            cp.get_default_memory_pool().free_all_blocks()
+            samples, clocks = interleaved(group, loop, rounds, telemetry)
+            dgemm = statistics.median(samples["dgemm"])
+            beside = next(k for k in group if k != "dgemm") if SEPARATE else ""
+            for name, v in samples.items():
+                key = f"dgemm beside {beside}" if beside and name == "dgemm" else name
+                ms = statistics.median(v)
+                point["runs"][key] = {"ms_per_call": 1e3 * ms, "x_dgemm": dgemm / ms,
+                                      "samples_ms": [1e3 * x for x in v], "telemetry": clocks[name]}
         result["points"].append(point)
         print(n, {k: (round(v["ms_per_call"], 2), round(v["x_dgemm"], 3)) for k, v in point["runs"].items()},
               "int8 TOP/s", {L: round(t, 1) for L, t in point["int8_tops"].items()}, "bitwise", same, flush=True)

@@ -1,0 +1,94 @@
+"""One Winograd level over the residues in its fused form: the CRT combines the 7 products as it reads them.
+
+:mod:`gpu.ozaki2.winograd` runs a level modulus by modulus in passes of its own (each operand's four sums, the
+output blocks from the 7 products, reduced into INT8 planes that the CRT then reads). The fused form keeps no
+planes, as the direct layout of level 0 keeps none: per modulus, one pass forms each operand's four sums into
+the workspace, the 7 INT32 products of half the size stay in it, and the CRT reads all 7 of every modulus for
+each entry of the four output blocks,
+
+    C11 = M1 + M2,  C12 = M1 + M6 + M5 + M3,  C21 = M1 + M6 + M7 - M4,  C22 = M1 + M6 + M7 + M5,
+
+exact in float64 (each M below 2**31 in magnitude), reduced to the symmetric residue there and summed into the
+double-double CRT in the order of level 0: C is **bitwise** level 0's. The products are held for a span of the
+top half's rows at a time (each span's GEMMs, then its CRT, as level 0's row panels); each INT8 GEMM is
+7/8 of level 0's work, for 7/4 of the CRT's INT32 reads and one sums pass per operand.
+
+Measured on the H200 (fast-15, phi = 1, as called beside DGEMM and the level-0 plan;
+``results/published/h200/h200-ozaki2-fused-level-probe-*.json``, the same passes built by hand): at N = 32768
+1.821x DGEMM against level 0's 1.705x (the 7 half GEMMs 670 ms against 754, the sums 22 ms, the CRT 29 against
+20); at 16384 a tie (1.492 against 1.482x: the sub-products of 8192 run at 1324-1347 TOP/s against level 0's
+1403, and the sums take 6.5-6.9 ms). The level passes' planes form ran level 1 at 1.335-1.345x against
+1.489-1.492x at 16384 (``h200-ozaki2-levels*.json``).
+
+It takes level 1 on sides that halve into whole INT8 GEMM views (:func:`fusable`: m, n and the padded k
+multiples of 2 :data:`~gpu.ozaki2.winograd.ALIGN_SIDE`, k in one block); other shapes and deeper levels run
+:mod:`gpu.ozaki2.winograd`'s passes, which peel odd sides. Its workspace is the residues, the sums (as many
+bytes again) and 105 bytes per entry of a span's four output blocks at 15 moduli, beyond GEMMul8's bytes: a
+level is asked for (``level=1``), and ``workspace=`` caps it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..backend import Array, Backend
+from ..ozaki.plan import _round_up
+from .gemms import panels, planned
+from .winograd import ALIGN_SIDE, FAMILY, MIN_SIDE
+
+#: The fewest rows of the top half a span of the fused layout holds; below, the level's planes are taken.
+MIN_SPAN = 512
+
+
+def fusable(m: int, k: int, n: int, level: int, block: int) -> bool:
+    """Whether an m x k x n product at ``level`` takes the fused form (see the module)."""
+    ldk = _round_up(max(k, 1))
+    return level == 1 and ldk <= block and all(side % (2 * ALIGN_SIDE) == 0 and side // 2 >= MIN_SIDE
+                                               for side in (m, n, ldk))
+
+
+def span_rows(half: int) -> list[int]:
+    """The spans of the top half's ``half`` rows the fused layout is offered in, fastest first: all of them,
+    then balanced halves in whole multiples of 16 rows, down to :data:`MIN_SPAN`."""
+    out = [half]
+    while out[-1] > MIN_SPAN:
+        rows = max(MIN_SPAN, _round_up(-(-out[-1] // 2), 16))
+        if rows >= out[-1]:
+            break
+        out.append(rows)
+    return out
+
+
+def operands(res_a: Array, res_b: Array, sums_a: Array, sums_b: Array) -> tuple[tuple, tuple, tuple]:
+    """One modulus's blocks of A's and B's residues (rows x k each: B's columns as rows) and the left and right
+    operands of its 7 products M1..M7 (``sums_a``, ``sums_b``: its four sums of each operand)."""
+    h, w, d = res_a.shape[0] // 2, res_b.shape[0] // 2, res_a.shape[1] // 2
+    a, b, s, t = res_a, res_b, sums_a, sums_b
+    qa = (a[:h, :d], a[:h, d:2 * d], a[h:2 * h, :d], a[h:2 * h, d:2 * d])
+    qb = (b[:w, :d], b[w:2 * w, :d], b[:w, d:2 * d], b[w:2 * w, d:2 * d])
+    pairs = ((qa[0], qb[0]), (qa[1], qb[2]), (s[3], qb[3]), (qa[3], t[3]), (s[0], t[0]), (s[1], t[1]), (s[2], t[2]))
+    return qa, qb, pairs
+
+
+def span_gemms(be: Backend, res_a: Array, res_b: Array, sums_a: Array, sums_b: Array, products: Array,
+               span: slice) -> list[Any]:
+    """The INT8 GEMMs of every modulus's 7 products for the top half's rows ``span``, planned once into
+    ``products`` (count x 7 x rows x w), each tiled as level 0 tiles a product of the span's size (panels of
+    3072 rows from 6144 up, one GEMM below)."""
+    rows, w = span.stop - span.start, res_b.shape[1] // 2
+    tiles = panels(rows, w, rows)
+    calls = []
+    for t in range(products.shape[0]):
+        _, _, pairs = operands(res_a[t], res_b[t], sums_a[t], sums_b[t])
+        for p, (x, y) in enumerate(pairs):
+            calls += planned(be, x[span], y, products[t, p, :rows], tiles)
+    return calls
+
+
+def form_sums(be: Backend, res_a: Array, res_b: Array, sums_a: Array, sums_b: Array, moduli: tuple[int, ...]) -> None:
+    """Each modulus's four sums of A's blocks and of B's, into ``sums_a`` and ``sums_b`` (one pass each)."""
+    residue_ops = be.ops(FAMILY)
+    for t, modulus in enumerate(moduli):
+        qa, qb, _ = operands(res_a[t], res_b[t], sums_a[t], sums_b[t])
+        residue_ops.operand_sums(*qa, modulus, "a", out=tuple(sums_a[t]))
+        residue_ops.operand_sums(*qb, modulus, "b", out=tuple(sums_b[t]))
