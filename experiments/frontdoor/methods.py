@@ -5,7 +5,8 @@ The device scripts write their as-called measurements as ``records`` (``results/
 ``as_called_tables.py``): each public call timed in loops of back-to-back calls beside ``cupy.matmul`` in the
 same rounds, with the ratio of their times. The calls a front-door candidate makes become its entries:
 
-* ``ozaki2.matmul(A, B)`` (the default: ``moduli="auto"``, target ``"dgemm"``; it reads the count back);
+* ``ozaki2.matmul(A, B)`` (the default: ``moduli="auto"``, target ``"dgemm"``; it reads the count back), and the
+  same over one Winograd level (``level=1``), which the front door takes where it measured faster;
 * ``splitk.matmul(A, B)`` (deterministic) and ``splitk.matmul(A, B, deterministic=False)``;
 * ``ozaki.matmul(A, B, slice_format='int8')`` (target ``"dgemm"``; it reads its verdict back).
 
@@ -35,6 +36,7 @@ from gpu.profile import load_profile, profile_path, save_profile
 #: The public calls the front door's candidates make, as the records name them: (method, config, waits).
 CALLS = {
     "ozaki2.matmul(A, B)": ("ozaki2", {"moduli": "auto", "target": "dgemm"}, True),
+    "ozaki2.matmul(A, B, level=1)": ("ozaki2", {"moduli": "auto", "target": "dgemm", "level": 1}, True),
     "splitk.matmul(A, B)": ("splitk", {"deterministic": True}, False),
     "splitk.matmul(A, B, deterministic=False)": ("splitk", {"deterministic": False}, False),
     "ozaki.matmul(A, B, slice_format='int8')": ("ozaki", {"slice_format": "int8", "target": "dgemm"}, True),

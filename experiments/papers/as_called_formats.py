@@ -64,17 +64,19 @@ def ozaki1(doc: Doc) -> list[dict[str, Any]]:
 
 def ozaki2(doc: Doc) -> list[dict[str, Any]]:
     """``ozaki2_as_called.py``: each public call and DGEMM as called (no device time; one call's host time where
-    the file has it, ``host_ms``), the count the
-    defaults chose and each call's error; the first call of the default, cold or warm by the kernel cache."""
+    the file has it, ``host_ms``), against the DGEMM of its own group where it ran in one (``"dgemm beside
+    <run>"``), the count the defaults chose and each call's error (``default-w1``: the defaults with ``level=1``);
+    the first call of the default, cold or warm by the kernel cache."""
     out = []
     for p in doc["points"]:
-        dgemm = p["runs"]["dgemm"]
         for name, run in p["runs"].items():
-            if name == "dgemm":
+            if name.startswith("dgemm"):
                 continue
-            count = None if name == "default" else int(name.split("-")[1])
-            options = {} if count is None else {"moduli": count, "scaling": "fast"}
-            config = {"moduli": count or "auto", "scaling": "fast"}
+            dgemm = p["runs"].get(f"dgemm beside {name}") or p["runs"]["dgemm"]
+            count = None if name.startswith("default") else int(name.split("-")[1])
+            level = {"level": 1} if name == "default-w1" else {}
+            options = {**({} if count is None else {"moduli": count, "scaling": "fast"}), **level}
+            config = {"moduli": count or "auto", "scaling": "fast", **level}
             if count is None and "default_count" in p:
                 config["count_chosen"] = p["default_count"]
             out.append(record(

@@ -99,3 +99,11 @@ def test_a_record_that_states_its_split_gives_it_to_its_entry():
                                             "config": {"chunks": 132, "width": 8000, "deterministic": True}}]}
     (point,) = section([("a.json", doc)])["points"]
     assert point["timed"][0]["split"] == [8000, 132]
+
+
+def test_the_level_one_call_is_its_own_candidate_beside_the_default():
+    doc = {"environment": ENV, "records": [record("ozaki2.matmul(A, B)", 1.68, size=32768),
+                                           record("ozaki2.matmul(A, B, level=1)", 1.78, size=32768)]}
+    (point,) = section([("h200-w1.json", doc)])["points"]
+    assert [(t["config"], t["ratio"]) for t in point["timed"]] == [
+        ({"moduli": "auto", "target": "dgemm"}, 1.68), ({"moduli": "auto", "target": "dgemm", "level": 1}, 1.78)]

@@ -176,6 +176,14 @@ def test_each_scripts_format_converts_to_records_nothing_filled_in(tmp_path):
     assert fast["call"] == "ozaki2.matmul(A, B, moduli=14, scaling='fast')"
     assert fast["ratio_as_called"] == pytest.approx(2.5 / 4.0) and fast["device_s"] is None
     assert first["cold_s"] == 1.7 and first["warm_s"] is None
+    runs = {"default": {"ms_per_call": 800.0}, "dgemm beside default": {"ms_per_call": 1350.0},
+            "default-w1": {"ms_per_call": 750.0}, "dgemm beside default-w1": {"ms_per_call": 1340.0}}
+    separate = {"script": "results/published/scripts/ozaki2_as_called.py", "environment": ENV,
+                "points": [{"n": 32768, "loop": 1, "runs": runs}]}
+    plain, leveled = load(_json(tmp_path, separate, "ozaki2-as-called-w1.json")).records
+    assert plain["call"] == "ozaki2.matmul(A, B)" and plain["ratio_as_called"] == pytest.approx(1350 / 800)
+    assert leveled["call"] == "ozaki2.matmul(A, B, level=1)" and leveled["config"]["level"] == 1
+    assert leveled["ratio_as_called"] == pytest.approx(1340 / 750) and leveled["reference_s"] == pytest.approx(1.34)
     out, new = load(_json(tmp_path, STRASSEN_DOC, "c.json")).records
     assert out["call"] == "strassen.matmul(A, B, out=C)" and out["ratio_device"] == pytest.approx(0.021 / 0.0175)
     assert new["ratio_as_called"] == pytest.approx(0.022 / 0.025) and new["config"] == {"configuration": "flat-1"}

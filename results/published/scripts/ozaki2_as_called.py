@@ -12,6 +12,12 @@ the count the defaults choose (``Plan.last_count``). Also the first call's time 
 the first N: cold where CuPy's kernel cache starts empty (``CUPY_CACHE_DIR=$(mktemp -d)``; the files the cache
 held at the start are recorded), warm otherwise.
 
+``RUNS`` picks the runs by name (default: default, fast-14, fast-15, fast-16; also ``default-w1``, the public call
+with ``level=1``: one Winograd level over the residues at ``moduli="auto"``). From ``SEPARATE_FROM`` rows up (default
+none) each run is timed in a group of its own beside DGEMM, the kept plans of the last freed first (at N = 32768 the
+level-1 plan's fused layout and level 0's do not fit beside each other on the H200); its ratio is to its own group's
+DGEMM (``dgemm_ms`` of the run).
+
 Writes ``$OUT/ozaki2-as-called.json`` (with ``records`` of the shape ``as_called_tables.py`` renders) and prints
 a summary. Run on the device from the repository root:
 ``PYTHONPATH=$PWD python3 results/published/scripts/ozaki2_as_called.py`` (about 100 s on an H200).
@@ -58,12 +64,45 @@ def inputs(n: int, seed: int = SEED):
     return draw(), draw()
 
 
+RUNS = os.environ.get("RUNS", "default,fast-14,fast-15,fast-16").split(",")
+SEPARATE_FROM = int(os.environ.get("SEPARATE_FROM", 0)) or None
+
+
 def runs(be, A, B):
-    """The calls timed, by name."""
-    out = {"default": lambda: ozaki2.matmul(A, B, backend=be)}
+    """The calls timed, by name (:data:`RUNS`, then DGEMM)."""
+    out = {"default": lambda: ozaki2.matmul(A, B, backend=be),
+           "default-w1": lambda: ozaki2.matmul(A, B, level=1, backend=be)}
     for count in (14, 15, 16):
         out[f"fast-{count}"] = (lambda c: lambda: ozaki2.matmul(A, B, moduli=c, scaling="fast", backend=be))(count)
+    out = {name: out[name] for name in RUNS}
     out["dgemm"] = lambda: cp.matmul(A, B)
+    return out
+
+
+def groups(calls: dict, n: int) -> list[dict]:
+    """The interleaved groups at N: every call in one, or from :data:`SEPARATE_FROM` up each beside DGEMM."""
+    if SEPARATE_FROM is None or n < SEPARATE_FROM:
+        return [calls]
+    return [{name: run, "dgemm": calls["dgemm"]} for name, run in calls.items() if name != "dgemm"]
+
+
+def timed(be, calls: dict, n: int, loop: int, rounds: int, telemetry) -> dict:
+    """Each run's record at N: its median and spread per call, its ratio to its group's DGEMM, the host time of
+    one call and NVML's readings (a separate group's DGEMM as ``"dgemm beside <run>"``)."""
+    out, parts = {}, groups(calls, n)
+    for group in parts:
+        ozaki2.PLANS.clear()
+        cp.get_default_memory_pool().free_all_blocks()
+        for run in group.values():
+            sample(run, 1)
+        samples, clocks = interleaved(group, loop, rounds, telemetry)
+        dgemm = statistics.median(samples["dgemm"])
+        beside = next(k for k in group if k != "dgemm") if len(parts) > 1 else None
+        for name, v in samples.items():
+            key = f"dgemm beside {beside}" if beside and name == "dgemm" else name
+            out[key] = {"ms_per_call": 1e3 * statistics.median(v), "min_ms": 1e3 * min(v), "max_ms": 1e3 * max(v),
+                        "x_dgemm": dgemm / statistics.median(v), "dgemm_ms": 1e3 * dgemm,
+                        "host_ms": 1e3 * host_seconds(be, group[name]), "telemetry": clocks[name]}
     return out
 
 
@@ -132,16 +171,10 @@ def main() -> None:
             cp.cuda.Device().synchronize()
             point["first_call_s"], first = time.perf_counter() - start, False
         loop = int(os.environ.get("LOOP", {4096: 40, 8192: 10}.get(n, 3)))
-        for run in calls.values():
-            sample(run, 1)
-        samples, clocks = interleaved(calls, loop, rounds, telemetry)
-        dgemm = statistics.median(samples["dgemm"])
-        hosts = {name: host_seconds(be, run) for name, run in calls.items()}
         point["loop"] = loop
-        point["runs"] = {name: {"ms_per_call": 1e3 * statistics.median(v), "min_ms": 1e3 * min(v),
-                                "max_ms": 1e3 * max(v), "x_dgemm": dgemm / statistics.median(v),
-                                "host_ms": 1e3 * hosts[name],
-                                "telemetry": clocks[name]} for name, v in samples.items()}
+        point["runs"] = timed(be, calls, n, loop, rounds, telemetry)
+        if SEPARATE_FROM is not None and n >= SEPARATE_FROM:
+            ozaki2.PLANS.clear()
         point["errors"] = errors(calls, picks, ref)
         ozaki2.PLANS.clear()
         point["default_count"] = chosen_count(be, A, B)
