@@ -26,6 +26,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..ozaki2.fused_level import fusable
+from ..ozaki2.options import k_block
 from ..splitk.plan import check_worth
 from ..strassen.choose import MARGIN, estimates
 from ..strassen.choose import table as configuration_table
@@ -63,8 +65,10 @@ SPLITK_PRIOR_BASIS = ("not measured for this m and n: taken as the library GEMM'
 #: taking split-K lost at most 2%. An unmeasured split-K, taken as the library GEMM's equal, is never faster.
 MARGINS = {"splitk": 0.0}
 
-#: Ratios within this fraction of the fastest count as a tie (then: no wait first, then the smaller bound): a
-#: fraction, so that 0.0014x does not tie 0.0083x where everything is slow.
+#: Ratios within this fraction of the fastest count as a tie (then: no wait first, then the smaller bound, then
+#: Ozaki II without a Winograd level, whose fused form holds about four times the workspace: at N = 16384 on the
+#: H200 level 1 and level 0 read 1.521x and 1.517x in one run, 1.496x and 1.512x in another): a fraction, so that
+#: 0.0014x does not tie 0.0083x where everything is slow.
 TIE = 0.01
 
 
@@ -204,7 +208,7 @@ def _choose(eligible: list[Ranked], want: Accuracy) -> tuple[Ranked, str]:
     if challengers:
         top = max(r.ratio for r in challengers)
         tied = [r for r in challengers if r.ratio >= top * (1 - TIE)]
-        best = min(tied, key=lambda r: (r.waits, r.guarantee.t, -r.ratio))
+        best = min(tied, key=lambda r: (r.waits, r.guarantee.t, _winograd_level(r), -r.ratio))
         over = _margin_text(best.family) if gemm else "the library GEMM does not keep it"
         return best, f"{best.ratio:.3f}x the library GEMM ({best.basis}), {over}; it keeps {want.level!r}"
     if gemm is not None:
@@ -218,6 +222,12 @@ def _choose(eligible: list[Ranked], want: Accuracy) -> tuple[Ranked, str]:
                      f"this class of shape: the fastest on the shapes measured ({best.elsewhere:.3f}x, a median)"
     return best, f"the library GEMM does not keep {want.level!r} and no candidate that does was measured: the " \
                  f"strongest guarantee"
+
+
+def _winograd_level(r: Ranked) -> int:
+    """The Winograd levels of an Ozaki II candidate (0 for every other family: Strassen's level is its whole
+    configuration, ranked by its ratio alone)."""
+    return int(r.options.get("level", 0)) if r.family == "ozaki2" else 0
 
 
 def _kept(guarantee: Guarantee | None, want: Accuracy, k: int) -> tuple[bool, str]:
@@ -264,6 +274,11 @@ def _method(timed: Timed, est: Estimate, m: int, k: int, n: int, want: Accuracy,
     if timed.method == "ozaki2":
         auto = options.get("moduli", "auto") == "auto"
         g = contract.ozaki2(options.get("target", "dgemm"), k, options.get("bound", "normwise")) if auto else None
+        level = int(options.get("level", 0))
+        if level and not fusable(m, k, n, level, k_block(options.get("k_block"))):
+            runs, note = False, (f"Ozaki II's level {level} pays only in its fused form (level 1 on sides that halve "
+                                 f"into whole INT8 GEMMs: m, n and k multiples of 32), where it was measured; "
+                                 f"{m} x {k} x {n} would run the level's slower passes")
     elif timed.method == "ozaki":
         g = contract.ozaki1(options["target"]) if "target" in options else None
     elif timed.method == "splitk":

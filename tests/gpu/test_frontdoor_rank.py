@@ -161,6 +161,8 @@ def test_the_bundled_h200_profile_ranks_ozaki2_at_16384_and_splitk_at_16_by_2_20
     doc = load_profile(BUNDLED_DIR / "cupy-nvidia-h200.json")
     tables = {name: regime_section(doc, "sustained", name) for name in ("configurations", "methods")}
     assert rank(16384, 16384, 16384, "dgemm", **tables).winner.name == "ozaki2(moduli='auto', target='dgemm')"
+    assert rank(32768, 32768, 32768, "dgemm", **tables).winner.name == \
+        "ozaki2(level=1, moduli='auto', target='dgemm')"
     assert rank(49152, 49152, 49152, "sgemm", **tables, fits=lambda r: r.family != "ozaki2").winner.name == \
         "strassen L4:rum/rum/winograd+fused+graph"
     assert rank(16, 2**20, 16, "dgemm", **tables).winner.name == "splitk(deterministic=False)"
@@ -291,3 +293,19 @@ def test_the_library_gemms_time_is_scaled_within_its_class_of_shape():
     same_bytes = library_seconds([squares, tiny], 16, 2**22, 16)
     assert same_bytes == pytest.approx(2.9e-4, rel=1e-3)
     assert library_seconds([squares, tiny], 8192, 8192, 8192) == pytest.approx(2.6e-3 * 8)
+
+
+def test_a_winograd_level_of_ozaki2_is_taken_only_in_its_fused_form_where_it_measured_faster():
+    level = {"method": "ozaki2", "config": {"moduli": "auto", "target": "dgemm", "level": 1}, "waits": True}
+    plain = {"method": "ozaki2", "config": {"moduli": "auto", "target": "dgemm"}, "waits": True}
+    methods = {"points": [{"shape": [16384] * 3, "gemm_s": 0.166, "timed": [{**plain, "ratio": 1.517},
+                                                                           {**level, "ratio": 1.521}]},
+                          {"shape": [32768] * 3, "gemm_s": 1.36, "timed": [{**plain, "ratio": 1.695},
+                                                                          {**level, "ratio": 1.829}]}]}
+    r = rank(32768, 32768, 32768, methods=methods)
+    assert r.winner.family == "ozaki2" and r.winner.options.get("level") == 1 and r.winner.ratio == 1.829
+    tie = rank(16384, 16384, 16384, methods=methods).winner             # within 1%: no level, a quarter the memory
+    assert tie.options.get("level") is None and tie.ratio == 1.517
+    odd = rank(32736 + 8, 32768, 32768, methods=methods)         # m = 32744: no whole halves for the INT8 GEMMs
+    (leveled,) = [e for e in odd.entries if e.options.get("level") == 1]
+    assert not leveled.runs and "fused form" in leveled.why and odd.winner.options.get("level") is None
