@@ -191,3 +191,17 @@ def test_on_the_gpu_the_sums_go_into_the_buffers_given(cupy_backend):
             gpu_ops.operand_sums(*(dx[q] for q in blocks), 251, side, out=tuple(out))
             for o, w in zip(out, host.operand_sums(*(x[q] for q in blocks), 251, side), strict=True):
                 assert np.array_equal(cupy_backend.to_numpy(o), w), (left, side)
+
+
+@pytest.mark.parametrize("share", [1, 3])
+def test_a_capped_level_one_product_is_bitwise_level_zero(share, taken):
+    """Under a ``workspace=`` cap the product runs whole (the fused layout where the cap holds it) or in tiles, each
+    a level-1 product of its own panels: bitwise level 0 either way."""
+    m, k, n = 192, 128, 256
+    A, B = operands(m, k, n, 2.0, 8)
+    be = get_backend("numpy")
+    fused = layouts(m, k, n, 15, "fast", BLOCK, level=1)[0].nbytes + beyond_bytes(be, m, k, n, 15, "fast", False,
+                                                                                     level=1)
+    got = host_matmul(A, B, moduli=15, level=1, workspace=fused // share)
+    assert np.array_equal(got, host_matmul(A, B, moduli=15))
+    assert bool(taken["fused"]) is (share == 1) and bool(taken["passes"]) is (share != 1)
