@@ -1,8 +1,9 @@
 """Probe: one Winograd level over the residues in its fused form, against level 0, as called, on the H200.
 
-The library's level (``ozaki2.matmul(..., level=1)``) makes three passes of its own per modulus (A's sums, B's
-sums, the output blocks from the 7 products) and reduces every modulus's output to INT8 planes. The fused form
-that issue 40 describes keeps no planes: the 7 INT32 products of every modulus stay whole, and the CRT reads them
+The level passes (``gpu.ozaki2.winograd``, which ``ozaki2.matmul(..., level=1)`` ran on every shape before
+``gpu.ozaki2.fused_level``) make three passes of their own per modulus (A's sums, B's sums, the output blocks from
+the 7 products) and reduce every modulus's output to INT8 planes. The fused form, built here by hand before the
+library had it, keeps no planes: the 7 INT32 products of every modulus stay whole, and the CRT reads them
 and combines each output block as it reads (C11 = M1 + M2, C12 = M1 + M6 + M5 + M3, C21 = M1 + M6 + M7 - M4,
 C22 = M1 + M6 + M7 + M5, exact in float64, each reduced by ``residue_word``), so each modulus costs its 7 GEMMs,
 one sums pass per operand and 7/4 of the CRT's reads. This script builds that form from a level-0 plan's own
