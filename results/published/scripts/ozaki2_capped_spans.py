@@ -20,7 +20,7 @@ import statistics
 
 import cupy as cp
 from ozaki2_as_called import fresh_inputs
-from rounds import loop_seconds, turning
+from rounds import loop_seconds, paired_ratios, turning
 
 from experiments.core.environment import environment
 from gpu.backend import get_backend
@@ -71,7 +71,7 @@ def main() -> None:
     bitwise = {k: bool((C == outs["uncapped"]).all()) for k, C in outs.items()}
     samples = turning(calls, ROUNDS, lambda call: loop_seconds(call, LOOP))
     ms = {k: statistics.median(v) * 1e3 for k, v in samples.items()}
-    of = {k: statistics.median(u / s for u, s in zip(samples["uncapped"], v)) for k, v in samples.items()}
+    of = paired_ratios(samples, "uncapped")
     for k in calls:
         print(f"  {k:22s} {ms[k]:8.2f} ms  {of[k]:.4f} of uncapped  {spans.get(k, '')}", flush=True)
     result = {"script": "results/published/scripts/ozaki2_capped_spans.py", "environment": environment(be), "n": N,

@@ -22,7 +22,7 @@ import statistics
 
 import cupy as cp
 from ozaki2_as_called import fresh_inputs
-from rounds import loop_seconds, turning
+from rounds import loop_seconds, paired_ratios, turning
 
 from experiments.core.environment import environment
 from gpu.backend import get_backend
@@ -64,8 +64,7 @@ def probe(be, tel, n: int) -> dict:
     point = {"n": n, "bitwise_equal_to_first": bitwise,
              "gemms_per_modulus": {name: len(p.part(15).gemms[0]) // 15 for name, p in plans.items()},
              "ms": {k: v * 1e3 for k, v in med.items()},
-             "x_dgemm": {k: statistics.median(d["s"] / s["s"] for d, s in zip(samples["dgemm"], got))
-                         for k, got in samples.items()},
+             "x_dgemm": paired_ratios({k: [s["s"] for s in got] for k, got in samples.items()}, "dgemm"),
              "samples": samples}
     print(n, bitwise, {k: round(v, 2) for k, v in point["ms"].items()},
           {k: round(v, 4) for k, v in point["x_dgemm"].items()}, flush=True)

@@ -27,7 +27,7 @@ from nvmath.linalg._internal.algo_config_ifc import AlgoConfigInterface
 from nvmath.linalg._internal.matmul_desc_ifc import MatmulDescInterface
 from nvmath.linalg._internal.matmul_pref_ifc import MatmulPreferenceInterface
 from ozaki2_as_called import fresh_inputs
-from rounds import loop_seconds, turning
+from rounds import loop_seconds, paired_ratios, turning
 
 from experiments.core.environment import environment
 from gpu.backend import get_backend
@@ -133,8 +133,7 @@ def product(be) -> dict:
         calls["dgemm"] = lambda A=A, B=B: cp.matmul(A, B)
         samples = turning(calls, 10, lambda call: loop_seconds(call, 2))
         out[n] = {"ms": {k: statistics.median(v) * 1e3 for k, v in samples.items()},
-                  "x_dgemm": {k: statistics.median(d / s for d, s in zip(samples["dgemm"], v))
-                              for k, v in samples.items()},
+                  "x_dgemm": paired_ratios(samples, "dgemm"),
                   "bitwise": {k: bool((C == outs["uncapped-gemmex"]).all()) for k, C in outs.items()}}
         print(n, out[n], flush=True)
         for p in plans.values():

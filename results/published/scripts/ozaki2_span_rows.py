@@ -20,7 +20,7 @@ import statistics
 
 import cupy as cp
 from ozaki2_as_called import fresh_inputs
-from rounds import loop_seconds, turning
+from rounds import loop_seconds, paired_ratios, turning
 
 from experiments.core.environment import environment
 from gpu.backend import get_backend
@@ -63,7 +63,7 @@ def point(be, n: int) -> dict:
     bitwise = {s: bool((C == outs["library"]).all()) for s, C in outs.items()}
     samples = turning(calls, ROUNDS, lambda call: loop_seconds(call, loop))
     ms = {k: statistics.median(v) * 1e3 for k, v in samples.items()}
-    x = {k: statistics.median(d / s for d, s in zip(samples["dgemm"], v)) for k, v in samples.items()}
+    x = paired_ratios(samples, "dgemm")
     for k in calls:
         print(f"  {n} {k:8s} {ms[k]:9.2f} ms  {x[k]:.4f}x DGEMM  {shapes.get(k, '')}", flush=True)
     for p in plans.values():

@@ -53,6 +53,12 @@ def loop_seconds(call: Callable[[], object], loop: int) -> float:
     return (time.perf_counter() - t0) / loop
 
 
+def paired_ratios(samples: Mapping[str, list[float]], base: str) -> dict[str, float]:
+    """Each run's speed against ``base``'s: the median over rounds of ``base``'s seconds over the run's in the same
+    round (rounds of :func:`turning`), so that a drift of the clock between rounds cancels."""
+    return {k: statistics.median(b / s for b, s in zip(samples[base], v, strict=True)) for k, v in samples.items()}
+
+
 def summary(samples: Mapping[str, list[float]]) -> dict[str, dict[str, float]]:
     """Median, least and greatest milliseconds per run."""
     return {k: {"median_ms": statistics.median(v), "min_ms": min(v), "max_ms": max(v)} for k, v in samples.items()}
