@@ -79,30 +79,32 @@ def runs(be, A, B):
     return out
 
 
-def groups(calls: dict, n: int) -> list[dict]:
-    """The interleaved groups at N: every call in one, or from :data:`SEPARATE_FROM` up each beside DGEMM."""
-    if SEPARATE_FROM is None or n < SEPARATE_FROM:
+def groups(calls: dict, separate: bool) -> list[dict]:
+    """The interleaved groups: every call in one, or (``separate``) each beside DGEMM."""
+    if not separate:
         return [calls]
     return [{name: run, "dgemm": calls["dgemm"]} for name, run in calls.items() if name != "dgemm"]
 
 
-def timed(be, calls: dict, n: int, loop: int, rounds: int, telemetry) -> dict:
-    """Each run's record at N: its median and spread per call, its ratio to its group's DGEMM, the host time of
-    one call and NVML's readings (a separate group's DGEMM as ``"dgemm beside <run>"``)."""
-    out, parts = {}, groups(calls, n)
-    for group in parts:
+def timed(be, calls: dict, separate: bool, loop: int, rounds: int, telemetry, host: bool = True) -> dict:
+    """Each run's record: its median, spread and samples per call, its ratio to its group's DGEMM, NVML's readings
+    and (``host``) the host time of one call; each group (:func:`groups`) after the kept plans of the last are
+    freed and one warm-up sample of each of its calls (a separate group's DGEMM as ``"dgemm beside <run>"``)."""
+    out = {}
+    for group in groups(calls, separate):
         ozaki2.PLANS.clear()
         cp.get_default_memory_pool().free_all_blocks()
         for run in group.values():
             sample(run, 1)
         samples, clocks = interleaved(group, loop, rounds, telemetry)
         dgemm = statistics.median(samples["dgemm"])
-        beside = next(k for k in group if k != "dgemm") if len(parts) > 1 else None
+        beside = next(k for k in group if k != "dgemm") if separate else None
         for name, v in samples.items():
             key = f"dgemm beside {beside}" if beside and name == "dgemm" else name
             out[key] = {"ms_per_call": 1e3 * statistics.median(v), "min_ms": 1e3 * min(v), "max_ms": 1e3 * max(v),
                         "x_dgemm": dgemm / statistics.median(v), "dgemm_ms": 1e3 * dgemm,
-                        "host_ms": 1e3 * host_seconds(be, group[name]), "telemetry": clocks[name]}
+                        "samples_ms": [1e3 * x for x in v], "telemetry": clocks[name],
+                        **({"host_ms": 1e3 * host_seconds(be, group[name])} if host else {})}
     return out
 
 
@@ -172,7 +174,7 @@ def main() -> None:
             point["first_call_s"], first = time.perf_counter() - start, False
         loop = int(os.environ.get("LOOP", {4096: 40, 8192: 10}.get(n, 3)))
         point["loop"] = loop
-        point["runs"] = timed(be, calls, n, loop, rounds, telemetry)
+        point["runs"] = timed(be, calls, SEPARATE_FROM is not None and n >= SEPARATE_FROM, loop, rounds, telemetry)
         if SEPARATE_FROM is not None and n >= SEPARATE_FROM:
             ozaki2.PLANS.clear()
         point["errors"] = errors(calls, picks, ref)

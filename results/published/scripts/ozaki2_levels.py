@@ -18,11 +18,10 @@ group of its own with DGEMM, the kept plans of the last freed first (at N = 3276
 import functools
 import json
 import os
-import statistics
 
 import cupy as cp
 import numpy as np
-from ozaki2_as_called import fresh_inputs, interleaved  # this folder's script: the same inputs and rounds
+from ozaki2_as_called import fresh_inputs, timed  # this folder's script: the same inputs, rounds and groups
 
 from experiments.core.environment import environment
 from gpu import ozaki2
@@ -40,13 +39,6 @@ def runs(be, A, B, n: int) -> dict:
         out["capped-2"] = lambda: ozaki2.matmul(A, B, moduli=COUNT, workspace=16 * n * n, backend=be)
     out["dgemm"] = lambda: cp.matmul(A, B)
     return out
-
-
-def groups(calls: dict) -> list[dict]:
-    """The interleaved groups: all runs in one, or (``SEPARATE``) each beside DGEMM."""
-    if not SEPARATE:
-        return [calls]
-    return [{name: run, "dgemm": calls["dgemm"]} for name, run in calls.items() if name != "dgemm"]
 
 
 def bitwise(calls: dict) -> dict:
@@ -85,18 +77,7 @@ def main() -> None:
             point["phases"][L] = phases
             point["int8_tops"][L] = 2 * COUNT * n**3 * (7 / 8) ** L / phases.get("gemm", float("nan")) / 1e12
         loop = int(os.environ.get("LOOP", {8192: 5}.get(n, 2)))
-        point["loop"], point["runs"] = loop, {}
-        for group in groups(calls):
-            ozaki2.PLANS.clear()
-            cp.get_default_memory_pool().free_all_blocks()
-            samples, clocks = interleaved(group, loop, rounds, telemetry)
-            dgemm = statistics.median(samples["dgemm"])
-            beside = next(k for k in group if k != "dgemm") if SEPARATE else ""
-            for name, v in samples.items():
-                key = f"dgemm beside {beside}" if beside and name == "dgemm" else name
-                ms = statistics.median(v)
-                point["runs"][key] = {"ms_per_call": 1e3 * ms, "x_dgemm": dgemm / ms,
-                                      "samples_ms": [1e3 * x for x in v], "telemetry": clocks[name]}
+        point["loop"], point["runs"] = loop, timed(be, calls, SEPARATE, loop, rounds, telemetry, host=False)
         result["points"].append(point)
         print(n, {k: (round(v["ms_per_call"], 2), round(v["x_dgemm"], 3)) for k, v in point["runs"].items()},
               "int8 TOP/s", {L: round(t, 1) for L, t in point["int8_tops"].items()}, "bitwise", same, flush=True)
