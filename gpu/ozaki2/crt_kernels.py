@@ -216,8 +216,8 @@ def prepare(table: ModuliTable, planes: Any) -> None:
 
 @cache
 def level_kernel(table: ModuliTable, vec: int) -> Any:
-    """The fused level's CRT kernel (:data:`LEVEL_SOURCE`) for ``table``, ``vec`` columns a thread."""
-    head = f"#define VEC {vec}\n#define VEC_T {'int2' if vec == 2 else 'int'}\n#define CRT_THREADS {CRT_THREADS}\n"
+    """The fused level's CRT kernel (:data:`LEVEL_SOURCE`) for ``table``, ``vec`` (1, 2 or 4) columns a thread."""
+    head = f"#define VEC {vec}\n#define VEC_T {_VECTORS.get((True, vec), 'int')}\n#define CRT_THREADS {CRT_THREADS}\n"
     return cupy.RawKernel(head + constants(table) + for_each_modulus(table.moduli) + COMMON + LEVEL_SOURCE,
                           "ozaki2_crt_level")
 
@@ -228,11 +228,13 @@ def level_columns(products: Any) -> int:
     return 2 if products.data.ptr % 8 == 0 and all(s % 2 == 0 for s in strides) else 1
 
 
-def crt_level(products: Any, table: ModuliTable, shift_a: Any, shift_b: Any, C: Any, rows: slice, half: int) -> None:
+def crt_level(products: Any, table: ModuliTable, shift_a: Any, shift_b: Any, C: Any, rows: slice, half: int,
+              vec: int | None = None) -> None:
     """The fused level's CRT (:mod:`gpu.ozaki2.fused_level`): C's rows ``rows`` and ``rows`` + ``half``, all its
-    columns, from the 7 INT32 products per modulus (``products``: count x 7 x rows x w) of the top half's ``rows``."""
+    columns, from the 7 INT32 products per modulus (``products``: count x 7 x rows x w) of the top half's ``rows``;
+    ``vec``: columns a thread (default :func:`level_columns`; the probe that chose it times 4 too)."""
     count, _, lines, w = products.shape
-    vec = level_columns(products)
+    vec = vec or level_columns(products)
     plane, quarter, ld = (s // products.itemsize for s in products.strides[:-1])
     i32, i64 = np.int32, np.int64
     grid = (max(1, min(-(-w // (CRT_THREADS * vec)), 64)), max(1, min(lines, 65535)))

@@ -7,8 +7,10 @@ library had it, keeps no planes: the 7 INT32 products of every modulus stay whol
 and combines each output block as it reads (C11 = M1 + M2, C12 = M1 + M6 + M5 + M3, C21 = M1 + M6 + M7 - M4,
 C22 = M1 + M6 + M7 + M5, exact in float64, each reduced by ``residue_word``), so each modulus costs its 7 GEMMs,
 one sums pass per operand and 7/4 of the CRT's reads. This script builds that form from a level-0 plan's own
-scaling and residues (the sums by the library's sums kernel into buffers kept between calls, the 7 products by
-planned INT8 GEMMs, the CRT as a kernel of its own here) and times it beside the level-0 plan and DGEMM:
+scaling and residues (the sums into buffers kept between calls, the 7 products by planned INT8 GEMMs whole or in
+panels, the CRT with 2 or 4 columns a thread; since the library took this form, its own pieces:
+``gpu.ozaki2.fused_level.form_sums`` and ``operands``, ``gpu.ozaki2.crt_kernels.crt_level``) and times it beside
+the level-0 plan and DGEMM:
 
 * as called: ``LOOP`` back-to-back calls, one synchronise, ``ROUNDS`` rounds in turning order (kept buffers,
   eager launches: its host time stays far below its device time);
@@ -30,92 +32,23 @@ import os
 import statistics
 
 import cupy as cp
-import numpy as np
 from ozaki2_as_called import fresh_inputs
 from rounds import loop_seconds, turning
 
 from experiments.core.environment import environment
 from gpu.backend import get_backend
-from gpu.ozaki2.cuda_source import COMMON, constants, for_each_modulus
+from gpu.ozaki2.crt_kernels import crt_level
+from gpu.ozaki2.fused_level import form_sums, operands
 from gpu.ozaki2.gemms import panels, planned, run_planned
 from gpu.ozaki2.ops import ops
 from gpu.ozaki2.options import Options
 from gpu.ozaki2.plan import Plan
-from gpu.ozaki2.winograd_kernels import _launch, _level_module
 
 N = int(os.environ.get("N", 16384))
 COUNTS = tuple(int(c) for c in os.environ.get("COUNTS", "14,15").split(","))
 ROUNDS, LOOP = int(os.environ.get("ROUNDS", 10)), int(os.environ.get("LOOP", 2))
 VARIANTS = os.environ.get("VARIANTS", "panels-vec2,panels-vec4,whole-vec2,whole-vec4").split(",")
 SPAN = int(os.environ.get("SPAN", N // 2))
-
-FUSED = r"""
-template <int M> __device__ __forceinline__ void term(const int* at, long long quarter, double w_hi, double w_lo,
-                                                      double (&hi)[4][VEC], double (&lo)[4][VEC])
-{
-    VEC_T v[7];
-#pragma unroll
-    for (int p = 0; p < 7; ++p) v[p] = *(const VEC_T*)(at + p * quarter);
-#pragma unroll
-    for (int q = 0; q < VEC; ++q) {
-        double x[7];
-#pragma unroll
-        for (int p = 0; p < 7; ++p) x[p] = (double)((const int*)&v[p])[q];
-        const double u2 = x[0] + x[5], u3 = u2 + x[6];
-        const double y[4] = {x[0] + x[1], u2 + x[4] + x[2], u3 - x[3], u3 + x[4]};
-#pragma unroll
-        for (int o = 0; o < 4; ++o) {
-            const double c = from_int((signed char)residue_word<M>(y[o], low_word(__dadd_rn(y[o], MAGIC))));
-            hi[o][q] = fma(w_hi, c, hi[o][q]);
-            if (!EXACT) lo[o][q] = __dadd_rn(lo[o][q], __dmul_rn(w_lo, c));
-        }
-    }
-}
-
-__device__ __forceinline__ double finish(double s_hi, double s_lo)
-{
-    const double qh = rint_magic(__dmul_rn(s_hi, INV));
-    const double d = __dsub_rn(s_hi, __dmul_rn(qh, P_HI));
-    if (EXACT) return __dsub_rn(d, __dmul_rn(rint_magic(__dmul_rn(d, INV)), P_HI));
-    const double low = __dsub_rn(s_lo, __dmul_rn(qh, P_LO));
-    const double q2 = rint_magic(__dmul_rn(__dadd_rn(d, low), INV));
-    return __dadd_rn(__dsub_rn(d, __dmul_rn(q2, P_HI)), __dsub_rn(low, __dmul_rn(q2, P_LO)));
-}
-
-extern "C" __global__ void __launch_bounds__(256, 2) ozaki2_crt_level1(
-    const int* __restrict__ prod, long long quarter, long long ld, const int* __restrict__ sa,
-    const int* __restrict__ sb, double* __restrict__ C, long long ldc, long long rows, long long h, long long w)
-{
-    const long long step = (long long)gridDim.x * blockDim.x * VEC;
-    for (long long i = blockIdx.y; i < rows; i += gridDim.y) {
-        const int* row = prod + i * ld;
-        const int s_row[2] = {sa[i], sa[i + h]};
-        for (long long j0 = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * VEC; j0 < w; j0 += step) {
-            double hi[4][VEC], lo[4][VEC];
-#pragma unroll
-            for (int o = 0; o < 4; ++o)
-#pragma unroll
-                for (int q = 0; q < VEC; ++q) { hi[o][q] = 0.0; lo[o][q] = 0.0; }
-#define TERM(T, M) term<M>(row + (long long)(T) * 7 * quarter + j0, quarter, W_HI_##T, W_LO_##T, hi, lo);
-            FOR_EACH_MODULUS(TERM)
-#pragma unroll
-            for (int o = 0; o < 4; ++o) {
-                double* c = C + (i + (o >> 1) * h) * ldc + (o & 1) * w + j0;
-                const int* s_col = sb + (o & 1) * w + j0;
-#pragma unroll
-                for (int q = 0; q < VEC; ++q) c[q] = ldexp(finish(hi[o][q], lo[o][q]), -(s_row[o >> 1] + s_col[q]));
-            }
-        }
-    }
-}
-"""
-VECTORS = {1: "int", 2: "int2", 4: "int4"}
-
-
-def fused_kernel(table, vec: int):
-    head = f"#define VEC {vec}\n#define VEC_T {VECTORS[vec]}\n"
-    src = head + constants(table) + for_each_modulus(table.moduli) + COMMON + FUSED
-    return cp.RawKernel(src, "ozaki2_crt_level1")
 
 
 class Fused:
@@ -126,26 +59,14 @@ class Fused:
         count = plan.fixed
         self.part = part = plan.part(count)
         self.family = ops(be)
-        m, n, k = plan.m, plan.n, plan.ldk
-        self.h, self.w, d = m // 2, n // 2, k // 2
-        h, w = self.h, self.w
-        self.prod = prod[:count]
-        self.kernel = fused_kernel(part.table, vec)
-        self.sums, self.gemms = [], []
-        self.spans = [(r, min(r + SPAN, h)) for r in range(0, h, SPAN)]
+        self.h, w = plan.m // 2, plan.n // 2
+        self.prod, self.sums_a, self.sums_b = prod[:count], sums_a[:count], sums_b[:count]
+        self.spans = [(r, min(r + SPAN, self.h)) for r in range(0, self.h, SPAN)]
         self.gemms = [[] for _ in self.spans]
         for t in range(count):
-            a, b = part.res_a[t], part.res_b[t]
-            qa = (a[:h, :d], a[:h, d:], a[h:, :d], a[h:, d:])
-            qb = (b[:w, :d], b[w:, :d], b[:w, d:], b[w:, d:])
-            s, u = sums_a[t], sums_b[t]
-            self.sums.append((qa, s, h, d, "a"))
-            self.sums.append((qb, u, w, d, "b"))
-            a11, a12, _, a22 = qa
-            b11, _, b21, b22 = qb
-            pairs = ((a11, b11), (a12, b21), (s[3], b22), (a22, u[3]), (s[0], u[0]), (s[1], u[1]), (s[2], u[2]))
+            _, _, pairs = operands(part.res_a[t], part.res_b[t], self.sums_a[t], self.sums_b[t])
             for number, (r0, r1) in enumerate(self.spans):
-                tiles = [(slice(0, r1 - r0), slice(0, w))] if whole else panels(r1 - r0, w, m)
+                tiles = [(slice(0, r1 - r0), slice(0, w))] if whole else panels(r1 - r0, w, plan.m)
                 for p, (x, y) in enumerate(pairs):
                     self.gemms[number] += planned(be, x[r0:r1], y, self.prod[t, p, :r1 - r0], tiles)
 
@@ -156,21 +77,12 @@ class Fused:
         family.residues(A, sa, rows.e, part.table, plan.m, plan.ldk, out=part.res_a)
         family.residues(B.T, sb, cols.e, part.table, plan.n_pad, plan.ldk, out=part.res_b)
         mark("scaling+residues")
-        for t, modulus in enumerate(part.table.moduli):
-            for blocks, out, lines, cols_, side in self.sums[2 * t:2 * t + 2]:
-                lds = [np.int64(x.strides[0]) for x in blocks]
-                _launch("ozaki2_winograd_sums16", lines, cols_ // 16,
-                        (blocks[0], lds[0], blocks[1], lds[1], blocks[2], lds[2], blocks[3], lds[3], *out,
-                         np.int64(lines), np.int64(cols_ // 16), np.int32(modulus), np.int32(side != "a")),
-                        _level_module)
+        form_sums(self.be, part.res_a, part.res_b, self.sums_a, self.sums_b, part.table.moduli)
         mark("sums")
-        i64, sa, sb = np.int64, sa.astype(np.int32, copy=False), sb.astype(np.int32, copy=False)
         for (r0, r1), gemms in zip(self.spans, self.gemms, strict=True):
             run_planned(self.be, gemms)
             mark("gemms")
-            grid = (max(1, min(-(-self.w // (256 * self.vec)), 64)), max(1, min(r1 - r0, 65535)))
-            self.kernel(grid, (256,), (self.prod, i64(self.prod.strides[1] // 4), i64(self.w), sa[r0:], sb, C[r0:],
-                                       i64(C.strides[0] // 8), i64(r1 - r0), i64(self.h), i64(self.w)))
+            crt_level(self.prod[:, :, :r1 - r0], part.table, sa, sb, C, slice(r0, r1), self.h, self.vec)
             mark("crt")
         family.fix_nonfinite(A, B, C, rows, cols)
         mark("crt")
