@@ -96,10 +96,10 @@ class HostOps:
         from the 7 INT32 products per modulus (``products``: count x 7 x lines x w) of the top half's ``rows``,
         each output block's residues combined from them (:meth:`HostResidueOps.combine_products`), then
         :meth:`crt` block by block: the GPU's one pass gives the same bits."""
-        lines, w = products.shape[2:]
+        (lines, w), combine = products.shape[2:], HostResidueOps().combine_products
         blocks = np.empty((4, table.count, lines, w), dtype=np.int8)
         for t, modulus in enumerate(table.moduli):
-            HostResidueOps().combine_products(tuple(products[t]), modulus, tuple(blocks[:, t]))
+            combine(tuple(products[t]), modulus, tuple(blocks[:, t]))
         for q, (down, right) in enumerate(((0, 0), (0, w), (half, 0), (half, w))):
             at = slice(rows.start + down, rows.stop + down)
             self.crt(blocks[q], table, shift_a[at], shift_b[right:right + w], C[at, right:right + w])

@@ -140,16 +140,15 @@ class Plan(MatmulPlan):
             plane_gemms: list[list[Any]] = []
             half, sums = (m // 2, (work.view("sums_a")[:count], work.view("sums_b")[:count])) if work.layout.fused \
                 else (None, None)
-            if half is not None:
-                products, step = work.view("products")[:count], work.layout.rows
-                spans = [slice(r, min(r + step, half)) for r in range(0, half, step)]
-                planes = [products[:, :, :s.stop - s.start] for s in spans]
-                gemms = [span_gemms(be, res_a, res_b, *sums, products, s) for s in spans]
-            elif work.direct:
-                products, step = work.view("products")[:count], work.layout.rows
-                spans = [slice(r, min(r + step, m)) for r in range(0, m, step)]
-                planes = [products[:, :s.stop - s.start, :self.n] for s in spans]
-                gemms = [self._span_gemms(res_a, res_b, products, s) for s in spans]
+            if work.direct:
+                products, step, lines = work.view("products")[:count], work.layout.rows, half or m
+                spans = [slice(r, min(r + step, lines)) for r in range(0, lines, step)]
+                if half is not None:
+                    planes = [products[:, :, :s.stop - s.start] for s in spans]
+                    gemms = [span_gemms(be, res_a, res_b, *sums, products, s) for s in spans]
+                else:
+                    planes = [products[:, :s.stop - s.start, :self.n] for s in spans]
+                    gemms = [self._span_gemms(res_a, res_b, products, s) for s in spans]
             else:
                 products = None if self.options.level else work.view("product")
                 spans, planes, gemms = [slice(None)], [work.view("planes")[:count]], [[]]
