@@ -32,7 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from accuracy.methods import get_method, parse_cublas_emulation_method, parse_ozaki2_method, parse_ozaki_method
+from accuracy.methods import (
+    get_method,
+    ozaki2_level,
+    parse_cublas_emulation_method,
+    parse_ozaki2_method,
+    parse_ozaki_method,
+)
 from gpu import ozaki, ozaki2
 from gpu.backend import Array, Backend
 
@@ -76,6 +82,8 @@ def public_call(be: Backend, ops: Operands, out: Array, name: str) -> Call | Non
         return Call(call_text("ozaki2.matmul", {}), partial(ozaki2.matmul, A, B, out=out, backend=be))
     if (two := parse_ozaki2_method(name)) is not None:
         options: dict[str, Any] = {"moduli": two[1], "scaling": two[0]}
+        if level := ozaki2_level(name):
+            options["level"] = level
         return Call(call_text("ozaki2.matmul", options), partial(ozaki2.matmul, A, B, out=out, backend=be, **options))
     if (one := parse_ozaki_method(name)) is not None:
         fmt, remainder = ozaki.parse_variant(one[0])

@@ -99,8 +99,10 @@ def test_each_method_is_timed_as_called_through_its_public_call():
     be = get_backend("numpy")
     ops = Operands.given(be, np.eye(4), np.eye(4))
     texts = {name: tm.public_call(be, ops, ops.C, name) for name in
-             ("ozaki2-fast-20", "ozaki-int8-3", "cublas-emul-55", t2.DEFAULTS, "fp64", "fp32")}
+             ("ozaki2-fast-20", "ozaki2-accurate-14-w1", "ozaki-int8-3", "cublas-emul-55", t2.DEFAULTS, "fp64",
+              "fp32")}
     assert texts["ozaki2-fast-20"].text == "ozaki2.matmul(A, B, out=C, moduli=20, scaling='fast')"
+    assert texts["ozaki2-accurate-14-w1"].text == "ozaki2.matmul(A, B, out=C, moduli=14, scaling='accurate', level=1)"
     assert texts["ozaki-int8-3"].text == "ozaki.matmul(A, B, out=C, slices=3, slice_format='int8', remainder=False)"
     assert texts["cublas-emul-55"].text == "ozaki2.emulation.matmul(A, B, out=C, mantissa_bits=55)"
     assert texts[t2.DEFAULTS].text == "ozaki2.matmul(A, B, out=C)" and texts["fp64"] is texts["fp32"] is None
