@@ -25,7 +25,7 @@ before any work where the device cannot give it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..backend import Array, Backend, MemoryPlanError, require_memory
 from ..backend.checks import gib, reserve
@@ -60,15 +60,29 @@ ROOM_STEP = 1024
 
 @dataclass(frozen=True)
 class Carved:
-    """A product's workspace: its layout, the block it is carved from, and the product's columns n."""
+    """A product's workspace: its layout, the block it is carved from, and the product's columns n; ``offer``
+    (``moduli="auto"``, whose block is sized for the most moduli): the layouts offered to a modulus count."""
 
     layout: Workspace
     block: Array
     n: int
+    offer: Callable[[int], list[Workspace]] | None = None
 
     @property
     def direct(self) -> bool:
         return self.layout.direct
+
+    def for_count(self, count: int) -> Carved:
+        """The block carved for ``count`` moduli: under ``moduli="auto"`` the fastest layout offered to that count of
+        the block's kind (the direct layout or the planes, a fused Winograd level's or not) that the block holds,
+        so that a count below the most takes the bytes the moduli it leaves free (taller spans of rows: at
+        N = 32768 a fused level's spans of 2048 rows at 20 moduli are 4096 at 15, half the INT8 GEMM launches);
+        else this carving."""
+        if self.offer is None or count == self.layout.buffers["res_a"].shape[0]:
+            return self
+        fits = [ws for ws in self.offer(count) if ws.direct == self.direct and ws.fused == self.layout.fused
+                and ws.nbytes <= self.layout.nbytes]
+        return replace(self, layout=fits[0], offer=None) if fits else self
 
     def view(self, name: str) -> Array:
         return self.layout.view(self.block, name)
@@ -189,8 +203,10 @@ def reserve_workspace(be: Backend, m: int, k: int, n: int, count: int | None, sc
     def need(ws: Workspace) -> int:
         return ws.nbytes + (fused_beyond if ws.fused else beyond)
     room = None if cap is None else cap - beyond + (0 if out_given else 8 * m * n)
-    options = layouts(m, k, n, count or MAX_MODULI, scaling, block, level, whole=cap is not None, keep_a=keep_a,
-                      room=room)
+
+    def offer(counted: int) -> list[Workspace]:
+        return layouts(m, k, n, counted, scaling, block, level, whole=cap is not None, keep_a=keep_a, room=room)
+    options = offer(count or MAX_MODULI)
     if cap is not None:
         within = [ws for ws in options if need(ws) - (0 if out_given else 8 * m * n) <= cap]
         if not within:
@@ -206,17 +222,19 @@ def reserve_workspace(be: Backend, m: int, k: int, n: int, count: int | None, sc
         raise MemoryPlanError(f"{what} needs {gib(need(least))} (workspace {gib(least.nbytes)}, output and scratch "
                               f"{gib(need(least) - least.nbytes)}) but {gib(free)} are free on the {be.name} device; "
                               f"{ADVICE}")
+    recarve = None if count else offer
     for ws in faster:
         try:
-            return _take(be, ws, need(ws) - ws.nbytes, n, what)
+            return _take(be, ws, need(ws) - ws.nbytes, n, what, recarve)
         except MemoryPlanError:
             continue
-    return _take(be, least, need(least) - least.nbytes, n, what)
+    return _take(be, least, need(least) - least.nbytes, n, what, recarve)
 
 
-def _take(be: Backend, ws: Workspace, beyond: int, n: int, what: str) -> Carved:
+def _take(be: Backend, ws: Workspace, beyond: int, n: int, what: str,
+          offer: Callable[[int], list[Workspace]] | None) -> Carved:
     """Layout ``ws``'s block, then room for the rest, or MemoryPlanError (the block is dropped with it)."""
-    carved = Carved(ws, reserve(be, ws.nbytes, what, ADVICE), n)
+    carved = Carved(ws, reserve(be, ws.nbytes, what, ADVICE), n, offer)
     require_memory(be, beyond, f"{what}, beside its workspace of {gib(ws.nbytes)},", ADVICE)
     return carved
 

@@ -3,7 +3,9 @@
 :class:`Plan` (on :class:`gpu.backend.plans.MatmulPlan`) checks the operands and options, reserves the workspace
 block (:mod:`gpu.ozaki2.memory`: for the count given, or for the most moduli under ``moduli="auto"``), the
 line vectors, and for a given count its table, kernels and the INT8 GEMMs' panels; a count that ``"auto"``
-picks gets these the first time it is picked (its kernels compile then, once per process). A call then
+picks gets these the first time it is picked (its kernels compile then, once per process), in the block carved
+anew for that count (:meth:`~gpu.ozaki2.memory.Carved.for_count`: the spans of rows its fewer moduli leave room
+for). A call then
 issues, on one stream: the one read of each operand that gives the line statistics (:mod:`gpu.ozaki2.fused`),
 under ``"auto"`` the count (:mod:`gpu.ozaki2.normwise`), the shifts, the residues, the INT8 GEMMs, the CRT and
 the library's IEEE values where a row of A or a column of B holds NaN or infinity.
@@ -135,7 +137,7 @@ class Plan(MatmulPlan):
     def part(self, count: int) -> Part:
         """The views, table, kernels and panels of ``count`` moduli, made the first time they are asked for."""
         if count not in self._parts:
-            table, work, be, m = moduli_table(count), self.work, self.backend, self.m
+            table, work, be, m = moduli_table(count), self.work.for_count(count), self.backend, self.m
             res_a, res_b, tiles = work.view("res_a")[:count], work.view("res_b")[:count], panels(m, self.n_pad)
             plane_gemms: list[list[Any]] = []
             half, sums = (m // 2, (work.view("sums_a")[:count], work.view("sums_b")[:count])) if work.layout.fused \

@@ -205,3 +205,22 @@ def test_a_capped_level_one_product_is_bitwise_level_zero(share, taken):
     got = host_matmul(A, B, moduli=15, level=1, workspace=fused // share)
     assert np.array_equal(got, host_matmul(A, B, moduli=15))
     assert bool(taken["fused"]) is (share == 1) and bool(taken["passes"]) is (share != 1)
+
+
+def test_under_auto_the_count_read_takes_the_spans_its_moduli_leave_room_for(taken, monkeypatch):
+    """``moduli="auto"`` sizes the block for 20 moduli; the count a call reads takes the tallest spans that block
+    holds at that count (the residues and sums of the moduli left out hold products instead): bitwise the same."""
+    monkeypatch.setattr(memory, "span_rows", lambda half: [128, 64, 32, 16])
+    (m, k, n), be = (256, 512, 256), get_backend("numpy")
+    A, B = operands(m, k, n, 1.0, 5)
+    offered = layouts(m, k, n, ozaki2.MAX_MODULI, "fast", BLOCK, level=1)
+    sized = next(ws for ws in offered if ws.rows == 32)
+    cap = (sized.nbytes + beyond_bytes(be, m, k, n, None, "fast", False, level=1)
+           - winograd.scratch_bytes(m, k, n, 1) - 8 * m * n)
+    with Plan(A, B, options=Options(level=1, workspace=cap), backend=be) as plan:
+        got = plan.execute(A, B)
+        count = plan.last_count
+        assert plan.work.layout.rows == 32 and count < ozaki2.MAX_MODULI
+    rows = next(ws.rows for ws in layouts(m, k, n, count, "fast", BLOCK, level=1) if ws.nbytes <= sized.nbytes)
+    assert rows > 32 and taken["fused"] == [slice(r, min(r + rows, m // 2)) for r in range(0, m // 2, rows)]
+    assert np.array_equal(got, host_matmul(A, B, moduli=count))
