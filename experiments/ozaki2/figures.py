@@ -10,6 +10,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from accuracy.methods import ozaki2_level
+
 from ..audit.bench import Shape
 from ..core.database import ResultsDB
 from ..core.labels import place_point_labels
@@ -38,6 +40,31 @@ EXACT = 2.0**-54
 #: Families whose points are joined in order of their count (slices, moduli).
 JOINED = ("scheme I", "scheme II accurate", "scheme II fast")
 DGEMM_LINE = Line2D([], [], color="black", lw=0.8, ls=":")
+#: Scheme II's Winograd levels over the residues: a series of their own per family, in its colour, drawn with
+#: these markers and lines (level 0 takes the family's own).
+LEVEL_STYLES = {1: {"marker": "s", "linestyle": "--"}, 2: {"marker": "D", "linestyle": "-."}}
+
+
+def series(name: str) -> tuple[str, int]:
+    """The series of a method: its family and its Winograd level (0 but for ``ozaki2-...-w<level>``)."""
+    return family(name)[0], ozaki2_level(name)
+
+
+def series_label(key: tuple[str, int]) -> str:
+    """``scheme II fast``, ``scheme II fast, level 1``."""
+    fam, level = key
+    return f"{fam}, level {level}" if level else fam
+
+
+def _series_styles(keys: set[tuple[str, int]]) -> dict[tuple[str, int], dict[str, Any]]:
+    """Each series' colour (its family's), marker and line (none for families not :data:`JOINED`), in the order the
+    legend lists them: by family, then level."""
+    base = series_styles(FAMILIES)
+    out = {}
+    for fam, level in sorted(keys, key=lambda key: (FAMILIES.index(key[0]), key[1])):
+        style = {**base[fam], "linestyle": "-" if fam in JOINED else "none"}
+        out[(fam, level)] = {**style, **LEVEL_STYLES.get(level, {})} if level else style
+    return out
 
 
 def _regime_title(shape: Shape, regime: str, regimes: set[str], *more: str) -> str:
@@ -75,42 +102,43 @@ def pareto_panels(db: ResultsDB) -> tuple[list[tuple[Any, ...]], dict[Any, set[f
     return panels, phis
 
 
-def _draw_family(ax: Any, fam: str, points: list[tuple[str, TimeRow, float]], style: dict[str, Any]) -> None:
-    """One family's points (speed-up, error), joined by count where :data:`JOINED`, hollow where timed by one
+def _draw_series(ax: Any, label: str, points: list[tuple[str, TimeRow, float]], style: dict[str, Any]) -> None:
+    """One series' points (speed-up, error), joined by count where its style has a line, hollow where timed by one
     run or unstable."""
     points = sorted(points, key=lambda p: sort_key(p[0]))
     xs = [t.speedup_vs_dgemm for _, t, _ in points]
     ys = [max(e, EXACT) for _, _, e in points]
-    ax.plot(xs, ys, linestyle="-" if fam in JOINED else "none", lw=0.8, ms=4, label=fam, **style)
+    ax.plot(xs, ys, lw=0.8, ms=4, label=label, **style)
     shaky = [(x, y) for x, y, (_, t, _) in zip(xs, ys, points) if t.protocol == "single run" or not t.stable]
     if shaky:
-        ax.plot(*zip(*shaky), linestyle="none", ms=4, mfc="white", zorder=3, **style)
+        ax.plot(*zip(*shaky), ms=4, mfc="white", zorder=3, **{**style, "linestyle": "none"})
 
 
 def _short(name: str) -> str:
-    """A point label: ``fast-15``, ``accurate-20``, ``int8-9``, ``emul-55``."""
+    """A point label: ``fast-15``, ``fast-15 w1`` (a Winograd level), ``accurate-20``, ``int8-9``, ``emul-55``."""
     fam, param = family(name)
     return {"scheme II accurate": f"accurate-{param}", "scheme II fast": f"fast-{param}",
             "cuBLAS emulation": f"emul-{param}"}.get(fam, param or fam)
 
 
 @figure(PARETO, "Max relative error against speed-up over DGEMM per product, on the timing inputs' phi: DGEMM, "
-                "SGEMM, scheme I, scheme II (accurate, fast; by modulus count) and cuBLAS's emulation")
+                "SGEMM, scheme I, scheme II (accurate, fast; by modulus count, a series per Winograd level) and "
+                "cuBLAS's emulation")
 def render_pareto(db: ResultsDB) -> Figure | None:
     """One panel per environment, regime and product; None when nothing is stored."""
     panels, phis = pareto_panels(db)
     if not panels:
         return None
     devices = panel_devices(db, [p[0] for p in panels], [TIME])
-    styles = series_styles(FAMILIES)
+    styles = _series_styles({series(name) for *_, errs in panels for name in errs})
     body, axes = panel_grid(len(panels), panel_width=4.4, panel_height=3.6, max_cols=2)
     for ax, (key, title, timed, errs) in zip(axes, panels):
-        by_family: dict[str, list[tuple[str, TimeRow, float]]] = defaultdict(list)
+        by_series: dict[tuple[str, int], list[tuple[str, TimeRow, float]]] = defaultdict(list)
         for name, err in errs.items():
-            by_family[family(name)[0]].append((name, timed[name], err))
-        for fam in [f for f in FAMILIES if f in by_family]:
-            _draw_family(ax, fam, by_family[fam], styles[fam])
-        front_labels(ax, [(timed[m].speedup_vs_dgemm, max(e, EXACT), _short(m), styles[family(m)[0]]["color"])
+            by_series[series(name)].append((name, timed[name], err))
+        for one in [s for s in styles if s in by_series]:
+            _draw_series(ax, series_label(one), by_series[one], styles[one])
+        front_labels(ax, [(timed[m].speedup_vs_dgemm, max(e, EXACT), _short(m), styles[series(m)]["color"])
                           for m, e in errs.items() if family(m)[0] not in ("DGEMM", "SGEMM")], "higher")
         if "fp64" in errs:
             ax.axhline(max(errs["fp64"], EXACT), color="black", lw=0.8, ls=":")
@@ -122,8 +150,8 @@ def render_pareto(db: ResultsDB) -> Figure | None:
     shared_legend(body, handles=[*handles, DGEMM_LINE, HOLLOW],
                   labels=[*labels, "DGEMM's error (at or below: as accurate)", "hollow: timed by one run or unstable"])
     fig = finish(body, db, devices, [TIME], "Ozaki scheme II against DGEMM: max relative error against speed-up "
-                 "(lines join a family's points in count order; labels: the points no other beats in both; an error of "
-                 "0 drawn at 2^-54)", note=skipped_phis(phis))
+                 "(lines join a series' points in count order, a series per Winograd level over the residues; labels: "
+                 "the points no other beats in both; an error of 0 drawn at 2^-54)", note=skipped_phis(phis))
     return place_point_labels(fig)
 
 

@@ -274,6 +274,31 @@ def test_pareto_figure_from_stored_rows(db_path):
     assert len(note) == 1 and note[0].startswith("Errors on phi = 4 are stored but not drawn")
 
 
+def test_pareto_figure_draws_each_winograd_level_as_a_series_of_its_own(db_path):
+    """Levels over the residues are series of their own in their family's colour, each joined in count order (a
+    level-1 point between level 0's counts would zigzag the family's line otherwise)."""
+    levels = {"ozaki2-fast-14-w1": (1.6, 9e-16), "ozaki2-fast-10-w1": (2.7, 1e-12), "ozaki2-fast-14-w2": (1.4, 9e-16)}
+    with ResultsDB(db_path) as db:
+        store_synthetic(db, shapes=((16384,) * 3,), phis=(1.0,))
+        run = db.start_run("synthetic levels", ENV, "cpu-test")
+        for name, (s, e) in levels.items():
+            db.add(run, b2.TIME, name, {"m": 16384, "k": 16384, "n": 16384, "regime": "sustained"}, value=1.0 / s,
+                   unit="s", samples=[1.0 / s], meta={"regime": "sustained", "dgemm_s": 1.0, "speedup_vs_dgemm": s})
+            db.add(run, b2.ERROR, name, {"m": 16384, "k": 16384, "n": 16384, "phi": 1.0, "seed": 1, "rows": 512},
+                   value=e, unit="rel", meta={"max_rel": e})
+        fig = FIGURES[b2.PARETO].draw(db)
+    lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines() if not ln.get_label().startswith("_")}
+    fast, one, two = (lines[k] for k in ("scheme II fast", "scheme II fast, level 1", "scheme II fast, level 2"))
+    assert [list(ln.get_xdata()) for ln in (fast, one, two)] == [[2.5, 1.5], [2.7, 1.6], [1.4]]
+    assert fast.get_color() == one.get_color() == two.get_color()
+    assert len({ln.get_linestyle() for ln in (fast, one, two)}) == 3
+    assert len({ln.get_marker() for ln in (fast, one, two)}) == 3
+    assert {"fast-14 w1", "fast-10 w1"} <= {t.get_text() for t in fig.axes[0].texts}
+    legend = [t.get_text() for leg in fig.subfigs[0].legends for t in leg.get_texts()]
+    assert legend.index("scheme II fast") < legend.index("scheme II fast, level 1") < legend.index(
+        "scheme II fast, level 2")
+
+
 def test_breakdown_figure_stacks_phases_and_names_the_rate(db_path):
     with ResultsDB(db_path) as db:
         run = db.start_run("synthetic", ENV, "cpu-test")
