@@ -6,14 +6,16 @@ for every product of a plan (N x N x N squares and rectangular m x k x n shapes)
 
 * the max relative error against ``exact_matmul`` on each phi of the plan (:mod:`experiments.ozaki2.errors`,
   stored in ``ozaki2-error``), on sampled rows above :data:`experiments.ozaki.bench.FULL_ROWS_MAX`;
-* the time of every method in one interleaved group per product, DGEMM the baseline, on phi = 1 inputs
-  (:mod:`experiments.ozaki2.timing`, stored in ``ozaki2-time`` with the speed-up over DGEMM);
+* the time of every method interleaved with DGEMM, the baseline, on phi = 1 inputs, in as few groups per product
+  as its scheme II plans allow (:mod:`experiments.ozaki2.timing`, stored in ``ozaki2-time`` with the speed-up over
+  its group's DGEMM);
 
 then the table and the verdict on scheme II's speed targets (:data:`TARGETS`, :mod:`experiments.ozaki2.table`). The
 ``ozaki2-breakdown`` experiment (:mod:`experiments.ozaki2.breakdown`) stores scheme II's seconds per phase.
 
 Methods come in families, each drawn in its own colour: DGEMM (``fp64``), SGEMM (``fp32``), scheme I
-(``ozaki-<format>-<slices>``), scheme II in accurate and fast scaling (``ozaki2-<scaling>-<moduli>``)
+(``ozaki-<format>-<slices>``), scheme II in accurate and fast scaling (``ozaki2-<scaling>-<moduli>``, with
+``-w<level>`` Winograd levels over the residues: the figure's series of their own)
 and cuBLAS's own emulation (``cublas-emul-<bits>``). Inputs are the Ozaki benchmark's
 (:func:`experiments.ozaki.bench.bench_inputs`) for squares and the audit's host-drawn ``phi_matrix``
 (:func:`accuracy.audit.audit_inputs`) for rectangular shapes.
@@ -133,7 +135,10 @@ def squares(*sizes: int) -> tuple[Shape, ...]:
 #: Scheme II's speed targets: at phi = 1, the fastest scheme II configuration as accurate as DGEMM is at least
 #: this many times faster than DGEMM at N x N x N.
 TARGETS = {16384: 1.4, 8192: 1.05}
-GPU_METHODS = (DGEMM, SGEMM, *(f"ozaki-int8-{s}" for s in range(8, 13)), *scheme2(tuple(range(8, 21))),
+#: Winograd levels over the residues the GPU benchmark times by default: level 1 where it can pay (the counts as
+#: accurate as DGEMM at N = 16384, fused there), level 2 at the count of the defaults.
+LEVELS = (*(ozaki2_method_name("fast", n, 1) for n in (14, 15, 16)), ozaki2_method_name("fast", 15, 2))
+GPU_METHODS = (DGEMM, SGEMM, *(f"ozaki-int8-{s}" for s in range(8, 13)), *scheme2(tuple(range(8, 21))), *LEVELS,
                *(f"cublas-emul-{b}" for b in (31, 39, 47, 55, 63)), "cublas-emul-auto")
 CPU_METHODS = (DGEMM, SGEMM, "ozaki-int8-4", "ozaki-int8-6", *scheme2((8, 12, 16, 20)))
 #: K beyond one INT8 GEMM's exact range (2**17 - 1): scheme II adds residues across k blocks.

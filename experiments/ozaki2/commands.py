@@ -31,7 +31,8 @@ def _ozaki2_arguments(p: argparse.ArgumentParser) -> None:
                    help="audit method names, comma-separated: fp64, fp32, ozaki-int8-<slices>, "
                         "ozaki2-<accurate|fast>-<moduli>, cublas-emul-<bits|auto>, ... (fp64, the baseline, is "
                         "always added; default on GPU: fp64,fp32,ozaki-int8-8..12,ozaki2-{accurate,fast}-8..20,"
-                        "cublas-emul-31,39,47,55,63,auto; on CPU a few of each, no emulation)")
+                        "ozaki2-fast-14..16-w1,ozaki2-fast-15-w2,cublas-emul-31,39,47,55,63,auto; on CPU a few of "
+                        "each, no emulation)")
     p.add_argument("--phi", type=numbers(float, "phi values"), default=list(PHIS),
                    help="input spreads for the errors (default: 0.1,1,2,4; times are taken on phi = 1)")
     p.add_argument("--rows", type=int, default=None,

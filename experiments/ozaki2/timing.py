@@ -1,12 +1,17 @@
-"""Scheme II's benchmark times: every method of the plan interleaved with DGEMM, one group per product.
+"""Scheme II's benchmark times: the methods of the plan interleaved with DGEMM, in groups per product.
 
-A group is timed on phi = 1 operands (:func:`experiments.ozaki2.bench.shape_inputs`) by the lab's
-protocol (:func:`experiments.core.lab.time_group`, in the run's power regime, baseline DGEMM) and
-stored in ``ozaki2-time``, one row per (method, m, k, n, regime) with the speed-up over the DGEMM of
-its own group. Each method runs the computation of its audit method, writing into an output made
-once: DGEMM and SGEMM as library GEMMs (SGEMM on float32 copies made beforehand), scheme I, scheme II
-and cuBLAS's emulation with ``out=``, any other audit method through its ``run``. So neither the
-allocation of C nor a dtype copy is timed.
+A product's methods are timed in as few groups as its plans allow (:func:`timing_groups`): each holds at most
+:data:`GROUP_PLANS` scheme II configurations, whose plans' workspaces in their fastest layouts fit beside the
+operands, so that no call in a group finds its plan evicted (the cache keeps :data:`gpu.ozaki2.api.MAX_PLANS`,
+least recently used first out: timed round by round, more configurations than that rebuilt their plans at every
+call) or freed for another's room; the kept plans are freed between groups.
+
+A group is timed on phi = 1 operands (:func:`experiments.ozaki2.bench.shape_inputs`) by the lab's protocol
+(:func:`experiments.core.lab.time_group`, in the run's power regime, baseline DGEMM) and stored in ``ozaki2-time``,
+one row per (method, m, k, n, regime) with the speed-up over the DGEMM of its own group. Each method runs the
+computation of its audit method, writing into an output made once: DGEMM and SGEMM as library GEMMs (SGEMM on
+float32 copies made beforehand), scheme I, scheme II and cuBLAS's emulation with ``out=``, any other audit method
+through its ``run``. So neither the allocation of C nor a dtype copy is timed.
 
 In the same rounds each method with a public call (scheme I, scheme II, cuBLAS's emulation) is timed as a
 user calls it (:mod:`experiments.core.ascalled`: the same call in a loop of calls, then one synchronise, by the
@@ -41,11 +46,14 @@ from accuracy.methods import (
 )
 from gpu import ozaki, ozaki2
 from gpu.backend import Array, Backend
+from gpu.ozaki2.api import MAX_PLANS
+from gpu.ozaki2.memory import layouts
+from gpu.ozaki2.options import k_block
 
 from ..audit.bench import Shape
 from ..core.ascalled import AS_CALLED, Call, as_called_fields, call_text, time_called
 from ..core.database import Measurement, ResultsDB
-from ..core.lab import Operands
+from ..core.lab import HEADROOM, Operands, free_memory
 from ..core.registry import Context
 from ..core.sweep import SweepOutcome, method_sweep
 from ..core.timing import Timing, first_calls, slower_than
@@ -67,6 +75,8 @@ from .bench import (
 Work = Callable[[], Any]
 #: ``ozaki2.matmul(A, B, out=C)`` with every option at its default, timed as called only.
 DEFAULTS = "ozaki2-defaults"
+#: Scheme II configurations per timing group: the plans the cache keeps, less the defaults' own.
+GROUP_PLANS = MAX_PLANS - 1
 
 
 def time_params(shape: Shape, regime: str) -> dict[str, Any]:
@@ -146,11 +156,41 @@ def measure_group(ctx: Context, shape: Shape, ops: Operands, out: Array, methods
                      **defaults})
 
 
+def plan_bytes(shape: Shape, name: str) -> int:
+    """Device bytes of the workspace block a scheme II method's plan takes in its fastest layout (``"auto"``: sized
+    for the most moduli; the defaults' for :data:`DEFAULTS`)."""
+    two = parse_ozaki2_method(name) or ("fast", "auto")
+    count = ozaki2.MAX_MODULI if two[1] == "auto" else int(two[1])
+    return layouts(*shape, count, two[0], k_block(None), ozaki2_level(name))[0].nbytes
+
+
+def timing_groups(shape: Shape, methods: Sequence[str], room: float) -> list[list[str]]:
+    """``methods`` in groups, in order: each with at most :data:`GROUP_PLANS` scheme II methods whose plans' bytes
+    (:func:`plan_bytes`), with the defaults', fit in ``room`` (one alone where its own do not); the other methods
+    in the first."""
+    groups: list[list[str]] = [[m for m in methods if parse_ozaki2_method(m) is None]]
+    base = used = plan_bytes(shape, DEFAULTS)
+    held = 0
+    for name in (m for m in methods if parse_ozaki2_method(m) is not None):
+        size = plan_bytes(shape, name)
+        if held and (held == GROUP_PLANS or used + size > room):
+            groups.append([])
+            used, held = base, 0
+        groups[-1].append(name)
+        used, held = used + size, held + 1
+    return [g for g in groups if g] or [[]]
+
+
 def run_timing(ctx: Context, plan: Plan) -> SweepOutcome:
-    """Time (or resume) the plan's methods at every product, one interleaved group each."""
+    """Time (or resume) the plan's methods at every product, in the groups its plans allow (:func:`timing_groups`),
+    the kept plans freed between them."""
     def measure(shape: Shape, missing: list[str]) -> None:
         ops, out = timing_operands(ctx, shape, missing)
-        measure_group(ctx, shape, ops, out, missing, plan)
+        room = HEADROOM * ctx.backend.memory_info()[0]
+        for number, group in enumerate(timing_groups(shape, missing, room)):
+            if number:
+                free_memory(ctx.backend)
+            measure_group(ctx, shape, ops, out, group, plan)
     return method_sweep(ctx, TIME, plan.shapes, plan.methods, lambda shape: time_params(shape, ctx.regime), measure,
                         shape_text, "ozaki2 timing", "product")
 

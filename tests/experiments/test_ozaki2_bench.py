@@ -20,6 +20,7 @@ from experiments.ozaki2 import figures as f2
 from experiments.ozaki2 import table as t2
 from experiments.ozaki2 import timing as tm
 from experiments.ozaki2.timing import run_timing, time_rows
+from gpu import ozaki2
 from gpu.backend import get_backend
 
 load()
@@ -319,3 +320,35 @@ def test_breakdown_figure_stacks_phases_and_names_the_rate(db_path):
     assert [t.get_text() for t in ax.texts] == ["INT8 GEMM\n2.01 TOP/s", "INT8 GEMM\n3.76 TOP/s"]
     assert [bd.rate_text(r) for r in (1.3504e15, 2.5e9, 612.4e9, None)] == ["1350 TOP/s", "2.5 GOP/s", "612 GOP/s",
                                                                             "n/a"]
+
+
+def test_timing_groups_hold_what_the_plan_cache_and_memory_hold():
+    """Each group's scheme II plans stay cached and fit beside each other: at most GROUP_PLANS configurations (the
+    defaults take the cache's last place), their fastest layouts' bytes within the room; other methods go first."""
+    shape = (16384,) * 3
+    fast = [f"ozaki2-fast-{c}" for c in range(8, 21)]
+    groups = tm.timing_groups(shape, ["fp32", *fast, "ozaki-int8-8"], room=float("inf"))
+    assert groups[0][:2] == ["fp32", "ozaki-int8-8"] and [g[2:] if i == 0 else g for i, g in enumerate(groups)] == [
+        fast[:7], fast[7:]]
+    assert tm.GROUP_PLANS == ozaki2.api.MAX_PLANS - 1 == 7
+    level = ["ozaki2-fast-14-w1", "ozaki2-fast-15-w1", "ozaki2-fast-16"]
+    sizes = {m: tm.plan_bytes(shape, m) for m in [*level, tm.DEFAULTS]}
+    assert sizes["ozaki2-fast-15-w1"] > 3 * sizes["ozaki2-fast-16"], "the fused level's sums and 7 products"
+    room = sizes[tm.DEFAULTS] + sizes["ozaki2-fast-14-w1"] + sizes["ozaki2-fast-15-w1"] + sizes["ozaki2-fast-16"] - 1
+    assert tm.timing_groups(shape, level, room) == [level[:2], level[2:]]
+    assert tm.timing_groups(shape, level, 1.0) == [[m] for m in level], "one alone where its own plan does not fit"
+    assert tm.timing_groups(shape, ["fp32"], 1.0) == [["fp32"]] and tm.timing_groups(shape, [], 1.0) == [[]]
+
+
+def test_the_sweep_times_each_group_apart_and_stores_every_row(monkeypatch, run_json, db_path):
+    seen = []
+    measure = tm.measure_group
+    monkeypatch.setattr(tm, "GROUP_PLANS", 1)
+    monkeypatch.setattr(tm, "measure_group", lambda ctx, shape, ops, out, group, plan: (
+        seen.append(list(group)), measure(ctx, shape, ops, out, group, plan)))
+    run_json("ozaki2", "--backend", "numpy", "--sizes", "16", "--methods", "ozaki2-fast-8,ozaki2-fast-9", "--phi",
+             "1", "--no-errors", "--db", db_path)
+    assert seen == [["fp64", "ozaki2-fast-8"], ["ozaki2-fast-9"]]
+    with ResultsDB(db_path) as db:
+        stored = {m.method for m in db.measurements(b2.TIME)}
+    assert stored == {"fp64", "ozaki2-fast-8", "ozaki2-fast-9", t2.DEFAULTS}
