@@ -158,7 +158,7 @@ PARETO_PLANS: dict[tuple[str, bool], Plan] = {
 }
 #: The ``ozaki2-breakdown`` experiment, by (backend, quick): products and scheme II configurations.
 BREAKDOWN_PLANS: dict[tuple[str, bool], tuple[tuple[Shape, ...], tuple[str, ...]]] = {
-    ("cupy", False): (squares(8192, 16384), ("ozaki2-accurate-15", "ozaki2-fast-15")),
+    ("cupy", False): (squares(8192, 16384), ("ozaki2-accurate-15", "ozaki2-fast-15", "ozaki2-fast-15-w1")),
     ("cupy", True): (squares(8192), ("ozaki2-accurate-15", "ozaki2-fast-15")),
     ("numpy", False): (squares(128, 256), ("ozaki2-accurate-15", "ozaki2-fast-15")),
     ("numpy", True): (squares(64), ("ozaki2-accurate-15", "ozaki2-fast-15")),

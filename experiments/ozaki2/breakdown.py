@@ -41,8 +41,9 @@ from .bench import (
     sort_key,
 )
 
-#: The phases :func:`gpu.ozaki2.matmul` reports, in order; every run has all but ``reduce``.
-PHASES = ("scaling", "residues", "gemm", "reduce", "crt")
+#: The phases :func:`gpu.ozaki2.matmul` reports, in order; every run has all but ``sums`` (a fused Winograd level's
+#: operand sums) and ``reduce``.
+PHASES = ("scaling", "residues", "sums", "gemm", "reduce", "crt")
 ALWAYS = ("scaling", "residues", "gemm", "crt")
 RUNS = 5
 

@@ -240,7 +240,7 @@ def test_experiments_through_reproduce_store_phases_and_draw(run_json, monkeypat
         stored = db.measurements(b2.BREAKDOWN)
     by_point = {(m.method, m.params["k"], m.params["phase"]): m for m in stored}
     assert {p for _, k, p in by_point if k == 16} == set(bd.ALWAYS)
-    assert {p for _, k, p in by_point if k == 140000} == set(bd.PHASES), "k beyond 2^17 - 1 adds the reduction"
+    assert {p for _, k, p in by_point if k == 140000} == {*bd.ALWAYS, "reduce"}, "k beyond 2^17 - 1 adds the reduction"
     gemm = by_point[("ozaki2-fast-14", 140000, "gemm")]
     assert gemm.meta["int8_ops"] == 14 * 2 * 2 * 140000 * 3 and len(gemm.samples) == bd.RUNS
     assert gemm.meta["int8_ops_per_s"] == pytest.approx(gemm.meta["int8_ops"] / gemm.value)
@@ -352,3 +352,15 @@ def test_the_sweep_times_each_group_apart_and_stores_every_row(monkeypatch, run_
     with ResultsDB(db_path) as db:
         stored = {m.method for m in db.measurements(b2.TIME)}
     assert stored == {"fp64", "ozaki2-fast-8", "ozaki2-fast-9", t2.DEFAULTS}
+
+
+def test_the_breakdown_stores_every_phase_a_run_reports(run_json, monkeypatch, db_path, tmp_path):
+    """A fused level-1 run reports its operand sums as a phase of their own: stored, so the phases sum to the run."""
+    monkeypatch.setitem(b2.BREAKDOWN_PLANS, ("numpy", True), (((64, 64, 64),), ("ozaki2-fast-15-w1",)))
+    samples, _ = bd.measure_phases(get_backend("numpy"), (64, 64, 64), "ozaki2-fast-15-w1", "sustained", runs=1)
+    assert set(samples[0]) <= set(bd.PHASES) and "sums" in samples[0]
+    run_json("reproduce", "--quick", "--backend", "numpy", "--only", b2.BREAKDOWN, "--db", db_path, "--out", tmp_path)
+    with ResultsDB(db_path) as db:
+        stored = {m.params["phase"]: m for m in db.measurements(b2.BREAKDOWN)}
+    assert set(stored) == {"scaling", "residues", "sums", "gemm", "crt"}
+    assert stored["gemm"].meta["level"] == 1 and stored["gemm"].meta["int8_ops"] == 15 * 2 * 64**3 * 7 / 8
