@@ -108,9 +108,10 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
     ``check_finite=True``: refuse NaN and infinity (reading the line maxima: a wait). By default (False) the
     entries in rows of A and columns of B holding them are the library GEMM's (IEEE arithmetic), found on the
     device, and the rest are scheme II's. ``phases``: a dict that receives seconds per phase (``scaling``,
-    ``residues``, ``gemm``, ``reduce``, ``crt``; each phase synchronized). Raises TypeError and ValueError
-    before any product, and MemoryPlanError before any work where the device cannot give the workspace, one
-    block (:mod:`gpu.ozaki2.memory`). The same options as one object: :class:`~gpu.ozaki2.options.Options`.
+    ``residues``, ``sums`` (a fused Winograd level's), ``gemm``, ``reduce``, ``crt``; each phase synchronized).
+    Raises TypeError and ValueError before any product, and MemoryPlanError before any work where the device
+    cannot give the workspace, one block (:mod:`gpu.ozaki2.memory`). The same options as one object:
+    :class:`~gpu.ozaki2.options.Options`.
     """
     be = get_backend(backend)
     signature = operand_signature(be, A, B, out)
