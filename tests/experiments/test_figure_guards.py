@@ -212,13 +212,18 @@ def test_accuracy_phi_draws_the_methods_its_table_lists(cpu_db, figure_of):
     assert len(at_1024) == 3 and drawn_methods == set(table.column("method"))
 
 
-def test_a_point_label_lies_nearer_its_own_point_than_any_other_marker(tmp_path, figure_of):
-    """On the H200's complex rows, every point label lies nearer its own point than any marker further than 32
+#: The H200's published rows drawn as Pareto figures with point labels: (export, figure).
+H200_PARETOS = [("h200-complex.csv", "complex-pareto"), ("h200-ozaki2-levels.csv", "ozaki2-pareto")]
+
+
+@pytest.mark.parametrize("export, name", H200_PARETOS)
+def test_a_point_label_lies_nearer_its_own_point_than_any_other_marker(export, name, tmp_path, figure_of):
+    """On the H200's rows, every point label lies nearer its own point than any marker further than 32
     pixels from that point (nearer ones crowd it wherever it goes): at N = 16384 2M's label had gone left of its
     point, ending beside 3M's marker, and read as 3M's."""
-    with ResultsDB(tmp_path / "complex.sqlite") as db:
-        db.import_csv(ROOT / "results" / "published" / "h200" / "h200-complex.csv")
-        fig, renderer = figure_of("complex-pareto", db)
+    with ResultsDB(tmp_path / "h200.sqlite") as db:
+        db.import_csv(ROOT / "results" / "published" / "h200" / export)
+        fig, renderer = figure_of(name, db)
         for ax in fig.axes:
             centres = [m.get_points().mean(axis=0) for m in _marker_boxes(ax)]
             for label in (t for t in ax.texts if t.get_gid() == POINT_LABEL):
@@ -230,13 +235,15 @@ def test_a_point_label_lies_nearer_its_own_point_than_any_other_marker(tmp_path,
                 assert min(others, default=np.inf) > gap(own) - 1, (ax.get_title(), label.get_text())
 
 
-def test_point_labels_keep_clear_of_each_other_and_a_narrow_speed_axis_reads_its_points(tmp_path, figure_of):
-    """On the H200's complex rows no two point labels touch (at N = 16384 "ozaki2c 3M auto" had ended where
+@pytest.mark.parametrize("export, name", H200_PARETOS)
+def test_point_labels_keep_clear_of_each_other_and_a_narrow_speed_axis_reads_its_points(export, name, tmp_path,
+                                                                                          figure_of):
+    """On the H200's rows no two point labels touch (at N = 16384 "ozaki2c 3M auto" had ended where
     "ozaki2c 2M auto" began, and read as one), and a speed-up axis spanning under 5x labels at least three ticks
     (it had shown only 1 and 2 from 0.8 to 2.8, and 2M's 2.65x could not be read off it)."""
-    with ResultsDB(tmp_path / "complex.sqlite") as db:
-        db.import_csv(ROOT / "results" / "published" / "h200" / "h200-complex.csv")
-        fig, renderer = figure_of("complex-pareto", db)
+    with ResultsDB(tmp_path / "h200.sqlite") as db:
+        db.import_csv(ROOT / "results" / "published" / "h200" / export)
+        fig, renderer = figure_of(name, db)
         for ax in fig.axes:
             boxes = [text_box(t, renderer) for t in ax.texts if t.get_gid() == POINT_LABEL]
             for a, b in itertools.combinations(boxes, 2):
@@ -245,3 +252,14 @@ def test_point_labels_keep_clear_of_each_other_and_a_narrow_speed_axis_reads_its
             if hi / lo < 5:
                 shown = [t for t in ax.get_xticklabels() if t.get_text() and lo <= t.get_position()[0] <= hi]
                 assert len(shown) >= 3, (ax.get_title(), [t.get_text() for t in shown])
+
+
+def test_the_h200_scheme_ii_pareto_draws_levels_zero_to_two_at_each_size(tmp_path, figure_of):
+    """The published H200 rows of scheme II: per size, fast scaling at levels 0, 1 and 2, each a series."""
+    with ResultsDB(tmp_path / "h200.sqlite") as db:
+        db.import_csv(ROOT / "results" / "published" / "h200" / "h200-ozaki2-levels.csv")
+        fig, _ = figure_of("ozaki2-pareto", db)
+        for ax in fig.axes:
+            labels = {ln.get_label() for ln in ax.get_lines()}
+            assert {"scheme II fast", "scheme II fast, level 1", "scheme II fast, level 2"} <= labels, ax.get_title()
+        assert [ax.get_title().split(",")[0] for ax in fig.axes] == ["N = 8192", "N = 16384"]
