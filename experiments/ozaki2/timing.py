@@ -2,9 +2,10 @@
 
 A product's methods are timed in as few groups as its plans allow (:func:`timing_groups`): each holds at most
 :data:`GROUP_PLANS` scheme II configurations, whose plans' workspaces in their fastest layouts fit beside the
-operands, so that no call in a group finds its plan evicted (the cache keeps :data:`gpu.ozaki2.api.MAX_PLANS`,
-least recently used first out: timed round by round, more configurations than that rebuilt their plans at every
-call) or freed for another's room; the kept plans are freed between groups.
+operands (the first group's beside the defaults', which it alone times), so that no call in a group finds its plan
+evicted (the cache keeps :data:`gpu.ozaki2.api.MAX_PLANS`, least recently used first out: timed round by round, more
+configurations than that rebuilt their plans at every call) or freed for another's room; the kept plans are freed
+between groups.
 
 A group is timed on phi = 1 operands (:func:`experiments.ozaki2.bench.shape_inputs`) by the lab's protocol
 (:func:`experiments.core.lab.time_group`, in the run's power regime, baseline DGEMM) and stored in ``ozaki2-time``,
@@ -126,15 +127,16 @@ def timing_operands(ctx: Context, shape: Shape, methods: Sequence[str]) -> tuple
     return ops, ctx.backend.xp.empty_like(ops.C)
 
 
-def measure_group(ctx: Context, shape: Shape, ops: Operands, out: Array, methods: Sequence[str], plan: Plan) -> None:
+def measure_group(ctx: Context, shape: Shape, ops: Operands, out: Array, methods: Sequence[str], plan: Plan,
+                  defaults: bool = True) -> None:
     """DGEMM and ``methods`` timed interleaved (slow ones by one run, see the module), stored with the
-    speed-up over DGEMM."""
+    speed-up over DGEMM; with ``defaults`` the defaults' call as called too (:data:`DEFAULTS`)."""
     be, names = ctx.backend, list(dict.fromkeys((DGEMM, *methods)))
     works = {name: timed_work(be, ops, out, name) for name in names}
     first = first_calls(be, works)
     slow = slower_than(first, DGEMM, plan.slow_factor)
     flush = ops.needs_flush()
-    public = {name: call for name in (*names, DEFAULTS) if name not in slow
+    public = {name: call for name in (*names, *([DEFAULTS] if defaults else [])) if name not in slow
               and (call := public_call(be, ops, out, name)) is not None}
     reference = Call(f"{be.xp.__name__}.matmul(A, B, out=C)", partial(be.xp.matmul, ops.A, ops.B, out=ops.C))
     called = time_called(ops, {k: w for k, w in works.items() if k not in slow}, DGEMM, public, reference,
@@ -149,11 +151,12 @@ def measure_group(ctx: Context, shape: Shape, ops: Operands, out: Array, methods
                 "slow_factor": plan.slow_factor, "flush": flush, **extra, **called.meta(name)}
         ctx.db.add(ctx.run_id, TIME, name, time_params(shape, ctx.regime), value=t.median, unit="s",
                    samples=t.samples, meta=meta)
-    t, defaults = called.result.timings[AS_CALLED + DEFAULTS], called.meta(DEFAULTS)
-    ctx.db.add(ctx.run_id, TIME, DEFAULTS, time_params(shape, ctx.regime), value=t.median, unit="s", samples=t.samples,
-               meta={"regime": ctx.regime, **t.meta(), "protocol": "as called", "dgemm_s": defaults["reference_s"],
-                     "speedup_vs_dgemm": defaults["ratio_as_called"], "family": family(DEFAULTS)[0], "flush": flush,
-                     **defaults})
+    if defaults:
+        t, record = called.result.timings[AS_CALLED + DEFAULTS], called.meta(DEFAULTS)
+        meta = {"regime": ctx.regime, **t.meta(), "protocol": "as called", "dgemm_s": record["reference_s"],
+                "speedup_vs_dgemm": record["ratio_as_called"], "family": family(DEFAULTS)[0], "flush": flush, **record}
+        ctx.db.add(ctx.run_id, TIME, DEFAULTS, time_params(shape, ctx.regime), value=t.median, unit="s",
+                   samples=t.samples, meta=meta)
 
 
 def plan_bytes(shape: Shape, name: str) -> int:
@@ -166,16 +169,15 @@ def plan_bytes(shape: Shape, name: str) -> int:
 
 def timing_groups(shape: Shape, methods: Sequence[str], room: float) -> list[list[str]]:
     """``methods`` in groups, in order: each with at most :data:`GROUP_PLANS` scheme II methods whose plans' bytes
-    (:func:`plan_bytes`), with the defaults', fit in ``room`` (one alone where its own do not); the other methods
-    in the first."""
+    (:func:`plan_bytes`) fit in ``room``, the first's beside the defaults' (which only the first group times; one
+    alone where its own do not fit); the other methods in the first."""
     groups: list[list[str]] = [[m for m in methods if parse_ozaki2_method(m) is None]]
-    base = used = plan_bytes(shape, DEFAULTS)
-    held = 0
+    used, held = plan_bytes(shape, DEFAULTS), 0
     for name in (m for m in methods if parse_ozaki2_method(m) is not None):
         size = plan_bytes(shape, name)
         if held and (held == GROUP_PLANS or used + size > room):
             groups.append([])
-            used, held = base, 0
+            used, held = 0, 0
         groups[-1].append(name)
         used, held = used + size, held + 1
     return [g for g in groups if g] or [[]]
@@ -190,7 +192,7 @@ def run_timing(ctx: Context, plan: Plan) -> SweepOutcome:
         for number, group in enumerate(timing_groups(shape, missing, room)):
             if number:
                 free_memory(ctx.backend)
-            measure_group(ctx, shape, ops, out, group, plan)
+            measure_group(ctx, shape, ops, out, group, plan, defaults=not number)
     return method_sweep(ctx, TIME, plan.shapes, plan.methods, lambda shape: time_params(shape, ctx.regime), measure,
                         shape_text, "ozaki2 timing", "product")
 

@@ -336,6 +336,8 @@ def test_timing_groups_hold_what_the_plan_cache_and_memory_hold():
     assert sizes["ozaki2-fast-15-w1"] > 3 * sizes["ozaki2-fast-16"], "the fused level's sums and 7 products"
     room = sizes[tm.DEFAULTS] + sizes["ozaki2-fast-14-w1"] + sizes["ozaki2-fast-15-w1"] + sizes["ozaki2-fast-16"] - 1
     assert tm.timing_groups(shape, level, room) == [level[:2], level[2:]]
+    room = sizes["ozaki2-fast-15-w1"] + sizes["ozaki2-fast-16"]
+    assert tm.timing_groups(shape, level, room) == [level[:1], level[1:]], "later groups leave out the defaults"
     assert tm.timing_groups(shape, level, 1.0) == [[m] for m in level], "one alone where its own plan does not fit"
     assert tm.timing_groups(shape, ["fp32"], 1.0) == [["fp32"]] and tm.timing_groups(shape, [], 1.0) == [[]]
 
@@ -344,11 +346,11 @@ def test_the_sweep_times_each_group_apart_and_stores_every_row(monkeypatch, run_
     seen = []
     measure = tm.measure_group
     monkeypatch.setattr(tm, "GROUP_PLANS", 1)
-    monkeypatch.setattr(tm, "measure_group", lambda ctx, shape, ops, out, group, plan: (
-        seen.append(list(group)), measure(ctx, shape, ops, out, group, plan)))
+    monkeypatch.setattr(tm, "measure_group", lambda ctx, shape, ops, out, group, plan, defaults: (
+        seen.append((list(group), defaults)), measure(ctx, shape, ops, out, group, plan, defaults)))
     run_json("ozaki2", "--backend", "numpy", "--sizes", "16", "--methods", "ozaki2-fast-8,ozaki2-fast-9", "--phi",
              "1", "--no-errors", "--db", db_path)
-    assert seen == [["fp64", "ozaki2-fast-8"], ["ozaki2-fast-9"]]
+    assert seen == [(["fp64", "ozaki2-fast-8"], True), (["ozaki2-fast-9"], False)], "the defaults in the first alone"
     with ResultsDB(db_path) as db:
         stored = {m.method for m in db.measurements(b2.TIME)}
     assert stored == {"fp64", "ozaki2-fast-8", "ozaki2-fast-9", t2.DEFAULTS}
