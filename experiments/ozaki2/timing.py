@@ -162,7 +162,9 @@ def measure_group(ctx: Context, shape: Shape, ops: Operands, out: Array, methods
 def plan_bytes(shape: Shape, name: str) -> int:
     """Device bytes of the workspace block a scheme II method's plan takes in its fastest layout (``"auto"``: sized
     for the most moduli; the defaults' for :data:`DEFAULTS`)."""
-    two = parse_ozaki2_method(name) or ("fast", "auto")
+    two = ("fast", "auto") if name == DEFAULTS else parse_ozaki2_method(name)
+    if two is None:
+        raise ValueError(f"{name!r} is not a scheme II method")
     count = ozaki2.MAX_MODULI if two[1] == "auto" else int(two[1])
     return layouts(*shape, count, two[0], k_block(None), ozaki2_level(name))[0].nbytes
 

@@ -156,7 +156,7 @@ class HostResidueOps:
             t1 = c(x12, x11, m, -1)
             t2 = c(x22, t1, m, -1)
             sums = (t1, t2, c(x22, x12, m, -1), c(t2, x21, m, -1))
-        return sums if out is None else into(out, sums)
+        return into(out, sums)
 
     def combine_products(self, products: tuple[Array, ...], m: int, out: tuple[Array, ...]) -> None:
         """C11, C12, C21, C22 modulo m into ``out`` from the 7 products M1..M7 (INT32 products or residues;
