@@ -40,7 +40,21 @@ CRT_THREADS, VEC = 256, 4
 #: spills registers under the bound (28 bytes at 20 moduli, on sm_90), and two columns do not.
 VEC_MODULI = 16
 
-SOURCE = r"""
+#: Both kernels' reconstruction of one entry from its double-double sum (s_hi, s_lo): r = S - q P, q from S / P to
+#: nearest in two steps (one where the table is exact), every product and sum rounded on its own.
+FINISH = r"""
+__device__ __forceinline__ double finish(double s_hi, double s_lo)
+{
+    const double qh = rint_magic(__dmul_rn(s_hi, INV));
+    const double d = __dsub_rn(s_hi, __dmul_rn(qh, P_HI));
+    if (EXACT) return __dsub_rn(d, __dmul_rn(rint_magic(__dmul_rn(d, INV)), P_HI));
+    const double low = __dsub_rn(s_lo, __dmul_rn(qh, P_LO));
+    const double q2 = rint_magic(__dmul_rn(__dadd_rn(d, low), INV));
+    return __dadd_rn(__dsub_rn(d, __dmul_rn(q2, P_HI)), __dsub_rn(low, __dmul_rn(q2, P_LO)));
+}
+"""
+
+SOURCE = FINISH + r"""
 extern "C" __global__ void __launch_bounds__(CRT_THREADS, 2) ozaki2_crt(
     const IN_T* __restrict__ planes, long long plane, long long ld, const int* __restrict__ sa,
     const int* __restrict__ sb, double* __restrict__ C, long long ldc, long long m, long long n, int pairs)
@@ -66,18 +80,8 @@ extern "C" __global__ void __launch_bounds__(CRT_THREADS, 2) ozaki2_crt(
 #define TERM(T, M) { RESIDUE(T, M) s_hi = fma(W_HI_##T, c, s_hi); \
                      if (!EXACT) s_lo = __dadd_rn(s_lo, __dmul_rn(W_LO_##T, c)); }
                 FOR_EACH_MODULUS(TERM)
-                const double qh = rint_magic(__dmul_rn(s_hi, INV));
-                const double d = __dsub_rn(s_hi, __dmul_rn(qh, P_HI));
-                double r;
-                if (EXACT) {
-                    r = __dsub_rn(d, __dmul_rn(rint_magic(__dmul_rn(d, INV)), P_HI));
-                } else {
-                    const double low = __dsub_rn(s_lo, __dmul_rn(qh, P_LO));
-                    const double q2 = rint_magic(__dmul_rn(__dadd_rn(d, low), INV));
-                    r = __dadd_rn(__dsub_rn(d, __dmul_rn(q2, P_HI)), __dsub_rn(low, __dmul_rn(q2, P_LO)));
-                }
                 const long long j = j0 + q;
-                out[q] = j < n ? ldexp(r, -(si + sb[j])) : 0.0;
+                out[q] = j < n ? ldexp(finish(s_hi, s_lo), -(si + sb[j])) : 0.0;
             }
             double* c = C + i * ldc + j0;
 #if VEC >= 2
@@ -99,7 +103,7 @@ extern "C" __global__ void __launch_bounds__(CRT_THREADS, 2) ozaki2_crt(
 #: each block's sum as the plain kernel reduces a product; the sums and the reconstruction are the plain kernel's,
 #: term for term. Two columns ran its span of 15 moduli at N = 16384 in 7.5 ms, four in 8.6 (register pressure:
 #: eight double-double sums a column; ``h200-ozaki2-fused-level-probe-16384.json``).
-LEVEL_SOURCE = r"""
+LEVEL_SOURCE = FINISH + r"""
 template <int M> __device__ __forceinline__ void term(const int* at, long long quarter, double w_hi, double w_lo,
                                                       double (&hi)[4][VEC], double (&lo)[4][VEC])
 {
@@ -120,16 +124,6 @@ template <int M> __device__ __forceinline__ void term(const int* at, long long q
             if (!EXACT) lo[o][q] = __dadd_rn(lo[o][q], __dmul_rn(w_lo, c));
         }
     }
-}
-
-__device__ __forceinline__ double finish(double s_hi, double s_lo)
-{
-    const double qh = rint_magic(__dmul_rn(s_hi, INV));
-    const double d = __dsub_rn(s_hi, __dmul_rn(qh, P_HI));
-    if (EXACT) return __dsub_rn(d, __dmul_rn(rint_magic(__dmul_rn(d, INV)), P_HI));
-    const double low = __dsub_rn(s_lo, __dmul_rn(qh, P_LO));
-    const double q2 = rint_magic(__dmul_rn(__dadd_rn(d, low), INV));
-    return __dadd_rn(__dsub_rn(d, __dmul_rn(q2, P_HI)), __dsub_rn(low, __dmul_rn(q2, P_LO)));
 }
 
 extern "C" __global__ void __launch_bounds__(CRT_THREADS, 2) ozaki2_crt_level(

@@ -21,6 +21,15 @@ for 64-bit differences with float64 quotients, the same bits (``h200-ozaki2-comp
 Where the planes allow (rows starting on 16 bytes, widths of whole groups), a thread
 reads and writes 16 bytes of a sum, or 4 products, at once; other views (a plane's first n columns, say) take the
 one-element kernels, with the same arithmetic.
+
+**PAIRS.** The 16-byte sums work on two residues a 32-bit word, in 16-bit lanes, so that one integer instruction
+serves two entries (the one-byte form spent about 50 instructions an entry of an operand's four sums and ran its
+pass at half the memory bandwidth). A word of four symmetric residues x becomes their representatives u in [0, m)
+in one step, u = x - (256 - m) where x's byte is negative (no byte borrows: a negative residue's byte is at least
+256 - m/2); ``__byte_perm`` spreads two bytes into lanes. A sum u + v, or a difference u + m - v, lies in [0, 2m),
+at most 511: adding 2**15 - m sets a lane's bit 15 exactly where it reaches m, and that bit times m is taken off.
+The four results are packed back into bytes, and 256 - m is added where u is above (m - 1) / 2, which leaves the
+byte of u - m, the symmetric residue. Each result is the residue of the same class as NumPy's, so the bits are NumPy's.
 """
 
 from __future__ import annotations
@@ -73,6 +82,27 @@ __device__ __forceinline__ signed char residue_small(int x, int m, int off, unsi
     if (r < 0) r += m;
     return symmetric_of(r, m);
 }
+/* Two residues a word, in 16-bit lanes, each as its representative u in [0, m) (``PAIRS`` in the module notes). */
+struct Lanes { unsigned m, w, mm, g, h; };
+__device__ __forceinline__ Lanes lanes_of(int m) {
+    return {(unsigned)m, 256u - m, m * 0x10001u, (0x8000u - m) * 0x10001u, (128u - (m + 1) / 2) * 0x01010101u};
+}
+/* The four bytes of x, symmetric residues, as their representatives, one a byte. */
+__device__ __forceinline__ unsigned reps4(unsigned x, Lanes k) { return x - ((x >> 7) & 0x01010101u) * k.w; }
+/* Two of reps4's bytes as lanes (sel: 0x4140 its low two, 0x4342 its high two). */
+__device__ __forceinline__ unsigned lanes_in(unsigned reps, unsigned sel) { return __byte_perm(reps, 0u, sel); }
+/* s in [0, 2m) a lane, less m where it reaches m. */
+__device__ __forceinline__ unsigned lanes_reduce(unsigned s, Lanes k) {
+    return s - (((s + k.g) >> 15) & 0x10001u) * k.m;
+}
+__device__ __forceinline__ unsigned lanes_add(unsigned u, unsigned v, Lanes k) { return lanes_reduce(u + v, k); }
+__device__ __forceinline__ unsigned lanes_sub(unsigned u, unsigned v, Lanes k) { return lanes_reduce(u + k.mm - v, k); }
+/* Two words of lanes (lo's, then hi's) as four symmetric residues, one a byte. */
+__device__ __forceinline__ unsigned lanes_out(unsigned lo, unsigned hi, Lanes k) {
+    const unsigned u = __byte_perm(lo, hi, 0x6420);
+    return u + (((u + k.h) >> 7) & 0x01010101u) * k.w;
+}
+#define WORDS4(V) (reinterpret_cast<unsigned*>(&(V)))
 """
 
 #: Rows by ``blockIdx.y`` (strided), groups of a row by threads; each group 16 residues (a sum) or 4 products.
@@ -84,11 +114,18 @@ extern "C" __global__ void ozaki2_residue_sum16(
         int4 a = *reinterpret_cast<const int4*>(x + r * ldx + 16 * g);
         int4 b = *reinterpret_cast<const int4*>(y + r * ldy + 16 * g);
         int4 c;
-        const signed char* pa = reinterpret_cast<const signed char*>(&a);
-        const signed char* pb = reinterpret_cast<const signed char*>(&b);
-        signed char* pc = reinterpret_cast<signed char*>(&c);
+        const Lanes k = lanes_of(m);
 #pragma unroll
-        for (int i = 0; i < 16; ++i) pc[i] = residue_sum(pa[i], pb[i], m, sign);
+        for (int j = 0; j < 4; ++j) {
+            const unsigned x4 = reps4(WORDS4(a)[j], k), y4 = reps4(WORDS4(b)[j], k);
+            unsigned half[2];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const unsigned sel = i ? 0x4342u : 0x4140u, u = lanes_in(x4, sel), v = lanes_in(y4, sel);
+                half[i] = sign > 0 ? lanes_add(u, v, k) : lanes_sub(u, v, k);
+            }
+            WORDS4(c)[j] = lanes_out(half[0], half[1], k);
+        }
         *reinterpret_cast<int4*>(z + r * ldz + 16 * g) = c;
     }
 }
@@ -131,13 +168,15 @@ extern "C" __global__ void ozaki2_residue_reduce4(
 #: their own leading dimensions into four contiguous planes; the four output blocks from the 7 contiguous products
 #: of one shape, 4 a thread, into four views of C (``{T}``/``{V}``: the products' type and its 4-vector).
 LEVEL = DEVICE + r"""
-__device__ __forceinline__ void sums_of(int side, int m, int x11, int x12, int x21, int x22, signed char* s) {
+/* A's (side 0) or B's four sums of one pair of lanes of each block, as representatives (SUMS' formulas). */
+__device__ __forceinline__ void sums_of(int side, Lanes k, unsigned x11, unsigned x12, unsigned x21, unsigned x22,
+                                        unsigned* s) {
     if (side == 0) {
-        signed char r1 = residue_sum(x21, x22, m, 1), r2 = residue_sum(r1, x11, m, -1);
-        s[0] = r1; s[1] = r2; s[2] = residue_sum(x11, x21, m, -1); s[3] = residue_sum(x12, r2, m, -1);
+        const unsigned r1 = lanes_add(x21, x22, k), r2 = lanes_sub(r1, x11, k);
+        s[0] = r1; s[1] = r2; s[2] = lanes_sub(x11, x21, k); s[3] = lanes_sub(x12, r2, k);
     } else {
-        signed char r1 = residue_sum(x12, x11, m, -1), r2 = residue_sum(x22, r1, m, -1);
-        s[0] = r1; s[1] = r2; s[2] = residue_sum(x22, x12, m, -1); s[3] = residue_sum(r2, x21, m, -1);
+        const unsigned r1 = lanes_sub(x12, x11, k), r2 = lanes_sub(x22, r1, k);
+        s[0] = r1; s[1] = r2; s[2] = lanes_sub(x22, x12, k); s[3] = lanes_sub(r2, x21, k);
     }
 }
 extern "C" __global__ void ozaki2_winograd_sums16(
@@ -150,24 +189,27 @@ extern "C" __global__ void ozaki2_winograd_sums16(
         int4 b = *reinterpret_cast<const int4*>(x12 + r * ld12 + 16 * g);
         int4 c = *reinterpret_cast<const int4*>(x21 + r * ld21 + 16 * g);
         int4 d = *reinterpret_cast<const int4*>(x22 + r * ld22 + 16 * g);
-        const signed char *pa = reinterpret_cast<const signed char*>(&a),
-                          *pb = reinterpret_cast<const signed char*>(&b),
-                          *pc = reinterpret_cast<const signed char*>(&c),
-                          *pd = reinterpret_cast<const signed char*>(&d);
-        int4 o1, o2, o3, o4;
-        signed char *q1 = reinterpret_cast<signed char*>(&o1), *q2 = reinterpret_cast<signed char*>(&o2),
-                    *q3 = reinterpret_cast<signed char*>(&o3), *q4 = reinterpret_cast<signed char*>(&o4);
+        const Lanes k = lanes_of(m);
+        int4 o[4];
 #pragma unroll
-        for (int i = 0; i < 16; ++i) {
-            signed char s[4];
-            sums_of(side, m, pa[i], pb[i], pc[i], pd[i], s);
-            q1[i] = s[0]; q2[i] = s[1]; q3[i] = s[2]; q4[i] = s[3];
+        for (int j = 0; j < 4; ++j) {
+            const unsigned x11 = reps4(WORDS4(a)[j], k), x12 = reps4(WORDS4(b)[j], k),
+                           x21 = reps4(WORDS4(c)[j], k), x22 = reps4(WORDS4(d)[j], k);
+            unsigned half[2][4];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const unsigned sel = i ? 0x4342u : 0x4140u;
+                sums_of(side, k, lanes_in(x11, sel), lanes_in(x12, sel), lanes_in(x21, sel), lanes_in(x22, sel),
+                        half[i]);
+            }
+#pragma unroll
+            for (int t = 0; t < 4; ++t) WORDS4(o[t])[j] = lanes_out(half[0][t], half[1][t], k);
         }
         long long at = r * groups * 16 + 16 * g;
-        *reinterpret_cast<int4*>(s1 + at) = o1;
-        *reinterpret_cast<int4*>(s2 + at) = o2;
-        *reinterpret_cast<int4*>(s3 + at) = o3;
-        *reinterpret_cast<int4*>(s4 + at) = o4;
+        *reinterpret_cast<int4*>(s1 + at) = o[0];
+        *reinterpret_cast<int4*>(s2 + at) = o[1];
+        *reinterpret_cast<int4*>(s3 + at) = o[2];
+        *reinterpret_cast<int4*>(s4 + at) = o[3];
     }
 }
 """

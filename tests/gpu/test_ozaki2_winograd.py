@@ -219,3 +219,33 @@ def test_on_the_gpu_a_levels_sums_and_combination_equal_numpys(cupy_backend, mon
             host.combine_products(tuple(products), m, tuple(want[q] for q in quadrants(2 * h, 2 * w)))
             assert np.array_equal(be.to_numpy(C), want), (m, products[0].dtype)
             assert bool(launched) is vector, (products[0].dtype, launched)
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_packed_sums_equal_numpys_for_every_modulus_and_pair(cupy_backend, monkeypatch):
+    """The 16-byte sum and operand-sums kernels work on two residues a word in 16-bit lanes: for every modulus
+    2..256, every pair of residues (as x and y, and as the first two blocks of each operand's sums, the others
+    drawn) gives NumPy's residues, bit for bit."""
+    from gpu.ozaki2 import winograd_kernels as kernels  # CuPy's module: imported where a GPU runs
+
+    launched = set()
+    real = kernels._launch
+    monkeypatch.setattr(kernels, "_launch", lambda name, *a: (launched.add(name), real(name, *a))[1])
+    rng = np.random.default_rng(21)
+    gpu_ops, host, be = cupy_backend.ops(winograd.FAMILY), winograd.HostResidueOps(), cupy_backend
+    for m in range(2, 257):
+        lo, hi = -(m // 2), (m - 1) // 2
+        pairs = np.stack(np.meshgrid(np.arange(lo, hi + 1), np.arange(lo, hi + 1))).reshape(2, -1)
+        cols = 64
+        rows = -(-pairs.shape[1] // cols)
+        blocks = rng.integers(lo, hi + 1, (4, rows, cols)).astype(np.int8)
+        blocks[:2].reshape(2, -1)[:, :pairs.shape[1]] = pairs
+        on = be.asarray(blocks)
+        for sign in (1, -1):
+            got = gpu_ops.combine(on[0], on[1], m, sign)
+            assert np.array_equal(be.to_numpy(got), host.combine(blocks[0], blocks[1], m, sign)), (m, sign)
+        for side in ("a", "b"):
+            got = gpu_ops.operand_sums(*on, m, side)
+            for g, w in zip(got, host.operand_sums(*blocks, m, side), strict=True):
+                assert np.array_equal(be.to_numpy(g), w), (m, side)
+    assert launched == {"ozaki2_residue_sum16", "ozaki2_winograd_sums16"}, launched

@@ -13,10 +13,10 @@ the first N: cold where CuPy's kernel cache starts empty (``CUPY_CACHE_DIR=$(mkt
 held at the start are recorded), warm otherwise.
 
 ``RUNS`` picks the runs by name (default: default, fast-14, fast-15, fast-16; also ``default-w1``, the public call
-with ``level=1``: one Winograd level over the residues at ``moduli="auto"``). From ``SEPARATE_FROM`` rows up (default
-none) each run is timed in a group of its own beside DGEMM, the kept plans of the last freed first (at N = 32768 the
-level-1 plan's fused layout and level 0's do not fit beside each other on the H200); its ratio is to its own group's
-DGEMM (``dgemm_ms`` of the run).
+with ``level=1``: one Winograd level over the residues at ``moduli="auto"``, and ``fast-<count>-w1`` likewise at a
+fixed count). From ``SEPARATE_FROM`` rows up (default none) each run is timed in a group of its own beside DGEMM,
+the kept plans of the last freed first (at N = 32768 the level-1 plan's fused layout and level 0's do not fit
+beside each other on the H200); its ratio is to its own group's DGEMM (``dgemm_ms`` of the run).
 
 Writes ``$OUT/ozaki2-as-called.json`` (with ``records`` of the shape ``as_called_tables.py`` renders) and prints
 a summary. Run on the device from the repository root:
@@ -74,6 +74,8 @@ def runs(be, A, B):
            "default-w1": lambda: ozaki2.matmul(A, B, level=1, backend=be)}
     for count in (14, 15, 16):
         out[f"fast-{count}"] = (lambda c: lambda: ozaki2.matmul(A, B, moduli=c, scaling="fast", backend=be))(count)
+        out[f"fast-{count}-w1"] = (lambda c: lambda: ozaki2.matmul(A, B, moduli=c, scaling="fast", level=1,
+                                                                   backend=be))(count)
     out = {name: out[name] for name in RUNS}
     out["dgemm"] = lambda: cp.matmul(A, B)
     return out
