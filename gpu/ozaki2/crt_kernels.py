@@ -80,8 +80,9 @@ extern "C" __global__ void __launch_bounds__(CRT_THREADS, 2) ozaki2_crt(
 #define TERM(T, M) { RESIDUE(T, M) s_hi = fma(W_HI_##T, c, s_hi); \
                      if (!EXACT) s_lo = __dadd_rn(s_lo, __dmul_rn(W_LO_##T, c)); }
                 FOR_EACH_MODULUS(TERM)
+                const double r = finish(s_hi, s_lo);
                 const long long j = j0 + q;
-                out[q] = j < n ? ldexp(finish(s_hi, s_lo), -(si + sb[j])) : 0.0;
+                out[q] = j < n ? ldexp(r, -(si + sb[j])) : 0.0;
             }
             double* c = C + i * ldc + j0;
 #if VEC >= 2
