@@ -337,6 +337,25 @@ def test_a_shape_large_beside_the_device_times_no_candidate_beside_the_front_doo
     assert refused and all("not timed: beside the front door's plan" in why for why in refused.values()), refused
 
 
+def test_a_shape_large_beside_the_device_does_not_time_the_hidden_choice_beside_the_front_door(run_json, db_path,
+                                                                                               monkeypatch):
+    """The choice with the profile hidden is a candidate like the others: where the operands take more than BESIDE
+    of the device its plan would hold the workspace the front door's call needs (at N = 32768 on the H200 the front
+    door then rebuilt its plan at every call), so it is named as not timed and its loss is not judged."""
+    be = get_backend("numpy")
+    A, B, _ = errors.phi_inputs(be, (48, 48, 48), errors.TIME_PHI)
+    other = next(r for r in gpu.plan(A, B, backend=be).ranking.entries if r.eligible and r.family != "gemm")
+    monkeypatch.setattr(groups, "BESIDE", 0.0)
+    monkeypatch.setattr(groups, "hidden_choice", lambda be, m, k, n, level: other)
+    out = run_json("frontdoor", "--backend", "numpy", "--shape", "48:48:48", "--accuracy", "dgemm", "--db",
+                   str(db_path))
+    mine = {r["method"]: r for r in out["rows"]}
+    assert set(mine) == {LIBRARY, FRONTDOOR}
+    assert (mine[FRONTDOOR]["hidden"], mine[FRONTDOOR]["hidden_lost"]) == (other.name, None)
+    refused = ResultsDB(db_path).measurements(bench.EXPERIMENT, method=FRONTDOOR)[-1].meta["refused"]
+    assert refused[other.name].startswith("not timed: beside the front door's plan")
+
+
 def test_the_fastest_call_beside_the_front_door_keeps_the_points_accuracy():
     """Where the library GEMM does not keep the accuracy (1e-10 over k = 2^20: its gamma_k is 1.2e-10), the front
     door is judged against the fastest candidate it timed, not against the library; rows stored before the bench
