@@ -65,8 +65,9 @@ def ozaki1(doc: Doc) -> list[dict[str, Any]]:
 def ozaki2(doc: Doc) -> list[dict[str, Any]]:
     """``ozaki2_as_called.py``: each public call and DGEMM as called (no device time; one call's host time where
     the file has it, ``host_ms``), against the DGEMM of its own group where it ran in one (``"dgemm beside
-    <run>"``), the count the defaults chose and each call's error (``default-w1``: the defaults with ``level=1``);
-    the first call of the default, cold or warm by the kernel cache."""
+    <run>"``), the count the defaults chose and each call's error (``default-w1``, ``fast-<count>-w1``: with
+    ``level=1``); the first call of the default, cold or warm by the kernel cache (none where the file's first call
+    was another run's, ``first_call_of``)."""
     out = []
     for p in doc["points"]:
         for name, run in p["runs"].items():
@@ -74,7 +75,7 @@ def ozaki2(doc: Doc) -> list[dict[str, Any]]:
                 continue
             dgemm = p["runs"].get(f"dgemm beside {name}") or p["runs"]["dgemm"]
             count = None if name.startswith("default") else int(name.split("-")[1])
-            level = {"level": 1} if name == "default-w1" else {}
+            level = {"level": 1} if name.endswith("-w1") else {}
             options = {**({} if count is None else {"moduli": count, "scaling": "fast"}), **level}
             config = {"moduli": count or "auto", "scaling": "fast", **level}
             if count is None and "default_count" in p:
@@ -87,7 +88,7 @@ def ozaki2(doc: Doc) -> list[dict[str, Any]]:
                 telemetry=telemetry_summary(run.get("telemetry") or []), calls=p.get("loop"),
                 samples=len(run.get("telemetry") or []) or None,
                 max_rel_error=(p.get("errors", {}).get(name) or {}).get("max_rel")))
-        if p.get("first_call_s") is not None:
+        if p.get("first_call_s") is not None and p.get("first_call_of", "default") == "default":
             cold = doc.get("kernel_cache_files_at_start") == 0
             out.append(first_call_record("ozaki2", "ozaki2.matmul(A, B)", size=p["n"],
                                          cold_s=p["first_call_s"] if cold else None,

@@ -184,6 +184,11 @@ def test_each_scripts_format_converts_to_records_nothing_filled_in(tmp_path):
     assert plain["call"] == "ozaki2.matmul(A, B)" and plain["ratio_as_called"] == pytest.approx(1350 / 800)
     assert leveled["call"] == "ozaki2.matmul(A, B, level=1)" and leveled["config"]["level"] == 1
     assert leveled["ratio_as_called"] == pytest.approx(1340 / 750) and leveled["reference_s"] == pytest.approx(1.34)
+    fixed = {"script": "results/published/scripts/ozaki2_as_called.py", "environment": ENV, "points": [
+        {"n": 16384, "loop": 3, "first_call_s": 2.0, "first_call_of": "fast-15-w1",
+         "runs": {"fast-15-w1": {"ms_per_call": 110.0}, "dgemm": {"ms_per_call": 167.0}}}]}
+    (fixed_level,) = load(_json(tmp_path, fixed, "ozaki2-as-called-fixed.json")).records   # no first-call record
+    assert fixed_level["call"] == "ozaki2.matmul(A, B, moduli=15, scaling='fast', level=1)"
     out, new = load(_json(tmp_path, STRASSEN_DOC, "c.json")).records
     assert out["call"] == "strassen.matmul(A, B, out=C)" and out["ratio_device"] == pytest.approx(0.021 / 0.0175)
     assert new["ratio_as_called"] == pytest.approx(0.022 / 0.025) and new["config"] == {"configuration": "flat-1"}

@@ -8,9 +8,10 @@ wall time per call, host time included, as a user's loop makes them. The runs ar
 (``ROUNDS`` rounds, at least 10) after one warm-up round (plans built, kernels compiled), and each run's median
 and ratio to DGEMM's are kept, with NVML's SM clock and power read after each sample. Then each run's max
 relative error on 256 sampled rows against ``accuracy.reference.exact_matmul`` of those rows (DGEMM's too), and
-the count the defaults choose (``Plan.last_count``). Also the first call's time of the default in this process at
-the first N: cold where CuPy's kernel cache starts empty (``CUPY_CACHE_DIR=$(mktemp -d)``; the files the cache
-held at the start are recorded), warm otherwise.
+the count the defaults choose (``Plan.last_count``). Also the first call's time of the first run of ``RUNS`` (the
+default, unless ``RUNS`` leaves it out: ``first_call_of`` names it) in this process at the first N: cold where
+CuPy's kernel cache starts empty (``CUPY_CACHE_DIR=$(mktemp -d)``; the files the cache held at the start are
+recorded), warm otherwise; only the default's is kept as a first-call record.
 
 ``RUNS`` picks the runs by name (default: default, fast-14, fast-15, fast-16; also ``default-w1``, the public call
 with ``level=1``: one Winograd level over the residues at ``moduli="auto"``, and ``fast-<count>-w1`` likewise at a
@@ -171,9 +172,9 @@ def main() -> None:
         calls = runs(be, A, B)
         if first:
             start = time.perf_counter()
-            calls["default"]()
+            calls[RUNS[0]]()
             cp.cuda.Device().synchronize()
-            point["first_call_s"], first = time.perf_counter() - start, False
+            point["first_call_s"], point["first_call_of"], first = time.perf_counter() - start, RUNS[0], False
         loop = int(os.environ.get("LOOP", {4096: 40, 8192: 10}.get(n, 3)))
         point["loop"] = loop
         point["runs"] = timed(be, calls, SEPARATE_FROM is not None and n >= SEPARATE_FROM, loop, rounds, telemetry)
