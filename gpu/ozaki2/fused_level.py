@@ -14,13 +14,15 @@ top half's rows at a time (each span's GEMMs, then its CRT, as level 0's row pan
 7/8 of level 0's work, for 7/4 of the CRT's INT32 reads and one sums pass per operand.
 
 Measured on the H200 (fast-15, phi = 1, as called beside DGEMM and the level-0 plan;
-``results/published/h200/h200-ozaki2-fused-level-probe-*.json``, the same passes built by hand): at N = 32768
-1.821x DGEMM against level 0's 1.705x (the 7 half GEMMs 670 ms against 754, the sums 22 ms, the CRT 29 against
-20); at 16384 a tie (1.492 against 1.482x: the sub-products of 8192 run at 1324-1347 TOP/s against level 0's
-1403, and the sums take 6.5-6.9 ms). The level passes' planes form ran level 1 at 1.335-1.345x against
-1.489-1.492x at 16384 (``h200-ozaki2-levels*.json``). Through this module, ``ozaki2.matmul(A, B, level=1)`` at
-``moduli="auto"`` ran at 1.829x against the defaults' 1.695x at 32768, 1.629x against 1.559x at 24576 and 1.521x
-against 1.517x at 16384, as called, each beside its own DGEMM (``h200-ozaki2-as-called-w1-*.json``).
+``results/published/h200/h200-ozaki2-fused-level-probe-*.json``, the same passes built by hand): at N = 32768 1.821x
+DGEMM against level 0's 1.705x (the 7 half GEMMs 670 ms against 754, the sums 22 ms, 15.4 since they take two
+residues a word, the CRT 29 against 20); at 16384 a tie (1.492 against 1.482x: the sub-products of 8192 run at
+1324-1347 TOP/s against level 0's 1403, and the sums take 6.5-6.9 ms). The level passes' planes form ran level 1 at
+1.335-1.345x against 1.489-1.492x at 16384 (``h200-ozaki2-levels*.json``). Through this module,
+``ozaki2.matmul(A, B, level=1)`` at ``moduli="auto"`` ran at 1.829x against the defaults' 1.695x at 32768, 1.629x
+against 1.559x at 24576 and 1.521x against 1.517x at 16384, as called, each beside its own DGEMM
+(``h200-ozaki2-as-called-w1-*.json``); with the packed sums, 1.812x against 1.707x at 32768 and 1.523x against
+1.500x at 16384 (``h200-ozaki2-as-called-sums-*.json``).
 
 It takes level 1 on sides that halve into whole INT8 GEMM views (:func:`fusable`: m, n and the padded k
 multiples of 2 :data:`~gpu.ozaki2.winograd.ALIGN_SIDE`, k in one block); other shapes and deeper levels run
