@@ -4,6 +4,7 @@ the stored rows, and the verdict on made-up rows."""
 
 import json
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -264,15 +265,21 @@ def test_a_candidate_row_left_by_an_interrupted_group_is_not_its_points():
     assert json.loads(json.dumps(door.as_dict()))["over_fastest"] == 1.0
 
 
-def test_the_hidden_choice_is_timed_beside_the_front_door_and_its_loss_stored(run_json, db_path, monkeypatch):
+def hidden_point(run_json, db_path, monkeypatch, n: int) -> tuple[Any, dict, dict]:
+    """The front door's dgemm point at N = n with its hidden choice a candidate other than the library GEMM: that
+    candidate, the run's JSON and its rows by method."""
     be = get_backend("numpy")
-    A, B, _ = errors.phi_inputs(be, (16, 16, 16), errors.TIME_PHI)
+    A, B, _ = errors.phi_inputs(be, (n, n, n), errors.TIME_PHI)
     other = next(r for r in gpu.plan(A, B, backend=be).ranking.entries if r.eligible and r.family != "gemm")
-    monkeypatch.setattr(groups, "OTHERS", 0)
     monkeypatch.setattr(groups, "hidden_choice", lambda be, m, k, n, level: other)
-    out = run_json("frontdoor", "--backend", "numpy", "--shape", "16:16:16", "--accuracy", "dgemm", "--db",
+    out = run_json("frontdoor", "--backend", "numpy", "--shape", f"{n}:{n}:{n}", "--accuracy", "dgemm", "--db",
                    str(db_path))
-    mine = {r["method"]: r for r in out["rows"]}
+    return other, out, {r["method"]: r for r in out["rows"]}
+
+
+def test_the_hidden_choice_is_timed_beside_the_front_door_and_its_loss_stored(run_json, db_path, monkeypatch):
+    monkeypatch.setattr(groups, "OTHERS", 0)
+    other, out, mine = hidden_point(run_json, db_path, monkeypatch, 16)
     door = mine[FRONTDOOR]
     assert set(mine) == {LIBRARY, FRONTDOOR, other.name} and door["timed"] == [other.name]
     assert door["hidden"] == other.name
@@ -342,14 +349,8 @@ def test_a_shape_large_beside_the_device_does_not_time_the_hidden_choice_beside_
     """The choice with the profile hidden is a candidate like the others: where the operands take more than BESIDE
     of the device its plan would hold the workspace the front door's call needs (at N = 32768 on the H200 the front
     door then rebuilt its plan at every call), so it is named as not timed and its loss is not judged."""
-    be = get_backend("numpy")
-    A, B, _ = errors.phi_inputs(be, (48, 48, 48), errors.TIME_PHI)
-    other = next(r for r in gpu.plan(A, B, backend=be).ranking.entries if r.eligible and r.family != "gemm")
     monkeypatch.setattr(groups, "BESIDE", 0.0)
-    monkeypatch.setattr(groups, "hidden_choice", lambda be, m, k, n, level: other)
-    out = run_json("frontdoor", "--backend", "numpy", "--shape", "48:48:48", "--accuracy", "dgemm", "--db",
-                   str(db_path))
-    mine = {r["method"]: r for r in out["rows"]}
+    other, _, mine = hidden_point(run_json, db_path, monkeypatch, 48)
     assert set(mine) == {LIBRARY, FRONTDOOR}
     assert (mine[FRONTDOOR]["hidden"], mine[FRONTDOOR]["hidden_lost"]) == (other.name, None)
     refused = ResultsDB(db_path).measurements(bench.EXPERIMENT, method=FRONTDOOR)[-1].meta["refused"]
