@@ -3,7 +3,7 @@
 ``gpu.ozaki2.fused_level.form_sums`` forms each modulus's four Winograd sums of A's blocks and of B's (one kernel,
 ``ozaki2_winograd_sums16``, per operand and modulus). Its first form took each residue as a byte and reduced each
 sum with C comparisons on 32-bit integers, about 50 instructions an entry of the four sums, so that instruction
-issue, not memory, bound it. The shipped form packs two residues a word (see ``gpu.ozaki2.winograd_kernels``). This
+issue, not memory, bound it. The shipped form packs two residues a word (see ``gpu.ozaki2.residue_cuda``). This
 script keeps the first form's source (:data:`BYTEWISE`) and times both on the same residue planes, 15 moduli
 (fast-15's) at each N of ``NS`` (default 16384, 32768):
 
