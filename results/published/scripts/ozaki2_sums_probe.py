@@ -91,21 +91,21 @@ def planes(n: int, moduli: tuple[int, ...], seed: int):
     return out
 
 
-def bytewise_pass(kernel, res_a, res_b, sums_a, sums_b, moduli) -> None:
-    """The first form over every modulus and both operands, launched as the library launches its kernel."""
+def bytewise_pass(module, res_a, res_b, sums_a, sums_b, moduli) -> None:
+    """The first form over every modulus and both operands, launched as the library launches its kernel
+    (``winograd_kernels._launch``: the same grid and block)."""
     for t, m in enumerate(moduli):
         qa, qb, _ = operands(res_a[t], res_b[t], sums_a[t], sums_b[t])
         for side, blocks, out in ((0, qa, sums_a[t]), (1, qb, sums_b[t])):
             rows, cols = blocks[0].shape
-            grid = (min(winograd_kernels.MAX_X, -(-cols // 16 // winograd_kernels.THREADS)),
-                    min(winograd_kernels.MAX_Y, rows))
             lds = [np.int64(x.strides[0]) for x in blocks]
-            kernel(grid, (winograd_kernels.THREADS,),
-                   (blocks[0], lds[0], blocks[1], lds[1], blocks[2], lds[2], blocks[3], lds[3], *out,
-                    np.int64(rows), np.int64(cols // 16), np.int32(m), np.int32(side)))
+            winograd_kernels._launch(
+                "bytewise_sums16", rows, cols // 16,
+                (blocks[0], lds[0], blocks[1], lds[1], blocks[2], lds[2], blocks[3], lds[3], *out, np.int64(rows),
+                 np.int64(cols // 16), np.int32(m), np.int32(side)), lambda: module)
 
 
-def point(be, kernel, n: int) -> dict:
+def point(be, module, n: int) -> dict:
     """Both forms at one N: times, bandwidth and bitwise equality."""
     moduli = moduli_table(COUNT).moduli
     res_a, res_b = planes(n, moduli, 1), planes(n, moduli, 2)
@@ -113,7 +113,7 @@ def point(be, kernel, n: int) -> dict:
     packed = [cp.empty((COUNT, 4, h, h), dtype=cp.int8) for _ in range(2)]
     bytewise = [cp.empty((COUNT, 4, h, h), dtype=cp.int8) for _ in range(2)]
     runs = {"packed": lambda: form_sums(be, res_a, res_b, *packed, moduli),
-            "bytewise": lambda: bytewise_pass(kernel, res_a, res_b, *bytewise, moduli)}
+            "bytewise": lambda: bytewise_pass(module, res_a, res_b, *bytewise, moduli)}
     for run in runs.values():
         run()
     equal = [bool((packed[i][t] == bytewise[i][t]).all()) for i in range(2) for t in range(COUNT)]
@@ -130,11 +130,11 @@ def point(be, kernel, n: int) -> dict:
 
 def main() -> None:
     be = get_backend("cupy")
-    kernel = cp.RawModule(code=BYTEWISE).get_function("bytewise_sums16")
+    module = cp.RawModule(code=BYTEWISE)
     result = {"script": "results/published/scripts/ozaki2_sums_probe.py", "environment": environment(be),
               "rounds": ROUNDS, "points": []}
     for n in NS:
-        p = point(be, kernel, n)
+        p = point(be, module, n)
         cp.get_default_memory_pool().free_all_blocks()
         result["points"].append(p)
         print(n, "equal" if p["bitwise_equal"] else "DIFFER",
