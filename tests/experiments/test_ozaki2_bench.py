@@ -338,7 +338,9 @@ def test_timing_groups_hold_what_the_plan_cache_and_memory_hold():
     assert tm.timing_groups(shape, level, room) == [level[:2], level[2:]]
     room = sizes["ozaki2-fast-15-w1"] + sizes["ozaki2-fast-16"]
     assert tm.timing_groups(shape, level, room) == [level[:1], level[1:]], "later groups leave out the defaults"
-    assert tm.timing_groups(shape, level, 1.0) == [[m] for m in level], "one alone where its own plan does not fit"
+    room = sizes[tm.DEFAULTS] + sizes["ozaki2-fast-14-w1"] - 1
+    assert tm.timing_groups(shape, level, room) == [[], level[:1], level[1:2], level[2:]], "none beside the defaults"
+    assert tm.timing_groups(shape, ["fp32", *level], 1.0) == [["fp32"], *[[m] for m in level]], "one alone"
     assert tm.timing_groups(shape, ["fp32"], 1.0) == [["fp32"]] and tm.timing_groups(shape, [], 1.0) == [[]]
 
 
@@ -354,6 +356,11 @@ def test_the_sweep_times_each_group_apart_and_stores_every_row(monkeypatch, run_
     with ResultsDB(db_path) as db:
         stored = {m.method for m in db.measurements(b2.TIME)}
     assert stored == {"fp64", "ozaki2-fast-8", "ozaki2-fast-9", t2.DEFAULTS}
+    seen.clear()
+    monkeypatch.setattr(tm, "plan_bytes", lambda shape, name: 2**60)
+    run_json("ozaki2", "--backend", "numpy", "--sizes", "16", "--methods", "ozaki2-fast-8,ozaki2-fast-9", "--phi",
+             "1", "--no-errors", "--db", db_path, "--force")
+    assert seen == [(["fp64"], True), (["ozaki2-fast-8"], False), (["ozaki2-fast-9"], False)], "none fits beside"
 
 
 def test_the_breakdown_stores_every_phase_a_run_reports(run_json, monkeypatch, db_path, tmp_path):
