@@ -262,4 +262,4 @@ def test_the_h200_scheme_ii_pareto_draws_levels_zero_to_two_at_each_size(tmp_pat
         for ax in fig.axes:
             labels = {ln.get_label() for ln in ax.get_lines()}
             assert {"scheme II fast", "scheme II fast, level 1", "scheme II fast, level 2"} <= labels, ax.get_title()
-        assert [ax.get_title().split(",")[0] for ax in fig.axes] == ["N = 8192", "N = 16384"]
+        assert [ax.get_title().split(",")[0] for ax in fig.axes] == ["N = 8192", "N = 16384", "N = 32768"]
