@@ -31,6 +31,7 @@ import time
 
 import cupy as cp
 import numpy as np
+from rounds import loop_seconds  # this folder's script: a loop of calls, host time included
 
 from accuracy.metrics import error_report
 from accuracy.reference import exact_matmul
@@ -98,7 +99,7 @@ def timed(be, calls: dict, separate: bool, loop: int, rounds: int, telemetry, ho
         ozaki2.PLANS.clear()
         cp.get_default_memory_pool().free_all_blocks()
         for run in group.values():
-            sample(run, 1)
+            loop_seconds(run, 1)
         samples, clocks = interleaved(group, loop, rounds, telemetry)
         dgemm = statistics.median(samples["dgemm"])
         beside = next(k for k in group if k != "dgemm") if separate else None
@@ -111,24 +112,13 @@ def timed(be, calls: dict, separate: bool, loop: int, rounds: int, telemetry, ho
     return out
 
 
-def sample(run, loop: int) -> float:
-    """Seconds per call of ``loop`` back-to-back calls and one synchronize."""
-    cp.cuda.Device().synchronize()
-    start = time.perf_counter()
-    for _ in range(loop):
-        C = run()
-    cp.cuda.Device().synchronize()
-    del C
-    return (time.perf_counter() - start) / loop
-
-
 def interleaved(calls: dict, loop: int, rounds: int, telemetry) -> tuple[dict, dict]:
-    """``rounds`` rounds of one :func:`sample` of every call in turn: each call's seconds per call, and the NVML
-    reading after each sample (none without telemetry)."""
+    """``rounds`` rounds of one :func:`rounds.loop_seconds` of every call in turn: each call's seconds per call, and
+    the NVML reading after each sample (none without telemetry)."""
     samples, clocks = {name: [] for name in calls}, {name: [] for name in calls}
     for _ in range(rounds):
         for name, run in calls.items():
-            samples[name].append(sample(run, loop))
+            samples[name].append(loop_seconds(run, loop))
             if telemetry is not None:
                 clocks[name].append(telemetry.read().as_dict())
     return samples, clocks
