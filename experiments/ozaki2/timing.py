@@ -184,7 +184,7 @@ def timing_groups(shape: Shape, methods: Sequence[str], room: float) -> list[lis
             used, held = 0, 0
         groups[-1].append(name)
         used, held = used + size, held + 1
-    return groups[:1] + [g for g in groups[1:] if g]
+    return groups
 
 
 def run_timing(ctx: Context, plan: Plan) -> SweepOutcome:

@@ -38,7 +38,7 @@ for count in (15, 14):
         g = getattr(plan, "_graphs", None)
         rec.append({"host_ms": 1e3 * host, "wall_ms": 1e3 * wall, "pool_used_gb": pool.used_bytes() / 2**30,
                     "pool_total_gb": pool.total_bytes() / 2**30, "free_gb": cp.cuda.runtime.memGetInfo()[0] / 2**30,
-                    "graph_mode": str(getattr(g, "mode", None)), "captured": len(g.captured._entries) if g else None})
+                    "graph_mode": str(getattr(g, "mode", None)), "captured": len(g.captured) if g else None})
         print(count, rec[-1], flush=True)
     res["runs"][count] = rec
     ozaki2.PLANS.clear()
