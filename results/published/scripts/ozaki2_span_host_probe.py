@@ -1,0 +1,88 @@
+"""Why a kept level-1 scheme II plan at N = 32768 can hold the host for hundreds of milliseconds a call.
+
+The benchmark stored 323 ms of host time a call for ``ozaki2-fast-15-w1`` at N = 32768, in a run that held 20 GiB
+beside the operands (DGEMM's C and SGEMM's float32 copies); ``ozaki2_level_host_probe.py``, holding at most 6 GiB,
+measured 0.7-1.8 ms a replayed call. With less free memory the fused level's layout takes more, shorter spans of
+the top half's rows (:func:`gpu.ozaki2.fused_level.span_rows`), and each span launches its own 7 INT8 GEMMs per
+modulus: the graph grows. The question: does the host time follow the spans (a graph larger than the device's
+launch queue holds the host in ``graph.launch()`` until the device drains it)?
+
+For each ``EXTRAS`` (GiB held beside A, B and C; default 0, 20, 27, 33), ``moduli=COUNTS`` (default 15) at
+``level=1``: seven calls, each issued to an idle device and timed by the host's clock to its return, then to its
+end; the spans the plan took and the graph's nodes by kind (its DOT text, kept as ``dot-COUNT-EXTRA.txt``).
+Writes ``$OUT/span-host-probe.json``.
+Run from the repository root with ``PYTHONPATH=$PWD:$PWD/results/published/scripts`` (nvmath-python for graphs).
+"""
+
+import json
+import os
+import re
+import time
+from collections import Counter
+
+import cupy as cp
+from ozaki2_as_called import fresh_inputs  # this folder's script: the same inputs
+
+from experiments.core.environment import environment
+from gpu import ozaki2
+from gpu.backend import get_backend
+
+N = 32768
+EXTRAS = [int(x) for x in os.environ.get("EXTRAS", "0,20,27,33").split(",")]
+COUNTS = [int(x) for x in os.environ.get("COUNTS", "15").split(",")]
+CALLS = 7
+
+
+def graph_nodes(plan, tag: str) -> dict:
+    """The nodes of the plan's one captured graph by kind, from CuPy's DOT text (empty where none is kept)."""
+    graphs = list(plan._graphs.captured._entries.values())
+    if not graphs:
+        return {}
+    try:
+        dot = graphs[0].debug_dot_str()
+        with open(os.path.join(os.environ["OUT"], f"dot-{tag}.txt"), "w") as fh:
+            fh.write(dot)
+    except Exception as exc:                         # noqa: BLE001 - a probe records what it could not read
+        return {"error": repr(exc)}
+    kinds = Counter(re.findall(r"\b(KERNEL|MEMSET|MEMCPY|EVENT_RECORD|WAIT_EVENT|EMPTY|HOST|GRAPH)\b", dot))
+    names = Counter(m.split("_")[0] for m in re.findall(r"\\n(\w+)\\n", dot))
+    return {"kinds": dict(kinds), "names": dict(names.most_common(12)), "dot_chars": len(dot)}
+
+
+def probe(A, B, out, count: int, extra_gib: int) -> dict:
+    ozaki2.PLANS.clear()
+    cp.get_default_memory_pool().free_all_blocks()
+    held = cp.empty((extra_gib * 2**30 // 8,), dtype=cp.float64) if extra_gib else None
+    calls = []
+    for _ in range(CALLS):
+        cp.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        ozaki2.matmul(A, B, moduli=count, level=1, out=out, backend=get_backend("cupy"))
+        host = time.perf_counter() - t0
+        cp.cuda.Device().synchronize()
+        calls.append({"host_ms": 1e3 * host, "wall_ms": 1e3 * (time.perf_counter() - t0)})
+        print(count, extra_gib, calls[-1], flush=True)
+    plan = next(iter(ozaki2.PLANS._plans.values()))
+    part = plan.part(count)
+    record = {"count": count, "extra_gib": extra_gib, "calls": calls,
+              "spans": len(part.spans), "span_rows": part.spans[0].stop - part.spans[0].start,
+              "fused": part.half is not None, "graph_mode": str(plan._graphs.mode),
+              "graphs": len(plan._graphs.captured), "nodes": graph_nodes(plan, f"{count}-{extra_gib}"),
+              "free_gib": cp.cuda.runtime.memGetInfo()[0] / 2**30}
+    print({k: v for k, v in record.items() if k != "calls"}, flush=True)
+    del held
+    return record
+
+
+def main() -> None:
+    A, B = fresh_inputs(N)
+    out = cp.empty((N, N))
+    records = [probe(A, B, out, count, extra) for count in COUNTS for extra in EXTRAS]
+    result = {"script": "results/published/scripts/ozaki2_span_host_probe.py", "n": N, "environment": environment(),
+              "records": records}
+    with open(os.path.join(os.environ["OUT"], "span-host-probe.json"), "w") as fh:
+        json.dump(result, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
