@@ -9,8 +9,9 @@ launch queue holds the host in ``graph.launch()`` until the device drains it)?
 
 For each ``EXTRAS`` (GiB held beside A, B and C; default 0, 20, 27, 33), ``moduli=COUNTS`` (default 15) at
 ``level=1``: seven calls, each issued to an idle device and timed by the host's clock to its return, then to its
-end; the spans the plan took and the graph's nodes by kind (its DOT text, kept as ``dot-COUNT-EXTRA.txt``).
-Writes ``$OUT/span-host-probe.json``.
+end; the spans the plan took, the graph's nodes by kind (its DOT text, kept as ``dot-COUNT-EXTRA-MIB.txt``) and a
+checksum of C. ``WORKSPACE_MIB``: the workspace of the library's cuBLAS handles (default 32; cuBLAS issues a
+4-byte memset before each INT8 GEMM it runs with one). Writes ``$OUT/span-host-probe-MIB.json``.
 Run from the repository root with ``PYTHONPATH=$PWD:$PWD/results/published/scripts`` (nvmath-python for graphs).
 """
 
@@ -25,7 +26,10 @@ from ozaki2_as_called import fresh_inputs  # this folder's script: the same inpu
 
 from experiments.core.environment import environment
 from gpu import ozaki2
-from gpu.backend import get_backend
+from gpu.backend import get_backend, stream_blas
+
+if "WORKSPACE_MIB" in os.environ:                   # before any cuBLAS handle is made
+    stream_blas.WORKSPACE_BYTES = int(os.environ["WORKSPACE_MIB"]) * 2**20
 
 N = 32768
 EXTRAS = [int(x) for x in os.environ.get("EXTRAS", "0,20,27,33").split(",")]
@@ -44,9 +48,13 @@ def graph_nodes(plan, tag: str) -> dict:
             fh.write(dot)
     except Exception as exc:                         # noqa: BLE001 - a probe records what it could not read
         return {"error": repr(exc)}
-    kinds = Counter(re.findall(r"\b(KERNEL|MEMSET|MEMCPY|EVENT_RECORD|WAIT_EVENT|EMPTY|HOST|GRAPH)\b", dot))
-    names = Counter(m.split("_")[0] for m in re.findall(r"\\n(\w+)\\n", dot))
-    return {"kinds": dict(kinds), "names": dict(names.most_common(12)), "dot_chars": len(dot)}
+    labels = Counter(name[:60] for name in re.findall(r'label="\d+\n([^\n"(]+)', dot))
+    return {"nodes": sum(labels.values()), "by_label": dict(labels.most_common(12)), "dot_chars": len(dot)}
+
+
+def checksum(C) -> str:
+    """C's bits folded by XOR: equal products give equal sums."""
+    return hex(int(cp.bitwise_xor.reduce(C.view(cp.uint64).ravel())))
 
 
 def probe(A, B, out, count: int, extra_gib: int) -> dict:
@@ -64,7 +72,7 @@ def probe(A, B, out, count: int, extra_gib: int) -> dict:
         print(count, extra_gib, calls[-1], flush=True)
     plan = next(iter(ozaki2.PLANS._plans.values()))
     part = plan.part(count)
-    record = {"count": count, "extra_gib": extra_gib, "calls": calls,
+    record = {"count": count, "extra_gib": extra_gib, "calls": calls, "checksum": checksum(out),
               "spans": len(part.spans), "span_rows": part.spans[0].stop - part.spans[0].start,
               "fused": part.half is not None, "graph_mode": str(plan._graphs.mode),
               "graphs": len(plan._graphs.captured), "nodes": graph_nodes(plan, f"{count}-{extra_gib}"),
@@ -78,9 +86,10 @@ def main() -> None:
     A, B = fresh_inputs(N)
     out = cp.empty((N, N))
     records = [probe(A, B, out, count, extra) for count in COUNTS for extra in EXTRAS]
-    result = {"script": "results/published/scripts/ozaki2_span_host_probe.py", "n": N, "environment": environment(),
+    result = {"script": "results/published/scripts/ozaki2_span_host_probe.py", "n": N,
+              "environment": environment(get_backend("cupy")), "workspace_bytes": stream_blas.WORKSPACE_BYTES,
               "records": records}
-    with open(os.path.join(os.environ["OUT"], "span-host-probe.json"), "w") as fh:
+    with open(os.path.join(os.environ["OUT"], f"span-host-probe-{stream_blas.WORKSPACE_BYTES >> 20}.json"), "w") as fh:
         json.dump(result, fh, indent=1)
 
 
