@@ -11,7 +11,8 @@ For each ``EXTRAS`` (GiB held beside A, B and C; default 0, 20, 27, 33), ``modul
 ``level=1``: seven calls, each issued to an idle device and timed by the host's clock to its return, then to its
 end; the spans the plan took, the graph's nodes by kind (its DOT text, kept as ``dot-COUNT-EXTRA-MIB.txt``) and a
 checksum of C. ``WORKSPACE_MIB``: the workspace of the library's cuBLAS handles (default 32; cuBLAS issues a
-4-byte memset before each INT8 GEMM it runs with one). Writes ``$OUT/span-host-probe-MIB.json``.
+4-byte memset before each INT8 GEMM it runs with one); ``ROUTE=lt`` (:func:`route_through_lt`). Writes
+``$OUT/span-host-probe-MIB.json``.
 Run from the repository root with ``PYTHONPATH=$PWD:$PWD/results/published/scripts`` (nvmath-python for graphs).
 """
 
@@ -37,6 +38,25 @@ COUNTS = [int(x) for x in os.environ.get("COUNTS", "15").split(",")]
 CALLS = 7
 
 
+def route_through_lt() -> None:
+    """``ROUTE=lt``: the plans' INT8 GEMMs through cublasLt's heuristic choice ``CHOICE`` (default 0) with ``LT_MIB``
+    of workspace (default 32), as ``ozaki2_int8_lt.py`` routes them, instead of ``cublasGemmEx``'s."""
+    from ozaki2_int8_lt import algorithms, issue  # this folder's script
+
+    from gpu.backend.cupy_backend import CupyBackend
+    real, kept, choice = CupyBackend._gemm_ex, {}, int(os.environ.get("CHOICE", "0"))
+    ws = cp.empty(max(int(os.environ.get("LT_MIB", "32")) << 20, 256), dtype=cp.uint8)
+
+    def through_lt(self, recipe, call, beta, arrays):
+        if recipe.name != "int8":
+            return real(self, recipe, call, beta, arrays)
+        key = (call.transa, call.transb, call.m, call.n, call.k, call.lda, call.ldb, call.ldc)
+        if key not in kept:
+            kept[key] = algorithms(*key, ws.nbytes if os.environ.get("LT_MIB", "32") != "0" else 0, 8)
+        issue(kept[key], min(choice, kept[key][5] - 1), call.a, call.b, call.c, int(beta), ws)
+    CupyBackend._gemm_ex = through_lt
+
+
 def graph_nodes(plan, tag: str) -> dict:
     """The nodes of the plan's one captured graph by kind, from CuPy's DOT text (empty where none is kept)."""
     graphs = list(plan._graphs.captured._entries.values())
@@ -53,8 +73,8 @@ def graph_nodes(plan, tag: str) -> dict:
 
 
 def checksum(C) -> str:
-    """C's bits folded by XOR: equal products give equal sums."""
-    return hex(int(cp.bitwise_xor.reduce(C.view(cp.uint64).ravel())))
+    """A sum of C's bits as integers: equal products give equal sums."""
+    return hex(int((C.view(cp.uint64) >> 16).sum(dtype=cp.uint64)))
 
 
 def probe(A, B, out, count: int, extra_gib: int) -> dict:
@@ -83,13 +103,16 @@ def probe(A, B, out, count: int, extra_gib: int) -> dict:
 
 
 def main() -> None:
+    if os.environ.get("ROUTE") == "lt":
+        route_through_lt()
     A, B = fresh_inputs(N)
     out = cp.empty((N, N))
     records = [probe(A, B, out, count, extra) for count in COUNTS for extra in EXTRAS]
     result = {"script": "results/published/scripts/ozaki2_span_host_probe.py", "n": N,
               "environment": environment(get_backend("cupy")), "workspace_bytes": stream_blas.WORKSPACE_BYTES,
               "records": records}
-    with open(os.path.join(os.environ["OUT"], f"span-host-probe-{stream_blas.WORKSPACE_BYTES >> 20}.json"), "w") as fh:
+    name = f"span-host-probe-{stream_blas.WORKSPACE_BYTES >> 20}{os.environ.get('ROUTE', '')}.json"
+    with open(os.path.join(os.environ["OUT"], name), "w") as fh:
         json.dump(result, fh, indent=1)
 
 
