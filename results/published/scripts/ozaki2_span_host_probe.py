@@ -9,8 +9,9 @@ launch queue holds the host in ``graph.launch()`` until the device drains it)?
 
 For each ``EXTRAS`` (GiB held beside A, B and C; default 0, 20, 27, 33), ``moduli=COUNTS`` (default 15) at
 ``level=1``: seven calls, each issued to an idle device and timed by the host's clock to its return, then to its
-end; the spans the plan took, the graph's nodes by kind (its DOT text, kept as ``dot-COUNT-EXTRA-MIB.txt``) and a
-checksum of C. ``WORKSPACE_MIB``: the workspace of the library's cuBLAS handles (default 32; cuBLAS issues a
+end; the spans the plan took, the graph's nodes by kind (its DOT text, kept as ``dot-COUNT-EXTRA-MIB.txt`` with
+``DOT=1``) and a checksum of C. ``LEVEL`` (default 1); ``CUDA_SCALE_LAUNCH_QUEUES`` (CUDA's own: ``2x`` or ``4x``
+the launch queues, read when the context is made) is recorded. ``WORKSPACE_MIB``: the workspace of the library's cuBLAS handles (default 32; cuBLAS issues a
 4-byte memset before each INT8 GEMM it runs with one); ``ROUTE=lt`` (:func:`route_through_lt`). Writes
 ``$OUT/span-host-probe-MIB.json``.
 Run from the repository root with ``PYTHONPATH=$PWD:$PWD/results/published/scripts`` (nvmath-python for graphs).
@@ -35,6 +36,7 @@ if "WORKSPACE_MIB" in os.environ:                   # before any cuBLAS handle i
 N = 32768
 EXTRAS = [int(x) for x in os.environ.get("EXTRAS", "0,20,27,33").split(",")]
 COUNTS = [int(x) for x in os.environ.get("COUNTS", "15").split(",")]
+LEVEL = int(os.environ.get("LEVEL", "1"))
 CALLS = 7
 
 
@@ -64,8 +66,9 @@ def graph_nodes(plan, tag: str) -> dict:
         return {}
     try:
         dot = graphs[0].debug_dot_str()
-        with open(os.path.join(os.environ["OUT"], f"dot-{tag}.txt"), "w") as fh:
-            fh.write(dot)
+        if os.environ.get("DOT"):
+            with open(os.path.join(os.environ["OUT"], f"dot-{tag}.txt"), "w") as fh:
+                fh.write(dot)
     except Exception as exc:                         # noqa: BLE001 - a probe records what it could not read
         return {"error": repr(exc)}
     labels = Counter(name[:60] for name in re.findall(r'label="\d+\n([^\n"(]+)', dot))
@@ -85,14 +88,15 @@ def probe(A, B, out, count: int, extra_gib: int) -> dict:
     for _ in range(CALLS):
         cp.cuda.Device().synchronize()
         t0 = time.perf_counter()
-        ozaki2.matmul(A, B, moduli=count, level=1, out=out, backend=get_backend("cupy"))
+        ozaki2.matmul(A, B, moduli=count, level=LEVEL, out=out, backend=get_backend("cupy"))
         host = time.perf_counter() - t0
         cp.cuda.Device().synchronize()
         calls.append({"host_ms": 1e3 * host, "wall_ms": 1e3 * (time.perf_counter() - t0)})
         print(count, extra_gib, calls[-1], flush=True)
     plan = next(iter(ozaki2.PLANS._plans.values()))
     part = plan.part(count)
-    record = {"count": count, "extra_gib": extra_gib, "calls": calls, "checksum": checksum(out),
+    record = {"count": count, "level": LEVEL, "extra_gib": extra_gib,
+              "scale_launch_queues": os.environ.get("CUDA_SCALE_LAUNCH_QUEUES"), "calls": calls, "checksum": checksum(out),
               "spans": len(part.spans), "span_rows": part.spans[0].stop - part.spans[0].start,
               "fused": part.half is not None, "graph_mode": str(plan._graphs.mode),
               "graphs": len(plan._graphs.captured), "nodes": graph_nodes(plan, f"{count}-{extra_gib}"),
@@ -111,7 +115,7 @@ def main() -> None:
     result = {"script": "results/published/scripts/ozaki2_span_host_probe.py", "n": N,
               "environment": environment(get_backend("cupy")), "workspace_bytes": stream_blas.WORKSPACE_BYTES,
               "records": records}
-    name = f"span-host-probe-{stream_blas.WORKSPACE_BYTES >> 20}{os.environ.get('ROUTE', '')}.json"
+    name = f"span-host-probe-{stream_blas.WORKSPACE_BYTES >> 20}{os.environ.get('ROUTE', '')}-w{LEVEL}.json"
     with open(os.path.join(os.environ["OUT"], name), "w") as fh:
         json.dump(result, fh, indent=1)
 
