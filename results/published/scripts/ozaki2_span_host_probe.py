@@ -8,12 +8,12 @@ modulus: the graph grows. The question: does the host time follow the spans (a g
 launch queue holds the host in ``graph.launch()`` until the device drains it)?
 
 For each ``EXTRAS`` (GiB held beside A, B and C; default 0, 20, 27, 33), ``moduli=COUNTS`` (default 15) at
-``level=1``: seven calls, each issued to an idle device and timed by the host's clock to its return, then to its
-end; the spans the plan took, the graph's nodes by kind (its DOT text, kept as ``dot-COUNT-EXTRA-MIB.txt`` with
-``DOT=1``) and a checksum of C. ``LEVEL`` (default 1); ``CUDA_SCALE_LAUNCH_QUEUES`` (CUDA's own: ``2x`` or ``4x``
-the launch queues, read when the context is made) is recorded. ``WORKSPACE_MIB``: the workspace of the library's cuBLAS handles (default 32; cuBLAS issues a
-4-byte memset before each INT8 GEMM it runs with one); ``ROUTE=lt`` (:func:`route_through_lt`). Writes
-``$OUT/span-host-probe-MIB.json``.
+``level=LEVEL`` (default 1): seven calls, each issued to an idle device and timed by the host's clock to its
+return, then to its end; the spans the plan took, the graph's nodes by kind (its DOT text, kept as
+``dot-COUNT-EXTRA-MIB.txt`` with ``DOT=1``) and a checksum of C. ``CUDA_SCALE_LAUNCH_QUEUES`` (CUDA's own: ``2x``
+or ``4x`` the launch queues, read when the context is made) is recorded. ``WORKSPACE_MIB``: the workspace of the
+library's cuBLAS handles (default 32; cuBLAS issues a 4-byte memset before each INT8 GEMM it runs with one);
+``ROUTE=lt`` (:func:`route_through_lt`). Writes ``$OUT/span-host-probe-MIB[ROUTE]-wLEVEL.json``.
 Run from the repository root with ``PYTHONPATH=$PWD:$PWD/results/published/scripts`` (nvmath-python for graphs).
 """
 
@@ -95,8 +95,8 @@ def probe(A, B, out, count: int, extra_gib: int) -> dict:
         print(count, extra_gib, calls[-1], flush=True)
     plan = next(iter(ozaki2.PLANS._plans.values()))
     part = plan.part(count)
-    record = {"count": count, "level": LEVEL, "extra_gib": extra_gib,
-              "scale_launch_queues": os.environ.get("CUDA_SCALE_LAUNCH_QUEUES"), "calls": calls, "checksum": checksum(out),
+    record = {"count": count, "level": LEVEL, "extra_gib": extra_gib, "calls": calls, "checksum": checksum(out),
+              "scale_launch_queues": os.environ.get("CUDA_SCALE_LAUNCH_QUEUES"),
               "spans": len(part.spans), "span_rows": part.spans[0].stop - part.spans[0].start,
               "fused": part.half is not None, "graph_mode": str(plan._graphs.mode),
               "graphs": len(plan._graphs.captured), "nodes": graph_nodes(plan, f"{count}-{extra_gib}"),
