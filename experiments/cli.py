@@ -23,6 +23,15 @@ from typing import Any
 from . import __version__
 from .core.manifest import ENTRIES, GROUPS, Entry, chosen
 
+#: CUDA's launch queues for every command: four times CUDA's default unless the caller has set them. CUDA reads the
+#: variable when it makes a context, which no command does before :func:`main` sets it. A call that launches more
+#: operations than the default queues hold keeps the host waiting in the launch for the device to drain them:
+#: scheme II's level-1 graph of 1727 nodes at N = 32768 (2048-row spans) held the host 318-335 ms of a 743-777 ms
+#: call, 1.3-3.5 ms with the queues scaled, the device time the same (``h200-ozaki2-span-host-probe.json``). Set
+#: here and not by the library on import: it is the whole process's setting, and ``4x`` was reported to hang
+#: programs on Jetson Orin (llama.cpp took back its own default for that).
+LAUNCH_QUEUES = ("CUDA_SCALE_LAUNCH_QUEUES", "4x")
+
 DESCRIPTION = ("Fast and accurate matrix multiplication on NVIDIA GPUs: measure, predict the best Strassen level, "
                "audit accuracy, draw figures. Every command takes --json for machine-readable output and --db for "
                "the results database; gemmlab COMMAND --help shows its options.")
@@ -72,6 +81,7 @@ def portable(arg: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault(*LAUNCH_QUEUES)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
     from .core.database import default_path

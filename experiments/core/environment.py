@@ -49,6 +49,7 @@ def environment(backend: Backend) -> dict[str, Any]:
         "numpy_blas": blas_library(np),
         "blas": blas_library(scipy),
         "gemmlab": __version__,
+        "cuda_scale_launch_queues": os.environ.get("CUDA_SCALE_LAUNCH_QUEUES"),
         **git_state(),
         "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }

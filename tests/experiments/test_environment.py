@@ -65,3 +65,21 @@ def test_the_power_limit_identifies_a_gpu_environment_where_recorded(env):
     gpu = changed(env, backend="cupy", device="NVIDIA H100 80GB HBM3")
     assert env_key(changed(gpu, power_limit_w=None)) == env_key(gpu)
     assert env_key(changed(gpu, power_limit_w=700.0)) != env_key(changed(gpu, power_limit_w=500.0)) != env_key(gpu)
+
+
+@pytest.mark.parametrize("preset, want", [(None, "4x"), ("2x", "2x")])
+def test_the_cli_scales_cuda_launch_queues_unless_the_caller_chose(monkeypatch, preset, want):
+    """``gemmlab`` sets ``CUDA_SCALE_LAUNCH_QUEUES`` to 4x before any command runs (so before any CUDA context),
+    keeps a value the caller set, and every environment record keeps the value the run had; the value does not
+    enter the key (the device time is the same, only the host's wait in a long launch differs)."""
+    from experiments.cli import main
+
+    if preset is None:
+        monkeypatch.delenv("CUDA_SCALE_LAUNCH_QUEUES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_SCALE_LAUNCH_QUEUES", preset)
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    record = environment(gpu.get_backend("numpy"))
+    assert record["cuda_scale_launch_queues"] == want
+    assert env_key(record) == env_key({**record, "cuda_scale_launch_queues": None})
