@@ -101,18 +101,25 @@ def gemms(be) -> dict:
     return out
 
 
-def product(be) -> dict:
-    ws, kept, real, choice = cp.empty(32 << 20, dtype=np.uint8), {}, CupyBackend._gemm_ex, int(os.environ.get(
-        "CHOICE", 0))
+def lt_route(real, choice: int, ws, offered: int):
+    """A ``CupyBackend._gemm_ex`` whose INT8 GEMMs run through cublasLt's heuristic choice ``choice`` (the heuristic
+    offered ``offered`` bytes of workspace, each call given ``ws``), planned once per shape; other recipes go to
+    ``real``."""
+    kept = {}
 
     def through_lt(self, recipe, call, beta, arrays):
         if recipe.name != "int8":
             return real(self, recipe, call, beta, arrays)
         key = (call.transa, call.transb, call.m, call.n, call.k, call.lda, call.ldb, call.ldc)
         if key not in kept:
-            kept[key] = algorithms(*key, ws.nbytes, 8)
+            kept[key] = algorithms(*key, offered, 8)
         issue(kept[key], min(choice, kept[key][5] - 1), call.a, call.b, call.c, int(beta), ws)
+    return through_lt
 
+
+def product(be) -> dict:
+    ws, real = cp.empty(32 << 20, dtype=np.uint8), CupyBackend._gemm_ex
+    through_lt = lt_route(real, int(os.environ.get("CHOICE", 0)), ws, ws.nbytes)
     out = {}
     for n in (int(x) for x in os.environ.get("NS", "16384,8192").split(",")):
         A, B = fresh_inputs(n)

@@ -42,21 +42,13 @@ CALLS = 7
 
 def route_through_lt() -> None:
     """``ROUTE=lt``: the plans' INT8 GEMMs through cublasLt's heuristic choice ``CHOICE`` (default 0) with ``LT_MIB``
-    of workspace (default 32), as ``ozaki2_int8_lt.py`` routes them, instead of ``cublasGemmEx``'s."""
-    from ozaki2_int8_lt import algorithms, issue  # this folder's script
+    of workspace (default 32), routed by ``ozaki2_int8_lt.lt_route`` instead of ``cublasGemmEx``."""
+    from ozaki2_int8_lt import lt_route  # this folder's script
 
     from gpu.backend.cupy_backend import CupyBackend
-    real, kept, choice = CupyBackend._gemm_ex, {}, int(os.environ.get("CHOICE", "0"))
-    ws = cp.empty(max(int(os.environ.get("LT_MIB", "32")) << 20, 256), dtype=cp.uint8)
-
-    def through_lt(self, recipe, call, beta, arrays):
-        if recipe.name != "int8":
-            return real(self, recipe, call, beta, arrays)
-        key = (call.transa, call.transb, call.m, call.n, call.k, call.lda, call.ldb, call.ldc)
-        if key not in kept:
-            kept[key] = algorithms(*key, ws.nbytes if os.environ.get("LT_MIB", "32") != "0" else 0, 8)
-        issue(kept[key], min(choice, kept[key][5] - 1), call.a, call.b, call.c, int(beta), ws)
-    CupyBackend._gemm_ex = through_lt
+    offered = int(os.environ.get("LT_MIB", "32")) << 20
+    ws = cp.empty(max(offered, 256), dtype=cp.uint8)
+    CupyBackend._gemm_ex = lt_route(CupyBackend._gemm_ex, int(os.environ.get("CHOICE", "0")), ws, offered)
 
 
 def graph_nodes(plan, tag: str) -> dict:
