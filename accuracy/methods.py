@@ -284,7 +284,8 @@ def ozaki2_method_name(scaling: str, moduli: int | str, level: int = 0) -> str:
 
 
 def ozaki2_names() -> list[str]:
-    return [ozaki2_method_name(s, n) for s in ozaki2.SCALINGS for n in (*OZAKI2_LISTED_MODULI, "auto")]
+    return [ozaki2_method_name(s, n) for s in ozaki2.SCALINGS for n in OZAKI2_LISTED_MODULI] + [
+        ozaki2_method_name(s, "auto") for s in ozaki2.AUTO_SCALINGS]
 
 
 #: Name patterns of the scheme-II and cuBLAS-emulation families (read by their parsers too).

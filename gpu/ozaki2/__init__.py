@@ -18,7 +18,7 @@ Gaussian moduli, where -1 has a square root (:mod:`~gpu.ozaki2.gauss`), or Karat
 """
 
 from . import emulation, tiled, winograd
-from .api import PLANS, SCALINGS, Options, Plan, matmul, workspace_bytes
+from .api import AUTO_SCALINGS, PLANS, SCALINGS, Options, Plan, matmul, workspace_bytes
 from .auto import choose_moduli, predicted_error
 from .crt import reconstruct, reconstruct_exact
 from .moduli import (
@@ -38,7 +38,8 @@ from .residues import reduce, residues
 from .scaling import Bounds, Scaled, accurate_bounds, bound_limit, headroom, scale_accurate
 from .tiled import TiledPlan
 
-__all__ = ["GAUSSIAN_MODULI", "MAX_K", "MAX_MODULI", "MODULI", "PLANS", "SCALINGS", "Bounds", "LineStats",
+__all__ = ["AUTO_SCALINGS", "GAUSSIAN_MODULI", "MAX_K", "MAX_MODULI", "MODULI", "PLANS", "SCALINGS", "Bounds",
+           "LineStats",
            "ModuliTable", "Options", "Plan", "Scaled", "TiledPlan", "accurate_bounds", "bound_limit", "choose_moduli",
            "emulation", "greedy_moduli", "headroom", "imaginary_unit", "matmul",
            "modular_product", "moduli_table", "predicted_error", "reconstruct", "reconstruct_exact", "reduce",

@@ -17,7 +17,8 @@ operations (:mod:`gpu.ozaki2.ops`) do the element-wise work with identical bits 
 **Scaling modes.** Both give :class:`~gpu.ozaki2.scaling.Bounds` (bar exponents e, f and row and column
 bounds R, Q with (Abar Bbar)_ij <= sqrt(R_i Q_j)), from which :func:`gpu.ozaki2.scaling.headroom` takes the
 shifts (exact comparisons against L_N ~ M/2; proof there); they differ in R and Q (:mod:`gpu.ozaki2.bounds`):
-``"fast"`` (the default) from the sums of squared bars, ``"accurate"`` from one more INT8 GEMM. Fast is the
+``"fast"`` (the default) from the sums of squared bars, ``"accurate"`` from one more INT8 GEMM; ``"fine"`` takes
+fast mode's bound with scales that are not powers of two (8 bits of fraction: a given count only). Fast is the
 default because it is the faster at DGEMM's accuracy: on the H200 (phi = 1, sustained, against DGEMM in the
 same run) fast-14 / 15 / 16 ran at 1.36 / 1.29 / 1.14x DGEMM at N = 8192 with max relative errors 3.9e-8 /
 2.2e-9 / 1.8e-10 (DGEMM 3.8e-8), and fast-14 / 15 at 1.56 / 1.45x at 16384 (3.1e-8 / 2.8e-9; DGEMM 8.9e-8),
@@ -40,12 +41,13 @@ from ..backend.plans import PlanCache, operand_signature
 from ..ozaki.api import _operands
 from .normwise import LineStats
 from .ops import ops
-from .options import SCALINGS, Options
+from .options import AUTO_SCALINGS, SCALINGS, Options
 from .plan import Plan
 from .tiled import TiledPlan
 from .workspace import layout
 
-__all__ = ["MAX_PLANS", "PLANS", "SCALINGS", "Options", "Plan", "line_stats", "matmul", "workspace_bytes"]
+__all__ = ["AUTO_SCALINGS", "MAX_PLANS", "PLANS", "SCALINGS", "Options", "Plan", "line_stats", "matmul",
+           "workspace_bytes"]
 
 #: Plans :func:`matmul` keeps (each holds its workspace block on the device).
 MAX_PLANS = 8
@@ -91,8 +93,11 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
     ``|C - AB| <= t |A||B| + 2**-53 |C|`` with t = 2**-53 for ``"dgemm"``, at the cost of a float64 GEMM of
     |A||B| and waits. The normwise guarantee is the weaker where (|A||B|)_ij is far below ||a_i||_2 ||b_j||_2
     (rows and columns whose large entries meet the other's small ones). ``scaling``: ``"fast"`` (the
-    default) or ``"accurate"`` (module notes). ``k_block``: most inner terms per INT8 GEMM (default and most
-    2**17 - 1; from 16 on rounded down to a multiple of 16, keeping the INT8 operands' views aligned).
+    default), ``"accurate"``, or ``"fine"`` (with ``moduli=N`` only: each line's scale as large as fast mode's
+    bound allows, to 8 bits, not a power of two; 1.1-1.9x smaller errors than fast's on phi = 1 inputs, at
+    the cost of one more rounding of each result entry; :mod:`gpu.ozaki2.scaling`). ``k_block``: most inner
+    terms per INT8 GEMM (default and most 2**17 - 1; from 16 on rounded down to a multiple of 16, keeping the
+    INT8 operands' views aligned).
     ``out``: a C-ordered float64 array of the backend for the result. ``level``: Winograd levels over the
     residues (0..4; :mod:`gpu.ozaki2.winograd`): each level does 7/8 of the INT8 work of the one above, and the
     result is bitwise the plain product's (``level=0``, the default). Level 1 on m, n and k multiples of 32 runs in

@@ -32,7 +32,7 @@ def bounds(be: Backend, A: Array, B: Array, rows: LineStats, cols: LineStats, sc
            ) -> Bounds:
     """The mode's Bounds (see the module): fast mode's R and Q from the line statistics; accurate mode's Cbar,
     the INT8 product of the bars of A's rows and B's columns (in ``work``'s buffers where given)."""
-    if scaling == "fast":
+    if scaling != "accurate":
         return Bounds(rows.e, rows.R, cols.e, cols.R)
     m, n = A.shape[0], B.shape[1]
     ldk, n_pad = _round_up(max(A.shape[1], 1)), _round_up(max(n, 1))

@@ -5,7 +5,8 @@ from the INT32 products of one k block (each reduced as it is read, by ``residue
 :mod:`gpu.ozaki2.kernels`), in NumPy's order. S_hi's products and partial sums are exact (the grid of
 :mod:`gpu.ozaki2.moduli`), so one FMA per term gives NumPy's bits; every other product and sum is rounded on its
 own (``__dmul_rn``, ``__dadd_rn``: no contraction into FMAs, which would change the low parts' roundings); then
-``ldexp`` by the shifts.
+the division by the scale codes' factors where one is not 1 (:func:`gpu.ozaki2.scaling.unscale`) and ``ldexp`` by
+their shifts.
 
 **A moduli set's constants are compiled in** (:func:`source`): its moduli, the weights' high and low parts, the
 product's two parts, its reciprocal and whether the reconstruction is exact, each written as the hexadecimal
@@ -52,6 +53,13 @@ __device__ __forceinline__ double finish(double s_hi, double s_lo)
     const double q2 = rint_magic(__dmul_rn(__dadd_rn(d, low), INV));
     return __dadd_rn(__dsub_rn(d, __dmul_rn(q2, P_HI)), __dsub_rn(low, __dmul_rn(q2, P_LO)));
 }
+/* r / (rho_i rho_j) 2**-(s_i + s_j): the row's shift and 256 rho_i, and the column's code (as scaling.unscale). */
+__device__ __forceinline__ double unscale(double r, int si, int ri, int cj)
+{
+    const int rj = (cj & 255) + 256;
+    if (ri != 256 || rj != 256) r = __ddiv_rn(r, (double)(ri * rj) * 0x1p-16);
+    return ldexp(r, -(si + (cj >> 8)));
+}
 """
 
 SOURCE = FINISH + r"""
@@ -62,7 +70,7 @@ extern "C" __global__ void __launch_bounds__(CRT_THREADS, 2) ozaki2_crt(
     const long long step = (long long)gridDim.x * blockDim.x * VEC;
     for (long long i = blockIdx.y; i < m; i += gridDim.y) {
         const IN_T* row = planes + i * ld;
-        const int si = sa[i];
+        const int si = sa[i] >> 8, ri = (sa[i] & 255) + 256;
         for (long long j0 = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * VEC; j0 < n; j0 += step) {
             VEC_T v[COUNT];
 #define LOAD_PLANE(T, M) v[T] = *(const VEC_T*)(row + T * plane + j0);
@@ -82,7 +90,7 @@ extern "C" __global__ void __launch_bounds__(CRT_THREADS, 2) ozaki2_crt(
                 FOR_EACH_MODULUS(TERM)
                 const double r = finish(s_hi, s_lo);
                 const long long j = j0 + q;
-                out[q] = j < n ? ldexp(r, -(si + sb[j])) : 0.0;
+                out[q] = j < n ? unscale(r, si, ri, sb[j]) : 0.0;
             }
             double* c = C + i * ldc + j0;
 #if VEC >= 2
@@ -134,7 +142,7 @@ extern "C" __global__ void __launch_bounds__(CRT_THREADS, 2) ozaki2_crt_level(
     const long long step = (long long)gridDim.x * blockDim.x * VEC;
     for (long long i = blockIdx.y; i < rows; i += gridDim.y) {
         const int* row = prod + i * ld;
-        const int s_row[2] = {sa[i], sa[i + h]};
+        const int s_row[2] = {sa[i] >> 8, sa[i + h] >> 8}, r_row[2] = {(sa[i] & 255) + 256, (sa[i + h] & 255) + 256};
         for (long long j0 = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * VEC; j0 < w; j0 += step) {
             double hi[4][VEC], lo[4][VEC];
 #pragma unroll
@@ -149,7 +157,8 @@ extern "C" __global__ void __launch_bounds__(CRT_THREADS, 2) ozaki2_crt_level(
                 const int* s_col = sb + (o & 1) * w;
 #pragma unroll
                 for (int q = 0; q < VEC; ++q)
-                    if (j0 + q < w) c[j0 + q] = ldexp(finish(hi[o][q], lo[o][q]), -(s_row[o >> 1] + s_col[j0 + q]));
+                    if (j0 + q < w)
+                        c[j0 + q] = unscale(finish(hi[o][q], lo[o][q]), s_row[o >> 1], r_row[o >> 1], s_col[j0 + q]);
             }
         }
     }

@@ -8,8 +8,9 @@ modulus count: the scaling's one read (:mod:`gpu.ozaki2.fused`), and here
   the three maxima of the side's terms over its finite nonzero lines, each block's maxima folded in with
   ``atomicMax`` on their bits (non-negative doubles order as their bit patterns); then one thread forms E per
   count, times the safety factor, and writes the fewest count with E <= t (0: none) for the host's one read;
-* ``ozaki2_shifts``: fast scaling's shifts e + u of both sides in one launch (u as
-  :func:`gpu.ozaki2.scaling.half_shift`, by the same exact comparison);
+* ``ozaki2_shifts``: the scale codes of fast scaling ((e + u) 2**8, u as :func:`gpu.ozaki2.scaling.half_shift`,
+  by the same exact comparison) or of fine scaling (:func:`gpu.ozaki2.scaling.codes`, the same correctly rounded
+  operations);
 * ``ozaki2_nonfinite``: the entries of C in rows of A or columns of B whose maximum is not finite (NaN or
   infinity), as sums of the products in IEEE arithmetic (NaN or infinity in any order, so the library GEMM's);
   blocks of 256 threads over 32 lines each return at once where their lines are finite.
@@ -34,7 +35,7 @@ from ..backend import Backend
 from . import fused
 from .moduli import MAX_MODULI, MODULI, ModuliTable
 from .normwise import TERMS, LineStats, limits, safety
-from .scaling import bound_limit
+from .scaling import bound_limit, fine_limit
 from .workspace import TILE_K, carve_tiles
 
 #: Threads per block of the count and shift kernels, blocks per count and side of the count's terms, and lines
@@ -115,10 +116,21 @@ extern "C" __global__ void ozaki2_count_pick(const unsigned long long* __restric
     *count = chosen;
 }
 
+/* gpu.ozaki2.scaling.codes, operation for operation: fast mode's code, or the larger of it and the fine code. */
+__device__ __forceinline__ int scale_code(double R, int e, double mu, long long L, double T)
+{
+    const long long fast = ((long long)e + half_shift(R, mu, L)) * 256;
+    if (T == 0.0) return (int)fast;
+    int ex;
+    const double fr = frexp(__dmul_rn(__ddiv_rn(T, __dsqrt_rn(fmax(R, 1.0))), 1.0 - 0x1p-47), &ex);
+    const long long fine = ((long long)e + ex - 1) * 256 + (long long)floor(fr * 512.0) - 256;
+    return (int)(fast > fine ? fast : fine);
+}
+
 extern "C" __global__ void ozaki2_shifts(
     const double* __restrict__ R_a, const int* __restrict__ e_a, int* __restrict__ s_a, long long m,
     const double* __restrict__ R_b, const int* __restrict__ e_b, int* __restrict__ s_b, long long n,
-    double mu, long long L)
+    double mu, long long L, double T)
 {
     const int side = blockIdx.y;
     const double* R = side ? R_b : R_a;
@@ -127,7 +139,7 @@ extern "C" __global__ void ozaki2_shifts(
     const long long lines = side ? n : m;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < lines;
          i += (long long)gridDim.x * blockDim.x)
-        s[i] = (int)(e[i] + half_shift(R[i], mu, L));
+        s[i] = scale_code(R[i], e[i], mu, L, T);
 }
 
 extern "C" __global__ void ozaki2_nonfinite(
@@ -267,13 +279,14 @@ class DeviceOps:
         count_on_device(rows, cols, k, 0.0, buffers, moduli)
         return buffers[1].get()
 
-    def shifts(self, stats: LineStats, table: ModuliTable, out: Any = None) -> Any:
-        """One side's shifts (see :meth:`gpu.ozaki2.ops.HostOps.shifts`), as int32 on the device."""
+    def shifts(self, stats: LineStats, table: ModuliTable, out: Any = None, fine_k: int | None = None) -> Any:
+        """One side's scale codes (see :meth:`gpu.ozaki2.ops.HostOps.shifts`), as int32 on the device."""
         out = cupy.empty(stats.e.size, dtype=np.int32) if out is None else out
         mu, L = np.frexp(bound_limit(table))
+        T = 0.0 if fine_k is None else fine_limit(table, fine_k)
         kernel("ozaki2_shifts")((max(1, min(-(-stats.e.size // THREADS), 1024)), 1), (THREADS,), (
             stats.R, stats.e, out, np.int64(stats.e.size), stats.R, stats.e, out, np.int64(0), np.float64(mu),
-            np.int64(L)))
+            np.int64(L), np.float64(T)))
         return out
 
     def fix_nonfinite(self, A: Any, B: Any, C: Any, rows: LineStats, cols: LineStats, below: Any = None,

@@ -3,7 +3,8 @@
 * ``ozaki2_rows``: reads a 32 x 32 tile of X (A's rows, or B's columns as the rows of B^T) through shared
   memory, so that reads are coalesced whichever axis of X is contiguous, and writes, four consecutive
   entries per thread and one 32-bit store per plane, either the bars ``ceil(|x| 2**e_r)`` (``BARS``) or the
-  symmetric residues of ``x' = round(x 2**s_r)`` modulo every modulus (``RESIDUES``; to nearest where s_r is
+  symmetric residues of ``x' = round(fl(x 2**s_r rho_r))`` (the row's scale code: :mod:`gpu.ozaki2.scaling`)
+  modulo every modulus (``RESIDUES``; to nearest where s_r is
   at least the row's bar exponent, toward zero elsewhere, as :func:`gpu.ozaki2.scaling.to_integers`).
   Where every |x'| of a warp's entries is below 2**79, x' = a 2**52 + b 2**26 + c exactly (a, b, c the
   nearest integers step by step: |a| <= 2**27, |b|, |c| <= 2**25), and y = a (2**52 mod m) + b (2**26 mod m)
@@ -106,12 +107,13 @@ template <int M> __device__ __forceinline__ unsigned int limbs4(const double* a,
     return __byte_perm(__byte_perm(r[0], r[1], 0x0040), __byte_perm(r[2], r[3], 0x0040), 0x5410);
 }
 
-/* A tile entry: its bar (BARS), or its scaled integer, to nearest where the shift is at least the bar exponent;
-   0 for NaN and infinity (lines holding them get the library's IEEE values; the limbs and table paths below
-   take finite integers only). */
-__device__ __forceinline__ double scaled_integer(double x, int s, int e)
+/* A tile entry: its bar (BARS), or its scaled integer (code c: the factor rho 2**s, rho = 1 + j 2**-8, as
+   gpu.ozaki2.scaling.code_parts), to nearest where s is at least the bar exponent; 0 for NaN and infinity (lines
+   holding them get the library's IEEE values; the limbs and table paths below take finite integers only). */
+__device__ __forceinline__ double scaled_integer(double x, int c, int e)
 {
-    const double y = ldexp(x, s);
+    const int s = c >> 8;
+    const double y = __dmul_rn(ldexp(x, s), (double)((c & 255) + 256) * 0x1p-8);
     return isfinite(y) ? (s >= e ? rint(y) : trunc(y)) : 0.0;
 }
 #if BARS

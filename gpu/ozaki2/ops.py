@@ -23,7 +23,7 @@ from .crt import reconstruct
 from .moduli import MODULI, ModuliTable
 from .normwise import BAD_E, LineStats, first_meeting, predicted_error
 from .residues import residues, symmetric
-from .scaling import bound_limit, full_shift, half_shift, to_integers
+from .scaling import code_parts, codes, full_shift, half_shift, to_integers, unscale
 from .winograd import HostResidueOps
 
 FAMILY = "ozaki2"
@@ -63,12 +63,14 @@ class HostOps:
 
     def residues(self, X: np.ndarray, shifts: np.ndarray, exps: np.ndarray, table: ModuliTable, rows_pad: int,
                  ldk: int, out: np.ndarray | None = None) -> np.ndarray:
-        """The symmetric residues of X's rows scaled by ``2**shifts`` and rounded (to nearest where the shift
-        is at least the row's bar exponent in ``exps``, toward zero elsewhere: :func:`to_integers`) modulo
-        every modulus: INT8 ``(N, rows_pad, ldk)``, into ``out`` where given."""
+        """The symmetric residues of X's rows scaled by their codes ``shifts`` (rho 2**s:
+        :func:`~gpu.ozaki2.scaling.code_parts`) and rounded (to nearest where s is at least the row's bar exponent
+        in ``exps``, toward zero elsewhere: :func:`to_integers`) modulo every modulus: INT8
+        ``(N, rows_pad, ldk)``, into ``out`` where given."""
         out = _rows(X, rows_pad, ldk, (table.count,), out)
-        with np.errstate(invalid="ignore"):
-            scaled = to_integers(np.ldexp(X, shifts[:, None].astype(np.int64)), (shifts >= exps)[:, None])
+        s, rho = code_parts(shifts)
+        with np.errstate(invalid="ignore", over="ignore"):
+            scaled = to_integers(np.ldexp(X, s[:, None]) * rho[:, None], (s >= exps)[:, None])
         scaled[~np.isfinite(scaled)] = 0                 # lines that are not finite (replaced by the IEEE values)
         out[:, :X.shape[0], :X.shape[1]] = residues(scaled, table.moduli)
         return out
@@ -82,13 +84,12 @@ class HostOps:
 
     def crt(self, planes: np.ndarray, table: ModuliTable, shift_a: np.ndarray, shift_b: np.ndarray,
             C: np.ndarray) -> None:
-        """``C = ldexp(C', -(sA_i + sB_j))``, C' the double-double CRT of ``planes`` (N, m, n): symmetric
-        residues (INT8), or INT32 products of one k block, reduced here first."""
+        """C = C', the double-double CRT of ``planes`` (N, m, n), scaled back by the codes of A's rows and B's
+        columns (:func:`~gpu.ozaki2.scaling.unscale`); ``planes``: symmetric residues (INT8), or INT32 products of
+        one k block, reduced here first. Lines that are not finite are replaced afterwards."""
         if planes.dtype == np.int32:
             planes = np.stack([symmetric(P.astype(np.int64) % m, m) for P, m in zip(planes, table.moduli, strict=True)])
-        shifts = shift_a[:, None].astype(np.int64) + shift_b[None, :].astype(np.int64)
-        with np.errstate(over="ignore"):                 # lines that are not finite: replaced afterwards
-            np.ldexp(reconstruct(planes, table), -shifts, out=C)
+        C[...] = unscale(reconstruct(planes, table), shift_a, shift_b)
 
     def crt_level(self, products: np.ndarray, table: ModuliTable, shift_a: np.ndarray, shift_b: np.ndarray,
                   C: np.ndarray, rows: slice, half: int) -> None:
@@ -154,9 +155,11 @@ class HostOps:
         """The normwise bound E for every count 1..20 of ``moduli``, as NumPy."""
         return predicted_error(rows, cols, k, moduli)
 
-    def shifts(self, stats: LineStats, table: ModuliTable, out: np.ndarray | None = None) -> np.ndarray:
-        """Fast scaling's shifts e + u (u = :func:`half_shift` of R against the table's L_N), as int32."""
-        return (stats.e + half_shift(stats.R, bound_limit(table))).astype(np.int32)
+    def shifts(self, stats: LineStats, table: ModuliTable, out: np.ndarray | None = None,
+               fine_k: int | None = None) -> np.ndarray:
+        """The scale codes of fast scaling (e + u, u = :func:`half_shift` of R against the table's L_N), or with
+        ``fine_k`` (the product's k) of fine scaling: :func:`~gpu.ozaki2.scaling.codes`, as int32."""
+        return codes(stats.e, stats.R, table, fine_k)
 
     def fix_nonfinite(self, A: np.ndarray, B: np.ndarray, C: np.ndarray, rows: LineStats, cols: LineStats,
                       below: np.ndarray | None = None, sign: float = 1.0) -> None:

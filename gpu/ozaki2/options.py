@@ -14,7 +14,9 @@ from .normwise import target_value
 from .reference import MAX_K
 from .winograd import check_level
 
-SCALINGS = ("accurate", "fast")
+SCALINGS = ("accurate", "fast", "fine")
+#: The scalings ``moduli="auto"`` takes (fine scaling needs a given count).
+AUTO_SCALINGS = ("accurate", "fast")
 #: How ``moduli="auto"`` bounds the error: ``"normwise"`` on the device from the scaling's read (the default,
 #: :mod:`gpu.ozaki2.normwise`), or ``"componentwise"`` from a float64 GEMM of |A||B| (:mod:`gpu.ozaki2.auto`).
 BOUNDS = ("normwise", "componentwise")
@@ -24,13 +26,13 @@ BOUNDS = ("normwise", "componentwise")
 class Options:
     """The options of :func:`gpu.ozaki2.matmul` and :class:`gpu.ozaki2.Plan` (see :func:`gpu.ozaki2.matmul`).
 
-    ``moduli``: a count in 1..20 or ``"auto"``; ``target``: the error ``"auto"`` aims at (``"dgemm"`` when
-    None); ``scaling``: ``"fast"`` (the default) or ``"accurate"``; ``bound``: ``"normwise"`` (the default) or
-    ``"componentwise"`` (:data:`BOUNDS`); ``k_block``: most inner terms per INT8 GEMM; ``check_finite``:
-    refuse NaN and infinity; ``overwrite_a`` / ``overwrite_b``: accepted for symmetry with scheme I; ``level``:
-    Winograd levels over the residues (0..4, :mod:`gpu.ozaki2.winograd`), bitwise the plain product's result;
-    ``workspace``: the most bytes a call takes beyond A, B and C (None: as the device allows), the product cut
-    into tiles where it needs more (:mod:`gpu.ozaki2.tiled`)."""
+    ``moduli``: a count in 1..20 or ``"auto"``; ``target``: the error ``"auto"`` aims at (``"dgemm"`` when None);
+    ``scaling``: ``"fast"`` (the default), ``"fine"`` or ``"accurate"`` (:mod:`gpu.ozaki2.scaling`); ``bound``:
+    ``"normwise"`` (the default) or ``"componentwise"`` (:data:`BOUNDS`); ``k_block``: most inner terms per INT8
+    GEMM; ``check_finite``: refuse NaN and infinity; ``overwrite_a`` / ``overwrite_b``: accepted for symmetry with
+    scheme I; ``level``: Winograd levels over the residues (0..4, :mod:`gpu.ozaki2.winograd`), bitwise the plain
+    product's result; ``workspace``: the most bytes a call takes beyond A, B and C (None: as the device allows), the
+    product cut into tiles where it needs more (:mod:`gpu.ozaki2.tiled`)."""
 
     moduli: Any = "auto"
     target: Any = None
@@ -50,7 +52,10 @@ class Options:
             raise ValueError(f"scaling must be one of {SCALINGS}, not {self.scaling!r}")
         if self.bound not in BOUNDS:
             raise ValueError(f"bound must be one of {BOUNDS}, not {self.bound!r}")
-        count(self.moduli, self.target)
+        if count(self.moduli, self.target) is None and self.scaling == "fine":
+            raise ValueError("scaling='fine' needs a modulus count (moduli=N): its roundings of the scale factors "
+                             "are outside the bounds by which moduli='auto' picks a count; use scaling='fast' with "
+                             "'auto'")
         k_block(self.k_block)
         if self.target is not None:
             (target_value(self.target, 1) if self.bound == "normwise" else componentwise_target(self.target))

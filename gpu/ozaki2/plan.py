@@ -58,7 +58,7 @@ from .normwise import LineStats, refusal, target_value
 from .ops import ops
 from .options import Options
 from .options import k_block as k_block_of
-from .scaling import headroom
+from .scaling import FINE_BITS, headroom
 from .winograd import add, residue_product
 
 
@@ -99,9 +99,9 @@ class Plan(MatmulPlan):
                  stream: Any = None, make_room: Callable[[], bool] | None = None, keep_a: bool = False,
                  address_sets: int = MAX_GRAPHS, b_slots: int = 1) -> None:
         self.options = opts = resolve_options(Options, options)
-        if keep_a and (opts.count is None or opts.scaling != "fast"):
-            raise ValueError("keep_a needs a given modulus count and the fast scaling: the shifts of A's rows then "
-                             "depend on A alone")
+        if keep_a and (opts.count is None or opts.scaling == "accurate"):
+            raise ValueError("keep_a needs a given modulus count and the fast or fine scaling: the shifts of A's rows "
+                             "then depend on A alone")
         self.keep_a, self._kept = keep_a, None
         be = self.backend = get_backend(backend)
         self.stream = stream
@@ -132,7 +132,7 @@ class Plan(MatmulPlan):
             self.count_buffers = family.count_buffers(be) if self.normwise else None
             if self.fixed:
                 self.part(self.fixed)
-        replay = opts.scaling == "fast" and (self.fixed or self.normwise) and not opts.check_finite
+        replay = opts.scaling != "accurate" and (self.fixed or self.normwise) and not opts.check_finite
         self._graphs = Graphs(be, "repeat" if replay and not self.empty else False, 0, address_sets)
         self.signature = operand_signature(be, A, B, out, stream)
 
@@ -234,13 +234,13 @@ class Plan(MatmulPlan):
             _, _, shift_a, rows = self._kept
         else:
             rows = family.line_stats(A, tiles, False, self.lines_a)
-            shift_a = family.shifts(rows, part.table, (self.shift_buffers or (None, None))[0])
+            shift_a = family.shifts(rows, part.table, (self.shift_buffers or (None, None))[0], self._fine_k)
         if kept_b:
             cols, shift_b = self._b_kept[b_slot][1]
         else:
             lines, out = self._b_side[b_slot]
             cols = family.line_stats(B.T, tiles, False, lines)
-            shift_b = family.shifts(cols, part.table, out)
+            shift_b = family.shifts(cols, part.table, out, self._fine_k)
             self._b_kept[b_slot] = (None, (cols, shift_b))
         if self.options.check_finite:
             _refuse_nonfinite(self.backend, rows, cols)
@@ -320,18 +320,24 @@ class Plan(MatmulPlan):
         cols = family.line_stats(B.T, tiles, self.normwise, self.lines_b)
         if opts.check_finite:
             _refuse_nonfinite(be, rows, cols)
-        found = None if opts.scaling == "fast" and opts.bound == "normwise" else bounds(
+        found = None if opts.scaling != "accurate" and opts.bound == "normwise" else bounds(
             be, A, B, rows, cols, opts.scaling, self.work)
         count = self.last_count = self.fixed or self._count(family, A, B, rows, cols, found)
         return rows, cols, found, count
 
     def _shifts(self, family: Any, part: Part, rows: LineStats, cols: LineStats, found: Any) -> tuple[Array, Array]:
-        """The shifts of A's rows and B's columns for ``part``'s moduli."""
-        if self.options.scaling == "fast":
+        """The scale codes of A's rows and B's columns for ``part``'s moduli (:mod:`gpu.ozaki2.scaling`)."""
+        if self.options.scaling != "accurate":
             out_a, out_b = self.shift_buffers or (None, None)
-            return family.shifts(rows, part.table, out_a), family.shifts(cols, part.table, out_b)
+            return (family.shifts(rows, part.table, out_a, self._fine_k),
+                    family.shifts(cols, part.table, out_b, self._fine_k))
         u, v = headroom(found, part.table)
-        return (rows.e + u).astype(np.int32), (cols.e + v).astype(np.int32)
+        return (((rows.e + u) << FINE_BITS).astype(np.int32), ((cols.e + v) << FINE_BITS).astype(np.int32))
+
+    @property
+    def _fine_k(self) -> int | None:
+        """The k of fine scaling's bound (None: powers of two)."""
+        return self.k if self.options.scaling == "fine" else None
 
     def _count(self, family: Any, A: Array, B: Array, rows: LineStats, cols: LineStats, found: Any) -> int:
         """``moduli="auto"``: the normwise count (one 4-byte read on the GPU), or the componentwise one."""

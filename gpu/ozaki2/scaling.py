@@ -34,10 +34,30 @@ integer bit lengths (the first version: 2**K <= M/4, u_i = floor((K - t_i)/2) wi
 R_i) gave away: on phi = 1 and 4 inputs (256 x 16384 x 256, 14-16 moduli) the median error per
 (|A||B|)_ij fell 3-5x, about half a modulus. The bound holds whatever k is, so k-blocking of the modular
 products (see :mod:`gpu.ozaki2.reference`) needs nothing more from the scaling.
+
+**Scale codes.** The plans carry each line's scale as one int32 *code* c = s 2**F + j (F = :data:`FINE_BITS`,
+0 <= j < 2**F): the line is scaled by rho 2**s with rho = 1 + j 2**-F. Power-of-two scalings (fast and accurate)
+have j = 0, and then every step gives the bits it gave before codes: x' = rint(fl(ldexp(x, s) rho)) is
+rint(ldexp(x, s)), and the CRT's fl(C' / (rho_i rho_j)) is C' (:func:`unscale`).
+
+**Fine scaling** (``scaling="fine"``: fast mode's bars and R, no GEMM). A power of two loses up to a factor of
+2 per side against the bound (1.44 on average, the same for every line of iid data: the lines' R are close), and
+the error grows with it. Fine scaling takes each line's scale as large as the bound allows, to F bits:
+c_i = rho_i 2**u_i (times 2**e_i) as large as possible with c_i (1 + 2**-52) sqrt(R_i) <= T, where
+T = sqrt(L_N) - sqrt(k) (:func:`fine_limit`), and then the larger of that code and fast mode's. Rounding
+x rho 2**s (one rounding, relative 2**-53) to an integer (to nearest or toward zero, as above) gives
+|A'_ij| <= ceil(c_i Abar_ij), at most c_i Abar_ij + 1, so that with X_i = c_i sqrt(R_i) <= T and
+Y_j <= T, |A'B'|_ij <= X_i Y_j + (X_i + Y_j) sqrt(k) + k = (X_i + sqrt(k))(Y_j + sqrt(k)) <= L_N (sum_k Abar_ik
+<= sqrt(k R_i)); where one side keeps fast mode's power of two (no + 1, X <= sqrt(L_N)) the bound is
+X (Y + sqrt(k)) <= L_N, and where both do, the proof above. The price: the factor's rounding and the CRT's
+division by rho_i rho_j (:func:`unscale`) add at most 2**-53 ||a_i||_2 ||b_j||_2 per side and one rounding
+(2**-53 |C_ij|) to fast mode's error; on phi = 1 inputs the error falls 1.3-2.0x (14 and 15 moduli,
+k = 8192-32768, a simulation of the roundings against exact products).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -51,6 +71,8 @@ MAX_K_BOUND_GEMM = (2**31 - 1) // 64**2
 MAX_K = (2**63 - 1) // 64**2
 #: The scaling keeps |A'B'| at most M/2 (1 - 2**-MARGIN_BITS), well inside the CRT's proven M/2 (1 - 2**-50).
 MARGIN_BITS = 40
+#: Bits of a scale code's fraction (see the module): rho = 1 + j 2**-FINE_BITS, and rho_i rho_j is exact.
+FINE_BITS = 8
 
 
 class Bounds(NamedTuple):
@@ -111,6 +133,46 @@ def headroom(bounds: Bounds, table: ModuliTable) -> tuple[Any, Any]:
         v = family.full_shift(family.scaled_max(cbar, u, 0), limit)
         u = family.full_shift(family.scaled_max(cbar, v, 1), limit)
     return u, v
+
+
+def fine_limit(table: ModuliTable, k: int) -> float:
+    """T: a float64 at most sqrt(L_N) - sqrt(k), fine scaling's bound on each side's scaled norm (0: none)."""
+    T = math.isqrt(int(bound_limit(table))) - (math.isqrt(k - 1) + 1 if k > 0 else 0)
+    if T <= 0:
+        return 0.0
+    x = float(T)
+    return x if int(x) <= T else float(np.nextafter(x, 0.0))
+
+
+def codes(e: Any, R: Any, table: ModuliTable, fine_k: int | None = None) -> Any:
+    """Fast mode's scale codes (e + u) 2**F, or with ``fine_k`` (the product's k) fine scaling's, each the larger
+    of the fine code and fast mode's (see the module), as int32 on the arrays' backend. Every step is an exact or
+    correctly rounded float64 operation, so the GPU kernel (:mod:`gpu.ozaki2.device`) gives the same codes."""
+    xp = _xp(R)
+    fast = (e.astype(np.int64) + half_shift(R, bound_limit(table))) << FINE_BITS
+    T = 0.0 if fine_k is None else fine_limit(table, fine_k)
+    if T == 0.0:
+        return fast.astype(np.int32)
+    q = (T / xp.sqrt(xp.maximum(R, 1.0))) * (1.0 - 2.0**-47)
+    frac, ex = xp.frexp(q)
+    j = xp.floor(frac * 2.0 ** (FINE_BITS + 1)).astype(np.int64) - 2**FINE_BITS
+    fine = ((e.astype(np.int64) + ex - 1) << FINE_BITS) + j
+    return xp.maximum(fast, fine).astype(np.int32)
+
+
+def code_parts(c: Any) -> tuple[Any, Any]:
+    """A code's shift s (int64) and factor rho = 1 + j 2**-F (float64, exact)."""
+    c = c.astype(np.int64)
+    return c >> FINE_BITS, ((c & (2**FINE_BITS - 1)) + 2**FINE_BITS) * 2.0**-FINE_BITS
+
+
+def unscale(Cp: Any, code_a: Any, code_b: Any) -> Any:
+    """C = ldexp(fl(C' / (rho_i rho_j)), -(s_i + s_j)) from the CRT's C' (m x n) and the codes of A's rows and B's
+    columns: one correctly rounded division by the exact rho_i rho_j (none where both are 1), then an exact power
+    of two."""
+    (sa, ra), (sb, rb) = code_parts(code_a), code_parts(code_b)
+    with np.errstate(over="ignore"):
+        return _xp(Cp).ldexp(Cp / (ra[:, None] * rb[None, :]), -(sa[:, None] + sb[None, :]))
 
 
 def to_integers(Y: Any, nearest: Any) -> Any:

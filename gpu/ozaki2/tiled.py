@@ -141,7 +141,7 @@ class TiledPlan(MatmulPlan):
         self.options = replace(opts, workspace=cap)
         self.m, self.n = m, n
         square = panels(be, m, k, n, opts.count, opts.scaling, opts.bound, cap, opts.level)
-        reusing = None if opts.count is None or opts.scaling != "fast" or square == (m, n) else reusing_panels(
+        reusing = None if opts.count is None or opts.scaling == "accurate" or square == (m, n) else reusing_panels(
             be, m, k, n, opts.count, opts.bound, cap, opts.level)
         self.reuse = reusing is not None and formed(m, n, *reusing, True) < formed(m, n, *square, False)
         self._cut(*(reusing if self.reuse else square))

@@ -122,7 +122,7 @@ def layout(m: int, k: int, n: int, count: int, scaling: str, direct: bool, level
     else:
         main += [("planes", (count, m, n), np.int8)] + ([] if level else [("product", (m, n_pad), np.int32)])
     scratch = []
-    if scaling != "fast":
+    if scaling == "accurate":
         scratch = [("bars_a", (m, ldk), np.int8), ("bars_b", (n_pad, ldk), np.int8),
                    ("bound_product", (m, n_pad), np.int32)]
         if bound_blocks(k) > 1:

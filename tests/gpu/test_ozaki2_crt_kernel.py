@@ -50,7 +50,10 @@ def planes_and_shifts(count: int, m: int, n: int, ld: int, dtype, seed: int):
     else:
         full = np.stack([rng.integers(*ozaki2.residue_range(mod), size=(m, ld), endpoint=True)
                          for mod in table.moduli]).astype(np.int8)
-    return table, full, rng.integers(-40, 40, size=m).astype(np.int32), rng.integers(-40, 40, size=n).astype(np.int32)
+    codes = rng.integers(-40 * 256, 40 * 256, size=m + n)      # scale codes: shifts and fractions
+    codes[::3] &= ~255                                          # some powers of two, some rows all of them
+    codes[:2] &= ~255
+    return table, full, codes[:m].astype(np.int32), codes[m:].astype(np.int32)
 
 
 @pytest.mark.gpu

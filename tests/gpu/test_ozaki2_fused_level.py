@@ -19,6 +19,7 @@ from gpu.ozaki2.ops import HostOps
 from gpu.ozaki2.options import Options
 from gpu.ozaki2.plan import Plan
 from gpu.ozaki2.residues import symmetric
+from gpu.ozaki2.scaling import unscale
 
 host_matmul = functools.partial(ozaki2.matmul, backend="numpy")
 BLOCK = 2**17 - 16
@@ -111,7 +112,7 @@ def test_the_host_crt_of_a_level_is_the_crt_of_each_blocks_combination_of_the_se
     rng, table, half = np.random.default_rng(5), moduli_table(7), 6
     products = rng.integers(-(2**31), 2**31, (7, 7, 4, 5)).astype(np.int32)
     products[:, :, 0, 0] = [2**31 - 1, -(2**31), 2**31 - 1, -(2**31), 2**31 - 1, 2**31 - 1, 2**31 - 1]
-    sa, sb = rng.integers(-20, 20, 2 * half).astype(np.int32), rng.integers(-20, 20, 10).astype(np.int32)
+    sa, sb = (rng.integers(-20 * 256, 20 * 256, lines).astype(np.int32) for lines in (2 * half, 10))
     C = np.full((2 * half, 10), np.nan)
     HostOps(get_backend("numpy")).crt_level(products, table, sa, sb, C, slice(1, 5), half)
     x = products.astype(np.int64).transpose(1, 0, 2, 3)
@@ -119,8 +120,7 @@ def test_the_host_crt_of_a_level_is_the_crt_of_each_blocks_combination_of_the_se
     moduli = np.array(table.moduli)[:, None, None]
     for value, (down, right) in zip(combined, ((0, 0), (0, 5), (half, 0), (half, 5)), strict=True):
         at = slice(1 + down, 5 + down)
-        shifts = sa[at, None] + sb[None, right:right + 5]
-        want = np.ldexp(reconstruct(symmetric(value % moduli, moduli), table), -shifts)
+        want = unscale(reconstruct(symmetric(value % moduli, moduli), table), sa[at], sb[right:right + 5])
         assert np.array_equal(C[at, right:right + 5], want)
     rows = [1, 2, 3, 4, 7, 8, 9, 10]
     assert np.isnan(np.delete(C, rows, axis=0)).all()
@@ -166,7 +166,7 @@ def test_on_the_gpu_the_level_crt_equals_numpys_at_the_ends_of_the_int32_range(c
     held = rng.integers(-(2**31), 2**31, (count, 7, 6, width)).astype(np.int32)
     held[:, :, 0, 0], held[:, :, 0, 1] = 2**31 - 1, -(2**31)
     products = held[:, :, :5]
-    sa, sb = rng.integers(-30, 30, 2 * half).astype(np.int32), rng.integers(-30, 30, 2 * width).astype(np.int32)
+    sa, sb = (rng.integers(-30 * 256, 30 * 256, lines).astype(np.int32) for lines in (2 * half, 2 * width))
     want = np.full((2 * half, 2 * width), np.nan)
     HostOps(get_backend("numpy")).crt_level(products, table, sa, sb, want, rows, half)
     xp = cupy_backend.xp

@@ -248,7 +248,7 @@ def test_a_kept_plan_forms_a_again_for_another_a_and_refuses_what_it_cannot_keep
         "another B: its statistics taken"
     assert np.array_equal(slots.run(A1, B, reuse_a=True, reuse_b=True, b_slot=0), first), "a slot that never held B"
     for options in ({"moduli": "auto"}, {"moduli": 12, "scaling": "accurate"}):
-        with pytest.raises(ValueError, match="keep_a needs a given modulus count and the fast scaling"):
+        with pytest.raises(ValueError, match="keep_a needs a given modulus count and the fast or fine scaling"):
             ozaki2.Plan(A1, B, options=options, backend="numpy", keep_a=True)
     shared, kept = (layout(m, k, n, 12, "fast", True, keep_a=keep) for keep in (False, True))
     assert shared.buffers["tiles"].offset < shared.buffers["res_a"].end
