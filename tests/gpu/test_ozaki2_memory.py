@@ -284,6 +284,7 @@ def test_gpu_peak_within_the_plan_and_one_block(cupy_backend, scaling, shape, co
     the plan, and the largest one is the workspace block itself (moduli given)."""
     m, k, n = shape
     A, B = (cupy_backend.asarray(x) for x in operands(m, k, n))
+    scaling = scaling if count or scaling in ozaki2.AUTO_SCALINGS else "fast"     # fine takes a given count
     kw = dict(moduli=count or "auto", scaling=scaling, k_block=k_block, backend=cupy_backend)
     ozaki2.matmul(A, B, **kw)                               # kernels compiled, tables cached
     ozaki2.PLANS.clear()
