@@ -38,6 +38,7 @@ from gpu.ozaki.kernels import TILE
 from gpu.ozaki2 import crt_kernels, fused, kernels
 from gpu.ozaki2.cuda_source import COMMON, for_each_modulus
 from gpu.ozaki2.kernels import CudaOps
+from gpu.ozaki2.scaling import FINE_BITS  # the shifts are scale codes: extra shifts go above its bits
 
 COUNT = int(os.environ.get("COUNT", "15"))
 ROUNDS = int(os.environ.get("ROUNDS", "15"))
@@ -176,7 +177,8 @@ def main() -> None:
                      "bytes_moved": X.nbytes + table.count * rows_pad * ldk}
             entry["equal_shifted_up"] = {}
             for extra in (30, 60):
-                shifted = {name: rows_launcher(k, X, shifts + extra, exps, table, rows_pad, ldk, blocks[name])
+                raised = shifts + (extra << FINE_BITS)
+                shifted = {name: rows_launcher(k, X, raised, exps, table, rows_pad, ldk, blocks[name])
                            for name, k in kern.items()}
                 entry["equal_shifted_up"][extra] = compare(shifted)
             entry["times"] = summary(event_rounds(runs, ROUNDS))

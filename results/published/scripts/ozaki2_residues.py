@@ -26,6 +26,7 @@ from gpu.ozaki.kernels import TILE, TILE_ROWS
 from gpu.ozaki2 import fused, kernels
 from gpu.ozaki2.cuda_source import COMMON, for_each_modulus
 from gpu.ozaki2.kernels import CudaOps
+from gpu.ozaki2.scaling import FINE_BITS  # the shifts are scale codes: extra shifts go above its bits
 
 COUNT = int(os.environ.get("COUNT", "15"))
 SCALING = os.environ.get("SCALING", "fast")
@@ -204,12 +205,13 @@ def main() -> None:
             equal = {name: bool((run() == ref).all()) for name, run in runs.items() if "floor" not in name}
             wide = {}
             for extra in (20, 30, 60):
-                lib = launcher(kernels._rows_kernel("residues", table.moduli), X, shifts + extra, exps, table,
+                raised = shifts + (extra << FINE_BITS)
+                lib = launcher(kernels._rows_kernel("residues", table.moduli), X, raised, exps, table,
                                rows_pad, ldk)().copy()
-                wide[extra] = {name: bool((launcher(kernel, X, shifts + extra, exps, table, rows_pad, ldk, width)()
+                wide[extra] = {name: bool((launcher(kernel, X, raised, exps, table, rows_pad, ldk, width)()
                                            == lib).all())
                                for name, kernel, width in kernels_tried}
-            big = int((cp.abs(cp.ldexp(X, cp.asarray(shifts)[:, None])) >= 2.0**53).sum())
+            big = int((cp.abs(cp.ldexp(X, cp.asarray(shifts >> FINE_BITS)[:, None])) >= 2.0**53).sum())
             registers = {name: [k.num_regs, k.local_size_bytes] for name, k in
                          [(n, k) for n, k, _ in kernels_tried] + [("library", kernels._rows_kernel("residues",
                                                                                                     table.moduli))]}
