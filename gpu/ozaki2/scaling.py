@@ -49,10 +49,13 @@ x rho 2**s (one rounding, relative 2**-53) to an integer (to nearest or toward z
 |A'_ij| <= ceil(c_i Abar_ij), at most c_i Abar_ij + 1, so that with X_i = c_i sqrt(R_i) <= T and
 Y_j <= T, |A'B'|_ij <= X_i Y_j + (X_i + Y_j) sqrt(k) + k = (X_i + sqrt(k))(Y_j + sqrt(k)) <= L_N (sum_k Abar_ik
 <= sqrt(k R_i)); where one side keeps fast mode's power of two (no + 1, X <= sqrt(L_N)) the bound is
-X (Y + sqrt(k)) <= L_N, and where both do, the proof above. The price: the factor's rounding and the CRT's
-division by rho_i rho_j (:func:`unscale`) add at most 2**-53 ||a_i||_2 ||b_j||_2 per side and one rounding
-(2**-53 |C_ij|) to fast mode's error; on phi = 1 inputs the error falls 1.3-2.0x (14 and 15 moduli,
-k = 8192-32768, a simulation of the roundings against exact products).
+X (Y + sqrt(k)) <= L_N, and where both do, the proof above. The price: fl(x rho 2**s) is x rho 2**s (1 + delta),
+|delta| <= 2**-53, and the CRT's division by rho_i rho_j (:func:`unscale`) rounds once more: the componentwise
+bound of a given count (:mod:`gpu.ozaki2.auto`'s E_ij |A||B| + 2**-53 |C|) holds with each line's scale c in place
+of its power of two (rounding to nearest where the code's s is at least the bar exponent), 2**-52 (1 + 2**-50)
+added to E_ij for the factors' roundings and 2**-52 |C| for the two of C (``tests/property/bounds.py`` checks it
+on drawn operands). The normwise guarantee of ``moduli="auto"`` does not cover it, so auto refuses fine scaling.
+On phi = 1 inputs the median error still falls 1.2-1.6x on the H200 (14 and 15 moduli, N = 16384 and 32768).
 """
 
 from __future__ import annotations

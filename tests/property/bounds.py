@@ -31,6 +31,8 @@ from gpu.ozaki2 import normwise
 from gpu.ozaki2.api import line_stats
 from gpu.ozaki2.auto import predicted_error
 from gpu.ozaki2.bounds import bounds
+from gpu.ozaki2.moduli import moduli_table
+from gpu.ozaki2.scaling import code_parts, codes
 from gpu.strassen.costs import core_side
 
 HOST = get_backend("numpy")
@@ -103,15 +105,41 @@ def ozaki(A, B, C, exact, options: dict[str, Any], C0=None) -> tuple[np.ndarray,
 
 
 def ozaki2(A, B, C, exact, options: dict[str, Any], C0=None) -> tuple[np.ndarray, np.ndarray]:
-    """A given count: E |A||B| + 2**-53 |C|, E its componentwise bound; ``moduli="auto"``: the normwise target."""
-    if "moduli" in options:
+    """A given count: E |A||B| + 2**-53 |C|, E its componentwise bound (fine scaling: its own E and 2**-52 |C|,
+    :func:`_fine_bound`); ``moduli="auto"``: the normwise target."""
+    rounding = 2.0**-53
+    if "moduli" in options and options.get("scaling") == "fine":
+        E, rounding, size = _fine_bound(A, B, options["moduli"]), 2.0**-52 * (1 + 2.0**-50), magnitude(A, B)
+    elif "moduli" in options:
         E = _ozaki2_bound(A, B, options["moduli"], options.get("scaling", "fast"))
         size = magnitude(A, B)
     else:
         E = normwise.target_value(options.get("target") or "dgemm", A.shape[1])
         size = np.sqrt((A * A).sum(axis=1))[:, None] * np.sqrt((B * B).sum(axis=0))[None, :]
-    allowed = E * size * (1 + 2.0**-40) + 2.0**-53 * np.abs(C) + REF * np.abs(exact)
+    allowed = E * size * (1 + 2.0**-40) + rounding * np.abs(C) + REF * np.abs(exact)
     return exact, _in_range(allowed, np.maximum(size, magnitude(A, B)), np.float64)
+
+
+def _fine_bound(A: np.ndarray, B: np.ndarray, count: int) -> float:
+    """max_ij E_ij of fine scaling (:mod:`gpu.ozaki2.scaling`): :mod:`gpu.ozaki2.auto`'s E_ij with each line's scale
+    c = rho 2**u (beyond its bar exponent) in place of 2**u, rounding to nearest where u >= 0, plus
+    2**-52 (1 + 2**-50) for the factors' roundings (2**-53 |a_ik| per entry of A, likewise B)."""
+    if not (A.size and B.size):
+        return 0.0
+    k, table = A.shape[1], moduli_table(count)
+    rows, cols = line_stats(HOST, A, B)
+    (sa, ra), (sb, rb) = (code_parts(codes(s.e, s.R, table, k)) for s in (rows, cols))
+    u, v = sa - rows.e, sb - cols.e
+    cu, cv = np.ldexp(ra, u)[:, None], np.ldexp(rb, v)[None, :]
+    rho, sigma = np.where(u >= 0, 0.5, 1.0)[:, None], np.where(v >= 0, 0.5, 1.0)[None, :]
+    delta = np.where(u >= 0, 0.5, 0.0)[:, None]
+    At, Bt = np.ldexp(np.abs(A), rows.e[:, None]), np.ldexp(np.abs(B), cols.e[None, :])
+    D = (At @ Bt) * max(1.0 - (k + 2) * 2.0**-53, 0.0)
+    num = (rho / cu * Bt.sum(axis=0)[None, :] * (1 + 2.0**-52) + sigma / cv * (At.sum(axis=1)[:, None] + delta * k / cu)
+           + table.crt_error() / (cu * cv)) * (1 + 2.0**-50)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        ratio = np.where(D > 0, num / np.where(D > 0, D, 1.0), 0.0)
+    return float(ratio.max()) + 2.0**-52 * (1 + 2.0**-50)
 
 
 def _ozaki2_bound(A: np.ndarray, B: np.ndarray, count: int, scaling: str) -> float:
