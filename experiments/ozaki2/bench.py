@@ -50,7 +50,7 @@ PHIS = (0.1, 1.0, 2.0, 4.0)
 #: Timing inputs and the seed of every input (times do not depend on the values).
 TIME_PHI, SEED = scheme1.TIME_PHI, scheme1.SEED
 #: The family of each kind of method, in the order legends list them.
-FAMILIES = ("DGEMM", "SGEMM", "scheme I", "scheme II accurate", "scheme II fast", "scheme II fine", "cuBLAS emulation",
+FAMILIES = ("DGEMM", "SGEMM", "scheme I", "scheme II accurate", "scheme II fast", "cuBLAS emulation", "scheme II fine",
             "other")
 def family(name: str) -> tuple[str, str]:
     """(family, its parameter as a label) of a method name: ``("scheme II fast", "14")`` for
