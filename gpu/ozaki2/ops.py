@@ -157,7 +157,7 @@ class HostOps:
 
     def shifts(self, stats: LineStats, table: ModuliTable, out: np.ndarray | None = None,
                fine_k: int | None = None) -> np.ndarray:
-        """The scale codes of fast scaling (e + u, u = :func:`half_shift` of R against the table's L_N), or with
+        """The scale codes of fast scaling ((e + u) 2**8, u = :func:`half_shift` of R against the table's L_N), or with
         ``fine_k`` (the product's k) of fine scaling: :func:`~gpu.ozaki2.scaling.codes`, as int32."""
         return codes(stats.e, stats.R, table, fine_k)
 
