@@ -71,10 +71,12 @@ def workspace_bytes(m: int, k: int, n: int, count: int, scaling: str = "accurate
     return layout(m, k, n, count, scaling, direct).nbytes
 
 
-def line_stats(be: Backend, A: Array, B: Array, norms: bool = False) -> tuple[LineStats, LineStats]:
-    """The line statistics of A's rows and B's columns (:class:`~gpu.ozaki2.normwise.LineStats`)."""
+def line_stats(be: Backend, A: Array, B: Array, norms: bool = False, wide: bool = False
+               ) -> tuple[LineStats, LineStats]:
+    """The line statistics of A's rows and B's columns (:class:`~gpu.ozaki2.normwise.LineStats`; ``wide``: with fine
+    scaling's Rw)."""
     family = ops(be)
-    return family.line_stats(A, None, norms), family.line_stats(B.T, None, norms)
+    return family.line_stats(A, None, norms, wide=wide), family.line_stats(B.T, None, norms, wide=wide)
 
 
 def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling: str = "fast",

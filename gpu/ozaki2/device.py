@@ -35,7 +35,7 @@ from ..backend import Backend
 from . import fused
 from .moduli import MAX_MODULI, MODULI, ModuliTable
 from .normwise import TERMS, LineStats, limits, safety
-from .scaling import bound_limit, fine_limit
+from .scaling import WIDE_BITS, bound_limit, fine_limit
 from .workspace import TILE_K, carve_tiles
 
 #: Threads per block of the count and shift kernels, blocks per count and side of the count's terms, and lines
@@ -116,21 +116,25 @@ extern "C" __global__ void ozaki2_count_pick(const unsigned long long* __restric
     *count = chosen;
 }
 
-/* gpu.ozaki2.scaling.codes, operation for operation: fast mode's code, or the larger of it and the fine code. */
-__device__ __forceinline__ int scale_code(double R, int e, double mu, long long L, double T)
+/* gpu.ozaki2.scaling.codes, operation for operation: fast mode's code, or the larger of it and the fine code (from
+   the wide bars' sum W, bars 2**wide finer, where W is given). */
+__device__ __forceinline__ int scale_code(double R, int e, double mu, long long L, double T,
+                                          const unsigned long long* W, long long i, int wide)
 {
     const long long fast = ((long long)e + half_shift(R, mu, L)) * 256;
     if (T == 0.0) return (int)fast;
+    const double Rf = W ? __ull2double_ru(W[i]) : R;
     int ex;
-    const double fr = frexp(__dmul_rn(__ddiv_rn(T, __dsqrt_rn(fmax(R, 1.0))), 1.0 - 0x1p-47), &ex);
-    const long long fine = ((long long)e + ex - 1) * 256 + (long long)floor(fr * 512.0) - 256;
+    const double fr = frexp(__dmul_rn(__ddiv_rn(T, __dsqrt_rn(fmax(Rf, 1.0))), 1.0 - 0x1p-47), &ex);
+    const long long fine = ((long long)e + (W ? wide : 0) + ex - 1) * 256 + (long long)floor(fr * 512.0) - 256;
     return (int)(fast > fine ? fast : fine);
 }
 
 extern "C" __global__ void ozaki2_shifts(
     const double* __restrict__ R_a, const int* __restrict__ e_a, int* __restrict__ s_a, long long m,
     const double* __restrict__ R_b, const int* __restrict__ e_b, int* __restrict__ s_b, long long n,
-    double mu, long long L, double T)
+    double mu, long long L, double T, const unsigned long long* __restrict__ W_a,
+    const unsigned long long* __restrict__ W_b, int wide)
 {
     const int side = blockIdx.y;
     const double* R = side ? R_b : R_a;
@@ -139,7 +143,7 @@ extern "C" __global__ void ozaki2_shifts(
     const long long lines = side ? n : m;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < lines;
          i += (long long)gridDim.x * blockDim.x)
-        s[i] = scale_code(R[i], e[i], mu, L, T);
+        s[i] = scale_code(R[i], e[i], mu, L, T, side ? W_b : W_a, i, wide);
 }
 
 extern "C" __global__ void ozaki2_nonfinite(
@@ -224,9 +228,11 @@ def fix_nonfinite(A: Any, B: Any, C: Any, rows: LineStats, cols: LineStats, belo
         i64(k), i64(n), rows.mx, cols.mx, i64(FIX_LINES)))
 
 
-def line_stats(X: Any, scratch: Any = None, norms: bool = False, out: LineStats | None = None) -> LineStats:
+def line_stats(X: Any, scratch: Any = None, norms: bool = False, out: LineStats | None = None,
+               wide: bool = False) -> LineStats:
     """:class:`~gpu.ozaki2.normwise.LineStats` of X's rows (any strides with a unit stride on one axis, or a single
-    column), reading X once (:mod:`gpu.ozaki2.fused`): into ``out``'s vectors where given. ``scratch``: uint8
+    column), reading X once (:mod:`gpu.ozaki2.fused`; with ``wide``, fine scaling's Rw, once more): into ``out``'s
+    vectors where given (with an Rw vector where ``wide``). ``scratch``: uint8
     device bytes (at least :func:`gpu.ozaki2.fused.workspace_bytes`) for the tile sums, else they are allocated."""
     rows, cols = X.shape
     rs, cs = X.strides[0] // X.itemsize, X.strides[1] // X.itemsize
@@ -236,7 +242,7 @@ def line_stats(X: Any, scratch: Any = None, norms: bool = False, out: LineStats 
     if scratch is None:
         scratch = cupy.empty(fused.workspace_bytes(rows, cols), dtype=np.uint8)
     tmax, sums, tile_norms = carve_tiles(scratch, rows, cols)
-    out = out or line_buffers(rows, norms)
+    out = out or line_buffers(rows, norms, wide)
     i64, null = np.int64, np.uint64(0)
     kept = tile_norms if norms else null
     kernel("ozaki2_tile_squares")((tiles, -(-rows // 32)), (32, 8),
@@ -244,22 +250,26 @@ def line_stats(X: Any, scratch: Any = None, norms: bool = False, out: LineStats 
     kernel("ozaki2_line_squares")((-(-rows // 8),), (32, 8),
                                   (tmax, sums, kept, i64(tiles), i64(rows), out.mx, out.e, out.R,
                                    out.n1 if norms else null, out.n2sq if norms else null))
-    return out if norms else out._replace(n1=None, n2sq=None)
+    if wide:
+        out.Rw.data.memset_async(0, out.Rw.nbytes)
+        kernel("ozaki2_wide_squares")((tiles, -(-rows // 32)), (32, 8), (X, i64(rs), i64(cs), i64(rows), i64(cols),
+                                                                         out.e, np.int32(WIDE_BITS), out.Rw))
+    return out._replace(**({} if norms else {"n1": None, "n2sq": None}), **({} if wide else {"Rw": None}))
 
 
-def line_buffers(lines: int, norms: bool) -> LineStats:
-    """Device vectors for one side's line statistics."""
+def line_buffers(lines: int, norms: bool, wide: bool = False) -> LineStats:
+    """Device vectors for one side's line statistics (``wide``: with fine scaling's Rw)."""
     f64 = (lambda: cupy.empty(lines, dtype=np.float64))
     return LineStats(f64(), cupy.empty(lines, dtype=np.int32), f64(), f64() if norms else None,
-                     f64() if norms else None)
+                     f64() if norms else None, cupy.empty(lines, dtype=np.uint64) if wide else None)
 
 
 class DeviceOps:
     """The count-independent part of :class:`gpu.ozaki2.kernels.CudaOps` (see the module)."""
 
     @staticmethod
-    def line_buffers(be: Backend, lines: int, norms: bool) -> LineStats:
-        return line_buffers(lines, norms)
+    def line_buffers(be: Backend, lines: int, norms: bool, wide: bool = False) -> LineStats:
+        return line_buffers(lines, norms, wide)
 
     @staticmethod
     def shift_buffers(be: Backend, m: int, n: int) -> tuple[Any, Any]:
@@ -284,9 +294,10 @@ class DeviceOps:
         out = cupy.empty(stats.e.size, dtype=np.int32) if out is None else out
         mu, L = np.frexp(bound_limit(table))
         T = 0.0 if fine_k is None else fine_limit(table, fine_k)
+        W = np.uint64(0) if stats.Rw is None else stats.Rw
         kernel("ozaki2_shifts")((max(1, min(-(-stats.e.size // THREADS), 1024)), 1), (THREADS,), (
             stats.R, stats.e, out, np.int64(stats.e.size), stats.R, stats.e, out, np.int64(0), np.float64(mu),
-            np.int64(L), np.float64(T)))
+            np.int64(L), np.float64(T), W, W, np.int32(WIDE_BITS)))
         return out
 
     def fix_nonfinite(self, A: Any, B: Any, C: Any, rows: LineStats, cols: LineStats, below: Any = None,

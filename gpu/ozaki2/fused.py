@@ -145,8 +145,31 @@ extern "C" __global__ void ozaki2_line_squares(
 }
 """
 
+#: Fine scaling's wide bars (``ozaki2_wide_squares``): a second read, once the lines' bar exponents e are known,
+#: adds each tile's sum of ceil(|x| 2**(e + WIDE_BITS))**2 (at most 2**32 an entry) into its line's uint64 with an
+#: integer atomic, so the sum is exact in any order of the tiles; zero for a line that is not finite (e is BAD_E).
+WIDE_SOURCE = r"""
+extern "C" __global__ void ozaki2_wide_squares(
+    const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
+    const int* __restrict__ exps, int wide, unsigned long long* __restrict__ sums)
+{
+    LOAD_TILE(ABS_ENTRY)
+    const int tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4;
+    const long long line = r0 + q;
+    const int e = line < rows ? exps[line] + wide : 0;
+    unsigned long long s = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const double y = ceil(ldexp(tile[q][g + j], e));
+        if (y <= 65536.0) s += (unsigned long long)(y * y);
+    }
+    for (int offset = 4; offset > 0; offset >>= 1) s += __shfl_down_sync(0xffffffffu, s, offset, 8);
+    if (g == 0 && line < rows && s) atomicAdd(sums + line, s);
+}
+"""
+
 #: The kernels' source, compiled in one module with the count's, shifts' and IEEE values' (:mod:`gpu.ozaki2.device`).
-SOURCE = _SOURCE
+SOURCE = _SOURCE + WIDE_SOURCE
 
 
 def workspace_bytes(lines: int, k: int) -> int:

@@ -259,8 +259,9 @@ class CudaOps(device.DeviceOps):
     def scaled_max(self, cbar: Any, shifts: Any, axis: int) -> Any:
         return _scaled_max()(cbar, shifts_across(shifts, axis), axis=axis)
 
-    def line_stats(self, X: Any, scratch: Any = None, norms: bool = False, out: LineStats | None = None) -> LineStats:
-        return device.line_stats(X, scratch, norms, out)
+    def line_stats(self, X: Any, scratch: Any = None, norms: bool = False, out: LineStats | None = None,
+                   wide: bool = False) -> LineStats:
+        return device.line_stats(X, scratch, norms, out, wide)
 
     def prepare(self, table: ModuliTable, planes: Any) -> None:
         """Compile the residue kernel of ``table``'s moduli and the CRT kernel for ``planes`` and upload their

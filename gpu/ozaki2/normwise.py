@@ -88,13 +88,16 @@ class LineStats(NamedTuple):
     """Per line (rows of A, or columns of B read as rows of B^T), from the scaling's one read: the maximum
     |x| (NaN or infinity where the line holds them), the bar exponent e (:data:`BAD_E` for a line that is not
     finite), R (fast mode's sum of squared bars, float64; 0 for a line that is not finite), and, where the
-    count is chosen, ||x~||_1 and ||x~||_2**2 of the line scaled by 2**e (float64; None otherwise)."""
+    count is chosen, ||x~||_1 and ||x~||_2**2 of the line scaled by 2**e (float64; None otherwise); for fine
+    scaling, Rw = sum_k ceil(|x_k| 2**(e + WIDE_BITS))**2, the squares of bars 2**10 finer, exactly as uint64 (0
+    for a line that is not finite; None otherwise: :mod:`gpu.ozaki2.scaling`)."""
 
     mx: Any
     e: Any
     R: Any
     n1: Any = None
     n2sq: Any = None
+    Rw: Any = None
 
 
 def target_value(target: Any, k: int) -> float:

@@ -23,7 +23,7 @@ from .crt import reconstruct
 from .moduli import MODULI, ModuliTable
 from .normwise import BAD_E, LineStats, first_meeting, predicted_error
 from .residues import residues, symmetric
-from .scaling import code_parts, codes, full_shift, half_shift, to_integers, unscale
+from .scaling import WIDE_BITS, code_parts, codes, full_shift, half_shift, to_integers, unscale
 from .winograd import HostResidueOps
 
 FAMILY = "ozaki2"
@@ -125,12 +125,13 @@ class HostOps:
         return np.ldexp(cbar.astype(np.float64), shifts_across(shifts, axis)).max(axis=axis)
 
     def line_stats(self, X: np.ndarray, scratch: np.ndarray | None = None, norms: bool = False,
-                   out: LineStats | None = None) -> LineStats:
+                   out: LineStats | None = None, wide: bool = False) -> LineStats:
         """:class:`~gpu.ozaki2.normwise.LineStats` of X's rows: the maximum |x| (NaN where the row holds NaN),
         the bar exponent e = 6 - exp(max) (:data:`~gpu.ozaki2.normwise.BAD_E` where the row is not finite), R =
         the sum of the squared bars (:meth:`bars`), exactly (0 for a row that is not finite), and with ``norms``
-        the row's 1-norm and squared 2-norm scaled by 2**e. Several passes here, with no use for the GPU's
-        ``scratch`` and ``out``; its one pass gives the same maxima, exponents and R (:mod:`gpu.ozaki2.fused`)."""
+        the row's 1-norm and squared 2-norm scaled by 2**e, with ``wide`` fine scaling's Rw. Several passes here,
+        with no use for the GPU's ``scratch`` and ``out``; its passes give the same maxima, exponents, R and Rw
+        (:mod:`gpu.ozaki2.fused`)."""
         mx = np.abs(X).max(axis=1) if X.shape[1] else np.zeros(X.shape[0])
         finite = np.isfinite(mx)
         e = np.full(X.shape[0], BAD_E, dtype=np.int32)
@@ -138,12 +139,17 @@ class HostOps:
         R = np.zeros(X.shape[0])
         bars = self.bars(X[finite], e[finite], int(finite.sum()), X.shape[1]).astype(np.int64)
         R[finite] = (bars**2).sum(axis=1)
+        Rw = None
+        if wide:
+            Rw = np.zeros(X.shape[0], dtype=np.uint64)
+            fine_bars = np.ceil(np.ldexp(np.abs(X[finite]), e[finite, None] + WIDE_BITS)).astype(np.uint64)
+            Rw[finite] = (fine_bars * fine_bars).sum(axis=1, dtype=np.uint64)
         if not norms:
-            return LineStats(mx, e, R)
+            return LineStats(mx, e, R, Rw=Rw)
         n1, n2sq = np.zeros(X.shape[0]), np.zeros(X.shape[0])
         scaled = np.ldexp(np.abs(X[finite]), e[finite, None])
         n1[finite], n2sq[finite] = scaled.sum(axis=1), (scaled * scaled).sum(axis=1)
-        return LineStats(mx, e, R, n1, n2sq)
+        return LineStats(mx, e, R, n1, n2sq, Rw)
 
     def auto_count(self, rows: LineStats, cols: LineStats, k: int, goal: float, buffers: Any = None,
                    moduli: tuple[int, ...] = MODULI) -> int:
@@ -159,7 +165,7 @@ class HostOps:
                fine_k: int | None = None) -> np.ndarray:
         """The scale codes of fast scaling ((e + u) 2**8, u = :func:`half_shift` of R against the table's L_N), or with
         ``fine_k`` (the product's k) of fine scaling: :func:`~gpu.ozaki2.scaling.codes`, as int32."""
-        return codes(stats.e, stats.R, table, fine_k)
+        return codes(stats.e, stats.R, table, fine_k, stats.Rw)
 
     def fix_nonfinite(self, A: np.ndarray, B: np.ndarray, C: np.ndarray, rows: LineStats, cols: LineStats,
                       below: np.ndarray | None = None, sign: float = 1.0) -> None:
@@ -176,7 +182,7 @@ class HostOps:
                 C[:, bad_cols] = A @ B[:, bad_cols]
 
     @staticmethod
-    def line_buffers(be: Backend, lines: int, norms: bool) -> None:
+    def line_buffers(be: Backend, lines: int, norms: bool, wide: bool = False) -> None:
         """NumPy makes its vectors per call (a plan on the GPU keeps them)."""
         return None
 

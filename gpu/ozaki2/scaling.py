@@ -40,22 +40,25 @@ products (see :mod:`gpu.ozaki2.reference`) needs nothing more from the scaling.
 have j = 0, and then every step gives the bits it gave before codes: x' = rint(fl(ldexp(x, s) rho)) is
 rint(ldexp(x, s)), and the CRT's fl(C' / (rho_i rho_j)) is C' (:func:`unscale`).
 
-**Fine scaling** (``scaling="fine"``: fast mode's bars and R, no GEMM). A power of two loses up to a factor of
-2 per side against the bound (1.44 on average, the same for every line of iid data: the lines' R are close), and
-the error grows with it. Fine scaling takes each line's scale as large as the bound allows, to F bits:
-c_i = rho_i 2**u_i (times 2**e_i) as large as possible with c_i (1 + 2**-52) sqrt(R_i) <= T, where
-T = sqrt(L_N) - sqrt(k) (:func:`fine_limit`), and then the larger of that code and fast mode's. Rounding
-x rho 2**s (one rounding, relative 2**-53) to an integer (to nearest or toward zero, as above) gives
-|A'_ij| <= ceil(c_i Abar_ij), at most c_i Abar_ij + 1, so that with X_i = c_i sqrt(R_i) <= T and
-Y_j <= T, |A'B'|_ij <= X_i Y_j + (X_i + Y_j) sqrt(k) + k = (X_i + sqrt(k))(Y_j + sqrt(k)) <= L_N (sum_k Abar_ik
-<= sqrt(k R_i)); where one side keeps fast mode's power of two (no + 1, X <= sqrt(L_N)) the bound is
-X (Y + sqrt(k)) <= L_N, and where both do, the proof above. The price: fl(x rho 2**s) is x rho 2**s (1 + delta),
-|delta| <= 2**-53, and the CRT's division by rho_i rho_j (:func:`unscale`) rounds once more: the componentwise
-bound of a given count (:mod:`gpu.ozaki2.auto`'s E_ij |A||B| + 2**-53 |C|) holds with each line's scale c in place
-of its power of two (rounding to nearest where the code's s is at least the bar exponent), 2**-52 (1 + 2**-50)
-added to E_ij for the factors' roundings and 2**-52 |C| for the two of C (``tests/property/bounds.py`` checks it
-on drawn operands). The normwise guarantee of ``moduli="auto"`` does not cover it, so auto refuses fine scaling.
-On phi = 1 inputs the median error still falls 1.2-1.6x on the H200 (14 and 15 moduli, N = 16384 and 32768).
+**Fine scaling** (``scaling="fine"``: fast mode's bound, no GEMM, from bars 2**10 finer). A power of two loses up to
+a factor of 2 per side against the bound (1.44 on average, the same for every line of iid data: the lines' R are
+close), and the error grows with it. Fine scaling takes each line's scale as large as the bound allows, to F bits,
+and takes R from bars 2**WIDE_BITS finer (``Rw``, :class:`~gpu.ozaki2.normwise.LineStats`: the 6-bit bars overstate
+a phi = 1 line's norm by about 1.23x, the 16-bit ones by under 0.1%; one more read of each operand, exact in uint64;
+the proof below holds with the finer bars and their exponent e + WIDE_BITS in place of Abar and e): c_i = rho_i
+2**u_i (times 2**e_i) as large as possible with c_i (1 + 2**-52) sqrt(R_i) <= T, where T = sqrt(L_N) - sqrt(k)
+(:func:`fine_limit`), and then the larger of that code and fast mode's. Rounding x rho 2**s (one rounding, relative
+2**-53) to an integer (to nearest or toward zero, as above) gives |A'_ij| <= ceil(c_i Abar_ij), at most c_i Abar_ij
++ 1, so that with X_i = c_i sqrt(R_i) <= T and Y_j <= T, |A'B'|_ij <= X_i Y_j + (X_i + Y_j) sqrt(k) + k = (X_i +
+sqrt(k))(Y_j + sqrt(k)) <= L_N (sum_k Abar_ik <= sqrt(k R_i)); where one side keeps fast mode's power of two (no +
+1, X <= sqrt(L_N)) the bound is X (Y + sqrt(k)) <= L_N, and where both do, the proof above. The price: fl(x rho
+2**s) is x rho 2**s (1 + delta), |delta| <= 2**-53, and the CRT's division by rho_i rho_j (:func:`unscale`) rounds
+once more: the componentwise bound of a given count (:mod:`gpu.ozaki2.auto`'s E_ij |A||B| + 2**-53 |C|) holds with
+each line's scale c in place of its power of two (rounding to nearest where the code's s is at least the bar
+exponent), 2**-52 (1 + 2**-50) added to E_ij for the factors' roundings and 2**-52 |C| for the two of C
+(``tests/property/bounds.py`` checks it on drawn operands). The normwise guarantee of ``moduli="auto"`` does not
+cover it, so auto refuses fine scaling. On phi = 1 inputs the median error still falls 1.2-1.6x on the H200 (14 and
+15 moduli, N = 16384 and 32768).
 """
 
 from __future__ import annotations
@@ -76,6 +79,8 @@ MAX_K = (2**63 - 1) // 64**2
 MARGIN_BITS = 40
 #: Bits of a scale code's fraction (see the module): rho = 1 + j 2**-FINE_BITS, and rho_i rho_j is exact.
 FINE_BITS = 8
+#: Fine scaling's bars are 2**WIDE_BITS finer than fast mode's (at most 2**16: squares exact in uint64 to k < 2**31).
+WIDE_BITS = 10
 
 
 class Bounds(NamedTuple):
@@ -147,20 +152,30 @@ def fine_limit(table: ModuliTable, k: int) -> float:
     return x if int(x) <= T else float(np.nextafter(x, 0.0))
 
 
-def codes(e: Any, R: Any, table: ModuliTable, fine_k: int | None = None) -> Any:
+def codes(e: Any, R: Any, table: ModuliTable, fine_k: int | None = None, Rw: Any = None) -> Any:
     """Fast mode's scale codes (e + u) 2**F, or with ``fine_k`` (the product's k) fine scaling's, each the larger
-    of the fine code and fast mode's (see the module), as int32 on the arrays' backend. Every step is an exact or
-    correctly rounded float64 operation, so the GPU kernel (:mod:`gpu.ozaki2.device`) gives the same codes."""
+    of the fine code and fast mode's (see the module), as int32 on the arrays' backend; ``Rw``: the wide bars'
+    sums (:class:`~gpu.ozaki2.normwise.LineStats`), which fine scaling takes in place of R, with bars 2**WIDE_BITS
+    finer. Every step is an exact or correctly rounded float64 operation, so the GPU kernel
+    (:mod:`gpu.ozaki2.device`) gives the same codes."""
     xp = _xp(R)
     fast = (e.astype(np.int64) + half_shift(R, bound_limit(table))) << FINE_BITS
     T = 0.0 if fine_k is None else fine_limit(table, fine_k)
     if T == 0.0:
         return fast.astype(np.int32)
+    base, R = (e.astype(np.int64), R) if Rw is None else (e.astype(np.int64) + WIDE_BITS, rounded_up(Rw))
     q = (T / xp.sqrt(xp.maximum(R, 1.0))) * (1.0 - 2.0**-47)
     frac, ex = xp.frexp(q)
     j = xp.floor(frac * 2.0 ** (FINE_BITS + 1)).astype(np.int64) - 2**FINE_BITS
-    fine = ((e.astype(np.int64) + ex - 1) << FINE_BITS) + j
+    fine = ((base + ex - 1) << FINE_BITS) + j
     return xp.maximum(fast, fine).astype(np.int32)
+
+
+def rounded_up(W: Any) -> Any:
+    """uint64 sums as the float64 at least each (exact below 2**53; the GPU's ``__ull2double_ru``)."""
+    xp = _xp(W)
+    f = W.astype(np.float64)
+    return xp.where(f.astype(np.uint64) < W, xp.nextafter(f, np.inf), f)
 
 
 def code_parts(c: Any) -> tuple[Any, Any]:

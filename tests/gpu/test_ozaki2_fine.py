@@ -24,9 +24,9 @@ def integers(X, code, e):
 
 
 def line_codes(A, B, count, fine_k):
-    rows, cols = line_stats(get_backend("numpy"), A, B)
+    rows, cols = line_stats(get_backend("numpy"), A, B, wide=fine_k is not None)
     table = moduli_table(count)
-    return rows, cols, codes(rows.e, rows.R, table, fine_k), codes(cols.e, cols.R, table, fine_k)
+    return rows, cols, codes(rows.e, rows.R, table, fine_k, rows.Rw), codes(cols.e, cols.R, table, fine_k, cols.Rw)
 
 
 @settings(max_examples=40, deadline=None)
@@ -101,3 +101,33 @@ def test_gpu_fine_codes_equal_numpy(cupy_backend):
         for fine_k in (None, 1, 4096, 2**40):
             got = cupy_backend.to_numpy(gpu_ops.shifts(dev, table, None, fine_k))
             assert np.array_equal(got, codes(e, R, table, fine_k)), (count, fine_k)
+
+
+def test_wide_bars_are_the_squares_of_bars_a_thousand_times_finer():
+    """Rw = sum ceil(|x| 2**(e + 10))**2 exactly, 0 for a line that is not finite, and above R 4**10 by at most
+    the rounding of the coarse bars."""
+    X = phi_matrix(5, 700, 1.0, 3)
+    X[1, 5], X[2] = np.nan, 0.0
+    stats = get_backend("numpy").ops("ozaki2").line_stats(X, wide=True)
+    for i, row in enumerate(X):
+        want = 0 if i == 1 else sum(int(np.ceil(abs(x) * 2.0 ** (int(stats.e[i]) + 10))) ** 2 for x in row)
+        assert int(stats.Rw[i]) == want
+        assert want <= stats.R[i] * 4**10
+
+
+@pytest.mark.gpu
+def test_gpu_wide_bars_and_their_codes_equal_numpy(cupy_backend):
+    """The wide-bars pass gives NumPy's Rw in both layouts, NaN, infinity and zero lines among them, and the shift
+    kernel NumPy's codes from them."""
+    X = phi_matrix(70, 1000, 2.0, 5)
+    X[3, 7], X[4, 0], X[5] = np.nan, -np.inf, 0.0
+    host = get_backend("numpy").ops("ozaki2")
+    want = host.line_stats(X, wide=True)
+    gpu_ops = cupy_backend.ops("ozaki2")
+    for dev in (cupy_backend.asarray(X), cupy_backend.asarray(np.ascontiguousarray(X.T)).T):
+        got = gpu_ops.line_stats(dev, wide=True)
+        assert np.array_equal(cupy_backend.to_numpy(got.Rw), want.Rw)
+        for count in (5, 14, 20):
+            table = moduli_table(count)
+            assert np.array_equal(cupy_backend.to_numpy(gpu_ops.shifts(got, table, None, 1000)),
+                                  host.shifts(want, table, None, 1000)), count

@@ -127,8 +127,8 @@ def _fine_bound(A: np.ndarray, B: np.ndarray, count: int) -> float:
     if not (A.size and B.size):
         return 0.0
     k, table = A.shape[1], moduli_table(count)
-    rows, cols = line_stats(HOST, A, B)
-    (sa, ra), (sb, rb) = (code_parts(codes(s.e, s.R, table, k)) for s in (rows, cols))
+    rows, cols = line_stats(HOST, A, B, wide=True)
+    (sa, ra), (sb, rb) = (code_parts(codes(s.e, s.R, table, k, s.Rw)) for s in (rows, cols))
     u, v = sa - rows.e, sb - cols.e
     cu, cv = np.ldexp(ra, u)[:, None], np.ldexp(rb, v)[None, :]
     rho, sigma = np.where(u >= 0, 0.5, 1.0)[:, None], np.where(v >= 0, 0.5, 1.0)[None, :]
