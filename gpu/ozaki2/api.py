@@ -96,8 +96,9 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
     |A||B| and waits. The normwise guarantee is the weaker where (|A||B|)_ij is far below ||a_i||_2 ||b_j||_2
     (rows and columns whose large entries meet the other's small ones). ``scaling``: ``"fast"`` (the
     default), ``"accurate"``, or ``"fine"`` (with ``moduli=N`` only: each line's scale as large as fast mode's
-    bound allows, to 8 bits, not a power of two; 1.1-1.9x smaller errors than fast's on phi = 1 inputs, at
-    the cost of one more rounding of each result entry; :mod:`gpu.ozaki2.scaling`). ``k_block``: most inner
+    bound allows, to 8 bits, not a power of two; 1.3-2.0x smaller median errors than fast's on phi = 1 inputs
+    on the H200, for one more read of A and B and one more rounding of each result entry;
+    :mod:`gpu.ozaki2.scaling`). ``k_block``: most inner
     terms per INT8 GEMM (default and most 2**17 - 1; from 16 on rounded down to a multiple of 16, keeping the
     INT8 operands' views aligned).
     ``out``: a C-ordered float64 array of the backend for the result. ``level``: Winograd levels over the

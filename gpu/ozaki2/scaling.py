@@ -57,8 +57,8 @@ once more: the componentwise bound of a given count (:mod:`gpu.ozaki2.auto`'s E_
 each line's scale c in place of its power of two (rounding to nearest where the code's s is at least the bar
 exponent), 2**-52 (1 + 2**-50) added to E_ij for the factors' roundings and 2**-52 |C| for the two of C
 (``tests/property/bounds.py`` checks it on drawn operands). The normwise guarantee of ``moduli="auto"`` does not
-cover it, so auto refuses fine scaling. On phi = 1 inputs the median error still falls 1.2-1.6x on the H200 (14 and
-15 moduli, N = 16384 and 32768).
+cover it, so auto refuses fine scaling. On phi = 1 inputs the median error falls 1.3-2.0x on the H200 (14 and 15
+moduli, N = 16384 and 32768, fifteen seeds), for about 2% more time at N = 16384 (the second read of A and B).
 """
 
 from __future__ import annotations
