@@ -58,7 +58,7 @@ from .normwise import LineStats, refusal, target_value
 from .ops import ops
 from .options import Options
 from .options import k_block as k_block_of
-from .scaling import FINE_BITS, headroom
+from .scaling import FINE_BITS, check_fine_k, headroom
 from .winograd import add, residue_product
 
 
@@ -109,6 +109,8 @@ class Plan(MatmulPlan):
         require_writeable({"A": (A, opts.overwrite_a), "B": (B, opts.overwrite_b)})
         (m, k), n = A.shape, B.shape[1]
         check_output(be, out, (m, n), np.float64, {"A": A, "B": B}, rows_contiguous=True)
+        if opts.scaling == "fine":
+            check_fine_k(k)
         self.m, self.k, self.n, self.fixed = m, k, n, opts.count
         self.normwise = self.fixed is None and opts.bound == "normwise"
         self.goal = target_value(opts.goal, k) if self.normwise else None

@@ -79,8 +79,10 @@ MAX_K = (2**63 - 1) // 64**2
 MARGIN_BITS = 40
 #: Bits of a scale code's fraction (see the module): rho = 1 + j 2**-FINE_BITS, and rho_i rho_j is exact.
 FINE_BITS = 8
-#: Fine scaling's bars are 2**WIDE_BITS finer than fast mode's (at most 2**16: squares exact in uint64 to k < 2**31).
+#: Fine scaling's bars are 2**WIDE_BITS finer than fast mode's: each at most 2**(6 + WIDE_BITS).
 WIDE_BITS = 10
+#: Fine scaling's longest k: Rw, the uint64 sum of k squared wide bars (each at most 2**(12 + 2 WIDE_BITS)), is exact.
+MAX_K_FINE = (2**64 - 1) // 2 ** (12 + 2 * WIDE_BITS)
 
 
 class Bounds(NamedTuple):
@@ -141,6 +143,14 @@ def headroom(bounds: Bounds, table: ModuliTable) -> tuple[Any, Any]:
         v = family.full_shift(family.scaled_max(cbar, u, 0), limit)
         u = family.full_shift(family.scaled_max(cbar, v, 1), limit)
     return u, v
+
+
+def check_fine_k(k: int) -> None:
+    """Refuse fine scaling where k exceeds :data:`MAX_K_FINE`, before any work: its wide bars' uint64 sums would
+    wrap, and the scales taken from them could overflow the CRT's range."""
+    if k > MAX_K_FINE:
+        raise ValueError(f"scaling='fine' takes k up to {MAX_K_FINE} (its wide bars' squares are summed exactly in "
+                         f"64-bit integers), not k = {k}: use scaling='fast', or sum products of blocks of k")
 
 
 def fine_limit(table: ModuliTable, k: int) -> float:

@@ -49,6 +49,7 @@ from .memory import peak_bytes
 from .moduli import MAX_MODULI
 from .options import Options
 from .plan import Plan
+from .scaling import check_fine_k
 
 #: The narrowest tile side a capped product is cut into.
 MIN_TILE = 64
@@ -137,6 +138,8 @@ class TiledPlan(MatmulPlan):
         A, B = _operands(be, A, B)
         (m, k), n = A.shape, B.shape[1]
         check_output(be, out, (m, n), np.float64, {"A": A, "B": B}, rows_contiguous=True)
+        if opts.scaling == "fine":
+            check_fine_k(k)
         cap = opts.workspace if opts.workspace is not None else free_cap(be, m, k, n, out is not None)
         self.options = replace(opts, workspace=cap)
         self.m, self.n = m, n

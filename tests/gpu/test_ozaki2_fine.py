@@ -13,7 +13,16 @@ from gpu import ozaki2
 from gpu.backend import get_backend
 from gpu.ozaki2.api import line_stats
 from gpu.ozaki2.moduli import moduli_table
-from gpu.ozaki2.scaling import FINE_BITS, bound_limit, code_parts, codes, fine_limit, half_shift, to_integers
+from gpu.ozaki2.scaling import (
+    FINE_BITS,
+    MAX_K_FINE,
+    bound_limit,
+    code_parts,
+    codes,
+    fine_limit,
+    half_shift,
+    to_integers,
+)
 
 
 def integers(X, code, e):
@@ -64,6 +73,17 @@ def test_fine_scaling_needs_a_count():
     A = np.ones((3, 4))
     with pytest.raises(ValueError, match="scaling='fine' needs a modulus count"):
         ozaki2.matmul(A, A.T, scaling="fine", backend="numpy")
+
+
+@pytest.mark.parametrize("workspace", [None, 2**22])
+def test_fine_scaling_refuses_a_k_its_wide_sums_cannot_hold(workspace):
+    """Beyond MAX_K_FINE the uint64 sums of the wide bars' squares could wrap, and the scales taken from them
+    overflow the CRT's range: a clear error before any work, for the whole product's plan and the tiled one (the
+    operands are broadcast views: nothing of their 2**32 entries is read)."""
+    assert MAX_K_FINE * (2**16) ** 2 < 2**64 <= (MAX_K_FINE + 1) * (2**16) ** 2
+    A = np.broadcast_to(np.full((1, 1), 0.5), (1, MAX_K_FINE + 1))
+    with pytest.raises(ValueError, match=rf"scaling='fine' takes k up to {MAX_K_FINE} .* not k = {MAX_K_FINE + 1}"):
+        ozaki2.matmul(A, A.T, moduli=14, scaling="fine", workspace=workspace, backend="numpy")
 
 
 def test_fine_scaling_lowers_the_error_of_fast_scaling():
