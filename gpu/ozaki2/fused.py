@@ -59,8 +59,16 @@ _SOURCE = TILE_SOURCE + r"""
 __device__ __forceinline__ double nanmax(double a, double b) { return (a != a || a > b) ? a : b; }
 __device__ __forceinline__ int bar_exponent(double m) { int ex; frexp(m, &ex); return 6 - ex; }
 
+/* x 2**e, exact as ldexp (a product by a power of two is correctly rounded either way) where 2**e is a double. */
+__device__ __forceinline__ double times_pow2(double x, int e)
+{
+    return e <= 1023 ? __dmul_rn(x, __hiloint2double((e + 1023) << 20, 0)) : ldexp(x, e);
+}
+
 /* Per line and tile: the tile's maximum, the eight sums of squared bars at its own exponent and, where norms is
-   not null, the sums of the entries and of their squares scaled by 2**e_t (no contraction into FMAs). */
+   not null, the sums of the entries and of their squares scaled by 2**e_t (no contraction into FMAs). A thread's
+   four bars (each at most 64) are the bytes of one word: per d, one add and shift (no carry crosses a byte, since
+   c + 2**d - 1 < 256), a mask, and __dp4a for the sum of the four squares. */
 extern "C" __global__ void ozaki2_tile_squares(
     const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
     double* __restrict__ tmax, int* __restrict__ sums, double* __restrict__ norms)
@@ -71,23 +79,30 @@ extern "C" __global__ void ozaki2_tile_squares(
 #pragma unroll
     for (int j = 1; j < 4; ++j) m = nanmax(m, tile[q][g + j]);
     for (int offset = 4; offset > 0; offset >>= 1) m = nanmax(m, __shfl_xor_sync(0xffffffffu, m, offset, 8));
-    int s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    unsigned int s[8] = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u};
     double n1 = 0.0, n2 = 0.0;
     if (isfinite(m)) {
         const int e = bar_exponent(m);
+        unsigned int bars = 0;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            const double y = ldexp(tile[q][g + j], e);
-            const int c = (int)ceil(y);
-#pragma unroll
-            for (int d = 0; d < 8; ++d) { const int t = (c + (1 << d) - 1) >> d; s[d] += t * t; }
+            const double y = times_pow2(tile[q][g + j], e);
+            bars |= (unsigned int)ceil(y) << (8 * j);
             n1 = __dadd_rn(n1, y);
             n2 = __dadd_rn(n2, __dmul_rn(y, y));
         }
-    }
 #pragma unroll
-    for (int d = 0; d < 8; ++d)
-        for (int offset = 4; offset > 0; offset >>= 1) s[d] += __shfl_down_sync(0xffffffffu, s[d], offset, 8);
+        for (int d = 0; d < 8; ++d) {
+            const unsigned int t = ((bars + ((1u << d) - 1u) * 0x01010101u) >> d) & ((0xffu >> d) * 0x01010101u);
+            s[d] = __dp4a(t, t, 0u);
+        }
+    }
+    /* Four words over the 8 lanes: S[0] < 2**18 with S[7] <= 32 above bit 20, and S[d] < 2**16 for d >= 1 (bars of
+       at most 32: a lane's four squares sum to at most 2**12), two to a word. */
+    unsigned int w[4] = {s[0] | (s[7] << 20), s[1] | (s[2] << 16), s[3] | (s[4] << 16), s[5] | (s[6] << 16)};
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+        for (int offset = 4; offset > 0; offset >>= 1) w[i] += __shfl_down_sync(0xffffffffu, w[i], offset, 8);
     for (int offset = 4; offset > 0; offset >>= 1) {
         n1 = __dadd_rn(n1, __shfl_down_sync(0xffffffffu, n1, offset, 8));
         n2 = __dadd_rn(n2, __shfl_down_sync(0xffffffffu, n2, offset, 8));
@@ -97,8 +112,8 @@ extern "C" __global__ void ozaki2_tile_squares(
         const long long at = line * gridDim.x + blockIdx.x;
         tmax[at] = m;
         int4* out = (int4*)(sums + at * 8);
-        out[0] = make_int4(s[0], s[1], s[2], s[3]);
-        out[1] = make_int4(s[4], s[5], s[6], s[7]);
+        out[0] = make_int4(w[0] & 0xfffffu, w[1] & 0xffffu, w[1] >> 16, w[2] & 0xffffu);
+        out[1] = make_int4(w[2] >> 16, w[3] & 0xffffu, w[3] >> 16, w[0] >> 20);
         if (norms) { norms[2 * at] = n1; norms[2 * at + 1] = n2; }
     }
 }

@@ -1,0 +1,169 @@
+"""Fast scaling's one-read statistics kernel (``ozaki2_tile_squares``, :mod:`gpu.ozaki2.fused`) against its form
+before byte-packed bars, on phi = 1 operands, then the whole product with each.
+
+The earlier kernel computed each of its four entries' eight sums ceil(c / 2**d)**2 one by one (32 integer
+square-and-adds a thread) and reduced eight words over the 8 lanes of a line's tile; the library's packs the four
+bars into the bytes of one word (per d: an add, a shift, a mask and ``__dp4a``) and reduces four words, two sums
+to a word. Both are compiled here from their source (the earlier kernel's text is kept below).
+
+* ``kernel``: per N (``NS``) and operand (A, rows contiguous; B^T of a C-ordered B, columns contiguous), with
+  and without the norms (``moduli="auto"``): tile maxima, sums and norms bitwise equal, then each kernel alone
+  timed with CUDA events in interleaved rounds (median of ``ROUNDS``), with the rate of its read of X.
+* ``product``: per N (``PRODUCT_NS``), two plans of ``ozaki2.matmul(A, B, moduli=15)`` (fast scaling), one
+  built and its graph captured with the earlier kernel, the other with the library's, and DGEMM
+  (``cupy.matmul``): a sample is a loop of 2 calls, host time included, in 10 rounds in turning order; speed as
+  the median over rounds of DGEMM's time over the run's in the same round; C bitwise equal between the plans.
+
+Writes ``$OUT/ozaki2-squares-probe.json``. Run on the device from the repository root:
+``OUT=dir PYTHONPATH=$PWD:$PWD/results/published/scripts python3 results/published/scripts/ozaki2_squares_probe.py``.
+"""
+
+import json
+import os
+import statistics
+
+import cupy as cp
+import numpy as np
+from ozaki2_as_called import fresh_inputs
+from rounds import event_rounds, loop_seconds, paired_ratios, summary, turning
+
+from experiments.core.environment import environment
+from gpu import ozaki2
+from gpu.backend import get_backend
+from gpu.ozaki2 import device, fused
+from gpu.ozaki2.options import Options
+from gpu.ozaki2.plan import Plan
+from gpu.ozaki2.workspace import TILE_K, carve_tiles
+
+ROUNDS = int(os.environ.get("ROUNDS", "15"))
+NS = [int(x) for x in os.environ.get("NS", "8192,16384").split(",") if x]
+PRODUCT_NS = [int(x) for x in os.environ.get("PRODUCT_NS", "16384").split(",") if x]
+
+#: The kernel before byte-packed bars (gemmlab 06b5f5d), renamed.
+EARLIER = r"""
+extern "C" __global__ void ozaki2_tile_squares_earlier(
+    const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
+    double* __restrict__ tmax, int* __restrict__ sums, double* __restrict__ norms)
+{
+    LOAD_TILE(ABS_ENTRY)
+    const int tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4;
+    double m = tile[q][g];
+#pragma unroll
+    for (int j = 1; j < 4; ++j) m = nanmax(m, tile[q][g + j]);
+    for (int offset = 4; offset > 0; offset >>= 1) m = nanmax(m, __shfl_xor_sync(0xffffffffu, m, offset, 8));
+    int s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    double n1 = 0.0, n2 = 0.0;
+    if (isfinite(m)) {
+        const int e = bar_exponent(m);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const double y = ldexp(tile[q][g + j], e);
+            const int c = (int)ceil(y);
+#pragma unroll
+            for (int d = 0; d < 8; ++d) { const int t = (c + (1 << d) - 1) >> d; s[d] += t * t; }
+            n1 = __dadd_rn(n1, y);
+            n2 = __dadd_rn(n2, __dmul_rn(y, y));
+        }
+    }
+#pragma unroll
+    for (int d = 0; d < 8; ++d)
+        for (int offset = 4; offset > 0; offset >>= 1) s[d] += __shfl_down_sync(0xffffffffu, s[d], offset, 8);
+    for (int offset = 4; offset > 0; offset >>= 1) {
+        n1 = __dadd_rn(n1, __shfl_down_sync(0xffffffffu, n1, offset, 8));
+        n2 = __dadd_rn(n2, __shfl_down_sync(0xffffffffu, n2, offset, 8));
+    }
+    const long long line = r0 + q;
+    if (g == 0 && line < rows) {
+        const long long at = line * gridDim.x + blockIdx.x;
+        tmax[at] = m;
+        int4* out = (int4*)(sums + at * 8);
+        out[0] = make_int4(s[0], s[1], s[2], s[3]);
+        out[1] = make_int4(s[4], s[5], s[6], s[7]);
+        if (norms) { norms[2 * at] = n1; norms[2 * at + 1] = n2; }
+    }
+}
+"""
+
+
+def kernels() -> dict:
+    """The library's kernel and the earlier one, each compiled from its source."""
+    module = cp.RawModule(code=fused._SOURCE + EARLIER)
+    return {"library": device.kernel("ozaki2_tile_squares"), "earlier": module.get_function(
+        "ozaki2_tile_squares_earlier")}
+
+
+def launcher(kern, X, norms: bool):
+    """One launch of ``kern`` over X into its own scratch (as :func:`gpu.ozaki2.device.line_stats` launches it)."""
+    rows, cols = X.shape
+    rs, cs = X.strides[0] // 8, X.strides[1] // 8
+    tiles = -(-cols // TILE_K)
+    scratch = cp.empty(fused.workspace_bytes(rows, cols), dtype=np.uint8)
+    tmax, sums, tile_norms = carve_tiles(scratch, rows, cols)
+    i64 = np.int64
+
+    def run():
+        kern((tiles, -(-rows // 32)), (32, 8), (X, i64(rs), i64(cs), i64(rows), i64(cols), tmax, sums,
+                                                tile_norms if norms else np.uint64(0)))
+        return tmax, sums, tile_norms
+    return run
+
+
+def kernel_point(n: int, kerns: dict) -> dict:
+    rng = cp.random.default_rng(n)
+    A, B = (rng.standard_normal((n, n)) * cp.exp(rng.standard_normal((n, n))) for _ in range(2))
+    out = {}
+    for side, X in (("A", A), ("B^T", B.T)):
+        for norms in (False, True):
+            runs = {name: launcher(k, X, norms) for name, k in kerns.items()}
+            got = {name: [v.copy() for v in run()] for name, run in runs.items()}
+            parts = range(3 if norms else 2)
+            equal = all(bool(cp.array_equal(got["library"][i], got["earlier"][i])) for i in parts)
+            times = summary(event_rounds(runs, ROUNDS))
+            rate = {name: X.nbytes / (t["median_ms"] * 1e-3) / 1e12 for name, t in times.items()}
+            key = f"{side}{' norms' if norms else ''}"
+            out[key] = {"equal": equal, "times": times, "read_tb_s": rate}
+            print(n, key, equal, {k: round(v["median_ms"], 4) for k, v in times.items()}, flush=True)
+    return out
+
+
+def product_point(n: int, kerns: dict) -> dict:
+    be = get_backend("cupy")
+    A, B = fresh_inputs(n)
+    real, plans, outs = device.kernel, {}, {}
+    for name in ("earlier", "library"):
+        device.kernel = (lambda k: (lambda name: kerns["earlier"] if name == "ozaki2_tile_squares" else real(name))
+                         if k == "earlier" else real)(name)
+        outs[name] = cp.empty((n, n))
+        plans[name] = Plan(A, B, out=outs[name], options=Options(moduli=15), backend=be)
+        for _ in range(3):                       # the graph is captured from the second call of an address set
+            plans[name].execute(A, B, outs[name])
+        device.kernel = real
+    cp.cuda.Device().synchronize()
+    equal = bool(cp.array_equal(outs["earlier"], outs["library"]))
+    calls = {name: (lambda p=p, C=outs[name]: p.execute(A, B, C)) for name, p in plans.items()}
+    calls["dgemm"] = lambda: cp.matmul(A, B)
+    for call in calls.values():
+        loop_seconds(call, 2)
+    samples = turning(calls, 10, lambda call: loop_seconds(call, 2))
+    ratios = paired_ratios(samples, "dgemm")
+    ms = {k: statistics.median(v) * 1e3 for k, v in samples.items()}
+    print(n, "product", equal, {k: round(v, 2) for k, v in ms.items()}, {k: round(v, 4) for k, v in ratios.items()},
+          flush=True)
+    del plans, outs
+    ozaki2.PLANS.clear()
+    return {"equal": equal, "ms": ms, "x_dgemm": ratios, "samples_s": samples}
+
+
+def main() -> None:
+    be = get_backend("cupy")
+    kerns = kernels()
+    result = {"script": "results/published/scripts/ozaki2_squares_probe.py", "environment": environment(be),
+              "rounds": ROUNDS, "registers": {k: v.num_regs for k, v in kerns.items()},
+              "kernel": {n: kernel_point(n, kerns) for n in NS}}
+    result["product"] = {n: product_point(n, kerns) for n in PRODUCT_NS}
+    with open(os.path.join(os.environ.get("OUT", "/tmp"), "ozaki2-squares-probe.json"), "w") as f:
+        json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
