@@ -10,7 +10,10 @@ suffices, exactly for the maxima, exponents and R:
 * ``ozaki2_tile_squares`` reads 32 x 32 tiles (coalesced whichever axis is contiguous, as the residue
   kernel) and takes, per line and tile t, the tile's maximum m_t, its bar exponent e_t = 6 - exp(m_t) and
   the eight sums S_t[d] = sum over the tile of ceil(c / 2**d)**2, d = 0..7, of the tile's bars
-  c = ceil(|x| 2**e_t) <= 64 (integers: ceil(c / 2**d) = (c + 2**d - 1) >> d).
+  c = ceil(|x| 2**e_t) <= 64 (integers: ceil(c / 2**d) = (c + 2**d - 1) >> d). A lane takes a line of a tile
+  and four bars a word, so each d costs an add, a shift, a mask and ``__dp4a`` per four entries, and no shuffle:
+  on the H200 it reads A at 2.7 TB/s at N = 16384 (0.78 ms), where 8 lanes a line with one bar at a time read it
+  at 1.9 (1.19 ms; ``results/published/scripts/ozaki2_squares_probe.py``).
 * ``ozaki2_line_squares`` (a warp per line, over its tiles) takes the maximum m = max_t m_t,
   e = 6 - exp(m) <= e_t, and R = sum_t S_t[min(e_t - e, 7)]. The tiles' values are stored line by line, so
   a warp reads them contiguously. An all-zero tile is the exception to e <= e_t (frexp gives 0 the exponent
@@ -53,7 +56,10 @@ TILE_SOURCE = r"""
     __syncthreads();
 """
 
-_SOURCE = TILE_SOURCE + r"""
+#: Warps a block of ``ozaki2_tile_squares`` has, one tile each.
+SQUARES_WARPS = 4
+
+_SOURCE = TILE_SOURCE + f"#define SQUARES_WARPS {SQUARES_WARPS}\n" + r"""
 #define ABS_ENTRY(r, c) fabs(x[(r) * rs + (c) * cs])
 #define BAD_E (-(1 << 20))
 __device__ __forceinline__ double nanmax(double a, double b) { return (a != a || a > b) ? a : b; }
@@ -66,54 +72,61 @@ __device__ __forceinline__ double times_pow2(double x, int e)
 }
 
 /* Per line and tile: the tile's maximum, the eight sums of squared bars at its own exponent and, where norms is
-   not null, the sums of the entries and of their squares scaled by 2**e_t (no contraction into FMAs). A thread's
-   four bars (each at most 64) are the bytes of one word: per d, one add and shift (no carry crosses a byte, since
-   c + 2**d - 1 < 256), a mask, and __dp4a for the sum of the four squares. */
+   not null, the sums of the entries and of their squares scaled by 2**e_t (no contraction into FMAs). A warp takes
+   one 32 x 32 tile (blocks of SQUARES_WARPS warps along a row of tiles) and a lane one line of it, so a line's sums
+   need no shuffles. Four bars (each at most 64) are the bytes of one word: per d, one add and shift (no carry
+   crosses a byte, since c + 2**d - 1 < 256), a mask, and __dp4a adding the four squares. */
 extern "C" __global__ void ozaki2_tile_squares(
     const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
     double* __restrict__ tmax, int* __restrict__ sums, double* __restrict__ norms)
 {
-    LOAD_TILE(ABS_ENTRY)
-    const int tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4;
-    double m = tile[q][g];
+    __shared__ double tiles[SQUARES_WARPS][32][33];
+    const long long r0 = (long long)blockIdx.y * 32, count = (cols + 31) / 32;
+    const long long t = (long long)blockIdx.x * SQUARES_WARPS + threadIdx.y, c0 = t * 32;
+    if (t >= count) return;
+    double (*tile)[33] = tiles[threadIdx.y];
+    const int lane = threadIdx.x;
+    const bool by_rows = (cs == 1);
 #pragma unroll
-    for (int j = 1; j < 4; ++j) m = nanmax(m, tile[q][g + j]);
-    for (int offset = 4; offset > 0; offset >>= 1) m = nanmax(m, __shfl_xor_sync(0xffffffffu, m, offset, 8));
+    for (int j = 0; j < 32; ++j) {
+        const long long r = r0 + (by_rows ? j : lane), c = c0 + (by_rows ? lane : j);
+        const double v = (r < rows && c < cols) ? fabs(x[r * rs + c * cs]) : 0.0;
+        if (by_rows) tile[j][lane] = v; else tile[lane][j] = v;
+    }
+    __syncwarp();
+    double m = tile[lane][0];
+#pragma unroll
+    for (int j = 1; j < 32; ++j) m = nanmax(m, tile[lane][j]);
     unsigned int s[8] = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u};
     double n1 = 0.0, n2 = 0.0;
     if (isfinite(m)) {
         const int e = bar_exponent(m);
-        unsigned int bars = 0;
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const double y = times_pow2(tile[q][g + j], e);
-            bars |= (unsigned int)ceil(y) << (8 * j);
-            n1 = __dadd_rn(n1, y);
-            n2 = __dadd_rn(n2, __dmul_rn(y, y));
-        }
+        for (int k = 0; k < 8; ++k) {
+            unsigned int bars = 0;
 #pragma unroll
-        for (int d = 0; d < 8; ++d) {
-            const unsigned int t = ((bars + ((1u << d) - 1u) * 0x01010101u) >> d) & ((0xffu >> d) * 0x01010101u);
-            s[d] = __dp4a(t, t, 0u);
+            for (int j = 0; j < 4; ++j) {
+                const double y = times_pow2(tile[lane][4 * k + j], e);
+                bars |= (unsigned int)ceil(y) << (8 * j);
+                if (norms) {
+                    n1 = __dadd_rn(n1, y);
+                    n2 = __dadd_rn(n2, __dmul_rn(y, y));
+                }
+            }
+#pragma unroll
+            for (int d = 0; d < 8; ++d) {
+                const unsigned int u = ((bars + ((1u << d) - 1u) * 0x01010101u) >> d) & ((0xffu >> d) * 0x01010101u);
+                s[d] = __dp4a(u, u, s[d]);
+            }
         }
     }
-    /* Four words over the 8 lanes: S[0] < 2**18 with S[7] <= 32 above bit 20, and S[d] < 2**16 for d >= 1 (bars of
-       at most 32: a lane's four squares sum to at most 2**12), two to a word. */
-    unsigned int w[4] = {s[0] | (s[7] << 20), s[1] | (s[2] << 16), s[3] | (s[4] << 16), s[5] | (s[6] << 16)};
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-        for (int offset = 4; offset > 0; offset >>= 1) w[i] += __shfl_down_sync(0xffffffffu, w[i], offset, 8);
-    for (int offset = 4; offset > 0; offset >>= 1) {
-        n1 = __dadd_rn(n1, __shfl_down_sync(0xffffffffu, n1, offset, 8));
-        n2 = __dadd_rn(n2, __shfl_down_sync(0xffffffffu, n2, offset, 8));
-    }
-    const long long line = r0 + q;
-    if (g == 0 && line < rows) {
-        const long long at = line * gridDim.x + blockIdx.x;
+    const long long line = r0 + lane;
+    if (line < rows) {
+        const long long at = line * count + t;
         tmax[at] = m;
         int4* out = (int4*)(sums + at * 8);
-        out[0] = make_int4(w[0] & 0xfffffu, w[1] & 0xffffu, w[1] >> 16, w[2] & 0xffffu);
-        out[1] = make_int4(w[2] >> 16, w[3] & 0xffffu, w[3] >> 16, w[0] >> 20);
+        out[0] = make_int4(s[0], s[1], s[2], s[3]);
+        out[1] = make_int4(s[4], s[5], s[6], s[7]);
         if (norms) { norms[2 * at] = n1; norms[2 * at + 1] = n2; }
     }
 }

@@ -1,18 +1,20 @@
 """Fast scaling's one-read statistics kernel (``ozaki2_tile_squares``, :mod:`gpu.ozaki2.fused`) against its form
-before byte-packed bars, on phi = 1 operands, then the whole product with each.
+before byte-packed bars and two other layouts of its work, on phi = 1 operands, then the whole product.
 
-The earlier kernel computed each of its four entries' eight sums ceil(c / 2**d)**2 one by one (32 integer
-square-and-adds a thread) and reduced eight words over the 8 lanes of a line's tile; the library's packs the four
-bars into the bytes of one word (per d: an add, a shift, a mask and ``__dp4a``) and reduces four words, two sums
-to a word. Both are compiled here from their source (the earlier kernel's text is kept below).
+The earlier kernel (gemmlab 06b5f5d: blocks of 32 x 8 threads, a 32 x 32 tile a block, 8 lanes a line of it with
+four entries each) computed each entry's eight sums ceil(c / 2**d)**2 one by one (32 integer square-and-adds a
+thread) and reduced eight words over a line's 8 lanes. The library's takes a tile a warp and a line a lane (no
+shuffles), with four bars packed into the bytes of one word (per d: an add, a shift, a mask and ``__dp4a``). The
+variants are compiled here from their source, kept below.
 
 * ``kernel``: per N (``NS``) and operand (A, rows contiguous; B^T of a C-ordered B, columns contiguous), with
   and without the norms (``moduli="auto"``): tile maxima, sums and norms bitwise equal, then each kernel alone
   timed with CUDA events in interleaved rounds (median of ``ROUNDS``), with the rate of its read of X.
-* ``product``: per N (``PRODUCT_NS``), two plans of ``ozaki2.matmul(A, B, moduli=15)`` (fast scaling), one
-  built and its graph captured with the earlier kernel, the other with the library's, and DGEMM
-  (``cupy.matmul``): a sample is a loop of 2 calls, host time included, in 10 rounds in turning order; speed as
-  the median over rounds of DGEMM's time over the run's in the same round; C bitwise equal between the plans.
+* ``product``: per N (``PRODUCT_NS``), plans of ``ozaki2.matmul(A, B, moduli=15)`` (fast scaling) and of the
+  defaults (``moduli="auto"``), each built and its graph captured with the earlier kernel and with the library's,
+  and DGEMM (``cupy.matmul``): a sample is a loop of 2 calls, host time included, in 10 rounds in turning order;
+  speed as the median over rounds of DGEMM's time over the run's in the same round; C bitwise equal between the
+  plans of the same options.
 
 Writes ``$OUT/ozaki2-squares-probe.json``. Run on the device from the repository root:
 ``OUT=dir PYTHONPATH=$PWD:$PWD/results/published/scripts python3 results/published/scripts/ozaki2_squares_probe.py``.
@@ -37,7 +39,7 @@ from gpu.ozaki2.workspace import TILE_K, carve_tiles
 
 ROUNDS = int(os.environ.get("ROUNDS", "15"))
 NS = [int(x) for x in os.environ.get("NS", "8192,16384").split(",") if x]
-PRODUCT_NS = [int(x) for x in os.environ.get("PRODUCT_NS", "16384").split(",") if x]
+PRODUCT_NS = [int(x) for x in os.environ.get("PRODUCT_NS", "8192,16384").split(",") if x]
 
 #: The kernel before byte-packed bars (gemmlab 06b5f5d), renamed.
 EARLIER = r"""
@@ -84,15 +86,111 @@ extern "C" __global__ void ozaki2_tile_squares_earlier(
 }
 """
 
+#: Two other layouts: ``packed``, the library's at gemmlab 3469c4d (the earlier kernel's 8 lanes a line of a tile,
+#: with four bars packed into a word: four words reduced over the lanes, two sums to a word); ``multi``, the same
+#: arithmetic in blocks that load 4 tiles of a row of tiles into registers before working through them (4 times
+#: the bytes in flight a block). The library's (a lane a line) sums the norms in another order, so their values
+#: are compared, not their bits.
+VARIANTS = r"""
+#define MULTI 4
+__device__ __forceinline__ void packed_sums(const double (*tile)[33], int q, int g, long long line, long long rows,
+    long long at, double* __restrict__ tmax, int* __restrict__ sums, double* __restrict__ norms)
+{
+    double m = tile[q][g];
+#pragma unroll
+    for (int j = 1; j < 4; ++j) m = nanmax(m, tile[q][g + j]);
+    for (int offset = 4; offset > 0; offset >>= 1) m = nanmax(m, __shfl_xor_sync(0xffffffffu, m, offset, 8));
+    unsigned int s[8] = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u};
+    double n1 = 0.0, n2 = 0.0;
+    if (isfinite(m)) {
+        const int e = bar_exponent(m);
+        unsigned int bars = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const double y = times_pow2(tile[q][g + j], e);
+            bars |= (unsigned int)ceil(y) << (8 * j);
+            n1 = __dadd_rn(n1, y);
+            n2 = __dadd_rn(n2, __dmul_rn(y, y));
+        }
+#pragma unroll
+        for (int d = 0; d < 8; ++d) {
+            const unsigned int t = ((bars + ((1u << d) - 1u) * 0x01010101u) >> d) & ((0xffu >> d) * 0x01010101u);
+            s[d] = __dp4a(t, t, 0u);
+        }
+    }
+    unsigned int w[4] = {s[0] | (s[7] << 20), s[1] | (s[2] << 16), s[3] | (s[4] << 16), s[5] | (s[6] << 16)};
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+        for (int offset = 4; offset > 0; offset >>= 1) w[i] += __shfl_down_sync(0xffffffffu, w[i], offset, 8);
+    for (int offset = 4; offset > 0; offset >>= 1) {
+        n1 = __dadd_rn(n1, __shfl_down_sync(0xffffffffu, n1, offset, 8));
+        n2 = __dadd_rn(n2, __shfl_down_sync(0xffffffffu, n2, offset, 8));
+    }
+    if (g == 0 && line < rows) {
+        tmax[at] = m;
+        int4* out = (int4*)(sums + at * 8);
+        out[0] = make_int4(w[0] & 0xfffffu, w[1] & 0xffffu, w[1] >> 16, w[2] & 0xffffu);
+        out[1] = make_int4(w[2] >> 16, w[3] & 0xffffu, w[3] >> 16, w[0] >> 20);
+        if (norms) { norms[2 * at] = n1; norms[2 * at + 1] = n2; }
+    }
+}
+
+extern "C" __global__ void ozaki2_tile_squares_multi(
+    const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
+    double* __restrict__ tmax, int* __restrict__ sums, double* __restrict__ norms)
+{
+    __shared__ double tile[32][33];
+    const long long r0 = (long long)blockIdx.y * 32, tiles = (cols + 31) / 32;
+    const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4;
+    const bool by_rows = (cs == 1);
+    double v[MULTI][4];
+#pragma unroll
+    for (int u = 0; u < MULTI; ++u) {
+        const long long c0 = ((long long)blockIdx.x * MULTI + u) * 32;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int p = ty + 8 * i;
+            const long long r = r0 + (by_rows ? p : tx), c = c0 + (by_rows ? tx : p);
+            v[u][i] = (r < rows && c < cols) ? fabs(x[r * rs + c * cs]) : 0.0;
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < MULTI; ++u) {
+        const long long t = (long long)blockIdx.x * MULTI + u;
+        if (t >= tiles) break;
+        if (u) __syncthreads();
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int p = ty + 8 * i;
+            if (by_rows) tile[p][tx] = v[u][i]; else tile[tx][p] = v[u][i];
+        }
+        __syncthreads();
+        packed_sums(tile, q, g, r0 + q, rows, (r0 + q) * tiles + t, tmax, sums, norms);
+    }
+}
+
+extern "C" __global__ void ozaki2_tile_squares_packed(
+    const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
+    double* __restrict__ tmax, int* __restrict__ sums, double* __restrict__ norms)
+{
+    LOAD_TILE(ABS_ENTRY)
+    const int tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4;
+    packed_sums(tile, q, g, r0 + q, rows, (r0 + q) * gridDim.x + blockIdx.x, tmax, sums, norms);
+}
+"""
+#: Per kernel: its block, and how many tiles of a row of tiles a block covers.
+SHAPES = {"library": ((32, fused.SQUARES_WARPS), fused.SQUARES_WARPS), "earlier": ((32, 8), 1), "packed": ((32, 8), 1),
+          "multi": ((32, 8), 4)}
+
 
 def kernels() -> dict:
     """The library's kernel and the earlier one, each compiled from its source."""
-    module = cp.RawModule(code=fused._SOURCE + EARLIER)
-    return {"library": device.kernel("ozaki2_tile_squares"), "earlier": module.get_function(
-        "ozaki2_tile_squares_earlier")}
+    module = cp.RawModule(code=fused._SOURCE + EARLIER + VARIANTS)
+    return {"library": device.kernel("ozaki2_tile_squares"),
+            **{name: module.get_function(f"ozaki2_tile_squares_{name}") for name in ("earlier", "packed", "multi")}}
 
 
-def launcher(kern, X, norms: bool):
+def launcher(kern, X, norms: bool, shape=SHAPES["library"]):
     """One launch of ``kern`` over X into its own scratch (as :func:`gpu.ozaki2.device.line_stats` launches it)."""
     rows, cols = X.shape
     rs, cs = X.strides[0] // 8, X.strides[1] // 8
@@ -102,7 +200,7 @@ def launcher(kern, X, norms: bool):
     i64 = np.int64
 
     def run():
-        kern((tiles, -(-rows // 32)), (32, 8), (X, i64(rs), i64(cs), i64(rows), i64(cols), tmax, sums,
+        kern((-(-tiles // shape[1]), -(-rows // 32)), shape[0], (X, i64(rs), i64(cs), i64(rows), i64(cols), tmax, sums,
                                                 tile_norms if norms else np.uint64(0)))
         return tmax, sums, tile_norms
     return run
@@ -114,15 +212,18 @@ def kernel_point(n: int, kerns: dict) -> dict:
     out = {}
     for side, X in (("A", A), ("B^T", B.T)):
         for norms in (False, True):
-            runs = {name: launcher(k, X, norms) for name, k in kerns.items()}
+            runs = {name: launcher(k, X, norms, SHAPES[name]) for name, k in kerns.items()}
             got = {name: [v.copy() for v in run()] for name, run in runs.items()}
-            parts = range(3 if norms else 2)
-            equal = all(bool(cp.array_equal(got["library"][i], got["earlier"][i])) for i in parts)
+            want = got["earlier"]
+            equal = {name: {"maxima_and_sums": all(bool(cp.array_equal(v[i], want[i])) for i in range(2)),
+                            "norms": None if not norms else bool(cp.array_equal(v[2], want[2])),
+                            "norms_close": None if not norms else bool(cp.allclose(v[2], want[2], rtol=2.0**-45))}
+                     for name, v in got.items()}
             times = summary(event_rounds(runs, ROUNDS))
             rate = {name: X.nbytes / (t["median_ms"] * 1e-3) / 1e12 for name, t in times.items()}
             key = f"{side}{' norms' if norms else ''}"
             out[key] = {"equal": equal, "times": times, "read_tb_s": rate}
-            print(n, key, equal, {k: round(v["median_ms"], 4) for k, v in times.items()}, flush=True)
+            print(n, key, json.dumps(equal), {k: round(v["median_ms"], 4) for k, v in times.items()}, flush=True)
     return out
 
 
@@ -130,16 +231,23 @@ def product_point(n: int, kerns: dict) -> dict:
     be = get_backend("cupy")
     A, B = fresh_inputs(n)
     real, plans, outs = device.kernel, {}, {}
+
+    def earlier(grid, block, args):       # the library's launch, in the earlier kernel's geometry
+        kerns["earlier"]((-(-int(args[4]) // TILE_K), grid[1]), SHAPES["earlier"][0], args)
+
     for name in ("earlier", "library"):
-        device.kernel = (lambda k: (lambda name: kerns["earlier"] if name == "ozaki2_tile_squares" else real(name))
-                         if k == "earlier" else real)(name)
-        outs[name] = cp.empty((n, n))
-        plans[name] = Plan(A, B, out=outs[name], options=Options(moduli=15), backend=be)
-        for _ in range(3):                       # the graph is captured from the second call of an address set
-            plans[name].execute(A, B, outs[name])
-        device.kernel = real
+        for label, moduli in (("15", 15), ("auto", "auto")):
+            key = f"{name}-{label}"
+            device.kernel = (lambda name: earlier if name == "ozaki2_tile_squares" else real(name)) \
+                if name == "earlier" else real
+            outs[key] = cp.empty((n, n))
+            plans[key] = Plan(A, B, out=outs[key], options=Options(moduli=moduli), backend=be)
+            for _ in range(3):                       # the graph is captured from the second call of an address set
+                plans[key].execute(A, B, outs[key])
+            device.kernel = real
     cp.cuda.Device().synchronize()
-    equal = bool(cp.array_equal(outs["earlier"], outs["library"]))
+    equal = {label: bool(cp.array_equal(outs[f"earlier-{label}"], outs[f"library-{label}"]))
+             for label in ("15", "auto")}
     calls = {name: (lambda p=p, C=outs[name]: p.execute(A, B, C)) for name, p in plans.items()}
     calls["dgemm"] = lambda: cp.matmul(A, B)
     for call in calls.values():
