@@ -12,11 +12,12 @@ variants are compiled here from their source, kept below.
   timed with CUDA events in interleaved rounds (median of ``ROUNDS``), with the rate of its read of X.
 * ``product``: per N (``PRODUCT_NS``), plans of ``ozaki2.matmul(A, B, moduli=15)`` (fast scaling) and of the
   defaults (``moduli="auto"``), each built and its graph captured with the earlier kernel and with the library's,
-  and DGEMM (``cupy.matmul``): a sample is a loop of 2 calls, host time included, in 10 rounds in turning order;
-  speed as the median over rounds of DGEMM's time over the run's in the same round; C bitwise equal between the
-  plans of the same options.
+  and DGEMM (``cupy.matmul``): a sample is a loop of 2 calls (``LOOPS``), host time included, in 10 rounds
+  (``PRODUCT_ROUNDS``) in turning order; speed as the median over rounds of DGEMM's time over the run's in the
+  same round; C bitwise equal between the plans of the same options.
 
-Writes ``$OUT/ozaki2-squares-probe.json``. Run on the device from the repository root:
+``KERNELS=0`` leaves the kernel part out. Writes ``$OUT/ozaki2-squares-probe.json``. Run on the device from the
+repository root:
 ``OUT=dir PYTHONPATH=$PWD:$PWD/results/published/scripts python3 results/published/scripts/ozaki2_squares_probe.py``.
 """
 
@@ -40,6 +41,10 @@ from gpu.ozaki2.workspace import TILE_K, carve_tiles
 ROUNDS = int(os.environ.get("ROUNDS", "15"))
 NS = [int(x) for x in os.environ.get("NS", "8192,16384").split(",") if x]
 PRODUCT_NS = [int(x) for x in os.environ.get("PRODUCT_NS", "8192,16384").split(",") if x]
+PRODUCT_ROUNDS = int(os.environ.get("PRODUCT_ROUNDS", "10"))
+#: Calls a sample of the product takes, per N (``LOOPS``: "N:calls,..."; 2 where not given).
+LOOPS = {int(k): int(v) for k, v in (x.split(":") for x in os.environ.get("LOOPS", "").split(",") if x)}
+KERNELS = os.environ.get("KERNELS", "1") == "1"
 
 #: The kernel before byte-packed bars (gemmlab 06b5f5d), renamed.
 EARLIER = r"""
@@ -250,16 +255,17 @@ def product_point(n: int, kerns: dict) -> dict:
              for label in ("15", "auto")}
     calls = {name: (lambda p=p, C=outs[name]: p.execute(A, B, C)) for name, p in plans.items()}
     calls["dgemm"] = lambda: cp.matmul(A, B)
+    loop = LOOPS.get(n, 2)
     for call in calls.values():
-        loop_seconds(call, 2)
-    samples = turning(calls, 10, lambda call: loop_seconds(call, 2))
+        loop_seconds(call, loop)
+    samples = turning(calls, PRODUCT_ROUNDS, lambda call: loop_seconds(call, loop))
     ratios = paired_ratios(samples, "dgemm")
     ms = {k: statistics.median(v) * 1e3 for k, v in samples.items()}
     print(n, "product", equal, {k: round(v, 2) for k, v in ms.items()}, {k: round(v, 4) for k, v in ratios.items()},
           flush=True)
     del plans, outs
     ozaki2.PLANS.clear()
-    return {"equal": equal, "ms": ms, "x_dgemm": ratios, "samples_s": samples}
+    return {"loop": loop, "rounds": PRODUCT_ROUNDS, "equal": equal, "ms": ms, "x_dgemm": ratios, "samples_s": samples}
 
 
 def main() -> None:
@@ -267,7 +273,7 @@ def main() -> None:
     kerns = kernels()
     result = {"script": "results/published/scripts/ozaki2_squares_probe.py", "environment": environment(be),
               "rounds": ROUNDS, "registers": {k: v.num_regs for k, v in kerns.items()},
-              "kernel": {n: kernel_point(n, kerns) for n in NS}}
+              "kernel": {n: kernel_point(n, kerns) for n in NS} if KERNELS else {}}
     result["product"] = {n: product_point(n, kerns) for n in PRODUCT_NS}
     with open(os.path.join(os.environ.get("OUT", "/tmp"), "ozaki2-squares-probe.json"), "w") as f:
         json.dump(result, f, indent=1)
