@@ -13,7 +13,7 @@ suffices, exactly for the maxima, exponents and R:
   c = ceil(|x| 2**e_t) <= 64 (integers: ceil(c / 2**d) = (c + 2**d - 1) >> d). A lane takes a line of a tile
   and four bars a word, so each d costs an add, a shift, a mask and ``__dp4a`` per four entries, and no shuffle:
   on the H200 it reads A at 2.7 TB/s at N = 16384 (0.78 ms), where 8 lanes a line with one bar at a time read it
-  at 1.9 (1.19 ms; ``results/published/scripts/ozaki2_squares_probe.py``).
+  at 1.8 (1.17 ms; ``results/published/scripts/ozaki2_squares_probe.py``).
 * ``ozaki2_line_squares`` (a warp per line, over its tiles) takes the maximum m = max_t m_t,
   e = 6 - exp(m) <= e_t, and R = sum_t S_t[min(e_t - e, 7)]. The tiles' values are stored line by line, so
   a warp reads them contiguously. An all-zero tile is the exception to e <= e_t (frexp gives 0 the exponent
