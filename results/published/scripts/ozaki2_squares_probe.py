@@ -8,8 +8,9 @@ shuffles), with four bars packed into the bytes of one word (per d: an add, a sh
 variants are compiled here from their source, kept below.
 
 * ``kernel``: per N (``NS``) and operand (A, rows contiguous; B^T of a C-ordered B, columns contiguous), with
-  and without the norms (``moduli="auto"``): tile maxima, sums and norms bitwise equal, then each kernel alone
-  timed with CUDA events in interleaved rounds (median of ``ROUNDS``), with the rate of its read of X.
+  and without the norms (``moduli="auto"``): tile maxima and sums bitwise equal to the earlier kernel's, norms
+  bitwise or (the library's, summed in another order) within 2**-45, then each kernel alone timed with CUDA events
+  in interleaved rounds (median of ``ROUNDS``), with the rate of its read of X.
 * ``product``: per N (``PRODUCT_NS``), plans of ``ozaki2.matmul(A, B, moduli=15)`` (fast scaling) and of the
   defaults (``moduli="auto"``), each built and its graph captured with the earlier kernel and with the library's,
   and DGEMM (``cupy.matmul``): a sample is a loop of 2 calls (``LOOPS``), host time included, in 10 rounds
@@ -189,7 +190,7 @@ SHAPES = {"library": ((32, fused.SQUARES_WARPS), fused.SQUARES_WARPS), "earlier"
 
 
 def kernels() -> dict:
-    """The library's kernel and the earlier one, each compiled from its source."""
+    """The library's kernel and the variants (:data:`EARLIER`, :data:`VARIANTS`), each compiled from its source."""
     module = cp.RawModule(code=fused._SOURCE + EARLIER + VARIANTS)
     return {"library": device.kernel("ozaki2_tile_squares"),
             **{name: module.get_function(f"ozaki2_tile_squares_{name}") for name in ("earlier", "packed", "multi")}}
