@@ -245,15 +245,15 @@ def line_stats(X: Any, scratch: Any = None, norms: bool = False, out: LineStats 
     out = out or line_buffers(rows, norms, wide)
     i64, null = np.int64, np.uint64(0)
     kept = tile_norms if norms else null
-    kernel("ozaki2_tile_squares")((-(-tiles // fused.SQUARES_WARPS), -(-rows // 32)), (32, fused.SQUARES_WARPS),
-                                  (X, i64(rs), i64(cs), i64(rows), i64(cols), tmax, sums, kept))
+    grid, block = (-(-tiles // fused.SQUARES_WARPS), -(-rows // 32)), (32, fused.SQUARES_WARPS)
+    kernel("ozaki2_tile_squares")(grid, block, (X, i64(rs), i64(cs), i64(rows), i64(cols), tmax, sums, kept))
     kernel("ozaki2_line_squares")((-(-rows // 8),), (32, 8),
                                   (tmax, sums, kept, i64(tiles), i64(rows), out.mx, out.e, out.R,
                                    out.n1 if norms else null, out.n2sq if norms else null))
     if wide:
         out.Rw.data.memset_async(0, out.Rw.nbytes)
-        kernel("ozaki2_wide_squares")((tiles, -(-rows // 32)), (32, 8), (X, i64(rs), i64(cs), i64(rows), i64(cols),
-                                                                         out.e, np.int32(WIDE_BITS), out.Rw))
+        kernel("ozaki2_wide_squares")(grid, block, (X, i64(rs), i64(cs), i64(rows), i64(cols), out.e,
+                                                   np.int32(WIDE_BITS), out.Rw))
     return out._replace(**({} if norms else {"n1": None, "n2sq": None}), **({} if wide else {"Rw": None}))
 
 

@@ -39,9 +39,9 @@ from .workspace import tile_bytes
 #: The d of the last sum (d >= 7: every nonzero bar becomes 1); tiles of TILE_K entries of k.
 LAST_D = 7
 
-#: The 32 x 32 tile both of scheme II's row kernels read, with a block of 32 x 8 threads: line q's entry j lands
-#: in ``tile[q][j]``, read coalesced along X's contiguous axis (rows where ``cs == 1``), zero outside X;
-#: ``ENTRY(r, c)``, defined by the kernel, is the value kept of X's entry (r, c).
+#: The 32 x 32 tile the residue and bars kernels (:mod:`gpu.ozaki2.kernels`) read, with a block of 32 x 8 threads:
+#: line q's entry j lands in ``tile[q][j]``, read coalesced along X's contiguous axis (rows where ``cs == 1``), zero
+#: outside X; ``ENTRY(r, c)``, defined by the kernel, is the value kept of X's entry (r, c).
 TILE_SOURCE = r"""
 #define LOAD_TILE(ENTRY) \
     __shared__ double tile[32][33]; \
@@ -56,12 +56,29 @@ TILE_SOURCE = r"""
     __syncthreads();
 """
 
-#: Warps a block of ``ozaki2_tile_squares`` has, one tile each.
+#: Warps a block of ``ozaki2_tile_squares`` and ``ozaki2_wide_squares`` has, one tile each.
 SQUARES_WARPS = 4
 
 _SOURCE = TILE_SOURCE + f"#define SQUARES_WARPS {SQUARES_WARPS}\n" + r"""
-#define ABS_ENTRY(r, c) fabs(x[(r) * rs + (c) * cs])
 #define BAD_E (-(1 << 20))
+/* A warp's 32 x 32 tile of |X| (zero outside X), read coalesced along X's contiguous axis: line r0 + lane's entries
+   c0 .. c0 + 31 land in tile[lane][0 .. 31]. A block's SQUARES_WARPS warps take consecutive tiles t of a row of
+   tiles (count of them); a warp past the last returns. */
+#define LOAD_WARP_TILE \
+    __shared__ double tiles[SQUARES_WARPS][32][33]; \
+    const long long r0 = (long long)blockIdx.y * 32, count = (cols + 31) / 32; \
+    const long long t = (long long)blockIdx.x * SQUARES_WARPS + threadIdx.y, c0 = t * 32; \
+    if (t >= count) return; \
+    double (*tile)[33] = tiles[threadIdx.y]; \
+    const int lane = threadIdx.x; \
+    const bool by_rows = (cs == 1); \
+    _Pragma("unroll") for (int j = 0; j < 32; ++j) { \
+        const long long r = r0 + (by_rows ? j : lane), c = c0 + (by_rows ? lane : j); \
+        const double v = (r < rows && c < cols) ? fabs(x[r * rs + c * cs]) : 0.0; \
+        if (by_rows) tile[j][lane] = v; else tile[lane][j] = v; \
+    } \
+    __syncwarp(); \
+    const long long line = r0 + lane;
 __device__ __forceinline__ double nanmax(double a, double b) { return (a != a || a > b) ? a : b; }
 __device__ __forceinline__ int bar_exponent(double m) { int ex; frexp(m, &ex); return 6 - ex; }
 
@@ -80,20 +97,7 @@ extern "C" __global__ void ozaki2_tile_squares(
     const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
     double* __restrict__ tmax, int* __restrict__ sums, double* __restrict__ norms)
 {
-    __shared__ double tiles[SQUARES_WARPS][32][33];
-    const long long r0 = (long long)blockIdx.y * 32, count = (cols + 31) / 32;
-    const long long t = (long long)blockIdx.x * SQUARES_WARPS + threadIdx.y, c0 = t * 32;
-    if (t >= count) return;
-    double (*tile)[33] = tiles[threadIdx.y];
-    const int lane = threadIdx.x;
-    const bool by_rows = (cs == 1);
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-        const long long r = r0 + (by_rows ? j : lane), c = c0 + (by_rows ? lane : j);
-        const double v = (r < rows && c < cols) ? fabs(x[r * rs + c * cs]) : 0.0;
-        if (by_rows) tile[j][lane] = v; else tile[lane][j] = v;
-    }
-    __syncwarp();
+    LOAD_WARP_TILE
     double m = tile[lane][0];
 #pragma unroll
     for (int j = 1; j < 32; ++j) m = nanmax(m, tile[lane][j]);
@@ -120,7 +124,6 @@ extern "C" __global__ void ozaki2_tile_squares(
             }
         }
     }
-    const long long line = r0 + lane;
     if (line < rows) {
         const long long at = line * count + t;
         tmax[at] = m;
@@ -173,26 +176,25 @@ extern "C" __global__ void ozaki2_line_squares(
 }
 """
 
-#: Fine scaling's wide bars (``ozaki2_wide_squares``): a second read, once the lines' bar exponents e are known,
-#: adds each tile's sum of ceil(|x| 2**(e + WIDE_BITS))**2 (at most 2**32 an entry) into its line's uint64 with an
-#: integer atomic, so the sum is exact in any order of the tiles; zero for a line that is not finite (e is BAD_E).
+#: Fine scaling's wide bars (``ozaki2_wide_squares``): a second read, once the lines' bar exponents e are known, in
+#: the statistics kernel's tiles and lanes: each lane adds its line's sum over a tile of ceil(|x| 2**(e + WIDE_BITS))**2
+#: (at most 2**32 an entry) into the line's uint64 with an integer atomic, so the sum is exact in any order of the
+#: tiles; zero for a line that is not finite (e is BAD_E).
 WIDE_SOURCE = r"""
 extern "C" __global__ void ozaki2_wide_squares(
     const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
     const int* __restrict__ exps, int wide, unsigned long long* __restrict__ sums)
 {
-    LOAD_TILE(ABS_ENTRY)
-    const int tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4;
-    const long long line = r0 + q;
-    const int e = line < rows ? exps[line] + wide : 0;
+    LOAD_WARP_TILE
+    if (line >= rows) return;
+    const int e = exps[line] + wide;
     unsigned long long s = 0;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        const double y = ceil(ldexp(tile[q][g + j], e));
+    for (int j = 0; j < 32; ++j) {
+        const double y = ceil(ldexp(tile[lane][j], e));
         if (y <= 65536.0) s += (unsigned long long)(y * y);
     }
-    for (int offset = 4; offset > 0; offset >>= 1) s += __shfl_down_sync(0xffffffffu, s, offset, 8);
-    if (g == 0 && line < rows && s) atomicAdd(sums + line, s);
+    if (s) atomicAdd(sums + line, s);
 }
 """
 

@@ -17,7 +17,9 @@ variants are compiled here from their source, kept below.
   (``PRODUCT_ROUNDS``) in turning order; speed as the median over rounds of DGEMM's time over the run's in the
   same round; C bitwise equal between the plans of the same options.
 
-``KERNELS=0`` leaves the kernel part out. Writes ``$OUT/ozaki2-squares-probe.json``. Run on the device from the
+The kernel part also times fine scaling's second read (``ozaki2_wide_squares``, its wide bars' sums Rw) in the
+statistics kernel's warp tiles against its earlier form, its sums bitwise equal. ``KERNELS=0`` leaves the kernel part
+out. Writes ``$OUT/ozaki2-squares-probe.json``. Run on the device from the
 repository root:
 ``OUT=dir PYTHONPATH=$PWD:$PWD/results/published/scripts python3 results/published/scripts/ozaki2_squares_probe.py``.
 """
@@ -37,6 +39,7 @@ from gpu.backend import get_backend
 from gpu.ozaki2 import device, fused
 from gpu.ozaki2.options import Options
 from gpu.ozaki2.plan import Plan
+from gpu.ozaki2.scaling import WIDE_BITS
 from gpu.ozaki2.workspace import TILE_K, carve_tiles
 
 ROUNDS = int(os.environ.get("ROUNDS", "15"))
@@ -49,6 +52,7 @@ KERNELS = os.environ.get("KERNELS", "1") == "1"
 
 #: The kernel before byte-packed bars (gemmlab 06b5f5d), renamed.
 EARLIER = r"""
+#define ABS_ENTRY(r, c) fabs(x[(r) * rs + (c) * cs])
 extern "C" __global__ void ozaki2_tile_squares_earlier(
     const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
     double* __restrict__ tmax, int* __restrict__ sums, double* __restrict__ norms)
@@ -89,6 +93,25 @@ extern "C" __global__ void ozaki2_tile_squares_earlier(
         out[1] = make_int4(s[4], s[5], s[6], s[7]);
         if (norms) { norms[2 * at] = n1; norms[2 * at + 1] = n2; }
     }
+}
+
+/* Fine scaling's wide bars before they took the statistics kernel's warp tiles (gemmlab 0f10d65). */
+extern "C" __global__ void ozaki2_wide_squares_earlier(
+    const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
+    const int* __restrict__ exps, int wide, unsigned long long* __restrict__ sums)
+{
+    LOAD_TILE(ABS_ENTRY)
+    const int tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4;
+    const long long line = r0 + q;
+    const int e = line < rows ? exps[line] + wide : 0;
+    unsigned long long s = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const double y = ceil(ldexp(tile[q][g + j], e));
+        if (y <= 65536.0) s += (unsigned long long)(y * y);
+    }
+    for (int offset = 4; offset > 0; offset >>= 1) s += __shfl_down_sync(0xffffffffu, s, offset, 8);
+    if (g == 0 && line < rows && s) atomicAdd(sums + line, s);
 }
 """
 
@@ -193,7 +216,9 @@ def kernels() -> dict:
     """The library's kernel and the variants (:data:`EARLIER`, :data:`VARIANTS`), each compiled from its source."""
     module = cp.RawModule(code=fused._SOURCE + EARLIER + VARIANTS)
     return {"library": device.kernel("ozaki2_tile_squares"),
-            **{name: module.get_function(f"ozaki2_tile_squares_{name}") for name in ("earlier", "packed", "multi")}}
+            **{name: module.get_function(f"ozaki2_tile_squares_{name}") for name in ("earlier", "packed", "multi")},
+            "wide-library": device.kernel("ozaki2_wide_squares"),
+            "wide-earlier": module.get_function("ozaki2_wide_squares_earlier")}
 
 
 def launcher(kern, X, norms: bool, shape=SHAPES["library"]):
@@ -218,7 +243,7 @@ def kernel_point(n: int, kerns: dict) -> dict:
     out = {}
     for side, X in (("A", A), ("B^T", B.T)):
         for norms in (False, True):
-            runs = {name: launcher(k, X, norms, SHAPES[name]) for name, k in kerns.items()}
+            runs = {name: launcher(k, X, norms, SHAPES[name]) for name, k in kerns.items() if name in SHAPES}
             got = {name: [v.copy() for v in run()] for name, run in runs.items()}
             want = got["earlier"]
             equal = {name: {"maxima_and_sums": all(bool(cp.array_equal(v[i], want[i])) for i in range(2)),
@@ -230,7 +255,31 @@ def kernel_point(n: int, kerns: dict) -> dict:
             key = f"{side}{' norms' if norms else ''}"
             out[key] = {"equal": equal, "times": times, "read_tb_s": rate}
             print(n, key, json.dumps(equal), {k: round(v["median_ms"], 4) for k, v in times.items()}, flush=True)
+        out[f"{side} wide"] = wide_point(X, kerns)
     return out
+
+
+def wide_point(X, kerns: dict) -> dict:
+    """Fine scaling's second read (Rw), the library's kernel against the earlier one: sums bitwise, then times."""
+    rows, cols = X.shape
+    rs, cs, tiles, i64 = X.strides[0] // 8, X.strides[1] // 8, -(-cols // TILE_K), np.int64
+    e = device.line_stats(X).e
+    sums = {name: cp.zeros(rows, dtype=np.uint64) for name in ("wide-library", "wide-earlier")}
+    shapes = {"wide-library": ((-(-tiles // fused.SQUARES_WARPS), -(-rows // 32)), (32, fused.SQUARES_WARPS)),
+              "wide-earlier": ((tiles, -(-rows // 32)), (32, 8))}
+
+    def launcher_of(name):
+        def run():
+            sums[name].fill(0)
+            kerns[name](*shapes[name], (X, i64(rs), i64(cs), i64(rows), i64(cols), e, np.int32(WIDE_BITS), sums[name]))
+        return run
+    runs = {name: launcher_of(name) for name in sums}
+    for run in runs.values():
+        run()
+    equal = bool(cp.array_equal(sums["wide-library"], sums["wide-earlier"]))
+    times = summary(event_rounds(runs, ROUNDS))
+    print(rows, "wide", equal, {k: round(v["median_ms"], 4) for k, v in times.items()}, flush=True)
+    return {"equal": equal, "times": times}
 
 
 def product_point(n: int, kerns: dict) -> dict:
