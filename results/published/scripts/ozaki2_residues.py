@@ -5,9 +5,11 @@ phi = 1 inputs (:func:`accuracy.generate.phi_matrix`), then per call: the librar
 kernel before its limbs path (every entry through the power table); ``int_low``, the limbs path with y's
 low word from 32-bit integer limbs; ``wide``, the library's arithmetic on blocks of 32 rows x 128 columns, so
 that each warp writes whole 128-byte lines of a plane (the library's warps write 32 bytes of each of 4 rows);
-and two floor kernels, one per block shape, that read the same tiles of X and write the same planes with no
-arithmetic. Planes must be bitwise equal, also with the shifts raised by 20, 30 and 60 (entries past 2**79: the
-table path). Timed with CUDA events in interleaved rounds (median of ROUNDS).
+``dp4a``, each residue from three ``__dp4a`` of x''s bytes (offset to unsigned words) against the bytes of
+2**(8i) mod m, in 32-bit integers only; ``hybrid``, the library's float64 limbs for even moduli indices and dp4a
+for odd ones (both pipes at once); and two floor kernels, one per block shape, that read the same tiles of X and
+write the same planes with no arithmetic. Planes must be bitwise equal, also with the shifts raised by 20, 30
+and 60 (entries past 2**79: the table path). Timed with CUDA events in interleaved rounds (median of ROUNDS).
 Writes ``$OUT/residues.json``. ``NCU=1`` runs each kernel once (for ``ncu -k regex:ozaki2_``).
 
 Run on the device: ``OUT=<dir> NS=8192,16384 python3 results/published/scripts/ozaki2_residues.py``.
@@ -34,6 +36,8 @@ ROUNDS = int(os.environ.get("ROUNDS", "15"))
 NCU = os.environ.get("NCU") == "1"
 #: Columns a block of a variant covers, where not the library's TILE.
 WIDTHS = {"wide": 128, "floor_wide": 128}
+#: The variants run beside the library (``VARIANTS``, comma-separated).
+VARIANTS = os.environ.get("VARIANTS", "table,int_low,wide,dp4a,hybrid").split(",")
 
 _VARIANT = r"""
 /* The kernel before the limbs path: every entry through split_h_l and the power table. */
@@ -72,6 +76,70 @@ extern "C" __global__ void ozaki2_rows_int_low(ROWS_ARGS)
     }
 #define INT_PLANE(T, M) o[T * plane4] = limbs4_int<M>(a, b, lo, ai, bi, ci);
     FOR_EACH_MODULUS(INT_PLANE)
+}
+
+/* ``dp4a``: x' + 2**79 + 2**51 = T 2**52 + L in unsigned words (T = a + 2**27 in [0, 2**28], L = x' - a 2**52 + 2**51
+   in [0, 2**52], a the nearest integer to x' / 2**52), and each residue from three __dp4a of their bytes against
+   the bytes of 2**(8i) mod M: y < 2**20, q = umulhi(y, ceil(2**32 / M)) = floor(y / M) exactly, r = y - q M - M / 2
+   with y offset by M / 2 and the offsets' class, so r is the symmetric residue ([-128, 127] at M = 256). */
+__host__ __device__ constexpr unsigned pow2_mod(int e, int m)
+{
+    unsigned r = 1u % m;
+    for (int i = 0; i < e; ++i) r = (2u * r) % m;
+    return r;
+}
+__host__ __device__ constexpr unsigned bytes4(int e, int m)
+{
+    return pow2_mod(e, m) | pow2_mod(e + 8, m) << 8 | pow2_mod(e + 16, m) << 16 | pow2_mod(e + 24, m) << 24;
+}
+__device__ __forceinline__ void byte_limbs(double x, unsigned& lo, unsigned& hi, unsigned& top)
+{
+    const double a = rint_magic(x * 0x1p-52);
+    const long long L = __double2ll_rn(fma(-a, 0x1p52, x)) + (1LL << 51);
+    lo = (unsigned)L;
+    hi = (unsigned)(L >> 32);
+    top = (unsigned)(__double2int_rn(a) + (1 << 27));
+}
+template <int M> __device__ __forceinline__ unsigned int dp4a4(const unsigned* lo, const unsigned* hi,
+                                                               const unsigned* top)
+{
+    constexpr unsigned K0 = bytes4(0, M), K1 = bytes4(32, M), K2 = bytes4(52, M), H = M / 2;
+    constexpr unsigned OFF = M - (pow2_mod(79, M) + pow2_mod(51, M)) % M + H;
+    constexpr unsigned MAG = (unsigned)((0x100000000ULL + M - 1) / M);
+    int r[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const unsigned y = __dp4a(top[j], K2, __dp4a(hi[j], K1, __dp4a(lo[j], K0, OFF)));
+        r[j] = (int)(y - __umulhi(y, MAG) * (unsigned)M) - (int)H;
+    }
+    return __byte_perm(__byte_perm(r[0], r[1], 0x0040), __byte_perm(r[2], r[3], 0x0040), 0x5410);
+}
+
+extern "C" __global__ void ozaki2_rows_dp4a(ROWS_ARGS)
+{
+    ROWS_START(ROWS_ENTRY)
+    TABLE_PLANES_IF_WIDE
+    unsigned lo[4], hi[4], top[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) byte_limbs(tile[q][g + j], lo[j], hi[j], top[j]);
+#define DP4A_PLANE(T, M) o[T * plane4] = dp4a4<M>(lo, hi, top);
+    FOR_EACH_MODULUS(DP4A_PLANE)
+}
+
+/* ``hybrid``: the library's float64 limbs for even t, dp4a for odd t (the two pipes side by side). */
+extern "C" __global__ void ozaki2_rows_hybrid(ROWS_ARGS)
+{
+    ROWS_START(ROWS_ENTRY)
+    TABLE_PLANES_IF_WIDE
+    double da[4], db[4], dc[4];
+    unsigned lo[4], hi[4], top[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        split_limbs(tile[q][g + j], da[j], db[j], dc[j]);
+        byte_limbs(tile[q][g + j], lo[j], hi[j], top[j]);
+    }
+#define HYBRID_PLANE(T, M) o[T * plane4] = ((T) & 1) ? dp4a4<M>(lo, hi, top) : limbs4<M>(da, db, dc);
+    FOR_EACH_MODULUS(HYBRID_PLANE)
 }
 
 #define COPY_ENTRY(r, c) x[(r) * rs + (c) * cs]
@@ -196,7 +264,7 @@ def main() -> None:
             runs = {"library": launcher(kernels._rows_kernel("residues", table.moduli), X, shifts, exps, table,
                                         rows_pad, ldk)}
             kernels_tried = [(name, variant(f"ozaki2_rows_{name}", table.moduli), WIDTHS.get(name, TILE))
-                             for name in ("table", "int_low", "wide")]
+                             for name in VARIANTS]
             floors = [(name, variant(f"ozaki2_rows_{name}", table.moduli), WIDTHS.get(name, TILE))
                       for name in ("floor", "floor_wide")]
             for name, kernel, width in kernels_tried + [(f"ozaki2_rows_{n}", k, w) for n, k, w in floors]:
