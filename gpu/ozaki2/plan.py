@@ -102,9 +102,8 @@ class Plan(MatmulPlan):
         if keep_a and (opts.count is None or opts.scaling == "accurate"):
             raise ValueError("keep_a needs a given modulus count and the fast or fine scaling: the shifts of A's rows "
                              "then depend on A alone")
-        self.keep_a, self._kept = keep_a, None
+        self.keep_a, self._kept, self.stream = keep_a, None, stream
         be = self.backend = get_backend(backend)
-        self.stream = stream
         A, B = _operands(be, A, B)
         require_writeable({"A": (A, opts.overwrite_a), "B": (B, opts.overwrite_b)})
         (m, k), n = A.shape, B.shape[1]
@@ -168,10 +167,11 @@ class Plan(MatmulPlan):
         return self._parts[count]
 
     def _span_gemms(self, res_a: Array, res_b: Array, products: Array, span: slice) -> list[Any]:
-        """The INT8 GEMMs of every modulus for C's rows ``span`` into the held products, tiled as the whole
-        product's (:func:`gpu.ozaki2.gemms.panels`)."""
+        """The INT8 GEMMs of every modulus for C's rows ``span`` into the held products: tiled as the whole product's
+        (:func:`~gpu.ozaki2.gemms.panels`), or one a modulus for a kept A in one span (:func:`~.tiled.one_span`)."""
         rows = span.stop - span.start
-        tiles = panels(rows, self.n_pad, self.m)
+        one = self.keep_a and rows == self.m
+        tiles = [(slice(0, rows), slice(0, self.n_pad))] if one else panels(rows, self.n_pad, self.m)
         return [c for t in range(len(res_a)) for c in planned(self.backend, res_a[t][span], res_b[t],
                                                               products[t][:rows], tiles)]
 

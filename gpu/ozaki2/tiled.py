@@ -19,15 +19,20 @@ FP64 matrices at 15 moduli the tiles are N/4 wide, so each operand's residues ar
 count given and the fast scaling (a row's shifts then depend on its own entries), the tiles may instead be
 row panels whose residues serve each of their column tiles (:func:`reusing_panels`, :class:`Plan`'s
 ``keep_a``): A's residues are formed once per tile width (once where the tiles divide n) and B's once per row
-panel, taken where that forms fewer (:func:`formed`; at 2 matrices and 15 moduli on the GPU, row panels of N/2
-and column tiles of N/4: A once and B twice, against four times each in square tiles of N/4; on the H200 at
-N = 16384, 90.5-92.1% of the uncapped speed against 79% before, 95.2% at 3 matrices;
-``results/published/h200/h200-ozaki2-capped.json``). Each column of tiles keeps B's line statistics and shifts
-for the later row panels (a slot of the tile plan per column, :class:`Plan`'s ``b_slots``), and a tile's direct
-layout takes spans as tall as the cap holds (:func:`gpu.ozaki2.memory.room_rows`): 91.8-93.1% at 2 matrices
-(``h200-ozaki2-capped-spans.json``). A tile plan keeps as many CUDA graphs per tile as a plan keeps per product
-(up to :data:`gpu.backend.graphs.MAX_SEEN` in all), so a repeated call replays every tile, into alternating
-outputs too.
+panel, taken where that forms fewer (:func:`formed`; at 2 matrices and 15 moduli on the GPU: A once and B twice,
+against four times each in square tiles of N/4; on the H200 at N = 16384, 90.5-92.1% of the uncapped speed
+against 79% before, 95.2% at 3 matrices; ``results/published/h200/h200-ozaki2-capped.json``). Each column of tiles
+keeps B's line statistics and shifts for the later row panels (a slot of the tile plan per column, :class:`Plan`'s
+``b_slots``). Of the column widths down to a quarter of the panel's height, the tiles take the widest whose whole
+row panel holds every INT32 product (:func:`one_span`): the panel is then one span, and its span runs one INT8
+GEMM per modulus, not panels of 3072 rows. At 2 matrices and 15 moduli those are tiles of N/2 x N/8: on the H200
+(fast-15, kept plans as called beside the uncapped product; ``h200-ozaki2-capped-shapes-*.json``) 95.2% of the
+uncapped speed at N = 16384 in two runs, against 92.7-93.3% for tiles of N/2 x N/4 in spans of N/4 rows, 91.7%
+for tiles of N/8 in GEMM panels and 93.4% for tiles of N/16; 99.0% against 95.9% at N = 32768. Otherwise a
+tile's direct layout takes spans as tall as the cap holds (:func:`gpu.ozaki2.memory.room_rows`: 91.8-93.1% at 2
+matrices before, ``h200-ozaki2-capped-spans.json``). A tile plan keeps as many CUDA graphs per tile as a plan
+keeps per product (up to :data:`gpu.backend.graphs.MAX_SEEN` in all), so a repeated call replays every tile, into
+alternating outputs too.
 """
 
 from __future__ import annotations
@@ -86,18 +91,34 @@ def reusing_panels(be: Backend, m: int, k: int, n: int, count: int, bound: str, 
                    level: int = 0) -> tuple[int, int] | None:
     """(rows, columns) of tiles whose row panel keeps its residues for all its column tiles, within ``cap``: the
     tallest row panels (halving from m) whose widest fitting column tiles (halving from n) are at least a quarter
-    as wide as the panels are tall, or all of n (narrower tiles would make narrow INT8 GEMMs); None where none."""
+    as wide as the panels are tall, or all of n (narrower tiles would make narrow INT8 GEMMs), narrowed where
+    that lets the whole panel run as one span (:func:`one_span`); None where none."""
     rows = m
     while True:
-        cols = n
+        cols, least = n, min(n, max(MIN_TILE, rows // 4))
         while tile_bytes(be, rows, k, cols, count, "fast", bound, level, keep_a=True) > cap and cols > MIN_TILE:
             cols = max(MIN_TILE, -(-cols // 2))
-        if tile_bytes(be, rows, k, cols, count, "fast", bound, level, keep_a=True) <= cap and \
-                cols >= min(n, max(MIN_TILE, rows // 4)):
-            return rows, cols
+        if tile_bytes(be, rows, k, cols, count, "fast", bound, level, keep_a=True) <= cap and cols >= least:
+            return rows, one_span(be, rows, k, cols, count, bound, cap, level, least)
         if rows <= MIN_TILE:
             return None
         rows = max(MIN_TILE, -(-rows // 2))
+
+
+def one_span(be: Backend, rows: int, k: int, cols: int, count: int, bound: str, cap: int, level: int,
+             least: int) -> int:
+    """The widest column tiles, halving from ``cols`` down to ``least``, whose row panel of ``rows`` holds every
+    INT32 product within ``cap`` (the whole direct layout: one span, one INT8 GEMM per modulus); ``cols`` where
+    none does (see the module for what it measured)."""
+    width = cols
+    while width >= least:
+        if peak_bytes(be, rows, k, width, count, "fast", direct=True, out_given=True, bound=bound, level=level,
+                      keep_a=True) <= cap:
+            return width
+        if width <= MIN_TILE:
+            break
+        width = max(MIN_TILE, -(-width // 2))
+    return cols
 
 
 def formed(m: int, n: int, rows: int, cols: int, reuse: bool) -> int:

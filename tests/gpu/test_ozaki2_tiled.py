@@ -12,6 +12,7 @@ from accuracy.reference import exact_matmul
 from gpu import ozaki2
 from gpu.backend import MemoryPlanError, get_backend
 from gpu.ozaki2 import tiled
+from gpu.ozaki2.memory import peak_bytes
 
 host_matmul = functools.partial(ozaki2.matmul, backend="numpy")
 BE = get_backend("numpy")
@@ -135,7 +136,7 @@ def test_a_tiled_plan_of_one_tile_shape_keeps_its_tile_plan_between_calls(monkey
     real = ozaki2.Plan
     monkeypatch.setattr("gpu.ozaki2.tiled.Plan", lambda *a, **kw: (built.append(a[0].shape), real(*a, **kw))[1])
     plan = ozaki2.TiledPlan(A, B, options={"moduli": 15, "workspace": cap}, backend="numpy")
-    assert (plan.rows, plan.cols, plan.tiles, plan.one_shape) == (m // 2, n // 2, 4, True)
+    assert (plan.rows, plan.cols, plan.tiles, plan.one_shape) == (m // 2, n // 4, 8, True), "one span a tile"
     want = host_matmul(A, B, moduli=15)
     assert np.array_equal(plan.execute(A, B), want) and built == [(m // 2, k)]
     phases = {}
@@ -148,6 +149,33 @@ def test_a_tiled_plan_of_one_tile_shape_keeps_its_tile_plan_between_calls(monkey
     with ozaki2.TiledPlan(A, B, out=out, options={"moduli": 15, "workspace": cap}, backend="numpy") as into:
         assert into.execute(A, B, out) is out and np.array_equal(out, want)
 
+
+
+def test_row_panels_narrow_their_tiles_where_a_whole_panel_then_runs_as_one_span():
+    """Of the column widths down to a quarter of the panel's height, the widest whose row panel holds every INT32
+    product is taken (one span a tile, one INT8 GEMM a modulus, where a plan that does not keep A cuts a span of
+    6144 rows into panels of 3072), else the widest that fits; bitwise either way."""
+    m, k, n = 256, 100, 256
+    A, B = operands(m, k, n, 2.0, 9)
+    want = host_matmul(A, B, moduli=15)
+
+    def whole(rows, cols):
+        return peak_bytes(BE, rows, k, cols, 15, "fast", direct=True, out_given=True, keep_a=True)
+    cap = tiled.tile_bytes(BE, m // 2, k, n // 2, 15, "fast", "normwise")
+    assert whole(m // 2, n // 2) > cap >= whole(m // 2, n // 4), "the case: a narrower tile holds its panel whole"
+    assert tiled.reusing_panels(BE, m, k, n, 15, "normwise", cap) == (m // 2, n // 4)
+    assert tiled.one_span(BE, m // 2, k, n // 2, 15, "normwise", whole(m // 2, n // 2) - 1, 0, n // 2) == n // 2, \
+        "no narrower width allowed: the widest that fits"
+    with ozaki2.TiledPlan(A, B, options={"moduli": 15, "workspace": cap}, backend="numpy") as plan:
+        assert np.array_equal(plan.execute(A, B), want)
+        part = plan._held.part(15)
+        assert part.spans == [slice(0, m // 2)] and len(part.gemms[0]) == 15, "one span, one GEMM a modulus"
+    tall = operands(6144, 16, 64, 1.0, 4)
+    for keep, gemms in ((False, 30), (True, 15)):
+        with ozaki2.Plan(*tall, options={"moduli": 15, "workspace": 1 << 30}, backend="numpy", keep_a=keep) as plan:
+            part = plan.part(15)
+            assert part.spans == [slice(0, 6144)] and len(part.gemms[0]) == gemms, "panels of 3072 rows, else one"
+            assert np.array_equal(plan.execute(*tall), host_matmul(*tall, moduli=15))
 
 def _formed_lines(monkeypatch):
     """Every residue pass of the NumPy operations, as the number of lines it formed."""
