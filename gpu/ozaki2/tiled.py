@@ -9,30 +9,31 @@ own scheme II product straight into its block of C, one plan per tile shape, fre
 planned (:class:`TiledPlan`, which keeps the one tile plan between calls where every tile has one shape). A cap
 that not even tiles of :data:`MIN_TILE` lines fit is a :class:`~gpu.backend.MemoryPlanError` before any work.
 
-What a tile computes is the whole product's: the fast scaling's shifts depend on a row's (column's) own
-entries only, so with a modulus count given (``moduli=N``) and ``scaling="fast"`` the tiled product is
-**bitwise** the untiled one. Under ``moduli="auto"`` each tile takes the fewest moduli whose proven bound holds
-on its own entries (a count read per tile), and the accurate scaling bounds each tile's own product: the
-result keeps the same proven bound, and may differ from the untiled one in the last bits. Square tiles form
-a row panel's residues again for each column panel, and a column panel's for each row panel: at a cap of 2
-FP64 matrices at 15 moduli the tiles are N/4 wide, so each operand's residues are formed 4 times. With a
-count given and the fast scaling (a row's shifts then depend on its own entries), the tiles may instead be
-row panels whose residues serve each of their column tiles (:func:`reusing_panels`, :class:`Plan`'s
-``keep_a``): A's residues are formed once per tile width (once where the tiles divide n) and B's once per row
-panel, taken where that forms fewer (:func:`formed`; at 2 matrices and 15 moduli on the GPU: A once and B twice,
-against four times each in square tiles of N/4; on the H200 at N = 16384, 90.5-92.1% of the uncapped speed
-against 79% before, 95.2% at 3 matrices; ``results/published/h200/h200-ozaki2-capped.json``). Each column of tiles
-keeps B's line statistics and shifts for the later row panels (a slot of the tile plan per column, :class:`Plan`'s
-``b_slots``). Of the column widths down to a quarter of the panel's height, the tiles take the widest whose whole
-row panel holds every INT32 product (:func:`one_span`): the panel is then one span, and its span runs one INT8
-GEMM per modulus, not panels of 3072 rows. At 2 matrices and 15 moduli those are tiles of N/2 x N/8: on the H200
-(fast-15, kept plans as called beside the uncapped product; ``h200-ozaki2-capped-shapes-*.json``) 95.2% of the
-uncapped speed at N = 16384 in two runs, against 92.7-93.3% for tiles of N/2 x N/4 in spans of N/4 rows, 91.7%
-for tiles of N/8 in GEMM panels and 93.4% for tiles of N/16; 99.0% against 95.9% at N = 32768. Otherwise a
-tile's direct layout takes spans as tall as the cap holds (:func:`gpu.ozaki2.memory.room_rows`: 91.8-93.1% at 2
-matrices before, ``h200-ozaki2-capped-spans.json``). A tile plan keeps as many CUDA graphs per tile as a plan
-keeps per product (up to :data:`gpu.backend.graphs.MAX_SEEN` in all), so a repeated call replays every tile, into
-alternating outputs too.
+What a tile computes is the whole product's: the fast scaling's shifts depend on a row's (column's) own entries only,
+so with a modulus count given (``moduli=N``) and ``scaling="fast"`` the tiled product is **bitwise** the untiled one.
+Under ``moduli="auto"`` each tile takes the fewest moduli whose proven bound holds on its own entries (a count read
+per tile), and the accurate scaling bounds each tile's own product: the result keeps the same proven bound, and may
+differ from the untiled one in the last bits. Square tiles form a row panel's residues again for each column panel,
+and a column panel's for each row panel: at a cap of 2 FP64 matrices at 15 moduli the tiles are N/4 wide, so each
+operand's residues are formed 4 times. With a count given and the fast scaling (a row's shifts then depend on its own
+entries), the tiles may instead be row panels whose residues serve each of their column tiles
+(:func:`reusing_panels`, :class:`Plan`'s ``keep_a``): A's residues are formed once per tile width (once where the
+tiles divide n) and B's once per row panel, taken where that forms fewer (:func:`formed`; at 2 matrices and 15 moduli
+on the GPU: A once and B twice, against four times each in square tiles of N/4; on the H200 at N = 16384, 90.5-92.1%
+of the uncapped speed against 79% before, 95.2% at 3 matrices; ``results/published/h200/h200-ozaki2-capped.json``).
+Each column of tiles keeps B's line statistics and shifts for the later row panels (a slot of the tile plan per
+column, :class:`Plan`'s ``b_slots``). Of the column widths down to a quarter of the panel's height, the tiles take
+the widest whose whole row panel holds every INT32 product, where that one INT8 GEMM does at least
+:data:`~gpu.ozaki2.memory.MIN_PANEL_WORK` multiply-adds (:func:`one_span`): the panel is then one span, and its span
+runs one INT8 GEMM per modulus, not panels of 3072 rows. At 2 matrices and 15 moduli those are tiles of N/2 x N/8
+from N = 16384 up. On the H200 (fast-15, as called beside the uncapped product; ``h200-ozaki2-capped-shapes-*`` and
+``h200-ozaki2-capped-d1256ad-*.json``) they ran at 99.0-99.1% of the uncapped speed at N = 32768 against 95.9% for
+the earlier tiles of N/2 x N/4 (GEMM panels of 3072 rows); at 16384, 92.5-95.2% in four runs against 92.3-93.3% for
+tiles of N/4 in spans of N/4 rows beside them (91.7% for tiles of N/8 in GEMM panels, 93.4% for N/16); at 8192 and
+4096, where the guard now keeps the earlier tiles, 84.7% against 86.6% and 40% against 51%. Otherwise a tile's direct
+layout takes spans as tall as the cap holds (:func:`gpu.ozaki2.memory.room_rows`: 91.8-93.1% at 2 matrices before,
+``h200-ozaki2-capped-spans.json``). A tile plan keeps as many CUDA graphs per tile as a plan keeps per product (up to
+:data:`gpu.backend.graphs.MAX_SEEN` in all), so a repeated call replays every tile, into alternating outputs too.
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ from ..backend.checks import gib
 from ..backend.graphs import MAX_GRAPHS
 from ..backend.plans import MatmulPlan, operand_signature, resolve_options
 from ..ozaki.api import _operands
-from ..ozaki.plan import HEADROOM
-from .memory import peak_bytes
+from ..ozaki.plan import HEADROOM, _round_up
+from .memory import MIN_PANEL_WORK, peak_bytes
 from .moduli import MAX_MODULI
 from .options import Options
 from .plan import Plan
@@ -108,10 +109,11 @@ def reusing_panels(be: Backend, m: int, k: int, n: int, count: int, bound: str, 
 def one_span(be: Backend, rows: int, k: int, cols: int, count: int, bound: str, cap: int, level: int,
              least: int) -> int:
     """The widest column tiles, halving from ``cols`` down to ``least``, whose row panel of ``rows`` holds every
-    INT32 product within ``cap`` (the whole direct layout: one span, one INT8 GEMM per modulus); ``cols`` where
-    none does (see the module for what it measured)."""
-    width = cols
-    while width >= least:
+    INT32 product within ``cap`` (the whole direct layout: one span, one INT8 GEMM per modulus) and whose GEMM
+    does at least :data:`~gpu.ozaki2.memory.MIN_PANEL_WORK` multiply-adds; ``cols`` where none does (see the
+    module for what it measured)."""
+    width, depth = cols, _round_up(max(k, 1))
+    while width >= least and rows * _round_up(width) * depth >= MIN_PANEL_WORK:
         if peak_bytes(be, rows, k, width, count, "fast", direct=True, out_given=True, bound=bound, level=level,
                       keep_a=True) <= cap:
             return width

@@ -136,7 +136,7 @@ def test_a_tiled_plan_of_one_tile_shape_keeps_its_tile_plan_between_calls(monkey
     real = ozaki2.Plan
     monkeypatch.setattr("gpu.ozaki2.tiled.Plan", lambda *a, **kw: (built.append(a[0].shape), real(*a, **kw))[1])
     plan = ozaki2.TiledPlan(A, B, options={"moduli": 15, "workspace": cap}, backend="numpy")
-    assert (plan.rows, plan.cols, plan.tiles, plan.one_shape) == (m // 2, n // 4, 8, True), "one span a tile"
+    assert (plan.rows, plan.cols, plan.tiles, plan.one_shape) == (m // 2, n // 2, 4, True)
     want = host_matmul(A, B, moduli=15)
     assert np.array_equal(plan.execute(A, B), want) and built == [(m // 2, k)]
     phases = {}
@@ -151,10 +151,10 @@ def test_a_tiled_plan_of_one_tile_shape_keeps_its_tile_plan_between_calls(monkey
 
 
 
-def test_row_panels_narrow_their_tiles_where_a_whole_panel_then_runs_as_one_span():
+def test_row_panels_narrow_their_tiles_where_a_whole_panel_then_runs_as_one_span(monkeypatch):
     """Of the column widths down to a quarter of the panel's height, the widest whose row panel holds every INT32
-    product is taken (one span a tile, one INT8 GEMM a modulus, where a plan that does not keep A cuts a span of
-    6144 rows into panels of 3072), else the widest that fits; bitwise either way."""
+    product is taken where its GEMM does enough work (one span a tile, one INT8 GEMM a modulus, where a plan that
+    does not keep A cuts a span of 6144 rows into panels of 3072), else the widest that fits; bitwise either way."""
     m, k, n = 256, 100, 256
     A, B = operands(m, k, n, 2.0, 9)
     want = host_matmul(A, B, moduli=15)
@@ -163,6 +163,8 @@ def test_row_panels_narrow_their_tiles_where_a_whole_panel_then_runs_as_one_span
         return peak_bytes(BE, rows, k, cols, 15, "fast", direct=True, out_given=True, keep_a=True)
     cap = tiled.tile_bytes(BE, m // 2, k, n // 2, 15, "fast", "normwise")
     assert whole(m // 2, n // 2) > cap >= whole(m // 2, n // 4), "the case: a narrower tile holds its panel whole"
+    assert tiled.reusing_panels(BE, m, k, n, 15, "normwise", cap) == (m // 2, n // 2), "too little work a GEMM"
+    monkeypatch.setattr(tiled, "MIN_PANEL_WORK", 0)
     assert tiled.reusing_panels(BE, m, k, n, 15, "normwise", cap) == (m // 2, n // 4)
     assert tiled.one_span(BE, m // 2, k, n // 2, 15, "normwise", whole(m // 2, n // 2) - 1, 0, n // 2) == n // 2, \
         "no narrower width allowed: the widest that fits"
