@@ -9,7 +9,8 @@ product gets. At each N of ``NS`` (default 16384), phi = 1 operands, 15 moduli, 
 :class:`gpu.ozaki2.plan.Plan` per GEMM tile shape (``gpu.ozaki2.gemms.PANEL`` set before the plan is built;
 ``PANELS``, default 3072:16384 (the library's), 3072:8192, 3072:4096, 3072:2048), and times each as called: a
 loop of ``LOOP`` back-to-back ``Plan.execute`` calls (graphs replayed), one synchronise, rounds in turning order
-(``ROUNDS``, default 10), beside DGEMM. Each plan's C is checked equal, bit for bit, to the library's.
+(``ROUNDS``, default 10), beside DGEMM; a plan per Winograd level of ``LEVELS`` (default 0) and panel. Each plan's C is
+checked equal, bit for bit, to the library's.
 
     OUT=dir PYTHONPATH=$PWD:$PWD/results/published/scripts python3 results/published/scripts/ozaki2_gemm_tiles_probe.py
 
@@ -34,6 +35,9 @@ NS = [int(x) for x in os.environ.get("NS", "16384").split(",")]
 PANELS = [tuple(int(v) for v in p.split(":")) for p in
           os.environ.get("PANELS", "3072:16384,3072:8192,3072:4096,3072:2048").split(",")]
 ROUNDS = int(os.environ.get("ROUNDS", "10"))
+#: The Winograd levels of the plans (``LEVELS``, comma-separated; 1: the fused level's 7 half-size products per
+#: modulus, each tiled by the panels asked for): a plan per level and panel.
+LEVELS = [int(x) for x in os.environ.get("LEVELS", "0").split(",")]
 LOOP = int(os.environ.get("LOOP", "3"))
 
 
@@ -46,11 +50,13 @@ def probe(be, tel, n: int) -> dict:
     A, B = fresh_inputs(n)
     default, plans, outs = gemms.PANEL, {}, {}
     try:
-        for rows, cols in PANELS:
-            gemms.PANEL = (rows, cols)
-            name = f"panel-{rows}x{cols}"
-            outs[name] = cp.empty((n, n))
-            plans[name] = Plan(A, B, out=outs[name], options=Options(moduli=15, scaling="fast"), backend=be)
+        for level in LEVELS:
+            for rows, cols in PANELS:
+                gemms.PANEL = (rows, cols)
+                name = f"panel-{rows}x{cols}" + (f"-level-{level}" if LEVELS != [0] else "")
+                outs[name] = cp.empty((n, n))
+                options = Options(moduli=15, scaling="fast", level=level)
+                plans[name] = Plan(A, B, out=outs[name], options=options, backend=be)
     finally:
         gemms.PANEL = default
     calls = {name: (lambda p=p, C=outs[name]: p.execute(A, B, C)) for name, p in plans.items()}
@@ -77,7 +83,7 @@ def main() -> None:
     be = get_backend("cupy")
     tel = be.telemetry()
     result = {"script": "results/published/scripts/ozaki2_gemm_tiles_probe.py", "environment": environment(be),
-              "rounds": ROUNDS, "loop": LOOP, "points": [probe(be, tel, n) for n in NS]}
+              "levels": LEVELS, "rounds": ROUNDS, "loop": LOOP, "points": [probe(be, tel, n) for n in NS]}
     with open(os.path.join(os.environ.get("OUT", "/tmp"), "ozaki2-gemm-tiles-probe.json"), "w") as fh:
         json.dump(result, fh, indent=1, default=str)
 
