@@ -48,13 +48,14 @@ ADVICE = "pass fewer moduli, out=, or split the product into blocks of rows"
 #: 4096); in a capped product at N = 16384 (2 matrices: tiles of 8192 x 4096), panels of 2048 x 4096 x 16384 ran
 #: the product at 0.90x the uncapped speed, the planes at 0.88x (h200-ozaki2-capped-planes.json).
 MIN_PANEL_WORK = 2048 * 8192 * 8192
-#: The step of a capped product's taller row panels (:func:`room_rows`), in rows of C, from PANEL_FROM rows up:
-#: whole INT8 GEMM panels (:data:`~gpu.ozaki2.gemms.PANEL`) cut a span into GEMMs of 3072 rows and a multiple of
-#: 1024. Measured on the H200 (N = 16384, 15 moduli, as called beside the uncapped product; results/published/
-#: h200/h200-ozaki2-capped-spans.json, three runs): at 2 FP64 matrices (tiles of 8192 x 4096) spans of 4096 rows
-#: ran the product at 0.919-0.927x the uncapped speed, 3072 at 0.913-0.922x and GEMMul8's 2048 at 0.902-0.913x;
-#: at 3 matrices (tiles of 16384 x 4096) 4096 and 3072 tie (0.9485 and 0.9494x), while balanced spans of 5472
-#: rows (GEMMs of 3072 and 2400 rows) ran at 0.920x (h200-ozaki2-capped-13b68a7.json).
+#: The step of a capped product's taller row panels (:func:`room_rows`), in rows of C, from PANEL_FROM rows up: whole
+#: INT8 GEMM panels (:data:`~gpu.ozaki2.gemms.PANEL`) cut a span into GEMMs of 3072 rows and a multiple of 1024.
+#: Measured on the H200 (N = 16384, 15 moduli, as called beside the uncapped product; results/published/
+#: h200/h200-ozaki2-capped-spans.json, three runs): at 2 FP64 matrices (tiles of 8192 x 4096, the tiles before
+#: :func:`gpu.ozaki2.tiled.one_span` narrowed them to one span of 8192 x 2048) spans of 4096 rows ran the product at
+#: 0.919-0.927x the uncapped speed, 3072 at 0.913-0.922x and GEMMul8's 2048 at 0.902-0.913x; at 3 matrices (tiles of
+#: 16384 x 4096) 4096 and 3072 tie (0.9485 and 0.9494x), while balanced spans of 5472 rows (GEMMs of 3072 and 2400 rows)
+#: ran at 0.920x (h200-ozaki2-capped-13b68a7.json).
 ROOM_STEP = 1024
 
 
