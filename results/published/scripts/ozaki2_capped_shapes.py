@@ -15,12 +15,12 @@ spans' GEMM panels, and one call's phases summed over its tiles (each phase sync
 Writes ``$OUT/ozaki2-capped-shapes.json``.
 """
 
-import json
 import os
 import statistics
 
 import cupy as cp
 from ozaki2_as_called import fresh_inputs, interleaved
+from rounds import write_json
 
 from experiments.core.environment import environment
 from gpu import ozaki2
@@ -95,8 +95,7 @@ def main() -> None:
     tel = be.telemetry()
     result = {"script": "results/published/scripts/ozaki2_capped_shapes.py", "environment": environment(be),
               "count": COUNT, "rounds": ROUNDS, "loop": LOOP, "points": [probe(be, tel, n) for n in NS]}
-    with open(os.path.join(os.environ.get("OUT", "/tmp"), "ozaki2-capped-shapes.json"), "w") as fh:
-        json.dump(result, fh, indent=1, default=str)
+    write_json(result, "ozaki2-capped-shapes.json")
 
 
 if __name__ == "__main__":

@@ -11,12 +11,11 @@ Q, interleaved over ``ROUNDS`` rounds, timed by CUDA events; Q must equal P^T ex
 Writes ``$OUT/ozaki2-gemm-orient-probe.json``.
 """
 
-import json
 import os
 import statistics
 
 import cupy as cp
-from rounds import event_rounds
+from rounds import event_rounds, write_json
 
 from experiments.core.environment import environment
 from gpu.backend import get_backend
@@ -53,8 +52,7 @@ def main() -> None:
         point = orient(be, rng, rows, cols, k)
         result["points"].append(point)
         print(rows, cols, k, point["q_equals_p_t"], {n: round(v, 1) for n, v in point["tops"].items()}, flush=True)
-    with open(os.path.join(os.environ.get("OUT", "/tmp"), "ozaki2-gemm-orient-probe.json"), "w") as fh:
-        json.dump(result, fh, indent=1)
+    write_json(result, "ozaki2-gemm-orient-probe.json")
 
 if __name__ == "__main__":
     main()

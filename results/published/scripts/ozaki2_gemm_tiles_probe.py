@@ -17,13 +17,12 @@ checked equal, bit for bit, to the library's.
 JSON to ``$OUT/ozaki2-gemm-tiles-probe.json``.
 """
 
-import json
 import os
 import statistics
 
 import cupy as cp
 from ozaki2_as_called import fresh_inputs
-from rounds import loop_seconds, paired_ratios, turning
+from rounds import loop_seconds, paired_ratios, turning, write_json
 
 from experiments.core.environment import environment
 from gpu.backend import get_backend
@@ -84,8 +83,7 @@ def main() -> None:
     tel = be.telemetry()
     result = {"script": "results/published/scripts/ozaki2_gemm_tiles_probe.py", "environment": environment(be),
               "levels": LEVELS, "rounds": ROUNDS, "loop": LOOP, "points": [probe(be, tel, n) for n in NS]}
-    with open(os.path.join(os.environ.get("OUT", "/tmp"), "ozaki2-gemm-tiles-probe.json"), "w") as fh:
-        json.dump(result, fh, indent=1, default=str)
+    write_json(result, "ozaki2-gemm-tiles-probe.json")
 
 
 if __name__ == "__main__":

@@ -3,9 +3,12 @@
 Kernel-level timing: CUDA events around each run, runs interleaved round by round. The probes time single
 kernels or short sequences cold (no warm-up regime, no idle gap), where
 :func:`experiments.core.timing.measure_interleaved`'s protocol would time a settled device instead. And the
-record the probes keep of a protocol-timed group (:func:`group_record`).
+record the probes keep of a protocol-timed group (:func:`group_record`), and where a probe writes its JSON
+(:func:`write_json`).
 """
 
+import json
+import os
 import statistics
 import time
 from collections.abc import Callable, Mapping
@@ -73,3 +76,9 @@ def group_record(comparison) -> dict[str, dict[str, object]]:
                 if t.power.get("telemetry") else None,
                 "sm_mhz": t.power.get("sm_clock_mhz"), "power_w": t.power.get("power_w")}
             for k, t in comparison.timings.items()}
+
+
+def write_json(result: Mapping[str, object], filename: str) -> None:
+    """``result`` as indented JSON in ``$OUT`` (default /tmp) under ``filename``."""
+    with open(os.path.join(os.environ.get("OUT", "/tmp"), filename), "w") as fh:
+        json.dump(result, fh, indent=1, default=str)
