@@ -56,10 +56,10 @@ def per_tile(call) -> list[dict]:
     """One call's device time per tile plan run (events around each ``Plan.run``)."""
     marks, real = [], Plan.run
 
-    def timed(self, A, B, out=None, phases=None, reuse_a=False):
+    def timed(self, A, B, out=None, phases=None, reuse_a=False, **reuse_b):
         a, b = cp.cuda.Event(), cp.cuda.Event()
         a.record()
-        got = real(self, A, B, out, phases, reuse_a)
+        got = real(self, A, B, out, phases, reuse_a, **reuse_b)
         b.record()
         marks.append((a, b, bool(reuse_a), tuple(B.shape), tuple(A.shape)))
         return got
