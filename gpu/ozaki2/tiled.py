@@ -62,6 +62,11 @@ from .scaling import check_fine_k
 MIN_TILE = 64
 
 
+def halved(side: int) -> int:
+    """The next tile side down: half of ``side``, rounded up, and at least :data:`MIN_TILE`."""
+    return max(MIN_TILE, -(-side // 2))
+
+
 def tile_bytes(be: Backend, m: int, k: int, n: int, count: int | None, scaling: str, bound: str,
                level: int = 0, keep_a: bool = False) -> int:
     """Bytes a tile of m x n over k takes beyond A, B and C in its least layout (``count`` None: ``"auto"``;
@@ -86,7 +91,7 @@ def panels(be: Backend, m: int, k: int, n: int, count: int | None, scaling: str,
                 f"{least:,} bytes ({gib(least)}) beyond A, B and C even in tiles of {MIN_TILE} x {MIN_TILE}, more "
                 f"than the workspace of {cap:,} bytes allowed; allow a larger workspace, pass fewer moduli, or "
                 "split k")
-        side = max(MIN_TILE, -(-side // 2))
+        side = halved(side)
 
 
 def reusing_panels(be: Backend, m: int, k: int, n: int, count: int, bound: str, cap: int,
@@ -99,12 +104,12 @@ def reusing_panels(be: Backend, m: int, k: int, n: int, count: int, bound: str, 
     while True:
         cols, least = n, min(n, max(MIN_TILE, rows // 4))
         while tile_bytes(be, rows, k, cols, count, "fast", bound, level, keep_a=True) > cap and cols > MIN_TILE:
-            cols = max(MIN_TILE, -(-cols // 2))
+            cols = halved(cols)
         if tile_bytes(be, rows, k, cols, count, "fast", bound, level, keep_a=True) <= cap and cols >= least:
             return rows, one_span(be, rows, k, cols, count, bound, cap, level, least)
         if rows <= MIN_TILE:
             return None
-        rows = max(MIN_TILE, -(-rows // 2))
+        rows = halved(rows)
 
 
 def one_span(be: Backend, rows: int, k: int, cols: int, count: int, bound: str, cap: int, level: int,
@@ -120,7 +125,7 @@ def one_span(be: Backend, rows: int, k: int, cols: int, count: int, bound: str, 
             return width
         if width <= MIN_TILE:
             break
-        width = max(MIN_TILE, -(-width // 2))
+        width = halved(width)
     return cols
 
 
@@ -195,7 +200,7 @@ class TiledPlan(MatmulPlan):
             except MemoryPlanError:
                 if max(self.rows, self.cols) <= MIN_TILE:
                     raise
-            self._cut(max(MIN_TILE, -(-self.rows // 2)), max(MIN_TILE, -(-self.cols // 2)))
+            self._cut(halved(self.rows), halved(self.cols))
 
     def _plan(self, a: Array, b: Array, part: Array) -> Plan:
         """The plan of one tile shape (with a slot of B's line vectors per column of tiles where it reuses)."""
