@@ -4,10 +4,14 @@
 of the direct layout computes it), every algorithm cublasLt's heuristic offers (up to 32, with a 64 MiB
 workspace), each checked equal to ``cublasGemmEx``'s result and timed beside it: samples of 15 GEMMs back to
 back, CUDA events, 8 rounds in turning order; TOP/s, median. ``MODE=product``: the whole fast-15 product at each N
-of ``NS`` (uncapped, and capped at 2 FP64 matrices from 16384) with its INT8 GEMMs through the heuristic's first
-algorithm (``CHOICE``, default 0; 32 MiB workspace, as the library's cuBLAS handles have), plans built and
-their graphs captured with that route, beside the same plans on ``cublasGemmEx`` and DGEMM, as called (2 calls
-a sample, 10 rounds in turning order), each C checked equal to the library's.
+of ``NS`` (uncapped, and capped at 2 FP64 matrices from 16384), its plans built and their graphs captured on each
+route of ``ROUTES`` (default ``gemmex,lt:0``): ``gemmex`` is the library's ``cublasGemmEx``; ``lt:<i>`` runs every
+INT8 GEMM through cublasLt's heuristic algorithm ``i`` for its shape (32 MiB workspace, as the library's cuBLAS
+handles have), ``lt:<rows>x<cols>`` through the first algorithm of that CTA tile (cublasLt's ``TILE_<rows>x<cols>``
+in the call's m x n, where m is P's columns), else algorithm 0. Beside DGEMM, as called (2 calls a sample, 10
+rounds in turning order), each C checked equal to the library's, with the energy of each sample (NVML's total
+energy counter, joules a call) beside its time: at the 700 W cap time follows energy, so a kernel that moves
+fewer bytes can win in the product where it loses alone.
 
     MODE=gemms OUT=dir PYTHONPATH=$PWD:$PWD/results/published/scripts \
         python3 results/published/scripts/ozaki2_int8_lt.py
@@ -101,10 +105,18 @@ def gemms(be) -> dict:
     return out
 
 
-def lt_route(real, choice: int, ws, offered: int):
-    """A ``CupyBackend._gemm_ex`` whose INT8 GEMMs run through cublasLt's heuristic choice ``choice`` (the heuristic
-    offered ``offered`` bytes of workspace, each call given ``ws``), planned once per shape; other recipes go to
-    ``real``."""
+def pick(spec: str):
+    """The heuristic index a route's ``spec`` takes from a shape's results: an index, or the first of a CTA tile."""
+    if spec.isdigit():
+        return lambda res, count: min(int(spec), count - 1)
+    return lambda res, count: next((i for i in range(count) if TILES.get(int(AlgoConfigInterface(res[i]).tile_id))
+                                    == f"TILE_{spec}"), 0)
+
+
+def lt_route(real, choose, ws, offered: int, chosen: dict):
+    """A ``CupyBackend._gemm_ex`` whose INT8 GEMMs run through the cublasLt algorithm ``choose`` picks for their
+    shape (the heuristic offered ``offered`` bytes of workspace, each call given ``ws``), planned once per
+    shape and named in ``chosen``; other recipes go to ``real``."""
     kept = {}
 
     def through_lt(self, recipe, call, beta, arrays):
@@ -112,21 +124,46 @@ def lt_route(real, choice: int, ws, offered: int):
             return real(self, recipe, call, beta, arrays)
         key = (call.transa, call.transb, call.m, call.n, call.k, call.lda, call.ldb, call.ldc)
         if key not in kept:
-            kept[key] = algorithms(*key, offered, 8)
-        issue(kept[key], min(choice, kept[key][5] - 1), call.a, call.b, call.c, int(beta), ws)
+            plan = algorithms(*key, offered, 16)
+            kept[key] = (plan, choose(plan[4], plan[5]))
+            chosen["x".join(map(str, key[2:5]))] = label(plan[4], kept[key][1])
+        issue(kept[key][0], kept[key][1], call.a, call.b, call.c, int(beta), ws)
     return through_lt
 
 
+def energy_meter():
+    """Joules the device has used so far (NVML's total energy counter), or None without NVML."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(cp.cuda.Device().id)
+        return lambda: pynvml.nvmlDeviceGetTotalEnergyConsumption(h) / 1e3
+    except Exception:  # noqa: BLE001 - a probe without NVML keeps its times
+        return None
+
+
+def timed(meter, loop: int):
+    """A sample: (seconds a call, joules a call) of ``loop`` calls back to back, as called."""
+    def sample(call):
+        cp.cuda.Device().synchronize()
+        e0 = meter() if meter else 0.0
+        s = loop_seconds(call, loop)
+        return s, ((meter() - e0) / loop if meter else float("nan"))
+    return sample
+
+
 def product(be) -> dict:
-    ws, real = cp.empty(32 << 20, dtype=np.uint8), CupyBackend._gemm_ex
-    through_lt = lt_route(real, int(os.environ.get("CHOICE", 0)), ws, ws.nbytes)
+    ws, real, meter = cp.empty(32 << 20, dtype=np.uint8), CupyBackend._gemm_ex, energy_meter()
+    routes = os.environ.get("ROUTES", "gemmex,lt:0").split(",")
     out = {}
     for n in (int(x) for x in os.environ.get("NS", "16384,8192").split(",")):
         A, B = fresh_inputs(n)
         variants = {"uncapped": {}, **({"capped2": {"workspace": 16 * n * n}} if n >= 16384 else {})}
-        plans, outs = {}, {}
-        for route in ("lt", "gemmex"):
-            CupyBackend._gemm_ex = through_lt if route == "lt" else real
+        plans, outs, chosen = {}, {}, {}
+        for route in routes:
+            chosen[route] = {}
+            CupyBackend._gemm_ex = real if route == "gemmex" else lt_route(real, pick(route[3:]), ws, ws.nbytes,
+                                                                           chosen[route])
             try:
                 for name, kw in variants.items():
                     key, outs[f"{name}-{route}"] = f"{name}-{route}", cp.empty((n, n))
@@ -138,11 +175,15 @@ def product(be) -> dict:
                 CupyBackend._gemm_ex = real
         calls = {k: (lambda p=p, C=outs[k], A=A, B=B: p.execute(A, B, C)) for k, p in plans.items()}
         calls["dgemm"] = lambda A=A, B=B: cp.matmul(A, B)
-        samples = turning(calls, 10, lambda call: loop_seconds(call, 2))
+        pairs = turning(calls, int(os.environ.get("ROUNDS", 10)), timed(meter, 2))
+        samples = {k: [t for t, _ in v] for k, v in pairs.items()}
+        base = outs["uncapped-gemmex"] if "gemmex" in routes else outs[f"uncapped-{routes[0]}"]
         out[n] = {"ms": {k: statistics.median(v) * 1e3 for k, v in samples.items()},
+                  "joules": {k: statistics.median(e for _, e in v) for k, v in pairs.items()},
                   "x_dgemm": paired_ratios(samples, "dgemm"),
-                  "bitwise": {k: bool((C == outs["uncapped-gemmex"]).all()) for k, C in outs.items()}}
-        print(n, out[n], flush=True)
+                  "bitwise": {k: bool((C == base).all()) for k, C in outs.items()},
+                  "chosen": chosen, "samples_ms": {k: [t * 1e3 for t in v] for k, v in samples.items()}}
+        print(n, {k: out[n][k] for k in ("ms", "joules", "x_dgemm", "bitwise", "chosen")}, flush=True)
         for p in plans.values():
             p.free()
     return out
