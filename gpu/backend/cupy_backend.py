@@ -28,6 +28,7 @@ else:
 from .calls import _scalar, host_scalars, new_output_product
 from .hold import stream_hold
 from .interface import AllocationReport, Backend, BackendUnavailable, Timer, check_policy
+from .lt_int8 import Int8Routes
 from .stream_blas import stream_blas
 from .telemetry import cublas_version, cuda_version, driver_release, nvml_telemetry
 
@@ -66,6 +67,7 @@ class CupyBackend(Backend):
         self._flag = self.xp.zeros(1, dtype=np.int32)   # the finiteness check's result, allocated once
         self._streams = stream_blas(self.xp)
         self.supports_graphs = self._streams is not None
+        self._lt = Int8Routes(self.xp, self._streams) if self._streams is not None else None
         self._capture_stream = None
         if self._streams is not None:
             self._gemm_fn, self._geam_fn, self._gemm_ex_fn = (self._streams.gemm, self._streams.geam,
@@ -112,6 +114,8 @@ class CupyBackend(Backend):
         return issue
 
     def _gemm_ex(self, recipe, call, beta, arrays) -> None:
+        if recipe.name == "int8" and self._lt is not None and self._lt.run(recipe, call, beta):
+            return
         al, be = np.array(1, recipe.scalar), np.array(beta, recipe.scalar)
         self._gemm_ex_fn(self._handle(), call.transa, call.transb, call.m, call.n, call.k,
                             al.ctypes.data, call.a, recipe.cuda_operands, call.lda,

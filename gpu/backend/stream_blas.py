@@ -55,6 +55,12 @@ class StreamBlas:
             entry = self._handles[stream.ptr] = (handle, workspace, stream)
         return entry[0]
 
+    def workspace(self) -> tuple[int, int]:
+        """(address, bytes) of the current stream's workspace, which cublasLt's calls on the stream share."""
+        self.handle()
+        workspace = self._handles[self.xp.cuda.get_current_stream().ptr][1]
+        return workspace.data.ptr, workspace.nbytes
+
 
 def stream_blas(xp: Any) -> StreamBlas | None:
     """The per-stream cuBLAS of nvmath-python, or None where it is not installed."""

@@ -3,15 +3,17 @@
 ``MODE=gemms``: per output shape of ``SHAPES`` (rows x columns, k = 16384; P = a @ b.T, int8 to int32, as a span
 of the direct layout computes it), every algorithm cublasLt's heuristic offers (up to 32, with a 64 MiB
 workspace), each checked equal to ``cublasGemmEx``'s result and timed beside it: samples of 15 GEMMs back to
-back, CUDA events, 8 rounds in turning order; TOP/s, median. ``MODE=product``: the whole fast-15 product at each N
-of ``NS`` (uncapped, and capped at 2 FP64 matrices from 16384), its plans built and their graphs captured on each
-route of ``ROUTES`` (default ``gemmex,lt:0``): ``gemmex`` is the library's ``cublasGemmEx``; ``lt:<i>`` runs every
-INT8 GEMM through cublasLt's heuristic algorithm ``i`` for its shape (32 MiB workspace, as the library's cuBLAS
-handles have), ``lt:<rows>x<cols>`` through the first algorithm of that CTA tile (cublasLt's ``TILE_<rows>x<cols>``
-in the call's m x n, where m is P's columns), else algorithm 0. Beside DGEMM, as called (2 calls a sample, 10
-rounds in turning order), each C checked equal to the library's, with the energy of each sample (NVML's total
-energy counter, joules a call) beside its time: at the 700 W cap time follows energy, so a kernel that moves
-fewer bytes can win in the product where it loses alone.
+back, CUDA events, 8 rounds in turning order; TOP/s, median. ``MODE=product``: whole products at each N of ``NS``
+(``VARIANTS``, default ``uncapped,capped2``: fast-15 ``uncapped``; ``capped2`` at 2 FP64 matrices of workspace,
+from N = 16384; ``auto``, the defaults' ``moduli="auto"``; ``w1``, fast-15 at Winograd level 1; ``ozaki1``,
+``gpu.ozaki.matmul`` with 7 INT8 slices), each on every route of ``ROUTES`` (default ``gemmex,lib``): ``gemmex`` sends
+every INT8 GEMM to ``cublasGemmEx``; ``lib`` is the library's route (:mod:`gpu.backend.lt_int8`);
+``tiles:<a>/<b>`` the library's route preferring those CTA tiles; ``lt:<i>`` every INT8 GEMM through cublasLt's
+heuristic algorithm ``i`` for its shape, ``lt:<m>x<n>`` through its first algorithm of that CTA tile (else
+algorithm 0), 32 MiB of workspace. The backend's route is set before each call (plans, graphs and eager paths
+alike). Beside DGEMM, as called (2 calls a sample, ``ROUNDS`` rounds in turning order, default 10), each C
+checked equal to the first route's, with the energy of each sample (NVML's total energy counter, joules a call)
+beside its time: at the 700 W cap time follows energy.
 
     MODE=gemms OUT=dir PYTHONPATH=$PWD:$PWD/results/published/scripts \
         python3 results/published/scripts/ozaki2_int8_lt.py
@@ -22,6 +24,7 @@ JSON to ``$OUT/ozaki2-int8-lt-<mode>.json``. Needs nvmath-python.
 import json
 import os
 import statistics
+from contextlib import contextmanager
 
 import cupy as cp
 import numpy as np
@@ -34,8 +37,10 @@ from ozaki2_as_called import fresh_inputs
 from rounds import loop_seconds, paired_ratios, turning
 
 from experiments.core.environment import environment
+from gpu import ozaki
 from gpu.backend import get_backend
 from gpu.backend.cupy_backend import CupyBackend
+from gpu.backend.lt_int8 import Int8Routes
 from gpu.ozaki2.options import Options
 from gpu.ozaki2.plan import Plan
 from gpu.ozaki2.tiled import TiledPlan
@@ -131,6 +136,31 @@ def lt_route(real, choose, ws, offered: int, chosen: dict):
     return through_lt
 
 
+def routed(be, route: str, ws, chosen: dict):
+    """(the backend's INT8 route object, its ``_gemm_ex``) for a route of ``ROUTES`` (see the module)."""
+    real = CupyBackend._gemm_ex
+    if route.startswith("lt:"):
+        return None, lt_route(real, pick(route[3:]), ws, ws.nbytes, chosen)
+    if route == "gemmex":
+        return None, real
+    table = None if route == "lib" else {"9.0": tuple(route.removeprefix("tiles:").split("/"))}
+    return Int8Routes(be.xp, be._streams, table), real
+
+
+@contextmanager
+def using(be, lt_obj, gemm_ex):
+    """The backend's INT8 route and ``_gemm_ex`` set to a route's while the block runs."""
+    real, be._lt, CupyBackend._gemm_ex = CupyBackend._gemm_ex, lt_obj, gemm_ex
+    try:
+        yield
+    finally:
+        CupyBackend._gemm_ex = real
+
+
+VARIANTS = {"uncapped": {"moduli": 15}, "capped2": {"moduli": 15, "workspace": 16}, "auto": {},
+            "w1": {"moduli": 15, "level": 1}}
+
+
 def energy_meter():
     """Joules the device has used so far (NVML's total energy counter), or None without NVML."""
     try:
@@ -153,39 +183,54 @@ def timed(meter, loop: int):
 
 
 def product(be) -> dict:
-    ws, real, meter = cp.empty(32 << 20, dtype=np.uint8), CupyBackend._gemm_ex, energy_meter()
-    routes = os.environ.get("ROUTES", "gemmex,lt:0").split(",")
+    ws, meter = cp.empty(32 << 20, dtype=np.uint8), energy_meter()
+    routes, names = os.environ.get("ROUTES", "gemmex,lib").split(","), os.environ.get("VARIANTS", "uncapped,capped2")
     out = {}
     for n in (int(x) for x in os.environ.get("NS", "16384,8192").split(",")):
         A, B = fresh_inputs(n)
-        variants = {"uncapped": {}, **({"capped2": {"workspace": 16 * n * n}} if n >= 16384 else {})}
-        plans, outs, chosen = {}, {}, {}
-        for route in routes:
-            chosen[route] = {}
-            CupyBackend._gemm_ex = real if route == "gemmex" else lt_route(real, pick(route[3:]), ws, ws.nbytes,
-                                                                           chosen[route])
-            try:
-                for name, kw in variants.items():
-                    key, outs[f"{name}-{route}"] = f"{name}-{route}", cp.empty((n, n))
-                    plans[key] = (TiledPlan if kw else Plan)(A, B, out=outs[key], options=Options(moduli=15, **kw),
-                                                             backend=be)
-                    for _ in range(3):
-                        plans[key].execute(A, B, outs[key])
-            finally:
-                CupyBackend._gemm_ex = real
-        calls = {k: (lambda p=p, C=outs[k], A=A, B=B: p.execute(A, B, C)) for k, p in plans.items()}
+        chosen = {r: {} for r in routes}
+        setups = {r: routed(be, r, ws, chosen[r]) for r in routes}
+        plans, outs, calls = {}, {}, {}
+        for name in names.split(","):
+            if name == "capped2" and n < 16384:
+                continue
+            kw = dict(VARIANTS.get(name, {}))
+            for route, (lt_obj, gemm_ex) in setups.items():
+                key = f"{name}-{route}"
+                outs[key] = cp.empty((n, n))
+                with using(be, lt_obj, gemm_ex):
+                    if name == "ozaki1":
+                        plans[key] = ozaki.Plan(A, B, out=outs[key], backend=be,
+                                                options=ozaki.Options(slice_format="int8", slices=7))
+                    else:
+                        if "workspace" in kw:
+                            kw["workspace"] = 16 * n * n
+                        plans[key] = (TiledPlan if "workspace" in kw else Plan)(A, B, out=outs[key],
+                                                                               options=Options(**kw), backend=be)
+
+                def call(p=plans[key], C=outs[key], A=A, B=B, lt_obj=lt_obj, gemm_ex=gemm_ex):
+                    with using(be, lt_obj, gemm_ex):
+                        p.execute(A, B, C)
+                calls[key] = call
+                for _ in range(3):
+                    call()
+        for route, (lt_obj, _) in setups.items():
+            for device_route in (lt_obj._routes.values() if lt_obj is not None else ()):
+                chosen[route].update({"x".join(map(str, key[2:5])): plan.tile if plan else "gemmex"
+                                      for key, plan in (device_route._plans if device_route else {}).items()})
         calls["dgemm"] = lambda A=A, B=B: cp.matmul(A, B)
         pairs = turning(calls, int(os.environ.get("ROUNDS", 10)), timed(meter, 2))
         samples = {k: [t for t, _ in v] for k, v in pairs.items()}
-        base = outs["uncapped-gemmex"] if "gemmex" in routes else outs[f"uncapped-{routes[0]}"]
         out[n] = {"ms": {k: statistics.median(v) * 1e3 for k, v in samples.items()},
                   "joules": {k: statistics.median(e for _, e in v) for k, v in pairs.items()},
                   "x_dgemm": paired_ratios(samples, "dgemm"),
-                  "bitwise": {k: bool((C == base).all()) for k, C in outs.items()},
+                  "bitwise": {k: bool((C == outs[f"{k.rsplit('-', 1)[0]}-{routes[0]}"]).all())
+                              for k, C in outs.items()},
                   "chosen": chosen, "samples_ms": {k: [t * 1e3 for t in v] for k, v in samples.items()}}
         print(n, {k: out[n][k] for k in ("ms", "joules", "x_dgemm", "bitwise", "chosen")}, flush=True)
         for p in plans.values():
             p.free()
+        del plans, outs, calls
     return out
 
 

@@ -1,0 +1,140 @@
+"""INT8 GEMMs through cublasLt, the algorithm picked by its CTA tile: the products of Ozaki schemes I and II.
+
+``cublasGemmEx`` runs cuBLAS's own choice of kernel. On the H200 (cuBLAS 13.1, fast-15 scheme II at N = 16384, as
+called; ``results/published/h200/h200-ozaki2-int8-lt-product-*.json``) that choice for a capped product's tiles of
+8192 x 2048 over k = 16384 (a 128 x 128 CTA tile) ran the product at 0.94x the uncapped one's speed; the first
+algorithm cublasLt's heuristic offers with a 256 x 128 CTA tile ran it level with the uncapped product, and the
+uncapped product 1-2% faster too (cublasLt's 256 x 128 tile in clusters of 3 against GemmEx's 128 x 256). An
+integer product is exact, so every algorithm gives the same bits.
+
+:data:`INT8_TILES` holds that choice as data, per compute capability: the CTA tiles (m x n of the column-major
+call) taken first, in order, among the algorithms the heuristic offers for a shape. Where it offers none of them,
+on a device with no entry, or without cublasLt (it comes with nvmath-python), the call goes to ``cublasGemmEx`` as
+before. The heuristic is asked once per shape (transposes, m, n, k and leading dimensions) and device; a call then
+issues ``cublasLtMatmul`` on the current stream with that stream's cuBLAS workspace, so CUDA graphs capture it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+try:
+    from nvmath.bindings import cublasLt as lt
+except ImportError:  # nvmath-python is in the gpu extra; without it INT8 GEMMs stay on cublasGemmEx
+    lt = None
+
+#: CTA tiles an INT8 GEMM takes first, in order, where cublasLt's heuristic offers them, by compute capability.
+INT8_TILES: dict[str, tuple[str, ...]] = {"9.0": ("256x128", "128x256")}
+#: Algorithms asked of the heuristic per shape, and shapes kept per device before the kept ones are dropped.
+OFFERED, MAX_SHAPES = 16, 512
+
+
+class LtPlan(NamedTuple):
+    """One shape's cublasLt call: descriptor, layouts of A, B and C, the heuristic's results and the one taken."""
+
+    desc: int
+    layouts: tuple[int, int, int]
+    results: Any
+    taken: int
+    tile: str
+
+
+class LtInt8:
+    """INT8 x INT8 -> INT32 GEMMs of one device through cublasLt (see the module); ``tiles``: the preference."""
+
+    def __init__(self, tiles: tuple[str, ...]) -> None:
+        self.tiles = tiles
+        self._handle = lt.create()
+        self._plans: dict[tuple[int, ...], LtPlan | None] = {}
+        self._names = {int(t): t.name.removeprefix("TILE_") for t in lt.MatmulTile}
+
+    def run(self, recipe: Any, call: Any, beta: float, workspace: tuple[int, int], stream: int) -> bool:
+        """Issue ``call`` (a :class:`gpu.backend.blas.BlasCall` of the int8 recipe) on ``stream`` where a preferred
+        algorithm is offered for its shape; False (nothing issued) otherwise."""
+        key = (call.transa, call.transb, call.m, call.n, call.k, call.lda, call.ldb, call.ldc, workspace[1])
+        plan = self._plans.get(key, False)
+        if plan is False:
+            if len(self._plans) >= MAX_SHAPES:
+                self._plans.clear()
+            plan = self._plans[key] = self._plan(recipe, call, workspace[1])
+        if plan is None:
+            return False
+        al, be = np.array(1, recipe.scalar), np.array(beta, recipe.scalar)
+        la, lb, lc = plan.layouts
+        lt.matmul(self._handle, plan.desc, al.ctypes.data, call.a, la, call.b, lb, be.ctypes.data, call.c, lc,
+                  call.c, lc, plan.results[plan.taken]["algo"].ctypes.data, workspace[0], workspace[1], stream)
+        return True
+
+    def _plan(self, recipe: Any, call: Any, workspace_bytes: int) -> LtPlan | None:
+        """The shape's descriptor and the first offered algorithm of a preferred tile, or None where none is."""
+        desc = lt.matmul_desc_create(recipe.compute, recipe.cuda_output)
+        for attr, value in ((lt.MatmulDescAttribute.TRANSA, call.transa), (lt.MatmulDescAttribute.TRANSB, call.transb)):
+            _set(lt.matmul_desc_set_attribute, desc, attr, value, lt.get_matmul_desc_attribute_dtype(attr))
+        layouts = (lt.matrix_layout_create(recipe.cuda_operands, *((call.k, call.m) if call.transa else
+                                                                    (call.m, call.k)), call.lda),
+                   lt.matrix_layout_create(recipe.cuda_operands, *((call.n, call.k) if call.transb else
+                                                                    (call.k, call.n)), call.ldb),
+                   lt.matrix_layout_create(recipe.cuda_output, call.m, call.n, call.ldc))
+        pref = lt.matmul_preference_create()
+        attr = lt.MatmulPreferenceAttribute.MAX_WORKSPACE_BYTES
+        _set(lt.matmul_preference_set_attribute, pref, attr, workspace_bytes,
+             lt.get_matmul_preference_attribute_dtype(attr))
+        results, count = lt.MatmulHeuristicResult(OFFERED), np.zeros(1, dtype=np.int32)
+        try:
+            lt.matmul_algo_get_heuristic(self._handle, desc, *layouts, layouts[2], pref, OFFERED, results.ptr,
+                                         count.ctypes.data)
+        except Exception:  # noqa: BLE001 - a shape cublasLt refuses stays on cublasGemmEx
+            count[0] = 0
+        finally:
+            lt.matmul_preference_destroy(pref)
+        tiles = [self._tile(results, i) for i in range(int(count[0]))]
+        taken = next((tiles.index(t) for t in self.tiles if t in tiles), None)
+        if taken is None:
+            for layout in layouts:
+                lt.matrix_layout_destroy(layout)
+            lt.matmul_desc_destroy(desc)
+            return None
+        return LtPlan(desc, layouts, results, taken, tiles[taken])
+
+    def _tile(self, results: Any, i: int) -> str:
+        """The CTA tile of the heuristic's result ``i`` (``"256x128"``)."""
+        attr = lt.MatmulAlgoConfigAttribute.TILE_ID
+        buf, written = np.zeros(1, lt.get_matmul_algo_config_attribute_dtype(attr)), np.zeros(1, np.uint64)
+        lt.matmul_algo_config_get_attribute(results[i]["algo"].ctypes.data, attr, buf.ctypes.data, buf.nbytes,
+                                            written.ctypes.data)
+        return self._names.get(int(buf[0]), str(int(buf[0])))
+
+
+def _set(setter: Any, obj: int, attr: Any, value: int, dtype: Any) -> None:
+    """Set one cublasLt attribute from a Python value in the attribute's own dtype."""
+    buf = np.array([value], dtype=dtype)
+    setter(obj, attr, buf.ctypes.data, buf.nbytes)
+
+
+def lt_int8(compute_capability: str, table: dict[str, tuple[str, ...]] | None = None) -> LtInt8 | None:
+    """The cublasLt route of a device of ``compute_capability`` (its tiles from ``table``, default
+    :data:`INT8_TILES`), or None where it has no preferred tiles or cublasLt is missing."""
+    tiles = (INT8_TILES if table is None else table).get(compute_capability, ())
+    return LtInt8(tiles) if tiles and lt is not None else None
+
+
+class Int8Routes:
+    """The CuPy backend's INT8 GEMMs: each device's :class:`LtInt8` (made on its first INT8 GEMM, None where it
+    has no route), on the current stream with that stream's workspace from ``streams``
+    (:class:`gpu.backend.stream_blas.StreamBlas`); ``table``: the tiles preferred, default :data:`INT8_TILES`."""
+
+    def __init__(self, xp: Any, streams: Any, table: dict[str, tuple[str, ...]] | None = None) -> None:
+        self.xp, self.streams, self.table = xp, streams, table
+        self._routes: dict[int, LtInt8 | None] = {}
+
+    def run(self, recipe: Any, call: Any, beta: float) -> bool:
+        """Issue ``call`` through the current device's route where it takes the shape; False otherwise."""
+        device = self.xp.cuda.runtime.getDevice()
+        route = self._routes.get(device, False)
+        if route is False:
+            cc = self.xp.cuda.Device(device).compute_capability
+            route = self._routes[device] = lt_int8(f"{cc[:-1]}.{cc[-1]}", self.table)
+        return route is not None and route.run(recipe, call, beta, self.streams.workspace(),
+                                               self.xp.cuda.get_current_stream().ptr)
