@@ -7,15 +7,17 @@ algorithm cublasLt's heuristic offers with a 256 x 128 CTA tile ran it level wit
 uncapped product 1-2% faster too (cublasLt's 256 x 128 tile in clusters of 3 against GemmEx's 128 x 256). An
 integer product is exact, so every algorithm gives the same bits.
 
-:data:`INT8_TILES` holds that choice as data, per compute capability: the CTA tiles (m x n of the column-major
-call) taken first, in order, among the algorithms the heuristic offers for a shape. Where it offers none of them,
-on a device with no entry, or without cublasLt (it comes with nvmath-python), the call goes to ``cublasGemmEx`` as
-before. The heuristic is asked once per shape (transposes, m, n, k and leading dimensions) and device; a call then
-issues ``cublasLtMatmul`` on the current stream with that stream's cuBLAS workspace, so CUDA graphs capture it.
+:data:`INT8_TILES` holds that choice as data, per compute capability: the CTA tiles (m x n of the column-major call)
+taken first, in order, among the algorithms the heuristic offers for a shape, from an inner dimension on
+(:class:`Preference`). Below it, where the heuristic offers none of them, on a device with no entry, or without
+cublasLt (it comes with nvmath-python), the call goes to ``cublasGemmEx`` as before. The heuristic is asked once per
+shape (transposes, m, n, k and leading dimensions) and device; a call then issues ``cublasLtMatmul`` on the current
+stream with that stream's cuBLAS workspace, so CUDA graphs capture it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -25,8 +27,18 @@ try:
 except ImportError:  # nvmath-python is in the gpu extra; without it INT8 GEMMs stay on cublasGemmEx
     lt = None
 
-#: CTA tiles an INT8 GEMM takes first, in order, where cublasLt's heuristic offers them, by compute capability.
-INT8_TILES: dict[str, tuple[str, ...]] = {"9.0": ("256x128", "128x256")}
+@dataclass(frozen=True)
+class Preference:
+    """CTA tiles an INT8 GEMM takes first, in order, where cublasLt's heuristic offers them, for an inner dimension
+    of at least ``min_k``."""
+
+    tiles: tuple[str, ...]
+    min_k: int = 0
+
+
+#: The preference by compute capability. On the H200 the 256 x 128 tile lost 6% against cublasGemmEx's choice in
+#: scheme II's GEMMs over k = 8192 (panels of 2048 x 8192 at N = 8192) and 4096 (N = 4096), and won over 16384.
+INT8_TILES: dict[str, Preference] = {"9.0": Preference(("256x128", "128x256"), 16384)}
 #: Algorithms asked of the heuristic per shape, and shapes kept per device before the kept ones are dropped.
 OFFERED, MAX_SHAPES = 16, 512
 
@@ -42,10 +54,10 @@ class LtPlan(NamedTuple):
 
 
 class LtInt8:
-    """INT8 x INT8 -> INT32 GEMMs of one device through cublasLt (see the module); ``tiles``: the preference."""
+    """INT8 x INT8 -> INT32 GEMMs of one device through cublasLt (see the module) by a :class:`Preference`."""
 
-    def __init__(self, tiles: tuple[str, ...]) -> None:
-        self.tiles = tiles
+    def __init__(self, preference: Preference) -> None:
+        self.preference = preference
         self._handle = lt.create()
         self._plans: dict[tuple[int, ...], LtPlan | None] = {}
         self._names = {int(t): t.name.removeprefix("TILE_") for t in lt.MatmulTile}
@@ -53,6 +65,8 @@ class LtInt8:
     def run(self, recipe: Any, call: Any, beta: float, workspace: tuple[int, int], stream: int) -> bool:
         """Issue ``call`` (a :class:`gpu.backend.blas.BlasCall` of the int8 recipe) on ``stream`` where a preferred
         algorithm is offered for its shape; False (nothing issued) otherwise."""
+        if call.k < self.preference.min_k:
+            return False
         key = (call.transa, call.transb, call.m, call.n, call.k, call.lda, call.ldb, call.ldc, workspace[1])
         plan = self._plans.get(key, False)
         if plan is False:
@@ -90,7 +104,7 @@ class LtInt8:
         finally:
             lt.matmul_preference_destroy(pref)
         tiles = [self._tile(results, i) for i in range(int(count[0]))]
-        taken = next((tiles.index(t) for t in self.tiles if t in tiles), None)
+        taken = next((tiles.index(t) for t in self.preference.tiles if t in tiles), None)
         if taken is None:
             for layout in layouts:
                 lt.matrix_layout_destroy(layout)
@@ -113,11 +127,11 @@ def _set(setter: Any, obj: int, attr: Any, value: int, dtype: Any) -> None:
     setter(obj, attr, buf.ctypes.data, buf.nbytes)
 
 
-def lt_int8(compute_capability: str, table: dict[str, tuple[str, ...]] | None = None) -> LtInt8 | None:
-    """The cublasLt route of a device of ``compute_capability`` (its tiles from ``table``, default
-    :data:`INT8_TILES`), or None where it has no preferred tiles or cublasLt is missing."""
-    tiles = (INT8_TILES if table is None else table).get(compute_capability, ())
-    return LtInt8(tiles) if tiles and lt is not None else None
+def lt_int8(compute_capability: str, table: dict[str, Preference] | None = None) -> LtInt8 | None:
+    """The cublasLt route of a device of ``compute_capability`` (its preference from ``table``, default
+    :data:`INT8_TILES`), or None where it prefers no tiles or cublasLt is missing."""
+    preference = (INT8_TILES if table is None else table).get(compute_capability)
+    return LtInt8(preference) if preference is not None and preference.tiles and lt is not None else None
 
 
 class Int8Routes:
@@ -125,7 +139,7 @@ class Int8Routes:
     has no route), on the current stream with that stream's workspace from ``streams``
     (:class:`gpu.backend.stream_blas.StreamBlas`); ``table``: the tiles preferred, default :data:`INT8_TILES`."""
 
-    def __init__(self, xp: Any, streams: Any, table: dict[str, tuple[str, ...]] | None = None) -> None:
+    def __init__(self, xp: Any, streams: Any, table: dict[str, Preference] | None = None) -> None:
         self.xp, self.streams, self.table = xp, streams, table
         self._routes: dict[int, LtInt8 | None] = {}
 

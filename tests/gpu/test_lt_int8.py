@@ -109,7 +109,7 @@ def fake(monkeypatch):
 
 
 def test_the_first_preferred_tile_offered_is_taken_in_the_preference_order(fake):
-    route = lt_int8.lt_int8("9.0")
+    route = lt_int8.lt_int8("9.0", {"9.0": lt_int8.Preference(("256x128", "128x256"))})
     assert route.run(INT8, _call(2048, 8192, 4096), 0.0, (0xAA, 32 << 20), 7)
     assert route.run(INT8, _call(512, 512, 256, transa=0, transb=1), 1.0, (0xAA, 32 << 20), 7)
     (tile, beta, la, lb, ws, ws_bytes, stream), second = fake.issued
@@ -121,7 +121,7 @@ def test_the_first_preferred_tile_offered_is_taken_in_the_preference_order(fake)
 
 
 def test_a_shape_with_no_preferred_tile_or_a_failed_heuristic_falls_back_having_freed_what_it_made(fake):
-    route = lt_int8.lt_int8("9.0")
+    route = lt_int8.lt_int8("9.0", {"9.0": lt_int8.Preference(("256x128", "128x256"))})
     made = set(fake.live)
     assert not route.run(INT8, _call(64, 64, 64), 0.0, (0xAA, 1 << 20), 0)
     assert not route.run(INT8, _call(96, 96, 64), 0.0, (0xAA, 1 << 20), 0)
@@ -129,7 +129,7 @@ def test_a_shape_with_no_preferred_tile_or_a_failed_heuristic_falls_back_having_
 
 
 def test_the_heuristic_is_asked_once_per_shape_and_workspace(fake):
-    route = lt_int8.lt_int8("9.0")
+    route = lt_int8.lt_int8("9.0", {"9.0": lt_int8.Preference(("256x128", "128x256"))})
     for _ in range(3):
         route.run(INT8, _call(2048, 8192, 4096), 0.0, (0xAA, 32 << 20), 0)
         route.run(INT8, _call(64, 64, 64), 0.0, (0xAA, 32 << 20), 0)
@@ -137,10 +137,17 @@ def test_the_heuristic_is_asked_once_per_shape_and_workspace(fake):
     assert fake.asked == [(2048, 8192), (64, 64), (2048, 8192)] and len(fake.issued) == 4
 
 
+def test_a_shorter_inner_dimension_than_the_preference_takes_goes_to_gemmex_unasked(fake):
+    route = lt_int8.lt_int8("9.0", {"9.0": lt_int8.Preference(("256x128",), 4096)})
+    assert not route.run(INT8, _call(2048, 8192, 4095), 0.0, (0xAA, 32 << 20), 0)
+    assert route.run(INT8, _call(2048, 8192, 4096), 0.0, (0xAA, 32 << 20), 0)
+    assert fake.asked == [(2048, 8192)]
+
+
 def test_no_route_without_preferred_tiles_or_cublaslt(fake, monkeypatch):
     assert lt_int8.lt_int8("8.0") is None
-    assert lt_int8.lt_int8("9.0", {"9.0": ()}) is None
-    assert lt_int8.lt_int8("9.0", {"9.0": ("128x128",)}).tiles == ("128x128",)
+    assert lt_int8.lt_int8("9.0", {"9.0": lt_int8.Preference(())}) is None
+    assert lt_int8.lt_int8("9.0", {"9.0": lt_int8.Preference(("128x128",))}).preference.tiles == ("128x128",)
     monkeypatch.setattr(lt_int8, "lt", None)
     assert lt_int8.lt_int8("9.0") is None
 
@@ -174,6 +181,6 @@ def test_gpu_int8_products_through_the_route_equal_cublas_gemmex_bitwise(cupy_ba
         return
     cc = xp.cuda.Device().compute_capability
     taken = be._lt._routes[xp.cuda.runtime.getDevice()]
-    tiles = lt_int8.INT8_TILES.get(f"{cc[:-1]}.{cc[-1]}")
-    if tiles and (m, n) == (8192, 2048):
-        assert [p.tile for p in taken._plans.values() if p is not None][0] in tiles
+    preference = lt_int8.INT8_TILES.get(f"{cc[:-1]}.{cc[-1]}")
+    if preference and k >= preference.min_k and (m, n) == (8192, 2048):
+        assert [p.tile for p in taken._plans.values() if p is not None][0] in preference.tiles

@@ -1,19 +1,19 @@
 """Scheme II's INT8 GEMMs through cublasLt's own algorithms instead of ``cublasGemmEx``'s choice.
 
-``MODE=gemms``: per output shape of ``SHAPES`` (rows x columns, k = 16384; P = a @ b.T, int8 to int32, as a span
-of the direct layout computes it), every algorithm cublasLt's heuristic offers (up to 32, with a 64 MiB
-workspace), each checked equal to ``cublasGemmEx``'s result and timed beside it: samples of 15 GEMMs back to
-back, CUDA events, 8 rounds in turning order; TOP/s, median. ``MODE=product``: whole products at each N of ``NS``
-(``VARIANTS``, default ``uncapped,capped2``: fast-15 ``uncapped``; ``capped2`` at 2 FP64 matrices of workspace,
-from N = 16384; ``auto``, the defaults' ``moduli="auto"``; ``w1``, fast-15 at Winograd level 1; ``ozaki1``,
-``gpu.ozaki.matmul`` with 7 INT8 slices), each on every route of ``ROUTES`` (default ``gemmex,lib``): ``gemmex`` sends
-every INT8 GEMM to ``cublasGemmEx``; ``lib`` is the library's route (:mod:`gpu.backend.lt_int8`);
-``tiles:<a>/<b>`` the library's route preferring those CTA tiles; ``lt:<i>`` every INT8 GEMM through cublasLt's
-heuristic algorithm ``i`` for its shape, ``lt:<m>x<n>`` through its first algorithm of that CTA tile (else
-algorithm 0), 32 MiB of workspace. The backend's route is set before each call (plans, graphs and eager paths
-alike). Beside DGEMM, as called (2 calls a sample, ``ROUNDS`` rounds in turning order, default 10), each C
-checked equal to the first route's, with the energy of each sample (NVML's total energy counter, joules a call)
-beside its time: at the 700 W cap time follows energy.
+``MODE=gemms``: per output shape of ``SHAPES`` (rows x columns, k = 16384; P = a @ b.T, int8 to int32, as a span of
+the direct layout computes it), every algorithm cublasLt's heuristic offers (up to 32, with a 64 MiB workspace),
+each checked equal to ``cublasGemmEx``'s result and timed beside it: samples of 15 GEMMs back to back, CUDA events,
+8 rounds in turning order; TOP/s, median. ``MODE=product``: whole products at each N of ``NS`` (``VARIANTS``,
+default ``uncapped,capped2``: fast-15 ``uncapped``; ``capped2`` at 2 FP64 matrices of workspace, from N = 16384;
+``auto``, the defaults' ``moduli="auto"``; ``f14``, fast-14; ``w1``, fast-15 at Winograd level 1; ``ozaki1``,
+``gpu.ozaki.matmul`` with 7 INT8 slices), each on every route of ``ROUTES`` (default ``gemmex,lib``): ``gemmex``
+sends every INT8 GEMM to ``cublasGemmEx``; ``lib`` is the library's route (:mod:`gpu.backend.lt_int8`);
+``tiles:<a>/<b>[@<k>]`` the library's route preferring those CTA tiles (from an inner dimension of k on); ``lt:<i>``
+every INT8 GEMM through cublasLt's heuristic algorithm ``i`` for its shape, ``lt:<m>x<n>`` through its first
+algorithm of that CTA tile (else algorithm 0), 32 MiB of workspace. The backend's route is set before each call
+(plans, graphs and eager paths alike). Beside DGEMM, as called (2 calls a sample, ``ROUNDS`` rounds in turning
+order, default 10), each C checked equal to the first route's, with the energy of each sample (NVML's total energy
+counter, joules a call) beside its time: at the 700 W cap time follows energy.
 
     MODE=gemms OUT=dir PYTHONPATH=$PWD:$PWD/results/published/scripts \
         python3 results/published/scripts/ozaki2_int8_lt.py
@@ -40,7 +40,7 @@ from experiments.core.environment import environment
 from gpu import ozaki
 from gpu.backend import get_backend
 from gpu.backend.cupy_backend import CupyBackend
-from gpu.backend.lt_int8 import Int8Routes
+from gpu.backend.lt_int8 import Int8Routes, Preference
 from gpu.ozaki2.options import Options
 from gpu.ozaki2.plan import Plan
 from gpu.ozaki2.tiled import TiledPlan
@@ -143,7 +143,8 @@ def routed(be, route: str, ws, chosen: dict):
         return None, lt_route(real, pick(route[3:]), ws, ws.nbytes, chosen)
     if route == "gemmex":
         return None, real
-    table = None if route == "lib" else {"9.0": tuple(route.removeprefix("tiles:").split("/"))}
+    tiles, _, min_k = route.removeprefix("tiles:").partition("@")
+    table = None if route == "lib" else {"9.0": Preference(tuple(tiles.split("/")), int(min_k or 0))}
     return Int8Routes(be.xp, be._streams, table), real
 
 
@@ -157,7 +158,7 @@ def using(be, lt_obj, gemm_ex):
         CupyBackend._gemm_ex = real
 
 
-VARIANTS = {"uncapped": {"moduli": 15}, "capped2": {"moduli": 15, "workspace": 16}, "auto": {},
+VARIANTS = {"uncapped": {"moduli": 15}, "f14": {"moduli": 14}, "capped2": {"moduli": 15, "workspace": 16}, "auto": {},
             "w1": {"moduli": 15, "level": 1}}
 
 
@@ -226,8 +227,9 @@ def product(be) -> dict:
                   "x_dgemm": paired_ratios(samples, "dgemm"),
                   "bitwise": {k: bool((C == outs[f"{k.rsplit('-', 1)[0]}-{routes[0]}"]).all())
                               for k, C in outs.items()},
-                  "chosen": chosen, "samples_ms": {k: [t * 1e3 for t in v] for k, v in samples.items()}}
-        print(n, {k: out[n][k] for k in ("ms", "joules", "x_dgemm", "bitwise", "chosen")}, flush=True)
+                  "chosen": chosen, "counts": {k: getattr(p, "last_count", None) for k, p in plans.items()},
+                  "samples_ms": {k: [t * 1e3 for t in v] for k, v in samples.items()}}
+        print(n, {k: out[n][k] for k in ("ms", "joules", "x_dgemm", "bitwise", "chosen", "counts")}, flush=True)
         for p in plans.values():
             p.free()
         del plans, outs, calls
