@@ -6,14 +6,14 @@ each checked equal to ``cublasGemmEx``'s result and timed beside it: samples of 
 8 rounds in turning order; TOP/s, median. ``MODE=product``: whole products at each N of ``NS`` (``VARIANTS``,
 default ``uncapped,capped2``: fast-15 ``uncapped``; ``capped2`` at 2 FP64 matrices of workspace, from N = 16384;
 ``auto``, the defaults' ``moduli="auto"``; ``f14``, fast-14; ``w1``, fast-15 at Winograd level 1; ``ozaki1``,
-``gpu.ozaki.matmul`` with 7 INT8 slices), each on every route of ``ROUTES`` (default ``gemmex,lib``): ``gemmex``
-sends every INT8 GEMM to ``cublasGemmEx``; ``lib`` is the library's route (:mod:`gpu.backend.lt_int8`);
-``tiles:<a>/<b>[@<k>]`` the library's route preferring those CTA tiles (from an inner dimension of k on); ``lt:<i>``
-every INT8 GEMM through cublasLt's heuristic algorithm ``i`` for its shape, ``lt:<m>x<n>`` through its first
-algorithm of that CTA tile (else algorithm 0), 32 MiB of workspace. The backend's route is set before each call
-(plans, graphs and eager paths alike). Beside DGEMM, as called (2 calls a sample, ``ROUNDS`` rounds in turning
-order, default 10), each C checked equal to the first route's, with the energy of each sample (NVML's total energy
-counter, joules a call) beside its time: at the 700 W cap time follows energy.
+``gpu.ozaki.matmul`` with 7 INT8 slices; ``panel<c>``, fast-15 with its GEMMs in panels of 3072 x c), each on every
+route of ``ROUTES`` (default ``gemmex,lib``): ``gemmex`` sends every INT8 GEMM to ``cublasGemmEx``; ``lib`` is the
+library's route (:mod:`gpu.backend.lt_int8`); ``tiles:<a>/<b>[@<k>]`` the library's route preferring those CTA tiles
+(from an inner dimension of k on); ``lt:<i>`` every INT8 GEMM through cublasLt's heuristic algorithm ``i`` for its
+shape, ``lt:<m>x<n>`` through its first algorithm of that CTA tile (else algorithm 0), 32 MiB of workspace. The
+backend's route is set before each call (plans, graphs and eager paths alike). Beside DGEMM, as called (2 calls a
+sample, ``ROUNDS`` rounds in turning order, default 10), each C checked equal to the first route's, with the energy
+of each sample (NVML's total energy counter, joules a call) beside its time: at the 700 W cap time follows energy.
 
     MODE=gemms OUT=dir PYTHONPATH=$PWD:$PWD/results/published/scripts \
         python3 results/published/scripts/ozaki2_int8_lt.py
@@ -41,6 +41,7 @@ from gpu import ozaki
 from gpu.backend import get_backend
 from gpu.backend.cupy_backend import CupyBackend
 from gpu.backend.lt_int8 import Int8Routes, Preference
+from gpu.ozaki2 import gemms as int8_gemms
 from gpu.ozaki2.options import Options
 from gpu.ozaki2.plan import Plan
 from gpu.ozaki2.tiled import TiledPlan
@@ -158,6 +159,18 @@ def using(be, lt_obj, gemm_ex):
         CupyBackend._gemm_ex = real
 
 
+@contextmanager
+def panel_columns(name: str):
+    """A ``panel<c>`` variant: fast-15 uncapped with its INT8 GEMMs cut into panels of 3072 x c while it is planned."""
+    kept = int8_gemms.PANEL
+    if name.startswith("panel"):
+        int8_gemms.PANEL = (kept[0], int(name[5:]))
+    try:
+        yield
+    finally:
+        int8_gemms.PANEL = kept
+
+
 VARIANTS = {"uncapped": {"moduli": 15}, "f14": {"moduli": 14}, "capped2": {"moduli": 15, "workspace": 16}, "auto": {},
             "w1": {"moduli": 15, "level": 1}}
 
@@ -195,11 +208,11 @@ def product(be) -> dict:
         for name in names.split(","):
             if name == "capped2" and n < 16384:
                 continue
-            kw = dict(VARIANTS.get(name, {}))
+            kw = dict(VARIANTS.get(name, {"moduli": 15}))
             for route, (lt_obj, gemm_ex) in setups.items():
                 key = f"{name}-{route}"
                 outs[key] = cp.empty((n, n))
-                with using(be, lt_obj, gemm_ex):
+                with using(be, lt_obj, gemm_ex), panel_columns(name):
                     if name == "ozaki1":
                         plans[key] = ozaki.Plan(A, B, out=outs[key], backend=be,
                                                 options=ozaki.Options(slice_format="int8", slices=7))
