@@ -4,7 +4,7 @@
 the direct layout computes it), every algorithm cublasLt's heuristic offers (up to 32, with a 64 MiB workspace),
 each checked equal to ``cublasGemmEx``'s result and timed beside it: samples of 15 GEMMs back to back, CUDA events,
 8 rounds in turning order; TOP/s, median. ``MODE=product``: whole products at each N of ``NS`` (``VARIANTS``,
-default ``uncapped,capped2``: fast-15 ``uncapped``; ``capped2`` at 2 FP64 matrices of workspace, from N = 16384;
+default ``uncapped,capped2``: fast-15 ``uncapped``; ``capped2`` at 2 FP64 matrices of workspace;
 ``auto``, the defaults' ``moduli="auto"``; ``f14``, fast-14; ``w1``, fast-15 at Winograd level 1; ``ozaki1``,
 ``gpu.ozaki.matmul`` with 7 INT8 slices; ``panel<c>``, fast-15 with its GEMMs in panels of 3072 x c), each on every
 route of ``ROUTES`` (default ``gemmex,lib``): ``gemmex`` sends every INT8 GEMM to ``cublasGemmEx``; ``lib`` is the
@@ -206,8 +206,6 @@ def product(be) -> dict:
         setups = {r: routed(be, r, ws, chosen[r]) for r in routes}
         plans, outs, calls = {}, {}, {}
         for name in names.split(","):
-            if name == "capped2" and n < 16384:
-                continue
             kw = dict(VARIANTS.get(name, {"moduli": 15}))
             for route, (lt_obj, gemm_ex) in setups.items():
                 key = f"{name}-{route}"
