@@ -9,8 +9,9 @@ own scheme II product straight into its block of C, one plan per tile shape, fre
 planned (:class:`TiledPlan`, which keeps the one tile plan between calls where every tile has one shape). A cap
 that not even tiles of :data:`MIN_TILE` lines fit is a :class:`~gpu.backend.MemoryPlanError` before any work.
 
-What a tile computes is the whole product's: the fast scaling's shifts depend on a row's (column's) own entries only,
-so with a modulus count given (``moduli=N``) and ``scaling="fast"`` the tiled product is **bitwise** the untiled one.
+What a tile computes is the whole product's: the fast and fine scalings' shifts depend on a row's (column's) own
+entries only (and on k, which every tile keeps whole), so with a modulus count given (``moduli=N``) and
+``scaling="fast"`` or ``"fine"`` the tiled product is **bitwise** the untiled one.
 Under ``moduli="auto"`` each tile takes the fewest moduli whose proven bound holds on its own entries (a count read
 per tile), and the accurate scaling bounds each tile's own product: the result keeps the same proven bound, and may
 differ from the untiled one in the last bits. Square tiles form a row panel's residues again for each column panel,

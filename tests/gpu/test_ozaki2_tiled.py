@@ -53,6 +53,27 @@ def test_a_count_given_with_the_fast_scaling_is_bitwise_the_untiled_product(shap
     assert host_matmul(A, B, moduli=15, workspace=cap, out=out) is out and np.array_equal(out, want)
 
 
+@pytest.mark.parametrize("shape", [(300, 200, 260), (129, 77, 301)])
+def test_a_count_given_with_the_fine_scaling_is_bitwise_the_untiled_product(shape):
+    """The fine scaling's shifts are a line's own too (its bound takes the whole k, which every tile keeps): square
+    tiles and row panels that keep their residues give the untiled product's bits."""
+    m, k, n = shape
+    A, B = operands(m, k, n, 2.0, 7)
+    want = host_matmul(A, B, moduli=15, scaling="fine")
+    assert not np.array_equal(want, host_matmul(A, B, moduli=15)), "the fine scaling is not the fast one here"
+    square = tiled.tile_bytes(BE, m, k, n, 15, "fine", "normwise") // 3
+    kept = tiled.tile_bytes(BE, m, k, -(-n // 4), 15, "fine", "normwise", keep_a=True)
+    reused = []
+    for cap in (square, kept):
+        with ozaki2.TiledPlan(A, B, options={"moduli": 15, "workspace": cap, "scaling": "fine"},
+                              backend="numpy") as plan:
+            assert plan.tiles > 1
+            reused.append(plan.reuse)
+            for _ in range(2):
+                assert np.array_equal(plan.execute(A, B), want)
+    assert reused[-1], "the second cap cuts row panels that keep A's residues"
+
+
 def test_auto_in_tiles_keeps_its_proven_bound(monkeypatch):
     m, k, n = 200, 300, 180
     A, B = operands(m, k, n, 1.0, 4)
