@@ -4,16 +4,17 @@
 the direct layout computes it), every algorithm cublasLt's heuristic offers (up to 32, with a 64 MiB workspace),
 each checked equal to ``cublasGemmEx``'s result and timed beside it: samples of 15 GEMMs back to back, CUDA events,
 8 rounds in turning order; TOP/s, median. ``MODE=product``: whole products at each N of ``NS`` (``VARIANTS``,
-default ``uncapped,capped2``: fast-15 ``uncapped``; ``capped2`` at 2 FP64 matrices of workspace;
-``auto``, the defaults' ``moduli="auto"``; ``f14``, fast-14; ``w1``, fast-15 at Winograd level 1; ``ozaki1``,
-``gpu.ozaki.matmul`` with 7 INT8 slices; ``panel<c>``, fast-15 with its GEMMs in panels of 3072 x c), each on every
-route of ``ROUTES`` (default ``gemmex,lib``): ``gemmex`` sends every INT8 GEMM to ``cublasGemmEx``; ``lib`` is the
-library's route (:mod:`gpu.backend.lt_int8`); ``tiles:<a>/<b>[@<k>]`` the library's route preferring those CTA tiles
-(from an inner dimension of k on); ``lt:<i>`` every INT8 GEMM through cublasLt's heuristic algorithm ``i`` for its
-shape, ``lt:<m>x<n>`` through its first algorithm of that CTA tile (else algorithm 0), 32 MiB of workspace. The
-backend's route is set before each call (plans, graphs and eager paths alike). Beside DGEMM, as called (2 calls a
-sample, ``ROUNDS`` rounds in turning order, default 10), each C checked equal to the first route's, with the energy
-of each sample (NVML's total energy counter, joules a call) beside its time: at the 700 W cap time follows energy.
+default ``uncapped,capped2``: fast-15 ``uncapped``; ``capped2`` at 2 FP64 matrices of workspace; ``auto``, the
+defaults' ``moduli="auto"``; ``f14``, fast-14; ``w1``, fast-15 at Winograd level 1; ``ozaki1``, ``gpu.ozaki.matmul``
+with 7 INT8 slices; ``panel<c>``, fast-15 with its GEMMs in panels of 3072 x c; ``c2m`` and ``c3m``, the complex
+plans' defaults on A + iB and B - iA), each on every route of ``ROUTES`` (default ``gemmex,lib``): ``gemmex`` sends
+every INT8 GEMM to ``cublasGemmEx``; ``lib`` is the library's route (:mod:`gpu.backend.lt_int8`);
+``tiles:<a>/<b>[@<k>]`` the library's route preferring those CTA tiles (from an inner dimension of k on); ``lt:<i>``
+every INT8 GEMM through cublasLt's heuristic algorithm ``i`` for its shape, ``lt:<m>x<n>`` through its first
+algorithm of that CTA tile (else algorithm 0), 32 MiB of workspace. The backend's route is set before each call
+(plans, graphs and eager paths alike). Beside DGEMM, as called (2 calls a sample, ``ROUNDS`` rounds in turning
+order, default 10), each C checked equal to the first route's, with the energy of each sample (NVML's total energy
+counter, joules a call) beside its time: at the 700 W cap time follows energy.
 
     MODE=gemms OUT=dir PYTHONPATH=$PWD:$PWD/results/published/scripts \
         python3 results/published/scripts/ozaki2_int8_lt.py
@@ -42,6 +43,7 @@ from gpu.backend import get_backend
 from gpu.backend.cupy_backend import CupyBackend
 from gpu.backend.lt_int8 import Int8Routes, Preference
 from gpu.ozaki2 import gemms as int8_gemms
+from gpu.ozaki2.complex_plan import Plan as ComplexPlan
 from gpu.ozaki2.options import Options
 from gpu.ozaki2.plan import Plan
 from gpu.ozaki2.tiled import TiledPlan
@@ -204,14 +206,19 @@ def product(be) -> dict:
         A, B = fresh_inputs(n)
         chosen = {r: {} for r in routes}
         setups = {r: routed(be, r, ws, chosen[r]) for r in routes}
-        plans, outs, calls = {}, {}, {}
+        plans, outs, calls, Ac, Bc = {}, {}, {}, None, None
         for name in names.split(","):
             kw = dict(VARIANTS.get(name, {"moduli": 15}))
             for route, (lt_obj, gemm_ex) in setups.items():
                 key = f"{name}-{route}"
                 outs[key] = cp.empty((n, n))
                 with using(be, lt_obj, gemm_ex), panel_columns(name):
-                    if name == "ozaki1":
+                    if name in ("c2m", "c3m"):
+                        if Ac is None:
+                            Ac, Bc = A + 1j * B, B - 1j * A
+                        outs[key] = cp.empty((n, n), dtype=np.complex128)
+                        plans[key] = ComplexPlan(Ac, Bc, out=outs[key], scheme=name[1:], backend=be)
+                    elif name == "ozaki1":
                         plans[key] = ozaki.Plan(A, B, out=outs[key], backend=be,
                                                 options=ozaki.Options(slice_format="int8", slices=7))
                     else:
@@ -220,7 +227,8 @@ def product(be) -> dict:
                         plans[key] = (TiledPlan if "workspace" in kw else Plan)(A, B, out=outs[key],
                                                                                options=Options(**kw), backend=be)
 
-                def call(p=plans[key], C=outs[key], A=A, B=B, lt_obj=lt_obj, gemm_ex=gemm_ex):
+                def call(p=plans[key], C=outs[key], A=Ac if name[0] == "c" else A, B=Bc if name[0] == "c" else B,
+                         lt_obj=lt_obj, gemm_ex=gemm_ex):
                     with using(be, lt_obj, gemm_ex):
                         p.execute(A, B, C)
                 calls[key] = call
