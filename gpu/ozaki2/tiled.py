@@ -31,11 +31,11 @@ from N = 16384 up. On the H200 (fast-15, as called beside the uncapped product; 
 ``h200-ozaki2-capped-d1256ad-*``) they ran at 99.0-99.1% of the uncapped speed at N = 32768 against 95.9% for the
 earlier tiles of N/2 x N/4 (GEMM panels of 3072 rows); at 16384 at 92.5-95.2% in seven runs (median 93.9%) until
 their INT8 GEMMs left ``cublasGemmEx``'s 128 x 128 kernel for cublasLt's 256 x 128 (:mod:`gpu.backend.lt_int8`),
-then at 98.3% and 102.9% (``h200-ozaki2-capped-c22ccf0-16384-*.json``); at 8192 and 4096, where the guard keeps the
-earlier tiles, 84.7% against 86.6% for N/8 and 40% against 51%. Otherwise a tile's direct layout takes spans as
-tall as the cap holds (:func:`gpu.ozaki2.memory.room_rows`: 91.8-93.1% at 2 matrices before,
-``h200-ozaki2-capped-spans.json``). A tile plan keeps as many CUDA graphs per tile as a plan keeps per product (up to
-:data:`gpu.backend.graphs.MAX_SEEN` in all), so a repeated call replays every tile, into alternating outputs too.
+then at 98.3%, 102.9% and 98.8% (``h200-ozaki2-capped-c22ccf0-16384-*``, ``-b2bb2a8-16384-3``); at 8192 and 4096,
+where the guard keeps the earlier tiles, 84.7% against 86.6% for N/8 and 40% against 51%. Otherwise a tile's direct
+layout takes spans as tall as the cap holds (:func:`gpu.ozaki2.memory.room_rows`: 91.8-93.1% at 2 matrices before,
+``h200-ozaki2-capped-spans.json``). A tile plan keeps as many CUDA graphs per tile as a plan keeps per product (up
+to :data:`gpu.backend.graphs.MAX_SEEN` in all), so a repeated call replays every tile, into alternating outputs too.
 """
 
 from __future__ import annotations
