@@ -43,12 +43,12 @@ CALLS = 7
 def route_through_lt() -> None:
     """``ROUTE=lt``: the plans' INT8 GEMMs through cublasLt's heuristic choice ``CHOICE`` (default 0) with ``LT_MIB``
     of workspace (default 32), routed by ``ozaki2_int8_lt.lt_route`` instead of ``cublasGemmEx``."""
-    from ozaki2_int8_lt import lt_route  # this folder's script
+    from ozaki2_int8_lt import lt_route, pick  # this folder's script
 
     from gpu.backend.cupy_backend import CupyBackend
     offered = int(os.environ.get("LT_MIB", "32")) << 20
     ws = cp.empty(max(offered, 256), dtype=cp.uint8)
-    CupyBackend._gemm_ex = lt_route(CupyBackend._gemm_ex, int(os.environ.get("CHOICE", "0")), ws, offered)
+    CupyBackend._gemm_ex = lt_route(CupyBackend._gemm_ex, pick(os.environ.get("CHOICE", "0")), ws, offered, {})
 
 
 def graph_nodes(plan, tag: str) -> dict:
