@@ -11,8 +11,8 @@ integer product is exact, so every algorithm gives the same bits.
 taken first, in order, among the algorithms the heuristic offers for a shape, from an inner dimension on
 (:class:`Preference`). Below it, where the heuristic offers none of them, on a device with no entry, or without
 cublasLt (it comes with nvmath-python), the call goes to ``cublasGemmEx`` as before. The heuristic is asked once per
-shape (transposes, m, n, k and leading dimensions) and device; a call then issues ``cublasLtMatmul`` on the current
-stream with that stream's cuBLAS workspace, so CUDA graphs capture it.
+shape (transposes, m, n, k, leading dimensions and the operands' alignment) and device; a call then issues
+``cublasLtMatmul`` on the current stream with that stream's cuBLAS workspace, so CUDA graphs capture it.
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ class Preference:
 #: The preference by compute capability. On the H200 the 256 x 128 tile lost 6% against cublasGemmEx's choice in
 #: scheme II's GEMMs over k = 8192 (panels of 2048 x 8192 at N = 8192) and 4096 (N = 4096), and won over 16384.
 INT8_TILES: dict[str, Preference] = {"9.0": Preference(("256x128", "128x256"), 16384)}
-#: Algorithms asked of the heuristic per shape, and shapes kept per device before the kept ones are dropped.
-OFFERED, MAX_SHAPES = 16, 512
+#: Algorithms asked of the heuristic per shape, shapes kept per device before the kept ones are dropped, and the
+#: alignment (bytes) the heuristic assumes of an operand unless told less.
+OFFERED, MAX_SHAPES, ALIGN = 16, 512, 256
 
 
 class LtPlan(NamedTuple):
@@ -67,12 +68,13 @@ class LtInt8:
         algorithm is offered for its shape; False (nothing issued) otherwise."""
         if call.k < self.preference.min_k:
             return False
-        key = (call.transa, call.transb, call.m, call.n, call.k, call.lda, call.ldb, call.ldc, workspace[1])
+        aligned = tuple(min(ALIGN, p & -p) if p else ALIGN for p in (call.a, call.b, call.c))
+        key = (call.transa, call.transb, call.m, call.n, call.k, call.lda, call.ldb, call.ldc, workspace[1], aligned)
         plan = self._plans.get(key, False)
         if plan is False:
             if len(self._plans) >= MAX_SHAPES:
-                self._plans.clear()
-            plan = self._plans[key] = self._plan(recipe, call, workspace[1])
+                self._plans.clear()            # dropped, not destroyed: a call on another thread may hold one
+            plan = self._plans[key] = self._plan(recipe, call, workspace[1], aligned)
         if plan is None:
             return False
         al, be = np.array(1, recipe.scalar), np.array(beta, recipe.scalar)
@@ -81,8 +83,9 @@ class LtInt8:
                   call.c, lc, plan.results[plan.taken]["algo"].ctypes.data, workspace[0], workspace[1], stream)
         return True
 
-    def _plan(self, recipe: Any, call: Any, workspace_bytes: int) -> LtPlan | None:
-        """The shape's descriptor and the first offered algorithm of a preferred tile, or None where none is."""
+    def _plan(self, recipe: Any, call: Any, workspace_bytes: int, aligned: tuple[int, int, int]) -> LtPlan | None:
+        """The shape's descriptor and the first offered algorithm of a preferred tile for operands of the
+        ``aligned`` bytes of A, B and C (the heuristic assumes 256 unless told), or None where none is."""
         desc = lt.matmul_desc_create(recipe.compute, recipe.cuda_output)
         for attr, value in ((lt.MatmulDescAttribute.TRANSA, call.transa), (lt.MatmulDescAttribute.TRANSB, call.transb)):
             _set(lt.matmul_desc_set_attribute, desc, attr, value, lt.get_matmul_desc_attribute_dtype(attr))
@@ -91,10 +94,11 @@ class LtInt8:
                    lt.matrix_layout_create(recipe.cuda_operands, *((call.n, call.k) if call.transb else
                                                                     (call.k, call.n)), call.ldb),
                    lt.matrix_layout_create(recipe.cuda_output, call.m, call.n, call.ldc))
-        pref = lt.matmul_preference_create()
-        attr = lt.MatmulPreferenceAttribute.MAX_WORKSPACE_BYTES
-        _set(lt.matmul_preference_set_attribute, pref, attr, workspace_bytes,
-             lt.get_matmul_preference_attribute_dtype(attr))
+        pref, attrs = lt.matmul_preference_create(), lt.MatmulPreferenceAttribute
+        for attr, value in ((attrs.MAX_WORKSPACE_BYTES, workspace_bytes), (attrs.MIN_ALIGNMENT_A_BYTES, aligned[0]),
+                            (attrs.MIN_ALIGNMENT_B_BYTES, aligned[1]), (attrs.MIN_ALIGNMENT_C_BYTES, aligned[2]),
+                            (attrs.MIN_ALIGNMENT_D_BYTES, aligned[2])):
+            _set(lt.matmul_preference_set_attribute, pref, attr, value, lt.get_matmul_preference_attribute_dtype(attr))
         results, count = lt.MatmulHeuristicResult(OFFERED), np.zeros(1, dtype=np.int32)
         try:
             lt.matmul_algo_get_heuristic(self._handle, desc, *layouts, layouts[2], pref, OFFERED, results.ptr,

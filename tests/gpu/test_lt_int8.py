@@ -20,7 +20,8 @@ class FakeLt:
 
     MatmulTile = enum.IntEnum("MatmulTile", {"TILE_128x128": 20, "TILE_256x128": 30, "TILE_128x256": 31})
     MatmulDescAttribute = SimpleNamespace(TRANSA=3, TRANSB=4)
-    MatmulPreferenceAttribute = SimpleNamespace(MAX_WORKSPACE_BYTES=1)
+    MatmulPreferenceAttribute = SimpleNamespace(MAX_WORKSPACE_BYTES=1, MIN_ALIGNMENT_A_BYTES=5, MIN_ALIGNMENT_B_BYTES=6,
+                                                MIN_ALIGNMENT_C_BYTES=7, MIN_ALIGNMENT_D_BYTES=8)
     MatmulAlgoConfigAttribute = SimpleNamespace(TILE_ID=3)
 
     def __init__(self, offers):
@@ -68,6 +69,9 @@ class FakeLt:
     def matmul_algo_get_heuristic(self, handle, desc, la, lb, lc, ld, pref, requested, results, count):
         shape = self.layouts[lc][1:3]
         self.asked.append(shape)
+        self.told = {a: self.attrs[(pref, getattr(self.MatmulPreferenceAttribute, a))]
+                     for a in ("MAX_WORKSPACE_BYTES", "MIN_ALIGNMENT_A_BYTES", "MIN_ALIGNMENT_B_BYTES",
+                               "MIN_ALIGNMENT_C_BYTES", "MIN_ALIGNMENT_D_BYTES")}
         offer = self.offers[shape]
         if offer == "raise":
             raise RuntimeError("CUBLAS_STATUS_NOT_SUPPORTED")
@@ -137,6 +141,17 @@ def test_the_heuristic_is_asked_once_per_shape_and_workspace(fake):
     assert fake.asked == [(2048, 8192), (64, 64), (2048, 8192)] and len(fake.issued) == 4
 
 
+def test_the_heuristic_is_told_each_operands_alignment_and_asked_again_for_another(fake):
+    route = lt_int8.lt_int8("9.0", {"9.0": lt_int8.Preference(("256x128",))})
+    route.run(INT8, _call(2048, 8192, 4096), 0.0, (0xAA, 32 << 20), 0)
+    assert fake.told == {"MAX_WORKSPACE_BYTES": 32 << 20, "MIN_ALIGNMENT_A_BYTES": 256, "MIN_ALIGNMENT_B_BYTES": 256,
+                         "MIN_ALIGNMENT_C_BYTES": 256, "MIN_ALIGNMENT_D_BYTES": 256}
+    route.run(INT8, _call(2048, 8192, 4096)._replace(a=0x1010, c=0x3008), 0.0, (0xAA, 32 << 20), 0)
+    assert fake.asked == [(2048, 8192)] * 2
+    assert (fake.told["MIN_ALIGNMENT_A_BYTES"], fake.told["MIN_ALIGNMENT_B_BYTES"],
+            fake.told["MIN_ALIGNMENT_C_BYTES"], fake.told["MIN_ALIGNMENT_D_BYTES"]) == (16, 256, 8, 8)
+
+
 def test_a_shorter_inner_dimension_than_the_preference_takes_goes_to_gemmex_unasked(fake):
     route = lt_int8.lt_int8("9.0", {"9.0": lt_int8.Preference(("256x128",), 4096)})
     assert not route.run(INT8, _call(2048, 8192, 4095), 0.0, (0xAA, 32 << 20), 0)
@@ -184,3 +199,24 @@ def test_gpu_int8_products_through_the_route_equal_cublas_gemmex_bitwise(cupy_ba
     preference = lt_int8.INT8_TILES.get(f"{cc[:-1]}.{cc[-1]}")
     if preference and k >= preference.min_k and (m, n) == (8192, 2048):
         assert [p.tile for p in taken._plans.values() if p is not None][0] in preference.tiles
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("offset", [4, 16, 64])
+def test_gpu_views_less_aligned_than_the_heuristic_assumes_still_equal_cublas_gemmex(cupy_backend, offset):
+    """Operands that start ``offset`` bytes into their rows (k = 16384, inside the route's reach): the heuristic is
+    told their alignment, and the product is cublasGemmEx's, bit for bit."""
+    be, xp = cupy_backend, cupy_backend.xp
+    rng = xp.random.default_rng(5)
+    k = 16384
+    a_rows, b_rows = (rng.integers(-127, 128, size=(r, k + 128), dtype=np.int8) for r in (512, 1024))
+    a, b = a_rows[:, offset:offset + k], b_rows[:, offset:offset + k]
+    want, got = (xp.zeros((512, 1024), dtype=np.int32) for _ in range(2))
+    routes, be._lt = be._lt, None
+    try:
+        be.gemm_ex(a, b.T, want, recipe="int8")
+    finally:
+        be._lt = routes
+    be.gemm_ex(a, b.T, got, recipe="int8")
+    assert bool((got == want).all())
+    assert bool((want[:8] == (a[:8].astype(np.float64) @ b.T.astype(np.float64)).astype(np.int32)).all())
