@@ -227,7 +227,9 @@ def product(be) -> dict:
                         plans[key] = (TiledPlan if "workspace" in kw else Plan)(A, B, out=outs[key],
                                                                                options=Options(**kw), backend=be)
 
-                def call(p=plans[key], C=outs[key], A=Ac if name[0] == "c" else A, B=Bc if name[0] == "c" else B,
+                complex_ = name in ("c2m", "c3m")
+
+                def call(p=plans[key], C=outs[key], A=Ac if complex_ else A, B=Bc if complex_ else B,
                          lt_obj=lt_obj, gemm_ex=gemm_ex):
                     with using(be, lt_obj, gemm_ex):
                         p.execute(A, B, C)
