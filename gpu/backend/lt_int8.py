@@ -3,9 +3,10 @@
 ``cublasGemmEx`` runs cuBLAS's own choice of kernel. On the H200 (cuBLAS 13.1, fast-15 scheme II at N = 16384, as
 called; ``results/published/h200/h200-ozaki2-int8-lt-product-*.json``) that choice for a capped product's tiles of
 8192 x 2048 over k = 16384 (a 128 x 128 CTA tile) ran the product at 0.94x the uncapped one's speed; the first
-algorithm cublasLt's heuristic offers with a 256 x 128 CTA tile ran it level with the uncapped product, and the
-uncapped product 1-2% faster too (cublasLt's 256 x 128 tile in clusters of 3 against GemmEx's 128 x 256). An
-integer product is exact, so every algorithm gives the same bits.
+algorithm cublasLt's heuristic offers with a 256 x 128 CTA tile ran it at 0.98-1.03x, and the uncapped product
+within -0.3% and +1.6% of its speed on ``cublasGemmEx`` (its spans of 3072 x 16384 take cublasLt's 256 x 128 tile
+in clusters of 3); the complex plans and Ozaki I's INT8 slices within -0.3% and +1.7%. An integer product is exact,
+so every algorithm gives the same bits.
 
 :data:`INT8_TILES` holds that choice as data, per compute capability: the CTA tiles (m x n of the column-major call)
 taken first, in order, among the algorithms the heuristic offers for a shape, from an inner dimension on
@@ -26,6 +27,7 @@ try:
     from nvmath.bindings import cublasLt as lt
 except ImportError:  # nvmath-python is in the gpu extra; without it INT8 GEMMs stay on cublasGemmEx
     lt = None
+
 
 @dataclass(frozen=True)
 class Preference:
@@ -103,7 +105,7 @@ class LtInt8:
         try:
             lt.matmul_algo_get_heuristic(self._handle, desc, *layouts, layouts[2], pref, OFFERED, results.ptr,
                                          count.ctypes.data)
-        except Exception:  # noqa: BLE001 - a shape cublasLt refuses stays on cublasGemmEx
+        except lt.cuBLASLtError:                # a shape cublasLt refuses stays on cublasGemmEx
             count[0] = 0
         finally:
             lt.matmul_preference_destroy(pref)

@@ -23,6 +23,7 @@ class FakeLt:
     MatmulPreferenceAttribute = SimpleNamespace(MAX_WORKSPACE_BYTES=1, MIN_ALIGNMENT_A_BYTES=5, MIN_ALIGNMENT_B_BYTES=6,
                                                 MIN_ALIGNMENT_C_BYTES=7, MIN_ALIGNMENT_D_BYTES=8)
     MatmulAlgoConfigAttribute = SimpleNamespace(TILE_ID=3)
+    cuBLASLtError = type("cuBLASLtError", (Exception,), {})
 
     def __init__(self, offers):
         self.offers, self.asked, self.issued, self.attrs, self.layouts = offers, [], [], {}, {}
@@ -74,7 +75,7 @@ class FakeLt:
                                "MIN_ALIGNMENT_C_BYTES", "MIN_ALIGNMENT_D_BYTES")}
         offer = self.offers[shape]
         if offer == "raise":
-            raise RuntimeError("CUBLAS_STATUS_NOT_SUPPORTED")
+            raise self.cuBLASLtError("CUBLAS_STATUS_NOT_SUPPORTED")
         for i, tile in enumerate(offer[:requested]):
             self._results.array["algo"][i, 0] = self.MatmulTile[f"TILE_{tile}"]
         ctypes.c_int32.from_address(count).value = min(len(offer), requested)
