@@ -110,7 +110,7 @@ class Plan(MatmulPlan):
         check_output(be, out, (m, n), np.float64, {"A": A, "B": B}, rows_contiguous=True)
         if opts.scaling == "fine":
             check_fine_k(k)
-        self.m, self.k, self.n, self.fixed = m, k, n, opts.count
+        self.m, self.k, self.n, self.fixed, self.wide = m, k, n, opts.count, opts.scaling == "fine"
         self.normwise = self.fixed is None and opts.bound == "normwise"
         self.goal = target_value(opts.goal, k) if self.normwise else None
         self.ldk, self.n_pad, self.block = _round_up(max(k, 1)), _round_up(max(n, 1)), k_block_of(opts.k_block)
@@ -123,11 +123,11 @@ class Plan(MatmulPlan):
             self.work = reserve_workspace(be, m, k, n, self.fixed, opts.scaling, self.block, out is not None,
                                           opts.bound, make_room, opts.level, opts.workspace, keep_a)
             family = ops(be)
-            self.lines_a = family.line_buffers(be, m, self.normwise, self._fine_k is not None)
-            self.lines_b = family.line_buffers(be, n, self.normwise, self._fine_k is not None)
+            self.lines_a = family.line_buffers(be, m, self.normwise, self.wide)
+            self.lines_b = family.line_buffers(be, n, self.normwise, self.wide)
             self.shift_buffers = family.shift_buffers(be, m, n)
             self._b_side = [(self.lines_b, (self.shift_buffers or (None, None))[1])] + [
-                (family.line_buffers(be, n, False, self._fine_k is not None),
+                (family.line_buffers(be, n, False, self.wide),
                  (family.shift_buffers(be, 0, n) or (None, None))[1])
                 for _ in range(b_slots - 1 if keep_a else 0)]
             self._b_kept: list[tuple[int | None, Any]] = [(None, None)] * len(self._b_side)
@@ -236,13 +236,13 @@ class Plan(MatmulPlan):
         if kept:
             _, _, shift_a, rows = self._kept
         else:
-            rows = family.line_stats(A, tiles, False, self.lines_a, self._fine_k is not None)
+            rows = family.line_stats(A, tiles, False, self.lines_a, self.wide)
             shift_a = family.shifts(rows, part.table, (self.shift_buffers or (None, None))[0], self._fine_k)
         if kept_b:
             cols, shift_b = self._b_kept[b_slot][1]
         else:
             lines, out = self._b_side[b_slot]
-            cols = family.line_stats(B.T, tiles, False, lines, self._fine_k is not None)
+            cols = family.line_stats(B.T, tiles, False, lines, self.wide)
             shift_b = family.shifts(cols, part.table, out, self._fine_k)
             self._b_kept[b_slot] = (None, (cols, shift_b))
         if self.options.check_finite:
@@ -319,9 +319,8 @@ class Plan(MatmulPlan):
         the count (the one read under ``moduli="auto"``)."""
         opts, be = self.options, self.backend
         tiles = self.work.region("tiles")
-        wide = self._fine_k is not None
-        rows = family.line_stats(A, tiles, self.normwise, self.lines_a, wide)
-        cols = family.line_stats(B.T, tiles, self.normwise, self.lines_b, wide)
+        rows = family.line_stats(A, tiles, self.normwise, self.lines_a, self.wide)
+        cols = family.line_stats(B.T, tiles, self.normwise, self.lines_b, self.wide)
         if opts.check_finite:
             _refuse_nonfinite(be, rows, cols)
         found = None if opts.scaling != "accurate" and opts.bound == "normwise" else bounds(
