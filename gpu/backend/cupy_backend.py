@@ -3,7 +3,8 @@
 CuPy's own ``cupy.cublas.gemm`` and ``cupy.matmul(out=view)`` copy non-contiguous operands. Here
 ``gemm``/``geam`` call ``cublas.dgemm``/``dgeam`` (``sgemm``/``sgeam`` for float32) with the view's pointer and
 leading dimension, on the current CuPy stream, so a product on a quadrant makes no copy and no allocation;
-``gemm_ex`` calls ``cublas.gemmEx`` the same way for TF32, FP16, BF16 and INT8 operands.
+``gemm_ex`` calls ``cublas.gemmEx`` the same way for TF32, FP16, BF16 and INT8 operands (INT8 over k >= 16384
+through cublasLt where the device's preferred CTA tile is offered: :mod:`gpu.backend.lt_int8`).
 """
 
 from __future__ import annotations
