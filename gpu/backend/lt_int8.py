@@ -156,5 +156,7 @@ class Int8Routes:
         if route is False:
             cc = self.xp.cuda.Device(device).compute_capability
             route = self._routes[device] = lt_int8(f"{cc[:-1]}.{cc[-1]}", self.table)
-        return route is not None and route.run(recipe, call, beta, self.streams.workspace(),
-                                               self.xp.cuda.get_current_stream().ptr)
+        if route is None:
+            return False
+        _, workspace, stream = self.streams.entry()
+        return route.run(recipe, call, beta, (workspace.data.ptr, workspace.nbytes), stream.ptr)

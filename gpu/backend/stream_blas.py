@@ -41,6 +41,11 @@ class StreamBlas:
 
     def handle(self) -> int:
         """The handle of the current stream (made and bound on its first use, outside any capture)."""
+        return self.entry()[0]
+
+    def entry(self) -> tuple[int, Any, Any]:
+        """(handle, workspace, stream) of the current stream, made on its first use: the workspace is also what
+        cublasLt's calls on the stream are given (:mod:`gpu.backend.lt_int8`)."""
         stream = self.xp.cuda.get_current_stream()
         entry = self._handles.get(stream.ptr)
         if entry is None:
@@ -53,14 +58,7 @@ class StreamBlas:
             nvcublas.set_workspace(handle, workspace.data.ptr, workspace.nbytes)
             nvcublas.set_pointer_mode(handle, int(nvcublas.PointerMode.HOST))
             entry = self._handles[stream.ptr] = (handle, workspace, stream)
-        return entry[0]
-
-    def workspace(self) -> tuple[int, int]:
-        """(address, bytes) of the current stream's workspace, which cublasLt's calls on the stream share."""
-        self.handle()
-        workspace = self._handles[self.xp.cuda.get_current_stream().ptr][1]
-        return workspace.data.ptr, workspace.nbytes
-
+        return entry
 
 def stream_blas(xp: Any) -> StreamBlas | None:
     """The per-stream cuBLAS of nvmath-python, or None where it is not installed."""

@@ -222,3 +222,22 @@ def test_gpu_views_less_aligned_than_the_heuristic_assumes_still_equal_cublas_ge
     be.gemm_ex(a, b.T, got, recipe="int8")
     assert bool((got == want).all())
     assert bool((want[:8] == (a[:8].astype(np.float64) @ b.T.astype(np.float64)).astype(np.int32)).all())
+
+
+def test_routes_take_each_devices_route_once_and_the_streams_workspace(fake):
+    """``Int8Routes``: one route per device, made from its compute capability on its first INT8 GEMM, each call given
+    the current stream's workspace and stream from one look at the stream's entry."""
+    made, looked = [], []
+    device = SimpleNamespace(id=0)
+    xp = SimpleNamespace(cuda=SimpleNamespace(
+        runtime=SimpleNamespace(getDevice=lambda: device.id),
+        Device=lambda i: made.append(i) or SimpleNamespace(compute_capability={0: "90", 1: "80"}[i])))
+    workspace = SimpleNamespace(data=SimpleNamespace(ptr=0xCC), nbytes=32 << 20)
+    streams = SimpleNamespace(entry=lambda: looked.append(1) or (7, workspace, SimpleNamespace(ptr=0x55)))
+    routes = lt_int8.Int8Routes(xp, streams, {"9.0": lt_int8.Preference(("256x128",))})
+    for _ in range(2):
+        assert routes.run(INT8, _call(2048, 8192, 4096), 0.0)
+    device.id = 1
+    assert not routes.run(INT8, _call(2048, 8192, 4096), 0.0)
+    assert made == [0, 1] and len(looked) == 2
+    assert [(ws, ws_bytes, stream) for *_, ws, ws_bytes, stream in fake.issued] == [(0xCC, 32 << 20, 0x55)] * 2
