@@ -11,17 +11,17 @@ that not even tiles of :data:`MIN_TILE` lines fit is a :class:`~gpu.backend.Memo
 
 What a tile computes is the whole product's: the fast and fine scalings' shifts depend on a row's (column's) own
 entries only (and on k, which every tile keeps whole), so with a modulus count given (``moduli=N``) and
-``scaling="fast"`` or ``"fine"`` the tiled product is **bitwise** the untiled one.
-Under ``moduli="auto"`` each tile takes the fewest moduli whose proven bound holds on its own entries (a count read
-per tile), and the accurate scaling bounds each tile's own product: the result keeps the same proven bound, and may
-differ from the untiled one in the last bits. Square tiles form a row panel's residues again for each column panel,
-and a column panel's for each row panel: at a cap of 2 FP64 matrices at 15 moduli the tiles are N/4 wide, so each
-operand's residues are formed 4 times. With a count given and the fast scaling (a row's shifts then depend on its own
-entries), the tiles may instead be row panels whose residues serve each of their column tiles
-(:func:`reusing_panels`, :class:`Plan`'s ``keep_a``): A's residues are formed once per tile width (once where the
-tiles divide n) and B's once per row panel, taken where that forms fewer (:func:`formed`; at 2 matrices and 15 moduli
-on the GPU: A once and B twice, against four times each in square tiles of N/4; on the H200 at N = 16384, 90.5-92.1%
-of the uncapped speed against 79% before, 95.2% at 3 matrices; ``results/published/h200/h200-ozaki2-capped.json``).
+``scaling="fast"`` or ``"fine"`` the tiled product is **bitwise** the untiled one. Under ``moduli="auto"`` each tile
+takes the fewest moduli whose proven bound holds on its own entries (a count read per tile), and the accurate
+scaling bounds each tile's own product: the result keeps the same proven bound, and may differ from the untiled one
+in the last bits. Square tiles form a row panel's residues again for each column panel, and a column panel's for
+each row panel: at a cap of 2 FP64 matrices at 15 moduli the tiles are N/4 wide, so each operand's residues are
+formed 4 times. With a count given and the fast or fine scaling (a row's shifts then depend on its own entries), the
+tiles may instead be row panels whose residues serve each of their column tiles (:func:`reusing_panels`,
+:class:`Plan`'s ``keep_a``): A's residues are formed once per tile width (once where the tiles divide n) and B's
+once per row panel, taken where that forms fewer (:func:`formed`; at 2 matrices and 15 moduli on the GPU: A once and
+B twice, against four times each in square tiles of N/4; on the H200 at N = 16384, 90.5-92.1% of the uncapped speed
+against 79% before, 95.2% at 3 matrices; ``results/published/h200/h200-ozaki2-capped.json``).
 Each column of tiles keeps B's line statistics and shifts for the later row panels (a slot of the tile plan per
 column, :class:`Plan`'s ``b_slots``). Of the column widths down to a quarter of the panel's height, the tiles take
 the widest whose whole row panel holds every INT32 product, where that one INT8 GEMM does at least
