@@ -2,9 +2,9 @@
 
 :mod:`gpu.ozaki2.winograd` runs a level modulus by modulus in passes of its own (each operand's four sums, the
 output blocks from the 7 products, reduced into INT8 planes that the CRT then reads). The fused form keeps no
-planes, as the direct layout of level 0 keeps none: per modulus, one pass forms each operand's four sums into
-the workspace, the 7 INT32 products of half the size stay in it, and the CRT reads all 7 of every modulus for
-each entry of the four output blocks,
+planes, as the direct layout of level 0 keeps none: per modulus, each operand's four sums are formed into
+the workspace (by the residue pass itself on the GPU, :mod:`gpu.ozaki2.residue_sums`), the 7 INT32 products of
+half the size stay in it, and the CRT reads all 7 of every modulus for each entry of the four output blocks,
 
     C11 = M1 + M2,  C12 = M1 + M6 + M5 + M3,  C21 = M1 + M6 + M7 - M4,  C22 = M1 + M6 + M7 + M5,
 
@@ -42,6 +42,8 @@ from .winograd import ALIGN_SIDE, FAMILY, MIN_SIDE
 
 #: The fewest rows of the top half a span of the fused layout holds; below, the level's planes are taken.
 MIN_SPAN = 512
+#: Rows and columns of the tile the GPU's one pass of residues and sums takes in each block of an operand.
+SUMS_TILE = 32
 
 
 def fusable(m: int, k: int, n: int, level: int, block: int) -> bool:
@@ -63,13 +65,19 @@ def span_rows(half: int) -> list[int]:
     return out
 
 
+def quadrants(res: Array, side: str) -> tuple[Array, Array, Array, Array]:
+    """One modulus's blocks X11, X12, X21, X22 of A's residues (``side`` ``"a"``) or B's (``"b"``: B's columns as
+    the rows of ``res``, so B's X12 is the bottom left block of ``res``)."""
+    h, d = res.shape[0] // 2, res.shape[1] // 2
+    top_right, bottom_left = res[:h, d:2 * d], res[h:2 * h, :d]
+    x12, x21 = (top_right, bottom_left) if side == "a" else (bottom_left, top_right)
+    return res[:h, :d], x12, x21, res[h:2 * h, d:2 * d]
+
+
 def operands(res_a: Array, res_b: Array, sums_a: Array, sums_b: Array) -> tuple[tuple, tuple, tuple]:
     """One modulus's blocks of A's and B's residues (rows x k each: B's columns as rows) and the left and right
     operands of its 7 products M1..M7 (``sums_a``, ``sums_b``: its four sums of each operand)."""
-    h, w, d = res_a.shape[0] // 2, res_b.shape[0] // 2, res_a.shape[1] // 2
-    a, b, s, t = res_a, res_b, sums_a, sums_b
-    qa = (a[:h, :d], a[:h, d:2 * d], a[h:2 * h, :d], a[h:2 * h, d:2 * d])
-    qb = (b[:w, :d], b[w:2 * w, :d], b[:w, d:2 * d], b[w:2 * w, d:2 * d])
+    qa, qb, s, t = quadrants(res_a, "a"), quadrants(res_b, "b"), sums_a, sums_b
     pairs = ((qa[0], qb[0]), (qa[1], qb[2]), (s[3], qb[3]), (qa[3], t[3]), (s[0], t[0]), (s[1], t[1]), (s[2], t[2]))
     return qa, qb, pairs
 
@@ -89,10 +97,36 @@ def span_gemms(be: Backend, res_a: Array, res_b: Array, sums_a: Array, sums_b: A
     return calls
 
 
-def form_sums(be: Backend, res_a: Array, res_b: Array, sums_a: Array, sums_b: Array, moduli: tuple[int, ...]) -> None:
-    """Each modulus's four sums of A's blocks and of B's, into ``sums_a`` and ``sums_b`` (one pass each)."""
+def whole_tiles(rows_pad: int, ldk: int) -> bool:
+    """Whether an operand of ``rows_pad`` x ``ldk`` residues takes the GPU's one pass of residues and sums: both
+    halves whole tiles of :data:`SUMS_TILE`."""
+    return rows_pad > 0 and ldk > 0 and rows_pad % (2 * SUMS_TILE) == 0 and ldk % (2 * SUMS_TILE) == 0
+
+
+def form_sums(be: Backend, res: Array, sums: Array, moduli: tuple[int, ...], side: str) -> None:
+    """Each modulus's four sums of one operand's blocks (``side`` ``"a"`` or ``"b"``) into ``sums``, a pass each."""
     residue_ops = be.ops(FAMILY)
     for t, modulus in enumerate(moduli):
-        qa, qb, _ = operands(res_a[t], res_b[t], sums_a[t], sums_b[t])
-        residue_ops.operand_sums(*qa, modulus, "a", out=tuple(sums_a[t]))
-        residue_ops.operand_sums(*qb, modulus, "b", out=tuple(sums_b[t]))
+        residue_ops.operand_sums(*quadrants(res[t], side), modulus, side, out=tuple(sums[t]))
+
+
+def form_operands(be: Backend, family: Any, table: Any, ldk: int, sides: tuple[tuple, ...], phase: Any) -> None:
+    """Each operand's residues and, for a fused level, its four sums per modulus. ``sides``: per operand (X, its
+    shifts, its bar exponents, its rows, its residues, its sums or None, ``"a"`` or ``"b"``); X None: residues
+    kept from an earlier call (the sums are formed again). On the GPU one pass writes both where the blocks are
+    whole tiles (:mod:`gpu.ozaki2.residue_sums`); otherwise the sums take a pass per modulus after the residues.
+    The bits are the same either way. ``phase(name)``: a context that times a phase ("residues", "sums")."""
+    left = []
+    with phase("residues"):
+        for X, shifts, exps, rows, res, sums, side in sides:
+            if X is not None and sums is not None and family.residues_and_sums(X, shifts, exps, table, rows, ldk,
+                                                                               res, sums, side):
+                continue
+            if X is not None:
+                family.residues(X, shifts, exps, table, rows, ldk, out=res)
+            if sums is not None:
+                left.append((res, sums, side))
+    if left:
+        with phase("sums"):
+            for res, sums, side in left:
+                form_sums(be, res, sums, table.moduli, side)

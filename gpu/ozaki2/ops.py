@@ -75,6 +75,12 @@ class HostOps:
         out[:, :X.shape[0], :X.shape[1]] = residues(scaled, table.moduli)
         return out
 
+    def residues_and_sums(self, X: np.ndarray, shifts: np.ndarray, exps: np.ndarray, table: ModuliTable,
+                          rows_pad: int, ldk: int, out: np.ndarray, sums: np.ndarray, side: str) -> bool:
+        """The residues and a fused level's sums in one pass: only the GPU has it (False: the caller forms them in
+        two, :func:`gpu.ozaki2.fused_level.form_operands`)."""
+        return False
+
     def reduce(self, P: np.ndarray, plane: np.ndarray, modulus: int, accumulate: bool) -> None:
         """``plane = sym(P mod m)``, or with ``accumulate`` ``sym(plane + P mod m)`` (k blocks)."""
         U = P.astype(np.int64) % modulus

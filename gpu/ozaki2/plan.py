@@ -50,7 +50,7 @@ from ..ozaki.api import NONFINITE, _operands, _phase
 from ..ozaki.plan import _round_up
 from .auto import choose_moduli
 from .bounds import bounds
-from .fused_level import form_sums, span_gemms
+from .fused_level import form_operands, span_gemms
 from .gemms import blocks, panels, planned, run_planned
 from .memory import ADVICE, Carved, reserve_workspace
 from .moduli import ModuliTable, moduli_table
@@ -256,13 +256,11 @@ class Plan(MatmulPlan):
         be = self.backend
         if self.keep_a and form_a:
             self._kept = (None, part, shift_a, rows)
-        with _phase(be, phases, "residues"):
-            if form_a:
-                family.residues(A, shift_a, rows.e, part.table, self.m, self.ldk, out=part.res_a)
-            family.residues(B.T, shift_b, cols.e, part.table, self.n_pad, self.ldk, out=part.res_b)
-        if part.half is not None:
-            with _phase(be, phases, "sums"):
-                form_sums(be, part.res_a, part.res_b, *part.sums, part.table.moduli)
+        sums = part.sums or (None, None)
+        form_operands(be, family, part.table, self.ldk,
+                      ((A if form_a else None, shift_a, rows.e, self.m, part.res_a, sums[0], "a"),
+                       (B.T, shift_b, cols.e, self.n_pad, part.res_b, sums[1], "b")),
+                      lambda name: _phase(be, phases, name))
         for span, planes, gemms in zip(part.spans, part.planes, part.gemms, strict=True):
             self._products(family, part, gemms, phases)
             with _phase(be, phases, "crt"):

@@ -77,7 +77,8 @@ class Fused:
         family.residues(A, sa, rows.e, part.table, plan.m, plan.ldk, out=part.res_a)
         family.residues(B.T, sb, cols.e, part.table, plan.n_pad, plan.ldk, out=part.res_b)
         mark("scaling+residues")
-        form_sums(self.be, part.res_a, part.res_b, self.sums_a, self.sums_b, part.table.moduli)
+        form_sums(self.be, part.res_a, self.sums_a, part.table.moduli, "a")
+        form_sums(self.be, part.res_b, self.sums_b, part.table.moduli, "b")
         mark("sums")
         for (r0, r1), gemms in zip(self.spans, self.gemms, strict=True):
             run_planned(self.be, gemms)

@@ -103,7 +103,7 @@ extern "C" __global__ void __launch_bounds__(256, PERSIST_BLOCKS) ozaki2_rows_pe
 
 def rows_source(moduli: tuple[int, ...]) -> str:
     """The library's residue source (its helpers, ROWS_ARGS, the table and limbs paths) for these moduli."""
-    return "#define BARS 0\n" + for_each_modulus(moduli) + COMMON + fused.TILE_SOURCE + kernels._ROWS_SOURCE
+    return "#define BARS 0\n" + for_each_modulus(moduli) + COMMON + fused.TILE_SOURCE + kernels.ROWS_SOURCE
 
 
 def rows_variant(name: str, moduli: tuple[int, ...]):

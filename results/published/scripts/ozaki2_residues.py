@@ -225,7 +225,7 @@ def variant(name: str, moduli: tuple[int, ...]):
     """A variant kernel, after the library's own source (BARS 0: its helpers, ROWS_ARGS, ROWS_START, ROWS_ENTRY and
     the table path)."""
     source = ("#define BARS 0\n" + for_each_modulus(moduli) + COMMON + fused.TILE_SOURCE
-              + kernels._ROWS_SOURCE + _VARIANT)
+              + kernels.ROWS_SOURCE + _VARIANT)
     return cp.RawKernel(source, name)
 
 
@@ -235,7 +235,7 @@ def launcher(kernel, X, shifts, exps, table, rows_pad, ldk, width=TILE, grid=Non
     out = cp.empty((table.count, rows_pad, ldk), dtype=np.int8)
     rows, cols = X.shape
     rs, cs = X.strides[0] // 8, X.strides[1] // 8
-    pow2, length = kernels._powers(table.moduli)
+    pow2, length = kernels.powers(table.moduli)
     i64, i32 = np.int64, np.int32
     args = (X, i64(rs), i64(1 if cols == 1 else cs), i64(rows), i64(cols), i64(rows_pad), i64(ldk),
             shifts.astype(i32), exps.astype(i32), out, i64(rows_pad * ldk), pow2, i32(length))
