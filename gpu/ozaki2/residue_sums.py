@@ -12,8 +12,9 @@ words it holds. The sums are those of :meth:`gpu.ozaki2.winograd.HostResidueOps.
 
 in 16-bit lanes of representatives (:mod:`gpu.ozaki2.residue_cuda`). The blocks are visited at (0, 0), (h, 0),
 (h, d) and (0, d), which is X11, X21, X22, X12 of A and X11, X12, X22, X21 of B (B's blocks as rows of B^T), so a
-thread holds at most two words a modulus between tiles. A residue is a function of its integer alone and a sum
-of its two residues' classes, so every byte is the two-pass form's.
+thread keeps at most two words a modulus between tiles (in shared memory: in registers they left one block an
+SM). A residue is a function of its integer alone and a sum of its two residues' classes, so every byte is the
+two-pass form's.
 
 It takes operands whose blocks are whole tiles (:func:`gpu.ozaki2.fused_level.whole_tiles`: both halves
 multiples of 32); others keep the two passes.
@@ -68,15 +69,15 @@ template <int Q> __device__ __forceinline__ void sums_step(unsigned w, unsigned&
 }
 
 #define SUMS_TABLE(T, M) { const unsigned w = residues4<M>(h, l, e, pow2 + T * pow2_len); o[T * plane4] = w; \
-    sums_step<Q>(w, k1[T], k2[T], s + T * 4 * sum4, sum4, lanes_of(M)); }
+    sums_step<Q>(w, keep[T * 256], keep[(COUNT + T) * 256], s + T * 4 * sum4, sum4, lanes_of(M)); }
 #define SUMS_LIMBS(T, M) { const unsigned w = limbs4<M>(a, b, lo); o[T * plane4] = w; \
-    sums_step<Q>(w, k1[T], k2[T], s + T * 4 * sum4, sum4, lanes_of(M)); }
+    sums_step<Q>(w, keep[T * 256], keep[(COUNT + T) * 256], s + T * 4 * sum4, sum4, lanes_of(M)); }
 
 template <int Q> __device__ __forceinline__ void visit(
     const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols, long long ldk,
     const int* __restrict__ shifts, const int* __restrict__ exps, unsigned int* __restrict__ out, long long plane4,
     const double* __restrict__ pow2, int pow2_len, unsigned* __restrict__ s, long long sum4, long long half_rows,
-    long long half_k, double (*tile)[33], unsigned* k1, unsigned* k2)
+    long long half_k, double (*tile)[33], unsigned* keep)
 {
     const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4;
     const bool by_rows = (cs == 1);
@@ -107,37 +108,53 @@ template <int Q> __device__ __forceinline__ void visit(
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256) ozaki2_rows_sums(
+/* The words a thread keeps between visits (two a modulus) are in shared memory, keep[(j COUNT + T) 256 + tid]:
+   held in registers they took the kernel to 140 a thread and one block an SM. */
+extern "C" __global__ void __launch_bounds__(256, BLOCKS) ozaki2_rows_sums(
     const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols, long long ldk,
     const int* __restrict__ shifts, const int* __restrict__ exps, unsigned int* __restrict__ out, long long plane,
     const double* __restrict__ pow2, int pow2_len, unsigned* __restrict__ sums, long long half_rows,
     long long half_k)
 {
     __shared__ double tile[32][33];
-    unsigned k1[COUNT], k2[COUNT];
+    extern __shared__ unsigned kept[];
     const int tid = threadIdx.y * 32 + threadIdx.x;
+    unsigned* keep = kept + tid;
     const long long sum4 = half_rows * half_k / 4;
     unsigned* s = sums + (((long long)blockIdx.y * 32 + (tid >> 3)) * half_k + (long long)blockIdx.x * 32
                           + (tid & 7) * 4) / 4;
 #define VISIT(Q) visit<Q>(x, rs, cs, rows, cols, ldk, shifts, exps, out, plane / 4, pow2, pow2_len, s, sum4, \
-                          half_rows, half_k, tile, k1, k2);
+                          half_rows, half_k, tile, keep);
     VISIT(0) VISIT(1) VISIT(2) VISIT(3)
 }
 """
 
 
+#: Blocks an SM the kernel is built to hold (its registers bounded to match).
+BLOCKS = 3
+
+
+def _kept_bytes(count: int) -> int:
+    """Dynamic shared bytes a block keeps its words in: two a modulus for each of its 256 threads."""
+    return 2 * count * 256 * 4
+
+
 @cache
-def _kernel(moduli: tuple[int, ...], side: str) -> Any:
+def _kernel(moduli: tuple[int, ...], side: str, blocks: int = BLOCKS) -> Any:
     source = (f"#define BARS 0\n#define SIDE {int(side != 'a')}\n#define COUNT {len(moduli)}\n"
+              f"#define BLOCKS {blocks}\n"
               + for_each_modulus(moduli) + COMMON + DEVICE + fused.TILE_SOURCE + ROWS_SOURCE + _SOURCE)
-    return cupy.RawKernel(source, "ozaki2_rows_sums")
+    kernel = cupy.RawKernel(source, "ozaki2_rows_sums")
+    kernel.max_dynamic_shared_size_bytes = _kept_bytes(len(moduli))
+    return kernel
 
 
 def residues_and_sums(X: Any, shifts: Any, exps: Any, table: ModuliTable, rows_pad: int, ldk: int, out: Any,
-                      sums: Any, side: str) -> None:
+                      sums: Any, side: str, blocks: int = BLOCKS) -> None:
     """X's residues into ``out`` (``(count, rows_pad, ldk)``, as :meth:`gpu.ozaki2.kernels.CudaOps.residues`)
     and its four sums per modulus into ``sums`` (``(count, 4, rows_pad / 2, ldk / 2)``, contiguous), ``side``
-    ``"a"`` for A's sums, ``"b"`` for B's, in one pass (:func:`~gpu.ozaki2.fused_level.whole_tiles` must hold)."""
+    ``"a"`` for A's sums, ``"b"`` for B's, in one pass (:func:`~gpu.ozaki2.fused_level.whole_tiles` must hold);
+    ``blocks``: the kernel built for that many blocks an SM."""
     rows, cols = X.shape
     rs, cs = X.strides[0] // X.itemsize, X.strides[1] // X.itemsize
     if cols == 1:
@@ -145,10 +162,11 @@ def residues_and_sums(X: Any, shifts: Any, exps: Any, table: ModuliTable, rows_p
     pow2, length = powers(table.moduli)
     i64, i32 = np.int64, np.int32
     h, d = rows_pad // 2, ldk // 2
-    _kernel(table.moduli, side)(
+    _kernel(table.moduli, side, blocks)(
         (d // TILE, h // TILE), (TILE, 8),
         (X, i64(rs), i64(cs), i64(rows), i64(cols), i64(ldk), shifts.astype(i32, copy=False),
-         exps.astype(i32, copy=False), out, i64(rows_pad * ldk), pow2, i32(length), sums, i64(h), i64(d)))
+         exps.astype(i32, copy=False), out, i64(rows_pad * ldk), pow2, i32(length), sums, i64(h), i64(d)),
+        shared_mem=_kept_bytes(table.count))
 
 
 def prepare(table: ModuliTable) -> None:

@@ -2,13 +2,14 @@
 passes it replaces (the residue kernel, then a sums pass per modulus and operand).
 
 ``PASSES=1`` (default): at each N of ``NS`` (default 16384), fast scaling at 15 moduli on phi = 1 operands drawn on
-the device, both operands' residues and sums each way, checked equal bit for bit, timed by CUDA events in
-``ROUNDS`` interleaved rounds (default 12), beside the residue kernel alone; with the one-pass kernels' registers
-and local memory. ``PRODUCT=1`` (default): ``ozaki2.matmul(A, B, moduli=15, level=1)`` as called with the one pass
-(``w1``) and with the two passes (``w1-two``, the one pass turned off while its plan is made and run), level 0
-(``w0``) and ``cupy.matmul``, 2 calls a sample in turning rounds, every C checked equal to level 0's; at N of
-``SEPARATE_FROM`` and up (default 32768) the level-1 plans run one at a time, each beside DGEMM and level 0 is
-left out (two level-1 plans do not fit beside each other there). JSON to ``$OUT/ozaki2-residue-sums-probe.json``.
+the device, both operands' residues and sums each way, checked equal bit for bit, timed by CUDA events in ``ROUNDS``
+interleaved rounds (default 12), beside the residue kernel alone; with the one-pass kernels' registers and local
+memory; ``BLOCKS=2,4``: the one pass also built for those blocks an SM. ``PRODUCT=1`` (default): ``ozaki2.matmul(A,
+B, moduli=15, level=1)`` as called with the one pass (``w1``) and with the two passes (``w1-two``, the one pass
+turned off while its plan is made and run), level 0 (``w0``) and ``cupy.matmul``, 2 calls a sample in turning
+rounds, every C checked equal to level 0's; at N of ``SEPARATE_FROM`` and up (default 32768) the level-1 plans run
+one at a time, each beside DGEMM and level 0 is left out (two level-1 plans do not fit beside each other there).
+JSON to ``$OUT/ozaki2-residue-sums-probe.json``.
 
     NS=16384 OUT=dir PYTHONPATH=/tmp/site:$PWD:$PWD/results/published/scripts \\
         python3 results/published/scripts/ozaki2_residue_sums_probe.py
@@ -68,6 +69,11 @@ def passes(be, n: int) -> dict:
         return go
     calls = {"one-pass": run("one"), "two-passes": run("two"), "residues-only": run("residues")}
     bufs["residues"] = bufs["two"]
+    for blocks in (int(b) for b in os.environ.get("BLOCKS", "").split(",") if b):
+        def built(blocks=blocks):
+            for (X, shifts, exps, side), (res, sums) in zip(sides, bufs["one"], strict=True):
+                residue_sums.residues_and_sums(X, shifts, exps, table, n, n, res, sums, side, blocks)
+        calls[f"one-pass-blocks{blocks}"] = built
     for call in calls.values():
         call()
     equal = all(bool((x == y).all()) for o, t in zip(bufs["one"], bufs["two"], strict=True) for x, y in zip(o, t))
@@ -80,9 +86,10 @@ def passes(be, n: int) -> dict:
         t1.synchronize()
         return cp.cuda.get_elapsed_time(t0, t1)
     ms = turning(calls, ROUNDS, sample)
-    attrs = {side: {k: v for k, v in residue_sums._kernel(table.moduli, side).attributes.items()
-                    if k in ("num_regs", "local_size_bytes", "shared_size_bytes", "max_threads_per_block")}
-             for side in ("a", "b")}
+    built = [residue_sums.BLOCKS] + [int(b) for b in os.environ.get("BLOCKS", "").split(",") if b]
+    attrs = {f"{side}-blocks{b}": {k: v for k, v in residue_sums._kernel(table.moduli, side, b).attributes.items()
+                                   if k in ("num_regs", "local_size_bytes", "shared_size_bytes")}
+             for side in ("a", "b") for b in built}
     return {"bitwise_equal": equal, "ms": {k: statistics.median(v) for k, v in ms.items()},
             "samples_ms": ms, "kernel": attrs}
 
@@ -132,10 +139,11 @@ def product(be, n: int, separate: bool) -> dict:
 
 def main() -> None:
     be = get_backend("cupy")
+    names = ("NS", "ROUNDS", "PASSES", "PRODUCT", "SEPARATE_FROM", "BLOCKS")
+    settings = " ".join(f"{k}={os.environ[k]}" for k in names if k in os.environ)
     out = {"script": "results/published/scripts/ozaki2_residue_sums_probe.py", "environment": environment(be),
-           "command": " ".join(f"{k}={os.environ[k]}" for k in ("NS", "ROUNDS", "PASSES", "PRODUCT", "SEPARATE_FROM")
-                               if k in os.environ) + " OUT=dir python3 results/published/scripts/"
-                                                     "ozaki2_residue_sums_probe.py", "points": {}}
+           "command": f"{settings} OUT=dir python3 results/published/scripts/ozaki2_residue_sums_probe.py".strip(),
+           "points": {}}
     separate_from = int(os.environ.get("SEPARATE_FROM", 32768))
     for n in (int(x) for x in os.environ.get("NS", "16384").split(",")):
         point = out["points"][n] = {}
