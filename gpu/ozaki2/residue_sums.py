@@ -131,7 +131,7 @@ extern "C" __global__ void __launch_bounds__(256, BLOCKS) ozaki2_rows_sums(
 
 
 #: Blocks an SM the kernel is built to hold (its registers bounded to match).
-BLOCKS = 3
+BLOCKS = 4
 
 
 def _kept_bytes(count: int) -> int:
