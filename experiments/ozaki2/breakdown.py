@@ -42,7 +42,8 @@ from .bench import (
 )
 
 #: The phases :func:`gpu.ozaki2.matmul` reports, in order; every run has all but ``sums`` (a fused Winograd level's
-#: operand sums) and ``reduce``.
+#: operand sums where they take passes of their own: on the GPU the residue pass forms them where it can) and
+#: ``reduce``.
 PHASES = ("scaling", "residues", "sums", "gemm", "reduce", "crt")
 ALWAYS = ("scaling", "residues", "gemm", "crt")
 RUNS = 5

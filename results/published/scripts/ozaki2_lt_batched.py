@@ -13,7 +13,8 @@ takes the shape), ``batched-gemmex`` (``cublasGemmStridedBatchedEx``) and ``batc
 with the batch in its layouts, the heuristic's first algorithm of that CTA tile, or its first at all for ``h0``;
 ``TILES``, default ``h0,256x128,128x256``). With ``PANELS=1`` also ``lib-panels`` (one library call a modulus and
 output panel, :func:`gpu.ozaki2.gemms.panels`, as the plans tile a product) and ``batched-panels:<tile>`` (one
-batched call a row panel). Every product checked equal to ``gemmex``'s bit for bit; samples of all
+batched call a row panel); ``PANEL_ROWS=2048,4096``: ``lib-rows<h>``, one library call a modulus and panel of
+``h`` rows (the last one shorter). Every product checked equal to ``gemmex``'s bit for bit; samples of all
 the moduli's GEMMs by CUDA events with NVML's energy counter, ``ROUNDS`` rounds in turning order; median TOP/s and
 joules. JSON to ``$OUT/ozaki2-lt-batched.json``.
 
@@ -112,6 +113,13 @@ def variants(be, a, b, P, ws) -> tuple[dict, dict]:
     tiles = panels(r, c) if PANELS else []
     if PANELS:
         calls["lib-panels"] = lib_panels
+    for height in (int(h) for h in os.environ.get("PANEL_ROWS", "").split(",") if h):
+        def in_rows(height=height):
+            for t in range(count):
+                for lo in range(0, r, height):
+                    rows = slice(lo, min(lo + height, r))
+                    be.gemm_ex(a[t][rows], b[t].T, P[t][rows], recipe="int8")
+        calls[f"lib-rows{height}"] = in_rows
     groups = {"": [slice(0, r)]}
     if PANELS and all(cols == slice(0, c) for _, cols in tiles):
         groups["-panels"] = [rows for rows, _ in tiles]
@@ -174,7 +182,7 @@ def measure(be, r: int, c: int, k: int, ws, meter) -> dict:
 def main() -> None:
     be, meter = get_backend("cupy"), energy_meter()
     ws = cp.empty(32 << 20, dtype=np.uint8)
-    settings = " ".join(f"{k}={os.environ[k]}" for k in ("SHAPES", "COUNT", "ROUNDS", "PANELS", "TILES")
+    settings = " ".join(f"{k}={os.environ[k]}" for k in ("SHAPES", "COUNT", "ROUNDS", "PANELS", "TILES", "PANEL_ROWS")
                         if k in os.environ)
     out = {"script": "results/published/scripts/ozaki2_lt_batched.py", "environment": environment(be),
            "command": f"{settings} OUT=dir python3 results/published/scripts/ozaki2_lt_batched.py".strip(),
