@@ -22,7 +22,9 @@ residues a word, the CRT 29 against 20); at 16384 a tie (1.492 against 1.482x: t
 ``ozaki2.matmul(A, B, level=1)`` at ``moduli="auto"`` ran at 1.829x against the defaults' 1.695x at 32768, 1.629x
 against 1.559x at 24576 and 1.521x against 1.517x at 16384, as called, each beside its own DGEMM
 (``h200-ozaki2-as-called-w1-*.json``); with the packed sums, 1.812x against 1.707x at 32768 and 1.523x against
-1.500x at 16384 (``h200-ozaki2-as-called-sums-*.json``).
+1.500x at 16384 (``h200-ozaki2-as-called-sums-*.json``); with the sums formed in the residue pass, 1.563x against
+1.541x (two passes) and level 0's 1.521x at 16384, 765.9 against 770.3 ms at 32768
+(``h200-ozaki2-residue-sums-*.json``).
 
 It takes level 1 on sides that halve into whole INT8 GEMM views (:func:`fusable`: m, n and the padded k
 multiples of 2 :data:`~gpu.ozaki2.winograd.ALIGN_SIDE`, k in one block); other shapes and deeper levels run
