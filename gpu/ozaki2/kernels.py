@@ -1,8 +1,9 @@
 """CUDA kernels of scheme II (CuPy only): the GPU twin of :class:`gpu.ozaki2.ops.HostOps`.
 
-* ``ozaki2_rows``: reads a 32 x 32 tile of X (A's rows, or B's columns as the rows of B^T) through shared
-  memory, so that reads are coalesced whichever axis of X is contiguous, and writes, four consecutive
-  entries per thread and one 32-bit store per plane, either the bars ``ceil(|x| 2**e_r)`` (``BARS``) or the
+* ``ozaki2_rows`` (its source in :mod:`gpu.ozaki2.rows_source`, which a fused level's pass of residues and sums,
+  :mod:`gpu.ozaki2.residue_sums`, compiles too): reads a 32 x 32 tile of X (A's rows, or B's columns as the rows
+  of B^T) through shared memory, so that reads are coalesced whichever axis of X is contiguous, and writes, four
+  consecutive entries per thread and one 32-bit store per plane, either the bars ``ceil(|x| 2**e_r)`` (``BARS``) or the
   symmetric residues of ``x' = round(fl(x 2**s_r rho_r))`` (the row's scale code: :mod:`gpu.ozaki2.scaling`)
   modulo every modulus (``RESIDUES``; to nearest where s_r is
   at least the row's bar exponent, toward zero elsewhere, as :func:`gpu.ozaki2.scaling.to_integers`).
