@@ -9,7 +9,8 @@ B, moduli=15, level=1)`` as called with the one pass (``w1``) and with the two p
 turned off while its plan is made and run), level 0 (``w0``) and ``cupy.matmul``, 2 calls a sample in turning
 rounds, every C checked equal to level 0's; at N of ``SEPARATE_FROM`` and up (default 32768) the level-1 plans run
 one at a time, each beside DGEMM and level 0 is left out (two level-1 plans do not fit beside each other there).
-JSON to ``$OUT/ozaki2-residue-sums-probe.json``.
+``VARIANTS`` picks the plans (``w1-p<rows>``: level 1 with its INT8 GEMMs in panels of that many rows). JSON to
+``$OUT/ozaki2-residue-sums-probe.json``.
 
     NS=16384 OUT=dir PYTHONPATH=/tmp/site:$PWD:$PWD/results/published/scripts \\
         python3 results/published/scripts/ozaki2_residue_sums_probe.py
@@ -27,7 +28,7 @@ from rounds import loop_seconds, paired_ratios, turning, write_json
 from experiments.core.environment import environment
 from gpu import ozaki2
 from gpu.backend import get_backend
-from gpu.ozaki2 import fused_level, residue_sums
+from gpu.ozaki2 import fused_level, gemms, residue_sums
 from gpu.ozaki2.kernels import CudaOps
 from gpu.ozaki2.moduli import moduli_table
 
@@ -44,6 +45,18 @@ def two_passes(on: bool):
         yield
     finally:
         CudaOps.residues_and_sums = kept
+
+
+@contextmanager
+def panel_rows(name: str):
+    """A ``w1-p<rows>`` variant: level 1 with its INT8 GEMMs in panels of that many rows while it is planned."""
+    kept = gemms.PANEL
+    if name.startswith("w1-p"):
+        gemms.PANEL = (int(name[4:]), kept[1])
+    try:
+        yield
+    finally:
+        gemms.PANEL = kept
 
 
 def passes(be, n: int) -> dict:
@@ -97,7 +110,7 @@ def passes(be, n: int) -> dict:
 def product(be, n: int, separate: bool) -> dict:
     A, B = fresh_inputs(n)
     outs, plans = {}, {}
-    names = ["w1", "w1-two"] if separate else ["w0", "w1", "w1-two"]
+    names = os.environ.get("VARIANTS", "w1,w1-two" if separate else "w0,w1,w1-two").split(",")
     results = {"ms": {}, "x_dgemm": {}, "bitwise_vs_first": {}, "samples_ms": {}}
     groups = [[name] for name in names] if separate else [names]
     first = None
@@ -105,7 +118,7 @@ def product(be, n: int, separate: bool) -> dict:
         calls = {}
         for name in group:
             outs[name] = cp.empty((n, n))
-            with two_passes(name == "w1-two"):
+            with two_passes(name == "w1-two"), panel_rows(name):
                 plans[name] = ozaki2.Plan(A, B, out=outs[name], backend=be,
                                           options=ozaki2.Options(moduli=15, level=0 if name == "w0" else 1))
 
@@ -131,7 +144,8 @@ def product(be, n: int, separate: bool) -> dict:
                 del outs[name]
                 cp.get_default_memory_pool().free_all_blocks()
     if not separate:
-        results["paired"] = paired_ratios({k: results["samples_ms"][k] for k in names}, "w1-two")
+        results["paired"] = paired_ratios({k: results["samples_ms"][k] for k in names},
+                                          "w1-two" if "w1-two" in names else names[0])
     for p in plans.values():
         p.free()
     return results
@@ -139,7 +153,7 @@ def product(be, n: int, separate: bool) -> dict:
 
 def main() -> None:
     be = get_backend("cupy")
-    names = ("NS", "ROUNDS", "PASSES", "PRODUCT", "SEPARATE_FROM", "BLOCKS")
+    names = ("NS", "ROUNDS", "PASSES", "PRODUCT", "SEPARATE_FROM", "BLOCKS", "VARIANTS")
     settings = " ".join(f"{k}={os.environ[k]}" for k in names if k in os.environ)
     out = {"script": "results/published/scripts/ozaki2_residue_sums_probe.py", "environment": environment(be),
            "command": f"{settings} OUT=dir python3 results/published/scripts/ozaki2_residue_sums_probe.py".strip(),
