@@ -46,6 +46,11 @@ from .winograd import ALIGN_SIDE, FAMILY, MIN_SIDE
 MIN_SPAN = 512
 #: Rows and columns of the tile the GPU's one pass of residues and sums takes in each block of an operand.
 SUMS_TILE = 32
+#: The INT8 GEMM panels of sub-products over k up to SHORT_K. On the H200 at N = 16384 (sub-products of 8192 x 8192
+#: over 8192, 15 moduli) panels of 2048 rows ran level 1 at 1.013x the speed of level 0's panels of 3072 (paired,
+#: as called; ``results/published/h200/h200-ozaki2-residue-sums-panels-16384.json``) and its GEMMs alone at 1532
+#: against 1509 TOP/s (``h200-ozaki2-lt-batched-panel-rows.json``); longer k keeps level 0's panels.
+SHORT_K, SHORT_K_PANEL = 8192, (2048, 16384)
 
 
 def fusable(m: int, k: int, n: int, level: int, block: int) -> bool:
@@ -88,9 +93,10 @@ def span_gemms(be: Backend, res_a: Array, res_b: Array, sums_a: Array, sums_b: A
                span: slice) -> list[Any]:
     """The INT8 GEMMs of every modulus's 7 products for the top half's rows ``span``, planned once into
     ``products`` (count x 7 x rows x w), each tiled as level 0 tiles a product of the span's size (panels of
-    3072 rows from 6144 up, one GEMM below)."""
+    3072 rows from 6144 up, one GEMM below), or in panels of :data:`SHORT_K_PANEL` over k up to
+    :data:`SHORT_K`."""
     rows, w = span.stop - span.start, res_b.shape[1] // 2
-    tiles = panels(rows, w, rows)
+    tiles = panels(rows, w, rows, SHORT_K_PANEL if res_a.shape[2] // 2 <= SHORT_K else None)
     calls = []
     for t in range(products.shape[0]):
         _, _, pairs = operands(res_a[t], res_b[t], sums_a[t], sums_b[t])

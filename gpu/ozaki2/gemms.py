@@ -18,11 +18,12 @@ from ..ozaki.api import _tiles
 PANEL_FROM, PANEL = 6144, (3072, 16384)
 
 
-def panels(m: int, n_pad: int, whole: int | None = None) -> list[tuple[slice, slice]]:
-    """The output panels of an m x n_pad INT8 product (:data:`PANEL`, read when called); ``whole``: the rows of
-    the product whose m rows these are, which decides the tiling (a row panel of a direct layout runs its rows'
-    share of the whole product's GEMMs)."""
-    return _tiles(m, n_pad, PANEL if (whole or m) >= PANEL_FROM else None)
+def panels(m: int, n_pad: int, whole: int | None = None, panel: tuple[int, int] | None = None
+           ) -> list[tuple[slice, slice]]:
+    """The output panels of an m x n_pad INT8 product (``panel``, default :data:`PANEL`, read when called);
+    ``whole``: the rows of the product whose m rows these are, which decides the tiling (a row panel of a direct
+    layout runs its rows' share of the whole product's GEMMs)."""
+    return _tiles(m, n_pad, (panel or PANEL) if (whole or m) >= PANEL_FROM else None)
 
 
 def blocks(ldk: int, block: int) -> list[slice]:

@@ -126,6 +126,23 @@ def test_the_host_crt_of_a_level_is_the_crt_of_each_blocks_combination_of_the_se
     assert np.isnan(np.delete(C, rows, axis=0)).all()
 
 
+@pytest.mark.parametrize("short_k, heights", [(64, [32, 32, 32]), (32, [48, 48])])
+def test_sub_products_over_a_short_k_take_their_own_panels_with_the_same_bits(monkeypatch, taken, short_k, heights):
+    """Sub-products over k up to ``SHORT_K`` in panels of ``SHORT_K_PANEL`` rows, longer k in level 0's (here 32 and
+    48 rows from 64 up, for a half k of 64): the GEMMs' tiles change, C's bits do not."""
+    from gpu.ozaki2 import gemms
+
+    monkeypatch.setattr(gemms, "PANEL_FROM", 64)
+    monkeypatch.setattr(gemms, "PANEL", (48, 16384))
+    monkeypatch.setattr(fused_level, "SHORT_K", short_k)
+    monkeypatch.setattr(fused_level, "SHORT_K_PANEL", (32, 16384))
+    seen, planned = [], fused_level.planned
+    monkeypatch.setattr(fused_level, "planned", lambda *a: (seen.append(a[-1]), planned(*a))[1])
+    A, B = operands(192, 128, 64, 2.0, 9)
+    assert np.array_equal(host_matmul(A, B, moduli=5, level=1), host_matmul(A, B, moduli=5))
+    assert seen and all([r.stop - r.start for r, _ in tiles] == heights for tiles in seen)
+
+
 def test_the_sums_go_into_the_buffers_given():
     rng, ops = np.random.default_rng(2), winograd.HostResidueOps()
     blocks = [rng.integers(-125, 126, (8, 16)).astype(np.int8) for _ in range(4)]

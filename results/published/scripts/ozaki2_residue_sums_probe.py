@@ -50,13 +50,13 @@ def two_passes(on: bool):
 @contextmanager
 def panel_rows(name: str):
     """A ``w1-p<rows>`` variant: level 1 with its INT8 GEMMs in panels of that many rows while it is planned."""
-    kept = gemms.PANEL
+    kept = gemms.PANEL, fused_level.SHORT_K_PANEL
     if name.startswith("w1-p"):
-        gemms.PANEL = (int(name[4:]), kept[1])
+        gemms.PANEL = fused_level.SHORT_K_PANEL = (int(name[4:]), kept[0][1])
     try:
         yield
     finally:
-        gemms.PANEL = kept
+        gemms.PANEL, fused_level.SHORT_K_PANEL = kept
 
 
 def passes(be, n: int) -> dict:
