@@ -47,9 +47,10 @@ MIN_SPAN = 512
 #: Rows and columns of the tile the GPU's one pass of residues and sums takes in each block of an operand.
 SUMS_TILE = 32
 #: The INT8 GEMM panels of sub-products over k up to SHORT_K. On the H200 at N = 16384 (sub-products of 8192 x 8192
-#: over 8192, 15 moduli) panels of 2048 rows ran level 1 at 1.013x the speed of level 0's panels of 3072 (paired,
-#: as called; ``results/published/h200/h200-ozaki2-residue-sums-panels-16384.json``) and its GEMMs alone at 1532
-#: against 1509 TOP/s (``h200-ozaki2-lt-batched-panel-rows.json``); longer k keeps level 0's panels.
+#: over 8192, 15 moduli) panels of 2048 rows ran level 1 at 1.013x and 1.012x the speed of level 0's panels of 3072
+#: in two runs (paired, as called; ``results/published/h200/h200-ozaki2-residue-sums-panels-16384*.json``) and its
+#: GEMMs alone at 1532 against 1509 TOP/s (``h200-ozaki2-lt-batched-panel-rows.json``); longer k (N >= 24576, not
+#: measured) keeps level 0's panels.
 SHORT_K, SHORT_K_PANEL = 8192, (2048, 16384)
 
 
