@@ -26,6 +26,7 @@ import time
 
 import cupy
 import numpy as np
+from rounds import device_ms  # this folder's script
 
 from experiments.core.environment import environment
 from experiments.papers.as_called_formats import written
@@ -40,15 +41,6 @@ def operands(n: int, seed: int) -> tuple:
     """phi = 1 operands (a = (u - 0.5) exp(r), u uniform, r normal), drawn on the device."""
     rng = cupy.random.default_rng(seed)
     return tuple((rng.random((n, n)) - 0.5) * cupy.exp(rng.standard_normal((n, n))) for _ in range(2))
-
-
-def device_ms(work) -> float:
-    start, end = cupy.cuda.Event(), cupy.cuda.Event()
-    start.record()
-    work()
-    end.record()
-    end.synchronize()
-    return cupy.cuda.get_elapsed_time(start, end)
 
 
 def wall_ms(work, calls: int) -> float:

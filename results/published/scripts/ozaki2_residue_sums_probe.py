@@ -23,7 +23,7 @@ from contextlib import contextmanager
 import cupy as cp
 import numpy as np
 from ozaki2_as_called import fresh_inputs
-from rounds import loop_seconds, paired_ratios, turning, write_json
+from rounds import device_ms, loop_seconds, paired_ratios, turning, write_json
 
 from experiments.core.environment import environment
 from gpu import ozaki2
@@ -90,15 +90,7 @@ def passes(be, n: int) -> dict:
     for call in calls.values():
         call()
     equal = all(bool((x == y).all()) for o, t in zip(bufs["one"], bufs["two"], strict=True) for x, y in zip(o, t))
-
-    def sample(call):
-        t0, t1 = cp.cuda.Event(), cp.cuda.Event()
-        t0.record()
-        call()
-        t1.record()
-        t1.synchronize()
-        return cp.cuda.get_elapsed_time(t0, t1)
-    ms = turning(calls, ROUNDS, sample)
+    ms = turning(calls, ROUNDS, device_ms)
     built = [residue_sums.BLOCKS] + [int(b) for b in os.environ.get("BLOCKS", "").split(",") if b]
     attrs = {f"{side}-blocks{b}": {k: v for k, v in residue_sums._kernel(table.moduli, side, b).attributes.items()
                                    if k in ("num_regs", "local_size_bytes", "shared_size_bytes")}

@@ -19,17 +19,22 @@ import cupy as cp
 T = TypeVar("T")
 
 
+def device_ms(run: Callable[[], object]) -> float:
+    """Milliseconds of the device's work that ``run`` issues on the current stream, by CUDA events."""
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    run()
+    stop.record()
+    stop.synchronize()
+    return cp.cuda.get_elapsed_time(start, stop)
+
+
 def event_rounds(runs: Mapping[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
     """Milliseconds of each run per round, the runs interleaved within every round."""
     samples: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(rounds):
         for name, run in runs.items():
-            start, stop = cp.cuda.Event(), cp.cuda.Event()
-            start.record()
-            run()
-            stop.record()
-            stop.synchronize()
-            samples[name].append(cp.cuda.get_elapsed_time(start, stop))
+            samples[name].append(device_ms(run))
     return samples
 
 
