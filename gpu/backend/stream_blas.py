@@ -60,6 +60,7 @@ class StreamBlas:
             entry = self._handles[stream.ptr] = (handle, workspace, stream)
         return entry
 
+
 def stream_blas(xp: Any) -> StreamBlas | None:
     """The per-stream cuBLAS of nvmath-python, or None where it is not installed."""
     return None if nvcublas is None else StreamBlas(xp)

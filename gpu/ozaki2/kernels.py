@@ -61,7 +61,7 @@ from .normwise import LineStats
 from .ops import shifts_across
 from .plane_kernels import reduce_into
 from .residue_sums import residues_and_sums
-from .rows_source import ROWS_SOURCE, powers
+from .rows_source import ROWS_SOURCE, element_strides, powers
 
 
 @cache
@@ -92,9 +92,7 @@ def _scaled_max() -> Any:
 def _launch_rows(X: Any, shifts: Any, exps: Any, out: Any, rows_pad: int, ldk: int, mode: str,
                  moduli: tuple[int, ...]) -> None:
     rows, cols = X.shape
-    rs, cs = X.strides[0] // X.itemsize, X.strides[1] // X.itemsize
-    if cols == 1:
-        cs = 1
+    rs, cs = element_strides(X)
     pow2, length = powers(moduli)
     i64, i32 = np.int64, np.int32
     _rows_kernel(mode, moduli)(

@@ -40,7 +40,7 @@ from .cuda_source import COMMON, for_each_modulus
 from .fused_level import SUMS_TILE as TILE
 from .moduli import ModuliTable
 from .residue_cuda import DEVICE
-from .rows_source import ROWS_SOURCE, powers
+from .rows_source import ROWS_SOURCE, element_strides, powers
 
 _SOURCE = r"""
 __device__ __forceinline__ unsigned word_sum(unsigned x, unsigned y, Lanes k, bool add)
@@ -163,9 +163,7 @@ def residues_and_sums(X: Any, shifts: Any, exps: Any, table: ModuliTable, rows_p
     ``"a"`` for A's sums, ``"b"`` for B's, in one pass (:func:`~gpu.ozaki2.fused_level.whole_tiles` must hold);
     ``blocks``: the kernel built for that many blocks an SM."""
     rows, cols = X.shape
-    rs, cs = X.strides[0] // X.itemsize, X.strides[1] // X.itemsize
-    if cols == 1:
-        cs = 1
+    rs, cs = element_strides(X)
     pow2, length = powers(table.moduli)
     i64, i32 = np.int64, np.int32
     h, d = rows_pad // 2, ldk // 2
@@ -174,9 +172,3 @@ def residues_and_sums(X: Any, shifts: Any, exps: Any, table: ModuliTable, rows_p
         (X, i64(rs), i64(cs), i64(rows), i64(cols), i64(ldk), shifts.astype(i32, copy=False),
          exps.astype(i32, copy=False), out, i64(rows_pad * ldk), pow2, i32(length), sums, i64(h), i64(d)),
         shared_mem=_kept_bytes(table.count))
-
-
-def prepare(table: ModuliTable) -> None:
-    """Compile both sides' kernels of ``table``'s moduli (once per process)."""
-    for side in ("a", "b"):
-        _kernel(table.moduli, side)

@@ -132,3 +132,9 @@ def powers(moduli: tuple[int, ...]) -> tuple[Any, int]:
     """The tables of 2**e mod m (one row per modulus) on the device, and their length."""
     pow2 = np.stack([powers_of_two(m) for m in moduli]).astype(np.float64)
     return cupy.asarray(pow2), pow2.shape[1]
+
+
+def element_strides(X: Any) -> tuple[int, int]:
+    """X's row and column strides in elements, as the row kernels take them (a single column counts as rows)."""
+    rs, cs = X.strides[0] // X.itemsize, X.strides[1] // X.itemsize
+    return rs, 1 if X.shape[1] == 1 else cs
