@@ -29,14 +29,17 @@ import cupy as cp
 import numpy as np
 from nvmath.bindings import cublas
 from nvmath.bindings import cublasLt as lt
-from ozaki2_int8_lt import HANDLE, TILES, energy_meter, label
+from nvmath.linalg._internal.algo_config_ifc import AlgoConfigInterface
+from nvmath.linalg._internal.matmul_desc_ifc import MatmulDescInterface
+from nvmath.linalg._internal.matmul_pref_ifc import MatmulPreferenceInterface
+from nvmath.linalg._internal.matrix_layout_ifc import MatrixLayoutInterface
+from ozaki2_int8_lt import HANDLE, R_8I, R_32I, TILES, energy_meter, label
 from rounds import turning, write_json
 
 from experiments.core.environment import environment
 from gpu.backend import blas, get_backend
 from gpu.ozaki2.gemms import panels
 
-R_8I, R_32I = 3, 10
 COUNT, ROUNDS = int(os.environ.get("COUNT", 15)), int(os.environ.get("ROUNDS", 10))
 PANELS = os.environ.get("PANELS", "") == "1"
 
@@ -44,10 +47,8 @@ PANELS = os.environ.get("PANELS", "") == "1"
 def _layout(dtype: int, rows: int, cols: int, ld: int, stride: int) -> int:
     """A column-major layout of ``COUNT`` matrices ``stride`` elements apart."""
     layout = lt.matrix_layout_create(dtype, rows, cols, ld)
-    for attr, value in ((lt.MatrixLayoutAttribute.BATCH_COUNT, COUNT),
-                        (lt.MatrixLayoutAttribute.STRIDED_BATCH_OFFSET, stride)):
-        buf = np.array([value], dtype=lt.get_matrix_layout_attribute_dtype(attr))
-        lt.matrix_layout_set_attribute(layout, attr, buf.ctypes.data, buf.nbytes)
+    ifc = MatrixLayoutInterface(layout)
+    ifc.batch_count, ifc.strided_batch_offset = COUNT, stride
     return layout
 
 
@@ -56,13 +57,10 @@ def batched_plan(r: int, c: int, k: int, workspace: int, full: int | None = None
     rows of the whole operand and product whose ``r`` rows a panel takes (the batch strides)."""
     full = full or r
     desc = lt.matmul_desc_create(cublas.ComputeType.COMPUTE_32I, R_32I)
-    buf = np.array([1], dtype=lt.get_matmul_desc_attribute_dtype(lt.MatmulDescAttribute.TRANSA))
-    lt.matmul_desc_set_attribute(desc, lt.MatmulDescAttribute.TRANSA, buf.ctypes.data, buf.nbytes)
+    MatmulDescInterface(desc).transa = 1
     la, lb, lc = _layout(R_8I, k, c, k, c * k), _layout(R_8I, k, r, k, full * k), _layout(R_32I, c, r, c, full * c)
     pref = lt.matmul_preference_create()
-    attr = lt.MatmulPreferenceAttribute.MAX_WORKSPACE_BYTES
-    buf = np.array([workspace], dtype=lt.get_matmul_preference_attribute_dtype(attr))
-    lt.matmul_preference_set_attribute(pref, attr, buf.ctypes.data, buf.nbytes)
+    MatmulPreferenceInterface(pref).max_workspace_bytes = workspace
     res, count = lt.MatmulHeuristicResult(16), np.zeros(1, dtype=np.int32)
     lt.matmul_algo_get_heuristic(HANDLE, desc, la, lb, lc, lc, pref, 16, res.ptr, count.ctypes.data)
     return desc, (la, lb, lc), res, int(count[0])
@@ -71,15 +69,8 @@ def batched_plan(r: int, c: int, k: int, workspace: int, full: int | None = None
 def pick(res, count: int, tile: str) -> int | None:
     if tile == "h0":
         return 0 if count else None
-    return next((i for i in range(count) if TILES.get(int(lt_tile(res, i))) == f"TILE_{tile}"), None)
-
-
-def lt_tile(res, i: int) -> int:
-    attr = lt.MatmulAlgoConfigAttribute.TILE_ID
-    buf, written = np.zeros(1, lt.get_matmul_algo_config_attribute_dtype(attr)), np.zeros(1, np.uint64)
-    lt.matmul_algo_config_get_attribute(res[i]["algo"].ctypes.data, attr, buf.ctypes.data, buf.nbytes,
-                                        written.ctypes.data)
-    return int(buf[0])
+    tiles = (TILES.get(int(AlgoConfigInterface(res[i]).tile_id)) for i in range(count))
+    return next((i for i, name in enumerate(tiles) if name == f"TILE_{tile}"), None)
 
 
 def variants(be, a, b, P, ws) -> tuple[dict, dict]:
