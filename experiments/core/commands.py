@@ -1,12 +1,12 @@
-"""The lab-wide commands: ``info``, ``figures`` and ``reproduce`` (the results database's own commands are in
-:mod:`experiments.core.results`)."""
+"""The lab-wide commands: ``info``, ``kernels``, ``figures`` and ``reproduce`` (the results database's own commands
+are in :mod:`experiments.core.results`)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from gpu.backend import get_backend
+from gpu.backend import cutlass_int8, get_backend
 from gpu.backend.telemetry import reason_names
 
 from . import reproduce
@@ -27,6 +27,29 @@ def cmd_info(args: argparse.Namespace, db_path: Path) -> int:
         [f"{'env_key':>18}: {payload['env_key']}"] + [f"{k:>18}: {v}" for k, v in env.items()]
         + ([f"{'now':>18}: SM {now['sm_mhz']} MHz, {now['power_w']:.0f} W, throttle reasons "
             f"{', '.join(reason_names(now['reasons'])) or 'none'}"] if now else [])))
+    return 0
+
+
+def _kernels_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--build", action="store_true",
+                   help="compile the kernel of every compute capability that has one chosen (about a minute each)")
+    p.add_argument("--nvcc", default=None, metavar="PATH", help="the nvcc to build with (default: nvcc on PATH)")
+    p.add_argument("--cutlass", default=None, metavar="DIR",
+                   help="a CUTLASS checkout (default: $CUTLASS_PATH, else the nvidia-cutlass package's headers)")
+
+
+@command("kernels", arguments=_kernels_arguments)
+def cmd_kernels(args: argparse.Namespace, db_path: Path) -> int:
+    built = [str(cutlass_int8.build(cc, nvcc=args.nvcc, cutlass=args.cutlass))
+             for cc in cutlass_int8.KERNELS] if args.build else []
+    payload = {**cutlass_int8.status(), "built_now": built}
+    emit(args, payload, lambda: "\n".join(
+        [f"kernel folder: {payload['kernel_dir']} (GEMMLAB_KERNEL_DIR)",
+         f"nvcc: {payload['nvcc'] or 'not found'}",
+         f"CUTLASS headers: {', '.join(payload['cutlass_headers']) or 'not found (pip install nvidia-cutlass)'}"]
+        + [f"compute capability {cc}: {k['kernel']} from k = {k['min_k']}, "
+           f"{'built' if k['built'] else 'not built (gemmlab kernels --build)'}: {k['library']}"
+           for cc, k in payload["kernels"].items()]))
     return 0
 
 

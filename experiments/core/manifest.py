@@ -50,6 +50,8 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("results list", RESULTS, "runs, newest first"),
     Entry("results export", RESULTS, "measurements as CSV"),
     Entry("results import", RESULTS, "read a CSV export into the database"),
+    Entry("kernels", CORE, "the compiled CUTLASS INT8 GEMM kernel: where it is kept and whether it is built; "
+                           "--build compiles it (nvcc, CUTLASS headers)"),
     Entry("figures", CORE, "render every figure from stored results"),
     Entry("reproduce", CORE, "run every registered experiment and render every figure"),
     Entry("calibrate", LEVELS, "measure Gemm(x) and Geam(x), or the Strassen configurations (--configurations); "

@@ -11,9 +11,12 @@ so every algorithm gives the same bits.
 :data:`INT8_TILES` holds that choice as data, per compute capability: the CTA tiles (m x n of the column-major call)
 taken first, in order, among the algorithms the heuristic offers for a shape, from an inner dimension on
 (:class:`Preference`). Below it, where the heuristic offers none of them, on a device with no entry, or without
-cublasLt (it comes with nvmath-python), the call goes to ``cublasGemmEx`` as before. The heuristic is asked once per
-shape (transposes, m, n, k, leading dimensions and the operands' alignment) and device; a call then issues
-``cublasLtMatmul`` on the current stream with that stream's cuBLAS workspace, so CUDA graphs capture it.
+cublasLt (it comes with nvmath-python), the call goes to ``cublasGemmEx`` as before. A CUTLASS kernel built on the
+machine (:mod:`gpu.backend.cutlass_int8`) is taken before either where it takes the call.
+
+The heuristic is asked once per shape (transposes, m, n, k, leading dimensions and the operands' alignment) and
+device; a call then issues ``cublasLtMatmul`` on the current stream with that stream's cuBLAS workspace, so CUDA
+graphs capture it.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from .cutlass_int8 import CutlassInt8, KernelChoice, cutlass_int8
 
 try:
     from nvmath.bindings import cublasLt as lt
@@ -141,22 +146,30 @@ def lt_int8(compute_capability: str, table: dict[str, Preference] | None = None)
 
 
 class Int8Routes:
-    """The CuPy backend's INT8 GEMMs: each device's :class:`LtInt8` (made on its first INT8 GEMM, None where it
-    has no route), on the current stream with that stream's workspace from ``streams``
-    (:class:`gpu.backend.stream_blas.StreamBlas`); ``table``: the tiles preferred, default :data:`INT8_TILES`."""
+    """The CuPy backend's INT8 GEMMs, per device: the built CUTLASS kernel first (:mod:`gpu.backend.cutlass_int8`;
+    ``kernels``, default its :data:`~gpu.backend.cutlass_int8.KERNELS`), then :class:`LtInt8` (``table``, default
+    :data:`INT8_TILES`), each made on the device's first INT8 GEMM (None where it has none), on the current stream
+    with that stream's workspace from ``streams`` (:class:`gpu.backend.stream_blas.StreamBlas`)."""
 
-    def __init__(self, xp: Any, streams: Any, table: dict[str, Preference] | None = None) -> None:
-        self.xp, self.streams, self.table = xp, streams, table
+    def __init__(self, xp: Any, streams: Any, table: dict[str, Preference] | None = None,
+                 kernels: dict[str, KernelChoice] | None = None) -> None:
+        self.xp, self.streams, self.table, self.kernels = xp, streams, table, kernels
         self._routes: dict[int, LtInt8 | None] = {}
+        self._cutlass: dict[int, CutlassInt8 | None] = {}
 
     def run(self, recipe: Any, call: Any, beta: float) -> bool:
-        """Issue ``call`` through the current device's route where it takes the shape; False otherwise."""
+        """Issue ``call`` through the current device's first route that takes the shape; False otherwise."""
         device = self.xp.cuda.runtime.getDevice()
-        route = self._routes.get(device, False)
-        if route is False:
+        if device not in self._routes:
             cc = self.xp.cuda.Device(device).compute_capability
-            route = self._routes[device] = lt_int8(f"{cc[:-1]}.{cc[-1]}", self.table)
-        if route is None:
+            cc = f"{cc[:-1]}.{cc[-1]}"
+            self._routes[device] = lt_int8(cc, self.table)
+            self._cutlass[device] = cutlass_int8(cc, self.kernels)
+        route, kernel = self._routes[device], self._cutlass[device]
+        if route is None and kernel is None:
             return False
         _, workspace, stream = self.streams.entry()
-        return route.run(recipe, call, beta, (workspace.data.ptr, workspace.nbytes), stream.ptr)
+        space = (workspace.data.ptr, workspace.nbytes)
+        if kernel is not None and kernel.run(recipe, call, beta, space, stream.ptr):
+            return True
+        return route is not None and route.run(recipe, call, beta, space, stream.ptr)
