@@ -31,9 +31,10 @@ from .. import __version__
 KEY_FIELDS = ("backend", "device", "compute_capability", "sm_count", "memory_bytes", "driver",
               "cuda_runtime", "cublas", "cupy", "numpy", "scipy", "blas", "numpy_blas", "cpu",
               "cpu_count", "blas_threads", "python")
-#: Identifying where recorded (a GPU's enforced power limit moves its clocks under load); a record
-#: without them keeps the key it had before they existed.
-OPTIONAL_KEY_FIELDS = ("power_limit_w",)
+#: Identifying where recorded (a GPU's enforced power limit moves its clocks under load; a built CUTLASS INT8 kernel,
+#: :mod:`gpu.backend.cutlass_int8`, moves the Ozaki products' speed); a record without them keeps the key it had
+#: before they existed.
+OPTIONAL_KEY_FIELDS = ("power_limit_w", "int8_kernel")
 
 
 def environment(backend: Backend) -> dict[str, Any]:

@@ -27,6 +27,7 @@ except ImportError as _missing:  # the backend is then unavailable, with the rea
 else:
     _IMPORT_ERROR = None
 from .calls import _scalar, host_scalars, new_output_product
+from .cutlass_int8 import built_kernel
 from .hold import stream_hold
 from .interface import AllocationReport, Backend, BackendUnavailable, Timer, check_policy
 from .lt_int8 import Int8Routes
@@ -368,6 +369,7 @@ class CupyBackend(Backend):
             "cuda_runtime": cuda_version(rt.runtimeGetVersion()),
             "cublas": cublas_version(self._cublas.getVersion(self._handle())),
             "cupy": self.xp.__version__,
+            "int8_kernel": built_kernel(f"{props['major']}.{props['minor']}"),
             **limits,
         }
 

@@ -179,6 +179,14 @@ def cutlass_int8(compute_capability: str, table: dict[str, KernelChoice] | None 
     return CutlassInt8.load(path, choice) if path.is_file() else None
 
 
+def built_kernel(compute_capability: str) -> str | None:
+    """The file name of the kernel built for ``compute_capability``, which measurements record (the INT8 GEMMs
+    run on it), or None where none is built."""
+    choice = KERNELS.get(compute_capability)
+    path = library_path(choice) if choice is not None else None
+    return path.name if path is not None and path.is_file() else None
+
+
 def status() -> dict[str, Any]:
     """What ``gemmlab kernels`` reports: per compute capability the kernel chosen, its library and whether it is
     built; the nvcc and CUTLASS headers a build would use."""

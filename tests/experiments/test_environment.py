@@ -67,6 +67,14 @@ def test_the_power_limit_identifies_a_gpu_environment_where_recorded(env):
     assert env_key(changed(gpu, power_limit_w=700.0)) != env_key(changed(gpu, power_limit_w=500.0)) != env_key(gpu)
 
 
+def test_a_built_int8_kernel_identifies_a_gpu_environment_where_recorded(env):
+    """Points measured with the CUTLASS INT8 kernel are not resumed from points without it; a record from
+    before the field keeps its key."""
+    gpu = changed(env, backend="cupy", device="NVIDIA H200")
+    built = changed(gpu, int8_kernel="cutlass_int8-i32_128x256x128_c21-sm90a-6090ce470378.so")
+    assert env_key(changed(gpu, int8_kernel=None)) == env_key(gpu) != env_key(built)
+
+
 @pytest.mark.parametrize("preset, want", [(None, "4x"), ("2x", "2x")])
 def test_the_cli_scales_cuda_launch_queues_unless_the_caller_chose(monkeypatch, preset, want):
     """``gemmlab`` sets ``CUDA_SCALE_LAUNCH_QUEUES`` to 4x before any command runs (so before any CUDA context),

@@ -50,6 +50,13 @@ def test_without_a_built_kernel_or_a_choice_there_is_no_route(folder):
     assert status["kernel_dir"] == str(folder) and status["kernels"]["9.0"]["built"] is False
 
 
+def test_measurements_record_the_built_kernel_by_its_file_name(folder):
+    assert ci.built_kernel("9.0") is None and ci.built_kernel("8.0") is None
+    path = ci.library_path(ci.KERNELS["9.0"])
+    path.write_bytes(b"")
+    assert ci.built_kernel("9.0") == path.name and ci.status()["kernels"]["9.0"]["built"] is True
+
+
 def test_a_build_names_what_is_missing(folder, monkeypatch, tmp_path):
     with pytest.raises(ci.BuildError, match="stay on cuBLAS"):
         ci.build("8.0")
