@@ -89,6 +89,8 @@ def test_a_build_runs_nvcc_into_the_kernel_folder_or_leaves_nothing(folder, monk
     assert f"-I{root / 'include'}" in cmd and f"-I{root / 'tools' / 'util' / 'include'}" in cmd
     assert {"-DNAME=i32_128x256x128_c21", "-DTILE_M=128", "-DTILE_N=256", "-DCLUSTER_M=2", "-DPINGPONG=0",
             "-DNDEBUG"} <= set(cmd) and cmd[-1] == str(ci.SOURCE) and ci.SOURCE.is_file()
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    assert '"backend/kernels/*.cu"]' in pyproject, "the source is installed with the package"
     path.unlink()
     monkeypatch.setattr(ci.subprocess, "run", lambda cmd, **kw: nvcc(cmd, status=2))
     with pytest.raises(ci.BuildError, match="status 2:\nerror: something"):
