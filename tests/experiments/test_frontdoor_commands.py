@@ -19,7 +19,7 @@ def run(capsys, *words):
 def test_the_h200s_bundled_tables_choose_ozaki2_at_dgemm_and_say_why(capsys, tmp_path):
     code, out = run(capsys, "--shape", "16384:16384:16384", "--gpu", "H200", "--json", "--db", str(tmp_path / "d"))
     doc = json.loads(out.out)
-    assert code == 0 and doc["winner"] == "ozaki2(moduli='auto', target='dgemm')"
+    assert code == 0 and doc["winner"] == "ozaki2(level=1, moduli='auto', target='dgemm')"
     assert doc["tables"].endswith("cupy-nvidia-h200.json")
     assert doc["library_seconds"] > 0 and doc["candidates"][0]["seconds"] == doc["library_seconds"] / \
         doc["candidates"][0]["ratio"]

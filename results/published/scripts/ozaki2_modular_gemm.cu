@@ -4,7 +4,9 @@
 // ldb and ldd elements apart),
 // accumulated exactly in INT32 by CUTLASS 3's Hopper warp-specialized kernels (TMA, wgmma), then reduced modulo
 // `modulus` into [-(m/2), (m-1)/2] in the epilogue (MOD=1), or stored as INT32 (MOD=0, the same kernel's GEMM
-// quality alone). One variant per compilation, named NAME and chosen by TILE_M/N/K, CLUSTER_M/N and PINGPONG;
+// quality alone). One variant per compilation, named NAME and chosen by TILE_M/N/K, CLUSTER_M/N and PINGPONG, and
+// where defined by the persistent tile scheduler's SWIZZLE (most swizzle) and RASTER (1 along M, 2 along N; CUTLASS's
+// heuristic otherwise);
 // ozaki2_modular_gemm.sh builds them all into one shared library for ozaki2_modular_epilogue.py (ctypes).
 #include <cstdint>
 #include <cuda_runtime.h>
@@ -107,6 +109,13 @@ extern "C" int NAME(const void* A, const void* B, void* D, int M, int N, int K, 
       {{}, nullptr, sc, static_cast<ElementD*>(D), sd}};
 #if MOD
   args.epilogue.thread = {{}, ModArguments{modulus}};
+#endif
+#ifdef SWIZZLE
+  args.scheduler.max_swizzle_size = SWIZZLE;
+#endif
+#ifdef RASTER
+  using Raster = cutlass::gemm::kernel::detail::RasterOrderOptions;
+  args.scheduler.raster_order = RASTER == 1 ? Raster::AlongM : Raster::AlongN;
 #endif
   Gemm gemm;
   if (gemm.can_implement(args) != cutlass::Status::kSuccess) return 1;
