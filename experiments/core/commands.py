@@ -42,7 +42,7 @@ def _kernels_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_kernels(args: argparse.Namespace, db_path: Path) -> int:
     built = [str(cutlass_int8.build(cc, nvcc=args.nvcc, cutlass=args.cutlass))
              for cc in cutlass_int8.KERNELS] if args.build else []
-    payload = {**cutlass_int8.status(), "built_now": built}
+    payload = {**cutlass_int8.status(nvcc=args.nvcc, cutlass=args.cutlass), "built_now": built}
     emit(args, payload, lambda: "\n".join(
         [f"kernel folder: {payload['kernel_dir']} (GEMMLAB_KERNEL_DIR)",
          f"nvcc: {payload['nvcc'] or 'not found'}",

@@ -187,10 +187,10 @@ def built_kernel(compute_capability: str) -> str | None:
     return path.name if path is not None and path.is_file() else None
 
 
-def status() -> dict[str, Any]:
+def status(*, nvcc: str | None = None, cutlass: str | Path | None = None) -> dict[str, Any]:
     """What ``gemmlab kernels`` reports: per compute capability the kernel chosen, its library and whether it is
-    built; the nvcc and CUTLASS headers a build would use."""
-    return {"kernel_dir": str(kernel_dir()), "nvcc": shutil.which("nvcc"),
-            "cutlass_headers": [str(d) for d in cutlass_headers()],
+    built; the nvcc and CUTLASS headers a build with these arguments (as :func:`build` takes them) would use."""
+    return {"kernel_dir": str(kernel_dir()), "nvcc": nvcc or shutil.which("nvcc"),
+            "cutlass_headers": [str(d) for d in cutlass_headers(cutlass)],
             "kernels": {cc: {"kernel": c.name, "min_k": c.min_k, "library": str(library_path(c)),
                              "built": library_path(c).is_file()} for cc, c in KERNELS.items()}}

@@ -73,6 +73,17 @@ def test_a_build_names_what_is_missing(folder, monkeypatch, tmp_path):
     assert not list(folder.glob("*.so"))
 
 
+def test_the_report_names_what_a_build_with_the_same_arguments_would_use(folder, monkeypatch, tmp_path):
+    monkeypatch.setattr(ci.shutil, "which", lambda name: None)
+    monkeypatch.setattr(ci.util, "find_spec", lambda name: None)
+    monkeypatch.delenv(ci.ENV_CUTLASS, raising=False)
+    assert ci.status()["nvcc"] is None and ci.status()["cutlass_headers"] == []
+    root = _headers(tmp_path / "cutlass")
+    given = ci.status(nvcc="/opt/nvcc", cutlass=root)
+    assert given["nvcc"] == "/opt/nvcc"
+    assert given["cutlass_headers"] == [str(root / "include"), str(root / "tools" / "util" / "include")]
+
+
 def test_a_build_runs_nvcc_into_the_kernel_folder_or_leaves_nothing(folder, monkeypatch, tmp_path):
     root, ran = _headers(tmp_path / "cutlass"), []
 
