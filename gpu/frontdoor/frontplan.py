@@ -9,8 +9,9 @@ for, and builds the first eligible candidate's plan: the library GEMM (one check
 :class:`gpu.ozaki.Plan` at the candidate's target, or a :class:`gpu.splitk.Plan`. A family that refuses the
 product (its own checks, or :class:`gpu.backend.MemoryPlanError` where its workspace does not fit) hands on to
 the next eligible candidate, and :meth:`Plan.explain` says so. A call then runs the chosen plan: what it waits
-for is that family's (Ozaki II's ``moduli="auto"`` and Ozaki I's ``target=`` read one 4-byte word each: the
-front door runs Ozaki I with ``verdict="host"``, whose proof has no IEEE fallback).
+for is that family's (Ozaki I's ``target=`` reads one 4-byte word: the front door runs it with
+``verdict="host"``, whose proof has no IEEE fallback; Ozaki II's ``moduli="auto"`` reads none on a repeated call,
+its IEEE fallback keeping any accuracy the library GEMM keeps, and reads its count where that GEMM does not).
 """
 
 from __future__ import annotations
@@ -69,8 +70,11 @@ def split_of(be: Backend, m: int, k: int, n: int, deterministic: bool) -> tuple[
     return split.width, split.chunks
 
 
-def family_plan(r: Ranked, A: Array, B: Array, out: Array | None, be: Backend, stream: Any) -> MatmulPlan:
-    """The plan of ranked candidate ``r`` for these operands (its family's checks run here)."""
+def family_plan(r: Ranked, A: Array, B: Array, out: Array | None, be: Backend, stream: Any,
+                ieee_keeps: bool = True) -> MatmulPlan:
+    """The plan of ranked candidate ``r`` for these operands (its family's checks run here). ``ieee_keeps``:
+    whether the library GEMM keeps the accuracy asked for, so that Ozaki II's IEEE fallback where no count
+    meets its target (:mod:`gpu.ozaki2.deferred`) keeps it too; where not, its count is read back."""
     if r.family == "gemm":
         return LibraryPlan(A, B, out, be)
     builders = {"strassen": strassen.Plan, "ozaki2": ozaki2.tiled.plan_in_memory, "ozaki": ozaki.Plan,
@@ -78,6 +82,8 @@ def family_plan(r: Ranked, A: Array, B: Array, out: Array | None, be: Backend, s
     options = dict(r.options)
     if r.family == "ozaki" and "target" in options:      # its proof holds where the count is read back: no
         options.setdefault("verdict", "host")            # IEEE fallback (gpu.ozaki.deferred)
+    if r.family == "ozaki2" and not ieee_keeps:
+        options.setdefault("verdict", "host")
     return builders[r.family](A, B, out=out, options=options, backend=be, stream=stream)
 
 
@@ -111,7 +117,8 @@ class Plan(MatmulPlan):
         self.ranking: Ranking = rank(m, k, n, self.accuracy, configurations=configurations(be, regime)[0],
                                      methods=methods(be, regime)[0], deterministic=deterministic,
                                      graphs=be.supports_graphs, splits=partial(split_of, be, m, k, n))
-        self._first(lambda r: family_plan(r, A, B, out, be, stream))
+        ieee = any(e.family == "gemm" and e.keeps for e in self.ranking.entries)
+        self._first(lambda r: family_plan(r, A, B, out, be, stream, ieee))
         self.signature = operand_signature(be, A, B, out, stream)
 
     def _complex(self, A: Any, B: Any, out: Any, regime: str) -> None:

@@ -8,9 +8,9 @@ the modulus count (given, or ``"auto"``), the residues of the scaled integers, o
 block through :meth:`gpu.backend.Backend.gemm_ex` (in output panels, :mod:`gpu.ozaki2.gemms`: cuBLAS ran those
 faster on the H100), each product reduced to its symmetric residue (added modulo m across k blocks), the CRT
 with the unscaling, and the library's IEEE values in the lines holding NaN or infinity (:mod:`gpu.ozaki2.plan`
-says which of these wait for the device: under ``moduli="auto"``, one 4-byte read). (The CRT of each row panel
-on a second stream, beside the next panel's INT8 GEMMs, gained nothing on the H100 at its 700 W cap and was
-taken out: fast-15 at N = 8192 took 17.77 and 16.96 ms against
+says which of these wait for the device: under ``moduli="auto"`` none on a repeated call, by default). (The CRT
+of each row panel on a second stream, beside the next panel's INT8 GEMMs, gained nothing on the H100 at its
+700 W cap and was taken out: fast-15 at N = 8192 took 17.77 and 16.96 ms against
 17.17-17.42 ms serial, 111.7 against 111.3 ms at 16384, sustained, at 1980ee7.) The backend's ``"ozaki2"``
 operations (:mod:`gpu.ozaki2.ops`) do the element-wise work with identical bits on both.
 
@@ -82,7 +82,7 @@ def line_stats(be: Backend, A: Array, B: Array, norms: bool = False, wide: bool 
 def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling: str = "fast",
            bound: str = "normwise", k_block: int | None = None, out: Any = None, overwrite_a: bool = False,
            overwrite_b: bool = False, check_finite: bool = False, level: int = 0, workspace: int | None = None,
-           backend: str | Backend = "auto", phases: dict[str, float] | None = None) -> Array:
+           verdict: str = "device", backend: str | Backend = "auto", phases: dict[str, float] | None = None) -> Array:
     """``A @ B`` in float64 by Ozaki scheme II (see :mod:`gpu.ozaki2` and this module): a kept
     :class:`~gpu.ozaki2.plan.Plan` per operand signature and options, executed.
 
@@ -90,10 +90,16 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
     ``target`` (``"dgemm"`` when not given, ``"sgemm"``, or a number in (0, 1)). ``bound``: how ``"auto"``
     proves it: ``"normwise"`` (the default; :mod:`gpu.ozaki2.normwise`): ``|C_ij - (AB)_ij| <= t ||a_i||_2
     ||b_j||_2 + 2**-53 |C_ij|`` with t = 2**-56 sqrt(k) for ``"dgemm"``, computed on the device from the
-    scaling's one read of A and B, at the cost of one 4-byte read of the count per call (the only wait for
-    the device on the default path); or ``"componentwise"`` (:mod:`gpu.ozaki2.auto`, for auditors):
+    scaling's one read of A and B; or ``"componentwise"`` (:mod:`gpu.ozaki2.auto`, for auditors):
     ``|C - AB| <= t |A||B| + 2**-53 |C|`` with t = 2**-53 for ``"dgemm"``, at the cost of a float64 GEMM of
-    |A||B| and waits. The normwise guarantee is the weaker where (|A||B|)_ij is far below ||a_i||_2 ||b_j||_2
+    |A||B| and waits. ``verdict``: where the normwise count is decided (:mod:`gpu.ozaki2.deferred`).
+    ``"device"`` (the default): on the GPU a call on operands and output whose addresses the plan has seen
+    before reads nothing back. It replays one CUDA graph that holds the product at every count the plan has
+    needed, each under a conditional node. The first call of an address set, and a call after a count new to the
+    plan, read the count (4 bytes: a wait for the device). Where no count up to 20 meets ``target``, C is the
+    library GEMM's, and :attr:`~gpu.ozaki2.Plan.last_count` is 0. ``"host"``: every call reads the count, and
+    such inputs raise ValueError before any product. The normwise guarantee is the weaker where (|A||B|)_ij is
+    far below ||a_i||_2 ||b_j||_2
     (rows and columns whose large entries meet the other's small ones). ``scaling``: ``"fast"`` (the
     default), ``"accurate"``, or ``"fine"`` (with ``moduli=N`` only: each line's scale as large as fast mode's
     bound allows, to 8 bits, not a power of two; 1.3-2.0x smaller median errors than fast's on phi = 1 inputs
@@ -128,11 +134,11 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
         A, B = _operands(be, A, B)
         signature = operand_signature(be, A, B, out)
     key = None if signature is None else (be, signature, moduli, target, scaling, bound, k_block, check_finite,
-                                          overwrite_a, overwrite_b, level, workspace)
+                                          overwrite_a, overwrite_b, level, workspace, verdict)
 
     def checked() -> Options:
         return Options(moduli, target, scaling, bound, k_block, check_finite, overwrite_a, overwrite_b, level,
-                       workspace)
+                       workspace, verdict)
 
     def build() -> Plan:
         return Plan(A, B, out=out, options=checked(), backend=be, make_room=_make_room)

@@ -284,6 +284,10 @@ class DeviceOps:
         """The normwise count, computed on the device and read: the call's one wait (:mod:`gpu.ozaki2.device`)."""
         return read_count(count_on_device(rows, cols, k, goal, buffers, moduli))
 
+    def count_word(self, rows: LineStats, cols: LineStats, k: int, goal: float, buffers: Any) -> Any:
+        """The normwise count's device word, queued and not read (:mod:`gpu.ozaki2.deferred`)."""
+        return count_on_device(rows, cols, k, goal, buffers)
+
     def auto_errors(self, rows: LineStats, cols: LineStats, k: int, buffers: Any,
                     moduli: tuple[int, ...] = MODULI) -> np.ndarray:
         count_on_device(rows, cols, k, 0.0, buffers, moduli)

@@ -20,6 +20,9 @@ AUTO_SCALINGS = ("accurate", "fast")
 #: How ``moduli="auto"`` bounds the error: ``"normwise"`` on the device from the scaling's read (the default,
 #: :mod:`gpu.ozaki2.normwise`), or ``"componentwise"`` from a float64 GEMM of |A||B| (:mod:`gpu.ozaki2.auto`).
 BOUNDS = ("normwise", "componentwise")
+#: Where ``moduli="auto"``'s count is decided (:mod:`gpu.ozaki2.deferred`): on the device with no read
+#: (``"device"``, the default), or read back by the host on every call (``"host"``).
+VERDICTS = ("device", "host")
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,8 @@ class Options:
     GEMM; ``check_finite``: refuse NaN and infinity; ``overwrite_a`` / ``overwrite_b``: accepted for symmetry with
     scheme I; ``level``: Winograd levels over the residues (0..4, :mod:`gpu.ozaki2.winograd`), bitwise the plain
     product's result; ``workspace``: the most bytes a call takes beyond A, B and C (None: as the device allows), the
-    product cut into tiles where it needs more (:mod:`gpu.ozaki2.tiled`)."""
+    product cut into tiles where it needs more (:mod:`gpu.ozaki2.tiled`); ``verdict``: where ``"auto"``'s count
+    is decided (:data:`VERDICTS`, :mod:`gpu.ozaki2.deferred`)."""
 
     moduli: Any = "auto"
     target: Any = None
@@ -44,9 +48,12 @@ class Options:
     overwrite_b: bool = False
     level: int = 0
     workspace: int | None = None
+    verdict: str = "device"
 
     def __post_init__(self) -> None:
         check_level(self.level)
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}, not {self.verdict!r}")
         check_workspace(self.workspace)
         if self.scaling not in SCALINGS:
             raise ValueError(f"scaling must be one of {SCALINGS}, not {self.scaling!r}")

@@ -10,10 +10,12 @@ issues, on one stream: the one read of each operand that gives the line statisti
 under ``"auto"`` the count (:mod:`gpu.ozaki2.normwise`), the shifts, the residues, the INT8 GEMMs, the CRT and
 the library's IEEE values where a row of A or a column of B holds NaN or infinity.
 
-**No wait for the device**, except one: with a count given (and ``check_finite=False``) the call returns
-as soon as its work is queued. Under ``moduli="auto"`` the host reads the count the device computed (4 bytes),
-since it launches one INT8 GEMM per modulus: that read waits for the device to finish the work queued before
-it, the one exception. NaN and infinity need no wait: the scaling finds the lines holding them on the device
+**No wait for the device:** with a count given (and ``check_finite=False``) the call returns as soon as its
+work is queued. Under ``moduli="auto"`` the count is the device's, and the host launches one INT8 GEMM per
+modulus: with ``verdict="device"`` (the default) a call on an address set seen before replays one graph whose
+conditional nodes run the product at the count the device computed (:mod:`gpu.ozaki2.deferred`), and only the
+first call of an address set and a call after a new count read it (4 bytes, a wait); ``verdict="host"`` reads
+it on every call. NaN and infinity need no wait: the scaling finds the lines holding them on the device
 (their maxima), gives them no weight in the count (and zero bars in accurate mode, so the other lines' shifts
 are those of the operands with those lines zeroed), and the last kernel replaces their entries of C by the
 sums of the products in IEEE arithmetic: NaN or infinity in any summation order, so exactly where
@@ -50,16 +52,17 @@ from ..ozaki.api import NONFINITE, _operands, _phase
 from ..ozaki.plan import _round_up
 from .auto import choose_moduli
 from .bounds import bounds
+from .deferred import deferred
 from .fused_level import form_operands, span_gemms
-from .gemms import blocks, panels, planned, run_planned
+from .gemms import blocks, panels, planned
 from .memory import ADVICE, Carved, reserve_workspace
 from .moduli import ModuliTable, moduli_table
 from .normwise import LineStats, refusal, target_value
 from .ops import ops
 from .options import Options
 from .options import k_block as k_block_of
+from .products import products
 from .scaling import FINE_BITS, check_fine_k, headroom
-from .winograd import add, residue_product
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,7 @@ class Plan(MatmulPlan):
         self.work: Carved | None = None
         self._parts: dict[int, Part] = {}
         self._lock = threading.Lock()
-        self.last_count: int | None = self.fixed
+        self._last_count: int | None = self.fixed
         self.empty = not (m and n and k)
         if not self.empty:
             self.work = reserve_workspace(be, m, k, n, self.fixed, opts.scaling, self.block, out is not None,
@@ -136,7 +139,20 @@ class Plan(MatmulPlan):
                 self.part(self.fixed)
         replay = opts.scaling != "accurate" and (self.fixed or self.normwise) and not opts.check_finite
         self._graphs = Graphs(be, "repeat" if replay and not self.empty else False, 0, address_sets)
+        self.deferred = deferred(self) if self._graphs.mode else None
         self.signature = operand_signature(be, A, B, out, stream)
+
+    @property
+    def last_count(self) -> int | None:
+        """The modulus count of the last call (0: no count met the target and C is the library GEMM's); after a
+        call that decided it on the device (:mod:`gpu.ozaki2.deferred`), reading it waits for that call."""
+        if self.deferred is not None and self.deferred.pending():
+            self._last_count = self.deferred.wait()
+        return self._last_count
+
+    @last_count.setter
+    def last_count(self, count: int | None) -> None:
+        self._last_count = count
 
     def part(self, count: int) -> Part:
         """The views, table, kernels and panels of ``count`` moduli, made the first time they are asked for."""
@@ -178,6 +194,8 @@ class Plan(MatmulPlan):
     def _release(self) -> None:
         with self._lock:
             self._graphs.clear()
+            if self.deferred is not None:
+                self.deferred.release()
             self.work, self._parts, self.signature, self._kept = None, {}, None, None
             self._b_side, self._b_kept = [], []
 
@@ -223,8 +241,12 @@ class Plan(MatmulPlan):
                phases: dict[str, float] | None = None, kept_b: bool = False, b_slot: int = 0) -> None:
         """The whole product: the scaling (:meth:`_sides` in a ``keep_a`` plan), then :meth:`_rest`."""
         with _phase(self.backend, phases, "scaling"):
-            part, shift_a, shift_b, rows, cols = (self._sides(family, A, B, kept, kept_b, b_slot) if self.keep_a
-                                                  else self._scaling(family, A, B))
+            scaled = self._sides(family, A, B, kept, kept_b, b_slot) if self.keep_a else self._scaling(family, A, B)
+        if scaled is None:
+            with _phase(self.backend, phases, "gemm"):
+                self.backend.gemm(A, B, C)
+            return
+        part, shift_a, shift_b, rows, cols = scaled
         self._rest(family, part, A, B, C, shift_a, shift_b, rows, cols, phases, form_a=not kept)
 
     def _sides(self, family: Any, A: Array, B: Array, kept: bool, kept_b: bool,
@@ -262,7 +284,7 @@ class Plan(MatmulPlan):
                        (B.T, shift_b, cols.e, self.n_pad, part.res_b, sums[1], "b")),
                       lambda name: _phase(be, phases, name))
         for span, planes, gemms in zip(part.spans, part.planes, part.gemms, strict=True):
-            self._products(family, part, gemms, phases)
+            products(self, family, part, gemms, phases)
             with _phase(be, phases, "crt"):
                 if part.half is None:
                     family.crt(planes, part.table, shift_a[span], shift_b, C[span])
@@ -276,7 +298,9 @@ class Plan(MatmulPlan):
         """The call's work as a CUDA graph per address set of (A, B, C), count and whether A's residues are
         ``kept`` (:mod:`gpu.backend.graphs`, mode ``"repeat"``): with a count given the whole product, under
         ``moduli="auto"`` all that follows the count's read (the line statistics and the count stay eager, since
-        the count picks the graph). Not with the Winograd levels' passes, whose products take scratch per call."""
+        the count picks the graph), or with ``verdict="device"`` the whole call as the graph of
+        :mod:`gpu.ozaki2.deferred` (eagerly where it declines). Not with the Winograd levels' passes, whose
+        products take scratch per call."""
         be = self.backend
         if self.fixed:
             count = self.fixed
@@ -284,13 +308,20 @@ class Plan(MatmulPlan):
             def work() -> None:
                 self._whole(family, A, B, C, kept, None, kept_b, b_slot)
         else:
+            if self.deferred is not None and self.deferred.run(family, A, B, C):
+                return
             rows, cols, found, count = self._lines(family, A, B)
+            if self.deferred is not None:
+                self.deferred.note(count)
+            if count == 0:
+                self.backend.gemm(A, B, C)
+                return
 
             def work() -> None:
                 shift_a, shift_b = self._shifts(family, part, rows, cols, found)
                 self._rest(family, part, A, B, C, shift_a, shift_b, rows, cols)
         part = self.part(count)
-        if part.products is not None:
+        if part.products is not None and self.deferred is None:
             self._graphs.run((be.pointer(A), be.pointer(B), be.pointer(C), count, kept, kept_b, b_slot), work)
         else:
             work()
@@ -306,15 +337,18 @@ class Plan(MatmulPlan):
             raise MemoryPlanError(f"the {gib(8 * self.m * self.n)} output of Ozaki scheme II on {self.m} x {self.k} x "
                                   f"{self.n} does not fit beside the plan's workspace; {ADVICE}") from exc
 
-    def _scaling(self, family: Any, A: Array, B: Array) -> tuple[Part, Array, Array, LineStats, LineStats]:
-        """The line statistics (one read of each operand), the count, and the shifts of A's rows and B's columns."""
+    def _scaling(self, family: Any, A: Array, B: Array) -> tuple[Part, Array, Array, LineStats, LineStats] | None:
+        """The line statistics (one read of each operand), the count, and the shifts of A's rows and B's columns;
+        None where no count meets the target (``verdict="device"``: C is then the library GEMM's)."""
         rows, cols, found, count = self._lines(family, A, B)
+        if count == 0:
+            return None
         part = self.part(count)
         return (part, *self._shifts(family, part, rows, cols, found), rows, cols)
 
     def _lines(self, family: Any, A: Array, B: Array) -> tuple[LineStats, LineStats, Any, int]:
         """The line statistics of A's rows and B's columns, the accurate scaling's bounds (None in fast mode), and
-        the count (the one read under ``moduli="auto"``)."""
+        the count (read under ``moduli="auto"``)."""
         opts, be = self.options, self.backend
         tiles = self.work.region("tiles")
         rows = family.line_stats(A, tiles, self.normwise, self.lines_a, self.wide)
@@ -351,40 +385,9 @@ class Plan(MatmulPlan):
         if found is not None:
             rows, cols = rows._replace(R=found.rows), cols._replace(R=found.cols)
         count = family.auto_count(rows, cols, self.k, self.goal, self.count_buffers)
-        if count == 0:
+        if count == 0 and opts.verdict == "host":
             raise refusal(opts.goal, float(family.auto_errors(rows, cols, self.k, self.count_buffers)[-1]))
         return count
-
-    def _products(self, family: Any, part: Part, gemms: list[Any], phases: dict[str, float] | None) -> None:
-        """A'B' modulo every modulus into ``part.planes``: in the direct layout the INT32 products themselves, a
-        span's ``gemms`` (the CRT reduces them as it reads them); otherwise per modulus and k block one INT8 GEMM
-        and its reduction into INT8 residues, added modulo m across blocks."""
-        be = self.backend
-        if part.direct:
-            with _phase(be, phases, "gemm"):
-                run_planned(be, gemms)
-            return
-        if self.options.level:
-            self._winograd_products(family, part, phases)
-            return
-        for t, modulus in enumerate(part.table.moduli):
-            for number, calls in enumerate(part.plane_gemms[t]):
-                with _phase(be, phases, "gemm"):
-                    run_planned(be, calls)
-                with _phase(be, phases, "reduce"):
-                    family.reduce(part.products[:, :self.n], part.planes[0][t], modulus, number > 0)
-
-    def _winograd_products(self, family: Any, part: Part, phases: dict[str, float] | None) -> None:
-        """Per modulus and k block, the residues of the product by the options' Winograd levels
-        (:mod:`gpu.ozaki2.winograd`), added modulo m across blocks into ``part.planes``."""
-        be, level = self.backend, self.options.level
-        for t, modulus in enumerate(part.table.moduli):
-            for number, kb in enumerate(blocks(self.ldk, self.block)):
-                with _phase(be, phases, "gemm"):
-                    found = residue_product(be, part.res_a[t][:, kb], part.res_b[t][:, kb], modulus, level)
-                with _phase(be, phases, "reduce"):
-                    plane = part.planes[0][t]
-                    plane[...] = add(plane, found[:, :self.n], modulus) if number else found[:, :self.n]
 
 
 def _refuse_nonfinite(be: Backend, rows: LineStats, cols: LineStats) -> None:

@@ -102,12 +102,19 @@ def test_componentwise_bound_stays_for_auditors():
 
 
 def test_no_count_meets_says_the_way_out():
+    """Read back (``verdict="host"``), a target no count meets is refused before any product, naming the way
+    out; decided on the device (the default), C is the library GEMM's and the plan's count says 0."""
     A, B = operands(5, 40, 4, 1.0, 8)
     out = np.full((5, 4), np.nan)
     with pytest.raises(ValueError, match=r"no modulus count up to 20 meets target 1e-40 .* pass moduli=20 "
                                          r"\(normwise bound .* here\)"):
-        ozaki2.matmul(A, B, target=1e-40, out=out, backend="numpy")
+        ozaki2.matmul(A, B, target=1e-40, out=out, verdict="host", backend="numpy")
     assert np.isnan(out).all()
+    be, want = get_backend("numpy"), np.empty((5, 4))
+    be.gemm(A, B, want)
+    with ozaki2.Plan(A, B, out=out, options={"target": 1e-40}, backend=be) as plan:
+        assert plan.execute(A, B, out) is out and np.array_equal(out, want) and plan.last_count == 0
+        assert plan.deferred is None, "NumPy reads its count on the host: nothing to defer"
 
 
 def test_zero_and_nonfinite_lines_are_left_out():

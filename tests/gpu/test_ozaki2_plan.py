@@ -1,7 +1,7 @@
 """Scheme II as a plan: ``Options`` and ``Plan`` (built once per operand signature, holding the workspace), ``matmul``
 as a kept plan plus its execution, fast scaling by default, NaN and infinity giving ``A @ B``'s pattern of
 non-finite entries with no wait for the device, and on the GPU: a call with a count given returns while the
-stream is busy, and ``moduli="auto"`` reads the device once."""
+stream is busy, and so does a repeated ``moduli="auto"`` call (``verdict="host"``: it reads its count once)."""
 
 import dataclasses
 import time
@@ -211,15 +211,18 @@ def test_gpu_replayed_calls_give_the_eager_bits_for_new_values(cupy_backend, mod
 
 
 @pytest.mark.gpu
-def test_gpu_auto_reads_the_device_once(cupy_backend, busy, monkeypatch):
-    """``moduli="auto"`` waits for the device once, for its 4-byte count: the read returns after the busy
-    kernel, a repeated call right after it (the INT8 GEMMs and the CRT, 16 ms of work at N = 8192, are only
-    queued, by a replay of the graph the second call captured), and nothing else moves data to the host."""
+@pytest.mark.parametrize("verdict", ["device", "host"])
+def test_gpu_auto_waits_for_nothing_on_a_repeated_call(cupy_backend, busy, monkeypatch, verdict):
+    """``moduli="auto"`` on an address set seen before: by default (``verdict="device"``) the call reads nothing
+    back and returns within 1 ms while a 200 ms kernel holds the stream (the graph of :mod:`gpu.ozaki2.deferred`
+    queues the whole product, 16 ms of work at N = 8192); with ``verdict="host"`` it waits once, for its 4-byte
+    count, and queues the rest (a replay of the graph the second call captured); nothing else moves data to the
+    host."""
     from gpu.ozaki2 import device
 
     dA, dB = _device_operands(cupy_backend, 8192)
-    for _ in range(2):
-        ozaki2.matmul(dA, dB, backend=cupy_backend)
+    for _ in range(3):
+        ozaki2.matmul(dA, dB, verdict=verdict, backend=cupy_backend)
     cupy_backend.synchronize()
     reads, other = [], []
     real = device.read_count
@@ -230,10 +233,14 @@ def test_gpu_auto_reads_the_device_once(cupy_backend, busy, monkeypatch):
     monkeypatch.setattr(cupy, "asnumpy", lambda *a, **k: other.append(1))
     busy(200)
     start = time.perf_counter()
-    ozaki2.matmul(dA, dB, backend=cupy_backend)
+    ozaki2.matmul(dA, dB, verdict=verdict, backend=cupy_backend)
     end = time.perf_counter()
     cupy_backend.synchronize()
-    assert len(reads) == 1 and not other
+    assert not other
+    if verdict == "device":
+        assert not reads and end - start < 1e-3, f"the call took {1e3 * (end - start):.2f} ms behind the kernel"
+        return
+    assert len(reads) == 1
     assert reads[0] - start > 0.15, "the read waited for the busy kernel"
     assert end - reads[0] < 5e-3, f"the call waited {1e3 * (end - reads[0]):.2f} ms after its read"
 

@@ -204,7 +204,7 @@ def _splitk_options(shape, dtype):
 
 def _ozaki2_options(shape, dtype):
     return st.one_of(
-        st.fixed_dictionaries({"scaling": st.sampled_from(ozaki2.AUTO_SCALINGS),
+        st.fixed_dictionaries({"scaling": st.sampled_from(ozaki2.AUTO_SCALINGS), "verdict": st.just("host"),
                                "target": st.sampled_from(["dgemm", "sgemm", 1e-10])}),
         st.fixed_dictionaries({"scaling": st.sampled_from(ozaki2.SCALINGS), "moduli": st.integers(6, 20)}))
 
