@@ -29,37 +29,17 @@ every call, and refuses data that no count serves (ValueError), as before.
 from __future__ import annotations
 
 import weakref
-from functools import cache
 from typing import Any
 
-import numpy as np
-
 from ..backend import Array
-from ..backend.conditional import SET_CONDITIONAL, available, capturer
+from ..backend.conditional import available, capturer
 from ..backend.graphs import MAX_GRAPHS, MAX_SEEN, array_key
 from ..backend.memo import LRU
 from .moduli import MAX_MODULI
+from .ops import ops
 
 #: Counts 1..MAX_MODULI as bits of a mask (bit c: count c).
 ALL_COUNTS = ((1 << (MAX_MODULI + 1)) - 1) & ~1
-
-_SOURCE = SET_CONDITIONAL + r"""
-extern "C" __global__ void ozaki2_if_count(const int* __restrict__ count, unsigned long long handle,
-                                           unsigned int mask)
-{
-    // The condition of an IF node: the count the device computed is one of the mask's bits.
-    const int c = count[0];
-    cudaGraphSetConditional(handle, (unsigned)(c >= 0 && c < 32 && ((mask >> c) & 1u)));
-}
-"""
-
-
-@cache
-def _module() -> Any:
-    import cupy
-
-    return cupy.RawModule(code=_SOURCE)
-
 
 def masks(window: tuple[int, ...]) -> list[tuple[int, int]]:
     """(mask of counts, the count whose product serves them) for each IF node of :data:`window` (sorted):
@@ -93,33 +73,28 @@ class DeferredCount:
     dropped plan is freed at once, its graphs with it)."""
 
     def __init__(self, plan: Any) -> None:
-        import cupy
-
         self.plan, self.backend = weakref.proxy(plan), plan.backend
         self.window: tuple[int, ...] = ()
         self.graphs, self.seen = LRU(MAX_GRAPHS), LRU(MAX_SEEN)
         self.warm = self.stale = False
-        self.copy = cupy.cuda.alloc_pinned_memory(4)
-        self.count = np.frombuffer(self.copy, dtype=np.int32, count=1)
-        self.event: Any = None
-        _module().get_function("ozaki2_if_count")
+        self.copy = ops(plan.backend).count_copy()
+        self.copying = False
 
     def note(self, count: int) -> None:
         """Add a count that an eager call read (its kernels are compiled now) to the window."""
         if count and count not in self.window:
             self.window = tuple(sorted({*self.window, count}))
-        self.event, self.stale = None, False
+        self.copying = self.stale = False
 
     def pending(self) -> bool:
         """Whether the last call's count is still to be read from its copy."""
-        return self.event is not None
+        return self.copying
 
     def wait(self) -> int:
         """The last replayed call's count (waits for its copy); one beyond the window marks the window
         :attr:`stale`, so that the next call runs eagerly and adds it."""
-        self.event.synchronize()
-        self.event = None
-        count = int(self.count[0])
+        count = self.plan.last_count = self.copy.wait()
+        self.copying = False
         self.stale = self.stale or (count != 0 and count not in self.window)
         return count
 
@@ -127,7 +102,7 @@ class DeferredCount:
         """The call as the graph of its address set and the window; False where the caller must run it eagerly
         (and read its count): no window yet, a new count seen in the last copy, or an address set seen first."""
         be = self.backend
-        if self.event is not None and self.event.done:
+        if self.copying and self.copy.done():
             self.wait()
         addresses = (array_key(A, be), array_key(B, be), array_key(C, be))
         seen, self.seen[addresses] = self.seen.get(addresses), 1
@@ -162,13 +137,13 @@ class DeferredCount:
         rows, cols = self._lines(family, A, B)
         word = family.count_word(rows, cols, plan.k, plan.goal, plan.count_buffers)
         for mask, count in masks(self.window) + [(1, 0)]:
-            branches.only_if(lambda handle, mask=mask: self._set(word, handle, mask),
+            branches.only_if(lambda handle, mask=mask: self._set(family, word, handle, mask),
                              lambda count=count: self._product(family, count, A, B, C, rows, cols)
                              if count else be.gemm(A, B, C))
 
     @staticmethod
-    def _set(word: Any, handle: int, mask: int) -> None:
-        _module().get_function("ozaki2_if_count")((1,), (1,), (word, np.uint64(handle), np.uint32(mask)))
+    def _set(family: Any, word: Any, handle: int, mask: int) -> None:
+        family.if_count(word, handle, mask)
 
     def _lines(self, family: Any, A: Array, B: Array) -> tuple[Any, Any]:
         plan = self.plan
@@ -185,19 +160,14 @@ class DeferredCount:
 
     def _copy_count(self, stream: Any) -> None:
         """The count of the call just queued, into pinned host memory, with no wait."""
-        import cupy
-
-        word = self.plan.count_buffers[2]
-        cupy.cuda.runtime.memcpyAsync(self.copy.ptr, word.data.ptr, 4, cupy.cuda.runtime.memcpyDeviceToHost,
-                                      stream.ptr)
-        self.event = cupy.cuda.Event(block=False, disable_timing=True)
-        self.event.record(stream)
+        self.copy.start(self.plan.count_buffers[2], stream)
+        self.copying = True
 
     def release(self) -> None:
         """Drop the graphs (the plan was freed)."""
         self.graphs.clear()
         self.seen.clear()
-        self.window, self.event = (), None
+        self.window, self.copying = (), False
 
 
 __all__ = ["ALL_COUNTS", "DeferredCount", "deferred", "masks"]

@@ -32,6 +32,7 @@ import cupy
 import numpy as np
 
 from ..backend import Backend
+from ..backend.conditional import SET_CONDITIONAL
 from . import fused
 from .moduli import MAX_MODULI, MODULI, ModuliTable
 from .normwise import TERMS, LineStats, limits, safety
@@ -209,6 +210,44 @@ def count_on_device(rows: LineStats, cols: LineStats, k: int, goal: float, buffe
     return count
 
 
+_IF_COUNT = SET_CONDITIONAL + r"""
+extern "C" __global__ void ozaki2_if_count(const int* __restrict__ count, unsigned long long handle,
+                                           unsigned int mask)
+{
+    // The condition of an IF node (gpu.ozaki2.deferred): the count the device computed is one of the mask's bits.
+    const int c = count[0];
+    cudaGraphSetConditional(handle, (unsigned)(c >= 0 && c < 32 && ((mask >> c) & 1u)));
+}
+"""
+
+
+@cache
+def _if_count() -> Any:
+    """The kernel that sets a deferred count's IF node, compiled (or loaded) on first use, before any capture."""
+    return cupy.RawModule(code=_IF_COUNT).get_function("ozaki2_if_count")
+
+
+class CountCopy:
+    """A count's copy into pinned host memory, queued with no wait, and read once it has landed."""
+
+    def __init__(self) -> None:
+        self.memory = cupy.cuda.alloc_pinned_memory(4)
+        self.value = np.frombuffer(self.memory, dtype=np.int32, count=1)
+        self.event = cupy.cuda.Event(block=False, disable_timing=True)
+
+    def start(self, word: Any, stream: Any) -> None:
+        cupy.cuda.runtime.memcpyAsync(self.memory.ptr, word.data.ptr, 4, cupy.cuda.runtime.memcpyDeviceToHost,
+                                      stream.ptr)
+        self.event.record(stream)
+
+    def done(self) -> bool:
+        return self.event.done
+
+    def wait(self) -> int:
+        self.event.synchronize()
+        return int(self.value[0])
+
+
 def read_count(count: Any) -> int:
     """The count the device computed: the one read of a call under ``moduli="auto"`` (it waits for the device)."""
     return int(count.get()[0])
@@ -283,6 +322,16 @@ class DeviceOps:
                    moduli: tuple[int, ...] = MODULI) -> int:
         """The normwise count, computed on the device and read: the call's one wait (:mod:`gpu.ozaki2.device`)."""
         return read_count(count_on_device(rows, cols, k, goal, buffers, moduli))
+
+    @staticmethod
+    def count_copy() -> CountCopy:
+        _if_count()
+        return CountCopy()
+
+    @staticmethod
+    def if_count(word: Any, handle: int, mask: int) -> None:
+        """Set IF node ``handle`` where the count in ``word`` is one of ``mask``'s bits (:mod:`gpu.ozaki2.deferred`)."""
+        _if_count()((1,), (1,), (word, np.uint64(handle), np.uint32(mask)))
 
     def count_word(self, rows: LineStats, cols: LineStats, k: int, goal: float, buffers: Any) -> Any:
         """The normwise count's device word, queued and not read (:mod:`gpu.ozaki2.deferred`)."""

@@ -7,7 +7,8 @@
 (and 2**-1074 more where C_ij is subnormal), t the target (:func:`target_value`). The componentwise bound
 ``E |A||B| + 2**-53 |C|`` of :mod:`gpu.ozaki2.auto` (``bound="componentwise"``, for auditors) needs a float64
 GEMM of |A~||B~| (34 ms against 2.7 ms for fast-15 at N = 4096 on the H200); this one needs O(m + n) work
-per count and no GEMM, and, being computed on the device, one 4-byte read of the count per call.
+per count and no GEMM, and, being computed on the device, no read back on a repeated call
+(:mod:`gpu.ozaki2.deferred`).
 
 **Proof.** Write a~_ik = a_ik 2**e_i and b~_kj = b_kj 2**f_j (e, f the bar exponents: every line's maximum
 scaled into [32, 64)), and sA_i = e_i + u_i, sB_j = f_j + v_j the shifts of N moduli

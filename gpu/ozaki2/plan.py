@@ -147,7 +147,7 @@ class Plan(MatmulPlan):
         """The modulus count of the last call (0: no count met the target and C is the library GEMM's); after a
         call that decided it on the device (:mod:`gpu.ozaki2.deferred`), reading it waits for that call."""
         if self.deferred is not None and self.deferred.pending():
-            self._last_count = self.deferred.wait()
+            self.deferred.wait()
         return self._last_count
 
     @last_count.setter
@@ -375,7 +375,7 @@ class Plan(MatmulPlan):
         return self.k if self.options.scaling == "fine" else None
 
     def _count(self, family: Any, A: Array, B: Array, rows: LineStats, cols: LineStats, found: Any) -> int:
-        """``moduli="auto"``: the normwise count (one 4-byte read on the GPU), or the componentwise one."""
+        """``moduli="auto"``: the normwise count (read back on the GPU), or the componentwise one."""
         opts = self.options
         if not self.normwise:
             xp = self.backend.xp

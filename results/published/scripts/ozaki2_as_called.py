@@ -2,10 +2,11 @@
 
 At each N (``NS``, default 4096, 8192, 16384), phi = 1 operands drawn on the device (as the Ozaki benchmarks draw
 them above 4096), the runs are: the public call with defaults (``moduli="auto"``, fast scaling, normwise bound:
-one 4-byte read of the count per call), the public call with fast scaling and 14, 15 or 16 moduli, and
+the count decided on the device, read back only by a call the plan has not seen the addresses of), the public
+call with fast scaling and 14, 15 or 16 moduli, and
 ``cupy.matmul`` (DGEMM). One sample of a run is a loop of ``LOOP`` back-to-back calls, then one synchronize: the
 wall time per call, host time included, as a user's loop makes them. The runs are interleaved round by round
-(``ROUNDS`` rounds, at least 10) after one warm-up round (plans built, kernels compiled), and each run's median
+(``ROUNDS`` rounds, at least 10) after two warm-up rounds (plans built, graphs captured), and each run's median
 and ratio to DGEMM's are kept, with NVML's SM clock and power read after each sample. Then each run's max
 relative error on 256 sampled rows against ``accuracy.reference.exact_matmul`` of those rows (DGEMM's too), and
 the count the defaults choose (``Plan.last_count``). Also the first call's time of the first run of ``RUNS`` (the
@@ -93,13 +94,14 @@ def groups(calls: dict, separate: bool) -> list[dict]:
 def timed(be, calls: dict, separate: bool, loop: int, rounds: int, telemetry, host: bool = True) -> dict:
     """Each run's record: its median, spread and samples per call, its ratio to its group's DGEMM, NVML's readings
     and (``host``) the host time of one call; each group (:func:`groups`) after the kept plans of the last are
-    freed and one warm-up sample of each of its calls (a separate group's DGEMM as ``"dgemm beside <run>"``)."""
+    freed and two warm-up calls of each of its calls, the plan built, then its graph captured (a separate group's
+    DGEMM as ``"dgemm beside <run>"``)."""
     out = {}
     for group in groups(calls, separate):
         ozaki2.PLANS.clear()
         cp.get_default_memory_pool().free_all_blocks()
         for run in group.values():
-            loop_seconds(run, 1)
+            loop_seconds(run, 2)
         samples, clocks = interleaved(group, loop, rounds, telemetry)
         dgemm = statistics.median(samples["dgemm"])
         beside = next(k for k in group if k != "dgemm") if separate else None

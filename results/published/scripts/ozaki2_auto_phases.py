@@ -3,7 +3,7 @@ same call with ``moduli=15`` (the count "auto" picks on phi = 1 operands), at N 
 
 In ``ROUNDS`` interleaved rounds (turning order, after a warm-up call of each): one call with ``phases=`` (each
 phase synchronized: ``scaling``, ``residues``, ``gemm``, ``crt``, ...), then the CUDA-event time of a loop of
-``LOOP`` back-to-back calls on the stream (device time per call, the idle gaps that the count read leaves
+``LOOP`` back-to-back calls on the stream (device time per call, any idle gap a read of the count leaves
 included). The medians per phase and per run, and the paired ratio of the loops (fixed over auto, round by
 round), say whether the count read's synchronisation shows in the device's time. Writes
 ``$OUT/ozaki2-auto-phases.json``. Run on the device from the repository root:
@@ -38,6 +38,7 @@ def main() -> None:
     be = get_backend("cupy")
     A, B = inputs(N)
     for options in RUNS.values():
+        sample(be, A, B, options)
         sample(be, A, B, options)
     calls = {name: partial(sample, be, A, B, options) for name, options in RUNS.items()}
     samples = turning(calls, ROUNDS, lambda call: call())
