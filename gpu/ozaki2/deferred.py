@@ -33,7 +33,7 @@ from typing import Any
 
 from ..backend import Array
 from ..backend.conditional import available, capturer
-from ..backend.graphs import MAX_GRAPHS, MAX_SEEN, array_key
+from ..backend.graphs import MAX_SEEN, array_key
 from ..backend.memo import LRU
 from .moduli import MAX_MODULI
 from .ops import ops
@@ -75,7 +75,7 @@ class DeferredCount:
     def __init__(self, plan: Any) -> None:
         self.plan, self.backend = weakref.proxy(plan), plan.backend
         self.window: tuple[int, ...] = ()
-        self.graphs, self.seen = LRU(MAX_GRAPHS), LRU(MAX_SEEN)
+        self.graphs, self.seen = LRU(plan._graphs.captured.size), LRU(MAX_SEEN)     # a tile plan: one per tile
         self.warm = self.stale = False
         self.copy = ops(plan.backend).count_copy()
         self.copying = False

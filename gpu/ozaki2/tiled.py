@@ -12,7 +12,8 @@ that not even tiles of :data:`MIN_TILE` lines fit is a :class:`~gpu.backend.Memo
 What a tile computes is the whole product's: the fast and fine scalings' shifts depend on a row's (column's) own
 entries only (and on k, which every tile keeps whole), so with a modulus count given (``moduli=N``) and
 ``scaling="fast"`` or ``"fine"`` the tiled product is **bitwise** the untiled one. Under ``moduli="auto"`` each tile
-takes the fewest moduli whose proven bound holds on its own entries (a count read per tile), and the accurate
+takes the fewest moduli whose proven bound holds on its own entries (decided on the device, as
+:mod:`gpu.ozaki2.deferred` says: read back per tile on a first call only), and the accurate
 scaling bounds each tile's own product: the result keeps the same proven bound, and may differ from the untiled one
 in the last bits. Square tiles form a row panel's residues again for each column panel, and a column panel's for
 each row panel: at a cap of 2 FP64 matrices at 15 moduli the tiles are N/4 wide, so each operand's residues are
@@ -157,7 +158,8 @@ class TiledPlan(MatmulPlan):
     :data:`gpu.ozaki.plan.HEADROOM` of the memory free when the plan is built (less C where the call makes it).
     Where every tile has one shape the plan keeps that tile's plan, built on the first call, so a repeated call
     plans nothing; otherwise each shape's plan is built per call and freed before the next (their workspaces
-    are never held together). Under ``moduli="auto"`` each tile reads its own count (a 4-byte wait per tile).
+    are never held together). Under ``moduli="auto"`` each tile decides its own count (with ``verdict="host"``
+    each tile reads it back: a 4-byte wait per tile).
     MemoryPlanError before any work where not even the least tiles fit."""
 
     def __init__(self, A: Any, B: Any, *, out: Any = None, options: Any = None, backend: str | Backend = "auto",
