@@ -6,9 +6,10 @@ queued before it, so the host cannot run ahead of the device. Instead a plan kee
 and C that it has seen before, one CUDA graph (:mod:`gpu.backend.conditional`) that holds:
 
 1. the line statistics of A's rows and B's columns, and the count, into the plan's buffers;
-2. per count of the plan's **window** (the counts its calls have needed so far, each compiled by an eager call
-   first), an IF node whose condition a one-thread kernel sets from the count: the whole product at that
-   count, for every count above the window count below it and up to it (more moduli only tighten the bound);
+2. per count c of the plan's **window** (the counts its calls have needed so far, each compiled by an eager
+   call first), an IF node whose condition a one-thread kernel sets from the count: the whole product at c
+   moduli, for the counts from the window's next count below c (exclusive) up to c (more moduli only tighten
+   the bound);
 3. an IF node for counts above the window: the product at the most moduli (:data:`MAX_MODULI`), which meets
    any target that some count meets;
 4. an IF node for count 0 (no count up to the most meets the target): C is the library GEMM's (IEEE values),
@@ -40,6 +41,7 @@ from .ops import ops
 
 #: Counts 1..MAX_MODULI as bits of a mask (bit c: count c).
 ALL_COUNTS = ((1 << (MAX_MODULI + 1)) - 1) & ~1
+
 
 def masks(window: tuple[int, ...]) -> list[tuple[int, int]]:
     """(mask of counts, the count whose product serves them) for each IF node of :data:`window` (sorted):
@@ -137,13 +139,9 @@ class DeferredCount:
         rows, cols = self._lines(family, A, B)
         word = family.count_word(rows, cols, plan.k, plan.goal, plan.count_buffers)
         for mask, count in masks(self.window) + [(1, 0)]:
-            branches.only_if(lambda handle, mask=mask: self._set(family, word, handle, mask),
+            branches.only_if(lambda handle, mask=mask: family.if_count(word, handle, mask),
                              lambda count=count: self._product(family, count, A, B, C, rows, cols)
                              if count else be.gemm(A, B, C))
-
-    @staticmethod
-    def _set(family: Any, word: Any, handle: int, mask: int) -> None:
-        family.if_count(word, handle, mask)
 
     def _lines(self, family: Any, A: Array, B: Array) -> tuple[Any, Any]:
         plan = self.plan
