@@ -57,12 +57,11 @@ def masks(window: tuple[int, ...]) -> list[tuple[int, int]]:
 
 
 def deferred(plan: Any) -> DeferredCount | None:
-    """The deferred count of ``plan`` where it applies (``moduli="auto"``, the normwise bound, the fast scaling, no
-    ``check_finite``, ``verdict="device"``, a backend that captures IF nodes, and no Winograd level outside the
-    fused form), else None."""
+    """The deferred count of ``plan`` where it applies (``moduli="auto"`` with the normwise bound and
+    ``verdict="device"``, where the plan replays graphs (the fast scaling, no ``check_finite``, a product that is
+    not empty), on a backend that captures IF nodes, with no Winograd level outside the fused form), else None."""
     opts = plan.options
-    if not (plan.normwise and opts.verdict == "device" and opts.scaling == "fast" and not opts.check_finite
-            and not plan.empty and available(plan.backend)):
+    if not (plan.normwise and opts.verdict == "device" and plan._graphs.mode and available(plan.backend)):
         return None
     if opts.level and not plan.work.direct:
         return None                          # the levels' passes take scratch per call: no graph holds them
@@ -125,7 +124,7 @@ class DeferredCount:
         """The graph of the window for these addresses (the most moduli's kernels compiled first, eagerly)."""
         be = self.backend
         if not self.warm:
-            rows, cols = self._lines(family, A, B)
+            rows, cols = self.plan._stats(family, A, B)
             self._product(family, MAX_MODULI, A, B, C, rows, cols)
             be.gemm(A, B, C)
             self.warm = True
@@ -136,21 +135,15 @@ class DeferredCount:
     def _build(self, branches: Any, family: Any, A: Array, B: Array, C: Array) -> None:
         """Steps 1-4 of the module, as captured."""
         plan, be = self.plan, self.backend
-        rows, cols = self._lines(family, A, B)
+        rows, cols = plan._stats(family, A, B)
         word = family.count_word(rows, cols, plan.k, plan.goal, plan.count_buffers)
         for mask, count in masks(self.window) + [(1, 0)]:
             branches.only_if(lambda handle, mask=mask: family.if_count(word, handle, mask),
                              lambda count=count: self._product(family, count, A, B, C, rows, cols)
                              if count else be.gemm(A, B, C))
 
-    def _lines(self, family: Any, A: Array, B: Array) -> tuple[Any, Any]:
-        plan = self.plan
-        tiles = plan.work.region("tiles")
-        return (family.line_stats(A, tiles, True, plan.lines_a, plan.wide),
-                family.line_stats(B.T, tiles, True, plan.lines_b, plan.wide))
-
     def _product(self, family: Any, count: int, A: Array, B: Array, C: Array, rows: Any, cols: Any) -> None:
-        """The product at ``count`` moduli after the line statistics: the shifts, then the plan's rest."""
+        """The product at ``count`` moduli after the line statistics: the plan's shifts, then its rest."""
         plan = self.plan
         part = plan.part(count)
         shift_a, shift_b = plan._shifts(family, part, rows, cols, None)

@@ -11,16 +11,14 @@ under ``"auto"`` the count (:mod:`gpu.ozaki2.normwise`), the shifts, the residue
 the library's IEEE values where a row of A or a column of B holds NaN or infinity.
 
 **No wait for the device:** with a count given (and ``check_finite=False``) the call returns as soon as its
-work is queued. Under ``moduli="auto"`` the count is the device's, and the host launches one INT8 GEMM per
-modulus: with ``verdict="device"`` (the default) a call on an address set seen before replays one graph whose
-conditional nodes run the product at the count the device computed (:mod:`gpu.ozaki2.deferred`), and only the
-first call of an address set and a call after a new count read it (4 bytes, a wait); ``verdict="host"`` reads
-it on every call. NaN and infinity need no wait: the scaling finds the lines holding them on the device
-(their maxima), gives them no weight in the count (and zero bars in accurate mode, so the other lines' shifts
-are those of the operands with those lines zeroed), and the last kernel replaces their entries of C by the
-sums of the products in IEEE arithmetic: NaN or infinity in any summation order, so exactly where
-``A @ B`` has them. ``check_finite=True`` reads the maxima and raises before the products (a wait).
-``bound="componentwise"`` (auditors) waits for its float64 GEMM.
+work is queued; under ``moduli="auto"`` too, on an address set seen before (:mod:`gpu.ozaki2.deferred`: one
+graph runs the product at the count the device computed; ``verdict="host"`` reads it back each call). NaN
+and infinity need no wait: the scaling finds the lines holding them on the device (their maxima), gives them
+no weight in the count (and zero bars in accurate mode, so the other lines' shifts are those of the operands
+with those lines zeroed), and the last kernel replaces their entries of C by the sums of the products in IEEE
+arithmetic: NaN or infinity in any summation order, so exactly where ``A @ B`` has them. ``check_finite=True``
+reads the maxima and raises before the products (a wait). ``bound="componentwise"`` (auditors) waits for its
+float64 GEMM.
 
 **Replayed as a graph.** A call launches dozens of kernels and INT8 GEMMs (1.1 ms of host time at 15 moduli on
 the H200's host). With the fast scaling (the default) and without ``check_finite``, a plan replays its work as
@@ -139,7 +137,7 @@ class Plan(MatmulPlan):
                 self.part(self.fixed)
         replay = opts.scaling != "accurate" and (self.fixed or self.normwise) and not opts.check_finite
         self._graphs = Graphs(be, "repeat" if replay and not self.empty else False, 0, address_sets)
-        self.deferred = deferred(self) if self._graphs.mode else None
+        self.deferred = deferred(self)
         self.signature = operand_signature(be, A, B, out, stream)
 
     @property
@@ -298,9 +296,8 @@ class Plan(MatmulPlan):
         """The call's work as a CUDA graph per address set of (A, B, C), count and whether A's residues are
         ``kept`` (:mod:`gpu.backend.graphs`, mode ``"repeat"``): with a count given the whole product, under
         ``moduli="auto"`` all that follows the count's read (the line statistics and the count stay eager, since
-        the count picks the graph), or with ``verdict="device"`` the whole call as the graph of
-        :mod:`gpu.ozaki2.deferred` (eagerly where it declines). Not with the Winograd levels' passes, whose
-        products take scratch per call."""
+        the count picks the graph), or the whole call as :mod:`gpu.ozaki2.deferred`'s graph (eager where it
+        declines). Not with the Winograd levels' passes, whose products take scratch per call."""
         be = self.backend
         if self.fixed:
             count = self.fixed
@@ -350,15 +347,19 @@ class Plan(MatmulPlan):
         """The line statistics of A's rows and B's columns, the accurate scaling's bounds (None in fast mode), and
         the count (read under ``moduli="auto"``)."""
         opts, be = self.options, self.backend
-        tiles = self.work.region("tiles")
-        rows = family.line_stats(A, tiles, self.normwise, self.lines_a, self.wide)
-        cols = family.line_stats(B.T, tiles, self.normwise, self.lines_b, self.wide)
+        rows, cols = self._stats(family, A, B)
         if opts.check_finite:
             _refuse_nonfinite(be, rows, cols)
         found = None if opts.scaling != "accurate" and opts.bound == "normwise" else bounds(
             be, A, B, rows, cols, opts.scaling, self.work)
         count = self.last_count = self.fixed or self._count(family, A, B, rows, cols, found)
         return rows, cols, found, count
+
+    def _stats(self, family: Any, A: Array, B: Array) -> tuple[LineStats, LineStats]:
+        """The line statistics of A's rows and B's columns, into the plan's vectors (one read of each operand)."""
+        tiles = self.work.region("tiles")
+        return (family.line_stats(A, tiles, self.normwise, self.lines_a, self.wide),
+                family.line_stats(B.T, tiles, self.normwise, self.lines_b, self.wide))
 
     def _shifts(self, family: Any, part: Part, rows: LineStats, cols: LineStats, found: Any) -> tuple[Array, Array]:
         """The scale codes of A's rows and B's columns for ``part``'s moduli (:mod:`gpu.ozaki2.scaling`)."""
