@@ -192,9 +192,17 @@ def stack_text(doc: Document) -> str:
     device = env.get("device", "device not recorded")
     if env.get("power_limit_w"):
         device += f" ({env['power_limit_w']:.0f} W)"
-    parts = [f"{label} {env[key]}" for key, label in STACK if env.get(key)]
+    parts = [f"{label} {_short(key, env[key])}" for key, label in STACK if env.get(key)]
     regime = f"; regime {doc.regime}" if doc.regime else ""
     return f"{device}; {', '.join(parts) or 'versions not recorded'}{regime}"
+
+
+def _short(key: str, value: Any) -> Any:
+    """A whole commit hash as its first seven digits, as the other tables' headers name theirs."""
+    text = str(value)
+    if key == "git_commit" and len(text) == 40 and all(c in "0123456789abcdef" for c in text):
+        return text[:7]
+    return value
 
 
 def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:

@@ -83,6 +83,18 @@ def test_the_script_prints_the_tables_and_names_a_bad_file(tmp_path, capsys):
     assert "missing.json: cannot read it as JSON" in capsys.readouterr().err
 
 
+def test_a_whole_commit_hash_heads_a_table_as_seven_digits_and_any_other_value_as_written(tmp_path):
+    def head(commit: str) -> str:
+        path = tmp_path / "as-called.json"
+        path.write_text(json.dumps({"script": "x.py", "environment": {**ENV, "git_commit": commit},
+                                    "regime": "sustained", "records": [SPLITK]}))
+        return markdown([load(path)]).splitlines()[0]
+
+    assert head("684584fb9edaeec7d7625bf17e43afefb3723cd8").endswith("gemmlab 684584f; regime sustained")
+    assert head("5256730cf").endswith("gemmlab 5256730cf; regime sustained")
+    assert head("0e760f1, 152d3c6").endswith("gemmlab 0e760f1, 152d3c6; regime sustained")
+
+
 def test_the_published_readme_holds_the_h100_tables_as_the_renderer_prints_them(monkeypatch):
     monkeypatch.chdir(ROOT)
     readme = (ROOT / "results/published/README.md").read_text()
