@@ -124,6 +124,9 @@ class CupyBackend(Backend):
                             call.b, recipe.cuda_operands, call.ldb, be.ctypes.data,
                             call.c, recipe.cuda_output, call.ldc, recipe.compute, _GEMM_DEFAULT)
 
+    def residue_gemm(self, a, b, r, modulus):
+        return None if self._lt is None else self._lt.residues(a, b, r, modulus)
+
     def _geam(self, dtype, call, alpha, beta, arrays, layouts) -> None:
         al, be = host_scalars(dtype, alpha, beta)
         self._geam_fn[dtype](self._handle(), call.transa, call.transb, call.m, call.n,

@@ -143,19 +143,21 @@ def takes(recipe: Any, call: Any, beta: float, min_k: int) -> bool:
 
 
 class CutlassInt8:
-    """One device's INT8 GEMMs on a built kernel: ``fn`` is its C function (:meth:`load`); ``calls`` counts those
-    it issued."""
+    """One device's INT8 GEMMs on a built kernel: ``fn`` is its C function (:meth:`load`), ``res`` the one that
+    writes residues (:meth:`residues`); ``calls`` counts the GEMMs it issued."""
 
-    def __init__(self, fn: Any, choice: KernelChoice) -> None:
-        self.fn, self.choice, self.calls = fn, choice, 0
+    def __init__(self, fn: Any, choice: KernelChoice, res: Any = None) -> None:
+        self.fn, self.choice, self.calls, self.res = fn, choice, 0, res
 
     @classmethod
     def load(cls, path: Path, choice: KernelChoice) -> CutlassInt8:
-        fn = getattr(ctypes.CDLL(str(path)), choice.name)
-        fn.restype = ctypes.c_int
-        fn.argtypes = ([ctypes.c_void_p] * 3 + [ctypes.c_int] * 3 + [ctypes.c_int64] * 3
-                       + [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p])
-        return cls(fn, choice)
+        lib = ctypes.CDLL(str(path))
+        fn, res = getattr(lib, choice.name), getattr(lib, choice.name + "_res")
+        for f, extra in ((fn, []), (res, [ctypes.c_int])):
+            f.restype = ctypes.c_int
+            f.argtypes = ([ctypes.c_void_p] * 3 + [ctypes.c_int] * 3 + [ctypes.c_int64] * 3 + extra
+                          + [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p])
+        return cls(fn, choice, res)
 
     def run(self, recipe: Any, call: Any, beta: float, workspace: tuple[int, int], stream: int) -> bool:
         """Issue ``call`` on ``stream`` where the kernel takes it; False (nothing issued) otherwise. Column-major
@@ -167,6 +169,33 @@ class CutlassInt8:
             return False
         self.calls += 1
         return True
+
+
+    def residues(self, a: tuple[int, int], b: tuple[int, int], r: tuple[int, int], shape: tuple[int, int, int],
+                 modulus: int, space: Any) -> Any:
+        """An issuer of R = a b^T modulo ``modulus`` as INT8 symmetric residues (``res``): ``a``, ``b`` and ``r``
+        their (pointer, row stride in elements) pairs, ``a`` k-contiguous (rows, k), ``b`` (cols, k), R row-major
+        (rows, cols); ``shape`` (rows, cols, k); ``space()`` gives (workspace, bytes, stream) at each issue. None
+        where the kernel does not take it (:func:`takes_residues`). An issue that CUTLASS refuses raises."""
+        rows, cols, k = shape
+        if self.res is None or not takes_residues(a, b, r, k, modulus, self.choice.min_k):
+            return None
+        fn, args = self.res, (a[0], b[0], r[0], rows, cols, k, a[1], b[1], r[1], modulus)
+
+        def issue() -> None:
+            status = fn(*args, *space())
+            if status:
+                raise RuntimeError(f"the CUTLASS residue GEMM {rows} x {cols} x {k} failed (status {status})")
+            self.calls += 1
+        return issue
+
+
+def takes_residues(a: tuple[int, int], b: tuple[int, int], r: tuple[int, int], k: int, modulus: int,
+                   min_k: int) -> bool:
+    """Whether the residue kernel takes R = a b^T: k at least ``min_k`` and a multiple of 16, every pointer and
+    row stride (pointer, stride pairs, INT8) a multiple of 16 bytes, and a modulus of 3 to 256."""
+    return (k >= min_k and k % 16 == 0 and 3 <= modulus <= 256
+            and all(v % 16 == 0 for x in (a, b, r) for v in x))
 
 
 def cutlass_int8(compute_capability: str, table: dict[str, KernelChoice] | None = None) -> CutlassInt8 | None:

@@ -40,11 +40,10 @@ class BackendUnavailable(RuntimeError):
 class AllocationReport:
     """Device allocations seen inside :meth:`Backend.track_allocations`.
 
-    ``count`` is the number of allocations (None where the backend cannot count
-    them exactly), ``peak_bytes`` the highest number of bytes allocated inside
-    the block and alive at once, and ``exact`` says whether both are exact.
-    ``device_free`` and ``device_total`` are the device's free and total memory
-    in bytes when the block ended.
+    ``count`` is the number of allocations (None where the backend cannot count them exactly), ``peak_bytes``
+    the highest number of bytes allocated inside the block and alive at once, and ``exact`` says whether both are
+    exact. ``device_free`` and ``device_total`` are the device's free and total memory in bytes when the block
+    ended.
     """
 
     count: int | None = 0
@@ -78,9 +77,8 @@ class Timer:
 class Backend(abc.ABC):
     """What a schedule or benchmark needs from an array library.
 
-    ``asynchronous``: library calls return before the device has finished
-    (host time can hide behind device time); False where every call is
-    synchronous (the CPU).
+    ``asynchronous``: library calls return before the device has finished (host time can hide behind device
+    time); False where every call is synchronous (the CPU).
     """
 
     name: str
@@ -102,11 +100,10 @@ class Backend(abc.ABC):
     def gemm(self, A: Array, B: Array, C: Array, alpha: float = 1.0, beta: float = 0.0) -> None:
         """``C = alpha * A @ B + beta * C`` in place, with no copy and no allocation.
 
-        A, B, C are 2-D views (quadrants of larger matrices are fine) of one
-        float dtype with unit stride along one axis; C must not overlap A or B.
-        The checks of an operand signature (types, shapes, strides, dtypes) are
-        kept (:class:`gpu.backend.blas.GemmPlan`, :data:`MAX_GEMM_PLANS` of them),
-        so a repeated call costs the host its addresses' overlap test and the call.
+        A, B, C are 2-D views (quadrants of larger matrices are fine) of one float dtype with unit stride along
+        one axis; C must not overlap A or B. The checks of an operand signature (types, shapes, strides, dtypes)
+        are kept (:class:`gpu.backend.blas.GemmPlan`, :data:`MAX_GEMM_PLANS` of them), so a repeated call costs
+        the host its addresses' overlap test and the call.
         Rounding, in any summation order the library picks, with or without FMA (Higham, *Accuracy and
         Stability of Numerical Algorithms*, eq. 3.13): |C - AB| <= gamma_k |A||B| componentwise for
         alpha = 1, beta = 0 (gamma_k = k u / (1 - k u), u the unit roundoff of the dtype), plus k times the
@@ -163,14 +160,12 @@ class Backend(abc.ABC):
     def gemm_ex(self, A: Array, B: Array, C: Array, *, recipe: str, beta: float = 0.0) -> None:
         """``C = A @ B + beta * C`` with low-precision operands, as cuBLAS ``gemmEx`` runs it.
 
-        ``recipe`` names a row of :data:`gpu.blas.GEMM_RECIPES` (``fp32``,
-        ``tf32``, ``fp16``, ``bf16``, ``int8``), which fixes the dtypes of A
-        and B (bfloat16 as uint16 bit patterns) and of C (float32, or int32 for
-        ``int8``). Views work as in :meth:`gemm`: no copy on the GPU. The
-        NumPy backend emulates the recipe by a float64 GEMM of the operands'
-        values, cast to C's dtype: the device's result wherever the device's
-        arithmetic is exact (integer sums without overflow, or float sums whose
-        every partial sum the accumulator holds), a more accurate one elsewhere.
+        ``recipe`` names a row of :data:`gpu.blas.GEMM_RECIPES` (``fp32``, ``tf32``, ``fp16``, ``bf16``, ``int8``),
+        which fixes the dtypes of A and B (bfloat16 as uint16 bit patterns) and of C (float32, or int32 for
+        ``int8``). Views work as in :meth:`gemm`: no copy on the GPU. The NumPy backend emulates the recipe by a
+        float64 GEMM of the operands' values, cast to C's dtype: the device's result wherever the device's
+        arithmetic is exact (integer sums without overflow, or float sums whose every partial sum the accumulator
+        holds), a more accurate one elsewhere.
         """
         rec = blas.gemm_recipe(recipe)
         layouts = self.layout(A, "A"), self.layout(B, "B"), self.layout(C, "C")
@@ -190,11 +185,16 @@ class Backend(abc.ABC):
     def _gemm_ex(self, recipe: blas.GemmRecipe, call: blas.BlasCall, beta: float, arrays: tuple) -> None:
         """Run a validated low-precision gemm; ``arrays`` are (A, B, C)."""
 
+    def residue_gemm(self, a: Array, b: Array, r: Array, modulus: int) -> Callable[[], None] | None:
+        """An issuer of ``r = (a @ b.T) mod m`` as INT8 symmetric residues (a, b: k-contiguous INT8 rows) on the
+        current stream; None (the default) where no kernel takes these views: use :meth:`gemm_ex`'s INT32."""
+        return None
+
     def geam(self, alpha: float, A: Array, beta: float, B: Array, C: Array) -> None:
         """``C = alpha * A + beta * B`` in place, with no copy and no allocation.
 
-        C may be the very same view as A or B (or both); any other overlap is
-        an error. With ``beta == 0`` B is not read.
+        C may be the very same view as A or B (or both); any other overlap is an error. With ``beta == 0`` B is
+        not read.
         """
         layouts, alpha, beta = self._prepare(A, B, C, alpha, beta)
         call = blas.plan_geam(*layouts)

@@ -157,15 +157,35 @@ class Int8Routes:
         self._routes: dict[int, LtInt8 | None] = {}
         self._cutlass: dict[int, CutlassInt8 | None] = {}
 
-    def run(self, recipe: Any, call: Any, beta: float) -> bool:
-        """Issue ``call`` through the current device's first route that takes the shape; False otherwise."""
+    def _device(self) -> tuple[LtInt8 | None, CutlassInt8 | None]:
+        """The current device's cublasLt route and built kernel, made on its first use."""
         device = self.xp.cuda.runtime.getDevice()
         if device not in self._routes:
             cc = self.xp.cuda.Device(device).compute_capability
             cc = f"{cc[:-1]}.{cc[-1]}"
             self._routes[device] = lt_int8(cc, self.table)
             self._cutlass[device] = cutlass_int8(cc, self.kernels)
-        route, kernel = self._routes[device], self._cutlass[device]
+        return self._routes[device], self._cutlass[device]
+
+    def residues(self, a: Any, b: Any, r: Any, modulus: int) -> Any:
+        """An issuer of R = a @ b.T modulo ``modulus`` written as INT8 residues by the current device's built
+        kernel (:meth:`gpu.backend.cutlass_int8.CutlassInt8.residues`), on the stream current at each issue;
+        None where no kernel is built or it does not take these views."""
+        kernel = self._device()[1]
+        if kernel is None or any(x.dtype != np.int8 or x.ndim != 2 or x.strides[1] != 1 for x in (a, b, r)):
+            return None
+        if r.shape != (a.shape[0], b.shape[0]) or a.shape[1] != b.shape[1] or not all(r.shape):
+            return None
+
+        def space() -> tuple[int, int, int]:
+            _, workspace, stream = self.streams.entry()
+            return workspace.data.ptr, workspace.nbytes, stream.ptr
+        return kernel.residues(*((x.data.ptr, x.strides[0]) for x in (a, b, r)), (*r.shape, a.shape[1]),
+                               modulus, space)
+
+    def run(self, recipe: Any, call: Any, beta: float) -> bool:
+        """Issue ``call`` through the current device's first route that takes the shape; False otherwise."""
+        route, kernel = self._device()
         if route is None and kernel is None:
             return False
         _, workspace, stream = self.streams.entry()

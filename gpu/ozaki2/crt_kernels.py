@@ -108,12 +108,13 @@ extern "C" __global__ void __launch_bounds__(CRT_THREADS, 2) ozaki2_crt(
 """
 
 #: The fused Winograd level's CRT (:mod:`gpu.ozaki2.fused_level`): a thread takes ``VEC`` columns of the four output
-#: blocks at once, reads the 7 INT32 products of each modulus there, combines them exactly in float64 and reduces
+#: blocks at once, reads the 7 products of each modulus there (INT32, or their INT8 residues where the GEMMs wrote
+#: residues: :func:`gpu.ozaki2.gemms.direct_products`), combines them exactly in float64 and reduces
 #: each block's sum as the plain kernel reduces a product; the sums and the reconstruction are the plain kernel's,
 #: term for term. Two columns ran its span of 15 moduli at N = 16384 in 7.5 ms, four in 8.6 (register pressure:
 #: eight double-double sums a column; ``h200-ozaki2-fused-level-probe-16384.json``).
 LEVEL_SOURCE = FINISH + r"""
-template <int M> __device__ __forceinline__ void term(const int* at, long long quarter, double w_hi, double w_lo,
+template <int M> __device__ __forceinline__ void term(const PROD_T* at, long long quarter, double w_hi, double w_lo,
                                                       double (&hi)[4][VEC], double (&lo)[4][VEC])
 {
     VEC_T v[7];
@@ -123,7 +124,7 @@ template <int M> __device__ __forceinline__ void term(const int* at, long long q
     for (int q = 0; q < VEC; ++q) {
         double x[7];
 #pragma unroll
-        for (int p = 0; p < 7; ++p) x[p] = (double)((const int*)&v[p])[q];
+        for (int p = 0; p < 7; ++p) x[p] = (double)((const PROD_T*)&v[p])[q];
         const double u2 = x[0] + x[5], u3 = u2 + x[6];
         const double y[4] = {x[0] + x[1], u2 + x[4] + x[2], u3 - x[3], u3 + x[4]};
 #pragma unroll
@@ -136,12 +137,12 @@ template <int M> __device__ __forceinline__ void term(const int* at, long long q
 }
 
 extern "C" __global__ void __launch_bounds__(CRT_THREADS, 2) ozaki2_crt_level(
-    const int* __restrict__ prod, long long plane, long long quarter, long long ld, const int* __restrict__ sa,
+    const PROD_T* __restrict__ prod, long long plane, long long quarter, long long ld, const int* __restrict__ sa,
     const int* __restrict__ sb, double* __restrict__ C, long long ldc, long long rows, long long h, long long w)
 {
     const long long step = (long long)gridDim.x * blockDim.x * VEC;
     for (long long i = blockIdx.y; i < rows; i += gridDim.y) {
-        const int* row = prod + i * ld;
+        const PROD_T* row = prod + i * ld;
         const int s_row[2] = {sa[i] >> 8, sa[i + h] >> 8}, r_row[2] = {(sa[i] & 255) + 256, (sa[i + h] & 255) + 256};
         for (long long j0 = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * VEC; j0 < w; j0 += step) {
             double hi[4][VEC], lo[4][VEC];
@@ -213,23 +214,27 @@ def prepare(table: ModuliTable, planes: Any) -> None:
     """Compile the kernel that :func:`crt` (4-D INT32 ``planes``: :func:`crt_level`) launches for these planes
     (once per process)."""
     if planes.ndim == 4:
-        level_kernel(table, level_columns(planes))
+        level_kernel(table, level_columns(planes), planes.dtype == np.int8)
     else:
         kernel(table, planes.dtype == np.int32, columns(planes))
 
 
 @cache
-def level_kernel(table: ModuliTable, vec: int) -> Any:
-    """The fused level's CRT kernel (:data:`LEVEL_SOURCE`) for ``table``, ``vec`` (1, 2 or 4) columns a thread."""
-    head = f"#define VEC {vec}\n#define VEC_T {_VECTORS.get((True, vec), 'int')}\n#define CRT_THREADS {CRT_THREADS}\n"
+def level_kernel(table: ModuliTable, vec: int, narrow: bool = False) -> Any:
+    """The fused level's CRT kernel (:data:`LEVEL_SOURCE`) for ``table``, ``vec`` (1, 2 or 4) columns a thread, over
+    INT32 products or (``narrow``) their INT8 residues."""
+    prod_t = "signed char" if narrow else "int"
+    head = (f"#define VEC {vec}\n#define VEC_T {_VECTORS.get((not narrow, vec), prod_t)}\n#define PROD_T {prod_t}\n"
+            f"#define CRT_THREADS {CRT_THREADS}\n")
     return cupy.RawKernel(head + constants(table) + for_each_modulus(table.moduli) + COMMON + LEVEL_SOURCE,
                           "ozaki2_crt_level")
 
 
 def level_columns(products: Any) -> int:
-    """Columns a thread of :func:`crt_level` takes: 2 where the products' start and strides allow 8-byte loads."""
+    """Columns a thread of :func:`crt_level` takes: 2 where the products' start and strides allow a vector load of
+    two."""
     strides = [s // products.itemsize for s in products.strides[:-1]]
-    return 2 if products.data.ptr % 8 == 0 and all(s % 2 == 0 for s in strides) else 1
+    return 2 if products.data.ptr % (2 * products.itemsize) == 0 and all(s % 2 == 0 for s in strides) else 1
 
 
 def crt_level(products: Any, table: ModuliTable, shift_a: Any, shift_b: Any, C: Any, rows: slice, half: int,
@@ -242,7 +247,7 @@ def crt_level(products: Any, table: ModuliTable, shift_a: Any, shift_b: Any, C: 
     plane, quarter, ld = (s // products.itemsize for s in products.strides[:-1])
     i32, i64 = np.int32, np.int64
     grid = (max(1, min(-(-w // (CRT_THREADS * vec)), 64)), max(1, min(lines, 65535)))
-    level_kernel(table, vec)(grid, (CRT_THREADS,), (
+    level_kernel(table, vec, products.dtype == np.int8)(grid, (CRT_THREADS,), (
         products, i64(plane), i64(quarter), i64(ld), shift_a[rows.start:].astype(i32, copy=False),
         shift_b.astype(i32, copy=False), C[rows.start:], i64(C.strides[0] // C.itemsize), i64(lines), i64(half),
         i64(w)))

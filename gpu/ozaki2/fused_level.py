@@ -91,9 +91,10 @@ def operands(res_a: Array, res_b: Array, sums_a: Array, sums_b: Array) -> tuple[
 
 
 def span_gemms(be: Backend, res_a: Array, res_b: Array, sums_a: Array, sums_b: Array, products: Array,
-               span: slice) -> list[Any]:
+               span: slice, moduli: tuple[int, ...] | None = None) -> list[Any] | None:
     """The INT8 GEMMs of every modulus's 7 products for the top half's rows ``span``, planned once into
-    ``products`` (count x 7 x rows x w), each tiled as level 0 tiles a product of the span's size (panels of
+    ``products`` (count x 7 x rows x w: INT32, or INT8 residues modulo ``moduli``, None where the backend's
+    residue GEMM does not take them all), each tiled as level 0 tiles a product of the span's size (panels of
     3072 rows from 6144 up, one GEMM below), or in panels of :data:`SHORT_K_PANEL` over k up to
     :data:`SHORT_K`."""
     rows, w = span.stop - span.start, res_b.shape[1] // 2
@@ -102,7 +103,10 @@ def span_gemms(be: Backend, res_a: Array, res_b: Array, sums_a: Array, sums_b: A
     for t in range(products.shape[0]):
         _, _, pairs = operands(res_a[t], res_b[t], sums_a[t], sums_b[t])
         for p, (x, y) in enumerate(pairs):
-            calls += planned(be, x[span], y, products[t, p, :rows], tiles)
+            found = planned(be, x[span], y, products[t, p, :rows], tiles, moduli and moduli[t])
+            if found is None:
+                return None
+            calls += found
     return calls
 
 

@@ -10,7 +10,10 @@ of 2048 rows ran 1.5x slower than the whole product.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from ..backend import Array, Backend, blas
 from ..ozaki.api import _tiles
@@ -37,10 +40,16 @@ def int8_product(be: Backend, a: Array, b: Array, P: Array, tiles: list[tuple[sl
         be.gemm_ex(a[rows], b[cols].T, P[rows, cols], recipe="int8")
 
 
-def planned(be: Backend, a: Array, b: Array, P: Array, tiles: list[tuple[slice, slice]]) -> list[tuple[Any, ...]]:
+def planned(be: Backend, a: Array, b: Array, P: Array, tiles: list[tuple[slice, slice]],
+            modulus: int | None = None) -> list[tuple[Any, ...]] | None:
     """:func:`int8_product`'s GEMMs with their checks made once: (recipe, call, operands) per panel, for
     :func:`run_planned`. For a plan's own buffers only, whose addresses and layouts never change (the checks of
-    :meth:`gpu.backend.Backend.gemm_ex`, 17 us a call on a 2-core CPU, are then made once per plan)."""
+    :meth:`gpu.backend.Backend.gemm_ex`, 17 us a call on a 2-core CPU, are then made once per plan). INT8 ``P``:
+    each panel's residues modulo ``modulus`` from :meth:`gpu.backend.Backend.residue_gemm` (None, issue, None),
+    or None where it takes not every panel."""
+    if P.dtype == np.int8:
+        issuers = [be.residue_gemm(a[rows], b[cols], P[rows, cols], modulus) for rows, cols in tiles]
+        return None if None in issuers else [(None, issue, None) for issue in issuers]
     recipe, out = blas.gemm_recipe("int8"), []
     for rows, cols in tiles:
         A, B, C = a[rows], b[cols].T, P[rows, cols]
@@ -52,6 +61,29 @@ def planned(be: Backend, a: Array, b: Array, P: Array, tiles: list[tuple[slice, 
 
 
 def run_planned(be: Backend, calls: list[tuple[Any, ...]]) -> None:
-    """The GEMMs of :func:`planned`, each straight to the backend's library call."""
+    """The GEMMs of :func:`planned`, each straight to the backend's library call (or its residue issuer)."""
     for recipe, call, arrays in calls:
-        be._gemm_ex(recipe, call, 0.0, arrays)
+        if recipe is None:
+            call()
+        else:
+            be._gemm_ex(recipe, call, 0.0, arrays)
+
+
+def as_residues(P: Array) -> Array:
+    """An INT8 array of ``P``'s shape over the first quarter of its bytes (``P`` C-contiguous INT32)."""
+    return P.reshape(-1).view(np.int8)[:P.size].reshape(P.shape)
+
+
+def direct_products(products: Array, spans: list[slice], moduli: tuple[int, ...],
+                    plan_span: Callable[[Array, slice, tuple[int, ...] | None], list[Any] | None]
+                    ) -> tuple[Array, list[list[Any]]]:
+    """What the direct layout's INT8 GEMMs write and each span's GEMMs (``plan_span(P, span, moduli or None)``):
+    every product's symmetric residues as INT8 (:func:`as_residues` of the INT32 ``products``), from GEMMs that
+    reduce modulo m as they write, where the backend has them for every span; else the INT32 products. The CRT
+    reads the same residues either way, so C keeps its bits; the residues are a quarter of the bytes to write and
+    to read back."""
+    narrow = as_residues(products)
+    gemms = [plan_span(narrow, span, moduli) for span in spans]
+    if all(g is not None for g in gemms):
+        return narrow, gemms
+    return products, [plan_span(products, span, None) for span in spans]

@@ -2,35 +2,34 @@
 
 :class:`Plan` (on :class:`gpu.backend.plans.MatmulPlan`) checks the operands and options, reserves the workspace
 block (:mod:`gpu.ozaki2.memory`: for the count given, or for the most moduli under ``moduli="auto"``), the
-line vectors, and for a given count its table, kernels and the INT8 GEMMs' panels; a count that ``"auto"``
-picks gets these the first time it is picked (its kernels compile then, once per process), in the block carved
-anew for that count (:meth:`~gpu.ozaki2.memory.Carved.for_count`: the spans of rows its fewer moduli leave room
-for). A call then
-issues, on one stream: the one read of each operand that gives the line statistics (:mod:`gpu.ozaki2.fused`),
-under ``"auto"`` the count (:mod:`gpu.ozaki2.normwise`), the shifts, the residues, the INT8 GEMMs, the CRT and
-the library's IEEE values where a row of A or a column of B holds NaN or infinity.
+line vectors, and for a given count its table, kernels and the INT8 GEMMs' panels; a count that ``"auto"`` picks
+gets these the first time it is picked (its kernels compile then, once per process), in the block carved anew
+for that count (:meth:`~gpu.ozaki2.memory.Carved.for_count`: the spans of rows its fewer moduli leave room for).
+A call then issues, on one stream: the one read of each operand that gives the line statistics
+(:mod:`gpu.ozaki2.fused`), under ``"auto"`` the count (:mod:`gpu.ozaki2.normwise`), the shifts, the residues,
+the INT8 GEMMs (writing residues where the backend's kernel can: :func:`gpu.ozaki2.gemms.direct_products`), the
+CRT and the library's IEEE values where a row of A or a column of B holds NaN or infinity.
 
-**No wait for the device:** with a count given (and ``check_finite=False``) the call returns as soon as its
-work is queued; under ``moduli="auto"`` too, on an address set seen before (:mod:`gpu.ozaki2.deferred`: one
-graph runs the product at the count the device computed; ``verdict="host"`` reads it back each call). NaN
-and infinity need no wait: the scaling finds the lines holding them on the device (their maxima), gives them
-no weight in the count (and zero bars in accurate mode, so the other lines' shifts are those of the operands
-with those lines zeroed), and the last kernel replaces their entries of C by the sums of the products in IEEE
-arithmetic: NaN or infinity in any summation order, so exactly where ``A @ B`` has them. ``check_finite=True``
-reads the maxima and raises before the products (a wait). ``bound="componentwise"`` (auditors) waits for its
-float64 GEMM.
+**No wait for the device:** with a count given (and ``check_finite=False``) the call returns as soon as its work is
+queued; under ``moduli="auto"`` too, on an address set seen before (:mod:`gpu.ozaki2.deferred`: one graph runs the
+product at the count the device computed; ``verdict="host"`` reads it back each call). NaN and infinity need no wait:
+the scaling finds the lines holding them on the device (their maxima), gives them no weight in the count (and zero
+bars in accurate mode, so the other lines' shifts are those of the operands with those lines zeroed), and the last
+kernel replaces their entries of C by the sums of the products in IEEE arithmetic: NaN or infinity in any summation
+order, so exactly where ``A @ B`` has them. ``check_finite=True`` reads the maxima and raises before the products (a
+wait). ``bound="componentwise"`` (auditors) waits for its float64 GEMM.
 
-**Replayed as a graph.** A call launches dozens of kernels and INT8 GEMMs (1.1 ms of host time at 15 moduli on
-the H200's host). With the fast scaling (the default) and without ``check_finite``, a plan replays its work as
-a CUDA graph per address set of A, B and C from the second call of that set (:mod:`gpu.backend.graphs`, mode
-``"repeat"``): with a count given the whole product, under ``moduli="auto"`` all that follows the count's read
-(one graph per count it picks). The graphs run on the plan's buffers and compute the eager bits, in the direct
-layout and in the planes (whose INT8 GEMMs are planned once per modulus and k block, as the direct layout's per
-span): their work allocates nothing. So does a Winograd level's fused form (:mod:`gpu.ozaki2.fused_level`: its
-sums and 7 products per modulus in the block); the levels' passes, whose products come out of scratch taken per
-call, stay eager. A graph of more operations than CUDA's launch queues hold keeps the host in its launch while the
-device drains them (level 1 at N = 32768 in 2048-row spans, 1727 nodes: 318-335 ms of a 750 ms call on the H200)
-unless the process set ``CUDA_SCALE_LAUNCH_QUEUES=4x`` before its first CUDA call (the ``gemmlab`` command does).
+**Replayed as a graph.** A call launches dozens of kernels and INT8 GEMMs (1.1 ms of host time at 15 moduli on the
+H200's host). With the fast scaling (the default) and without ``check_finite``, a plan replays its work as a CUDA
+graph per address set of A, B and C from the second call of that set (:mod:`gpu.backend.graphs`, mode ``"repeat"``):
+with a count given the whole product, under ``moduli="auto"`` all that follows the count's read (one graph per count
+it picks). The graphs run on the plan's buffers and compute the eager bits, in the direct layout and in the planes
+(whose INT8 GEMMs are planned once per modulus and k block, as the direct layout's per span): their work allocates
+nothing. So does a Winograd level's fused form (:mod:`gpu.ozaki2.fused_level`: its sums and 7 products per modulus in
+the block); the levels' passes, whose products come out of scratch taken per call, stay eager. A graph of more
+operations than CUDA's launch queues hold keeps the host in its launch while the device drains them (level 1 at
+N = 32768 in 2048-row spans, 1727 nodes: 318-335 ms of a 750 ms call on the H200) unless the process set
+``CUDA_SCALE_LAUNCH_QUEUES=4x`` before its first CUDA call (the ``gemmlab`` command does).
 """
 
 from __future__ import annotations
@@ -38,6 +37,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -52,7 +52,7 @@ from .auto import choose_moduli
 from .bounds import bounds
 from .deferred import deferred
 from .fused_level import form_operands, span_gemms
-from .gemms import blocks, panels, planned
+from .gemms import blocks, direct_products, panels, planned
 from .memory import ADVICE, Carved, reserve_workspace
 from .moduli import ModuliTable, moduli_table
 from .normwise import LineStats, refusal, target_value
@@ -65,15 +65,15 @@ from .scaling import FINE_BITS, check_fine_k, headroom
 
 @dataclass(frozen=True)
 class Part:
-    """What one modulus count needs: its table, the workspace's views for it (the residues, what the INT8 GEMMs
-    write: every modulus's INT32 product in the direct layout, else one, and the planes the CRT reads), and
+    """What one modulus count needs: its table, the workspace's views (residues; what the INT8 GEMMs write: every
+    modulus's product, INT32 or as INT8 residues, in the direct layout, else one; the planes the CRT reads), and
     the INT8 GEMMs, planned once: per span of C's rows in the direct layout (a layout of row panels runs each
     span's GEMMs, then its CRT, in turn), per modulus and k block in the planes."""
 
     table: ModuliTable
     res_a: Array
     res_b: Array
-    products: Array | None         # None with Winograd levels (their products come out as residues)
+    products: Array | None         # None with Winograd levels' passes (their products come out as residues)
     planes: list[Array]            # what the CRT reads for each span of C's rows
     spans: list[slice]             # C's rows, whole or in the direct layout's row panels
     direct: bool
@@ -85,16 +85,15 @@ class Part:
 
 class Plan(MatmulPlan):
     """``A @ B`` in float64 by Ozaki scheme II for one operand signature (see the module and
-    :func:`gpu.ozaki2.matmul`): ``options`` an :class:`~gpu.ozaki2.options.Options`, a dict of its fields or
-    None; ``stream`` the CUDA stream to run on (default: the current one at each call). Raises TypeError,
-    ValueError or MemoryPlanError before any work. ``make_room``: called where the faster workspace does not
-    fit, to free other plans' blocks (returns whether it freed any). ``keep_a`` (a given count and the fast
-    scaling, whose shifts of A's rows depend on A alone): A's line statistics, shifts and residues outlive a call,
-    and a call with ``reuse_a`` on the same A skips them (:meth:`run`: a row panel's later column tiles in
-    :mod:`gpu.ozaki2.tiled`); B's line statistics and shifts outlive it too, in one of ``b_slots`` sets of
-    vectors, and a call with ``reuse_b`` on the same B and slot skips them (the later row panels' tiles of a
-    column). ``address_sets``: the graphs kept, one per address set of A, B and C (a tile plan keeps one per
-    tile it runs)."""
+    :func:`gpu.ozaki2.matmul`): ``options`` an :class:`~gpu.ozaki2.options.Options`, a dict of its fields or None;
+    ``stream`` the CUDA stream to run on (default: the current one at each call). Raises TypeError, ValueError or
+    MemoryPlanError before any work. ``make_room``: called where the faster workspace does not fit, to free other
+    plans' blocks (returns whether it freed any). ``keep_a`` (a given count and the fast scaling, whose shifts of
+    A's rows depend on A alone): A's line statistics, shifts and residues outlive a call, and a call with
+    ``reuse_a`` on the same A skips them (:meth:`run`: a row panel's later column tiles in :mod:`gpu.ozaki2.tiled`);
+    B's line statistics and shifts outlive it too, in one of ``b_slots`` sets of vectors, and a call with
+    ``reuse_b`` on the same B and slot skips them (the later row panels' tiles of a column). ``address_sets``: the
+    graphs kept, one per address set of A, B and C (a tile plan keeps one per tile it runs)."""
 
     def __init__(self, A: Any, B: Any, *, out: Any = None, options: Any = None, backend: str | Backend = "auto",
                  stream: Any = None, make_room: Callable[[], bool] | None = None, keep_a: bool = False,
@@ -163,12 +162,11 @@ class Plan(MatmulPlan):
             if work.direct:
                 products, step, lines = work.view("products")[:count], work.layout.rows, half or m
                 spans = [slice(r, min(r + step, lines)) for r in range(0, lines, step)]
-                if half is not None:
-                    planes = [products[:, :, :s.stop - s.start] for s in spans]
-                    gemms = [span_gemms(be, res_a, res_b, *sums, products, s) for s in spans]
-                else:
-                    planes = [products[:, :s.stop - s.start, :self.n] for s in spans]
-                    gemms = [self._span_gemms(res_a, res_b, products, s) for s in spans]
+                plan_span = (partial(span_gemms, be, res_a, res_b, *sums) if half
+                             else partial(self._span_gemms, res_a, res_b))
+                products, gemms = direct_products(products, spans, table.moduli, plan_span)
+                planes = [products[:, :, :s.stop - s.start] if half else products[:, :s.stop - s.start, :self.n]
+                          for s in spans]
             else:
                 products = None if self.options.level else work.view("product")
                 spans, planes, gemms = [slice(None)], [work.view("planes")[:count]], [[]]
@@ -180,14 +178,16 @@ class Plan(MatmulPlan):
                                       half, sums)
         return self._parts[count]
 
-    def _span_gemms(self, res_a: Array, res_b: Array, products: Array, span: slice) -> list[Any]:
-        """The INT8 GEMMs of every modulus for C's rows ``span`` into the held products: tiled as the whole product's
-        (:func:`~gpu.ozaki2.gemms.panels`), or one a modulus for a kept A in one span (:func:`~.tiled.one_span`)."""
+    def _span_gemms(self, res_a: Array, res_b: Array, products: Array, span: slice,
+                    moduli: tuple[int, ...] | None) -> list[Any] | None:
+        """The INT8 GEMMs of every modulus for C's rows ``span`` into ``products`` (INT8: residues modulo ``moduli``,
+        None where not all are taken), as the whole product's panels, or one a modulus for a kept A in one span."""
         rows = span.stop - span.start
         one = self.keep_a and rows == self.m
         tiles = [(slice(0, rows), slice(0, self.n_pad))] if one else panels(rows, self.n_pad, self.m)
-        return [c for t in range(len(res_a)) for c in planned(self.backend, res_a[t][span], res_b[t],
-                                                              products[t][:rows], tiles)]
+        found = [planned(self.backend, res_a[t][span], res_b[t], products[t][:rows], tiles, moduli and moduli[t])
+                 for t in range(len(res_a))]
+        return None if None in found else [c for calls in found for c in calls]
 
     def _release(self) -> None:
         with self._lock:

@@ -199,7 +199,7 @@ def timed(call, read, repeat: int) -> dict:
             "watts": e1["watts"], "reasons": e1["reasons"]}
 
 
-def candidates(a, b, Q, R, ws) -> dict:
+def candidates(a, b, Q, R, R16, ws) -> dict:
     """Every variant's (run, output): the Triton configurations, then the CUTLASS library's kernels."""
     out = {}
     for cfg in (c for c in CONFIGS.split(",") if c):
@@ -209,7 +209,8 @@ def candidates(a, b, Q, R, ws) -> dict:
     if LIB:
         lib = ctypes.CDLL(LIB)
         for name in (n for n in KERNELS.split(",") if n):
-            kind, dest = ("cutlass-mod", R) if name.startswith("mod") else ("cutlass-i32", Q)
+            kind, dest = (("cutlass-w16", R16) if name.startswith("w16") else ("cutlass-mod", R)
+                          if name.startswith("mod") else ("cutlass-i32", Q))
             out[f"{kind}:{name}"] = (cutlass_call(lib, name, a, b, dest, ws), dest)
     return out
 
@@ -232,13 +233,14 @@ def measure(be, read, r: int, c: int, k: int) -> dict:
     P = cp.empty((COUNT, r, c), dtype=np.int32)
     Q = cp.empty((COUNT, r, c), dtype=np.int32)
     R = cp.empty((COUNT, r, c), dtype=np.int8)
+    R16 = cp.empty((COUNT, r, c), dtype=np.uint16) if "w16" in KERNELS else R
     ws = cp.empty(64 << 20, dtype=np.uint8)
     lib = lib_call(be, a, b, P)
     lib()
     want = residues(P, COUNT)
     ops = 2.0 * COUNT * r * c * k
     screen, equal, first_s = {}, {}, {}
-    runs = candidates(a, b, Q, R, ws)
+    runs = candidates(a, b, Q, R, R16, ws)
     for name, (run, dest) in runs.items():
         dest.fill(0)
         t0 = time.perf_counter()
@@ -249,13 +251,14 @@ def measure(be, read, r: int, c: int, k: int) -> dict:
             screen[name] = f"failed: {type(exc).__name__}: {str(exc)[-400:]}"
             continue
         first_s[name] = time.perf_counter() - t0
-        equal[name] = bool((dest == (want if dest is R else P)).all())
+        equal[name] = bool(((dest.view(np.int16) if dest.dtype == np.uint16 else dest)
+                            == (P if dest.dtype == np.int32 else want)).all())
         screen[name] = statistics.median(timed(run, read, 1)["ms"] for _ in range(SCREEN))
     screen["lib"] = statistics.median(timed(lib, read, 1)["ms"] for _ in range(SCREEN))
     tops = {n: ops / (v * 1e-3) / 1e12 for n, v in screen.items() if isinstance(v, float)}
     print(f"{r}x{c}x{k} screen TOP/s", {n: round(v) for n, v in tops.items()}, equal, flush=True)
     calls = {"lib": lib}
-    for kind, keep in (("triton-mod", 1), ("cutlass-i32", 1), ("cutlass-mod", 3)):
+    for kind, keep in (("triton-mod", 1), ("cutlass-i32", 1), ("cutlass-mod", 3), ("cutlass-w16", 2)):
         best = sorted((n for n in tops if n.startswith(kind + ":") and equal.get(n)), key=lambda n: -tops[n])
         calls.update({n: runs[n][0] for n in best[:keep]})
     t_end = time.perf_counter() + WARM_S

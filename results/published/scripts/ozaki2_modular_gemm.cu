@@ -3,7 +3,8 @@
 // D(M, N) = A(M, K) B(K, N) over k-contiguous INT8 rows (A row-major, B column-major: scheme II's layout; rows lda,
 // ldb and ldd elements apart),
 // accumulated exactly in INT32 by CUTLASS 3's Hopper warp-specialized kernels (TMA, wgmma), then reduced modulo
-// `modulus` into [-(m/2), (m-1)/2] in the epilogue (MOD=1), or stored as INT32 (MOD=0, the same kernel's GEMM
+// `modulus` into [-(m/2), (m-1)/2] in the epilogue (MOD=1 by `%`, MOD=2 by Barrett's reduction, 3 <= m <= 256),
+// as INT8 or, where WIDE is defined, INT16; or stored as INT32 (MOD=0, the same kernel's GEMM
 // quality alone). One variant per compilation, named NAME and chosen by TILE_M/N/K, CLUSTER_M/N and PINGPONG, and
 // where defined by the persistent tile scheduler's SWIZZLE (most swizzle) and RASTER (1 along M, 2 along N; CUTLASS's
 // heuristic otherwise);
@@ -25,6 +26,7 @@ using namespace cute;
 
 struct ModArguments {
   int32_t modulus = 256;
+  int32_t magic = 16777216;  // ceil(2^32 / modulus), for BarrettResidue
 };
 
 // The symmetric residue of an INT32 product; `%` keeps the dividend's sign, so one correction each way.
@@ -50,6 +52,43 @@ struct SymmetricResidue<cutlass::Array<T, N>> {
   }
 };
 
+// The same residue by Barrett's reduction (MOD=2): no division, integer multiplies and selects only. The signed
+// high product q = floor(x * magic / 2^32) is floor(x / m) within one each way for |x| < 2^31, so x - q m lies in
+// [-m, 2m) and three selects bring it into [-(m/2), (m-1)/2] exactly.
+template <class T>
+struct BarrettResidue {
+  using Arguments = ModArguments;
+  CUTLASS_HOST_DEVICE T operator()(T const& x, Arguments const& a) const {
+#ifdef __CUDA_ARCH__
+    int32_t q = __mulhi(x, a.magic);
+#else
+    int32_t q = static_cast<int32_t>((static_cast<int64_t>(x) * a.magic) >> 32);
+#endif
+    int32_t r = x - q * a.modulus;
+    int32_t hi = (a.modulus - 1) / 2;
+    r = r > hi ? r - a.modulus : r;
+    r = r > hi ? r - a.modulus : r;
+    r = r < -(a.modulus / 2) ? r + a.modulus : r;
+#ifdef WIDE
+    return r & 0xFFFF;
+#else
+    return r;
+#endif
+  }
+};
+
+template <class T, int N>
+struct BarrettResidue<cutlass::Array<T, N>> {
+  using Arguments = ModArguments;
+  CUTLASS_HOST_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& x, Arguments const& a) const {
+    cutlass::Array<T, N> out;
+    BarrettResidue<T> op;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) out[i] = op(x[i], a);
+    return out;
+  }
+};
+
 using TileShape = Shape<Int<TILE_M>, Int<TILE_N>, Int<TILE_K>>;
 using ClusterShape = Shape<Int<CLUSTER_M>, Int<CLUSTER_N>, _1>;
 #if PINGPONG
@@ -61,9 +100,20 @@ using EpiSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
 #endif
 constexpr auto Round = cutlass::FloatRoundStyle::round_to_nearest;
 #if MOD
+#ifdef WIDE
+using ElementD = uint16_t;  // TMA has no signed 16-bit format: the residue's two's-complement bits
+#else
 using ElementD = int8_t;
+#endif
+#if MOD == 2
+template <class T>
+using Residue = BarrettResidue<T>;
+#else
+template <class T>
+using Residue = SymmetricResidue<T>;
+#endif
 using Fusion = cutlass::epilogue::fusion::Sm90EVT<
-    cutlass::epilogue::fusion::Sm90Compute<SymmetricResidue, int8_t, int32_t, Round>,
+    cutlass::epilogue::fusion::Sm90Compute<Residue, ElementD, int32_t, Round>,
     cutlass::epilogue::fusion::Sm90AccFetch>;
 #else
 using ElementD = int32_t;
@@ -108,7 +158,8 @@ extern "C" int NAME(const void* A, const void* B, void* D, int M, int N, int K, 
       {static_cast<const int8_t*>(A), sa, static_cast<const int8_t*>(B), sb},
       {{}, nullptr, sc, static_cast<ElementD*>(D), sd}};
 #if MOD
-  args.epilogue.thread = {{}, ModArguments{modulus}};
+  int32_t magic = static_cast<int32_t>(((int64_t{1} << 32) + modulus - 1) / modulus);
+  args.epilogue.thread = {{}, ModArguments{modulus, magic}};
 #endif
 #ifdef SWIZZLE
   args.scheduler.max_swizzle_size = SWIZZLE;
