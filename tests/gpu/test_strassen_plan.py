@@ -293,7 +293,8 @@ def test_a_call_returns_while_the_stream_is_busy(cupy_backend, options):
     waits for the device. The default
     call (level 0 at N = 1024) and a graph's replay issue one launch and return within 1 ms outright; eager
     levels issue one launch per addition pass and GEMM (169 at level 2, 346 flat at level 3), which is host
-    time, not waiting."""
+    time, not waiting. A graph's call with a new C may capture a graph for its address set (host work: 1.24 ms
+    for flat level 3 on the H200), so it is allowed 5 ms beside the idle call's time."""
     be = cupy_backend
     if options.get("graph") and not be.supports_graphs:
         pytest.skip("graph=True needs nvmath-python")
@@ -312,8 +313,9 @@ def test_a_call_returns_while_the_stream_is_busy(cupy_backend, options):
         running = not be.current_stream().done
         be.synchronize()
         assert running, "the 200 ms kernel ended before the call returned: the call waited for it"
-        assert took < 2 * idle + 1e-3, (f"behind a 200 ms kernel the call took {1e3 * took:.2f} ms, on an idle stream "
-                                    f"{1e3 * idle:.2f} ms (out={out is not None})")
+        slack = 5e-3 if options.get("graph") and out is None else 1e-3   # a new C's address set: a capture
+        assert took < 2 * idle + slack, (f"behind a 200 ms kernel the call took {1e3 * took:.2f} ms, on an idle "
+                                         f"stream {1e3 * idle:.2f} ms (out={out is not None})")
         if not options or (options.get("graph") and out is not None):     # a new C may be a new address set
             assert took < 1e-3, f"{1e3 * took:.2f} ms for one launch"
 
