@@ -7,8 +7,13 @@ On the H200, under its 700 W cap, cuBLAS 13.1's INT8 kernels were not the fastes
 - Fast-15 products at N = 16384, as called, ran 1.036x faster at level 0 and 1.043x at level 1
   (``results/published/h200/h200-ozaki2-cutlass-*.json``).
 
-An integer product is exact, so C keeps its bits. :data:`KERNELS` holds that choice as data, per compute
-capability: the kernel, and the inner dimension it is taken from (the one measured).
+An integer product is exact, so C keeps its bits. The same kernel's second entry point writes each product's
+symmetric residue modulo a modulus as INT8 (:meth:`CutlassInt8.residues`, offered as
+:meth:`gpu.backend.Backend.residue_gemm`): scheme II's CRT then reads a quarter of the bytes (level 1 at N = 16384
+1.039x faster, its epilogue costing the GEMMs 0-1.7% of their rate).
+
+:data:`KERNELS` holds the choice as data, per compute capability: the kernel, and the inner dimension it is taken
+from (the one measured).
 
 CUTLASS kernels are C++ templates, so the kernel is built on the user's machine:
 

@@ -26,6 +26,12 @@ against 1.559x at 24576 and 1.521x against 1.517x at 16384, as called, each besi
 1.541x (two passes) and level 0's 1.521x at 16384, 765.9 against 770.3 ms at 32768
 (``h200-ozaki2-residue-sums-*.json``).
 
+Where the backend's INT8 GEMMs can write residues (:func:`gpu.ozaki2.gemms.direct_products`: the CUTLASS kernel
+built), the 7 products of a modulus are its INT8 residues, and the CRT combines those: the block sums differ, their
+residues do not. On the H200 at N = 16384 (fast-15, kept plans in the same rounds;
+``h200-ozaki2-residue-gemm-probe-16384.json``) the level then ran at 1.660x DGEMM against 1.600x on INT32 products,
+its CRT 5.6 against 8.2 ms.
+
 It takes level 1 on sides that halve into whole INT8 GEMM views (:func:`fusable`: m, n and the padded k
 multiples of 2 :data:`~gpu.ozaki2.winograd.ALIGN_SIDE`, k in one block); other shapes and deeper levels run
 :mod:`gpu.ozaki2.winograd`'s passes, which peel odd sides. Its workspace is the residues, the sums (as many
