@@ -175,7 +175,6 @@ class CutlassInt8:
         self.calls += 1
         return True
 
-
     def residues(self, a: tuple[int, int], b: tuple[int, int], r: tuple[int, int], shape: tuple[int, int, int],
                  modulus: int, space: Any) -> Any:
         """An issuer of R = a b^T modulo ``modulus`` as INT8 symmetric residues (``res``): ``a``, ``b`` and ``r``

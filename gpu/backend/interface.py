@@ -186,8 +186,8 @@ class Backend(abc.ABC):
         """Run a validated low-precision gemm; ``arrays`` are (A, B, C)."""
 
     def residue_gemm(self, a: Array, b: Array, r: Array, modulus: int) -> Callable[[], None] | None:
-        """An issuer of ``r = (a @ b.T) mod m`` as INT8 symmetric residues (a, b: k-contiguous INT8 rows) on the
-        current stream; None (the default) where no kernel takes these views: use :meth:`gemm_ex`'s INT32."""
+        """An issuer of ``r = (a @ b.T) mod modulus`` as INT8 symmetric residues (a, b: k-contiguous INT8 rows) on
+        the current stream; None (the default) where no kernel takes these views: use :meth:`gemm_ex`'s INT32."""
         return None
 
     def geam(self, alpha: float, A: Array, beta: float, B: Array, C: Array) -> None:
