@@ -127,6 +127,8 @@ class CupyBackend(Backend):
     def residue_gemm(self, a, b, r, modulus):
         return None if self._lt is None else self._lt.residues(a, b, r, modulus)
 
+    residue_min_k = property(lambda self: None if self._lt is None else self._lt.residue_min_k())
+
     def _geam(self, dtype, call, alpha, beta, arrays, layouts) -> None:
         al, be = host_scalars(dtype, alpha, beta)
         self._geam_fn[dtype](self._handle(), call.transa, call.transb, call.m, call.n,

@@ -85,6 +85,8 @@ class Backend(abc.ABC):
     xp: Any
     asynchronous: bool = False
     supports_graphs: bool = False
+    #: The least depth k of the INT8 GEMMs :meth:`residue_gemm` takes (any multiple of 16 from there), or None.
+    residue_min_k: int | None = None
 
     def ops(self, family: str) -> Any:
         """The operations object that method ``family`` registered for this backend (made once)."""
@@ -389,11 +391,8 @@ def register_ops(family: str, backend: str, target: Any) -> None:
 
 
 def load(target: Any) -> Any:
-    """``target`` itself, or the object a ``"module:attribute"`` string names, imported now.
-
-    The one lazy import of the execution layer: CuPy and the code written for it are
-    imported only when a CuPy backend or its operations are asked for.
-    """
+    """``target`` itself, or the object a ``"module:attribute"`` string names, imported now: the execution layer's
+    one lazy import (CuPy and the code written for it load only when a CuPy backend or its operations are asked for)."""
     if not isinstance(target, str):
         return target
     module, _, attribute = target.partition(":")

@@ -167,6 +167,11 @@ class Int8Routes:
             self._cutlass[device] = cutlass_int8(cc, self.kernels)
         return self._routes[device], self._cutlass[device]
 
+    def residue_min_k(self) -> int | None:
+        """The least k of the residue GEMMs of the current device's built kernel; None where it has none."""
+        kernel = self._device()[1]
+        return None if kernel is None or kernel.res is None else kernel.choice.min_k
+
     def residues(self, a: Any, b: Any, r: Any, modulus: int) -> Any:
         """An issuer of R = a @ b.T modulo ``modulus`` written as INT8 residues by the current device's built
         kernel (:meth:`gpu.backend.cutlass_int8.CutlassInt8.residues`), on the stream current at each issue;

@@ -74,16 +74,28 @@ def as_residues(P: Array) -> Array:
     return P.reshape(-1).view(np.int8)[:P.size].reshape(P.shape)
 
 
+def writes_residues(be: Backend, k: int) -> bool:
+    """Whether the backend's INT8 GEMMs over ``k`` terms write residues (:attr:`gpu.backend.Backend.residue_min_k`;
+    a plan's views are aligned as :meth:`~gpu.backend.Backend.residue_gemm` needs): a plan's direct layout then
+    holds its products as INT8, a quarter of the bytes (:func:`gpu.ozaki2.memory.narrow_products`)."""
+    least = be.residue_min_k
+    return least is not None and k >= least and k % 16 == 0
+
+
 def direct_products(products: Array, spans: list[slice], moduli: tuple[int, ...],
                     plan_span: Callable[[Array, slice, tuple[int, ...] | None], list[Any] | None]
                     ) -> tuple[Array, list[list[Any]]]:
     """What the direct layout's INT8 GEMMs write and each span's GEMMs (``plan_span(P, span, moduli or None)``):
-    every product's symmetric residues as INT8 (:func:`as_residues` of the INT32 ``products``), from GEMMs that
-    reduce modulo m as they write, where the backend has them for every span; else the INT32 products. The CRT
-    reads the same residues either way, so C keeps its bits; the residues are a quarter of the bytes to write and
-    to read back."""
-    narrow = as_residues(products)
+    every product's symmetric residues as INT8, from GEMMs that reduce modulo m as they write, where the backend
+    has them for every span; else the INT32 products. INT8 ``products`` (a narrow layout, sized for the residues
+    alone) take the residue GEMMs or raise; INT32 ones hold the residues in their first quarter
+    (:func:`as_residues`). The CRT reads the same residues either way, so C keeps its bits; the residues are a
+    quarter of the bytes to write and to read back."""
+    narrow = products if products.dtype == np.int8 else as_residues(products)
     gemms = [plan_span(narrow, span, moduli) for span in spans]
     if all(g is not None for g in gemms):
         return narrow, gemms
+    if narrow is products:
+        raise RuntimeError("a workspace laid out for INT8 residues got INT8 GEMMs that do not write them; "
+                           "report this with the shapes: the plan's backend offered residue GEMMs at plan time")
     return products, [plan_span(products, span, None) for span in spans]

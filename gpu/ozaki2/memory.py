@@ -31,7 +31,7 @@ from ..backend import Array, Backend, MemoryPlanError, require_memory
 from ..backend.checks import gib, reserve
 from ..ozaki.plan import ALIGN, HEADROOM, _round_up
 from .fused_level import fusable, span_rows
-from .gemms import PANEL, PANEL_FROM
+from .gemms import PANEL, PANEL_FROM, writes_residues
 from .moduli import MAX_MODULI
 from .ops import ops
 from .reference import MAX_K
@@ -112,7 +112,8 @@ def beyond_bytes(be: Backend, m: int, k: int, n: int, count: int | None, scaling
 
 
 def layouts(m: int, k: int, n: int, count: int, scaling: str, block: int, level: int = 0,
-            whole: bool = False, keep_a: bool = False, room: int | None = None) -> list[Workspace]:
+            whole: bool = False, keep_a: bool = False, room: int | None = None,
+            narrow: bool = False) -> list[Workspace]:
     """The layouts the call may take, fastest first. A Winograd level in its fused form
     (:func:`gpu.ozaki2.fused_level.fusable`) first takes its layout whole, then in spans of the top half's rows
     (:func:`~gpu.ozaki2.fused_level.span_rows`); other levels the planes. Where the INT8 GEMMs take k in one block
@@ -122,45 +123,50 @@ def layouts(m: int, k: int, n: int, count: int, scaling: str, block: int, level:
     least :data:`MIN_PANEL_WORK` multiply-adds; ``whole``: the whole direct layout is offered first whatever its size (a
     ``workspace=`` that holds it); ``room``: the bytes a ``workspace=`` leaves the block, whose taller row panels
     (:func:`room_rows`) come next. The planes layout last. ``keep_a``: each keeps A's residues past the call
-    (:func:`gpu.ozaki2.workspace.layout`)."""
+    (:func:`gpu.ozaki2.workspace.layout`); ``narrow``: the direct layouts hold INT8 residues, not INT32 products
+    (:func:`gpu.ozaki2.gemms.writes_residues`)."""
     planes = layout(m, k, n, count, scaling, direct=False, level=level, keep_a=keep_a)
     if fusable(m, k, n, level, block):
-        return [layout(m, k, n, count, scaling, True, level, rows=rows, keep_a=keep_a)
+        return [layout(m, k, n, count, scaling, True, level, rows=rows, keep_a=keep_a, narrow=narrow)
                 for rows in span_rows(m // 2)] + [planes]
     if _round_up(max(k, 1)) > block or level:
         return [planes]
-    rows = panel_rows(m, k, n, count, scaling, keep_a)
-    direct = layout(m, k, n, count, scaling, direct=True, keep_a=keep_a)
+    rows = panel_rows(m, k, n, count, scaling, keep_a, narrow)
+    direct = layout(m, k, n, count, scaling, direct=True, keep_a=keep_a, narrow=narrow)
     if rows is None:
         return [direct, planes]
     first = [direct] if whole else []
     work = _round_up(max(n, 1)) * _round_up(max(k, 1))
-    taller = None if room is None else room_rows(m, k, n, count, scaling, keep_a, room)
+    taller = None if room is None else room_rows(m, k, n, count, scaling, keep_a, room, narrow)
     if taller is not None and rows < taller < m and taller * work >= MIN_PANEL_WORK:
-        first.append(layout(m, k, n, count, scaling, direct=True, rows=taller, keep_a=keep_a))
+        first.append(layout(m, k, n, count, scaling, direct=True, rows=taller, keep_a=keep_a, narrow=narrow))
     if rows * work < MIN_PANEL_WORK:
         return first + [planes]
-    return first + [layout(m, k, n, count, scaling, direct=True, rows=rows, keep_a=keep_a), planes]
+    return first + [layout(m, k, n, count, scaling, direct=True, rows=rows, keep_a=keep_a, narrow=narrow), planes]
 
 
-def room_rows(m: int, k: int, n: int, count: int, scaling: str, keep_a: bool, room: int) -> int | None:
+def room_rows(m: int, k: int, n: int, count: int, scaling: str, keep_a: bool, room: int,
+              narrow: bool = False) -> int | None:
     """The rows of the fewest balanced row panels, in whole steps of :data:`ROOM_STEP` rows from
     :data:`~gpu.ozaki2.gemms.PANEL_FROM` rows up (else, or where not one such step fits, of
     :data:`~gpu.ozaki.plan.ALIGN`), whose direct layout fits in ``room`` bytes, or None where not one panel of ALIGN
     rows does. A capped product's tiles take them beyond GEMMul8's bytes where the cap allows (see
     :data:`ROOM_STEP`)."""
-    found = _most_rows(m, k, n, count, scaling, keep_a, room, (ROOM_STEP, ALIGN) if m >= PANEL_FROM else (ALIGN,))
+    found = _most_rows(m, k, n, count, scaling, keep_a, room, (ROOM_STEP, ALIGN) if m >= PANEL_FROM else (ALIGN,),
+                       narrow)
     return None if found is None else _balanced(m, *found)
 
 
-def panel_rows(m: int, k: int, n: int, count: int, scaling: str, keep_a: bool = False) -> int | None:
+def panel_rows(m: int, k: int, n: int, count: int, scaling: str, keep_a: bool = False,
+               narrow: bool = False) -> int | None:
     """The rows of C per panel of a direct layout that holds their INT32 products within the planes layout's
     bytes (GEMMul8's workspace: the residues, INT8 planes and one INT32 product): the fewest panels, their rows
     balanced, in whole INT8 GEMM panels (:data:`gpu.ozaki2.gemms.PANEL` rows from
     :data:`~gpu.ozaki2.gemms.PANEL_FROM` up, else 16), so that its GEMMs are the whole product's and no pass
     reduces them to planes; None where not one row panel fits, or where one holds every row."""
     budget = layout(m, k, n, count, scaling, direct=False, keep_a=keep_a).nbytes
-    found = _most_rows(m, k, n, count, scaling, keep_a, budget, (PANEL[0], ALIGN) if m >= PANEL_FROM else (ALIGN,))
+    found = _most_rows(m, k, n, count, scaling, keep_a, budget, (PANEL[0], ALIGN) if m >= PANEL_FROM else (ALIGN,),
+                       narrow)
     return None if found is None or found[0] >= m else _balanced(m, *found)
 
 
@@ -170,13 +176,13 @@ def _balanced(m: int, most: int, step: int) -> int:
 
 
 def _most_rows(m: int, k: int, n: int, count: int, scaling: str, keep_a: bool, budget: int,
-               steps: tuple[int, ...]) -> tuple[int, int] | None:
+               steps: tuple[int, ...], narrow: bool = False) -> tuple[int, int] | None:
     """The most rows of a direct layout's panel within ``budget`` bytes, in whole steps of the first of ``steps``
     of which one fits (at least m rounded up to it where all of m fits), with that step; None where none does."""
-    per_row = 4 * count * _round_up(max(n, 1))
+    per_row = (1 if narrow else 4) * count * _round_up(max(n, 1))
 
     def size(rows: int) -> int:
-        return layout(m, k, n, count, scaling, True, rows=rows, keep_a=keep_a).nbytes
+        return layout(m, k, n, count, scaling, True, rows=rows, keep_a=keep_a, narrow=narrow).nbytes
     for step in steps:
         rows = (budget - size(step)) // per_row // step * step + step
         while rows >= step and size(rows) > budget:
@@ -188,6 +194,15 @@ def _most_rows(m: int, k: int, n: int, count: int, scaling: str, keep_a: bool, b
     return None
 
 
+def narrow_products(be: Backend, m: int, k: int, n: int, level: int, block: int) -> bool:
+    """Whether a product's direct layout may hold its products as INT8 residues: the backend's INT8 GEMMs write
+    them over the product's GEMM depth (k, or half of it in a fused level; :func:`gpu.ozaki2.gemms.writes_residues`)."""
+    ldk = _round_up(max(k, 1))
+    if fusable(m, k, n, level, block):
+        return writes_residues(be, ldk // 2)
+    return not level and ldk <= block and writes_residues(be, ldk)
+
+
 def reserve_workspace(be: Backend, m: int, k: int, n: int, count: int | None, scaling: str, block: int,
                       out_given: bool, bound: str = "normwise", make_room: Callable[[], bool] | None = None,
                       level: int = 0, cap: int | None = None, keep_a: bool = False) -> Carved:
@@ -196,8 +211,10 @@ def reserve_workspace(be: Backend, m: int, k: int, n: int, count: int | None, sc
     any work (module). ``make_room``: called where the faster layout does not fit (a cache of plans frees the
     blocks it keeps, and says whether it freed any); the check is then made once more. ``cap``: the most bytes
     beyond A, B and C (``workspace=``): layouts above it are not taken. ``keep_a``: layouts that keep A's residues
-    past a call (:func:`gpu.ozaki2.workspace.layout`)."""
+    past a call (:func:`gpu.ozaki2.workspace.layout`). Where the backend's INT8 GEMMs over this k write residues,
+    the direct layouts hold those (:func:`narrow_products`)."""
     what = f"Ozaki scheme II on {m} x {k} x {n} with {count or f'up to {MAX_MODULI}'} moduli"
+    narrow = narrow_products(be, m, k, n, level, block)
     beyond = beyond_bytes(be, m, k, n, count, scaling, out_given, bound, level)
     fused_beyond = beyond - winograd_bytes(m, min(k, MAX_K), n, level)  # the fused level makes no scratch of its own
 
@@ -206,7 +223,8 @@ def reserve_workspace(be: Backend, m: int, k: int, n: int, count: int | None, sc
     room = None if cap is None else cap - beyond + (0 if out_given else 8 * m * n)
 
     def offer(counted: int) -> list[Workspace]:
-        return layouts(m, k, n, counted, scaling, block, level, whole=cap is not None, keep_a=keep_a, room=room)
+        return layouts(m, k, n, counted, scaling, block, level, whole=cap is not None, keep_a=keep_a, room=room,
+                       narrow=narrow)
     options = offer(count or MAX_MODULI)
     if cap is not None:
         within = [ws for ws in options if need(ws) - (0 if out_given else 8 * m * n) <= cap]

@@ -8,6 +8,9 @@ scaling's scratch: the tile sums of the one read of each operand (:func:`gpu.oza
 and in accurate mode the bars, their INT32 product and, where the bound's GEMM is blocked, its int64 sum
 Cbar. A Winograd level in its fused form (:mod:`gpu.ozaki2.fused_level`) holds instead, beside the residues, each
 operand's four sums per modulus and the 7 INT32 products of every modulus for a span of the top half's rows.
+Where the INT8 GEMMs write residues (the CUTLASS kernel built), the direct layouts hold their products as INT8, a
+quarter of the bytes: at 15 moduli the fused level's whole layout is then 10.8 FP64 matrices against 20.6, and level
+0's direct layout 5.6 against 11.25, within the planes layout's 6.12 (GEMMul8's workspace).
 The scratch is dead before the first residue is written (one stream orders them), so it shares the
 start of the block with the residues (and the tile sums, dead before the bars are written, with the bars):
 the block holds the largest of the phases.
@@ -103,22 +106,24 @@ def bound_blocks(k: int) -> int:
 
 
 def layout(m: int, k: int, n: int, count: int, scaling: str, direct: bool, level: int = 0,
-           rows: int | None = None, keep_a: bool = False) -> Workspace:
+           rows: int | None = None, keep_a: bool = False, narrow: bool = False) -> Workspace:
     """The buffers of an m x k x n product with ``count`` moduli (see the module); ``direct``: the INT32
     products of every modulus (one k block) for ``rows`` rows of C at a time (default: all m), else INT8 planes
     and one INT32 product (none with Winograd ``level``s, whose products come out as residues and take their
     scratch beside the block). ``direct`` with ``level`` 1: the fused level's sums and 7 products per modulus,
     for ``rows`` of the top half's m / 2 rows at a time (even m, n and k blocks: :mod:`gpu.ozaki2.fused_level`).
     ``keep_a``: the scratch starts after A's residues, which then outlive a call (a row panel's residues kept for
-    its next column tile: :mod:`gpu.ozaki2.tiled`)."""
+    its next column tile: :mod:`gpu.ozaki2.tiled`). ``narrow``: the direct layouts' products as INT8 residues, a
+    quarter of the bytes, for INT8 GEMMs that write residues (:func:`gpu.ozaki2.gemms.writes_residues`)."""
     ldk, n_pad = _round_up(max(k, 1)), _round_up(max(n, 1))
+    product = np.int8 if narrow else np.int32
     main = [("res_a", (count, m, ldk), np.int8), ("res_b", (count, n_pad, ldk), np.int8)]
     if direct and level:
         h, w, d = m // 2, n_pad // 2, ldk // 2
         main += [("sums_a", (count, 4, h, d), np.int8), ("sums_b", (count, 4, w, d), np.int8),
-                 ("products", (count, 7, min(h, rows or h), w), np.int32)]
+                 ("products", (count, 7, min(h, rows or h), w), product)]
     elif direct:
-        main.append(("products", (count, min(m, rows or m), n_pad), np.int32))
+        main.append(("products", (count, min(m, rows or m), n_pad), product))
     else:
         main += [("planes", (count, m, n), np.int8)] + ([] if level else [("product", (m, n_pad), np.int32)])
     scratch = []

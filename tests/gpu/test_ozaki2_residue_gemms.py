@@ -15,6 +15,7 @@ from gpu.backend import get_backend, lt_int8
 from gpu.ozaki2 import gemms
 from gpu.ozaki2.plan import Plan
 from gpu.ozaki2.residues import symmetric
+from gpu.ozaki2.workspace import layout
 
 CHOICE = ci.KernelChoice("90a", (128, 256, 128), (2, 1), min_k=8192)
 
@@ -176,7 +177,69 @@ def test_gpu_a_plan_on_residues_is_bitwise_the_plan_on_int32_products(cupy_backe
         got = [plan.execute(A, B) for _ in range(3)]
         assert narrow(plan) == ((m, n) != (520, 528))
     monkeypatch.setattr(be, "residue_gemm", lambda *args: None)
+    monkeypatch.setattr(type(be), "residue_min_k", None)
     with Plan(A, B, options=options, backend=be) as plan:
         want = plan.execute(A, B)
         assert not narrow(plan)
     assert all(bool((C == want).all()) for C in got)
+
+
+def _numpy_residue_gemm(a, b, r, modulus):
+    """A NumPy stand-in for the CUTLASS kernel's residue GEMM (any k), so the narrow layouts run on the CPU."""
+    def issue():
+        r[...] = symmetric((a.astype(np.int64) @ b.astype(np.int64).T) % modulus, modulus)
+    return issue
+
+
+def test_a_narrow_layout_holds_a_quarter_of_the_products_bytes():
+    for level, n in ((0, 1024), (1, 1024)):
+        wide, narrow = (layout(n, n, n, 15, "fast", True, level, narrow=x) for x in (False, True))
+        assert narrow.buffers["products"].dtype == np.int8
+        assert narrow.buffers["products"].shape == wide.buffers["products"].shape
+        assert wide.nbytes - narrow.nbytes >= 3 * wide.buffers["products"].nbytes // 4
+    planes = layout(1024, 1024, 1024, 15, "fast", False)
+    assert layout(1024, 1024, 1024, 15, "fast", True, narrow=True).nbytes < planes.nbytes
+    assert layout(1024, 1024, 1024, 15, "fast", True).nbytes > planes.nbytes
+
+
+def test_narrow_products_follow_the_backend_residue_gemms_least_depth(monkeypatch):
+    from gpu.ozaki2 import memory
+    be = get_backend("numpy")
+    assert be.residue_min_k is None and not memory.narrow_products(be, 512, 512, 512, 0, 2**17 - 16)
+    monkeypatch.setattr(be, "residue_min_k", 320)
+    assert memory.narrow_products(be, 512, 640, 512, 0, 2**17 - 16)
+    assert memory.narrow_products(be, 512, 640, 512, 1, 2**17 - 16), "a fused level's GEMMs are 320 deep"
+    assert not memory.narrow_products(be, 512, 608, 512, 1, 2**17 - 16), "304 deep"
+    assert not memory.narrow_products(be, 512, 300, 512, 0, 2**17 - 16)
+    assert not memory.narrow_products(be, 512, 640, 512, 2, 2**17 - 16), "the levels' passes keep no products"
+    assert not memory.narrow_products(be, 512, 640, 512, 0, 256), "k in blocks has no direct layout"
+    assert gemms.writes_residues(be, 336) and not gemms.writes_residues(be, 328)
+
+
+def test_narrow_products_that_the_gemms_do_not_all_write_raise_rather_than_hold_int32_in_int8():
+    P, spans = np.zeros((2, 8, 16), np.int8), [slice(0, 4), slice(4, 8)]
+    got, calls = gemms.direct_products(P, spans, (251, 241), lambda view, span, moduli: [("gemm", span)])
+    assert got is P and calls == [[("gemm", s)] for s in spans]
+    with pytest.raises(RuntimeError, match="INT8 residues"):
+        gemms.direct_products(P, spans, (251, 241), lambda view, span, moduli: None if span.start else [span])
+
+
+@pytest.mark.parametrize("m, k, n, level", [(256, 640, 192, 0), (256, 512, 320, 1), (130, 300, 70, 0)])
+def test_a_plan_on_narrow_products_is_bitwise_the_plan_on_int32_products_in_fewer_bytes(monkeypatch, m, k, n, level):
+    be = get_backend("numpy")
+    A, B = phi_matrix(m, k, 1.0, 1), phi_matrix(k, n, 1.0, 2)
+    options = {"moduli": 13, "level": level, "workspace": 1 << 30}
+    with Plan(A, B, options=options, backend=be) as plan:
+        want, wide = plan.execute(A, B), plan.work.layout
+        assert plan.part(13).direct and plan.part(13).planes[0].dtype == np.int32
+    monkeypatch.setattr(be, "residue_gemm", _numpy_residue_gemm)
+    monkeypatch.setattr(be, "residue_min_k", 0)
+    with Plan(A, B, options=options, backend=be) as plan:
+        got, narrow = plan.execute(A, B), plan.work.layout
+        assert plan.part(13).direct and plan.part(13).planes[0].dtype == np.int8
+        assert narrow.buffers["products"].dtype == np.int8
+    assert narrow.nbytes < wide.nbytes
+    assert np.array_equal(got, want)
+    with Plan(A, B, options={"moduli": 13, "level": level}, backend=be) as plan:
+        assert level or plan.work.layout.nbytes <= layout(m, k, n, 13, "fast", False).nbytes, "GEMMul8's bytes"
+        assert np.array_equal(plan.execute(A, B), want)
