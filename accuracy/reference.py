@@ -132,7 +132,7 @@ class ExactPlan(MatmulPlan):
     """:func:`exact_matmul` for one operand signature: the operands' checks, and on CuPy its kernels compiled
     (:mod:`accuracy.exact_cuda`: one module). An audit tool, it waits for the device by nature: each execute
     reads the exponent ranges of A's rows and B's columns, plans the digit width and the blocks from them
-    (:func:`choose_plan`, :mod:`accuracy.blocking`; kept while the ranges and the free memory stay the same),
+    (:func:`choose_plan`, kept while the ranges repeat; :mod:`accuracy.blocking`, while the free memory does),
     and checks the inputs' finiteness where asked."""
 
     def __init__(self, A: Any, B: Any, *, options: Any = None, backend: str | Backend = "auto",
@@ -142,7 +142,7 @@ class ExactPlan(MatmulPlan):
         A, B = check_operands(be, A, B, check_finite=False)
         self.backend, self.stream, self.shape = be, stream, (A.shape[0], A.shape[1], B.shape[1])
         self.signature = operand_signature(be, A, B, None, stream)
-        self._decided: tuple[Any, SplitPlan, Any] | None = None
+        self._decided: tuple[Any, SplitPlan, Any, int | None] | None = None
         be.ops(FAMILY).prepare()
 
     def _execute(self, A: Array, B: Array, out: Array | None) -> Array:
@@ -165,12 +165,15 @@ class ExactPlan(MatmulPlan):
 
     def decide(self, spans_a: np.ndarray, spans_b: np.ndarray, k: int, shape_of: Any, budget: int
                ) -> tuple[SplitPlan, Any]:
-        """(split plan, blocks) for these exponent spans (host arrays), kept while they and the budget repeat."""
-        key = (spans_a.tobytes(), spans_b.tobytes(), budget)
+        """(split plan, blocks) for these exponent spans (host arrays): the split plan kept while they repeat, its
+        blocks while the budget does (the budget follows the free memory, which moves between calls)."""
+        key = (spans_a.tobytes(), spans_b.tobytes())
         if self._decided is None or self._decided[0] != key:
-            plan = choose_plan(spans_a, spans_b, k)
-            self._decided = (key, plan, plan_blocks(shape_of(plan), budget))
-        return self._decided[1], self._decided[2]
+            self._decided = (key, choose_plan(spans_a, spans_b, k), None, None)
+        key, plan, blocks, used = self._decided
+        if used != budget:
+            self._decided = (key, plan, plan_blocks(shape_of(plan), budget), budget)
+        return plan, self._decided[2]
 
 
 def exact_matmul(A: Any, B: Any, *, backend: str | Backend = "auto", check_finite: bool = True) -> Array:
