@@ -7,7 +7,9 @@ those bytes, else in balanced row panels within them (the same INT8 GEMMs and CR
 panel's INT8 GEMM does at least :data:`MIN_PANEL_WORK` multiply-adds, else the planes. (Below about 50 rows of C
 not one panel of 16 rows fits within them, and the whole direct layout, at most 4 count n bytes a row, is taken
 as it is.) A ``workspace=`` that holds the whole direct layout (11.25 matrices at 15 moduli) lets it be taken
-first.
+first. Where the INT8 GEMMs write residues (:func:`narrow_products`), the direct layouts hold them as INT8: the
+whole direct layout is then 5.6 matrices at 15 moduli, within GEMMul8's bytes, and is taken by default (on the H200 at
+N = 16384 1.015x the speed of the row panels: ``results/published/h200/h200-ozaki2-narrow-probe-563a3f5-16384.json``).
 The block is taken where the device holds it with :data:`HEADROOM` to spare (room for cuBLAS's own workspace);
 where a cache of plans holds other blocks, it frees them first (``make_room``) rather than settle for a slower
 layout. On the H200 (``results/published/h200/h200-ozaki2-row-panels-probe.json``) the row panels ran within
