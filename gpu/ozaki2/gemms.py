@@ -96,6 +96,7 @@ def direct_products(products: Array, spans: list[slice], moduli: tuple[int, ...]
     if all(g is not None for g in gemms):
         return narrow, gemms
     if narrow is products:
-        raise RuntimeError("a workspace laid out for INT8 residues got INT8 GEMMs that do not write them; "
-                           "report this with the shapes: the plan's backend offered residue GEMMs at plan time")
+        raise RuntimeError("scheme II's plan holds its products as INT8 residues, but the backend declined a residue "
+                           "GEMM on one of its views (Backend.residue_min_k promised them): a bug; please report it "
+                           "with the operands' shapes")
     return products, [plan_span(products, span, None) for span in spans]
