@@ -243,3 +243,17 @@ def test_a_plan_on_narrow_products_is_bitwise_the_plan_on_int32_products_in_fewe
     with Plan(A, B, options={"moduli": 13, "level": level}, backend=be) as plan:
         assert level or plan.work.layout.nbytes <= layout(m, k, n, 13, "fast", False).nbytes, "GEMMul8's bytes"
         assert np.array_equal(plan.execute(A, B), want)
+
+
+def test_narrow_products_let_the_fused_level_hold_its_whole_span_in_the_bytes_of_a_quarter_span():
+    """At N = 32768 and 15 moduli the INT32 products fitted the H200 only in spans of 4096 rows; the residues
+    hold the whole span of 16384 in the same bytes (measured 1.0-1.5% faster), and level 0's whole direct layout
+    fits within the planes' bytes, so the default takes it before row panels."""
+    from gpu.ozaki2.memory import layouts
+    n, block = 32768, 2**17 - 16
+    wide = {ws.rows: ws.nbytes for ws in layouts(n, n, n, 15, "fast", block, level=1)}
+    narrow = layouts(n, n, n, 15, "fast", block, level=1, narrow=True)
+    assert narrow[0].rows == n // 2 and narrow[0].nbytes == wide[n // 8]
+    level0 = layouts(n, n, n, 15, "fast", block, narrow=True)
+    assert level0[0].direct and level0[0].rows == n and level0[0].nbytes <= level0[-1].nbytes
+    assert layouts(n, n, n, 15, "fast", block)[0].rows < n, "INT32 products take row panels"
