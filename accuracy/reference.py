@@ -170,10 +170,11 @@ class ExactPlan(MatmulPlan):
         key = (spans_a.tobytes(), spans_b.tobytes())
         if self._decided is None or self._decided[0] != key:
             self._decided = (key, choose_plan(spans_a, spans_b, k), None, None)
-        key, plan, blocks, used = self._decided
+        _, plan, blocks, used = self._decided
         if used != budget:
-            self._decided = (key, plan, plan_blocks(shape_of(plan), budget), budget)
-        return plan, self._decided[2]
+            blocks = plan_blocks(shape_of(plan), budget)
+            self._decided = (key, plan, blocks, budget)
+        return plan, blocks
 
 
 def exact_matmul(A: Any, B: Any, *, backend: str | Backend = "auto", check_finite: bool = True) -> Array:
