@@ -1,4 +1,4 @@
-"""N = 32768 with 15 and 16 moduli in any order, at levels 0 and 1, on the GPU (issue 40's memory target).
+"""N = 32768 with 15 and 16 moduli in any order, at levels 0 and 1, on the GPU: no order runs out of memory.
 
 One process on phi = 1 operands (``ozaki2_as_called.inputs``) calls ``ozaki2.matmul(A, B, moduli=c, level=L)``
 (no ``out``: each call allocates its C, as a user's call does) in the order of ``seq`` below: each count after the
