@@ -37,6 +37,8 @@ def _offset(dx: float, dy: float) -> tuple[float, float, str, str]:
 OFFSETS = tuple(_offset(r * ux, r * uy) for r in (4, 10, 18, 28, 40) for ux, uy in DIRECTIONS)
 #: Pixels within which another marker makes a label ambiguous (:func:`place_point_labels`).
 PAD = 16.0
+#: Pixels within which another marker is taken as drawn at the label's own point (a hollow overlay, a tie).
+SAME = 4.0
 #: Pixels kept clear around a placed label: labels that merely touch read as one ("ozaki2c 3M autoozaki2c 2M auto").
 LABEL_GAP = 4.0
 #: A thin leader from a label to its point: where labels crowd, which point each names stays plain.
@@ -113,7 +115,7 @@ def place_point_labels(fig: Figure) -> Figure:
         for ann in [t for t in ax.texts if t.get_gid() == POINT_LABEL]:
             best, best_cost = OFFSETS[0], np.inf
             own = ax.transData.transform(ann.xy)
-            others = [c for c in centres if np.hypot(*(c - own)) > 2 * PAD]
+            others = [c for c in centres if np.hypot(*(c - own)) > SAME]
             for offset in OFFSETS:
                 _move(ann, offset)
                 box = text_box(ann, renderer)
@@ -131,13 +133,15 @@ def place_point_labels(fig: Figure) -> Figure:
 
 
 def _nearer_other(box: Any, own: Any, others: list[Any]) -> bool:
-    """Whether one of ``others`` (the centres of the markers more than two :data:`PAD` from the label's own point:
-    nearer ones are its neighbours in any placement) lies within :data:`PAD` pixels of the label, or nearer to it
-    than its point: the label would read as the other point's (weighed as covering its own area of a marker)."""
+    """Whether one of ``others`` (the centres of the markers that are not the label's own point) lies nearer the
+    label than its point, or, for a marker more than two :data:`PAD` from the point, within :data:`PAD` pixels of
+    it: the label would read as the other point's (weighed as covering its own area of a marker). A neighbour
+    nearer than that counts only where it is nearer than the point itself: where points crowd, the label goes on
+    the side away from them (at N = 32768 "fast-14 w1" had sat over level 0's fast-14, 31 pixels to its left)."""
     def gap(x: float, y: float) -> float:
         return float(np.hypot(max(box.x0 - x, 0.0, x - box.x1), max(box.y0 - y, 0.0, y - box.y1)))
     mine = gap(*own)
-    return any(gap(*c) < max(PAD, mine - 1.0) for c in others)
+    return any(gap(*c) < (max(PAD, mine - 1.0) if np.hypot(*(c - own)) > 2 * PAD else mine - 1.0) for c in others)
 
 
 def text_box(ann: Any, renderer: Any) -> Any:
