@@ -53,3 +53,23 @@ def test_shell_command_parses(argv):
         return
     args = build_parser(argv).parse_args(argv)
     assert callable(args.handler)
+
+
+def layout_rows() -> dict[str, str]:
+    """The layout table's rows that name one package folder (``gpu/ozaki2/``, ``accuracy/``, ...), by folder."""
+    rows = {}
+    for line in README.read_text().splitlines():
+        found = re.match(r"\| `((?:gpu/[a-z0-9_]+|accuracy|modeling|experiments/core)/)` \|", line)
+        if found:
+            rows[found.group(1)] = line
+    return rows
+
+
+@pytest.mark.parametrize("folder", sorted(layout_rows()))
+def test_the_layout_table_names_every_module_of_a_package(folder):
+    """A reader looks a module up in its package's row: a module added without a word there is missing from the map
+    (eleven of scheme II's modules were, among them ``memory`` and ``deferred``)."""
+    row = layout_rows()[folder]
+    modules = sorted(p.stem for p in (README.parent / folder).glob("*.py") if p.stem != "__init__")
+    missing = [m for m in modules if not re.search(rf"`{m}(`|\.py`|\.)", row)]
+    assert not missing, f"README.md's layout row for {folder} does not name {missing}"
