@@ -115,14 +115,14 @@ def place_point_labels(fig: Figure) -> Figure:
         for ann in [t for t in ax.texts if t.get_gid() == POINT_LABEL]:
             best, best_cost = OFFSETS[0], np.inf
             own = ax.transData.transform(ann.xy)
-            others = [c for c in centres if np.hypot(*(c - own)) > SAME]
+            far, near = _neighbours(centres, own)
             for offset in OFFSETS:
                 _move(ann, offset)
                 box = text_box(ann, renderer)
                 outside = box.width * box.height - _overlap(box, ax.bbox)
                 cost = (1000 * sum(_overlap(box, other) for other in placed) + 100 * outside
                         + sum(_overlap(box, m) for m in markers)
-                        + box.width * box.height * _nearer_other(box, own, others))
+                        + box.width * box.height * _nearer_other(box, own, far, near))
                 if cost < best_cost:
                     best, best_cost = offset, cost
                 if cost < 1:
@@ -132,16 +132,29 @@ def place_point_labels(fig: Figure) -> Figure:
     return fig
 
 
-def _nearer_other(box: Any, own: Any, others: list[Any]) -> bool:
-    """Whether one of ``others`` (the centres of the markers that are not the label's own point) lies nearer the
-    label than its point, or, for a marker more than two :data:`PAD` from the point, within :data:`PAD` pixels of
-    it: the label would read as the other point's (weighed as covering its own area of a marker). A neighbour
-    nearer than that counts only where it is nearer than the point itself: where points crowd, the label goes on
-    the side away from them (at N = 32768 "fast-14 w1" had sat over level 0's fast-14, 31 pixels to its left)."""
+def _neighbours(centres: list[Any], own: Any) -> tuple[list[Any], list[Any]]:
+    """The marker centres other than the label's own point (within :data:`SAME` pixels of it), split by distance from
+    the point: (more than two :data:`PAD` away, nearer), as :func:`_nearer_other` weighs them; once per label."""
+    far, near = [], []
+    for c in centres:
+        d = np.hypot(*(c - own))
+        if d > 2 * PAD:
+            far.append(c)
+        elif d > SAME:
+            near.append(c)
+    return far, near
+
+
+def _nearer_other(box: Any, own: Any, far: list[Any], near: list[Any]) -> bool:
+    """Whether another marker lies nearer the label than its point, or, for a marker more than two :data:`PAD` from
+    the point (``far``), within :data:`PAD` pixels of it: the label would read as the other point's (weighed as
+    covering its own area of a marker). A ``near`` neighbour counts only where it is nearer than the point itself:
+    where points crowd, the label goes on the side away from them (at N = 32768 "fast-14 w1" had sat over level 0's
+    fast-14, 31 pixels to its left)."""
     def gap(x: float, y: float) -> float:
         return float(np.hypot(max(box.x0 - x, 0.0, x - box.x1), max(box.y0 - y, 0.0, y - box.y1)))
     mine = gap(*own)
-    return any(gap(*c) < (max(PAD, mine - 1.0) if np.hypot(*(c - own)) > 2 * PAD else mine - 1.0) for c in others)
+    return any(gap(*c) < max(PAD, mine - 1.0) for c in far) or any(gap(*c) < mine - 1.0 for c in near)
 
 
 def text_box(ann: Any, renderer: Any) -> Any:
