@@ -161,11 +161,11 @@ def room_rows(m: int, k: int, n: int, count: int, scaling: str, keep_a: bool, ro
 
 def panel_rows(m: int, k: int, n: int, count: int, scaling: str, keep_a: bool = False,
                narrow: bool = False) -> int | None:
-    """The rows of C per panel of a direct layout that holds their INT32 products within the planes layout's
-    bytes (GEMMul8's workspace: the residues, INT8 planes and one INT32 product): the fewest panels, their rows
-    balanced, in whole INT8 GEMM panels (:data:`gpu.ozaki2.gemms.PANEL` rows from
-    :data:`~gpu.ozaki2.gemms.PANEL_FROM` up, else 16), so that its GEMMs are the whole product's and no pass
-    reduces them to planes; None where not one row panel fits, or where one holds every row."""
+    """The rows of C per panel of a direct layout that holds their products (INT32, or INT8 residues where
+    ``narrow``) within the planes layout's bytes (GEMMul8's workspace: the residues, INT8 planes and one INT32
+    product): the fewest panels, their rows balanced, in whole INT8 GEMM panels (:data:`gpu.ozaki2.gemms.PANEL`
+    rows from :data:`~gpu.ozaki2.gemms.PANEL_FROM` up, else 16), so that its GEMMs are the whole product's and no
+    pass reduces them to planes; None where not one row panel fits, or where one holds every row."""
     budget = layout(m, k, n, count, scaling, direct=False, keep_a=keep_a).nbytes
     found = _most_rows(m, k, n, count, scaling, keep_a, budget, (PANEL[0], ALIGN) if m >= PANEL_FROM else (ALIGN,),
                        narrow)
