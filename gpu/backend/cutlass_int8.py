@@ -194,11 +194,17 @@ class CutlassInt8:
         return issue
 
 
+def residue_depth(k: int, min_k: int) -> bool:
+    """Whether the residue kernel takes a depth of ``k`` terms: at least ``min_k`` and a multiple of 16. Plans ask
+    it before they have views (:func:`gpu.ozaki2.gemms.writes_residues`), the kernel again with them."""
+    return k >= min_k and k % 16 == 0
+
+
 def takes_residues(a: tuple[int, int], b: tuple[int, int], r: tuple[int, int], k: int, modulus: int,
                    min_k: int) -> bool:
-    """Whether the residue kernel takes R = a b^T: k at least ``min_k`` and a multiple of 16, every pointer and
+    """Whether the residue kernel takes R = a b^T: a depth it takes (:func:`residue_depth`), every pointer and
     row stride (pointer, stride pairs, INT8) a multiple of 16 bytes, and a modulus of 3 to 256."""
-    return (k >= min_k and k % 16 == 0 and 3 <= modulus <= 256
+    return (residue_depth(k, min_k) and 3 <= modulus <= 256
             and all(v % 16 == 0 for x in (a, b, r) for v in x))
 
 

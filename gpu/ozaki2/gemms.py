@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..backend import Array, Backend, blas
+from ..backend.cutlass_int8 import residue_depth
 from ..ozaki.api import _tiles
 
 PANEL_FROM, PANEL = 6144, (3072, 16384)
@@ -79,7 +80,7 @@ def writes_residues(be: Backend, k: int) -> bool:
     a plan's views are aligned as :meth:`~gpu.backend.Backend.residue_gemm` needs): a plan's direct layout then
     holds its products as INT8, a quarter of the bytes (:func:`gpu.ozaki2.memory.narrow_products`)."""
     least = be.residue_min_k
-    return least is not None and k >= least and k % 16 == 0
+    return least is not None and residue_depth(k, least)
 
 
 def direct_products(products: Array, spans: list[slice], moduli: tuple[int, ...],

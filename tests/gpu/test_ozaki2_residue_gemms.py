@@ -216,6 +216,14 @@ def test_narrow_products_follow_the_backend_residue_gemms_least_depth(monkeypatc
     assert gemms.writes_residues(be, 336) and not gemms.writes_residues(be, 328)
 
 
+def test_a_plan_expects_residues_at_exactly_the_depths_the_kernel_then_takes(monkeypatch):
+    be = get_backend("numpy")
+    monkeypatch.setattr(be, "residue_min_k", 320)
+    aligned = ((0x1000, 1024), (0x2000, 1024), (0x3000, 1024))
+    for k in range(0, 1024, 4):
+        assert gemms.writes_residues(be, k) == ci.takes_residues(*aligned, k, 251, 320), k
+
+
 def test_narrow_products_that_the_gemms_do_not_all_write_raise_rather_than_hold_int32_in_int8():
     P, spans = np.zeros((2, 8, 16), np.int8), [slice(0, 4), slice(4, 8)]
     got, calls = gemms.direct_products(P, spans, (251, 241), lambda view, span, moduli: [("gemm", span)])
