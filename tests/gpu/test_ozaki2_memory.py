@@ -384,17 +384,19 @@ def test_gpu_small_device_tiles_or_refuses_before_any_work(cupy_backend, small_d
 @pytest.mark.gpu
 def test_gpu_split_cached_blocks_are_not_one_block(cupy_backend, small_device):
     """A chunk split by a live array cannot be handed back to the driver: its free part serves what it
-    holds, and a larger block is refused although memory_info counts the cached bytes as free. The sizes
-    outsize the small free remnants earlier tests leave in chunks that live arrays still split, so the
-    1 GiB chunk is the one the pool splits and the one that must serve."""
+    holds, and a larger block is refused although memory_info counts the cached bytes as free. Earlier tests
+    leave free remnants in chunks that live arrays still split (their sum is the pool's free bytes after the
+    fixture's release); the unit U outsizes them all, so the 4 U chunk is the only block that can hold the 3 U
+    pin, and its free U the only one that can serve."""
     xp, MiB = cupy_backend.xp, 2**20
-    small_device.set_limit(size=small_device.total_bytes() + 1024 * MiB + 64 * MiB)
-    big = xp.empty(1024 * MiB, dtype=np.uint8)
+    unit = max(256 * MiB, -(-(small_device.free_bytes() + 1) // MiB) * MiB)
+    small_device.set_limit(size=small_device.total_bytes() + 4 * unit + 64 * MiB)
+    big = xp.empty(4 * unit, dtype=np.uint8)
     del big
-    pin = xp.empty(768 * MiB, dtype=np.uint8)       # the pool's best fit: the start of the cached 1 GiB chunk
-    assert cupy_backend.memory_info()[0] >= 320 * MiB
-    assert cupy_backend.can_allocate(200 * MiB)
-    assert not cupy_backend.can_allocate(300 * MiB)
+    pin = xp.empty(3 * unit, dtype=np.uint8)        # splits the cached 4 U chunk: no remnant holds 3 U
+    assert cupy_backend.memory_info()[0] >= unit + 64 * MiB
+    assert cupy_backend.can_allocate(unit * 4 // 5)
+    assert not cupy_backend.can_allocate(unit * 6 // 5)
     with pytest.raises(MemoryPlanError, match="not in one block"):
-        require_memory(cupy_backend, 300 * MiB, "a workspace", "free memory")
+        require_memory(cupy_backend, unit * 6 // 5, "a workspace", "free memory")
     del pin
