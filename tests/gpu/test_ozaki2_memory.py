@@ -383,11 +383,9 @@ def test_gpu_small_device_tiles_or_refuses_before_any_work(cupy_backend, small_d
 
 @pytest.mark.gpu
 def test_gpu_split_cached_blocks_are_not_one_block(cupy_backend, small_device):
-    """A chunk split by a live array cannot be handed back to the driver: its free part serves what it
-    holds, and a larger block is refused although memory_info counts the cached bytes as free. Earlier tests
-    leave free remnants in chunks that live arrays still split (their sum is the pool's free bytes after the
-    fixture's release); the unit U outsizes them all, so the 4 U chunk is the only block that can hold the 3 U
-    pin, and its free U the only one that can serve."""
+    """A chunk split by a live array cannot be handed back to the driver: its free part serves what it holds,
+    and a larger block is refused although memory_info counts the cached bytes as free. The unit U outsizes all
+    free remnants earlier tests leave together, so only the 4 U chunk can hold the 3 U pin and serve."""
     xp, MiB = cupy_backend.xp, 2**20
     unit = max(256 * MiB, -(-(small_device.free_bytes() + 1) // MiB) * MiB)
     small_device.set_limit(size=small_device.total_bytes() + 4 * unit + 64 * MiB)
