@@ -38,7 +38,7 @@ from .moduli import MAX_MODULI
 from .ops import ops
 from .reference import MAX_K
 from .winograd import scratch_bytes as winograd_bytes
-from .workspace import Workspace, layout
+from .workspace import Workspace, layout, product_type
 
 ADVICE = "pass fewer moduli, out=, or split the product into blocks of rows"
 #: The fewest multiply-adds (rows x padded columns x padded k) of a row panel's INT8 GEMM, per modulus, for the row
@@ -181,7 +181,7 @@ def _most_rows(m: int, k: int, n: int, count: int, scaling: str, keep_a: bool, b
                steps: tuple[int, ...], narrow: bool = False) -> tuple[int, int] | None:
     """The most rows of a direct layout's panel within ``budget`` bytes, in whole steps of the first of ``steps``
     of which one fits (at least m rounded up to it where all of m fits), with that step; None where none does."""
-    per_row = (1 if narrow else 4) * count * _round_up(max(n, 1))
+    per_row = product_type(narrow).itemsize * count * _round_up(max(n, 1))
 
     def size(rows: int) -> int:
         return layout(m, k, n, count, scaling, True, rows=rows, keep_a=keep_a, narrow=narrow).nbytes

@@ -105,6 +105,12 @@ def bound_blocks(k: int) -> int:
     return -(-ldk // (MAX_K_BOUND_GEMM // ALIGN * ALIGN))
 
 
+def product_type(narrow: bool) -> np.dtype:
+    """What a direct layout holds per product entry: INT8 residues where the INT8 GEMMs write them (``narrow``),
+    else INT32 products."""
+    return np.dtype(np.int8 if narrow else np.int32)
+
+
 def layout(m: int, k: int, n: int, count: int, scaling: str, direct: bool, level: int = 0,
            rows: int | None = None, keep_a: bool = False, narrow: bool = False) -> Workspace:
     """The buffers of an m x k x n product with ``count`` moduli (see the module); ``direct``: the INT32
@@ -116,7 +122,7 @@ def layout(m: int, k: int, n: int, count: int, scaling: str, direct: bool, level
     its next column tile: :mod:`gpu.ozaki2.tiled`). ``narrow``: the direct layouts' products as INT8 residues, a
     quarter of the bytes, for INT8 GEMMs that write residues (:func:`gpu.ozaki2.gemms.writes_residues`)."""
     ldk, n_pad = _round_up(max(k, 1)), _round_up(max(n, 1))
-    product = np.int8 if narrow else np.int32
+    product = product_type(narrow)
     main = [("res_a", (count, m, ldk), np.int8), ("res_b", (count, n_pad, ldk), np.int8)]
     if direct and level:
         h, w, d = m // 2, n_pad // 2, ldk // 2
