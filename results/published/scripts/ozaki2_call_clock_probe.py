@@ -5,7 +5,8 @@ or 1545-1620 MHz at 692 W with the power cap as the reason, alternating from one
 This probe runs the same phases with the public call (``ozaki2.matmul(A, B, moduli=15, level=1, out=C)``, phi = 1
 operands, the plan built and its graph captured first) in place of the GEMMs: ``ROUNDS`` rounds of ``HEAT_S``
 seconds of DGEMM (``cupy.matmul(A, B, out=D)``) and ``PHASE_S`` seconds of calls, each sample one call by events
-with NVML read after it. JSON to ``$OUT/ozaki2-call-clock-probe.json``.
+with NVML read after it. JSON to ``$OUT/ozaki2-call-clock-probe.json``. (The two states were an artefact of that
+probe: its fast sets read nearly all-zero memory. The call's residues are real, and its GEMMs run at the cap.)
 
     OUT=dir PYTHONPATH=/tmp/site:$PWD:$PWD/results/published/scripts \\
         python3 results/published/scripts/ozaki2_call_clock_probe.py

@@ -36,12 +36,18 @@ MODULI = (256, 255, 253, 251, 247, 241, 239, 233, 229, 227, 223, 217, 211, 199, 
 
 
 def gemm_set(be, a, b, r, tiles):
-    """The GEMMS residue GEMMs of a @ b.T into r, one modulus each, as one callable."""
+    """The GEMMS residue GEMMs of a @ b.T into r, one modulus each, as one callable that keeps a, b and r alive.
+
+    The planned issuers hold the arrays' addresses only. Until 2026-12-02 (gemmlab 8872fce) this callable did not
+    hold the arrays: a caller that drew a new pair into the same names freed the last one, the pool gave its
+    memory to later arrays, and the GEMMs read whatever was written there last. The runs of that date before the
+    fix (``h200-ozaki2-data-power-probe.json``, ``h200-ozaki2-gemm-clock-probe-1.json``, ``-2.json``) measured
+    other data than their ranges say."""
     calls = [planned(be, a, b, r, tiles, MODULI[t % len(MODULI)]) for t in range(GEMMS)]
     if any(c is None for c in calls):
         raise SystemExit("the residue GEMM is not built (GEMMLAB_KERNEL_DIR)")
     gemms = [c for group in calls for c in group]
-    return lambda: run_planned(be, gemms)
+    return lambda held=(a, b, r): run_planned(be, gemms)
 
 
 def main() -> None:
