@@ -189,7 +189,7 @@ class Backend(abc.ABC):
 
     def residue_gemm(self, a: Array, b: Array, r: Array, modulus: int) -> Callable[[], None] | None:
         """An issuer of ``r = (a @ b.T) mod modulus`` as INT8 symmetric residues (a, b: k-contiguous INT8 rows) on
-        the current stream; None (the default) where no kernel takes these views: use :meth:`gemm_ex`'s INT32."""
+        the current stream, holding the views; None (the default) where no kernel takes them: gemm_ex's INT32."""
         return None
 
     def geam(self, alpha: float, A: Array, beta: float, B: Array, C: Array) -> None:

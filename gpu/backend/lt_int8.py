@@ -21,7 +21,9 @@ graphs capture it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -185,8 +187,9 @@ class Int8Routes:
         def space() -> tuple[int, int, int]:
             _, workspace, stream = self.streams.entry()
             return workspace.data.ptr, workspace.nbytes, stream.ptr
-        return kernel.residues(*((x.data.ptr, x.strides[0]) for x in (a, b, r)), (*r.shape, a.shape[1]),
-                               modulus, space)
+        issue = kernel.residues(*((x.data.ptr, x.strides[0]) for x in (a, b, r)), (*r.shape, a.shape[1]),
+                                modulus, space)
+        return None if issue is None else partial(_holding, issue, (a, b, r))
 
     def run(self, recipe: Any, call: Any, beta: float) -> bool:
         """Issue ``call`` through the current device's first route that takes the shape; False otherwise."""
@@ -198,3 +201,10 @@ class Int8Routes:
         if kernel is not None and kernel.run(recipe, call, beta, space, stream.ptr):
             return True
         return route is not None and route.run(recipe, call, beta, space, stream.ptr)
+
+
+def _holding(issue: Callable[[], None], views: tuple[Any, ...]) -> None:
+    """``issue()``, with ``views`` bound beside it: the kernel takes the arrays' addresses only, so the issuer holds
+    the arrays themselves. One freed under a kept issuer would have its memory handed to later arrays by the pool,
+    and the GEMMs would read (and write) that memory with no error."""
+    issue()

@@ -4,6 +4,8 @@
 INT32 products where it takes not all, and (on a GPU where the kernel is built) residues equal to the library's
 product reduced, and C bitwise the INT32 route's."""
 
+import gc
+import weakref
 from types import SimpleNamespace
 
 import numpy as np
@@ -66,14 +68,42 @@ def _view(ptr, shape, stride, dtype=np.int8):
                            strides=(stride * np.dtype(dtype).itemsize, np.dtype(dtype).itemsize))
 
 
-def test_routes_map_views_to_the_kernel_and_decline_what_it_cannot_write(monkeypatch):
+def _routes(monkeypatch):
+    """Routes on a fake device whose CUTLASS kernel records each issue, and that record."""
     kernel, issued = _kernel()
     monkeypatch.setattr(lt_int8, "cutlass_int8", lambda cc, kernels: kernel)
     monkeypatch.setattr(lt_int8, "lt_int8", lambda cc, table: None)
     xp = SimpleNamespace(cuda=SimpleNamespace(runtime=SimpleNamespace(getDevice=lambda: 0),
                                               Device=lambda i: SimpleNamespace(compute_capability="90")))
     workspace = SimpleNamespace(data=SimpleNamespace(ptr=0xCC), nbytes=32 << 20)
-    routes = lt_int8.Int8Routes(xp, SimpleNamespace(entry=lambda: (7, workspace, SimpleNamespace(ptr=0x55))))
+    return lt_int8.Int8Routes(xp, SimpleNamespace(entry=lambda: (7, workspace, SimpleNamespace(ptr=0x55)))), issued
+
+
+class _Followed:
+    """A stand-in view that a weak reference can follow."""
+
+    def __init__(self, view):
+        self.__dict__.update(vars(view))
+
+
+def test_a_residue_issuer_holds_its_views_since_the_kernel_keeps_only_their_addresses(monkeypatch):
+    routes, issued = _routes(monkeypatch)
+    a, b, r = (_Followed(v) for v in (_view(0x1000, (64, 8192), 8192), _view(0x2000, (128, 8192), 8192),
+                                      _view(0x3000, (64, 128), 1024)))
+    refs = [weakref.ref(x) for x in (a, b, r)]
+    issue = routes.residues(a, b, r, 241)
+    del a, b, r
+    gc.collect()
+    assert all(ref() is not None for ref in refs)
+    issue()
+    assert len(issued) == 1
+    del issue
+    gc.collect()
+    assert all(ref() is None for ref in refs)
+
+
+def test_routes_map_views_to_the_kernel_and_decline_what_it_cannot_write(monkeypatch):
+    routes, issued = _routes(monkeypatch)
     a, b, r = _view(0x1000, (64, 8192), 8192), _view(0x2000, (128, 8192), 8192), _view(0x3000, (64, 128), 1024)
     routes.residues(a, b, r, 241)()
     assert issued == [(0x1000, 0x2000, 0x3000, 64, 128, 8192, 8192, 8192, 1024, 241, 0xCC, 32 << 20, 0x55)]
@@ -81,7 +111,7 @@ def test_routes_map_views_to_the_kernel_and_decline_what_it_cannot_write(monkeyp
     assert routes.residues(a, b, _view(0x3000, (64, 96), 1024), 241) is None
     assert routes.residues(a, _view(0x2000, (128, 4096), 8192), r, 241) is None
     monkeypatch.setattr(lt_int8, "cutlass_int8", lambda cc, kernels: None)
-    fresh = lt_int8.Int8Routes(xp, routes.streams)
+    fresh = lt_int8.Int8Routes(routes.xp, routes.streams)
     assert fresh.residues(a, b, r, 241) is None
 
 
@@ -159,6 +189,24 @@ def test_gpu_residues_equal_the_library_product_reduced(cupy_backend, m, n, k, p
         R.fill(0)
         be.capture(issue).launch()
         assert bool((R == want).all()), modulus
+
+
+@pytest.mark.gpu
+def test_gpu_a_kept_issuer_reads_its_own_operands_after_the_caller_drops_them(cupy_backend):
+    """The pool hands a freed block to the next array of its size: an issuer that held only addresses would then
+    multiply the new arrays' zeros."""
+    be, xp = cupy_backend, cupy_backend.xp
+    _gpu_kernel(be)
+    rng = xp.random.default_rng(7)
+    a, b = (rng.integers(-128, 128, size=(256, 8192), dtype=np.int8) for _ in range(2))
+    P, R = xp.zeros((256, 256), dtype=np.int32), xp.zeros((256, 256), dtype=np.int8)
+    be.gemm_ex(a, b.T, P, recipe="int8")
+    want = symmetric(P.astype(np.int64) % 251, 251)
+    issue = be.residue_gemm(a, b, R, 251)
+    del a, b
+    later = [xp.zeros((256, 8192), dtype=np.int8) for _ in range(2)]
+    issue()
+    assert bool((R == want).all()) and bool((later[0] == 0).all())
 
 
 @pytest.mark.gpu
