@@ -30,7 +30,7 @@ from gpu.ozaki2.gemms import panels, planned, run_planned
 
 N = int(os.environ.get("N", 16384))
 GEMMS, ROUNDS = int(os.environ.get("GEMMS", 15)), int(os.environ.get("ROUNDS", 10))
-RANGES = [int(r) for r in os.environ.get("RANGES", "127,63,31,7,0").split(",")]
+RANGES = os.environ.get("RANGES", "127,63,31,7,0").split(",")
 WARM_S = float(os.environ.get("WARM_S", 20))
 MODULI = (256, 255, 253, 251, 247, 241, 239, 233, 229, 227, 223, 217, 211, 199, 197, 193)
 
@@ -55,7 +55,7 @@ def main() -> None:
     rng = cp.random.default_rng(1)
     tiles, r = panels(N, N), cp.empty((N, N), dtype=cp.int8)
     runs = {}
-    for R in RANGES:
+    for R in map(int, RANGES):
         a = rng.integers(-R, R + 1, (N, N), dtype=cp.int8)
         b = rng.integers(-R, R + 1, (N, N), dtype=cp.int8)
         runs[f"R{R}"] = gemm_set(be, a, b, r, tiles)
@@ -76,7 +76,7 @@ def main() -> None:
     med = {k: statistics.median(v) for k, v in samples.items()}
     base = med[f"R{RANGES[0]}"]
     out = {"script": "results/published/scripts/ozaki2_data_power_probe.py", "environment": environment(be),
-           "command": f"N={N} GEMMS={GEMMS} ROUNDS={ROUNDS} RANGES={','.join(map(str, RANGES))} WARM_S={WARM_S} "
+           "command": f"N={N} GEMMS={GEMMS} ROUNDS={ROUNDS} RANGES={','.join(RANGES)} WARM_S={WARM_S} "
                       "OUT=dir python3 results/published/scripts/ozaki2_data_power_probe.py",
            "gemm_tiles": len(tiles), "ms": med, "samples_ms": samples,
            "tops": {k: ops / v / 1e9 for k, v in med.items()},

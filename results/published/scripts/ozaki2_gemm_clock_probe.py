@@ -8,14 +8,14 @@ read the statistics' boolean temporaries (nearly all zeros). With the operands h
 from 127 down to 31 runs at the cap's 1560-1575 MHz, and only all-zero operands hold 1980 MHz.
 
 ``R127`` from an idle device, then ``DGEMM`` (``cupy.matmul`` of N x N float64, to reach the cap), then the GEMMs
-on operands drawn from [-R, R] for R = 127 (residues of moduli near 256), 63 (moduli of at most 128), 31 and 0,
-each after its own DGEMM phase; last, ``IDLE_S`` seconds of nothing and ``R127`` again. Each phase runs
-``PHASE_S`` seconds (``HEAT_S`` for DGEMM; ``HEAT_S=0`` leaves the DGEMM phases out). JSON to
-``$OUT/ozaki2-gemm-clock-probe.json``. Since the placement probe (``ozaki2_placement_probe.py``), each sample
-also reads the memory clock, the performance state, NVML's instantaneous power, the power limit in force, the
-memory's temperature and power, and the file keeps the operands' device pointers, the board's power-smoothing
-fields and ``nvidia-smi -q``'s power sections as read at the start (the runs of
-``h200-ozaki2-gemm-clock-probe-1.json`` and ``-2.json`` predate them).
+on operands drawn from [-R, R] for R = 127 (residues of moduli near 256), 63 (moduli of at most 128), 31 and 0
+(an entry ``lo:hi`` draws from [lo, hi]), each after its own DGEMM phase; last, ``IDLE_S`` seconds of nothing
+and ``R127`` again. Each phase runs ``PHASE_S`` seconds (``HEAT_S`` for DGEMM; ``HEAT_S=0`` leaves the DGEMM
+phases out). JSON to ``$OUT/ozaki2-gemm-clock-probe.json``. Since the placement probe
+(``ozaki2_placement_probe.py``), each sample also reads the memory clock, the performance state, NVML's
+instantaneous power, the power limit in force, the memory's temperature and power, and the file keeps the
+operands' device pointers, the board's power-smoothing fields and ``nvidia-smi -q``'s power sections as read at
+the start (the runs of ``h200-ozaki2-gemm-clock-probe-1.json`` and ``-2.json`` predate them).
 
     OUT=dir PYTHONPATH=/tmp/site:$PWD:$PWD/results/published/scripts \\
         python3 results/published/scripts/ozaki2_gemm_clock_probe.py
@@ -38,7 +38,13 @@ from gpu.ozaki2.gemms import panels
 N = int(os.environ.get("N", 16384))
 PHASE_S, HEAT_S, IDLE_S = (float(os.environ.get(k, d)) for k, d in (("PHASE_S", 15), ("HEAT_S", 10),
                                                                       ("IDLE_S", 20)))
-RANGES = [int(x) for x in os.environ.get("RANGES", "127,63,31,0").split(",")]
+RANGES = os.environ.get("RANGES", "127,63,31,0").split(",")
+
+
+def bounds(entry: str) -> tuple[int, int]:
+    """The integers a range entry draws: ``R`` is [-R, R], ``lo:hi`` is [lo, hi]."""
+    lo, _, hi = entry.partition(":")
+    return (int(lo), int(hi)) if hi else (-int(lo), int(lo))
 
 
 #: NVML field ids read after each sample (by number: the device's ``pynvml`` may predate the names):
@@ -99,7 +105,8 @@ def main() -> None:
     tiles, r = panels(N, N), cp.empty((N, N), dtype=cp.int8)
     gemms, data = {}, {}
     for R in RANGES:
-        a, b = (rng.integers(-R, R + 1, (N, N), dtype=cp.int8) for _ in range(2))
+        lo, hi = bounds(R)
+        a, b = (rng.integers(lo, hi + 1, (N, N), dtype=cp.int8) for _ in range(2))
         data[R] = {"min": int(a.min()), "max": int(a.max()), "mean_abs": float(cp.abs(a.astype(cp.float32)).mean()),
                    "zeros": float((a == 0).mean()), "distinct": int(cp.unique(a).size),
                    "a_ptr": a.data.ptr, "b_ptr": b.data.ptr}
@@ -132,7 +139,7 @@ def main() -> None:
                                             for s in samples[:3]], "second half", summary, flush=True)
     write_json({"script": "results/published/scripts/ozaki2_gemm_clock_probe.py", "environment": environment(be),
                 "board": settings,
-                "command": f"N={N} RANGES={','.join(map(str, RANGES))} PHASE_S={PHASE_S} HEAT_S={HEAT_S} "
+                "command": f"N={N} RANGES={','.join(RANGES)} PHASE_S={PHASE_S} HEAT_S={HEAT_S} "
                            f"IDLE_S={IDLE_S} OUT=dir python3 "
                            "results/published/scripts/ozaki2_gemm_clock_probe.py",
                 "gemm_ops": 2.0 * N**3 * 15, "data": data, "phases": phases}, "ozaki2-gemm-clock-probe.json")
