@@ -11,6 +11,7 @@ inputs must be unchanged (but for an input the caller let the method overwrite, 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -164,6 +165,7 @@ STRASSEN = dict(level=st.integers(0, 3), schedule=st.sampled_from(["rum", "lai",
                 out=st.sampled_from(["none", "none", "fresh", "readonly", "wrong", "alias"]))
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered in matmul:RuntimeWarning")
 @settings(max_examples=300, **SETTINGS)
 @given(ab=product(("float64", "float64", "float32", "int32")), **STRASSEN)
 def test_strassen_matmul(backend, ab, level, schedule, fringe, check_finite, overwrite, out):
