@@ -4,8 +4,8 @@ Samples are back-to-back runs of the set of ``GEMMS`` residue GEMMs of a level-1
 (16384 x 16384 x 16384 each) timed by events, with NVML read after each (SM clock, power, GPU temperature, throttle
 reasons). Until gemm_set (``ozaki2_data_power_probe.py``) held its operands, each range's set read memory that the
 pool had given to later arrays: ``-1.json`` and ``-2.json`` saw every second range run at 1980 MHz, and those sets
-read the statistics' boolean temporaries (nearly all zeros). With the operands held (``-held.json``), every range
-from 127 down to 31 runs at the cap's 1560-1575 MHz, and only all-zero operands hold 1980 MHz.
+most likely read the statistics' boolean temporaries (nearly all zeros). With the operands held (``-held.json``),
+every range from 127 down to 31 runs at the cap's 1560-1575 MHz, and only all-zero operands hold 1980 MHz.
 
 ``R127`` from an idle device, then ``DGEMM`` (``cupy.matmul`` of N x N float64, to reach the cap), then the GEMMs
 on operands drawn from [-R, R] for R = 127 (residues of moduli near 256), 63 (moduli of at most 128), 31 and 0
