@@ -78,6 +78,16 @@ def board(handle) -> dict:
     return {"fields": fields(handle, BOARD_FIELDS), "nvidia_smi_q": smi}
 
 
+#: What a phase's summary gives: the median of each reading that every sample of its second half has.
+SUMMARY_KEYS = ("ms", "sm_mhz", "power_w", "temp_c", "mem_mhz", "power_instant_mw", "memory_power_mw")
+
+
+def second_half(samples: list[dict]) -> dict:
+    """The medians of a phase's second half (its first samples carry the last phase's clock and power)."""
+    tail = samples[len(samples) // 2:]
+    return {k: statistics.median(s[k] for s in tail) for k in SUMMARY_KEYS if all(s.get(k) is not None for s in tail)}
+
+
 def phase(run, seconds: float, handle) -> list[dict]:
     """Samples of ``run`` for ``seconds``: ms by events, then NVML's SM and memory clocks, power (averaged and
     instantaneous), temperatures, performance state and reasons."""
@@ -128,12 +138,7 @@ def main() -> None:
             time.sleep(seconds)
             continue
         samples = phase(run, seconds, handle)
-        tail = samples[len(samples) // 2:]
-        summary = {k: statistics.median(s[k] for s in tail) for k in ("ms", "sm_mhz", "power_w", "temp_c")
-                   if all(s.get(k) is not None for s in tail)}
-        summary.update({k: statistics.median(s[k] for s in tail) for k in ("mem_mhz", "power_instant_mw",
-                                                                               "memory_power_mw")
-                        if all(s.get(k) is not None for s in tail)})
+        summary = second_half(samples)
         phases.append({"phase": name, "second_half_median": summary, "samples": samples})
         print(name, len(samples), "first", [(round(s["ms"], 1), s["sm_mhz"], round(s["power_w"]), s["temp_c"])
                                             for s in samples[:3]], "second half", summary, flush=True)

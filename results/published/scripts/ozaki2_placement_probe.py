@@ -21,13 +21,12 @@ energy from NVML's counter. Device pointers are recorded. JSON to ``$OUT/ozaki2-
 """
 
 import os
-import statistics
 import time
 
 import cupy as cp
 import pynvml
 from ozaki2_data_power_probe import gemm_set
-from ozaki2_gemm_clock_probe import phase
+from ozaki2_gemm_clock_probe import phase, second_half
 from rounds import write_json
 
 from experiments.core.environment import environment
@@ -53,8 +52,7 @@ def timed(name: str, run, handle) -> dict:
     e0, t0 = pynvml.nvmlDeviceGetTotalEnergyConsumption(handle), time.perf_counter()
     samples = phase(run, PHASE_S, handle)
     joules = (pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) - e0) / 1e3
-    tail = samples[len(samples) // 2:]
-    summary = {k: statistics.median(s[k] for s in tail) for k in ("ms", "sm_mhz", "power_w", "temp_c")}
+    summary = second_half(samples)
     summary["energy_w"] = joules / (time.perf_counter() - t0)
     print(name, len(samples), summary, flush=True)
     return {"phase": name, "second_half_median": summary, "samples": samples}

@@ -14,13 +14,12 @@ short DGEMM phases ask how little DGEMM does it. Samples and their NVML readings
 """
 
 import os
-import statistics
 import time
 
 import cupy as cp
 import pynvml
 from ozaki2_data_power_probe import gemm_set
-from ozaki2_gemm_clock_probe import board, phase
+from ozaki2_gemm_clock_probe import board, phase, second_half
 from rounds import device_ms, write_json
 
 from experiments.core.environment import environment
@@ -50,9 +49,7 @@ def main() -> None:
             time.sleep(seconds)
             continue
         samples = phase(runs[kind], seconds, handle)
-        tail = samples[len(samples) // 2:]
-        summary = {k: statistics.median(s[k] for s in tail) for k in ("ms", "sm_mhz", "power_w", "temp_c",
-                                                                      "memory_power_mw") if tail[0].get(k) is not None}
+        summary = second_half(samples)
         phases.append({"phase": f"{i} {step}", "second_half_median": summary, "samples": samples})
         print(i, step, len(samples), "first", [(round(s["ms"], 1), s["sm_mhz"], round(s["power_w"]))
                                                for s in samples[:3]], "second half", summary, flush=True)
