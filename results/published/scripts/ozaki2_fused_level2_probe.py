@@ -1,7 +1,7 @@
 """Probe: two Winograd levels over the residues in their fused form, built by hand, against DGEMM at N = 32768.
 
 Level 1 (``gpu.ozaki2.fused_level``) reaches 1.84-1.88x DGEMM at N = 32768 on the H200, its 105 INT8 GEMMs held
-at the 700 W cap's rate (654-663 ms of a 717-737 ms call); 2.0x needs a call of 671-687 ms. Level 2's 735 GEMMs of
+at the 700 W cap's rate (654-663 ms of a 717-737 ms call); 2.0x needed a call of 671-687 ms. Level 2's 735 GEMMs of
 8192^3 took 594 ms (``h200-ozaki2-level2-gemms-probe-32768.json``), but the library's level 2 runs its second level
 in passes of their own (865 ms a call). The fused form needs two new passes, built here as a probe before the
 library takes them:
