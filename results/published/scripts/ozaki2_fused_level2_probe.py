@@ -413,6 +413,63 @@ extern "C" __global__ void __launch_bounds__(256, CRT_BLOCKS) ozaki2_crt_level2_
 }
 """
 
+#: The CRT with four warps a position (``SPLIT=2``): warp w of a block takes inner block i = w mod 4 of all four outer
+#: blocks at 32 columns, reading only the products its inner combination needs (2 or 4 of each 7), so that a thread
+#: holds 4 double-double sums and four blocks fit an SM; the other warps' reads of the same products hit the caches.
+CRT2_QUARTER = r"""
+template <int M> __device__ __forceinline__ void term_quarter(const signed char* __restrict__ at, long long ps, int i,
+                                                              double w_hi, double w_lo, double (&hi)[4],
+                                                              double (&lo)[4])
+{
+    int y[7];
+#pragma unroll
+    for (int p = 0; p < 7; ++p) {
+        const signed char* b = at + p * 7 * ps;
+        const int x0 = b[0];
+        if (i == 0) {
+            y[p] = x0 + b[ps];
+        } else {
+            const int x5 = b[5 * ps];
+            if (i == 1) y[p] = x0 + x5 + b[4 * ps] + b[2 * ps];
+            else y[p] = x0 + x5 + b[6 * ps] + (i == 2 ? -(int)b[3 * ps] : (int)b[4 * ps]);
+        }
+    }
+    const int u2 = y[0] + y[5], u3 = u2 + y[6];
+    const int z[4] = {y[0] + y[1], u2 + y[4] + y[2], u3 - y[3], u3 + y[4]};
+#pragma unroll
+    for (int o = 0; o < 4; ++o) {
+        const double v = from_int(z[o]);
+        const double c = from_int((signed char)residue_word<M>(v, low_word(__dadd_rn(v, MAGIC))));
+        hi[o] = fma(w_hi, c, hi[o]);
+        if (!EXACT) lo[o] = __dadd_rn(lo[o], __dmul_rn(w_lo, c));
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256, CRT_BLOCKS) ozaki2_crt_level2_quarter(
+    const signed char* __restrict__ prod, long long plane, long long pstride, long long ld,
+    const int* __restrict__ sa, const int* __restrict__ sb, double* __restrict__ C, long long ldc,
+    long long span0, long long rows, long long hq, long long wq)
+{
+    const int warp = threadIdx.x >> 5, i = warp & 3;
+    const long long lane_col = (warp >> 2) * 32 + (threadIdx.x & 31);
+    for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
+        for (long long j = (long long)blockIdx.x * 64 + lane_col; j < wq; j += (long long)gridDim.x * 64) {
+            const signed char* at = prod + r * ld + j;
+            double hi[4] = {0.0, 0.0, 0.0, 0.0}, lo[4] = {0.0, 0.0, 0.0, 0.0};
+#define TERM_QUARTER(T, M) term_quarter<M>(at + (long long)(T) * plane, pstride, i, W_HI_##T, W_LO_##T, hi, lo);
+            FOR_EACH_MODULUS(TERM_QUARTER)
+#pragma unroll
+            for (int o = 0; o < 4; ++o) {
+                const long long row = (o >> 1) * 2 * hq + (i >> 1) * hq + span0 + r;
+                const long long c = (o & 1) * 2 * wq + (i & 1) * wq + j;
+                const int code = sa[row];
+                C[row * ldc + c] = unscale(finish(hi[o], lo[o]), code >> 8, (code & 255) + 256, sb[c]);
+            }
+        }
+    }
+}
+"""
+
 
 def operand_kernel(side: str, fast: int | None = None, blocks: int | None = None, tile: tuple[int, int] = (0, 0)):
     """The operand kernel of ``side`` in form ``fast`` (0, 1: one phase; 2: two, :data:`OPERANDS_R`), over tiles of
@@ -432,10 +489,13 @@ def operand_shared(fast: int, count: int = 20) -> int:
     return count * 16 * TR * TC if fast == 2 else 48 * TR * TC * 4
 
 
-def crt_kernel(table, blocks: int, split: bool | None = None):
-    """The CRT over the 49 products for ``table``: a thread a position, or two (``split``, default ``SPLIT``)."""
+def crt_kernel(table, blocks: int, split: int | None = None):
+    """The CRT over the 49 products for ``table``: a thread a position (``split`` 0), two (1) or four warps (2);
+    default ``SPLIT``."""
     split = SPLIT if split is None else split
     head = f"#define CRT_BLOCKS {blocks}\n" + constants(table) + for_each_modulus(table.moduli) + COMMON
+    if split == 2:
+        return cp.RawKernel(head + FINISH + CRT2_QUARTER, "ozaki2_crt_level2_quarter")
     if split:
         return cp.RawKernel(head + FINISH + CRT2_SPLIT, "ozaki2_crt_level2_split")
     return cp.RawKernel(head + CRT2, "ozaki2_crt_level2")
@@ -490,9 +550,9 @@ class Level2:
         cols = f.line_stats(self.B.T, None, False, self.lines[1])
         return rows, cols, f.shifts(rows, self.table, self.shift[0]), f.shifts(cols, self.table, self.shift[1])
 
-    def crt_span(self, s0: int, sa, sb, kernel=None, split: bool | None = None) -> None:
+    def crt_span(self, s0: int, sa, sb, kernel=None, split: int | None = None) -> None:
         q, i64, C = self.q, np.int64, self.C
-        columns = 128 if (SPLIT if split is None else split) else 256
+        columns = (256, 128, 64)[SPLIT if split is None else split]
         grid = (max(1, min(-(-q // columns), 64)), min(self.span, 65535))
         (kernel or self.crt)(grid, (256,), (self.prod, i64(49 * self.span * q), i64(self.span * q), i64(q), sa, sb,
                                             C, i64(C.strides[0] // 8), i64(s0), i64(self.span), i64(q), i64(q)))
@@ -548,10 +608,10 @@ def bench(run: Level2, A, B) -> dict:
         out[f"operands-form{fast}-blocks{blocks}-tile{tile[0]}x{tile[1]}"] = {"a_ms": a, "b_ms": b, "checksums": sums}
     run.fast, run.tile, run.kernels = FAST, (TR, TC), kept
     run()
-    for split, blocks in ((False, 2), (True, 2)):
+    for split, blocks in ((0, 2), (1, 2), (2, 3), (2, 4)):
         kernel = crt_kernel(run.table, blocks, split)
         kernel.compile()
-        out[f"crt-split{int(split)}-blocks{blocks}-last-span"] = {
+        out[f"crt-split{split}-blocks{blocks}-last-span"] = {
             "ms": events_ms(lambda k=kernel, x=split: run.crt_span(run.q - run.span, sa, sb, k, x)),
             "regs": kernel.num_regs, "local": kernel.local_size_bytes,
             "c_checksum": float(cp.sum(run.C[::97]))}
