@@ -18,7 +18,8 @@ library takes them:
 * **the CRT** (``ozaki2_crt_level2``): a thread reads the 49 INT8 products of every modulus at one position and
   combines them, exactly in integers, into the 16 output entries there (the level's combination of the 7 products,
   inner then outer), each reduced and summed into the double-double CRT in level 0's order (``SPLIT=1``: two
-  threads a position, 8 outputs each).
+  threads a position, 8 outputs each; ``SPLIT=2``: four warps a position, 4 outputs a thread. On the H200 both ran
+  slower: 12.3 and 43.7 ms a span against 11.1).
 
 Between them the 49 x count residue GEMMs of each span (CUTLASS, ``Backend.residue_gemm``), planned once on the
 kept buffers. Every residue is a function of its integer alone, so C is **bitwise** level 0's; this is checked at
