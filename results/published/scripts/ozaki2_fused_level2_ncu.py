@@ -1,4 +1,4 @@
-"""The level-2 operand kernel's forms under Nsight Compute (``ozaki2_fused_level2_probe.py``'s kernels, alone).
+"""The level-2 operand kernel's forms under Nsight Compute (``ozaki2_fused_level2_kernels.py``, alone).
 
 Builds only what the operand kernel reads and writes at ``N`` (default 16384, 15 moduli: B's 49 operands per
 modulus, which A's reuse), then runs each form in ``FORMS`` (default 0,1) on B and then on A, for a profiler that
@@ -18,6 +18,7 @@ import cupy as cp
 import numpy as np
 import ozaki2_fused_level2_probe as probe
 from ozaki2_as_called import fresh_inputs
+from ozaki2_fused_level2_kernels import operand_kernel
 
 from gpu.backend import get_backend
 
@@ -38,7 +39,7 @@ def main() -> None:
     rows, cols, sa, sb = run.scale()
     for form in (int(f) for f in os.environ.get("FORMS", "0,1").split(",")):
         run.fast = form
-        run.kernels = {"a": probe.operand_kernel("a", form), "b": probe.operand_kernel("b", form)}
+        run.kernels = {side: operand_kernel(side, form) for side in "ab"}
         run.operands(B.T, sb, cols.e, "b", ops, 0, run.q)
         run.operands(A, sa, rows.e, "a", ops, 0, run.q)
     cp.cuda.Device().synchronize()
