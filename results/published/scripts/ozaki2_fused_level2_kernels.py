@@ -8,7 +8,7 @@
   forms the 28 inner operands once and writes the 49 outer ones as 16-bit stores. Forms 0 and 1
   (``ozaki2_level2_operands``) keep 26-bit limbs in shared memory and take the residues per task, four entries a
   word in two halves of lanes (form 1 with swizzled 16-byte reads). On the H200 at N = 32768 form 2 took 30.2-30.6
-  and 31.0-31.1 ms for A and B, form 0 37.6 and 37.8-38.0 (``results/published/h200/h200-ozaki2-fused-level2-*``);
+  and 31.0-31.3 ms for A and B, form 0 37.6 and 37.8-38.0 (``results/published/h200/h200-ozaki2-fused-level2-*``);
 * **the CRT** (``ozaki2_crt_level2``): a thread reads the 49 INT8 products of every modulus at one position and
   combines them, exactly in integers, into the 16 output entries there (the level's combination of the 7 products,
   inner then outer), each reduced and summed into the double-double CRT in level 0's order: 11.1-11.4 ms for a

@@ -15,7 +15,6 @@ Its metrics, trimmed, are in ``results/published/h200/h200-ozaki2-fused-level2-n
 import os
 
 import cupy as cp
-import numpy as np
 import ozaki2_fused_level2_probe as probe
 from ozaki2_as_called import fresh_inputs
 from ozaki2_fused_level2_kernels import operand_kernel
@@ -27,15 +26,8 @@ def main() -> None:
     be = get_backend("cupy")
     n = int(os.environ.get("N", 16384))
     A, B = fresh_inputs(n)
-    run = probe.Level2.__new__(probe.Level2)      # the operand pass's state only: no GEMMs, no products
-    run.be, run.A, run.B, run.C, run.n, run.q, run.span = be, A, B, None, n, n // 4, n // 4
-    run.table, run.family = probe.moduli_table(15), probe.ops(be)
-    run.lines = [run.family.line_buffers(be, n, False) for _ in range(2)]
-    run.shift = [cp.empty(n, dtype=cp.int32) for _ in range(2)]
-    run.moduli = cp.asarray(np.array(run.table.moduli, dtype=np.int32))
-    run.pow2, run.pow2_len = probe.powers(run.table.moduli)
-    run.tile = (probe.TR, probe.TC)
-    ops = cp.empty((15, 49, run.q, run.q), dtype=cp.int8)
+    run = probe.Level2(be, A, B, None, 15, n // 4, gemms=False)
+    ops = run.ops_b
     rows, cols, sa, sb = run.scale()
     for form in (int(f) for f in os.environ.get("FORMS", "0,1").split(",")):
         run.fast = form

@@ -14,7 +14,7 @@ kept buffers. Every residue is a function of its integer alone, so C is **bitwis
 and at ``N`` against a level-0 plan run first. Then at ``N``: the kernels' forms alone by CUDA events (``BENCH``,
 each form's output checksummed), ``LOOP`` back-to-back calls with one synchronise beside DGEMM, ``ROUNDS`` rounds in
 turning order, each phase by CUDA events, and (``LEVEL1``) the library's level 1 as called beside DGEMM once the
-level-2 buffers are freed.
+level-2 buffers are freed (``ozaki2.matmul(A, B, moduli=COUNT, level=1, out=C)``).
 
     OUT=dir GEMMLAB_KERNEL_DIR=... PYTHONPATH=/tmp/site:$PWD:$PWD/results/published/scripts \\
         python3 results/published/scripts/ozaki2_fused_level2_probe.py
@@ -62,9 +62,10 @@ if TR * TC != 256 or TC % 32:
 
 
 class Level2:
-    """``A @ B`` by scheme II with two fused Winograd levels (see the module), into kept buffers."""
+    """``A @ B`` by scheme II with two fused Winograd levels (see the module), into kept buffers; ``gemms=False``:
+    the operand pass's state only (B's operands, no A span, products or GEMMs), for a profiler."""
 
-    def __init__(self, be, A, B, C, count: int, span: int) -> None:
+    def __init__(self, be, A, B, C, count: int, span: int, gemms: bool = True) -> None:
         self.be, self.A, self.B, self.C = be, A, B, C
         n = A.shape[0]
         self.n, self.q, self.span = n, n // 4, span
@@ -75,10 +76,15 @@ class Level2:
         self.moduli = cp.asarray(np.array(self.table.moduli, dtype=np.int32))
         self.pow2, self.pow2_len = powers(self.table.moduli)
         self.ops_b = cp.empty((count, 49, self.q, self.q), dtype=cp.int8)
-        self.ops_a = cp.empty((count, 49, span, self.q), dtype=cp.int8)
-        self.prod = cp.empty((count, 49, span, self.q), dtype=cp.int8)
         self.fast, self.tile = FAST, (TR, TC)
         self.kernels = {side: operand_kernel(side, FAST, OP_BLOCKS, self.tile) for side in "ab"}
+        if gemms:
+            self._gemms(be, count, span)
+
+    def _gemms(self, be, count: int, span: int) -> None:
+        """A span's operands and products, the CRT and the 49 x count residue GEMMs planned on them."""
+        self.ops_a = cp.empty((count, 49, span, self.q), dtype=cp.int8)
+        self.prod = cp.empty((count, 49, span, self.q), dtype=cp.int8)
         self.crt = crt_kernel(self.table, CRT_BLOCKS)
         tiles = [(slice(0, span), slice(0, self.q))]
         self.gemms, self.wide = [], None
@@ -110,10 +116,10 @@ class Level2:
         cols = f.line_stats(self.B.T, None, False, self.lines[1])
         return rows, cols, f.shifts(rows, self.table, self.shift[0]), f.shifts(cols, self.table, self.shift[1])
 
-    def crt_span(self, s0: int, sa, sb, kernel=None) -> None:
+    def crt_span(self, s0: int, sa, sb) -> None:
         q, i64, C = self.q, np.int64, self.C
         grid = (max(1, min(-(-q // 256), 64)), min(self.span, 65535))
-        (kernel or self.crt)(grid, (256,), (self.prod, i64(49 * self.span * q), i64(self.span * q), i64(q), sa, sb,
+        self.crt(grid, (256,), (self.prod, i64(49 * self.span * q), i64(self.span * q), i64(q), sa, sb,
                                             C, i64(C.strides[0] // 8), i64(s0), i64(self.span), i64(q), i64(q)))
 
     def __call__(self, mark=lambda name: None):
@@ -159,13 +165,10 @@ def bench(run: Level2, A, B) -> dict:
         out[f"operands-form{fast}-blocks{blocks}-tile{tile[0]}x{tile[1]}"] = {"a_ms": a, "b_ms": b, "checksums": sums}
     run.fast, run.tile, run.kernels = FAST, (TR, TC), kept
     run()
-    for blocks in (2,):
-        kernel = crt_kernel(run.table, blocks)
-        kernel.compile()
-        out[f"crt-split0-blocks{blocks}-last-span"] = {
-            "ms": events_ms(lambda k=kernel: run.crt_span(run.q - run.span, sa, sb, k)),
-            "regs": kernel.num_regs, "local": kernel.local_size_bytes,
-            "c_checksum": float(cp.sum(run.C[::97]))}
+    run.crt.compile()
+    out[f"crt-split0-blocks{CRT_BLOCKS}-last-span"] = {
+        "ms": events_ms(lambda: run.crt_span(run.q - run.span, sa, sb)), "regs": run.crt.num_regs,
+        "local": run.crt.local_size_bytes, "c_checksum": float(cp.sum(run.C[::97]))}
     print("bench", out, flush=True)
     return out
 
@@ -189,18 +192,15 @@ def _side(res, sums, side: str) -> list:
 def check(be) -> dict:
     """C bitwise a level-0 plan's at CHECK_N, and each operand plane the library level passes' (A whole)."""
     A, B = fresh_inputs(CHECK_N)
-    C0, C2 = cp.empty((CHECK_N, CHECK_N)), cp.empty((CHECK_N, CHECK_N))
-    plan = Plan(A, B, out=C0, options=Options(moduli=COUNT), backend=be)
-    plan.execute(A, B, C0)
+    C0, C2 = level_zero(be, A, B), cp.empty((CHECK_N, CHECK_N))
     run = Level2(be, A, B, C2, COUNT, CHECK_N // 4)
     run()
     family, table = run.family, run.table
-    rows = family.line_stats(A, None, False)
-    cols = family.line_stats(B.T, None, False)
+    rows, cols, sa, sb = run.scale()
     res_a = cp.empty((COUNT, CHECK_N, CHECK_N), dtype=cp.int8)
     res_b = cp.empty((COUNT, CHECK_N, CHECK_N), dtype=cp.int8)
-    family.residues(A, family.shifts(rows, table), rows.e, table, CHECK_N, CHECK_N, out=res_a)
-    family.residues(B.T, family.shifts(cols, table), cols.e, table, CHECK_N, CHECK_N, out=res_b)
+    family.residues(A, sa, rows.e, table, CHECK_N, CHECK_N, out=res_a)
+    family.residues(B.T, sb, cols.e, table, CHECK_N, CHECK_N, out=res_b)
     ref_a, ref_b = reference_operands(be, res_a, table, "a"), reference_operands(be, res_b, table, "b")
     flat_a, flat_b = run.ops_a.reshape(COUNT * 49, *run.ops_a.shape[2:]), run.ops_b.reshape(COUNT * 49,
                                                                                              *run.ops_b.shape[2:])
@@ -209,8 +209,32 @@ def check(be) -> dict:
     out = {"n": CHECK_N, "bitwise_level_0": bool(cp.array_equal(C0, C2)),
            "max_abs_diff": float(cp.abs(C0 - C2).max()), "operand_planes_differing": {"a": bad_a[:20], "b": bad_b[:20]}}
     print("check", out, flush=True)
-    plan.free()
     return out
+
+
+def level_zero(be, A, B):
+    """C of a level-0 plan at COUNT moduli (the bits every level must give), its plan's workspace freed after."""
+    C0 = cp.empty((A.shape[0], B.shape[1]))
+    plan = Plan(A, B, out=C0, options=Options(moduli=COUNT), backend=be)
+    plan.execute(A, B, C0)
+    plan.free()
+    del plan
+    cp.get_default_memory_pool().free_all_blocks()
+    return C0
+
+
+def as_called(calls: dict, warm: bool = True) -> dict:
+    """Each call once (unless ``warm`` is False: the caller made them), then ROUNDS rounds of LOOP back-to-back
+    calls and one synchronise in turning order: the median ms a call, the samples and the speed-up over
+    ``calls["dgemm"]`` of the other call."""
+    if warm:
+        for call in calls.values():
+            call()
+    cp.cuda.Device().synchronize()
+    samples = turning(calls, ROUNDS, lambda call: loop_seconds(call, LOOP))
+    ms = {k: statistics.median(v) * 1e3 for k, v in samples.items()}
+    other = next(k for k in ms if k != "dgemm")
+    return {"ms": ms, "samples_s": samples, "x_dgemm": ms["dgemm"] / ms[other]}
 
 
 def main() -> None:
@@ -236,23 +260,14 @@ def main() -> None:
         return
     A, B = fresh_inputs(N)
     C, D = cp.empty((N, N)), cp.empty((N, N))
-    C0 = None
-    if BITWISE:
-        C0 = cp.empty((N, N))
-        plan = Plan(A, B, out=C0, options=Options(moduli=COUNT), backend=be)
-        plan.execute(A, B, C0)
-        plan.free()
-        del plan
-        cp.get_default_memory_pool().free_all_blocks()
+    C0 = level_zero(be, A, B) if BITWISE else None
     start = time.perf_counter()
     run = Level2(be, A, B, C, COUNT, SPAN)
     result["plan_s"] = time.perf_counter() - start
     if BENCH:
         result["bench"] = bench(run, A, B)
-    calls = {"level-2-fused": run, "dgemm": lambda: cp.matmul(A, B, out=D)}
-    for call in calls.values():
-        call()
-    cp.cuda.Device().synchronize()
+    run()
+    cp.matmul(A, B, out=D)
     rows = cp.arange(0, N, 97)
     rel = cp.abs(C[rows] - D[rows]).max() / cp.abs(D[rows]).max()
     result["max_rel_diff_dgemm_sampled_rows"] = float(rel)
@@ -260,39 +275,24 @@ def main() -> None:
         result["bitwise_level_0_at_n"] = bool(cp.array_equal(C, C0))
         print("bitwise level 0 at", N, result["bitwise_level_0_at_n"], flush=True)
         del C0
-    samples = turning(calls, ROUNDS, lambda call: loop_seconds(call, LOOP))
-    ms = {k: statistics.median(v) * 1e3 for k, v in samples.items()}
+    timed = as_called({"level-2-fused": run, "dgemm": lambda: cp.matmul(A, B, out=D)}, warm=False)
     phases = []
     for _ in range(3):
         ev: dict = {}
         run(_marker(ev))
         phases.append({k: v[-1] for k, v in ev.items()})
-    result.update({"n": N, "count": COUNT, "span": SPAN, "ms": ms, "samples_s": samples,
-                   "x_dgemm": ms["dgemm"] / ms["level-2-fused"],
+    result.update({"n": N, "count": COUNT, "span": SPAN, **timed,
                    "phases_ms": {k: statistics.median(p[k] for p in phases) for k in phases[0]},
                    "telemetry": be.telemetry().read().as_dict() if be.telemetry() else None})
     print({k: result[k] for k in ("ms", "x_dgemm", "phases_ms", "max_rel_diff_dgemm_sampled_rows")}, flush=True)
     write_json(result, "ozaki2-fused-level2-probe.json")
     if LEVEL1:
-        del run, calls
+        del run
         cp.get_default_memory_pool().free_all_blocks()
-        result["level_1"] = level_one(A, B, C, D)
+        result["level_1"] = as_called({"level-1": lambda: ozaki2.matmul(A, B, moduli=COUNT, level=1, out=C),
+                                       "dgemm": lambda: cp.matmul(A, B, out=D)})
+        print("level 1", result["level_1"]["ms"], result["level_1"]["x_dgemm"], flush=True)
         write_json(result, "ozaki2-fused-level2-probe.json")
-
-
-def level_one(A, B, C, D) -> dict:
-    """The library's level 1 as called (``ozaki2.matmul(A, B, moduli=COUNT, level=1, out=C)``) beside DGEMM, on the
-    same inputs and machine, once the level-2 buffers are freed."""
-    calls = {"level-1": lambda: ozaki2.matmul(A, B, moduli=COUNT, level=1, out=C),
-             "dgemm": lambda: cp.matmul(A, B, out=D)}
-    for call in calls.values():
-        call()
-    cp.cuda.Device().synchronize()
-    samples = turning(calls, ROUNDS, lambda call: loop_seconds(call, LOOP))
-    ms = {k: statistics.median(v) * 1e3 for k, v in samples.items()}
-    out = {"ms": ms, "samples_s": samples, "x_dgemm": ms["dgemm"] / ms["level-1"]}
-    print("level 1", out["ms"], out["x_dgemm"], flush=True)
-    return out
 
 
 if __name__ == "__main__":
