@@ -158,10 +158,11 @@ class CutlassInt8:
     def load(cls, path: Path, choice: KernelChoice) -> CutlassInt8:
         lib = ctypes.CDLL(str(path))
         fn, res = getattr(lib, choice.name), getattr(lib, choice.name + "_res")
-        for f, extra in ((fn, []), (res, [ctypes.c_int])):
-            f.restype = ctypes.c_int
-            f.argtypes = ([ctypes.c_void_p] * 3 + [ctypes.c_int] * 3 + [ctypes.c_int64] * 3 + extra
-                          + [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p])
+        p, i, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
+        tail = [p, ctypes.c_size_t, p]
+        fn.restype = res.restype = ctypes.c_int
+        fn.argtypes = [p] * 3 + [i] * 3 + [i64] * 3 + tail
+        res.argtypes = [p] * 3 + [i] * 4 + [i64] * 6 + [i] + tail
         return cls(fn, choice, res)
 
     def run(self, recipe: Any, call: Any, beta: float, workspace: tuple[int, int], stream: int) -> bool:
@@ -175,22 +176,29 @@ class CutlassInt8:
         self.calls += 1
         return True
 
-    def residues(self, a: tuple[int, int], b: tuple[int, int], r: tuple[int, int], shape: tuple[int, int, int],
+    def residues(self, a: tuple[int, ...], b: tuple[int, ...], r: tuple[int, ...], shape: tuple[int, ...],
                  modulus: int, space: Any) -> Any:
         """An issuer of R = a b^T modulo ``modulus`` as INT8 symmetric residues (``res``): ``a``, ``b`` and ``r``
-        their (pointer, row stride in elements) pairs, ``a`` k-contiguous (rows, k), ``b`` (cols, k), R row-major
-        (rows, cols); ``shape`` (rows, cols, k); ``space()`` gives (workspace, bytes, stream) at each issue. None
-        where the kernel does not take it (:func:`takes_residues`). An issue that CUTLASS refuses raises."""
-        rows, cols, k = shape
-        if self.res is None or not takes_residues(a, b, r, k, modulus, self.choice.min_k):
+        their (pointer, row stride) pairs in elements, ``a`` k-contiguous (rows, k), ``b`` (cols, k), R row-major
+        (rows, cols); ``shape`` (rows, cols, k); ``space()`` gives (workspace, bytes, stream) at each issue.
+
+        A batch of such products in one launch: ``shape`` (rows, cols, k, batch) and each view a (pointer, row
+        stride, batch stride) triple, product i at i batch strides from each pointer. None where the kernel does
+        not take it (:func:`takes_residues`). An issue that CUTLASS refuses raises."""
+        rows, cols, k, batch = (*shape, 1)[:4]
+        views = [(*x, 0)[:3] for x in (a, b, r)]
+        if self.res is None or batch < 1 or not takes_residues(*views, k, modulus, self.choice.min_k):
             return None
-        fn, args = self.res, (a[0], b[0], r[0], rows, cols, k, a[1], b[1], r[1], modulus)
+        fn = self.res
+        args = (*(x[0] for x in views), rows, cols, k, batch, *(x[1] for x in views), *(x[2] for x in views),
+                modulus)
 
         def issue() -> None:
             status = fn(*args, *space())
             if status:
-                raise RuntimeError(f"the CUTLASS residue GEMM {rows} x {cols} x {k} failed (status {status})")
-            self.calls += 1
+                where = f" x {batch}" if batch > 1 else ""
+                raise RuntimeError(f"the CUTLASS residue GEMM {rows} x {cols} x {k}{where} failed (status {status})")
+            self.calls += batch
         return issue
 
 
@@ -200,10 +208,11 @@ def residue_depth(k: int, min_k: int) -> bool:
     return k >= min_k and k % 16 == 0
 
 
-def takes_residues(a: tuple[int, int], b: tuple[int, int], r: tuple[int, int], k: int, modulus: int,
+def takes_residues(a: tuple[int, ...], b: tuple[int, ...], r: tuple[int, ...], k: int, modulus: int,
                    min_k: int) -> bool:
     """Whether the residue kernel takes R = a b^T: a depth it takes (:func:`residue_depth`), every pointer and
-    row stride (pointer, stride pairs, INT8) a multiple of 16 bytes, and a modulus of 3 to 256."""
+    stride (the (pointer, row stride[, batch stride]) of each INT8 view) a multiple of 16 bytes, and a modulus of 3
+    to 256."""
     return (residue_depth(k, min_k) and 3 <= modulus <= 256
             and all(v % 16 == 0 for x in (a, b, r) for v in x))
 

@@ -189,7 +189,8 @@ class Backend(abc.ABC):
 
     def residue_gemm(self, a: Array, b: Array, r: Array, modulus: int) -> Callable[[], None] | None:
         """An issuer of ``r = (a @ b.T) mod modulus`` as INT8 symmetric residues (a, b: k-contiguous INT8 rows) on
-        the current stream, holding the views; None (the default) where no kernel takes them: gemm_ex's INT32."""
+        the current stream, holding the views; None (the default) where no kernel takes them: gemm_ex's INT32.
+        Views with a leading batch side (``r[i] = a[i] @ b[i].T``) are one launch where the backend batches."""
         return None
 
     def geam(self, alpha: float, A: Array, beta: float, B: Array, C: Array) -> None:

@@ -177,18 +177,18 @@ class Int8Routes:
     def residues(self, a: Any, b: Any, r: Any, modulus: int) -> Any:
         """An issuer of R = a @ b.T modulo ``modulus`` written as INT8 residues by the current device's built
         kernel (:meth:`gpu.backend.cutlass_int8.CutlassInt8.residues`), on the stream current at each issue;
-        None where no kernel is built or it does not take these views."""
+        None where no kernel is built or it does not take these views. Views of three dimensions are a batch
+        (``r[i] = a[i] @ b[i].T``), issued as one launch."""
         kernel = self._device()[1]
-        if kernel is None or any(x.dtype != np.int8 or x.ndim != 2 or x.strides[1] != 1 for x in (a, b, r)):
-            return None
-        if r.shape != (a.shape[0], b.shape[0]) or a.shape[1] != b.shape[1] or not all(r.shape):
+        if kernel is None or not _residue_views(a, b, r):
             return None
 
         def space() -> tuple[int, int, int]:
             _, workspace, stream = self.streams.entry()
             return workspace.data.ptr, workspace.nbytes, stream.ptr
-        issue = kernel.residues(*((x.data.ptr, x.strides[0]) for x in (a, b, r)), (*r.shape, a.shape[1]),
-                                modulus, space)
+        shape = (*r.shape[-2:], a.shape[-1], *r.shape[:-2])
+        views = ((x.data.ptr, x.strides[-2], *x.strides[:-2]) for x in (a, b, r))
+        issue = kernel.residues(*views, shape, modulus, space)
         return None if issue is None else partial(_holding, issue, (a, b, r))
 
     def run(self, recipe: Any, call: Any, beta: float) -> bool:
@@ -201,6 +201,16 @@ class Int8Routes:
         if kernel is not None and kernel.run(recipe, call, beta, space, stream.ptr):
             return True
         return route is not None and route.run(recipe, call, beta, space, stream.ptr)
+
+
+def _residue_views(a: Any, b: Any, r: Any) -> bool:
+    """Whether INT8 views ``a`` (rows, k), ``b`` (cols, k) and ``r`` (rows, cols), each with unit last stride and
+    each led by the same batch side or none, make a residue GEMM."""
+    if any(x.dtype != np.int8 or x.ndim != a.ndim or x.strides[-1] != 1 for x in (a, b, r)) or a.ndim not in (2, 3):
+        return False
+    batch = a.shape[:-2]
+    return (b.shape[:-2] == r.shape[:-2] == batch and r.shape[-2:] == (a.shape[-2], b.shape[-2])
+            and a.shape[-1] == b.shape[-1] and all(r.shape))
 
 
 def _holding(issue: Callable[[], None], views: tuple[Any, ...]) -> None:

@@ -47,12 +47,26 @@ def test_an_issuer_calls_the_kernel_with_its_views_and_the_stream_of_each_issue(
                             lambda: next(spaces))
     issue()
     issue()
-    assert issued == [(0x1000, 0x2000, 0x3000, 300, 4096, 8192, 8192, 8192, 4096, 251, 0xCC, 1 << 20, 0x55),
-                      (0x1000, 0x2000, 0x3000, 300, 4096, 8192, 8192, 8192, 4096, 251, 0xDD, 2 << 20, 0x66)]
+    assert issued == [(0x1000, 0x2000, 0x3000, 300, 4096, 8192, 1, 8192, 8192, 4096, 0, 0, 0, 251, 0xCC, 1 << 20,
+                       0x55),
+                      (0x1000, 0x2000, 0x3000, 300, 4096, 8192, 1, 8192, 8192, 4096, 0, 0, 0, 251, 0xDD, 2 << 20,
+                       0x66)]
     assert kernel.calls == 2
     assert kernel.residues((0x1000, 8192), (0x2000, 8192), (0x3000, 4096), (300, 4096, 4096), 251, None) is None
     assert ci.CutlassInt8(lambda *a: 0, CHOICE).residues((0x1000, 8192), (0x2000, 8192), (0x3000, 4096),
                                                          (300, 4096, 8192), 251, None) is None
+
+
+def test_a_batch_is_one_launch_with_each_views_batch_stride_and_counts_its_products():
+    kernel, issued = _kernel()
+    a, b, r = (0x1000, 8192, 49 << 20), (0x2000, 8192, 1 << 26), (0x3000, 4096, 49 << 20)
+    issue = kernel.residues(a, b, r, (2048, 4096, 8192, 49), 251, lambda: (0xCC, 1 << 20, 0x55))
+    issue()
+    assert issued == [(0x1000, 0x2000, 0x3000, 2048, 4096, 8192, 49, 8192, 8192, 4096, 49 << 20, 1 << 26, 49 << 20,
+                       251, 0xCC, 1 << 20, 0x55)]
+    assert kernel.calls == 49
+    assert kernel.residues(a, b, (0x3000, 4096, (49 << 20) + 8), (2048, 4096, 8192, 49), 251, None) is None
+    assert kernel.residues(a, b, r, (2048, 4096, 8192, 0), 251, None) is None
 
 
 def test_an_issue_the_kernel_refuses_raises_rather_than_leave_the_residues_unwritten():
@@ -106,13 +120,32 @@ def test_routes_map_views_to_the_kernel_and_decline_what_it_cannot_write(monkeyp
     routes, issued = _routes(monkeypatch)
     a, b, r = _view(0x1000, (64, 8192), 8192), _view(0x2000, (128, 8192), 8192), _view(0x3000, (64, 128), 1024)
     routes.residues(a, b, r, 241)()
-    assert issued == [(0x1000, 0x2000, 0x3000, 64, 128, 8192, 8192, 8192, 1024, 241, 0xCC, 32 << 20, 0x55)]
+    assert issued == [(0x1000, 0x2000, 0x3000, 64, 128, 8192, 1, 8192, 8192, 1024, 0, 0, 0, 241, 0xCC, 32 << 20,
+                       0x55)]
     assert routes.residues(a, b, _view(0x3000, (64, 128), 1024, np.int32), 241) is None
     assert routes.residues(a, b, _view(0x3000, (64, 96), 1024), 241) is None
     assert routes.residues(a, _view(0x2000, (128, 4096), 8192), r, 241) is None
     monkeypatch.setattr(lt_int8, "cutlass_int8", lambda cc, kernels: None)
     fresh = lt_int8.Int8Routes(routes.xp, routes.streams)
     assert fresh.residues(a, b, r, 241) is None
+
+
+def _batch(ptr, shape, stride, batch_stride):
+    view = _view(ptr, shape[1:], stride)
+    view.shape, view.ndim, view.strides = shape, 3, (batch_stride, *view.strides)
+    return view
+
+
+def test_routes_issue_three_dimensional_views_as_one_batch_and_decline_mismatched_batches(monkeypatch):
+    routes, issued = _routes(monkeypatch)
+    a, b = _batch(0x1000, (7, 64, 8192), 8192, 64 * 8192), _batch(0x2000, (7, 128, 8192), 8192, 128 * 8192)
+    r = _batch(0x3000, (7, 64, 128), 1024, 64 * 1024)
+    routes.residues(a, b, r, 241)()
+    assert issued == [(0x1000, 0x2000, 0x3000, 64, 128, 8192, 7, 8192, 8192, 1024, 64 * 8192, 128 * 8192,
+                       64 * 1024, 241, 0xCC, 32 << 20, 0x55)]
+    assert routes.residues(a, b, _batch(0x3000, (6, 64, 128), 1024, 64 * 1024), 241) is None
+    assert routes.residues(a, b, _view(0x3000, (64, 128), 1024), 241) is None
+    assert routes.residues(a, _batch(0x2000, (7, 128, 4096), 8192, 1 << 20), r, 241) is None
 
 
 def test_numpy_has_no_residue_gemm_so_a_plan_keeps_int32_products():
@@ -189,6 +222,30 @@ def test_gpu_residues_equal_the_library_product_reduced(cupy_backend, m, n, k, p
         R.fill(0)
         be.capture(issue).launch()
         assert bool((R == want).all()), modulus
+
+
+@pytest.mark.gpu
+def test_gpu_a_batch_of_residue_gemms_is_each_product_reduced(cupy_backend):
+    """One launch over a batch of views (each product's rows padded, so the batch strides are not packed) writes
+    every product's residues, eagerly and from a CUDA graph."""
+    be, xp = cupy_backend, cupy_backend.xp
+    _gpu_kernel(be)
+    rng = xp.random.default_rng(11)
+    a = rng.integers(-128, 128, size=(3, 300, 8192 + 64), dtype=np.int8)[:, :272, :8192]
+    b = rng.integers(-128, 128, size=(3, 528, 8192), dtype=np.int8)
+    a[1, 0], b[2, 0] = -128, 127
+    want = []
+    for i in range(3):
+        P = xp.zeros((272, 528), dtype=np.int32)
+        be.gemm_ex(a[i], b[i].T, P, recipe="int8")
+        want.append(symmetric(P.astype(np.int64) % 241, 241))
+    R = xp.zeros((3, 288, 528 + 16), dtype=np.int8)[:, :272, :528]
+    issue = be.residue_gemm(a, b, R, 241)
+    issue()
+    assert all(bool((R[i] == want[i]).all()) for i in range(3))
+    R.fill(0)
+    be.capture(issue).launch()
+    assert all(bool((R[i] == want[i]).all()) for i in range(3))
 
 
 @pytest.mark.gpu

@@ -4,7 +4,9 @@
 // D(M, N) = A(M, K) B(N, K)^T over k-contiguous INT8 rows (A's rows lda elements apart, B's ldb), D row-major with
 // rows ldd apart, accumulated exactly in INT32: the bits of any exact INT8 GEMM. NAME writes D as INT32; NAME_res
 // writes each entry's symmetric residue modulo `modulus` (3 to 256), in [-(m/2), (m-1)/2], as INT8: scheme II's
-// products as its CRT reads them, a quarter of the bytes to write and read back. One kernel shape per
+// products as its CRT reads them, a quarter of the bytes to write and read back. NAME_res takes a batch of L such
+// products in one launch (operand and result i at i times their batch strides, in elements, from A, B and D): the
+// persistent kernel's tiles then run on with no tail wave and no ramp between the products. One kernel shape per
 // compilation, named NAME and shaped by TILE_M/N/K, CLUSTER_M/N and PINGPONG (the choice is data:
 // cutlass_int8.KERNELS). Returns 0 when issued on `stream`, 1 when CUTLASS cannot take the shape or alignment, 2
 // when the workspace is too small, 3 or 4 when initializing or launching fails; nothing is issued unless it
@@ -98,8 +100,8 @@ using ResidueOut = Config<int8_t, cutlass::epilogue::fusion::Sm90EVT<
     cutlass::epilogue::fusion::Sm90AccFetch>>;
 
 template <class Cfg, class Setup>
-int run(const void* A, const void* B, void* D, int M, int N, int K, int64_t lda, int64_t ldb, int64_t ldd,
-        Setup setup, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+int run(const void* A, const void* B, void* D, int M, int N, int K, int L, int64_t lda, int64_t ldb, int64_t ldd,
+        const int64_t* batch, Setup setup, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   using Kernel = typename Cfg::Kernel;
   using Gemm = typename Cfg::Gemm;
   using ElementD = typename Kernel::ElementD;
@@ -107,16 +109,21 @@ int run(const void* A, const void* B, void* D, int M, int N, int K, int64_t lda,
   using SB = typename Kernel::StrideB;
   using SC = typename Kernel::StrideC;
   using SD = typename Kernel::StrideD;
-  SA sa = cutlass::make_cute_packed_stride(SA{}, make_shape(M, K, 1));
-  SB sb = cutlass::make_cute_packed_stride(SB{}, make_shape(N, K, 1));
-  SC sc = cutlass::make_cute_packed_stride(SC{}, make_shape(M, N, 1));
-  SD sd = cutlass::make_cute_packed_stride(SD{}, make_shape(M, N, 1));
+  SA sa = cutlass::make_cute_packed_stride(SA{}, make_shape(M, K, L));
+  SB sb = cutlass::make_cute_packed_stride(SB{}, make_shape(N, K, L));
+  SC sc = cutlass::make_cute_packed_stride(SC{}, make_shape(M, N, L));
+  SD sd = cutlass::make_cute_packed_stride(SD{}, make_shape(M, N, L));
   get<0>(sa) = lda;
   get<0>(sb) = ldb;
   get<0>(sd) = ldd;
+  if (L > 1) {
+    get<2>(sa) = batch[0];
+    get<2>(sb) = batch[1];
+    get<2>(sd) = batch[2];
+  }
   typename Gemm::Arguments args{
       cutlass::gemm::GemmUniversalMode::kGemm,
-      {M, N, K, 1},
+      {M, N, K, L},
       {static_cast<const int8_t*>(A), sa, static_cast<const int8_t*>(B), sb},
       {{}, nullptr, sc, static_cast<ElementD*>(D), sd}};
   setup(args);
@@ -132,14 +139,16 @@ int run(const void* A, const void* B, void* D, int M, int N, int K, int64_t lda,
 
 extern "C" int NAME(const void* A, const void* B, void* D, int M, int N, int K, int64_t lda, int64_t ldb,
                     int64_t ldd, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-  return run<Int32Out>(A, B, D, M, N, K, lda, ldb, ldd, [](auto&) {}, workspace, workspace_bytes, stream);
+  return run<Int32Out>(A, B, D, M, N, K, 1, lda, ldb, ldd, nullptr, [](auto&) {}, workspace, workspace_bytes,
+                       stream);
 }
 
-extern "C" int PASTE(NAME, _res)(const void* A, const void* B, void* D, int M, int N, int K, int64_t lda,
-                                 int64_t ldb, int64_t ldd, int modulus, void* workspace, size_t workspace_bytes,
-                                 cudaStream_t stream) {
-  if (modulus < 3 || modulus > 256) return 1;
+extern "C" int PASTE(NAME, _res)(const void* A, const void* B, void* D, int M, int N, int K, int L, int64_t lda,
+                                 int64_t ldb, int64_t ldd, int64_t batch_a, int64_t batch_b, int64_t batch_d,
+                                 int modulus, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  if (modulus < 3 || modulus > 256 || L < 1) return 1;
+  const int64_t batch[3] = {batch_a, batch_b, batch_d};
   const int32_t magic = static_cast<int32_t>(((int64_t{1} << 32) + modulus - 1) / modulus);
   auto setup = [&](auto& args) { args.epilogue.thread = {{}, ModArguments{modulus, magic}}; };
-  return run<ResidueOut>(A, B, D, M, N, K, lda, ldb, ldd, setup, workspace, workspace_bytes, stream);
+  return run<ResidueOut>(A, B, D, M, N, K, L, lda, ldb, ldd, batch, setup, workspace, workspace_bytes, stream);
 }
