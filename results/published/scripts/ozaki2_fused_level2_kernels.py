@@ -7,8 +7,11 @@
   (a modulus, two neighbouring entries) reads its 16 residue pairs as 16-bit lanes (``gpu.ozaki2.residue_cuda``),
   forms the 28 inner operands once and writes the 49 outer ones as 16-bit stores. Forms 0 and 1
   (``ozaki2_level2_operands``) keep 26-bit limbs in shared memory and take the residues per task, four entries a
-  word in two halves of lanes (form 1 with swizzled 16-byte reads). On the H200 at N = 32768 form 2 took 30.2-30.6
-  and 31.0-31.3 ms for A and B, form 0 37.6 and 37.8-38.0 (``results/published/h200/h200-ozaki2-fused-level2-*``);
+  word in two halves of lanes (form 1 with swizzled 16-byte reads). Form 3 is form 2 with four neighbouring entries
+  a task, two words of lanes, so that each of the 49 outer operands is packed and stored as one 32-bit word: fewer
+  instructions an entry in a pass that issue, not bytes, bounds. On the H200 at N = 32768 form 3 took 25.5 and
+  27.7 ms for A and B, form 2 30.2-30.6 and 31.0-31.3, form 0 37.6 and 37.8-38.0
+  (``results/published/h200/h200-ozaki2-fused-level2-*``);
 * **the CRT** (``ozaki2_crt_level2``): a thread reads the 49 INT8 products of every modulus at one position and
   combines them, exactly in integers, into the 16 output entries there (the level's combination of the 7 products,
   inner then outer), each reduced and summed into the double-double CRT in level 0's order: 11.1-11.4 ms for a
@@ -234,6 +237,34 @@ extern "C" __global__ void __launch_bounds__(256, OP_BLOCKS) ozaki2_level2_opera
         }
     }
     __syncthreads();
+#if WORDS
+    for (int task = tid; task < count * (TILE / 4); task += blockDim.x) {
+        const int t = task / (TILE / 4), w = task % (TILE / 4), row = w / (TC / 4), g = w % (TC / 4);
+        const Lanes k = lanes_of(moduli[t]);
+        unsigned Y[2][4][7];
+#pragma unroll
+        for (int o = 0; o < 4; ++o) {
+            unsigned R[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) R[j] = reps4(res_sh[(t * 16 + 4 * o + j) * (TILE / 4) + w], k);
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const unsigned sel = i ? 0x4342u : 0x4140u;
+                ops7(k, lanes_in(R[0], sel), lanes_in(R[1], sel), lanes_in(R[2], sel), lanes_in(R[3], sel), Y[i][o]);
+            }
+        }
+        unsigned* dst = (unsigned*)out + ((long long)t * 49 * span_rows + r0 + row) * (dq / 4) + c0 / 4 + g;
+        const long long plane = span_rows * (dq / 4);
+#pragma unroll
+        for (int q = 0; q < 7; ++q) {
+            unsigned z[2][7];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) ops7(k, Y[i][0][q], Y[i][1][q], Y[i][2][q], Y[i][3][q], z[i]);
+#pragma unroll
+            for (int p = 0; p < 7; ++p) dst[(p * 7 + q) * plane] = lanes_out(z[0][p], z[1][p], k);
+        }
+    }
+#else
     const unsigned short* pairs = (const unsigned short*)res_sh;
     for (int task = tid; task < count * (TILE / 2); task += blockDim.x) {
         const int t = task / (TILE / 2), hw = task % (TILE / 2), row = hw / (TC / 2), pair = hw % (TC / 2);
@@ -255,6 +286,7 @@ extern "C" __global__ void __launch_bounds__(256, OP_BLOCKS) ozaki2_level2_opera
             for (int p = 0; p < 7; ++p) dst[(p * 7 + q) * plane] = (unsigned short)lanes_out(z[p], 0u, k);
         }
     }
+#endif
 }
 """
 
@@ -313,16 +345,71 @@ extern "C" __global__ void __launch_bounds__(256, CRT_BLOCKS) ozaki2_crt_level2(
 }
 """
 
+#: The CRT with its products staged in shared memory (``crt_kernel(..., staged=True)``): a block takes 256
+#: neighbouring positions of one row at a time, and the 49 products of the next modulus (or of the block's next
+#: positions) are copied in 16-byte pieces (``cp.async``) while it combines the current one's, so that many bytes
+#: are in flight where the one-byte loads of :data:`CRT2` each waited on their own. The arithmetic is CRT2's.
+CRT_STAGED = r"""
+__device__ __forceinline__ void stage_products(signed char* dst, const signed char* __restrict__ prod, long long plane,
+                                               long long pstride, long long ld, long long per_row, long long tiles,
+                                               int t, long long tile)
+{
+    if (tile < tiles) {
+        const signed char* src = prod + t * plane + (tile / per_row) * ld + (tile % per_row) * 256;
+        for (int c = threadIdx.x; c < 49 * 16; c += blockDim.x) {
+            const unsigned to = (unsigned)__cvta_generic_to_shared(dst + (c >> 4) * 256 + (c & 15) * 16);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(to),
+                         "l"(src + (c >> 4) * pstride + (c & 15) * 16));
+        }
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+extern "C" __global__ void __launch_bounds__(256, CRT_BLOCKS) ozaki2_crt_level2_staged(
+    const signed char* __restrict__ prod, long long plane, long long pstride, long long ld,
+    const int* __restrict__ sa, const int* __restrict__ sb, double* __restrict__ C, long long ldc,
+    long long span0, long long rows, long long hq, long long wq)
+{
+    __shared__ __align__(16) signed char stage[2][49 * 256];
+    const long long per_row = wq / 256, tiles = rows * per_row;
+    int buf = 0;
+    stage_products(stage[0], prod, plane, pstride, ld, per_row, tiles, 0, blockIdx.x);
+    for (long long tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const long long i = tile / per_row, j = (tile % per_row) * 256 + threadIdx.x;
+        double hi[16], lo[16];
+#pragma unroll
+        for (int o = 0; o < 16; ++o) { hi[o] = 0.0; lo[o] = 0.0; }
+#define STAGED(T, M) \
+        stage_products(stage[buf ^ 1], prod, plane, pstride, ld, per_row, tiles, (T) + 1 < NMOD ? (T) + 1 : 0, \
+                       (T) + 1 < NMOD ? tile : tile + gridDim.x); \
+        asm volatile("cp.async.wait_group 1;\n" ::); \
+        __syncthreads(); \
+        term2<M>(stage[buf] + threadIdx.x, 256, W_HI_##T, W_LO_##T, hi, lo); \
+        __syncthreads(); \
+        buf ^= 1;
+        FOR_EACH_MODULUS(STAGED)
+#pragma unroll
+        for (int o = 0; o < 16; ++o) {
+            const int outer = o >> 2, inner = o & 3;
+            const long long r = (outer >> 1) * 2 * hq + (inner >> 1) * hq + span0 + i;
+            const long long c = (outer & 1) * 2 * wq + (inner & 1) * wq + j;
+            const int code = sa[r];
+            C[r * ldc + c] = unscale(finish(hi[o], lo[o]), code >> 8, (code & 255) + 256, sb[c]);
+        }
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::);
+}
+"""
 
-def operand_kernel(side: str, form: int = 2, blocks: int = 3, tile: tuple[int, int] = TILE):
-    """The operand kernel of ``side`` (``"a"`` or ``"b"``) in ``form`` (0, 1: one phase; 2: two,
-    :data:`OPERANDS_R`), built for ``blocks`` blocks an SM, over tiles of ``tile`` (rows, columns: 256 entries;
-    form 2 takes 4 x 64 too)."""
+
+def operand_kernel(side: str, form: int = 3, blocks: int = 3, tile: tuple[int, int] = TILE):
+    """The operand kernel of ``side`` (``"a"`` or ``"b"``) in ``form`` (0, 1: one phase; 2, 3: two,
+    :data:`OPERANDS_R`, two or four entries a task), built for ``blocks`` blocks an SM, over tiles of ``tile`` (rows,
+    columns: 256 entries; forms 2 and 3 take 4 x 64 too)."""
     tr, tc = tile
     head = (f"#define SIDE {int(side != 'a')}\n#define TR {tr}\n#define TC {tc}\n#define BARS 0\n"
-            f"#define FAST {form}\n#define OP_BLOCKS {blocks}\n")
+            f"#define FAST {min(form, 2)}\n#define WORDS {int(form == 3)}\n#define OP_BLOCKS {blocks}\n")
     source = head + COMMON + DEVICE + ROWS_SOURCE.split("/* The row kernels'")[0] + OPERANDS
-    kernel = cp.RawKernel(source + OPERANDS_R, "ozaki2_level2_operands_r") if form == 2 else \
+    kernel = cp.RawKernel(source + OPERANDS_R, "ozaki2_level2_operands_r") if form >= 2 else \
         cp.RawKernel(source, "ozaki2_level2_operands")
     kernel.max_dynamic_shared_size_bytes = operand_shared(form)
     return kernel
@@ -331,10 +418,14 @@ def operand_kernel(side: str, form: int = 2, blocks: int = 3, tile: tuple[int, i
 def operand_shared(form: int, count: int = 20) -> int:
     """Dynamic shared bytes of the operand kernel (tiles of 256 entries): three limbs of 16 tiles, or (form 2) 16
     tiles' residues at ``count`` moduli."""
-    return count * 16 * 256 if form == 2 else 48 * 256 * 4
+    return count * 16 * 256 if form >= 2 else 48 * 256 * 4
 
 
-def crt_kernel(table, blocks: int = 2):
-    """The CRT over the 49 products for ``table`` (a moduli table), built for ``blocks`` blocks an SM."""
-    return cp.RawKernel(f"#define CRT_BLOCKS {blocks}\n" + constants(table) + for_each_modulus(table.moduli) + COMMON
-                        + CRT2, "ozaki2_crt_level2")
+def crt_kernel(table, blocks: int = 2, staged: bool = False):
+    """The CRT over the 49 products for ``table`` (a moduli table), built for ``blocks`` blocks an SM; ``staged``:
+    its products staged in shared memory (:data:`CRT_STAGED`, rows a multiple of 256 positions wide)."""
+    head = f"#define CRT_BLOCKS {blocks}\n#define NMOD {table.count}\n"
+    source = head + constants(table) + for_each_modulus(table.moduli) + COMMON + CRT2
+    if staged:
+        return cp.RawKernel(source + CRT_STAGED, "ozaki2_crt_level2_staged")
+    return cp.RawKernel(source, "ozaki2_crt_level2")

@@ -21,11 +21,15 @@ level-2 buffers are freed (``ozaki2.matmul(A, B, moduli=COUNT, level=1, out=C)``
 
 ``N`` (default 32768), ``CHECK_N`` (4096: its GEMMs, below the residue kernel's least k, write INT32 products,
 reduced to residues before the CRT), ``BITWISE`` (1), ``COUNT`` (15), ``SPAN`` (rows of A's quarter per span,
-2048), ``ROUNDS`` (6), ``LOOP`` (2), ``FAST`` (the operand form, 2), ``OP_BLOCKS`` (3), ``TR`` and ``TC`` (8, 32),
-``CRT_BLOCKS`` (2), ``BENCH`` (1), ``LEVEL1`` (1). JSON to ``$OUT/ozaki2-fused-level2-probe.json``. The CRT's forms
-of two threads and of four warps a position (``SPLIT``) are in the script at 3041d4a, which made the runs of
-2026-12-03 with the same kernels. At N = 32768 and 15 moduli it holds B's operands (49 GB), A's and the products
-of one span (12 GB each).
+2048), ``ROUNDS`` (6), ``LOOP`` (2), ``FAST`` (the operand form, 3), ``OP_BLOCKS`` (3), ``TR`` and ``TC`` (8, 32),
+``CRT_BLOCKS`` (2), ``STAGED`` (0; 1: the CRT with its products staged in shared memory), ``BENCH`` (1),
+``FORMS`` (the operand forms ``BENCH`` times, form:blocks:TR:TC, default ``0:3:8:32,2:3:8:32,3:3:8:32``),
+``LEVEL1`` (1), ``BATCHED`` (1: each modulus's 49 residue GEMMs of a span as one launch of the kernel's batch,
+timed beside one launch a product by events), ``AGAINST`` (the call timed beside the default as called: ``batch``,
+one GEMM launch a product; ``formN``, operand form N; ``staged``, the other CRT; empty: none). JSON to
+``$OUT/ozaki2-fused-level2-probe.json``. The CRT's forms of two threads and of four warps a position are in the
+script at 3041d4a. At N = 32768 and 15 moduli it holds B's operands (49 GB), A's and the products of one span
+(12 GB each).
 """
 
 import os
@@ -54,8 +58,11 @@ N, CHECK_N = int(os.environ.get("N", 32768)), int(os.environ.get("CHECK_N", 4096
 COUNT, SPAN = int(os.environ.get("COUNT", 15)), int(os.environ.get("SPAN", 2048))
 ROUNDS, LOOP = int(os.environ.get("ROUNDS", 6)), int(os.environ.get("LOOP", 2))
 CRT_BLOCKS, BITWISE = int(os.environ.get("CRT_BLOCKS", 2)), int(os.environ.get("BITWISE", 1))
-FAST, BENCH = int(os.environ.get("FAST", 2)), int(os.environ.get("BENCH", 1))
+FAST, BENCH = int(os.environ.get("FAST", 3)), int(os.environ.get("BENCH", 1))
 OP_BLOCKS, LEVEL1 = int(os.environ.get("OP_BLOCKS", 3)), int(os.environ.get("LEVEL1", 1))
+STAGED = int(os.environ.get("STAGED", 0))
+BATCHED, AGAINST = int(os.environ.get("BATCHED", 1)), os.environ.get("AGAINST", "batch")
+FORMS = [tuple(int(v) for v in f.split(":")) for f in os.environ.get("FORMS", "0:3:8:32,2:3:8:32,3:3:8:32").split(",")]
 TR, TC = int(os.environ.get("TR", 8)), int(os.environ.get("TC", 32))
 if TR * TC != 256 or TC % 32:
     raise SystemExit("TR x TC must be 256 entries, TC a multiple of 32 (the kernels' thread layout)")
@@ -85,7 +92,8 @@ class Level2:
         """A span's operands and products, the CRT and the 49 x count residue GEMMs planned on them."""
         self.ops_a = cp.empty((count, 49, span, self.q), dtype=cp.int8)
         self.prod = cp.empty((count, 49, span, self.q), dtype=cp.int8)
-        self.crt = crt_kernel(self.table, CRT_BLOCKS)
+        self.staged = bool(STAGED)
+        self.crts = {staged: crt_kernel(self.table, CRT_BLOCKS, staged) for staged in (False, True)}
         tiles = [(slice(0, span), slice(0, self.q))]
         self.gemms, self.wide = [], None
         for t in range(count):
@@ -99,6 +107,10 @@ class Level2:
             self.wide = cp.empty((count, 49, span, self.q), dtype=cp.int32)
             self.gemms = [g for t in range(count) for pq in range(49)
                           for g in planned(be, self.ops_a[t, pq], self.ops_b[t, pq], self.wide[t, pq], tiles)]
+        issuers = [be.residue_gemm(self.ops_a[t], self.ops_b[t], self.prod[t], m)
+                   for t, m in enumerate(self.table.moduli)] if self.wide is None else [None]
+        self.batched = None if None in issuers else [(None, issue, None) for issue in issuers]
+        self.batch = bool(BATCHED and self.batched)
 
     def operands(self, X, shifts, exps, side: str, out, span0: int, rows: int) -> None:
         rs, cs = element_strides(X)
@@ -118,8 +130,11 @@ class Level2:
 
     def crt_span(self, s0: int, sa, sb) -> None:
         q, i64, C = self.q, np.int64, self.C
-        grid = (max(1, min(-(-q // 256), 64)), min(self.span, 65535))
-        self.crt(grid, (256,), (self.prod, i64(49 * self.span * q), i64(self.span * q), i64(q), sa, sb,
+        if self.staged:
+            grid = (self.be.xp.cuda.Device().attributes["MultiProcessorCount"] * CRT_BLOCKS, 1)
+        else:
+            grid = (max(1, min(-(-q // 256), 64)), min(self.span, 65535))
+        self.crts[self.staged](grid, (256,), (self.prod, i64(49 * self.span * q), i64(self.span * q), i64(q), sa, sb,
                                             C, i64(C.strides[0] // 8), i64(s0), i64(self.span), i64(q), i64(q)))
 
     def __call__(self, mark=lambda name: None):
@@ -131,7 +146,7 @@ class Level2:
         for s0 in range(0, self.q, self.span):
             self.operands(A, sa, rows.e, "a", self.ops_a, s0, self.span)
             mark("operands")
-            run_planned(self.be, self.gemms)
+            run_planned(self.be, self.batched if self.batch else self.gemms)
             if self.wide is not None:
                 wino = self.be.ops("ozaki2-winograd")
                 for t, m in enumerate(self.table.moduli):
@@ -145,6 +160,30 @@ class Level2:
         return C
 
 
+def variant(run: Level2, **change):
+    """A call of ``run`` with its attributes ``change``d for the call (the comparison as called)."""
+    def call():
+        kept = {k: getattr(run, k) for k in change}
+        run.__dict__.update(change)
+        try:
+            return run()
+        finally:
+            run.__dict__.update(kept)
+    return call
+
+
+def against(run: Level2) -> tuple[str, object]:
+    """The run compared with the default as called (``AGAINST``): one GEMM launch a product (``batch``), or the
+    operand kernel's form N (``formN``, at OP_BLOCKS blocks an SM and the default tile)."""
+    if AGAINST == "batch":
+        return "level-2-fused-per-product", variant(run, batch=False)
+    if AGAINST == "staged":
+        return f"level-2-fused-staged{int(not run.staged)}", variant(run, staged=not run.staged)
+    form = int(AGAINST.removeprefix("form"))
+    kernels = {side: operand_kernel(side, form, OP_BLOCKS, (TR, TC)) for side in "ab"}
+    return f"level-2-fused-form{form}", variant(run, fast=form, kernels=kernels)
+
+
 def events_ms(work, repeats: int = 5) -> float:
     """The median device time of ``work`` by CUDA events."""
     return statistics.median(device_ms(work) for _ in range(repeats))
@@ -155,7 +194,8 @@ def bench(run: Level2, A, B) -> dict:
     spans, B whole, with a checksum of what they write) and the CRT's blocks an SM (its last span)."""
     rows, cols, sa, sb = run.scale()
     out, kept = {}, run.kernels
-    for fast, blocks, tile in ((0, 3, (8, 32)), (2, 3, (8, 32)), (2, 3, (4, 64))):
+    for fast, blocks, *tile in FORMS:
+        tile = tuple(tile)
         run.fast, run.tile = fast, tile
         run.kernels = {"a": operand_kernel("a", fast, blocks, tile), "b": operand_kernel("b", fast, blocks, tile)}
         b = events_ms(lambda: run.operands(B.T, sb, cols.e, "b", run.ops_b, 0, run.q))
@@ -165,12 +205,26 @@ def bench(run: Level2, A, B) -> dict:
         out[f"operands-form{fast}-blocks{blocks}-tile{tile[0]}x{tile[1]}"] = {"a_ms": a, "b_ms": b, "checksums": sums}
     run.fast, run.tile, run.kernels = FAST, (TR, TC), kept
     run()
-    run.crt.compile()
-    out[f"crt-split0-blocks{CRT_BLOCKS}-last-span"] = {
-        "ms": events_ms(lambda: run.crt_span(run.q - run.span, sa, sb)), "regs": run.crt.num_regs,
-        "local": run.crt.local_size_bytes, "c_checksum": float(cp.sum(run.C[::97]))}
+    for staged in (False, True, False, True):
+        run.staged, kernel = staged, run.crts[staged]
+        kernel.compile()
+        out.setdefault(f"crt-{'staged' if staged else 'loads'}-blocks{CRT_BLOCKS}-last-span", []).append({
+            "ms": events_ms(lambda: run.crt_span(run.q - run.span, sa, sb)), "regs": kernel.num_regs,
+            "local": kernel.local_size_bytes, "c_checksum": float(cp.sum(run.C[::97]))})
+    run.staged = bool(STAGED)
     print("bench", out, flush=True)
     return out
+
+
+def span_gemms(run: Level2) -> dict:
+    """One span's residue GEMMs alone (device time, median of 5, twice in turn): one launch a product against one
+    batched launch a modulus."""
+    ms = {}
+    for name in ("per-product", "batched", "per-product-2", "batched-2"):
+        gemms = run.batched if name.startswith("batched") else run.gemms
+        ms[name] = events_ms(lambda g=gemms: run_planned(run.be, g))
+    print("span gemms", ms, flush=True)
+    return ms
 
 
 def reference_operands(be, res, table, side: str):
@@ -233,8 +287,8 @@ def as_called(calls: dict, warm: bool = True) -> dict:
     cp.cuda.Device().synchronize()
     samples = turning(calls, ROUNDS, lambda call: loop_seconds(call, LOOP))
     ms = {k: statistics.median(v) * 1e3 for k, v in samples.items()}
-    other = next(k for k in ms if k != "dgemm")
-    return {"ms": ms, "samples_s": samples, "x_dgemm": ms["dgemm"] / ms[other]}
+    x = {k: ms["dgemm"] / v for k, v in ms.items() if k != "dgemm"}
+    return {"ms": ms, "samples_s": samples, "x_dgemm": x if len(x) > 1 else next(iter(x.values()))}
 
 
 def main() -> None:
@@ -242,16 +296,18 @@ def main() -> None:
     result = {"script": "results/published/scripts/ozaki2_fused_level2_probe.py", "environment": environment(be),
               "command": f"N={N} CHECK_N={CHECK_N} COUNT={COUNT} SPAN={SPAN} ROUNDS={ROUNDS} LOOP={LOOP} "
                          f"CRT_BLOCKS={CRT_BLOCKS} BITWISE={BITWISE} FAST={FAST} OP_BLOCKS={OP_BLOCKS} TR={TR} TC={TC} "
-                         f"LEVEL1={LEVEL1} "
+                         f"LEVEL1={LEVEL1} STAGED={STAGED} BATCHED={BATCHED} AGAINST={AGAINST} "
+                         f"FORMS={os.environ.get('FORMS', '')} "
                          f"BENCH={BENCH} OUT=dir python3 "
                          "results/published/scripts/ozaki2_fused_level2_probe.py"}
     for name in ("a", "b"):
         k = operand_kernel(name, FAST, OP_BLOCKS, (TR, TC))
         k.compile()
         result.setdefault("kernels", {})[f"operands-{name}"] = {"regs": k.num_regs, "local": k.local_size_bytes}
-    ck = crt_kernel(moduli_table(COUNT), CRT_BLOCKS)
-    ck.compile()
-    result["kernels"]["crt"] = {"regs": ck.num_regs, "local": ck.local_size_bytes}
+    for staged in (False, True):
+        ck = crt_kernel(moduli_table(COUNT), CRT_BLOCKS, staged)
+        ck.compile()
+        result["kernels"][f"crt-staged{int(staged)}"] = {"regs": ck.num_regs, "local": ck.local_size_bytes}
     print("kernels", result["kernels"], flush=True)
     if CHECK_N:
         result["check"] = check(be)
@@ -266,6 +322,8 @@ def main() -> None:
     result["plan_s"] = time.perf_counter() - start
     if BENCH:
         result["bench"] = bench(run, A, B)
+    if run.batched:
+        result["span_gemms_ms"] = span_gemms(run)
     run()
     cp.matmul(A, B, out=D)
     rows = cp.arange(0, N, 97)
@@ -275,7 +333,12 @@ def main() -> None:
         result["bitwise_level_0_at_n"] = bool(cp.array_equal(C, C0))
         print("bitwise level 0 at", N, result["bitwise_level_0_at_n"], flush=True)
         del C0
-    timed = as_called({"level-2-fused": run, "dgemm": lambda: cp.matmul(A, B, out=D)}, warm=False)
+    calls = {"level-2-fused": run, "dgemm": lambda: cp.matmul(A, B, out=D)}
+    if AGAINST and (run.batch or AGAINST != "batch"):
+        name, other = against(run)
+        calls = {"level-2-fused": run, name: other, "dgemm": calls["dgemm"]}
+        other()
+    timed = as_called(calls, warm=False)
     phases = []
     for _ in range(3):
         ev: dict = {}
