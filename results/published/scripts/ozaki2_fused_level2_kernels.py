@@ -317,7 +317,22 @@ template <int M> __device__ __forceinline__ void term2(const signed char* __rest
     }
 }
 
-/* Output (o, i): outer block o (C11, C12, C21, C22 of the whole) and inner block i of it, at (span0 + row, col). */
+/* Output (o, i): outer block o (C11, C12, C21, C22 of the whole) and inner block i of it, at (row, col) of the
+   first, each finished and unscaled into C. */
+__device__ __forceinline__ void write16(const double (&hi)[16], const double (&lo)[16], const int* __restrict__ sa,
+                                        const int* __restrict__ sb, double* __restrict__ C, long long ldc,
+                                        long long row, long long col, long long hq, long long wq)
+{
+#pragma unroll
+    for (int o = 0; o < 16; ++o) {
+        const int outer = o >> 2, inner = o & 3;
+        const long long r = (outer >> 1) * 2 * hq + (inner >> 1) * hq + row;
+        const long long c = (outer & 1) * 2 * wq + (inner & 1) * wq + col;
+        const int code = sa[r];
+        C[r * ldc + c] = unscale(finish(hi[o], lo[o]), code >> 8, (code & 255) + 256, sb[c]);
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(256, CRT_BLOCKS) ozaki2_crt_level2(
     const signed char* __restrict__ prod, long long plane, long long pstride, long long ld,
     const int* __restrict__ sa, const int* __restrict__ sb, double* __restrict__ C, long long ldc,
@@ -332,14 +347,7 @@ extern "C" __global__ void __launch_bounds__(256, CRT_BLOCKS) ozaki2_crt_level2(
             for (int o = 0; o < 16; ++o) { hi[o] = 0.0; lo[o] = 0.0; }
 #define TERM(T, M) term2<M>(at + (long long)(T) * plane, pstride, W_HI_##T, W_LO_##T, hi, lo);
             FOR_EACH_MODULUS(TERM)
-#pragma unroll
-            for (int o = 0; o < 16; ++o) {
-                const int outer = o >> 2, inner = o & 3;
-                const long long r = (outer >> 1) * 2 * hq + (inner >> 1) * hq + span0 + i;
-                const long long c = (outer & 1) * 2 * wq + (inner & 1) * wq + j;
-                const int code = sa[r];
-                C[r * ldc + c] = unscale(finish(hi[o], lo[o]), code >> 8, (code & 255) + 256, sb[c]);
-            }
+            write16(hi, lo, sa, sb, C, ldc, span0 + i, j, hq, wq);
         }
     }
 }
@@ -387,14 +395,7 @@ extern "C" __global__ void __launch_bounds__(256, CRT_BLOCKS) ozaki2_crt_level2_
         __syncthreads(); \
         buf ^= 1;
         FOR_EACH_MODULUS(STAGED)
-#pragma unroll
-        for (int o = 0; o < 16; ++o) {
-            const int outer = o >> 2, inner = o & 3;
-            const long long r = (outer >> 1) * 2 * hq + (inner >> 1) * hq + span0 + i;
-            const long long c = (outer & 1) * 2 * wq + (inner & 1) * wq + j;
-            const int code = sa[r];
-            C[r * ldc + c] = unscale(finish(hi[o], lo[o]), code >> 8, (code & 255) + 256, sb[c]);
-        }
+        write16(hi, lo, sa, sb, C, ldc, span0 + i, j, hq, wq);
     }
     asm volatile("cp.async.wait_group 0;\n" ::);
 }
