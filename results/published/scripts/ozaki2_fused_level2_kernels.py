@@ -356,7 +356,8 @@ extern "C" __global__ void __launch_bounds__(256, CRT_BLOCKS) ozaki2_crt_level2(
 #: The CRT with its products staged in shared memory (``crt_kernel(..., staged=True)``): a block takes 256
 #: neighbouring positions of one row at a time, and the 49 products of the next modulus (or of the block's next
 #: positions) are copied in 16-byte pieces (``cp.async``) while it combines the current one's, so that many bytes
-#: are in flight where the one-byte loads of :data:`CRT2` each waited on their own. The arithmetic is CRT2's.
+#: are in flight where the one-byte loads of :data:`CRT2` each waited on their own. The arithmetic is CRT2's. On the
+#: H200 at N = 32768 a span of 2048 rows took 4.98 ms against CRT2's 11.4-11.7, the same C.
 CRT_STAGED = r"""
 __device__ __forceinline__ void stage_products(signed char* dst, const signed char* __restrict__ prod, long long plane,
                                                long long pstride, long long ld, long long per_row, long long tiles,

@@ -22,7 +22,7 @@ level-2 buffers are freed (``ozaki2.matmul(A, B, moduli=COUNT, level=1, out=C)``
 ``N`` (default 32768), ``CHECK_N`` (4096: its GEMMs, below the residue kernel's least k, write INT32 products,
 reduced to residues before the CRT), ``BITWISE`` (1), ``COUNT`` (15), ``SPAN`` (rows of A's quarter per span,
 2048), ``ROUNDS`` (6), ``LOOP`` (2), ``FAST`` (the operand form, 3), ``OP_BLOCKS`` (3), ``TR`` and ``TC`` (8, 32),
-``CRT_BLOCKS`` (2), ``STAGED`` (0; 1: the CRT with its products staged in shared memory), ``BENCH`` (1),
+``CRT_BLOCKS`` (2), ``STAGED`` (1: the CRT with its products staged in shared memory; 0: one-byte loads), ``BENCH`` (1),
 ``FORMS`` (the operand forms ``BENCH`` times, form:blocks:TR:TC, default ``0:3:8:32,2:3:8:32,3:3:8:32``),
 ``LEVEL1`` (1), ``BATCHED`` (1: each modulus's 49 residue GEMMs of a span as one launch of the kernel's batch,
 timed beside one launch a product by events), ``AGAINST`` (the call timed beside the default as called: ``batch``,
@@ -60,7 +60,7 @@ ROUNDS, LOOP = int(os.environ.get("ROUNDS", 6)), int(os.environ.get("LOOP", 2))
 CRT_BLOCKS, BITWISE = int(os.environ.get("CRT_BLOCKS", 2)), int(os.environ.get("BITWISE", 1))
 FAST, BENCH = int(os.environ.get("FAST", 3)), int(os.environ.get("BENCH", 1))
 OP_BLOCKS, LEVEL1 = int(os.environ.get("OP_BLOCKS", 3)), int(os.environ.get("LEVEL1", 1))
-STAGED = int(os.environ.get("STAGED", 0))
+STAGED = int(os.environ.get("STAGED", 1))
 BATCHED, AGAINST = int(os.environ.get("BATCHED", 1)), os.environ.get("AGAINST", "batch")
 FORMS = [tuple(int(v) for v in f.split(":")) for f in os.environ.get("FORMS", "0:3:8:32,2:3:8:32,3:3:8:32").split(",")]
 TR, TC = int(os.environ.get("TR", 8)), int(os.environ.get("TC", 32))
