@@ -49,6 +49,16 @@ __device__ __forceinline__ void ops7(Lanes k, unsigned r00, unsigned r01, unsign
     o[6] = lanes_sub(r11, r10, k);
 #endif
 }
+/* 2^26 and 2^52 modulo each modulus, which weigh a 26-bit limb's residue, into the block's shared arrays (the
+   first ``count`` threads, one a modulus; the caller's barrier publishes them). */
+__device__ __forceinline__ void limb_weights(const int* __restrict__ moduli, int count, double* c26s, double* c52s)
+{
+    if (threadIdx.x < count) {
+        const int m = moduli[threadIdx.x];
+        c26s[threadIdx.x] = (double)((1LL << 26) % m);
+        c52s[threadIdx.x] = (double)((1LL << 52) % m);
+    }
+}
 __device__ __forceinline__ int residue_rt(double y, int m, double inv)
 {
     return (int)((unsigned)low_word(__dadd_rn(y, MAGIC)) - (unsigned)low_word(fma(y, inv, MAGIC)) * (unsigned)m);
@@ -74,11 +84,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) ozaki2_level2_operands(
     __shared__ double c26s[32], c52s[32];
     const int tid = threadIdx.x;
     const long long r0 = (long long)blockIdx.y * TR, c0 = (long long)blockIdx.x * TC;
-    if (tid < count) {
-        const int m = moduli[tid];
-        c26s[tid] = (double)((1LL << 26) % m);
-        c52s[tid] = (double)((1LL << 52) % m);
-    }
+    limb_weights(moduli, count, c26s, c52s);
     const bool by_rows = (cs == 1);
     const int rt = by_rows ? tid / TC : tid % TR, ct = by_rows ? tid % TC : tid / TR;
     double v[16];
@@ -182,12 +188,8 @@ extern "C" __global__ void __launch_bounds__(256, OP_BLOCKS) ozaki2_level2_opera
     __shared__ double c26s[32], c52s[32], invs[32];
     const int tid = threadIdx.x;
     const long long r0 = (long long)blockIdx.y * TR, c0 = (long long)blockIdx.x * TC;
-    if (tid < count) {
-        const int m = moduli[tid];
-        c26s[tid] = (double)((1LL << 26) % m);
-        c52s[tid] = (double)((1LL << 52) % m);
-        invs[tid] = 1.0 / (double)m;
-    }
+    limb_weights(moduli, count, c26s, c52s);
+    if (tid < count) invs[tid] = 1.0 / (double)moduli[tid];
     const bool by_rows = (cs == 1);
     const int e = tid & 63, sp = tid >> 6;
     const int rt = by_rows ? e / (TC / 4) : e % TR, g = by_rows ? e % (TC / 4) : e / TR;

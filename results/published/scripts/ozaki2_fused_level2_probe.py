@@ -94,6 +94,9 @@ class Level2:
         self.prod = cp.empty((count, 49, span, self.q), dtype=cp.int8)
         self.staged = bool(STAGED)
         self.crts = {staged: crt_kernel(self.table, CRT_BLOCKS, staged) for staged in (False, True)}
+        sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+        self.crt_grids = {True: (sms * CRT_BLOCKS, 1),
+                          False: (max(1, min(-(-self.q // 256), 64)), min(span, 65535))}
         tiles = [(slice(0, span), slice(0, self.q))]
         self.gemms, self.wide = [], None
         for t in range(count):
@@ -130,11 +133,7 @@ class Level2:
 
     def crt_span(self, s0: int, sa, sb) -> None:
         q, i64, C = self.q, np.int64, self.C
-        if self.staged:
-            grid = (self.be.xp.cuda.Device().attributes["MultiProcessorCount"] * CRT_BLOCKS, 1)
-        else:
-            grid = (max(1, min(-(-q // 256), 64)), min(self.span, 65535))
-        self.crts[self.staged](grid, (256,), (self.prod, i64(49 * self.span * q), i64(self.span * q), i64(q), sa, sb,
+        self.crts[self.staged](self.crt_grids[self.staged], (256,), (self.prod, i64(49 * self.span * q), i64(self.span * q), i64(q), sa, sb,
                                             C, i64(C.strides[0] // 8), i64(s0), i64(self.span), i64(q), i64(q)))
 
     def __call__(self, mark=lambda name: None):
