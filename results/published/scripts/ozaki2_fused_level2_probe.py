@@ -133,8 +133,9 @@ class Level2:
 
     def crt_span(self, s0: int, sa, sb) -> None:
         q, i64, C = self.q, np.int64, self.C
-        self.crts[self.staged](self.crt_grids[self.staged], (256,), (self.prod, i64(49 * self.span * q), i64(self.span * q), i64(q), sa, sb,
-                                            C, i64(C.strides[0] // 8), i64(s0), i64(self.span), i64(q), i64(q)))
+        args = (self.prod, i64(49 * self.span * q), i64(self.span * q), i64(q), sa, sb, C, i64(C.strides[0] // 8),
+                i64(s0), i64(self.span), i64(q), i64(q))
+        self.crts[self.staged](self.crt_grids[self.staged], (256,), args)
 
     def __call__(self, mark=lambda name: None):
         A, B, C = self.A, self.B, self.C
