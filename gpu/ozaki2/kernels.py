@@ -53,7 +53,7 @@ import numpy as np
 
 from ..backend import Backend
 from ..ozaki.kernels import TILE, TILE_ROWS
-from . import crt_kernels, device, fused
+from . import crt_kernels, device, fused, level2_kernels
 from .cuda_source import COMMON, for_each_modulus
 from .fused_level import whole_tiles
 from .moduli import ModuliTable
@@ -129,6 +129,14 @@ class CudaOps(device.DeviceOps):
 
     def reduce(self, P: Any, plane: Any, modulus: int, accumulate: bool) -> None:
         reduce_into(P, plane, modulus, accumulate)
+
+    def level2_operands(self, X: Any, shifts: Any, exps: Any, table: ModuliTable, out: Any, side: str, span0: int,
+                        rows: int, quarter: int) -> None:
+        level2_kernels.operands(X, shifts, exps, table, out, side, span0, rows, quarter)
+
+    def crt_level2(self, products: Any, table: ModuliTable, shift_a: Any, shift_b: Any, C: Any, span0: int,
+                   rows: int, quarter: int) -> None:
+        level2_kernels.crt(products, table, shift_a, shift_b, C, span0, rows, quarter)
 
     def crt(self, planes: Any, table: ModuliTable, shift_a: Any, shift_b: Any, C: Any) -> None:
         crt_kernels.crt(planes, table, shift_a, shift_b, C)

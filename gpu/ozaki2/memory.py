@@ -33,6 +33,7 @@ from ..backend import Array, Backend, MemoryPlanError, require_memory
 from ..backend.checks import gib, reserve
 from ..ozaki.plan import ALIGN, HEADROOM, _round_up
 from .fused_level import fusable, span_rows
+from .fused_level2 import shape_fits
 from .gemms import PANEL, PANEL_FROM, writes_residues
 from .moduli import MAX_MODULI
 from .ops import ops
@@ -83,7 +84,7 @@ class Carved:
         else this carving."""
         if self.offer is None or count == self.layout.buffers["res_a"].shape[0]:
             return self
-        fits = [ws for ws in self.offer(count) if ws.direct == self.direct and ws.fused == self.layout.fused
+        fits = [ws for ws in self.offer(count) if ws.direct == self.direct and ws.levels == self.layout.levels
                 and ws.nbytes <= self.layout.nbytes]
         return replace(self, layout=fits[0], offer=None) if fits else self
 
@@ -118,7 +119,9 @@ def layouts(m: int, k: int, n: int, count: int, scaling: str, block: int, level:
             narrow: bool = False) -> list[Workspace]:
     """The layouts the call may take, fastest first. A Winograd level in its fused form
     (:func:`gpu.ozaki2.fused_level.fusable`) first takes its layout whole, then in spans of the top half's rows
-    (:func:`~gpu.ozaki2.fused_level.span_rows`); other levels the planes. Where the INT8 GEMMs take k in one block
+    (:func:`~gpu.ozaki2.fused_level.span_rows`), and two levels where the INT8 GEMMs write residues (``narrow``)
+    theirs in spans of A's quarters' rows (:mod:`gpu.ozaki2.fused_level2`; not with ``keep_a``); other levels the
+    planes. Where the INT8 GEMMs take k in one block
     and no Winograd level forms its products (which come out as residues, the planes' layout): the direct
     layout, whole where it fits within the planes layout's bytes (GEMMul8's workspace) or where not one row panel
     does (below about 50 rows), else in row panels within them (:func:`panel_rows`) where a panel's GEMM does at
@@ -128,6 +131,9 @@ def layouts(m: int, k: int, n: int, count: int, scaling: str, block: int, level:
     (:func:`gpu.ozaki2.workspace.layout`); ``narrow``: the direct layouts hold INT8 residues, not INT32 products
     (:func:`gpu.ozaki2.gemms.writes_residues`)."""
     planes = layout(m, k, n, count, scaling, direct=False, level=level, keep_a=keep_a)
+    if narrow and not keep_a and shape_fits(m, k, n, level, block):
+        return [layout(m, k, n, count, scaling, True, level, rows=rows, narrow=True)
+                for rows in span_rows(m // 4)] + [planes]
     if fusable(m, k, n, level, block):
         return [layout(m, k, n, count, scaling, True, level, rows=rows, keep_a=keep_a, narrow=narrow)
                 for rows in span_rows(m // 2)] + [planes]
@@ -198,8 +204,11 @@ def _most_rows(m: int, k: int, n: int, count: int, scaling: str, keep_a: bool, b
 
 def narrow_products(be: Backend, m: int, k: int, n: int, level: int, block: int) -> bool:
     """Whether a product's direct layout may hold its products as INT8 residues: the backend's INT8 GEMMs write
-    them over the product's GEMM depth (k, or half of it in a fused level; :func:`gpu.ozaki2.gemms.writes_residues`)."""
+    them over the product's GEMM depth (k, or half of it in a fused level, a quarter in the fused second level;
+    :func:`gpu.ozaki2.gemms.writes_residues`)."""
     ldk = _round_up(max(k, 1))
+    if shape_fits(m, k, n, level, block):
+        return writes_residues(be, ldk // 4)
     if fusable(m, k, n, level, block):
         return writes_residues(be, ldk // 2)
     return not level and ldk <= block and writes_residues(be, ldk)
@@ -221,7 +230,7 @@ def reserve_workspace(be: Backend, m: int, k: int, n: int, count: int | None, sc
     fused_beyond = beyond - winograd_bytes(m, min(k, MAX_K), n, level)  # the fused level makes no scratch of its own
 
     def need(ws: Workspace) -> int:
-        return ws.nbytes + (fused_beyond if ws.fused else beyond)
+        return ws.nbytes + (fused_beyond if ws.levels else beyond)
     room = None if cap is None else cap - beyond + (0 if out_given else 8 * m * n)
 
     def offer(counted: int) -> list[Workspace]:

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..backend import Backend, register_ops
 from .crt import reconstruct
+from .fused_level import operands, quadrants
 from .moduli import MODULI, ModuliTable
 from .normwise import BAD_E, LineStats, first_meeting, predicted_error
 from .residues import residues, symmetric
@@ -110,6 +111,47 @@ class HostOps:
         for q, (down, right) in enumerate(((0, 0), (0, w), (half, 0), (half, w))):
             at = slice(rows.start + down, rows.stop + down)
             self.crt(blocks[q], table, shift_a[at], shift_b[right:right + w], C[at, right:right + w])
+
+    def level2_operands(self, X: np.ndarray, shifts: np.ndarray, exps: np.ndarray, table: ModuliTable,
+                        out: np.ndarray, side: str, span0: int, rows: int, quarter: int) -> None:
+        """The fused second level's 49 operands per modulus (:mod:`gpu.ozaki2.fused_level2`) of X's ``rows`` rows
+        from ``span0`` of each of its four quarters (``quarter`` rows each) into ``out`` (count x 49 x span x
+        ldk / 4; its first ``rows`` rows): the residues of those rows, then two levels of
+        :meth:`HostResidueOps.operand_sums`, operand (p, q) the inner operand q of the level's outer operand p.
+        The GPU's one pass gives the same bits."""
+        ldk, sums = 4 * out.shape[-1], HostResidueOps().operand_sums
+        bands = [slice(span0 + j * quarter, span0 + j * quarter + rows) for j in range(4)]
+        res = np.concatenate([self.residues(X[b], shifts[b], exps[b], table, rows, ldk) for b in bands], axis=1)
+        pick = 0 if side == "a" else 1
+
+        def seven(x: np.ndarray, m: int) -> list[np.ndarray]:
+            s = sums(*quadrants(x, side), m, side)
+            return [pair[pick] for pair in operands(x, x, s, s)[2]]
+        for t, m in enumerate(table.moduli):
+            for p, outer in enumerate(seven(res[t], m)):
+                for q, inner in enumerate(seven(outer, m)):
+                    out[t, 7 * p + q, :rows] = inner
+
+    def crt_level2(self, products: np.ndarray, table: ModuliTable, shift_a: np.ndarray, shift_b: np.ndarray,
+                   C: np.ndarray, span0: int, rows: int, quarter: int) -> None:
+        """The fused second level's CRT: C's rows ``span0`` .. ``span0 + rows`` of each quarter (``quarter`` rows),
+        all its columns, from the 49 INT8 residue products per modulus (count x 49 x span x n / 4; their first
+        ``rows`` rows): each output block's residues combined from them (inner, then outer:
+        :meth:`HostResidueOps.combine_products`), then :meth:`crt` block by block."""
+        combine, w = HostResidueOps().combine_products, products.shape[-1]
+        blocks = np.empty((4, 4, table.count, rows, w), dtype=np.int8)
+        for t, modulus in enumerate(table.moduli):
+            inner = np.empty((7, 4, rows, w), dtype=np.int8)
+            for p in range(7):
+                combine(tuple(products[t, 7 * p:7 * p + 7, :rows]), modulus, tuple(inner[p]))
+            for i in range(4):
+                combine(tuple(inner[:, i]), modulus, tuple(blocks[:, i, t]))
+        for o in range(4):
+            for i in range(4):
+                top = (o >> 1) * 2 * quarter + (i >> 1) * quarter + span0
+                left = (o & 1) * 2 * w + (i & 1) * w
+                at, cols = slice(top, top + rows), slice(left, left + w)
+                self.crt(blocks[o, i], table, shift_a[at], shift_b[cols], C[at, cols])
 
     @staticmethod
     def scratch_bytes(m: int, k: int, n: int, count: int, scaling: str) -> int:

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -52,35 +51,18 @@ from .auto import choose_moduli
 from .bounds import bounds
 from .deferred import deferred
 from .fused_level import form_operands, span_gemms
+from .fused_level2 import level2_part
+from .fused_level2 import run as level2
 from .gemms import blocks, direct_products, panels, planned
 from .memory import ADVICE, Carved, reserve_workspace
-from .moduli import ModuliTable, moduli_table
+from .moduli import moduli_table
 from .normwise import LineStats, refusal, target_value
 from .ops import ops
 from .options import Options
 from .options import k_block as k_block_of
+from .part import Part
 from .products import products
 from .scaling import FINE_BITS, check_fine_k, headroom
-
-
-@dataclass(frozen=True)
-class Part:
-    """What one modulus count needs: its table, the workspace's views (residues; what the INT8 GEMMs write: every
-    modulus's product, INT32 or as INT8 residues, in the direct layout, else one; the planes the CRT reads), and
-    the INT8 GEMMs, planned once: per span of C's rows in the direct layout (a layout of row panels runs each
-    span's GEMMs, then its CRT, in turn), per modulus and k block in the planes."""
-
-    table: ModuliTable
-    res_a: Array
-    res_b: Array
-    products: Array | None         # None with Winograd levels' passes (their products come out as residues)
-    planes: list[Array]            # what the CRT reads for each span of C's rows
-    spans: list[slice]             # C's rows, whole or in the direct layout's row panels
-    direct: bool
-    gemms: list[list[Any]]         # each span's INT8 GEMMs in the direct layout
-    plane_gemms: list[list[Any]]   # the planes layout's INT8 GEMMs per modulus and k block (none with levels)
-    half: int | None = None        # a fused Winograd level's half of m (its spans run over the top half's rows)
-    sums: tuple[Array, Array] | None = None    # and each modulus's four sums of A's blocks and of B's
 
 
 class Plan(MatmulPlan):
@@ -155,6 +137,9 @@ class Plan(MatmulPlan):
         """The views, table, kernels and panels of ``count`` moduli, made the first time they are asked for."""
         if count not in self._parts:
             table, work, be, m = moduli_table(count), self.work.for_count(count), self.backend, self.m
+            if work.layout.levels == 2:
+                self._parts[count] = level2_part(be, m, table, work)
+                return self._parts[count]
             res_a, res_b, tiles = work.view("res_a")[:count], work.view("res_b")[:count], panels(m, self.n_pad)
             plane_gemms: list[list[Any]] = []
             half, sums = (m // 2, (work.view("sums_a")[:count], work.view("sums_b")[:count])) if work.layout.fused \
@@ -276,6 +261,11 @@ class Plan(MatmulPlan):
         be = self.backend
         if self.keep_a and form_a:
             self._kept = (None, part, shift_a, rows)
+        if part.quarter is not None:
+            level2(self, family, part, A, B, C, shift_a, shift_b, rows.e, cols.e, phases)
+            with _phase(be, phases, "crt"):
+                family.fix_nonfinite(A, B, C, rows, cols)
+            return
         sums = part.sums or (None, None)
         form_operands(be, family, part.table, self.ldk,
                       ((A if form_a else None, shift_a, rows.e, self.m, part.res_a, sums[0], "a"),

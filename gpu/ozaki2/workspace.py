@@ -63,6 +63,7 @@ class Workspace:
 
     direct: bool
     buffers: dict[str, Buffer] = field(default_factory=dict)
+    levels: int = 0                # fused Winograd levels (1: :mod:`~gpu.ozaki2.fused_level`, 2: ``fused_level2``)
 
     @property
     def nbytes(self) -> int:
@@ -77,7 +78,7 @@ class Workspace:
     @property
     def fused(self) -> bool:
         """Whether this is a fused Winograd level's layout (its sums and 7 products per modulus)."""
-        return "sums_a" in self.buffers
+        return self.levels == 1
 
     def view(self, block: Array, name: str) -> Array:
         """Buffer ``name`` as a view of ``block`` (a uint8 array of at least :attr:`nbytes`)."""
@@ -117,14 +118,20 @@ def layout(m: int, k: int, n: int, count: int, scaling: str, direct: bool, level
     products of every modulus (one k block) for ``rows`` rows of C at a time (default: all m), else INT8 planes
     and one INT32 product (none with Winograd ``level``s, whose products come out as residues and take their
     scratch beside the block). ``direct`` with ``level`` 1: the fused level's sums and 7 products per modulus,
-    for ``rows`` of the top half's m / 2 rows at a time (even m, n and k blocks: :mod:`gpu.ozaki2.fused_level`).
+    for ``rows`` of the top half's m / 2 rows at a time (even m, n and k blocks: :mod:`gpu.ozaki2.fused_level`);
+    with ``level`` 2 the fused second level's 49 operands of B and, for ``rows`` of A's quarters' rows at a time,
+    of A and their 49 INT8 products per modulus, in place of the residues (:mod:`gpu.ozaki2.fused_level2`).
     ``keep_a``: the scratch starts after A's residues, which then outlive a call (a row panel's residues kept for
     its next column tile: :mod:`gpu.ozaki2.tiled`). ``narrow``: the direct layouts' products as INT8 residues, a
     quarter of the bytes, for INT8 GEMMs that write residues (:func:`gpu.ozaki2.gemms.writes_residues`)."""
     ldk, n_pad = _round_up(max(k, 1)), _round_up(max(n, 1))
     product = product_type(narrow)
     main = [("res_a", (count, m, ldk), np.int8), ("res_b", (count, n_pad, ldk), np.int8)]
-    if direct and level:
+    if direct and level == 2:
+        h, w, d = m // 4, n_pad // 4, ldk // 4
+        main = [("res_a", (count, 49, min(h, rows or h), d), np.int8), ("res_b", (count, 49, w, d), np.int8),
+                ("products", (count, 49, min(h, rows or h), w), np.int8)]
+    elif direct and level:
         h, w, d = m // 2, n_pad // 2, ldk // 2
         main += [("sums_a", (count, 4, h, d), np.int8), ("sums_b", (count, 4, w, d), np.int8),
                  ("products", (count, 7, min(h, rows or h), w), product)]
@@ -142,7 +149,7 @@ def layout(m: int, k: int, n: int, count: int, scaling: str, direct: bool, level
     start = _round_up(buffers["res_a"].end, ALIGNMENT) if keep_a else 0
     buffers.update(_stack(scratch, start))
     buffers.update(_stack([("tiles", (tile_bytes(max(m, n), k),), np.uint8)], start))
-    return Workspace(direct, buffers)
+    return Workspace(direct, buffers, level if direct else 0)
 
 
 def tile_bytes(lines: int, k: int) -> int:

@@ -16,9 +16,10 @@ recorded), warm otherwise; only the default's is kept as a first-call record.
 
 ``RUNS`` picks the runs by name (default: default, fast-14, fast-15, fast-16; also ``default-w1``, the public call
 with ``level=1``: one Winograd level over the residues at ``moduli="auto"``, and ``fast-<count>-w1`` likewise at a
-fixed count). From ``SEPARATE_FROM`` rows up (default none) each run is timed in a group of its own beside DGEMM,
-the kept plans of the last freed first (at N = 32768 the level-1 plan's fused layout and level 0's do not fit
-beside each other on the H200); its ratio is to its own group's DGEMM (``dgemm_ms`` of the run).
+fixed count; ``-w2`` the same with ``level=2``; any of them with ``-ws<G>``: with ``workspace=`` G GiB). From
+``SEPARATE_FROM`` rows up (default none) each run is timed in a group of its own beside DGEMM, the kept plans of
+the last freed first (at N = 32768 the level-1 plan's fused layout and level 0's do not fit beside each other on
+the H200); its ratio is to its own group's DGEMM (``dgemm_ms`` of the run).
 
 Writes ``$OUT/ozaki2-as-called.json`` (with ``records`` of the shape ``as_called_tables.py`` renders) and prints
 a summary. Run on the device from the repository root:
@@ -73,12 +74,19 @@ SEPARATE_FROM = int(os.environ.get("SEPARATE_FROM", 0)) or None
 
 def runs(be, A, B):
     """The calls timed, by name (:data:`RUNS`, then DGEMM)."""
-    out = {"default": lambda: ozaki2.matmul(A, B, backend=be),
-           "default-w1": lambda: ozaki2.matmul(A, B, level=1, backend=be)}
+    out = {"default": lambda **kw: ozaki2.matmul(A, B, backend=be, **kw)}
+    for level in (1, 2):
+        out[f"default-w{level}"] = (lambda w: lambda **kw: ozaki2.matmul(A, B, level=w, backend=be, **kw))(level)
     for count in (14, 15, 16):
-        out[f"fast-{count}"] = (lambda c: lambda: ozaki2.matmul(A, B, moduli=c, scaling="fast", backend=be))(count)
-        out[f"fast-{count}-w1"] = (lambda c: lambda: ozaki2.matmul(A, B, moduli=c, scaling="fast", level=1,
-                                                                   backend=be))(count)
+        out[f"fast-{count}"] = (lambda c: lambda **kw: ozaki2.matmul(A, B, moduli=c, scaling="fast", backend=be,
+                                                                     **kw))(count)
+        for level in (1, 2):
+            out[f"fast-{count}-w{level}"] = (lambda c, w: lambda **kw: ozaki2.matmul(
+                A, B, moduli=c, scaling="fast", level=w, backend=be, **kw))(count, level)
+    for name in RUNS:
+        base, _, gib = name.rpartition("-ws")
+        if base in out and gib.isdigit():
+            out[name] = (lambda call, cap: lambda: call(workspace=cap))(out[base], int(gib) << 30)
     out = {name: out[name] for name in RUNS}
     out["dgemm"] = lambda: cp.matmul(A, B)
     return out

@@ -1,0 +1,96 @@
+"""Two Winograd levels over the residues in their fused form: 49 INT8 products a modulus, no residue planes.
+
+Each operand's 49 second-level operands (Winograd's sums of its sums, each a sum modulo m of up to 16 of its
+quarter-side sub-blocks) are written per modulus by one pass over its float64 entries (B's once, A's per span of
+its quarters' rows); each span's 49 x count INT8 GEMMs write their residues, a modulus a launch where the backend
+batches them; and the CRT combines the 49 products of each position into its 16 entries of C as it reads them,
+exactly in integers, each reduced and summed into the double-double CRT in level 0's order. Every residue is a
+function of its integer alone, so C is **bitwise** level 0's (and level 1's), as :mod:`gpu.ozaki2.fused_level` is
+for one level. The passes: :mod:`gpu.ozaki2.level2_kernels` on CuPy, :meth:`gpu.ozaki2.ops.HostOps.level2_operands`
+and :meth:`~gpu.ozaki2.ops.HostOps.crt_level2` on NumPy (the same bits, from the level passes' sums).
+
+Measured on the H200 (fast-15, N = 32768, 700 W cap, the same passes built by hand beside DGEMM in turning rounds;
+``results/published/h200/h200-ozaki2-fused-level2-staged-32768*.json``): 682.9 and 682.2 ms a call, 1.980x and
+1.977x DGEMM, against 717-764 ms for level 1 as called; the 735 INT8 GEMMs of 8192^3 take 587-594 ms of it, at
+the power cap.
+
+It takes level 2 where the backend's INT8 GEMMs write residues over k / 4
+(:func:`gpu.ozaki2.memory.narrow_products`) on sides that quarter exactly (:func:`shape_fits`): m and n multiples
+of :data:`SIDE_STEP`, the padded k of :data:`K_STEP`, k in one block. Its workspace holds B's operands (49 / 16 of
+B's entries a modulus: 49 GB at N = 32768 and 15 moduli) and A's operands and the products of one span, beyond
+GEMMul8's bytes: the level is asked for (``level=2``). Other shapes take the level passes
+(:mod:`gpu.ozaki2.winograd`), which peel odd sides.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..backend import Array, Backend
+from ..ozaki.api import _phase
+from ..ozaki.plan import _round_up
+from .gemms import planned, run_planned
+from .moduli import ModuliTable
+from .part import Part
+from .winograd import MIN_SIDE
+
+#: m and n must be multiples of this (quarters of whole 16-line INT8 GEMM views), and the padded k of
+#: :data:`K_STEP` (quarters of whole 32-column tiles of the operand pass).
+SIDE_STEP, K_STEP = 64, 128
+
+
+def shape_fits(m: int, k: int, n: int, level: int, block: int) -> bool:
+    """Whether an m x k x n product at ``level`` has the shape the fused second level takes (see the module)."""
+    ldk = _round_up(max(k, 1))
+    return (level == 2 and ldk <= block and ldk % K_STEP == 0 and m % SIDE_STEP == 0 and n % SIDE_STEP == 0
+            and min(m, n, ldk) // 4 >= MIN_SIDE)
+
+
+def span_gemms(be: Backend, ops_a: Array, ops_b: Array, products: Array, span: slice,
+               moduli: tuple[int, ...]) -> list[Any]:
+    """The 49 x count residue GEMMs of A's rows ``span`` (of each quarter), planned once on the plan's buffers:
+    per modulus one batched launch (``products[t][p] = ops_a[t][p] @ ops_b[t][p].T mod m``) where the backend
+    batches, else one a product. RuntimeError where the backend declines a view it promised to take."""
+    rows, calls = span.stop - span.start, []
+    for t, modulus in enumerate(moduli):
+        a, r = ops_a[t][:, :rows], products[t][:, :rows]
+        issue = be.residue_gemm(a, ops_b[t], r, modulus)
+        if issue is not None:
+            calls.append((None, issue, None))
+            continue
+        for p in range(49):
+            found = planned(be, a[p], ops_b[t][p], r[p], [(slice(0, rows), slice(0, r.shape[-1]))], modulus)
+            if found is None:
+                raise RuntimeError("scheme II's fused second level holds its products as INT8 residues, but the "
+                                   "backend declined a residue GEMM on one of its views (Backend.residue_min_k "
+                                   "promised them): a bug; please report it with the operands' shapes")
+            calls += found
+    return calls
+
+
+def level2_part(be: Backend, m: int, table: ModuliTable, work: Any) -> Part:
+    """A plan's part for ``table``'s moduli in the fused second level's layout (``work``, a carved block): its
+    operands' and products' views, the spans of A's quarters' rows and each span's residue GEMMs."""
+    count, quarter = table.count, m // 4
+    ops_a, ops_b, products = (work.view(name)[:count] for name in ("res_a", "res_b", "products"))
+    step = work.layout.rows
+    spans = [slice(r, min(r + step, quarter)) for r in range(0, quarter, step)]
+    gemms = [span_gemms(be, ops_a, ops_b, products, span, table.moduli) for span in spans]
+    return Part(table, ops_a, ops_b, products, [products] * len(spans), spans, True, gemms, [], quarter=quarter)
+
+
+def run(plan: Any, family: Any, part: Any, A: Array, B: Array, C: Array, shift_a: Array, shift_b: Array,
+        exps_a: Array, exps_b: Array, phases: dict[str, float] | None = None) -> None:
+    """The product after the shifts: B's operands, then per span A's operands, its GEMMs and its CRT (see the
+    module); ``phases``: as :meth:`gpu.ozaki2.plan.Plan.run`'s."""
+    be, table, quarter = plan.backend, part.table, part.quarter
+    with _phase(be, phases, "residues"):
+        family.level2_operands(B.T, shift_b, exps_b, table, part.res_b, "b", 0, plan.n // 4, plan.n // 4)
+    for span, products, gemms in zip(part.spans, part.planes, part.gemms, strict=True):
+        rows = span.stop - span.start
+        with _phase(be, phases, "residues"):
+            family.level2_operands(A, shift_a, exps_a, table, part.res_a, "a", span.start, rows, quarter)
+        with _phase(be, phases, "gemm"):
+            run_planned(be, gemms)
+        with _phase(be, phases, "crt"):
+            family.crt_level2(products, table, shift_a, shift_b, C, span.start, rows, quarter)
