@@ -29,11 +29,16 @@ from typing import Any
 from ..backend import Array, Backend
 from ..ozaki.api import _phase
 from ..ozaki.plan import _round_up
+from .fused_level import span_rows as half_spans
 from .gemms import planned, run_planned
 from .moduli import ModuliTable
 from .part import Part
 from .winograd import MIN_SIDE
 
+#: The most rows of A's quarters a span takes. On the H200 at N = 32768 and 15 moduli (as called, each beside its
+#: own DGEMM; ``results/published/h200/h200-ozaki2-as-called-level2-32768.json``) spans of 2048 rows ran 670.8 ms a
+#: call (2.016x DGEMM) against 709.2 ms (1.900x) for spans of 4096, the largest that fitted.
+MAX_SPAN = 2048
 #: m and n must be multiples of this (quarters of whole 16-line INT8 GEMM views), and the padded k of
 #: :data:`K_STEP` (quarters of whole 32-column tiles of the operand pass).
 SIDE_STEP, K_STEP = 64, 128
@@ -44,6 +49,14 @@ def shape_fits(m: int, k: int, n: int, level: int, block: int) -> bool:
     ldk = _round_up(max(k, 1))
     return (level == 2 and ldk <= block and ldk % K_STEP == 0 and m % SIDE_STEP == 0 and n % SIDE_STEP == 0
             and min(m, n, ldk) // 4 >= MIN_SIDE)
+
+
+def span_rows(quarter: int) -> list[int]:
+    """The spans of A's quarters' rows the layout is offered in, fastest first: balanced spans of at most
+    :data:`MAX_SPAN` rows, then halves of them down to :data:`gpu.ozaki2.fused_level.MIN_SPAN`
+    (:func:`gpu.ozaki2.fused_level.span_rows`)."""
+    offered = half_spans(quarter)
+    return [rows for rows in offered if rows <= MAX_SPAN] or offered[-1:]
 
 
 def span_gemms(be: Backend, ops_a: Array, ops_b: Array, products: Array, span: slice,

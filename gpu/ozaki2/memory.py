@@ -34,6 +34,7 @@ from ..backend.checks import gib, reserve
 from ..ozaki.plan import ALIGN, HEADROOM, _round_up
 from .fused_level import fusable, span_rows
 from .fused_level2 import shape_fits
+from .fused_level2 import span_rows as level2_spans
 from .gemms import PANEL, PANEL_FROM, writes_residues
 from .moduli import MAX_MODULI
 from .ops import ops
@@ -133,7 +134,7 @@ def layouts(m: int, k: int, n: int, count: int, scaling: str, block: int, level:
     planes = layout(m, k, n, count, scaling, direct=False, level=level, keep_a=keep_a)
     if narrow and not keep_a and shape_fits(m, k, n, level, block):
         return [layout(m, k, n, count, scaling, True, level, rows=rows, narrow=True)
-                for rows in span_rows(m // 4)] + [planes]
+                for rows in level2_spans(m // 4)] + [planes]
     if fusable(m, k, n, level, block):
         return [layout(m, k, n, count, scaling, True, level, rows=rows, keep_a=keep_a, narrow=narrow)
                 for rows in span_rows(m // 2)] + [planes]

@@ -9,7 +9,7 @@ import pytest
 from accuracy.generate import phi_matrix
 from gpu.backend import cutlass_int8 as ci
 from gpu.backend import get_backend
-from gpu.ozaki2 import fused_level, memory, winograd
+from gpu.ozaki2 import fused_level, fused_level2, memory, winograd
 from gpu.ozaki2.fused_level2 import shape_fits
 from gpu.ozaki2.moduli import moduli_table
 from gpu.ozaki2.ops import HostOps
@@ -65,8 +65,8 @@ def test_its_layout_is_offered_only_on_residue_gemms_over_a_quarter_of_k_and_not
 def test_at_n_32768_and_15_moduli_it_holds_b_whole_and_a_span_of_a_quarter_of_the_rows():
     n = 32768
     offered = memory.layouts(n, n, n, 15, "fast", BLOCK, level=2, narrow=True)
-    assert [ws.rows for ws in offered[:-1]] == [8192, 4096, 2048, 1024, 512]
-    span = offered[2]
+    assert [ws.rows for ws in offered[:-1]] == [2048, 1024, 512], "spans of 2048 ran faster than 4096"
+    span = offered[0]
     assert span.buffers["res_b"].nbytes == 15 * 49 * 8192 * 8192
     assert span.buffers["res_a"].nbytes == span.buffers["products"].nbytes == 15 * 49 * 2048 * 8192
 
@@ -84,14 +84,18 @@ def test_a_fused_second_level_on_numpy_is_bitwise_level_0(residue_numpy, m, k, n
 
 
 def test_spans_of_a_quarter_with_a_shorter_last_one_give_the_same_bits(residue_numpy, monkeypatch):
-    """m = 320: quarters of 80 rows, offered in spans of 80, 48, 32 and 16 where MIN_SPAN allows; a workspace
-    that holds only the 48-row span's layout runs spans of 48 and 32 rows."""
+    """m = 320: quarters of 80 rows, offered in spans of 80, 48, 32 and 16 where MIN_SPAN and MAX_SPAN allow; a
+    workspace that holds only the 48-row span's layout runs spans of 48 and 32 rows."""
     be = residue_numpy
     monkeypatch.setattr(fused_level, "MIN_SPAN", 16)
+    monkeypatch.setattr(fused_level2, "MAX_SPAN", 80)
     m, k, n = 320, 512, 256
     A, B = phi_matrix(m, k, 1.0, 3), phi_matrix(k, n, 1.0, 4)
     offered = {ws.rows: ws for ws in memory.layouts(m, k, n, 13, "fast", BLOCK, level=2, narrow=True)[:-1]}
     assert sorted(offered) == [16, 32, 48, 80]
+    monkeypatch.setattr(fused_level2, "MAX_SPAN", 40)
+    assert fused_level2.span_rows(80) == [32, 16] and fused_level2.span_rows(8) == [8]
+    monkeypatch.setattr(fused_level2, "MAX_SPAN", 80)
     beyond = (memory.beyond_bytes(be, m, k, n, 13, "fast", False, level=2)
               - winograd.scratch_bytes(m, k, n, 2) - 8 * m * n)
     cap = offered[48].nbytes + beyond + (offered[80].nbytes - offered[48].nbytes) // 2
