@@ -66,8 +66,8 @@ def ozaki2(doc: Doc) -> list[dict[str, Any]]:
     """``ozaki2_as_called.py``: each public call and DGEMM as called (no device time; one call's host time where
     the file has it, ``host_ms``), against the DGEMM of its own group where it ran in one (``"dgemm beside
     <run>"``), the count the defaults chose and each call's error (``default-w1``, ``fast-<count>-w1``: with
-    ``level=1``); the first call of the default, cold or warm by the kernel cache (none where the file's first call
-    was another run's, ``first_call_of``)."""
+    ``level=1``; ``-w2``: ``level=2``; ``-ws<G>``: ``workspace=`` G GiB); the first call of the default, cold or
+    warm by the kernel cache (none where the file's first call was another run's, ``first_call_of``)."""
     out = []
     for p in doc["points"]:
         for name, run in p["runs"].items():
@@ -75,9 +75,9 @@ def ozaki2(doc: Doc) -> list[dict[str, Any]]:
                 continue
             dgemm = p["runs"].get(f"dgemm beside {name}") or p["runs"]["dgemm"]
             count = None if name.startswith("default") else int(name.split("-")[1])
-            level = {"level": 1} if name.endswith("-w1") else {}
-            options = {**({} if count is None else {"moduli": count, "scaling": "fast"}), **level}
-            config = {"moduli": count or "auto", "scaling": "fast", **level}
+            extra = _run_options(name)
+            options = {**({} if count is None else {"moduli": count, "scaling": "fast"}), **extra}
+            config = {"moduli": count or "auto", "scaling": "fast", **extra}
             if count is None and "default_count" in p:
                 config["count_chosen"] = p["default_count"]
             out.append(record(
@@ -93,6 +93,18 @@ def ozaki2(doc: Doc) -> list[dict[str, Any]]:
             out.append(first_call_record("ozaki2", "ozaki2.matmul(A, B)", size=p["n"],
                                          cold_s=p["first_call_s"] if cold else None,
                                          warm_s=None if cold else p["first_call_s"]))
+    return out
+
+
+def _run_options(name: str) -> dict[str, int]:
+    """The options an ``ozaki2_as_called.py`` run's name adds: ``-w<L>``, ``level=L``; ``-ws<G>``, a workspace of G
+    GiB (``workspace`` in bytes)."""
+    out = {}
+    for part in name.split("-")[1:]:
+        if part.startswith("ws") and part[2:].isdigit():
+            out["workspace"] = int(part[2:]) << 30
+        elif part.startswith("w") and part[1:].isdigit():
+            out["level"] = int(part[1:])
     return out
 
 
