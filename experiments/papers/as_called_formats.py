@@ -76,7 +76,8 @@ def ozaki2(doc: Doc) -> list[dict[str, Any]]:
             dgemm = p["runs"].get(f"dgemm beside {name}") or p["runs"]["dgemm"]
             count = None if name.startswith("default") else int(name.split("-")[1])
             extra = _run_options(name)
-            options = {**({} if count is None else {"moduli": count, "scaling": "fast"}), **extra}
+            options = {**({} if count is None else {"moduli": count, "scaling": "fast"}),
+                       **{k: v for k, v in extra.items() if k != "max_span"}}
             config = {"moduli": count or "auto", "scaling": "fast", **extra}
             if count is None and "default_count" in p:
                 config["count_chosen"] = p["default_count"]
@@ -98,13 +99,16 @@ def ozaki2(doc: Doc) -> list[dict[str, Any]]:
 
 def _run_options(name: str) -> dict[str, int]:
     """The options an ``ozaki2_as_called.py`` run's name adds: ``-w<L>``, ``level=L``; ``-ws<G>``, a workspace of G
-    GiB (``workspace`` in bytes)."""
+    GiB (``workspace`` in bytes); ``-span<R>``, the fused second level's spans capped at R rows (``max_span``, not an
+    option of the call: ``gpu.ozaki2.fused_level2.MAX_SPAN`` while its plan is built)."""
     out = {}
     for part in name.split("-")[1:]:
         if part.startswith("ws") and part[2:].isdigit():
             out["workspace"] = int(part[2:]) << 30
         elif part.startswith("w") and part[1:].isdigit():
             out["level"] = int(part[1:])
+        elif part.startswith("span") and part[4:].isdigit():
+            out["max_span"] = int(part[4:])
     return out
 
 

@@ -205,6 +205,10 @@ def test_each_scripts_format_converts_to_records_nothing_filled_in(tmp_path):
     (capped,) = load(_json(tmp_path, fixed, "ozaki2-as-called-capped.json")).records
     assert capped["call"] == f"ozaki2.matmul(A, B, moduli=15, scaling='fast', level=2, workspace={80 << 30})"
     assert capped["config"]["level"] == 2 and capped["config"]["workspace"] == 80 << 30
+    fixed["points"][0]["runs"] = {"fast-15-w2-span1024": {"ms_per_call": 100.0}, "dgemm": {"ms_per_call": 167.0}}
+    (spans,) = load(_json(tmp_path, fixed, "ozaki2-as-called-spans.json")).records
+    assert spans["call"] == "ozaki2.matmul(A, B, moduli=15, scaling='fast', level=2)"
+    assert spans["config"]["max_span"] == 1024
     out, new = load(_json(tmp_path, STRASSEN_DOC, "c.json")).records
     assert out["call"] == "strassen.matmul(A, B, out=C)" and out["ratio_device"] == pytest.approx(0.021 / 0.0175)
     assert new["ratio_as_called"] == pytest.approx(0.022 / 0.025) and new["config"] == {"configuration": "flat-1"}

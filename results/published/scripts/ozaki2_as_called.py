@@ -16,7 +16,8 @@ recorded), warm otherwise; only the default's is kept as a first-call record.
 
 ``RUNS`` picks the runs by name (default: default, fast-14, fast-15, fast-16; also ``default-w1``, the public call
 with ``level=1``: one Winograd level over the residues at ``moduli="auto"``, and ``fast-<count>-w1`` likewise at a
-fixed count; ``-w2`` the same with ``level=2``; any of them with ``-ws<G>``: with ``workspace=`` G GiB). From
+fixed count; ``-w2`` the same with ``level=2``; any of them with ``-ws<G>``: with ``workspace=`` G GiB; ``-span<R>``:
+its plan built with the fused second level's spans of at most R rows, ``gpu.ozaki2.fused_level2.MAX_SPAN``). From
 ``SEPARATE_FROM`` rows up (default none) each run is timed in a group of its own beside DGEMM, the kept plans of
 the last freed first (at N = 32768 the level-1 plan's fused layout and level 0's do not fit beside each other on
 the H200); its ratio is to its own group's DGEMM (``dgemm_ms`` of the run).
@@ -43,6 +44,7 @@ from experiments.ozaki.bench import sample_rows
 from experiments.papers.as_called_formats import written
 from gpu import ozaki2
 from gpu.backend import get_backend
+from gpu.ozaki2 import fused_level2
 
 SEED, ROWS = 0, 256
 
@@ -87,9 +89,22 @@ def runs(be, A, B):
         base, _, gib = name.rpartition("-ws")
         if base in out and gib.isdigit():
             out[name] = (lambda call, cap: lambda: call(workspace=cap))(out[base], int(gib) << 30)
+        base, _, rows = name.rpartition("-span")
+        if base in out and rows.isdigit():
+            out[name] = (lambda call, most: lambda: spanned(call, most))(out[base], int(rows))
     out = {name: out[name] for name in RUNS}
     out["dgemm"] = lambda: cp.matmul(A, B)
     return out
+
+
+def spanned(call, most: int):
+    """``call()`` with the fused second level's spans capped at ``most`` rows while it runs (the cap is read when
+    its plan is built: the first call of a signature)."""
+    kept, fused_level2.MAX_SPAN = fused_level2.MAX_SPAN, most
+    try:
+        return call()
+    finally:
+        fused_level2.MAX_SPAN = kept
 
 
 def groups(calls: dict, separate: bool) -> list[dict]:
