@@ -9,10 +9,12 @@ function of its integer alone, so C is **bitwise** level 0's (and level 1's), as
 for one level. The passes: :mod:`gpu.ozaki2.level2_kernels` on CuPy, :meth:`gpu.ozaki2.ops.HostOps.level2_operands`
 and :meth:`~gpu.ozaki2.ops.HostOps.crt_level2` on NumPy (the same bits, from the level passes' sums).
 
-Measured on the H200 (fast-15, N = 32768, 700 W cap, the same passes built by hand beside DGEMM in turning rounds;
-``results/published/h200/h200-ozaki2-fused-level2-staged-32768*.json``): 682.9 and 682.2 ms a call, 1.980x and
-1.977x DGEMM, against 717-764 ms for level 1 as called; the 735 INT8 GEMMs of 8192^3 take 587-594 ms of it, at
-the power cap.
+Measured on the H200 at N = 32768 (``ozaki2.matmul(A, B, moduli=15, level=2)`` as called, each beside its own
+DGEMM in turning rounds, 700 W cap; ``results/published/h200/h200-ozaki2-as-called-level2-*32768.json``): 670.8,
+683.2 and 692.9 ms a call on three boards, **2.016x, 1.995x and 2.004x DGEMM**, and 2.006x under
+``moduli="auto"``, against level 0's 1.734x and level 1's 1.83-1.89x; error 3.2e-9 on sampled rows against
+DGEMM's 1.6e-8. Of a call's 683 ms the 735 INT8 GEMMs of 8192 x 8192 x 2048-row spans take 590 (at the power
+cap), the operand passes 58, the CRT 25 and the scaling 10 (``h200-ozaki2-level2-spans-32768.json``).
 
 It takes level 2 where the backend's INT8 GEMMs write residues over k / 4
 (:func:`gpu.ozaki2.memory.narrow_products`) on sides that quarter exactly (:func:`shape_fits`): m and n multiples
@@ -36,8 +38,10 @@ from .part import Part
 from .winograd import MIN_SIDE
 
 #: The most rows of A's quarters a span takes. On the H200 at N = 32768 and 15 moduli (as called, each beside its
-#: own DGEMM; ``results/published/h200/h200-ozaki2-as-called-level2-32768.json``) spans of 2048 rows ran 670.8 ms a
-#: call (2.016x DGEMM) against 709.2 ms (1.900x) for spans of 4096, the largest that fitted.
+#: own DGEMM; ``results/published/h200/h200-ozaki2-as-called-level2-*32768.json``) spans of 2048 rows ran 670.8 ms a
+#: call (2.016x DGEMM) against 709.2 ms (1.900x) for spans of 4096, the largest that fitted, whose batched INT8
+#: GEMMs took 625.4 ms against 590.5 (``h200-ozaki2-level2-spans-32768.json``); spans of 1024 ran 707.7 ms
+#: (1.963x) against 692.9 (2.004x) on another board.
 MAX_SPAN = 2048
 #: m and n must be multiples of this (quarters of whole 16-line INT8 GEMM views), and the padded k of
 #: :data:`K_STEP` (quarters of whole 32-column tiles of the operand pass).
