@@ -21,7 +21,7 @@
 Every residue is a function of its integer alone, so the product is bitwise scheme II's plain one.
 
 Form 3 and both CRTs are the library's (:mod:`gpu.ozaki2.level2_kernels`, which ``ozaki2.matmul(..., level=2)``
-runs); forms 0-2 are kept here for the probe's comparisons.
+runs); forms 0 and 1 are kept here for the probe's comparisons, form 2 is in this script at c6525f3.
 """
 
 from __future__ import annotations
@@ -138,58 +138,15 @@ extern "C" __global__ void __launch_bounds__(256, 3) ozaki2_level2_operands(
 }
 """
 
-#: Form 2: the library's residues into shared memory (``level2_residues``), then each task one modulus and two
-#: neighbouring entries, written as 16-bit stores.
-FORM2 = r"""
-extern "C" __global__ void __launch_bounds__(256, OP_BLOCKS) ozaki2_level2_operands_r(
-    const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
-    const int* __restrict__ shifts, const int* __restrict__ exps, const int* __restrict__ moduli, int count,
-    const double* __restrict__ pow2, int pow2_len, unsigned short* __restrict__ out, long long span0,
-    long long span_rows, long long hq, long long dq)
-{
-    extern __shared__ unsigned res_sh[];
-    __shared__ double c26s[32], c52s[32], invs[32];
-    const int tid = threadIdx.x;
-    const long long r0 = (long long)blockIdx.y * TR, c0 = (long long)blockIdx.x * TC;
-    limb_weights(moduli, count, c26s, c52s);
-    if (tid < count) invs[tid] = 1.0 / (double)moduli[tid];
-    level2_residues(x, rs, cs, rows, cols, shifts, exps, moduli, count, pow2, pow2_len, span0 + r0, c0, hq, dq,
-                    res_sh, c26s, c52s, invs);
-    __syncthreads();
-    const unsigned short* pairs = (const unsigned short*)res_sh;
-    for (int task = tid; task < count * (TILE / 2); task += blockDim.x) {
-        const int t = task / (TILE / 2), hw = task % (TILE / 2), row = hw / (TC / 2), pair = hw % (TC / 2);
-        const Lanes k = lanes_of(moduli[t]);
-        unsigned L[16];
-#pragma unroll
-        for (int s = 0; s < 16; ++s)
-            L[s] = lanes_in(reps4(pairs[(t * 16 + s) * (TILE / 2) + row * (TC / 2) + pair], k), 0x4140u);
-        unsigned Y[4][7];
-#pragma unroll
-        for (int o = 0; o < 4; ++o) ops7(k, L[4 * o], L[4 * o + 1], L[4 * o + 2], L[4 * o + 3], Y[o]);
-        unsigned short* dst = out + ((long long)t * 49 * span_rows + r0 + row) * (dq / 2) + c0 / 2 + pair;
-        const long long plane = span_rows * (dq / 2);
-#pragma unroll
-        for (int q = 0; q < 7; ++q) {
-            unsigned z[7];
-            ops7(k, Y[0][q], Y[1][q], Y[2][q], Y[3][q], z);
-#pragma unroll
-            for (int p = 0; p < 7; ++p) dst[(p * 7 + q) * plane] = (unsigned short)lanes_out(z[p], 0u, k);
-        }
-    }
-}
-"""
-
-
 def operand_kernel(side: str, form: int = 3, blocks: int = 3, tile: tuple[int, int] = TILE):
-    """The operand kernel of ``side`` (``"a"`` or ``"b"``) in ``form`` (0, 1: one phase; 2: two, two entries a
-    task; 3: the library's, four entries a task), built for ``blocks`` blocks an SM, over tiles of ``tile``
-    (rows, columns: 256 entries; forms 2 and 3 take 4 x 64 too)."""
+    """The operand kernel of ``side`` (``"a"`` or ``"b"``) in ``form`` (0, 1: one phase; 3: the library's, two
+    phases, four entries a task), built for ``blocks`` blocks an SM, over tiles of ``tile`` (rows, columns: 256
+    entries; form 3 takes 4 x 64 too)."""
+    if form not in (0, 1, 3):
+        raise ValueError(f"operand form {form}: this script has forms 0, 1 and 3 (form 2 is in it at c6525f3)")
     head = f"#define FAST {min(form, 2)}\n" + operand_head(side, blocks, tile)
     if form == 3:
         kernel = cp.RawKernel(head + OPERANDS, "ozaki2_level2_operands")
-    elif form == 2:
-        kernel = cp.RawKernel(head + FORM2, "ozaki2_level2_operands_r")
     else:
         kernel = cp.RawKernel(head + FORM01, "ozaki2_level2_operands")
     kernel.max_dynamic_shared_size_bytes = operand_shared(form)
@@ -197,8 +154,8 @@ def operand_kernel(side: str, form: int = 3, blocks: int = 3, tile: tuple[int, i
 
 
 def operand_shared(form: int, count: int = 20) -> int:
-    """Dynamic shared bytes of the operand kernel (tiles of 256 entries): three limbs of 16 tiles, or (forms 2 and
-    3) 16 tiles' residues at ``count`` moduli."""
+    """Dynamic shared bytes of the operand kernel (tiles of 256 entries): three limbs of 16 tiles, or (form 3) 16
+    tiles' residues at ``count`` moduli."""
     return count * 16 * 256 if form >= 2 else 48 * 256 * 4
 
 

@@ -23,7 +23,8 @@ level-2 buffers are freed (``ozaki2.matmul(A, B, moduli=COUNT, level=1, out=C)``
 reduced to residues before the CRT), ``BITWISE`` (1), ``COUNT`` (15), ``SPAN`` (rows of A's quarter per span,
 2048), ``ROUNDS`` (6), ``LOOP`` (2), ``FAST`` (the operand form, 3), ``OP_BLOCKS`` (3), ``TR`` and ``TC`` (8, 32),
 ``CRT_BLOCKS`` (2), ``STAGED`` (1: the CRT with its products staged in shared memory; 0: one-byte loads), ``BENCH`` (1),
-``FORMS`` (the operand forms ``BENCH`` times, form:blocks:TR:TC, default ``0:3:8:32,2:3:8:32,3:3:8:32``),
+``FORMS`` (the operand forms ``BENCH`` times, form:blocks:TR:TC, default ``0:3:8:32,3:3:8:32``; form 2 is in the
+kernels' script at c6525f3),
 ``LEVEL1`` (1), ``BATCHED`` (1: each modulus's 49 residue GEMMs of a span as one launch of the kernel's batch,
 timed beside one launch a product by events), ``AGAINST`` (the call timed beside the default as called: ``batch``,
 one GEMM launch a product; ``formN``, operand form N; ``staged``, the other CRT; empty: none). JSON to
@@ -62,7 +63,7 @@ FAST, BENCH = int(os.environ.get("FAST", 3)), int(os.environ.get("BENCH", 1))
 OP_BLOCKS, LEVEL1 = int(os.environ.get("OP_BLOCKS", 3)), int(os.environ.get("LEVEL1", 1))
 STAGED = int(os.environ.get("STAGED", 1))
 BATCHED, AGAINST = int(os.environ.get("BATCHED", 1)), os.environ.get("AGAINST", "batch")
-FORMS = [tuple(int(v) for v in f.split(":")) for f in os.environ.get("FORMS", "0:3:8:32,2:3:8:32,3:3:8:32").split(",")]
+FORMS = [tuple(int(v) for v in f.split(":")) for f in os.environ.get("FORMS", "0:3:8:32,3:3:8:32").split(",")]
 TR, TC = int(os.environ.get("TR", 8)), int(os.environ.get("TC", 32))
 if TR * TC != 256 or TC % 32:
     raise SystemExit("TR x TC must be 256 entries, TC a multiple of 32 (the kernels' thread layout)")
