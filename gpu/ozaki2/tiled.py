@@ -119,7 +119,10 @@ def one_span(be: Backend, rows: int, k: int, cols: int, count: int, bound: str, 
     """The widest column tiles, halving from ``cols`` down to ``least``, whose row panel of ``rows`` holds every
     INT32 product within ``cap`` (the whole direct layout: one span, one INT8 GEMM per modulus) and whose GEMM
     does at least :data:`~gpu.ozaki2.memory.MIN_PANEL_WORK` multiply-adds; ``cols`` where none does (see the
-    module for what it measured)."""
+    module for what it measured). From level 2 up a plan that keeps A's residues takes the planes, with no direct
+    layout to hold (:func:`gpu.ozaki2.memory.layouts`): ``cols``."""
+    if level >= 2:
+        return cols
     width, depth = cols, _round_up(max(k, 1))
     while width >= least and rows * _round_up(width) * depth >= MIN_PANEL_WORK:
         if peak_bytes(be, rows, k, width, count, "fast", direct=True, out_given=True, bound=bound, level=level,

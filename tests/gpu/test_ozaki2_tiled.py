@@ -189,6 +189,8 @@ def test_row_panels_narrow_their_tiles_where_a_whole_panel_then_runs_as_one_span
     assert tiled.reusing_panels(BE, m, k, n, 15, "normwise", cap) == (m // 2, n // 4)
     assert tiled.one_span(BE, m // 2, k, n // 2, 15, "normwise", whole(m // 2, n // 2) - 1, 0, n // 2) == n // 2, \
         "no narrower width allowed: the widest that fits"
+    assert tiled.one_span(BE, m // 2, k, n // 2, 15, "normwise", cap, 2, n // 8) == n // 2, \
+        "from level 2 up a plan keeping A's residues takes the planes: no direct layout to narrow for"
     with ozaki2.TiledPlan(A, B, options={"moduli": 15, "workspace": cap}, backend="numpy") as plan:
         assert np.array_equal(plan.execute(A, B), want)
         part = plan._held.part(15)
