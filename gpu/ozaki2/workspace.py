@@ -149,7 +149,7 @@ def layout(m: int, k: int, n: int, count: int, scaling: str, direct: bool, level
     start = _round_up(buffers["res_a"].end, ALIGNMENT) if keep_a else 0
     buffers.update(_stack(scratch, start))
     buffers.update(_stack([("tiles", (tile_bytes(max(m, n), k),), np.uint8)], start))
-    return Workspace(direct, buffers, level if direct else 0)
+    return Workspace(direct, buffers, (2 if level == 2 else min(level, 1)) if direct else 0)
 
 
 def tile_bytes(lines: int, k: int) -> int:

@@ -15,6 +15,7 @@ from gpu.ozaki2.moduli import moduli_table
 from gpu.ozaki2.ops import HostOps
 from gpu.ozaki2.plan import Plan
 from gpu.ozaki2.residues import symmetric
+from gpu.ozaki2.workspace import layout
 
 BLOCK = 2**17 - 16
 
@@ -60,6 +61,7 @@ def test_its_layout_is_offered_only_on_residue_gemms_over_a_quarter_of_k_and_not
     assert [ws.levels for ws in memory.layouts(256, 512, 192, 13, "fast", BLOCK, level=2, narrow=True,
                                                keep_a=True)] == [0]
     assert [ws.levels for ws in memory.layouts(256, 512, 192, 13, "fast", BLOCK, level=2)] == [0]
+    assert layout(256, 512, 192, 13, "fast", True, 3).levels == 1, "a direct layout deeper than 2 holds level 1's"
 
 
 def test_at_n_32768_and_15_moduli_it_holds_b_whole_and_a_span_of_a_quarter_of_the_rows():
