@@ -263,10 +263,16 @@ class Plan(MatmulPlan):
             self._kept = (None, part, shift_a, rows)
         if part.quarter is not None:
             level2(self, family, part, A, B, C, shift_a, shift_b, rows.e, cols.e, phases)
-            with _phase(be, phases, "crt"):
-                family.fix_nonfinite(A, B, C, rows, cols)
-            return
-        sums = part.sums or (None, None)
+        else:
+            self._residues_to_crt(family, part, A, B, C, shift_a, shift_b, rows, cols, phases, form_a)
+        with _phase(be, phases, "crt"):
+            family.fix_nonfinite(A, B, C, rows, cols)
+
+    def _residues_to_crt(self, family: Any, part: Part, A: Array, B: Array, C: Array, shift_a: Array,
+                         shift_b: Array, rows: LineStats, cols: LineStats, phases: dict[str, float] | None,
+                         form_a: bool) -> None:
+        """The residues (and a fused level's sums), then each span's INT8 products and CRT."""
+        be, sums = self.backend, part.sums or (None, None)
         form_operands(be, family, part.table, self.ldk,
                       ((A if form_a else None, shift_a, rows.e, self.m, part.res_a, sums[0], "a"),
                        (B.T, shift_b, cols.e, self.n_pad, part.res_b, sums[1], "b")),
@@ -278,8 +284,6 @@ class Plan(MatmulPlan):
                     family.crt(planes, part.table, shift_a[span], shift_b, C[span])
                 else:
                     family.crt_level(planes, part.table, shift_a, shift_b, C, span, part.half)
-        with _phase(be, phases, "crt"):
-            family.fix_nonfinite(A, B, C, rows, cols)
 
     def _replayed(self, family: Any, A: Array, B: Array, C: Array, kept: bool = False, kept_b: bool = False,
                   b_slot: int = 0) -> None:
