@@ -74,11 +74,10 @@ def ozaki2(doc: Doc) -> list[dict[str, Any]]:
             if name.startswith("dgemm"):
                 continue
             dgemm = p["runs"].get(f"dgemm beside {name}") or p["runs"]["dgemm"]
-            count = None if name.startswith("default") else int(name.split("-")[1])
-            extra = _run_options(name)
-            options = {**({} if count is None else {"moduli": count, "scaling": "fast"}),
-                       **{k: v for k, v in extra.items() if k != "max_span"}}
-            config = {"moduli": count or "auto", "scaling": "fast", **extra}
+            options, span = ozaki2_run(name)
+            count = options.get("moduli")
+            config = {"scaling": "fast", **options, "moduli": count or "auto",
+                      **({} if span is None else {"max_span": span})}
             if count is None and "default_count" in p:
                 config["count_chosen"] = p["default_count"]
             out.append(record(
@@ -97,19 +96,23 @@ def ozaki2(doc: Doc) -> list[dict[str, Any]]:
     return out
 
 
-def _run_options(name: str) -> dict[str, int]:
-    """The options an ``ozaki2_as_called.py`` run's name adds: ``-w<L>``, ``level=L``; ``-ws<G>``, a workspace of G
-    GiB (``workspace`` in bytes); ``-span<R>``, the fused second level's spans capped at R rows (``max_span``, not an
-    option of the call: ``gpu.ozaki2.fused_level2.MAX_SPAN`` while its plan is built)."""
-    out = {}
-    for part in name.split("-")[1:]:
+def ozaki2_run(name: str) -> tuple[dict[str, int | str], int | None]:
+    """The ``ozaki2.matmul`` options an ``ozaki2_as_called.py`` run's name stands for, and its span cap:
+    ``default`` (none: ``moduli="auto"``) or ``fast-<count>`` (``moduli=count, scaling="fast"``), then any of
+    ``-w<L>`` (``level=L``), ``-ws<G>`` (``workspace=`` G GiB, in bytes) and ``-span<R>`` (the fused second level's
+    spans capped at R rows, not an option of the call: ``gpu.ozaki2.fused_level2.MAX_SPAN`` while its plan is
+    built; None where the name has none)."""
+    head, *parts = name.split("-")
+    options: dict[str, int | str] = {} if head == "default" else {"moduli": int(parts.pop(0)), "scaling": "fast"}
+    span = None
+    for part in parts:
         if part.startswith("ws") and part[2:].isdigit():
-            out["workspace"] = int(part[2:]) << 30
+            options["workspace"] = int(part[2:]) << 30
         elif part.startswith("w") and part[1:].isdigit():
-            out["level"] = int(part[1:])
+            options["level"] = int(part[1:])
         elif part.startswith("span") and part[4:].isdigit():
-            out["max_span"] = int(part[4:])
-    return out
+            span = int(part[4:])
+    return options, span
 
 
 def strassen(doc: Doc) -> list[dict[str, Any]]:

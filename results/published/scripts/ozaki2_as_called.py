@@ -27,6 +27,7 @@ a summary. Run on the device from the repository root:
 ``PYTHONPATH=$PWD python3 results/published/scripts/ozaki2_as_called.py`` (about 100 s on an H200).
 """
 
+import functools
 import json
 import os
 import statistics
@@ -41,7 +42,7 @@ from accuracy.reference import exact_matmul
 from experiments.core.ascalled import host_seconds
 from experiments.core.environment import environment
 from experiments.ozaki.bench import sample_rows
-from experiments.papers.as_called_formats import written
+from experiments.papers.as_called_formats import ozaki2_run, written
 from gpu import ozaki2
 from gpu.backend import get_backend
 from gpu.ozaki2 import fused_level2
@@ -75,24 +76,13 @@ SEPARATE_FROM = int(os.environ.get("SEPARATE_FROM", 0)) or None
 
 
 def runs(be, A, B):
-    """The calls timed, by name (:data:`RUNS`, then DGEMM)."""
-    out = {"default": lambda **kw: ozaki2.matmul(A, B, backend=be, **kw)}
-    for level in (1, 2):
-        out[f"default-w{level}"] = (lambda w: lambda **kw: ozaki2.matmul(A, B, level=w, backend=be, **kw))(level)
-    for count in (14, 15, 16):
-        out[f"fast-{count}"] = (lambda c: lambda **kw: ozaki2.matmul(A, B, moduli=c, scaling="fast", backend=be,
-                                                                     **kw))(count)
-        for level in (1, 2):
-            out[f"fast-{count}-w{level}"] = (lambda c, w: lambda **kw: ozaki2.matmul(
-                A, B, moduli=c, scaling="fast", level=w, backend=be, **kw))(count, level)
+    """The calls timed, by name (:data:`RUNS`, read by ``experiments.papers.as_called_formats.ozaki2_run``, then
+    DGEMM)."""
+    out = {}
     for name in RUNS:
-        base, _, gib = name.rpartition("-ws")
-        if base in out and gib.isdigit():
-            out[name] = (lambda call, cap: lambda: call(workspace=cap))(out[base], int(gib) << 30)
-        base, _, rows = name.rpartition("-span")
-        if base in out and rows.isdigit():
-            out[name] = (lambda call, most: lambda: spanned(call, most))(out[base], int(rows))
-    out = {name: out[name] for name in RUNS}
+        options, span = ozaki2_run(name)
+        call = functools.partial(ozaki2.matmul, A, B, backend=be, **options)
+        out[name] = call if span is None else functools.partial(spanned, call, span)
     out["dgemm"] = lambda: cp.matmul(A, B)
     return out
 
