@@ -106,6 +106,17 @@ def test_spans_of_a_quarter_with_a_shorter_last_one_give_the_same_bits(residue_n
         assert np.array_equal(plan.execute(A, B), _level0(be, A, B))
 
 
+def test_a_backend_that_does_not_batch_gets_one_residue_gemm_a_product(residue_numpy, monkeypatch):
+    """Where the residue GEMM declines views with a batch side, each span plans one GEMM per product (49 a
+    modulus), and C keeps level 0's bits."""
+    be = residue_numpy
+    monkeypatch.setattr(be, "residue_gemm", lambda a, b, r, m: None if a.ndim == 3 else _residue_gemm(a, b, r, m))
+    A, B = phi_matrix(256, 512, 1.0, 8), phi_matrix(512, 192, 1.0, 9)
+    with Plan(A, B, options={"moduli": 13, "level": 2}, backend=be) as plan:
+        assert [len(calls) for calls in plan.part(13).gemms] == [13 * 49]
+        assert np.array_equal(plan.execute(A, B), _level0(be, A, B))
+
+
 def test_non_finite_inputs_give_level_0s_pattern_and_values(residue_numpy):
     be = residue_numpy
     A, B = phi_matrix(256, 512, 1.0, 5), phi_matrix(512, 192, 1.0, 6)
