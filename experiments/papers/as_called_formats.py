@@ -76,7 +76,8 @@ def ozaki2(doc: Doc) -> list[dict[str, Any]]:
             dgemm = p["runs"].get(f"dgemm beside {name}") or p["runs"]["dgemm"]
             options, span = ozaki2_run(name)
             count = options.get("moduli")
-            config = {"scaling": "fast", **options, "moduli": count or "auto",
+            config = {"moduli": count or "auto", "scaling": "fast",
+                      **{k: v for k, v in options.items() if k not in ("moduli", "scaling")},
                       **({} if span is None else {"max_span": span})}
             if count is None and "default_count" in p:
                 config["count_chosen"] = p["default_count"]
