@@ -6,7 +6,8 @@ The device scripts write their as-called measurements as ``records`` (``results/
 same rounds, with the ratio of their times. The calls a front-door candidate makes become its entries:
 
 * ``ozaki2.matmul(A, B)`` (the default: ``moduli="auto"``, target ``"dgemm"``; it reads the count back), and the
-  same over one Winograd level (``level=1``), which the front door takes where it measured faster;
+  same over one or two Winograd levels (``level=1``, ``level=2``), which the front door takes where it measured
+  faster;
 * ``splitk.matmul(A, B)`` (deterministic) and ``splitk.matmul(A, B, deterministic=False)``;
 * ``ozaki.matmul(A, B, slice_format='int8')`` (target ``"dgemm"``; it reads its verdict back).
 
@@ -37,6 +38,7 @@ from gpu.profile import load_profile, profile_path, save_profile
 CALLS = {
     "ozaki2.matmul(A, B)": ("ozaki2", {"moduli": "auto", "target": "dgemm"}, True),
     "ozaki2.matmul(A, B, level=1)": ("ozaki2", {"moduli": "auto", "target": "dgemm", "level": 1}, True),
+    "ozaki2.matmul(A, B, level=2)": ("ozaki2", {"moduli": "auto", "target": "dgemm", "level": 2}, True),
     "splitk.matmul(A, B)": ("splitk", {"deterministic": True}, False),
     "splitk.matmul(A, B, deterministic=False)": ("splitk", {"deterministic": False}, False),
     "ozaki.matmul(A, B, slice_format='int8')": ("ozaki", {"slice_format": "int8", "target": "dgemm"}, True),

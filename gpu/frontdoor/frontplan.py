@@ -84,7 +84,23 @@ def family_plan(r: Ranked, A: Array, B: Array, out: Array | None, be: Backend, s
         options.setdefault("verdict", "host")            # IEEE fallback (gpu.ozaki.deferred)
     if r.family == "ozaki2" and not ieee_keeps:
         options.setdefault("verdict", "host")
-    return builders[r.family](A, B, out=out, options=options, backend=be, stream=stream)
+    built = builders[r.family](A, B, out=out, options=options, backend=be, stream=stream)
+    if r.family == "ozaki2":
+        refuse_passes(built, int(options.get("level", 0)))
+    return built
+
+
+def refuse_passes(plan: MatmulPlan, level: int) -> None:
+    """ValueError (the plan freed) where an Ozaki II plan at ``level`` would run the level's passes, not the fused
+    form its profile entry timed: that form needs room in the memory free for its layout and, for two levels, INT8
+    GEMMs that write residues (the CUTLASS kernel built), and the passes run several times slower. A tiled plan
+    (:class:`gpu.ozaki2.TiledPlan`) makes its tiles' plans per call: no level is taken in tiles."""
+    if plan.fused_levels < level:
+        plan.free()
+        needs = " and INT8 GEMMs that write residues (the CUTLASS kernel built)" if level == 2 else ""
+        raise ValueError(f"Ozaki II's level {level} would run the level's passes on this call, not the fused form "
+                         f"its profile entry timed (that form needs room for its whole layout in the memory "
+                         f"free{needs})")
 
 
 class Plan(MatmulPlan):

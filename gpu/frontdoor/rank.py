@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..ozaki2.fused_level import fusable
+from ..ozaki2.fused_level2 import fused_shape
 from ..ozaki2.options import k_block
 from ..splitk.plan import check_worth
 from ..strassen.choose import MARGIN, estimates
@@ -275,10 +275,10 @@ def _method(timed: Timed, est: Estimate, m: int, k: int, n: int, want: Accuracy,
         auto = options.get("moduli", "auto") == "auto"
         g = contract.ozaki2(options.get("target", "dgemm"), k, options.get("bound", "normwise")) if auto else None
         level = int(options.get("level", 0))
-        if level and not fusable(m, k, n, level, k_block(options.get("k_block"))):
-            runs, note = False, (f"Ozaki II's level {level} pays only in its fused form (level 1 on sides that halve "
-                                 f"into whole INT8 GEMMs: m, n and k multiples of 32), where it was measured; "
-                                 f"{m} x {k} x {n} would run the level's slower passes")
+        if level and not fused_shape(m, k, n, level, k_block(options.get("k_block"))):
+            runs, note = False, (f"Ozaki II's level {level} pays only in its fused form (level 1 on m, n and k "
+                                 f"multiples of 32, level 2 on m and n multiples of 64 and k of 128), where it was "
+                                 f"measured; {m} x {k} x {n} would run the level's slower passes")
     elif timed.method == "ozaki":
         g = contract.ozaki1(options["target"]) if "target" in options else None
     elif timed.method == "splitk":

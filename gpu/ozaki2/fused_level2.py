@@ -31,6 +31,7 @@ from typing import Any
 from ..backend import Array, Backend
 from ..ozaki.api import _phase
 from ..ozaki.plan import _round_up
+from .fused_level import fusable
 from .fused_level import span_rows as half_spans
 from .gemms import planned, run_planned
 from .moduli import ModuliTable
@@ -53,6 +54,13 @@ def shape_fits(m: int, k: int, n: int, level: int, block: int) -> bool:
     ldk = _round_up(max(k, 1))
     return (level == 2 and ldk <= block and ldk % K_STEP == 0 and m % SIDE_STEP == 0 and n % SIDE_STEP == 0
             and min(m, n, ldk) // 4 >= MIN_SIDE)
+
+
+def fused_shape(m: int, k: int, n: int, level: int, block: int) -> bool:
+    """Whether an m x k x n product at ``level`` has the shape of a fused form: one level's
+    (:func:`gpu.ozaki2.fused_level.fusable`) or two levels' (:func:`shape_fits`). Other shapes and levels run the
+    level passes (:mod:`gpu.ozaki2.winograd`), several times slower a level."""
+    return fusable(m, k, n, level, block) or shape_fits(m, k, n, level, block)
 
 
 def span_rows(quarter: int) -> list[int]:

@@ -133,6 +133,11 @@ class Plan(MatmulPlan):
     def last_count(self, count: int | None) -> None:
         self._last_count = count
 
+    @property
+    def fused_levels(self) -> int:
+        """The Winograd levels the plan's workspace runs fused (0 at level 0, and where a level runs its passes)."""
+        return self.work.layout.levels if self.work is not None else (self.options.level if self.empty else 0)
+
     def part(self, count: int) -> Part:
         """The views, table, kernels and panels of ``count`` moduli, made the first time they are asked for."""
         if count not in self._parts:

@@ -187,6 +187,12 @@ class TiledPlan(MatmulPlan):
         self._lock = threading.Lock()
         self.signature = operand_signature(be, A, B, out, stream)
 
+    @property
+    def fused_levels(self) -> int:
+        """0: the tiles' plans are made per call, and a tile's level may run its passes (the front door takes no
+        Winograd level in tiles; :func:`gpu.frontdoor.frontplan.refuse_passes`)."""
+        return 0
+
     def _cut(self, rows: int, cols: int) -> None:
         """Tiles of ``rows`` x ``cols`` from now on."""
         self.rows, self.cols = rows, cols

@@ -101,9 +101,13 @@ def test_a_record_that_states_its_split_gives_it_to_its_entry():
     assert point["timed"][0]["split"] == [8000, 132]
 
 
-def test_the_level_one_call_is_its_own_candidate_beside_the_default():
+def test_each_level_call_is_its_own_candidate_beside_the_default_and_a_fixed_count_is_none():
     doc = {"environment": ENV, "records": [record("ozaki2.matmul(A, B)", 1.68, size=32768),
-                                           record("ozaki2.matmul(A, B, level=1)", 1.78, size=32768)]}
+                                           record("ozaki2.matmul(A, B, level=1)", 1.78, size=32768),
+                                           record("ozaki2.matmul(A, B, level=2)", 2.01, size=32768),
+                                           record("ozaki2.matmul(A, B, moduli=15, scaling='fast', level=2)", 2.02,
+                                                  size=32768)]}
     (point,) = section([("h200-w1.json", doc)])["points"]
+    auto = {"moduli": "auto", "target": "dgemm"}
     assert [(t["config"], t["ratio"]) for t in point["timed"]] == [
-        ({"moduli": "auto", "target": "dgemm"}, 1.68), ({"moduli": "auto", "target": "dgemm", "level": 1}, 1.78)]
+        (auto, 1.68), ({**auto, "level": 1}, 1.78), ({**auto, "level": 2}, 2.01)]

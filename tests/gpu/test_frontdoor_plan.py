@@ -196,3 +196,61 @@ def test_on_the_h200_a_tight_bound_over_a_long_k_runs_splitk_not_ozaki2(cupy_bac
     R = exact_matmul(A, B)
     scale = xp.abs(A) @ xp.abs(B)
     assert bool(xp.all(xp.abs(plan.execute(A, B) - R) <= plan.chosen.guarantee.t * scale))
+
+
+def _leveled_profile(be, size):
+    """A NumPy profile whose Ozaki II at two Winograd levels ranks first at ``size``, level 0 second."""
+    entry = {"method": "ozaki2", "waits": True}
+    save_profile({"backend": "numpy", "device": device_name(be), "levels": {}, "configurations": {"points": []},
+                  "methods": {"points": [{"shape": [size] * 3, "gemm_s": 1e-3, "timed": [
+                      {**entry, "config": {"moduli": "auto", "target": "dgemm", "level": 2}, "ratio": 2.0},
+                      {**entry, "config": {"moduli": "auto", "target": "dgemm"}, "ratio": 1.5}]}]}})
+    PLANS.clear()
+
+
+def test_a_level_that_would_run_its_passes_is_refused_and_the_next_candidate_runs(monkeypatch):
+    """Two levels run fused only where the INT8 GEMMs write residues; NumPy's do not, so the level-2 plan would take
+    the level's passes, which its profile entry did not time: the front door says so and runs level 0. With a
+    stand-in residue GEMM (the CUTLASS kernel's contract) the level runs fused, with level 0's bits."""
+    from tests.gpu.test_ozaki2_fused_level2 import _residue_gemm
+
+    be = get_backend("numpy")
+    _leveled_profile(be, N)
+    A, B = operands(seed=3)
+    p = gpu.plan(A, B, backend=be)
+    assert p.chosen.options.get("level") is None and p.chosen.family == "ozaki2"
+    (refused, why), = p.refused
+    assert refused.options["level"] == 2 and "would run the level's passes" in why and "CUTLASS" in why
+    level0 = p.execute(A, B)
+    monkeypatch.setattr(be, "residue_gemm", _residue_gemm)
+    monkeypatch.setattr(type(be), "residue_min_k", 0)
+    fused = gpu.plan(A, B, backend=be)
+    assert fused.chosen.options["level"] == 2 and not fused.refused
+    assert np.array_equal(fused.execute(A, B), level0)
+    PLANS.clear()
+
+
+def test_the_front_door_takes_no_level_in_tiles_nor_where_a_plan_runs_the_level_passes():
+    """A level's tiles are planned per call and may run the level's passes, which no profile entry timed: the front
+    door refuses them, freeing the plan, and takes level 0 as it takes it anywhere."""
+    from gpu import ozaki2
+    from gpu.frontdoor.frontplan import refuse_passes
+
+    A, B = operands(256, 512, 256, seed=4)
+    whole = ozaki2.Plan(A, B, options={"moduli": 15, "level": 1}, backend="numpy")
+    assert whole.fused_levels == 1
+    refuse_passes(whole, 1)
+    assert whole.signature is not None, "a fused level runs"
+    tiled = ozaki2.TiledPlan(A, B, options={"moduli": 15, "level": 1, "workspace": whole.work.layout.nbytes // 3},
+                             backend="numpy")
+    level0 = ozaki2.TiledPlan(A, B, options={"moduli": 15, "workspace": whole.work.layout.nbytes // 3},
+                              backend="numpy")
+    refuse_passes(level0, 0)
+    with pytest.raises(ValueError, match="level 1 would run the level's passes"):
+        refuse_passes(tiled, 1)
+    assert tiled.signature is None, "freed"
+    passes = ozaki2.Plan(A, B, options={"moduli": 15, "level": 3}, backend="numpy")
+    with pytest.raises(ValueError, match="level 3"):
+        refuse_passes(passes, 3)
+    whole.free()
+    level0.free()

@@ -162,7 +162,7 @@ def test_the_bundled_h200_profile_ranks_ozaki2_at_16384_and_splitk_at_16_by_2_20
     tables = {name: regime_section(doc, "sustained", name) for name in ("configurations", "methods")}
     level1 = "ozaki2(level=1, moduli='auto', target='dgemm')"
     assert rank(16384, 16384, 16384, "dgemm", **tables).winner.name == level1     # 1.583x against level 0's 1.550x
-    assert rank(32768, 32768, 32768, "dgemm", **tables).winner.name == level1
+    assert rank(32768, 32768, 32768, "dgemm", **tables).winner.name == level1.replace("=1", "=2")   # 1.976x, 1.880x
     assert rank(49152, 49152, 49152, "sgemm", **tables, fits=lambda r: r.family != "ozaki2").winner.name == \
         "strassen L4:rum/rum/winograd+fused+graph"
     assert rank(16, 2**20, 16, "dgemm", **tables).winner.name == "splitk(deterministic=False)"
@@ -309,3 +309,22 @@ def test_a_winograd_level_of_ozaki2_is_taken_only_in_its_fused_form_where_it_mea
     odd = rank(32736 + 8, 32768, 32768, methods=methods)         # m = 32744: no whole halves for the INT8 GEMMs
     (leveled,) = [e for e in odd.entries if e.options.get("level") == 1]
     assert not leveled.runs and "fused form" in leveled.why and odd.winner.options.get("level") is None
+
+
+def test_two_winograd_levels_of_ozaki2_are_taken_where_their_fused_form_has_its_shape():
+    """Level 2 ran at 2.006x DGEMM against level 1's 1.88x at N = 32768 on the H200, in its fused form
+    (:func:`gpu.ozaki2.fused_level2.shape_fits`: m and n multiples of 64, the padded k of 128); a shape that halves
+    but does not quarter (m = 32736) would run the level's passes, so level 1 wins there."""
+    def timed(*ratios):
+        return [{"method": "ozaki2", "waits": True, "config": {"moduli": "auto", "target": "dgemm", "level": level},
+                 "ratio": ratio} for level, ratio in enumerate(ratios)]
+
+    methods = {"points": [{"shape": [16384] * 3, "gemm_s": 0.166, "timed": timed(1.557, 1.645, 1.13)},
+                          {"shape": [32768] * 3, "gemm_s": 1.37, "timed": timed(1.695, 1.880, 2.006)}]}
+    r = rank(32768, 32768, 32768, methods=methods)
+    assert r.winner.options.get("level") == 2 and r.winner.ratio == 2.006 and r.winner.keeps
+    halves = rank(32736, 32768, 32768, methods=methods)
+    (two,) = [e for e in halves.entries if e.options.get("level") == 2]
+    assert not two.runs and "level 2 on m and n multiples of 64" in two.why
+    assert halves.winner.options.get("level") == 1
+    assert rank(16384, 16384, 16384, methods=methods).winner.options.get("level") == 1, "where it measured slower"
