@@ -8,7 +8,8 @@ GEMM as called, the baseline; each method through its own family plan, ``plan.ex
 the timing of :func:`experiments.frontdoor.bench.time_point`): Ozaki II at ``moduli="auto"`` with the DGEMM target
 (plain, and over one and two Winograd levels: the front door takes a level where it measured faster), Ozaki I at the
 DGEMM target on INT8 slices, split-K deterministic and atomic where its own test lets it run. A method whose family
-refuses the shape (split-K on a square, a workspace that does not fit) is left out of that point.
+refuses the shape (split-K on a square, a workspace that does not fit, a level that would run its passes: the front
+door's :func:`~gpu.frontdoor.frontplan.refuse_passes`) is left out of that point.
 
 **Screening.** After each call's check, one more warm call of each method is timed beside one of the library
 GEMM's (:func:`screen`). A method slower than :data:`~experiments.frontdoor.groups.SLOWEST` of the library

@@ -113,7 +113,7 @@ def matmul(A: Any, B: Any, *, moduli: Any = "auto", target: Any = None, scaling:
     its fused form (:mod:`gpu.ozaki2.fused_level`: on the H200 with the CUTLASS INT8 kernel built, its GEMMs
     writing residues, 1.88x DGEMM at N = 32768 and 1.66x at 16384 against level 0's 1.60x, for 10.8 FP64 matrices
     of workspace at 15 moduli against level 0's 5.6). Level 2 runs in its fused form where those GEMMs take k / 4
-    (k >= 32768) on m and n multiples of 64 and k of 128 (:mod:`gpu.ozaki2.fused_level2`: 2.016x DGEMM at
+    (k >= 32768) on m and n multiples of 64 and k of 128 (:mod:`gpu.ozaki2.fused_level2`: 1.96-2.02x DGEMM at
     N = 32768 on the H200, for 8.6 FP64 matrices of workspace at 15 moduli); other shapes and levels run slower
     passes.
     ``workspace``: the most bytes the call takes beyond A, B and C (default: as the device allows: where the whole

@@ -11,16 +11,17 @@ and :meth:`~gpu.ozaki2.ops.HostOps.crt_level2` on NumPy (the same bits, from the
 
 Measured on the H200 at N = 32768 (``ozaki2.matmul(A, B, moduli=15, level=2)`` as called, each beside its own
 DGEMM in turning rounds, 700 W cap; ``results/published/h200/h200-ozaki2-as-called-level2-*32768.json``): 670.8,
-683.2 and 692.9 ms a call on three boards, **2.016x, 1.995x and 2.004x DGEMM**, and 2.006x under
-``moduli="auto"``, against level 0's 1.734x and level 1's 1.83-1.89x; error 3.2e-9 on sampled rows against
-DGEMM's 1.6e-8. Of a call's 683 ms the 735 INT8 GEMMs of 8192 x 8192 x 2048-row spans take 590 (at the power
-cap), the operand passes 58, the CRT 25 and the scaling 10 (``h200-ozaki2-level2-spans-32768.json``).
+683.2, 692.9 and 693.3 ms a call on four boards, **2.016x, 1.995x, 2.004x and 1.957x DGEMM** (DGEMM 1340-1408
+ms), and 2.006x and 1.945x under ``moduli="auto"``, against level 0's 1.734x and level 1's 1.83-1.89x; error 3.2e-9
+on sampled rows against DGEMM's 1.6e-8. Of a call's 683 ms the 735 INT8 GEMMs of 8192 x 8192 x 2048-row spans take
+590 (at the power cap), the operand passes 58, the CRT 25 and the scaling 10 (``h200-ozaki2-level2-spans-32768.json``).
 
 It takes level 2 where the backend's INT8 GEMMs write residues over k / 4
 (:func:`gpu.ozaki2.memory.narrow_products`) on sides that quarter exactly (:func:`shape_fits`): m and n multiples
 of :data:`SIDE_STEP`, the padded k of :data:`K_STEP`, k in one block. Its workspace holds B's operands (49 / 16 of
 B's entries a modulus: 49 GB at N = 32768 and 15 moduli) and A's operands and the products of one span, beyond
-GEMMul8's bytes: the level is asked for (``level=2``). Other shapes take the level passes
+GEMMul8's bytes: the level is asked for (``level=2``), or taken by the front door where the device profile measured it
+faster (:func:`gpu.frontdoor.frontplan.refuse_passes`). Other shapes take the level passes
 (:mod:`gpu.ozaki2.winograd`), which peel odd sides.
 """
 

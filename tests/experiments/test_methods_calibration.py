@@ -47,7 +47,11 @@ def test_the_methods_are_timed_stored_and_written_as_the_profiles_section(capsys
     with ResultsDB(tmp_path / "m.sqlite") as db:
         refused = [m.meta["refused"] for m in db.measurements(EXPERIMENT) if m.method == LIBRARY
                    and m.params["m"] == 48]
-    assert refused and all("splitk" in name for name in refused[0]), "split-K's refusal is kept with its reason"
+    assert refused and {name for name in refused[0] if "splitk" in name}, "split-K's refusal is kept with its reason"
+    levels = {name: why for name, why in refused[0].items() if "level=" in name}
+    assert set(refused[0]) - set(levels) == {name for name in refused[0] if "splitk" in name}
+    assert len(levels) == 2 and all("would run the level's passes" in why for why in levels.values()), \
+        "at 48 no level has its fused form: the front door would refuse it, so it is not timed"
 
 
 def test_an_interrupted_or_repeated_calibration_measures_only_what_is_missing(capsys, tmp_path):

@@ -66,10 +66,11 @@ def test_the_h200s_section_predicted_from_the_h100_alone_over_the_grid(capsys):
         m, k, n = j.shape
         if m == k == n >= 8192:                                         # scheme II transfers on large squares,
             assert j.measured.startswith("ozaki2") and j.predicted.startswith("ozaki2"), j
-            # without the fused Winograd level the H100 never ran: where the H200 takes it (measured at 32768,
-            # 1.880x as called with the CUTLASS kernel's residue GEMMs, against level 0's 1.695x of an earlier run;
-            # 24576 lies between), the prediction loses the level's gain
-            assert j.same or ("level=1" in j.measured and 0 < j.lost <= 0.12), j
+            # without the fused Winograd levels the H100 never ran: where the H200 takes one (level 1 measured at
+            # 28672 and below, 1.812x as called at 28672 against level 0's 1.718x; level 2 at 32768, 1.976x against
+            # level 0's 1.695x of an earlier run), the prediction loses the level's gain, and no more
+            gain = 0.17 if "level=2" in j.measured else 0.12
+            assert j.same or ("level=" in j.measured and 0 < j.lost <= gain), j
         if (m, k, n) in ((4096, 2**16, 4096), (32768, 4096, 32768)):   # and on rectangles the H100 never measured
             assert j.same and j.measured.startswith("ozaki2") and j.predicted_ratio > 1.02, j
     # split-K carries from the H100 (one kernel on sm_90) wherever a call streams long enough for the device to
