@@ -223,9 +223,11 @@ def methods_section(ctx: Context) -> dict[str, Any]:
                                **({"screened": True, "samples": 1} if meta.get("screened") else {}),
                                **({"split": meta["split"]} if meta.get("split") else {}),
                                "source": f"gemmlab calibrate --methods (run {m.run_id})"})
-    sm_count = ctx.backend.device_info().get("sm_count")
+    sm_count, least = ctx.backend.device_info().get("sm_count"), ctx.backend.residue_min_k
     return {"regime": ctx.regime, "written_by": "gemmlab calibrate --methods",
-            **({"sm_count": int(sm_count)} if sm_count else {}), "points": [points[s] for s in sorted(points)]}
+            **({"sm_count": int(sm_count)} if sm_count else {}),
+            **({"residue_min_k": int(least)} if least is not None else {}),
+            "points": [points[s] for s in sorted(points)]}
 
 
 def write_section(ctx: Context, section: dict[str, Any]) -> str:

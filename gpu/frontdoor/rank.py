@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..ozaki2.fused_level2 import fused_shape
+from ..ozaki2.fused_level2 import fused_shape, gemm_depth
 from ..ozaki2.options import k_block
 from ..splitk.plan import check_worth
 from ..strassen.choose import MARGIN, estimates
@@ -161,7 +161,8 @@ def rank(m: int, k: int, n: int, accuracy: Any = "dgemm", *, configurations: Map
                          "real ones ask for 'dgemm'")
     timed = {t: e for t, e in estimate_all(methods, m, k, n).items() if t.method not in COMPLEX_METHODS}
     found = [_gemm(k, want)] + _strassen(m, k, n, want, configurations, graphs) + \
-        [_method(t, e, m, k, n, want, deterministic, splits, (methods or {}).get("sm_count"))
+        [_method(t, e, m, k, n, want, deterministic, splits, (methods or {}).get("sm_count"),
+                 (methods or {}).get("residue_min_k"))
          for t, e in {**_splitk_prior(timed, m, k, n), **timed}.items()] + \
         _unmeasured([t for t in PROVEN if not _measured(t, timed)], elsewhere(methods), m, k, n, want,
                     label_of(methods))
@@ -266,10 +267,11 @@ def _strassen(m: int, k: int, n: int, want: Accuracy, section: Mapping[str, Any]
 
 
 def _method(timed: Timed, est: Estimate, m: int, k: int, n: int, want: Accuracy, deterministic: bool,
-            splits: Splits | None = None, sm_count: int | None = None) -> Ranked:
+            splits: Splits | None = None, sm_count: int | None = None, residue_min_k: int | None = None) -> Ranked:
     """One timed method as a candidate: its proven bound, whether it keeps ``want`` and runs here. Split-K's
     bound rests on its split: the device's (``splits``), else the one its profile recorded at this shape, else
-    the worst automatic split on the section's ``sm_count`` SMs (a predicted section says it), else any split."""
+    the worst automatic split on the section's ``sm_count`` SMs (a predicted section says it), else any split.
+    Ozaki II's level 2 runs only where its GEMMs are at least the section's ``residue_min_k`` deep (where it says)."""
     options, runs, note = timed.options, True, ""
     if timed.method == "ozaki2":
         auto = options.get("moduli", "auto") == "auto"
@@ -279,6 +281,10 @@ def _method(timed: Timed, est: Estimate, m: int, k: int, n: int, want: Accuracy,
             runs, note = False, (f"Ozaki II's level {level} pays only in its fused form (level 1 on m, n and k "
                                  f"multiples of 32, level 2 on m and n multiples of 64 and k of 128), where it was "
                                  f"measured; {m} x {k} x {n} would run the level's slower passes")
+        elif level == 2 and residue_min_k and gemm_depth(k) < residue_min_k:
+            runs, note = False, (f"Ozaki II's level 2 pays only in its fused form, whose INT8 GEMMs write residues "
+                                 f"over {gemm_depth(k)} terms here, below the {residue_min_k} this device's residue "
+                                 f"kernel takes (the section's residue_min_k): it would run the level's slower passes")
     elif timed.method == "ozaki":
         g = contract.ozaki1(options["target"]) if "target" in options else None
     elif timed.method == "splitk":

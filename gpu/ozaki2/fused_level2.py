@@ -57,6 +57,12 @@ def shape_fits(m: int, k: int, n: int, level: int, block: int) -> bool:
             and min(m, n, ldk) // 4 >= MIN_SIDE)
 
 
+def gemm_depth(k: int) -> int:
+    """The depth of the fused second level's INT8 GEMMs for an inner dimension ``k``: a quarter of the padded k,
+    which the backend's residue GEMMs must take (:func:`gpu.ozaki2.memory.narrow_products`)."""
+    return _round_up(max(k, 1)) // 4
+
+
 def fused_shape(m: int, k: int, n: int, level: int, block: int) -> bool:
     """Whether an m x k x n product at ``level`` has the shape of a fused form: one level's
     (:func:`gpu.ozaki2.fused_level.fusable`) or two levels' (:func:`shape_fits`). Other shapes and levels run the

@@ -33,7 +33,7 @@ from ..backend import Array, Backend, MemoryPlanError, require_memory
 from ..backend.checks import gib, reserve
 from ..ozaki.plan import ALIGN, HEADROOM, _round_up
 from .fused_level import fusable, span_rows
-from .fused_level2 import shape_fits
+from .fused_level2 import gemm_depth, shape_fits
 from .fused_level2 import span_rows as level2_spans
 from .gemms import PANEL, PANEL_FROM, writes_residues
 from .moduli import MAX_MODULI
@@ -209,7 +209,7 @@ def narrow_products(be: Backend, m: int, k: int, n: int, level: int, block: int)
     :func:`gpu.ozaki2.gemms.writes_residues`)."""
     ldk = _round_up(max(k, 1))
     if shape_fits(m, k, n, level, block):
-        return writes_residues(be, ldk // 4)
+        return writes_residues(be, gemm_depth(k))
     if fusable(m, k, n, level, block):
         return writes_residues(be, ldk // 2)
     return not level and ldk <= block and writes_residues(be, ldk)

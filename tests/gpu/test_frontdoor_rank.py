@@ -328,3 +328,9 @@ def test_two_winograd_levels_of_ozaki2_are_taken_where_their_fused_form_has_its_
     assert not two.runs and "level 2 on m and n multiples of 64" in two.why
     assert halves.winner.options.get("level") == 1
     assert rank(16384, 16384, 16384, methods=methods).winner.options.get("level") == 1, "where it measured slower"
+    assert rank(30720, 30720, 30720, methods=methods).winner.options.get("level") == 2, "no depth said: estimated"
+    deep = {**methods, "residue_min_k": 8192}                   # the H200's CUTLASS kernel: GEMMs 8192 deep or more
+    shallow = rank(30720, 30720, 30720, methods=deep)
+    (two,) = [e for e in shallow.entries if e.options.get("level") == 2]
+    assert not two.runs and "7680 terms" in two.why and shallow.winner.options.get("level") == 1
+    assert rank(32768, 32768, 32768, methods=deep).winner.options.get("level") == 2
