@@ -92,9 +92,15 @@ DASK_TOL = {np.dtype(np.float64): 1e-12, np.dtype(np.float32): 1e-5}
 
 
 def _cluster_of(n_workers):
+    """A cluster of ``n_workers`` single-thread workers in this process, without Dask's active memory manager: every
+    2 s it drops replicas it finds redundant, so on a slow machine a panel fetched for one block could be dropped and
+    fetched again for the next (one CI run of 2026-12-03 saw a panel fetched twice), and the placement tests count
+    the front-end's fetches, not Dask's memory policy."""
+    import dask
     import distributed
-    cluster = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=False,
-                                       dashboard_address=":0")
+    with dask.config.set({"distributed.scheduler.active-memory-manager.start": False}):
+        cluster = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=False,
+                                           dashboard_address=":0")
     return cluster, distributed.Client(cluster)
 
 
