@@ -34,7 +34,7 @@ from ..ozaki.api import _phase
 from ..ozaki.plan import _round_up
 from .fused_level import fusable
 from .fused_level import span_rows as half_spans
-from .gemms import planned, run_planned
+from .gemms import blocks, planned, run_planned
 from .moduli import ModuliTable
 from .part import Part
 from .winograd import MIN_SIDE
@@ -105,8 +105,7 @@ def level2_part(be: Backend, m: int, table: ModuliTable, work: Any) -> Part:
     operands' and products' views, the spans of A's quarters' rows and each span's residue GEMMs."""
     count, quarter = table.count, m // 4
     ops_a, ops_b, products = (work.view(name)[:count] for name in ("res_a", "res_b", "products"))
-    step = work.layout.rows
-    spans = [slice(r, min(r + step, quarter)) for r in range(0, quarter, step)]
+    spans = blocks(quarter, work.layout.rows)
     gemms = [span_gemms(be, ops_a, ops_b, products, span, table.moduli) for span in spans]
     return Part(table, ops_a, ops_b, products, [products] * len(spans), spans, True, gemms, [], quarter=quarter)
 

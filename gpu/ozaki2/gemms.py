@@ -31,7 +31,8 @@ def panels(m: int, n_pad: int, whole: int | None = None, panel: tuple[int, int] 
 
 
 def blocks(ldk: int, block: int) -> list[slice]:
-    """The k blocks of at most ``block`` terms."""
+    """Consecutive slices of ``range(ldk)`` of at most ``block`` each: the k blocks of at most ``block`` terms, or a
+    layout's spans of rows."""
     return [slice(lo, min(lo + block, ldk)) for lo in range(0, ldk, block)]
 
 

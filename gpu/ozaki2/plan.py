@@ -150,8 +150,7 @@ class Plan(MatmulPlan):
             half, sums = (m // 2, (work.view("sums_a")[:count], work.view("sums_b")[:count])) if work.layout.fused \
                 else (None, None)
             if work.direct:
-                products, step, lines = work.view("products")[:count], work.layout.rows, half or m
-                spans = [slice(r, min(r + step, lines)) for r in range(0, lines, step)]
+                products, spans = work.view("products")[:count], blocks(half or m, work.layout.rows)
                 plan_span = (partial(span_gemms, be, res_a, res_b, *sums) if half
                              else partial(self._span_gemms, res_a, res_b))
                 products, gemms = direct_products(products, spans, table.moduli, plan_span)
