@@ -2,23 +2,29 @@
 
 * **The operand pass** (``ozaki2_level2_operands``): one read of an operand's float64 entries writes, per modulus,
   its 49 second-level operands, each a sum modulo m of up to 16 of its quarter-side sub-blocks (Winograd's sums of
-  the sums). A block takes the :data:`TILE` (8 x 32) at one position of all 16 sub-blocks. First each thread splits
-  four neighbouring entries of four sub-blocks once and writes their residues for every modulus into shared memory
-  (a word of four); then each task (a modulus, four neighbouring entries) reads its 16 words, forms the 28 inner
-  operands in 16-bit lanes of representatives (:mod:`gpu.ozaki2.residue_cuda`) and writes each of the 49 outer
-  ones as one 32-bit word. The pass is bound by instruction issue, not bytes.
+  the sums). A block takes the :data:`TILE` (8 x 32) at one position of all 16 sub-blocks. First each thread loads
+  four neighbouring entries of four sub-blocks (each group's four entries, and its row's scale code and exponent,
+  before any is scaled), splits them once and writes their residues for every modulus into shared memory (a word
+  of four); then each task (a modulus, four neighbouring entries) reads its 16 words, forms the 28 inner operands in
+  16-bit lanes of representatives (:mod:`gpu.ozaki2.residue_cuda`, with ``LANES_MIN``: a modular sum is one IADD3
+  and one ``VIADDMNMX.U16x2`` on sm_90, the moduli's packed constants read from shared memory) and writes each of
+  the 49 outer ones as one 32-bit word, its stores walking a pointer. The pass is bound by latency and instruction
+  issue, not bytes: under Nsight Compute at N = 16384 (before the loads were grouped), 81% of the stall samples
+  fell in the first phase, nearly half of them waiting on the loads (``h200-ozaki2-level2-lanes-ncu-16384.txt``).
 * **The CRT** (``ozaki2_crt_level2`` and ``_staged``): a thread reads the 49 INT8 residue products of every
   modulus at one position and combines them, exactly in integers, into the 16 output entries there (inner, then
-  outer), each reduced to its symmetric residue and summed into the double-double CRT in level 0's order
-  (:mod:`gpu.ozaki2.crt_kernels`). The staged form copies each modulus's 49 product rows into shared memory with
-  ``cp.async`` while it combines the previous modulus's (rows of a multiple of 256 positions); the other reads them
-  a byte at a time.
+  outer), each reduced to its symmetric residue in integers (``small_residue``) and summed into the double-double
+  CRT in level 0's order (:mod:`gpu.ozaki2.crt_kernels`). The staged form copies each modulus's 49 product rows
+  into shared memory with ``cp.async`` while it combines the previous modulus's (rows of a multiple of 256
+  positions); the other reads them a byte at a time.
 
-Every residue is a function of its integer alone, so the product is bitwise scheme II's plain one. Measured on the
-H200 at N = 32768 and 15 moduli (``results/published/h200/h200-ozaki2-fused-level2-*.json``, built by hand in
-``results/published/scripts/ozaki2_fused_level2_probe.py``): the operand pass 25.5 ms for A and 27.7 for B (the
-form that packs two entries a task 30.6 and 31.0); the staged CRT 4.98 ms a span of 2048 rows against 11.4-11.7
-for the byte loads, which spill.
+Every residue is a function of its integer alone, so the product is bitwise scheme II's plain one. On the H200 at
+N = 32768 and 15 moduli (``scripts/ozaki2_level2_lanes_probe.py``, ``ozaki2_level2_variants.py``): the second
+phase's 1282 instructions a task are 755, the CRT's float64 ones a third fewer than at cf23e7c, every byte equal.
+**As called**, at the 700 W cap, on one board in turning rounds, ``ozaki2.matmul(A, B, moduli=15, level=2)`` ran
+684.6 ms a call against 696.6 with cf23e7c's passes (2.029x against 1.993x DGEMM), though at the full clock the
+grouped loads ran slower alone (B 32.1 ms, A's spans 30.5, against 28.3 and 24.9 before, and 26.9 and 23.5
+ungrouped, whose call ran 688.8 ms); the staged CRT 4.5-4.6 ms a span of 2048 rows against 4.9-5.0.
 """
 
 from __future__ import annotations
@@ -67,15 +73,17 @@ __device__ __forceinline__ void limb_weights(const int* __restrict__ moduli, int
         c52s[threadIdx.x] = (double)((1LL << 52) % m);
     }
 }
-__device__ __forceinline__ int residue_rt(double y, int m, double inv)
+/* y less the nearest multiple of m (nm = -m, from shared memory, so that it costs one multiply-add). */
+__device__ __forceinline__ int residue_nm(double y, int nm, double inv)
 {
-    return (int)((unsigned)low_word(__dadd_rn(y, MAGIC)) - (unsigned)low_word(fma(y, inv, MAGIC)) * (unsigned)m);
+    return (int)((unsigned)low_word(__dadd_rn(y, MAGIC)) + (unsigned)low_word(fma(y, inv, MAGIC)) * (unsigned)nm);
 }
-__device__ __forceinline__ unsigned pack4(const double* y, int m, double inv)
+__device__ __forceinline__ int residue_rt(double y, int m, double inv) { return residue_nm(y, -m, inv); }
+__device__ __forceinline__ unsigned pack4(const double* y, int nm, double inv)
 {
     unsigned word = 0;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) word |= ((unsigned)residue_rt(y[j], m, inv) & 0xffu) << (8 * j);
+    for (int j = 0; j < 4; ++j) word |= ((unsigned)residue_nm(y[j], nm, inv) & 0xffu) << (8 * j);
     return word;
 }
 #define TILE (TR * TC)
@@ -86,7 +94,7 @@ __device__ __forceinline__ void level2_residues(
     const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
     const int* __restrict__ shifts, const int* __restrict__ exps, const int* __restrict__ moduli, int count,
     const double* __restrict__ pow2, int pow2_len, long long r0, long long c0, long long hq, long long dq,
-    unsigned* res_sh, const double* c26s, const double* c52s, const double* invs)
+    unsigned* res_sh, const double* c26s, const double* c52s, const double* invs, const int* nms)
 {
     const int tid = threadIdx.x;
     const bool by_rows = (cs == 1);
@@ -101,7 +109,12 @@ __device__ __forceinline__ void level2_residues(
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const long long c = ((s >> 2) & 1) * 2 * dq + (s & 1) * dq + c0 + 4 * g + j;
-            v[P][j] = (r < rows && c < cols) ? scaled_integer(x[r * rs + c * cs], shifts[r], exps[r]) : 0.0;
+            v[P][j] = (r < rows && c < cols) ? x[r * rs + c * cs] : 0.0;
+        }
+        const int code = r < rows ? shifts[r] : 0, bar = r < rows ? exps[r] : 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            v[P][j] = scaled_integer(v[P][j], code, bar);
             wide |= fabs(v[P][j]) >= 0x1p79;
         }
     }
@@ -117,7 +130,7 @@ __device__ __forceinline__ void level2_residues(
                 double y[4];
 #pragma unroll
                 for (int j = 0; j < 4; ++j) y[j] = fma(a[j], c52s[t], fma(b[j], c26s[t], c[j]));
-                dst[t * 16 * (TILE / 4)] = pack4(y, moduli[t], invs[t]);
+                dst[t * 16 * (TILE / 4)] = pack4(y, nms[t], invs[t]);
             }
         } else {
             double h[4], l[4];
@@ -133,7 +146,7 @@ __device__ __forceinline__ void level2_residues(
                     if (ex[j]) { lp = __dmul_rn(l[j], p2[ex[j]]); p26 = p2[ex[j] + 26]; }
                     y[j] = fma(h[j], p26, lp);
                 }
-                dst[t * 16 * (TILE / 4)] = pack4(y, moduli[t], invs[t]);
+                dst[t * 16 * (TILE / 4)] = pack4(y, nms[t], invs[t]);
             }
         }
     }
@@ -151,16 +164,26 @@ extern "C" __global__ void __launch_bounds__(256, OP_BLOCKS) ozaki2_level2_opera
 {
     extern __shared__ unsigned res_sh[];
     __shared__ double c26s[32], c52s[32], invs[32];
+    __shared__ unsigned mms[32], nws[32];
+    __shared__ int nms[32];
     const int tid = threadIdx.x;
     const long long r0 = (long long)blockIdx.y * TR, c0 = (long long)blockIdx.x * TC;
     limb_weights(moduli, count, c26s, c52s);
-    if (tid < count) invs[tid] = 1.0 / (double)moduli[tid];
+    if (tid < count) {
+        const Lanes k = lanes_of(moduli[tid]);
+        invs[tid] = 1.0 / (double)moduli[tid];
+        nms[tid] = -moduli[tid];
+        mms[tid] = k.mm;
+        nws[tid] = k.nw;
+    }
     level2_residues(x, rs, cs, rows, cols, shifts, exps, moduli, count, pow2, pow2_len, span0 + r0, c0, hq, dq,
-                    res_sh, c26s, c52s, invs);
+                    res_sh, c26s, c52s, invs, nms);
     __syncthreads();
     for (int task = tid; task < count * (TILE / 4); task += blockDim.x) {
         const int t = task / (TILE / 4), w = task % (TILE / 4), row = w / (TC / 4), g = w % (TC / 4);
-        const Lanes k = lanes_of(moduli[t]);
+        Lanes k = lanes_of(moduli[t]);
+        k.mm = mms[t];
+        k.nw = nws[t];
         unsigned Y[2][4][7];
 #pragma unroll
         for (int o = 0; o < 4; ++o) {
@@ -180,8 +203,13 @@ extern "C" __global__ void __launch_bounds__(256, OP_BLOCKS) ozaki2_level2_opera
             unsigned z[2][7];
 #pragma unroll
             for (int i = 0; i < 2; ++i) ops7(k, Y[i][0][q], Y[i][1][q], Y[i][2][q], Y[i][3][q], z[i]);
+            unsigned* at = dst;
 #pragma unroll
-            for (int p = 0; p < 7; ++p) dst[(p * 7 + q) * plane] = lanes_out(z[0][p], z[1][p], k);
+            for (int p = 0; p < 7; ++p) {
+                *at = lanes_out(z[0][p], z[1][p], k);
+                at += 7 * plane;
+            }
+            dst += plane;
         }
     }
 }
@@ -208,8 +236,7 @@ template <int M> __device__ __forceinline__ void term2(const signed char* __rest
         const int z[4] = {y[0][i] + y[1][i], u2 + y[4][i] + y[2][i], u3 - y[3][i], u3 + y[4][i]};
 #pragma unroll
         for (int o = 0; o < 4; ++o) {
-            const double v = from_int(z[o]);
-            const double c = from_int((signed char)residue_word<M>(v, low_word(__dadd_rn(v, MAGIC))));
+            const double c = small_residue<M>(z[o]);
             hi[4 * o + i] = fma(w_hi, c, hi[4 * o + i]);
             if (!EXACT) lo[4 * o + i] = __dadd_rn(lo[4 * o + i], __dmul_rn(w_lo, c));
         }
@@ -302,7 +329,7 @@ extern "C" __global__ void __launch_bounds__(256, CRT_BLOCKS) ozaki2_crt_level2_
 def operand_head(side: str, blocks: int = OPERAND_BLOCKS, tile: tuple[int, int] = TILE) -> str:
     """The operand pass's defines and the device code it builds on (``side`` ``"a"`` or ``"b"``)."""
     tr, tc = tile
-    return (f"#define SIDE {int(side != 'a')}\n#define TR {tr}\n#define TC {tc}\n#define BARS 0\n"
+    return (f"#define SIDE {int(side != 'a')}\n#define TR {tr}\n#define TC {tc}\n#define BARS 0\n#define LANES_MIN\n"
             f"#define OP_BLOCKS {blocks}\n" + COMMON + DEVICE + ROWS_SOURCE.split("/* The row kernels'")[0] + HELPERS)
 
 

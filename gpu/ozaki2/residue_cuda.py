@@ -11,8 +11,10 @@ becomes their representatives u in [0, m) in one step, u = x - (256 - m) where x
 borrows: a negative residue's byte is at least 256 - m/2); ``__byte_perm`` spreads two bytes into lanes. A sum u +
 v, or a difference u + m - v, lies in [0, 2m), at most 511: adding 2**15 - m sets a lane's bit 15 exactly where it
 reaches m, and that bit times m is taken off. The four results are packed back into bytes, and 256 - m is added
-where u is above (m - 1) / 2, which leaves the byte of u - m, the symmetric residue. Each result is the residue of
-the same class as NumPy's, so the bits are NumPy's. On the H200 a fused level's sums of both operands at 15 moduli
+where u is above (m - 1) / 2, which leaves the byte of u - m, the symmetric residue. A kernel that defines
+``LANES_MIN`` (the level-2 operand pass, whose modulus is a runtime value) reduces instead, on sm_90, to the lesser of
+s and s - m modulo 2**16 a lane, one ``VIADDMNMX.U16x2``. Each result is the residue of the same class as NumPy's, so
+the bits are NumPy's. On the H200 a fused level's sums of both operands at 15 moduli
 took 4.07 ms against the one-byte form's 5.27 at N = 16384 (3.96 against 3.06 TB/s) and 15.4 against 20.5 ms at
 32768, bitwise equal (``results/published/scripts/ozaki2_sums_probe.py``, ``h200-ozaki2-sums-probe.json``).
 """
@@ -58,17 +60,26 @@ __device__ __forceinline__ signed char residue_small(int x, int m, int off, unsi
     return symmetric_of(r, m);
 }
 /* Two residues a word, in 16-bit lanes, each as its representative u in [0, m) (``PAIRS`` in the module notes). */
-struct Lanes { unsigned m, w, mm, g, h; };
+struct Lanes { unsigned m, w, nw, mm, g, h, nm; };
 __device__ __forceinline__ Lanes lanes_of(int m) {
-    return {(unsigned)m, 256u - m, m * 0x10001u, (0x8000u - m) * 0x10001u, (128u - (m + 1) / 2) * 0x01010101u};
+    return {(unsigned)m, 256u - m, m - 256u, m * 0x10001u, (0x8000u - m) * 0x10001u, (128u - (m + 1) / 2) * 0x01010101u,
+            (0x10000u - m) * 0x10001u};
 }
 /* The four bytes of x, symmetric residues, as their representatives, one a byte. */
-__device__ __forceinline__ unsigned reps4(unsigned x, Lanes k) { return x - ((x >> 7) & 0x01010101u) * k.w; }
+__device__ __forceinline__ unsigned reps4(unsigned x, Lanes k) { return x + ((x >> 7) & 0x01010101u) * k.nw; }
 /* Two of reps4's bytes as lanes (sel: 0x4140 its low two, 0x4342 its high two). */
 __device__ __forceinline__ unsigned lanes_in(unsigned reps, unsigned sel) { return __byte_perm(reps, 0u, sel); }
-/* s in [0, 2m) a lane, less m where it reaches m. */
+/* s in [0, 2m) a lane, less m where it reaches m: bit 15 of s + 2^15 - m, taken off times m; or, in a kernel that
+   defines LANES_MIN, on sm_90, the lesser of s and s - m modulo 2^16 a lane (one VIADDMNMX.U16x2: s - m wraps above
+   s where s < m). That form holds its constant in a register: kernels whose moduli are compile-time constants keep
+   the first, whose constants are immediates (the other took the level-1 sums kernel from 24 to 208 bytes of
+   spills at 64 registers). */
 __device__ __forceinline__ unsigned lanes_reduce(unsigned s, Lanes k) {
+#if defined(LANES_MIN) && __CUDA_ARCH__ >= 900
+    return __vminu2(s, __vadd2(s, k.nm));
+#else
     return s - (((s + k.g) >> 15) & 0x10001u) * k.m;
+#endif
 }
 __device__ __forceinline__ unsigned lanes_add(unsigned u, unsigned v, Lanes k) { return lanes_reduce(u + v, k); }
 __device__ __forceinline__ unsigned lanes_sub(unsigned u, unsigned v, Lanes k) { return lanes_reduce(u + k.mm - v, k); }
