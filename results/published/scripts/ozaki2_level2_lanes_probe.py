@@ -11,7 +11,8 @@ phase's limb loop 66 against 74-79 for two moduli (``cuobjdump -sass``). Every b
 canonical byte, so the output is bitwise the old one's.
 
 Checks, byte for byte, the new pass (the library's) against the old (its source of ``BASELINE``, a folder with
-``level2_kernels.py`` and ``residue_cuda.py`` as at cf23e7c: ``git show cf23e7c:gpu/ozaki2/level2_kernels.py``)
+``level2_kernels.py`` and ``residue_cuda.py``, and ``rows_source.py`` where it differs from the library's, as at
+cf23e7c: ``git show cf23e7c:gpu/ozaki2/level2_kernels.py``)
 on B whole and A's first span at ``CHECK`` sizes and counts (``N:COUNT[:SCALE]``, SCALE widening the entries'
 exponents; the power-table path of entries past 2^79 is ``tests/gpu/test_ozaki2_fused_level2.py``'s), then at ``N``
 (32768) and 15 moduli
@@ -59,10 +60,12 @@ def baseline_kernel(side: str, folder: str | None = None):
     folder = folder or os.environ["BASELINE"]
     old = _strings(os.path.join(folder, "level2_kernels.py"), ("HELPERS", "OPERANDS"))
     device = _strings(os.path.join(folder, "residue_cuda.py"), ("DEVICE",))["DEVICE"]
+    rows = os.path.join(folder, "rows_source.py")
+    rows_source = _strings(rows, ("ROWS_SOURCE",))["ROWS_SOURCE"] if os.path.exists(rows) else ROWS_SOURCE
     tr, tc = level2_kernels.TILE
     head = (f"#define SIDE {int(side != 'a')}\n#define TR {tr}\n#define TC {tc}\n#define BARS 0\n#define LANES_MIN\n"
             f"#define OP_BLOCKS {level2_kernels.OPERAND_BLOCKS}\n" + COMMON + device
-            + ROWS_SOURCE.split("/* The row kernels'")[0] + old["HELPERS"])
+            + rows_source.split("/* The row kernels'")[0] + old["HELPERS"])
     kernel = cp.RawKernel(head + old["OPERANDS"], "ozaki2_level2_operands")
     kernel.max_dynamic_shared_size_bytes = level2_kernels.operand_shared()
     return kernel

@@ -7,8 +7,8 @@ into ``gpu.ozaki2.level2_kernels`` (``operand_kernel`` and ``crt_kernel``, which
 they launch), its plan built anew (the kept plans freed), two calls (the plan, its graph), one DGEMM so that the
 board is at the cap, then ``LOOP`` calls back to back and one synchronise, host time included; ``ROUNDS`` rounds,
 the forms' order turning. ``VARIANTS``: ``name=folder`` pairs, each folder holding ``level2_kernels.py`` and
-``residue_cuda.py`` as at some commit (``git show <commit>:gpu/ozaki2/level2_kernels.py``), and ``library``, the
-code run. Writes ``$OUT/ozaki2-level2-variants.json``.
+``residue_cuda.py`` (and ``rows_source.py``, where it differs from the library's) as at some commit (``git show
+<commit>:gpu/ozaki2/level2_kernels.py``), and ``library``, the code run. Writes ``$OUT/ozaki2-level2-variants.json``.
 
     VARIANTS=base=dir,library OUT=dir PYTHONPATH=$PWD:$PWD/results/published/scripts \\
         python3 results/published/scripts/ozaki2_level2_variants.py
