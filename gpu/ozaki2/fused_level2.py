@@ -16,7 +16,8 @@ ms), and 2.006x and 1.945x under ``moduli="auto"``, against level 0's 1.734x and
 on sampled rows against DGEMM's 1.6e-8. Of a call's 683 ms the 735 INT8 GEMMs of 8192 x 8192 x 2048-row spans take
 590 (at the power cap), the operand passes 58, the CRT 25 and the scaling 10 (``h200-ozaki2-level2-spans-32768.json``).
 With the passes' fewer instructions (:mod:`gpu.ozaki2.level2_kernels`) the call ran 684.6 ms against 696.6 before on
-one board, paired in turning rounds (**2.029x** against 1.993x), and 672.2 ms (**2.068x**) on another.
+one board, paired in turning rounds (**2.029x** against 1.993x), 672.2 ms (**2.068x**) on a second and 681.2 ms
+(**1.991x**, DGEMM 1356 ms) on a third, whose DGEMM ran 1355-1393 ms within minutes.
 
 It takes level 2 where the backend's INT8 GEMMs write residues over k / 4
 (:func:`gpu.ozaki2.memory.narrow_products`) on sides that quarter exactly (:func:`shape_fits`): m and n multiples
