@@ -92,9 +92,9 @@ __device__ __forceinline__ unsigned pack4(const double* y, int nm, double inv)
    modulus into res_sh[(t 16 + s) TILE / 4 + word]; entries beyond the operand are zeros. */
 __device__ __forceinline__ void level2_residues(
     const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
-    const int* __restrict__ shifts, const int* __restrict__ exps, const int* __restrict__ moduli, int count,
-    const double* __restrict__ pow2, int pow2_len, long long r0, long long c0, long long hq, long long dq,
-    unsigned* res_sh, const double* c26s, const double* c52s, const double* invs, const int* nms)
+    const int* __restrict__ shifts, const int* __restrict__ exps, int count, const double* __restrict__ pow2,
+    int pow2_len, long long r0, long long c0, long long hq, long long dq, unsigned* res_sh, const double* c26s,
+    const double* c52s, const double* invs, const int* nms)
 {
     const int tid = threadIdx.x;
     const bool by_rows = (cs == 1);
@@ -176,8 +176,8 @@ extern "C" __global__ void __launch_bounds__(256, OP_BLOCKS) ozaki2_level2_opera
         mms[tid] = k.mm;
         nws[tid] = k.nw;
     }
-    level2_residues(x, rs, cs, rows, cols, shifts, exps, moduli, count, pow2, pow2_len, span0 + r0, c0, hq, dq,
-                    res_sh, c26s, c52s, invs, nms);
+    level2_residues(x, rs, cs, rows, cols, shifts, exps, count, pow2, pow2_len, span0 + r0, c0, hq, dq, res_sh, c26s,
+                    c52s, invs, nms);
     __syncthreads();
     for (int task = tid; task < count * (TILE / 4); task += blockDim.x) {
         const int t = task / (TILE / 4), w = task % (TILE / 4), row = w / (TC / 4), g = w % (TC / 4);
