@@ -26,9 +26,9 @@ each by CUDA events, with NVML's clock and power. Writes ``$OUT/ozaki2-level2-la
 import ast
 import os
 import statistics
+from contextlib import contextmanager
 
 import cupy as cp
-import numpy as np
 from rounds import device_ms, write_json
 
 from experiments.core.environment import environment
@@ -38,7 +38,7 @@ from gpu.ozaki2.crt_kernels import FINISH
 from gpu.ozaki2.cuda_source import COMMON, constants, for_each_modulus
 from gpu.ozaki2.moduli import moduli_table
 from gpu.ozaki2.ops import ops
-from gpu.ozaki2.rows_source import ROWS_SOURCE, element_strides, powers
+from gpu.ozaki2.rows_source import ROWS_SOURCE
 
 N, SPAN, ROUNDS = int(os.environ.get("N", 32768)), int(os.environ.get("SPAN", 2048)), int(os.environ.get("ROUNDS", 10))
 CHECK = [tuple(int(v) for v in c.split(":")) for c in os.environ.get("CHECK", "4096:15,4096:20:60,8192:15").split(",")]
@@ -79,14 +79,24 @@ def baseline_crt(table, folder: str | None = None):
     return cp.RawKernel(source, "ozaki2_crt_level2_staged")
 
 
+@contextmanager
+def patched(operand_kernel=None, crt_kernel=None):
+    """``gpu.ozaki2.level2_kernels``'s kernel makers replaced while the block runs (None: the library's), so that the
+    library's own launchers (:func:`~gpu.ozaki2.level2_kernels.operands`, :func:`~gpu.ozaki2.level2_kernels.crt`)
+    and the plans built meanwhile launch another form's kernels."""
+    kept = (level2_kernels.operand_kernel, level2_kernels.crt_kernel)
+    level2_kernels.operand_kernel = operand_kernel or kept[0]
+    level2_kernels.crt_kernel = crt_kernel or kept[1]
+    try:
+        yield
+    finally:
+        level2_kernels.operand_kernel, level2_kernels.crt_kernel = kept
+
+
 def crt_launch(kernel, products, table, sa, sb, C, span0: int, rows: int, quarter: int) -> None:
-    """One launch of a staged level-2 CRT (the library's arguments, :func:`gpu.ozaki2.level2_kernels.crt`)."""
-    span, wq = products.shape[2:]
-    i64 = np.int64
-    grid = (level2_kernels._sms() * level2_kernels.CRT_BLOCKS, 1)
-    kernel(grid, (level2_kernels.CRT_THREADS,), (
-        products, i64(49 * span * wq), i64(span * wq), i64(wq), sa, sb, C, i64(C.strides[0] // C.itemsize),
-        i64(span0), i64(rows), i64(quarter), i64(wq)))
+    """One launch of a staged level-2 CRT ``kernel`` by the library's launcher."""
+    with patched(crt_kernel=lambda table, staged: kernel):
+        level2_kernels.crt(products, table, sa, sb, C, span0, rows, quarter)
 
 
 def crt_timing(sa, sb, n: int, table) -> dict:
@@ -111,15 +121,9 @@ def crt_timing(sa, sb, n: int, table) -> dict:
 
 
 def launch(kernel, X, shifts, exps, table, out, span0: int, rows: int, quarter: int) -> None:
-    """One launch of an operand pass (the library's arguments, :func:`gpu.ozaki2.level2_kernels.operands`)."""
-    count, _, span, dq = out.shape
-    rs, cs = element_strides(X)
-    pow2, length = powers(table.moduli)
-    i64, i32 = np.int64, np.int32
-    moduli = cp.asarray(np.array(table.moduli, dtype=np.int32))
-    kernel((dq // level2_kernels.TILE[1], rows // level2_kernels.TILE[0]), (256,), (
-        X, i64(rs), i64(cs), i64(X.shape[0]), i64(X.shape[1]), shifts, exps, moduli, i32(count), pow2, i32(length),
-        out, i64(span0), i64(span), i64(quarter), i64(dq)), shared_mem=level2_kernels.operand_shared(count))
+    """One launch of an operand pass ``kernel`` by the library's launcher."""
+    with patched(operand_kernel=lambda side: kernel):
+        level2_kernels.operands(X, shifts, exps, table, out, "a", span0, rows, quarter)
 
 
 def operands(n: int, count: int, scale: int, seed: int = 0):
@@ -155,13 +159,9 @@ def check(n: int, count: int, scale: int, kernels: dict) -> dict:
 
 
 def nvml_now() -> dict:
-    """The SM clock (MHz), power (W) and throttle reasons of device 0, by NVML."""
-    import pynvml
-    pynvml.nvmlInit()
-    h = pynvml.nvmlDeviceGetHandleByIndex(0)
-    return {"sm_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
-            "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1000,
-            "throttle": int(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(h))}
+    """The SM clock (MHz), power (W) and throttle reasons of the device the backend runs on (NVML)."""
+    reading = get_backend("cupy").telemetry().read()
+    return {"sm_mhz": reading.sm_mhz, "power_w": reading.power_w, "throttle": reading.reasons}
 
 
 def timing(kernels: dict) -> dict:

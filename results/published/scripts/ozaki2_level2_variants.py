@@ -16,26 +16,26 @@ the forms' order turning. ``VARIANTS``: ``name=folder`` pairs, each folder holdi
 
 import os
 import statistics
+from functools import cache
 
 import cupy as cp
 from ozaki2_as_called import fresh_inputs
-from ozaki2_level2_lanes_probe import baseline_crt, baseline_kernel, nvml_now
+from ozaki2_level2_lanes_probe import baseline_crt, baseline_kernel, nvml_now, patched
 from rounds import loop_seconds, paired_ratios, write_json
 
 from experiments.core.environment import environment
 from gpu import ozaki2
 from gpu.backend import get_backend
-from gpu.ozaki2 import level2_kernels
 
 N, LOOP, ROUNDS = int(os.environ.get("N", 32768)), int(os.environ.get("LOOP", 3)), int(os.environ.get("ROUNDS", 5))
 VARIANTS = os.environ.get("VARIANTS", "library").split(",")
-LIBRARY = (level2_kernels.operand_kernel, level2_kernels.crt_kernel)
 
 
+@cache
 def kernels(variant: str):
-    """The (operand_kernel, crt_kernel) functions of ``variant`` (``library``, or ``name=folder``)."""
+    """The (operand_kernel, crt_kernel) makers of ``variant``: the library's (None, None), or ``name=folder``'s."""
     if variant == "library":
-        return LIBRARY
+        return None, None
     folder = variant.split("=", 1)[1]
     ops = {side: baseline_kernel(side, folder) for side in "ab"}
     crts = {}
@@ -49,8 +49,7 @@ def kernels(variant: str):
 
 def timed(variant: str, A, B, C, D) -> dict:
     """One round's sample of ``variant`` as called (see the module)."""
-    level2_kernels.operand_kernel, level2_kernels.crt_kernel = kernels(variant)
-    try:
+    with patched(*kernels(variant)):
         ozaki2.PLANS.clear()
         cp.get_default_memory_pool().free_all_blocks()
         call = (lambda: ozaki2.matmul(A, B, moduli=15, level=2, out=C))
@@ -60,8 +59,6 @@ def timed(variant: str, A, B, C, D) -> dict:
         seconds = loop_seconds(call, LOOP)
         dgemm = loop_seconds(lambda: cp.matmul(A, B, out=D), 1)
         return {"ms": seconds * 1e3, "dgemm_ms": dgemm * 1e3, **nvml_now()}
-    finally:
-        level2_kernels.operand_kernel, level2_kernels.crt_kernel = LIBRARY
 
 
 def main() -> None:
