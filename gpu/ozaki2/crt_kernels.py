@@ -109,10 +109,14 @@ extern "C" __global__ void __launch_bounds__(CRT_THREADS, 2) ozaki2_crt(
 
 #: The fused Winograd level's CRT (:mod:`gpu.ozaki2.fused_level`): a thread takes ``VEC`` columns of the four output
 #: blocks at once, reads the 7 products of each modulus there (INT32, or their INT8 residues where the GEMMs wrote
-#: residues: :func:`gpu.ozaki2.gemms.direct_products`), combines them exactly in float64 and reduces
-#: each block's sum as the plain kernel reduces a product; the sums and the reconstruction are the plain kernel's,
-#: term for term. Two columns ran its span of 15 moduli at N = 16384 in 7.5 ms, four in 8.6 (register pressure:
-#: eight double-double sums a column; ``h200-ozaki2-fused-level-probe-16384.json``).
+#: residues: :func:`gpu.ozaki2.gemms.direct_products`), combines them exactly (INT32 products in float64, INT8
+#: residues in int, ``NARROW``) and reduces each block's sum as the plain kernel reduces a product (INT8 residues' sums,
+#: at most 512 in magnitude, by ``small_residue``); the sums and the reconstruction are the plain kernel's, term for
+#: term. Two columns ran its span of 15 moduli at N = 16384 in 7.5 ms, four in 8.6 (register pressure: eight
+#: double-double sums a column; ``h200-ozaki2-fused-level-probe-16384.json``). The INT8 path in int issues 2712
+#: instructions against 3336 (no int-to-float64 conversions); as called at 15 moduli on the H200, paired in turning
+#: rounds, ``ozaki2.matmul(A, B, moduli=15, level=1)`` ran 102.4 ms against 103.5 at N = 16384 and 731.7 against 735.5
+#: at 32768, every byte equal (``h200-ozaki2-level1-crt-probe.json``).
 LEVEL_SOURCE = FINISH + r"""
 template <int M> __device__ __forceinline__ void term(const PROD_T* at, long long quarter, double w_hi, double w_lo,
                                                       double (&hi)[4][VEC], double (&lo)[4][VEC])
@@ -122,14 +126,22 @@ template <int M> __device__ __forceinline__ void term(const PROD_T* at, long lon
     for (int p = 0; p < 7; ++p) v[p] = *(const VEC_T*)(at + p * quarter);
 #pragma unroll
     for (int q = 0; q < VEC; ++q) {
+#if NARROW
+        int x[7];
+#else
         double x[7];
+#endif
 #pragma unroll
-        for (int p = 0; p < 7; ++p) x[p] = (double)((const PROD_T*)&v[p])[q];
-        const double u2 = x[0] + x[5], u3 = u2 + x[6];
-        const double y[4] = {x[0] + x[1], u2 + x[4] + x[2], u3 - x[3], u3 + x[4]};
+        for (int p = 0; p < 7; ++p) x[p] = ((const PROD_T*)&v[p])[q];
+        const auto u2 = x[0] + x[5], u3 = u2 + x[6];
+        const decltype(u2) y[4] = {x[0] + x[1], u2 + x[4] + x[2], u3 - x[3], u3 + x[4]};
 #pragma unroll
         for (int o = 0; o < 4; ++o) {
+#if NARROW
+            const double c = small_residue<M>(y[o]);
+#else
             const double c = from_int((signed char)residue_word<M>(y[o], low_word(__dadd_rn(y[o], MAGIC))));
+#endif
             hi[o][q] = fma(w_hi, c, hi[o][q]);
             if (!EXACT) lo[o][q] = __dadd_rn(lo[o][q], __dmul_rn(w_lo, c));
         }
@@ -225,7 +237,7 @@ def level_kernel(table: ModuliTable, vec: int, narrow: bool = False) -> Any:
     INT32 products or (``narrow``) their INT8 residues."""
     prod_t = "signed char" if narrow else "int"
     head = (f"#define VEC {vec}\n#define VEC_T {_VECTORS.get((not narrow, vec), prod_t)}\n#define PROD_T {prod_t}\n"
-            f"#define CRT_THREADS {CRT_THREADS}\n")
+            f"#define CRT_THREADS {CRT_THREADS}\n#define NARROW {int(narrow)}\n")
     return cupy.RawKernel(head + constants(table) + for_each_modulus(table.moduli) + COMMON + LEVEL_SOURCE,
                           "ozaki2_crt_level")
 
