@@ -17,7 +17,10 @@ on sampled rows against DGEMM's 1.6e-8. Of a call's 683 ms the 735 INT8 GEMMs of
 590 (at the power cap), the operand passes 58, the CRT 25 and the scaling 10 (``h200-ozaki2-level2-spans-32768.json``).
 With the passes' fewer instructions (:mod:`gpu.ozaki2.level2_kernels`) the call ran 684.6 ms against 696.6 before on
 one board, paired in turning rounds (**2.029x** against 1.993x), 672.2 ms (**2.068x**) on a second and 681.2 ms
-(**1.991x**, DGEMM 1356 ms) on a third, whose DGEMM ran 1355-1393 ms within minutes.
+(**1.991x**, DGEMM 1356 ms) on a third, whose DGEMM ran 1355-1393 ms within minutes, and 674.4 ms (**1.990x**, DGEMM
+1342 ms) on a fourth, where the call ran 675.5 ms (2.015x) in turning rounds beside DGEMMs of 1339-1376 ms. More loads
+in flight did not pay as called: an operand pass staging the next tile's entries with ``cp.async`` ran 0.934x, a CRT
+with two moduli in flight 1.001x (``h200-ozaki2-level2-staged-probe.json``).
 
 It takes level 2 where the backend's INT8 GEMMs write residues over k / 4
 (:func:`gpu.ozaki2.memory.narrow_products`) on sides that quarter exactly (:func:`shape_fits`): m and n multiples
