@@ -113,10 +113,10 @@ extern "C" __global__ void __launch_bounds__(CRT_THREADS, 2) ozaki2_crt(
 #: residues in int, ``NARROW``) and reduces each block's sum as the plain kernel reduces a product (INT8 residues' sums,
 #: at most 512 in magnitude, by ``small_residue``); the sums and the reconstruction are the plain kernel's, term for
 #: term. Two columns ran its span of 15 moduli at N = 16384 in 7.5 ms, four in 8.6 (register pressure: eight
-#: double-double sums a column; ``h200-ozaki2-fused-level-probe-16384.json``). The INT8 path in int issues 2712
+#: double-double sums a column; ``h200-ozaki2-fused-level-probe-16384.json``). The INT8 path in int has 2712 SASS
 #: instructions against 3336 (no int-to-float64 conversions); as called at 15 moduli on the H200, paired in turning
-#: rounds, ``ozaki2.matmul(A, B, moduli=15, level=1)`` ran 102.4 ms against 103.5 at N = 16384 and 731.7 against 735.5
-#: at 32768, every byte equal (``h200-ozaki2-level1-crt-probe.json``).
+#: rounds, ``ozaki2.matmul(A, B, moduli=15, level=1)`` ran 99.4 ms against 100.3 at N = 16384 and 719.4 against 722.9
+#: at 32768 (1.009x and 1.006x), every byte equal (``h200-ozaki2-level1-crt-probe.json``).
 LEVEL_SOURCE = FINISH + r"""
 template <int M> __device__ __forceinline__ void term(const PROD_T* at, long long quarter, double w_hi, double w_lo,
                                                       double (&hi)[4][VEC], double (&lo)[4][VEC])
