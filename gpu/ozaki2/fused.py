@@ -13,7 +13,11 @@ suffices, exactly for the maxima, exponents and R:
   c = ceil(|x| 2**e_t) <= 64 (integers: ceil(c / 2**d) = (c + 2**d - 1) >> d). A lane takes a line of a tile
   and four bars a word, so each d costs an add, a shift, a mask and ``__dp4a`` per four entries, and no shuffle:
   on the H200 it reads A at 2.7 TB/s at N = 16384 (0.78 ms), where 8 lanes a line with one bar at a time read it
-  at 1.8 (1.17 ms; ``results/published/scripts/ozaki2_squares_probe.py``).
+  at 1.8 (1.17 ms; ``results/published/scripts/ozaki2_squares_probe.py``). A lane's 32 loads walk one pointer and
+  are all issued before any entry is used: formed entry by entry, the compiler issued the loads of A's rows one
+  or two at a time, each waiting on the last. At N = 32768 (alone, full clock) A's rows then took 5.27 ms and
+  B's columns 3.22; now 2.54 ms each (3.4 TB/s; a row-wise maximum 2.19), and a level-2 call's scaling 6.0 ms
+  against 10.2 (``h200-ozaki2-scaling-parts-probe*.json``, ``h200-ozaki2-squares-ncu-32768.txt``).
 * ``ozaki2_line_squares`` (a warp per line, over its tiles) takes the maximum m = max_t m_t,
   e = 6 - exp(m) <= e_t, and R = sum_t S_t[min(e_t - e, 7)]. The tiles' values are stored line by line, so
   a warp reads them contiguously. An all-zero tile is the exception to e <= e_t (frexp gives 0 the exponent
@@ -63,7 +67,9 @@ _SOURCE = TILE_SOURCE + f"#define SQUARES_WARPS {SQUARES_WARPS}\n" + r"""
 #define BAD_E (-(1 << 20))
 /* A warp's 32 x 32 tile of |X| (zero outside X), read coalesced along X's contiguous axis: line r0 + lane's entries
    c0 .. c0 + 31 land in tile[lane][0 .. 31]. A block's SQUARES_WARPS warps take consecutive tiles t of a row of
-   tiles (count of them); a warp past the last returns. */
+   tiles (count of them); a warp past the last returns. A lane's 32 loads walk one pointer by one stride and all
+   are issued before any is stored: with the address formed per entry (r rs + c cs), the compiler issued A's rows'
+   loads one at a time, each waiting for the one before (h200-ozaki2-squares-ncu-32768.txt). */
 #define LOAD_WARP_TILE \
     __shared__ double tiles[SQUARES_WARPS][32][33]; \
     const long long r0 = (long long)blockIdx.y * 32, count = (cols + 31) / 32; \
@@ -72,10 +78,16 @@ _SOURCE = TILE_SOURCE + f"#define SQUARES_WARPS {SQUARES_WARPS}\n" + r"""
     double (*tile)[33] = tiles[threadIdx.y]; \
     const int lane = threadIdx.x; \
     const bool by_rows = (cs == 1); \
-    _Pragma("unroll") for (int j = 0; j < 32; ++j) { \
-        const long long r = r0 + (by_rows ? j : lane), c = c0 + (by_rows ? lane : j); \
-        const double v = (r < rows && c < cols) ? fabs(x[r * rs + c * cs]) : 0.0; \
-        if (by_rows) tile[j][lane] = v; else tile[lane][j] = v; \
+    { \
+        const long long lr = by_rows ? r0 : r0 + lane, lc = by_rows ? c0 + lane : c0; \
+        const long long step = by_rows ? rs : cs, left = by_rows ? rows - r0 : cols - c0; \
+        const bool in = lr < rows && lc < cols; \
+        const double* __restrict__ p = x + lr * rs + lc * cs; \
+        double v[32]; \
+        _Pragma("unroll") for (int j = 0; j < 32; ++j) v[j] = (in && j < left) ? p[j * step] : 0.0; \
+        _Pragma("unroll") for (int j = 0; j < 32; ++j) { \
+            if (by_rows) tile[j][lane] = fabs(v[j]); else tile[lane][j] = fabs(v[j]); \
+        } \
     } \
     __syncwarp(); \
     const long long line = r0 + lane;
