@@ -27,7 +27,7 @@ from functools import cache
 import cupy as cp
 from ozaki2_as_called import fresh_inputs
 from ozaki2_level2_lanes_probe import _strings, nvml_now
-from rounds import loop_seconds, paired_ratios, write_json
+from rounds import beside_dgemm, paired_ratios, write_json
 
 from experiments.core.environment import environment
 from gpu import ozaki2
@@ -89,13 +89,9 @@ def check(m: int, k: int, n: int, count: int) -> dict:
 def sample(name: str, A, B, C, D) -> dict:
     """One round's sample of ``name``'s form as called (see the module)."""
     with form(name):
-        call = (lambda: ozaki2.matmul(A, B, moduli=15, level=1, out=C))
-        call()
-        call()
-        cp.matmul(A, B, out=D)
-        seconds = loop_seconds(call, LOOP)
-        dgemm = loop_seconds(lambda: cp.matmul(A, B, out=D), 1)
-    return {"ms": seconds * 1e3, "dgemm_ms": dgemm * 1e3, **nvml_now()}
+        sample = beside_dgemm(lambda: ozaki2.matmul(A, B, moduli=15, level=1, out=C),
+                              lambda: cp.matmul(A, B, out=D), LOOP)
+    return {**sample, **nvml_now()}
 
 
 def called(n: int) -> dict:

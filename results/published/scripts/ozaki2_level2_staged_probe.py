@@ -20,7 +20,7 @@ import ozaki2_level2_lanes_probe as P
 import ozaki2_level2_staged_forms as S
 import ozaki2_level2_variants as V
 from ozaki2_as_called import fresh_inputs
-from rounds import device_ms, paired_ratios, write_json
+from rounds import event_rounds, paired_ratios, write_json
 
 from experiments.core.environment import environment
 from gpu.backend import get_backend
@@ -64,10 +64,7 @@ def alone() -> dict:
         work[f"a_{name}"] = (lambda fn=fn: [fn(A, sa, ea, table, oa, "a", s0, SPAN, q) for s0 in range(0, q, SPAN)])
     for run in work.values():
         run()
-    samples = {k: [] for k in work}
-    for _ in range(10):
-        for k, run in work.items():
-            samples[k].append(device_ms(run))
+    samples = event_rounds(work, 10)
     result = {"operands_ms": {k: statistics.median(v) for k, v in samples.items()}}
     work.clear()
     A = B = ob = oa = None
@@ -80,10 +77,7 @@ def alone() -> dict:
     for run in runs.values():
         run()
     result["crt_equal"] = bool(cp.array_equal(*cs.values()))
-    crt_samples = {name: [] for name in runs}
-    for _ in range(10):
-        for name, run in runs.items():
-            crt_samples[name].append(device_ms(run))
+    crt_samples = event_rounds(runs, 10)
     result["crt_ms"] = {k: statistics.median(v) for k, v in crt_samples.items()}
     print("alone", result, flush=True)
     return result

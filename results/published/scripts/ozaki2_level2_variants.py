@@ -21,7 +21,7 @@ from functools import cache
 import cupy as cp
 from ozaki2_as_called import fresh_inputs
 from ozaki2_level2_lanes_probe import baseline_crt, baseline_kernel, nvml_now, patched
-from rounds import loop_seconds, paired_ratios, write_json
+from rounds import beside_dgemm, paired_ratios, write_json
 
 from experiments.core.environment import environment
 from gpu import ozaki2
@@ -52,13 +52,9 @@ def timed(variant: str, A, B, C, D) -> dict:
     with patched(*kernels(variant)):
         ozaki2.PLANS.clear()
         cp.get_default_memory_pool().free_all_blocks()
-        call = (lambda: ozaki2.matmul(A, B, moduli=15, level=2, out=C))
-        call()
-        call()
-        cp.matmul(A, B, out=D)
-        seconds = loop_seconds(call, LOOP)
-        dgemm = loop_seconds(lambda: cp.matmul(A, B, out=D), 1)
-        return {"ms": seconds * 1e3, "dgemm_ms": dgemm * 1e3, **nvml_now()}
+        sample = beside_dgemm(lambda: ozaki2.matmul(A, B, moduli=15, level=2, out=C),
+                              lambda: cp.matmul(A, B, out=D), LOOP)
+        return {**sample, **nvml_now()}
 
 
 def main() -> None:

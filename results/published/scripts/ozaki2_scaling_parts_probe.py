@@ -17,7 +17,7 @@ import statistics
 import cupy as cp
 import numpy as np
 from ozaki2_as_called import fresh_inputs
-from rounds import device_ms, write_json
+from rounds import event_rounds, write_json
 
 from experiments.core.environment import environment
 from gpu.backend import get_backend
@@ -72,10 +72,7 @@ def main() -> None:
             "sum_rows_a": lambda: A.sum(axis=1)}
     for run in work.values():
         run()
-    samples = {k: [] for k in work}
-    for _ in range(10):
-        for k, run in work.items():
-            samples[k].append(device_ms(run))
+    samples = event_rounds(work, 10)
     result = {"environment": environment(get_backend("cupy")), "n": N,
               "median_ms": {k: statistics.median(v) for k, v in samples.items()}, "samples_ms": samples,
               "tile_bytes": fused.workspace_bytes(N, N)}

@@ -17,7 +17,7 @@ import statistics
 import cupy as cp
 import numpy as np
 from ozaki2_as_called import fresh_inputs
-from rounds import device_ms, write_json
+from rounds import event_rounds, write_json
 
 from experiments.core.environment import environment
 from gpu.backend import get_backend
@@ -70,10 +70,7 @@ def main() -> None:
     work = {f"{side}_{name}": (lambda k=kernel, X=X: run(k, X, region))
             for side, X in (("a", A), ("bT", B.T)) for name, kernel in kernels.items()}
     work |= {"absmax_rows_a": lambda: absmax(A, axis=1), "absmax_rows_bT": lambda: absmax(B.T, axis=1)}
-    samples = {k: [] for k in work}
-    for _ in range(10):
-        for k, w in work.items():
-            samples[k].append(device_ms(w))
+    samples = event_rounds(work, 10)
     result = {"environment": environment(get_backend("cupy")), "n": N, "checks": checks,
               "median_ms": {k: statistics.median(v) for k, v in samples.items()}, "samples_ms": samples}
     print(result["median_ms"], flush=True)

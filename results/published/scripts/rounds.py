@@ -61,6 +61,17 @@ def loop_seconds(call: Callable[[], object], loop: int) -> float:
     return (time.perf_counter() - t0) / loop
 
 
+def beside_dgemm(call: Callable[[], object], dgemm: Callable[[], object], loop: int) -> dict[str, float]:
+    """One sample of ``call`` as called at the cap: two calls (its plan, its graph), one ``dgemm`` so that the board
+    is at the cap, then ``loop`` calls back to back (:func:`loop_seconds`), then one ``dgemm``: milliseconds a call
+    of each."""
+    call()
+    call()
+    dgemm()
+    seconds = loop_seconds(call, loop)
+    return {"ms": seconds * 1e3, "dgemm_ms": loop_seconds(dgemm, 1) * 1e3}
+
+
 def paired_ratios(samples: Mapping[str, list[float]], base: str) -> dict[str, float]:
     """Each run's speed against ``base``'s: the median over rounds of ``base``'s seconds over the run's in the same
     round (rounds of :func:`turning`), so that a drift of the clock between rounds cancels."""
