@@ -78,7 +78,6 @@ __device__ __forceinline__ int residue_nm(double y, int nm, double inv)
 {
     return (int)((unsigned)low_word(__dadd_rn(y, MAGIC)) + (unsigned)low_word(fma(y, inv, MAGIC)) * (unsigned)nm);
 }
-__device__ __forceinline__ int residue_rt(double y, int m, double inv) { return residue_nm(y, -m, inv); }
 __device__ __forceinline__ unsigned pack4(const double* y, int nm, double inv)
 {
     unsigned word = 0;

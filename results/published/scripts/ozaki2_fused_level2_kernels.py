@@ -36,6 +36,7 @@ TILE = (8, 32)
 
 #: Forms 0 and 1: 26-bit limbs in shared memory, the residues taken per task.
 FORM01 = r"""
+__device__ __forceinline__ int residue_rt(double y, int m, double inv) { return residue_nm(y, -m, inv); }
 /* Where entry (row, col) of a sub-block's tile sits in shared memory. FAST: its 16-byte chunk of four swizzled by
    the row, so that a warp's 16-byte reads of four entries, and the stores of a tile read by columns, do not
    conflict; limbs converted by from_int (integer operations and one add) rather than int-to-double conversions. */
