@@ -73,6 +73,9 @@ extern "C" __global__ void __launch_bounds__(CRT_THREADS, 2) ozaki2_crt(
         const int si = sa[i] >> 8, ri = (sa[i] & 255) + 256;
         for (long long j0 = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * VEC; j0 < n; j0 += step) {
             VEC_T v[COUNT];
+            int s_col[VEC];
+#pragma unroll
+            for (int q = 0; q < VEC; ++q) s_col[q] = j0 + q < n ? sb[j0 + q] : 0;
 #define LOAD_PLANE(T, M) v[T] = *(const VEC_T*)(row + T * plane + j0);
             FOR_EACH_MODULUS(LOAD_PLANE)
             double out[VEC];
@@ -90,7 +93,7 @@ extern "C" __global__ void __launch_bounds__(CRT_THREADS, 2) ozaki2_crt(
                 FOR_EACH_MODULUS(TERM)
                 const double r = finish(s_hi, s_lo);
                 const long long j = j0 + q;
-                out[q] = j < n ? unscale(r, si, ri, sb[j]) : 0.0;
+                out[q] = j < n ? unscale(r, si, ri, s_col[q]) : 0.0;
             }
             double* c = C + i * ldc + j0;
 #if VEC >= 2

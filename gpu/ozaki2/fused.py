@@ -45,18 +45,35 @@ LAST_D = 7
 
 #: The 32 x 32 tile the residue and bars kernels (:mod:`gpu.ozaki2.kernels`) read, with a block of 32 x 8 threads:
 #: line q's entry j lands in ``tile[q][j]``, read coalesced along X's contiguous axis (rows where ``cs == 1``), zero
-#: outside X; ``ENTRY(r, c)``, defined by the kernel, is the value kept of X's entry (r, c).
+#: outside X. The kernel defines ``LINE(r)``, what it reads of X's row r (an ``int2``), and ``VALUE(v, l)``, the
+#: value kept of an entry v of a row whose ``LINE`` is l. ``FILL_TILE`` fills the tile at (r0, c0) (a block's
+#: threads (tx, ty), four entries each): it issues a thread's loads (its four entries, one pointer walking one
+#: stride, and their rows' ``LINE``) before it forms any value, so that they are in flight together (entry by entry
+#: the compiler waited on each load before it issued the next).
 TILE_SOURCE = r"""
-#define LOAD_TILE(ENTRY) \
+#define FILL_TILE(LINE, VALUE) { \
+    const bool by_rows = (cs == 1); \
+    const long long lr = r0 + (by_rows ? ty : tx), lc = c0 + (by_rows ? tx : ty); \
+    const long long step = 8 * (by_rows ? rs : cs); \
+    const double* __restrict__ p = x + lr * rs + lc * cs; \
+    double raw[4]; \
+    int2 line[4]; \
+    _Pragma("unroll") for (int i = 0; i < 4; ++i) { \
+        const long long r = by_rows ? lr + 8 * i : lr, c = by_rows ? lc : lc + 8 * i; \
+        const bool in = r < rows && c < cols; \
+        raw[i] = in ? p[i * step] : 0.0; \
+        line[i] = in ? LINE(r) : make_int2(0, 0); \
+    } \
+    _Pragma("unroll") for (int i = 0; i < 4; ++i) { \
+        const long long r = by_rows ? lr + 8 * i : lr, c = by_rows ? lc : lc + 8 * i; \
+        const double v = (r < rows && c < cols) ? VALUE(raw[i], line[i]) : 0.0; \
+        if (by_rows) tile[ty + 8 * i][tx] = v; else tile[tx][ty + 8 * i] = v; \
+    } }
+#define LOAD_TILE(LINE, VALUE) \
     __shared__ double tile[32][33]; \
     const long long r0 = (long long)blockIdx.y * 32, c0 = (long long)blockIdx.x * 32; \
     const int tx = threadIdx.x, ty = threadIdx.y; \
-    const bool by_rows = (cs == 1); \
-    for (int q = ty; q < 32; q += 8) { \
-        const long long r = r0 + (by_rows ? q : tx), c = c0 + (by_rows ? tx : q); \
-        const double v = (r < rows && c < cols) ? ENTRY(r, c) : 0.0; \
-        if (by_rows) tile[q][tx] = v; else tile[tx][q] = v; \
-    } \
+    FILL_TILE(LINE, VALUE) \
     __syncthreads();
 """
 

@@ -76,9 +76,11 @@ __device__ __forceinline__ double bar(double x, int e)
     const double y = ceil(ldexp(fabs(x), e));
     return y <= 64.0 ? y : 0.0;
 }
-#define ROWS_ENTRY(r, c) bar(x[(r) * rs + (c) * cs], shifts[r])
+#define ROWS_LINE(r) make_int2(shifts[r], 0)
+#define ROWS_VALUE(v, l) bar(v, (l).x)
 #else
-#define ROWS_ENTRY(r, c) scaled_integer(x[(r) * rs + (c) * cs], shifts[r], exps[r])
+#define ROWS_LINE(r) make_int2(shifts[r], exps[r])
+#define ROWS_VALUE(v, l) scaled_integer(v, (l).x, (l).y)
 #endif
 
 /* The row kernels' arguments, and their start: the tile, then the word of four entries (q, g .. g + 3) that
@@ -87,8 +89,8 @@ __device__ __forceinline__ double bar(double x, int e)
     const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols, \
     long long rows_pad, long long ldk, const int* __restrict__ shifts, const int* __restrict__ exps, \
     unsigned int* __restrict__ out, long long plane, const double* __restrict__ pow2, int pow2_len
-#define ROWS_START(ENTRY) \
-    LOAD_TILE(ENTRY) \
+#define ROWS_START(LINE, VALUE) \
+    LOAD_TILE(LINE, VALUE) \
     const int tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4; \
     const long long r = r0 + q; \
     const long long c = c0 + g; \
@@ -109,7 +111,7 @@ __device__ __forceinline__ double bar(double x, int e)
 
 extern "C" __global__ void ozaki2_rows(ROWS_ARGS)
 {
-    ROWS_START(ROWS_ENTRY)
+    ROWS_START(ROWS_LINE, ROWS_VALUE)
 #if BARS
     unsigned int word = 0;
 #pragma unroll

@@ -43,7 +43,7 @@ _VARIANT = r"""
 /* The kernel before the limbs path: every entry through split_h_l and the power table. */
 extern "C" __global__ void ozaki2_rows_table(ROWS_ARGS)
 {
-    ROWS_START(ROWS_ENTRY)
+    ROWS_START(ROWS_LINE, ROWS_VALUE)
     TABLE_PLANES
 }
 
@@ -63,7 +63,7 @@ template <int M> __device__ __forceinline__ unsigned int limbs4_int(
 
 extern "C" __global__ void ozaki2_rows_int_low(ROWS_ARGS)
 {
-    ROWS_START(ROWS_ENTRY)
+    ROWS_START(ROWS_LINE, ROWS_VALUE)
     TABLE_PLANES_IF_WIDE
     double a[4], b[4], lo[4];
     int ai[4], bi[4], ci[4];
@@ -117,7 +117,7 @@ template <int M> __device__ __forceinline__ unsigned int dp4a4(const unsigned* l
 
 extern "C" __global__ void ozaki2_rows_dp4a(ROWS_ARGS)
 {
-    ROWS_START(ROWS_ENTRY)
+    ROWS_START(ROWS_LINE, ROWS_VALUE)
     TABLE_PLANES_IF_WIDE
     unsigned lo[4], hi[4], top[4];
 #pragma unroll
@@ -129,7 +129,7 @@ extern "C" __global__ void ozaki2_rows_dp4a(ROWS_ARGS)
 /* ``hybrid``: the library's float64 limbs for even t, dp4a for odd t (the two pipes side by side). */
 extern "C" __global__ void ozaki2_rows_hybrid(ROWS_ARGS)
 {
-    ROWS_START(ROWS_ENTRY)
+    ROWS_START(ROWS_LINE, ROWS_VALUE)
     TABLE_PLANES_IF_WIDE
     double da[4], db[4], dc[4];
     unsigned lo[4], hi[4], top[4];
@@ -142,10 +142,13 @@ extern "C" __global__ void ozaki2_rows_hybrid(ROWS_ARGS)
     FOR_EACH_MODULUS(HYBRID_PLANE)
 }
 
+#define NO_LINE(r) make_int2(0, 0)
+#define COPY_VALUE(v, l) (v)
 #define COPY_ENTRY(r, c) x[(r) * rs + (c) * cs]
+#define ROWS_ENTRY(r, c) ROWS_VALUE(x[(r) * rs + (c) * cs], ROWS_LINE(r))
 extern "C" __global__ void ozaki2_rows_floor(ROWS_ARGS)
 {
-    ROWS_START(COPY_ENTRY)
+    ROWS_START(NO_LINE, COPY_VALUE)
     unsigned int word = 0;
 #pragma unroll
     for (int j = 0; j < 4; ++j) word |= ((unsigned int)low_word(tile[q][g + j]) & 0xffu) << (8 * j);

@@ -52,12 +52,13 @@ KERNELS = os.environ.get("KERNELS", "1") == "1"
 
 #: The kernel before byte-packed bars (gemmlab 06b5f5d), renamed.
 EARLIER = r"""
-#define ABS_ENTRY(r, c) fabs(x[(r) * rs + (c) * cs])
+#define NO_LINE(r) make_int2(0, 0)
+#define ABS_VALUE(v, l) fabs(v)
 extern "C" __global__ void ozaki2_tile_squares_earlier(
     const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
     double* __restrict__ tmax, int* __restrict__ sums, double* __restrict__ norms)
 {
-    LOAD_TILE(ABS_ENTRY)
+    LOAD_TILE(NO_LINE, ABS_VALUE)
     const int tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4;
     double m = tile[q][g];
 #pragma unroll
@@ -100,7 +101,7 @@ extern "C" __global__ void ozaki2_wide_squares_earlier(
     const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
     const int* __restrict__ exps, int wide, unsigned long long* __restrict__ sums)
 {
-    LOAD_TILE(ABS_ENTRY)
+    LOAD_TILE(NO_LINE, ABS_VALUE)
     const int tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4;
     const long long line = r0 + q;
     const int e = line < rows ? exps[line] + wide : 0;
@@ -202,7 +203,7 @@ extern "C" __global__ void ozaki2_tile_squares_packed(
     const double* __restrict__ x, long long rs, long long cs, long long rows, long long cols,
     double* __restrict__ tmax, int* __restrict__ sums, double* __restrict__ norms)
 {
-    LOAD_TILE(ABS_ENTRY)
+    LOAD_TILE(NO_LINE, ABS_VALUE)
     const int tid = ty * 32 + tx, q = tid >> 3, g = (tid & 7) * 4;
     packed_sums(tile, q, g, r0 + q, rows, (r0 + q) * gridDim.x + blockIdx.x, tmax, sums, norms);
 }
