@@ -139,11 +139,13 @@ def strassen(doc: Doc) -> list[dict[str, Any]]:
     return out
 
 
-#: first_call.py's methods: family, the call and its operands' shape (as its child process draws them).
-FIRST_CALLS = {"dgemm": ("dgemm", "cupy.matmul(A, B)", {"size": 4096}),
-               "strassen": ("strassen", "strassen.matmul(A, B)", {"size": 4096}),
-               "ozaki": ("ozaki1", "ozaki.matmul(A, B)", {"size": 4096}),
-               "ozaki2": ("ozaki2", "ozaki2.matmul(A, B)", {"size": 4096}),
+#: first_call.py's methods: family, the call and its operands' shape (as its child process draws them; a size of
+#: None is the run's ``n``, 4096 where the file gives none).
+FIRST_CALLS = {"dgemm": ("dgemm", "cupy.matmul(A, B)", {"size": None}),
+               "strassen": ("strassen", "strassen.matmul(A, B)", {"size": None}),
+               "ozaki": ("ozaki1", "ozaki.matmul(A, B)", {"size": None}),
+               "ozaki2": ("ozaki2", "ozaki2.matmul(A, B)", {"size": None}),
+               "frontdoor": ("frontdoor", "gpu.matmul(A, B)", {"size": None}),
                "splitk": ("splitk", "splitk.matmul(A, B)", {"m": 16, "n": 16, "k": 2**20}),
                "exact": ("exact", "exact_matmul(A, B)", {"size": 1024}),
                "outofcore": ("outofcore", "outofcore.matmul(A, B) on host arrays", {"size": 4096})}
@@ -155,6 +157,7 @@ def first_call(doc: Doc) -> list[dict[str, Any]]:
     out = []
     for method, runs in doc["methods"].items():
         family, call, where = FIRST_CALLS[method]
+        where = {k: doc.get("n", 4096) if v is None else v for k, v in where.items()}
         cold, warm = runs.get("cold") or {}, runs.get("warm") or {}
         errors = {k: r["error"] for k, r in (("cold", cold), ("warm", warm)) if r.get("error")}
         out.append(first_call_record(family, call, **where, cold_s=cold.get("first_s"), warm_s=warm.get("first_s"),

@@ -1,15 +1,16 @@
-"""The first call of each method in a new process, cold (empty kernel cache) and warm (the cache the cold run
-filled), against the calls after it in the same process.
+"""The first call of each method in a new process, cold (empty kernel cache) and warm (the cache the cold run filled),
+against the calls after it in the same process.
 
-Methods: DGEMM (``cupy.matmul``, N = 4096), ``strassen.matmul`` (defaults, 4096), ``ozaki.matmul`` (defaults,
-4096), ``ozaki2.matmul`` (defaults, 4096), ``splitk.matmul`` (defaults, 16 x 2^20 x 16), ``exact_matmul``
-(1024) and ``outofcore.matmul`` on host arrays (4096). Each runs in a NEW Python process (``python -c``) with
-``CUPY_CACHE_DIR`` set to a folder of its own: first with the folder empty (cold), then again with the folder the
-cold run filled (warm). The child times its imports, its operands (drawn on the device, or on the host for the
-out-of-core engine), the first call and the :data:`REPEATS` calls after it, each synchronised, and prints them
-as JSON; the files the kernel cache holds after each run are counted (what compiled). Run from the repository root with
-``PYTHONPATH=$PWD``; writes $OUT/first-call.json (with ``records`` of the
-shape ``as_called_tables.py`` renders as its first-call table).
+Methods, at N x N (``N``, default 4096) unless given: DGEMM (``cupy.matmul``), ``strassen.matmul``, ``ozaki.matmul``
+and ``ozaki2.matmul`` (defaults), ``splitk.matmul`` (defaults, 16 x 2^20 x 16), ``exact_matmul`` (1024),
+``outofcore.matmul`` on host arrays (4096) and, asked for by name, the front door ``gpu.matmul`` (defaults).
+``METHODS`` picks some (comma-separated; all but the front door by default). Each runs in a NEW
+Python process (``python -c``) with ``CUPY_CACHE_DIR`` set to a folder of its own: first with the folder empty
+(cold), then again with the folder the cold run filled (warm). The child times its imports, its operands (drawn on
+the device, or on the host for the out-of-core engine), the first call and the :data:`REPEATS` calls after it, each
+synchronised, and prints them as JSON; the files the kernel cache holds after each run are counted (what compiled).
+Run from the repository root with ``PYTHONPATH=$PWD``; writes $OUT/first-call.json (with ``records`` of the shape
+``as_called_tables.py`` renders as its first-call table).
 """
 
 import json
@@ -23,12 +24,13 @@ CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
 import cupy, numpy as np
+import gpu
 from accuracy.reference import exact_matmul
 from gpu import outofcore, ozaki, ozaki2, splitk, strassen
 from gpu.backend import get_backend
 be = get_backend("cupy")
 t1 = time.perf_counter()
-name = sys.argv[1]
+name, n = sys.argv[1], int(sys.argv[2])
 rng = cupy.random.default_rng(0)
 dev = lambda m, k: (rng.random((m, k)) - 0.5) * cupy.exp(rng.standard_normal((m, k)))
 if name == "outofcore":
@@ -39,8 +41,9 @@ elif name == "splitk":
 elif name == "exact":
     A, B = dev(1024, 1024), dev(1024, 1024)
 else:
-    A, B = dev(4096, 4096), dev(4096, 4096)
-call = {"dgemm": lambda: cupy.matmul(A, B), "strassen": lambda: strassen.matmul(A, B),
+    A, B = dev(n, n), dev(n, n)
+call = {"frontdoor": lambda: gpu.matmul(A, B), "dgemm": lambda: cupy.matmul(A, B),
+        "strassen": lambda: strassen.matmul(A, B),
         "ozaki": lambda: ozaki.matmul(A, B), "ozaki2": lambda: ozaki2.matmul(A, B),
         "splitk": lambda: splitk.matmul(A, B), "exact": lambda: exact_matmul(A, B),
         "outofcore": lambda: outofcore.matmul(A, B)}[name]
@@ -60,7 +63,11 @@ print(json.dumps({"imports_s": t1 - t0, "operands_s": t2 - t1, "first_s": calls[
 #: (Ozaki II's ``moduli="auto"`` captures its graph on an address set's second call), which these show.
 REPEATS = 4
 
-METHODS = ("dgemm", "strassen", "ozaki", "ozaki2", "splitk", "exact", "outofcore")
+#: Every method the child knows; a run without ``METHODS`` takes all but the front door.
+KNOWN = ("dgemm", "strassen", "ozaki", "ozaki2", "frontdoor", "splitk", "exact", "outofcore")
+METHODS = tuple(os.environ["METHODS"].split(",")) if os.environ.get("METHODS") else tuple(
+    m for m in KNOWN if m != "frontdoor")
+N = int(os.environ.get("N", 4096))
 
 
 def cached_files(folder: str) -> list[str]:
@@ -71,7 +78,7 @@ def cached_files(folder: str) -> list[str]:
 def run(method: str, cache: str) -> dict:
     env = {**os.environ, "CUPY_CACHE_DIR": cache}
     begin = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", f"REPEATS = {REPEATS}\n" + CHILD, method], env=env,
+    done = subprocess.run([sys.executable, "-c", f"REPEATS = {REPEATS}\n" + CHILD, method, str(N)], env=env,
                           capture_output=True, text=True, timeout=600)
     wall = time.perf_counter() - begin
     if done.returncode:
@@ -97,7 +104,7 @@ if __name__ == "__main__":
     from gpu.backend import get_backend
     be = get_backend("cupy")
     doc = {"script": "results/published/scripts/first_call.py", "device": be.device_info(),
-           "environment": environment(be), "python": sys.version.split()[0], "methods": rows}
+           "environment": environment(be), "python": sys.version.split()[0], "n": N, "methods": rows}
     doc.update(written(doc, "first_call.py"))
     out = os.path.join(os.environ.get("OUT", "."), "first-call.json")
     with open(out, "w") as f:
