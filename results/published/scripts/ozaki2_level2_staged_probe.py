@@ -20,7 +20,7 @@ import ozaki2_level2_lanes_probe as P
 import ozaki2_level2_staged_forms as S
 import ozaki2_level2_variants as V
 from ozaki2_as_called import fresh_inputs
-from rounds import event_rounds, paired_ratios, write_json
+from rounds import beside_summary, event_rounds, write_json
 
 from experiments.core.environment import environment
 from gpu.backend import get_backend
@@ -107,10 +107,7 @@ def called(with_ring: bool) -> dict:
             with variant(*variants[name]):
                 samples[name].append(V.timed("library", A, B, C, D))
             print(r, name, {k: round(v, 1) for k, v in samples[name][-1].items()}, flush=True)
-    ms = {name: [s["ms"] for s in v] for name, v in samples.items()}
-    return {"samples": samples, "median_ms": {k: statistics.median(v) for k, v in ms.items()},
-            "median_x_dgemm": {k: statistics.median(s["dgemm_ms"] / s["ms"] for s in v) for k, v in samples.items()},
-            "paired_speed_over_library": paired_ratios(ms, "library")}
+    return beside_summary(samples, "library")
 
 
 def main() -> None:

@@ -15,13 +15,12 @@ the forms' order turning. ``VARIANTS``: ``name=folder`` pairs, each folder holdi
 """
 
 import os
-import statistics
 from functools import cache
 
 import cupy as cp
 from ozaki2_as_called import fresh_inputs
 from ozaki2_level2_lanes_probe import baseline_crt, baseline_kernel, nvml_now, patched
-from rounds import beside_dgemm, paired_ratios, write_json
+from rounds import beside_dgemm, beside_summary, write_json
 
 from experiments.core.environment import environment
 from gpu import ozaki2
@@ -68,11 +67,8 @@ def main() -> None:
             samples[name].append(timed(variant, A, B, C, D))
             print(r, name, {k: round(v, 1) for k, v in samples[name][-1].items()}, flush=True)
         ozaki2.PLANS.clear()
-    ms = {name: [s["ms"] for s in v] for name, v in samples.items()}
     result = {"environment": environment(get_backend("cupy")), "n": N, "loop": LOOP, "variants": VARIANTS,
-              "samples": samples, "median_ms": {k: statistics.median(v) for k, v in ms.items()},
-              "median_x_dgemm": {k: statistics.median(s["dgemm_ms"] / s["ms"] for s in v) for k, v in samples.items()},
-              f"paired_speed_over_{names[0]}": paired_ratios(ms, names[0])}
+              **beside_summary(samples, names[0])}
     print({k: v for k, v in result.items() if k.startswith(("median", "paired"))}, flush=True)
     write_json(result, "ozaki2-level2-variants.json")
 

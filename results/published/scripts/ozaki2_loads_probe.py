@@ -28,14 +28,13 @@ residue_cuda.py>,library``). Writes ``$OUT/ozaki2-loads-probe.json``.
 """
 
 import os
-import statistics
 from contextlib import contextmanager
-from functools import cache
+from functools import cache, partial
 
 import cupy as cp
 from ozaki2_as_called import fresh_inputs
 from ozaki2_level2_lanes_probe import _strings, nvml_now
-from rounds import beside_dgemm, paired_ratios, write_json
+from rounds import beside_dgemm, beside_summary, turning, write_json
 
 from experiments.core.environment import environment
 from gpu import ozaki2
@@ -145,15 +144,8 @@ def called(n: int, level: int) -> dict:
     """Both forms as called at N = ``n`` and ``level`` in turning rounds."""
     A, B = fresh_inputs(n)
     C, D = cp.empty((n, n)), cp.empty((n, n))
-    names, samples = list(FORMS), {name: [] for name in FORMS}
-    for r in range(ROUNDS):
-        for name in names[r % 2:] + names[:r % 2]:
-            samples[name].append(sample(name, level, A, B, C, D))
-            print(n, level, r, name, {k: round(v, 2) for k, v in samples[name][-1].items()}, flush=True)
-    ms = {name: [s["ms"] for s in v] for name, v in samples.items()}
-    result = {"samples": samples, "median_ms": {k: statistics.median(v) for k, v in ms.items()},
-              "median_x_dgemm": {k: statistics.median(s["dgemm_ms"] / s["ms"] for s in v) for k, v in samples.items()},
-              "paired_speed_over_baseline": paired_ratios(ms, "baseline")}
+    samples = turning({name: partial(sample, name, level, A, B, C, D) for name in FORMS}, ROUNDS, lambda run: run())
+    result = beside_summary(samples, "baseline")
     print(n, level, {k: v for k, v in result.items() if k != "samples"}, flush=True)
     ozaki2.PLANS.clear()
     return result

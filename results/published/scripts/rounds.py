@@ -78,6 +78,15 @@ def paired_ratios(samples: Mapping[str, list[float]], base: str) -> dict[str, fl
     return {k: statistics.median(b / s for b, s in zip(samples[base], v, strict=True)) for k, v in samples.items()}
 
 
+def beside_summary(samples: Mapping[str, list[Mapping[str, float]]], base: str) -> dict[str, object]:
+    """Turning rounds of :func:`beside_dgemm` samples per form: the samples, each form's median ms and median ratio
+    to the DGEMM beside it, and its speed paired against ``base``'s (:func:`paired_ratios`)."""
+    ms = {name: [s["ms"] for s in v] for name, v in samples.items()}
+    return {"samples": samples, "median_ms": {k: statistics.median(v) for k, v in ms.items()},
+            "median_x_dgemm": {k: statistics.median(s["dgemm_ms"] / s["ms"] for s in v) for k, v in samples.items()},
+            f"paired_speed_over_{base}": paired_ratios(ms, base)}
+
+
 def summary(samples: Mapping[str, list[float]]) -> dict[str, dict[str, float]]:
     """Median, least and greatest milliseconds per run."""
     return {k: {"median_ms": statistics.median(v), "min_ms": min(v), "max_ms": max(v)} for k, v in samples.items()}
