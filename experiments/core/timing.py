@@ -55,7 +55,7 @@ MIN_REPEATS = 10
 #: Fewest samples a caller may ask for instead (``least=``), for calls that last over a second each: three
 #: samples still give a median that one disturbed sample cannot move.
 FEWEST_REPEATS = 3
-#: Warm-up runs of each method, batches at most, and the timed seconds within which an unstable batch
+#: Warm-up runs of each method's buffer sets, batches at most, and the timed seconds within which an unstable batch
 #: is measured again (see the module notes): the protocol's defaults.
 WARMUP, MAX_ATTEMPTS, RETRY_SECONDS = 2, 3, 120.0
 
@@ -186,7 +186,8 @@ def measure_interleaved(
     method each round (see the module notes).
 
     ``works`` maps a name to a callable, or to a sequence of callables used in
-    turn (buffer rotation; warm-up touches each of them). With ``flush`` the last-level cache is flushed
+    turn (buffer rotation; warm-up runs each of them ``warmup`` times, since a plan may build its graph on an
+    address set's second call). With ``flush`` the last-level cache is flushed
     before every sample, outside the timed region. A batch in which any
     method has a sample outside ``1 +- tolerance`` of its mean is measured
     again, as many batches in all as :func:`attempts_within` allows for their mean length; the reported batch is the
@@ -226,7 +227,7 @@ def measure_interleaved(
     setup = setup or {}
     rotations = {name: _rotation(work) for name, work in works.items()}
     for fns in rotations.values():
-        for i in range(max(warmup, len(fns) if warmup else 0)):
+        for i in range(warmup * len(fns)):
             fns[i % len(fns)]()
     backend.synchronize()
 
